@@ -1,0 +1,607 @@
+#include "config/receiver_yaml.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <optional>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace paq::config {
+
+namespace {
+
+std::string join_lines(const std::vector<std::string>& lines)
+{
+    std::string out;
+    for (const auto& line : lines) {
+        if (!out.empty()) {
+            out += '\n';
+        }
+        out += line;
+    }
+    return out;
+}
+
+// ---------------------------------------------------------------------------------------
+// The field table. Parsing, the unknown-key message and to_yaml all walk it, so a new field
+// of receiver_config needs exactly one line here (the round-trip test catches a forgotten
+// one, because it sets every field to a non-default value).
+
+using size_member = std::size_t dsp::receiver_config::*;
+using int_member = int dsp::receiver_config::*;
+using double_member = double dsp::receiver_config::*;
+
+struct field_binding {
+    std::string_view name;
+    std::variant<size_member, int_member, double_member> member;
+};
+
+constexpr std::array<field_binding, 8> receiver_fields{{
+    {"batch_samples", &dsp::receiver_config::batch_samples},
+    {"detection_threshold", &dsp::receiver_config::detection_threshold},
+    {"fft_size", &dsp::receiver_config::fft_size},
+    {"cma_mu", &dsp::receiver_config::cma_mu},
+    {"cma_iterations", &dsp::receiver_config::cma_iterations},
+    {"pll_bn_t", &dsp::receiver_config::pll_bn_t},
+    {"pll_damping", &dsp::receiver_config::pll_damping},
+    {"cpu_threads", &dsp::receiver_config::cpu_threads},
+}};
+
+constexpr std::string_view receiver_section = "receiver";
+
+const field_binding* find_field(std::string_view name) noexcept
+{
+    const auto it = std::find_if(receiver_fields.begin(), receiver_fields.end(),
+                                 [name](const field_binding& f) { return f.name == name; });
+    return it == receiver_fields.end() ? nullptr : &*it;
+}
+
+std::string known_field_list()
+{
+    std::string out;
+    for (const auto& f : receiver_fields) {
+        if (!out.empty()) {
+            out += ", ";
+        }
+        out += f.name;
+    }
+    return out;
+}
+
+// Case-insensitive edit distance, for the "did you mean" hint on an unknown key.
+std::size_t edit_distance(std::string_view a, std::string_view b)
+{
+    const auto lower = [](char c) {
+        return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    };
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) {
+        row[j] = j;
+    }
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            const std::size_t above = row[j];
+            const std::size_t substitution = diagonal + (lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1);
+            row[j] = std::min({above + 1, row[j - 1] + 1, substitution});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+std::optional<std::string_view> closest_field(std::string_view key) noexcept
+{
+    // Two edits cover a typo or a transposition; beyond that a suggestion is a guess.
+    constexpr std::size_t max_distance = 2;
+    std::optional<std::string_view> best;
+    std::size_t best_distance = max_distance + 1;
+    for (const auto& f : receiver_fields) {
+        const std::size_t d = edit_distance(key, f.name);
+        if (d < best_distance) {
+            best_distance = d;
+            best = f.name;
+        }
+    }
+    return best;
+}
+
+// ---------------------------------------------------------------------------------------
+// Error collection. Every problem in a file is reported at once, so that fixing a config
+// is not a loop of one error per daemon start.
+
+class error_list {
+public:
+    explicit error_list(std::string_view source) : source_(source) {}
+
+    /// mark: where in the document; a null mark (or a line yaml-cpp does not know) gives
+    /// "<source>: text".
+    void add(const YAML::Mark& mark, const std::string& text)
+    {
+        const int line = mark.is_null() ? -1 : mark.line;
+        std::string message(source_);
+        if (line >= 0) {
+            message += ':';
+            message += std::to_string(line + 1);  // yaml-cpp counts from 0
+        }
+        message += ": ";
+        message += text;
+        entries_.push_back({line, std::move(message)});
+    }
+
+    /// Throws config_error with the messages in file order (parse errors are found before
+    /// range errors, but the reader goes through the file top to bottom).
+    void throw_if_any()
+    {
+        if (entries_.empty()) {
+            return;
+        }
+        std::stable_sort(entries_.begin(), entries_.end(),
+                         [](const entry& a, const entry& b) { return a.line < b.line; });
+        std::vector<std::string> messages;
+        messages.reserve(entries_.size());
+        for (auto& e : entries_) {
+            messages.push_back(std::move(e.message));
+        }
+        throw config_error(std::move(messages));
+    }
+
+private:
+    struct entry {
+        int line;  // 0-based, -1 when unknown
+        std::string message;
+    };
+    std::string source_;
+    std::vector<entry> entries_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Scalars. yaml-cpp's own as<T>() goes through iostreams, which accept things a config file
+// should not ("12abc" is no integer, "nan" is a string in YAML 1.2), so numbers are
+// recognised here by the YAML 1.2 core schema rules and converted with from_chars.
+
+enum class number_status { ok, not_a_number, out_of_range };
+
+// YAML 1.2 core schema integers: [-+]?[0-9]+ | 0o[0-7]+ | 0x[0-9a-fA-F]+
+template <typename T>
+number_status parse_integer(std::string_view text, T& out) noexcept
+{
+    static_assert(std::is_integral_v<T>);
+    bool negative = false;
+    int base = 10;
+    std::string_view digits = text;
+    if (digits.starts_with("0x")) {
+        base = 16;
+        digits.remove_prefix(2);
+    } else if (digits.starts_with("0o")) {
+        base = 8;
+        digits.remove_prefix(2);
+    } else if (!digits.empty() && (digits.front() == '+' || digits.front() == '-')) {
+        negative = digits.front() == '-';
+        digits.remove_prefix(1);
+    }
+    // from_chars would accept a second sign; the grammar does not.
+    if (digits.empty() || digits.front() == '+' || digits.front() == '-') {
+        return number_status::not_a_number;
+    }
+    std::uint64_t magnitude = 0;
+    const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), magnitude, base);
+    if (end != digits.data() + digits.size()) {
+        return number_status::not_a_number;
+    }
+    if (ec == std::errc::result_out_of_range) {
+        return number_status::out_of_range;
+    }
+    if (ec != std::errc{}) {
+        return number_status::not_a_number;
+    }
+    using limits = std::numeric_limits<T>;
+    if (negative) {
+        if constexpr (std::is_unsigned_v<T>) {
+            if (magnitude != 0) {
+                return number_status::out_of_range;
+            }
+            out = 0;
+        } else {
+            // -(min+1) + 1 avoids overflowing on the most negative value.
+            const auto max_magnitude = static_cast<std::uint64_t>(-(limits::min() + 1)) + 1;
+            if (magnitude > max_magnitude) {
+                return number_status::out_of_range;
+            }
+            out = magnitude == max_magnitude ? limits::min()
+                                             : static_cast<T>(-static_cast<T>(magnitude));
+        }
+        return number_status::ok;
+    }
+    if (magnitude > static_cast<std::uint64_t>(limits::max())) {
+        return number_status::out_of_range;
+    }
+    out = static_cast<T>(magnitude);
+    return number_status::ok;
+}
+
+// YAML 1.2 core schema floats (integers included):
+//   [-+]? ( \.[0-9]+ | [0-9]+ ( \.[0-9]* )? ) ( [eE] [-+]? [0-9]+ )?  |  [-+]? \.inf  |  \.nan
+bool is_core_float_syntax(std::string_view s) noexcept
+{
+    const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+    std::size_t i = 0;
+    const auto digit_run = [&] {
+        const std::size_t start = i;
+        while (i < s.size() && is_digit(s[i])) {
+            ++i;
+        }
+        return i - start;
+    };
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+        ++i;
+    }
+    const std::size_t int_digits = digit_run();
+    std::size_t frac_digits = 0;
+    if (i < s.size() && s[i] == '.') {
+        ++i;
+        frac_digits = digit_run();
+    }
+    if (int_digits == 0 && frac_digits == 0) {
+        return false;
+    }
+    if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+        ++i;
+        if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
+            ++i;
+        }
+        if (digit_run() == 0) {
+            return false;
+        }
+    }
+    return i == s.size();
+}
+
+number_status parse_double(std::string_view text, double& out) noexcept
+{
+    std::string_view body = text;
+    bool negative = false;
+    if (!body.empty() && (body.front() == '+' || body.front() == '-')) {
+        negative = body.front() == '-';
+        body.remove_prefix(1);
+    }
+    if (body == ".inf" || body == ".Inf" || body == ".INF") {
+        out = negative ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+        return number_status::ok;
+    }
+    if (text == ".nan" || text == ".NaN" || text == ".NAN") {
+        out = std::numeric_limits<double>::quiet_NaN();
+        return number_status::ok;
+    }
+    if (!is_core_float_syntax(text)) {
+        return number_status::not_a_number;
+    }
+    // body has no sign left (from_chars rejects '+', and the sign is applied below).
+    double magnitude = 0.0;
+    const auto [end, ec] =
+        std::from_chars(body.data(), body.data() + body.size(), magnitude, std::chars_format::general);
+    if (ec == std::errc::result_out_of_range) {
+        return number_status::out_of_range;
+    }
+    if (ec != std::errc{} || end != body.data() + body.size()) {
+        return number_status::not_a_number;
+    }
+    out = negative ? -magnitude : magnitude;
+    return number_status::ok;
+}
+
+template <typename T>
+constexpr const char* expected_type_name() noexcept
+{
+    if constexpr (std::is_floating_point_v<T>) {
+        return "a number";
+    } else if constexpr (std::is_unsigned_v<T>) {
+        return "a non-negative integer";
+    } else {
+        return "an integer";
+    }
+}
+
+std::string describe_value(const YAML::Node& node)
+{
+    switch (node.Type()) {
+    case YAML::NodeType::Null:
+        return "no value";
+    case YAML::NodeType::Sequence:
+        return "a sequence";
+    case YAML::NodeType::Map:
+        return "a mapping";
+    case YAML::NodeType::Scalar:
+        return "'" + node.Scalar() + "'";
+    case YAML::NodeType::Undefined:
+        break;
+    }
+    return "an undefined node";
+}
+
+// Whether the scalar's tag lets it be read as a T. yaml-cpp tags plain scalars "?" (type
+// from the text) and quoted ones "!" (a string); explicit tags arrive expanded. An explicit
+// !!int or !!float is accepted where the field takes that kind of number, !!str never.
+template <typename T>
+bool numeric_tag(const YAML::Node& node)
+{
+    const std::string& tag = node.Tag();
+    if (tag == "?" || tag == "tag:yaml.org,2002:int") {
+        return true;
+    }
+    return std::is_floating_point_v<T> && tag == "tag:yaml.org,2002:float";
+}
+
+template <typename T>
+void parse_field(const YAML::Node& value, const YAML::Mark& key_mark, std::string_view name, T& target,
+                 error_list& errors)
+{
+    // yaml-cpp places an empty value at the token after it (the next line), and the key's
+    // line is where the reader looks anyway.
+    const YAML::Mark mark = value.IsNull() || value.Mark().is_null() ? key_mark : value.Mark();
+    const std::string field = std::string(receiver_section) + "." + std::string(name);
+    const std::string expected = expected_type_name<T>();
+    if (!value.IsScalar() || !numeric_tag<T>(value)) {
+        std::string text = field + ": expected " + expected + ", got " + describe_value(value);
+        if (value.IsScalar() && value.Tag() == "!") {
+            text += " (a quoted string; write the number without quotes)";
+        } else if (value.IsScalar()) {
+            text += " (tagged '" + value.Tag() + "')";
+        }
+        errors.add(mark, text);
+        return;
+    }
+    const std::string& text = value.Scalar();
+    T parsed{};
+    number_status status = number_status::not_a_number;
+    if constexpr (std::is_floating_point_v<T>) {
+        status = parse_double(text, parsed);
+    } else {
+        status = parse_integer(text, parsed);
+    }
+    switch (status) {
+    case number_status::ok:
+        target = parsed;
+        return;
+    case number_status::not_a_number:
+        errors.add(mark, field + ": expected " + expected + ", got '" + text + "'");
+        return;
+    case number_status::out_of_range:
+        if constexpr (std::is_floating_point_v<T>) {
+            errors.add(mark, field + " = " + text + " is out of range (not representable as a double)");
+        } else {
+            errors.add(mark, field + " = " + text + " is out of range (its type holds " +
+                                 std::to_string(std::numeric_limits<T>::min()) + " .. " +
+                                 std::to_string(std::numeric_limits<T>::max()) + ")");
+        }
+        return;
+    }
+}
+
+const char* node_kind(const YAML::Node& node) noexcept
+{
+    switch (node.Type()) {
+    case YAML::NodeType::Null:
+        return "null";
+    case YAML::NodeType::Scalar:
+        return "scalar";
+    case YAML::NodeType::Sequence:
+        return "sequence";
+    case YAML::NodeType::Map:
+        return "mapping";
+    case YAML::NodeType::Undefined:
+        break;
+    }
+    return "undefined node";
+}
+
+// Position of the first key of each field that the document sets, to put a line number on
+// validate()'s messages.
+using field_marks = std::array<std::optional<YAML::Mark>, receiver_fields.size()>;
+
+void parse_receiver_section(const YAML::Node& section, const YAML::Mark& section_mark,
+                            dsp::receiver_config& config, field_marks& marks, error_list& errors)
+{
+    if (section.IsNull()) {
+        return;  // "receiver:" with nothing under it: all defaults
+    }
+    if (!section.IsMap()) {
+        errors.add(section.Mark().is_null() ? section_mark : section.Mark(),
+                   "'receiver' must be a mapping of field: value, got a " + std::string(node_kind(section)));
+        return;
+    }
+    for (const auto& entry : section) {
+        const YAML::Node& key = entry.first;
+        const YAML::Node& value = entry.second;
+        if (!key.IsScalar()) {
+            errors.add(key.Mark(), "keys in 'receiver' must be field names, got a " + std::string(node_kind(key)));
+            continue;
+        }
+        const std::string& name = key.Scalar();
+        const field_binding* field = find_field(name);
+        if (field == nullptr) {
+            std::string text = "unknown key '" + name + "' in 'receiver'";
+            if (const auto suggestion = closest_field(name)) {
+                text += ", did you mean '" + std::string(*suggestion) + "'?";
+            }
+            text += " (known: " + known_field_list() + ")";
+            errors.add(key.Mark(), text);
+            continue;
+        }
+        auto& first_mark = marks[static_cast<std::size_t>(field - receiver_fields.data())];
+        if (first_mark) {
+            // yaml-cpp keeps both entries of a duplicated key; which one would win is not
+            // something a config file should depend on.
+            errors.add(key.Mark(), "duplicate key '" + name + "' in 'receiver' (first set on line " +
+                                       std::to_string(first_mark->line + 1) + ")");
+            continue;
+        }
+        first_mark = key.Mark();
+        std::visit([&](auto member) { parse_field(value, key.Mark(), field->name, config.*member, errors); },
+                   field->member);
+    }
+}
+
+std::string format_double(double value)
+{
+    // YAML spellings, which parse_double reads back (to_chars would write "inf", "nan").
+    if (std::isnan(value)) {
+        return ".nan";
+    }
+    if (std::isinf(value)) {
+        return value > 0 ? ".inf" : "-.inf";
+    }
+    // Shortest representation that reads back to the same double: exact round trip
+    // without the 17-digit noise of printf("%.17g").
+    std::array<char, 64> buffer{};
+    const auto [end, ec] = std::to_chars(buffer.data(), buffer.data() + buffer.size(), value);
+    if (ec != std::errc{}) {
+        // 64 characters hold any double; reaching this is a library bug, not bad input.
+        throw std::logic_error("to_chars failed for a double");
+    }
+    return std::string(buffer.data(), end);
+}
+
+}  // namespace
+
+config_error::config_error(std::vector<std::string> messages)
+    : std::runtime_error(join_lines(messages)),
+      messages_(std::make_shared<const std::vector<std::string>>(std::move(messages)))
+{
+}
+
+dsp::receiver_config parse_receiver_config(std::string_view yaml_text, std::string_view source_name)
+{
+    error_list errors(source_name);
+    std::vector<YAML::Node> documents;
+    try {
+        documents = YAML::LoadAll(std::string(yaml_text));
+    } catch (const YAML::Exception& e) {
+        std::string message(source_name);
+        if (!e.mark.is_null()) {
+            message += ':' + std::to_string(e.mark.line + 1) + ':' + std::to_string(e.mark.column + 1);
+        }
+        message += ": YAML syntax error: " + e.msg;
+        throw config_error({std::move(message)});
+    }
+
+    dsp::receiver_config config;
+    if (documents.size() > 1) {
+        errors.add(documents[1].Mark(), "expected one YAML document, found " + std::to_string(documents.size()) +
+                                            " (remove the extra '---')");
+        errors.throw_if_any();
+    }
+    if (documents.empty() || documents.front().IsNull()) {
+        return config;  // empty file or only comments: defaults
+    }
+    const YAML::Node& root = documents.front();
+    if (!root.IsMap()) {
+        errors.add(root.Mark(), "the top level must be a mapping of sections (such as 'receiver:'), got a " +
+                                    std::string(node_kind(root)));
+        errors.throw_if_any();
+    }
+
+    field_marks marks;
+    std::optional<YAML::Mark> receiver_mark;
+    for (const auto& entry : root) {
+        // Other sections, and keys that are no plain string, belong to other parsers.
+        if (!entry.first.IsScalar() || entry.first.Scalar() != receiver_section) {
+            continue;
+        }
+        if (receiver_mark) {
+            errors.add(entry.first.Mark(), "duplicate section 'receiver' (first on line " +
+                                               std::to_string(receiver_mark->line + 1) + ")");
+            continue;
+        }
+        receiver_mark = entry.first.Mark();
+        parse_receiver_section(entry.second, entry.first.Mark(), config, marks, errors);
+    }
+
+    // Fields that failed to parse still hold their (valid) defaults, so validate() only
+    // reports fields the file really set out of range; report both kinds together.
+    for (const std::string& problem : config.validate()) {
+        // validate() starts each message with the field name; attach the line that set it.
+        YAML::Mark mark = YAML::Mark::null_mark();
+        for (std::size_t i = 0; i < receiver_fields.size(); ++i) {
+            const std::string_view name = receiver_fields[i].name;
+            if (marks[i] && problem.size() > name.size() && problem.starts_with(name) &&
+                problem[name.size()] == ' ') {
+                mark = *marks[i];
+                break;
+            }
+        }
+        errors.add(mark, std::string(receiver_section) + "." + problem);
+    }
+    errors.throw_if_any();
+    return config;
+}
+
+dsp::receiver_config load_receiver_config(const std::filesystem::path& file)
+{
+    const std::string name = file.string();
+    const auto fail = [&name](const std::string& reason) {
+        throw config_error({name + ": cannot read configuration file: " + reason});
+    };
+
+    std::error_code ec;
+    const auto status = std::filesystem::status(file, ec);
+    if (status.type() == std::filesystem::file_type::not_found) {
+        fail(std::generic_category().message(ENOENT));
+    }
+    if (ec) {
+        fail(ec.message());
+    }
+    if (std::filesystem::is_directory(status)) {
+        fail("it is a directory");
+    }
+    // Anything else that opens is accepted: a FIFO or /dev/stdin is a legitimate source.
+    errno = 0;
+    std::ifstream in(file, std::ios::binary);
+    if (!in) {
+        const int error = errno;
+        fail(error != 0 ? std::generic_category().message(error) : "open failed");
+    }
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    if (in.bad()) {
+        fail("read error");
+    }
+    return parse_receiver_config(text, name);
+}
+
+std::string to_yaml(const dsp::receiver_config& config)
+{
+    std::string out(receiver_section);
+    out += ":\n";
+    for (const auto& field : receiver_fields) {
+        out += "  ";
+        out += field.name;
+        out += ": ";
+        std::visit(
+            [&](auto member) {
+                const auto& value = config.*member;
+                if constexpr (std::is_floating_point_v<std::remove_cvref_t<decltype(value)>>) {
+                    out += format_double(value);
+                } else {
+                    out += std::to_string(value);
+                }
+            },
+            field.member);
+        out += '\n';
+    }
+    return out;
+}
+
+}  // namespace paq::config

@@ -1,0 +1,61 @@
+// YAML binding of dsp::receiver_config.
+//
+// The configuration file is one YAML document whose top level is a mapping. The receiver
+// parameters live under `receiver:`; every other top-level section (daemon:, sources:, ...)
+// is skipped here so that those sections can be added without touching this parser.
+//
+//   receiver:
+//     cma_mu: 0.002
+//     cma_iterations: 12
+//
+// Keys missing from the file keep the defaults of dsp::receiver_config. The parser is
+// strict, because a misspelt or mistyped key that is silently dropped leaves the receiver
+// running on a default nobody asked for: unknown keys under `receiver`, values of the wrong
+// type (including quoted numbers and empty values) and out-of-range values are all errors,
+// reported together, each as "<file>:<line>: receiver.<field> ...".
+#pragma once
+
+#include "dsp/receiver_config.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paq::config {
+
+/// Everything that makes a configuration unusable: an unreadable file, a YAML syntax error,
+/// an unknown key, a value of the wrong type, a value out of range. what() holds all
+/// messages, one per line; messages() has them separately.
+class config_error : public std::runtime_error {
+public:
+    explicit config_error(std::vector<std::string> messages);
+
+    /// One entry per problem, each starting with "<source>:" (and the 1-based line where
+    /// one is known).
+    [[nodiscard]] const std::vector<std::string>& messages() const noexcept { return *messages_; }
+
+private:
+    // Shared so that copying the exception cannot throw (std::exception's contract).
+    std::shared_ptr<const std::vector<std::string>> messages_;
+};
+
+/// Reads and parses `file` (see parse_receiver_config). Throws config_error naming the file
+/// when it is missing, not a regular file or unreadable, and for everything parse rejects.
+[[nodiscard]] dsp::receiver_config load_receiver_config(const std::filesystem::path& file);
+
+/// Parses a configuration document. An empty document, or one without a `receiver:`
+/// section, gives the defaults. `source_name` prefixes every error message (the file name
+/// when called from load_receiver_config). The result has passed receiver_config::validate();
+/// otherwise config_error is thrown with every problem found.
+[[nodiscard]] dsp::receiver_config parse_receiver_config(std::string_view yaml_text,
+                                                         std::string_view source_name = "<string>");
+
+/// The effective configuration as a YAML document with every field under `receiver:`.
+/// Numbers are written in their shortest exact form, so
+/// parse_receiver_config(to_yaml(c)) == c for every valid c.
+[[nodiscard]] std::string to_yaml(const dsp::receiver_config& config);
+
+}  // namespace paq::config

@@ -1,0 +1,96 @@
+#include "daemon/replay.hpp"
+
+#include "dsp/cpu_backend.hpp"
+#include "io/sample_file.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <iomanip>
+#include <sstream>
+
+namespace paq::daemon {
+
+replay_result run_replay(const replay_options& opt)
+{
+    auto reader = io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz);
+    const auto& info = reader.info();
+    replay_result res;
+    res.file = opt.file.string();
+    res.sample_rate_hz = info.sample_rate_hz;
+    res.trailing_bytes = info.trailing_bytes;
+    if (info.trailing_bytes) {
+        res.warnings.push_back("truncated file: " + std::to_string(info.trailing_bytes) +
+                               " trailing bytes after the last whole sample ignored");
+    }
+    dsp::cpu_backend backend(opt.receiver);
+    res.summary = dsp::run_receiver(backend, opt.receiver, opt.pattern, info.sample_rate_hz,
+                                    [&](std::span<cf32> out) { return reader.read(out); });
+    const auto& s = res.summary;
+    if (s.nonfinite_samples) {
+        res.warnings.push_back(std::to_string(s.nonfinite_samples) +
+                               " non-finite (NaN/Inf) samples replaced by zeros; their packets are flagged");
+    }
+    if (s.packets_truncated) {
+        res.warnings.push_back(std::to_string(s.packets_truncated) +
+                               " packet(s) cut by the start or end of the recording were not processed");
+    }
+    if (s.packets_found == 0) res.warnings.push_back("no packets found");
+    return res;
+}
+
+void print_table(const replay_result& r, std::ostream& os)
+{
+    const auto& s = r.summary;
+    os << "paqd replay: " << r.file << "\n";
+    os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
+       << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
+       << s.packets_found << ", flagged " << s.packets_flagged << ", truncated " << s.packets_truncated
+       << ", missed in sequence " << s.packets_skipped << "\n";
+    os << "  mean CFO " << std::setprecision(1) << s.mean_cfo_hz << " Hz, estimated Eb/N0 " << std::setprecision(2)
+       << s.mean_ebn0_db << " dB\n\n";
+    os << "  path   packets        bits    errors         BER   sync\n";
+    for (const auto& p : s.paths) {
+        char line[160];
+        std::snprintf(line, sizeof line, "  %-5s %8llu %11llu %9llu %11.3e   %s\n", p.name.c_str(),
+                      static_cast<unsigned long long>(p.packets), static_cast<unsigned long long>(p.bits_checked),
+                      static_cast<unsigned long long>(p.bit_errors), p.ber,
+                      p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK");
+        os << line;
+    }
+    for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
+}
+
+nlohmann::json to_json(const replay_result& r)
+{
+    const auto& s = r.summary;
+    nlohmann::json paths = nlohmann::json::array();
+    for (const auto& p : s.paths) {
+        paths.push_back({{"path", p.name},
+                         {"packets", p.packets},
+                         {"bits", p.bits_checked},
+                         {"bit_errors", p.bit_errors},
+                         {"ber", p.ber},
+                         {"bits_before_lock", p.bits_before_lock},
+                         {"resyncs", p.resyncs},
+                         {"locked", p.locked},
+                         {"mean_bep_estimate", p.mean_bep_estimate}});
+    }
+    return {{"file", r.file},
+            {"sample_rate_hz", r.sample_rate_hz},
+            {"samples", s.samples},
+            {"batches", s.batches},
+            {"packets_found", s.packets_found},
+            {"packets_flagged", s.packets_flagged},
+            {"packets_truncated", s.packets_truncated},
+            {"packets_missed_in_sequence", s.packets_skipped},
+            {"nonfinite_samples", s.nonfinite_samples},
+            {"trailing_bytes", r.trailing_bytes},
+            {"mean_cfo_hz", s.mean_cfo_hz},
+            {"mean_cfo_rad_per_sample", s.mean_cfo_rad_per_sample},
+            {"mean_ebn0_db", s.mean_ebn0_db},
+            {"max_r_pivot_ratio", s.max_r_pivot_ratio},
+            {"paths", paths},
+            {"warnings", r.warnings}};
+}
+
+}  // namespace paq::daemon

@@ -1,0 +1,79 @@
+// Batch windows and per-packet results: the data that flows source -> batcher -> backend ->
+// publisher. Plain structs, no behaviour.
+//
+//   absolute samples ...|<- guard_before ->|<------ owned: B new ------>|<- guard_after ->|...
+//                        window.first_sample                                window end
+//   A packet belongs to the batch whose owned range holds its preamble peak. guard_before
+//   (W = L_pkt/2) lets the peak decision see its whole neighbourhood; guard_after
+//   (L_pkt + 256) holds the packet itself plus the filter margin. So each packet is decided
+//   and processed from the same samples whichever batch it falls in, and exactly once.
+#pragma once
+
+#include "dsp/receiver_tables.hpp"
+#include "dsp/types.hpp"
+#include "dsp/waveform.hpp"
+
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace paq::dsp {
+
+inline constexpr std::size_t batch_guard_before = waveform::L_pkt / 2;
+inline constexpr std::size_t packet_margin = 256;  ///< samples each side of a packet the filters read
+inline constexpr std::size_t batch_guard_after = waveform::L_pkt + packet_margin;
+inline constexpr std::size_t packed_data_bytes = waveform::data_bits / 8;  // 768
+
+struct sample_batch {
+    std::uint64_t index = 0;          ///< batch sequence number
+    std::uint64_t first_sample = 0;   ///< absolute index of samples[0] (gaps included)
+    std::vector<cf32> samples;
+    std::size_t owned_begin = 0;      ///< preamble peaks in [owned_begin, owned_end) belong here
+    std::size_t owned_end = 0;
+    bool segment_start = false;       ///< samples[0] follows a gap or the stream start
+    bool segment_end = false;         ///< the window ends at a gap or the end of the stream
+    std::uint64_t lost_samples_before = 0;  ///< samples lost in the gap before this segment
+};
+
+/// Packet flags.
+enum packet_flag : std::uint32_t {
+    flag_nonfinite_input = 1u << 0,   ///< NaN/Inf samples were replaced by zeros
+    flag_zf_regularized = 1u << 1,    ///< R was not numerically positive definite: loaded
+    flag_ill_conditioned = 1u << 2,   ///< pivot ratio of R above 1e6
+    flag_cfo_near_limit = 1u << 3,    ///< |w0| above 90% of the estimator's range
+    flag_low_snr = 1u << 4,           ///< estimated Eb/N0 below 3 dB
+};
+
+struct path_stats {
+    std::uint16_t known_bit_errors = 0;  ///< preamble+ASM bits the detector got wrong (of 192)
+    float bep_estimate = 0.5f;           ///< Q(mean/std) of the data decision statistics
+};
+
+struct packet_record {
+    std::uint64_t start_sample = 0;  ///< absolute index of the packet start
+    double metric = 0.0;             ///< preamble detector M(u) at the peak
+    double cfo_rad_per_sample = 0.0;
+    double sigma2 = 0.0;             ///< noise variance per real dimension
+    double channel_energy = 0.0;     ///< sum |h|^2
+    double ebn0_db = 0.0;            ///< 10 log10(received signal power / sigma2)
+    double r_pivot_ratio = 0.0;      ///< max/min Cholesky pivot of the ZF matrix (cond. estimate)
+    std::uint32_t flags = 0;
+    std::uint32_t nonfinite_samples = 0;
+    std::array<cf64, chain::L_ch> h{};  ///< channel estimate, taps -N1 .. N2
+    std::array<path_stats, chain::num_paths> paths{};
+};
+
+struct batch_output {
+    std::uint64_t batch_index = 0;
+    std::vector<packet_record> packets;         ///< in start order
+    std::vector<std::uint8_t> bits;             ///< [packet][path][768 bytes], MSB first
+    std::uint64_t truncated_packets = 0;        ///< preambles whose packet a gap or the end cut
+    std::uint64_t nonfinite_samples = 0;        ///< in the owned range's packets
+
+    [[nodiscard]] const std::uint8_t* packet_bits(std::size_t packet, int path) const noexcept
+    {
+        return bits.data() + (packet * chain::num_paths + static_cast<std::size_t>(path)) * packed_data_bytes;
+    }
+};
+
+}  // namespace paq::dsp

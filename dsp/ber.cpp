@@ -1,0 +1,42 @@
+#include "dsp/ber.hpp"
+
+#include "dsp/waveform.hpp"
+
+#include <cmath>
+
+namespace paq::dsp {
+
+stream_ber_counter::stream_ber_counter(pn_pattern pattern) : checker_(pattern), unpacked_(waveform::data_bits) {}
+
+void stream_ber_counter::add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits)
+{
+    if (last_start_) {
+        // Sample clocks drift a little; packets are L_pkt apart to within a few samples.
+        const double gap = static_cast<double>(start_sample - *last_start_) / static_cast<double>(waveform::L_pkt);
+        const auto missed = static_cast<long long>(std::llround(gap)) - 1;
+        if (missed > 0) {
+            checker_.skip(static_cast<std::uint64_t>(missed) * waveform::data_bits);
+            skipped_ += static_cast<std::uint64_t>(missed);
+        }
+    }
+    last_start_ = start_sample;
+    for (std::size_t i = 0; i < waveform::data_bits; ++i) {
+        unpacked_[i] = static_cast<std::uint8_t>((packed_bits[i / 8] >> (7 - i % 8)) & 1u);
+    }
+    checker_.push(unpacked_);
+    ++packets_;
+}
+
+double stream_ber_counter::ber() const noexcept
+{
+    const auto c = checker_.get();
+    return c.bits_checked ? static_cast<double>(c.bit_errors) / static_cast<double>(c.bits_checked) : 0.0;
+}
+
+double oqpsk_theory_ber(double ebn0_db) noexcept
+{
+    const double ebn0 = std::pow(10.0, ebn0_db / 10.0);
+    return 0.5 * std::erfc(std::sqrt(ebn0));  // Q(sqrt(2x)) = erfc(sqrt(x)) / 2
+}
+
+}  // namespace paq::dsp

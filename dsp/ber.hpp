@@ -1,0 +1,39 @@
+// Bit-error counting per output stream (issue 2 item 5): the data fields of consecutive
+// packets form one continuous PN sequence; a PN checker synchronises to it and counts errors.
+// Packets the receiver did not find are skipped by their known length, so the count stays
+// exact across a missed packet.
+#pragma once
+
+#include "dsp/batch.hpp"
+#include "dsp/pn.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace paq::dsp {
+
+class stream_ber_counter {
+public:
+    explicit stream_ber_counter(pn_pattern pattern);
+
+    /// Adds one packet's 6144 data bits (packed, MSB first), in stream order. start_sample
+    /// places the packet: a jump of more than one packet length means packets were missed.
+    void add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits);
+
+    [[nodiscard]] pn_checker::counts counts() const noexcept { return checker_.get(); }
+    [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
+    [[nodiscard]] std::uint64_t packets_skipped() const noexcept { return skipped_; }
+    [[nodiscard]] double ber() const noexcept;
+
+private:
+    pn_checker checker_;
+    std::optional<std::uint64_t> last_start_;
+    std::uint64_t packets_ = 0;
+    std::uint64_t skipped_ = 0;
+    std::vector<std::uint8_t> unpacked_;
+};
+
+/// Q(sqrt(2 Eb/N0)): the OQPSK bit error probability in AWGN.
+[[nodiscard]] double oqpsk_theory_ber(double ebn0_db) noexcept;
+
+}  // namespace paq::dsp

@@ -1,0 +1,203 @@
+#include "dsp/cpu_backend.hpp"
+
+#include "dsp/detector.hpp"
+#include "dsp/equalizers.hpp"
+#include "dsp/estimators.hpp"
+#include "dsp/fft.hpp"
+#include "dsp/preamble_detector.hpp"
+#include "dsp/receiver_tables.hpp"
+#include "dsp/soqpsk.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace paq::dsp {
+
+using namespace chain;
+
+namespace {
+
+/// Per-thread scratch: everything one packet needs, allocated once.
+struct workspace {
+    explicit workspace(std::size_t n)
+        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits)
+    {
+    }
+    fft_buffer seg, r_spec, h_spec, c_spec, out, t1, t2;
+    std::vector<cf64> v;
+    std::vector<cf64> solve_work;
+};
+
+}  // namespace
+
+struct cpu_backend::impl {
+    receiver_config cfg;
+    const receiver_tables& t;
+    fft_plan fwd, inv;
+    fft_buffer hno_spec;
+    pll_gains pll;
+    std::vector<std::unique_ptr<workspace>> ws;
+    int threads;
+
+    explicit impl(const receiver_config& c)
+        : cfg(c),
+          t(get_receiver_tables(c.fft_size)),
+          fwd(c.fft_size, fft_plan::direction::forward),
+          inv(c.fft_size, fft_plan::direction::inverse),
+          hno_spec(c.fft_size),
+          pll(make_pll_gains(c.pll_bn_t, c.pll_damping)),
+          threads(c.cpu_threads > 0 ? c.cpu_threads : omp_get_max_threads())
+    {
+        taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_spec);
+        for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
+    }
+
+    void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
+                workspace& w) const
+    {
+        const std::size_t n = cfg.fft_size;
+        const long long pre = static_cast<long long>(packet_margin);
+        const double inv_n = 1.0 / static_cast<double>(n);
+
+        // Segment: the packet at [pre, pre + L_pkt), packet_margin samples each side, zeros
+        // beyond. Only these samples are read, whatever window the packet arrived in.
+        std::uint32_t nonfinite = 0;
+        std::fill(w.seg.data(), w.seg.data() + n, cf64(0.0));
+        const long long seg_len = static_cast<long long>(waveform::L_pkt) + 2 * pre;
+        for (long long i = 0; i < seg_len; ++i) {
+            const long long idx = start - pre + i;
+            if (idx < 0 || idx >= static_cast<long long>(len)) continue;
+            const cf32 s = window[idx];
+            if (!std::isfinite(s.real()) || !std::isfinite(s.imag())) {
+                ++nonfinite;
+                continue;
+            }
+            w.seg[static_cast<std::size_t>(i)] = cf64(s.real(), s.imag());
+        }
+        cf64* r = w.seg.data() + pre;  // r[0] = packet start
+
+        rec.nonfinite_samples = nonfinite;
+        rec.flags = nonfinite ? flag_nonfinite_input : 0u;
+        rec.cfo_rad_per_sample = estimate_cfo(r);
+        if (std::abs(rec.cfo_rad_per_sample) > 0.9 * M_PI / 32.0) rec.flags |= flag_cfo_near_limit;
+        derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
+
+        const auto ce = estimate_channel(r, t);
+        rec.h = ce.h;
+        rec.sigma2 = ce.sigma2;
+        rec.channel_energy = ce.energy;
+        // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition.
+        rec.ebn0_db = 10.0 * std::log10(std::max(received_power(ce.h.data(), L_ch), 1e-300) / std::max(ce.sigma2, 1e-300));
+        if (rec.ebn0_db < 3.0) rec.flags |= flag_low_snr;
+
+        fwd.execute(w.seg.data(), w.r_spec.data());
+
+        // Equalizers.
+        eq_taps c_zf{}, c_mmse{};
+        const auto zf = solve_equalizer(ce.h, 0.0, c_zf, w.solve_work);
+        const auto mm = solve_equalizer(ce.h, 2.0 * ce.sigma2, c_mmse, w.solve_work);
+        rec.r_pivot_ratio = zf.pivot_ratio;
+        if (zf.regularized || mm.regularized) rec.flags |= flag_zf_regularized;
+        if (!(zf.pivot_ratio <= 1e6)) rec.flags |= flag_ill_conditioned;
+        eq_taps c_cma = c_mmse;
+        cma_refine(c_cma, w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
+
+        // The unequalized path: no equalizer, only the strongest tap's delay, phase and gain
+        // (what any receiver's carrier and timing recovery would give it).
+        int m_star = 0;
+        for (int m = 1; m < L_ch; ++m) {
+            if (std::norm(ce.h[static_cast<std::size_t>(m)]) > std::norm(ce.h[static_cast<std::size_t>(m_star)])) m_star = m;
+        }
+        const cf64 hm = ce.h[static_cast<std::size_t>(m_star)];
+        const cf64 c_none = std::norm(hm) > 0.0 ? std::conj(hm) / std::norm(hm) : cf64(0.0);
+
+        taps_to_spectrum(ce.h.data(), -N1, L_ch, fwd, w.h_spec);
+
+        for (int p = 0; p < num_paths; ++p) {
+            switch (static_cast<eq_path>(p)) {
+            case eq_path::none: taps_to_spectrum(&c_none, -(m_star - N1), 1, fwd, w.c_spec); break;
+            case eq_path::zf: taps_to_spectrum(c_zf.data(), -L1, L_eq, fwd, w.c_spec); break;
+            case eq_path::mmse: taps_to_spectrum(c_mmse.data(), -L1, L_eq, fwd, w.c_spec); break;
+            case eq_path::cma: taps_to_spectrum(c_cma.data(), -L1, L_eq, fwd, w.c_spec); break;
+            case eq_path::fde1: fde_response(w.h_spec, ce.sigma2, nullptr, w.c_spec); break;
+            case eq_path::fde2: fde_response(w.h_spec, ce.sigma2, t.psi.data(), w.c_spec); break;
+            }
+            for (std::size_t k = 0; k < n; ++k) w.out[k] = w.r_spec[k] * w.c_spec[k] * hno_spec[k];
+            inv.execute(w.out.data(), w.out.data());
+            for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
+                w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
+            }
+            rec.paths[static_cast<std::size_t>(p)] = detect_packet(w.v.data(), pll, bits_out + static_cast<std::size_t>(p) * packed_data_bytes);
+        }
+    }
+};
+
+cpu_backend::cpu_backend(const receiver_config& cfg)
+{
+    const auto errors = cfg.validate();
+    if (!errors.empty()) {
+        std::string msg = "invalid receiver configuration:";
+        for (const auto& e : errors) msg += "\n  " + e;
+        throw std::invalid_argument(msg);
+    }
+    impl_ = std::make_unique<impl>(cfg);
+}
+
+cpu_backend::~cpu_backend() = default;
+
+void cpu_backend::process_packet(const cf32* window, std::size_t window_len, long long start, packet_record& rec,
+                                 std::uint8_t* bits_out)
+{
+    impl_->packet(window, window_len, start, rec, bits_out, *impl_->ws[0]);
+}
+
+batch_output cpu_backend::process(const sample_batch& batch)
+{
+    batch_output out;
+    out.batch_index = batch.index;
+    const auto& t = impl_->t;
+    const std::size_t len = batch.samples.size();
+    if (len < detector_span) return out;
+
+    std::vector<double> metric(len - detector_span + 1);
+    preamble_metric(batch.samples, metric, t.preamble_template);
+    const auto peaks = find_preamble_peaks(metric, batch.owned_begin, batch.owned_end, impl_->cfg.detection_threshold);
+
+    std::vector<long long> starts;
+    std::vector<double> metrics;
+    for (const auto& pk : peaks) {
+        const long long s = static_cast<long long>(pk.u) - t.template_offset;
+        // Right after a segment start the true peak of a preamble cut by the start is not in
+        // the window, and a side lobe 32k samples later could stand in for it: such a packet
+        // is incomplete anyway, so it is counted as truncated rather than misaligned.
+        // Likewise before a segment end, where a preamble cut by the end shows its side lobes
+        // 32k samples early. A complete packet peaks far from either edge.
+        const bool cut_at_start = batch.segment_start && pk.u < batch.owned_begin + detector_span;
+        const bool cut_at_end = batch.segment_end && pk.u + detector_half_window >= metric.size();
+        if (cut_at_start || cut_at_end || s < 0 || s + static_cast<long long>(waveform::L_pkt) > static_cast<long long>(len)) {
+            ++out.truncated_packets;  // a gap or the end of the stream cut this packet
+            continue;
+        }
+        starts.push_back(s);
+        metrics.push_back(pk.metric);
+    }
+    const std::size_t np = starts.size();
+    out.packets.resize(np);
+    out.bits.assign(np * num_paths * packed_data_bytes, 0);
+    const int nthreads = impl_->threads;
+#pragma omp parallel for schedule(dynamic) num_threads(nthreads)
+    for (std::size_t i = 0; i < np; ++i) {
+        auto& w = *impl_->ws[static_cast<std::size_t>(omp_get_thread_num())];
+        auto& rec = out.packets[i];
+        impl_->packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * num_paths * packed_data_bytes, w);
+        rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
+        rec.metric = metrics[i];
+    }
+    for (const auto& rec : out.packets) out.nonfinite_samples += rec.nonfinite_samples;
+    return out;
+}
+
+}  // namespace paq::dsp

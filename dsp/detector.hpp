@@ -1,0 +1,27 @@
+// OQPSK symbol-by-symbol detector with a second-order PLL (SPEC 3, thesis 3.6, fig. 3.4).
+// One decision sample per bit; even bits on the real axis, odd bits on the imaginary axis.
+// Phase error, once per bit pair (k odd):
+//   e(k) = a(k-1) Im{y(k-1)} - a(k) Re{y(k)}      (~ 2 sin(phase error) at unit amplitude)
+// a = known bits over preamble + ASM (data-aided), decisions over the data.
+#pragma once
+
+#include "dsp/batch.hpp"
+#include "dsp/types.hpp"
+
+#include <cstdint>
+
+namespace paq::dsp {
+
+struct pll_gains {
+    double k1 = 0.0;  ///< proportional
+    double k2 = 0.0;  ///< integral
+};
+
+/// Loop gains for noise bandwidth * update period bn_t and damping zeta, phase-detector gain 2.
+[[nodiscard]] pll_gains make_pll_gains(double bn_t, double zeta) noexcept;
+
+/// Detects one packet: v[k] is the detection-filter output at bit k's decision instant,
+/// k = 0 .. 6335. Writes the 6144 data bits, MSB first, to bits_out (768 bytes).
+path_stats detect_packet(const cf64* v, const pll_gains& g, std::uint8_t* bits_out) noexcept;
+
+}  // namespace paq::dsp

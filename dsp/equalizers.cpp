@@ -1,0 +1,112 @@
+#include "dsp/equalizers.hpp"
+
+#include "dsp/linalg.hpp"
+#include "dsp/waveform.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace paq::dsp {
+
+using namespace chain;
+
+std::array<cf64, L_ch> channel_autocorrelation(const std::array<cf64, L_ch>& h) noexcept
+{
+    std::array<cf64, L_ch> r{};
+    for (int k = 0; k < L_ch; ++k) {
+        cf64 s = 0.0;
+        for (int n = k; n < L_ch; ++n) s += h[static_cast<std::size_t>(n)] * std::conj(h[static_cast<std::size_t>(n - k)]);
+        r[static_cast<std::size_t>(k)] = s;
+    }
+    return r;
+}
+
+solve_result solve_equalizer(const std::array<cf64, L_ch>& h, double diag_load, eq_taps& c, std::vector<cf64>& work)
+{
+    constexpr std::size_t n = L_eq;
+    constexpr std::size_t band = L_ch - 1;
+    const auto rh = channel_autocorrelation(h);
+    work.assign(n * n, 0.0);
+    auto fill = [&](double load) {
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t j0 = i > band ? i - band : 0;
+            for (std::size_t j = j0; j <= i; ++j) work[i * n + j] = rh[i - j];  // R[i][j] = r_h(i-j)
+            work[i * n + i] += load;
+        }
+    };
+    solve_result res;
+    fill(diag_load);
+    auto st = cholesky_banded(work, n, band);
+    if (!st.ok) {
+        // Numerically singular (e.g. a channel estimate of zeros): load the diagonal by a
+        // tiny fraction of r_h(0) and flag it.
+        res.regularized = true;
+        fill(diag_load + std::max(rh[0].real(), 1e-30) * 1e-10);
+        st = cholesky_banded(work, n, band);
+    }
+    res.pivot_ratio = st.ok ? st.max_pivot / st.min_pivot : INFINITY;
+    // h_n0(l) = conj(h(-l)), l = -L1 .. L2; h(m) exists for m = -N1 .. N2.
+    for (int l = -L1; l <= L2; ++l) {
+        const int m = -l;
+        c[static_cast<std::size_t>(l + L1)] = (m >= -N1 && m <= N2) ? std::conj(h[static_cast<std::size_t>(m + N1)]) : cf64(0.0);
+    }
+    if (st.ok) {
+        cholesky_solve_banded(work, n, band, c);
+    } else {
+        c.fill(0.0);
+    }
+    return res;
+}
+
+void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_plan& fwd, fft_buffer& out)
+{
+    const std::size_t n = out.size();
+    std::fill(out.data(), out.data() + n, cf64(0.0));
+    for (int i = 0; i < count; ++i) {
+        const long long idx = first_index + i;
+        out[static_cast<std::size_t>((idx % static_cast<long long>(n) + static_cast<long long>(n)) % static_cast<long long>(n))] += taps[i];
+    }
+    fwd.execute(out.data(), out.data());
+}
+
+void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
+                const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2)
+{
+    const std::size_t n = r_spec.size();
+    const double inv_n = 1.0 / static_cast<double>(n);
+    constexpr std::size_t lpkt = waveform::L_pkt;
+    for (int it = 0; it < iterations; ++it) {
+        // y = r * c over the segment
+        taps_to_spectrum(c.data(), -L1, L_eq, fwd, t1);
+        for (std::size_t k = 0; k < n; ++k) t1[k] *= r_spec[k];
+        inv.execute(t1.data(), t1.data());
+        // z(n) = 2 (|y|^2 - 1) y on the packet, 0 elsewhere
+        std::fill(t2.data(), t2.data() + n, cf64(0.0));
+        for (std::size_t i = pre; i < pre + lpkt; ++i) {
+            const cf64 y = t1[i] * inv_n;
+            t2[i] = 2.0 * (std::norm(y) - 1.0) * y;
+        }
+        // b(k) = sum_m z(m) r*(m - k) = IFFT(Z conj(R))(k)
+        fwd.execute(t2.data(), t2.data());
+        for (std::size_t k = 0; k < n; ++k) t2[k] *= std::conj(r_spec[k]);
+        inv.execute(t2.data(), t2.data());
+        const double scale = mu * inv_n / static_cast<double>(lpkt);
+        for (int l = -L1; l <= L2; ++l) {
+            const std::size_t idx = static_cast<std::size_t>((l + static_cast<long long>(n)) % static_cast<long long>(n));
+            c[static_cast<std::size_t>(l + L1)] -= scale * t2[idx];
+        }
+    }
+}
+
+void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, fft_buffer& out) noexcept
+{
+    const std::size_t n = h_spec.size();
+    const double noise = 2.0 * sigma2;
+    for (std::size_t k = 0; k < n; ++k) {
+        const cf64 hk = h_spec[k];
+        const double den = std::norm(hk) + (psi ? noise / psi[k] : noise);
+        out[k] = den > 0.0 ? std::conj(hk) / den : cf64(0.0);
+    }
+}
+
+}  // namespace paq::dsp

@@ -1,0 +1,42 @@
+// Equalizer design on one packet (SPEC 3): ZF (eq. 6.7), MMSE (6.17), CMA (6.19-6.31, the
+// gradient as an FFT correlation, Listing 6.1), FDE1 and FDE2 (Wiener forms, errata of SPEC 4).
+// Time-domain equalizers are 186 taps c(l), l = -60 .. 125, y(n) = sum_l c(l) r(n - l).
+#pragma once
+
+#include "dsp/estimators.hpp"
+#include "dsp/fft.hpp"
+#include "dsp/receiver_tables.hpp"
+
+#include <array>
+#include <vector>
+
+namespace paq::dsp {
+
+using eq_taps = std::array<cf64, chain::L_eq>;
+
+/// r_h(k) = sum_n h(n) h*(n - k), k = 0 .. 37.
+[[nodiscard]] std::array<cf64, chain::L_ch> channel_autocorrelation(const std::array<cf64, chain::L_ch>& h) noexcept;
+
+struct solve_result {
+    bool regularized = false;  ///< R + diag_load was not PD in double; a tiny load was added
+    double pivot_ratio = 0.0;  ///< max / min Cholesky pivot
+};
+
+/// Solves (R + diag_load I) c = h_n0 with R the 186 x 186 banded Hermitian Toeplitz matrix of
+/// r_h, h_n0(l) = conj(h(-l)). Band Cholesky in double; `work` holds 186*186 entries.
+solve_result solve_equalizer(const std::array<cf64, chain::L_ch>& h, double diag_load, eq_taps& c,
+                             std::vector<cf64>& work);
+
+/// Places taps c(l) at FFT index l mod n and transforms: C(k).
+void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_plan& fwd, fft_buffer& out);
+
+/// CMA from c (in/out): `iterations` steepest-descent steps of size mu on the packet whose
+/// spectrum is R_seg (segment with the packet at [pre, pre + L_pkt)).
+void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
+                const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2);
+
+/// FDE1 (psi = nullptr) or FDE2: C(k) = H*(k) / (|H(k)|^2 + 2 sigma2 / Psi(k)), H the
+/// channel's spectrum on the same grid (given in h_spec).
+void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, fft_buffer& out) noexcept;
+
+}  // namespace paq::dsp

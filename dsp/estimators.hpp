@@ -1,0 +1,29 @@
+// Data-aided estimators on one packet (SPEC 3): frequency offset (eq. 3.7), de-rotation
+// (eq. 3.8 with the sample index), channel (eqs. 3.9-3.10) and noise variance (3.11-3.12).
+// `r` points at the packet start (sample 0 = centre of the first preamble bit); negative
+// indices are valid down to -packet_margin.
+#pragma once
+
+#include "dsp/receiver_tables.hpp"
+#include "dsp/types.hpp"
+
+#include <array>
+
+namespace paq::dsp {
+
+/// w0 = (1/32) arg sum_{n=64}^{223} r(n) r*(n - 32), radians per sample. |w0| < pi/32.
+[[nodiscard]] double estimate_cfo(const cf64* r) noexcept;
+
+/// r(n) <- r(n) exp(-j w0 n) for n in [first, last).
+void derotate(cf64* r, int first, int last, double w0) noexcept;
+
+struct channel_estimate {
+    std::array<cf64, chain::L_ch> h{};  ///< h(-N1) .. h(N2)
+    double sigma2 = 0.0;                ///< noise variance per real dimension
+    double energy = 0.0;                ///< sum |h|^2
+};
+
+/// h = X_lpi r over the observation range, sigma2 = |r - X h|^2 / (2 rho).
+[[nodiscard]] channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexcept;
+
+}  // namespace paq::dsp

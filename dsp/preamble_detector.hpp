@@ -1,0 +1,41 @@
+// Non-coherent preamble detector (SPEC 3; thesis eqs. 3.2-3.5, after Rice & McMurdie).
+//
+//   c(u) = sum_{l=0}^{31} r(u + l) p*(l)           one preamble period against the template
+//   L(u) = sum_{m=0}^{7} |c(u + 32 m)|^2           eight periods, non-coherently
+//   M(u) = L(u) / (32 * sum_{i=0}^{255} |r(u+i)|^2)   in [0, 1]; noise alone averages 1/32
+//
+// A packet is declared at u when M(u) >= threshold and M(u) is the largest value in
+// [u - W, u + W] (ties go to the leftmost), W = half_window. With W = L_pkt / 2 a peak only
+// has to beat its own side lobes and the data around it, and the decision at u depends on
+// samples u - W .. u + W + 255 only: the batcher's guard makes every batch decide the same.
+#pragma once
+
+#include "dsp/receiver_tables.hpp"
+#include "dsp/types.hpp"
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace paq::dsp {
+
+inline constexpr std::size_t detector_half_window = 6336;  ///< W = L_pkt / 2
+inline constexpr std::size_t detector_span = 256;          ///< samples one metric value reads
+
+/// M(u) for u = 0 .. r.size() - 256 (out must have that many entries). Multithreaded.
+/// Each value depends only on r(u .. u+255), in a fixed order of summation, so it is the
+/// same whatever window the samples arrive in.
+void preamble_metric(std::span<const cf32> r, std::span<double> out, const std::array<cf64, 32>& tmpl);
+
+struct preamble_peak {
+    std::size_t u;   ///< position of the metric peak in the window
+    double metric;   ///< M(u)
+};
+
+/// Peaks with u in [first, last) (positions of the metric array), deciding with the
+/// neighbourhood clipped to the metric array.
+[[nodiscard]] std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, std::size_t first,
+                                                             std::size_t last, double threshold,
+                                                             std::size_t half_window = detector_half_window);
+
+}  // namespace paq::dsp

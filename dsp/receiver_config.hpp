@@ -1,0 +1,40 @@
+// Parameters of the receiver chain that SPEC leaves to us. Plain struct with defaults; the
+// measurements behind each default are in docs/SIGNAL-CHAIN.md. config/ binds it to YAML.
+#pragma once
+
+#include "dsp/waveform.hpp"
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace paq::dsp {
+
+struct receiver_config {
+    /// New samples per batch window (SPEC 3). 1 <= batch_samples; default 1.9065 s.
+    std::size_t batch_samples = waveform::default_batch_samples;
+    /// Normalized preamble metric L(u) / (32 * window energy) above which a peak counts as a
+    /// packet. 0 < detection_threshold < 1. Noise alone averages 1/32; PN15 data reaches 0.19
+    /// where no preamble is near (segment starts); a packet at 4 dB with 2% CFO gives ~0.4.
+    double detection_threshold = 0.25;
+    /// FFT length used to filter one packet with equalizer and detection filter.
+    /// Power of two, >= 16384 (L_pkt + filter spans).
+    std::size_t fft_size = 16384;
+    /// CMA step size, 0 < cma_mu <= 0.1.
+    double cma_mu = 0.002;
+    /// CMA steepest-descent iterations from the MMSE start, 0 <= cma_iterations <= 200.
+    int cma_iterations = 12;
+    /// PLL noise bandwidth times the loop update period (one update per bit pair),
+    /// 0 < pll_bn_t <= 0.1.
+    double pll_bn_t = 0.01;
+    /// PLL damping factor, 0.3 <= pll_damping <= 2.
+    double pll_damping = 0.7071;
+    /// CPU worker threads, 0 = all cores.
+    int cpu_threads = 0;
+
+    /// Empty when valid; otherwise one message per bad field, naming the field, the value and
+    /// the allowed range.
+    [[nodiscard]] std::vector<std::string> validate() const;
+};
+
+}  // namespace paq::dsp

@@ -1,0 +1,69 @@
+// Everything the receiver precomputes once from the modulator: the preamble-detector template
+// and its alignment, the known reference samples and the channel estimator X_lpi, the
+// detection filter h_NO, and the SOQPSK-TG spectrum Psi for FDE2. Deriving these from the
+// one modulator (instead of typing numbers in) ties the receiver to the transmitter.
+#pragma once
+
+#include "dsp/types.hpp"
+
+#include <array>
+#include <cstddef>
+#include <vector>
+
+namespace paq::dsp {
+
+namespace chain {
+inline constexpr int N1 = 12;                 ///< channel taps before the main path
+inline constexpr int N2 = 25;                 ///< channel taps after
+inline constexpr int L_ch = N1 + N2 + 1;      ///< 38
+inline constexpr int L1 = 60;                 ///< equalizer taps before the centre
+inline constexpr int L2 = 125;                ///< equalizer taps after
+inline constexpr int L_eq = L1 + L2 + 1;      ///< 186
+inline constexpr int hno_half = 10;           ///< h_NO taps -10 .. 10
+inline constexpr int L_hno = 2 * hno_half + 1;
+inline constexpr int num_paths = 6;
+}  // namespace chain
+
+/// The six output paths, in output order.
+enum class eq_path : int { none = 0, zf = 1, mmse = 2, cma = 3, fde1 = 4, fde2 = 5 };
+[[nodiscard]] const char* path_name(eq_path p) noexcept;
+[[nodiscard]] inline const char* path_name(int p) noexcept { return path_name(static_cast<eq_path>(p)); }
+
+struct receiver_tables {
+    // --- preamble detection (SPEC 3, thesis eqs. 3.2-3.5)
+    std::array<cf64, 32> preamble_template{};  ///< p(l), quantized per the L1..L8 index sets
+    int template_offset = 0;  ///< L(u) peaks at u = packet_start + template_offset
+
+    // --- channel and noise estimation (eqs. 3.9-3.12)
+    int known_first = 0;        ///< first sample (rel. to packet start) fixed by known bits
+    int known_last = 0;         ///< last such sample (inclusive)
+    std::vector<cf64> x_known;  ///< x(known_first .. known_last)
+    int obs_first = 0;          ///< observation range of r for the channel estimate
+    int obs_last = 0;           ///< (inclusive), every contributing x known
+    std::size_t M = 0;          ///< obs_last - obs_first + 1
+    std::vector<cf64> X;        ///< M x 38, row-major: X[n][m] = x(obs_first + n - (m - N1))
+    std::vector<cf64> X_lpi;    ///< 38 x M, row-major: (X^H X)^-1 X^H
+    double rho = 0.0;           ///< trace of I - X X_lpi (M - rank)
+    std::size_t channel_rank = 0;  ///< directions of h the known samples observe (of 38)
+
+    // --- detection filter and detector
+    std::array<cf64, chain::L_hno> h_no{};  ///< taps j = -10 .. 10
+    int decision_delay = 0;  ///< bit k of the packet is decided at sample 2k + decision_delay
+    double hno_design_residual = 0.0;  ///< RMS error of the LS design at the decision instants
+
+    // --- FDE2
+    std::size_t fft_size = 0;
+    std::vector<double> psi;  ///< SOQPSK-TG PSD on the fft_size grid, mean 1, FFT bin order
+};
+
+/// Eigenvalue threshold of the channel estimator's pseudo-inverse, relative to the largest
+/// eigenvalue of X^H X (a knob for the design tool; the receiver uses the default).
+double& channel_ridge_relative();
+
+/// Builds (and caches per fft_size) the tables. Thread-safe.
+[[nodiscard]] const receiver_tables& get_receiver_tables(std::size_t fft_size);
+
+/// The quantized preamble template from the thesis' index sets L1..L8 (eq. 3.5).
+[[nodiscard]] std::array<cf64, 32> quantized_preamble_template();
+
+}  // namespace paq::dsp

@@ -1,0 +1,329 @@
+#include "io/sample_file.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace paq::io {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Large enough that per-syscall overhead is negligible next to the copy, small enough to stay
+// in L2. A multiple of every sample size, so blocks never split a sample.
+constexpr std::size_t io_block_bytes = std::size_t{1} << 20;
+static_assert(io_block_bytes % 8 == 0 && io_block_bytes % 4 == 0);
+
+[[nodiscard]] std::string errno_text(int err) { return std::generic_category().message(err); }
+
+// cf32_le on a little-endian host is the in-memory layout of cf32: move bytes straight between
+// the file and the caller's span, skipping the staging buffer.
+[[nodiscard]] bool is_native_layout(sample_format format) noexcept {
+  return format == sample_format::cf32_le && std::endian::native == std::endian::little;
+}
+
+[[nodiscard]] bool is_positive_finite(double v) noexcept { return std::isfinite(v) && v > 0; }
+
+[[nodiscard]] int open_for_writing(const fs::path& path) {
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw std::runtime_error(path.string() + ": cannot create: " + errno_text(errno));
+  return fd;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// sample_file_reader
+
+sample_file_reader::sample_file_reader(recording_info info, int fd) noexcept
+    : info_(std::move(info)), fd_(fd) {}
+
+sample_file_reader::sample_file_reader(sample_file_reader&& other) noexcept
+    : info_(std::move(other.info_)),
+      fd_(std::exchange(other.fd_, -1)),
+      position_(std::exchange(other.position_, 0)),
+      buffer_(std::move(other.buffer_)) {}
+
+sample_file_reader& sample_file_reader::operator=(sample_file_reader&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);  // read-only: nothing to lose on a failed close
+    info_ = std::move(other.info_);
+    fd_ = std::exchange(other.fd_, -1);
+    position_ = std::exchange(other.position_, 0);
+    buffer_ = std::move(other.buffer_);
+  }
+  return *this;
+}
+
+sample_file_reader::~sample_file_reader() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
+                                            std::optional<sample_format> raw_format,
+                                            std::optional<double> raw_sample_rate_hz,
+                                            float raw_ci16_scale) {
+  recording_info info;
+  const sigmf_file_paths paths = sigmf_paths(path);
+  std::error_code ec;
+  info.is_sigmf = has_sigmf_suffix(path) || fs::exists(paths.meta, ec);
+  if (info.is_sigmf) {
+    info.meta = read_sigmf_meta(paths.meta);
+    info.data_path = paths.data;
+  } else {
+    if (!raw_format || !raw_sample_rate_hz) {
+      throw format_error(path.string() + ": raw file needs a sample format and a sample rate (no " +
+                         paths.meta.string() + " found)");
+    }
+    if (!is_positive_finite(*raw_sample_rate_hz)) {
+      throw std::invalid_argument(path.string() + ": sample rate must be positive and finite, got " +
+                                  std::to_string(*raw_sample_rate_hz));
+    }
+    if (*raw_format == sample_format::ci16_le && !is_positive_finite(raw_ci16_scale)) {
+      throw std::invalid_argument(path.string() + ": ci16 scale must be positive and finite, got " +
+                                  std::to_string(raw_ci16_scale));
+    }
+    info.meta.format = *raw_format;
+    info.meta.sample_rate_hz = *raw_sample_rate_hz;
+    info.meta.ci16_scale = raw_ci16_scale;
+    info.data_path = path;
+  }
+  info.format = info.meta.format;
+  info.sample_rate_hz = info.meta.sample_rate_hz;
+
+  const std::string data_name = info.data_path.string();
+  int fd = -1;
+  do {
+    fd = ::open(info.data_path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw format_error(data_name + ": cannot open: " + errno_text(errno));
+  // From here on the reader object owns fd and closes it if a check below throws.
+  sample_file_reader reader(std::move(info), fd);
+  recording_info& ri = reader.info_;
+
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw format_error(data_name + ": cannot stat: " + errno_text(errno));
+  // Sizes of pipes and devices are meaningless, and num_samples must be known up front.
+  if (!S_ISREG(st.st_mode)) throw format_error(data_name + ": is not a regular file");
+  const auto size_bytes = static_cast<std::uint64_t>(st.st_size);
+  const std::size_t sample_bytes = bytes_per_sample(ri.format);
+  ri.num_samples = size_bytes / sample_bytes;
+  ri.trailing_bytes = size_bytes % sample_bytes;
+  if (ri.num_samples == 0) {
+    throw format_error(data_name + ": contains no samples (" + std::to_string(size_bytes) +
+                       " bytes; one " + std::string(to_sigmf_datatype(ri.format)) + " sample is " +
+                       std::to_string(sample_bytes) + " bytes)");
+  }
+  // Advisory only: a failure costs read-ahead, not correctness, so the result is not checked.
+  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+  return reader;
+}
+
+void sample_file_reader::read_exact(std::byte* dst, std::size_t num_bytes,
+                                    std::uint64_t offset_bytes) {
+  // pread with an explicit offset: the file position is derived from position_ alone, so an
+  // exception mid-read cannot desynchronise the two, and rewind() needs no syscall.
+  std::size_t done = 0;
+  while (done < num_bytes) {
+    const std::uint64_t at = offset_bytes + done;
+    const ssize_t got = ::pread(fd_, dst + done, num_bytes - done, static_cast<off_t>(at));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      throw std::runtime_error(info_.data_path.string() + ": read error at byte offset " +
+                               std::to_string(at) + ": " + errno_text(errno));
+    }
+    if (got == 0) {
+      throw std::runtime_error(info_.data_path.string() + ": unexpected end of file at byte offset " +
+                               std::to_string(at) + " (expected " +
+                               std::to_string(info_.num_samples * bytes_per_sample(info_.format)) +
+                               " bytes; did the file shrink while being read?)");
+    }
+    done += static_cast<std::size_t>(got);
+  }
+}
+
+std::size_t sample_file_reader::read(std::span<cf32> out) {
+  if (fd_ < 0) throw std::logic_error("sample_file_reader::read on a moved-from reader");
+  const std::uint64_t remaining = info_.num_samples - position_;
+  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), remaining));
+  if (count == 0) return 0;
+  const std::size_t sample_bytes = bytes_per_sample(info_.format);
+
+  if (is_native_layout(info_.format)) {
+    read_exact(reinterpret_cast<std::byte*>(out.data()), count * sample_bytes,
+               position_ * sample_bytes);
+    position_ += count;
+    return count;
+  }
+
+  if (buffer_.empty()) {
+    // Small files get a buffer of their own size, not a whole block.
+    const std::uint64_t file_bytes = info_.num_samples * sample_bytes;
+    buffer_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(io_block_bytes, file_bytes)));
+  }
+  const std::size_t block_samples = buffer_.size() / sample_bytes;
+  std::size_t done = 0;
+  while (done < count) {
+    const std::size_t chunk = std::min(block_samples, count - done);
+    read_exact(buffer_.data(), chunk * sample_bytes, position_ * sample_bytes);
+    decode(info_.format, buffer_.data(), chunk, out.data() + done, info_.meta.ci16_scale);
+    position_ += chunk;
+    done += chunk;
+  }
+  return count;
+}
+
+// ---------------------------------------------------------------------------------------------
+// sample_file_writer
+
+sample_file_writer::sample_file_writer(std::filesystem::path data_path,
+                                       std::filesystem::path meta_path, sigmf_meta meta,
+                                       int fd) noexcept
+    : data_path_(std::move(data_path)),
+      meta_path_(std::move(meta_path)),
+      meta_(std::move(meta)),
+      fd_(fd) {}
+
+sample_file_writer::sample_file_writer(sample_file_writer&& other) noexcept
+    : data_path_(std::move(other.data_path_)),
+      meta_path_(std::move(other.meta_path_)),
+      meta_(std::move(other.meta_)),
+      fd_(std::exchange(other.fd_, -1)),
+      failed_(std::exchange(other.failed_, false)),
+      samples_written_(std::exchange(other.samples_written_, 0)),
+      clipped_components_(std::exchange(other.clipped_components_, 0)),
+      buffer_(std::move(other.buffer_)) {}
+
+sample_file_writer& sample_file_writer::operator=(sample_file_writer&& other) noexcept {
+  if (this != &other) {
+    close_quietly();
+    data_path_ = std::move(other.data_path_);
+    meta_path_ = std::move(other.meta_path_);
+    meta_ = std::move(other.meta_);
+    fd_ = std::exchange(other.fd_, -1);
+    failed_ = std::exchange(other.failed_, false);
+    samples_written_ = std::exchange(other.samples_written_, 0);
+    clipped_components_ = std::exchange(other.clipped_components_, 0);
+    buffer_ = std::move(other.buffer_);
+  }
+  return *this;
+}
+
+sample_file_writer::~sample_file_writer() { close_quietly(); }
+
+void sample_file_writer::close_quietly() noexcept {
+  try {
+    close();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): destructors must not throw; close() reports
+  }
+}
+
+sample_file_writer sample_file_writer::create_sigmf(const std::filesystem::path& base_or_meta_path,
+                                                    const sigmf_meta& meta) {
+  // Validate now rather than in close(), hours of recording later.
+  (void)to_sigmf_json(meta);
+  const sigmf_file_paths paths = sigmf_paths(base_or_meta_path);
+  // A meta file left from an earlier recording would describe the new data if we crashed.
+  std::error_code ec;
+  fs::remove(paths.meta, ec);
+  if (ec) {
+    throw std::runtime_error(paths.meta.string() + ": cannot remove the previous meta file: " +
+                             ec.message());
+  }
+  const int fd = open_for_writing(paths.data);
+  return sample_file_writer(paths.data, paths.meta, meta, fd);
+}
+
+sample_file_writer sample_file_writer::create_raw(const std::filesystem::path& path,
+                                                  sample_format format, float ci16_scale) {
+  if (format == sample_format::ci16_le && !is_positive_finite(ci16_scale)) {
+    throw std::invalid_argument(path.string() + ": ci16 scale must be positive and finite, got " +
+                                std::to_string(ci16_scale));
+  }
+  sigmf_meta meta;
+  meta.format = format;
+  meta.ci16_scale = ci16_scale;
+  const int fd = open_for_writing(path);
+  return sample_file_writer(path, {}, std::move(meta), fd);
+}
+
+void sample_file_writer::write_all(const std::byte* src, std::size_t num_bytes) {
+  const std::uint64_t start = samples_written_ * bytes_per_sample(meta_.format);
+  std::size_t done = 0;
+  while (done < num_bytes) {
+    const ssize_t put = ::write(fd_, src + done, num_bytes - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) {
+      // write() returning 0 for a non-empty request is not supposed to happen on a regular
+      // file; report it rather than spin.
+      const int err = put < 0 ? errno : EIO;
+      failed_ = true;
+      throw std::runtime_error(data_path_.string() + ": write failed at byte offset " +
+                               std::to_string(start + done) + ": " + errno_text(err));
+    }
+    done += static_cast<std::size_t>(put);
+  }
+}
+
+void sample_file_writer::write(std::span<const cf32> samples) {
+  if (fd_ < 0) throw std::logic_error(data_path_.string() + ": write after close");
+  if (failed_) throw std::logic_error(data_path_.string() + ": write after a failed write");
+  if (samples.empty()) return;
+  const std::size_t sample_bytes = bytes_per_sample(meta_.format);
+
+  if (is_native_layout(meta_.format)) {
+    write_all(reinterpret_cast<const std::byte*>(samples.data()), samples.size() * sample_bytes);
+    samples_written_ += samples.size();
+    return;
+  }
+
+  if (buffer_.empty()) buffer_.resize(io_block_bytes);
+  const std::size_t block_samples = buffer_.size() / sample_bytes;
+  std::size_t done = 0;
+  while (done < samples.size()) {
+    const std::size_t chunk = std::min(block_samples, samples.size() - done);
+    clipped_components_ +=
+        encode(meta_.format, samples.data() + done, chunk, buffer_.data(), meta_.ci16_scale);
+    write_all(buffer_.data(), chunk * sample_bytes);
+    samples_written_ += chunk;
+    done += chunk;
+  }
+}
+
+void sample_file_writer::close() {
+  if (fd_ < 0) return;
+  const int fd = std::exchange(fd_, -1);
+  if (!failed_) {
+    // Sync before the meta file exists, so that a meta file always describes data that is on
+    // disk. EINVAL: the target (a pipe, /dev/null) cannot be synced, which is fine.
+    if (::fsync(fd) != 0 && errno != EINVAL) {
+      const int err = errno;
+      ::close(fd);
+      failed_ = true;
+      throw std::runtime_error(data_path_.string() + ": cannot sync: " + errno_text(err));
+    }
+  }
+  // Linux releases the descriptor even when close() fails, so it is never retried. EINTR
+  // leaves the outcome unknown but the data was already synced above.
+  if (::close(fd) != 0 && errno != EINTR) {
+    const int err = errno;
+    failed_ = true;
+    throw std::runtime_error(data_path_.string() + ": cannot close: " + errno_text(err));
+  }
+  if (failed_ || meta_path_.empty()) return;
+  write_sigmf_meta(meta_path_, meta_);
+}
+
+}  // namespace paq::io

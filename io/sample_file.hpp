@@ -1,0 +1,130 @@
+// Reading and writing IQ recordings: SigMF (.sigmf-meta + .sigmf-data) or raw sample files.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "dsp/types.hpp"
+#include "io/sample_format.hpp"
+#include "io/sigmf.hpp"
+
+namespace paq::io {
+
+struct recording_info {
+  std::filesystem::path data_path;
+  sample_format format = sample_format::cf32_le;
+  double sample_rate_hz = 0;
+  std::uint64_t num_samples = 0;     ///< whole samples in the data file
+  std::uint64_t trailing_bytes = 0;  ///< bytes after the last whole sample: a truncated file
+  bool is_sigmf = false;
+  /// The SigMF metadata; for a raw file, format, sample_rate_hz and ci16_scale as given to
+  /// open() and everything else defaulted.
+  sigmf_meta meta;
+};
+
+/// Sequential reader of a recording, decoding to cf32. Move-only; not thread-safe.
+class sample_file_reader {
+ public:
+  /// Opens a recording. SigMF when path ends in .sigmf-meta, .sigmf-data or .sigmf, or when
+  /// "<path>.sigmf-meta" exists; the metadata is then authoritative and the raw_* arguments
+  /// are ignored. Otherwise path is a raw file of raw_format samples at raw_sample_rate_hz,
+  /// and both must be given (ci16 components are divided by raw_ci16_scale).
+  /// Throws format_error (message starting with the path) for a missing or invalid meta file,
+  /// a raw file without format or rate, a missing or unreadable data file, or one with no
+  /// whole sample; std::invalid_argument for a non-positive raw rate or scale. A data file
+  /// whose size is not a multiple of the sample size is accepted: see
+  /// recording_info::trailing_bytes.
+  [[nodiscard]] static sample_file_reader open(const std::filesystem::path& path,
+                                               std::optional<sample_format> raw_format = {},
+                                               std::optional<double> raw_sample_rate_hz = {},
+                                               float raw_ci16_scale = default_ci16_scale);
+
+  sample_file_reader(sample_file_reader&& other) noexcept;
+  sample_file_reader& operator=(sample_file_reader&& other) noexcept;
+  sample_file_reader(const sample_file_reader&) = delete;
+  sample_file_reader& operator=(const sample_file_reader&) = delete;
+  ~sample_file_reader();
+
+  /// Reads up to out.size() samples into out and returns how many; 0 at the end. Never
+  /// returns the trailing partial sample. Throws std::runtime_error naming the file and byte
+  /// offset on an I/O error or when the file ends early (it shrank after open).
+  [[nodiscard]] std::size_t read(std::span<cf32> out);
+
+  [[nodiscard]] const recording_info& info() const noexcept { return info_; }
+  /// Samples read so far (since open or the last rewind).
+  [[nodiscard]] std::uint64_t position() const noexcept { return position_; }
+  /// Goes back to the first sample.
+  void rewind() noexcept { position_ = 0; }
+
+ private:
+  sample_file_reader(recording_info info, int fd) noexcept;
+  void read_exact(std::byte* dst, std::size_t num_bytes, std::uint64_t offset_bytes);
+
+  recording_info info_;
+  int fd_ = -1;
+  std::uint64_t position_ = 0;
+  std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first read that needs it
+};
+
+/// Writer of a recording, encoding from cf32. Move-only; not thread-safe.
+class sample_file_writer {
+ public:
+  /// Creates "<base>.sigmf-data" (truncating) given the base name or any SigMF file name (see
+  /// sigmf_paths). An existing "<base>.sigmf-meta" is deleted now and the new one is written
+  /// by close(), after the data is synced: a recording that never closed has no meta file.
+  /// Throws std::invalid_argument if meta cannot be described (see to_sigmf_json), before
+  /// touching any file; std::runtime_error (path and strerror) if a file cannot be created.
+  [[nodiscard]] static sample_file_writer create_sigmf(const std::filesystem::path& base_or_meta_path,
+                                                       const sigmf_meta& meta);
+  /// Creates (truncating) a raw sample file. Throws std::invalid_argument for a non-positive
+  /// ci16_scale, std::runtime_error if the file cannot be created.
+  [[nodiscard]] static sample_file_writer create_raw(const std::filesystem::path& path,
+                                                     sample_format format,
+                                                     float ci16_scale = default_ci16_scale);
+
+  sample_file_writer(sample_file_writer&& other) noexcept;
+  /// Closes the current file first, swallowing errors as the destructor does.
+  sample_file_writer& operator=(sample_file_writer&& other) noexcept;
+  sample_file_writer(const sample_file_writer&) = delete;
+  sample_file_writer& operator=(const sample_file_writer&) = delete;
+  /// Closes without throwing; call close() to see errors.
+  ~sample_file_writer();
+
+  /// Appends samples. Throws std::runtime_error naming the file, byte offset and strerror on a
+  /// write error (e.g. disk full); the writer is then failed: further writes throw
+  /// std::logic_error and close() writes no meta file for the incomplete recording.
+  /// std::logic_error after close().
+  void write(std::span<const cf32> samples);
+
+  /// Syncs and closes the data file, then (SigMF, not failed) writes the meta file. Throws
+  /// std::runtime_error on any failure. Idempotent: later calls do nothing.
+  void close();
+
+  [[nodiscard]] std::uint64_t samples_written() const noexcept { return samples_written_; }
+  /// I or Q components saturated (or NaN) by ci16 encoding so far; always 0 for cf32.
+  [[nodiscard]] std::uint64_t clipped_components() const noexcept { return clipped_components_; }
+  [[nodiscard]] const std::filesystem::path& data_path() const noexcept { return data_path_; }
+  /// Empty for a raw file.
+  [[nodiscard]] const std::filesystem::path& meta_path() const noexcept { return meta_path_; }
+
+ private:
+  sample_file_writer(std::filesystem::path data_path, std::filesystem::path meta_path,
+                     sigmf_meta meta, int fd) noexcept;
+  void write_all(const std::byte* src, std::size_t num_bytes);
+  void close_quietly() noexcept;
+
+  std::filesystem::path data_path_;
+  std::filesystem::path meta_path_;  ///< empty: raw file
+  sigmf_meta meta_;                  ///< format and ci16_scale are used for raw files too
+  int fd_ = -1;
+  bool failed_ = false;
+  std::uint64_t samples_written_ = 0;
+  std::uint64_t clipped_components_ = 0;
+  std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first write that needs it
+};
+
+}  // namespace paq::io

@@ -1,0 +1,43 @@
+// On-disk IQ sample formats and the conversions between them and cf32.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+#include "dsp/types.hpp"
+
+namespace paq::io {
+
+/// The two sample formats paqd reads and writes. Both are interleaved I/Q, little-endian,
+/// which is what SigMF calls "cf32_le" and "ci16_le".
+enum class sample_format { cf32_le, ci16_le };
+
+/// ci16 counts per unit of signal amplitude. Full scale (32767) is then 4x the nominal unit
+/// signal amplitude: enough headroom that noise at low Eb/N0 rarely clips, while a unit signal
+/// still uses 13 bits.
+inline constexpr float default_ci16_scale = 8192.0f;
+
+/// Accepts "cf32_le", "cf32", "ci16_le", "ci16" (the short forms are what people type on a
+/// command line). Throws std::invalid_argument naming the bad value and the accepted ones.
+[[nodiscard]] sample_format parse_sample_format(std::string_view name);
+
+/// The SigMF core:datatype string: "cf32_le" or "ci16_le".
+[[nodiscard]] std::string_view to_sigmf_datatype(sample_format format) noexcept;
+
+/// Bytes per complex sample: 8 for cf32_le, 4 for ci16_le.
+[[nodiscard]] std::size_t bytes_per_sample(sample_format format) noexcept;
+
+/// Converts n little-endian samples at src (n * bytes_per_sample(format) bytes, any alignment)
+/// to cf32. ci16 components are divided by ci16_scale (ignored for cf32; must be positive).
+void decode(sample_format format, const std::byte* src, std::size_t n, cf32* dst,
+            float ci16_scale) noexcept;
+
+/// Converts n cf32 samples to little-endian bytes at dst (n * bytes_per_sample(format) bytes,
+/// any alignment). For ci16 each component is multiplied by ci16_scale, rounded to nearest
+/// and saturated to [-32767, 32767] (symmetric, so that negating a sample never overflows);
+/// NaN encodes as 0. Returns how many components (I and Q counted separately) were saturated
+/// or NaN; always 0 for cf32.
+[[nodiscard]] std::size_t encode(sample_format format, const cf32* src, std::size_t n,
+                                 std::byte* dst, float ci16_scale) noexcept;
+
+}  // namespace paq::io

@@ -1,0 +1,331 @@
+#include "io/sigmf.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <memory>
+#include <string_view>
+#include <system_error>
+#include <utility>
+
+#include <unistd.h>
+
+namespace paq::io {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+constexpr std::string_view meta_suffix = ".sigmf-meta";
+constexpr std::string_view data_suffix = ".sigmf-data";
+constexpr std::string_view archive_suffix = ".sigmf";
+constexpr std::string_view sigmf_version = "1.2.0";
+constexpr const char* ci16_scale_key = "paq:ci16_scale";
+
+[[nodiscard]] std::string errno_text(int err) { return std::generic_category().message(err); }
+
+[[noreturn]] void fail(const fs::path& path, const std::string& what) {
+  throw format_error(path.string() + ": " + what);
+}
+
+struct file_closer {
+  void operator()(std::FILE* f) const noexcept { std::fclose(f); }
+};
+using unique_file = std::unique_ptr<std::FILE, file_closer>;
+
+[[nodiscard]] std::string read_text_file(const fs::path& path) {
+  errno = 0;
+  unique_file file(std::fopen(path.c_str(), "rb"));
+  if (!file) fail(path, "cannot open: " + errno_text(errno));
+  std::string text;
+  char chunk[1 << 16];
+  for (;;) {
+    const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
+    text.append(chunk, got);
+    if (got < sizeof chunk) {
+      if (std::ferror(file.get()) != 0) fail(path, "read error: " + errno_text(errno));
+      break;
+    }
+  }
+  return text;
+}
+
+// Writes to "<path>.tmp", syncs, renames: readers see either no file or the whole file.
+void write_text_file_atomically(const fs::path& path, const std::string& text) {
+  fs::path tmp_path = path;
+  tmp_path += ".tmp";
+  const auto give_up = [&](const fs::path& culprit, std::string_view what, int err) {
+    std::error_code ignored;
+    fs::remove(tmp_path, ignored);
+    throw std::runtime_error(culprit.string() + ": " + std::string(what) + ": " + errno_text(err));
+  };
+
+  errno = 0;
+  std::FILE* raw = std::fopen(tmp_path.c_str(), "wb");
+  if (raw == nullptr) give_up(tmp_path, "cannot create", errno);
+  unique_file file(raw);
+  if (std::fwrite(text.data(), 1, text.size(), file.get()) != text.size()) {
+    give_up(tmp_path, "cannot write", errno);
+  }
+  if (std::fflush(file.get()) != 0) give_up(tmp_path, "cannot write", errno);
+  // EINVAL: the file system does not support syncing; there is nothing more we can do.
+  if (::fsync(::fileno(file.get())) != 0 && errno != EINVAL) give_up(tmp_path, "cannot sync", errno);
+  if (std::fclose(file.release()) != 0) give_up(tmp_path, "cannot close", errno);
+
+  std::error_code ec;
+  fs::rename(tmp_path, path, ec);
+  if (ec) give_up(path, "cannot rename " + tmp_path.string() + " into place", ec.value());
+}
+
+[[nodiscard]] bool is_positive_finite(double v) noexcept { return std::isfinite(v) && v > 0; }
+
+// Says in words what a SigMF datatype describes, for the "not supported" message; the user
+// then knows whether to convert endianness, sample type or both.
+[[nodiscard]] std::string describe_datatype(std::string_view dt) {
+  if (dt.size() < 3 || (dt[0] != 'r' && dt[0] != 'c')) return "not a SigMF datatype";
+  const bool is_complex = dt[0] == 'c';
+  std::string_view body = dt.substr(1);
+  std::string endian;
+  if (body.ends_with("_le")) {
+    endian = "little-endian ";
+    body.remove_suffix(3);
+  } else if (body.ends_with("_be")) {
+    endian = "big-endian ";
+    body.remove_suffix(3);
+  }
+  std::string kind;
+  if (body == "f32" || body == "f64") {
+    kind = std::string(body.substr(1)) + "-bit float";
+  } else if (body == "i8" || body == "i16" || body == "i32") {
+    kind = "signed " + std::string(body.substr(1)) + "-bit integer";
+  } else if (body == "u8" || body == "u16" || body == "u32") {
+    kind = "unsigned " + std::string(body.substr(1)) + "-bit integer";
+  } else {
+    return "not a SigMF datatype";
+  }
+  return std::string(is_complex ? "complex " : "real-valued ") + endian + kind + " samples";
+}
+
+[[nodiscard]] sample_format parse_sigmf_datatype(const fs::path& path, const json& global) {
+  const auto it = global.find("core:datatype");
+  if (it == global.end()) fail(path, "global core:datatype is missing");
+  if (!it->is_string()) fail(path, "global core:datatype must be a string, got " + it->dump());
+  const auto& dt = it->get_ref<const std::string&>();
+  // Only the exact SigMF spellings: a bare "cf32" is not a SigMF datatype (no endianness).
+  if (dt == "cf32_le") return sample_format::cf32_le;
+  if (dt == "ci16_le") return sample_format::ci16_le;
+  fail(path, "core:datatype '" + dt + "' is not supported (supported: cf32_le, ci16_le): " +
+                 describe_datatype(dt));
+}
+
+[[nodiscard]] std::uint64_t get_count(const fs::path& path, const json& obj, const char* key,
+                                      std::string_view where) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return 0;
+  if (it->is_number_unsigned()) return it->get<std::uint64_t>();
+  if (it->is_number_integer() && it->get<std::int64_t>() >= 0) {
+    return static_cast<std::uint64_t>(it->get<std::int64_t>());
+  }
+  fail(path, std::string(where) + " " + key + " must be a non-negative integer, got " +
+                 it->dump());
+}
+
+[[nodiscard]] std::string get_string(const fs::path& path, const json& obj, const char* key,
+                                     std::string_view where) {
+  const auto it = obj.find(key);
+  if (it == obj.end()) return {};
+  if (!it->is_string()) {
+    fail(path, std::string(where) + " " + key + " must be a string, got " + it->dump());
+  }
+  return it->get<std::string>();
+}
+
+void validate_for_writing(const sigmf_meta& meta) {
+  if (!is_positive_finite(meta.sample_rate_hz)) {
+    throw std::invalid_argument("SigMF sample rate must be positive and finite, got " +
+                                std::to_string(meta.sample_rate_hz));
+  }
+  if (meta.format == sample_format::ci16_le && !is_positive_finite(meta.ci16_scale)) {
+    throw std::invalid_argument("ci16 scale must be positive and finite, got " +
+                                std::to_string(meta.ci16_scale));
+  }
+  if (!std::isfinite(meta.center_frequency_hz)) {
+    throw std::invalid_argument("center frequency must be finite");
+  }
+  if (meta.extra_global.is_null()) return;
+  if (!meta.extra_global.is_object()) {
+    throw std::invalid_argument("extra SigMF global keys must be a JSON object, got " +
+                                meta.extra_global.dump());
+  }
+  for (const auto& [key, value] : meta.extra_global.items()) {
+    const auto colon = key.find(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == key.size()) {
+      throw std::invalid_argument("extra SigMF global key '" + key +
+                                  "' must be namespaced as 'namespace:name'");
+    }
+    // core keys and paq:ci16_scale are written from the typed fields; a second source would
+    // silently overwrite one of them.
+    if (key.compare(0, colon, "core") == 0 || key == ci16_scale_key) {
+      throw std::invalid_argument("extra SigMF global key '" + key +
+                                  "' is reserved; set the sigmf_meta field instead");
+    }
+  }
+}
+
+}  // namespace
+
+bool has_sigmf_suffix(const std::filesystem::path& path) {
+  const std::string name = path.filename().string();
+  for (const std::string_view suffix : {meta_suffix, data_suffix, archive_suffix}) {
+    if (name.size() > suffix.size() && std::string_view(name).ends_with(suffix)) return true;
+  }
+  return false;
+}
+
+sigmf_file_paths sigmf_paths(const std::filesystem::path& path) {
+  fs::path base = path;
+  const std::string name = path.filename().string();
+  for (const std::string_view suffix : {meta_suffix, data_suffix, archive_suffix}) {
+    // name.size() > suffix.size(): a file called just ".sigmf-meta" has no base to strip to.
+    if (name.size() > suffix.size() && std::string_view(name).ends_with(suffix)) {
+      base.replace_filename(name.substr(0, name.size() - suffix.size()));
+      break;
+    }
+  }
+  sigmf_file_paths paths{base, base};
+  paths.meta += meta_suffix;
+  paths.data += data_suffix;
+  return paths;
+}
+
+std::string to_sigmf_json(const sigmf_meta& meta) {
+  validate_for_writing(meta);
+
+  // ordered_json: core keys first, in the order the SigMF spec lists them, for human readers.
+  ordered_json global = ordered_json::object();
+  global["core:datatype"] = to_sigmf_datatype(meta.format);
+  global["core:sample_rate"] = meta.sample_rate_hz;
+  global["core:version"] = sigmf_version;
+  if (!meta.description.empty()) global["core:description"] = meta.description;
+  if (!meta.recorder.empty()) global["core:recorder"] = meta.recorder;
+  if (meta.format == sample_format::ci16_le) {
+    global[ci16_scale_key] = static_cast<double>(meta.ci16_scale);
+  }
+  if (meta.extra_global.is_object()) {
+    for (const auto& [key, value] : meta.extra_global.items()) global[key] = ordered_json(value);
+  }
+
+  ordered_json capture = ordered_json::object();
+  capture["core:sample_start"] = 0;
+  if (meta.center_frequency_hz != 0) capture["core:frequency"] = meta.center_frequency_hz;
+  if (!meta.datetime_iso8601.empty()) capture["core:datetime"] = meta.datetime_iso8601;
+
+  ordered_json doc = ordered_json::object();
+  doc["global"] = std::move(global);
+  doc["captures"] = ordered_json::array({std::move(capture)});
+  doc["annotations"] = ordered_json::array();
+  return doc.dump(2) + "\n";
+}
+
+void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& meta) {
+  write_text_file_atomically(meta_path, to_sigmf_json(meta));
+}
+
+sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
+  const std::string text = read_text_file(meta_path);
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::exception& e) {
+    // parse_error for syntax, out_of_range for numbers such as 1e999 that overflow a double.
+    fail(meta_path, std::string("invalid JSON: ") + e.what());
+  }
+  if (!doc.is_object()) fail(meta_path, "top level must be a JSON object");
+  const auto global_it = doc.find("global");
+  if (global_it == doc.end()) fail(meta_path, "\"global\" object is missing");
+  if (!global_it->is_object()) fail(meta_path, "\"global\" must be a JSON object");
+  const json& global = *global_it;
+
+  sigmf_meta meta;
+  meta.format = parse_sigmf_datatype(meta_path, global);
+
+  const auto rate_it = global.find("core:sample_rate");
+  if (rate_it == global.end()) fail(meta_path, "global core:sample_rate is missing");
+  // The parser already rejects 1e999 and NaN; the finite test guards against a future parser
+  // that maps overflow to infinity instead.
+  if (!rate_it->is_number() || !is_positive_finite(rate_it->get<double>())) {
+    fail(meta_path,
+         "global core:sample_rate must be a positive finite number, got " + rate_it->dump());
+  }
+  meta.sample_rate_hz = rate_it->get<double>();
+
+  (void)get_string(meta_path, global, "core:version", "global");  // type check only
+  meta.description = get_string(meta_path, global, "core:description", "global");
+  meta.recorder = get_string(meta_path, global, "core:recorder", "global");
+
+  // Layouts that would make us decode the wrong bytes: refuse rather than produce noise.
+  const auto channels_it = global.find("core:num_channels");
+  if (channels_it != global.end() && get_count(meta_path, global, "core:num_channels", "global") > 1) {
+    fail(meta_path, "multi-channel recordings (core:num_channels " + channels_it->dump() +
+                        ") are not supported");
+  }
+  if (get_count(meta_path, global, "core:trailing_bytes", "global") != 0) {
+    fail(meta_path, "data files with core:trailing_bytes are not supported");
+  }
+  const auto metadata_only_it = global.find("core:metadata_only");
+  if (metadata_only_it != global.end() && metadata_only_it->is_boolean() &&
+      metadata_only_it->get<bool>()) {
+    fail(meta_path, "recording is core:metadata_only and has no samples");
+  }
+
+  if (meta.format == sample_format::ci16_le) {
+    const auto scale_it = global.find(ci16_scale_key);
+    if (scale_it != global.end()) {
+      if (!scale_it->is_number() || !is_positive_finite(scale_it->get<double>()) ||
+          scale_it->get<double>() > std::numeric_limits<float>::max()) {
+        fail(meta_path, std::string("global ") + ci16_scale_key +
+                            " must be a positive finite number, got " + scale_it->dump());
+      }
+      meta.ci16_scale = static_cast<float>(scale_it->get<double>());
+    }
+    // Absent (a foreign ci16 recording): keep default_ci16_scale, paqd's own convention.
+  }
+
+  meta.extra_global = json::object();
+  for (const auto& [key, value] : global.items()) {
+    if (key.starts_with("core:") || key == ci16_scale_key) continue;
+    meta.extra_global[key] = value;
+  }
+
+  // Some writers put core:datetime in global; take it as a fallback for the capture's.
+  meta.datetime_iso8601 = get_string(meta_path, global, "core:datetime", "global");
+
+  const auto captures_it = doc.find("captures");
+  if (captures_it != doc.end()) {
+    if (!captures_it->is_array()) fail(meta_path, "\"captures\" must be a JSON array");
+    // Only the first capture matters: paqd treats the data file as one continuous stream, and
+    // later captures merely re-tune or re-timestamp parts of it.
+    if (!captures_it->empty()) {
+      const json& first = captures_it->front();
+      if (!first.is_object()) fail(meta_path, "captures[0] must be a JSON object");
+      if (get_count(meta_path, first, "core:header_bytes", "captures[0]") != 0) {
+        fail(meta_path, "captures with core:header_bytes are not supported");
+      }
+      const auto freq_it = first.find("core:frequency");
+      if (freq_it != first.end()) {
+        if (!freq_it->is_number() || !std::isfinite(freq_it->get<double>())) {
+          fail(meta_path, "captures[0] core:frequency must be a finite number, got " +
+                              freq_it->dump());
+        }
+        meta.center_frequency_hz = freq_it->get<double>();
+      }
+      const std::string datetime = get_string(meta_path, first, "core:datetime", "captures[0]");
+      if (!datetime.empty()) meta.datetime_iso8601 = datetime;
+    }
+  }
+  return meta;
+}
+
+}  // namespace paq::io

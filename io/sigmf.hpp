@@ -1,0 +1,71 @@
+// SigMF (v1.x) metadata: the .sigmf-meta JSON that describes a .sigmf-data recording.
+#pragma once
+
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "io/sample_format.hpp"
+
+namespace paq::io {
+
+/// A recording or its metadata is unusable. The message starts with the offending file's path,
+/// so that it can be shown to the user as is.
+class format_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// The part of a SigMF description that paqd uses. Fields map to SigMF keys as follows:
+/// format -> global core:datatype, sample_rate_hz -> global core:sample_rate,
+/// description -> global core:description, recorder -> global core:recorder,
+/// ci16_scale -> global paq:ci16_scale (ci16 only), center_frequency_hz -> first capture's
+/// core:frequency, datetime_iso8601 -> first capture's core:datetime (SigMF defines datetime
+/// per capture, not globally).
+struct sigmf_meta {
+  sample_format format = sample_format::cf32_le;
+  double sample_rate_hz = 0;
+  std::string description;
+  std::string recorder;
+  float ci16_scale = default_ci16_scale;
+  double center_frequency_hz = 0;  ///< 0: unknown, core:frequency is not written
+  std::string datetime_iso8601;    ///< empty: not written
+  /// Extra namespaced keys of the "global" object, e.g. {"paq:preset": "...", "paq:seed": 7}.
+  /// Must be null or an object whose keys have a non-core namespace ("ns:name"). On read it
+  /// receives every global key outside the core namespace, except paq:ci16_scale.
+  nlohmann::json extra_global;
+};
+
+struct sigmf_file_paths {
+  std::filesystem::path meta;  ///< <base>.sigmf-meta
+  std::filesystem::path data;  ///< <base>.sigmf-data
+};
+
+/// True when the file name ends in ".sigmf-meta", ".sigmf-data" or ".sigmf".
+[[nodiscard]] bool has_sigmf_suffix(const std::filesystem::path& path);
+
+/// The meta and data paths of a recording named by its base name or by any of
+/// "<base>.sigmf-meta", "<base>.sigmf-data", "<base>.sigmf" (the known suffix is stripped).
+/// ".sigmf" is accepted as a spelling of the base name; SigMF tar archives are not read.
+[[nodiscard]] sigmf_file_paths sigmf_paths(const std::filesystem::path& path);
+
+/// The SigMF JSON text for meta. Throws std::invalid_argument if meta cannot be described
+/// (non-positive or non-finite sample rate or ci16 scale, malformed extra_global).
+[[nodiscard]] std::string to_sigmf_json(const sigmf_meta& meta);
+
+/// Writes to_sigmf_json(meta) to meta_path. The text goes to "<meta_path>.tmp" first and is
+/// renamed into place, so a crash never leaves a half-written meta file. Throws
+/// std::invalid_argument as to_sigmf_json does and std::runtime_error (path and strerror) on
+/// I/O failure.
+void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& meta);
+
+/// Reads and validates a .sigmf-meta file. Throws format_error, message starting with the
+/// path, when the file is missing or unreadable, is not JSON, has no "global" object, has a
+/// core:datatype other than cf32_le / ci16_le, or a missing, non-positive or non-finite
+/// core:sample_rate; also for layouts paqd would misread (core:num_channels > 1, nonzero
+/// core:header_bytes in the first capture).
+[[nodiscard]] sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path);
+
+}  // namespace paq::io

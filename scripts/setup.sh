@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs the Debian packages paqd needs to build and test. Idempotent; uses sudo when not
+# root. CUDA is optional: with /usr/local/cuda present the CUDA backend is built too.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libfftw3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
+  libboost-dev libiio-dev libsystemd-dev
+  libgtest-dev libgmock-dev
+  gnuplot-nox
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi

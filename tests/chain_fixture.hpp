@@ -1,0 +1,59 @@
+// Shared helpers for the chain tests: simulate, run, summarise. Each test states its seed.
+#pragma once
+
+#include "dsp/cpu_backend.hpp"
+#include "dsp/receiver_run.hpp"
+#include "dsp/simulator.hpp"
+#include "dsp/waveform.hpp"
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+namespace paq::test {
+
+struct sim_run {
+    std::vector<cf32> samples;
+    dsp::sim_truth truth;
+    std::size_t complete_packets = 0;  ///< packets entirely inside the recording
+    /// Also counting a packet that ends within 2 samples after the recording: the receiver's
+    /// start estimate may differ from the truth by a sample, so it may call that one complete.
+    std::size_t possible_packets = 0;
+};
+
+inline sim_run simulate(const dsp::sim_config& cfg, std::size_t packets)
+{
+    sim_run r;
+    dsp::simulator sim(cfg);
+    sim.generate((packets + 1) * waveform::L_pkt, r.samples);
+    r.truth = sim.truth();
+    for (auto s : r.truth.packet_starts) {
+        // A packet in the first 256 samples of a recording cannot be told from one cut by
+        // the start (dsp/cpu_backend.cpp): the receiver counts it as truncated.
+        if (s >= 258 && s + waveform::L_pkt <= r.samples.size()) ++r.complete_packets;
+        if (s + waveform::L_pkt <= r.samples.size() + 2) ++r.possible_packets;
+    }
+    return r;
+}
+
+inline dsp::run_summary run_chain(std::span<const cf32> samples, const dsp::receiver_config& rc = {},
+                                  dsp::pn_pattern pattern = dsp::pn_pattern::pn15)
+{
+    dsp::cpu_backend be(rc);
+    std::size_t pos = 0;
+    return dsp::run_receiver(be, rc, pattern, 20.625e6, [&](std::span<cf32> out) {
+        const std::size_t n = std::min(out.size(), samples.size() - pos);
+        std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
+        pos += n;
+        return n;
+    });
+}
+
+inline dsp::receiver_config small_batches()
+{
+    dsp::receiver_config rc;
+    rc.batch_samples = 150'000;  // several batches per test recording: boundaries get exercised
+    return rc;
+}
+
+}  // namespace paq::test

@@ -1,0 +1,759 @@
+// Tests of io/: sample formats, SigMF metadata, and the recording reader and writer.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "dsp/types.hpp"
+#include "io/sample_file.hpp"
+#include "io/sample_format.hpp"
+#include "io/sigmf.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using paq::cf32;
+using namespace paq::io;
+
+// Every test gets its own directory: ctest runs tests as parallel processes of one binary, so
+// the name carries the pid as well as the test name.
+class io_test : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::temp_directory_path() / ("paq_test_io_" + std::string(info->name()) + "_" +
+                                        std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    ASSERT_TRUE(fs::create_directories(dir_));
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  [[nodiscard]] fs::path path(const std::string& name) const { return dir_ / name; }
+
+  fs::path dir_;
+};
+
+[[nodiscard]] std::vector<cf32> random_samples(std::size_t n, std::uint64_t seed,
+                                               float max_abs = 3.9f) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(-max_abs, max_abs);
+  std::vector<cf32> v(n);
+  for (auto& s : v) {
+    const float re = dist(rng);
+    const float im = dist(rng);
+    s = cf32(re, im);
+  }
+  return v;
+}
+
+[[nodiscard]] std::vector<cf32> read_all(sample_file_reader& reader, std::size_t chunk) {
+  std::vector<cf32> all;
+  std::vector<cf32> buf(chunk);
+  for (;;) {
+    const std::size_t got = reader.read(buf);
+    if (got == 0) break;
+    all.insert(all.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(got));
+  }
+  return all;
+}
+
+// Bitwise comparison, reported as a count plus the first index, so that a failure on a
+// 300k-sample vector prints one line instead of the whole vector.
+[[nodiscard]] ::testing::AssertionResult bit_identical(const std::vector<cf32>& a,
+                                                       const std::vector<cf32>& b) {
+  if (a.size() != b.size()) {
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  }
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    if (std::memcmp(&a[k], &b[k], sizeof(cf32)) != 0) {
+      return ::testing::AssertionFailure()
+             << "first difference at " << k << ": " << a[k] << " vs " << b[k];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+[[nodiscard]] ::testing::AssertionResult within(const std::vector<cf32>& expected,
+                                                const std::vector<cf32>& actual, float tol) {
+  if (expected.size() != actual.size()) {
+    return ::testing::AssertionFailure()
+           << "sizes differ: " << expected.size() << " vs " << actual.size();
+  }
+  for (std::size_t k = 0; k < expected.size(); ++k) {
+    if (std::abs(expected[k].real() - actual[k].real()) > tol ||
+        std::abs(expected[k].imag() - actual[k].imag()) > tol) {
+      return ::testing::AssertionFailure() << "sample " << k << ": " << actual[k]
+                                           << " is not within " << tol << " of " << expected[k];
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+// Quantisation error is at most half a count; the float product value * scale adds up to
+// 32767 * 2^-24 counts (about 0.002) of rounding before that, hence the small extra slack.
+[[nodiscard]] float ci16_tolerance(float scale) { return 0.5f / scale + 1e-6f; }
+
+void write_text(const fs::path& p, const std::string& text) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << text;
+  ASSERT_TRUE(f.good()) << p;
+}
+
+void append_bytes(const fs::path& p, std::size_t n) {
+  std::ofstream f(p, std::ios::binary | std::ios::app);
+  for (std::size_t k = 0; k < n; ++k) f.put(static_cast<char>(0x5A));
+  ASSERT_TRUE(f.good()) << p;
+}
+
+[[nodiscard]] nlohmann::json read_json(const fs::path& p) {
+  std::ifstream f(p);
+  return nlohmann::json::parse(f);
+}
+
+// Runs fn, expecting an exception of type E whose message contains every one of parts.
+template <typename E>
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "no exception thrown";
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const auto& part : parts) {
+      EXPECT_NE(what.find(part), std::string::npos) << "'" << part << "' not in: " << what;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+[[nodiscard]] sigmf_meta basic_meta(sample_format format) {
+  sigmf_meta meta;
+  meta.format = format;
+  meta.sample_rate_hz = 20.625e6;
+  return meta;
+}
+
+// A meta file with the given global object and an empty capture list.
+void write_meta_with_global(const fs::path& meta_path, const nlohmann::json& global) {
+  nlohmann::json doc = {{"global", global},
+                        {"captures", nlohmann::json::array({{{"core:sample_start", 0}}})},
+                        {"annotations", nlohmann::json::array()}};
+  write_text(meta_path, doc.dump());
+}
+
+// ---------------------------------------------------------------------------------------------
+// sample_format
+
+TEST(sample_format, parse_accepts_long_and_short_names) {
+  EXPECT_EQ(parse_sample_format("cf32_le"), sample_format::cf32_le);
+  EXPECT_EQ(parse_sample_format("cf32"), sample_format::cf32_le);
+  EXPECT_EQ(parse_sample_format("ci16_le"), sample_format::ci16_le);
+  EXPECT_EQ(parse_sample_format("ci16"), sample_format::ci16_le);
+}
+
+TEST(sample_format, parse_rejects_unknown_with_accepted_list) {
+  for (const char* bad : {"cf64", "CF32", "", "ci16_be", "cu8"}) {
+    expect_error<std::invalid_argument>([&] { (void)parse_sample_format(bad); },
+                                        {"'" + std::string(bad) + "'", "cf32_le", "ci16_le",
+                                         "cf32,", "ci16"});
+  }
+}
+
+TEST(sample_format, names_and_sizes) {
+  EXPECT_EQ(to_sigmf_datatype(sample_format::cf32_le), "cf32_le");
+  EXPECT_EQ(to_sigmf_datatype(sample_format::ci16_le), "ci16_le");
+  EXPECT_EQ(bytes_per_sample(sample_format::cf32_le), 8u);
+  EXPECT_EQ(bytes_per_sample(sample_format::ci16_le), 4u);
+}
+
+TEST(sample_format, byte_layout_is_little_endian_i_then_q) {
+  const cf32 s(1.0f, -2.0f);
+  std::byte f32[8];
+  EXPECT_EQ(encode(sample_format::cf32_le, &s, 1, f32, default_ci16_scale), 0u);
+  const unsigned char f32_expected[8] = {0x00, 0x00, 0x80, 0x3F, 0x00, 0x00, 0x00, 0xC0};
+  EXPECT_EQ(std::memcmp(f32, f32_expected, 8), 0);
+
+  const cf32 q(1.0f / 8192.0f, -1.0f / 8192.0f);
+  std::byte i16[4];
+  EXPECT_EQ(encode(sample_format::ci16_le, &q, 1, i16, 8192.0f), 0u);
+  const unsigned char i16_expected[4] = {0x01, 0x00, 0xFF, 0xFF};
+  EXPECT_EQ(std::memcmp(i16, i16_expected, 4), 0);
+
+  cf32 back;
+  decode(sample_format::ci16_le, i16, 1, &back, 8192.0f);
+  EXPECT_EQ(back, q);
+  decode(sample_format::cf32_le, f32, 1, &back, 8192.0f);
+  EXPECT_EQ(back, s);
+}
+
+TEST(sample_format, ci16_rounds_to_nearest_and_saturates) {
+  constexpr float scale = 100.0f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<cf32> in = {
+      {0.014f, -0.016f},        // 1.4 -> 1, -1.6 -> -2
+      {327.674f, -327.674f},    // 32767.4 rounds into range: not clipped
+      {327.676f, -327.676f},    // 32767.6 rounds out of range: both clipped
+      {1e6f, nan},              // saturate; NaN -> 0
+      {-inf, 0.0f},             // saturate
+  };
+  std::vector<std::byte> bytes(in.size() * 4);
+  const std::size_t clipped = encode(sample_format::ci16_le, in.data(), in.size(), bytes.data(), scale);
+  EXPECT_EQ(clipped, 5u);
+  std::vector<cf32> out(in.size());
+  decode(sample_format::ci16_le, bytes.data(), in.size(), out.data(), 1.0f);  // raw counts
+  EXPECT_EQ(out[0], cf32(1, -2));
+  EXPECT_EQ(out[1], cf32(32767, -32767));
+  EXPECT_EQ(out[2], cf32(32767, -32767));
+  EXPECT_EQ(out[3], cf32(32767, 0));
+  EXPECT_EQ(out[4], cf32(-32767, 0));
+}
+
+TEST(sample_format, ci16_decodes_most_negative_value) {
+  const unsigned char raw[4] = {0x00, 0x80, 0xFF, 0x7F};  // -32768, 32767
+  cf32 out;
+  decode(sample_format::ci16_le, reinterpret_cast<const std::byte*>(raw), 1, &out, 8192.0f);
+  EXPECT_EQ(out, cf32(-4.0f, 32767.0f / 8192.0f));
+}
+
+// ---------------------------------------------------------------------------------------------
+// SigMF paths and metadata
+
+TEST(sigmf, paths_accept_every_spelling) {
+  const fs::path dir = "some/dir";
+  for (const char* name : {"rec", "rec.sigmf-meta", "rec.sigmf-data", "rec.sigmf"}) {
+    const sigmf_file_paths p = sigmf_paths(dir / name);
+    EXPECT_EQ(p.meta, dir / "rec.sigmf-meta") << name;
+    EXPECT_EQ(p.data, dir / "rec.sigmf-data") << name;
+  }
+  // Other dots are part of the base name; only the known suffix is stripped, once.
+  EXPECT_EQ(sigmf_paths("a.b.cf32").meta, fs::path("a.b.cf32.sigmf-meta"));
+  EXPECT_EQ(sigmf_paths("x.sigmf-data.sigmf-meta").data, fs::path("x.sigmf-data.sigmf-data"));
+
+  EXPECT_TRUE(has_sigmf_suffix("a/rec.sigmf-meta"));
+  EXPECT_TRUE(has_sigmf_suffix("rec.sigmf-data"));
+  EXPECT_TRUE(has_sigmf_suffix("rec.sigmf"));
+  EXPECT_FALSE(has_sigmf_suffix("rec"));
+  EXPECT_FALSE(has_sigmf_suffix("rec.cf32"));
+  EXPECT_FALSE(has_sigmf_suffix("rec.sigmf-metadata"));
+}
+
+TEST_F(io_test, meta_fields_and_extra_keys_round_trip) {
+  sigmf_meta meta = basic_meta(sample_format::ci16_le);
+  meta.sample_rate_hz = 20.625e6 / 3.0;  // not a short decimal: checks full precision
+  meta.description = "demo \"recording\"\nwith escapes";
+  meta.recorder = "paq-gen 0.1.0";
+  meta.ci16_scale = 1234.5f;
+  meta.center_frequency_hz = 2.2555e9;
+  meta.datetime_iso8601 = "2024-05-01T12:34:56.789Z";
+  meta.extra_global = {{"paq:preset", "ebn0-sweep"},
+                       {"paq:ebn0_db", 4.25},
+                       {"paq:seed", std::uint64_t{0xFEDCBA9876543210ull}},
+                       {"other:nested", {{"a", 1}, {"b", {1, 2, 3}}}}};
+  const fs::path meta_path = path("m.sigmf-meta");
+  write_sigmf_meta(meta_path, meta);
+  EXPECT_FALSE(fs::exists(path("m.sigmf-meta.tmp")));
+
+  const sigmf_meta back = read_sigmf_meta(meta_path);
+  EXPECT_EQ(back.format, meta.format);
+  EXPECT_EQ(back.sample_rate_hz, meta.sample_rate_hz);
+  EXPECT_EQ(back.description, meta.description);
+  EXPECT_EQ(back.recorder, meta.recorder);
+  EXPECT_EQ(back.ci16_scale, meta.ci16_scale);
+  EXPECT_EQ(back.center_frequency_hz, meta.center_frequency_hz);
+  EXPECT_EQ(back.datetime_iso8601, meta.datetime_iso8601);
+  EXPECT_EQ(back.extra_global, meta.extra_global);
+  EXPECT_EQ(back.extra_global["paq:seed"].get<std::uint64_t>(), 0xFEDCBA9876543210ull);
+
+  // The SigMF structure itself, as other tools will see it.
+  const nlohmann::json doc = read_json(meta_path);
+  const auto& global = doc.at("global");
+  EXPECT_EQ(global.at("core:datatype"), "ci16_le");
+  EXPECT_EQ(global.at("core:version"), "1.2.0");
+  EXPECT_EQ(global.at("core:sample_rate").get<double>(), meta.sample_rate_hz);
+  EXPECT_EQ(global.at("paq:ci16_scale").get<double>(), 1234.5);
+  EXPECT_EQ(global.at("paq:preset"), "ebn0-sweep");
+  EXPECT_FALSE(global.contains("core:datetime"));  // a capture field in SigMF
+  ASSERT_EQ(doc.at("captures").size(), 1u);
+  const auto& capture = doc.at("captures")[0];
+  EXPECT_EQ(capture.at("core:sample_start"), 0);
+  EXPECT_EQ(capture.at("core:frequency").get<double>(), 2.2555e9);
+  EXPECT_EQ(capture.at("core:datetime"), meta.datetime_iso8601);
+  EXPECT_TRUE(doc.at("annotations").is_array());
+  EXPECT_TRUE(doc.at("annotations").empty());
+}
+
+TEST_F(io_test, minimal_cf32_meta_omits_optional_fields) {
+  const fs::path meta_path = path("m.sigmf-meta");
+  write_sigmf_meta(meta_path, basic_meta(sample_format::cf32_le));
+  const nlohmann::json doc = read_json(meta_path);
+  EXPECT_FALSE(doc.at("global").contains("paq:ci16_scale"));
+  EXPECT_FALSE(doc.at("global").contains("core:description"));
+  EXPECT_FALSE(doc.at("captures")[0].contains("core:frequency"));
+  EXPECT_FALSE(doc.at("captures")[0].contains("core:datetime"));
+
+  const sigmf_meta back = read_sigmf_meta(meta_path);
+  EXPECT_EQ(back.format, sample_format::cf32_le);
+  EXPECT_EQ(back.center_frequency_hz, 0.0);
+  EXPECT_TRUE(back.datetime_iso8601.empty());
+  EXPECT_TRUE(back.extra_global.is_object());
+  EXPECT_TRUE(back.extra_global.empty());
+}
+
+TEST_F(io_test, foreign_ci16_without_scale_uses_default) {
+  const fs::path meta_path = path("m.sigmf-meta");
+  write_meta_with_global(meta_path, {{"core:datatype", "ci16_le"}, {"core:sample_rate", 1e6},
+                                     {"core:version", "1.0.0"}, {"vendor:gain_db", 30}});
+  const sigmf_meta back = read_sigmf_meta(meta_path);
+  EXPECT_EQ(back.ci16_scale, default_ci16_scale);
+  EXPECT_EQ(back.extra_global, nlohmann::json({{"vendor:gain_db", 30}}));
+}
+
+TEST_F(io_test, write_rejects_undescribable_meta) {
+  const fs::path meta_path = path("m.sigmf-meta");
+  sigmf_meta meta = basic_meta(sample_format::cf32_le);
+
+  meta.extra_global = {{"no_namespace", 1}};
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"no_namespace"});
+  meta.extra_global = {{"core:sample_rate", 1}};
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); },
+                                      {"core:sample_rate", "reserved"});
+  meta.extra_global = {{"paq:ci16_scale", 1}};
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"reserved"});
+  meta.extra_global = nlohmann::json::array({1, 2});
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"object"});
+
+  meta.extra_global = nullptr;
+  meta.sample_rate_hz = -1;
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"sample rate"});
+  meta.sample_rate_hz = std::numeric_limits<double>::quiet_NaN();
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"sample rate"});
+
+  meta = basic_meta(sample_format::ci16_le);
+  meta.ci16_scale = 0;
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"ci16 scale"});
+  EXPECT_FALSE(fs::exists(meta_path));
+
+  // And the writer refuses before creating the data file.
+  expect_error<std::invalid_argument>(
+      [&] { (void)sample_file_writer::create_sigmf(path("w"), meta); }, {"ci16 scale"});
+  EXPECT_FALSE(fs::exists(path("w.sigmf-data")));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Round trips through the writer and reader
+
+TEST_F(io_test, sigmf_cf32_round_trip_is_exact) {
+  constexpr std::uint64_t seed = 0x5EED0001;
+  const std::vector<cf32> samples = random_samples(100'003, seed);
+  sigmf_meta meta = basic_meta(sample_format::cf32_le);
+  meta.description = "cf32 round trip";
+  {
+    auto writer = sample_file_writer::create_sigmf(path("rec"), meta);
+    // Uneven pieces: the writer must not care how the caller slices the stream.
+    const std::span<const cf32> all(samples);
+    writer.write(all.subspan(0, 1));
+    writer.write(all.subspan(1, 50'000));
+    writer.write(all.subspan(50'001));
+    EXPECT_EQ(writer.samples_written(), samples.size());
+    EXPECT_EQ(writer.clipped_components(), 0u);
+    writer.close();
+  }
+  EXPECT_EQ(fs::file_size(path("rec.sigmf-data")), samples.size() * 8);
+
+  for (const char* name : {"rec", "rec.sigmf-meta", "rec.sigmf-data", "rec.sigmf"}) {
+    auto reader = sample_file_reader::open(path(name));
+    const recording_info& info = reader.info();
+    EXPECT_TRUE(info.is_sigmf);
+    EXPECT_EQ(info.format, sample_format::cf32_le);
+    EXPECT_EQ(info.sample_rate_hz, 20.625e6);
+    EXPECT_EQ(info.num_samples, samples.size());
+    EXPECT_EQ(info.trailing_bytes, 0u);
+    EXPECT_EQ(info.data_path, path("rec.sigmf-data"));
+    EXPECT_EQ(info.meta.description, "cf32 round trip");
+    EXPECT_TRUE(bit_identical(read_all(reader, samples.size() + 10), samples)) << name;
+    EXPECT_EQ(reader.position(), samples.size());
+  }
+}
+
+TEST_F(io_test, sigmf_ci16_round_trip_within_half_count) {
+  // 300'001 samples: more than one 1 MiB I/O block of ci16 (262'144 samples).
+  constexpr std::uint64_t seed = 0x5EED0002;
+  const std::vector<cf32> samples = random_samples(300'001, seed);
+  sigmf_meta meta = basic_meta(sample_format::ci16_le);
+  {
+    auto writer = sample_file_writer::create_sigmf(path("rec.sigmf-meta"), meta);
+    writer.write(samples);
+    EXPECT_EQ(writer.clipped_components(), 0u);
+    writer.close();
+  }
+  EXPECT_EQ(fs::file_size(path("rec.sigmf-data")), samples.size() * 4);
+
+  auto reader = sample_file_reader::open(path("rec.sigmf-data"));
+  EXPECT_EQ(reader.info().format, sample_format::ci16_le);
+  EXPECT_EQ(reader.info().meta.ci16_scale, default_ci16_scale);
+  EXPECT_EQ(reader.info().num_samples, samples.size());
+  EXPECT_TRUE(within(samples, read_all(reader, samples.size()), ci16_tolerance(default_ci16_scale)));
+}
+
+TEST_F(io_test, raw_round_trips) {
+  constexpr std::uint64_t seed = 0x5EED0003;
+  const std::vector<cf32> samples = random_samples(70'001, seed);
+  constexpr float scale = 1000.5f;  // not a power of two; |samples| < 3.9 -> < 3902 counts
+
+  {
+    auto writer = sample_file_writer::create_raw(path("x.cf32"), sample_format::cf32_le);
+    writer.write(samples);
+    writer.close();
+    EXPECT_TRUE(writer.meta_path().empty());
+  }
+  {
+    auto writer = sample_file_writer::create_raw(path("x.ci16"), sample_format::ci16_le, scale);
+    writer.write(samples);
+    writer.close();
+  }
+  EXPECT_EQ(fs::file_size(path("x.cf32")), samples.size() * 8);
+  EXPECT_EQ(fs::file_size(path("x.ci16")), samples.size() * 4);
+  EXPECT_FALSE(fs::exists(path("x.cf32.sigmf-meta")));
+
+  auto r32 = sample_file_reader::open(path("x.cf32"), sample_format::cf32_le, 1e6);
+  EXPECT_FALSE(r32.info().is_sigmf);
+  EXPECT_EQ(r32.info().sample_rate_hz, 1e6);
+  EXPECT_EQ(r32.info().meta.sample_rate_hz, 1e6);
+  EXPECT_EQ(r32.info().data_path, path("x.cf32"));
+  EXPECT_TRUE(bit_identical(read_all(r32, 4096), samples));
+
+  auto r16 = sample_file_reader::open(path("x.ci16"), sample_format::ci16_le, 1e6, scale);
+  EXPECT_EQ(r16.info().num_samples, samples.size());
+  EXPECT_TRUE(within(samples, read_all(r16, 4096), ci16_tolerance(scale)));
+}
+
+TEST_F(io_test, clipping_is_counted_and_saturated) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<cf32> samples = {{5.0f, 0.0f}, {nan, -5.0f}, {0.25f, -0.25f}, {4.5f, 4.5f}};
+  {
+    auto writer = sample_file_writer::create_sigmf(path("clip"), basic_meta(sample_format::ci16_le));
+    writer.write(samples);
+    EXPECT_EQ(writer.clipped_components(), 5u);
+    writer.write(samples);
+    EXPECT_EQ(writer.clipped_components(), 10u);  // accumulates across writes
+    writer.close();
+  }
+  auto reader = sample_file_reader::open(path("clip"));
+  const std::vector<cf32> back = read_all(reader, 100);
+  ASSERT_EQ(back.size(), 8u);
+  const float full = 32767.0f / default_ci16_scale;
+  EXPECT_EQ(back[0], cf32(full, 0.0f));
+  EXPECT_EQ(back[1], cf32(0.0f, -full));
+  EXPECT_EQ(back[2], cf32(0.25f, -0.25f));
+  EXPECT_EQ(back[3], cf32(full, full));
+}
+
+TEST_F(io_test, odd_chunk_sizes_match_one_big_read_and_rewind_restarts) {
+  constexpr std::uint64_t seed = 0x5EED0004;
+  const std::vector<cf32> samples = random_samples(300'007, seed);
+  for (const sample_format format : {sample_format::cf32_le, sample_format::ci16_le}) {
+    const fs::path base = path(format == sample_format::cf32_le ? "c32" : "c16");
+    {
+      auto writer = sample_file_writer::create_sigmf(base, basic_meta(format));
+      writer.write(samples);
+      writer.close();
+    }
+    auto reader = sample_file_reader::open(base);
+    const std::vector<cf32> whole = read_all(reader, samples.size());
+    ASSERT_EQ(whole.size(), samples.size());
+    for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{4099},
+                                    std::size_t{262'145}}) {
+      reader.rewind();
+      EXPECT_EQ(reader.position(), 0u);
+      // One-sample reads over 300k samples would be slow; read a prefix that way, then go on
+      // with the chunked loop, so every chunk size still crosses a 1 MiB block boundary.
+      std::vector<cf32> pieces;
+      std::vector<cf32> buf(chunk);
+      while (pieces.size() < samples.size()) {
+        const std::size_t got = reader.read(buf);
+        ASSERT_GT(got, 0u);
+        ASSERT_LE(got, buf.size());
+        pieces.insert(pieces.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(got));
+        EXPECT_EQ(reader.position(), pieces.size());
+        if (chunk == 1 && pieces.size() == 1000) {
+          // Switch to a big chunk after a 1000-sample prefix of single-sample reads.
+          buf.resize(131'071);
+        }
+      }
+      EXPECT_EQ(reader.read(buf), 0u);
+      EXPECT_TRUE(bit_identical(pieces, whole)) << "chunk " << chunk;
+    }
+
+    // Rewind mid-stream.
+    reader.rewind();
+    std::vector<cf32> head(12'345);
+    ASSERT_EQ(reader.read(head), head.size());
+    reader.rewind();
+    EXPECT_EQ(reader.position(), 0u);
+    std::vector<cf32> again(12'345);
+    ASSERT_EQ(reader.read(again), again.size());
+    EXPECT_TRUE(bit_identical(head, again));
+    EXPECT_TRUE(bit_identical(
+        head, std::vector<cf32>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(head.size()))));
+  }
+}
+
+TEST_F(io_test, truncated_file_reports_trailing_bytes_and_reads_whole_samples) {
+  constexpr std::uint64_t seed = 0x5EED0005;
+  const std::vector<cf32> samples = random_samples(1000, seed);
+  {
+    auto writer = sample_file_writer::create_sigmf(path("t"), basic_meta(sample_format::cf32_le));
+    writer.write(samples);
+    writer.close();
+  }
+  append_bytes(path("t.sigmf-data"), 3);
+  auto reader = sample_file_reader::open(path("t"));
+  EXPECT_EQ(reader.info().num_samples, 1000u);
+  EXPECT_EQ(reader.info().trailing_bytes, 3u);
+  std::vector<cf32> buf(2000);
+  EXPECT_EQ(reader.read(buf), 1000u);
+  EXPECT_EQ(reader.read(buf), 0u);
+  buf.resize(1000);
+  EXPECT_TRUE(bit_identical(buf, samples));
+
+  // Raw ci16 with a partial sample.
+  {
+    auto writer = sample_file_writer::create_raw(path("t.ci16"), sample_format::ci16_le);
+    writer.write(samples);
+    writer.close();
+  }
+  append_bytes(path("t.ci16"), 3);
+  auto raw = sample_file_reader::open(path("t.ci16"), sample_format::ci16_le, 1e6);
+  EXPECT_EQ(raw.info().num_samples, 1000u);
+  EXPECT_EQ(raw.info().trailing_bytes, 3u);
+  EXPECT_EQ(read_all(raw, 333).size(), 1000u);
+}
+
+TEST_F(io_test, reader_is_movable) {
+  const std::vector<cf32> samples = random_samples(10, 0x5EED0006);
+  {
+    auto writer = sample_file_writer::create_raw(path("m.cf32"), sample_format::cf32_le);
+    writer.write(samples);
+    sample_file_writer moved = std::move(writer);
+    moved.close();
+    EXPECT_EQ(moved.samples_written(), 10u);
+  }
+  auto a = sample_file_reader::open(path("m.cf32"), sample_format::cf32_le, 1e6);
+  std::vector<cf32> head(4);
+  ASSERT_EQ(a.read(head), 4u);
+  sample_file_reader b = std::move(a);
+  EXPECT_EQ(b.position(), 4u);
+  std::vector<cf32> rest(10);
+  EXPECT_EQ(b.read(rest), 6u);
+  EXPECT_THROW((void)a.read(rest), std::logic_error);  // NOLINT(bugprone-use-after-move)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Writer lifecycle
+
+TEST_F(io_test, meta_is_written_last) {
+  const fs::path meta_path = path("rec.sigmf-meta");
+  write_text(meta_path, "stale meta from an earlier recording");
+  auto writer = sample_file_writer::create_sigmf(path("rec"), basic_meta(sample_format::cf32_le));
+  EXPECT_FALSE(fs::exists(meta_path)) << "a stale meta file would describe the new data";
+  writer.write(random_samples(100, 0x5EED0007));
+  EXPECT_FALSE(fs::exists(meta_path));
+  writer.close();
+  EXPECT_TRUE(fs::exists(meta_path));
+  writer.close();  // idempotent
+  EXPECT_THROW(writer.write(random_samples(1, 1)), std::logic_error);
+}
+
+TEST_F(io_test, destructor_closes_and_writes_meta) {
+  {
+    auto writer = sample_file_writer::create_sigmf(path("d"), basic_meta(sample_format::ci16_le));
+    writer.write(random_samples(100, 0x5EED0008));
+  }
+  auto reader = sample_file_reader::open(path("d"));
+  EXPECT_EQ(reader.info().num_samples, 100u);
+}
+
+TEST_F(io_test, write_error_names_file_and_reason) {
+  // /dev/full accepts open() and fails every write with ENOSPC: a disk-full stand-in.
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  auto writer = sample_file_writer::create_raw("/dev/full", sample_format::ci16_le);
+  expect_error<std::runtime_error>([&] { writer.write(random_samples(1000, 0x5EED0009)); },
+                                   {"/dev/full", "byte offset 0", "No space left on device"});
+  EXPECT_THROW(writer.write(random_samples(1, 1)), std::logic_error);
+  EXPECT_NO_THROW(writer.close());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors on read
+
+TEST_F(io_test, missing_meta_file) {
+  const std::string meta = path("nothing.sigmf-meta").string();
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("nothing.sigmf-meta")); },
+                             {meta + ": ", "No such file"});
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {meta, "cannot open"});
+}
+
+TEST_F(io_test, invalid_json) {
+  const fs::path meta = path("bad.sigmf-meta");
+  write_text(meta, R"({"global": {"core:datatype": "cf32_le",)");
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("bad")); },
+                             {meta.string() + ": invalid JSON", "parse error"});
+}
+
+TEST_F(io_test, missing_global) {
+  const fs::path meta = path("g.sigmf-meta");
+  write_text(meta, R"({"captures": [], "annotations": []})");
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {meta.string() + ": ", "global"});
+  write_text(meta, "[1, 2]");
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {meta.string() + ": ", "object"});
+}
+
+TEST_F(io_test, unsupported_datatypes_are_named) {
+  const fs::path meta = path("dt.sigmf-meta");
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ri8", "real-valued"},       {"cf32_be", "big-endian"}, {"cu8", "unsigned 8-bit"},
+      {"ri16_le", "real-valued"},   {"ci16_be", "big-endian"}, {"cf64_le", "64-bit float"},
+      {"cf32", "complex 32-bit float"},    {"banana", "not a SigMF datatype"}};
+  for (const auto& [datatype, hint] : cases) {
+    write_meta_with_global(meta, {{"core:datatype", datatype}, {"core:sample_rate", 1e6}});
+    expect_error<format_error>(
+        [&] { (void)read_sigmf_meta(meta); },
+        {meta.string() + ": core:datatype '" + datatype + "' is not supported",
+         "(supported: cf32_le, ci16_le)", hint});
+  }
+  write_meta_with_global(meta, {{"core:sample_rate", 1e6}});
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:datatype is missing"});
+  write_meta_with_global(meta, {{"core:datatype", 7}, {"core:sample_rate", 1e6}});
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:datatype must be a string"});
+}
+
+TEST_F(io_test, bad_sample_rates) {
+  const fs::path meta = path("sr.sigmf-meta");
+  write_meta_with_global(meta, {{"core:datatype", "cf32_le"}});
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {meta.string() + ": ", "core:sample_rate is missing"});
+  for (const nlohmann::json& rate : {nlohmann::json(-1e6), nlohmann::json(0), nlohmann::json("1e6"),
+                                     nlohmann::json(nullptr)}) {
+    write_meta_with_global(meta, {{"core:datatype", "cf32_le"}, {"core:sample_rate", rate}});
+    expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                               {meta.string() + ": ", "core:sample_rate must be a positive finite",
+                                rate.dump()});
+  }
+  // 1e999 overflows a double: the parser refuses it, reported as invalid JSON.
+  write_text(meta, R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e999}})");
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {meta.string() + ": invalid JSON", "1e999"});
+}
+
+TEST_F(io_test, layouts_that_would_be_misread_are_refused) {
+  const fs::path meta = path("l.sigmf-meta");
+  const nlohmann::json ok = {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}};
+  nlohmann::json global = ok;
+  global["core:num_channels"] = 2;
+  write_meta_with_global(meta, global);
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:num_channels"});
+
+  global = ok;
+  global["core:num_channels"] = 1;
+  write_meta_with_global(meta, global);
+  EXPECT_NO_THROW((void)read_sigmf_meta(meta));
+
+  global = ok;
+  global["core:trailing_bytes"] = 16;
+  write_meta_with_global(meta, global);
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:trailing_bytes"});
+
+  nlohmann::json doc = {{"global", ok},
+                        {"captures", {{{"core:sample_start", 0}, {"core:header_bytes", 64}}}}};
+  write_text(meta, doc.dump());
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:header_bytes"});
+
+  // A later capture starting elsewhere is fine: only the first one is used.
+  doc = {{"global", ok},
+         {"captures", {{{"core:sample_start", 0}, {"core:frequency", 1e9}},
+                       {{"core:sample_start", 500}, {"core:frequency", 2e9}}}}};
+  write_text(meta, doc.dump());
+  EXPECT_EQ(read_sigmf_meta(meta).center_frequency_hz, 1e9);
+}
+
+TEST_F(io_test, raw_file_needs_format_and_rate) {
+  write_text(path("plain.bin"), std::string(64, '\0'));
+  const std::string name = path("plain.bin").string();
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("plain.bin")); },
+                             {name + ": ", "needs a sample format and a sample rate"});
+  expect_error<format_error>(
+      [&] { (void)sample_file_reader::open(path("plain.bin"), sample_format::cf32_le); },
+      {"needs a sample format and a sample rate"});
+  expect_error<format_error>(
+      [&] { (void)sample_file_reader::open(path("plain.bin"), std::nullopt, 1e6); },
+      {"needs a sample format and a sample rate"});
+  expect_error<std::invalid_argument>(
+      [&] { (void)sample_file_reader::open(path("plain.bin"), sample_format::cf32_le, -5.0); },
+      {name, "sample rate"});
+  EXPECT_EQ(sample_file_reader::open(path("plain.bin"), sample_format::cf32_le, 1e6).info().num_samples,
+            8u);
+}
+
+TEST_F(io_test, empty_data_file) {
+  write_sigmf_meta(path("e.sigmf-meta"), basic_meta(sample_format::cf32_le));
+  write_text(path("e.sigmf-data"), "");
+  const std::string data = path("e.sigmf-data").string();
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("e")); },
+                             {data + ": contains no samples"});
+  // Less than one whole sample is no better.
+  write_text(path("e.sigmf-data"), "abc");
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("e")); },
+                             {data + ": contains no samples", "3 bytes"});
+  write_text(path("e.raw"), "");
+  expect_error<format_error>(
+      [&] { (void)sample_file_reader::open(path("e.raw"), sample_format::ci16_le, 1e6); },
+      {"contains no samples"});
+}
+
+TEST_F(io_test, missing_data_file) {
+  write_sigmf_meta(path("nd.sigmf-meta"), basic_meta(sample_format::cf32_le));
+  const std::string data = path("nd.sigmf-data").string();
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("nd.sigmf-meta")); },
+                             {data + ": cannot open", "No such file"});
+  expect_error<format_error>(
+      [&] { (void)sample_file_reader::open(path("absent.cf32"), sample_format::cf32_le, 1e6); },
+      {path("absent.cf32").string(), "No such file"});
+  fs::create_directory(path("adir"));
+  expect_error<format_error>(
+      [&] { (void)sample_file_reader::open(path("adir"), sample_format::cf32_le, 1e6); },
+      {"not a regular file"});
+}
+
+TEST_F(io_test, file_that_shrinks_while_reading_is_an_error_with_offset) {
+  {
+    auto writer = sample_file_writer::create_raw(path("s.ci16"), sample_format::ci16_le);
+    writer.write(random_samples(1000, 0x5EED000A));
+    writer.close();
+  }
+  auto reader = sample_file_reader::open(path("s.ci16"), sample_format::ci16_le, 1e6);
+  std::vector<cf32> buf(100);
+  ASSERT_EQ(reader.read(buf), 100u);
+  fs::resize_file(path("s.ci16"), 1000);  // 250 samples left
+  buf.resize(1000);
+  expect_error<std::runtime_error>([&] { (void)reader.read(buf); },
+                                   {path("s.ci16").string(), "unexpected end of file",
+                                    "byte offset 1000"});
+}
+
+}  // namespace

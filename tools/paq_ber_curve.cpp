@@ -1,0 +1,333 @@
+// paq-ber-curve: bit error rate against Eb/N0 for every equalizer path of the CPU chain.
+//
+//   for each Eb/N0 point i:  simulator(preset, Eb/N0, CFO, timing offset, seed = S + i)
+//       -> N packets (+1 for the partial packet the random start offset cuts)
+//       -> run_receiver(cpu_backend) -> per-path bits / errors
+//       [--min-errors E: further chunks of 100 packets from the same simulator stream,
+//        each through a fresh run_receiver, until every path has >= E errors or the
+//        point holds --max-packets packets]
+//
+// Output: a compact table on stdout (one line per point), a CSV (one row per point and
+// path) and optionally JSON with the same numbers plus the run settings.
+#include "dsp/ber.hpp"
+#include "dsp/cpu_backend.hpp"
+#include "dsp/receiver_config.hpp"
+#include "dsp/receiver_run.hpp"
+#include "dsp/receiver_tables.hpp"
+#include "dsp/simulator.hpp"
+#include "dsp/waveform.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace {
+
+using paq::cf32;
+namespace chain = paq::dsp::chain;
+namespace waveform = paq::waveform;
+
+constexpr std::size_t chunk_packets = 100;  ///< packets added per step with --min-errors
+
+struct path_tally {
+    std::string name;
+    std::uint64_t bits = 0;
+    std::uint64_t errors = 0;
+    [[nodiscard]] double ber() const { return bits ? static_cast<double>(errors) / static_cast<double>(bits) : 0.0; }
+};
+
+struct point_result {
+    double ebn0_db = 0.0;
+    std::uint64_t seed = 0;
+    std::uint64_t packets_simulated = 0;  ///< complete packets in the simulated stream
+    std::uint64_t packets_found = 0;
+    std::uint64_t packets_skipped = 0;
+    std::uint64_t runs = 0;               ///< run_receiver calls (1 + extra chunks)
+    double est_ebn0_db = std::numeric_limits<double>::quiet_NaN();
+    double est_cfo_hz = std::numeric_limits<double>::quiet_NaN();
+    double theory_ber = 0.0;
+    double seconds = 0.0;
+    std::array<path_tally, chain::num_paths> paths{};
+};
+
+struct options {
+    std::string preset = "awgn";
+    std::vector<double> ebn0_db;
+    std::size_t packets = 300;
+    std::uint64_t min_errors = 0;
+    std::size_t max_packets = 3000;
+    std::uint64_t seed = 1;
+    double cfo_hz = 0.0;
+    double timing_offset = 0.37;
+    std::string pattern = "pn15";
+    int threads = 0;
+    std::string output;
+    std::string json;
+};
+
+/// Runs `n_packets` packets' worth of samples (plus `extra_samples`) from `sim` through a
+/// fresh run_receiver and adds the tallies to `res`. Returns the linear Eb/N0 estimate summed
+/// over the packets found (to average over the runs of a point).
+double run_chunk(paq::dsp::simulator& sim, paq::dsp::cpu_backend& backend, const paq::dsp::receiver_config& rcfg,
+                 const paq::dsp::sim_config& scfg, std::size_t n_samples, point_result& res, double& cfo_hz_sum)
+{
+    std::vector<cf32> samples;
+    samples.reserve(n_samples);
+    sim.generate(n_samples, samples);
+
+    std::size_t pos = 0;
+    auto read = [&](std::span<cf32> out) -> std::size_t {
+        const std::size_t n = std::min(out.size(), samples.size() - pos);
+        std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
+        pos += n;
+        return n;
+    };
+    const auto s = paq::dsp::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, read);
+
+    ++res.runs;
+    res.packets_found += s.packets_found;
+    res.packets_skipped += s.packets_skipped;
+    for (std::size_t p = 0; p < res.paths.size(); ++p) {
+        res.paths[p].name = s.paths[p].name;
+        res.paths[p].bits += s.paths[p].bits_checked;
+        res.paths[p].errors += s.paths[p].bit_errors;
+    }
+    const double np = static_cast<double>(s.packets_found);
+    cfo_hz_sum += s.mean_cfo_hz * np;
+    return s.packets_found ? std::pow(10.0, s.mean_ebn0_db / 10.0) * np : 0.0;
+}
+
+point_result run_point(const options& o, std::size_t index, double ebn0_db)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    point_result res;
+    res.ebn0_db = ebn0_db;
+    res.seed = o.seed + index;
+    res.theory_ber = paq::dsp::oqpsk_theory_ber(ebn0_db);
+
+    paq::dsp::sim_config scfg;
+    scfg.preset = o.preset;
+    scfg.ebn0_db = ebn0_db;
+    scfg.cfo_hz = o.cfo_hz;
+    scfg.timing_offset_samples = o.timing_offset;
+    scfg.seed = res.seed;
+    scfg.pattern = paq::dsp::parse_pn_pattern(o.pattern);
+    scfg.start_offset_samples = -1;  // from the seed: the recording starts inside a packet
+
+    paq::dsp::receiver_config rcfg;
+    rcfg.cpu_threads = o.threads;
+
+    paq::dsp::simulator sim(scfg);
+    paq::dsp::cpu_backend backend(rcfg);
+
+    double ebn0_lin_sum = 0.0, cfo_hz_sum = 0.0;
+    // First run: N complete packets plus the one the random start offset cuts.
+    ebn0_lin_sum += run_chunk(sim, backend, rcfg, scfg, (o.packets + 1) * waveform::L_pkt, res, cfo_hz_sum);
+    res.packets_simulated = o.packets;
+    auto enough = [&] {
+        if (o.min_errors == 0) return true;
+        return std::all_of(res.paths.begin(), res.paths.end(),
+                           [&](const path_tally& t) { return t.errors >= o.min_errors; });
+    };
+    // Further chunks continue the same stream (the packet cut at a chunk boundary is lost
+    // to both runs, and each run's PN checker resynchronises before it counts).
+    while (!enough() && res.packets_simulated < o.max_packets) {
+        const std::size_t n = std::min(chunk_packets, o.max_packets - res.packets_simulated);
+        ebn0_lin_sum += run_chunk(sim, backend, rcfg, scfg, n * waveform::L_pkt, res, cfo_hz_sum);
+        res.packets_simulated += n;
+    }
+    if (res.packets_found) {
+        const double np = static_cast<double>(res.packets_found);
+        res.est_ebn0_db = 10.0 * std::log10(ebn0_lin_sum / np);
+        res.est_cfo_hz = cfo_hz_sum / np;
+    }
+    res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return res;
+}
+
+std::string fmt_ber(double ber, std::uint64_t errors)
+{
+    char buf[32];
+    if (errors == 0) std::snprintf(buf, sizeof buf, "%10s", "0");
+    else std::snprintf(buf, sizeof buf, "%10.3e", ber);
+    return buf;
+}
+
+std::string fmt_double(double v, const char* f)
+{
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    options o;
+    CLI::App app{"paq-ber-curve: BER against Eb/N0 of every equalizer path (CPU backend, simulated channel)"};
+    app.option_defaults()->always_capture_default();
+
+    std::vector<std::string> presets = paq::dsp::channel_preset_names();
+    app.add_option("--preset", o.preset, "Channel preset")->check(CLI::IsMember(presets));
+    app.add_option("--ebn0-db", o.ebn0_db, "Eb/N0 points in dB, comma-separated (e.g. 4,6,8,10)")
+        ->required()
+        ->delimiter(',')
+        ->check(CLI::Validator(
+            [](std::string& s) -> std::string {
+                // CLI11 converts the text afterwards; reject what is not a finite number here.
+                std::size_t used = 0;
+                double v = 0.0;
+                try {
+                    v = std::stod(s, &used);
+                } catch (const std::exception&) {
+                    return "Eb/N0 value '" + s + "' is not a number";
+                }
+                if (used != s.size()) return "Eb/N0 value '" + s + "' is not a number";
+                if (!std::isfinite(v)) return "Eb/N0 value '" + s + "' is not finite";
+                if (v < -20.0 || v > 60.0) return "Eb/N0 value '" + s + "' is outside -20 .. 60 dB";
+                return {};
+            },
+            "FINITE", "finite"));
+    app.add_option("--packets", o.packets, "Packets per Eb/N0 point (one more is simulated for the partial first)")
+        ->check(CLI::Range(std::size_t{1}, std::size_t{100000}));
+    app.add_option("--min-errors", o.min_errors,
+                   "Add packets in chunks of 100 until every path has at least this many bit errors "
+                   "(0: fixed --packets)");
+    auto* maxp = app.add_option("--max-packets", o.max_packets, "Upper limit of packets per point with --min-errors")
+                     ->check(CLI::Range(std::size_t{1}, std::size_t{1000000}));
+    app.add_option("--seed", o.seed, "Base seed; Eb/N0 point i (0-based) uses seed S + i");
+    app.add_option("--cfo-hz", o.cfo_hz, "Carrier frequency offset in Hz")->check(CLI::Range(-1e6, 1e6));
+    app.add_option("--timing-offset", o.timing_offset, "Fractional sample timing offset, 0 <= x < 1")
+        ->check(CLI::Range(0.0, 0.999999));
+    app.add_option("--pattern", o.pattern, "PN test pattern (pn9, pn11, pn15, pn20, pn23, pn31)")
+        ->check(CLI::Validator(
+            [](std::string& s) -> std::string {
+                try {
+                    (void)paq::dsp::parse_pn_pattern(s);
+                } catch (const std::exception& e) {
+                    return e.what();
+                }
+                return {};
+            },
+            "PATTERN", "pn pattern"));
+    app.add_option("--threads", o.threads, "CPU worker threads (0: all cores)")->check(CLI::Range(0, 1024));
+    app.add_option("--output", o.output, "CSV output file")->required();
+    app.add_option("--json", o.json, "Optional JSON output file");
+
+    try {
+        app.parse(argc, argv);
+        if (o.min_errors > 0 && maxp->count() > 0 && o.max_packets < o.packets)
+            throw CLI::ValidationError("--max-packets", "must be >= --packets (" + std::to_string(o.packets) + ")");
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    if (o.max_packets < o.packets) o.max_packets = o.packets;
+
+    std::ofstream csv(o.output);
+    if (!csv) {
+        std::cerr << "paq-ber-curve: cannot write " << o.output << ": " << std::strerror(errno) << "\n";
+        return 1;
+    }
+
+    std::vector<point_result> results;
+    try {
+        // Header of the stdout table.
+        std::printf("# preset %s, seed %llu + point index, packets %zu%s, cfo %.1f Hz, timing offset %.3f, %s\n",
+                    o.preset.c_str(), static_cast<unsigned long long>(o.seed), o.packets,
+                    o.min_errors ? (", min-errors " + std::to_string(o.min_errors) + " (max " +
+                                    std::to_string(o.max_packets) + " packets)")
+                                       .c_str()
+                                 : "",
+                    o.cfo_hz, o.timing_offset, o.pattern.c_str());
+        std::printf("%7s %5s %6s %6s", "ebn0_dB", "seed", "pkts", "found");
+        for (int p = 0; p < chain::num_paths; ++p) std::printf(" %10s", paq::dsp::path_name(p));
+        std::printf(" %10s %7s %6s\n", "theory", "est_dB", "sec");
+        std::fflush(stdout);
+
+        for (std::size_t i = 0; i < o.ebn0_db.size(); ++i) {
+            auto r = run_point(o, i, o.ebn0_db[i]);
+            std::printf("%7.2f %5llu %6llu %6llu", r.ebn0_db, static_cast<unsigned long long>(r.seed),
+                        static_cast<unsigned long long>(r.packets_simulated),
+                        static_cast<unsigned long long>(r.packets_found));
+            for (const auto& t : r.paths) std::printf(" %s", fmt_ber(t.ber(), t.errors).c_str());
+            std::printf(" %10.3e %7.2f %6.1f\n", r.theory_ber, r.est_ebn0_db, r.seconds);
+            std::fflush(stdout);
+            results.push_back(std::move(r));
+        }
+    } catch (const std::exception& e) {
+        std::cerr << "paq-ber-curve: " << e.what() << "\n";
+        return 1;
+    }
+
+    csv << "preset,ebn0_db,path,bits,errors,ber,theory_ber,est_ebn0_db,packets_found,seed\n";
+    for (const auto& r : results) {
+        for (const auto& t : r.paths) {
+            csv << o.preset << ',' << fmt_double(r.ebn0_db, "%.2f") << ',' << t.name << ',' << t.bits << ','
+                << t.errors << ',' << fmt_double(t.ber(), "%.6e") << ',' << fmt_double(r.theory_ber, "%.6e") << ','
+                << fmt_double(r.est_ebn0_db, "%.3f") << ',' << r.packets_found << ',' << r.seed << '\n';
+        }
+    }
+    csv.close();
+    if (!csv) {
+        std::cerr << "paq-ber-curve: error writing " << o.output << "\n";
+        return 1;
+    }
+
+    if (!o.json.empty()) {
+        nlohmann::json j;
+        j["tool"] = "paq-ber-curve";
+        j["settings"] = {{"preset", o.preset},
+                         {"packets", o.packets},
+                         {"min_errors", o.min_errors},
+                         {"max_packets", o.max_packets},
+                         {"seed_base", o.seed},
+                         {"seed_rule", "point i (0-based) uses seed_base + i"},
+                         {"cfo_hz", o.cfo_hz},
+                         {"timing_offset_samples", o.timing_offset},
+                         {"pattern", o.pattern},
+                         {"backend", "cpu"}};
+        auto pts = nlohmann::json::array();
+        for (const auto& r : results) {
+            nlohmann::json pj;
+            pj["ebn0_db"] = r.ebn0_db;
+            pj["seed"] = r.seed;
+            pj["packets_simulated"] = r.packets_simulated;
+            pj["packets_found"] = r.packets_found;
+            pj["packets_skipped"] = r.packets_skipped;
+            pj["receiver_runs"] = r.runs;
+            pj["theory_ber"] = r.theory_ber;
+            pj["est_ebn0_db"] = std::isfinite(r.est_ebn0_db) ? nlohmann::json(r.est_ebn0_db) : nlohmann::json();
+            pj["est_cfo_hz"] = std::isfinite(r.est_cfo_hz) ? nlohmann::json(r.est_cfo_hz) : nlohmann::json();
+            pj["seconds"] = r.seconds;
+            auto paths = nlohmann::json::array();
+            for (const auto& t : r.paths)
+                paths.push_back({{"path", t.name}, {"bits", t.bits}, {"errors", t.errors}, {"ber", t.ber()}});
+            pj["paths"] = paths;
+            pts.push_back(pj);
+        }
+        j["points"] = pts;
+        std::ofstream jf(o.json);
+        jf << j.dump(2) << '\n';
+        if (!jf) {
+            std::cerr << "paq-ber-curve: cannot write " << o.json << "\n";
+            return 1;
+        }
+    }
+    return 0;
+}
