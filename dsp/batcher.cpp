@@ -17,26 +17,37 @@ void batcher::push(std::span<const cf32> samples)
     emit_ready();
 }
 
+std::uint64_t batcher::window_start() const noexcept
+{
+    return std::max(seg_start_, owned_next_ > batch_guard_before ? owned_next_ - batch_guard_before : 0);
+}
+
+void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end)
+{
+    const std::uint64_t w0 = window_start();
+    sample_batch b;
+    b.index = next_index_++;
+    b.first_sample = w0;
+    b.samples.assign(buf_.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_),
+                     buf_.begin() + static_cast<std::ptrdiff_t>(window_end - buf_start_));
+    b.owned_begin = owned_next_ - w0;
+    b.owned_end = owned_end - w0;
+    b.segment_start = owned_next_ == seg_start_;
+    b.segment_end = segment_end;
+    b.lost_samples_before = b.segment_start ? lost_before_segment_ : 0;
+    ready_.push_back(std::move(b));
+}
+
 void batcher::emit_ready()
 {
     for (;;) {
-        const std::uint64_t buf_end = buf_start_ + buf_.size();
-        const std::uint64_t need_end = owned_next_ + batch_samples_ + batch_guard_after;
-        if (buf_end < need_end) return;
-        const std::uint64_t w0 = std::max(seg_start_, owned_next_ > batch_guard_before ? owned_next_ - batch_guard_before : 0);
-        sample_batch b;
-        b.index = next_index_++;
-        b.first_sample = w0;
-        b.samples.assign(buf_.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_),
-                         buf_.begin() + static_cast<std::ptrdiff_t>(need_end - buf_start_));
-        b.owned_begin = owned_next_ - w0;
-        b.owned_end = b.owned_begin + batch_samples_;
-        b.segment_start = owned_next_ == seg_start_;
-        b.lost_samples_before = b.segment_start ? lost_before_segment_ : 0;
-        ready_.push_back(std::move(b));
-        owned_next_ += batch_samples_;
-        // Keep what the next window needs before its owned range.
-        const std::uint64_t keep_from = std::max(seg_start_, owned_next_ > batch_guard_before ? owned_next_ - batch_guard_before : 0);
+        const std::uint64_t owned_end = owned_next_ + batch_samples_;
+        const std::uint64_t window_end = owned_end + batch_guard_after;
+        if (buf_start_ + buf_.size() < window_end) return;
+        emit(window_end, owned_end, false);
+        owned_next_ = owned_end;
+        // Keep only what the next window needs before its owned range.
+        const std::uint64_t keep_from = window_start();
         buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(keep_from - buf_start_));
         buf_start_ = keep_from;
     }
@@ -45,19 +56,7 @@ void batcher::emit_ready()
 void batcher::flush_segment(std::uint64_t lost_after)
 {
     const std::uint64_t buf_end = buf_start_ + buf_.size();
-    if (buf_end > owned_next_) {
-        const std::uint64_t w0 = std::max(seg_start_, owned_next_ > batch_guard_before ? owned_next_ - batch_guard_before : 0);
-        sample_batch b;
-        b.index = next_index_++;
-        b.first_sample = w0;
-        b.samples.assign(buf_.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_), buf_.end());
-        b.owned_begin = owned_next_ - w0;
-        b.owned_end = buf_end - w0;
-        b.segment_start = owned_next_ == seg_start_;
-        b.segment_end = true;
-        b.lost_samples_before = b.segment_start ? lost_before_segment_ : 0;
-        ready_.push_back(std::move(b));
-    }
+    if (buf_end > owned_next_) emit(buf_end, buf_end, true);
     seg_start_ = buf_end + lost_after;
     owned_next_ = seg_start_;
     buf_.clear();

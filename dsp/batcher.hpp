@@ -32,6 +32,10 @@ public:
 private:
     void emit_ready();
     void flush_segment(std::uint64_t lost_after);
+    /// First sample of the next window: guard_before ahead of owned_next_, not before the segment.
+    [[nodiscard]] std::uint64_t window_start() const noexcept;
+    /// Queues the window [window_start(), window_end) owning [owned_next_, owned_end).
+    void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end);
 
     std::size_t batch_samples_;
     std::vector<cf32> buf_;         ///< samples from absolute index buf_start_

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <stdexcept>
 
 namespace paq::dsp {
@@ -39,7 +40,8 @@ struct cpu_backend::impl {
     fft_plan fwd, inv;
     fft_buffer hno_spec;
     pll_gains pll;
-    std::vector<std::unique_ptr<workspace>> ws;
+    std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
+    std::vector<double> metric;                   ///< preamble metric of the current batch
     int threads;
 
     explicit impl(const receiver_config& c)
@@ -82,7 +84,7 @@ struct cpu_backend::impl {
         rec.nonfinite_samples = nonfinite;
         rec.flags = nonfinite ? flag_nonfinite_input : 0u;
         rec.cfo_rad_per_sample = estimate_cfo(r);
-        if (std::abs(rec.cfo_rad_per_sample) > 0.9 * M_PI / 32.0) rec.flags |= flag_cfo_near_limit;
+        if (std::abs(rec.cfo_rad_per_sample) > 0.9 * std::numbers::pi / 32.0) rec.flags |= flag_cfo_near_limit;
         derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
 
         const auto ce = estimate_channel(r, t);
@@ -97,8 +99,9 @@ struct cpu_backend::impl {
 
         // Equalizers.
         eq_taps c_zf{}, c_mmse{};
-        const auto zf = solve_equalizer(ce.h, 0.0, c_zf, w.solve_work);
-        const auto mm = solve_equalizer(ce.h, 2.0 * ce.sigma2, c_mmse, w.solve_work);
+        const auto rh = channel_autocorrelation(ce.h);
+        const auto zf = solve_equalizer(ce.h, rh, 0.0, c_zf, w.solve_work);
+        const auto mm = solve_equalizer(ce.h, rh, 2.0 * ce.sigma2, c_mmse, w.solve_work);
         rec.r_pivot_ratio = zf.pivot_ratio;
         if (zf.regularized || mm.regularized) rec.flags |= flag_zf_regularized;
         if (!(zf.pivot_ratio <= 1e6)) rec.flags |= flag_ill_conditioned;
@@ -162,28 +165,13 @@ batch_output cpu_backend::process(const sample_batch& batch)
     const std::size_t len = batch.samples.size();
     if (len < detector_span) return out;
 
-    std::vector<double> metric(len - detector_span + 1);
+    // Kept across batches: a full window's metric is ~300 MB, not to be allocated per batch.
+    auto& metric = impl_->metric;
+    metric.resize(len - detector_span + 1);
     preamble_metric(batch.samples, metric, t.preamble_template);
-    const auto peaks = find_preamble_peaks(metric, batch.owned_begin, batch.owned_end, impl_->cfg.detection_threshold);
-
-    std::vector<long long> starts;
-    std::vector<double> metrics;
-    for (const auto& pk : peaks) {
-        const long long s = static_cast<long long>(pk.u) - t.template_offset;
-        // Right after a segment start the true peak of a preamble cut by the start is not in
-        // the window, and a side lobe 32k samples later could stand in for it: such a packet
-        // is incomplete anyway, so it is counted as truncated rather than misaligned.
-        // Likewise before a segment end, where a preamble cut by the end shows its side lobes
-        // 32k samples early. A complete packet peaks far from either edge.
-        const bool cut_at_start = batch.segment_start && pk.u < batch.owned_begin + detector_span;
-        const bool cut_at_end = batch.segment_end && pk.u + detector_half_window >= metric.size();
-        if (cut_at_start || cut_at_end || s < 0 || s + static_cast<long long>(waveform::L_pkt) > static_cast<long long>(len)) {
-            ++out.truncated_packets;  // a gap or the end of the stream cut this packet
-            continue;
-        }
-        starts.push_back(s);
-        metrics.push_back(pk.metric);
-    }
+    const auto found = locate_packets(batch, metric, impl_->cfg.detection_threshold, t.template_offset);
+    out.truncated_packets = found.truncated;
+    const auto& starts = found.starts;
     const std::size_t np = starts.size();
     out.packets.resize(np);
     out.bits.assign(np * num_paths * packed_data_bytes, 0);
@@ -194,7 +182,7 @@ batch_output cpu_backend::process(const sample_batch& batch)
         auto& rec = out.packets[i];
         impl_->packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * num_paths * packed_data_bytes, w);
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
-        rec.metric = metrics[i];
+        rec.metric = found.metrics[i];
     }
     for (const auto& rec : out.packets) out.nonfinite_samples += rec.nonfinite_samples;
     return out;

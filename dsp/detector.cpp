@@ -3,6 +3,7 @@
 #include "dsp/waveform.hpp"
 
 #include <cmath>
+#include <numbers>
 #include <cstring>
 
 namespace paq::dsp {
@@ -49,7 +50,7 @@ path_stats detect_packet(const cf64* v, const pll_gains& g, std::uint8_t* bits_o
             const double e = a_prev * y_prev.imag() - a * y.real();
             nu += g.k2 * e;
             theta += g.k1 * e + nu;
-            theta = std::remainder(theta, 2.0 * M_PI);
+            theta = std::remainder(theta, 2.0 * std::numbers::pi);
             rot = std::polar(1.0, -theta);
         }
         y_prev = y;

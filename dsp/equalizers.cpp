@@ -21,11 +21,11 @@ std::array<cf64, L_ch> channel_autocorrelation(const std::array<cf64, L_ch>& h) 
     return r;
 }
 
-solve_result solve_equalizer(const std::array<cf64, L_ch>& h, double diag_load, eq_taps& c, std::vector<cf64>& work)
+solve_result solve_equalizer(const std::array<cf64, L_ch>& h, const std::array<cf64, L_ch>& rh, double diag_load,
+                             eq_taps& c, std::vector<cf64>& work)
 {
     constexpr std::size_t n = L_eq;
     constexpr std::size_t band = L_ch - 1;
-    const auto rh = channel_autocorrelation(h);
     work.assign(n * n, 0.0);
     auto fill = [&](double load) {
         for (std::size_t i = 0; i < n; ++i) {

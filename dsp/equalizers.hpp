@@ -23,9 +23,10 @@ struct solve_result {
 };
 
 /// Solves (R + diag_load I) c = h_n0 with R the 186 x 186 banded Hermitian Toeplitz matrix of
-/// r_h, h_n0(l) = conj(h(-l)). Band Cholesky in double; `work` holds 186*186 entries.
-solve_result solve_equalizer(const std::array<cf64, chain::L_ch>& h, double diag_load, eq_taps& c,
-                             std::vector<cf64>& work);
+/// rh = channel_autocorrelation(h), h_n0(l) = conj(h(-l)). Band Cholesky in double; `work`
+/// holds 186*186 entries. ZF and MMSE share rh and differ only in diag_load.
+solve_result solve_equalizer(const std::array<cf64, chain::L_ch>& h, const std::array<cf64, chain::L_ch>& rh,
+                             double diag_load, eq_taps& c, std::vector<cf64>& work);
 
 /// Places taps c(l) at FFT index l mod n and transforms: C(k).
 void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_plan& fwd, fft_buffer& out);

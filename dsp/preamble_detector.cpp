@@ -1,5 +1,8 @@
 #include "dsp/preamble_detector.hpp"
 
+#include "dsp/batch.hpp"
+#include "dsp/waveform.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <deque>
@@ -104,6 +107,30 @@ std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, s
     }
     std::reverse(peaks.begin(), peaks.end());
     return peaks;
+}
+
+packet_candidates locate_packets(const sample_batch& batch, std::span<const double> metric, double threshold,
+                                 int template_offset)
+{
+    packet_candidates c;
+    const auto len = static_cast<long long>(batch.samples.size());
+    for (const auto& pk : find_preamble_peaks(metric, batch.owned_begin, batch.owned_end, threshold)) {
+        const long long s = static_cast<long long>(pk.u) - template_offset;
+        // Right after a segment start the true peak of a preamble cut by the start is not in
+        // the window, and a side lobe 32k samples later could stand in for it; before a
+        // segment end a preamble cut by the end shows its side lobes 32k samples early. Such
+        // packets are incomplete anyway: they are counted as truncated, not misaligned.
+        // A complete packet peaks far from either edge.
+        const bool cut_at_start = batch.segment_start && pk.u < batch.owned_begin + detector_span;
+        const bool cut_at_end = batch.segment_end && pk.u + detector_half_window >= metric.size();
+        if (cut_at_start || cut_at_end || s < 0 || s + static_cast<long long>(waveform::L_pkt) > len) {
+            ++c.truncated;
+            continue;
+        }
+        c.starts.push_back(s);
+        c.metrics.push_back(pk.metric);
+    }
+    return c;
 }
 
 }  // namespace paq::dsp

@@ -38,4 +38,19 @@ struct preamble_peak {
                                                              std::size_t last, double threshold,
                                                              std::size_t half_window = detector_half_window);
 
+struct sample_batch;
+
+/// Packets a batch owns, from its metric: window-relative packet starts (peak minus the
+/// template offset) of the complete ones, and a count of those a segment edge cut.
+struct packet_candidates {
+    std::vector<long long> starts;
+    std::vector<double> metrics;
+    std::uint64_t truncated = 0;
+};
+
+/// Applies find_preamble_peaks to the batch's owned range and sorts the peaks into complete
+/// and truncated packets. Every backend locates packets with this one rule.
+[[nodiscard]] packet_candidates locate_packets(const sample_batch& batch, std::span<const double> metric,
+                                               double threshold, int template_offset);
+
 }  // namespace paq::dsp

@@ -2,6 +2,7 @@
 
 #include "dsp/batcher.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -71,6 +72,22 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
     }
     s.packets_skipped = counters[0].packets_skipped();
     return s;
+}
+
+run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
+                         double sample_rate_hz, std::span<const cf32> samples,
+                         const std::function<void(const batch_output&)>& on_batch)
+{
+    std::size_t pos = 0;
+    return run_receiver(
+        backend, cfg, pattern, sample_rate_hz,
+        [&](std::span<cf32> out) {
+            const std::size_t n = std::min(out.size(), samples.size() - pos);
+            std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
+            pos += n;
+            return n;
+        },
+        on_batch);
 }
 
 }  // namespace paq::dsp

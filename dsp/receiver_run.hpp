@@ -50,4 +50,9 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
                          double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
                          const std::function<void(const batch_output&)>& on_batch = {});
 
+/// The same over samples already in memory (simulations, tests).
+run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
+                         double sample_rate_hz, std::span<const cf32> samples,
+                         const std::function<void(const batch_output&)>& on_batch = {});
+
 }  // namespace paq::dsp

@@ -50,12 +50,6 @@ std::array<cf64, 32> quantized_preamble_template()
     return p;
 }
 
-double& channel_ridge_relative()
-{
-    static double v = 1e-3;
-    return v;
-}
-
 namespace {
 
 constexpr std::uint64_t tables_seed = 0x5041515f7462ull;  // fixed: the tables are deterministic
@@ -136,7 +130,7 @@ void build_channel_estimator(receiver_tables& t)
     // edges. A truncated pseudo-inverse keeps the observed directions exactly and drops the
     // rest (docs/SIGNAL-CHAIN.md has the measurements).
     std::vector<cf64> ginv;
-    t.channel_rank = hermitian_pinv(g, L_ch, channel_ridge_relative(), ginv);
+    t.channel_rank = hermitian_pinv(g, L_ch, channel_pinv_threshold, ginv);
     t.X_lpi.assign(L_ch * M, 0.0);
     for (std::size_t i = 0; i < M; ++i) {
         for (int a = 0; a < L_ch; ++a) {
@@ -145,7 +139,7 @@ void build_channel_estimator(receiver_tables& t)
             t.X_lpi[static_cast<std::size_t>(a) * M + i] = s;
         }
     }
-    // rho = trace(I - X X_lpi): M - 38 for pure least squares, a little more with the ridge.
+    // rho = trace(I - X X_lpi) = M - rank of the pseudo-inverse.
     double tr = 0.0;
     for (std::size_t i = 0; i < M; ++i) {
         cf64 d = 0.0;

@@ -40,13 +40,7 @@ inline dsp::run_summary run_chain(std::span<const cf32> samples, const dsp::rece
                                   dsp::pn_pattern pattern = dsp::pn_pattern::pn15)
 {
     dsp::cpu_backend be(rc);
-    std::size_t pos = 0;
-    return dsp::run_receiver(be, rc, pattern, 20.625e6, [&](std::span<cf32> out) {
-        const std::size_t n = std::min(out.size(), samples.size() - pos);
-        std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
-        pos += n;
-        return n;
-    });
+    return dsp::run_receiver(be, rc, pattern, 20.625e6, samples);
 }
 
 inline dsp::receiver_config small_batches()

@@ -33,10 +33,8 @@ std::vector<std::uint64_t> detect_all(std::span<const cf32> x, std::size_t batch
         if (b->samples.size() < detector_span) continue;
         std::vector<double> m(b->samples.size() - detector_span + 1);
         preamble_metric(b->samples, m, t.preamble_template);
-        for (const auto& pk : find_preamble_peaks(m, b->owned_begin, b->owned_end, threshold)) {
-            if (b->segment_start && pk.u < b->owned_begin + detector_span) continue;  // as cpu_backend
-            if (b->segment_end && pk.u + detector_half_window >= m.size()) continue;
-            starts.push_back(b->first_sample + pk.u - static_cast<std::uint64_t>(t.template_offset));
+        for (const long long s : locate_packets(*b, m, threshold, t.template_offset).starts) {
+            starts.push_back(b->first_sample + static_cast<std::uint64_t>(s));
         }
     }
     return starts;
@@ -184,14 +182,7 @@ TEST(batching, same_bits_whatever_the_batch_size)
         rc.batch_samples = batch;
         cpu_backend be(rc);
         std::map<std::uint64_t, std::vector<std::uint8_t>> got;
-        std::size_t pos = 0;
-        (void)run_receiver(be, rc, pn_pattern::pn15, 20.625e6,
-                           [&](std::span<cf32> out) {
-                               const std::size_t n = std::min(out.size(), sim.samples.size() - pos);
-                               std::copy_n(sim.samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
-                               pos += n;
-                               return n;
-                           },
+        (void)run_receiver(be, rc, pn_pattern::pn15, 20.625e6, sim.samples,
                            [&](const batch_output& o) {
                                for (std::size_t i = 0; i < o.packets.size(); ++i) {
                                    ASSERT_EQ(got.count(o.packets[i].start_sample), 0u) << "packet twice";

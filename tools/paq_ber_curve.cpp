@@ -90,14 +90,7 @@ double run_chunk(paq::dsp::simulator& sim, paq::dsp::cpu_backend& backend, const
     samples.reserve(n_samples);
     sim.generate(n_samples, samples);
 
-    std::size_t pos = 0;
-    auto read = [&](std::span<cf32> out) -> std::size_t {
-        const std::size_t n = std::min(out.size(), samples.size() - pos);
-        std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
-        pos += n;
-        return n;
-    };
-    const auto s = paq::dsp::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, read);
+    const auto s = paq::dsp::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, samples);
 
     ++res.runs;
     res.packets_found += s.packets_found;
