@@ -48,13 +48,14 @@ struct field_binding {
     std::variant<size_member, int_member, double_member> member;
 };
 
-constexpr std::array<field_binding, 8> receiver_fields{{
+constexpr std::array<field_binding, 9> receiver_fields{{
     {"batch_samples", &dsp::receiver_config::batch_samples},
     {"detection_threshold", &dsp::receiver_config::detection_threshold},
     {"fft_size", &dsp::receiver_config::fft_size},
     {"cma_mu", &dsp::receiver_config::cma_mu},
     {"cma_iterations", &dsp::receiver_config::cma_iterations},
     {"pll_bn_t", &dsp::receiver_config::pll_bn_t},
+    {"pll_acquisition_bn_t", &dsp::receiver_config::pll_acquisition_bn_t},
     {"pll_damping", &dsp::receiver_config::pll_damping},
     {"cpu_threads", &dsp::receiver_config::cpu_threads},
 }};

@@ -32,7 +32,7 @@ struct sample_batch {
     std::size_t owned_end = 0;
     bool segment_start = false;       ///< samples[0] follows a gap or the stream start
     bool segment_end = false;         ///< the window ends at a gap or the end of the stream
-    std::uint64_t lost_samples_before = 0;  ///< samples lost in the gap before this segment
+    std::uint64_t lost_samples_before = 0;  ///< gap before this segment (its first batch only)
 };
 
 /// Packet flags.

@@ -32,9 +32,11 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
                      buf_.begin() + static_cast<std::ptrdiff_t>(window_end - buf_start_));
     b.owned_begin = owned_next_ - w0;
     b.owned_end = owned_end - w0;
-    b.segment_start = owned_next_ == seg_start_;
+    // The window, not just the owned range, starts at the segment start: with B < W the
+    // second batch's guard is clipped too, and the detector must know.
+    b.segment_start = w0 == seg_start_;
     b.segment_end = segment_end;
-    b.lost_samples_before = b.segment_start ? lost_before_segment_ : 0;
+    b.lost_samples_before = owned_next_ == seg_start_ ? lost_before_segment_ : 0;
     ready_.push_back(std::move(b));
 }
 

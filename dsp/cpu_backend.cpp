@@ -39,7 +39,7 @@ struct cpu_backend::impl {
     const receiver_tables& t;
     fft_plan fwd, inv;
     fft_buffer hno_spec;
-    pll_gains pll;
+    pll_gains pll_acq, pll_track;
     std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
     std::vector<double> metric;                   ///< preamble metric of the current batch
     int threads;
@@ -50,7 +50,8 @@ struct cpu_backend::impl {
           fwd(c.fft_size, fft_plan::direction::forward),
           inv(c.fft_size, fft_plan::direction::inverse),
           hno_spec(c.fft_size),
-          pll(make_pll_gains(c.pll_bn_t, c.pll_damping)),
+          pll_acq(make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
+          pll_track(make_pll_gains(c.pll_bn_t, c.pll_damping)),
           threads(c.cpu_threads > 0 ? c.cpu_threads : omp_get_max_threads())
     {
         taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_spec);
@@ -133,7 +134,7 @@ struct cpu_backend::impl {
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
                 w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
-            rec.paths[static_cast<std::size_t>(p)] = detect_packet(w.v.data(), pll, bits_out + static_cast<std::size_t>(p) * packed_data_bytes);
+            rec.paths[static_cast<std::size_t>(p)] = detect_packet(w.v.data(), pll_acq, pll_track, bits_out + static_cast<std::size_t>(p) * packed_data_bytes);
         }
     }
 };

@@ -17,7 +17,7 @@ pll_gains make_pll_gains(double bn_t, double zeta) noexcept
     return {4.0 * zeta * theta_n / den / kp, 4.0 * theta_n * theta_n / den / kp};
 }
 
-path_stats detect_packet(const cf64* v, const pll_gains& g, std::uint8_t* bits_out) noexcept
+path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out) noexcept
 {
     static const auto known = waveform::known_packet_bits();
     constexpr std::size_t nk = waveform::known_bits;
@@ -29,6 +29,14 @@ path_stats detect_packet(const cf64* v, const pll_gains& g, std::uint8_t* bits_o
     double a_prev = 0.0;
     double sum = 0.0, sum2 = 0.0;
     unsigned known_errors = 0;
+    // The loop gains assume unit amplitude at the decision instants. Equalizers deliver
+    // different amplitudes (MMSE and the FDEs shrink by SNR, the unequalized path by the
+    // channel), so the phase error is normalized by the mean magnitude over the known bits:
+    // the loop bandwidth is then the configured one on every path.
+    double amp = 0.0;
+    for (std::size_t k = 0; k < nk; ++k) amp += std::abs(v[k]);
+    amp /= static_cast<double>(nk);
+    const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
     for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
         const cf64 y = v[k] * rot;
         const bool even = k % 2 == 0;
@@ -47,7 +55,8 @@ path_stats detect_packet(const cf64* v, const pll_gains& g, std::uint8_t* bits_o
             sum2 += m * m;
         }
         if (!even) {
-            const double e = a_prev * y_prev.imag() - a * y.real();
+            const double e = (a_prev * y_prev.imag() - a * y.real()) * e_scale;
+            const pll_gains& g = k < nk ? acq : track;
             nu += g.k2 * e;
             theta += g.k1 * e + nu;
             theta = std::remainder(theta, 2.0 * std::numbers::pi);

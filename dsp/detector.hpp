@@ -21,7 +21,8 @@ struct pll_gains {
 [[nodiscard]] pll_gains make_pll_gains(double bn_t, double zeta) noexcept;
 
 /// Detects one packet: v[k] is the detection-filter output at bit k's decision instant,
-/// k = 0 .. 6335. Writes the 6144 data bits, MSB first, to bits_out (768 bytes).
-path_stats detect_packet(const cf64* v, const pll_gains& g, std::uint8_t* bits_out) noexcept;
+/// k = 0 .. 6335. `acq` drives the loop over the known bits, `track` over the data.
+/// Writes the 6144 data bits, MSB first, to bits_out (768 bytes).
+path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out) noexcept;
 
 }  // namespace paq::dsp

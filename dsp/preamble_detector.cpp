@@ -54,7 +54,7 @@ void preamble_metric(std::span<const cf32> r, std::span<double> out, const std::
 }
 
 std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, std::size_t first, std::size_t last,
-                                               double threshold, std::size_t half_window)
+                                               double threshold, std::size_t half_window, bool segment_start)
 {
     std::vector<preamble_peak> peaks;
     const std::size_t n = metric.size();
@@ -100,9 +100,17 @@ std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, s
             while (!dq.empty() && dq.front() > u + w) {
                 dq.pop_front();
             }
-            if (dq.empty() || metric[dq.front()] <= metric[u]) {
-                peaks.push_back({u, metric[u]});
+            if (!dq.empty() && metric[dq.front()] > metric[u]) continue;
+            if (segment_start && u < w) {
+                // Left side clipped by w - u: look that much further right, less a few
+                // samples so that the next packet (L_pkt = 2W later) stays out of reach.
+                constexpr std::size_t spacing_margin = 8;
+                const std::size_t ext_end = std::min(n, u + w + (w - u) - spacing_margin + 1);
+                bool beaten = false;
+                for (std::size_t v = u + w + 1; v < ext_end && !beaten; ++v) beaten = metric[v] > metric[u];
+                if (beaten) continue;
             }
+            peaks.push_back({u, metric[u]});
         }
     }
     std::reverse(peaks.begin(), peaks.end());
@@ -114,14 +122,15 @@ packet_candidates locate_packets(const sample_batch& batch, std::span<const doub
 {
     packet_candidates c;
     const auto len = static_cast<long long>(batch.samples.size());
-    for (const auto& pk : find_preamble_peaks(metric, batch.owned_begin, batch.owned_end, threshold)) {
+    for (const auto& pk : find_preamble_peaks(metric, batch.owned_begin, batch.owned_end, threshold,
+                                              detector_half_window, batch.segment_start)) {
         const long long s = static_cast<long long>(pk.u) - template_offset;
         // Right after a segment start the true peak of a preamble cut by the start is not in
         // the window, and a side lobe 32k samples later could stand in for it; before a
         // segment end a preamble cut by the end shows its side lobes 32k samples early. Such
         // packets are incomplete anyway: they are counted as truncated, not misaligned.
         // A complete packet peaks far from either edge.
-        const bool cut_at_start = batch.segment_start && pk.u < batch.owned_begin + detector_span;
+        const bool cut_at_start = batch.segment_start && pk.u < detector_span;
         const bool cut_at_end = batch.segment_end && pk.u + detector_half_window >= metric.size();
         if (cut_at_start || cut_at_end || s < 0 || s + static_cast<long long>(waveform::L_pkt) > len) {
             ++c.truncated;

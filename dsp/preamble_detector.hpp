@@ -33,10 +33,14 @@ struct preamble_peak {
 };
 
 /// Peaks with u in [first, last) (positions of the metric array), deciding with the
-/// neighbourhood clipped to the metric array.
+/// neighbourhood clipped to the metric array. When the array starts at a segment start
+/// (`segment_start`), a candidate whose left side is clipped by c samples is compared over
+/// c more samples on its right: data right after a start could otherwise pass for a
+/// preamble when the previous preamble was cut off and the next is more than W away.
 [[nodiscard]] std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, std::size_t first,
                                                              std::size_t last, double threshold,
-                                                             std::size_t half_window = detector_half_window);
+                                                             std::size_t half_window = detector_half_window,
+                                                             bool segment_start = false);
 
 struct sample_batch;
 

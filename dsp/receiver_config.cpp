@@ -36,6 +36,9 @@ std::vector<std::string> receiver_config::validate() const
     if (!(pll_bn_t > 0.0 && pll_bn_t <= 0.1)) {
         e.push_back(bad("pll_bn_t", pll_bn_t, "0 < x <= 0.1"));
     }
+    if (!(pll_acquisition_bn_t > 0.0 && pll_acquisition_bn_t <= 0.25)) {
+        e.push_back(bad("pll_acquisition_bn_t", pll_acquisition_bn_t, "0 < x <= 0.25"));
+    }
     if (!(pll_damping >= 0.3 && pll_damping <= 2.0)) {
         e.push_back(bad("pll_damping", pll_damping, "0.3 .. 2"));
     }

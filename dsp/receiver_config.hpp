@@ -27,6 +27,9 @@ struct receiver_config {
     /// PLL noise bandwidth times the loop update period (one update per bit pair),
     /// 0 < pll_bn_t <= 0.1.
     double pll_bn_t = 0.01;
+    /// PLL bandwidth over the 192 known bits (data-aided acquisition: pulls in the residual
+    /// CFO of the preamble estimate before the data), 0 < x <= 0.25.
+    double pll_acquisition_bn_t = 0.01;
     /// PLL damping factor, 0.3 <= pll_damping <= 2.
     double pll_damping = 0.7071;
     /// CPU worker threads, 0 = all cores.

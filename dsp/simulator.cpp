@@ -73,6 +73,7 @@ std::vector<std::string> sim_config::validate() const
     if (!std::isfinite(phase_rad)) add("phase_rad", phase_rad, "finite");
     if (!(timing_offset_samples >= 0.0 && timing_offset_samples < 1.0))
         add("timing_offset_samples", timing_offset_samples, "0 <= x < 1");
+    if (!(flight_start_s >= 0.0 && flight_start_s < 1e6)) add("flight_start_s", flight_start_s, "0 .. 1e6 s");
     if (start_offset_samples < -1 || start_offset_samples >= static_cast<long long>(waveform::L_pkt))
         add("start_offset_samples", static_cast<double>(start_offset_samples), "-1 (from seed) or 0 .. 12671");
     return e;
@@ -116,7 +117,7 @@ struct simulator::impl {
         const auto span = static_cast<std::size_t>(2 * interp_half + 2 + std::ceil(max_delay_ns * 1e-9 * cfg.sample_rate_hz));
         taps.assign(span, 0.0);
         history.assign(span - 1, 0.0);
-        update_taps(0.0);
+        update_taps(cfg.flight_start_s);
     }
 
     void update_taps(double t_s)
@@ -173,7 +174,9 @@ struct simulator::impl {
                 pi_idx = 0;
                 modulate_packet();
             }
-            if (preset.flight && g % flight_update_samples == 0) update_taps(static_cast<double>(g) / cfg.sample_rate_hz);
+            if (preset.flight && g % flight_update_samples == 0) {
+                update_taps(cfg.flight_start_s + static_cast<double>(g) / cfg.sample_rate_hz);
+            }
             const cf64 x = pending[pi_idx++];
             // y(g) = sum_t taps[t] x(g - t); history[0] is x(g-1).
             cf64 y = taps[0] * x;

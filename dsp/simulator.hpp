@@ -43,6 +43,9 @@ struct sim_config {
     double timing_offset_samples = 0.0;  ///< fractional sample delay, 0 <= x < 1
     double sample_rate_hz = 20.625e6;
     std::uint64_t seed = 1;
+    /// Flight preset: time of the first sample on the flight's clock (the channel's drift
+    /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
+    double flight_start_s = 0.0;
     pn_pattern pattern = pn_pattern::pn15;
     /// Samples dropped from the start, so the recording begins inside a packet.
     /// -1: chosen from the seed.

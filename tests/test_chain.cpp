@@ -81,6 +81,31 @@ TEST(awgn, ber_within_two_db_of_oqpsk_theory)
     }
 }
 
+TEST(multipath, flight_preset_is_tracked)
+{
+    // The flight channel drifts (specular delay and amplitude, 37 Hz differential Doppler):
+    // every packet found, the data-aided paths lock and stay far below the unequalized one.
+    sim_config sc;
+    sc.preset = "flight";
+    sc.ebn0_db = 16.0;
+    sc.cfo_hz = -80'000.0;
+    sc.seed = 302;
+    sc.flight_start_s = 5.5;  // specular ray near 80 ns and 0.80 of the line of sight
+    const auto sim = test::simulate(sc, 100);
+    const auto s = test::run_chain(sim.samples, test::small_batches());
+    EXPECT_GE(s.packets_found, sim.complete_packets);
+    EXPECT_LE(s.packets_found, sim.possible_packets);
+    EXPECT_NEAR(s.mean_cfo_hz, sc.cfo_hz, 500.0);
+    double none = 0.0;
+    for (const auto& p : s.paths) if (p.name == "none") none = p.ber;
+    for (const auto& p : s.paths) {
+        if (p.name == "none" || p.name == "zf") continue;
+        EXPECT_TRUE(p.locked) << p.name;
+        EXPECT_LT(p.ber, 0.2 * none) << p.name;
+        EXPECT_LT(p.ber, 1e-2) << p.name;
+    }
+}
+
 TEST(multipath, two_ray_equalizers_rank_as_published)
 {
     sim_config sc;

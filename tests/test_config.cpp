@@ -31,6 +31,7 @@ void expect_same(const receiver_config& a, const receiver_config& b) {
     EXPECT_EQ(a.cma_mu, b.cma_mu);
     EXPECT_EQ(a.cma_iterations, b.cma_iterations);
     EXPECT_EQ(a.pll_bn_t, b.pll_bn_t);
+    EXPECT_EQ(a.pll_acquisition_bn_t, b.pll_acquisition_bn_t);
     EXPECT_EQ(a.pll_damping, b.pll_damping);
     EXPECT_EQ(a.cpu_threads, b.cpu_threads);
 }
@@ -134,6 +135,7 @@ TEST(ReceiverYaml, EachFieldIsParsedAndOthersKeepDefaults) {
         {"cma_mu: 0.004", [](receiver_config& c) { c.cma_mu = 0.004; }},
         {"cma_iterations: 40", [](receiver_config& c) { c.cma_iterations = 40; }},
         {"pll_bn_t: 0.02", [](receiver_config& c) { c.pll_bn_t = 0.02; }},
+        {"pll_acquisition_bn_t: 0.05", [](receiver_config& c) { c.pll_acquisition_bn_t = 0.05; }},
         {"pll_damping: 1.0", [](receiver_config& c) { c.pll_damping = 1.0; }},
         {"cpu_threads: 8", [](receiver_config& c) { c.cpu_threads = 8; }},
     };
@@ -155,6 +157,7 @@ TEST(ReceiverYaml, AllFieldsTogether) {
         "  cma_mu: 1e-3\n"
         "  cma_iterations: 0\n"
         "  pll_bn_t: .05\n"
+        "  pll_acquisition_bn_t: 0.125\n"
         "  pll_damping: 2\n"
         "  cpu_threads: 4\n";
     const auto c = parse_receiver_config(yaml);
@@ -164,6 +167,7 @@ TEST(ReceiverYaml, AllFieldsTogether) {
     EXPECT_EQ(c.cma_mu, 1e-3);
     EXPECT_EQ(c.cma_iterations, 0);
     EXPECT_EQ(c.pll_bn_t, 0.05);
+    EXPECT_EQ(c.pll_acquisition_bn_t, 0.125);
     EXPECT_EQ(c.pll_damping, 2.0);
     EXPECT_EQ(c.cpu_threads, 4);
 }
@@ -186,7 +190,7 @@ TEST(ReceiverYaml, ToYamlListsEveryFieldUnderReceiver) {
     const std::string yaml = to_yaml(receiver_config{});
     EXPECT_TRUE(yaml.starts_with("receiver:\n")) << yaml;
     for (const char* field : {"batch_samples", "detection_threshold", "fft_size", "cma_mu", "cma_iterations",
-                              "pll_bn_t", "pll_damping", "cpu_threads"}) {
+                              "pll_bn_t", "pll_acquisition_bn_t", "pll_damping", "cpu_threads"}) {
         EXPECT_TRUE(contains(yaml, std::string("\n  ") + field + ": ")) << field << " missing in\n" << yaml;
     }
 }
@@ -205,6 +209,7 @@ TEST(ReceiverYaml, RoundTripEveryFieldChanged) {
     c.cma_mu = 0.1 / 7.0;
     c.cma_iterations = 199;
     c.pll_bn_t = std::nextafter(0.01, 1.0);
+    c.pll_acquisition_bn_t = 0.1 / 3.0;
     c.pll_damping = std::sqrt(0.5);
     c.cpu_threads = 1024;
     ASSERT_TRUE(c.validate().empty());
@@ -237,6 +242,7 @@ TEST(ReceiverYaml, OutOfRangeValuesNameFieldValueAndLine) {
         {"cma_mu", "0"},                {"cma_mu", "0.5"},
         {"cma_iterations", "-1"},       {"cma_iterations", "201"},
         {"pll_bn_t", "0"},              {"pll_bn_t", "0.2"},
+        {"pll_acquisition_bn_t", "0"},  {"pll_acquisition_bn_t", "0.3"},
         {"pll_damping", "0.1"},         {"pll_damping", "2.5"},
         {"cpu_threads", "-1"},          {"cpu_threads", "2000"},
     };
@@ -289,7 +295,7 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(message.starts_with("test.yaml:3: unknown key 'cma_muu' in 'receiver'")) << message;
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
-                                  "pll_bn_t, pll_damping, cpu_threads)"))
+                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads)"))
         << message;
 }
 

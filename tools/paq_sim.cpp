@@ -27,6 +27,8 @@ int main(int argc, char** argv)
     app.add_option("--timing-offset", cfg.timing_offset_samples, "Fractional sample-timing offset, 0 <= x < 1")
         ->capture_default_str();
     app.add_option("--seconds", seconds, "Length of the recording in seconds")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--flight-start", cfg.flight_start_s, "flight preset: start time on the flight's clock, s")
+        ->capture_default_str();
     app.add_option("--seed", cfg.seed, "Random seed (data start, noise, start offset)")->capture_default_str();
     app.add_option("--sample-rate", cfg.sample_rate_hz, "Sample rate in Hz (2 samples per bit)")->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
@@ -70,6 +72,7 @@ int main(int argc, char** argv)
                                            {"paq:phase_rad", cfg.phase_rad},
                                            {"paq:timing_offset_samples", cfg.timing_offset_samples},
                                            {"paq:seed", cfg.seed},
+                                           {"paq:flight_start_s", cfg.flight_start_s},
                                            {"paq:pattern", std::string(dsp::to_string(cfg.pattern))},
                                            {"paq:bit_rate_hz", cfg.sample_rate_hz / 2.0},
                                            {"paq:packet_samples", waveform::L_pkt}};
