@@ -109,20 +109,15 @@ struct cpu_backend::impl {
         eq_taps c_cma = c_mmse;
         cma_refine(c_cma, w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
 
-        // The unequalized path: no equalizer, only the strongest tap's delay, phase and gain
-        // (what any receiver's carrier and timing recovery would give it).
-        int m_star = 0;
-        for (int m = 1; m < L_ch; ++m) {
-            if (std::norm(ce.h[static_cast<std::size_t>(m)]) > std::norm(ce.h[static_cast<std::size_t>(m_star)])) m_star = m;
-        }
-        const cf64 hm = ce.h[static_cast<std::size_t>(m_star)];
-        const cf64 c_none = std::norm(hm) > 0.0 ? std::conj(hm) / std::norm(hm) : cf64(0.0);
+        // The unequalized path: no equalizer, only the timing, phase and gain of the best
+        // single-path fit to the channel (what carrier and timing recovery would give it).
+        const auto sp = fit_single_path(ce.h);
 
         taps_to_spectrum(ce.h.data(), -N1, L_ch, fwd, w.h_spec);
 
         for (int p = 0; p < num_paths; ++p) {
             switch (static_cast<eq_path>(p)) {
-            case eq_path::none: taps_to_spectrum(&c_none, -(m_star - N1), 1, fwd, w.c_spec); break;
+            case eq_path::none: single_path_response(sp, w.c_spec); break;
             case eq_path::zf: taps_to_spectrum(c_zf.data(), -L1, L_eq, fwd, w.c_spec); break;
             case eq_path::mmse: taps_to_spectrum(c_mmse.data(), -L1, L_eq, fwd, w.c_spec); break;
             case eq_path::cma: taps_to_spectrum(c_cma.data(), -L1, L_eq, fwd, w.c_spec); break;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 
 namespace paq::dsp {
 
@@ -106,6 +107,42 @@ void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, ff
         const cf64 hk = h_spec[k];
         const double den = std::norm(hk) + (psi ? noise / psi[k] : noise);
         out[k] = den > 0.0 ? std::conj(hk) / den : cf64(0.0);
+    }
+}
+
+single_path fit_single_path(const std::array<cf64, L_ch>& h) noexcept
+{
+    // max over tau of |<s_tau, h>|^2 / <s_tau, s_tau>, s_tau(m) = sinc(m - tau), m = -N1 .. N2.
+    single_path best;
+    double best_score = -1.0;
+    constexpr int steps_per_sample = 16;
+    for (int i = -N1 * steps_per_sample; i <= N2 * steps_per_sample; ++i) {
+        const double tau = static_cast<double>(i) / steps_per_sample;
+        cf64 dot = 0.0;
+        double ss = 0.0;
+        for (int m = -N1; m <= N2; ++m) {
+            const double x = std::numbers::pi * (m - tau);
+            const double s = std::abs(x) < 1e-12 ? 1.0 : std::sin(x) / x;
+            dot += s * h[static_cast<std::size_t>(m + N1)];
+            ss += s * s;
+        }
+        const double score = std::norm(dot) / ss;
+        if (score > best_score) {
+            best_score = score;
+            best.delay_samples = tau;
+            best.gain = dot / ss;
+        }
+    }
+    return best;
+}
+
+void single_path_response(const single_path& p, fft_buffer& out) noexcept
+{
+    const std::size_t n = out.size();
+    const cf64 inv_g = std::norm(p.gain) > 0.0 ? 1.0 / p.gain : cf64(0.0);
+    for (std::size_t k = 0; k < n; ++k) {
+        const double f = (k < n / 2 ? static_cast<double>(k) : static_cast<double>(k) - static_cast<double>(n)) / static_cast<double>(n);
+        out[k] = inv_g * std::polar(1.0, 2.0 * std::numbers::pi * f * p.delay_samples);
     }
 }
 

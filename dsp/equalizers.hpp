@@ -36,6 +36,20 @@ void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_pl
 void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
                 const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2);
 
+/// The unequalized path's single-path model of the channel: the delay tau (samples, on a
+/// 1/16-sample grid over the channel's span) and complex gain g of the band-limited impulse
+/// g sinc(m - tau) closest to h in least squares. What a receiver without an equalizer still
+/// recovers: timing, carrier phase and gain, but no intersymbol interference.
+struct single_path {
+    double delay_samples = 0.0;
+    cf64 gain = 0.0;
+};
+[[nodiscard]] single_path fit_single_path(const std::array<cf64, chain::L_ch>& h) noexcept;
+
+/// C(k) = exp(j 2 pi f_k tau) / g on the FFT grid (f_k in cycles per sample, |f_k| <= 1/2):
+/// undoes the delay, phase and gain of `p`.
+void single_path_response(const single_path& p, fft_buffer& out) noexcept;
+
 /// FDE1 (psi = nullptr) or FDE2: C(k) = H*(k) / (|H(k)|^2 + 2 sigma2 / Psi(k)), H the
 /// channel's spectrum on the same grid (given in h_spec).
 void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, fft_buffer& out) noexcept;
