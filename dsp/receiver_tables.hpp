@@ -57,8 +57,8 @@ struct receiver_tables {
 };
 
 /// Eigenvalue threshold of the channel estimator's pseudo-inverse, relative to the largest
-/// eigenvalue of X^H X (docs/SIGNAL-CHAIN.md: 3e-3 beat 1e-3, 1e-2 and 3e-2).
-inline constexpr double channel_pinv_threshold = 3e-3;
+/// eigenvalue of X^H X (docs/SIGNAL-CHAIN.md: 1e-3 against 3e-3, 1e-2 and 3e-2).
+inline constexpr double channel_pinv_threshold = 1e-3;
 
 /// Builds (and caches per fft_size) the tables. Thread-safe.
 [[nodiscard]] const receiver_tables& get_receiver_tables(std::size_t fft_size);
