@@ -1,0 +1,277 @@
+#include "gpu/front_end.hpp"
+
+#include "dsp/batch.hpp"
+#include "dsp/preamble_detector.hpp"
+#include "dsp/waveform.hpp"
+#include "gpu/resources.cuh"
+
+#include <cuComplex.h>
+
+#include <stdexcept>
+
+namespace paq::gpu {
+
+namespace {
+
+constexpr int lq = static_cast<int>(waveform::L_q);
+constexpr int pre = static_cast<int>(dsp::packet_margin);
+constexpr int seg_len = static_cast<int>(waveform::L_pkt) + 2 * pre;  ///< samples a packet's stages read
+constexpr int l_ch = dsp::chain::L_ch;
+
+__constant__ cuFloatComplex c_template[32];
+
+__device__ inline cuFloatComplex finite_or_zero(cuFloatComplex s)
+{
+    return (isfinite(s.x) && isfinite(s.y)) ? s : make_cuFloatComplex(0.0f, 0.0f);
+}
+
+/// One thread per u: eight periods of the template correlation and the energy they span.
+/// The same terms in the same grouping as the CPU (per period, then over periods).
+__global__ void metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric, float* __restrict__ out)
+{
+    const std::size_t u = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+    if (u >= n_metric) return;
+    float l_sum = 0.0f, e_sum = 0.0f;
+    for (int m = 0; m < 8; ++m) {
+        float cr = 0.0f, ci = 0.0f, e = 0.0f;
+        const cuFloatComplex* p = r + u + 32 * m;
+#pragma unroll 8
+        for (int l = 0; l < 32; ++l) {
+            const cuFloatComplex s = finite_or_zero(p[l]);
+            const cuFloatComplex t = c_template[l];
+            cr += s.x * t.x + s.y * t.y;  // s * conj(t)
+            ci += s.y * t.x - s.x * t.y;
+            e += s.x * s.x + s.y * s.y;
+        }
+        l_sum += cr * cr + ci * ci;
+        e_sum += e;
+    }
+    out[u] = e_sum > 0.0f ? l_sum / (32.0f * e_sum) : 0.0f;
+}
+
+/// Packet segments [start - pre, start - pre + seg_len), zeros outside the window and for
+/// non-finite samples (counted per packet).
+__global__ void gather_kernel(const cuFloatComplex* __restrict__ window, long long window_len,
+                              const long long* __restrict__ starts, cuFloatComplex* __restrict__ seg,
+                              unsigned* __restrict__ nonfinite)
+{
+    const int p = blockIdx.y;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= seg_len) return;
+    const long long idx = starts[p] - pre + i;
+    cuFloatComplex v = make_cuFloatComplex(0.0f, 0.0f);
+    if (idx >= 0 && idx < window_len) {
+        v = window[idx];
+        if (!(isfinite(v.x) && isfinite(v.y))) {
+            atomicAdd(&nonfinite[p], 1u);
+            v = make_cuFloatComplex(0.0f, 0.0f);
+        }
+    }
+    seg[static_cast<std::size_t>(p) * seg_len + i] = v;
+}
+
+/// One block per packet: w0 = arg(sum_{n=64}^{223} r(n) r*(n-32)) / 32, reduced in double.
+__global__ void cfo_kernel(const cuFloatComplex* __restrict__ seg, double* __restrict__ w0)
+{
+    const int p = blockIdx.x;
+    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_len + pre;
+    double ar = 0.0, ai = 0.0;
+    for (int n = 2 * lq + threadIdx.x; n <= 7 * lq - 1; n += blockDim.x) {
+        const cuFloatComplex a = r[n], b = r[n - lq];
+        ar += static_cast<double>(a.x) * b.x + static_cast<double>(a.y) * b.y;
+        ai += static_cast<double>(a.y) * b.x - static_cast<double>(a.x) * b.y;
+    }
+    __shared__ double sr[256], si[256];
+    sr[threadIdx.x] = ar;
+    si[threadIdx.x] = ai;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            sr[threadIdx.x] += sr[threadIdx.x + s];
+            si[threadIdx.x] += si[threadIdx.x + s];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) w0[p] = atan2(si[0], sr[0]) / lq;
+}
+
+/// r(n) <- r(n) exp(-j w0 n), n relative to the packet start; the phase in double (it grows
+/// to ~1e3 rad over a packet at the largest offsets).
+__global__ void derotate_kernel(cuFloatComplex* __restrict__ seg, const double* __restrict__ w0)
+{
+    const int p = blockIdx.y;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= seg_len) return;
+    double s, c;
+    sincos(-w0[p] * static_cast<double>(i - pre), &s, &c);
+    cuFloatComplex& v = seg[static_cast<std::size_t>(p) * seg_len + i];
+    const float cs = static_cast<float>(c), sn = static_cast<float>(s);
+    v = make_cuFloatComplex(v.x * cs - v.y * sn, v.x * sn + v.y * cs);
+}
+
+/// One block per packet: sigma2 = sum |r - X h|^2 / (2 rho) over the observation range.
+__global__ void noise_kernel(const cuFloatComplex* __restrict__ seg, int obs_first, int m_obs,
+                             const cuFloatComplex* __restrict__ fit, double rho, double* __restrict__ sigma2)
+{
+    const int p = blockIdx.x;
+    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_len + pre + obs_first;
+    const cuFloatComplex* f = fit + static_cast<std::size_t>(p) * m_obs;
+    double acc = 0.0;
+    for (int i = threadIdx.x; i < m_obs; i += blockDim.x) {
+        const double dr = static_cast<double>(r[i].x) - f[i].x, di = static_cast<double>(r[i].y) - f[i].y;
+        acc += dr * dr + di * di;
+    }
+    __shared__ double sh[256];
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) sigma2[p] = sh[0] / (2.0 * rho);
+}
+
+/// Makes `dev` current before any member allocates (members are built in declaration order).
+int select_device(int dev)
+{
+    PAQ_CUDA_CHECK(cudaSetDevice(dev));
+    return dev;
+}
+
+}  // namespace
+
+struct front_end::impl {
+    int device;
+    std::size_t max_window, max_packets;
+    const dsp::receiver_tables& t;
+    stream st;
+    cublas_handle blas;
+    device_buffer<cuFloatComplex> window, seg, x_lpi_cm, x_cm, h, fit;
+    device_buffer<float> metric;
+    device_buffer<long long> starts;
+    device_buffer<double> w0, sigma2;
+    device_buffer<unsigned> nonfinite;
+    pinned_buffer<cf32> h_host;
+    pinned_buffer<double> w0_host, sigma2_host;
+    pinned_buffer<unsigned> nonfinite_host;
+    pinned_buffer<long long> starts_host;
+
+    impl(int dev, std::size_t mw, std::size_t mp)
+        : device(select_device(dev)),
+          max_window(mw),
+          max_packets(mp),
+          t(dsp::get_receiver_tables(16384)),
+          blas(st.get()),
+          window(mw),
+          seg(mp * seg_len),
+          x_lpi_cm(t.M * l_ch),
+          x_cm(t.M * l_ch),
+          h(mp * l_ch),
+          fit(mp * t.M),
+          metric(mw),
+          starts(mp),
+          w0(mp),
+          sigma2(mp),
+          nonfinite(mp),
+          h_host(mp * l_ch),
+          w0_host(mp),
+          sigma2_host(mp),
+          nonfinite_host(mp),
+          starts_host(mp)
+    {
+        std::array<cuFloatComplex, 32> tmpl{};
+        for (int l = 0; l < 32; ++l) {
+            tmpl[l] = make_cuFloatComplex(static_cast<float>(t.preamble_template[l].real()),
+                                          static_cast<float>(t.preamble_template[l].imag()));
+        }
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_template, tmpl.data(), sizeof tmpl));
+        // X_lpi is 38 x M row-major: as a column-major M x 38 matrix it is X_lpi^T, which the
+        // product uses transposed. X is M x 38 row-major: column-major 38 x M, i.e. X^T.
+        std::vector<cuFloatComplex> a(t.M * l_ch), b(t.M * l_ch);
+        for (std::size_t i = 0; i < a.size(); ++i) {
+            a[i] = make_cuFloatComplex(static_cast<float>(t.X_lpi[i].real()), static_cast<float>(t.X_lpi[i].imag()));
+            b[i] = make_cuFloatComplex(static_cast<float>(t.X[i].real()), static_cast<float>(t.X[i].imag()));
+        }
+        PAQ_CUDA_CHECK(cudaMemcpy(x_lpi_cm.data(), a.data(), a.size() * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
+        PAQ_CUDA_CHECK(cudaMemcpy(x_cm.data(), b.data(), b.size() * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
+    }
+
+    void upload(std::span<const cf32> w)
+    {
+        if (w.size() > max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
+        PAQ_CUDA_CHECK(cudaSetDevice(device));
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(window.data(), w.data(), w.size() * sizeof(cf32), cudaMemcpyHostToDevice, st.get()));
+    }
+};
+
+front_end::front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets)
+    : impl_(std::make_unique<impl>(device_id, max_window_samples, max_packets))
+{
+}
+
+front_end::~front_end() = default;
+
+void front_end::preamble_metric(std::span<const cf32> window, std::span<float> metric_out)
+{
+    auto& m = *impl_;
+    if (window.size() < dsp::detector_span) return;
+    const std::size_t n_metric = window.size() - dsp::detector_span + 1;
+    if (metric_out.size() < n_metric) throw std::invalid_argument("gpu front_end: metric_out too small");
+    m.upload(window);
+    const unsigned blocks = static_cast<unsigned>((n_metric + 255) / 256);
+    metric_kernel<<<blocks, 256, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(metric_out.data(), m.metric.data(), n_metric * sizeof(float), cudaMemcpyDeviceToHost, m.st.get()));
+    m.st.synchronize();
+}
+
+std::vector<packet_estimate> front_end::estimate(std::span<const cf32> window, std::span<const long long> starts)
+{
+    auto& m = *impl_;
+    const std::size_t np = starts.size();
+    std::vector<packet_estimate> out(np);
+    if (np == 0) return out;
+    if (np > m.max_packets) throw std::invalid_argument("gpu front_end: more packets than at Create");
+    m.upload(window);
+    std::copy(starts.begin(), starts.end(), m.starts_host.data());
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.starts.data(), m.starts_host.data(), np * sizeof(long long), cudaMemcpyHostToDevice, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, np * sizeof(unsigned), m.st.get()));
+
+    const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
+    gather_kernel<<<grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(window.size()), m.starts.data(),
+                                                m.seg.data(), m.nonfinite.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+
+    // h (38 x P) = X_lpi (38 x M) * OBS (M x P); OBS column p is the packet's observation
+    // range inside its segment (leading dimension seg_len).
+    const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
+    const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
+    const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs,
+                                 seg_len, &zero, m.h.data(), l_ch));
+    // Fit (M x P) = X (M x 38) * h (38 x P), then the residual energy per packet.
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h.data(),
+                                 l_ch, &zero, m.fit.data(), M));
+    noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(), m.t.rho,
+                                                                   m.sigma2.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.h_host.data(), m.h.data(), np * l_ch * sizeof(cf32), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.w0_host.data(), m.w0.data(), np * sizeof(double), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.sigma2_host.data(), m.sigma2.data(), np * sizeof(double), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.nonfinite_host.data(), m.nonfinite.data(), np * sizeof(unsigned), cudaMemcpyDeviceToHost, m.st.get()));
+    m.st.synchronize();
+    for (std::size_t p = 0; p < np; ++p) {
+        out[p].cfo_rad_per_sample = m.w0_host[p];
+        out[p].sigma2 = m.sigma2_host[p];
+        out[p].nonfinite_samples = m.nonfinite_host[p];
+        for (int a = 0; a < l_ch; ++a) out[p].h[static_cast<std::size_t>(a)] = m.h_host[p * l_ch + static_cast<std::size_t>(a)];
+    }
+    return out;
+}
+
+}  // namespace paq::gpu

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Here (no GPU needed): builds the project with sm_90 code and packs what the GPU machine
+# needs into .device/: the GPU test binaries and the non-CUDA shared libraries they link
+# (the GPU machine has the CUDA toolkit but not Debian's FFTW, OpenMP runtime, ...).
+# Then: device run with carry [".device"] and command "bash scripts/device-check.sh".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh >/dev/null
+rm -rf .device && mkdir -p .device/lib
+bins=(build/tests/test_gpu_device build/tests/test_gpu_front_end)
+cp "${bins[@]}" .device/
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
+    case "$lib" in
+      */libcuda*|*/libcublas*|*/libcufft*|*/libcudart*|*/libc.so*|*/libm.so*|*/libpthread*|*/libdl*|*/ld-linux*|*/librt*) ;;
+      *) cp -n "$lib" .device/lib/ ;;
+    esac
+  done
+done
+git rev-parse --short HEAD > .device/commit
+du -sh .device
