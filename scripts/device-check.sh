@@ -11,14 +11,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 echo "commit $(cat .device/commit)" | tee -a "$out/gpu.txt"
 status=0
 rows=()
-for t in test_gpu_device test_gpu_front_end; do
+for t in test_gpu_device test_gpu_front_end test_gpu_solver; do
   ./.device/$t --gtest_output=xml:"$out/$t.xml" > "$out/$t.log" 2>&1
   rc=$?
   [[ $rc -ne 0 ]] && status=1
   rows+=("$(printf '%-22s rc=%d  %s' "$t" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')")")
 done
 echo
-grep -hE '^(metric|estimates)' "$out"/*.log
+grep -hE '^(metric|estimates|levinson)' "$out"/*.log
 echo
 printf '%s\n' "${rows[@]}"
 exit $status

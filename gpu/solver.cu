@@ -1,0 +1,181 @@
+#include "gpu/solver.hpp"
+
+#include "gpu/resources.cuh"
+
+#include <cuComplex.h>
+
+#include <stdexcept>
+
+namespace paq::gpu {
+
+namespace {
+
+constexpr int n_eq = dsp::chain::L_eq;   // 186
+constexpr int n_ch = dsp::chain::L_ch;   // 38
+constexpr int n1 = dsp::chain::N1;
+constexpr int l1 = dsp::chain::L1;
+constexpr int warps_per_block = 4;
+
+struct z64 {
+    double re, im;
+};
+__device__ inline z64 operator+(z64 a, z64 b) { return {a.re + b.re, a.im + b.im}; }
+__device__ inline z64 operator-(z64 a, z64 b) { return {a.re - b.re, a.im - b.im}; }
+__device__ inline z64 operator*(z64 a, z64 b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
+__device__ inline z64 conj(z64 a) { return {a.re, -a.im}; }
+__device__ inline z64 div(z64 a, z64 b)
+{
+    const double d = b.re * b.re + b.im * b.im;
+    return {(a.re * b.re + a.im * b.im) / d, (a.im * b.re - a.re * b.im) / d};
+}
+__device__ inline z64 warp_sum(z64 v)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        v.re += __shfl_xor_sync(0xffffffffu, v.re, o);
+        v.im += __shfl_xor_sync(0xffffffffu, v.im, o);
+    }
+    return v;
+}
+
+/// One warp per system. t(k) = r_h(k) (+ load at k = 0), k = 0 .. 37, zero beyond; the
+/// Hermitian Toeplitz matrix T[i][j] = t(i - j), t(-k) = conj(t(k)).
+/// Levinson: forward f (T_n f = e_1), backward b (T_n b = e_n), solution x (T_n x = y_0..n-1).
+__global__ void __launch_bounds__(32 * warps_per_block)
+    levinson_kernel(const cuFloatComplex* __restrict__ h_all, const double* __restrict__ load, int packets,
+                    cuFloatComplex* __restrict__ c_out, unsigned char* __restrict__ ok_out)
+{
+    __shared__ z64 sh_f[warps_per_block][n_eq], sh_b[warps_per_block][n_eq], sh_x[warps_per_block][n_eq];
+    __shared__ z64 sh_t[warps_per_block][n_ch], sh_h[warps_per_block][n_ch];
+    const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int p = blockIdx.x * warps_per_block + w;
+    if (p >= packets) return;  // whole warps exit together
+    z64* f = sh_f[w];
+    z64* b = sh_b[w];
+    z64* x = sh_x[w];
+    z64* t = sh_t[w];
+    z64* h = sh_h[w];
+    for (int i = lane; i < n_ch; i += 32) {
+        const cuFloatComplex v = h_all[static_cast<std::size_t>(p) * n_ch + i];
+        h[i] = {v.x, v.y};
+    }
+    __syncwarp();
+    // r_h(k) = sum_n h(n) h*(n - k)
+    for (int k = lane; k < n_ch; k += 32) {
+        z64 s{0.0, 0.0};
+        for (int n = k; n < n_ch; ++n) s = s + h[n] * conj(h[n - k]);
+        t[k] = s;
+    }
+    __syncwarp();
+    if (lane == 0) t[0].re += load[p];
+    __syncwarp();
+    auto tk = [&](int k) -> z64 {  // t(k) for any k
+        if (k >= n_ch || k <= -n_ch) return {0.0, 0.0};
+        return k >= 0 ? t[k] : conj(t[-k]);
+    };
+    auto y = [&](int i) -> z64 {  // h_n0(l) = conj(h(-l)), l = i - L1
+        const int m = -(i - l1);
+        return (m >= -n1 && m < n_ch - n1) ? conj(h[m + n1]) : z64{0.0, 0.0};
+    };
+    bool good = t[0].re > 0.0;
+    if (lane == 0) {
+        const z64 inv0 = div({1.0, 0.0}, t[0]);
+        f[0] = inv0;
+        b[0] = inv0;
+        x[0] = y(0) * inv0;
+    }
+    __syncwarp();
+    for (int n = 1; n < n_eq && good; ++n) {
+        // Errors of the extended vectors: the new last row against [f; 0], the new first row
+        // against [0; b], the new last row against [x; 0]. Only |n - i| < 38 contribute.
+        z64 ef{0.0, 0.0}, eb{0.0, 0.0}, ex{0.0, 0.0};
+        const int i0 = n - n_ch + 1 > 0 ? n - n_ch + 1 : 0;
+        for (int i = i0 + lane; i < n; i += 32) {
+            ef = ef + tk(n - i) * f[i];
+            ex = ex + tk(n - i) * x[i];
+        }
+        for (int i = lane; i < n && i < n_ch - 1; i += 32) eb = eb + tk(-(i + 1)) * b[i];
+        ef = warp_sum(ef);
+        eb = warp_sum(eb);
+        ex = warp_sum(ex);
+        const z64 den = z64{1.0, 0.0} - eb * ef;
+        good = isfinite(den.re) && (den.re * den.re + den.im * den.im) > 1e-300;
+        if (!good) break;
+        // f' = ([f;0] - ef [0;b]) / den,  b' = ([0;b] - eb [f;0]) / den; lanes own indices,
+        // old values read before any lane writes (one sync between).
+        z64 nf[6], nb[6];
+        int cnt = 0;
+        for (int i = lane; i <= n; i += 32, ++cnt) {
+            const z64 fi = i < n ? f[i] : z64{0.0, 0.0};
+            const z64 bi = i > 0 ? b[i - 1] : z64{0.0, 0.0};
+            nf[cnt] = div(fi - ef * bi, den);
+            nb[cnt] = div(bi - eb * fi, den);
+        }
+        __syncwarp();
+        cnt = 0;
+        for (int i = lane; i <= n; i += 32, ++cnt) {
+            f[i] = nf[cnt];
+            b[i] = nb[cnt];
+        }
+        __syncwarp();
+        const z64 g = y(n) - ex;
+        for (int i = lane; i <= n; i += 32) x[i] = (i < n ? x[i] : z64{0.0, 0.0}) + g * b[i];
+        __syncwarp();
+    }
+    for (int i = lane; i < n_eq; i += 32) {
+        const z64 v = good ? x[i] : z64{0.0, 0.0};
+        c_out[static_cast<std::size_t>(p) * n_eq + i] = make_cuFloatComplex(static_cast<float>(v.re), static_cast<float>(v.im));
+    }
+    if (lane == 0) ok_out[p] = good ? 1 : 0;
+}
+
+}  // namespace
+
+struct levinson_solver::impl {
+    int device;
+    std::size_t max_packets;
+    stream st;
+    event t0, t1;
+    device_buffer<cuFloatComplex> h, c;
+    device_buffer<double> load;
+    device_buffer<unsigned char> ok;
+    float last_ms = 0.0f;
+};
+
+levinson_solver::levinson_solver(int device_id, std::size_t max_packets)
+{
+    PAQ_CUDA_CHECK(cudaSetDevice(device_id));
+    impl_ = std::make_unique<impl>(impl{device_id, max_packets, stream{}, event{}, event{},
+                                        device_buffer<cuFloatComplex>(max_packets * n_ch),
+                                        device_buffer<cuFloatComplex>(max_packets * n_eq),
+                                        device_buffer<double>(max_packets), device_buffer<unsigned char>(max_packets), 0.0f});
+}
+
+levinson_solver::~levinson_solver() = default;
+
+float levinson_solver::last_kernel_ms() const noexcept { return impl_->last_ms; }
+
+void levinson_solver::solve(std::span<const channel32> h, std::span<const double> diag_load, std::span<eq_taps32> c,
+                            std::span<std::uint8_t> ok)
+{
+    auto& m = *impl_;
+    const std::size_t np = h.size();
+    if (np > m.max_packets || diag_load.size() != np || c.size() != np || ok.size() != np) {
+        throw std::invalid_argument("levinson_solver: sizes differ or exceed max_packets");
+    }
+    if (np == 0) return;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    const auto s = m.st.get();
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.h.data(), h.data(), np * sizeof(channel32), cudaMemcpyHostToDevice, s));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.load.data(), diag_load.data(), np * sizeof(double), cudaMemcpyHostToDevice, s));
+    m.t0.record(s);
+    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
+    levinson_kernel<<<blocks, 32 * warps_per_block, 0, s>>>(m.h.data(), m.load.data(), static_cast<int>(np), m.c.data(), m.ok.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    m.t1.record(s);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(c.data(), m.c.data(), np * sizeof(eq_taps32), cudaMemcpyDeviceToHost, s));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(ok.data(), m.ok.data(), np, cudaMemcpyDeviceToHost, s));
+    m.st.synchronize();
+    m.last_ms = m.t1.elapsed_ms_since(m.t0);
+}
+
+}  // namespace paq::gpu

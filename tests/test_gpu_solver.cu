@@ -1,0 +1,105 @@
+// The GPU Levinson solver against the CPU's double-precision band Cholesky (label gpu).
+#include "dsp/equalizers.hpp"
+#include "dsp/simulator.hpp"
+#include "gpu/device.hpp"
+#include "gpu/solver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <random>
+
+using namespace paq;
+using namespace paq::dsp;
+
+namespace {
+
+class gpu_solver : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (gpu::list_gpu_devices().empty()) GTEST_SKIP() << "no CUDA device: GPU tests skipped";
+    }
+};
+
+/// A ground-bounce channel in receiver coordinates: line of sight near tap 0 plus a specular
+/// ray of amplitude a (up to 0.99: deep in-band notches, badly conditioned ZF) and a weak
+/// diffuse one, band-limited, plus estimation noise of variance `noise`.
+std::array<cf64, chain::L_ch> random_channel(std::mt19937_64& rng, double noise)
+{
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::normal_distribution<double> nd;
+    std::vector<cf64> taps(chain::L_ch, 0.0);
+    const double t0 = u(rng);
+    const double a = 0.3 + 0.69 * u(rng);
+    add_fractional_delay(taps, chain::N1, t0, 1.0);
+    add_fractional_delay(taps, chain::N1, t0 + 0.2 + 1.5 * u(rng), std::polar(a, 2 * std::numbers::pi * u(rng)));
+    add_fractional_delay(taps, chain::N1, t0 + 3.2, std::polar(0.05, 2 * std::numbers::pi * u(rng)));
+    std::array<cf64, chain::L_ch> h{};
+    for (int i = 0; i < chain::L_ch; ++i) h[static_cast<std::size_t>(i)] = taps[static_cast<std::size_t>(i)] + noise * cf64(nd(rng), nd(rng));
+    return h;
+}
+
+}  // namespace
+
+TEST_F(gpu_solver, levinson_matches_double_cholesky)
+{
+    // Relative error of the float taps against the double CPU solve <= 1e-4 for every
+    // system whose Cholesky pivot ratio (a condition estimate) is <= 1e6.
+    std::mt19937_64 rng(1001);
+    constexpr std::size_t np = 3104;
+    std::vector<gpu::channel32> h32(np);
+    std::vector<std::array<cf64, chain::L_ch>> h64(np);
+    std::vector<double> load(np);
+    for (std::size_t p = 0; p < np; ++p) {
+        h64[p] = random_channel(rng, p % 3 == 0 ? 0.0 : 0.01);
+        for (int a = 0; a < chain::L_ch; ++a) {
+            const cf64 v = h64[p][static_cast<std::size_t>(a)];
+            h32[p][static_cast<std::size_t>(a)] = cf32(static_cast<float>(v.real()), static_cast<float>(v.imag()));
+            h64[p][static_cast<std::size_t>(a)] = cf64(h32[p][static_cast<std::size_t>(a)].real(), h32[p][static_cast<std::size_t>(a)].imag());
+        }
+        load[p] = p % 2 ? 0.0 : 2.0 * 0.05;  // ZF and MMSE alternating
+    }
+    gpu::levinson_solver solver(0, np);
+    std::vector<gpu::eq_taps32> c(np);
+    std::vector<std::uint8_t> ok(np);
+    solver.solve(h32, load, c, ok);
+    std::vector<cf64> work;
+    double worst = 0.0, max_ratio = 0.0;
+    std::size_t checked = 0, beyond = 0;
+    for (std::size_t p = 0; p < np; ++p) {
+        eq_taps ref{};
+        const auto st = solve_equalizer(h64[p], channel_autocorrelation(h64[p]), load[p], ref, work);
+        if (!(st.pivot_ratio <= 1e6)) {
+            ++beyond;
+            continue;
+        }
+        max_ratio = std::max(max_ratio, st.pivot_ratio);
+        ASSERT_TRUE(ok[p]) << p;
+        double d = 0.0, r = 0.0;
+        for (int i = 0; i < chain::L_eq; ++i) {
+            const cf64 g(c[p][static_cast<std::size_t>(i)].real(), c[p][static_cast<std::size_t>(i)].imag());
+            d += std::norm(g - ref[static_cast<std::size_t>(i)]);
+            r += std::norm(ref[static_cast<std::size_t>(i)]);
+        }
+        worst = std::max(worst, std::sqrt(d / r));
+        ++checked;
+    }
+    std::printf("levinson: %zu systems checked (pivot ratio up to %.2e), %zu beyond 1e6; worst relative error %.2e; kernel %.3f ms for %zu systems\n",
+                checked, max_ratio, beyond, worst, static_cast<double>(solver.last_kernel_ms()), np);
+    EXPECT_GT(checked, np / 2);
+    EXPECT_GT(max_ratio, 1e3);  // the set really contains ill-conditioned systems
+    EXPECT_LT(worst, 1e-4);
+}
+
+TEST_F(gpu_solver, rejects_more_packets_than_created_for)
+{
+    gpu::levinson_solver solver(0, 4);
+    std::vector<gpu::channel32> h(5);
+    std::vector<double> load(5);
+    std::vector<gpu::eq_taps32> c(5);
+    std::vector<std::uint8_t> ok(5);
+    EXPECT_THROW(solver.solve(h, load, c, ok), std::invalid_argument);
+}
