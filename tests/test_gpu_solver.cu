@@ -33,7 +33,7 @@ std::array<cf64, chain::L_ch> random_channel(std::mt19937_64& rng, double noise)
     std::normal_distribution<double> nd;
     std::vector<cf64> taps(chain::L_ch, 0.0);
     const double t0 = u(rng);
-    const double a = 0.3 + 0.69 * u(rng);
+    const double a = 0.3 + 0.6995 * u(rng);
     add_fractional_delay(taps, chain::N1, t0, 1.0);
     add_fractional_delay(taps, chain::N1, t0 + 0.2 + 1.5 * u(rng), std::polar(a, 2 * std::numbers::pi * u(rng)));
     add_fractional_delay(taps, chain::N1, t0 + 3.2, std::polar(0.05, 2 * std::numbers::pi * u(rng)));
@@ -42,12 +42,26 @@ std::array<cf64, chain::L_ch> random_channel(std::mt19937_64& rng, double noise)
     return h;
 }
 
+/// cond(R + load I) from the channel's spectrum: R is the Toeplitz matrix of |H(f)|^2, whose
+/// eigenvalues fill [min |H|^2, max |H|^2] (the Cholesky pivot ratio is no estimate of it).
+double spectral_condition(const std::array<cf64, chain::L_ch>& h, double load)
+{
+    double lo = 1e300, hi = 0.0;
+    for (int k = 0; k < 4096; ++k) {
+        cf64 s = 0.0;
+        for (int m = 0; m < chain::L_ch; ++m) s += h[static_cast<std::size_t>(m)] * std::polar(1.0, -2 * std::numbers::pi * k * m / 4096.0);
+        lo = std::min(lo, std::norm(s));
+        hi = std::max(hi, std::norm(s));
+    }
+    return (hi + load) / (lo + load);
+}
+
 }  // namespace
 
 TEST_F(gpu_solver, levinson_matches_double_cholesky)
 {
     // Relative error of the float taps against the double CPU solve <= 1e-4 for every
-    // system whose Cholesky pivot ratio (a condition estimate) is <= 1e6.
+    // system whose condition number is <= 1e6.
     std::mt19937_64 rng(1001);
     constexpr std::size_t np = 3104;
     std::vector<gpu::channel32> h32(np);
@@ -71,12 +85,13 @@ TEST_F(gpu_solver, levinson_matches_double_cholesky)
     std::size_t checked = 0, beyond = 0;
     for (std::size_t p = 0; p < np; ++p) {
         eq_taps ref{};
-        const auto st = solve_equalizer(h64[p], channel_autocorrelation(h64[p]), load[p], ref, work);
-        if (!(st.pivot_ratio <= 1e6)) {
+        (void)solve_equalizer(h64[p], channel_autocorrelation(h64[p]), load[p], ref, work);
+        const double cond = spectral_condition(h64[p], load[p]);
+        if (!(cond <= 1e6)) {
             ++beyond;
             continue;
         }
-        max_ratio = std::max(max_ratio, st.pivot_ratio);
+        max_ratio = std::max(max_ratio, cond);
         ASSERT_TRUE(ok[p]) << p;
         double d = 0.0, r = 0.0;
         for (int i = 0; i < chain::L_eq; ++i) {
@@ -87,10 +102,10 @@ TEST_F(gpu_solver, levinson_matches_double_cholesky)
         worst = std::max(worst, std::sqrt(d / r));
         ++checked;
     }
-    std::printf("levinson: %zu systems checked (pivot ratio up to %.2e), %zu beyond 1e6; worst relative error %.2e; kernel %.3f ms for %zu systems\n",
+    std::printf("levinson: %zu systems checked (condition up to %.2e), %zu beyond 1e6; worst relative error %.2e; kernel %.3f ms for %zu systems\n",
                 checked, max_ratio, beyond, worst, static_cast<double>(solver.last_kernel_ms()), np);
     EXPECT_GT(checked, np / 2);
-    EXPECT_GT(max_ratio, 1e3);  // the set really contains ill-conditioned systems
+    EXPECT_GT(max_ratio, 1e5);  // the set really contains ill-conditioned systems
     EXPECT_LT(worst, 1e-4);
 }
 
