@@ -5,6 +5,7 @@
 #include "io/sample_format.hpp"
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -34,6 +35,8 @@ int main(int argc, char** argv)
     replay->add_option("--json-out", json_out, "Also write the JSON summary to this file");
 
     CLI11_PARSE(app, argc, argv);
+    // Logs go to stderr: stdout carries the table or the JSON document, nothing else.
+    spdlog::set_default_logger(spdlog::stderr_color_mt("paqd"));
     spdlog::set_pattern("paqd: %l: %v");
 
     try {

@@ -88,7 +88,8 @@ nlohmann::json to_json(const replay_result& r)
             {"mean_cfo_hz", s.mean_cfo_hz},
             {"mean_cfo_rad_per_sample", s.mean_cfo_rad_per_sample},
             {"mean_ebn0_db", s.mean_ebn0_db},
-            {"max_r_pivot_ratio", s.max_r_pivot_ratio},
+            {"max_zf_condition", s.max_zf_condition},
+            {"packets_ill_conditioned", s.packets_ill_conditioned},
             {"paths", paths},
             {"warnings", r.warnings}};
 }

@@ -39,7 +39,7 @@ struct sample_batch {
 enum packet_flag : std::uint32_t {
     flag_nonfinite_input = 1u << 0,   ///< NaN/Inf samples were replaced by zeros
     flag_zf_regularized = 1u << 1,    ///< R was not numerically positive definite: loaded
-    flag_ill_conditioned = 1u << 2,   ///< pivot ratio of R above 1e6
+    flag_ill_conditioned = 1u << 2,   ///< ZF condition number above 1e6
     flag_cfo_near_limit = 1u << 3,    ///< |w0| above 90% of the estimator's range
     flag_low_snr = 1u << 4,           ///< estimated Eb/N0 below 3 dB
 };
@@ -56,7 +56,9 @@ struct packet_record {
     double sigma2 = 0.0;             ///< noise variance per real dimension
     double channel_energy = 0.0;     ///< sum |h|^2
     double ebn0_db = 0.0;            ///< 10 log10(received signal power / sigma2)
-    double r_pivot_ratio = 0.0;      ///< max/min Cholesky pivot of the ZF matrix (cond. estimate)
+    /// Condition number of the ZF matrix R, from the channel estimate's spectrum:
+    /// max |H(f)|^2 / min |H(f)|^2 on the FFT grid (R is the Toeplitz matrix of |H|^2).
+    double zf_condition = 0.0;
     std::uint32_t flags = 0;
     std::uint32_t nonfinite_samples = 0;
     std::array<cf64, chain::L_ch> h{};  ///< channel estimate, taps -N1 .. N2

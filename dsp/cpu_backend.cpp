@@ -99,13 +99,19 @@ struct cpu_backend::impl {
         fwd.execute(w.seg.data(), w.r_spec.data());
 
         // Equalizers.
+        taps_to_spectrum(ce.h.data(), -N1, L_ch, fwd, w.h_spec);
+        double h_min = INFINITY, h_max = 0.0;
+        for (std::size_t k = 0; k < n; ++k) {
+            h_min = std::min(h_min, std::norm(w.h_spec[k]));
+            h_max = std::max(h_max, std::norm(w.h_spec[k]));
+        }
+        rec.zf_condition = h_min > 0.0 ? h_max / h_min : INFINITY;
         eq_taps c_zf{}, c_mmse{};
         const auto rh = channel_autocorrelation(ce.h);
         const auto zf = solve_equalizer(ce.h, rh, 0.0, c_zf, w.solve_work);
         const auto mm = solve_equalizer(ce.h, rh, 2.0 * ce.sigma2, c_mmse, w.solve_work);
-        rec.r_pivot_ratio = zf.pivot_ratio;
         if (zf.regularized || mm.regularized) rec.flags |= flag_zf_regularized;
-        if (!(zf.pivot_ratio <= 1e6)) rec.flags |= flag_ill_conditioned;
+        if (!(rec.zf_condition <= 1e6)) rec.flags |= flag_ill_conditioned;
         eq_taps c_cma = c_mmse;
         cma_refine(c_cma, w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
 
@@ -113,7 +119,6 @@ struct cpu_backend::impl {
         // single-path fit to the channel (what carrier and timing recovery would give it).
         const auto sp = fit_single_path(ce.h);
 
-        taps_to_spectrum(ce.h.data(), -N1, L_ch, fwd, w.h_spec);
 
         for (int p = 0; p < num_paths; ++p) {
             switch (static_cast<eq_path>(p)) {

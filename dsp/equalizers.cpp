@@ -45,7 +45,6 @@ solve_result solve_equalizer(const std::array<cf64, L_ch>& h, const std::array<c
         fill(diag_load + std::max(rh[0].real(), 1e-30) * 1e-10);
         st = cholesky_banded(work, n, band);
     }
-    res.pivot_ratio = st.ok ? st.max_pivot / st.min_pivot : INFINITY;
     // h_n0(l) = conj(h(-l)), l = -L1 .. L2; h(m) exists for m = -N1 .. N2.
     for (int l = -L1; l <= L2; ++l) {
         const int m = -l;

@@ -19,7 +19,6 @@ using eq_taps = std::array<cf64, chain::L_eq>;
 
 struct solve_result {
     bool regularized = false;  ///< R + diag_load was not PD in double; a tiny load was added
-    double pivot_ratio = 0.0;  ///< max / min Cholesky pivot
 };
 
 /// Solves (R + diag_load I) c = h_n0 with R the 186 x 186 banded Hermitian Toeplitz matrix of

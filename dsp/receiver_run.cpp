@@ -28,9 +28,10 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
             const auto& rec = out.packets[i];
             ++s.packets_found;
             if (rec.flags) ++s.packets_flagged;
+            if (rec.flags & flag_ill_conditioned) ++s.packets_ill_conditioned;
             cfo_sum += rec.cfo_rad_per_sample;
             ebn0_lin_sum += std::pow(10.0, rec.ebn0_db / 10.0);
-            s.max_r_pivot_ratio = std::max(s.max_r_pivot_ratio, rec.r_pivot_ratio);
+            s.max_zf_condition = std::max(s.max_zf_condition, rec.zf_condition);
             for (int p = 0; p < chain::num_paths; ++p) {
                 counters[static_cast<std::size_t>(p)].add_packet(rec.start_sample, out.packet_bits(i, p));
                 bep_sum[static_cast<std::size_t>(p)] += rec.paths[static_cast<std::size_t>(p)].bep_estimate;

@@ -40,7 +40,8 @@ struct run_summary {
     double mean_cfo_rad_per_sample = 0.0;
     double mean_cfo_hz = 0.0;
     double mean_ebn0_db = 0.0;            ///< 10 log10 of the mean linear estimate
-    double max_r_pivot_ratio = 0.0;
+    double max_zf_condition = 0.0;        ///< largest ZF condition number seen
+    std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
     std::array<path_summary, chain::num_paths> paths{};
 };
 
