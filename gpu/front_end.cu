@@ -131,13 +131,6 @@ __global__ void noise_kernel(const cuFloatComplex* __restrict__ seg, int obs_fir
     if (threadIdx.x == 0) sigma2[p] = sh[0] / (2.0 * rho);
 }
 
-/// Makes `dev` current before any member allocates (members are built in declaration order).
-int select_device(int dev)
-{
-    PAQ_CUDA_CHECK(cudaSetDevice(dev));
-    return dev;
-}
-
 }  // namespace
 
 struct front_end::impl {

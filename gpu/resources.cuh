@@ -35,6 +35,14 @@
 
 namespace paq::gpu {
 
+/// Makes `dev` current and returns it: for member initializer lists, so that every member
+/// built after it allocates on that device.
+inline int select_device(int dev)
+{
+    PAQ_CUDA_CHECK(cudaSetDevice(dev));
+    return dev;
+}
+
 /// Device memory for n elements of T.
 template <typename T>
 class device_buffer {

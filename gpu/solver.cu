@@ -143,8 +143,7 @@ struct levinson_solver::impl {
 
 levinson_solver::levinson_solver(int device_id, std::size_t max_packets)
 {
-    PAQ_CUDA_CHECK(cudaSetDevice(device_id));
-    impl_ = std::make_unique<impl>(impl{device_id, max_packets, stream{}, event{}, event{},
+    impl_ = std::make_unique<impl>(impl{select_device(device_id), max_packets, stream{}, event{}, event{},
                                         device_buffer<cuFloatComplex>(max_packets * n_ch),
                                         device_buffer<cuFloatComplex>(max_packets * n_eq),
                                         device_buffer<double>(max_packets), device_buffer<unsigned char>(max_packets), 0.0f});

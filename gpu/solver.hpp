@@ -1,10 +1,16 @@
-// ZF and MMSE equalizer solves for a batch of packets on the GPU (issue 3): the project's
-// solver, a Levinson recursion that uses what R is (Hermitian Toeplitz, positive definite),
-// one warp per system, all vectors on chip, computed in double and returned as float taps.
+// ZF and MMSE equalizer solves for a batch of packets on the GPU (issue 3), three ways on the
+// same inputs:
+//
+//   levinson          the project's solver: a Levinson recursion that uses what R is
+//                     (Hermitian Toeplitz, positive definite), one warp per system, all
+//                     vectors on chip, in double, float taps out (solver.cu)
+//   cusolver-dn-chol  dense cusolverDnCpotrfBatched + potrsBatched, float (solver_cusolver.cu)
+//   cusolver-sp-qr    the thesis' method, cusolverSpCcsrqrsvBatched on the banded CSR matrix
+//                     (12,544 non-zeros), float; deprecated in CUDA 13, kept as the baseline
 //
 //   (R_p + load_p I) c_p = h_n0,p,   R_p[i][j] = r_h,p(i - j), 186 x 186, r_h from h_p
 //
-// Plain C++ header; the kernels are in solver.cu.
+// Plain C++ header.
 #pragma once
 
 #include "dsp/receiver_tables.hpp"
@@ -14,27 +20,43 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 namespace paq::gpu {
 
 using eq_taps32 = std::array<cf32, dsp::chain::L_eq>;
 using channel32 = std::array<cf32, dsp::chain::L_ch>;
 
-class levinson_solver {
+class batched_solver {
+public:
+    virtual ~batched_solver() = default;
+    /// Solves one system per packet: h (38 taps), the diagonal load (0 for ZF, 2 sigma2 for
+    /// MMSE). ok[p] = 0 when the solver found R not (numerically) positive definite: the
+    /// caller flags the packet and falls back.
+    virtual void solve(std::span<const channel32> h, std::span<const double> diag_load, std::span<eq_taps32> c,
+                       std::span<std::uint8_t> ok) = 0;
+    /// Device time of the last solve() in milliseconds, from h on the device to c on the
+    /// device (building R included, transfers excluded), by CUDA events.
+    [[nodiscard]] virtual float last_kernel_ms() const noexcept = 0;
+    [[nodiscard]] virtual const char* name() const noexcept = 0;
+};
+
+/// "levinson", "cusolver-dn-chol" or "cusolver-sp-qr"; throws std::invalid_argument naming
+/// the allowed values.
+[[nodiscard]] std::unique_ptr<batched_solver> make_batched_solver(std::string_view name, int device_id,
+                                                                  std::size_t max_packets);
+
+class levinson_solver final : public batched_solver {
 public:
     levinson_solver(int device_id, std::size_t max_packets);
-    ~levinson_solver();
+    ~levinson_solver() override;
     levinson_solver(const levinson_solver&) = delete;
     levinson_solver& operator=(const levinson_solver&) = delete;
 
-    /// Solves one system per packet: h (38 taps), the diagonal load (0 for ZF, 2 sigma2 for
-    /// MMSE). ok[p] = 0 when the recursion met a non-positive prediction error (R not
-    /// numerically positive definite): the caller flags the packet and falls back.
     void solve(std::span<const channel32> h, std::span<const double> diag_load, std::span<eq_taps32> c,
-               std::span<std::uint8_t> ok);
-
-    /// Device time of the last solve() in milliseconds (CUDA events around the kernel).
-    [[nodiscard]] float last_kernel_ms() const noexcept;
+               std::span<std::uint8_t> ok) override;
+    [[nodiscard]] float last_kernel_ms() const noexcept override;
+    [[nodiscard]] const char* name() const noexcept override { return "levinson"; }
 
 private:
     struct impl;

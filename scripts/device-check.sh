@@ -17,8 +17,11 @@ for t in test_gpu_device test_gpu_front_end test_gpu_solver; do
   [[ $rc -ne 0 ]] && status=1
   rows+=("$(printf '%-22s rc=%d  %s' "$t" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')")")
 done
+./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
 echo
 grep -hE '^(metric|estimates|levinson)' "$out"/*.log
+echo
+cat "$out/bench-solvers.log"
 echo
 printf '%s\n' "${rows[@]}"
 exit $status
