@@ -12,7 +12,7 @@ cp "${bins[@]}" .device/
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \//{print $3}' | while read -r lib; do
     case "$lib" in
-      */libcuda*|*/libcublas*|*/libcufft*|*/libcudart*|*/libc.so*|*/libm.so*|*/libpthread*|*/libdl*|*/ld-linux*|*/librt*) ;;
+      */libcuda*|*/libcublas*|*/libcufft*|*/libcudart*|*/libcusolver*|*/libcusparse*|*/libnvJitLink*|*/libnvrtc*|*/libc.so*|*/libm.so*|*/libpthread*|*/libdl*|*/ld-linux*|*/librt*) ;;
       *) cp -n "$lib" .device/lib/ ;;
     esac
   done

@@ -19,7 +19,7 @@ for t in test_gpu_device test_gpu_front_end test_gpu_solver; do
 done
 ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
 echo
-grep -hE '^(metric|estimates|levinson)' "$out"/*.log
+grep -hE '^(metric|estimates|levinson|cusolver)' "$out"/test_*.log
 echo
 cat "$out/bench-solvers.log"
 echo

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <numbers>
 #include <random>
+#include <string>
 
 using namespace paq;
 using namespace paq::dsp;
@@ -58,10 +59,12 @@ double spectral_condition(const std::array<cf64, chain::L_ch>& h, double load)
 
 }  // namespace
 
-TEST_F(gpu_solver, levinson_matches_double_cholesky)
+TEST_F(gpu_solver, every_solver_matches_double_cholesky)
 {
-    // Relative error of the float taps against the double CPU solve <= 1e-4 for every
-    // system whose condition number is <= 1e6.
+    // The project's solver (double on chip): relative error of its float taps <= 1e-4 for
+    // every system with condition <= 1e6. The cuSOLVER baselines work in float: bounded at
+    // 1e-2 for condition <= 1e4 (measured on a real batch: 1.3e-3 max up to 1e6,
+    // docs/PERFORMANCE.md). Every solver reports failures through ok, none expected here.
     std::mt19937_64 rng(1001);
     constexpr std::size_t np = 3104;
     std::vector<gpu::channel32> h32(np);
@@ -76,37 +79,42 @@ TEST_F(gpu_solver, levinson_matches_double_cholesky)
         }
         load[p] = p % 2 ? 0.0 : 2.0 * 0.05;  // ZF and MMSE alternating
     }
-    gpu::levinson_solver solver(0, np);
-    std::vector<gpu::eq_taps32> c(np);
-    std::vector<std::uint8_t> ok(np);
-    solver.solve(h32, load, c, ok);
+    std::vector<eq_taps> ref(np);
+    std::vector<double> cond(np);
     std::vector<cf64> work;
-    double worst = 0.0, max_ratio = 0.0;
-    std::size_t checked = 0, beyond = 0;
     for (std::size_t p = 0; p < np; ++p) {
-        eq_taps ref{};
-        (void)solve_equalizer(h64[p], channel_autocorrelation(h64[p]), load[p], ref, work);
-        const double cond = spectral_condition(h64[p], load[p]);
-        if (!(cond <= 1e6)) {
-            ++beyond;
-            continue;
-        }
-        max_ratio = std::max(max_ratio, cond);
-        ASSERT_TRUE(ok[p]) << p;
-        double d = 0.0, r = 0.0;
-        for (int i = 0; i < chain::L_eq; ++i) {
-            const cf64 g(c[p][static_cast<std::size_t>(i)].real(), c[p][static_cast<std::size_t>(i)].imag());
-            d += std::norm(g - ref[static_cast<std::size_t>(i)]);
-            r += std::norm(ref[static_cast<std::size_t>(i)]);
-        }
-        worst = std::max(worst, std::sqrt(d / r));
-        ++checked;
+        (void)solve_equalizer(h64[p], channel_autocorrelation(h64[p]), load[p], ref[p], work);
+        cond[p] = spectral_condition(h64[p], load[p]);
     }
-    std::printf("levinson: %zu systems checked (condition up to %.2e), %zu beyond 1e6; worst relative error %.2e; kernel %.3f ms for %zu systems\n",
-                checked, max_ratio, beyond, worst, static_cast<double>(solver.last_kernel_ms()), np);
-    EXPECT_GT(checked, np / 2);
-    EXPECT_GT(max_ratio, 1e5);  // the set really contains ill-conditioned systems
-    EXPECT_LT(worst, 1e-4);
+    for (const char* name : {"levinson", "cusolver-dn-chol", "cusolver-sp-qr"}) {
+        SCOPED_TRACE(name);
+        const bool ours = std::string(name) == "levinson";
+        const double max_cond = ours ? 1e6 : 1e4, bound = ours ? 1e-4 : 1e-2;
+        auto solver = gpu::make_batched_solver(name, 0, np);
+        std::vector<gpu::eq_taps32> c(np);
+        std::vector<std::uint8_t> ok(np);
+        solver->solve(h32, load, c, ok);
+        double worst = 0.0, max_seen = 0.0;
+        std::size_t checked = 0;
+        for (std::size_t p = 0; p < np; ++p) {
+            if (!(cond[p] <= max_cond)) continue;
+            ASSERT_TRUE(ok[p]) << p;
+            max_seen = std::max(max_seen, cond[p]);
+            double d = 0.0, r = 0.0;
+            for (int i = 0; i < chain::L_eq; ++i) {
+                const cf64 g(c[p][static_cast<std::size_t>(i)].real(), c[p][static_cast<std::size_t>(i)].imag());
+                d += std::norm(g - ref[p][static_cast<std::size_t>(i)]);
+                r += std::norm(ref[p][static_cast<std::size_t>(i)]);
+            }
+            worst = std::max(worst, std::sqrt(d / r));
+            ++checked;
+        }
+        std::printf("%s: %zu systems checked (condition up to %.2e); worst relative error %.2e\n", name, checked, max_seen, worst);
+        EXPECT_GT(checked, np / 2);
+        EXPECT_GT(max_seen, ours ? 1e5 : 1e3);  // the set really contains ill-conditioned systems
+        EXPECT_LT(worst, bound);
+    }
+    EXPECT_THROW((void)gpu::make_batched_solver("lu", 0, 1), std::invalid_argument);
 }
 
 TEST_F(gpu_solver, rejects_more_packets_than_created_for)
