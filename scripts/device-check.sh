@@ -11,15 +11,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 echo "commit $(cat .device/commit)" | tee -a "$out/gpu.txt"
 status=0
 rows=()
-for t in test_gpu_device test_gpu_front_end test_gpu_solver; do
-  ./.device/$t --gtest_output=xml:"$out/$t.xml" > "$out/$t.log" 2>&1
+for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector; do
+  ./.device/$t > "$out/$t.log" 2>&1
   rc=$?
   [[ $rc -ne 0 ]] && status=1
   rows+=("$(printf '%-22s rc=%d  %s' "$t" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')")")
 done
 ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
 echo
-grep -hE '^(metric|estimates|levinson|cusolver)' "$out"/test_*.log
+grep -hE '^(metric|estimates|levinson|cusolver|detector)' "$out"/test_*.log
 echo
 cat "$out/bench-solvers.log"
 echo

@@ -1,0 +1,125 @@
+#include "gpu/detector.hpp"
+
+#include "dsp/waveform.hpp"
+#include "gpu/resources.cuh"
+
+#include <cuComplex.h>
+
+#include <stdexcept>
+
+namespace paq::gpu {
+
+namespace {
+
+constexpr int nk = static_cast<int>(waveform::known_bits);
+constexpr int nbits = static_cast<int>(waveform::packet_bits);
+constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
+
+__constant__ unsigned char c_known[nk];
+
+/// Mirrors dsp::detect_packet step for step (see dsp/detector.cpp for the why).
+__global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
+                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats)
+{
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= streams) return;
+    auto at = [&](int k) {
+        const cuFloatComplex x = v[static_cast<std::size_t>(k) * streams + s];
+        return make_cuDoubleComplex(x.x, x.y);
+    };
+    double amp = 0.0;
+    for (int k = 0; k < nk; ++k) amp += cuCabs(at(k));
+    amp /= nk;
+    const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
+    unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
+    double theta = 0.0, nu = 0.0;
+    cuDoubleComplex rot = make_cuDoubleComplex(1.0, 0.0), y_prev = make_cuDoubleComplex(0.0, 0.0);
+    double a_prev = 0.0, sum = 0.0, sum2 = 0.0;
+    unsigned known_errors = 0;
+    unsigned char byte = 0;
+    for (int k = 0; k < nbits; ++k) {
+        const cuDoubleComplex y = cuCmul(at(k), rot);
+        const bool even = (k % 2) == 0;
+        const double comp = even ? y.x : y.y;
+        const double dec = comp >= 0.0 ? 1.0 : -1.0;
+        double a;
+        if (k < nk) {
+            a = c_known[k] ? 1.0 : -1.0;
+            if (dec != a) ++known_errors;
+        } else {
+            a = dec;
+            const int i = k - nk;
+            if (dec > 0) byte = static_cast<unsigned char>(byte | (0x80u >> (i % 8)));
+            if (i % 8 == 7) {
+                out[i / 8] = byte;
+                byte = 0;
+            }
+            const double m = fabs(comp);
+            sum += m;
+            sum2 += m * m;
+        }
+        if (!even) {
+            const dsp::pll_gains& g = k < nk ? acq : track;
+            const double e = (a_prev * y_prev.y - a * y.x) * e_scale;
+            nu += g.k2 * e;
+            theta += g.k1 * e + nu;
+            theta = remainder(theta, 2.0 * 3.14159265358979323846);
+            double sn, cs;
+            sincos(-theta, &sn, &cs);
+            rot = make_cuDoubleComplex(cs, sn);
+        }
+        y_prev = y;
+        a_prev = a;
+    }
+    const double n = static_cast<double>(waveform::data_bits);
+    const double mean = sum / n;
+    const double var = fmax(sum2 / n - mean * mean, 1e-300);
+    stats[s].known_bit_errors = static_cast<std::uint16_t>(known_errors);
+    stats[s].bep_estimate = static_cast<float>(0.5 * erfc(mean / sqrt(2.0 * var)));
+}
+
+}  // namespace
+
+struct stream_detector::impl {
+    int device;
+    std::size_t max_streams;
+    stream st;
+    device_buffer<cuFloatComplex> v;
+    device_buffer<unsigned char> bits;
+    device_buffer<dsp::path_stats> stats;
+
+    impl(int dev, std::size_t ms)
+        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms)
+    {
+        const auto known = waveform::known_packet_bits();
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known.data(), known.size()));
+    }
+};
+
+stream_detector::stream_detector(int device_id, std::size_t max_streams)
+    : impl_(std::make_unique<impl>(device_id, max_streams))
+{
+}
+
+stream_detector::~stream_detector() = default;
+
+void stream_detector::detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq,
+                             const dsp::pll_gains& track, std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats)
+{
+    auto& m = *impl_;
+    if (streams > m.max_streams || v.size() != streams * nbits || bits.size() != streams * data_bytes || stats.size() != streams) {
+        throw std::invalid_argument("stream_detector: sizes differ or exceed max_streams");
+    }
+    if (streams == 0) return;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    const auto s = m.st.get();
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.v.data(), v.data(), v.size() * sizeof(cf32), cudaMemcpyHostToDevice, s));
+    detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, s>>>(m.v.data(), static_cast<int>(streams), acq, track,
+                                                                              m.bits.data(), m.stats.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(bits.data(), m.bits.data(), bits.size(), cudaMemcpyDeviceToHost, s));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(stats.data(), m.stats.data(), streams * sizeof(dsp::path_stats), cudaMemcpyDeviceToHost, s));
+    m.st.synchronize();
+}
+
+}  // namespace paq::gpu

@@ -1,0 +1,34 @@
+// The PLL and OQPSK detector of dsp/detector.hpp for every (packet, path) stream of a batch
+// at once on the GPU (issue 3): one thread per stream, loop state in double as on the CPU.
+//
+// Decision samples are laid out bit-major, v[k * streams + s] (bit k of stream s), so that the
+// threads of a warp read neighbouring addresses at every step.
+#pragma once
+
+#include "dsp/batch.hpp"
+#include "dsp/detector.hpp"
+#include "dsp/types.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace paq::gpu {
+
+class stream_detector {
+public:
+    stream_detector(int device_id, std::size_t max_streams);
+    ~stream_detector();
+    stream_detector(const stream_detector&) = delete;
+    stream_detector& operator=(const stream_detector&) = delete;
+
+    /// v: 6336 x streams decision samples (bit-major). bits: streams x 768 bytes (MSB first).
+    void detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
+                std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats);
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace paq::gpu

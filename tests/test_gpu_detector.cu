@@ -1,0 +1,63 @@
+// The GPU PLL/OQPSK detector against dsp::detect_packet on the same decision samples.
+#include "dsp/detector.hpp"
+#include "dsp/waveform.hpp"
+#include "gpu/detector.hpp"
+#include "gpu/device.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <numbers>
+#include <random>
+
+using namespace paq;
+using namespace paq::dsp;
+
+TEST(gpu_detector, bits_and_stats_match_the_cpu)
+{
+    if (gpu::list_gpu_devices().empty()) GTEST_SKIP() << "no CUDA device: GPU tests skipped";
+    // 3104 x 6 streams of decision samples: known bits then random data, a residual phase and
+    // frequency, a path gain, and noise from 4 to 14 dB, as the detection filter delivers them.
+    constexpr std::size_t streams = 3104 * 6;
+    constexpr std::size_t nb = waveform::packet_bits;
+    std::mt19937_64 rng(1101);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::normal_distribution<double> nd;
+    const auto known = waveform::known_packet_bits();
+    std::vector<cf32> v_bit_major(streams * nb);
+    std::vector<std::vector<cf64>> v_cpu(streams, std::vector<cf64>(nb));
+    for (std::size_t s = 0; s < streams; ++s) {
+        const double phase = 2 * std::numbers::pi * u(rng), freq = 3e-3 * (u(rng) - 0.5), gain = 0.5 + u(rng);
+        const double noise = std::sqrt(std::pow(10.0, -(4.0 + 10.0 * u(rng)) / 10.0));
+        for (std::size_t k = 0; k < nb; ++k) {
+            const int bit = k < known.size() ? known[k] : static_cast<int>(rng() & 1);
+            const cf64 sym = (k % 2 == 0) ? cf64(bit ? 1.0 : -1.0, 0.0) : cf64(0.0, bit ? 1.0 : -1.0);
+            const cf64 x = gain * sym * std::polar(1.0, phase + freq * static_cast<double>(k)) + noise * cf64(nd(rng), nd(rng));
+            const cf32 x32(static_cast<float>(x.real()), static_cast<float>(x.imag()));
+            v_bit_major[k * streams + s] = x32;
+            v_cpu[s][k] = cf64(x32.real(), x32.imag());  // the same float input on both sides
+        }
+    }
+    const auto acq = make_pll_gains(0.01, 0.7071), track = make_pll_gains(0.01, 0.7071);
+    std::vector<std::uint8_t> bits_gpu(streams * packed_data_bytes), bits_cpu(streams * packed_data_bytes);
+    std::vector<path_stats> st_gpu(streams), st_cpu(streams);
+    gpu::stream_detector det(0, streams);
+    det.detect(v_bit_major, streams, acq, track, bits_gpu, st_gpu);
+    for (std::size_t s = 0; s < streams; ++s) st_cpu[s] = detect_packet(v_cpu[s].data(), acq, track, bits_cpu.data() + s * packed_data_bytes);
+    std::size_t bit_diff = 0, stat_diff = 0;
+    double bep_worst = 0.0;
+    for (std::size_t i = 0; i < bits_gpu.size(); ++i) bit_diff += static_cast<std::size_t>(__builtin_popcount(bits_gpu[i] ^ bits_cpu[i]));
+    for (std::size_t s = 0; s < streams; ++s) {
+        stat_diff += st_gpu[s].known_bit_errors != st_cpu[s].known_bit_errors;
+        bep_worst = std::max(bep_worst, std::abs(static_cast<double>(st_gpu[s].bep_estimate) - st_cpu[s].bep_estimate) /
+                                            std::max(1e-30, static_cast<double>(st_cpu[s].bep_estimate)));
+    }
+    std::printf("detector: %zu streams, %zu of %zu data bits differ, %zu known-error counts differ, worst rel. BEP difference %.2e\n",
+                streams, bit_diff, streams * waveform::data_bits, stat_diff, bep_worst);
+    // Same double arithmetic on both sides: a bit may differ only where a decision statistic
+    // lies within rounding of zero, or after such a flip inside the same stream's PLL.
+    EXPECT_LE(bit_diff, streams * waveform::data_bits / 1'000'000);
+    EXPECT_EQ(stat_diff, 0u);
+    EXPECT_LT(bep_worst, 1e-4);
+}
