@@ -20,28 +20,11 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <numbers>
 #include <string>
 #include <vector>
 
 using namespace paq;
 using namespace paq::dsp;
-
-namespace {
-
-double spectral_condition(const std::array<cf64, chain::L_ch>& h, double load)
-{
-    double lo = 1e300, hi = 0.0;
-    for (int k = 0; k < 2048; ++k) {
-        cf64 s = 0.0;
-        for (int m = 0; m < chain::L_ch; ++m) s += h[static_cast<std::size_t>(m)] * std::polar(1.0, -2 * std::numbers::pi * k * m / 2048.0);
-        lo = std::min(lo, std::norm(s));
-        hi = std::max(hi, std::norm(s));
-    }
-    return (hi + load) / (lo + load);
-}
-
-}  // namespace
 
 int main(int argc, char** argv)
 {

@@ -145,4 +145,18 @@ void single_path_response(const single_path& p, fft_buffer& out) noexcept
     }
 }
 
+double spectral_condition(const std::array<cf64, L_ch>& h, double load, int grid) noexcept
+{
+    double lo = INFINITY, hi = 0.0;
+    for (int k = 0; k < grid; ++k) {
+        cf64 s = 0.0;
+        for (int m = 0; m < L_ch; ++m) {
+            s += h[static_cast<std::size_t>(m)] * std::polar(1.0, -2.0 * std::numbers::pi * k * m / static_cast<double>(grid));
+        }
+        lo = std::min(lo, std::norm(s));
+        hi = std::max(hi, std::norm(s));
+    }
+    return (hi + load) / (lo + load);
+}
+
 }  // namespace paq::dsp

@@ -35,6 +35,11 @@ void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_pl
 void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
                 const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2);
 
+/// Condition number of R + load I from the channel's spectrum: R is the Toeplitz matrix of
+/// |H(f)|^2, whose eigenvalues fill [min |H|^2, max |H|^2] (a Cholesky pivot ratio is no
+/// estimate of it). `grid` frequencies.
+[[nodiscard]] double spectral_condition(const std::array<cf64, chain::L_ch>& h, double load, int grid = 2048) noexcept;
+
 /// The unequalized path's single-path model of the channel: the delay tau (samples, on a
 /// 1/16-sample grid over the channel's span) and complex gain g of the band-limited impulse
 /// g sinc(m - tau) closest to h in least squares. What a receiver without an equalizer still

@@ -6,6 +6,7 @@
 #include "gpu/cuda_check.hpp"
 
 #include <cublas_v2.h>
+#include <cusolver_common.h>
 #include <cufft.h>
 #include <cuda_runtime.h>
 
@@ -29,6 +30,16 @@
         if (paq_cufft_status_ != CUFFT_SUCCESS) {                                                \
             throw std::runtime_error(std::string(#call) + " failed: cufftResult " +             \
                                      std::to_string(static_cast<int>(paq_cufft_status_)) + " at " + \
+                                     __FILE__ + ":" + std::to_string(__LINE__));                 \
+        }                                                                                        \
+    } while (false)
+
+#define PAQ_CUSOLVER_CHECK(call)                                                                 \
+    do {                                                                                         \
+        const cusolverStatus_t paq_cusolver_status_ = (call);                                    \
+        if (paq_cusolver_status_ != CUSOLVER_STATUS_SUCCESS) {                                   \
+            throw std::runtime_error(std::string(#call) + " failed: cusolverStatus " +          \
+                                     std::to_string(static_cast<int>(paq_cusolver_status_)) + " at " + \
                                      __FILE__ + ":" + std::to_string(__LINE__));                 \
         }                                                                                        \
     } while (false)

@@ -11,16 +11,6 @@
 #include <string>
 #include <vector>
 
-#define PAQ_CUSOLVER_CHECK(call)                                                                 \
-    do {                                                                                         \
-        const cusolverStatus_t paq_cusolver_status_ = (call);                                    \
-        if (paq_cusolver_status_ != CUSOLVER_STATUS_SUCCESS) {                                   \
-            throw std::runtime_error(std::string(#call) + " failed: cusolverStatus " +          \
-                                     std::to_string(static_cast<int>(paq_cusolver_status_)) + " at " + \
-                                     __FILE__ + ":" + std::to_string(__LINE__));                 \
-        }                                                                                        \
-    } while (false)
-
 namespace paq::gpu {
 
 namespace {
@@ -90,6 +80,19 @@ struct common {
     {
     }
 
+    /// Uploads h and the loads, starts the timing and builds r_h and h_n0 on the device.
+    /// Returns the number of packets (0: nothing to do).
+    int begin(std::span<const channel32> hh, std::span<const double> ld, std::size_t nc, std::size_t nok)
+    {
+        upload(hh, ld, nc, nok);
+        const int np = static_cast<int>(hh.size());
+        if (np == 0) return 0;
+        t0.record(st.get());
+        autocorr_rhs_kernel<<<np, 64, 0, st.get()>>>(h.data(), load.data(), t.data(), rhs.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        return np;
+    }
+
     void upload(std::span<const channel32> hh, std::span<const double> ld, std::size_t nc, std::size_t nok)
     {
         const std::size_t np = hh.size();
@@ -126,13 +129,9 @@ public:
     void solve(std::span<const channel32> h, std::span<const double> load, std::span<eq_taps32> c,
                std::span<std::uint8_t> ok) override
     {
-        const int np = static_cast<int>(h.size());
-        c_.upload(h, load, c.size(), ok.size());
+        const int np = c_.begin(h, load, c.size(), ok.size());
         if (np == 0) return;
         const auto s = c_.st.get();
-        c_.t0.record(s);
-        autocorr_rhs_kernel<<<np, 64, 0, s>>>(c_.h.data(), c_.load.data(), c_.t.data(), c_.rhs.data());
-        PAQ_CUDA_CHECK_LAUNCH();
         build_dense_kernel<<<dim3((n_eq * n_eq + 255) / 256, np), 256, 0, s>>>(c_.t.data(), a_.data());
         PAQ_CUDA_CHECK_LAUNCH();
         PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
@@ -208,13 +207,9 @@ public:
     void solve(std::span<const channel32> h, std::span<const double> load, std::span<eq_taps32> c,
                std::span<std::uint8_t> ok) override
     {
-        const int np = static_cast<int>(h.size());
-        c_.upload(h, load, c.size(), ok.size());
+        const int np = c_.begin(h, load, c.size(), ok.size());
         if (np == 0) return;
         const auto s = c_.st.get();
-        c_.t0.record(s);
-        autocorr_rhs_kernel<<<np, 64, 0, s>>>(c_.h.data(), c_.load.data(), c_.t.data(), c_.rhs.data());
-        PAQ_CUDA_CHECK_LAUNCH();
         build_csr_kernel<<<dim3((nnz_ + 255) / 256, np), 256, 0, s>>>(c_.t.data(), row_of_.data(), col_ind_.data(), nnz_, vals_.data());
         PAQ_CUDA_CHECK_LAUNCH();
         PAQ_CUSOLVER_CHECK(cusolverSpCcsrqrsvBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),

@@ -43,19 +43,6 @@ std::array<cf64, chain::L_ch> random_channel(std::mt19937_64& rng, double noise)
     return h;
 }
 
-/// cond(R + load I) from the channel's spectrum: R is the Toeplitz matrix of |H(f)|^2, whose
-/// eigenvalues fill [min |H|^2, max |H|^2] (the Cholesky pivot ratio is no estimate of it).
-double spectral_condition(const std::array<cf64, chain::L_ch>& h, double load)
-{
-    double lo = 1e300, hi = 0.0;
-    for (int k = 0; k < 4096; ++k) {
-        cf64 s = 0.0;
-        for (int m = 0; m < chain::L_ch; ++m) s += h[static_cast<std::size_t>(m)] * std::polar(1.0, -2 * std::numbers::pi * k * m / 4096.0);
-        lo = std::min(lo, std::norm(s));
-        hi = std::max(hi, std::norm(s));
-    }
-    return (hi + load) / (lo + load);
-}
 
 }  // namespace
 
