@@ -103,6 +103,21 @@ stream_detector::stream_detector(int device_id, std::size_t max_streams)
 
 stream_detector::~stream_detector() = default;
 
+cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(impl_->v.data()); }
+std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
+dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
+
+void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
+                                    cuda_stream_t stream)
+{
+    auto& m = *impl_;
+    if (streams > m.max_streams) throw std::invalid_argument("stream_detector: more streams than at Create");
+    if (streams == 0) return;
+    detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq,
+                                                                                   track, m.bits.data(), m.stats.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
 void stream_detector::detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq,
                              const dsp::pll_gains& track, std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats)
 {
@@ -114,9 +129,7 @@ void stream_detector::detect(std::span<const cf32> v, std::size_t streams, const
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const auto s = m.st.get();
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.v.data(), v.data(), v.size() * sizeof(cf32), cudaMemcpyHostToDevice, s));
-    detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, s>>>(m.v.data(), static_cast<int>(streams), acq, track,
-                                                                              m.bits.data(), m.stats.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    detect_device(streams, acq, track, s);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(bits.data(), m.bits.data(), bits.size(), cudaMemcpyDeviceToHost, s));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(stats.data(), m.stats.data(), streams * sizeof(dsp::path_stats), cudaMemcpyDeviceToHost, s));
     m.st.synchronize();

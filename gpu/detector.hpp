@@ -8,6 +8,7 @@
 #include "dsp/batch.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/types.hpp"
+#include "gpu/stream_ref.hpp"
 
 #include <cstdint>
 #include <memory>
@@ -25,6 +26,14 @@ public:
     /// v: 6336 x streams decision samples (bit-major). bits: streams x 768 bytes (MSB first).
     void detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
                 std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats);
+
+    // --- device-level API: a stage before writes the decision samples straight into
+    // device_input() (6336 x streams, bit-major); detect_device() runs asynchronously on
+    // `stream` and leaves bits (streams x 768) and stats in device_bits()/device_stats().
+    [[nodiscard]] cf32* device_input() noexcept;
+    [[nodiscard]] std::uint8_t* device_bits() noexcept;
+    [[nodiscard]] dsp::path_stats* device_stats() noexcept;
+    void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, cuda_stream_t stream);
 
 private:
     struct impl;

@@ -16,6 +16,9 @@ namespace {
 constexpr int lq = static_cast<int>(waveform::L_q);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
 constexpr int seg_len = static_cast<int>(waveform::L_pkt) + 2 * pre;  ///< samples a packet's stages read
+/// Segments are stored fft-size apart, zero-padded, so the filter stage transforms them in place.
+constexpr int seg_stride = static_cast<int>(front_end::segment_stride);
+static_assert(seg_stride >= seg_len);
 constexpr int l_ch = dsp::chain::L_ch;
 
 __constant__ cuFloatComplex c_template[32];
@@ -57,24 +60,24 @@ __global__ void gather_kernel(const cuFloatComplex* __restrict__ window, long lo
 {
     const int p = blockIdx.y;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= seg_len) return;
+    if (i >= seg_stride) return;
     const long long idx = starts[p] - pre + i;
     cuFloatComplex v = make_cuFloatComplex(0.0f, 0.0f);
-    if (idx >= 0 && idx < window_len) {
+    if (i < seg_len && idx >= 0 && idx < window_len) {
         v = window[idx];
         if (!(isfinite(v.x) && isfinite(v.y))) {
             atomicAdd(&nonfinite[p], 1u);
             v = make_cuFloatComplex(0.0f, 0.0f);
         }
     }
-    seg[static_cast<std::size_t>(p) * seg_len + i] = v;
+    seg[static_cast<std::size_t>(p) * seg_stride + i] = v;
 }
 
 /// One block per packet: w0 = arg(sum_{n=64}^{223} r(n) r*(n-32)) / 32, reduced in double.
 __global__ void cfo_kernel(const cuFloatComplex* __restrict__ seg, double* __restrict__ w0)
 {
     const int p = blockIdx.x;
-    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_len + pre;
+    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_stride + pre;
     double ar = 0.0, ai = 0.0;
     for (int n = 2 * lq + threadIdx.x; n <= 7 * lq - 1; n += blockDim.x) {
         const cuFloatComplex a = r[n], b = r[n - lq];
@@ -104,7 +107,7 @@ __global__ void derotate_kernel(cuFloatComplex* __restrict__ seg, const double* 
     if (i >= seg_len) return;
     double s, c;
     sincos(-w0[p] * static_cast<double>(i - pre), &s, &c);
-    cuFloatComplex& v = seg[static_cast<std::size_t>(p) * seg_len + i];
+    cuFloatComplex& v = seg[static_cast<std::size_t>(p) * seg_stride + i];
     const float cs = static_cast<float>(c), sn = static_cast<float>(s);
     v = make_cuFloatComplex(v.x * cs - v.y * sn, v.x * sn + v.y * cs);
 }
@@ -114,7 +117,7 @@ __global__ void noise_kernel(const cuFloatComplex* __restrict__ seg, int obs_fir
                              const cuFloatComplex* __restrict__ fit, double rho, double* __restrict__ sigma2)
 {
     const int p = blockIdx.x;
-    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_len + pre + obs_first;
+    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_stride + pre + obs_first;
     const cuFloatComplex* f = fit + static_cast<std::size_t>(p) * m_obs;
     double acc = 0.0;
     for (int i = threadIdx.x; i < m_obs; i += blockDim.x) {
@@ -148,6 +151,7 @@ struct front_end::impl {
     pinned_buffer<double> w0_host, sigma2_host;
     pinned_buffer<unsigned> nonfinite_host;
     pinned_buffer<long long> starts_host;
+    std::size_t window_len = 0;
 
     impl(int dev, std::size_t mw, std::size_t mp)
         : device(select_device(dev)),
@@ -156,7 +160,7 @@ struct front_end::impl {
           t(dsp::get_receiver_tables(16384)),
           blas(st.get()),
           window(mw),
-          seg(mp * seg_len),
+          seg(mp * seg_stride),
           x_lpi_cm(t.M * l_ch),
           x_cm(t.M * l_ch),
           h(mp * l_ch),
@@ -194,6 +198,7 @@ struct front_end::impl {
         if (w.size() > max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
         PAQ_CUDA_CHECK(cudaSetDevice(device));
         PAQ_CUDA_CHECK(cudaMemcpyAsync(window.data(), w.data(), w.size() * sizeof(cf32), cudaMemcpyHostToDevice, st.get()));
+        window_len = w.size();
     }
 };
 
@@ -218,6 +223,54 @@ void front_end::preamble_metric(std::span<const cf32> window, std::span<float> m
     m.st.synchronize();
 }
 
+void front_end::upload_window(std::span<const cf32> window)
+{
+    impl_->upload(window);
+}
+
+void front_end::estimate_device(std::span<const long long> starts)
+{
+    auto& m = *impl_;
+    const std::size_t np = starts.size();
+    if (np == 0) return;
+    if (np > m.max_packets) throw std::invalid_argument("gpu front_end: more packets than at Create");
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    std::copy(starts.begin(), starts.end(), m.starts_host.data());
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.starts.data(), m.starts_host.data(), np * sizeof(long long), cudaMemcpyHostToDevice, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, np * sizeof(unsigned), m.st.get()));
+
+    const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(np));
+    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), m.starts.data(),
+                                                       m.seg.data(), m.nonfinite.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
+    derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+
+    // h (38 x P) = X_lpi (38 x M) * OBS (M x P); OBS column p is the packet's observation
+    // range inside its segment (leading dimension seg_stride).
+    const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
+    const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
+    const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs,
+                                 seg_stride, &zero, m.h.data(), l_ch));
+    // Fit (M x P) = X (M x 38) * h (38 x P), then the residual energy per packet.
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h.data(),
+                                 l_ch, &zero, m.fit.data(), M));
+    noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(), m.t.rho,
+                                                                   m.sigma2.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+front_end::device_results front_end::device() noexcept
+{
+    auto& m = *impl_;
+    return {reinterpret_cast<cf32*>(m.seg.data()), reinterpret_cast<cf32*>(m.h.data()), m.w0.data(), m.sigma2.data(),
+            m.nonfinite.data(), m.st.get()};
+}
+
 std::vector<packet_estimate> front_end::estimate(std::span<const cf32> window, std::span<const long long> starts)
 {
     auto& m = *impl_;
@@ -225,34 +278,8 @@ std::vector<packet_estimate> front_end::estimate(std::span<const cf32> window, s
     std::vector<packet_estimate> out(np);
     if (np == 0) return out;
     if (np > m.max_packets) throw std::invalid_argument("gpu front_end: more packets than at Create");
-    m.upload(window);
-    std::copy(starts.begin(), starts.end(), m.starts_host.data());
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.starts.data(), m.starts_host.data(), np * sizeof(long long), cudaMemcpyHostToDevice, m.st.get()));
-    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, np * sizeof(unsigned), m.st.get()));
-
-    const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
-    gather_kernel<<<grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(window.size()), m.starts.data(),
-                                                m.seg.data(), m.nonfinite.data());
-    PAQ_CUDA_CHECK_LAUNCH();
-    cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
-    PAQ_CUDA_CHECK_LAUNCH();
-    derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
-    PAQ_CUDA_CHECK_LAUNCH();
-
-    // h (38 x P) = X_lpi (38 x M) * OBS (M x P); OBS column p is the packet's observation
-    // range inside its segment (leading dimension seg_len).
-    const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
-    const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
-    const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs,
-                                 seg_len, &zero, m.h.data(), l_ch));
-    // Fit (M x P) = X (M x 38) * h (38 x P), then the residual energy per packet.
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h.data(),
-                                 l_ch, &zero, m.fit.data(), M));
-    noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(), m.t.rho,
-                                                                   m.sigma2.data());
-    PAQ_CUDA_CHECK_LAUNCH();
-
+    upload_window(window);
+    estimate_device(starts);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.h_host.data(), m.h.data(), np * l_ch * sizeof(cf32), cudaMemcpyDeviceToHost, m.st.get()));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.w0_host.data(), m.w0.data(), np * sizeof(double), cudaMemcpyDeviceToHost, m.st.get()));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.sigma2_host.data(), m.sigma2.data(), np * sizeof(double), cudaMemcpyDeviceToHost, m.st.get()));

@@ -11,6 +11,7 @@
 
 #include "dsp/receiver_tables.hpp"
 #include "dsp/types.hpp"
+#include "gpu/stream_ref.hpp"
 
 #include <array>
 #include <cstddef>
@@ -30,6 +31,9 @@ struct packet_estimate {
 
 class front_end {
 public:
+    /// Distance between packet segments in the device buffer: the filter stage's FFT size.
+    static constexpr std::size_t segment_stride = 16384;
+
     /// \param device_id CUDA device
     /// \param max_window_samples largest window that will be passed
     /// \param max_packets largest number of packets per call
@@ -45,6 +49,21 @@ public:
     /// Estimates for the packets starting at `starts` (window-relative, as from
     /// dsp::locate_packets). Copies the window to the device.
     [[nodiscard]] std::vector<packet_estimate> estimate(std::span<const cf32> window, std::span<const long long> starts);
+
+    // --- device-level API for the GPU backend: results stay on the device.
+    /// Copies the window to the device (preamble_metric does too).
+    void upload_window(std::span<const cf32> window);
+    /// The estimation stages for the uploaded window, asynchronous on the front end's stream.
+    void estimate_device(std::span<const long long> starts);
+    struct device_results {
+        cf32* segments;        ///< packets x segment_stride, de-rotated, packet at [256, 256 + L_pkt)
+        cf32* channels;        ///< packets x 38
+        double* cfo;           ///< packets
+        double* sigma2;        ///< packets
+        unsigned* nonfinite;   ///< packets
+        cuda_stream_t stream;  ///< everything above is ordered on this stream
+    };
+    [[nodiscard]] device_results device() noexcept;
 
 private:
     struct impl;

@@ -151,6 +151,16 @@ levinson_solver::levinson_solver(int device_id, std::size_t max_packets)
 
 levinson_solver::~levinson_solver() = default;
 
+void levinson_solver::solve_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t np,
+                                   cuda_stream_t stream)
+{
+    if (np == 0) return;
+    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
+    levinson_kernel<<<blocks, 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), load,
+                                                                  static_cast<int>(np), reinterpret_cast<cuFloatComplex*>(c), ok);
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
 float levinson_solver::last_kernel_ms() const noexcept { return impl_->last_ms; }
 
 void levinson_solver::solve(std::span<const channel32> h, std::span<const double> diag_load, std::span<eq_taps32> c,
@@ -167,9 +177,7 @@ void levinson_solver::solve(std::span<const channel32> h, std::span<const double
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.h.data(), h.data(), np * sizeof(channel32), cudaMemcpyHostToDevice, s));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.load.data(), diag_load.data(), np * sizeof(double), cudaMemcpyHostToDevice, s));
     m.t0.record(s);
-    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
-    levinson_kernel<<<blocks, 32 * warps_per_block, 0, s>>>(m.h.data(), m.load.data(), static_cast<int>(np), m.c.data(), m.ok.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    solve_device(reinterpret_cast<const cf32*>(m.h.data()), m.load.data(), reinterpret_cast<cf32*>(m.c.data()), m.ok.data(), np, s);
     m.t1.record(s);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(c.data(), m.c.data(), np * sizeof(eq_taps32), cudaMemcpyDeviceToHost, s));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(ok.data(), m.ok.data(), np, cudaMemcpyDeviceToHost, s));

@@ -15,6 +15,7 @@
 
 #include "dsp/receiver_tables.hpp"
 #include "dsp/types.hpp"
+#include "gpu/stream_ref.hpp"
 
 #include <array>
 #include <cstdint>
@@ -57,6 +58,11 @@ public:
                std::span<std::uint8_t> ok) override;
     [[nodiscard]] float last_kernel_ms() const noexcept override;
     [[nodiscard]] const char* name() const noexcept override { return "levinson"; }
+
+    /// Device-level: the same solve on device buffers (h: np x 38, load: np, c: np x 186,
+    /// ok: np), asynchronous on `stream`. Allocates nothing.
+    static void solve_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t np,
+                             cuda_stream_t stream);
 
 private:
     struct impl;

@@ -11,7 +11,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 echo "commit $(cat .device/commit)" | tee -a "$out/gpu.txt"
 status=0
 rows=()
-for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector; do
+for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_backend; do
   ./.device/$t > "$out/$t.log" 2>&1
   rc=$?
   [[ $rc -ne 0 ]] && status=1
@@ -19,7 +19,7 @@ for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector; d
 done
 ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
 echo
-grep -hE '^(metric|estimates|levinson|cusolver|detector)' "$out"/test_*.log
+grep -hE '^(metric|estimates|levinson|cusolver|detector|backend)' "$out"/test_*.log
 echo
 cat "$out/bench-solvers.log"
 echo

@@ -1,0 +1,131 @@
+// Whole batches: the CUDA backend against the CPU backend on the same windows (label gpu).
+// Bits may differ only where a decision statistic is within rounding of zero (float on the
+// GPU, double on the CPU); the differences are counted and bounded.
+#include "chain_fixture.hpp"
+
+#include "dsp/batcher.hpp"
+#include "gpu/cuda_backend.hpp"
+#include "gpu/device.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+using namespace paq;
+using namespace paq::dsp;
+
+namespace {
+
+struct comparison {
+    std::size_t packets = 0;
+    std::array<std::size_t, chain::num_paths> bit_diff{};
+    double worst_cfo = 0.0, worst_sigma2 = 0.0;
+    std::size_t truncated_cpu = 0, truncated_gpu = 0;
+};
+
+comparison compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
+                            std::uint64_t lost = 0)
+{
+    cpu_backend cpu(rc);
+    gpu::cuda_backend gpu_be(rc, 0);
+    batcher bt(rc.batch_samples);
+    if (lost) {
+        bt.push(std::span(samples).first(lost_at));
+        bt.gap(lost);
+        bt.push(std::span(samples).subspan(lost_at + lost));
+    } else {
+        bt.push(samples);
+    }
+    bt.finish();
+    comparison c;
+    while (auto b = bt.pop()) {
+        const auto a = cpu.process(*b);
+        const auto g = gpu_be.process(*b);
+        c.truncated_cpu += a.truncated_packets;
+        c.truncated_gpu += g.truncated_packets;
+        EXPECT_EQ(a.packets.size(), g.packets.size()) << "batch " << b->index;
+        const std::size_t n = std::min(a.packets.size(), g.packets.size());
+        for (std::size_t p = 0; p < n; ++p) {
+            EXPECT_EQ(a.packets[p].start_sample, g.packets[p].start_sample);
+            EXPECT_EQ(a.packets[p].nonfinite_samples, g.packets[p].nonfinite_samples);
+            c.worst_cfo = std::max(c.worst_cfo, std::abs(a.packets[p].cfo_rad_per_sample - g.packets[p].cfo_rad_per_sample));
+            c.worst_sigma2 = std::max(c.worst_sigma2, std::abs(g.packets[p].sigma2 / a.packets[p].sigma2 - 1.0));
+            for (int path = 0; path < chain::num_paths; ++path) {
+                const auto* x = a.packet_bits(p, path);
+                const auto* y = g.packet_bits(p, path);
+                for (std::size_t i = 0; i < packed_data_bytes; ++i) {
+                    c.bit_diff[static_cast<std::size_t>(path)] += static_cast<std::size_t>(__builtin_popcount(x[i] ^ y[i]));
+                }
+            }
+        }
+        c.packets += n;
+    }
+    return c;
+}
+
+void report_and_check(const char* what, const comparison& c)
+{
+    std::printf("backend %s: %zu packets; bits differing per path:", what, c.packets);
+    for (int p = 0; p < chain::num_paths; ++p) std::printf(" %s %zu", path_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
+    std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e\n", c.worst_cfo, c.worst_sigma2);
+    const double bits = static_cast<double>(c.packets * waveform::data_bits);
+    for (int p = 0; p < chain::num_paths; ++p) {
+        EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 2e-4 * bits) << path_name(p);
+    }
+    EXPECT_LT(c.worst_cfo, 1e-6);
+    EXPECT_LT(c.worst_sigma2, 1e-3);
+    EXPECT_EQ(c.truncated_cpu, c.truncated_gpu);
+}
+
+class gpu_backend : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        if (gpu::list_gpu_devices().empty()) GTEST_SKIP() << "no CUDA device: GPU tests skipped";
+    }
+};
+
+}  // namespace
+
+TEST_F(gpu_backend, small_batches_match_the_cpu)
+{
+    sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 12.0;
+    sc.cfo_hz = 80'000.0;
+    sc.timing_offset_samples = 0.3;
+    sc.seed = 1201;
+    auto sim = test::simulate(sc, 60);
+    sim.samples[sim.samples.size() / 2] = cf32(std::nanf(""), 0.0f);
+    receiver_config rc;
+    rc.batch_samples = 250'000;
+    report_and_check("small", compare_backends(sim.samples, rc));
+}
+
+TEST_F(gpu_backend, batch_with_a_gap_matches_the_cpu)
+{
+    sim_config sc;
+    sc.preset = "two-ray";
+    sc.ebn0_db = 15.0;
+    sc.seed = 1202;
+    const auto sim = test::simulate(sc, 40);
+    receiver_config rc;
+    rc.batch_samples = 300'000;
+    report_and_check("gap", compare_backends(sim.samples, rc, sim.truth.packet_starts[10] + 5000, 3000));
+}
+
+TEST_F(gpu_backend, full_batches_of_3104_and_3103_packets_match_the_cpu)
+{
+    // Two default batches (1.9065 s each): 39,321,600 new samples hold 3103 or 3104 packets.
+    sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 12.0;
+    sc.cfo_hz = 50'000.0;
+    sc.seed = 1203;
+    const auto sim = test::simulate(sc, 6210);
+    receiver_config rc;  // default batch
+    const auto c = compare_backends(sim.samples, rc);
+    report_and_check("full", c);
+    EXPECT_GE(c.packets, 6206u);
+}
