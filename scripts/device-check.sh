@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests, writes
-# full logs to $OUT and prints a short table last.
+# On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
+# benchmarks, writes full logs to $OUT and prints a short table last.
+#   bash scripts/device-check.sh [all|tests|bench]
 set -uo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-all}
 out=${OUT:-/tmp/paq-device-out}
 mkdir -p "$out"
 cuda_lib=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
@@ -11,17 +13,28 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 echo "commit $(cat .device/commit)" | tee -a "$out/gpu.txt"
 status=0
 rows=()
-for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_backend; do
-  ./.device/$t > "$out/$t.log" 2>&1
-  rc=$?
-  [[ $rc -ne 0 ]] && status=1
-  rows+=("$(printf '%-22s rc=%d  %s' "$t" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')")")
-done
-./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
-echo
-grep -hE '^(metric|estimates|levinson|cusolver|detector|backend)' "$out"/test_*.log
-echo
-cat "$out/bench-solvers.log"
+if [[ $mode == all || $mode == tests ]]; then
+  : > "$out/tests.log"
+  for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_backend; do
+    echo "=== $t" >> "$out/tests.log"
+    ./.device/$t > "$out/$t.tmp" 2>&1
+    rc=$?
+    cat "$out/$t.tmp" >> "$out/tests.log"
+    [[ $rc -ne 0 ]] && status=1
+    rows+=("$(printf '%-22s rc=%d  %s' "$t" "$rc" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.tmp" | tr '\n' ' ')")")
+    rm -f "$out/$t.tmp"
+  done
+  echo
+  grep -hE '^(metric|estimates|levinson|cusolver|detector|backend)' "$out/tests.log"
+fi
+if [[ $mode == all || $mode == bench ]]; then
+  ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
+  ./.device/paq-bench --json "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
+  echo
+  cat "$out/bench-solvers.log"
+  echo
+  cat "$out/bench.log"
+fi
 echo
 printf '%s\n' "${rows[@]}"
 exit $status
