@@ -64,15 +64,26 @@ int main(int argc, char** argv)
     cudaMemGetInfo(&free1, &total);
 
     using clock = std::chrono::steady_clock;
-    std::vector<double> ms;
+    std::vector<double> ms, ph_metric, ph_locate, ph_device, ph_copy;
     std::size_t packets = 0;
     for (int it = 0; it < 23; ++it) {
         const auto t0 = clock::now();
         const auto out = gpu_be.process(*batch);
         const auto t1 = clock::now();
         packets = out.packets.size();
-        if (it >= 3) ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        if (it >= 3) {
+            ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            const auto tm = gpu_be.last_timing();
+            ph_metric.push_back(tm.metric_ms);
+            ph_locate.push_back(tm.locate_ms);
+            ph_device.push_back(tm.device_ms);
+            ph_copy.push_back(tm.copy_back_ms);
+        }
     }
+    const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v[v.size() / 2];
+    };
     std::sort(ms.begin(), ms.end());
     const double gpu_ms = ms[ms.size() / 2];
 
@@ -100,7 +111,9 @@ int main(int argc, char** argv)
                      {"cpu_subset_packets", cpu_out.packets.size()},
                      {"cpu_subset_ms", cpu_sub_ms},
                      {"cpu_scaled_ms", cpu_ms},
-                     {"gpu_vs_cpu", cpu_ms / gpu_ms}};
+                     {"gpu_vs_cpu", cpu_ms / gpu_ms},
+                     {"phases_ms_median", {{"metric_upload_and_back", median(ph_metric)}, {"locate_on_host", median(ph_locate)},
+                                           {"device_chain", median(ph_device)}, {"copy_back_and_records", median(ph_copy)}}}};
     if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
     std::printf("| what | value |\n|---|---|\n");
     std::printf("| packets in the batch | %zu |\n", packets);
@@ -110,5 +123,9 @@ int main(int argc, char** argv)
     std::printf("| CPU backend, %zu packets, %d threads | %.0f ms (scaled to the batch: %.0f ms) |\n", cpu_out.packets.size(),
                 omp_get_max_threads(), cpu_sub_ms, cpu_ms);
     std::printf("| GPU / CPU speed ratio | %.0fx |\n", cpu_ms / gpu_ms);
+    std::printf("| phase: window upload + metric + metric back (host clock) | %.2f ms |\n", median(ph_metric));
+    std::printf("| phase: packet location on the host | %.2f ms |\n", median(ph_locate));
+    std::printf("| phase: device chain, estimates .. detector (CUDA events) | %.2f ms |\n", median(ph_device));
+    std::printf("| phase: bits and estimates back, records | %.2f ms |\n", median(ph_copy));
     return 0;
 }

@@ -15,6 +15,7 @@
 #include <cuComplex.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -237,6 +238,8 @@ struct cuda_backend::impl {
     pinned_buffer<double> cfo_host, sigma2_host, cond_host;
     pinned_buffer<unsigned> nonfinite_host;
     pinned_buffer<std::uint8_t> ok_zf_host, ok_mmse_host;
+    event ev0, ev1;
+    cuda_backend::timing last;
 
     impl(const dsp::receiver_config& c, int dev)
         : cfg(c),
@@ -320,6 +323,8 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id)
 
 cuda_backend::~cuda_backend() = default;
 
+cuda_backend::timing cuda_backend::last_timing() const noexcept { return impl_->last; }
+
 dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
 {
     auto& m = *impl_;
@@ -330,21 +335,29 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
 
+    using clock = std::chrono::steady_clock;
+    const auto ms_since = [](clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); };
+    m.last = {};
     // Metric on the device; packet location on the host (known gap, see the header).
+    auto t_phase = clock::now();
     const std::size_t n_metric = len - dsp::detector_span + 1;
     m.fe.preamble_metric(batch.samples, std::span<float>(m.metric_f.data(), n_metric));
+    m.last.metric_ms = ms_since(t_phase);
+    t_phase = clock::now();
     std::copy_n(m.metric_f.begin(), n_metric, m.metric_d.begin());
     const auto found = dsp::locate_packets(batch, std::span<const double>(m.metric_d.data(), n_metric), m.cfg.detection_threshold,
                                            m.t.template_offset);
+    m.last.locate_ms = ms_since(t_phase);
     out.truncated_packets = found.truncated;
     const std::size_t np = found.starts.size();
     if (np == 0) return out;
     if (np > m.max_packets) throw std::runtime_error("cuda backend: more packets than buffers");
     const int P = static_cast<int>(np);
 
-    m.fe.estimate_device(found.starts);
     const auto d = m.fe.device();
     const cudaStream_t s = d.stream;
+    m.ev0.record(s);
+    m.fe.estimate_device(found.starts);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
 
@@ -397,6 +410,8 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         PAQ_CUDA_CHECK_LAUNCH();
     }
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
+    m.ev1.record(s);
+    t_phase = clock::now();
 
     // Only bits and per-packet estimates come back.
     const std::size_t nbytes = np * num_paths * dsp::packed_data_bytes;
@@ -437,6 +452,8 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         for (int path = 0; path < num_paths; ++path) rec.paths[static_cast<std::size_t>(path)] = m.stats_host[p * num_paths + static_cast<std::size_t>(path)];
         out.nonfinite_samples += rec.nonfinite_samples;
     }
+    m.last.device_ms = m.ev1.elapsed_ms_since(m.ev0);
+    m.last.copy_back_ms = ms_since(t_phase);
     return out;
 }
 

@@ -26,6 +26,16 @@ public:
     [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override;
     [[nodiscard]] std::string name() const override { return "cuda"; }
 
+    /// Where the last process() spent its time, milliseconds (host clocks around the host
+    /// phases, CUDA events around the device chain).
+    struct timing {
+        double metric_ms = 0.0;    ///< window upload, metric kernel, metric back to the host
+        double locate_ms = 0.0;    ///< packet location on the host
+        double device_ms = 0.0;    ///< estimates .. detector, CUDA events
+        double copy_back_ms = 0.0; ///< bits and estimates to the host, records filled
+    };
+    [[nodiscard]] timing last_timing() const noexcept;
+
 private:
     struct impl;
     std::unique_ptr<impl> impl_;
