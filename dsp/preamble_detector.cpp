@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 
 namespace paq::dsp {
 
@@ -56,64 +55,62 @@ void preamble_metric(std::span<const cf32> r, std::span<double> out, const std::
 std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, std::size_t first, std::size_t last,
                                                double threshold, std::size_t half_window, bool segment_start)
 {
-    std::vector<preamble_peak> peaks;
     const std::size_t n = metric.size();
     last = std::min(last, n);
-    if (first >= last) {
-        return peaks;
-    }
+    std::vector<preamble_peak> peaks;
+    if (first >= last) return peaks;
     const std::size_t w = half_window;
-    // Left pass: M(u) strictly greater than every value in [u - W, u - 1].
-    std::vector<std::size_t> cand;
-    {
-        std::deque<std::size_t> dq;  // indices with decreasing metric
-        const std::size_t start = first > w ? first - w : 0;
-        for (std::size_t u = start; u < last; ++u) {
-            if (u >= first && metric[u] >= threshold) {
-                while (!dq.empty() && dq.front() + w < u) {
-                    dq.pop_front();
-                }
-                if (dq.empty() || metric[dq.front()] < metric[u]) {
-                    cand.push_back(u);
-                }
-            }
-            while (!dq.empty() && metric[dq.back()] <= metric[u]) {
-                dq.pop_back();
-            }
-            dq.push_back(u);
+
+    // Block maxima make any range maximum a few hundred reads; candidates (values at or
+    // above the threshold, about 1% of the positions) are then checked independently.
+    constexpr std::size_t block = 256;
+    const std::size_t nb = (n + block - 1) / block;
+    std::vector<double> bmax(nb);
+#pragma omp parallel for schedule(static)
+    for (std::size_t b = 0; b < nb; ++b) {
+        double m = -INFINITY;
+        for (std::size_t i = b * block; i < std::min(n, (b + 1) * block); ++i) m = std::max(m, metric[i]);
+        bmax[b] = m;
+    }
+    // max of metric[lo .. hi], -inf for an empty range.
+    auto range_max = [&](std::size_t lo, std::size_t hi) {
+        double m = -INFINITY;
+        if (lo > hi) return m;
+        std::size_t i = lo;
+        for (; i <= hi && i % block != 0; ++i) m = std::max(m, metric[i]);
+        for (; i + block - 1 <= hi; i += block) m = std::max(m, bmax[i / block]);
+        for (; i <= hi; ++i) m = std::max(m, metric[i]);
+        return m;
+    };
+
+    // u is a peak if metric[u] >= threshold, metric[u] > every value in [u - W, u - 1] (the
+    // leftmost of equals wins), metric[u] >= every value in [u + 1, u + W], ranges clipped to
+    // the array; at a segment start also the extension documented in the header.
+    constexpr std::size_t spacing_margin = 8;
+    const auto is_peak = [&](std::size_t u) {
+        const double v = metric[u];
+        if (u > 0 && !(v > range_max(u > w ? u - w : 0, u - 1))) return false;
+        if (v < range_max(u + 1, std::min(n - 1, u + w))) return false;
+        if (segment_start && u < w) {
+            // Left side clipped by w - u: look that much further right, less a few samples so
+            // that the next packet (L_pkt = 2W later) stays out of reach.
+            const std::size_t ext_end = std::min(n, u + w + (w - u) - spacing_margin + 1);
+            if (ext_end > u + w + 1 && range_max(u + w + 1, ext_end - 1) > v) return false;
+        }
+        return true;
+    };
+
+    constexpr std::size_t chunk = 1 << 16;
+    const std::size_t n_chunks = (last - first + chunk - 1) / chunk;
+    std::vector<std::vector<preamble_peak>> found(n_chunks);
+#pragma omp parallel for schedule(dynamic)
+    for (std::size_t c = 0; c < n_chunks; ++c) {
+        const std::size_t u0 = first + c * chunk, u1 = std::min(last, u0 + chunk);
+        for (std::size_t u = u0; u < u1; ++u) {
+            if (metric[u] >= threshold && is_peak(u)) found[c].push_back({u, metric[u]});
         }
     }
-    // Right pass: M(u) >= every value in [u + 1, u + W].
-    {
-        std::deque<std::size_t> dq;
-        const std::size_t stop = std::min(n, last + w);
-        std::size_t next = stop;  // next index to push (descending)
-        for (std::size_t i = cand.size(); i-- > 0;) {
-            const std::size_t u = cand[i];
-            while (next > u + 1) {
-                --next;
-                while (!dq.empty() && metric[dq.back()] <= metric[next]) {
-                    dq.pop_back();
-                }
-                dq.push_back(next);
-            }
-            while (!dq.empty() && dq.front() > u + w) {
-                dq.pop_front();
-            }
-            if (!dq.empty() && metric[dq.front()] > metric[u]) continue;
-            if (segment_start && u < w) {
-                // Left side clipped by w - u: look that much further right, less a few
-                // samples so that the next packet (L_pkt = 2W later) stays out of reach.
-                constexpr std::size_t spacing_margin = 8;
-                const std::size_t ext_end = std::min(n, u + w + (w - u) - spacing_margin + 1);
-                bool beaten = false;
-                for (std::size_t v = u + w + 1; v < ext_end && !beaten; ++v) beaten = metric[v] > metric[u];
-                if (beaten) continue;
-            }
-            peaks.push_back({u, metric[u]});
-        }
-    }
-    std::reverse(peaks.begin(), peaks.end());
+    for (auto& f : found) peaks.insert(peaks.end(), f.begin(), f.end());
     return peaks;
 }
 
