@@ -31,6 +31,10 @@ int main(int argc, char** argv)
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
     replay->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)");
+    std::string backend = "cpu";
+    int gpu = 0;
+    replay->add_option("--backend", backend, "Signal-chain backend: cpu or cuda")->capture_default_str();
+    replay->add_option("--gpu", gpu, "CUDA device for --backend cuda")->capture_default_str();
     replay->add_flag("--json", json, "Print the summary as JSON instead of the table");
     replay->add_option("--json-out", json_out, "Also write the JSON summary to this file");
 
@@ -43,6 +47,8 @@ int main(int argc, char** argv)
         daemon::replay_options opt;
         opt.file = file;
         opt.pattern = dsp::parse_pn_pattern(pattern);
+        opt.backend = backend;
+        opt.gpu = gpu;
         if (!config_file.empty()) opt.receiver = config::load_receiver_config(config_file);
         if (batch_samples) opt.receiver.batch_samples = batch_samples;
         if (threads >= 0) opt.receiver.cpu_threads = threads;

@@ -2,6 +2,10 @@
 
 #include "dsp/cpu_backend.hpp"
 #include "io/sample_file.hpp"
+#ifdef PAQ_HAVE_CUDA
+#include "gpu/cuda_backend.hpp"
+#include "gpu/device.hpp"
+#endif
 
 #include <cmath>
 #include <cstdio>
@@ -9,6 +13,24 @@
 #include <sstream>
 
 namespace paq::daemon {
+
+std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu)
+{
+    if (name == "cpu") return std::make_unique<dsp::cpu_backend>(cfg);
+    if (name == "cuda") {
+#ifdef PAQ_HAVE_CUDA
+        const auto devices = gpu::list_gpu_devices();
+        if (gpu < 0 || static_cast<std::size_t>(gpu) >= devices.size()) {
+            throw std::runtime_error("--backend cuda: no CUDA device " + std::to_string(gpu) + " (" +
+                                     std::to_string(devices.size()) + " found); use --backend cpu");
+        }
+        return std::make_unique<gpu::cuda_backend>(cfg, gpu);
+#else
+        throw std::runtime_error("--backend cuda: this paqd was built without CUDA; use --backend cpu");
+#endif
+    }
+    throw std::invalid_argument("unknown backend '" + name + "' (allowed: cpu, cuda)");
+}
 
 replay_result run_replay(const replay_options& opt)
 {
@@ -22,8 +44,9 @@ replay_result run_replay(const replay_options& opt)
         res.warnings.push_back("truncated file: " + std::to_string(info.trailing_bytes) +
                                " trailing bytes after the last whole sample ignored");
     }
-    dsp::cpu_backend backend(opt.receiver);
-    res.summary = dsp::run_receiver(backend, opt.receiver, opt.pattern, info.sample_rate_hz,
+    const auto backend = make_backend(opt.backend, opt.receiver, opt.gpu);
+    res.backend = backend->name();
+    res.summary = dsp::run_receiver(*backend, opt.receiver, opt.pattern, info.sample_rate_hz,
                                     [&](std::span<cf32> out) { return reader.read(out); });
     const auto& s = res.summary;
     if (s.nonfinite_samples) {
@@ -41,7 +64,7 @@ replay_result run_replay(const replay_options& opt)
 void print_table(const replay_result& r, std::ostream& os)
 {
     const auto& s = r.summary;
-    os << "paqd replay: " << r.file << "\n";
+    os << "paqd replay: " << r.file << " (" << r.backend << " backend)\n";
     os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
        << s.packets_found << ", flagged " << s.packets_flagged << ", truncated " << s.packets_truncated
@@ -76,6 +99,7 @@ nlohmann::json to_json(const replay_result& r)
                          {"mean_bep_estimate", p.mean_bep_estimate}});
     }
     return {{"file", r.file},
+            {"backend", r.backend},
             {"sample_rate_hz", r.sample_rate_hz},
             {"samples", s.samples},
             {"batches", s.batches},

@@ -1,6 +1,7 @@
 // `paqd replay FILE`: the chain over a recording, with the side-by-side table per path.
 #pragma once
 
+#include "dsp/backend.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
 #include "dsp/receiver_run.hpp"
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -22,6 +24,8 @@ struct replay_options {
     std::optional<double> raw_sample_rate_hz;      ///< raw files only
     dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
     dsp::receiver_config receiver;
+    std::string backend = "cpu";  ///< "cpu" or "cuda"
+    int gpu = 0;                  ///< CUDA device for the cuda backend
 };
 
 struct replay_result {
@@ -29,8 +33,13 @@ struct replay_result {
     double sample_rate_hz = 0.0;
     std::uint64_t trailing_bytes = 0;   ///< truncated file: bytes after the last whole sample
     std::string file;
+    std::string backend;
     std::vector<std::string> warnings;  ///< also in the JSON
 };
+
+/// The backend by name: "cpu", or "cuda" (device `gpu`). Throws std::invalid_argument for an
+/// unknown name and std::runtime_error when CUDA is not built in or the device is unusable.
+[[nodiscard]] std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu);
 
 /// Throws on unreadable input (the message names the file and what is wrong).
 [[nodiscard]] replay_result run_replay(const replay_options& opt);

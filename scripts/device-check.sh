@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench]
+#   bash scripts/device-check.sh [all|tests|bench|replay]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -34,6 +34,15 @@ if [[ $mode == all || $mode == bench ]]; then
   cat "$out/bench-solvers.log"
   echo
   cat "$out/bench.log"
+fi
+if [[ $mode == all || $mode == replay ]]; then
+  # The user's path: a recording replayed by paqd with each backend, tables side by side.
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 2 --seed 31 --output /tmp/paq-replay > /dev/null
+  for b in cpu cuda; do
+    ./.device/paqd replay /tmp/paq-replay.sigmf-meta --backend "$b" --json-out "$out/replay-$b.json" > "$out/replay-$b.log" 2>&1 || status=1
+    echo
+    cat "$out/replay-$b.log"
+  done
 fi
 echo
 printf '%s\n' "${rows[@]}"

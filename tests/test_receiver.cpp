@@ -298,6 +298,26 @@ TEST(bad_input, truncated_and_mistyped_recordings)
     std::filesystem::remove_all(dir);
 }
 
+TEST(bad_input, unknown_or_unavailable_backend)
+{
+    receiver_config rc;
+    try {
+        (void)daemon::make_backend("moon", rc, 0);
+        ADD_FAILURE() << "backend 'moon' accepted";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("cpu, cuda"), std::string::npos) << e.what();
+    }
+    EXPECT_EQ(daemon::make_backend("cpu", rc, 0)->name(), "cpu");
+    // No GPU here (or no CUDA in this build): a clear error, not a crash. With a GPU, device
+    // 99 does not exist either.
+    try {
+        (void)daemon::make_backend("cuda", rc, 99);
+        ADD_FAILURE() << "cuda device 99 accepted";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("--backend cpu"), std::string::npos) << e.what();
+    }
+}
+
 TEST(bad_input, paq_sim_rejects_bad_arguments)
 {
     const std::string sim = std::string(PAQ_BINARY_DIR) + "/tools/paq-sim";
