@@ -26,6 +26,7 @@ std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, cons
         }
         return std::make_unique<gpu::cuda_backend>(cfg, gpu);
 #else
+        static_cast<void>(gpu);
         throw std::runtime_error("--backend cuda: this paqd was built without CUDA; use --backend cpu");
 #endif
     }
