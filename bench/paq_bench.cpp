@@ -8,6 +8,7 @@
 #include "dsp/cpu_backend.hpp"
 #include "dsp/simulator.hpp"
 #include "gpu/cuda_backend.hpp"
+#include "bench/bench_common.hpp"
 #include "gpu/device.hpp"
 
 #include <cuda_runtime_api.h>
@@ -26,19 +27,11 @@ using namespace paq::dsp;
 
 int main(int argc, char** argv)
 {
-    std::string json_path;
-    for (int i = 1; i < argc; ++i) {
-        if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: paq-bench [--json FILE]\n");
-            return 2;
-        }
-    }
-    const auto devices = gpu::list_gpu_devices();
-    if (devices.empty()) {
-        std::fprintf(stderr, "paq-bench: no CUDA device\n");
-        return 1;
-    }
+    const auto json_opt = bench::parse_json_option(argc, argv, "paq-bench");
+    if (!json_opt) return 2;
+    const std::string json_path = *json_opt;
+    const auto devices = bench::require_devices("paq-bench");
+    if (devices.empty()) return 1;
     receiver_config rc;  // defaults: one batch = 1.9065 s
     sim_config sc;
     sc.preset = "edwards3";

@@ -9,6 +9,7 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
+#include "bench/bench_common.hpp"
 #include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
 #include "gpu/solver.hpp"
@@ -28,19 +29,11 @@ using namespace paq::dsp;
 
 int main(int argc, char** argv)
 {
-    std::string json_path;
-    for (int i = 1; i < argc; ++i) {
-        if (std::string(argv[i]) == "--json" && i + 1 < argc) json_path = argv[++i];
-        else {
-            std::fprintf(stderr, "usage: paq-bench-solvers [--json FILE]\n");
-            return 2;
-        }
-    }
-    const auto devices = gpu::list_gpu_devices();
-    if (devices.empty()) {
-        std::fprintf(stderr, "paq-bench-solvers: no CUDA device\n");
-        return 1;
-    }
+    const auto json_opt = bench::parse_json_option(argc, argv, "paq-bench-solvers");
+    if (!json_opt) return 2;
+    const std::string json_path = *json_opt;
+    const auto devices = bench::require_devices("paq-bench-solvers");
+    if (devices.empty()) return 1;
     constexpr std::size_t packets = 3104;
     const auto t_start = std::chrono::steady_clock::now();
 

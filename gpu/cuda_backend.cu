@@ -48,6 +48,19 @@ __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __re
     if (p < np) load[p] = 2.0 * sigma2[p];
 }
 
+/// <sinc(. - tau), h> and <sinc(. - tau), sinc(. - tau)> over the channel's taps.
+__device__ inline void sinc_projection(const cuDoubleComplex* h, double tau, double& dr, double& di, double& ss)
+{
+    dr = di = ss = 0.0;
+    for (int m = -N1; m <= N2; ++m) {
+        const double x = 3.14159265358979323846 * (m - tau);
+        const double s = fabs(x) < 1e-12 ? 1.0 : sin(x) / x;
+        dr += s * h[m + N1].x;
+        di += s * h[m + N1].y;
+        ss += s * s;
+    }
+}
+
 /// dsp::fit_single_path: the band-limited single path closest to h, one block per packet.
 __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, double* __restrict__ tau_out,
                                    cuDoubleComplex* __restrict__ gain_out)
@@ -66,14 +79,8 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
     int bi = 0;
     for (int c = threadIdx.x; c < n_cand; c += blockDim.x) {
         const double tau = static_cast<double>(c - N1 * steps) / steps;
-        double dr = 0.0, di = 0.0, ss = 0.0;
-        for (int m = -N1; m <= N2; ++m) {
-            const double x = 3.14159265358979323846 * (m - tau);
-            const double s = fabs(x) < 1e-12 ? 1.0 : sin(x) / x;
-            dr += s * h[m + N1].x;
-            di += s * h[m + N1].y;
-            ss += s * s;
-        }
+        double dr, di, ss;
+        sinc_projection(h, tau, dr, di, ss);
         const double score = (dr * dr + di * di) / ss;
         if (score > bs) {  // strictly greater: the first maximum wins, as on the CPU
             bs = score;
@@ -96,14 +103,8 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
     }
     if (threadIdx.x == 0) {
         const double tau = static_cast<double>(best_i[0] - N1 * steps) / steps;
-        double dr = 0.0, di = 0.0, ss = 0.0;
-        for (int m = -N1; m <= N2; ++m) {
-            const double x = 3.14159265358979323846 * (m - tau);
-            const double s = fabs(x) < 1e-12 ? 1.0 : sin(x) / x;
-            dr += s * h[m + N1].x;
-            di += s * h[m + N1].y;
-            ss += s * s;
-        }
+        double dr, di, ss;
+        sinc_projection(h, tau, dr, di, ss);
         tau_out[p] = tau;
         gain_out[p] = make_cuDoubleComplex(dr / ss, di / ss);
     }
