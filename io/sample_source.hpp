@@ -1,0 +1,75 @@
+// Where samples come from (file, TCP, UDP, VITA-49, libiio) and where they go (the ring
+// buffer's producer side). A source runs on the acquisition thread: run() blocks until the
+// stream ends, stop() is called, or the source fails for good.
+//
+//   source.run(sink)  --write()/gap()-->  ring buffer  -->  batcher thread
+//
+// Nothing is lost silently: a source that knows samples are missing (a lost datagram, a
+// device overrun, a reconnect) says so with gap(), with the number of samples when it knows
+// it (0 when it cannot know, e.g. raw IQ over UDP); the batcher then ends the segment there
+// so that no packet spans the gap.
+#pragma once
+
+#include "dsp/types.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace paq::io {
+
+/// Why a gap is in the stream (counted per reason in the status line and metrics).
+enum class gap_reason : std::uint8_t {
+    overflow,      ///< the ring buffer was full and samples were dropped (drop policy)
+    lost_packets,  ///< datagrams missing by sequence number or timestamp
+    stall,         ///< no samples for longer than the stall timeout
+    reconnect,     ///< the connection or the device went away and came back
+    source_error,  ///< the source reported an overrun or a corrupt block
+};
+
+[[nodiscard]] std::string_view to_string(gap_reason r) noexcept;
+
+/// The consumer of a source's samples. Called from the acquisition thread only.
+class sample_sink {
+public:
+    virtual ~sample_sink() = default;
+    /// Contiguous samples, in stream order.
+    virtual void write(std::span<const cf32> samples) = 0;
+    /// `lost_samples` samples are missing before the next write() (0: unknown count).
+    virtual void gap(std::uint64_t lost_samples, gap_reason reason) = 0;
+};
+
+/// Counters every source keeps (read from other threads while it runs).
+struct source_counters {
+    std::atomic<std::uint64_t> samples{0};         ///< samples delivered to the sink
+    std::atomic<std::uint64_t> bytes{0};           ///< payload bytes received
+    std::atomic<std::uint64_t> packets{0};         ///< datagrams / blocks received
+    std::atomic<std::uint64_t> packets_lost{0};    ///< datagrams known to be missing
+    std::atomic<std::uint64_t> samples_lost{0};    ///< samples known to be missing
+    std::atomic<std::uint64_t> malformed{0};       ///< datagrams rejected as malformed
+    std::atomic<std::uint64_t> reconnects{0};
+    std::atomic<std::uint64_t> nonfinite{0};       ///< NaN/Inf samples seen (passed on; the chain flags them)
+};
+
+class sample_source {
+public:
+    virtual ~sample_source() = default;
+    /// For logs: "file /data/x.sigmf-data (cf32_le, 6.6 MHz, paced)".
+    [[nodiscard]] virtual std::string describe() const = 0;
+    /// The sample rate the source delivers, in Hz (known before run()).
+    [[nodiscard]] virtual double sample_rate_hz() const = 0;
+    /// Delivers samples into `sink` until the end of the stream (returns normally), stop()
+    /// (returns normally) or an unrecoverable error (throws std::runtime_error naming the
+    /// source and the cause). Called once, on the acquisition thread.
+    virtual void run(sample_sink& sink) = 0;
+    /// Asks run() to return soon. Thread-safe; may be called before run() or more than once.
+    virtual void stop() = 0;
+    [[nodiscard]] const source_counters& counters() const noexcept { return counters_; }
+
+protected:
+    source_counters counters_;
+};
+
+}  // namespace paq::io
