@@ -1,6 +1,9 @@
-// paqd: the PAQ receiver. This version replays recordings (`paqd replay FILE`); the live
-// daemon (sources, ring buffer, UDP publisher, systemd) is issue 4.
+// paqd: the PAQ receiver.
+//   paqd --config FILE [--check-config]   the service: source -> ring -> batcher -> backend -> UDP
+//   paqd replay FILE                      a recording through the chain, table per path
+#include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
+#include "daemon/live.hpp"
 #include "daemon/replay.hpp"
 #include "io/sample_format.hpp"
 
@@ -9,14 +12,29 @@
 #include <spdlog/spdlog.h>
 
 #include <fstream>
+#include <sstream>
 #include <iostream>
 
 int main(int argc, char** argv)
 {
     using namespace paq;
     CLI::App app{"paqd: PAQ aeronautical telemetry receiver (SOQPSK-TG, iNET, six equalizer paths)"};
-    app.require_subcommand(1);
+    app.require_subcommand(0, 1);
     app.set_version_flag("--version", "paqd 0.1.0");
+
+    // The service (no subcommand).
+    std::string service_config;
+    bool check_config = false;
+    std::string live_json_out;
+    double duration_s = 0.0;
+    std::string backend_override, log_level;
+    app.add_option("-c,--config", service_config, "Service configuration (YAML), e.g. /etc/paqd/paqd.yaml");
+    app.add_flag("--check-config", check_config, "Validate the configuration, print the effective one, exit");
+    app.add_option("--json-out", live_json_out, "Write the final counters and per-path summary as JSON");
+    app.add_option("--duration", duration_s, "Stop after this many seconds (default: until the source ends or a signal)")
+        ->check(CLI::NonNegativeNumber);
+    app.add_option("--backend", backend_override, "Override pipeline.backend: auto, cpu or cuda");
+    app.add_option("--log-level", log_level, "Override log.level");
 
     auto* replay = app.add_subcommand("replay", "Run the receiver over a recording and print BER per path");
     std::string file, format, pattern = "pn15", config_file, json_out;
@@ -42,6 +60,46 @@ int main(int argc, char** argv)
     // Logs go to stderr: stdout carries the table or the JSON document, nothing else.
     spdlog::set_default_logger(spdlog::stderr_color_mt("paqd"));
     spdlog::set_pattern("paqd: %l: %v");
+
+    if (!replay->parsed()) {
+        if (service_config.empty()) {
+            std::cerr << app.help() << "\npaqd: give --config FILE to run the service, or a subcommand\n";
+            return 2;
+        }
+        config::daemon_config cfg;
+        try {
+            cfg = config::load_daemon_config(service_config);
+            if (!backend_override.empty()) {
+                if (backend_override == "auto") cfg.pipeline.backend = config::backend_kind::automatic;
+                else if (backend_override == "cpu") cfg.pipeline.backend = config::backend_kind::cpu;
+                else if (backend_override == "cuda") cfg.pipeline.backend = config::backend_kind::cuda;
+                else throw config::config_error({"--backend: got '" + backend_override + "' (allowed: auto, cpu, cuda)"});
+            }
+            if (!log_level.empty()) {
+                if (spdlog::level::from_str(log_level) == spdlog::level::off && log_level != "off") {
+                    throw config::config_error({"--log-level: got '" + log_level + "' (allowed: trace, debug, info, warn, error, critical, off)"});
+                }
+                cfg.log.level = log_level;
+            }
+        } catch (const config::config_error& e) {
+            for (const auto& m : e.messages()) spdlog::error("{}", m);
+            return 2;
+        }
+        if (check_config) {
+            std::cout << config::to_yaml(cfg);
+            spdlog::info("{}: configuration is valid", service_config);
+            return 0;
+        }
+        spdlog::set_level(spdlog::level::from_str(cfg.log.level));
+        spdlog::info("paqd 0.1.0 starting with {}; effective configuration:", service_config);
+        std::istringstream lines(config::to_yaml(cfg));
+        for (std::string line; std::getline(lines, line);) spdlog::info("  {}", line);
+        daemon::live_options lo;
+        lo.config = cfg;
+        lo.json_out = live_json_out;
+        lo.duration_s = duration_s;
+        return daemon::run_live(lo);
+    }
 
     try {
         daemon::replay_options opt;

@@ -8,57 +8,43 @@
 
 namespace paq::dsp {
 
-run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
-                         double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
-                         const std::function<void(const batch_output&)>& on_batch)
+run_tally::run_tally(pn_pattern pattern, double sample_rate_hz) : sample_rate_hz_(sample_rate_hz)
 {
-    run_summary s;
-    std::vector<stream_ber_counter> counters;
-    for (int p = 0; p < chain::num_paths; ++p) counters.emplace_back(pattern);
-    std::array<double, chain::num_paths> bep_sum{};
-    double cfo_sum = 0.0, ebn0_lin_sum = 0.0;
+    for (int p = 0; p < chain::num_paths; ++p) counters_.emplace_back(pattern);
+}
 
-    batcher bt(cfg.batch_samples);
-    auto consume = [&](const sample_batch& b) {
-        const auto out = backend.process(b);
-        ++s.batches;
-        s.packets_truncated += out.truncated_packets;
-        s.nonfinite_samples += out.nonfinite_samples;
-        for (std::size_t i = 0; i < out.packets.size(); ++i) {
-            const auto& rec = out.packets[i];
-            ++s.packets_found;
-            if (rec.flags) ++s.packets_flagged;
-            if (rec.flags & flag_ill_conditioned) ++s.packets_ill_conditioned;
-            cfo_sum += rec.cfo_rad_per_sample;
-            ebn0_lin_sum += std::pow(10.0, rec.ebn0_db / 10.0);
-            s.max_zf_condition = std::max(s.max_zf_condition, rec.zf_condition);
-            for (int p = 0; p < chain::num_paths; ++p) {
-                counters[static_cast<std::size_t>(p)].add_packet(rec.start_sample, out.packet_bits(i, p));
-                bep_sum[static_cast<std::size_t>(p)] += rec.paths[static_cast<std::size_t>(p)].bep_estimate;
-            }
+void run_tally::add(const batch_output& out)
+{
+    ++s_.batches;
+    s_.packets_truncated += out.truncated_packets;
+    s_.nonfinite_samples += out.nonfinite_samples;
+    for (std::size_t i = 0; i < out.packets.size(); ++i) {
+        const auto& rec = out.packets[i];
+        ++s_.packets_found;
+        if (rec.flags) ++s_.packets_flagged;
+        if (rec.flags & flag_ill_conditioned) ++s_.packets_ill_conditioned;
+        cfo_sum_ += rec.cfo_rad_per_sample;
+        ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);
+        s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
+        for (int p = 0; p < chain::num_paths; ++p) {
+            counters_[static_cast<std::size_t>(p)].add_packet(rec.start_sample, out.packet_bits(i, p));
+            bep_sum_[static_cast<std::size_t>(p)] += rec.paths[static_cast<std::size_t>(p)].bep_estimate;
         }
-        if (on_batch) on_batch(out);
-    };
-
-    std::vector<cf32> buf(1 << 20);
-    for (;;) {
-        const std::size_t n = read(buf);
-        if (n == 0) break;
-        s.samples += n;
-        bt.push(std::span<const cf32>(buf.data(), n));
-        while (auto b = bt.pop()) consume(*b);
     }
-    bt.finish();
-    while (auto b = bt.pop()) consume(*b);
+}
 
+run_summary run_tally::summary() const
+{
+    run_summary s = s_;
+    s.samples = samples_;
     if (s.packets_found) {
         const double np = static_cast<double>(s.packets_found);
-        s.mean_cfo_rad_per_sample = cfo_sum / np;
-        s.mean_cfo_hz = s.mean_cfo_rad_per_sample * sample_rate_hz / (2.0 * std::numbers::pi);
-        s.mean_ebn0_db = 10.0 * std::log10(ebn0_lin_sum / np);
+        s.mean_cfo_rad_per_sample = cfo_sum_ / np;
+        s.mean_cfo_hz = s.mean_cfo_rad_per_sample * sample_rate_hz_ / (2.0 * std::numbers::pi);
+        s.mean_ebn0_db = 10.0 * std::log10(ebn0_lin_sum_ / np);
     }
     for (int p = 0; p < chain::num_paths; ++p) {
-        const auto& c = counters[static_cast<std::size_t>(p)];
+        const auto& c = counters_[static_cast<std::size_t>(p)];
         const auto k = c.counts();
         auto& ps = s.paths[static_cast<std::size_t>(p)];
         ps.name = path_name(p);
@@ -69,10 +55,36 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
         ps.resyncs = k.resyncs;
         ps.locked = k.locked;
         ps.ber = c.ber();
-        ps.mean_bep_estimate = s.packets_found ? bep_sum[static_cast<std::size_t>(p)] / static_cast<double>(s.packets_found) : 0.0;
+        ps.mean_bep_estimate =
+            s.packets_found ? bep_sum_[static_cast<std::size_t>(p)] / static_cast<double>(s.packets_found) : 0.0;
     }
-    s.packets_skipped = counters[0].packets_skipped();
+    s.packets_skipped = counters_[0].packets_skipped();
     return s;
+}
+
+run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
+                         double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
+                         const std::function<void(const batch_output&)>& on_batch)
+{
+    run_tally tally(pattern, sample_rate_hz);
+    batcher bt(cfg.batch_samples);
+    auto consume = [&](const sample_batch& b) {
+        const auto out = backend.process(b);
+        tally.add(out);
+        if (on_batch) on_batch(out);
+    };
+
+    std::vector<cf32> buf(1 << 20);
+    for (;;) {
+        const std::size_t n = read(buf);
+        if (n == 0) break;
+        tally.add_samples(n);
+        bt.push(std::span<const cf32>(buf.data(), n));
+        while (auto b = bt.pop()) consume(*b);
+    }
+    bt.finish();
+    while (auto b = bt.pop()) consume(*b);
+    return tally.summary();
 }
 
 run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,

@@ -45,6 +45,28 @@ struct run_summary {
     std::array<path_summary, chain::num_paths> paths{};
 };
 
+/// The per-path PN counters and the estimate averages over a stream of batch outputs: what
+/// run_receiver() returns, kept up to date batch by batch (the daemon's status line and its
+/// final summary use the same). Not thread-safe.
+class run_tally {
+public:
+    run_tally(pn_pattern pattern, double sample_rate_hz);
+    /// One batch output, in batch order.
+    void add(const batch_output& out);
+    /// Samples that went into the receiver (for the summary's sample count).
+    void add_samples(std::uint64_t n) noexcept { samples_ += n; }
+    [[nodiscard]] run_summary summary() const;
+
+private:
+    double sample_rate_hz_;
+    run_summary s_;
+    std::uint64_t samples_ = 0;
+    std::vector<stream_ber_counter> counters_;
+    std::array<double, chain::num_paths> bep_sum_{};
+    double cfo_sum_ = 0.0;
+    double ebn0_lin_sum_ = 0.0;
+};
+
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain.
 /// `on_batch` (optional) sees every batch output in order.
 run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,

@@ -10,6 +10,7 @@ std::string_view to_string(gap_reason r) noexcept
     case gap_reason::stall: return "stall";
     case gap_reason::reconnect: return "reconnect";
     case gap_reason::source_error: return "source-error";
+    case gap_reason::discontinuity: return "discontinuity";
     }
     return "unknown";
 }

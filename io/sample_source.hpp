@@ -27,6 +27,7 @@ enum class gap_reason : std::uint8_t {
     stall,         ///< no samples for longer than the stall timeout
     reconnect,     ///< the connection or the device went away and came back
     source_error,  ///< the source reported an overrun or a corrupt block
+    discontinuity, ///< the stream jumps (a looped file starts again)
 };
 
 [[nodiscard]] std::string_view to_string(gap_reason r) noexcept;

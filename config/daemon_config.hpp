@@ -1,0 +1,105 @@
+// The daemon's whole configuration: plain structs with defaults, one per section of
+// /etc/paqd/paqd.yaml. config/daemon_yaml.cpp binds them to YAML (strict: unknown keys,
+// wrong types and out-of-range values are errors naming the field, the value and the range).
+//
+//   receiver:   the signal chain (dsp::receiver_config)
+//   source:     where samples come from (type + one sub-section per source type)
+//   ring:       the sample ring between acquisition and batching
+//   pipeline:   backend and workers
+//   publisher:  the six UDP bitstreams
+//   monitor:    BER pattern and status line
+//   log:        level and destination
+#pragma once
+
+#include "dsp/pn.hpp"
+#include "dsp/receiver_config.hpp"
+#include "io/file_source.hpp"
+#include "io/ring_buffer.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace paq::config {
+
+enum class source_type : std::uint8_t { file, tcp, udp, vita49, iio };
+
+struct source_config {
+    source_type type = source_type::file;
+    /// No samples for this long: the batcher ends the segment (packets in it are published,
+    /// the stall is counted and logged). 0.05 <= x <= 3600.
+    double stall_timeout_s = 2.0;
+    io::file_source_config file;
+};
+
+enum class ring_overflow : std::uint8_t { automatic, drop, block };
+
+struct ring_config {
+    /// Capacity in seconds of samples at the source's rate, 0.1 <= x <= 60.
+    double capacity_s = 2.0;
+    /// auto: block for file replay (nothing is lost, the file waits), drop for live sources
+    /// (a live source cannot wait; dropped samples are counted and become a gap).
+    ring_overflow overflow = ring_overflow::automatic;
+    /// Pinned (page-locked) memory: cudaHostAlloc with the CUDA backend, mlock otherwise.
+    bool lock_memory = true;
+};
+
+enum class backend_kind : std::uint8_t { automatic, cpu, cuda };
+
+struct pipeline_config {
+    /// auto: cuda when built with CUDA and a device is present, else cpu.
+    backend_kind backend = backend_kind::automatic;
+    /// CUDA devices, one worker each (cuda backend). Empty: device 0.
+    std::vector<int> gpus;
+    /// CPU backend workers (each uses receiver.cpu_threads threads), 1 <= x <= 64.
+    int cpu_workers = 1;
+    /// Batches queued for the workers beyond the ones being processed, 1 <= x <= 16.
+    int queue_depth = 2;
+    /// On a backend error (e.g. a GPU fault) retry the batch on a CPU backend instead of
+    /// losing it (it is slower than real time, so the ring absorbs the difference).
+    bool cpu_fallback = true;
+};
+
+struct monitor_config {
+    /// Known data pattern for the live BER in the status line; nullopt ("none"): no BER,
+    /// only the estimated bit error probability.
+    std::optional<dsp::pn_pattern> pattern = dsp::pn_pattern::pn15;
+    /// Status line period, 0.1 <= x <= 3600 s.
+    double status_interval_s = 1.0;
+};
+
+enum class log_destination : std::uint8_t { automatic, console, journal };
+
+struct log_config {
+    std::string level = "info";  ///< trace, debug, info, warn, error, critical, off
+    /// auto: the journal when started by systemd (JOURNAL_STREAM set), stderr otherwise.
+    log_destination destination = log_destination::automatic;
+};
+
+struct daemon_config {
+    dsp::receiver_config receiver;
+    source_config source;
+    ring_config ring;
+    pipeline_config pipeline;
+    monitor_config monitor;
+    log_config log;
+};
+
+[[nodiscard]] std::string_view to_string(source_type t) noexcept;
+[[nodiscard]] std::string_view to_string(ring_overflow o) noexcept;
+[[nodiscard]] std::string_view to_string(backend_kind b) noexcept;
+[[nodiscard]] std::string_view to_string(log_destination d) noexcept;
+
+/// Parses a whole configuration document (all sections; a missing section keeps its
+/// defaults). Throws config_error (config/receiver_yaml.hpp) listing every problem, each as
+/// "<source>:<line>: <section>.<field> ...". Relative file paths are resolved against
+/// `base_dir` (the config file's directory).
+[[nodiscard]] daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view source_name = "<string>",
+                                                const std::filesystem::path& base_dir = {});
+/// Reads and parses a file (errors name the file).
+[[nodiscard]] daemon_config load_daemon_config(const std::filesystem::path& file);
+/// The effective configuration, every field, as YAML that parse_daemon_config reads back.
+[[nodiscard]] std::string to_yaml(const daemon_config& config);
+
+}  // namespace paq::config

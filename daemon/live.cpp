@@ -1,0 +1,283 @@
+#include "daemon/live.hpp"
+
+#include "daemon/replay.hpp"
+#include "daemon/sources.hpp"
+#include "dsp/cpu_backend.hpp"
+#ifdef PAQ_HAVE_CUDA
+#include "gpu/device.hpp"
+
+#include <cuda_runtime_api.h>
+#endif
+
+#include <spdlog/spdlog.h>
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+namespace paq::daemon {
+
+namespace {
+
+std::string si(double v)
+{
+    char buf[32];
+    if (v >= 1e9) {
+        std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+    } else if (v >= 1e6) {
+        std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+    } else if (v >= 1e3) {
+        std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+    } else {
+        std::snprintf(buf, sizeof buf, "%.0f", v);
+    }
+    return buf;
+}
+
+io::ring_allocator make_ring_allocator(bool lock_memory, config::backend_kind backend)
+{
+#ifdef PAQ_HAVE_CUDA
+    if (lock_memory && backend == config::backend_kind::cuda) {
+        io::ring_allocator a;
+        a.allocate = [](std::size_t bytes) -> void* {
+            void* p = nullptr;
+            const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+            if (e != cudaSuccess) {
+                throw std::runtime_error("ring buffer: cudaHostAlloc of " + std::to_string(bytes >> 20) +
+                                         " MiB failed: " + cudaGetErrorString(e));
+            }
+            return p;
+        };
+        a.release = [](void* p, std::size_t) { cudaFreeHost(p); };
+        a.kind = "pinned (cudaHostAlloc)";
+        return a;
+    }
+#else
+    static_cast<void>(backend);
+#endif
+    return io::host_ring_allocator(lock_memory);
+}
+
+std::vector<std::unique_ptr<dsp::batch_processor>> make_workers(const config::daemon_config& cfg,
+                                                                config::backend_kind backend)
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> workers;
+    if (backend == config::backend_kind::cuda) {
+        std::vector<int> gpus = cfg.pipeline.gpus;
+        if (gpus.empty()) gpus.push_back(0);
+        for (const int g : gpus) workers.push_back(make_backend("cuda", cfg.receiver, g));
+    } else {
+        for (int i = 0; i < cfg.pipeline.cpu_workers; ++i) workers.push_back(make_backend("cpu", cfg.receiver, 0));
+    }
+    return workers;
+}
+
+bool reason_gap_count(const pipeline_stats& s, io::gap_reason r, std::uint64_t& out)
+{
+    out = s.gaps_by_reason[static_cast<std::size_t>(r)];
+    return out != 0;
+}
+
+}  // namespace
+
+config::backend_kind resolve_backend(config::backend_kind requested)
+{
+    if (requested != config::backend_kind::automatic) return requested;
+#ifdef PAQ_HAVE_CUDA
+    try {
+        if (!gpu::list_gpu_devices().empty()) return config::backend_kind::cuda;
+    } catch (const std::exception& e) {
+        spdlog::warn("CUDA devices could not be listed ({}); using the CPU backend", e.what());
+    }
+#endif
+    return config::backend_kind::cpu;
+}
+
+std::string status_line(const pipeline_stats& s, const pipeline_stats* prev, double interval_s, bool have_pattern)
+{
+    std::string line;
+    const double rate = prev && interval_s > 0
+                            ? static_cast<double>(s.samples_in - prev->samples_in) / interval_s
+                            : 0.0;
+    line += "in " + si(static_cast<double>(s.samples_in)) + " (" + si(rate) + "/s)";
+    line += " drop " + std::to_string(s.ring.samples_dropped);
+    line += " gaps " + std::to_string(s.gaps + s.stalls);
+    if (s.stalled) line += " STALLED";
+    line += " | batches " + std::to_string(s.batches_published);
+    if (s.batches_lost) line += " (" + std::to_string(s.batches_lost) + " lost)";
+    line += " pkts " + std::to_string(s.packets_last_batch) + "/batch " + std::to_string(s.tally.packets_found);
+    line += " |";
+    for (const auto& p : s.tally.paths) {
+        char buf[48];
+        if (have_pattern) {
+            if (p.locked) {
+                std::snprintf(buf, sizeof buf, " %s %.1e", p.name.c_str(), p.ber);
+            } else {
+                std::snprintf(buf, sizeof buf, " %s nolock", p.name.c_str());
+            }
+        } else {
+            std::snprintf(buf, sizeof buf, " %s ~%.1e", p.name.c_str(), p.mean_bep_estimate);
+        }
+        line += buf;
+    }
+    char lat[64];
+    std::snprintf(lat, sizeof lat, " | latency %.0f ms (max %.0f)", s.latency_last_ms, s.latency_max_ms);
+    line += lat;
+    return line;
+}
+
+nlohmann::json to_json(const pipeline_stats& s, bool have_pattern)
+{
+    nlohmann::json gaps = nlohmann::json::object();
+    for (std::size_t r = 0; r < num_gap_reasons; ++r) {
+        gaps[std::string(io::to_string(static_cast<io::gap_reason>(r)))] = s.gaps_by_reason[r];
+    }
+    nlohmann::json paths = nlohmann::json::array();
+    for (const auto& p : s.tally.paths) {
+        nlohmann::json j = {{"path", p.name}, {"packets", p.packets}, {"mean_bep_estimate", p.mean_bep_estimate}};
+        if (have_pattern) {
+            j["bits"] = p.bits_checked;
+            j["bit_errors"] = p.bit_errors;
+            j["ber"] = p.ber;
+            j["locked"] = p.locked;
+            j["resyncs"] = p.resyncs;
+        }
+        paths.push_back(j);
+    }
+    return {{"samples_in", s.samples_in},
+            {"ring",
+             {{"capacity", s.ring.capacity},
+              {"high_water", s.ring.high_water},
+              {"samples_dropped", s.ring.samples_dropped},
+              {"overflows", s.ring.overflows},
+              {"producer_waits", s.ring.producer_waits}}},
+            {"gaps", s.gaps},
+            {"gaps_by_reason", gaps},
+            {"samples_lost_in_gaps", s.samples_lost_in_gaps},
+            {"stalls", s.stalls},
+            {"batches_dispatched", s.batches_dispatched},
+            {"batches_published", s.batches_published},
+            {"batches_lost", s.batches_lost},
+            {"samples_in_lost_batches", s.samples_in_lost_batches},
+            {"backend_errors", s.backend_errors},
+            {"batches_on_fallback", s.batches_on_fallback},
+            {"packets_found", s.tally.packets_found},
+            {"packets_truncated", s.tally.packets_truncated},
+            {"packets_flagged", s.tally.packets_flagged},
+            {"packets_missed_in_sequence", s.tally.packets_skipped},
+            {"mean_cfo_hz", s.tally.mean_cfo_hz},
+            {"mean_ebn0_db", s.tally.mean_ebn0_db},
+            {"latency_ms", {{"last", s.latency_last_ms}, {"mean", s.latency_mean_ms}, {"max", s.latency_max_ms}}},
+            {"paths", paths},
+            {"source_error", s.source_error ? nlohmann::json(*s.source_error) : nlohmann::json(nullptr)}};
+}
+
+int run_live(const live_options& opt)
+{
+    const auto& cfg = opt.config;
+    const bool have_pattern = cfg.monitor.pattern.has_value();
+
+    std::unique_ptr<io::sample_source> source;
+    std::unique_ptr<io::sample_ring> ring;
+    std::unique_ptr<pipeline> pipe;
+    const auto backend = resolve_backend(cfg.pipeline.backend);
+    try {
+        source = make_source(cfg.source);
+        const double rate = source->sample_rate_hz();
+        const auto capacity = static_cast<std::size_t>(cfg.ring.capacity_s * rate);
+        const io::overflow_policy policy = overflow_for(cfg);
+        ring = std::make_unique<io::sample_ring>(capacity, policy, make_ring_allocator(cfg.ring.lock_memory, backend));
+        spdlog::info("source: {}", source->describe());
+        spdlog::info("ring: {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
+                     static_cast<double>(capacity) / rate, capacity * sizeof(cf32) >> 20, io::to_string(policy),
+                     ring->memory_kind());
+        auto workers = make_workers(cfg, backend);
+        spdlog::info("workers: {} x {} backend", workers.size(), workers.front()->name());
+        pipeline::backend_factory fallback;
+        if (cfg.pipeline.cpu_fallback && backend == config::backend_kind::cuda) {
+            fallback = [rc = cfg.receiver] { return make_backend("cpu", rc, 0); };
+        }
+        pipeline_options po;
+        po.receiver = cfg.receiver;
+        po.pattern = cfg.monitor.pattern;
+        po.sample_rate_hz = rate;
+        po.stall_timeout = std::chrono::milliseconds(static_cast<long>(cfg.source.stall_timeout_s * 1000.0));
+        po.queue_depth = cfg.pipeline.queue_depth;
+        pipe = std::make_unique<pipeline>(po, *source, *ring, std::move(workers), std::move(fallback),
+                                          pipeline::publish_fn{});
+    } catch (const std::exception& e) {
+        spdlog::error("cannot start: {}", e.what());
+        return 1;
+    }
+
+    // Signals are taken synchronously by this thread; every other thread has them blocked
+    // (they inherit the mask set here, before they start).
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    pipe->start();
+    const auto t_start = std::chrono::steady_clock::now();
+    const double interval = cfg.monitor.status_interval_s;
+    pipeline_stats prev = pipe->stats();
+    int stop_requests = 0;
+    auto next_status = t_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                     std::chrono::duration<double>(interval));
+    while (!pipe->finished()) {
+        const auto now = std::chrono::steady_clock::now();
+        const auto wait = std::max(std::chrono::steady_clock::duration::zero(),
+                                   std::min(next_status - now, std::chrono::steady_clock::duration(std::chrono::milliseconds(100))));
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
+        timespec ts{static_cast<std::time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+        const int sig = sigtimedwait(&signals, nullptr, &ts);
+        if (sig == SIGINT || sig == SIGTERM) {
+            ++stop_requests;
+            if (stop_requests == 1) {
+                spdlog::info("{}: stopping; finishing and publishing what was received (again to abort)",
+                             sig == SIGINT ? "SIGINT" : "SIGTERM");
+                pipe->request_stop();
+            } else {
+                spdlog::warn("second stop request: aborting; samples still in the ring are dropped and counted");
+                pipe->abort();
+            }
+        }
+        if (opt.duration_s > 0 && stop_requests == 0 &&
+            std::chrono::steady_clock::now() - t_start > std::chrono::duration<double>(opt.duration_s)) {
+            spdlog::info("duration {:.1f} s reached: stopping", opt.duration_s);
+            ++stop_requests;
+            pipe->request_stop();
+        }
+        if (std::chrono::steady_clock::now() >= next_status) {
+            const auto s = pipe->stats();
+            spdlog::info("{}", status_line(s, &prev, interval, have_pattern));
+            prev = s;
+            next_status += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                std::chrono::duration<double>(interval));
+        }
+    }
+    pipe->join();
+    const auto s = pipe->stats();
+    spdlog::info("final: {}", status_line(s, nullptr, 0.0, have_pattern));
+    std::uint64_t n = 0;
+    for (std::size_t r = 0; r < num_gap_reasons; ++r) {
+        if (reason_gap_count(s, static_cast<io::gap_reason>(r), n)) {
+            spdlog::info("gaps ({}): {}", io::to_string(static_cast<io::gap_reason>(r)), n);
+        }
+    }
+    spdlog::info("samples in {}, dropped by the ring {}, lost in gaps {} (counted), in lost batches {}; "
+                 "packets {} (truncated {}, missed in sequence {}); batches {} published, {} lost, {} on fallback",
+                 s.samples_in, s.ring.samples_dropped, s.samples_lost_in_gaps, s.samples_in_lost_batches,
+                 s.tally.packets_found, s.tally.packets_truncated, s.tally.packets_skipped, s.batches_published,
+                 s.batches_lost, s.batches_on_fallback);
+    if (!opt.json_out.empty()) {
+        std::ofstream f(opt.json_out);
+        f << to_json(s, have_pattern).dump(2) << "\n";
+        if (!f) spdlog::error("cannot write {}", opt.json_out.string());
+    }
+    return s.source_error ? 1 : 0;
+}
+
+}  // namespace paq::daemon

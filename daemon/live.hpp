@@ -1,0 +1,40 @@
+// `paqd --config FILE`: the receiver as a service. Builds the source, the ring, the workers
+// and the publisher from the configuration, runs the pipeline, prints one status line per
+// status interval, answers SIGTERM/SIGINT with a clean stop (a second signal aborts), and
+// writes the final counters.
+#pragma once
+
+#include "config/daemon_config.hpp"
+#include "daemon/pipeline.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace paq::daemon {
+
+struct live_options {
+    config::daemon_config config;
+    std::filesystem::path json_out;  ///< final summary as JSON (optional)
+    /// Stop after this many seconds (0: run until the source ends or a signal).
+    double duration_s = 0.0;
+};
+
+/// Runs until the source ends, a signal, or duration_s. Returns the process exit code:
+/// 0 clean end, 1 the source failed for good (or nothing could be started).
+[[nodiscard]] int run_live(const live_options& opt);
+
+/// The status line (also sent to systemd as STATUS=).
+[[nodiscard]] std::string status_line(const pipeline_stats& s, const pipeline_stats* previous, double interval_s,
+                                      bool have_pattern);
+
+/// The final summary (counters and per-path tally).
+[[nodiscard]] nlohmann::json to_json(const pipeline_stats& s, bool have_pattern);
+
+/// The backend kind "auto" resolves to: cuda when built with CUDA and a device is present.
+[[nodiscard]] config::backend_kind resolve_backend(config::backend_kind requested);
+
+}  // namespace paq::daemon

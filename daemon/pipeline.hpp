@@ -1,0 +1,163 @@
+// The live receiver: four kinds of thread, data flowing one way.
+//
+//   acquisition   source.run(ring_sink)          -> ring (samples + gap markers)
+//   batcher       ring.read -> dsp::batcher       -> dispatch queue (bounded)
+//   workers x N   backend.process(batch)          -> reorder buffer (by batch index)
+//   publisher     in batch order: publish(out), run tally, latency
+//
+// Every sample is accounted for: read from the ring, dropped by the ring (overflow, counted),
+// lost before it (gaps reported by the source, counted), or in a batch that failed on its
+// backend and on the CPU fallback (counted). A stall (no samples for stall_timeout) ends the
+// segment so that the packets already received are published, and is counted.
+//
+// Stop: request_stop() stops the source; the ring is drained, the last partial batch is
+// processed and published, then every thread ends. abort() (a second signal) drops what is
+// left in the ring (counted) and finishes only the batches already dispatched.
+#pragma once
+
+#include "dsp/backend.hpp"
+#include "dsp/receiver_config.hpp"
+#include "dsp/receiver_run.hpp"
+#include "io/ring_buffer.hpp"
+#include "io/sample_source.hpp"
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace paq::daemon {
+
+inline constexpr std::size_t num_gap_reasons = 6;
+
+struct pipeline_options {
+    dsp::receiver_config receiver;
+    std::optional<dsp::pn_pattern> pattern = dsp::pn_pattern::pn15;  ///< live BER; none: BEP only
+    double sample_rate_hz = 0.0;
+    std::chrono::milliseconds stall_timeout{2000};
+    int queue_depth = 2;
+};
+
+struct pipeline_stats {
+    // acquisition and ring
+    std::uint64_t samples_in = 0;           ///< samples the batcher received
+    io::ring_counters ring;                 ///< incl. samples dropped by overflow
+    std::uint64_t gaps = 0;                 ///< gap markers, any reason
+    std::array<std::uint64_t, num_gap_reasons> gaps_by_reason{};
+    std::uint64_t samples_lost_in_gaps = 0; ///< counted samples the sources said were lost
+    std::uint64_t stalls = 0;
+    bool stalled = false;
+    // batches
+    std::uint64_t batches_dispatched = 0;
+    std::uint64_t batches_published = 0;
+    std::uint64_t batches_lost = 0;         ///< failed on the backend and the fallback
+    std::uint64_t samples_in_lost_batches = 0;
+    std::uint64_t backend_errors = 0;
+    std::uint64_t batches_on_fallback = 0;
+    std::uint64_t packets_last_batch = 0;
+    // latency, last sample of a batch in -> its last bit published
+    double latency_last_ms = 0.0;
+    double latency_max_ms = 0.0;
+    double latency_mean_ms = 0.0;
+    // the receiver's tally (packets, per-path BER / BEP, estimates)
+    dsp::run_summary tally;
+    std::optional<std::string> source_error;
+    bool finished = false;
+};
+
+class pipeline {
+public:
+    using publish_fn = std::function<void(const dsp::batch_output&)>;
+    using backend_factory = std::function<std::unique_ptr<dsp::batch_processor>()>;
+
+    /// workers: one backend per worker thread (at least one). fallback: makes the CPU
+    /// backend used when a worker's backend throws (empty: no fallback, the batch is lost).
+    pipeline(pipeline_options opt, io::sample_source& source, io::sample_ring& ring,
+             std::vector<std::unique_ptr<dsp::batch_processor>> workers, backend_factory fallback, publish_fn publish);
+    ~pipeline();
+    pipeline(const pipeline&) = delete;
+    pipeline& operator=(const pipeline&) = delete;
+
+    void start();
+    /// Stops the source; everything received is still processed and published.
+    void request_stop();
+    /// Also drops what is still in the ring (counted) and stops dispatching new batches.
+    void abort();
+    /// All threads have ended (after the source ended or stopped and the queue drained).
+    [[nodiscard]] bool finished() const;
+    /// Waits for the end.
+    void join();
+    /// Waits at most `timeout` for the end; true when finished.
+    bool wait_for(std::chrono::milliseconds timeout);
+    [[nodiscard]] pipeline_stats stats() const;
+    /// False when a thread has not made progress for too long (the watchdog stops pinging):
+    /// the batcher loop for 10 s, or a worker on one batch for longer than `worker_limit`.
+    [[nodiscard]] bool healthy(std::chrono::seconds worker_limit) const;
+
+private:
+    struct job {
+        dsp::sample_batch batch;
+        std::chrono::steady_clock::time_point ready;  ///< its last sample arrived
+    };
+    struct result {
+        std::optional<dsp::batch_output> out;  ///< empty: the batch was lost
+        std::chrono::steady_clock::time_point ready;
+        std::uint64_t samples = 0;
+    };
+
+    void acquisition_loop();
+    void batcher_loop();
+    void worker_loop(std::size_t w);
+    void publisher_loop();
+    void dispatch(dsp::sample_batch&& b);
+
+    pipeline_options opt_;
+    io::sample_source& source_;
+    io::sample_ring& ring_;
+    std::vector<std::unique_ptr<dsp::batch_processor>> workers_;
+    backend_factory fallback_factory_;
+    std::unique_ptr<dsp::batch_processor> fallback_;
+    std::mutex fallback_mu_;
+    publish_fn publish_;
+
+    std::vector<std::thread> threads_;
+    std::atomic<bool> aborted_{false};
+
+    // dispatch queue
+    std::mutex q_mu_;
+    std::condition_variable q_cv_;      ///< workers wait for jobs
+    std::condition_variable q_space_;   ///< batcher waits for room
+    std::deque<job> queue_;
+    bool queue_closed_ = false;
+
+    // reorder buffer
+    std::mutex r_mu_;
+    std::condition_variable r_cv_;
+    std::map<std::uint64_t, result> done_;
+    std::size_t workers_running_ = 0;
+
+    // stats
+    mutable std::mutex s_mu_;
+    pipeline_stats stats_;
+    dsp::run_tally tally_;
+    double latency_sum_ms_ = 0.0;
+    std::atomic<std::int64_t> batcher_heartbeat_ns_{0};
+    std::atomic<bool> batcher_done_{false};
+    std::vector<std::atomic<std::int64_t>> worker_busy_since_ns_;  ///< 0: idle
+
+    mutable std::mutex end_mu_;
+    std::condition_variable end_cv_;
+    bool finished_ = false;
+};
+
+}  // namespace paq::daemon

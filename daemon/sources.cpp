@@ -1,0 +1,37 @@
+#include "daemon/sources.hpp"
+
+#include "io/file_source.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace paq::daemon {
+
+std::unique_ptr<io::sample_source> make_source(const config::source_config& cfg)
+{
+    switch (cfg.type) {
+    case config::source_type::file:
+        return std::make_unique<io::file_source>(cfg.file);
+    case config::source_type::tcp:
+    case config::source_type::udp:
+    case config::source_type::vita49:
+    case config::source_type::iio:
+        break;
+    }
+    throw std::runtime_error("source type '" + std::string(config::to_string(cfg.type)) +
+                             "' is not available in this build");
+}
+
+io::overflow_policy overflow_for(const config::daemon_config& cfg)
+{
+    switch (cfg.ring.overflow) {
+    case config::ring_overflow::drop: return io::overflow_policy::drop;
+    case config::ring_overflow::block: return io::overflow_policy::block;
+    case config::ring_overflow::automatic: break;
+    }
+    return cfg.source.type == config::source_type::file || cfg.source.type == config::source_type::tcp
+               ? io::overflow_policy::block
+               : io::overflow_policy::drop;
+}
+
+}  // namespace paq::daemon

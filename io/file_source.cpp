@@ -1,0 +1,135 @@
+#include "io/file_source.hpp"
+
+#include "io/sample_file.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+namespace paq::io {
+
+std::vector<std::string> file_source_config::validate() const
+{
+    std::vector<std::string> e;
+    if (path.empty()) e.push_back("source.file.path: must be set (a SigMF or raw recording)");
+    if (!(rate_factor > 0.0 && rate_factor <= 1000.0)) {
+        e.push_back("source.file.rate_factor = " + std::to_string(rate_factor) + ": must be in (0, 1000]");
+    }
+    if (chunk_samples < 1 || chunk_samples > (1u << 24)) {
+        e.push_back("source.file.chunk_samples = " + std::to_string(chunk_samples) + ": must be in [1, 16777216]");
+    }
+    if (raw_sample_rate_hz && !(*raw_sample_rate_hz > 0.0)) {
+        e.push_back("source.file.sample_rate_hz = " + std::to_string(*raw_sample_rate_hz) + ": must be > 0");
+    }
+    if (!(raw_ci16_scale > 0.0f)) {
+        e.push_back("source.file.ci16_scale = " + std::to_string(raw_ci16_scale) + ": must be > 0");
+    }
+    return e;
+}
+
+struct file_source::impl {
+    file_source_config cfg;
+    sample_file_reader reader;
+    boost::asio::io_context io;
+    std::atomic<bool> stopping{false};
+
+    impl(file_source_config c)
+        : cfg(std::move(c)),
+          reader(sample_file_reader::open(cfg.path, cfg.raw_format, cfg.raw_sample_rate_hz, cfg.raw_ci16_scale))
+    {
+    }
+};
+
+file_source::file_source(file_source_config cfg)
+{
+    if (const auto errors = cfg.validate(); !errors.empty()) {
+        std::string msg = "file source: invalid configuration:";
+        for (const auto& e : errors) msg += "\n  " + e;
+        throw std::invalid_argument(msg);
+    }
+    impl_ = std::make_unique<impl>(std::move(cfg));
+}
+
+file_source::~file_source() = default;
+
+std::string file_source::describe() const
+{
+    const auto& info = impl_->reader.info();
+    std::ostringstream os;
+    os << "file " << info.data_path.string() << " (" << to_sigmf_datatype(info.format) << ", "
+       << info.sample_rate_hz / 1e6 << " MS/s, " << info.num_samples << " samples, ";
+    if (impl_->cfg.paced) {
+        os << "paced";
+        if (impl_->cfg.rate_factor != 1.0) os << " x" << impl_->cfg.rate_factor;
+    } else {
+        os << "as fast as possible";
+    }
+    if (impl_->cfg.loop) os << ", looped";
+    os << ")";
+    return os.str();
+}
+
+double file_source::sample_rate_hz() const { return impl_->reader.info().sample_rate_hz; }
+
+std::uint64_t file_source::trailing_bytes() const { return impl_->reader.info().trailing_bytes; }
+
+void file_source::stop()
+{
+    impl_->stopping = true;
+    boost::asio::post(impl_->io, [this] { impl_->io.stop(); });
+}
+
+void file_source::run(sample_sink& sink)
+{
+    auto& m = *impl_;
+    std::vector<cf32> chunk(m.cfg.chunk_samples);
+    using clock = std::chrono::steady_clock;
+    const double rate = m.reader.info().sample_rate_hz * m.cfg.rate_factor;
+    const auto t0 = clock::now();
+    std::uint64_t delivered = 0;
+    boost::asio::steady_timer timer(m.io);
+
+    // One chunk per timer tick: a chunk leaves when the wall clock reaches the time its last
+    // sample would have arrived on a live link. Unpaced, ticks follow each other at once.
+    std::size_t n = 0;
+    std::function<void()> tick = [&] {
+        if (m.stopping) return;
+        n = m.reader.read(chunk);
+        if (n == 0) {
+            if (!m.cfg.loop || m.reader.info().num_samples == 0) return;  // end of stream
+            m.reader.rewind();
+            sink.gap(0, gap_reason::discontinuity);
+            n = m.reader.read(chunk);
+        }
+        if (m.cfg.paced) {
+            timer.expires_at(t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(
+                                      static_cast<double>(delivered + n) / rate)));
+        } else {
+            timer.expires_at(clock::now());
+        }
+        timer.async_wait([&](const boost::system::error_code& ec) {
+            if (ec || m.stopping) return;
+            std::uint64_t nonfinite = 0;
+            for (std::size_t i = 0; i < n; ++i) {
+                if (!std::isfinite(chunk[i].real()) || !std::isfinite(chunk[i].imag())) ++nonfinite;
+            }
+            sink.write(std::span<const cf32>(chunk.data(), n));
+            delivered += n;
+            counters_.samples += n;
+            counters_.packets += 1;
+            counters_.bytes += n * bytes_per_sample(m.reader.info().format);
+            counters_.nonfinite += nonfinite;
+            tick();
+        });
+    };
+    boost::asio::post(m.io, tick);
+    m.io.run();
+}
+
+}  // namespace paq::io

@@ -1,0 +1,53 @@
+// File replay as a live source: a SigMF or raw recording delivered at its recorded sample
+// rate (or as fast as the consumer takes it), optionally looped. Pacing runs on a
+// Boost.Asio steady_timer on the acquisition thread.
+#pragma once
+
+#include "io/sample_format.hpp"
+#include "io/sample_source.hpp"
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace paq::io {
+
+struct file_source_config {
+    std::filesystem::path path;                ///< SigMF (.sigmf-meta/-data/base) or raw
+    std::optional<sample_format> raw_format;   ///< raw files only
+    std::optional<double> raw_sample_rate_hz;  ///< raw files only
+    float raw_ci16_scale = default_ci16_scale;
+    /// true: samples leave at the recorded rate times rate_factor (a live link);
+    /// false: as fast as the ring takes them.
+    bool paced = true;
+    double rate_factor = 1.0;  ///< 0 < rate_factor <= 1000
+    bool loop = false;         ///< start again at the end (a discontinuity gap at each seam)
+    /// Samples per delivery; at 20.6 MS/s the default is one every ~3.2 ms.
+    std::size_t chunk_samples = 65536;
+
+    /// Empty when valid; otherwise messages naming field, value and allowed range.
+    [[nodiscard]] std::vector<std::string> validate() const;
+};
+
+class file_source final : public sample_source {
+public:
+    /// Opens the recording now: a missing or bad file throws here (io::format_error or
+    /// std::runtime_error naming the file), before any thread starts.
+    explicit file_source(file_source_config cfg);
+    ~file_source() override;
+
+    [[nodiscard]] std::string describe() const override;
+    [[nodiscard]] double sample_rate_hz() const override;
+    void run(sample_sink& sink) override;
+    void stop() override;
+    /// Bytes after the last whole sample (a truncated file), as found at open.
+    [[nodiscard]] std::uint64_t trailing_bytes() const;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace paq::io

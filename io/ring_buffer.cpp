@@ -1,0 +1,189 @@
+#include "io/ring_buffer.hpp"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace paq::io {
+
+overflow_policy parse_overflow_policy(std::string_view name)
+{
+    if (name == "drop") return overflow_policy::drop;
+    if (name == "block") return overflow_policy::block;
+    throw std::invalid_argument("unknown overflow policy '" + std::string(name) + "' (allowed: drop, block)");
+}
+
+std::string_view to_string(overflow_policy p) noexcept
+{
+    return p == overflow_policy::drop ? "drop" : "block";
+}
+
+ring_allocator host_ring_allocator(bool try_lock)
+{
+    ring_allocator a;
+    auto kind = std::make_shared<std::string>("pageable");
+    a.allocate = [try_lock, kind](std::size_t bytes) -> void* {
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) {
+            throw std::runtime_error("ring buffer: cannot allocate " + std::to_string(bytes >> 20) +
+                                     " MiB: " + std::strerror(errno));
+        }
+        if (try_lock) {
+            if (::mlock(p, bytes) == 0) {
+                *kind = "locked (mlock)";
+            } else {
+                *kind = std::string("pageable (mlock failed: ") + std::strerror(errno) +
+                        "; raise LimitMEMLOCK / ulimit -l to lock it)";
+            }
+        }
+        return p;
+    };
+    a.release = [](void* p, std::size_t bytes) { ::munmap(p, bytes); };
+    a.kind = "mmap";
+    // The kind is only known after allocate(); sample_ring reads it back through this hook.
+    a.describe = [kind] { return *kind; };
+    return a;
+}
+
+sample_ring::sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc)
+    : capacity_(capacity_samples), policy_(policy), alloc_(std::move(alloc))
+{
+    if (capacity_ == 0) throw std::invalid_argument("ring buffer: capacity must be at least 1 sample");
+    data_ = static_cast<cf32*>(alloc_.allocate(capacity_ * sizeof(cf32)));
+    if (alloc_.describe) alloc_.kind = alloc_.describe();
+    stats_.capacity = capacity_;
+}
+
+sample_ring::~sample_ring()
+{
+    if (data_) alloc_.release(data_, capacity_ * sizeof(cf32));
+}
+
+void sample_ring::push_marker_locked(std::uint64_t lost, gap_reason reason)
+{
+    markers_.push_back({head_, lost, reason});
+    data_cv_.notify_one();
+}
+
+void sample_ring::flush_pending_drop_locked()
+{
+    if (pending_drop_ == 0) return;
+    push_marker_locked(pending_drop_, gap_reason::overflow);
+    pending_drop_ = 0;
+}
+
+std::size_t sample_ring::write(std::span<const cf32> samples)
+{
+    std::size_t accepted = 0;
+    const std::size_t n = samples.size();
+    while (accepted < n) {
+        std::unique_lock lk(mu_);
+        if (closed_ || aborted_) break;
+        std::size_t space = capacity_ - static_cast<std::size_t>(head_ - tail_);
+        if (space == 0) {
+            if (policy_ == overflow_policy::block) {
+                ++stats_.producer_waits;
+                space_cv_.wait(lk, [&] { return aborted_ || head_ - tail_ < capacity_; });
+                continue;
+            }
+            const std::size_t dropped = n - accepted;
+            if (pending_drop_ == 0) ++stats_.overflows;
+            pending_drop_ += dropped;
+            stats_.samples_dropped += dropped;
+            break;
+        }
+        flush_pending_drop_locked();
+        const std::size_t m = std::min(space, n - accepted);
+        const std::uint64_t pos = head_;
+        lk.unlock();
+        // Only this thread moves head_, and tail_ only grows: [pos, pos + m) stays free.
+        const std::size_t at = static_cast<std::size_t>(pos % capacity_);
+        const std::size_t first = std::min(m, capacity_ - at);
+        std::memcpy(data_ + at, samples.data() + accepted, first * sizeof(cf32));
+        if (first < m) std::memcpy(data_, samples.data() + accepted + first, (m - first) * sizeof(cf32));
+        lk.lock();
+        head_ += m;
+        stats_.samples_written += m;
+        stats_.high_water = std::max(stats_.high_water, static_cast<std::size_t>(head_ - tail_));
+        accepted += m;
+        data_cv_.notify_one();
+    }
+    return accepted;
+}
+
+void sample_ring::gap(std::uint64_t lost_samples, gap_reason reason)
+{
+    std::lock_guard lk(mu_);
+    if (closed_ || aborted_) return;
+    flush_pending_drop_locked();
+    push_marker_locked(lost_samples, reason);
+}
+
+void sample_ring::close()
+{
+    std::lock_guard lk(mu_);
+    flush_pending_drop_locked();
+    closed_ = true;
+    data_cv_.notify_all();
+}
+
+void sample_ring::abort()
+{
+    std::lock_guard lk(mu_);
+    aborted_ = true;
+    closed_ = true;
+    space_cv_.notify_all();
+    data_cv_.notify_all();
+}
+
+sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::milliseconds timeout)
+{
+    std::unique_lock lk(mu_);
+    const auto ready = [&] {
+        return head_ > tail_ || (!markers_.empty() && markers_.front().position == tail_) || closed_;
+    };
+    if (!data_cv_.wait_for(lk, timeout, ready)) return {};
+    read_result r;
+    if (!markers_.empty() && markers_.front().position == tail_) {
+        r.what = read_result::kind::gap;
+        r.lost_samples = markers_.front().lost;
+        r.reason = markers_.front().reason;
+        markers_.pop_front();
+        ++stats_.gaps;
+        return r;
+    }
+    if (head_ > tail_ && !out.empty()) {
+        std::uint64_t limit = head_;
+        if (!markers_.empty()) limit = std::min(limit, markers_.front().position);
+        const std::size_t m = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), limit - tail_));
+        const std::uint64_t pos = tail_;
+        lk.unlock();
+        // Only this thread moves tail_, and head_ only grows: [pos, pos + m) stays filled.
+        const std::size_t at = static_cast<std::size_t>(pos % capacity_);
+        const std::size_t first = std::min(m, capacity_ - at);
+        std::memcpy(out.data(), data_ + at, first * sizeof(cf32));
+        if (first < m) std::memcpy(out.data() + first, data_, (m - first) * sizeof(cf32));
+        lk.lock();
+        tail_ += m;
+        stats_.samples_read += m;
+        space_cv_.notify_one();
+        r.what = read_result::kind::samples;
+        r.count = m;
+        return r;
+    }
+    if (closed_ && head_ == tail_ && markers_.empty()) r.what = read_result::kind::end;
+    return r;
+}
+
+ring_counters sample_ring::counters() const
+{
+    std::lock_guard lk(mu_);
+    ring_counters c = stats_;
+    c.fill = static_cast<std::size_t>(head_ - tail_);
+    return c;
+}
+
+}  // namespace paq::io

@@ -1,0 +1,137 @@
+// The sample ring between the acquisition thread (one producer: the source) and the batcher
+// thread (one consumer). Samples and gap markers travel in order: a gap written between two
+// writes is read between the same samples.
+//
+//   producer: write(samples) / gap(n, reason) / close()
+//   consumer: read(out, timeout) -> samples up to the next gap | a gap | timeout | end
+//
+// When the ring is full the overflow policy decides:
+//   drop  (live sources) the samples that do not fit are dropped, counted, and turned into
+//         one gap marker (reason overflow, exact count) placed before the next samples that
+//         fit; the source never waits.
+//   block (files, TCP) the producer waits for space; nothing is dropped.
+//
+// The storage comes from an allocator hook, so that the daemon can put it in pinned (page-
+// locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
+#pragma once
+
+#include "dsp/types.hpp"
+#include "io/sample_source.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace paq::io {
+
+enum class overflow_policy : std::uint8_t { drop, block };
+
+/// "drop" or "block"; throws std::invalid_argument naming the value and the allowed ones.
+[[nodiscard]] overflow_policy parse_overflow_policy(std::string_view name);
+[[nodiscard]] std::string_view to_string(overflow_policy p) noexcept;
+
+/// Storage for the ring: allocate(bytes) returns memory or throws; release(ptr, bytes) frees it.
+struct ring_allocator {
+    std::function<void*(std::size_t)> allocate;
+    std::function<void(void*, std::size_t)> release;
+    std::string kind;  ///< for logs: "pinned (cudaHostAlloc)", "locked (mlock)", "pageable"
+    /// Optional: the kind as known after allocate() (e.g. whether mlock succeeded).
+    std::function<std::string()> describe;
+};
+
+/// Page-aligned memory, locked with mlock when possible (falls back to pageable memory and
+/// says so in `kind` when RLIMIT_MEMLOCK is too small).
+[[nodiscard]] ring_allocator host_ring_allocator(bool try_lock);
+
+struct ring_counters {
+    std::uint64_t samples_written = 0;   ///< accepted into the ring
+    std::uint64_t samples_read = 0;
+    std::uint64_t samples_dropped = 0;   ///< overflow (drop policy)
+    std::uint64_t overflows = 0;         ///< overflow episodes (one per gap marker they made)
+    std::uint64_t gaps = 0;              ///< gap markers read, any reason
+    std::uint64_t producer_waits = 0;    ///< times the producer waited for space (block policy)
+    std::size_t fill = 0;                ///< samples in the ring now
+    std::size_t high_water = 0;          ///< largest fill seen
+    std::size_t capacity = 0;
+};
+
+class sample_ring {
+public:
+    sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc);
+    ~sample_ring();
+    sample_ring(const sample_ring&) = delete;
+    sample_ring& operator=(const sample_ring&) = delete;
+
+    // ---- producer (one thread)
+    /// Copies samples in (blocking or dropping when full, by policy). Returns the number
+    /// accepted. After close() or abort() nothing is accepted.
+    std::size_t write(std::span<const cf32> samples);
+    /// A gap in the stream before the next samples.
+    void gap(std::uint64_t lost_samples, gap_reason reason);
+    /// End of stream: the consumer reads what is left, then `end`.
+    void close();
+
+    // ---- consumer (one thread)
+    struct read_result {
+        enum class kind : std::uint8_t { samples, gap, timeout, end } what = kind::timeout;
+        std::size_t count = 0;              ///< samples copied to out (kind::samples)
+        std::uint64_t lost_samples = 0;     ///< kind::gap
+        gap_reason reason = gap_reason::overflow;
+    };
+    /// Copies up to out.size() contiguous samples (never across a gap), or returns the next
+    /// gap, waiting at most `timeout` for either.
+    read_result read(std::span<cf32> out, std::chrono::milliseconds timeout);
+
+    // ---- either thread
+    /// Wakes a producer blocked on a full ring (shutdown); later writes are refused.
+    void abort();
+    [[nodiscard]] ring_counters counters() const;
+    [[nodiscard]] overflow_policy policy() const noexcept { return policy_; }
+    [[nodiscard]] const std::string& memory_kind() const noexcept { return alloc_.kind; }
+
+private:
+    struct marker {
+        std::uint64_t position;  ///< in samples written before it
+        std::uint64_t lost;
+        gap_reason reason;
+    };
+    void push_marker_locked(std::uint64_t lost, gap_reason reason);
+    void flush_pending_drop_locked();
+
+    const std::size_t capacity_;
+    const overflow_policy policy_;
+    ring_allocator alloc_;
+    cf32* data_ = nullptr;
+
+    mutable std::mutex mu_;
+    std::condition_variable data_cv_;   ///< consumer waits for samples / markers / close
+    std::condition_variable space_cv_;  ///< producer waits for space (block policy)
+    std::uint64_t head_ = 0;            ///< total samples written (producer position)
+    std::uint64_t tail_ = 0;            ///< total samples read (consumer position)
+    std::deque<marker> markers_;
+    std::uint64_t pending_drop_ = 0;    ///< dropped, marker not yet placed (drop policy)
+    bool closed_ = false;
+    bool aborted_ = false;
+    ring_counters stats_;
+};
+
+/// The source-facing side of a ring: a sample_sink that writes into it.
+class ring_sink final : public sample_sink {
+public:
+    explicit ring_sink(sample_ring& ring) : ring_(ring) {}
+    void write(std::span<const cf32> samples) override { ring_.write(samples); }
+    void gap(std::uint64_t lost_samples, gap_reason reason) override { ring_.gap(lost_samples, reason); }
+
+private:
+    sample_ring& ring_;
+};
+
+}  // namespace paq::io
