@@ -204,7 +204,7 @@ public:
     {
         YAML::Mark key_mark = mark_;
         const YAML::Node v = find(key, key_mark);
-        return section(v, path_ + "." + std::string(key), key_mark, errors_);
+        return section(v, path_.empty() ? std::string(key) : path_ + "." + std::string(key), key_mark, errors_);
     }
 
     /// Reports keys nobody asked for, and duplicated keys.
@@ -219,11 +219,11 @@ public:
             }
             const std::string& k = entry.first.Scalar();
             if (!seen.insert(k).second) {
-                errors_.add(entry.first.Mark(), "duplicate key '" + k + "' in '" + path_ + "'");
+                errors_.add(entry.first.Mark(), "duplicate key '" + k + "' " + (path_.empty() ? std::string("at the top level") : "in '" + path_ + "'"));
                 continue;
             }
             if (known_.count(k)) continue;
-            std::string msg = "unknown key '" + k + "' in '" + path_ + "'";
+            std::string msg = "unknown key '" + k + "' " + (path_.empty() ? std::string("at the top level") : "in '" + path_ + "'");
             std::size_t best = 3;
             std::string suggestion;
             std::string list;

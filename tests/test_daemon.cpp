@@ -1,0 +1,540 @@
+// The service's plumbing: the sample ring, the daemon configuration, and the live pipeline
+// (source -> ring -> batcher -> workers -> ordered publish) against the offline chain.
+#include "chain_fixture.hpp"
+#include "config/daemon_config.hpp"
+#include "config/receiver_yaml.hpp"
+#include "daemon/live.hpp"
+#include "daemon/pipeline.hpp"
+#include "daemon/sources.hpp"
+#include "io/file_source.hpp"
+#include "io/ring_buffer.hpp"
+#include "io/sample_file.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include <unistd.h>
+#include <thread>
+
+using namespace paq;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<cf32> ramp(std::size_t n, float start = 0.0f)
+{
+    std::vector<cf32> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = cf32(start + static_cast<float>(i), -static_cast<float>(i));
+    return v;
+}
+
+io::sample_ring make_ring(std::size_t cap, io::overflow_policy p)
+{
+    return io::sample_ring(cap, p, io::host_ring_allocator(false));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------- ring
+
+TEST(ring, block_policy_delivers_everything_in_order_across_the_wrap)
+{
+    auto ring = make_ring(1000, io::overflow_policy::block);
+    const auto in = ramp(100'000);
+    std::thread producer([&] {
+        // Uneven chunks, so that writes straddle the wrap point.
+        for (std::size_t pos = 0, k = 0; pos < in.size(); ++k) {
+            const std::size_t n = std::min<std::size_t>(1 + (k * 37) % 700, in.size() - pos);
+            ASSERT_EQ(ring.write(std::span<const cf32>(in.data() + pos, n)), n);
+            pos += n;
+        }
+        ring.close();
+    });
+    std::vector<cf32> out;
+    std::vector<cf32> buf(333);
+    for (;;) {
+        const auto r = ring.read(buf, 1000ms);
+        if (r.what == io::sample_ring::read_result::kind::end) break;
+        ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+        out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r.count));
+    }
+    producer.join();
+    EXPECT_EQ(out, in);
+    const auto c = ring.counters();
+    EXPECT_EQ(c.samples_dropped, 0u);
+    EXPECT_GT(c.producer_waits, 0u);
+    EXPECT_LE(c.high_water, 1000u);
+}
+
+TEST(ring, drop_policy_counts_every_dropped_sample_and_marks_the_gap_where_it_happened)
+{
+    auto ring = make_ring(100, io::overflow_policy::drop);
+    const auto a = ramp(80, 0.0f);
+    const auto b = ramp(50, 1000.0f);  // 20 fit, 30 dropped
+    const auto c = ramp(10, 2000.0f);  // ring full: all 10 dropped
+    EXPECT_EQ(ring.write(a), 80u);
+    EXPECT_EQ(ring.write(b), 20u);
+    EXPECT_EQ(ring.write(c), 0u);
+    std::vector<cf32> buf(1000);
+    auto r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+    ASSERT_EQ(r.count, 100u);
+    EXPECT_EQ(buf[99], b[19]);
+    const auto d = ramp(5, 3000.0f);
+    EXPECT_EQ(ring.write(d), 5u);
+    // The 40 dropped samples come back as one gap, before d.
+    r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::gap);
+    EXPECT_EQ(r.lost_samples, 40u);
+    EXPECT_EQ(r.reason, io::gap_reason::overflow);
+    r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+    ASSERT_EQ(r.count, 5u);
+    EXPECT_EQ(buf[0], d[0]);
+    const auto cnt = ring.counters();
+    EXPECT_EQ(cnt.samples_dropped, 40u);
+    EXPECT_EQ(cnt.overflows, 1u);
+    EXPECT_EQ(cnt.samples_written + cnt.samples_dropped, 80u + 50u + 10u + 5u);
+}
+
+TEST(ring, gaps_arrive_between_the_same_samples_and_the_end_after_everything)
+{
+    auto ring = make_ring(64, io::overflow_policy::block);
+    ring.write(ramp(10));
+    ring.gap(123, io::gap_reason::lost_packets);
+    ring.gap(0, io::gap_reason::reconnect);
+    ring.write(ramp(3, 50.0f));
+    ring.close();
+    EXPECT_EQ(ring.write(ramp(3)), 0u) << "a closed ring accepts nothing";
+    std::vector<cf32> buf(64);
+    using kind = io::sample_ring::read_result::kind;
+    auto r = ring.read(buf, 10ms);
+    EXPECT_EQ(r.what, kind::samples);
+    EXPECT_EQ(r.count, 10u);
+    r = ring.read(buf, 10ms);
+    EXPECT_EQ(r.what, kind::gap);
+    EXPECT_EQ(r.lost_samples, 123u);
+    EXPECT_EQ(r.reason, io::gap_reason::lost_packets);
+    r = ring.read(buf, 10ms);
+    EXPECT_EQ(r.what, kind::gap);
+    EXPECT_EQ(r.reason, io::gap_reason::reconnect);
+    r = ring.read(buf, 10ms);
+    EXPECT_EQ(r.what, kind::samples);
+    EXPECT_EQ(r.count, 3u);
+    EXPECT_EQ(buf[0], cf32(50.0f, 0.0f));
+    EXPECT_EQ(ring.read(buf, 10ms).what, kind::end);
+}
+
+TEST(ring, read_times_out_when_empty_and_abort_releases_a_blocked_producer)
+{
+    auto ring = make_ring(16, io::overflow_policy::block);
+    std::vector<cf32> buf(16);
+    EXPECT_EQ(ring.read(buf, 20ms).what, io::sample_ring::read_result::kind::timeout);
+    std::size_t accepted = 0;
+    std::thread producer([&] { accepted = ring.write(ramp(40)); });  // blocks after 16
+    std::this_thread::sleep_for(50ms);
+    ring.abort();
+    producer.join();
+    EXPECT_EQ(accepted, 16u);
+}
+
+TEST(ring, policy_names)
+{
+    EXPECT_EQ(io::parse_overflow_policy("drop"), io::overflow_policy::drop);
+    EXPECT_EQ(io::parse_overflow_policy("block"), io::overflow_policy::block);
+    try {
+        (void)io::parse_overflow_policy("dorp");
+        FAIL();
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("'dorp'"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("drop, block"), std::string::npos);
+    }
+}
+
+// ----------------------------------------------------------------------------------- config
+
+namespace {
+
+std::string config_errors(const std::string& yaml)
+{
+    try {
+        (void)config::parse_daemon_config(yaml, "t.yaml");
+    } catch (const config::config_error& e) {
+        return e.what();
+    }
+    return {};
+}
+
+}  // namespace
+
+TEST(daemon_config, defaults_and_a_full_document)
+{
+    const auto d = config::parse_daemon_config("source:\n  file:\n    path: x.sigmf-meta\n", "t.yaml", "/etc/paqd");
+    EXPECT_EQ(d.source.type, config::source_type::file);
+    EXPECT_EQ(d.source.file.path, std::filesystem::path("/etc/paqd/x.sigmf-meta")) << "relative to the config file";
+    EXPECT_EQ(d.ring.overflow, config::ring_overflow::automatic);
+    EXPECT_EQ(d.pipeline.backend, config::backend_kind::automatic);
+    ASSERT_TRUE(d.monitor.pattern);
+    EXPECT_EQ(*d.monitor.pattern, dsp::pn_pattern::pn15);
+
+    const auto c = config::parse_daemon_config(R"(
+receiver:
+  batch_samples: 1000000
+source:
+  type: file
+  stall_timeout_s: 0.5
+  file: {path: /data/a.cf32, format: cf32, sample_rate_hz: 20625000, paced: false, loop: true, rate_factor: 2}
+ring: {capacity_s: 3, overflow: drop, lock_memory: false}
+pipeline: {backend: cpu, gpus: [0, 1], cpu_workers: 2, queue_depth: 3, cpu_fallback: false}
+monitor: {pattern: none, status_interval_s: 5}
+log: {level: debug, destination: console}
+)",
+                                               "t.yaml");
+    EXPECT_EQ(c.receiver.batch_samples, 1000000u);
+    EXPECT_DOUBLE_EQ(c.source.stall_timeout_s, 0.5);
+    EXPECT_EQ(c.source.file.raw_format, io::sample_format::cf32_le);
+    EXPECT_FALSE(c.source.file.paced);
+    EXPECT_TRUE(c.source.file.loop);
+    EXPECT_EQ(c.ring.overflow, config::ring_overflow::drop);
+    EXPECT_EQ(c.pipeline.gpus, (std::vector<int>{0, 1}));
+    EXPECT_FALSE(c.monitor.pattern);
+    EXPECT_EQ(c.log.level, "debug");
+    // The effective configuration reads back to the same.
+    const auto again = config::parse_daemon_config(config::to_yaml(c), "again.yaml");
+    EXPECT_EQ(config::to_yaml(again), config::to_yaml(c));
+}
+
+TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
+{
+    const std::string base = "source:\n  file: {path: a}\n";
+    auto e = config_errors(base + "ring:\n  capacity_s: 100\n");
+    EXPECT_NE(e.find("t.yaml:4: ring.capacity_s = 100 is out of range (allowed: 0.1 .. 60)"), std::string::npos) << e;
+    e = config_errors(base + "ring:\n  overflow: sometimes\n");
+    EXPECT_NE(e.find("ring.overflow: got 'sometimes' (allowed: auto, drop, block)"), std::string::npos) << e;
+    e = config_errors(base + "ring:\n  capacty_s: 1\n");
+    EXPECT_NE(e.find("unknown key 'capacty_s' in 'ring', did you mean 'capacity_s'?"), std::string::npos) << e;
+    e = config_errors(base + "pipelin:\n  backend: cpu\n");
+    EXPECT_NE(e.find("unknown key 'pipelin'"), std::string::npos) << e;
+    e = config_errors(base + "pipeline:\n  gpus: [0, 0]\n");
+    EXPECT_NE(e.find("pipeline.gpus: 0 is listed twice"), std::string::npos) << e;
+    e = config_errors(base + "source:\n  type: file\n");
+    EXPECT_NE(e.find("duplicate key 'source'"), std::string::npos) << e;
+    e = config_errors("source:\n  type: file\n");
+    EXPECT_NE(e.find("source.file.path: must be set"), std::string::npos) << e;
+    e = config_errors(base + "monitor:\n  pattern: pn16\n");
+    EXPECT_NE(e.find("monitor.pattern: got 'pn16'"), std::string::npos) << e;
+    e = config_errors(base + "source:\n  stall_timeout_s: '2'\n");
+    EXPECT_FALSE(e.empty());
+    e = config_errors(base + "ring:\n  lock_memory: yes\n");
+    EXPECT_NE(e.find("ring.lock_memory: expected true or false, got 'yes'"), std::string::npos) << e;
+    // Several problems are reported together.
+    e = config_errors(base + "ring:\n  capacity_s: 0\n  overflow: x\n");
+    EXPECT_NE(e.find("capacity_s"), std::string::npos);
+    EXPECT_NE(e.find("overflow"), std::string::npos);
+}
+
+TEST(daemon_config, auto_overflow_blocks_for_files_and_drops_for_live_sources)
+{
+    config::daemon_config c;
+    c.source.type = config::source_type::file;
+    EXPECT_EQ(daemon::overflow_for(c), io::overflow_policy::block);
+    c.source.type = config::source_type::vita49;
+    EXPECT_EQ(daemon::overflow_for(c), io::overflow_policy::drop);
+    c.ring.overflow = config::ring_overflow::block;
+    EXPECT_EQ(daemon::overflow_for(c), io::overflow_policy::block);
+}
+
+// --------------------------------------------------------------------------------- pipeline
+
+namespace {
+
+/// A scripted source: samples in chunks, gaps and pauses at given positions.
+class scripted_source final : public io::sample_source {
+public:
+    struct step {
+        std::size_t from = 0, to = 0;         ///< samples [from, to) of `data`
+        std::uint64_t gap_before = 0;         ///< report a gap of this many samples first
+        bool gap = false;
+        std::chrono::milliseconds pause{0};   ///< wait before the step
+    };
+    scripted_source(std::vector<cf32> data, std::vector<step> steps) : data_(std::move(data)), steps_(std::move(steps)) {}
+    std::string describe() const override { return "scripted"; }
+    double sample_rate_hz() const override { return 20.625e6; }
+    void run(io::sample_sink& sink) override
+    {
+        for (const auto& s : steps_) {
+            if (s.pause.count()) {
+                const auto until = std::chrono::steady_clock::now() + s.pause;
+                while (!stop_ && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+            }
+            if (stop_) return;
+            if (s.gap) sink.gap(s.gap_before, io::gap_reason::lost_packets);
+            for (std::size_t p = s.from; p < s.to && !stop_; p += 50'000) {
+                const std::size_t n = std::min<std::size_t>(50'000, s.to - p);
+                sink.write(std::span<const cf32>(data_.data() + p, n));
+                counters_.samples += n;
+                if (slow_) std::this_thread::sleep_for(slow_per_chunk_);
+            }
+        }
+    }
+    void stop() override { stop_ = true; }
+    void slow(std::chrono::milliseconds per_chunk)
+    {
+        slow_ = true;
+        slow_per_chunk_ = per_chunk;
+    }
+
+private:
+    std::vector<cf32> data_;
+    std::vector<step> steps_;
+    std::atomic<bool> stop_{false};
+    bool slow_ = false;
+    std::chrono::milliseconds slow_per_chunk_{0};
+};
+
+/// A backend that fails on chosen batches (a GPU fault, say), and the CPU chain otherwise.
+class failing_backend final : public dsp::batch_processor {
+public:
+    failing_backend(const dsp::receiver_config& rc, std::set<std::uint64_t> fail) : cpu_(rc), fail_(std::move(fail)) {}
+    dsp::batch_output process(const dsp::sample_batch& b) override
+    {
+        if (fail_.count(b.index)) throw std::runtime_error("injected device fault");
+        return cpu_.process(b);
+    }
+    std::string name() const override { return "failing"; }
+
+private:
+    dsp::cpu_backend cpu_;
+    std::set<std::uint64_t> fail_;
+};
+
+struct live_result {
+    daemon::pipeline_stats stats;
+    std::vector<dsp::batch_output> published;
+};
+
+live_result run_pipeline(io::sample_source& src, const dsp::receiver_config& rc,
+                         std::vector<std::unique_ptr<dsp::batch_processor>> workers,
+                         daemon::pipeline::backend_factory fallback = {}, std::chrono::milliseconds stall = 2000ms,
+                         std::function<void(daemon::pipeline&)> during = {})
+{
+    io::sample_ring ring(1'000'000, io::overflow_policy::block, io::host_ring_allocator(false));
+    daemon::pipeline_options po;
+    po.receiver = rc;
+    po.sample_rate_hz = 20.625e6;
+    po.stall_timeout = stall;
+    live_result res;
+    daemon::pipeline p(po, src, ring, std::move(workers), std::move(fallback),
+                       [&](const dsp::batch_output& out) { res.published.push_back(out); });
+    p.start();
+    if (during) during(p);
+    p.join();
+    res.stats = p.stats();
+    return res;
+}
+
+std::vector<std::unique_ptr<dsp::batch_processor>> cpu_workers(const dsp::receiver_config& rc, int n)
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> w;
+    for (int i = 0; i < n; ++i) w.push_back(std::make_unique<dsp::cpu_backend>(rc));
+    return w;
+}
+
+}  // namespace
+
+TEST(pipeline, equals_the_offline_chain_with_several_workers_and_publishes_in_order)
+{
+    dsp::sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 12.0;
+    sc.cfo_hz = 30e3;
+    sc.seed = 4101;
+    const auto sim = test::simulate(sc, 60);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    const auto offline = test::run_chain(sim.samples, rc);
+
+    scripted_source src(sim.samples, {{0, sim.samples.size()}});
+    const auto live = run_pipeline(src, rc, cpu_workers(rc, 3));
+    ASSERT_GT(live.published.size(), 3u);
+    for (std::size_t i = 0; i < live.published.size(); ++i) EXPECT_EQ(live.published[i].batch_index, i);
+    const auto& t = live.stats.tally;
+    EXPECT_EQ(live.stats.samples_in, sim.samples.size());
+    EXPECT_EQ(t.packets_found, offline.packets_found);
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        EXPECT_EQ(t.paths[p].bit_errors, offline.paths[p].bit_errors) << dsp::path_name(p);
+        EXPECT_EQ(t.paths[p].bits_checked, offline.paths[p].bits_checked) << dsp::path_name(p);
+    }
+    EXPECT_EQ(live.stats.batches_published, live.stats.batches_dispatched);
+    EXPECT_EQ(live.stats.batches_lost, 0u);
+    EXPECT_GT(live.stats.latency_max_ms, 0.0);
+}
+
+TEST(pipeline, a_gap_and_a_stall_end_the_segment_and_are_counted)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4102;
+    sc.start_offset_samples = 0;
+    const auto sim = test::simulate(sc, 30);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    const std::size_t a = 10 * waveform::L_pkt + 4000, b = 20 * waveform::L_pkt + 7000;
+    // Samples [0, a), a gap of 5000 lost samples (the source says so), [a + 5000, b), then
+    // 600 ms without samples (stall timeout 200 ms), then the rest.
+    scripted_source src(sim.samples, {{0, a},
+                                      {a + 5000, b, 5000, true},
+                                      {b, sim.samples.size(), 0, false, 600ms}});
+    const auto live = run_pipeline(src, rc, cpu_workers(rc, 1), {}, 200ms);
+    const auto& s = live.stats;
+    EXPECT_EQ(s.gaps, 1u);
+    EXPECT_EQ(s.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::lost_packets)], 1u);
+    EXPECT_EQ(s.samples_lost_in_gaps, 5000u);
+    EXPECT_EQ(s.stalls, 1u);
+    EXPECT_EQ(s.samples_in, sim.samples.size() - 5000);
+    // The packets cut by the gap (one at a, one at a + 5000 at most) and by the stall's
+    // segment end (one) are truncated, never decoded across the cut.
+    std::size_t expect_found = 0;
+    for (auto st : sim.truth.packet_starts) {
+        const bool whole_before_a = st + waveform::L_pkt <= a;
+        const bool whole_in_second = st >= a + 5000 + 258 && st + waveform::L_pkt <= b;
+        const bool whole_after_b = st >= b + 258 && st + waveform::L_pkt <= sim.samples.size();
+        if ((st >= 258 && whole_before_a) || whole_in_second || whole_after_b) ++expect_found;
+    }
+    EXPECT_NEAR(static_cast<double>(s.tally.packets_found), static_cast<double>(expect_found), 1.0);
+    EXPECT_GE(s.tally.packets_truncated, 2u);
+    // No packet spans a cut: every data bit decoded is right (noise is low, 15 dB AWGN).
+    EXPECT_EQ(s.tally.paths[2].bit_errors, 0u);
+}
+
+TEST(pipeline, a_failing_backend_falls_back_to_the_cpu_and_without_fallback_the_loss_is_counted)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4103;
+    const auto sim = test::simulate(sc, 30);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    {
+        std::vector<std::unique_ptr<dsp::batch_processor>> w;
+        w.push_back(std::make_unique<failing_backend>(rc, std::set<std::uint64_t>{1}));
+        scripted_source src(sim.samples, {{0, sim.samples.size()}});
+        const auto live = run_pipeline(src, rc, std::move(w), [rc] { return std::make_unique<dsp::cpu_backend>(rc); });
+        EXPECT_EQ(live.stats.backend_errors, 1u);
+        EXPECT_EQ(live.stats.batches_on_fallback, 1u);
+        EXPECT_EQ(live.stats.batches_lost, 0u);
+        EXPECT_EQ(live.stats.tally.packets_found, test::run_chain(sim.samples, rc).packets_found);
+    }
+    {
+        std::vector<std::unique_ptr<dsp::batch_processor>> w;
+        w.push_back(std::make_unique<failing_backend>(rc, std::set<std::uint64_t>{0, 1}));
+        scripted_source src(sim.samples, {{0, sim.samples.size()}});
+        const auto live = run_pipeline(src, rc, std::move(w));
+        EXPECT_EQ(live.stats.backend_errors, 2u);
+        EXPECT_EQ(live.stats.batches_lost, 2u);
+        EXPECT_EQ(live.stats.samples_in_lost_batches, 2 * rc.batch_samples);
+        // The batches after the lost ones are still published, in order.
+        EXPECT_EQ(live.stats.batches_published + 2, live.stats.batches_dispatched);
+        for (std::size_t i = 1; i < live.published.size(); ++i) {
+            EXPECT_GT(live.published[i].batch_index, live.published[i - 1].batch_index);
+        }
+    }
+}
+
+TEST(pipeline, stop_mid_run_publishes_what_was_received)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4104;
+    const auto sim = test::simulate(sc, 60);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    scripted_source src(sim.samples, {{0, sim.samples.size()}});
+    src.slow(20ms);  // 50k samples per 20 ms: the stop lands mid-stream
+    const auto live = run_pipeline(src, rc, cpu_workers(rc, 1), {}, 2000ms, [](daemon::pipeline& p) {
+        std::this_thread::sleep_for(150ms);
+        p.request_stop();
+    });
+    const auto& s = live.stats;
+    EXPECT_GT(s.samples_in, 0u);
+    EXPECT_LT(s.samples_in, sim.samples.size());
+    // Everything that came in was batched and published; nothing was lost.
+    EXPECT_EQ(s.batches_published, s.batches_dispatched);
+    EXPECT_EQ(s.batches_lost, 0u);
+    EXPECT_GT(s.tally.packets_found, 0u);
+    EXPECT_TRUE(s.finished);
+}
+
+TEST(pipeline, file_source_paced_keeps_to_the_recorded_rate)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4105;
+    const auto sim = test::simulate(sc, 40);  // ~0.025 s at 20.6 MS/s
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-daemon-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = 20.625e6;
+    {
+        auto w = io::sample_file_writer::create_sigmf(dir / "rec", meta);
+        w.write(sim.samples);
+        w.close();
+    }
+    io::file_source_config fc;
+    fc.path = dir / "rec.sigmf-meta";
+    fc.rate_factor = 0.1;  // 10x slower than real time: ~0.25 s
+    fc.chunk_samples = 8192;
+    io::file_source src(fc);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto live = run_pipeline(src, rc, cpu_workers(rc, 1));
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double expected = static_cast<double>(sim.samples.size()) / (20.625e6 * 0.1);
+    EXPECT_GE(elapsed, expected * 0.95);
+    EXPECT_EQ(live.stats.samples_in, sim.samples.size());
+    EXPECT_EQ(src.counters().samples.load(), sim.samples.size());
+    EXPECT_EQ(live.stats.tally.packets_found, test::run_chain(sim.samples, rc).packets_found);
+    std::filesystem::remove_all(dir);
+}
+
+TEST(pipeline, a_missing_file_is_a_clear_error_before_anything_starts)
+{
+    config::source_config sc;
+    sc.file.path = "/nonexistent/rec.sigmf-meta";
+    try {
+        (void)daemon::make_source(sc);
+        FAIL();
+    } catch (const std::exception& e) {
+        EXPECT_NE(std::string(e.what()).find("/nonexistent/rec.sigmf-meta"), std::string::npos) << e.what();
+    }
+}
+
+TEST(pipeline, status_line_shows_counters_ber_and_latency)
+{
+    daemon::pipeline_stats s;
+    s.samples_in = 41'250'000;
+    s.ring.samples_dropped = 7;
+    s.gaps = 2;
+    s.batches_published = 3;
+    s.packets_last_batch = 3104;
+    s.tally.packets_found = 9312;
+    s.latency_last_ms = 512;
+    s.latency_max_ms = 700;
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        s.tally.paths[p].name = dsp::path_name(p);
+        s.tally.paths[p].locked = p != 0;
+        s.tally.paths[p].ber = 1e-3 * (p + 1);
+    }
+    const auto line = daemon::status_line(s, nullptr, 1.0, true);
+    EXPECT_NE(line.find("drop 7"), std::string::npos) << line;
+    EXPECT_NE(line.find("gaps 2"), std::string::npos) << line;
+    EXPECT_NE(line.find("pkts 3104/batch"), std::string::npos) << line;
+    EXPECT_NE(line.find("none nolock"), std::string::npos) << line;
+    EXPECT_NE(line.find("mmse 3.0e-03"), std::string::npos) << line;
+    EXPECT_NE(line.find("latency 512 ms (max 700)"), std::string::npos) << line;
+}
