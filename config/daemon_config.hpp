@@ -8,6 +8,9 @@
 //   pipeline:   backend and workers
 //   publisher:  the six UDP bitstreams
 //   monitor:    BER pattern and status line
+//   records:    per-packet CSV records (docs/RECORDS.md)
+//   recording:  SigMF recording of the received samples
+//   metrics:    Prometheus endpoint
 //   log:        level and destination
 #pragma once
 
@@ -17,6 +20,7 @@
 #include "io/ring_buffer.hpp"
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -77,12 +81,36 @@ struct log_config {
     log_destination destination = log_destination::automatic;
 };
 
+struct records_config {
+    /// Files <base>-packets.csv and <base>-channel.csv; empty: no records.
+    std::filesystem::path base;
+    /// One row per this many packets (errors and bits summed over them), 1 <= x <= 1e6.
+    std::uint32_t decimation = 1;
+    /// The channel estimate of every this-many-th packet, 1 <= x <= 1e6.
+    std::uint32_t channel_decimation = 100;
+};
+
+struct recording_config {
+    std::filesystem::path base;  ///< <base>.sigmf-data / .sigmf-meta; empty: no recording
+    io::sample_format format = io::sample_format::ci16_le;
+    std::size_t queue_mib = 256;  ///< samples waiting for the disk, at most, 16 <= x <= 65536
+};
+
+struct metrics_config {
+    bool enabled = true;
+    std::string bind = "127.0.0.1";  ///< address to listen on ("0.0.0.0": every interface)
+    std::uint16_t port = 9469;       ///< 0: any free port (see metrics_server::port())
+};
+
 struct daemon_config {
     dsp::receiver_config receiver;
     source_config source;
     ring_config ring;
     pipeline_config pipeline;
     monitor_config monitor;
+    records_config records;
+    recording_config recording;
+    metrics_config metrics;
     log_config log;
 };
 

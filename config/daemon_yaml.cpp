@@ -355,6 +355,42 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         m.finish();
     }
     {
+        auto r = root.sub("records");
+        std::string base;
+        if (r.text("path", base, true)) {
+            std::filesystem::path b(base);
+            cfg.records.base = b.is_relative() && !base_dir.empty() ? base_dir / b : b;
+        }
+        r.number<std::uint32_t>("decimation", cfg.records.decimation, 1, 1'000'000);
+        r.number<std::uint32_t>("channel_decimation", cfg.records.channel_decimation, 1, 1'000'000);
+        r.finish();
+    }
+    {
+        auto r = root.sub("recording");
+        std::string base;
+        if (r.text("path", base, true)) {
+            std::filesystem::path b(base);
+            cfg.recording.base = b.is_relative() && !base_dir.empty() ? base_dir / b : b;
+        }
+        std::string fmt;
+        if (r.text("format", fmt, true)) {
+            try {
+                cfg.recording.format = io::parse_sample_format(fmt);
+            } catch (const std::invalid_argument& e) {
+                errors.add(r.mark(), "recording.format: " + std::string(e.what()));
+            }
+        }
+        r.number<std::size_t>("queue_mib", cfg.recording.queue_mib, 16, 65536);
+        r.finish();
+    }
+    {
+        auto m = root.sub("metrics");
+        m.boolean("enabled", cfg.metrics.enabled);
+        m.text("bind", cfg.metrics.bind, true);
+        m.number<std::uint16_t>("port", cfg.metrics.port, 0, 65535);
+        m.finish();
+    }
+    {
         auto l = root.sub("log");
         l.choice("level", cfg.log.level,
                  {{"trace", std::string("trace")}, {"debug", std::string("debug")}, {"info", std::string("info")},
@@ -418,6 +454,18 @@ std::string to_yaml(const daemon_config& c)
     os << "monitor:\n"
        << "  pattern: " << (c.monitor.pattern ? std::string(dsp::to_string(*c.monitor.pattern)) : std::string("none")) << "\n"
        << "  status_interval_s: " << format_double(c.monitor.status_interval_s) << "\n";
+    os << "records:\n";
+    if (!c.records.base.empty()) os << "  path: \"" << c.records.base.string() << "\"\n";
+    os << "  decimation: " << c.records.decimation << "\n"
+       << "  channel_decimation: " << c.records.channel_decimation << "\n";
+    os << "recording:\n";
+    if (!c.recording.base.empty()) os << "  path: \"" << c.recording.base.string() << "\"\n";
+    os << "  format: " << io::to_sigmf_datatype(c.recording.format) << "\n"
+       << "  queue_mib: " << c.recording.queue_mib << "\n";
+    os << "metrics:\n"
+       << "  enabled: " << (c.metrics.enabled ? "true" : "false") << "\n"
+       << "  bind: \"" << c.metrics.bind << "\"\n"
+       << "  port: " << c.metrics.port << "\n";
     os << "log:\n"
        << "  level: " << c.log.level << "\n"
        << "  destination: " << to_string(c.log.destination) << "\n";

@@ -1,5 +1,9 @@
 #include "daemon/live.hpp"
 
+#include "config/receiver_yaml.hpp"
+#include "daemon/metrics_http.hpp"
+#include "daemon/records.hpp"
+#include "daemon/recorder.hpp"
 #include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
 #include "dsp/cpu_backend.hpp"
@@ -181,10 +185,23 @@ int run_live(const live_options& opt)
     std::unique_ptr<io::sample_source> source;
     std::unique_ptr<io::sample_ring> ring;
     std::unique_ptr<pipeline> pipe;
+    std::unique_ptr<records_writer> records;
+    std::unique_ptr<recorder> rec;
+    std::unique_ptr<metrics_server> metrics;
     const auto backend = resolve_backend(cfg.pipeline.backend);
     try {
         source = make_source(cfg.source);
         const double rate = source->sample_rate_hz();
+        if (!cfg.records.base.empty()) {
+            records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate);
+            spdlog::info("records: {} (one row per {} packet(s)), channel every {} packet(s)",
+                         records->packets_path().string(), cfg.records.decimation, cfg.records.channel_decimation);
+        }
+        if (!cfg.recording.base.empty()) {
+            rec = std::make_unique<recorder>(cfg.recording, rate, nlohmann::json(config::to_yaml(cfg)));
+            spdlog::info("recording the received samples to {} ({})", rec->meta_path().string(),
+                         io::to_sigmf_datatype(cfg.recording.format));
+        }
         const auto capacity = static_cast<std::size_t>(cfg.ring.capacity_s * rate);
         const io::overflow_policy policy = overflow_for(cfg);
         ring = std::make_unique<io::sample_ring>(capacity, policy, make_ring_allocator(cfg.ring.lock_memory, backend));
@@ -204,8 +221,37 @@ int run_live(const live_options& opt)
         po.sample_rate_hz = rate;
         po.stall_timeout = std::chrono::milliseconds(static_cast<long>(cfg.source.stall_timeout_s * 1000.0));
         po.queue_depth = cfg.pipeline.queue_depth;
-        pipe = std::make_unique<pipeline>(po, *source, *ring, std::move(workers), std::move(fallback),
-                                          pipeline::publish_fn{});
+        if (rec) {
+            po.on_samples = [r = rec.get()](std::span<const cf32> x) { r->write(x); };
+            po.on_gap = [r = rec.get()](std::uint64_t lost, io::gap_reason why) { r->gap(lost, why); };
+        }
+        auto publish = [&records](const dsp::batch_output& out) {
+            if (records && !records->failed()) {
+                try {
+                    records->add(out);
+                } catch (const std::exception& e) {
+                    spdlog::error("{}", e.what());
+                }
+            }
+        };
+        pipe = std::make_unique<pipeline>(po, *source, *ring, std::move(workers), std::move(fallback), publish);
+        if (cfg.metrics.enabled) {
+            metrics = std::make_unique<metrics_server>(cfg.metrics, [&] {
+                extra_metrics x;
+                const auto& sc = source->counters();
+                x.source_packets = sc.packets;
+                x.source_packets_lost = sc.packets_lost;
+                x.source_malformed = sc.malformed;
+                x.source_reconnects = sc.reconnects;
+                if (records) x.record_rows = records->rows();
+                if (rec) {
+                    x.recorded_samples = rec->samples_recorded();
+                    x.recording_dropped_samples = rec->samples_dropped();
+                }
+                return render_prometheus(pipe->stats(), x, have_pattern);
+            });
+            spdlog::info("metrics: http://{}:{}/metrics", cfg.metrics.bind, metrics->port());
+        }
     } catch (const std::exception& e) {
         spdlog::error("cannot start: {}", e.what());
         return 1;
@@ -272,9 +318,34 @@ int run_live(const live_options& opt)
                  s.samples_in, s.ring.samples_dropped, s.samples_lost_in_gaps, s.samples_in_lost_batches,
                  s.tally.packets_found, s.tally.packets_truncated, s.tally.packets_skipped, s.batches_published,
                  s.batches_lost, s.batches_on_fallback);
+    metrics.reset();
+    if (records) {
+        try {
+            records->close();
+            spdlog::info("records: {} rows for {} packets in {}", records->rows(), records->packets(),
+                         records->packets_path().string());
+        } catch (const std::exception& e) {
+            spdlog::error("{}", e.what());
+        }
+    }
+    if (rec) {
+        try {
+            rec->close();
+            spdlog::info("recording: {} samples in {} ({} dropped from the recording)", rec->samples_recorded(),
+                         rec->meta_path().string(), rec->samples_dropped());
+        } catch (const std::exception& e) {
+            spdlog::error("{}", e.what());
+        }
+    }
     if (!opt.json_out.empty()) {
+        auto j = to_json(s, have_pattern);
+        if (records) j["record_rows"] = records->rows();
+        if (rec) {
+            j["recorded_samples"] = rec->samples_recorded();
+            j["recording_dropped_samples"] = rec->samples_dropped();
+        }
         std::ofstream f(opt.json_out);
-        f << to_json(s, have_pattern).dump(2) << "\n";
+        f << j.dump(2) << "\n";
         if (!f) spdlog::error("cannot write {}", opt.json_out.string());
     }
     return s.source_error ? 1 : 0;

@@ -54,6 +54,13 @@ int main(int argc, char** argv)
     replay->add_option("--backend", backend, "Signal-chain backend: cpu or cuda")->capture_default_str();
     replay->add_option("--gpu", gpu, "CUDA device for --backend cuda")->capture_default_str();
     replay->add_flag("--json", json, "Print the summary as JSON instead of the table");
+    std::string records_base;
+    std::uint32_t records_decimation = 1, channel_decimation = 100;
+    replay->add_option("--records", records_base, "Write per-packet records to BASE-packets.csv and BASE-channel.csv");
+    replay->add_option("--records-decimation", records_decimation, "One record row per N packets (sums exact)")
+        ->check(CLI::Range(1u, 1000000u))->capture_default_str();
+    replay->add_option("--channel-decimation", channel_decimation, "The channel estimate of every Nth packet")
+        ->check(CLI::Range(1u, 1000000u))->capture_default_str();
     replay->add_option("--json-out", json_out, "Also write the JSON summary to this file");
 
     CLI11_PARSE(app, argc, argv);
@@ -107,6 +114,9 @@ int main(int argc, char** argv)
         opt.pattern = dsp::parse_pn_pattern(pattern);
         opt.backend = backend;
         opt.gpu = gpu;
+        opt.records.base = records_base;
+        opt.records.decimation = records_decimation;
+        opt.records.channel_decimation = channel_decimation;
         if (!config_file.empty()) opt.receiver = config::load_receiver_config(config_file);
         if (batch_samples) opt.receiver.batch_samples = batch_samples;
         if (threads >= 0) opt.receiver.cpu_threads = threads;

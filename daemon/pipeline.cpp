@@ -128,11 +128,13 @@ void pipeline::batcher_loop()
             }
             last_data = clock::now();
             bt.push(std::span<const cf32>(chunk.data(), r.count));
+            if (opt_.on_samples) opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
             std::lock_guard s(s_mu_);
             stats_.samples_in += r.count;
             tally_.add_samples(r.count);
         } else if (r.what == kind::gap) {
             bt.gap(r.lost_samples);
+            if (opt_.on_gap) opt_.on_gap(r.lost_samples, r.reason);
             std::lock_guard s(s_mu_);
             ++stats_.gaps;
             ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
@@ -143,6 +145,7 @@ void pipeline::batcher_loop()
             // No samples: end the segment so that the packets received so far go out now.
             stalled = true;
             bt.gap(0);
+            if (opt_.on_gap) opt_.on_gap(0, io::gap_reason::stall);
             spdlog::warn("source stalled: no samples for {:.1f} s; segment ended, packets so far published",
                          ms_since(last_data) / 1000.0);
             std::lock_guard s(s_mu_);

@@ -46,6 +46,10 @@ struct pipeline_options {
     double sample_rate_hz = 0.0;
     std::chrono::milliseconds stall_timeout{2000};
     int queue_depth = 2;
+    /// Taps on the batcher thread (e.g. the SigMF recorder): every sample read from the ring
+    /// and every gap, in stream order. They must not block for long.
+    std::function<void(std::span<const cf32>)> on_samples;
+    std::function<void(std::uint64_t lost, io::gap_reason reason)> on_gap;
 };
 
 struct pipeline_stats {

@@ -47,8 +47,17 @@ replay_result run_replay(const replay_options& opt)
     }
     const auto backend = make_backend(opt.backend, opt.receiver, opt.gpu);
     res.backend = backend->name();
-    res.summary = dsp::run_receiver(*backend, opt.receiver, opt.pattern, info.sample_rate_hz,
-                                    [&](std::span<cf32> out) { return reader.read(out); });
+    std::unique_ptr<records_writer> records;
+    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz);
+    res.summary = dsp::run_receiver(
+        *backend, opt.receiver, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
+        [&](const dsp::batch_output& out) {
+            if (records) records->add(out);
+        });
+    if (records) {
+        records->close();
+        res.record_rows = records->rows();
+    }
     const auto& s = res.summary;
     if (s.nonfinite_samples) {
         res.warnings.push_back(std::to_string(s.nonfinite_samples) +

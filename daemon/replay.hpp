@@ -1,6 +1,7 @@
 // `paqd replay FILE`: the chain over a recording, with the side-by-side table per path.
 #pragma once
 
+#include "daemon/records.hpp"
 #include "dsp/backend.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
@@ -26,6 +27,7 @@ struct replay_options {
     dsp::receiver_config receiver;
     std::string backend = "cpu";  ///< "cpu" or "cuda"
     int gpu = 0;                  ///< CUDA device for the cuda backend
+    records_config records;       ///< per-packet CSV records (base empty: none)
 };
 
 struct replay_result {
@@ -35,6 +37,7 @@ struct replay_result {
     std::string file;
     std::string backend;
     std::vector<std::string> warnings;  ///< also in the JSON
+    std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
 };
 
 /// The backend by name: "cpu", or "cuda" (device `gpu`). Throws std::invalid_argument for an

@@ -110,6 +110,9 @@ class sample_file_writer {
   [[nodiscard]] const std::filesystem::path& data_path() const noexcept { return data_path_; }
   /// Empty for a raw file.
   [[nodiscard]] const std::filesystem::path& meta_path() const noexcept { return meta_path_; }
+  /// The metadata close() will write (SigMF): a recorder adds what it learns while
+  /// recording (e.g. gaps) to extra_global before closing. Format and rate must not change.
+  [[nodiscard]] sigmf_meta& pending_meta() noexcept { return meta_; }
 
  private:
   sample_file_writer(std::filesystem::path data_path, std::filesystem::path meta_path,

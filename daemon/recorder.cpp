@@ -1,0 +1,120 @@
+#include "daemon/recorder.hpp"
+
+#include "io/sample_file.hpp"
+
+#include <spdlog/spdlog.h>
+
+namespace paq::daemon {
+
+recorder::recorder(const recording_config& cfg, double sample_rate_hz, nlohmann::json settings)
+    : max_queued_(cfg.queue_mib * (std::size_t{1} << 20) / sizeof(cf32))
+{
+    io::sigmf_meta meta;
+    meta.format = cfg.format;
+    meta.sample_rate_hz = sample_rate_hz;
+    meta.description = "paqd recording while receiving";
+    meta.recorder = "paqd 0.1.0";
+    meta.extra_global = nlohmann::json::object();
+    meta.extra_global["paq:receiver"] = std::move(settings);
+    if (cfg.base.has_parent_path()) std::filesystem::create_directories(cfg.base.parent_path());
+    writer_ = std::make_unique<io::sample_file_writer>(io::sample_file_writer::create_sigmf(cfg.base, meta));
+    thread_ = std::thread([this] { writer_loop(); });
+}
+
+recorder::~recorder()
+{
+    try {
+        close();
+    } catch (const std::exception& e) {
+        spdlog::error("recording: {}", e.what());
+    }
+}
+
+std::filesystem::path recorder::meta_path() const { return writer_->meta_path(); }
+
+namespace {
+
+/// Adds `lost` to the last gap entry when it is at the same place for the same reason.
+void add_gap(nlohmann::json& gaps, std::uint64_t at, std::uint64_t lost, std::string_view reason)
+{
+    if (!gaps.empty() && gaps.back()["recording_sample"].get<std::uint64_t>() == at &&
+        gaps.back()["reason"].get<std::string>() == reason) {
+        gaps.back()["lost"] = gaps.back()["lost"].get<std::uint64_t>() + lost;
+        return;
+    }
+    gaps.push_back({{"recording_sample", at}, {"lost", lost}, {"reason", reason}});
+}
+
+}  // namespace
+
+void recorder::write(std::span<const cf32> samples)
+{
+    std::lock_guard lk(mu_);
+    if (closing_) return;
+    if (failed_ || queued_ + samples.size() > max_queued_) {
+        if (!failed_ && dropped_ == 0) {
+            spdlog::warn("recording: the disk does not keep up; samples are dropped from the recording (counted, "
+                         "marked in its metadata)");
+        }
+        add_gap(gaps_, accepted_, samples.size(), "recording-dropped");
+        dropped_ += samples.size();
+        return;
+    }
+    queue_.emplace_back(samples.begin(), samples.end());
+    queued_ += samples.size();
+    accepted_ += samples.size();
+    cv_.notify_one();
+}
+
+void recorder::gap(std::uint64_t lost_samples, io::gap_reason reason)
+{
+    std::lock_guard lk(mu_);
+    add_gap(gaps_, accepted_, lost_samples, io::to_string(reason));
+}
+
+void recorder::writer_loop()
+{
+    for (;;) {
+        std::vector<cf32> chunk;
+        {
+            std::unique_lock lk(mu_);
+            cv_.wait(lk, [&] { return !queue_.empty() || closing_; });
+            if (queue_.empty()) return;
+            chunk = std::move(queue_.front());
+            queue_.pop_front();
+        }
+        if (!failed_) {
+            try {
+                writer_->write(chunk);
+                recorded_ += chunk.size();
+            } catch (const std::exception& e) {
+                spdlog::error("recording stopped: {}", e.what());
+                std::lock_guard lk(mu_);
+                error_ = e.what();
+                failed_ = true;
+            }
+        }
+        std::lock_guard lk(mu_);
+        if (failed_) dropped_ += chunk.size();
+        queued_ -= chunk.size();
+    }
+}
+
+void recorder::close()
+{
+    if (closed_) return;
+    closed_ = true;
+    {
+        std::lock_guard lk(mu_);
+        closing_ = true;
+        cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+    if (failed_) throw std::runtime_error("recording incomplete (no metadata written): " + error_);
+    auto& extra = writer_->pending_meta().extra_global;
+    extra["paq:gaps"] = gaps_;
+    extra["paq:recording_dropped_samples"] = dropped_.load();
+    writer_->close();
+}
+
+}  // namespace paq::daemon

@@ -1,0 +1,75 @@
+// Recording while receiving: every sample the receiver reads goes to a SigMF recording too,
+// with the receiver's settings and every gap in the metadata, so any flight can be replayed
+// (`paqd replay` or `source.type: file`). Disk writes run on a thread of their own behind a
+// bounded queue: a slow or failed disk costs recorded samples (counted, and marked in the
+// metadata), never received ones.
+#pragma once
+
+#include "config/daemon_config.hpp"
+#include "io/sample_format.hpp"
+#include "io/sample_source.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace paq::io {
+class sample_file_writer;
+}
+
+namespace paq::daemon {
+
+using config::recording_config;
+
+class recorder {
+public:
+    /// Creates the data file now (throws naming it when it cannot). `settings` goes into the
+    /// metadata as paq:receiver (e.g. the effective configuration).
+    recorder(const recording_config& cfg, double sample_rate_hz, nlohmann::json settings);
+    ~recorder();
+    recorder(const recorder&) = delete;
+    recorder& operator=(const recorder&) = delete;
+
+    /// Queues samples (a copy); when the queue is full they are dropped from the recording,
+    /// counted, and marked as a gap in the metadata.
+    void write(std::span<const cf32> samples);
+    /// A gap in the received stream, marked in the metadata at the current position.
+    void gap(std::uint64_t lost_samples, io::gap_reason reason);
+    /// Drains the queue, closes the data file and writes the metadata. Throws on an I/O error.
+    void close();
+
+    [[nodiscard]] std::uint64_t samples_recorded() const noexcept { return recorded_; }
+    [[nodiscard]] std::uint64_t samples_dropped() const noexcept { return dropped_; }
+    [[nodiscard]] bool failed() const noexcept { return failed_; }
+    [[nodiscard]] std::filesystem::path meta_path() const;
+
+private:
+    void writer_loop();
+
+    std::unique_ptr<io::sample_file_writer> writer_;
+    std::size_t max_queued_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::vector<cf32>> queue_;
+    std::size_t queued_ = 0;
+    bool closing_ = false;
+    std::uint64_t accepted_ = 0;  ///< samples queued so far: the position in the recording
+    nlohmann::json gaps_ = nlohmann::json::array();
+    std::atomic<std::uint64_t> recorded_{0}, dropped_{0};
+    std::atomic<bool> failed_{false};
+    std::string error_;
+    std::thread thread_;
+    bool closed_ = false;
+};
+
+}  // namespace paq::daemon
