@@ -166,6 +166,8 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         asio::socket_base::send_buffer_size granted;
         st.socket->get_option(granted, ec);
         st.send_buffer_granted = ec ? 0 : static_cast<std::size_t>(granted.value());
+        // Linux doubles the request for its bookkeeping (capped at 2 * net.core.wmem_max);
+        // Asio's get_option halves it back, so this compares like with like.
         if (st.send_buffer_granted < config.send_buffer_bytes) {
             spdlog::warn("bitstream {} -> {}: SO_SNDBUF {} bytes requested, the kernel granted {} "
                          "(raise net.core.wmem_max)",

@@ -84,8 +84,8 @@ public:
         return packets_published_.load(std::memory_order_relaxed);
     }
     [[nodiscard]] bool enabled(int stream) const noexcept;
-    /// SO_SNDBUF as the kernel reports it for the stream's socket (Linux doubles the request
-    /// for its bookkeeping); 0 for a disabled stream.
+    /// SO_SNDBUF the stream's socket got, in the request's terms (Linux doubles a request for
+    /// its bookkeeping; Asio halves the reported value back); 0 for a disabled stream.
     [[nodiscard]] std::size_t send_buffer_granted(int stream) const noexcept;
     /// For logs: "paq to zf=127.0.0.1:5001 fde2=10.0.0.7:5005, SO_SNDBUF 8 MiB, unpaced".
     [[nodiscard]] std::string describe() const;

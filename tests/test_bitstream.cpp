@@ -117,6 +117,7 @@ TEST(dqm, values_computed_by_hand)
     EXPECT_EQ(io::dqm_from_bep(1e-9 / (1 + 1e-9)), 49152);  // LR = 1e-9: 9/12 * 65536
     EXPECT_EQ(io::dqm_from_bep(0.1), 5211);    // LR = 1/9: log10(9) = 0.954243 -> 5211.44
     EXPECT_EQ(io::dqm_from_bep(0.01), 10899);  // LR = 1/99: log10(99) = 1.995635 -> 10898.83
+    EXPECT_EQ(io::dqm_from_bep(1e-4), 21845);  // docs/BITSTREAM.md's worked example
     EXPECT_EQ(io::dqm_from_bep(1e-5), 27307);  // LR = 1.00001e-5: 4.9999957 -> 27306.64
     EXPECT_EQ(io::dqm_from_bep(2e-12), 63892); // LR = 2e-12: 11.69897 -> 63891.97
     EXPECT_EQ(io::dqm_from_bep(1e-12 / (1 + 1e-12)), 65535);  // 65536 saturates

@@ -137,11 +137,14 @@ public:
             asio::socket_base::receive_buffer_size granted;
             l->socket.get_option(granted, ec);
             const auto bound = l->socket.local_endpoint().port();
-            if (!ec && static_cast<std::size_t>(granted.value()) < o.rcvbuf_bytes) {
+            // What the request got: Linux doubles it (capped at 2 * rmem_max) and Asio's
+            // get_option halves the reported value back.
+            const auto got = static_cast<std::size_t>(granted.value());
+            if (!ec && got < o.rcvbuf_bytes) {
                 std::fprintf(stderr,
-                             "paq-bert: warning: SO_RCVBUF %zu bytes requested on port %u, the kernel granted %d "
+                             "paq-bert: warning: SO_RCVBUF %zu bytes requested on port %u, the kernel granted %zu "
                              "(raise net.core.rmem_max)\n",
-                             o.rcvbuf_bytes, static_cast<unsigned>(bound), granted.value());
+                             o.rcvbuf_bytes, static_cast<unsigned>(bound), got);
             }
             std::printf("paq-bert: listening on %s:%u (%s)\n", o.bind.c_str(), static_cast<unsigned>(bound),
                         slot.stream < 0 ? "all streams" : dsp::path_name(slot.stream));
