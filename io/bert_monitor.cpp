@@ -1,0 +1,170 @@
+#include "io/bert_monitor.hpp"
+
+#include "dsp/waveform.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+
+namespace paq::io {
+
+namespace {
+
+constexpr std::uint64_t window = bert_monitor::sequence_window;
+static_assert(window % 64 == 0);
+
+[[nodiscard]] bool test_bit(const std::vector<std::uint64_t>& bits, std::uint64_t seq) noexcept
+{
+    const std::uint64_t i = seq % window;
+    return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
+}
+
+void set_bit(std::vector<std::uint64_t>& bits, std::uint64_t seq, bool value) noexcept
+{
+    const std::uint64_t i = seq % window;
+    const std::uint64_t mask = std::uint64_t{1} << (i % 64);
+    if (value) {
+        bits[i / 64] |= mask;
+    } else {
+        bits[i / 64] &= ~mask;
+    }
+}
+
+}  // namespace
+
+bert_monitor::bert_monitor(const bert_monitor_config& config) : config_(config)
+{
+    streams_.reserve(static_cast<std::size_t>(bitstream_streams));
+    for (int s = 0; s < bitstream_streams; ++s) streams_.emplace_back(config.pattern);
+}
+
+void bert_monitor::malformed(int port_stream, std::string error)
+{
+    ++malformed_total_;
+    if (port_stream >= 0 && port_stream < bitstream_streams) {
+        ++streams_[static_cast<std::size_t>(port_stream)].s.malformed;
+    } else {
+        ++malformed_unattributed_;
+    }
+    last_error_ = std::move(error);
+}
+
+void bert_monitor::ingest(std::span<const std::uint8_t> datagram, int port_stream)
+{
+    decode_result r = decode_datagram(datagram);
+    if (!r.ok()) {
+        malformed(port_stream, std::move(r.error));
+        return;
+    }
+    const decoded_datagram& d = r.datagram;
+    const bool bare = d.format == bitstream_format::dqe_raw;
+    int stream = d.header.stream_id;
+    if (bare) {
+        if (port_stream >= 0) {
+            stream = port_stream;
+        } else if (d.dqe->id < bitstream_streams) {
+            stream = d.dqe->id;
+        } else {
+            char buf[96];
+            std::snprintf(buf, sizeof buf, "bare DQE frame with DQE ID 0x%04X on a shared port: no stream 0 .. 5 to count it in",
+                          static_cast<unsigned>(d.dqe->id));
+            malformed(-1, buf);
+            return;
+        }
+    }
+    if (config_.expected_format && d.format != *config_.expected_format) {
+        malformed(stream, "format is " + std::string(to_string(d.format)) + ", expected " +
+                              std::string(to_string(*config_.expected_format)));
+        return;
+    }
+
+    ++datagrams_total_;
+    stream_state& st = streams_[static_cast<std::size_t>(stream)];
+    ++st.s.datagrams;
+    st.s.bytes += datagram.size();
+    if (d.dqe) st.s.last_dqm = d.dqe->dqm;
+    if (bare) {
+        // No sequence and no start sample: every frame is taken as the next packet.
+        st.raw_start += waveform::L_pkt;
+        st.ber.add_packet(st.raw_start, d.bits.data());
+        ++st.s.packets_checked;
+        return;
+    }
+    st.s.last_bep_estimate = d.header.bep_estimate;
+    track_sequence(st, d);
+}
+
+void bert_monitor::track_sequence(stream_state& st, const decoded_datagram& d)
+{
+    const std::uint64_t seq = d.header.sequence;
+    bool advances = false;
+    if (!st.started) {
+        st.started = true;
+        st.first_seq = st.highest_seq = seq;
+        st.unique = 1;
+        set_bit(st.seen, seq, true);
+        advances = true;
+    } else if (seq > st.highest_seq) {
+        if (seq - st.highest_seq >= window) {
+            std::fill(st.seen.begin(), st.seen.end(), 0);
+        } else {
+            for (std::uint64_t s = st.highest_seq + 1; s < seq; ++s) set_bit(st.seen, s, false);
+        }
+        set_bit(st.seen, seq, true);
+        st.highest_seq = seq;
+        ++st.unique;
+        advances = true;
+    } else if (st.highest_seq - seq >= window) {
+        ++st.s.reordered;  // too old to tell from a duplicate
+    } else if (seq < st.first_seq) {
+        // Earlier than the first one seen but within the window: its slot was never set.
+        st.first_seq = seq;
+        set_bit(st.seen, seq, true);
+        ++st.unique;
+        ++st.s.reordered;
+    } else if (test_bit(st.seen, seq)) {
+        ++st.s.duplicated;
+    } else {
+        set_bit(st.seen, seq, true);
+        ++st.unique;
+        ++st.s.reordered;
+    }
+    st.s.lost = (st.highest_seq - st.first_seq + 1) - st.unique;
+    if (advances) {
+        st.ber.add_packet(d.header.start_sample, d.bits.data());
+        ++st.s.packets_checked;
+    }
+}
+
+bert_stream_stats bert_monitor::stats(int stream) const
+{
+    if (stream < 0 || stream >= bitstream_streams) {
+        throw std::out_of_range("bert_monitor::stats: stream " + std::to_string(stream) + " (allowed: 0 .. 5)");
+    }
+    const stream_state& st = streams_[static_cast<std::size_t>(stream)];
+    bert_stream_stats s = st.s;
+    s.pn = st.ber.counts();
+    s.packets_skipped = st.ber.packets_skipped();
+    return s;
+}
+
+int bert_monitor::active_streams() const noexcept
+{
+    return static_cast<int>(std::count_if(streams_.begin(), streams_.end(),
+                                          [](const stream_state& st) { return st.s.active(); }));
+}
+
+std::uint64_t bert_monitor::min_bits_checked() const noexcept
+{
+    std::uint64_t m = std::numeric_limits<std::uint64_t>::max();
+    bool any = false;
+    for (const stream_state& st : streams_) {
+        if (!st.s.active()) continue;
+        any = true;
+        m = std::min(m, st.ber.counts().bits_checked);
+    }
+    return any ? m : 0;
+}
+
+}  // namespace paq::io

@@ -1,0 +1,274 @@
+#include "io/bitstream.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace paq::io {
+
+namespace {
+
+// Offsets of the paq header fields (docs/BITSTREAM.md).
+constexpr std::size_t off_magic = 0;
+constexpr std::size_t off_version = 4;
+constexpr std::size_t off_payload_type = 5;
+constexpr std::size_t off_header_length = 6;
+constexpr std::size_t off_stream_id = 8;
+constexpr std::size_t off_reserved8 = 9;
+constexpr std::size_t off_reserved16 = 10;
+constexpr std::size_t off_flags = 12;
+constexpr std::size_t off_sequence = 16;
+constexpr std::size_t off_packet_index = 24;
+constexpr std::size_t off_batch_index = 32;
+constexpr std::size_t off_start_sample = 40;
+constexpr std::size_t off_bep = 48;
+constexpr std::size_t off_cfo = 52;
+constexpr std::size_t off_ebn0 = 56;
+constexpr std::size_t off_payload_bits = 60;
+static_assert(off_payload_bits + 4 == bitstream_header_bytes);
+
+void put16(std::uint8_t* p, std::uint16_t v) noexcept
+{
+    p[0] = static_cast<std::uint8_t>(v >> 8);
+    p[1] = static_cast<std::uint8_t>(v);
+}
+
+void put32(std::uint8_t* p, std::uint32_t v) noexcept
+{
+    for (int i = 0; i < 4; ++i) p[i] = static_cast<std::uint8_t>(v >> (24 - 8 * i));
+}
+
+void put64(std::uint8_t* p, std::uint64_t v) noexcept
+{
+    for (int i = 0; i < 8; ++i) p[i] = static_cast<std::uint8_t>(v >> (56 - 8 * i));
+}
+
+[[nodiscard]] std::uint16_t get16(const std::uint8_t* p) noexcept
+{
+    return static_cast<std::uint16_t>((p[0] << 8) | p[1]);
+}
+
+[[nodiscard]] std::uint32_t get32(const std::uint8_t* p) noexcept
+{
+    std::uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v = (v << 8) | p[i];
+    return v;
+}
+
+[[nodiscard]] std::uint64_t get64(const std::uint8_t* p) noexcept
+{
+    std::uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v = (v << 8) | p[i];
+    return v;
+}
+
+[[nodiscard]] std::string hex(std::uint64_t v, int digits)
+{
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "0x%0*llX", digits, static_cast<unsigned long long>(v));
+    return buf;
+}
+
+void put_dqe(std::uint8_t* p, std::uint16_t id, float bep) noexcept
+{
+    put16(p, dqe_sync);
+    put16(p + 2, id);
+    put16(p + 4, dqm_from_bep(bep));
+}
+
+// Checks a DQE frame of exactly dqe_header_bytes + 768 bytes at p; `where` prefixes messages.
+[[nodiscard]] std::string check_dqe(const std::uint8_t* p, std::size_t size, const char* where)
+{
+    if (size != dqe_header_bytes + bitstream_payload_bytes) {
+        return std::string(where) + " is " + std::to_string(size) + " bytes, expected " +
+               std::to_string(dqe_header_bytes + bitstream_payload_bytes) + " (6-byte DQE header + " +
+               std::to_string(bitstream_payload_bytes) + " data bytes)";
+    }
+    if (get16(p) != dqe_sync) {
+        return std::string(where) + ": DQE sync is " + hex(get16(p), 4) + ", expected 0xFAC4";
+    }
+    return {};
+}
+
+}  // namespace
+
+bitstream_format parse_bitstream_format(std::string_view text)
+{
+    if (text == "paq") return bitstream_format::paq;
+    if (text == "dqe") return bitstream_format::dqe;
+    if (text == "dqe-raw" || text == "dqe_raw") return bitstream_format::dqe_raw;
+    throw std::invalid_argument("invalid bitstream format '" + std::string(text) +
+                                "': expected paq, dqe or dqe-raw");
+}
+
+std::string_view to_string(bitstream_format f) noexcept
+{
+    switch (f) {
+    case bitstream_format::paq: return "paq";
+    case bitstream_format::dqe: return "dqe";
+    case bitstream_format::dqe_raw: return "dqe-raw";
+    }
+    return "unknown";
+}
+
+double clamp_bep(double bep) noexcept
+{
+    if (std::isnan(bep) || bep >= dqm_bep_max) return dqm_bep_max;
+    if (bep <= dqm_bep_min) return dqm_bep_min;
+    return bep;
+}
+
+std::uint16_t dqm_from_bep(double bep) noexcept
+{
+    const double p = clamp_bep(bep);
+    // log10(p) - log10(1 - p) rather than log10(p / (1 - p)): no cancellation for tiny p,
+    // and log1p keeps 1 - p exact where it matters.
+    const double minus_log10_lr = -(std::log10(p) - std::log1p(-p) / std::log(10.0));
+    const double dqm = std::round(minus_log10_lr / 12.0 * 65536.0);
+    if (!(dqm > 0.0)) return 0;  // p = 0.5 gives -0.0 at worst
+    return dqm >= 65535.0 ? std::uint16_t{65535} : static_cast<std::uint16_t>(dqm);
+}
+
+double bep_from_dqm(std::uint16_t dqm) noexcept
+{
+    const double lr = std::pow(10.0, -12.0 * static_cast<double>(dqm) / 65536.0);
+    return lr / (1.0 + lr);
+}
+
+std::size_t encode_datagram(bitstream_format format, const datagram_header& header, std::uint16_t dqe_id,
+                            std::span<const std::uint8_t> bits, std::span<std::uint8_t> out)
+{
+    const std::size_t size = datagram_bytes(format);
+    if (bits.size() != bitstream_payload_bytes) {
+        throw std::invalid_argument("encode_datagram: bits is " + std::to_string(bits.size()) + " bytes, expected " +
+                                    std::to_string(bitstream_payload_bytes));
+    }
+    if (out.size() < size) {
+        throw std::invalid_argument("encode_datagram: output buffer is " + std::to_string(out.size()) +
+                                    " bytes, a " + std::string(to_string(format)) + " datagram needs " +
+                                    std::to_string(size));
+    }
+    if (header.stream_id >= bitstream_streams) {
+        throw std::invalid_argument("encode_datagram: stream id " + std::to_string(header.stream_id) +
+                                    " is out of range (allowed: 0 .. 5)");
+    }
+    std::uint8_t* p = out.data();
+    if (format == bitstream_format::dqe_raw) {
+        put_dqe(p, dqe_id, header.bep_estimate);
+        std::memcpy(p + dqe_header_bytes, bits.data(), bitstream_payload_bytes);
+        return size;
+    }
+    put32(p + off_magic, bitstream_magic);
+    p[off_version] = bitstream_version;
+    p[off_payload_type] = static_cast<std::uint8_t>(format == bitstream_format::dqe ? payload_type::dqe : payload_type::bits);
+    put16(p + off_header_length, static_cast<std::uint16_t>(bitstream_header_bytes));
+    p[off_stream_id] = header.stream_id;
+    p[off_reserved8] = 0;
+    put16(p + off_reserved16, 0);
+    put32(p + off_flags, header.flags);
+    put64(p + off_sequence, header.sequence);
+    put64(p + off_packet_index, header.packet_index);
+    put64(p + off_batch_index, header.batch_index);
+    put64(p + off_start_sample, header.start_sample);
+    put32(p + off_bep, std::bit_cast<std::uint32_t>(header.bep_estimate));
+    put32(p + off_cfo, std::bit_cast<std::uint32_t>(header.cfo_rad_per_sample));
+    put32(p + off_ebn0, std::bit_cast<std::uint32_t>(header.ebn0_db));
+    put32(p + off_payload_bits, bitstream_payload_bits);
+    std::uint8_t* payload = p + bitstream_header_bytes;
+    if (format == bitstream_format::dqe) {
+        put_dqe(payload, dqe_id, header.bep_estimate);
+        payload += dqe_header_bytes;
+    }
+    std::memcpy(payload, bits.data(), bitstream_payload_bytes);
+    return size;
+}
+
+decode_result decode_datagram(std::span<const std::uint8_t> datagram)
+{
+    decode_result r;
+    const std::uint8_t* p = datagram.data();
+    const std::size_t n = datagram.size();
+
+    if (n >= 2 && get16(p) == dqe_sync) {
+        r.error = check_dqe(p, n, "bare DQE frame (dqe-raw)");
+        if (!r.ok()) return r;
+        r.datagram.format = bitstream_format::dqe_raw;
+        r.datagram.dqe = dqe_words{get16(p + 2), get16(p + 4)};
+        r.datagram.bits = datagram.subspan(dqe_header_bytes);
+        return r;
+    }
+    if (n < bitstream_header_bytes) {
+        r.error = "datagram of " + std::to_string(n) + " bytes is shorter than the " +
+                  std::to_string(bitstream_header_bytes) + "-byte paq header and is no DQE frame";
+        return r;
+    }
+    if (get32(p + off_magic) != bitstream_magic) {
+        r.error = "magic is " + hex(get32(p + off_magic), 8) +
+                  ", expected 0x50415142 ('PAQB'), and the first word is no DQE sync 0xFAC4";
+        return r;
+    }
+    if (p[off_version] != bitstream_version) {
+        r.error = "version is " + std::to_string(p[off_version]) + ", this decoder reads version " +
+                  std::to_string(bitstream_version);
+        return r;
+    }
+    const std::size_t header_length = get16(p + off_header_length);
+    if (header_length < bitstream_header_bytes || header_length > n) {
+        r.error = "header length is " + std::to_string(header_length) + ", allowed " +
+                  std::to_string(bitstream_header_bytes) + " .. datagram length " + std::to_string(n);
+        return r;
+    }
+    if (p[off_stream_id] >= bitstream_streams) {
+        r.error = "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 5";
+        return r;
+    }
+    if (p[off_reserved8] != 0 || get16(p + off_reserved16) != 0) {
+        r.error = "reserved bytes 9..11 are " + hex(p[off_reserved8], 2) + " " + hex(get16(p + off_reserved16), 4) +
+                  ", must be zero";
+        return r;
+    }
+    const std::uint8_t type = p[off_payload_type];
+    if (type != static_cast<std::uint8_t>(payload_type::bits) && type != static_cast<std::uint8_t>(payload_type::dqe)) {
+        r.error = "payload type is " + std::to_string(type) + ", allowed 0 (bits) or 1 (dqe)";
+        return r;
+    }
+    const std::uint32_t payload_bits = get32(p + off_payload_bits);
+    if (payload_bits != bitstream_payload_bits) {
+        r.error = "payload bit count is " + std::to_string(payload_bits) + ", expected " +
+                  std::to_string(bitstream_payload_bits);
+        return r;
+    }
+    const std::size_t payload_size = n - header_length;
+    const std::uint8_t* payload = p + header_length;
+    if (type == static_cast<std::uint8_t>(payload_type::dqe)) {
+        r.error = check_dqe(payload, payload_size, "DQE payload");
+        if (!r.ok()) return r;
+        r.datagram.format = bitstream_format::dqe;
+        r.datagram.dqe = dqe_words{get16(payload + 2), get16(payload + 4)};
+        r.datagram.bits = datagram.subspan(header_length + dqe_header_bytes);
+    } else {
+        if (payload_size != bitstream_payload_bytes) {
+            r.error = "datagram length is " + std::to_string(n) + " bytes, header length " +
+                      std::to_string(header_length) + " + payload " + std::to_string(bitstream_payload_bytes) +
+                      " = " + std::to_string(header_length + bitstream_payload_bytes) + " expected";
+            return r;
+        }
+        r.datagram.format = bitstream_format::paq;
+        r.datagram.bits = datagram.subspan(header_length);
+    }
+    datagram_header& h = r.datagram.header;
+    h.stream_id = p[off_stream_id];
+    h.flags = get32(p + off_flags);
+    h.sequence = get64(p + off_sequence);
+    h.packet_index = get64(p + off_packet_index);
+    h.batch_index = get64(p + off_batch_index);
+    h.start_sample = get64(p + off_start_sample);
+    h.bep_estimate = std::bit_cast<float>(get32(p + off_bep));
+    h.cfo_rad_per_sample = std::bit_cast<float>(get32(p + off_cfo));
+    h.ebn0_db = std::bit_cast<float>(get32(p + off_ebn0));
+    return r;
+}
+
+}  // namespace paq::io

@@ -1,0 +1,167 @@
+// The UDP datagram format of the six output bitstreams (SPEC 6): one datagram carries the
+// 6144 data bits of one packet of one equalizer path. docs/BITSTREAM.md has the layout byte
+// by byte; every multi-byte field is big-endian (network order).
+//
+//   format paq                format dqe                  format dqe-raw
+//   +--------------------+    +--------------------+      +--------------------+
+//   | paq header   64 B  |    | paq header   64 B  |      | DQE sync/ID/DQM 6 B|
+//   +--------------------+    +--------------------+      +--------------------+
+//   | data bits   768 B  |    | DQE sync/ID/DQM 6 B|      | data bits   768 B  |
+//   +--------------------+    | data bits   768 B  |      +--------------------+
+//        832 B                +--------------------+           774 B
+//                                  838 B
+//
+// The paq header carries what a tester needs to count exactly: a per-stream sequence number
+// (losses, duplicates, reordering) and the packet's absolute start sample (a PN checker skips
+// packets the receiver missed, as dsp::stream_ber_counter does). dqe-raw is the bare IRIG 106
+// DQE frame for consumers that frame-sync on 0xFAC4 and know nothing of paq (see
+// docs/BITSTREAM.md for why it exists and what it loses).
+#pragma once
+
+#include "dsp/batch.hpp"
+#include "dsp/receiver_tables.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace paq::io {
+
+inline constexpr std::uint32_t bitstream_magic = 0x50415142;  ///< "PAQB"
+inline constexpr std::uint8_t bitstream_version = 1;
+inline constexpr std::size_t bitstream_header_bytes = 64;
+inline constexpr std::size_t bitstream_payload_bytes = dsp::packed_data_bytes;  // 768
+inline constexpr std::uint32_t bitstream_payload_bits = 8 * bitstream_payload_bytes;  // 6144
+inline constexpr int bitstream_streams = dsp::chain::num_paths;  ///< stream id = path index
+
+/// IRIG 106 chapter 2 appendix G data-quality encapsulation: sync, ID word, DQM, then data.
+inline constexpr std::uint16_t dqe_sync = 0xFAC4;
+inline constexpr std::size_t dqe_header_bytes = 6;
+
+/// What a datagram holds after the paq header (the header's payload-type byte).
+enum class payload_type : std::uint8_t {
+    bits = 0,  ///< the 768 data bytes
+    dqe = 1,   ///< a DQE frame: 6-byte DQE header, then the 768 data bytes
+};
+
+/// The on-wire formats a publisher can send.
+enum class bitstream_format : std::uint8_t {
+    paq,      ///< paq header + data bits
+    dqe,      ///< paq header + DQE frame
+    dqe_raw,  ///< the bare DQE frame, no paq header
+};
+
+/// Accepts "paq", "dqe", "dqe-raw" (also "dqe_raw"). Throws std::invalid_argument naming the
+/// bad value and listing the accepted ones.
+[[nodiscard]] bitstream_format parse_bitstream_format(std::string_view text);
+[[nodiscard]] std::string_view to_string(bitstream_format f) noexcept;
+
+/// Datagram size in bytes: 832 (paq), 838 (dqe), 774 (dqe-raw).
+[[nodiscard]] constexpr std::size_t datagram_bytes(bitstream_format f) noexcept
+{
+    switch (f) {
+    case bitstream_format::paq: return bitstream_header_bytes + bitstream_payload_bytes;
+    case bitstream_format::dqe: return bitstream_header_bytes + dqe_header_bytes + bitstream_payload_bytes;
+    case bitstream_format::dqe_raw: return dqe_header_bytes + bitstream_payload_bytes;
+    }
+    return 0;
+}
+inline constexpr std::size_t bitstream_max_datagram_bytes = datagram_bytes(bitstream_format::dqe);
+
+// ---------------------------------------------------------------------------------------
+// DQM (SPEC 6): DQM = min(round(-log10(LR) / 12 * 2^16), 2^16 - 1), LR = BEP / (1 - BEP).
+//
+// The formula is undefined at BEP = 0 (LR = 0) and negative above BEP = 0.5 (LR > 1), and a
+// NaN BEP would make it NaN, so the BEP is clamped first:
+//   NaN                -> 0.5    (unknown quality is reported as worst, DQM 0)
+//   BEP >= 0.5         -> 0.5    (a BEP above one half carries no more information: DQM 0)
+//   BEP <= dqm_bep_min -> dqm_bep_min = 1e-12 (LR ~ 1e-12, -log10(LR)/12 ~ 1: DQM 65535)
+// DQM 65535 is reached from LR <= 10^(-12 * 65534.5 / 65536) ~ 1.0004e-12 down, so the clamp
+// changes no DQM value; it only keeps log10 finite.
+
+inline constexpr double dqm_bep_min = 1e-12;
+inline constexpr double dqm_bep_max = 0.5;
+
+/// The BEP the DQM is computed from: clamped to [dqm_bep_min, dqm_bep_max], NaN -> 0.5.
+[[nodiscard]] double clamp_bep(double bep) noexcept;
+/// DQM of a bit error probability, per the formula above (after clamp_bep).
+[[nodiscard]] std::uint16_t dqm_from_bep(double bep) noexcept;
+/// The BEP a DQM stands for (the formula's inverse, to within its rounding):
+/// LR = 10^(-12 * dqm / 2^16), BEP = LR / (1 + LR).
+[[nodiscard]] double bep_from_dqm(std::uint16_t dqm) noexcept;
+
+/// What goes into the DQE ID word. SPEC 6 calls the word "ID"; IRIG 106-17 appendix 2-G (as
+/// transcribed in receiver manuals) splits it into 12 reserved bits and a 4-bit version, all
+/// zero. So the default is 0, which a conformant consumer expects; use_stream_id puts the
+/// stream id 0..5 there instead, which lets a tester tell bare DQE frames of several streams
+/// apart on one port but is not conformant.
+struct dqe_id_config {
+    bool use_stream_id = false;
+    std::uint16_t fixed_id = 0;  ///< used when !use_stream_id; 0 .. 65535
+
+    [[nodiscard]] std::uint16_t id_for(int stream) const noexcept
+    {
+        return use_stream_id ? static_cast<std::uint16_t>(stream) : fixed_id;
+    }
+};
+
+// ---------------------------------------------------------------------------------------
+
+/// The paq header's per-datagram fields (the constant ones, magic/version/lengths, are
+/// written and checked by the codec).
+struct datagram_header {
+    std::uint8_t stream_id = 0;       ///< path index: 0 none, 1 zf, 2 mmse, 3 cma, 4 fde1, 5 fde2
+    std::uint64_t sequence = 0;       ///< per stream, consecutive from 0
+    std::uint64_t packet_index = 0;   ///< packets published since start; same in all six streams
+    std::uint64_t batch_index = 0;    ///< dsp::batch_output::batch_index
+    std::uint64_t start_sample = 0;   ///< absolute sample index of the packet start
+    std::uint32_t flags = 0;          ///< dsp::packet_flag bits
+    float bep_estimate = 0.5f;        ///< this path's BEP estimate (unclamped)
+    float cfo_rad_per_sample = 0.0f;  ///< the packet's CFO estimate
+    float ebn0_db = 0.0f;             ///< the packet's Eb/N0 estimate
+
+    friend bool operator==(const datagram_header&, const datagram_header&) = default;
+};
+
+/// The DQE frame's header words.
+struct dqe_words {
+    std::uint16_t id = 0;
+    std::uint16_t dqm = 0;
+
+    friend bool operator==(const dqe_words&, const dqe_words&) = default;
+};
+
+/// Writes one datagram into `out` and returns its size, datagram_bytes(format). For the dqe
+/// formats the DQM is dqm_from_bep(header.bep_estimate) and the ID word is `dqe_id`; dqe-raw
+/// writes no paq header, so `header` only supplies the BEP. bits: the 768 data bytes, MSB
+/// first. Throws std::invalid_argument when bits is not 768 bytes, out is too small or the
+/// stream id is above 5 (caller bugs; a well-formed call never throws).
+std::size_t encode_datagram(bitstream_format format, const datagram_header& header, std::uint16_t dqe_id,
+                            std::span<const std::uint8_t> bits, std::span<std::uint8_t> out);
+
+/// A datagram as the decoder found it. `bits` points into the decoded buffer.
+struct decoded_datagram {
+    bitstream_format format = bitstream_format::paq;
+    datagram_header header{};        ///< all zero for dqe-raw (no paq header)
+    std::optional<dqe_words> dqe;    ///< present for dqe and dqe-raw
+    std::span<const std::uint8_t> bits;  ///< the 768 data bytes, MSB first
+};
+
+struct decode_result {
+    decoded_datagram datagram;  ///< meaningful when ok()
+    std::string error;          ///< empty when valid; otherwise names the field and the value
+
+    [[nodiscard]] bool ok() const noexcept { return error.empty(); }
+};
+
+/// Decodes and validates one datagram of any format: a paq header is recognised by its magic,
+/// a bare DQE frame by its sync word. Rejected, with the field named: too short, unknown
+/// magic/sync, version, header length, stream id, reserved bytes not zero, payload type,
+/// payload bit count, datagram length not matching the payload, DQE sync inside a dqe
+/// payload. Never throws except std::bad_alloc for the message.
+[[nodiscard]] decode_result decode_datagram(std::span<const std::uint8_t> datagram);
+
+}  // namespace paq::io

@@ -1,0 +1,269 @@
+#include "io/udp_publisher.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace paq::io {
+
+namespace {
+
+namespace asio = boost::asio;
+using udp = asio::ip::udp;
+using clock_type = std::chrono::steady_clock;
+
+constexpr std::size_t min_send_buffer = 4096;
+constexpr std::size_t max_send_buffer = std::size_t{1} << 30;
+constexpr double max_rate = 1e8;
+
+template <typename T>
+std::string bad(const std::string& field, const T& value, const char* range)
+{
+    std::ostringstream os;
+    os << field << " = " << value << " is out of range (allowed: " << range << ")";
+    return os.str();
+}
+
+}  // namespace
+
+host_port parse_host_port(std::string_view text)
+{
+    const auto fail = [&](const char* why) {
+        return std::invalid_argument("destination '" + std::string(text) + "' " + why +
+                                     " (expected host:port or [ipv6]:port, port 1 .. 65535)");
+    };
+    std::string_view host;
+    std::string_view port;
+    if (!text.empty() && text.front() == '[') {
+        const auto close = text.find(']');
+        if (close == std::string_view::npos) throw fail("has no ']' after the IPv6 address");
+        host = text.substr(1, close - 1);
+        if (close + 1 >= text.size() || text[close + 1] != ':') throw fail("has no ':port' after ']'");
+        port = text.substr(close + 2);
+    } else {
+        const auto colon = text.rfind(':');
+        if (colon == std::string_view::npos) throw fail("has no ':port'");
+        host = text.substr(0, colon);
+        if (host.find(':') != std::string_view::npos) throw fail("is an IPv6 address without brackets");
+        port = text.substr(colon + 1);
+    }
+    if (host.empty()) throw fail("has an empty host");
+    unsigned value = 0;
+    const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc{} || end != port.data() + port.size() || value < 1 || value > 65535) {
+        throw fail("has an invalid port");
+    }
+    return host_port{std::string(host), static_cast<std::uint16_t>(value)};
+}
+
+std::vector<std::string> udp_publisher_config::validate() const
+{
+    std::vector<std::string> e;
+    bool any = false;
+    for (std::size_t i = 0; i < destinations.size(); ++i) {
+        if (destinations[i].empty()) continue;
+        any = true;
+        try {
+            (void)parse_host_port(destinations[i]);
+        } catch (const std::invalid_argument& ex) {
+            e.push_back("destinations[" + std::to_string(i) + "] (" + dsp::path_name(static_cast<int>(i)) +
+                        "): " + ex.what());
+        }
+    }
+    if (!any) e.emplace_back("destinations: all six are empty (allowed: at least one host:port)");
+    if (send_buffer_bytes < min_send_buffer || send_buffer_bytes > max_send_buffer) {
+        e.push_back(bad("send_buffer_bytes", send_buffer_bytes, "4096 .. 1073741824"));
+    }
+    if (!(max_datagrams_per_second == 0.0 || (max_datagrams_per_second >= 1.0 && max_datagrams_per_second <= max_rate))) {
+        e.push_back(bad("max_datagrams_per_second", max_datagrams_per_second, "0 (unpaced) or 1 .. 1e8"));
+    }
+    if (format != bitstream_format::paq && format != bitstream_format::dqe && format != bitstream_format::dqe_raw) {
+        e.push_back(bad("format", static_cast<int>(format), "paq, dqe, dqe-raw"));
+    }
+    return e;
+}
+
+struct udp_publisher::impl {
+    struct stream {
+        std::optional<udp::socket> socket;
+        std::string destination;
+        std::size_t send_buffer_granted = 0;
+        std::uint64_t sequence = 0;
+        // Rate-limited error log: one line a second at most, with the count it held back.
+        clock_type::time_point last_log{};
+        std::uint64_t unlogged_errors = 0;
+    };
+
+    explicit impl(const udp_publisher_config& c) : config(c) {}
+
+    udp_publisher_config config;
+    asio::io_context io;
+    std::array<stream, dsp::chain::num_paths> streams;
+    std::array<std::uint8_t, bitstream_max_datagram_bytes> buffer{};
+    // Pacing: the earliest time the next datagram may go out.
+    clock_type::duration interval{};
+    clock_type::duration max_burst{};
+    clock_type::time_point next_send{};
+
+    void pace()
+    {
+        const auto now = clock_type::now();
+        if (next_send + max_burst < now) next_send = now - max_burst;  // idle: no unbounded burst
+        if (next_send > now) std::this_thread::sleep_until(next_send);
+        next_send += interval;
+    }
+
+    void log_error(int s, stream& st, const boost::system::error_code& ec)
+    {
+        ++st.unlogged_errors;
+        const auto now = clock_type::now();
+        if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
+        spdlog::warn("bitstream {} -> {}: send failed: {} ({} error(s) since the last report)", dsp::path_name(s),
+                     st.destination, ec.message(), st.unlogged_errors);
+        st.last_log = now;
+        st.unlogged_errors = 0;
+    }
+};
+
+udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::make_unique<impl>(config))
+{
+    const auto errors = config.validate();
+    if (!errors.empty()) {
+        std::string msg = "udp_publisher config:";
+        for (const auto& e : errors) msg += "\n  " + e;
+        throw std::invalid_argument(msg);
+    }
+    udp::resolver resolver(impl_->io);
+    for (int s = 0; s < dsp::chain::num_paths; ++s) {
+        const std::string& dest = config.destinations[static_cast<std::size_t>(s)];
+        if (dest.empty()) continue;
+        auto& st = impl_->streams[static_cast<std::size_t>(s)];
+        st.destination = dest;
+        const host_port hp = parse_host_port(dest);
+        boost::system::error_code ec;
+        const auto results = resolver.resolve(hp.host, std::to_string(hp.port), udp::resolver::numeric_service, ec);
+        if (ec || results.empty()) {
+            throw std::runtime_error("bitstream " + std::string(dsp::path_name(s)) + ": destination '" + dest +
+                                     "' does not resolve: " + (ec ? ec.message() : std::string("no address")));
+        }
+        const udp::endpoint endpoint = results.begin()->endpoint();
+        st.socket.emplace(impl_->io);
+        st.socket->open(endpoint.protocol(), ec);
+        if (!ec) st.socket->set_option(asio::socket_base::send_buffer_size(static_cast<int>(config.send_buffer_bytes)), ec);
+        if (!ec) st.socket->connect(endpoint, ec);
+        if (ec) {
+            throw std::runtime_error("bitstream " + std::string(dsp::path_name(s)) + ": cannot open a UDP socket to '" +
+                                     dest + "': " + ec.message());
+        }
+        asio::socket_base::send_buffer_size granted;
+        st.socket->get_option(granted, ec);
+        st.send_buffer_granted = ec ? 0 : static_cast<std::size_t>(granted.value());
+        // Linux doubles the request for its bookkeeping (capped at 2 * net.core.wmem_max);
+        // Asio's get_option halves it back, so this compares like with like.
+        if (st.send_buffer_granted < config.send_buffer_bytes) {
+            spdlog::warn("bitstream {} -> {}: SO_SNDBUF {} bytes requested, the kernel granted {} "
+                         "(raise net.core.wmem_max)",
+                         dsp::path_name(s), dest, config.send_buffer_bytes, st.send_buffer_granted);
+        }
+    }
+    if (config.max_datagrams_per_second > 0.0) {
+        impl_->interval = std::chrono::duration_cast<clock_type::duration>(
+            std::chrono::duration<double>(1.0 / config.max_datagrams_per_second));
+        impl_->max_burst = std::chrono::milliseconds(1);
+    }
+}
+
+udp_publisher::~udp_publisher() = default;
+
+void udp_publisher::publish(const dsp::batch_output& batch)
+{
+    const std::size_t needed = batch.packets.size() * dsp::chain::num_paths * dsp::packed_data_bytes;
+    if (batch.bits.size() < needed) {
+        throw std::invalid_argument("udp_publisher::publish: batch " + std::to_string(batch.batch_index) + " has " +
+                                    std::to_string(batch.bits.size()) + " bit bytes for " +
+                                    std::to_string(batch.packets.size()) + " packets, which need " +
+                                    std::to_string(needed));
+    }
+    impl& m = *impl_;
+    const bool paced = m.config.max_datagrams_per_second > 0.0;
+    for (std::size_t k = 0; k < batch.packets.size(); ++k) {
+        const dsp::packet_record& rec = batch.packets[k];
+        datagram_header h;
+        h.packet_index = packets_published_.load(std::memory_order_relaxed);
+        h.batch_index = batch.batch_index;
+        h.start_sample = rec.start_sample;
+        h.flags = rec.flags;
+        h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
+        h.ebn0_db = static_cast<float>(rec.ebn0_db);
+        for (int s = 0; s < dsp::chain::num_paths; ++s) {
+            auto& st = m.streams[static_cast<std::size_t>(s)];
+            if (!st.socket) continue;
+            h.stream_id = static_cast<std::uint8_t>(s);
+            h.sequence = st.sequence++;
+            h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
+            const std::size_t size = encode_datagram(m.config.format, h, m.config.dqe_id.id_for(s),
+                                                     {batch.packet_bits(k, s), dsp::packed_data_bytes}, m.buffer);
+            if (paced) m.pace();
+            auto& c = counters_[static_cast<std::size_t>(s)];
+            c.packets_published.fetch_add(1, std::memory_order_relaxed);
+            boost::system::error_code ec;
+            const std::size_t sent = st.socket->send(asio::buffer(m.buffer.data(), size), 0, ec);
+            if (ec || sent != size) {
+                c.send_errors.fetch_add(1, std::memory_order_relaxed);
+                m.log_error(s, st, ec ? ec : asio::error::message_size);
+            } else {
+                c.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+                c.bytes_sent.fetch_add(size, std::memory_order_relaxed);
+            }
+        }
+        packets_published_.fetch_add(1, std::memory_order_relaxed);
+    }
+}
+
+const stream_send_counters& udp_publisher::counters(int stream) const
+{
+    if (stream < 0 || stream >= dsp::chain::num_paths) {
+        throw std::out_of_range("udp_publisher::counters: stream " + std::to_string(stream) + " (allowed: 0 .. 5)");
+    }
+    return counters_[static_cast<std::size_t>(stream)];
+}
+
+bool udp_publisher::enabled(int stream) const noexcept
+{
+    return stream >= 0 && stream < dsp::chain::num_paths && impl_->streams[static_cast<std::size_t>(stream)].socket;
+}
+
+std::size_t udp_publisher::send_buffer_granted(int stream) const noexcept
+{
+    return enabled(stream) ? impl_->streams[static_cast<std::size_t>(stream)].send_buffer_granted : 0;
+}
+
+std::string udp_publisher::describe() const
+{
+    std::ostringstream os;
+    os << to_string(impl_->config.format) << " to";
+    for (int s = 0; s < dsp::chain::num_paths; ++s) {
+        if (enabled(s)) os << ' ' << dsp::path_name(s) << '=' << impl_->streams[static_cast<std::size_t>(s)].destination;
+    }
+    os << ", SO_SNDBUF " << impl_->config.send_buffer_bytes << " bytes, ";
+    if (impl_->config.max_datagrams_per_second > 0.0) {
+        os << "paced to " << impl_->config.max_datagrams_per_second << " datagrams/s";
+    } else {
+        os << "unpaced";
+    }
+    if (impl_->config.format != bitstream_format::paq) {
+        os << ", DQE ID "
+           << (impl_->config.dqe_id.use_stream_id ? std::string("= stream id") : std::to_string(impl_->config.dqe_id.fixed_id));
+    }
+    return os.str();
+}
+
+}  // namespace paq::io

@@ -1,0 +1,100 @@
+// Sends the six output bitstreams as UDP datagrams (io/bitstream.hpp, docs/BITSTREAM.md):
+// one datagram per packet per enabled path, each path to its own destination.
+//
+//   batch_output --publish()--> for each packet, for each enabled path (none .. fde2):
+//                                   encode (paq | dqe | dqe-raw) -> [pacing] -> send()
+//
+// Lifecycle: construct (validate, resolve, open and connect the sockets: everything that can
+// fail for setup reasons throws here) -> publish() per batch from one thread -> destroy.
+// publish() never throws for network trouble: a refused, unreachable or full destination is
+// counted per stream and logged at most once a second per stream, and the next packet goes
+// out as usual. The sockets are connected so that the kernel reports ICMP errors (port
+// unreachable -> ECONNREFUSED on a later send) instead of dropping them silently.
+#pragma once
+
+#include "dsp/batch.hpp"
+#include "io/bitstream.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paq::io {
+
+/// "host:port" split; IPv6 literals in brackets ("[::1]:5000").
+struct host_port {
+    std::string host;
+    std::uint16_t port = 0;
+};
+
+/// Throws std::invalid_argument naming the text when it is not host:port with a port 1..65535.
+[[nodiscard]] host_port parse_host_port(std::string_view text);
+
+struct udp_publisher_config {
+    /// Destination per path, indexed by stream id (none, zf, mmse, cma, fde1, fde2):
+    /// "host:port" or "[ipv6]:port"; an empty string disables that stream.
+    std::array<std::string, dsp::chain::num_paths> destinations{};
+    bitstream_format format = bitstream_format::paq;
+    dqe_id_config dqe_id{};                               ///< the DQE ID word (dqe, dqe-raw)
+    std::size_t send_buffer_bytes = std::size_t{8} << 20;  ///< SO_SNDBUF per socket, 4096 .. 1 GiB
+    /// Upper bound on datagrams per second over all streams; 0 = unpaced, else 1 .. 1e8.
+    /// After an idle spell at most 1 ms worth of datagrams go out back to back.
+    double max_datagrams_per_second = 0.0;
+
+    /// Empty when valid; otherwise one message per bad field, naming the field, the value and
+    /// the allowed range. At least one destination must be set.
+    [[nodiscard]] std::vector<std::string> validate() const;
+};
+
+/// Per-stream counters, updated by publish() and readable from any thread (relaxed atomics:
+/// each is exact on its own; a reader may see one updated before another).
+struct stream_send_counters {
+    std::atomic<std::uint64_t> packets_published{0};  ///< datagrams built and handed to send()
+    std::atomic<std::uint64_t> datagrams_sent{0};     ///< accepted by the kernel
+    std::atomic<std::uint64_t> send_errors{0};        ///< refused (packets_published = sent + errors)
+    std::atomic<std::uint64_t> bytes_sent{0};         ///< UDP payload bytes of datagrams_sent
+};
+
+class udp_publisher {
+public:
+    /// Validates the config (std::invalid_argument listing every problem), resolves each
+    /// destination (std::runtime_error naming the stream and the destination when it does not
+    /// resolve), opens and connects one socket per enabled stream and sets SO_SNDBUF, logging
+    /// a warning when the kernel granted less than asked (raise net.core.wmem_max).
+    explicit udp_publisher(const udp_publisher_config& config);
+    ~udp_publisher();
+    udp_publisher(const udp_publisher&) = delete;
+    udp_publisher& operator=(const udp_publisher&) = delete;
+
+    /// Sends every packet of the batch, in order, on every enabled stream (the six datagrams
+    /// of one packet go out together). Call from one thread. Network errors are counted, not
+    /// thrown; std::invalid_argument only when batch.bits is smaller than the packets need.
+    void publish(const dsp::batch_output& batch);
+
+    /// stream: 0 .. 5 (path index).
+    [[nodiscard]] const stream_send_counters& counters(int stream) const;
+    /// Packets published since construction: the next packet's packet_index.
+    [[nodiscard]] std::uint64_t packets_published() const noexcept
+    {
+        return packets_published_.load(std::memory_order_relaxed);
+    }
+    [[nodiscard]] bool enabled(int stream) const noexcept;
+    /// SO_SNDBUF the stream's socket got, in the request's terms (Linux doubles a request for
+    /// its bookkeeping; Asio halves the reported value back); 0 for a disabled stream.
+    [[nodiscard]] std::size_t send_buffer_granted(int stream) const noexcept;
+    /// For logs: "paq to zf=127.0.0.1:5001 fde2=10.0.0.7:5005, SO_SNDBUF 8 MiB, unpaced".
+    [[nodiscard]] std::string describe() const;
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+    std::array<stream_send_counters, dsp::chain::num_paths> counters_{};
+    std::atomic<std::uint64_t> packets_published_{0};
+};
+
+}  // namespace paq::io

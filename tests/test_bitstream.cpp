@@ -1,0 +1,374 @@
+// Tests of io/bitstream (datagram codec, DQM) and io/bert_monitor (paq-bert's counting),
+// without sockets: every count is checked exactly against what was injected.
+#include <gtest/gtest.h>
+
+#include "bitstream_fixture.hpp"
+#include "dsp/pn.hpp"
+#include "dsp/waveform.hpp"
+#include "io/bert_monitor.hpp"
+#include "io/bitstream.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace paq;
+using io::bitstream_format;
+
+constexpr std::uint64_t data_bits = waveform::data_bits;
+
+// ---------------------------------------------------------------------------------------
+// Round trip
+
+class bitstream_round_trip : public ::testing::TestWithParam<bitstream_format> {};
+
+TEST_P(bitstream_round_trip, every_field_and_bit_survives)
+{
+    const bitstream_format format = GetParam();
+    std::mt19937_64 rng(42);
+    for (int trial = 0; trial < 20; ++trial) {
+        io::datagram_header h;
+        h.stream_id = static_cast<std::uint8_t>(rng() % 6);
+        h.sequence = rng();
+        h.packet_index = rng();
+        h.batch_index = rng();
+        h.start_sample = rng();
+        h.flags = static_cast<std::uint32_t>(rng());
+        h.bep_estimate = std::uniform_real_distribution<float>(0.0f, 0.5f)(rng);
+        h.cfo_rad_per_sample = std::uniform_real_distribution<float>(-0.1f, 0.1f)(rng);
+        h.ebn0_db = std::uniform_real_distribution<float>(-5.0f, 40.0f)(rng);
+        std::vector<std::uint8_t> bits(io::bitstream_payload_bytes);
+        for (auto& b : bits) b = static_cast<std::uint8_t>(rng());
+        const auto dqe_id = static_cast<std::uint16_t>(rng());
+
+        std::vector<std::uint8_t> buf(io::bitstream_max_datagram_bytes + 10);
+        const std::size_t n = io::encode_datagram(format, h, dqe_id, bits, buf);
+        ASSERT_EQ(n, io::datagram_bytes(format));
+        const auto r = io::decode_datagram({buf.data(), n});
+        ASSERT_TRUE(r.ok()) << r.error;
+        EXPECT_EQ(r.datagram.format, format);
+        EXPECT_EQ(std::vector<std::uint8_t>(r.datagram.bits.begin(), r.datagram.bits.end()), bits);
+        if (format == bitstream_format::dqe_raw) {
+            EXPECT_EQ(r.datagram.header, io::datagram_header{});  // no paq header on the wire
+        } else {
+            EXPECT_EQ(r.datagram.header, h);
+        }
+        if (format == bitstream_format::paq) {
+            EXPECT_FALSE(r.datagram.dqe.has_value());
+        } else {
+            ASSERT_TRUE(r.datagram.dqe.has_value());
+            EXPECT_EQ(r.datagram.dqe->id, dqe_id);
+            EXPECT_EQ(r.datagram.dqe->dqm, io::dqm_from_bep(h.bep_estimate));
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(formats, bitstream_round_trip,
+                         ::testing::Values(bitstream_format::paq, bitstream_format::dqe, bitstream_format::dqe_raw),
+                         [](const auto& param_info) {
+                             std::string s(io::to_string(param_info.param));
+                             for (auto& c : s) c = c == '-' ? '_' : c;
+                             return s;
+                         });
+
+TEST(bitstream, layout_is_big_endian_at_the_documented_offsets)
+{
+    io::datagram_header h;
+    h.stream_id = 4;
+    h.sequence = 0x0102030405060708ull;
+    h.packet_index = 0x1112131415161718ull;
+    h.batch_index = 0x2122232425262728ull;
+    h.start_sample = 0x3132333435363738ull;
+    h.flags = 0x41424344u;
+    h.bep_estimate = 1.0f;  // 0x3F800000
+    h.cfo_rad_per_sample = -2.0f;  // 0xC0000000
+    h.ebn0_db = 0.5f;  // 0x3F000000
+    std::vector<std::uint8_t> bits(768);
+    bits[0] = 0xAB;
+    bits[767] = 0xCD;
+    std::vector<std::uint8_t> d(io::datagram_bytes(bitstream_format::dqe));
+    io::encode_datagram(bitstream_format::dqe, h, 0x1234, bits, d);
+    const std::vector<std::uint8_t> head = {
+        'P', 'A', 'Q', 'B', 1, 1, 0, 64, 4, 0, 0, 0, 0x41, 0x42, 0x43, 0x44,
+        1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
+        0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
+        0x3F, 0x80, 0, 0, 0xC0, 0, 0, 0, 0x3F, 0, 0, 0, 0, 0, 0x18, 0x00,  // payload bits 6144 = 0x1800
+        0xFA, 0xC4, 0x12, 0x34, 0, 0,  // DQE: sync, ID, DQM (BEP 1 clamps to 0.5: DQM 0)
+        0xAB};
+    ASSERT_EQ(d.size(), 838u);
+    EXPECT_EQ(std::vector<std::uint8_t>(d.begin(), d.begin() + static_cast<long>(head.size())), head);
+    EXPECT_EQ(d.back(), 0xCD);
+}
+
+// ---------------------------------------------------------------------------------------
+// DQM
+
+TEST(dqm, values_computed_by_hand)
+{
+    // DQM = min(round(-log10(LR) / 12 * 65536), 65535), LR = BEP / (1 - BEP).
+    EXPECT_EQ(io::dqm_from_bep(0.5), 0);                  // LR = 1
+    EXPECT_EQ(io::dqm_from_bep(1e-3 / (1 + 1e-3)), 16384);  // LR = 1e-3: 3/12 * 65536
+    EXPECT_EQ(io::dqm_from_bep(1e-6 / (1 + 1e-6)), 32768);  // LR = 1e-6: 6/12 * 65536
+    EXPECT_EQ(io::dqm_from_bep(1e-9 / (1 + 1e-9)), 49152);  // LR = 1e-9: 9/12 * 65536
+    EXPECT_EQ(io::dqm_from_bep(0.1), 5211);    // LR = 1/9: log10(9) = 0.954243 -> 5211.44
+    EXPECT_EQ(io::dqm_from_bep(0.01), 10899);  // LR = 1/99: log10(99) = 1.995635 -> 10898.83
+    EXPECT_EQ(io::dqm_from_bep(1e-4), 21845);  // docs/BITSTREAM.md's worked example
+    EXPECT_EQ(io::dqm_from_bep(1e-5), 27307);  // LR = 1.00001e-5: 4.9999957 -> 27306.64
+    EXPECT_EQ(io::dqm_from_bep(2e-12), 63892); // LR = 2e-12: 11.69897 -> 63891.97
+    EXPECT_EQ(io::dqm_from_bep(1e-12 / (1 + 1e-12)), 65535);  // 65536 saturates
+}
+
+TEST(dqm, clamps_bep_so_the_formula_is_defined)
+{
+    EXPECT_EQ(io::dqm_from_bep(0.0), 65535);
+    EXPECT_EQ(io::dqm_from_bep(-1.0), 65535);
+    EXPECT_EQ(io::dqm_from_bep(1e-300), 65535);
+    EXPECT_EQ(io::dqm_from_bep(0.7), 0);
+    EXPECT_EQ(io::dqm_from_bep(1.0), 0);
+    EXPECT_EQ(io::dqm_from_bep(std::numeric_limits<double>::infinity()), 0);
+    EXPECT_EQ(io::dqm_from_bep(std::numeric_limits<double>::quiet_NaN()), 0);
+    EXPECT_EQ(io::clamp_bep(std::numeric_limits<double>::quiet_NaN()), 0.5);
+    EXPECT_EQ(io::clamp_bep(0.0), io::dqm_bep_min);
+    EXPECT_EQ(io::clamp_bep(0.25), 0.25);
+}
+
+TEST(dqm, is_monotonic_and_inverts)
+{
+    std::uint16_t prev = 65535;
+    for (double e = -12.0; e <= std::log10(0.5); e += 0.01) {
+        const std::uint16_t q = io::dqm_from_bep(std::pow(10.0, e));
+        EXPECT_LE(q, prev) << "BEP 1e" << e;
+        prev = q;
+    }
+    for (const std::uint16_t q : {std::uint16_t{0}, std::uint16_t{1000}, std::uint16_t{16384}, std::uint16_t{40000},
+                                  std::uint16_t{65000}}) {
+        EXPECT_EQ(io::dqm_from_bep(io::bep_from_dqm(q)), q);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Malformed datagrams: each rejected, the message naming the problem.
+
+struct malformed_case {
+    const char* name;
+    bitstream_format format;
+    void (*mutate)(std::vector<std::uint8_t>&);
+    const char* expected;  // substring of the error
+};
+
+std::vector<std::uint8_t> valid_datagram(bitstream_format f)
+{
+    io::datagram_header h;
+    h.stream_id = 2;
+    h.sequence = 9;
+    std::vector<std::uint8_t> bits(768, 0x5A);
+    std::vector<std::uint8_t> d(io::datagram_bytes(f));
+    io::encode_datagram(f, h, 0, bits, d);
+    return d;
+}
+
+class bitstream_malformed : public ::testing::TestWithParam<malformed_case> {};
+
+TEST_P(bitstream_malformed, is_rejected_with_the_field_named)
+{
+    const malformed_case& c = GetParam();
+    auto d = valid_datagram(c.format);
+    ASSERT_TRUE(io::decode_datagram(d).ok());
+    c.mutate(d);
+    const auto r = io::decode_datagram(d);
+    EXPECT_FALSE(r.ok());
+    EXPECT_NE(r.error.find(c.expected), std::string::npos) << "error: " << r.error;
+}
+
+const malformed_case malformed_cases[] = {
+    {"empty", bitstream_format::paq, [](auto& d) { d.clear(); }, "shorter than the 64-byte paq header"},
+    {"short_header", bitstream_format::paq, [](auto& d) { d.resize(40); }, "40 bytes is shorter"},
+    {"magic", bitstream_format::paq, [](auto& d) { d[0] = 'X'; }, "magic is 0x58415142"},
+    {"version", bitstream_format::paq, [](auto& d) { d[4] = 2; }, "version is 2"},
+    {"header_length_small", bitstream_format::paq, [](auto& d) { d[7] = 60; }, "header length is 60"},
+    {"header_length_beyond", bitstream_format::paq, [](auto& d) { d[6] = 4; }, "header length is 1088"},
+    {"stream_id", bitstream_format::paq, [](auto& d) { d[8] = 6; }, "stream id is 6"},
+    {"reserved", bitstream_format::paq, [](auto& d) { d[10] = 1; }, "reserved bytes"},
+    {"payload_type", bitstream_format::paq, [](auto& d) { d[5] = 2; }, "payload type is 2"},
+    {"payload_bits", bitstream_format::paq, [](auto& d) { d[63] = 0x01; }, "payload bit count is 6145"},
+    {"truncated", bitstream_format::paq, [](auto& d) { d.pop_back(); }, "datagram length is 831"},
+    {"extra_byte", bitstream_format::paq, [](auto& d) { d.push_back(0); }, "datagram length is 833"},
+    {"dqe_sync", bitstream_format::dqe, [](auto& d) { d[65] = 0xC5; }, "DQE payload: DQE sync is 0xFAC5"},
+    {"dqe_truncated", bitstream_format::dqe, [](auto& d) { d.pop_back(); }, "DQE payload is 773 bytes"},
+    {"dqe_without_frame", bitstream_format::dqe, [](auto& d) { d.resize(64 + 768); }, "DQE payload is 768 bytes"},
+    {"raw_truncated", bitstream_format::dqe_raw, [](auto& d) { d.resize(100); }, "bare DQE frame (dqe-raw) is 100 bytes"},
+    {"raw_sync_only", bitstream_format::dqe_raw, [](auto& d) { d.resize(2); }, "is 2 bytes, expected 774"},
+};
+
+INSTANTIATE_TEST_SUITE_P(cases, bitstream_malformed, ::testing::ValuesIn(malformed_cases),
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(bitstream, encoder_rejects_caller_bugs)
+{
+    io::datagram_header h;
+    std::vector<std::uint8_t> bits(768), out(838);
+    EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, {bits.data(), 767}, out), std::invalid_argument);
+    EXPECT_THROW(io::encode_datagram(bitstream_format::dqe, h, 0, bits, {out.data(), 837}), std::invalid_argument);
+    h.stream_id = 6;
+    EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, bits, out), std::invalid_argument);
+}
+
+TEST(bitstream, format_names_parse)
+{
+    EXPECT_EQ(io::parse_bitstream_format("paq"), bitstream_format::paq);
+    EXPECT_EQ(io::parse_bitstream_format("dqe"), bitstream_format::dqe);
+    EXPECT_EQ(io::parse_bitstream_format("dqe-raw"), bitstream_format::dqe_raw);
+    EXPECT_EQ(io::parse_bitstream_format("dqe_raw"), bitstream_format::dqe_raw);
+    try {
+        (void)io::parse_bitstream_format("irig");
+        FAIL() << "no exception";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("'irig'"), std::string::npos);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// bert_monitor: losses, duplicates, reordering and bit errors, exactly.
+
+TEST(bert_monitor, counts_exactly_what_was_injected)
+{
+    constexpr int packets = 30;
+    auto batches = test::make_pn_batches(1, packets);
+    auto& batch = batches[0];
+    // Errors: 3 in packet 3 of zf, 1 in packet 20 of zf, 2 in packet 12 of fde2 (after the
+    // checker locked in packet 0, in packets that arrive once and in order).
+    test::flip_bit(batch, 3, 1, 0);
+    test::flip_bit(batch, 3, 1, 100);
+    test::flip_bit(batch, 3, 1, 6143);
+    test::flip_bit(batch, 20, 1, 4000);
+    test::flip_bit(batch, 12, 5, 17);
+    test::flip_bit(batch, 12, 5, 18);
+
+    io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+    for (int stream : {1, 5}) {
+        // seq 5 and 6 dropped, 7 duplicated, 10 and 11 swapped, 25 duplicated 3 times later.
+        for (std::uint64_t k = 0; k < packets; ++k) {
+            const auto send = [&](std::uint64_t i) {
+                mon.ingest(test::encode_packet(bitstream_format::paq, batch, i, stream, i, i));
+            };
+            if (k == 5 || k == 6) continue;
+            if (k == 10) {
+                send(11);
+                send(10);
+                continue;
+            }
+            if (k == 11) continue;
+            send(k);
+            if (k == 7) send(7);
+            if (k == 27) {
+                send(25);
+                send(25);
+                send(25);
+            }
+        }
+    }
+    mon.ingest(std::vector<std::uint8_t>(10, 0));  // malformed, shared port: unattributed
+    mon.ingest(std::vector<std::uint8_t>(10, 0), 5);  // malformed on fde2's own port
+
+    EXPECT_EQ(mon.active_streams(), 2);
+    EXPECT_EQ(mon.malformed_total(), 2u);
+    EXPECT_EQ(mon.malformed_unattributed(), 1u);
+    EXPECT_NE(mon.last_error().find("shorter than the 64-byte paq header"), std::string::npos);
+    for (int stream : {1, 5}) {
+        SCOPED_TRACE(stream);
+        const auto s = mon.stats(stream);
+        EXPECT_EQ(s.datagrams, packets - 2 + 1 + 3u);
+        EXPECT_EQ(s.lost, 2u);
+        EXPECT_EQ(s.duplicated, 4u);
+        EXPECT_EQ(s.reordered, 1u);  // 10 after 11
+        EXPECT_EQ(s.malformed, stream == 5 ? 1u : 0u);
+        // Checked: all but the two lost and the late one; skipped by start sample: 5, 6, 10.
+        EXPECT_EQ(s.packets_checked, packets - 3u);
+        EXPECT_EQ(s.packets_skipped, 3u);
+        EXPECT_EQ(s.pn.bits_checked + s.pn.bits_before_lock, (packets - 3u) * data_bits);
+        EXPECT_EQ(s.pn.bits_before_lock, 15u + 62u);  // degree + 2 * degree + 32
+        EXPECT_EQ(s.pn.bit_errors, stream == 1 ? 4u : 2u);
+        EXPECT_TRUE(s.pn.locked);
+        EXPECT_EQ(s.pn.resyncs, 0u);
+        EXPECT_FALSE(s.last_dqm.has_value());
+    }
+    EXPECT_EQ(mon.min_bits_checked(), (packets - 3u) * data_bits - 77u);
+    for (int stream : {0, 2, 3, 4}) EXPECT_FALSE(mon.stats(stream).active());
+}
+
+TEST(bert_monitor, a_late_datagram_takes_its_loss_back)
+{
+    auto batches = test::make_pn_batches(1, 8);
+    io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+    for (std::uint64_t k : {0u, 1u, 4u, 5u}) mon.ingest(test::encode_packet(bitstream_format::dqe, batches[0], k, 3, k, k));
+    EXPECT_EQ(mon.stats(3).lost, 2u);
+    mon.ingest(test::encode_packet(bitstream_format::dqe, batches[0], 2, 3, 2, 2));
+    EXPECT_EQ(mon.stats(3).lost, 1u);
+    EXPECT_EQ(mon.stats(3).reordered, 1u);
+    mon.ingest(test::encode_packet(bitstream_format::dqe, batches[0], 2, 3, 2, 2));
+    EXPECT_EQ(mon.stats(3).duplicated, 1u);
+    for (std::uint64_t k : {6u, 7u}) mon.ingest(test::encode_packet(bitstream_format::dqe, batches[0], k, 3, k, k));
+    const auto s = mon.stats(3);
+    EXPECT_EQ(s.lost, 1u);
+    EXPECT_EQ(s.pn.bit_errors, 0u);
+    EXPECT_EQ(s.packets_checked, 6u);
+    ASSERT_TRUE(s.last_dqm.has_value());
+    EXPECT_EQ(*s.last_dqm, io::dqm_from_bep(batches[0].packets[7].paths[3].bep_estimate));
+}
+
+TEST(bert_monitor, bare_dqe_frames_by_port_or_dqe_id)
+{
+    auto batches = test::make_pn_batches(1, 6);
+    test::flip_bit(batches[0], 4, 2, 1234);
+    io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+    for (std::uint64_t k = 0; k < 6; ++k) {
+        // mmse on its own port (DQE ID 0, as IRIG 106-17 has it); cma on the shared port with
+        // the stream id in the DQE ID word.
+        mon.ingest(test::encode_packet(bitstream_format::dqe_raw, batches[0], k, 2, 0, 0, 0), 2);
+        mon.ingest(test::encode_packet(bitstream_format::dqe_raw, batches[0], k, 3, 0, 0, 3));
+    }
+    mon.ingest(test::encode_packet(bitstream_format::dqe_raw, batches[0], 0, 3, 0, 0, 0x0100));
+    EXPECT_EQ(mon.malformed_unattributed(), 1u);
+    EXPECT_NE(mon.last_error().find("DQE ID 0x0100"), std::string::npos) << mon.last_error();
+    for (int stream : {2, 3}) {
+        const auto s = mon.stats(stream);
+        EXPECT_EQ(s.datagrams, 6u);
+        EXPECT_EQ(s.packets_checked, 6u);
+        EXPECT_EQ(s.pn.bits_checked + s.pn.bits_before_lock, 6 * data_bits);
+        EXPECT_EQ(s.pn.bit_errors, stream == 2 ? 1u : 0u);
+        EXPECT_EQ(s.lost + s.duplicated + s.reordered, 0u);
+    }
+}
+
+TEST(bert_monitor, rejects_an_unexpected_format)
+{
+    auto batches = test::make_pn_batches(1, 2);
+    io::bert_monitor mon({dsp::pn_pattern::pn15, bitstream_format::paq});
+    mon.ingest(test::encode_packet(bitstream_format::dqe, batches[0], 0, 1, 0, 0));
+    mon.ingest(test::encode_packet(bitstream_format::paq, batches[0], 1, 1, 1, 1));
+    const auto s = mon.stats(1);
+    EXPECT_EQ(s.malformed, 1u);
+    EXPECT_EQ(s.datagrams, 1u);
+    EXPECT_NE(mon.last_error().find("format is dqe, expected paq"), std::string::npos) << mon.last_error();
+}
+
+TEST(bert_monitor, other_patterns_lock_and_count)
+{
+    for (const auto pattern : {dsp::pn_pattern::pn9, dsp::pn_pattern::pn23, dsp::pn_pattern::pn31}) {
+        SCOPED_TRACE(std::string(dsp::to_string(pattern)));
+        auto batches = test::make_pn_batches(1, 4, pattern);
+        test::flip_bit(batches[0], 2, 0, 99);
+        io::bert_monitor mon({pattern, std::nullopt});
+        for (std::uint64_t k = 0; k < 4; ++k) mon.ingest(test::encode_packet(bitstream_format::paq, batches[0], k, 0, k, k));
+        const auto s = mon.stats(0);
+        EXPECT_TRUE(s.pn.locked);
+        EXPECT_EQ(s.pn.bit_errors, 1u);
+    }
+}
+
+}  // namespace

@@ -1,0 +1,525 @@
+// Tests of io/udp_publisher and tools/paq-bert over loopback UDP (ephemeral ports): the
+// publisher's datagrams arrive complete and in order, network errors are counted and not
+// thrown, and paq-bert reports exactly the bit errors, losses and duplicates injected by a
+// synthetic sender.
+#include <gtest/gtest.h>
+
+#include "bitstream_fixture.hpp"
+#include "io/bitstream.hpp"
+#include "io/udp_publisher.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <nlohmann/json.hpp>
+
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+using namespace paq;
+using io::bitstream_format;
+namespace asio = boost::asio;
+using udp = asio::ip::udp;
+namespace fs = std::filesystem;
+
+constexpr std::uint64_t data_bits = waveform::data_bits;
+
+/// A loopback UDP socket on an ephemeral port with a receive timeout.
+class udp_receiver {
+public:
+    udp_receiver() : socket_(io_, udp::endpoint(asio::ip::make_address("127.0.0.1"), 0))
+    {
+        socket_.set_option(asio::socket_base::receive_buffer_size(4 << 20));
+    }
+    [[nodiscard]] std::uint16_t port() const { return socket_.local_endpoint().port(); }
+    [[nodiscard]] std::string destination() const { return "127.0.0.1:" + std::to_string(port()); }
+
+    /// The next datagram, or nothing after timeout_ms.
+    std::optional<std::vector<std::uint8_t>> receive(int timeout_ms)
+    {
+        pollfd p{socket_.native_handle(), POLLIN, 0};
+        if (::poll(&p, 1, timeout_ms) != 1) return std::nullopt;
+        std::vector<std::uint8_t> buf(65536);
+        const std::size_t n = socket_.receive(asio::buffer(buf));
+        buf.resize(n);
+        return buf;
+    }
+
+private:
+    asio::io_context io_;
+    udp::socket socket_;
+};
+
+/// A port that was free a moment ago and has nobody listening now.
+std::uint16_t closed_port()
+{
+    udp_receiver r;
+    return r.port();
+}
+
+// ---------------------------------------------------------------------------------------
+// Config
+
+TEST(udp_publisher_config, validate_names_field_value_and_range)
+{
+    io::udp_publisher_config c;
+    auto e = c.validate();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_NE(e[0].find("destinations: all six are empty"), std::string::npos) << e[0];
+
+    c.destinations[1] = "localhost";
+    c.destinations[4] = "127.0.0.1:70000";
+    c.send_buffer_bytes = 100;
+    c.max_datagrams_per_second = 0.5;
+    e = c.validate();
+    ASSERT_EQ(e.size(), 4u);
+    EXPECT_NE(e[0].find("destinations[1] (zf): destination 'localhost' has no ':port'"), std::string::npos) << e[0];
+    EXPECT_NE(e[1].find("destinations[4] (fde1): destination '127.0.0.1:70000' has an invalid port"), std::string::npos)
+        << e[1];
+    EXPECT_NE(e[2].find("send_buffer_bytes = 100 is out of range (allowed: 4096 .. 1073741824)"), std::string::npos)
+        << e[2];
+    EXPECT_NE(e[3].find("max_datagrams_per_second = 0.5 is out of range"), std::string::npos) << e[3];
+
+    c.destinations[1] = "localhost:5001";
+    c.destinations[4] = "[::1]:5004";
+    c.send_buffer_bytes = 1 << 20;
+    c.max_datagrams_per_second = 0;
+    EXPECT_TRUE(c.validate().empty());
+    c.max_datagrams_per_second = -3;
+    EXPECT_EQ(c.validate().size(), 1u);
+}
+
+TEST(udp_publisher_config, host_port_parsing)
+{
+    EXPECT_EQ(io::parse_host_port("127.0.0.1:5000").host, "127.0.0.1");
+    EXPECT_EQ(io::parse_host_port("127.0.0.1:5000").port, 5000);
+    EXPECT_EQ(io::parse_host_port("[::1]:6000").host, "::1");
+    EXPECT_EQ(io::parse_host_port("gs-bss.local:65535").port, 65535);
+    for (const char* bad : {"::1:5000", "[::1]5000", "[::1:5000", ":5000", "host:", "host:abc", "host:0", "host:5000x"}) {
+        EXPECT_THROW((void)io::parse_host_port(bad), std::invalid_argument) << bad;
+    }
+}
+
+TEST(udp_publisher, construction_throws_for_bad_config_and_unresolvable_host)
+{
+    io::udp_publisher_config c;
+    EXPECT_THROW(io::udp_publisher{c}, std::invalid_argument);
+    c.destinations[2] = "no-such-host.invalid:5000";
+    try {
+        io::udp_publisher p(c);
+        FAIL() << "no exception";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("mmse: destination 'no-such-host.invalid:5000' does not resolve"),
+                  std::string::npos)
+            << e.what();
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Publisher -> loopback
+
+class publisher_loopback : public ::testing::TestWithParam<bitstream_format> {};
+
+TEST_P(publisher_loopback, delivers_every_datagram_in_order_with_the_right_bits)
+{
+    const bitstream_format format = GetParam();
+    udp_receiver rx;
+    io::udp_publisher_config c;
+    c.format = format;
+    c.dqe_id.use_stream_id = true;
+    c.send_buffer_bytes = 1 << 20;  // within the usual net.core.wmem_max: no warning
+    for (auto& d : c.destinations) d = rx.destination();
+    c.destinations[3].clear();  // cma disabled
+    io::udp_publisher pub(c);
+    EXPECT_FALSE(pub.enabled(3));
+    EXPECT_TRUE(pub.enabled(0));
+
+    const auto batches = test::make_pn_batches(2, 4);
+    for (const auto& b : batches) pub.publish(b);
+    EXPECT_EQ(pub.packets_published(), 8u);
+
+    std::uint64_t packet_index = 0;
+    for (const auto& b : batches) {
+        for (std::size_t k = 0; k < b.packets.size(); ++k, ++packet_index) {
+            for (int s : {0, 1, 2, 4, 5}) {
+                SCOPED_TRACE("packet " + std::to_string(packet_index) + " stream " + std::to_string(s));
+                const auto d = rx.receive(2000);
+                ASSERT_TRUE(d.has_value());
+                ASSERT_EQ(d->size(), io::datagram_bytes(format));
+                const auto r = io::decode_datagram(*d);
+                ASSERT_TRUE(r.ok()) << r.error;
+                const auto& h = r.datagram.header;
+                const auto& rec = b.packets[k];
+                if (format != bitstream_format::dqe_raw) {
+                    EXPECT_EQ(h.stream_id, s);
+                    EXPECT_EQ(h.sequence, packet_index);
+                    EXPECT_EQ(h.packet_index, packet_index);
+                    EXPECT_EQ(h.batch_index, b.batch_index);
+                    EXPECT_EQ(h.start_sample, rec.start_sample);
+                    EXPECT_EQ(h.flags, rec.flags);
+                    EXPECT_EQ(h.bep_estimate, rec.paths[static_cast<std::size_t>(s)].bep_estimate);
+                    EXPECT_EQ(h.cfo_rad_per_sample, static_cast<float>(rec.cfo_rad_per_sample));
+                    EXPECT_EQ(h.ebn0_db, static_cast<float>(rec.ebn0_db));
+                }
+                if (format != bitstream_format::paq) {
+                    ASSERT_TRUE(r.datagram.dqe.has_value());
+                    EXPECT_EQ(r.datagram.dqe->id, s);
+                    EXPECT_EQ(r.datagram.dqe->dqm, io::dqm_from_bep(rec.paths[static_cast<std::size_t>(s)].bep_estimate));
+                }
+                EXPECT_TRUE(std::equal(r.datagram.bits.begin(), r.datagram.bits.end(), b.packet_bits(k, s)));
+            }
+        }
+    }
+    EXPECT_FALSE(rx.receive(50).has_value());
+    for (int s : {0, 1, 2, 4, 5}) {
+        const auto& cnt = pub.counters(s);
+        EXPECT_EQ(cnt.packets_published.load(), 8u);
+        EXPECT_EQ(cnt.datagrams_sent.load(), 8u);
+        EXPECT_EQ(cnt.send_errors.load(), 0u);
+        EXPECT_EQ(cnt.bytes_sent.load(), 8u * io::datagram_bytes(format));
+    }
+    EXPECT_EQ(pub.counters(3).packets_published.load(), 0u);
+    EXPECT_GE(pub.send_buffer_granted(0), 1u << 20);
+}
+
+INSTANTIATE_TEST_SUITE_P(formats, publisher_loopback,
+                         ::testing::Values(bitstream_format::paq, bitstream_format::dqe, bitstream_format::dqe_raw),
+                         [](const auto& param_info) {
+                             std::string s(io::to_string(param_info.param));
+                             for (auto& ch : s) ch = ch == '-' ? '_' : ch;
+                             return s;
+                         });
+
+TEST(udp_publisher, a_closed_port_is_counted_not_thrown)
+{
+    udp_receiver rx;
+    io::udp_publisher_config c;
+    c.destinations[1] = "127.0.0.1:" + std::to_string(closed_port());
+    c.destinations[2] = rx.destination();
+    io::udp_publisher pub(c);
+    const auto batches = test::make_pn_batches(1, 5);
+    // The ICMP port-unreachable of one send fails a later one (ECONNREFUSED); on loopback
+    // that is the next send, but allow the kernel a few batches.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+    int published = 0;
+    while (pub.counters(1).send_errors.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+        ASSERT_NO_THROW(pub.publish(batches[0]));
+        ++published;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const auto& bad = pub.counters(1);
+    EXPECT_GT(bad.send_errors.load(), 0u);
+    EXPECT_EQ(bad.datagrams_sent.load() + bad.send_errors.load(), bad.packets_published.load());
+    EXPECT_EQ(bad.packets_published.load(), 5u * static_cast<unsigned>(published));
+    // The good stream is not disturbed.
+    EXPECT_EQ(pub.counters(2).datagrams_sent.load(), 5u * static_cast<unsigned>(published));
+    EXPECT_EQ(pub.counters(2).send_errors.load(), 0u);
+}
+
+TEST(udp_publisher, pacing_bounds_the_datagram_rate)
+{
+    udp_receiver rx;
+    io::udp_publisher_config c;
+    c.destinations[0] = rx.destination();
+    c.max_datagrams_per_second = 2000;
+    io::udp_publisher pub(c);
+    const auto batches = test::make_pn_batches(1, 30);
+    const auto t0 = std::chrono::steady_clock::now();
+    pub.publish(batches[0]);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // 30 datagrams at 2000/s: 29 intervals of 0.5 ms, less the 1 ms burst allowance.
+    EXPECT_GE(elapsed, (29 - 2) * 0.5e-3);
+    EXPECT_EQ(pub.counters(0).datagrams_sent.load(), 30u);
+}
+
+// ---------------------------------------------------------------------------------------
+// paq-bert, run as a process
+
+class paq_bert_process {
+public:
+    explicit paq_bert_process(std::vector<std::string> args)
+    {
+        int fds[2];
+        if (::pipe(fds) != 0) throw std::runtime_error("pipe failed");
+        posix_spawn_file_actions_t actions;
+        posix_spawn_file_actions_init(&actions);
+        posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+        posix_spawn_file_actions_addclose(&actions, fds[0]);
+        args.insert(args.begin(), PAQ_BINARY_DIR "/tools/paq-bert");
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        const int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
+        posix_spawn_file_actions_destroy(&actions);
+        ::close(fds[1]);
+        if (rc != 0) throw std::runtime_error("cannot start " + args[0]);
+        fd_ = fds[0];
+    }
+    ~paq_bert_process()
+    {
+        if (pid_ > 0) {
+            ::kill(pid_, SIGKILL);
+            ::waitpid(pid_, nullptr, 0);
+        }
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    /// Reads stdout up to the "listening on" lines; returns their ports in order.
+    std::vector<std::uint16_t> ports(int count)
+    {
+        std::vector<std::uint16_t> p;
+        std::size_t pos = 0;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (static_cast<int>(p.size()) < count && std::chrono::steady_clock::now() < deadline) {
+            const auto eol = output_.find('\n', pos);
+            if (eol == std::string::npos) {
+                if (!read_some(20)) break;
+                continue;
+            }
+            const std::string line = output_.substr(pos, eol - pos);
+            pos = eol + 1;
+            const auto at = line.find("listening on ");
+            if (at == std::string::npos) continue;
+            const auto colon = line.find(':', at + 13);
+            if (colon != std::string::npos) p.push_back(static_cast<std::uint16_t>(std::atoi(line.c_str() + colon + 1)));
+        }
+        return p;
+    }
+
+    void signal(int sig) const { ::kill(pid_, sig); }
+
+    /// Reads stdout until `text` appears (true) or timeout_s passes (false).
+    bool wait_for_output(const std::string& text, double timeout_s)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+        while (output_.find(text) == std::string::npos) {
+            if (std::chrono::steady_clock::now() > deadline || !read_some(20)) return false;
+        }
+        return true;
+    }
+
+    /// Reads the rest of stdout and waits for the exit (killing it after timeout_s).
+    int wait(double timeout_s)
+    {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+        int status = 0;
+        while (::waitpid(pid_, &status, WNOHANG) == 0) {
+            (void)read_some(20);
+            if (std::chrono::steady_clock::now() > deadline) {
+                ::kill(pid_, SIGKILL);
+                ::waitpid(pid_, &status, 0);
+                pid_ = -1;
+                return -1;
+            }
+        }
+        pid_ = -1;
+        while (read_some(1000)) {
+        }
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+    [[nodiscard]] const std::string& output() const { return output_; }
+
+private:
+    /// Appends what stdout has within timeout_ms; false at end of file.
+    bool read_some(int timeout_ms)
+    {
+        pollfd p{fd_, POLLIN, 0};
+        if (::poll(&p, 1, timeout_ms) != 1) return true;
+        char buf[4096];
+        const auto n = ::read(fd_, buf, sizeof buf);
+        if (n <= 0) return false;
+        output_.append(buf, static_cast<std::size_t>(n));
+        return true;
+    }
+
+    pid_t pid_ = -1;
+    int fd_ = -1;
+    std::string output_;
+};
+
+class paq_bert : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        json_ = fs::temp_directory_path() / ("paq_test_bert_" + std::string(info->name()) + "_" +
+                                             std::to_string(::getpid()) + ".json");
+        fs::remove(json_);
+    }
+    void TearDown() override
+    {
+        std::error_code ec;
+        fs::remove(json_, ec);
+    }
+    [[nodiscard]] nlohmann::json summary() const
+    {
+        std::ifstream f(json_);
+        return nlohmann::json::parse(f);
+    }
+    [[nodiscard]] static const nlohmann::json& stream(const nlohmann::json& j, int id)
+    {
+        for (const auto& s : j.at("streams")) {
+            if (s.at("stream") == id) return s;
+        }
+        throw std::runtime_error("stream " + std::to_string(id) + " not in the summary");
+    }
+
+    fs::path json_;
+};
+
+TEST_F(paq_bert, reports_exactly_the_injected_errors_losses_and_duplicates)
+{
+    paq_bert_process bert({"--port", "0", "--idle-timeout", "0.5", "--interval", "0", "--expect-streams", "2",
+                           "--json", json_.string()});
+    const auto ports = bert.ports(1);
+    ASSERT_EQ(ports.size(), 1u) << bert.output();
+
+    constexpr int packets = 40;
+    auto batches = test::make_pn_batches(2, packets / 2);
+    // Errors: zf 2 bits in packet 4 and 1 in packet 30 (batch 1, index 10); fde1 5 bits in packet 15.
+    test::flip_bit(batches[0], 4, 1, 10);
+    test::flip_bit(batches[0], 4, 1, 11);
+    test::flip_bit(batches[1], 10, 1, 6000);
+    for (std::size_t bit : {1u, 2u, 3u, 500u, 6143u}) test::flip_bit(batches[0], 15, 4, bit);
+
+    asio::io_context io;
+    udp::socket tx(io, udp::v4());
+    const udp::endpoint to(asio::ip::make_address("127.0.0.1"), ports[0]);
+    // zf (stream 1): packets 8, 9, 10 dropped, 20 sent twice; fde1 (stream 4): 33 dropped,
+    // 2 and 3 sent three times each; one malformed datagram.
+    std::uint64_t k = 0;
+    for (const auto& b : batches) {
+        for (std::size_t i = 0; i < b.packets.size(); ++i, ++k) {
+            if (k != 8 && k != 9 && k != 10) {
+                const int copies = k == 20 ? 2 : 1;
+                for (int c = 0; c < copies; ++c) tx.send_to(asio::buffer(test::encode_packet(bitstream_format::paq, b, i, 1, k, k)), to);
+            }
+            if (k != 33) {
+                const int copies = k == 2 || k == 3 ? 3 : 1;
+                for (int c = 0; c < copies; ++c) tx.send_to(asio::buffer(test::encode_packet(bitstream_format::dqe, b, i, 4, k, k)), to);
+            }
+        }
+    }
+    tx.send_to(asio::buffer(std::vector<std::uint8_t>(20, 0xEE)), to);
+
+    ASSERT_EQ(bert.wait(20), 0) << bert.output();
+    const auto j = summary();
+    EXPECT_EQ(j.at("end_reason"), "idle-timeout");
+    EXPECT_EQ(j.at("exit_code"), 0);
+    EXPECT_EQ(j.at("active_streams"), 2);
+    EXPECT_EQ(j.at("malformed"), 1);
+    EXPECT_EQ(j.at("malformed_unattributed"), 1);
+
+    const auto& zf = stream(j, 1);
+    EXPECT_EQ(zf.at("path"), "zf");
+    EXPECT_EQ(zf.at("datagrams"), packets - 3 + 1);
+    EXPECT_EQ(zf.at("lost"), 3);
+    EXPECT_EQ(zf.at("duplicated"), 1);
+    EXPECT_EQ(zf.at("reordered"), 0);
+    EXPECT_EQ(zf.at("bit_errors"), 3);
+    EXPECT_EQ(zf.at("packets_skipped"), 3);
+    EXPECT_EQ(zf.at("bits_checked").get<std::uint64_t>() + zf.at("bits_before_lock").get<std::uint64_t>(),
+              (packets - 3) * data_bits);
+    EXPECT_EQ(zf.at("locked"), true);
+    EXPECT_EQ(zf.at("resyncs"), 0);
+    EXPECT_TRUE(zf.at("last_dqm").is_null());
+
+    const auto& fde1 = stream(j, 4);
+    EXPECT_EQ(fde1.at("datagrams"), packets - 1 + 4);
+    EXPECT_EQ(fde1.at("lost"), 1);
+    EXPECT_EQ(fde1.at("duplicated"), 4);
+    EXPECT_EQ(fde1.at("bit_errors"), 5);
+    EXPECT_EQ(fde1.at("bits_checked").get<std::uint64_t>() + fde1.at("bits_before_lock").get<std::uint64_t>(),
+              (packets - 1) * data_bits);
+    EXPECT_EQ(fde1.at("last_dqm"), io::dqm_from_bep(batches[1].packets.back().paths[4].bep_estimate));
+
+    EXPECT_NE(bert.output().find("zf"), std::string::npos);
+    EXPECT_NE(bert.output().find("ended by idle-timeout, exit code 0"), std::string::npos) << bert.output();
+}
+
+TEST_F(paq_bert, stops_when_every_stream_has_checked_the_bits_from_the_publisher)
+{
+    paq_bert_process bert6({"--ports", "0,0,0,0,0,0", "--bits", std::to_string(50 * data_bits), "--expect-streams", "6",
+                            "--idle-timeout", "5", "--interval", "0", "--json", json_.string()});
+    const auto ports = bert6.ports(6);
+    ASSERT_EQ(ports.size(), 6u) << bert6.output();
+    io::udp_publisher_config c;
+    c.format = bitstream_format::dqe_raw;  // bare DQE: the port names the stream
+    for (int s = 0; s < 6; ++s) c.destinations[static_cast<std::size_t>(s)] = "127.0.0.1:" + std::to_string(ports[static_cast<std::size_t>(s)]);
+    io::udp_publisher pub(c);
+    const auto batches = test::make_pn_batches(3, 20);
+    for (const auto& b : batches) pub.publish(b);
+
+    ASSERT_EQ(bert6.wait(20), 0) << bert6.output();
+    const auto j = summary();
+    EXPECT_EQ(j.at("end_reason"), "bits");
+    EXPECT_EQ(j.at("active_streams"), 6);
+    for (int s = 0; s < 6; ++s) {
+        const auto& st = stream(j, s);
+        EXPECT_GE(st.at("bits_checked").get<std::uint64_t>(), 50 * data_bits);
+        EXPECT_EQ(st.at("bit_errors"), 0);
+        EXPECT_EQ(st.at("malformed"), 0);
+    }
+}
+
+TEST_F(paq_bert, sigterm_ends_it_with_the_summary_and_exit_codes_tell_what_went_wrong)
+{
+    {
+        paq_bert_process bert({"--port", "0", "--idle-timeout", "0", "--expect-streams", "2", "--interval", "0.1",
+                               "--json", json_.string()});
+        const auto ports = bert.ports(1);
+        ASSERT_EQ(ports.size(), 1u);
+        io::udp_publisher_config c;
+        c.destinations[5] = "127.0.0.1:" + std::to_string(ports[0]);
+        io::udp_publisher pub(c);
+        pub.publish(test::make_pn_batches(1, 3)[0]);
+        // End it once its periodic table shows all three.
+        ASSERT_TRUE(bert.wait_for_output(", 3 datagrams,", 10)) << bert.output();
+        bert.signal(SIGTERM);
+        EXPECT_EQ(bert.wait(10), 4) << bert.output();  // one stream of the two expected
+        const auto j = summary();
+        EXPECT_EQ(j.at("end_reason"), "sigterm");
+        EXPECT_EQ(stream(j, 5).at("datagrams"), 3);
+    }
+    {
+        paq_bert_process bert({"--port", "0", "--seconds", "0.3"});
+        EXPECT_EQ(bert.wait(10), 3) << bert.output();  // nothing arrived
+    }
+    for (const std::vector<std::string>& bad : {std::vector<std::string>{"--port", "0", "--pattern", "pn16"},
+                                                std::vector<std::string>{"--base-port", "0"},
+                                                std::vector<std::string>{"--port", "0", "--bind", "localhost"},
+                                                std::vector<std::string>{"--port", "0", "--format", "irig"}}) {
+        paq_bert_process bert(bad);
+        EXPECT_EQ(bert.wait(10), 2) << bert.output();  // configuration error
+    }
+    {
+        paq_bert_process bert({"--port", "0", "--bits", "1000000", "--seconds", "0.5", "--idle-timeout", "0"});
+        const auto ports = bert.ports(1);
+        ASSERT_EQ(ports.size(), 1u);
+        io::udp_publisher_config c;
+        c.destinations[0] = "127.0.0.1:" + std::to_string(ports[0]);
+        io::udp_publisher pub(c);
+        pub.publish(test::make_pn_batches(1, 2)[0]);
+        EXPECT_EQ(bert.wait(10), 5) << bert.output();  // --bits not reached
+    }
+}
+
+}  // namespace
