@@ -142,7 +142,7 @@ void apply_rcvbuf(Socket& socket, int requested, const std::string& name)
     // Linux reports twice the usable size it granted, capped by net.core.rmem_max; a value
     // below the request means the cap cut it.
     if (!ec && granted.value() < requested)
-        spdlog::warn("{}: SO_RCVBUF: requested {} bytes, the kernel granted {} (raise net.core.rmem_max)", name,
+        spdlog::warn("{}: SO_RCVBUF: requested {} bytes, the kernel reports {} (capped by net.core.rmem_max; raise it)", name,
                      requested, granted.value());
 }
 
@@ -314,6 +314,7 @@ struct tcp_source::impl final : net_core {
     void close_all() noexcept override
     {
         error_code ec;
+        peer_connected.store(false);
         resolver.cancel();
         retry_timer.cancel();
         socket.close(ec);
@@ -446,6 +447,7 @@ struct tcp_source::impl final : net_core {
             sink->gap(0, gap_reason::reconnect);
         }
         connected_once = true;
+        peer_connected.store(true);
         carry = 0;
         start_read();
     }
@@ -482,6 +484,7 @@ struct tcp_source::impl final : net_core {
     {
         error_code cec;
         socket.close(cec);
+        peer_connected.store(false);
         if (cfg.mode == tcp_mode::connect) local_port.store(0);
         const std::string why = ec == asio::error::eof ? std::string("peer closed the connection") : ec.message();
         if (carry > 0) spdlog::warn("{}: {} mid-sample: {} bytes of a partial sample discarded", name, why, carry);
@@ -508,6 +511,7 @@ struct tcp_source::impl final : net_core {
     std::size_t carry = 0;
     double backoff_s;
     bool connected_once = false;
+    std::atomic<bool> peer_connected{false};
     std::string last_error;
     std::vector<tcp::resolver::results_type::value_type> endpoints;
     tcp::resolver resolver{ioc};
@@ -536,6 +540,7 @@ tcp_source::~tcp_source() = default;
 std::string tcp_source::describe() const { return impl_->name; }
 double tcp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port.load(); }
+bool tcp_source::connected() const noexcept { return impl_->peer_connected.load(); }
 const tcp_source_config& tcp_source::config() const noexcept { return impl_->cfg; }
 void tcp_source::stop() { impl_->request_stop(); }
 
@@ -646,7 +651,7 @@ struct vita49_source::impl final : net_core {
         const std::string error = vita49::parse_packet(d, pkt);
         if (!error.empty()) {
             counters.malformed += 1;
-            limiter.warn("{}: malformed datagram dropped: {}", name, error);
+            malformed_log.warn("{}: malformed datagram dropped: {}", name, error);
             pending_malformed = true;
             return;
         }
@@ -661,32 +666,32 @@ struct vita49_source::impl final : net_core {
         }
         if (id != *locked_stream) {
             vcounters.other_stream += 1;
-            limiter.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x})", name, id, *locked_stream);
+            other_log.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x})", name, id, *locked_stream);
             return;
         }
         const std::size_t n = pkt.num_samples();
         const vita49::sequence_result r = tracker.update(pkt.fields, n);
         if (r.duplicate) {
             vcounters.duplicates += 1;
-            limiter.warn("{}: duplicate packet dropped (packet count {}, timestamp {})", name, pkt.fields.packet_count,
+            order_log.warn("{}: duplicate packet dropped (packet count {}, timestamp {})", name, pkt.fields.packet_count,
                          pkt.fields.fractional_timestamp);
             return;
         }
         if (r.late) {
             vcounters.late += 1;
-            limiter.warn("{}: late (reordered) packet dropped (packet count {}, timestamp {})", name,
+            order_log.warn("{}: late (reordered) packet dropped (packet count {}, timestamp {})", name,
                          pkt.fields.packet_count, pkt.fields.fractional_timestamp);
             return;
         }
         if (r.resync) {
             vcounters.resyncs += 1;
-            limiter.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
+            order_log.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
                          pkt.fields.fractional_timestamp);
             sink->gap(0, gap_reason::lost_packets);
         } else if (r.packets_lost > 0 || r.samples_lost > 0) {
             counters.packets_lost += r.packets_lost;
             counters.samples_lost += r.samples_lost;
-            limiter.warn("{}: {} packets lost ({} {} samples)", name, r.packets_lost,
+            limiter.warn("{}: {} packet(s) lost ({} {} samples)", name, r.packets_lost,
                          r.samples_exact ? "exactly" : "about", r.samples_lost);
             sink->gap(r.samples_lost, gap_reason::lost_packets);
         } else if (pending_malformed && !r.samples_exact && !r.first) {
@@ -707,6 +712,9 @@ struct vita49_source::impl final : net_core {
     std::optional<std::uint32_t> locked_stream;
     bool pending_malformed = false;
     std::vector<cf32> samples;
+    // One limiter per kind of message, so that a flood of one kind hides none of the others
+    // (net_core::limiter is the one for losses).
+    log_limiter malformed_log, other_log, order_log;
     udp::socket socket{ioc};
 };
 

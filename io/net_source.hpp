@@ -114,6 +114,8 @@ public:
 
     /// The local port: in listen mode once bound, in connect mode while connected; else 0.
     [[nodiscard]] std::uint16_t local_port() const noexcept;
+    /// Whether a peer is connected now (for status lines). Thread-safe.
+    [[nodiscard]] bool connected() const noexcept;
     [[nodiscard]] const tcp_source_config& config() const noexcept;
 
 private:
