@@ -9,6 +9,10 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <future>
 #include <limits>
 #include <memory>
@@ -22,9 +26,11 @@
 #include <vector>
 
 #include <boost/asio.hpp>
+#include <unistd.h>
 
 #include "dsp/types.hpp"
 #include "io/net_source.hpp"
+#include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
 #include "io/vita49.hpp"
 
@@ -627,8 +633,8 @@ TEST(vita49_source, without_timestamps_losses_are_estimated_and_malformed_data_i
     const auto all = ci16_samples(spp * 10, 9);
     vita49_source source(vita_config(std::nullopt));  // locks onto the first stream id
     recording_sink sink;
-    std::vector<cf32> expected(all.begin(), all.end());
-    expected.erase(expected.begin() + 4 * spp, expected.begin() + 5 * spp);
+    std::vector<cf32> expected(all.begin(), all.begin() + 4 * spp);  // packet 4 is lost
+    expected.insert(expected.end(), all.begin() + 5 * spp, all.end());
     sink.stop_source_at(source, expected.size());
     background_run run(source, sink);
     const std::uint16_t port = wait_local_port(source);
@@ -646,6 +652,118 @@ TEST(vita49_source, without_timestamps_losses_are_estimated_and_malformed_data_i
                                                    {6 * spp, 0, gap_reason::source_error}}));
     EXPECT_EQ(source.counters().packets_lost.load(), 1u);
     EXPECT_EQ(source.counters().malformed.load(), 1u);
+}
+
+// ---- paq-stream end to end ------------------------------------------------------------------
+
+/// A ci16 SigMF recording at rate_hz in a per-test directory, and paq-stream run against it.
+class paq_stream_test : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        dir_ = std::filesystem::temp_directory_path() /
+               ("paq_test_net_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+        std::filesystem::remove_all(dir_);
+        ASSERT_TRUE(std::filesystem::create_directories(dir_));
+        sent_ = ci16_samples(20000, 10);
+        sigmf_meta meta;
+        meta.format = sample_format::ci16_le;
+        meta.sample_rate_hz = rate_hz;
+        auto w = sample_file_writer::create_sigmf(dir_ / "rec", meta);
+        w.write(sent_);
+        w.close();
+    }
+    void TearDown() override
+    {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    /// Runs paq-stream with these arguments after the recording; returns its exit status and
+    /// fills `output` with what it printed.
+    int stream(const std::string& args, std::string& output)
+    {
+        const auto log = dir_ / "paq-stream.log";
+        const std::string cmd = std::string(PAQ_BINARY_DIR) + "/tools/paq-stream " + (dir_ / "rec").string() + " " +
+                                args + " > " + log.string() + " 2>&1";
+        const int status = std::system(cmd.c_str());
+        std::ifstream in(log);
+        std::ostringstream os;
+        os << in.rdbuf();
+        output = os.str();
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+    std::filesystem::path dir_;
+    std::vector<cf32> sent_;
+};
+
+TEST_F(paq_stream_test, vita49_with_dropped_datagrams)
+{
+    vita49_source source(vita_config(3));
+    recording_sink sink;
+    // 20 datagrams of 1000; every 5th (indices 4, 9, 14, 19) is skipped.
+    std::vector<cf32> expected;
+    for (std::size_t k = 0; k < 20; ++k)
+        if (k % 5 != 4) expected.insert(expected.end(), sent_.begin() + k * 1000, sent_.begin() + (k + 1) * 1000);
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    std::string out;
+    ASSERT_EQ(stream("--mode vita49 --port " + std::to_string(port) +
+                         " --stream-id 3 --samples-per-packet 1000 --drop-every 5",
+                     out),
+              0)
+        << out;
+    EXPECT_NE(out.find("sent 16000 samples in 16 datagrams"), std::string::npos) << out;
+    EXPECT_NE(out.find("dropped 4 datagrams (4000 samples)"), std::string::npos) << out;
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{4000, 1000, gap_reason::lost_packets},
+                                                   {8000, 1000, gap_reason::lost_packets},
+                                                   {12000, 1000, gap_reason::lost_packets}}));
+    EXPECT_EQ(source.counters().packets_lost.load(), 3u);  // the last drop is not seen: nothing follows it
+}
+
+TEST_F(paq_stream_test, tcp_connect_into_a_listening_source)
+{
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.end_on_close = true;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    std::string out;
+    ASSERT_EQ(stream("--mode tcp-connect --port " + std::to_string(port) + " --fast", out), 0) << out;
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent_);
+}
+
+TEST_F(paq_stream_test, bad_arguments_exit_2_and_io_errors_exit_1)
+{
+    std::string out;
+    EXPECT_EQ(stream("--mode tcp-connect --port 5000 --drop-every 3", out), 2);
+    EXPECT_NE(out.find("--drop-every applies to --mode udp and vita49 only"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode carrier-pigeon --port 5000", out), 2);
+    EXPECT_EQ(stream("--mode udp --port 5000 --samples-per-packet 20000", out), 2);
+    EXPECT_NE(out.find("more than UDP's 65507"), std::string::npos) << out;
+
+    asio::io_context ioc;
+    std::uint16_t closed_port = 0;
+    {
+        tcp::acceptor probe(ioc, tcp::endpoint(loopback, 0));
+        closed_port = probe.local_endpoint().port();
+    }
+    EXPECT_EQ(stream("--mode tcp-connect --port " + std::to_string(closed_port), out), 1);
+    EXPECT_NE(out.find("cannot connect to 127.0.0.1:" + std::to_string(closed_port)), std::string::npos) << out;
 }
 
 // ---- stop() ----------------------------------------------------------------------------------
