@@ -100,7 +100,7 @@ std::size_t encode_packet(const packet_fields& fields, std::span<const cf32> sam
 /// A parsed packet: a view into the datagram it was parsed from.
 struct packet {
     packet_type type = packet_type::if_data;  ///< if_data, if_context or ext_context
-    packet_fields fields;                     ///< for context packets: stream_id and packet_count only
+    packet_fields fields;                     ///< context packets: the prefix fields, never a trailer
     std::span<const std::byte> payload;       ///< IF Data: ci16 pairs, big-endian; empty for context
     [[nodiscard]] bool is_context() const noexcept { return type != packet_type::if_data; }
     [[nodiscard]] std::size_t num_samples() const noexcept { return payload.size() / bytes_per_sample; }
