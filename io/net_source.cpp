@@ -1,0 +1,746 @@
+#include "io/net_source.hpp"
+
+#include "io/vita49.hpp"
+
+// Standard headers first: Boost 1.74's asio/awaitable.hpp uses std::exchange without
+// including <utility>, which breaks under C++20 unless it is already included.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include <boost/asio.hpp>
+#include <spdlog/spdlog.h>
+
+namespace paq::io {
+namespace {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using asio::ip::tcp;
+using asio::ip::udp;
+
+// The largest UDP payload (IPv4: 65535 - 20 - 8): a receive buffer this big never truncates.
+constexpr std::size_t max_datagram_bytes = 65507;
+constexpr int max_rcvbuf_bytes = 1 << 30;
+
+// ---- configuration checks ------------------------------------------------------------------
+
+struct error_list {
+    std::vector<std::string> errors;
+    template <class T>
+    void add(const std::string& field, const T& value, const std::string& allowed)
+    {
+        std::ostringstream os;
+        os << field << " = " << value << " is out of range (allowed: " << allowed << ")";
+        errors.push_back(os.str());
+    }
+};
+
+void check_rate(error_list& e, double sample_rate_hz)
+{
+    if (!(sample_rate_hz > 0.0) || !std::isfinite(sample_rate_hz))
+        e.add("sample_rate_hz", sample_rate_hz, "> 0, the sender's rate; the network carries none");
+}
+
+void check_scale(error_list& e, float ci16_scale)
+{
+    if (!(ci16_scale > 0.0f) || !std::isfinite(ci16_scale)) e.add("ci16_scale", ci16_scale, "> 0");
+}
+
+void check_rcvbuf(error_list& e, int rcvbuf_bytes)
+{
+    if (rcvbuf_bytes < 0 || rcvbuf_bytes > max_rcvbuf_bytes)
+        e.add("rcvbuf_bytes", rcvbuf_bytes, "0 (kernel default) .. 1073741824");
+}
+
+void check_port(error_list& e, int port, bool zero_ok)
+{
+    if (port < (zero_ok ? 0 : 1) || port > 65535)
+        e.add("port", port, zero_ok ? "0 (ephemeral) .. 65535" : "1 .. 65535");
+}
+
+void check_bind_address(error_list& e, const std::string& field, const std::string& address)
+{
+    error_code ec;
+    (void)asio::ip::make_address(address, ec);
+    if (ec) e.errors.push_back(field + " = '" + address + "' is not a numeric IPv4 or IPv6 address");
+}
+
+[[nodiscard]] std::string invalid_config_message(const std::string& what, const std::vector<std::string>& errors)
+{
+    std::string msg = "invalid " + what + " configuration:";
+    for (const auto& s : errors) msg += "\n  " + s;
+    return msg;
+}
+
+[[nodiscard]] std::string format_rate(double hz)
+{
+    char buf[64];
+    if (hz >= 1e6)
+        std::snprintf(buf, sizeof buf, "%g MHz", hz / 1e6);
+    else if (hz >= 1e3)
+        std::snprintf(buf, sizeof buf, "%g kHz", hz / 1e3);
+    else
+        std::snprintf(buf, sizeof buf, "%g Hz", hz);
+    return buf;
+}
+
+[[nodiscard]] std::string endpoint_text(const std::string& host, int port)
+{
+    return host.find(':') != std::string::npos ? "[" + host + "]:" + std::to_string(port)
+                                               : host + ":" + std::to_string(port);
+}
+
+// ---- logging -------------------------------------------------------------------------------
+
+/// At most one message per interval; the next allowed one says how many were suppressed.
+/// Used on the receive path, where one bad sender could otherwise flood the log.
+class log_limiter {
+public:
+    explicit log_limiter(std::chrono::steady_clock::duration interval = std::chrono::seconds(1)) noexcept
+        : interval_(interval) {}
+
+    template <class... Args>
+    void warn(spdlog::format_string_t<Args...> fmt, Args&&... args)
+    {
+        const auto now = std::chrono::steady_clock::now();
+        if (logged_ && now - last_ < interval_) {
+            ++suppressed_;
+            return;
+        }
+        logged_ = true;
+        last_ = now;
+        spdlog::warn(fmt, std::forward<Args>(args)...);
+        if (suppressed_ > 0) spdlog::warn("  ({} similar messages suppressed in the last interval)", suppressed_);
+        suppressed_ = 0;
+    }
+
+private:
+    std::chrono::steady_clock::duration interval_;
+    std::chrono::steady_clock::time_point last_{};
+    bool logged_ = false;
+    std::uint64_t suppressed_ = 0;
+};
+
+template <class Socket>
+void apply_rcvbuf(Socket& socket, int requested, const std::string& name)
+{
+    if (requested <= 0) return;
+    error_code ec;
+    socket.set_option(asio::socket_base::receive_buffer_size(requested), ec);
+    if (ec) {
+        spdlog::warn("{}: cannot set SO_RCVBUF to {} bytes: {}", name, requested, ec.message());
+        return;
+    }
+    asio::socket_base::receive_buffer_size granted;
+    socket.get_option(granted, ec);
+    // Linux reports twice the usable size it granted, capped by net.core.rmem_max; a value
+    // below the request means the cap cut it.
+    if (!ec && granted.value() < requested)
+        spdlog::warn("{}: SO_RCVBUF: requested {} bytes, the kernel reports {} (capped by net.core.rmem_max; raise it)", name,
+                     requested, granted.value());
+}
+
+[[nodiscard]] std::size_t count_nonfinite(const cf32* s, std::size_t n) noexcept
+{
+    std::size_t bad = 0;
+    for (std::size_t k = 0; k < n; ++k) bad += (std::isfinite(s[k].real()) && std::isfinite(s[k].imag())) ? 0u : 1u;
+    return bad;
+}
+
+// ---- what every network source shares ------------------------------------------------------
+
+/// The io_context, the stop flag and the delivery of decoded samples to the sink.
+struct net_core {
+    net_core(source_counters& c, std::string source_name) : counters(c), name(std::move(source_name)) {}
+    virtual ~net_core() = default;
+
+    /// Thread-safe: the close happens on the io_context's thread (run()'s).
+    void request_stop()
+    {
+        stop_requested.store(true);
+        asio::post(ioc, [this] {
+            stopping = true;
+            close_all();
+            ioc.stop();
+        });
+    }
+
+    /// Closes every socket and timer so that pending operations complete with operation_aborted.
+    virtual void close_all() noexcept = 0;
+
+    void deliver(const cf32* samples, std::size_t n, bool may_be_nonfinite)
+    {
+        if (n == 0) return;
+        if (may_be_nonfinite) counters.nonfinite += count_nonfinite(samples, n);
+        counters.samples += n;
+        sink->write(std::span<const cf32>(samples, n));
+    }
+
+    asio::io_context ioc{1};
+    std::atomic<bool> stop_requested{false};
+    bool stopping = false;  ///< set on the io_context's thread; handlers return when set
+    source_counters& counters;
+    std::string name;  ///< describe(), the prefix of every log line and exception
+    sample_sink* sink = nullptr;
+    std::atomic<std::uint16_t> local_port{0};
+    log_limiter limiter;
+};
+
+void run_context(net_core& core, sample_sink& sink)
+{
+    core.sink = &sink;
+    core.ioc.run();
+    core.sink = nullptr;
+}
+
+[[nodiscard]] udp::socket open_udp(net_core& core, const std::string& address, int port, int rcvbuf_bytes)
+{
+    const udp::endpoint ep(asio::ip::make_address(address), static_cast<std::uint16_t>(port));
+    udp::socket socket(core.ioc);
+    error_code ec;
+    socket.open(ep.protocol(), ec);
+    if (ec) throw std::runtime_error(core.name + ": cannot open a UDP socket: " + ec.message());
+    apply_rcvbuf(socket, rcvbuf_bytes, core.name);
+    socket.bind(ep, ec);
+    if (ec) throw std::runtime_error(core.name + ": cannot bind " + endpoint_text(address, port) + ": " + ec.message());
+    socket.non_blocking(true, ec);
+    if (ec) throw std::runtime_error(core.name + ": cannot make the socket non-blocking: " + ec.message());
+    core.local_port.store(socket.local_endpoint().port());
+    return socket;
+}
+
+/// The datagram loop shared by the UDP sources: wait until readable, then drain what the
+/// kernel holds (one wakeup per burst instead of one async operation per datagram), at most
+/// a bounded number per wakeup so that a posted stop() runs promptly under load.
+template <class Handler>
+class datagram_pump {
+public:
+    datagram_pump(net_core& core, udp::socket& socket, Handler handler)
+        : core_(core), socket_(socket), handler_(std::move(handler)), buf_(max_datagram_bytes + 1) {}
+
+    void start()
+    {
+        socket_.async_wait(udp::socket::wait_read, [this](const error_code& ec) {
+            if (core_.stopping || ec == asio::error::operation_aborted) return;
+            if (ec) throw std::runtime_error(core_.name + ": waiting for datagrams failed: " + ec.message());
+            for (int k = 0; k < 256; ++k) {
+                error_code rec;
+                const std::size_t n = socket_.receive(asio::buffer(buf_), 0, rec);
+                if (rec == asio::error::would_block || rec == asio::error::try_again) break;
+                if (rec == asio::error::connection_refused) continue;  // ICMP from an earlier send; harmless
+                if (rec) throw std::runtime_error(core_.name + ": receive failed: " + rec.message());
+                core_.counters.packets += 1;
+                handler_(std::span<const std::byte>(buf_.data(), n));
+                if (core_.stopping) return;  // the sink may have called stop() (it runs inline)
+            }
+            start();
+        });
+    }
+
+private:
+    net_core& core_;
+    udp::socket& socket_;
+    Handler handler_;
+    std::vector<std::byte> buf_;
+};
+
+}  // namespace
+
+// ---- validate() ----------------------------------------------------------------------------
+
+std::vector<std::string> tcp_source_config::validate() const
+{
+    error_list e;
+    if (mode == tcp_mode::listen)
+        check_bind_address(e, "host", host);
+    else if (host.empty())
+        e.errors.emplace_back("host is empty (connect mode needs the sender's host name or address)");
+    check_port(e, port, mode == tcp_mode::listen);
+    check_scale(e, ci16_scale);
+    check_rate(e, sample_rate_hz);
+    check_rcvbuf(e, rcvbuf_bytes);
+    if (!(retry_initial_s >= 0.001 && retry_initial_s <= 60.0)) e.add("retry_initial_s", retry_initial_s, "0.001 .. 60 s");
+    if (!(retry_max_s >= retry_initial_s && retry_max_s <= 600.0))
+        e.add("retry_max_s", retry_max_s, "retry_initial_s .. 600 s");
+    if (read_bytes < 64 || read_bytes > (std::size_t{16} << 20)) e.add("read_bytes", read_bytes, "64 .. 16777216");
+    return e.errors;
+}
+
+std::vector<std::string> udp_source_config::validate() const
+{
+    error_list e;
+    check_bind_address(e, "bind_address", bind_address);
+    check_port(e, port, true);
+    check_scale(e, ci16_scale);
+    check_rate(e, sample_rate_hz);
+    check_rcvbuf(e, rcvbuf_bytes);
+    return e.errors;
+}
+
+std::vector<std::string> vita49_source_config::validate() const
+{
+    error_list e;
+    check_bind_address(e, "bind_address", bind_address);
+    check_port(e, port, true);
+    check_scale(e, ci16_scale);
+    check_rate(e, sample_rate_hz);
+    check_rcvbuf(e, rcvbuf_bytes);
+    return e.errors;
+}
+
+// ---- tcp_source ----------------------------------------------------------------------------
+
+struct tcp_source::impl final : net_core {
+    impl(source_counters& c, tcp_source_config config)
+        : net_core(c, describe_config(config)), cfg(std::move(config)),
+          sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
+          samples(cfg.read_bytes / sample_bytes + 1), backoff_s(cfg.retry_initial_s)
+    {
+    }
+
+    static std::string describe_config(const tcp_source_config& c)
+    {
+        return std::string("tcp ") + (c.mode == tcp_mode::connect ? "connect " : "listen ") +
+               endpoint_text(c.host, c.port) + " (" + std::string(to_sigmf_datatype(c.format)) + ", " +
+               format_rate(c.sample_rate_hz) + ")";
+    }
+
+    void close_all() noexcept override
+    {
+        error_code ec;
+        peer_connected.store(false);
+        resolver.cancel();
+        retry_timer.cancel();
+        socket.close(ec);
+        acceptor.close(ec);
+    }
+
+    void run()
+    {
+        if (cfg.mode == tcp_mode::listen) {
+            start_listening();
+            start_accept();
+        } else {
+            start_connect();
+        }
+    }
+
+    // -- connect mode
+    void start_connect()
+    {
+        resolver.async_resolve(cfg.host, std::to_string(cfg.port),
+                               [this](const error_code& ec, const tcp::resolver::results_type& results) {
+                                   if (stopping || ec == asio::error::operation_aborted) return;
+                                   if (ec) {
+                                       limiter.warn("{}: cannot resolve '{}': {}; retrying in {} s", name, cfg.host,
+                                                    ec.message(), backoff_s);
+                                       schedule_retry();
+                                       return;
+                                   }
+                                   endpoints.assign(results.begin(), results.end());
+                                   try_endpoint(0);
+                               });
+    }
+
+    void try_endpoint(std::size_t index)
+    {
+        if (index >= endpoints.size()) {
+            limiter.warn("{}: cannot connect: {}; retrying in {} s", name, last_error, backoff_s);
+            schedule_retry();
+            return;
+        }
+        const tcp::endpoint ep = endpoints[index].endpoint();
+        error_code ec;
+        socket.close(ec);
+        socket.open(ep.protocol(), ec);
+        if (ec) {
+            last_error = "cannot open a socket: " + ec.message();
+            try_endpoint(index + 1);
+            return;
+        }
+        // Before connect(), so that the TCP window scale is chosen for this buffer.
+        apply_rcvbuf(socket, cfg.rcvbuf_bytes, name);
+        socket.async_connect(ep, [this, index](const error_code& cec) {
+            if (stopping || cec == asio::error::operation_aborted) return;
+            if (cec) {
+                last_error = cec.message();
+                try_endpoint(index + 1);
+                return;
+            }
+            backoff_s = cfg.retry_initial_s;
+            on_connected();
+        });
+    }
+
+    void schedule_retry()
+    {
+        retry_timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(backoff_s)));
+        backoff_s = std::min(backoff_s * 2.0, cfg.retry_max_s);
+        retry_timer.async_wait([this](const error_code& ec) {
+            if (stopping || ec) return;
+            start_connect();
+        });
+    }
+
+    // -- listen mode
+    void start_listening()
+    {
+        const tcp::endpoint ep(asio::ip::make_address(cfg.host), static_cast<std::uint16_t>(cfg.port));
+        error_code ec;
+        acceptor.open(ep.protocol(), ec);
+        if (ec) throw std::runtime_error(name + ": cannot open a TCP socket: " + ec.message());
+        // Rebinding a port whose last connection is in TIME_WAIT is fine; a second listener
+        // still gets EADDRINUSE.
+        acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+        apply_rcvbuf(acceptor, cfg.rcvbuf_bytes, name);  // inherited by accepted sockets
+        acceptor.bind(ep, ec);
+        if (ec) throw std::runtime_error(name + ": cannot bind: " + ec.message());
+        acceptor.listen(asio::socket_base::max_listen_connections, ec);
+        if (ec) throw std::runtime_error(name + ": cannot listen: " + ec.message());
+        local_port.store(acceptor.local_endpoint().port());
+        spdlog::info("{}: listening on port {}", name, local_port.load());
+    }
+
+    void start_accept()
+    {
+        acceptor.async_accept([this](const error_code& ec, tcp::socket peer) {
+            if (stopping || ec == asio::error::operation_aborted) return;
+            if (ec) {
+                // E.g. out of file descriptors: try again shortly rather than spin.
+                limiter.warn("{}: accept failed: {}", name, ec.message());
+                retry_timer.expires_after(std::chrono::milliseconds(100));
+                retry_timer.async_wait([this](const error_code& tec) {
+                    if (!stopping && !tec) start_accept();
+                });
+                return;
+            }
+            if (socket.is_open()) {
+                error_code pec;
+                const auto who = peer.remote_endpoint(pec);
+                limiter.warn("{}: refusing client {}: already serving one (one client at a time)", name,
+                             pec ? std::string("?") : who.address().to_string() + ":" + std::to_string(who.port()));
+                peer.close(pec);
+            } else {
+                socket = std::move(peer);
+                on_connected();
+            }
+            start_accept();
+        });
+    }
+
+    // -- both modes
+    void on_connected()
+    {
+        error_code ec;
+        const auto remote = socket.remote_endpoint(ec);
+        if (cfg.mode == tcp_mode::connect) local_port.store(socket.local_endpoint(ec).port());
+        spdlog::info("{}: connected to {}:{}", name, remote.address().to_string(), remote.port());
+        if (connected_once) {
+            counters.reconnects += 1;
+            sink->gap(0, gap_reason::reconnect);
+        }
+        connected_once = true;
+        peer_connected.store(true);
+        carry = 0;
+        start_read();
+    }
+
+    void start_read()
+    {
+        socket.async_read_some(asio::buffer(buf.data() + carry, cfg.read_bytes),
+                               [this](const error_code& ec, std::size_t n) {
+                                   if (stopping || ec == asio::error::operation_aborted) return;
+                                   if (n > 0) on_bytes(n);
+                                   if (stopping) return;  // the sink called stop()
+                                   if (ec) {
+                                       on_disconnect(ec);
+                                       return;
+                                   }
+                                   start_read();
+                               });
+    }
+
+    void on_bytes(std::size_t n)
+    {
+        counters.packets += 1;
+        counters.bytes += n;
+        const std::size_t total = carry + n;
+        const std::size_t whole = total / sample_bytes;
+        decode(cfg.format, buf.data(), whole, samples.data(), cfg.ci16_scale);
+        carry = total - whole * sample_bytes;
+        // A sample split across reads: keep its first bytes for the next read.
+        if (carry > 0) std::memmove(buf.data(), buf.data() + whole * sample_bytes, carry);
+        deliver(samples.data(), whole, cfg.format == sample_format::cf32_le);
+    }
+
+    void on_disconnect(const error_code& ec)
+    {
+        error_code cec;
+        socket.close(cec);
+        peer_connected.store(false);
+        if (cfg.mode == tcp_mode::connect) local_port.store(0);
+        const std::string why = ec == asio::error::eof ? std::string("peer closed the connection") : ec.message();
+        if (carry > 0) spdlog::warn("{}: {} mid-sample: {} bytes of a partial sample discarded", name, why, carry);
+        carry = 0;
+        if (cfg.end_on_close) {
+            spdlog::info("{}: {}; end of stream", name, why);
+            stopping = true;
+            close_all();
+            return;
+        }
+        if (cfg.mode == tcp_mode::connect) {
+            spdlog::warn("{}: {}; reconnecting", name, why);
+            backoff_s = cfg.retry_initial_s;
+            schedule_retry();
+        } else {
+            spdlog::warn("{}: {}; waiting for the next client", name, why);
+        }
+    }
+
+    tcp_source_config cfg;
+    std::size_t sample_bytes;
+    std::vector<std::byte> buf;  ///< [carry bytes of a partial sample | up to read_bytes new]
+    std::vector<cf32> samples;
+    std::size_t carry = 0;
+    double backoff_s;
+    bool connected_once = false;
+    std::atomic<bool> peer_connected{false};
+    std::string last_error;
+    std::vector<tcp::resolver::results_type::value_type> endpoints;
+    tcp::resolver resolver{ioc};
+    tcp::socket socket{ioc};
+    tcp::acceptor acceptor{ioc};
+    asio::steady_timer retry_timer{ioc};
+};
+
+namespace {
+template <class Config>
+Config checked(Config cfg, const char* what)
+{
+    const auto errors = cfg.validate();
+    if (!errors.empty()) throw std::invalid_argument(invalid_config_message(what, errors));
+    return cfg;
+}
+}  // namespace
+
+tcp_source::tcp_source(tcp_source_config cfg)
+    : impl_(std::make_unique<impl>(counters_, checked(std::move(cfg), "tcp source")))
+{
+}
+
+tcp_source::~tcp_source() = default;
+
+std::string tcp_source::describe() const { return impl_->name; }
+double tcp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
+std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port.load(); }
+bool tcp_source::connected() const noexcept { return impl_->peer_connected.load(); }
+const tcp_source_config& tcp_source::config() const noexcept { return impl_->cfg; }
+void tcp_source::stop() { impl_->request_stop(); }
+
+void tcp_source::run(sample_sink& sink)
+{
+    if (impl_->stop_requested.load()) return;
+    impl_->run();
+    run_context(*impl_, sink);
+}
+
+// ---- udp_source ----------------------------------------------------------------------------
+
+struct udp_source::impl final : net_core {
+    impl(source_counters& c, udp_source_config config)
+        : net_core(c, "udp " + endpoint_text(config.bind_address, config.port) + " (raw " +
+                          std::string(to_sigmf_datatype(config.format)) + ", " +
+                          format_rate(config.sample_rate_hz) + ", loss undetectable)"),
+          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)),
+          samples(max_datagram_bytes / sample_bytes + 1)
+    {
+    }
+
+    void close_all() noexcept override
+    {
+        error_code ec;
+        socket.close(ec);
+    }
+
+    void on_datagram(std::span<const std::byte> d)
+    {
+        counters.bytes += d.size();
+        if (d.size() % sample_bytes != 0) {
+            counters.malformed += 1;
+            limiter.warn("{}: datagram of {} bytes is not a whole number of {}-byte {} samples; dropped", name,
+                         d.size(), sample_bytes, to_sigmf_datatype(cfg.format));
+            sink->gap(0, gap_reason::source_error);
+            return;
+        }
+        const std::size_t n = d.size() / sample_bytes;
+        decode(cfg.format, d.data(), n, samples.data(), cfg.ci16_scale);
+        deliver(samples.data(), n, cfg.format == sample_format::cf32_le);
+    }
+
+    udp_source_config cfg;
+    std::size_t sample_bytes;
+    std::vector<cf32> samples;
+    udp::socket socket{ioc};
+};
+
+udp_source::udp_source(udp_source_config cfg)
+    : impl_(std::make_unique<impl>(counters_, checked(std::move(cfg), "udp source")))
+{
+}
+
+udp_source::~udp_source() = default;
+
+std::string udp_source::describe() const { return impl_->name; }
+double udp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
+std::uint16_t udp_source::local_port() const noexcept { return impl_->local_port.load(); }
+const udp_source_config& udp_source::config() const noexcept { return impl_->cfg; }
+void udp_source::stop() { impl_->request_stop(); }
+
+void udp_source::run(sample_sink& sink)
+{
+    if (impl_->stop_requested.load()) return;
+    auto& m = *impl_;
+    m.socket = open_udp(m, m.cfg.bind_address, m.cfg.port, m.cfg.rcvbuf_bytes);
+    auto on_datagram = [&m](std::span<const std::byte> d) { m.on_datagram(d); };
+    datagram_pump<decltype(on_datagram)> pump(m, m.socket, on_datagram);
+    pump.start();
+    run_context(m, sink);
+}
+
+// ---- vita49_source -------------------------------------------------------------------------
+
+struct vita49_source::impl final : net_core {
+    impl(source_counters& c, vita49_source_config config)
+        : net_core(c, describe_config(config)), cfg(std::move(config)),
+          tracker(integer_rate(cfg.sample_rate_hz)), samples(max_datagram_bytes / vita49::bytes_per_sample + 1)
+    {
+        locked_stream = cfg.stream_id;
+    }
+
+    static std::string describe_config(const vita49_source_config& c)
+    {
+        char id[32];
+        if (c.stream_id) std::snprintf(id, sizeof id, "stream id 0x%08x", static_cast<unsigned>(*c.stream_id));
+        return "vita49 udp " + endpoint_text(c.bind_address, c.port) + " (" +
+               (c.stream_id ? std::string(id) : std::string("first stream id seen")) + ", ci16, " +
+               format_rate(c.sample_rate_hz) + ")";
+    }
+
+    /// Samples per second for TSI + sample-count timestamps; 0 (unknown) for a non-integer rate.
+    static std::uint64_t integer_rate(double hz) noexcept
+    {
+        const double r = std::round(hz);
+        return std::abs(hz - r) < 1e-6 && r >= 1.0 ? static_cast<std::uint64_t>(r) : 0;
+    }
+
+    void close_all() noexcept override
+    {
+        error_code ec;
+        socket.close(ec);
+    }
+
+    void on_datagram(std::span<const std::byte> d)
+    {
+        const std::string error = vita49::parse_packet(d, pkt);
+        if (!error.empty()) {
+            counters.malformed += 1;
+            malformed_log.warn("{}: malformed datagram dropped: {}", name, error);
+            pending_malformed = true;
+            return;
+        }
+        if (pkt.is_context()) {
+            vcounters.context_packets += 1;
+            return;
+        }
+        const std::uint32_t id = pkt.fields.stream_id;
+        if (!locked_stream) {
+            locked_stream = id;
+            spdlog::info("{}: receiving stream id 0x{:08x}", name, id);
+        }
+        if (id != *locked_stream) {
+            vcounters.other_stream += 1;
+            other_log.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x})", name, id, *locked_stream);
+            return;
+        }
+        const std::size_t n = pkt.num_samples();
+        const vita49::sequence_result r = tracker.update(pkt.fields, n);
+        if (r.duplicate) {
+            vcounters.duplicates += 1;
+            order_log.warn("{}: duplicate packet dropped (packet count {}, timestamp {})", name, pkt.fields.packet_count,
+                         pkt.fields.fractional_timestamp);
+            return;
+        }
+        if (r.late) {
+            vcounters.late += 1;
+            order_log.warn("{}: late (reordered) packet dropped (packet count {}, timestamp {})", name,
+                         pkt.fields.packet_count, pkt.fields.fractional_timestamp);
+            return;
+        }
+        if (r.resync) {
+            vcounters.resyncs += 1;
+            order_log.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
+                         pkt.fields.fractional_timestamp);
+            sink->gap(0, gap_reason::lost_packets);
+        } else if (r.packets_lost > 0 || r.samples_lost > 0) {
+            counters.packets_lost += r.packets_lost;
+            counters.samples_lost += r.samples_lost;
+            limiter.warn("{}: {} packet(s) lost ({} {} samples)", name, r.packets_lost,
+                         r.samples_exact ? "exactly" : "about", r.samples_lost);
+            sink->gap(r.samples_lost, gap_reason::lost_packets);
+        } else if (pending_malformed && !r.samples_exact && !r.first) {
+            // Neither timestamp nor packet count shows a loss, but a datagram was unreadable:
+            // it may have carried samples of this stream (packet count mod 16).
+            sink->gap(0, gap_reason::source_error);
+        }
+        pending_malformed = false;
+        counters.bytes += pkt.payload.size();
+        vita49::decode_payload(pkt, samples.data(), cfg.ci16_scale);
+        deliver(samples.data(), n, false);
+    }
+
+    vita49_source_config cfg;
+    vita49_counters vcounters;
+    vita49::sequence_tracker tracker;
+    vita49::packet pkt;
+    std::optional<std::uint32_t> locked_stream;
+    bool pending_malformed = false;
+    std::vector<cf32> samples;
+    // One limiter per kind of message, so that a flood of one kind hides none of the others
+    // (net_core::limiter is the one for losses).
+    log_limiter malformed_log, other_log, order_log;
+    udp::socket socket{ioc};
+};
+
+vita49_source::vita49_source(vita49_source_config cfg)
+    : impl_(std::make_unique<impl>(counters_, checked(std::move(cfg), "vita49 source")))
+{
+}
+
+vita49_source::~vita49_source() = default;
+
+std::string vita49_source::describe() const { return impl_->name; }
+double vita49_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
+std::uint16_t vita49_source::local_port() const noexcept { return impl_->local_port.load(); }
+const vita49_source_config& vita49_source::config() const noexcept { return impl_->cfg; }
+const vita49_counters& vita49_source::vita_counters() const noexcept { return impl_->vcounters; }
+void vita49_source::stop() { impl_->request_stop(); }
+
+void vita49_source::run(sample_sink& sink)
+{
+    if (impl_->stop_requested.load()) return;
+    auto& m = *impl_;
+    m.socket = open_udp(m, m.cfg.bind_address, m.cfg.port, m.cfg.rcvbuf_bytes);
+    auto on_datagram = [&m](std::span<const std::byte> d) { m.on_datagram(d); };
+    datagram_pump<decltype(on_datagram)> pump(m, m.socket, on_datagram);
+    pump.start();
+    run_context(m, sink);
+}
+
+}  // namespace paq::io

@@ -1,0 +1,308 @@
+#include "io/vita49.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace paq::io::vita49 {
+namespace {
+
+constexpr std::uint32_t bit_c = 1u << 27;
+constexpr std::uint32_t bit_t = 1u << 26;
+constexpr std::uint32_t bit_s = 1u << 24;
+
+[[nodiscard]] std::uint32_t load_be_u32(const std::byte* p) noexcept
+{
+    return (std::to_integer<std::uint32_t>(p[0]) << 24) | (std::to_integer<std::uint32_t>(p[1]) << 16) |
+           (std::to_integer<std::uint32_t>(p[2]) << 8) | std::to_integer<std::uint32_t>(p[3]);
+}
+
+void store_be_u32(std::byte* p, std::uint32_t v) noexcept
+{
+    p[0] = static_cast<std::byte>(v >> 24);
+    p[1] = static_cast<std::byte>((v >> 16) & 0xFFu);
+    p[2] = static_cast<std::byte>((v >> 8) & 0xFFu);
+    p[3] = static_cast<std::byte>(v & 0xFFu);
+}
+
+[[nodiscard]] std::int16_t quantize(float value, float scale, std::size_t& clipped) noexcept
+{
+    // Same rule as io::encode for ci16: round to nearest, saturate symmetrically, NaN -> 0.
+    constexpr float max = 32767.0f;
+    const float scaled = value * scale;
+    const bool in_range = scaled > -(max + 0.5f) && scaled < max + 0.5f;
+    clipped += in_range ? 0u : 1u;
+    const float saturated = in_range ? scaled : (scaled > 0.0f ? max : (scaled < 0.0f ? -max : 0.0f));
+    return static_cast<std::int16_t>(std::rint(saturated));
+}
+
+[[nodiscard]] const char* type_name(unsigned type) noexcept
+{
+    switch (type) {
+    case 0: return "IF Data without stream id";
+    case 1: return "IF Data with stream id";
+    case 2: return "Extension Data without stream id";
+    case 3: return "Extension Data with stream id";
+    case 4: return "IF Context";
+    case 5: return "Extension Context";
+    case 6: return "Command";
+    case 7: return "Extension Command";
+    default: return "reserved";
+    }
+}
+
+[[nodiscard]] std::size_t prefix_words_of(bool class_id, tsi_type tsi, tsf_type tsf) noexcept
+{
+    return 2 + (class_id ? 2u : 0u) + (tsi != tsi_type::none ? 1u : 0u) + (tsf != tsf_type::none ? 2u : 0u);
+}
+
+}  // namespace
+
+std::size_t prefix_words(const packet_fields& fields) noexcept
+{
+    return prefix_words_of(fields.class_id_field.has_value(), fields.tsi, fields.tsf);
+}
+
+std::size_t packet_bytes(const packet_fields& fields, std::size_t num_samples) noexcept
+{
+    return 4 * (prefix_words(fields) + num_samples + (fields.trailer ? 1u : 0u));
+}
+
+std::size_t max_samples(const packet_fields& fields) noexcept
+{
+    return max_packet_words - prefix_words(fields) - (fields.trailer ? 1u : 0u);
+}
+
+std::size_t encode_packet(const packet_fields& fields, std::span<const cf32> samples, float ci16_scale,
+                          std::span<std::byte> out, std::size_t* clipped_components)
+{
+    if (fields.packet_count > 15)
+        throw std::invalid_argument("vita49: packet_count = " + std::to_string(fields.packet_count) +
+                                    " does not fit the 4-bit field (allowed: 0 .. 15)");
+    if (fields.class_id_field && fields.class_id_field->oui > 0xFFFFFFu)
+        throw std::invalid_argument("vita49: class id OUI = " + std::to_string(fields.class_id_field->oui) +
+                                    " does not fit 24 bits");
+    if (!(ci16_scale > 0.0f))
+        throw std::invalid_argument("vita49: ci16_scale = " + std::to_string(ci16_scale) + " must be positive");
+    if (samples.size() > max_samples(fields))
+        throw std::invalid_argument("vita49: " + std::to_string(samples.size()) + " samples exceed the " +
+                                    std::to_string(max_samples(fields)) +
+                                    " that the 16-bit packet size field allows with these fields");
+    const std::size_t bytes = packet_bytes(fields, samples.size());
+    if (out.size() < bytes)
+        throw std::invalid_argument("vita49: output buffer of " + std::to_string(out.size()) +
+                                    " bytes is smaller than the " + std::to_string(bytes) + "-byte packet");
+
+    const auto words = static_cast<std::uint32_t>(bytes / 4);
+    std::uint32_t header = (static_cast<std::uint32_t>(packet_type::if_data) << 28) |
+                           (static_cast<std::uint32_t>(fields.tsi) << 22) |
+                           (static_cast<std::uint32_t>(fields.tsf) << 20) |
+                           (static_cast<std::uint32_t>(fields.packet_count) << 16) | words;
+    if (fields.class_id_field) header |= bit_c;
+    if (fields.trailer) header |= bit_t;
+
+    std::byte* p = out.data();
+    auto put = [&p](std::uint32_t v) {
+        store_be_u32(p, v);
+        p += 4;
+    };
+    put(header);
+    put(fields.stream_id);
+    if (fields.class_id_field) {
+        put(fields.class_id_field->oui);  // pad bit count 0: ci16 pairs fill whole words
+        put((static_cast<std::uint32_t>(fields.class_id_field->information_class) << 16) |
+            fields.class_id_field->packet_class);
+    }
+    if (fields.tsi != tsi_type::none) put(fields.integer_timestamp);
+    if (fields.tsf != tsf_type::none) {
+        put(static_cast<std::uint32_t>(fields.fractional_timestamp >> 32));
+        put(static_cast<std::uint32_t>(fields.fractional_timestamp & 0xFFFFFFFFu));
+    }
+    std::size_t clipped = 0;
+    for (const cf32& s : samples) {
+        const auto i = static_cast<std::uint16_t>(quantize(s.real(), ci16_scale, clipped));
+        const auto q = static_cast<std::uint16_t>(quantize(s.imag(), ci16_scale, clipped));
+        put((static_cast<std::uint32_t>(i) << 16) | q);
+    }
+    if (fields.trailer) put(*fields.trailer);
+    if (clipped_components != nullptr) *clipped_components = clipped;
+    return bytes;
+}
+
+std::vector<std::byte> encode_packet(const packet_fields& fields, std::span<const cf32> samples, float ci16_scale)
+{
+    std::vector<std::byte> out(fields.packet_count <= 15 && samples.size() <= max_samples(fields)
+                                   ? packet_bytes(fields, samples.size())
+                                   : 0);
+    const std::size_t n = encode_packet(fields, samples, ci16_scale, out);
+    out.resize(n);
+    return out;
+}
+
+std::string parse_packet(std::span<const std::byte> datagram, packet& out)
+{
+    const std::size_t size = datagram.size();
+    if (size < 4)
+        return "vita49: datagram of " + std::to_string(size) + " bytes is shorter than the 4-byte header word";
+    const std::byte* p = datagram.data();
+    const std::uint32_t header = load_be_u32(p);
+    const unsigned type = header >> 28;
+    if (type != 1 && type != 4 && type != 5)
+        return "vita49: packet type " + std::to_string(type) + " (" + type_name(type) +
+               ") is not supported (accepted: 1 = IF Data with stream id; 4, 5 = context, skipped)";
+    const bool is_data = type == 1;
+    const bool has_class_id = (header & bit_c) != 0;
+    const bool has_trailer = is_data && (header & bit_t) != 0;  // bit 26 is reserved in context packets
+    const auto tsi = static_cast<tsi_type>((header >> 22) & 3u);
+    const auto tsf = static_cast<tsf_type>((header >> 20) & 3u);
+    const std::size_t prefix = prefix_words_of(has_class_id, tsi, tsf);
+    const std::size_t fixed_words = prefix + (has_trailer ? 1u : 0u);
+    if (size % 4 != 0) {
+        if (is_data && size > 4 * fixed_words)
+            return "vita49: payload of " + std::to_string(size - 4 * fixed_words) +
+                   " bytes is not a multiple of 4 bytes (one ci16 I/Q pair)";
+        return "vita49: datagram length " + std::to_string(size) + " bytes is not a whole number of 32-bit words";
+    }
+    const std::size_t size_words = header & 0xFFFFu;
+    if (size_words * 4 != size)
+        return "vita49: packet size field " + std::to_string(size_words) + " words (" +
+               std::to_string(size_words * 4) + " bytes) does not match the datagram length " +
+               std::to_string(size) + " bytes";
+    if (size_words < fixed_words)
+        return "vita49: packet size field " + std::to_string(size_words) + " words is less than the " +
+               std::to_string(fixed_words) + " words of header fields that the header word announces (stream id" +
+               (has_class_id ? ", class id" : "") + (tsi != tsi_type::none ? ", integer timestamp" : "") +
+               (tsf != tsf_type::none ? ", fractional timestamp" : "") + (has_trailer ? ", trailer" : "") + ")";
+    if (is_data && (header & bit_s) != 0)
+        return "vita49: header bit S (spectrum data) is set: only time-domain I/Q samples are supported";
+
+    packet_fields f;
+    f.packet_count = static_cast<std::uint8_t>((header >> 16) & 0xFu);
+    f.stream_id = load_be_u32(p + 4);
+    std::size_t w = 2;
+    if (has_class_id) {
+        const std::uint32_t w0 = load_be_u32(p + 4 * w);
+        const std::uint32_t w1 = load_be_u32(p + 4 * w + 4);
+        const unsigned pad_bits = w0 >> 27;
+        if (is_data && pad_bits != 0)
+            return "vita49: class id pad bit count " + std::to_string(pad_bits) +
+                   " is not supported (ci16 I/Q pairs fill whole 32-bit words)";
+        f.class_id_field = class_id{w0 & 0xFFFFFFu, static_cast<std::uint16_t>(w1 >> 16),
+                                    static_cast<std::uint16_t>(w1 & 0xFFFFu)};
+        w += 2;
+    }
+    f.tsi = tsi;
+    if (tsi != tsi_type::none) f.integer_timestamp = load_be_u32(p + 4 * w++);
+    f.tsf = tsf;
+    if (tsf != tsf_type::none) {
+        f.fractional_timestamp = (static_cast<std::uint64_t>(load_be_u32(p + 4 * w)) << 32) | load_be_u32(p + 4 * w + 4);
+        w += 2;
+    }
+    if (has_trailer) f.trailer = load_be_u32(p + size - 4);
+
+    out.type = static_cast<packet_type>(type);
+    out.fields = f;
+    // The payload is size_words - fixed_words whole words, hence always a multiple of the
+    // 4-byte sample; a datagram with a partial word fails the size check above.
+    out.payload = is_data ? datagram.subspan(4 * prefix, 4 * (size_words - fixed_words)) : std::span<const std::byte>{};
+    return {};
+}
+
+packet parse_packet(std::span<const std::byte> datagram)
+{
+    packet p;
+    std::string error = parse_packet(datagram, p);
+    if (!error.empty()) throw decode_error(error);
+    return p;
+}
+
+void decode_payload(const packet& p, cf32* dst, float ci16_scale) noexcept
+{
+    const float inv = 1.0f / ci16_scale;
+    const std::byte* src = p.payload.data();
+    const std::size_t n = p.num_samples();
+    for (std::size_t k = 0; k < n; ++k, src += 4) {
+        const std::uint32_t v = load_be_u32(src);
+        const auto i = static_cast<std::int16_t>(static_cast<std::uint16_t>(v >> 16));
+        const auto q = static_cast<std::int16_t>(static_cast<std::uint16_t>(v & 0xFFFFu));
+        dst[k] = cf32(static_cast<float>(i) * inv, static_cast<float>(q) * inv);
+    }
+}
+
+std::optional<std::uint64_t> sequence_tracker::position(const packet_fields& f, const stream_state* prev) const noexcept
+{
+    if (f.tsf != tsf_type::sample_count) return std::nullopt;
+    if (f.tsi == tsi_type::none) return f.fractional_timestamp;
+    if (samples_per_second_ > 0) return std::uint64_t{f.integer_timestamp} * samples_per_second_ + f.fractional_timestamp;
+    // The count restarts each second and the rate is unknown: positions compare only within
+    // one second.
+    if (prev == nullptr || (prev->has_tsi_second && prev->last_second == f.integer_timestamp))
+        return f.fractional_timestamp;
+    return std::nullopt;
+}
+
+sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num_samples)
+{
+    sequence_result r;
+    auto restart = [&](stream_state& st) {
+        const auto pos = position(f, nullptr);
+        st.last_count = f.packet_count;
+        st.last_samples = num_samples;
+        st.has_position = pos.has_value();
+        st.last_position = pos.value_or(0);
+        st.next_position = st.last_position + num_samples;
+        st.has_tsi_second = f.tsi != tsi_type::none;
+        st.last_second = f.integer_timestamp;
+    };
+    auto it = streams_.find(f.stream_id);
+    if (it == streams_.end()) {
+        restart(streams_[f.stream_id]);
+        r.first = true;
+        return r;
+    }
+    stream_state& st = it->second;
+    const std::uint64_t count_gap = static_cast<std::uint64_t>((f.packet_count - st.last_count - 1) & 0xF);
+    const auto pos = st.has_position ? position(f, &st) : std::nullopt;
+    if (pos) {
+        if (*pos == st.last_position) {
+            r.duplicate = true;
+            return r;
+        }
+        if (*pos < st.next_position) {
+            const std::uint64_t behind = st.next_position - *pos;
+            if (behind <= reorder_window_packets * std::max<std::uint64_t>(st.last_samples, 1)) {
+                r.late = true;
+                return r;
+            }
+            restart(st);
+            r.resync = true;
+            return r;
+        }
+        const std::uint64_t lost = *pos - st.next_position;
+        r.samples_exact = true;
+        r.samples_lost = lost;
+        if (lost > 0) {
+            // The packet count says how many packets modulo 16; the sample count says roughly
+            // how many (packets may differ in size): take the agreeing count nearest to it.
+            const std::uint64_t estimate = st.last_samples > 0 ? (lost + st.last_samples / 2) / st.last_samples : 0;
+            std::uint64_t n = count_gap;
+            if (estimate > count_gap) n += 16 * ((estimate - count_gap + 8) / 16);
+            r.packets_lost = n == 0 ? 16 : n;
+        }
+    } else {
+        r.packets_lost = count_gap;
+        r.samples_lost = count_gap * st.last_samples;
+    }
+    st.last_count = f.packet_count;
+    st.last_samples = num_samples;
+    const auto own = position(f, nullptr);
+    st.has_position = pos.has_value() || own.has_value();
+    st.last_position = pos.value_or(own.value_or(0));
+    st.next_position = st.last_position + num_samples;
+    st.has_tsi_second = f.tsi != tsi_type::none;
+    st.last_second = f.integer_timestamp;
+    return r;
+}
+
+}  // namespace paq::io::vita49

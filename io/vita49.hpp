@@ -1,0 +1,195 @@
+// VITA-49.2 signal data packets: encoding and decoding of IF Data packets with a stream id,
+// recognition of context packets, and per-stream sequence tracking (loss, duplicates, order).
+//
+// Packet layout (32-bit words, every word big-endian on the wire):
+//
+//   word 0        header: type(31..28) C(27) T(26) N(25) S(24) TSI(23..22) TSF(21..20)
+//                         packet count(19..16) packet size in words(15..0)
+//   word 1        stream id
+//   [2 words]     class id (C = 1): pad bit count(31..27) OUI(23..0); info class, packet class
+//   [1 word]      integer timestamp (TSI != none)
+//   [2 words]     fractional timestamp (TSF != none), most significant word first
+//   payload       complex signed 16-bit samples: one word per sample, I in the upper
+//                 (first) 16 bits, Q in the lower 16 bits, each big-endian two's complement
+//   [1 word]      trailer (T = 1), carried but not interpreted
+//
+// Only that payload format is accepted: packet type 1 (IF Data with stream id) carrying
+// time-domain (S = 0) ci16 I/Q pairs with no pad bits. Other data formats (real samples,
+// other widths, spectrum data, IF Data without stream id, extension data) are rejected
+// with an error naming the field; context packets (types 4 and 5) are recognised so that a
+// receiver can count and skip them.
+#pragma once
+
+#include "dsp/types.hpp"
+#include "io/sample_format.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace paq::io::vita49 {
+
+/// Packet types (header bits 31..28) that the decoder knows by name.
+enum class packet_type : std::uint8_t {
+    if_data_no_stream_id = 0,
+    if_data = 1,  ///< IF Data with stream id: the only data type decoded
+    ext_data_no_stream_id = 2,
+    ext_data = 3,
+    if_context = 4,   ///< recognised and skipped
+    ext_context = 5,  ///< recognised and skipped
+    command = 6,
+    ext_command = 7,
+};
+
+/// Integer timestamp type (TSI, header bits 23..22).
+enum class tsi_type : std::uint8_t { none = 0, utc = 1, gps = 2, other = 3 };
+/// Fractional timestamp type (TSF, header bits 21..20).
+enum class tsf_type : std::uint8_t { none = 0, sample_count = 1, real_time_ps = 2, free_running = 3 };
+
+/// The class id field (two words).
+struct class_id {
+    std::uint32_t oui = 0;                ///< 24-bit organizationally unique identifier
+    std::uint16_t information_class = 0;  ///< information class code
+    std::uint16_t packet_class = 0;       ///< packet class code
+    friend bool operator==(const class_id&, const class_id&) = default;
+};
+
+/// Everything in an IF Data packet except the samples.
+struct packet_fields {
+    std::uint32_t stream_id = 0;
+    std::uint8_t packet_count = 0;  ///< 0..15, increments per packet of the stream
+    std::optional<class_id> class_id_field;
+    tsi_type tsi = tsi_type::none;
+    std::uint32_t integer_timestamp = 0;  ///< meaningful when tsi != none
+    tsf_type tsf = tsf_type::none;
+    std::uint64_t fractional_timestamp = 0;  ///< meaningful when tsf != none
+    std::optional<std::uint32_t> trailer;
+    friend bool operator==(const packet_fields&, const packet_fields&) = default;
+};
+
+/// Bytes per payload sample (one ci16 I/Q pair).
+inline constexpr std::size_t bytes_per_sample = 4;
+/// The largest packet the 16-bit packet size field can describe, in 32-bit words.
+inline constexpr std::size_t max_packet_words = 65535;
+
+/// Words before the payload (header, stream id, class id and timestamps) for these fields.
+[[nodiscard]] std::size_t prefix_words(const packet_fields& fields) noexcept;
+/// The encoded size in bytes of a packet of num_samples samples with these fields.
+[[nodiscard]] std::size_t packet_bytes(const packet_fields& fields, std::size_t num_samples) noexcept;
+/// The most samples a packet with these fields can carry (packet size field limit).
+[[nodiscard]] std::size_t max_samples(const packet_fields& fields) noexcept;
+
+/// Encodes an IF Data packet (type 1) carrying `samples`, each component multiplied by
+/// ci16_scale, rounded and saturated as io::encode does for ci16. Writes
+/// packet_bytes(fields, samples.size()) bytes to `out` and returns that count. Returns through
+/// `clipped_components` (if not null) how many I or Q components saturated.
+/// Throws std::invalid_argument if packet_count > 15, class id OUI > 24 bits, ci16_scale is
+/// not positive, samples.size() > max_samples(fields) or `out` is too small.
+std::size_t encode_packet(const packet_fields& fields, std::span<const cf32> samples, float ci16_scale,
+                          std::span<std::byte> out, std::size_t* clipped_components = nullptr);
+
+/// Convenience: encode_packet into a new vector.
+[[nodiscard]] std::vector<std::byte> encode_packet(const packet_fields& fields, std::span<const cf32> samples,
+                                                   float ci16_scale = default_ci16_scale);
+
+/// A parsed packet: a view into the datagram it was parsed from.
+struct packet {
+    packet_type type = packet_type::if_data;  ///< if_data, if_context or ext_context
+    packet_fields fields;                     ///< context packets: the prefix fields, never a trailer
+    std::span<const std::byte> payload;       ///< IF Data: ci16 pairs, big-endian; empty for context
+    [[nodiscard]] bool is_context() const noexcept { return type != packet_type::if_data; }
+    [[nodiscard]] std::size_t num_samples() const noexcept { return payload.size() / bytes_per_sample; }
+};
+
+/// Parses one datagram holding one packet, validating: the datagram holds at least a header
+/// word; the packet type is 1 (IF Data with stream id), 4 or 5 (context); the packet size
+/// field equals the datagram length; the datagram holds the header fields that the header
+/// word announces (and the trailer); the payload is a whole number of 4-byte I/Q pairs;
+/// spectrum data (S bit) and pad bits (class id) are rejected. Returns an empty string and
+/// fills `out` on success, else a message naming the field and its value (`out` is then
+/// unspecified). Allocates only on error; safe for the receive path.
+[[nodiscard]] std::string parse_packet(std::span<const std::byte> datagram, packet& out);
+
+/// A datagram is not a packet that parse_packet accepts; the message names the field and value.
+class decode_error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/// parse_packet that throws decode_error with the message instead.
+[[nodiscard]] packet parse_packet(std::span<const std::byte> datagram);
+
+/// Converts the payload of an IF Data packet to cf32, dividing each component by ci16_scale
+/// (> 0). dst must hold p.num_samples() samples.
+void decode_payload(const packet& p, cf32* dst, float ci16_scale = default_ci16_scale) noexcept;
+
+/// What sequence_tracker::update concluded about one packet.
+struct sequence_result {
+    bool first = false;      ///< the first packet seen of this stream (nothing to compare with)
+    bool duplicate = false;  ///< same timestamp as the previous packet: drop it
+    bool late = false;       ///< timestamp before the expected one (reordered): drop it
+    bool resync = false;     ///< timestamp jumped backwards too far to be reordering: the
+                             ///< tracker restarted from this packet; the loss is unknown
+    std::uint64_t packets_lost = 0;  ///< packets missing before this one
+    std::uint64_t samples_lost = 0;  ///< samples missing before this one (see samples_exact)
+    bool samples_exact = false;      ///< samples_lost comes from sample-count timestamps
+    [[nodiscard]] bool accept() const noexcept { return !duplicate && !late; }
+};
+
+/// Tracks the packet count and timestamps of each stream id and reports what is missing.
+///
+/// With a sample-count timestamp (TSF = sample_count) the position of each packet's first
+/// sample is known, so lost samples are exact, and a packet whose position is behind the
+/// expected one is a duplicate (same position as the last packet) or late (reordered; the
+/// receiver drops it since its place in the stream is already filled). The position is the
+/// fractional timestamp itself when TSI = none (a free-running count); when TSI is set the
+/// count restarts each integer second, so the position is integer_timestamp * samples per
+/// second + count, which needs the sample rate (construct with samples_per_second > 0);
+/// without it, exactness holds only within one integer second and a packet across a second
+/// boundary falls back to the packet count. packets_lost is then the count n matching the
+/// 4-bit packet count difference (mod 16) that is closest to samples_lost / samples per packet.
+///
+/// Without a sample-count timestamp only the 4-bit packet count is known: packets_lost is the
+/// count difference modulo 16, so 16 lost packets look like none and 17 like one (the
+/// modulo-16 ambiguity), and a duplicate looks like 15 lost packets. samples_lost is then
+/// packets_lost x the sample count of the last packet, an estimate (samples_exact = false).
+class sequence_tracker {
+public:
+    /// samples_per_second: 0 when unknown; used only for TSI + sample-count timestamps.
+    explicit sequence_tracker(std::uint64_t samples_per_second = 0) noexcept
+        : samples_per_second_(samples_per_second) {}
+
+    /// Feeds the next packet of a stream (IF Data only) and returns what is missing before it.
+    /// An accepted packet becomes the reference for the next one; a dropped one does not.
+    [[nodiscard]] sequence_result update(const packet_fields& fields, std::size_t num_samples);
+
+    /// Forgets every stream (e.g. after a reconnect).
+    void reset() noexcept { streams_.clear(); }
+    [[nodiscard]] std::size_t num_streams() const noexcept { return streams_.size(); }
+
+    /// How far backwards (in packets of the last size) a timestamp may be and still count as
+    /// late rather than as a restart of the sender's clock.
+    static constexpr std::uint64_t reorder_window_packets = 16;
+
+private:
+    struct stream_state {
+        std::uint8_t last_count = 0;
+        std::size_t last_samples = 0;
+        bool has_position = false;
+        std::uint64_t last_position = 0;  ///< first sample of the last accepted packet
+        std::uint64_t next_position = 0;  ///< expected first sample of the next packet
+        bool has_tsi_second = false;
+        std::uint32_t last_second = 0;    ///< integer timestamp of the last packet (TSI set)
+    };
+    [[nodiscard]] std::optional<std::uint64_t> position(const packet_fields& f, const stream_state* prev) const noexcept;
+
+    std::uint64_t samples_per_second_;
+    std::unordered_map<std::uint32_t, stream_state> streams_;
+};
+
+}  // namespace paq::io::vita49

@@ -1,0 +1,824 @@
+// Tests of io/net_source: TCP, UDP and VITA-49 sources over loopback, on ephemeral ports.
+// Each test sends known samples with plain Asio sockets and compares what the sink got.
+#include <gtest/gtest.h>
+
+// Before Boost: Boost 1.74's Asio needs <utility> under C++20 (see io/net_source.cpp).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <future>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <unistd.h>
+
+#include "dsp/types.hpp"
+#include "io/net_source.hpp"
+#include "io/sample_file.hpp"
+#include "io/sample_format.hpp"
+#include "io/vita49.hpp"
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using asio::ip::udp;
+using paq::cf32;
+using namespace paq::io;
+using namespace std::chrono_literals;
+
+constexpr float scale = default_ci16_scale;
+constexpr double rate_hz = 1e6;
+const auto loopback = asio::ip::make_address("127.0.0.1");
+
+[[nodiscard]] std::vector<cf32> ci16_samples(std::size_t n, std::uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> dist(-32767, 32767);
+    std::vector<cf32> v(n);
+    for (auto& s : v) {
+        const int i = dist(rng);
+        const int q = dist(rng);
+        s = cf32(static_cast<float>(i) / scale, static_cast<float>(q) / scale);
+    }
+    return v;
+}
+
+[[nodiscard]] std::vector<cf32> cf32_samples(std::size_t n, std::uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    std::vector<cf32> v(n);
+    for (auto& s : v) {
+        const float i = dist(rng);
+        const float q = dist(rng);
+        s = cf32(i, q);
+    }
+    return v;
+}
+
+[[nodiscard]] std::vector<std::byte> encode_le(sample_format f, std::span<const cf32> s)
+{
+    std::vector<std::byte> b(s.size() * bytes_per_sample(f));
+    (void)encode(f, s.data(), s.size(), b.data(), scale);
+    return b;
+}
+
+struct gap_event {
+    std::size_t at;  ///< samples received before the gap
+    std::uint64_t lost;
+    gap_reason reason;
+    friend bool operator==(const gap_event&, const gap_event&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const gap_event& g)
+{
+    return os << "{at " << g.at << ", lost " << g.lost << ", " << to_string(g.reason) << "}";
+}
+
+/// Records everything; stops the source once it has `stop_at` samples (0: never).
+class recording_sink final : public sample_sink {
+public:
+    void write(std::span<const cf32> s) override
+    {
+        std::lock_guard lock(m_);
+        samples_.insert(samples_.end(), s.begin(), s.end());
+        if (stop_at_ > 0 && samples_.size() >= stop_at_ && source_ != nullptr) source_->stop();
+        cv_.notify_all();
+    }
+    void gap(std::uint64_t lost, gap_reason reason) override
+    {
+        std::lock_guard lock(m_);
+        gaps_.push_back({samples_.size(), lost, reason});
+    }
+    void stop_source_at(sample_source& src, std::size_t n)
+    {
+        source_ = &src;
+        stop_at_ = n;
+    }
+    /// Waits until at least n samples arrived; false on timeout.
+    bool wait_for(std::size_t n, std::chrono::milliseconds timeout = 5000ms)
+    {
+        std::unique_lock lock(m_);
+        return cv_.wait_for(lock, timeout, [&] { return samples_.size() >= n; });
+    }
+    std::vector<cf32> samples()
+    {
+        std::lock_guard lock(m_);
+        return samples_;
+    }
+    std::vector<gap_event> gaps()
+    {
+        std::lock_guard lock(m_);
+        return gaps_;
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::vector<cf32> samples_;
+    std::vector<gap_event> gaps_;
+    sample_source* source_ = nullptr;
+    std::size_t stop_at_ = 0;
+};
+
+/// Runs source.run(sink) on its own thread.
+class background_run {
+public:
+    background_run(sample_source& source, sample_sink& sink)
+        : source_(source), done_(std::async(std::launch::async, [&source, &sink] { source.run(sink); }))
+    {
+    }
+    ~background_run()
+    {
+        if (done_.valid()) {
+            source_.stop();
+            done_.wait();
+        }
+    }
+    /// True if run() returned within the timeout; rethrows what run() threw.
+    bool finished_within(std::chrono::milliseconds timeout)
+    {
+        if (done_.wait_for(timeout) != std::future_status::ready) return false;
+        done_.get();
+        return true;
+    }
+
+private:
+    sample_source& source_;
+    std::future<void> done_;
+};
+
+template <class Source>
+[[nodiscard]] std::uint16_t wait_local_port(const Source& s)
+{
+    for (int k = 0; k < 500 && s.local_port() == 0; ++k) std::this_thread::sleep_for(2ms);
+    return s.local_port();
+}
+
+template <class Pred>
+[[nodiscard]] bool wait_until(Pred pred, std::chrono::milliseconds timeout = 5000ms)
+{
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > end) return false;
+        std::this_thread::sleep_for(1ms);
+    }
+    return true;
+}
+
+/// Writes `bytes` in pieces of irregular size (1, 2, 3, ... bytes, cycling up to 97).
+void write_irregular(tcp::socket& s, std::span<const std::byte> bytes)
+{
+    std::size_t off = 0;
+    for (std::size_t piece = 1; off < bytes.size(); piece = piece % 97 + 1) {
+        const std::size_t n = std::min(piece, bytes.size() - off);
+        asio::write(s, asio::buffer(bytes.data() + off, n));
+        off += n;
+    }
+}
+
+[[nodiscard]] bool contains(const std::vector<std::string>& errors, const std::string& text)
+{
+    for (const auto& e : errors)
+        if (e.find(text) != std::string::npos) return true;
+    return false;
+}
+
+// ---- configuration -------------------------------------------------------------------------
+
+TEST(net_config, defaults_need_only_a_sample_rate)
+{
+    tcp_source_config t;
+    EXPECT_TRUE(contains(t.validate(), "sample_rate_hz = 0 is out of range"));
+    t.sample_rate_hz = rate_hz;
+    EXPECT_TRUE(t.validate().empty());
+    udp_source_config u;
+    u.sample_rate_hz = rate_hz;
+    EXPECT_TRUE(u.validate().empty());
+    vita49_source_config v;
+    v.sample_rate_hz = rate_hz;
+    EXPECT_TRUE(v.validate().empty());
+}
+
+TEST(net_config, bad_fields_are_named_with_value_and_range)
+{
+    tcp_source_config t;
+    t.sample_rate_hz = rate_hz;
+    t.port = 0;  // connect mode needs a real port
+    t.ci16_scale = -1.0f;
+    t.rcvbuf_bytes = -5;
+    t.retry_initial_s = 2.0;
+    t.retry_max_s = 1.0;
+    t.read_bytes = 10;
+    auto e = t.validate();
+    EXPECT_EQ(e.size(), 5u);
+    EXPECT_TRUE(contains(e, "port = 0 is out of range (allowed: 1 .. 65535)"));
+    EXPECT_TRUE(contains(e, "ci16_scale = -1"));
+    EXPECT_TRUE(contains(e, "rcvbuf_bytes = -5"));
+    EXPECT_TRUE(contains(e, "retry_max_s = 1 is out of range (allowed: retry_initial_s .. 600 s)"));
+    EXPECT_TRUE(contains(e, "read_bytes = 10"));
+    EXPECT_THROW(tcp_source{t}, std::invalid_argument);
+
+    t = {};
+    t.sample_rate_hz = rate_hz;
+    t.mode = tcp_mode::listen;
+    t.port = 0;  // ephemeral: fine for listening
+    EXPECT_TRUE(t.validate().empty());
+    t.host = "receiver.local";
+    EXPECT_TRUE(contains(t.validate(), "host = 'receiver.local' is not a numeric IPv4 or IPv6 address"));
+    t.mode = tcp_mode::connect;
+    t.port = 5000;
+    EXPECT_TRUE(t.validate().empty());  // connect mode resolves names
+    t.host.clear();
+    EXPECT_TRUE(contains(t.validate(), "host is empty"));
+
+    udp_source_config u;
+    u.sample_rate_hz = std::numeric_limits<double>::quiet_NaN();
+    u.port = 70000;
+    u.bind_address = "1.2.3";
+    e = u.validate();
+    EXPECT_EQ(e.size(), 3u);
+    EXPECT_TRUE(contains(e, "sample_rate_hz = nan"));
+    EXPECT_TRUE(contains(e, "port = 70000 is out of range (allowed: 0 (ephemeral) .. 65535)"));
+    EXPECT_TRUE(contains(e, "bind_address = '1.2.3'"));
+    EXPECT_THROW(udp_source{u}, std::invalid_argument);
+
+    vita49_source_config v;
+    v.sample_rate_hz = rate_hz;
+    v.rcvbuf_bytes = (1 << 30) + 1;
+    EXPECT_TRUE(contains(v.validate(), "rcvbuf_bytes = 1073741825"));
+    EXPECT_THROW(vita49_source{v}, std::invalid_argument);
+}
+
+TEST(net_config, describe_names_the_source)
+{
+    tcp_source_config t;
+    t.host = "10.0.0.5";
+    t.sample_rate_hz = 6.6e6;
+    EXPECT_EQ(tcp_source(t).describe(), "tcp connect 10.0.0.5:5000 (ci16_le, 6.6 MHz)");
+    vita49_source_config v;
+    v.sample_rate_hz = 6.6e6;
+    v.stream_id = 1;
+    const vita49_source vs(v);
+    EXPECT_EQ(vs.describe(), "vita49 udp 0.0.0.0:4991 (stream id 0x00000001, ci16, 6.6 MHz)");
+    EXPECT_EQ(vs.sample_rate_hz(), 6.6e6);
+    udp_source_config u;
+    u.sample_rate_hz = 6.6e6;
+    EXPECT_NE(udp_source(u).describe().find("loss undetectable"), std::string::npos);
+}
+
+// ---- TCP -------------------------------------------------------------------------------------
+
+TEST(tcp_source, connect_delivers_exactly_the_samples_sent_with_samples_split_across_reads)
+{
+    for (const sample_format format : {sample_format::ci16_le, sample_format::cf32_le}) {
+        SCOPED_TRACE(std::string(to_sigmf_datatype(format)));
+        const auto sent = format == sample_format::ci16_le ? ci16_samples(5000, 1) : cf32_samples(5000, 2);
+        const auto bytes = encode_le(format, sent);
+        asio::io_context ioc;
+        tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, 0));
+
+        tcp_source_config cfg;
+        cfg.port = acceptor.local_endpoint().port();
+        cfg.format = format;
+        cfg.sample_rate_hz = rate_hz;
+        cfg.end_on_close = true;
+        cfg.read_bytes = 70;  // not a multiple of either sample size: samples straddle reads
+        tcp_source source(cfg);
+        recording_sink sink;
+        background_run run(source, sink);
+
+        tcp::socket peer(ioc);
+        acceptor.accept(peer);
+        peer.set_option(tcp::no_delay(true));
+        write_irregular(peer, bytes);
+        peer.close();
+
+        ASSERT_TRUE(run.finished_within(5000ms));
+        EXPECT_EQ(sink.samples(), sent);
+        EXPECT_TRUE(sink.gaps().empty());
+        EXPECT_EQ(source.counters().samples.load(), sent.size());
+        EXPECT_EQ(source.counters().bytes.load(), bytes.size());
+        EXPECT_EQ(source.counters().reconnects.load(), 0u);
+    }
+}
+
+TEST(tcp_source, listen_delivers_exactly_the_samples_sent_and_counts_nonfinite)
+{
+    auto sent = cf32_samples(3000, 3);
+    sent[1234] = cf32(std::numeric_limits<float>::quiet_NaN(), 0.0f);
+    const auto bytes = encode_le(sample_format::cf32_le, sent);
+
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.format = sample_format::cf32_le;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.end_on_close = true;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    tcp::socket peer(ioc);
+    peer.connect(tcp::endpoint(loopback, port));
+    write_irregular(peer, bytes);
+    peer.close();
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    const auto got = sink.samples();
+    ASSERT_EQ(got.size(), sent.size());
+    for (std::size_t k = 0; k < sent.size(); ++k) {
+        if (k == 1234) {
+            EXPECT_TRUE(std::isnan(got[k].real()));
+            continue;
+        }
+        ASSERT_EQ(got[k], sent[k]) << k;
+    }
+    EXPECT_EQ(source.counters().nonfinite.load(), 1u);
+}
+
+TEST(tcp_source, connect_retries_until_the_peer_listens)
+{
+    asio::io_context ioc;
+    std::uint16_t port = 0;
+    {
+        tcp::acceptor probe(ioc, tcp::endpoint(loopback, 0));
+        port = probe.local_endpoint().port();
+    }  // closed again: connecting now is refused
+
+    tcp_source_config cfg;
+    cfg.port = port;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.end_on_close = true;
+    cfg.retry_initial_s = 0.01;
+    cfg.retry_max_s = 0.05;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+    std::this_thread::sleep_for(150ms);  // several refused attempts
+
+    tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, port));
+    tcp::socket peer(ioc);
+    acceptor.accept(peer);
+    const auto sent = ci16_samples(1000, 4);
+    asio::write(peer, asio::buffer(encode_le(sample_format::ci16_le, sent)));
+    peer.close();
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_TRUE(sink.gaps().empty());  // the first connection is no reconnect
+}
+
+TEST(tcp_source, connect_mode_reconnect_gives_one_reconnect_gap)
+{
+    const auto sent = ci16_samples(4000, 5);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    const std::size_t half_bytes = 2000 * 4 + 2;  // the first connection ends mid-sample
+    asio::io_context ioc;
+    tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, 0));
+
+    tcp_source_config cfg;
+    cfg.port = acceptor.local_endpoint().port();
+    cfg.sample_rate_hz = rate_hz;
+    cfg.retry_initial_s = 0.01;
+    tcp_source source(cfg);
+    recording_sink sink;
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+
+    {
+        tcp::socket first(ioc);
+        acceptor.accept(first);
+        asio::write(first, asio::buffer(bytes.data(), half_bytes));
+    }  // closed: the source reconnects
+    tcp::socket second(ioc);
+    acceptor.accept(second);
+    asio::write(second, asio::buffer(bytes.data() + 2000 * 4, bytes.size() - 2000 * 4));
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{2000, 0, gap_reason::reconnect}}));
+    EXPECT_EQ(source.counters().reconnects.load(), 1u);
+}
+
+TEST(tcp_source, listen_mode_serves_one_client_at_a_time_and_reports_the_next_as_reconnect)
+{
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    tcp_source source(cfg);
+    recording_sink sink;
+    const auto sent = ci16_samples(2000, 6);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    tcp::socket first(ioc);
+    first.connect(tcp::endpoint(loopback, port));
+    asio::write(first, asio::buffer(bytes.data(), bytes.size() / 2));
+    ASSERT_TRUE(sink.wait_for(sent.size() / 2));
+
+    // A second client while the first is connected is closed at once.
+    tcp::socket intruder(ioc);
+    intruder.connect(tcp::endpoint(loopback, port));
+    std::byte b{};
+    boost::system::error_code ec;
+    (void)intruder.read_some(asio::buffer(&b, 1), ec);
+    EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+
+    first.close();
+    ASSERT_TRUE(wait_until([&] { return !source.connected(); }));
+    tcp::socket next(ioc);
+    next.connect(tcp::endpoint(loopback, port));
+    asio::write(next, asio::buffer(bytes.data() + bytes.size() / 2, bytes.size() / 2));
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{1000, 0, gap_reason::reconnect}}));
+    EXPECT_EQ(source.counters().reconnects.load(), 1u);
+}
+
+TEST(tcp_source, listen_on_a_taken_port_throws_naming_the_source)
+{
+    asio::io_context ioc;
+    tcp::acceptor taken(ioc, tcp::endpoint(loopback, 0));
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = taken.local_endpoint().port();
+    cfg.sample_rate_hz = rate_hz;
+    tcp_source source(cfg);
+    recording_sink sink;
+    try {
+        source.run(sink);
+        FAIL() << "run() returned";
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("tcp listen 127.0.0.1:" + std::to_string(cfg.port)), std::string::npos) << what;
+        EXPECT_NE(what.find("cannot bind"), std::string::npos) << what;
+    }
+}
+
+// ---- UDP -------------------------------------------------------------------------------------
+
+TEST(udp_source, delivers_exactly_the_samples_sent_and_rejects_partial_samples)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    udp_source source(cfg);
+    recording_sink sink;
+    const auto sent = ci16_samples(20 * 256, 7);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < 20; ++k) {
+        tx.send_to(asio::buffer(bytes.data() + k * 1024, 1024), dst);
+        if (k == 9) tx.send_to(asio::buffer(bytes.data(), 3), dst);  // 3 bytes: not a whole sample
+        std::this_thread::sleep_for(1ms);  // gentle on the loopback queue
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{10 * 256, 0, gap_reason::source_error}}));
+    EXPECT_EQ(source.counters().packets.load(), 21u);
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
+}
+
+TEST(udp_source, bind_failure_throws_naming_the_source)
+{
+    asio::io_context ioc;
+    udp::socket taken(ioc, udp::endpoint(loopback, 0));
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = taken.local_endpoint().port();
+    cfg.sample_rate_hz = rate_hz;
+    udp_source source(cfg);
+    recording_sink sink;
+    try {
+        source.run(sink);
+        FAIL() << "run() returned";
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("udp 127.0.0.1:" + std::to_string(cfg.port)), std::string::npos) << what;
+        EXPECT_NE(what.find("cannot bind"), std::string::npos) << what;
+    }
+}
+
+// ---- VITA-49 ---------------------------------------------------------------------------------
+
+class vita49_sender {
+public:
+    explicit vita49_sender(std::uint16_t port) : tx_(ioc_, udp::endpoint(loopback, 0)), dst_(loopback, port) {}
+    void send(std::span<const std::byte> d)
+    {
+        tx_.send_to(asio::buffer(d.data(), d.size()), dst_);
+        std::this_thread::sleep_for(500us);
+    }
+    void send_packet(std::uint32_t stream_id, std::uint64_t index, std::span<const cf32> s, bool timestamp)
+    {
+        vita49::packet_fields f;
+        f.stream_id = stream_id;
+        f.packet_count = static_cast<std::uint8_t>(index % 16);
+        if (timestamp) {
+            f.tsf = vita49::tsf_type::sample_count;
+            f.fractional_timestamp = index * s.size();
+        }
+        send(vita49::encode_packet(f, s, scale));
+    }
+
+private:
+    asio::io_context ioc_;
+    udp::socket tx_;
+    udp::endpoint dst_;
+};
+
+[[nodiscard]] vita49_source_config vita_config(std::optional<std::uint32_t> stream_id)
+{
+    vita49_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.stream_id = stream_id;
+    cfg.rcvbuf_bytes = 1 << 20;
+    return cfg;
+}
+
+TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
+{
+    constexpr std::size_t spp = 100, num_packets = 40;
+    const auto all = ci16_samples(spp * num_packets, 8);
+    vita49_source source(vita_config(7));
+    recording_sink sink;
+    std::vector<cf32> expected;
+    const std::vector<std::size_t> dropped{3, 4, 10, 20};
+    for (std::size_t k = 0; k < num_packets; ++k)
+        if (std::find(dropped.begin(), dropped.end(), k) == dropped.end())
+            expected.insert(expected.end(), all.begin() + k * spp, all.begin() + (k + 1) * spp);
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    vita49_sender tx(port);
+    for (std::size_t k = 0; k < num_packets; ++k) {
+        const std::span<const cf32> s(all.data() + k * spp, spp);
+        if (k == 6) tx.send_packet(7, 5, std::span<const cf32>(all.data() + 5 * spp, spp), true);  // duplicate of 5
+        if (k == 12) {
+            std::vector<std::byte> ctx(8);  // a context packet: header + stream id
+            ctx[0] = std::byte{0x40};
+            ctx[3] = std::byte{2};
+            tx.send(ctx);
+            tx.send_packet(9, 0, s, true);                          // another stream
+            const std::vector<std::byte> junk{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}};
+            tx.send(junk);  // malformed; the next timestamp shows nothing lost: no gap
+        }
+        if (std::find(dropped.begin(), dropped.end(), k) != dropped.end()) continue;
+        tx.send_packet(7, k, s, true);
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{3 * spp, 2 * spp, gap_reason::lost_packets},
+                                                   {8 * spp, spp, gap_reason::lost_packets},
+                                                   {17 * spp, spp, gap_reason::lost_packets}}));
+    const auto& c = source.counters();
+    EXPECT_EQ(c.packets_lost.load(), 4u);
+    EXPECT_EQ(c.samples_lost.load(), 4 * spp);
+    EXPECT_EQ(c.samples.load(), expected.size());
+    EXPECT_EQ(c.bytes.load(), expected.size() * 4);
+    EXPECT_EQ(c.malformed.load(), 1u);
+    EXPECT_EQ(c.packets.load(), num_packets - dropped.size() + 4);  // + duplicate, context, other, junk
+    const auto& v = source.vita_counters();
+    EXPECT_EQ(v.duplicates.load(), 1u);
+    EXPECT_EQ(v.context_packets.load(), 1u);
+    EXPECT_EQ(v.other_stream.load(), 1u);
+}
+
+TEST(vita49_source, without_timestamps_losses_are_estimated_and_malformed_data_is_a_gap)
+{
+    constexpr std::size_t spp = 64;
+    const auto all = ci16_samples(spp * 10, 9);
+    vita49_source source(vita_config(std::nullopt));  // locks onto the first stream id
+    recording_sink sink;
+    std::vector<cf32> expected(all.begin(), all.begin() + 4 * spp);  // packet 4 is lost
+    expected.insert(expected.end(), all.begin() + 5 * spp, all.end());
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    vita49_sender tx(port);
+    for (std::size_t k = 0; k < 10; ++k) {
+        if (k == 4) continue;  // lost
+        if (k == 7) tx.send(std::vector<std::byte>(6, std::byte{0x10}));  // malformed, nothing lost
+        tx.send_packet(0x55, k, std::span<const cf32>(all.data() + k * spp, spp), false);
+    }
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{4 * spp, spp, gap_reason::lost_packets},
+                                                   {6 * spp, 0, gap_reason::source_error}}));
+    EXPECT_EQ(source.counters().packets_lost.load(), 1u);
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
+}
+
+// ---- paq-stream end to end ------------------------------------------------------------------
+
+/// A ci16 SigMF recording at rate_hz in a per-test directory, and paq-stream run against it.
+class paq_stream_test : public ::testing::Test {
+protected:
+    void SetUp() override
+    {
+        const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+        dir_ = std::filesystem::temp_directory_path() /
+               ("paq_test_net_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+        std::filesystem::remove_all(dir_);
+        ASSERT_TRUE(std::filesystem::create_directories(dir_));
+        sent_ = ci16_samples(20000, 10);
+        sigmf_meta meta;
+        meta.format = sample_format::ci16_le;
+        meta.sample_rate_hz = rate_hz;
+        auto w = sample_file_writer::create_sigmf(dir_ / "rec", meta);
+        w.write(sent_);
+        w.close();
+    }
+    void TearDown() override
+    {
+        std::error_code ec;
+        std::filesystem::remove_all(dir_, ec);
+    }
+    /// Runs paq-stream with these arguments after the recording; returns its exit status and
+    /// fills `output` with what it printed.
+    int stream(const std::string& args, std::string& output)
+    {
+        const auto log = dir_ / "paq-stream.log";
+        const std::string cmd = std::string(PAQ_BINARY_DIR) + "/tools/paq-stream " + (dir_ / "rec").string() + " " +
+                                args + " > " + log.string() + " 2>&1";
+        const int status = std::system(cmd.c_str());
+        std::ifstream in(log);
+        std::ostringstream os;
+        os << in.rdbuf();
+        output = os.str();
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+
+    std::filesystem::path dir_;
+    std::vector<cf32> sent_;
+};
+
+TEST_F(paq_stream_test, vita49_with_dropped_datagrams)
+{
+    vita49_source source(vita_config(3));
+    recording_sink sink;
+    // 20 datagrams of 1000; every 5th (indices 4, 9, 14, 19) is skipped.
+    std::vector<cf32> expected;
+    for (std::size_t k = 0; k < 20; ++k)
+        if (k % 5 != 4) expected.insert(expected.end(), sent_.begin() + k * 1000, sent_.begin() + (k + 1) * 1000);
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    std::string out;
+    ASSERT_EQ(stream("--mode vita49 --port " + std::to_string(port) +
+                         " --stream-id 3 --samples-per-packet 1000 --drop-every 5",
+                     out),
+              0)
+        << out;
+    EXPECT_NE(out.find("sent 16000 samples in 16 datagrams"), std::string::npos) << out;
+    EXPECT_NE(out.find("dropped 4 datagrams (4000 samples)"), std::string::npos) << out;
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{4000, 1000, gap_reason::lost_packets},
+                                                   {8000, 1000, gap_reason::lost_packets},
+                                                   {12000, 1000, gap_reason::lost_packets}}));
+    EXPECT_EQ(source.counters().packets_lost.load(), 3u);  // the last drop is not seen: nothing follows it
+}
+
+TEST_F(paq_stream_test, tcp_connect_into_a_listening_source)
+{
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.end_on_close = true;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    std::string out;
+    ASSERT_EQ(stream("--mode tcp-connect --port " + std::to_string(port) + " --fast", out), 0) << out;
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent_);
+}
+
+TEST_F(paq_stream_test, bad_arguments_exit_2_and_io_errors_exit_1)
+{
+    std::string out;
+    EXPECT_EQ(stream("--mode tcp-connect --port 5000 --drop-every 3", out), 2);
+    EXPECT_NE(out.find("--drop-every applies to --mode udp and vita49 only"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode carrier-pigeon --port 5000", out), 2);
+    EXPECT_EQ(stream("--mode udp --port 5000 --samples-per-packet 20000", out), 2);
+    EXPECT_NE(out.find("more than UDP's 65507"), std::string::npos) << out;
+
+    asio::io_context ioc;
+    std::uint16_t closed_port = 0;
+    {
+        tcp::acceptor probe(ioc, tcp::endpoint(loopback, 0));
+        closed_port = probe.local_endpoint().port();
+    }
+    EXPECT_EQ(stream("--mode tcp-connect --port " + std::to_string(closed_port), out), 1);
+    EXPECT_NE(out.find("cannot connect to 127.0.0.1:" + std::to_string(closed_port)), std::string::npos) << out;
+}
+
+// ---- stop() ----------------------------------------------------------------------------------
+
+TEST(net_sources, stop_from_another_thread_ends_run_promptly)
+{
+    asio::io_context ioc;
+    std::uint16_t closed_port = 0;
+    {
+        tcp::acceptor probe(ioc, tcp::endpoint(loopback, 0));
+        closed_port = probe.local_endpoint().port();
+    }
+    tcp_source_config connecting;  // keeps retrying a refused connection
+    connecting.port = closed_port;
+    connecting.sample_rate_hz = rate_hz;
+    tcp_source_config listening;
+    listening.mode = tcp_mode::listen;
+    listening.port = 0;
+    listening.sample_rate_hz = rate_hz;
+    udp_source_config u;
+    u.bind_address = "127.0.0.1";
+    u.port = 0;
+    u.sample_rate_hz = rate_hz;
+    u.rcvbuf_bytes = 0;
+
+    std::vector<std::unique_ptr<sample_source>> sources;
+    sources.push_back(std::make_unique<tcp_source>(connecting));
+    sources.push_back(std::make_unique<tcp_source>(listening));
+    sources.push_back(std::make_unique<udp_source>(u));
+    sources.push_back(std::make_unique<vita49_source>(vita_config(1)));
+    for (auto& s : sources) {
+        SCOPED_TRACE(s->describe());
+        recording_sink sink;
+        background_run run(*s, sink);
+        std::this_thread::sleep_for(50ms);
+        const auto t0 = std::chrono::steady_clock::now();
+        std::thread stopper([&] { s->stop(); });
+        stopper.join();
+        EXPECT_TRUE(run.finished_within(1000ms));
+        EXPECT_LT(std::chrono::steady_clock::now() - t0, 500ms);
+    }
+}
+
+TEST(net_sources, stop_before_run_makes_run_return_at_once)
+{
+    udp_source_config u;
+    u.bind_address = "127.0.0.1";
+    u.port = 0;
+    u.sample_rate_hz = rate_hz;
+    udp_source source(u);
+    source.stop();
+    source.stop();  // more than once is fine
+    recording_sink sink;
+    background_run run(source, sink);
+    EXPECT_TRUE(run.finished_within(1000ms));
+}
+
+}  // namespace

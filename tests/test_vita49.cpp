@@ -1,0 +1,345 @@
+// Tests of io/vita49: the IF Data codec, its validation, and the sequence tracker.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "dsp/types.hpp"
+#include "io/vita49.hpp"
+
+namespace {
+
+using paq::cf32;
+using namespace paq::io::vita49;
+constexpr float scale = paq::io::default_ci16_scale;
+
+/// Samples whose components are whole ci16 counts / scale, so that encoding is exact.
+[[nodiscard]] std::vector<cf32> ci16_samples(std::size_t n, std::uint64_t seed)
+{
+    std::mt19937_64 rng(seed);
+    std::uniform_int_distribution<int> dist(-32767, 32767);
+    std::vector<cf32> v(n);
+    for (auto& s : v) {
+        const int i = dist(rng);
+        const int q = dist(rng);
+        s = cf32(static_cast<float>(i) / scale, static_cast<float>(q) / scale);
+    }
+    return v;
+}
+
+[[nodiscard]] std::uint32_t word_at(const std::vector<std::byte>& b, std::size_t w)
+{
+    return (std::to_integer<std::uint32_t>(b[4 * w]) << 24) | (std::to_integer<std::uint32_t>(b[4 * w + 1]) << 16) |
+           (std::to_integer<std::uint32_t>(b[4 * w + 2]) << 8) | std::to_integer<std::uint32_t>(b[4 * w + 3]);
+}
+
+void set_word(std::vector<std::byte>& b, std::size_t w, std::uint32_t v)
+{
+    for (int k = 0; k < 4; ++k) b[4 * w + static_cast<std::size_t>(k)] = static_cast<std::byte>((v >> (24 - 8 * k)) & 0xFFu);
+}
+
+[[nodiscard]] std::string parse_error(const std::vector<std::byte>& d)
+{
+    packet p;
+    return parse_packet(d, p);
+}
+
+TEST(vita49, round_trip_every_combination_of_optional_fields)
+{
+    std::uint64_t seed = 1;
+    for (int with_class = 0; with_class < 2; ++with_class) {
+        for (int with_trailer = 0; with_trailer < 2; ++with_trailer) {
+            for (int tsi = 0; tsi < 4; ++tsi) {
+                for (int tsf = 0; tsf < 4; ++tsf) {
+                    SCOPED_TRACE("class " + std::to_string(with_class) + " trailer " + std::to_string(with_trailer) +
+                                 " tsi " + std::to_string(tsi) + " tsf " + std::to_string(tsf));
+                    packet_fields f;
+                    f.stream_id = 0xDEADBEEFu;
+                    f.packet_count = static_cast<std::uint8_t>(seed % 16);
+                    if (with_class) f.class_id_field = class_id{0x00123456u, 0xABCD, 0x0102};
+                    f.tsi = static_cast<tsi_type>(tsi);
+                    if (tsi != 0) f.integer_timestamp = 1700000000u + static_cast<std::uint32_t>(seed);
+                    f.tsf = static_cast<tsf_type>(tsf);
+                    if (tsf != 0) f.fractional_timestamp = 0x0123456789ABCDEFull + seed;
+                    if (with_trailer) f.trailer = 0x40000000u | static_cast<std::uint32_t>(seed);
+                    const auto samples = ci16_samples(37 + seed, seed);
+                    const auto bytes = encode_packet(f, samples, scale);
+                    ASSERT_EQ(bytes.size(), packet_bytes(f, samples.size()));
+
+                    const packet p = parse_packet(bytes);
+                    EXPECT_EQ(p.type, packet_type::if_data);
+                    EXPECT_FALSE(p.is_context());
+                    EXPECT_EQ(p.fields, f);
+                    ASSERT_EQ(p.num_samples(), samples.size());
+                    std::vector<cf32> out(p.num_samples());
+                    decode_payload(p, out.data(), scale);
+                    EXPECT_EQ(out, samples);
+                    ++seed;
+                }
+            }
+        }
+    }
+}
+
+TEST(vita49, header_layout_is_big_endian_with_i_first)
+{
+    packet_fields f;
+    f.stream_id = 0x01020304u;
+    f.packet_count = 9;
+    f.tsi = tsi_type::utc;
+    f.tsf = tsf_type::sample_count;
+    f.integer_timestamp = 0x0A0B0C0Du;
+    f.fractional_timestamp = 0x1112131415161718ull;
+    f.trailer = 0xCAFEF00Du;
+    const std::vector<cf32> one{cf32(1.0f / scale, -2.0f / scale)};
+    const auto b = encode_packet(f, one, scale);
+    ASSERT_EQ(b.size(), 4u * 7u);
+    // type 1, C 0, T 1, TSI 01, TSF 01, count 9, size 7 words
+    EXPECT_EQ(word_at(b, 0), (1u << 28) | (1u << 26) | (1u << 22) | (1u << 20) | (9u << 16) | 7u);
+    EXPECT_EQ(std::to_integer<unsigned>(b[0]), 0x14u);  // most significant byte first
+    EXPECT_EQ(word_at(b, 1), 0x01020304u);
+    EXPECT_EQ(word_at(b, 2), 0x0A0B0C0Du);
+    EXPECT_EQ(word_at(b, 3), 0x11121314u);
+    EXPECT_EQ(word_at(b, 4), 0x15161718u);
+    EXPECT_EQ(word_at(b, 5), 0x0001FFFEu);  // I = 1 in the upper half, Q = -2 in the lower
+    EXPECT_EQ(word_at(b, 6), 0xCAFEF00Du);
+}
+
+TEST(vita49, encode_saturates_and_counts_clipped_components)
+{
+    packet_fields f;
+    const std::vector<cf32> s{cf32(10.0f, -10.0f), cf32(0.5f, 0.25f)};
+    std::vector<std::byte> out(packet_bytes(f, s.size()));
+    std::size_t clipped = 0;
+    ASSERT_EQ(encode_packet(f, s, scale, out, &clipped), out.size());
+    EXPECT_EQ(clipped, 2u);
+    const packet p = parse_packet(out);
+    std::vector<cf32> back(2);
+    decode_payload(p, back.data(), scale);
+    EXPECT_EQ(back[0], cf32(32767.0f / scale, -32767.0f / scale));
+    EXPECT_EQ(back[1], s[1]);
+}
+
+TEST(vita49, encode_rejects_bad_arguments)
+{
+    packet_fields f;
+    const auto s = ci16_samples(4, 3);
+    f.packet_count = 16;
+    EXPECT_THROW((void)encode_packet(f, s), std::invalid_argument);
+    f.packet_count = 0;
+    f.class_id_field = class_id{0x1000000u, 0, 0};
+    EXPECT_THROW((void)encode_packet(f, s), std::invalid_argument);
+    f.class_id_field.reset();
+    EXPECT_THROW((void)encode_packet(f, s, 0.0f), std::invalid_argument);
+    std::vector<std::byte> small(packet_bytes(f, s.size()) - 1);
+    EXPECT_THROW((void)encode_packet(f, s, scale, small), std::invalid_argument);
+    const std::vector<cf32> too_many(max_samples(f) + 1);
+    EXPECT_THROW((void)encode_packet(f, too_many), std::invalid_argument);
+    const std::vector<cf32> most(max_samples(f));
+    EXPECT_EQ(encode_packet(f, most).size(), 4 * max_packet_words);
+}
+
+TEST(vita49, malformed_datagrams_are_rejected_naming_the_problem)
+{
+    packet_fields f;
+    f.tsf = tsf_type::sample_count;
+    const auto good = encode_packet(f, ci16_samples(8, 5));  // 4 prefix words + 8 samples = 12 words
+    ASSERT_TRUE(parse_error(good).empty());
+
+    const std::vector<std::byte> tiny(good.begin(), good.begin() + 3);
+    EXPECT_NE(parse_error(tiny).find("datagram of 3 bytes is shorter than the 4-byte header"), std::string::npos)
+        << parse_error(tiny);
+
+    auto truncated = good;
+    truncated.resize(good.size() - 4);
+    EXPECT_NE(parse_error(truncated).find("packet size field 12 words (48 bytes) does not match the datagram length 44"),
+              std::string::npos)
+        << parse_error(truncated);
+
+    auto odd = good;
+    odd.push_back(std::byte{0});
+    odd.push_back(std::byte{0});
+    EXPECT_NE(parse_error(odd).find("payload of 34 bytes is not a multiple of 4"), std::string::npos) << parse_error(odd);
+
+    // A header that announces a fractional timestamp in a packet too short to hold it.
+    std::vector<std::byte> short_fields(12);
+    set_word(short_fields, 0, (1u << 28) | (1u << 20) | 3u);
+    EXPECT_NE(parse_error(short_fields).find("packet size field 3 words is less than the 4 words of header fields"),
+              std::string::npos)
+        << parse_error(short_fields);
+    EXPECT_NE(parse_error(short_fields).find("fractional timestamp"), std::string::npos);
+
+    for (unsigned type : {0u, 2u, 3u, 6u, 7u, 8u, 15u}) {
+        auto other = good;
+        set_word(other, 0, (word_at(good, 0) & 0x0FFFFFFFu) | (type << 28));
+        const std::string e = parse_error(other);
+        EXPECT_NE(e.find("packet type " + std::to_string(type) + " ("), std::string::npos) << e;
+        EXPECT_NE(e.find("is not supported"), std::string::npos) << e;
+    }
+
+    auto spectrum = good;
+    set_word(spectrum, 0, word_at(good, 0) | (1u << 24));
+    EXPECT_NE(parse_error(spectrum).find("bit S (spectrum data)"), std::string::npos) << parse_error(spectrum);
+
+    packet_fields with_class;
+    with_class.class_id_field = class_id{};
+    auto padded = encode_packet(with_class, ci16_samples(2, 6));
+    set_word(padded, 2, 5u << 27);
+    EXPECT_NE(parse_error(padded).find("pad bit count 5"), std::string::npos) << parse_error(padded);
+
+    EXPECT_THROW((void)parse_packet(std::span<const std::byte>(tiny)), decode_error);
+}
+
+TEST(vita49, context_packets_are_recognised)
+{
+    for (unsigned type : {4u, 5u}) {
+        std::vector<std::byte> ctx(4 * 6);
+        // C = 0, TSI = GPS, TSF = real time; one word of context fields after the timestamps.
+        set_word(ctx, 0, (type << 28) | (2u << 22) | (2u << 20) | (3u << 16) | 6u);
+        set_word(ctx, 1, 0x42u);
+        set_word(ctx, 5, 0x80000000u);
+        packet p;
+        ASSERT_EQ(parse_packet(ctx, p), "");
+        EXPECT_TRUE(p.is_context());
+        EXPECT_EQ(static_cast<unsigned>(p.type), type);
+        EXPECT_EQ(p.fields.stream_id, 0x42u);
+        EXPECT_EQ(p.fields.packet_count, 3u);
+        EXPECT_EQ(p.num_samples(), 0u);
+    }
+}
+
+// ---- sequence tracker ------------------------------------------------------------------------
+
+[[nodiscard]] packet_fields seq(std::uint32_t stream, unsigned count, std::optional<std::uint64_t> sample_count = {})
+{
+    packet_fields f;
+    f.stream_id = stream;
+    f.packet_count = static_cast<std::uint8_t>(count % 16);
+    if (sample_count) {
+        f.tsf = tsf_type::sample_count;
+        f.fractional_timestamp = *sample_count;
+    }
+    return f;
+}
+
+TEST(vita49_sequence, packet_count_wraps_at_16_without_loss)
+{
+    sequence_tracker t;
+    EXPECT_TRUE(t.update(seq(1, 0), 100).first);
+    for (unsigned k = 1; k < 40; ++k) {
+        const auto r = t.update(seq(1, k), 100);
+        EXPECT_EQ(r.packets_lost, 0u) << k;
+        EXPECT_EQ(r.samples_lost, 0u) << k;
+        EXPECT_TRUE(r.accept());
+    }
+}
+
+TEST(vita49_sequence, loss_across_the_wrap_without_timestamps)
+{
+    sequence_tracker t;
+    (void)t.update(seq(1, 14), 100);
+    (void)t.update(seq(1, 15), 100);
+    const auto r = t.update(seq(1, 18), 64);  // count 2: packets 16 and 17 (counts 0, 1) lost
+    EXPECT_EQ(r.packets_lost, 2u);
+    EXPECT_EQ(r.samples_lost, 200u);  // x the size of the last packet
+    EXPECT_FALSE(r.samples_exact);
+    const auto r2 = t.update(seq(1, 20), 100);  // one lost, estimated from the last (64-sample) packet
+    EXPECT_EQ(r2.packets_lost, 1u);
+    EXPECT_EQ(r2.samples_lost, 64u);
+    // The modulo-16 ambiguity: 16 lost packets are invisible without timestamps.
+    EXPECT_EQ(t.update(seq(1, 20 + 17), 100).packets_lost, 0u);
+}
+
+TEST(vita49_sequence, sample_count_timestamps_give_exact_losses)
+{
+    sequence_tracker t;
+    (void)t.update(seq(7, 0, 1000), 100);
+    auto r = t.update(seq(7, 1, 1100), 100);
+    EXPECT_EQ(r.packets_lost, 0u);
+    EXPECT_TRUE(r.samples_exact);
+    // Packets of different sizes: 3 lost (counts 2, 3, 4) holding 100 + 37 + 100 samples.
+    r = t.update(seq(7, 5, 1200 + 237), 50);
+    EXPECT_TRUE(r.samples_exact);
+    EXPECT_EQ(r.samples_lost, 237u);
+    EXPECT_EQ(r.packets_lost, 3u);
+    // 20 packets of 50 lost: the packet count alone would say 4.
+    r = t.update(seq(7, 5 + 21, 1487 + 20 * 50), 50);
+    EXPECT_EQ(r.samples_lost, 1000u);
+    EXPECT_EQ(r.packets_lost, 20u);
+    // 16 lost: same packet count as expected, but the timestamp tells.
+    r = t.update(seq(7, 26 + 17, 2537 + 16 * 50), 50);
+    EXPECT_EQ(r.samples_lost, 800u);
+    EXPECT_EQ(r.packets_lost, 16u);
+}
+
+TEST(vita49_sequence, duplicates_and_reordered_packets_are_detected)
+{
+    sequence_tracker t;
+    (void)t.update(seq(1, 0, 0), 10);
+    (void)t.update(seq(1, 1, 10), 10);
+    auto r = t.update(seq(1, 1, 10), 10);
+    EXPECT_TRUE(r.duplicate);
+    EXPECT_FALSE(r.accept());
+    // 3 arrives before 2: 2 looks lost, then arrives late.
+    r = t.update(seq(1, 3, 30), 10);
+    EXPECT_EQ(r.samples_lost, 10u);
+    EXPECT_EQ(r.packets_lost, 1u);
+    r = t.update(seq(1, 2, 20), 10);
+    EXPECT_TRUE(r.late);
+    EXPECT_FALSE(r.accept());
+    r = t.update(seq(1, 4, 40), 10);
+    EXPECT_TRUE(r.accept());
+    EXPECT_EQ(r.samples_lost, 0u);
+    r = t.update(seq(1, 6, 100000), 10);  // a long outage: 99950 samples
+    EXPECT_EQ(r.samples_lost, 99950u);
+    // Far backwards (beyond the reorder window): the sender restarted its clock.
+    r = t.update(seq(1, 0, 0), 10);
+    EXPECT_TRUE(r.resync);
+    EXPECT_TRUE(r.accept());
+    EXPECT_EQ(t.update(seq(1, 1, 10), 10).samples_lost, 0u);
+}
+
+TEST(vita49_sequence, streams_are_tracked_separately)
+{
+    sequence_tracker t;
+    (void)t.update(seq(1, 0, 0), 10);
+    EXPECT_TRUE(t.update(seq(2, 9, 500), 10).first);
+    EXPECT_EQ(t.update(seq(1, 1, 10), 10).samples_lost, 0u);
+    EXPECT_EQ(t.update(seq(2, 11, 520), 10).samples_lost, 10u);
+    EXPECT_EQ(t.num_streams(), 2u);
+    t.reset();
+    EXPECT_EQ(t.num_streams(), 0u);
+}
+
+TEST(vita49_sequence, integer_seconds_with_a_known_rate)
+{
+    // TSI set: the sample count restarts every second.
+    auto at = [](unsigned count, std::uint32_t second, std::uint64_t in_second) {
+        packet_fields f = seq(3, count, in_second);
+        f.tsi = tsi_type::utc;
+        f.integer_timestamp = second;
+        return f;
+    };
+    sequence_tracker known(1000);
+    (void)known.update(at(0, 10, 900), 50);
+    EXPECT_EQ(known.update(at(1, 10, 950), 50).samples_lost, 0u);
+    auto r = known.update(at(3, 11, 50), 50);  // 1000..1049 of second 10 -> 0..49 of 11 lost
+    EXPECT_TRUE(r.samples_exact);
+    EXPECT_EQ(r.samples_lost, 50u);
+    EXPECT_EQ(r.packets_lost, 1u);
+
+    sequence_tracker unknown;  // rate unknown: exact within a second, packet count across one
+    (void)unknown.update(at(0, 10, 900), 50);
+    r = unknown.update(at(2, 10, 1000), 50);
+    EXPECT_TRUE(r.samples_exact);
+    EXPECT_EQ(r.samples_lost, 50u);
+    r = unknown.update(at(4, 11, 50), 50);
+    EXPECT_FALSE(r.samples_exact);
+    EXPECT_EQ(r.packets_lost, 1u);
+    EXPECT_EQ(r.samples_lost, 50u);
+    EXPECT_TRUE(unknown.update(at(5, 11, 100), 50).samples_exact);
+}
+
+}  // namespace

@@ -1,0 +1,340 @@
+// paq-stream: sends a recording (SigMF or raw) over the network, as paqd's network sources
+// expect it: raw IQ over TCP (connecting or listening) or UDP, or VITA-49 over UDP. Paced at
+// the recording's rate, with deliberate faults (dropped datagrams, a stall) for tests.
+//
+//   paq-stream demo.sigmf-meta --mode vita49 --host 127.0.0.1 --port 4991 --drop-every 100
+//   paq-stream capture.ci16 --raw-format ci16 --raw-rate 6.6e6 --mode tcp-listen --port 5000 --loop
+#include "io/sample_file.hpp"
+#include "io/sample_format.hpp"
+#include "io/vita49.hpp"
+
+// Standard headers before Boost: Boost 1.74's Asio needs <utility> under C++20.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdint>
+#include <iostream>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <signal.h>
+#include <boost/asio.hpp>
+
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using asio::ip::udp;
+using clock_type = std::chrono::steady_clock;
+
+/// Datagrams up to this size fit a 9000-byte (jumbo) MTU without IP fragmentation.
+constexpr std::size_t default_max_datagram_bytes = 8972;
+/// The largest UDP payload over IPv4.
+constexpr std::size_t max_udp_payload_bytes = 65507;
+/// VITA-49 words before the payload as sent: header, stream id, 2-word sample-count timestamp.
+constexpr std::size_t vita49_prefix_bytes = 16;
+
+volatile std::sig_atomic_t interrupted = 0;
+extern "C" void on_signal(int) { interrupted = 1; }
+
+struct options {
+    std::string input;
+    std::string mode;
+    std::string host = "127.0.0.1";
+    int port = 0;
+    std::optional<std::string> raw_format;
+    std::optional<double> raw_rate_hz;
+    double rate_factor = 1.0;
+    bool fast = false;
+    std::size_t samples_per_packet = 0;  ///< 0: the most that fit default_max_datagram_bytes
+    std::string format = "ci16";
+    std::optional<float> ci16_scale;
+    std::uint32_t stream_id = 1;
+    bool no_timestamps = false;
+    std::uint64_t drop_every = 0;
+    std::optional<double> stall_at_s;
+    double stall_for_s = 0;
+    bool loop = false;
+};
+
+struct totals {
+    std::uint64_t samples_sent = 0;
+    std::uint64_t bytes_sent = 0;
+    std::uint64_t units_sent = 0;  ///< datagrams, or TCP writes
+    std::uint64_t datagrams_dropped = 0;
+    std::uint64_t samples_dropped = 0;
+    std::uint64_t clipped = 0;
+    std::uint64_t loops = 0;
+};
+
+/// Largest power of two n with n * bytes_per + overhead <= limit.
+[[nodiscard]] std::size_t fitting_power_of_two(std::size_t bytes_per, std::size_t overhead, std::size_t limit)
+{
+    std::size_t n = 1;
+    while ((2 * n) * bytes_per + overhead <= limit) n *= 2;
+    return n;
+}
+
+/// Sends one unit of samples (a datagram or a TCP write); returns false if it was dropped.
+class sender {
+public:
+    sender(const options& o, paq::io::sample_format wire_format, float scale)
+        : o_(o), format_(wire_format), scale_(scale), sock_udp_(ioc_), sock_tcp_(ioc_)
+    {
+    }
+
+    void open()
+    {
+        if (o_.mode == "udp" || o_.mode == "vita49") {
+            udp::resolver r(ioc_);
+            dst_ = *r.resolve(o_.host, std::to_string(o_.port)).begin();
+            sock_udp_.open(dst_.protocol());
+            // A big send buffer absorbs scheduling jitter when pacing at high rates.
+            boost::system::error_code ec;
+            sock_udp_.set_option(asio::socket_base::send_buffer_size(4 << 20), ec);
+            std::cout << "paq-stream: sending " << o_.mode << " datagrams to " << dst_ << "\n";
+        } else if (o_.mode == "tcp-connect") {
+            tcp::resolver r(ioc_);
+            boost::system::error_code ec;
+            asio::connect(sock_tcp_, r.resolve(o_.host, std::to_string(o_.port)), ec);
+            if (ec)
+                throw std::runtime_error("cannot connect to " + o_.host + ":" + std::to_string(o_.port) + ": " +
+                                         ec.message());
+            std::cout << "paq-stream: connected to " << sock_tcp_.remote_endpoint() << "\n";
+        } else {
+            const tcp::endpoint ep(asio::ip::make_address(o_.host), static_cast<std::uint16_t>(o_.port));
+            tcp::acceptor acceptor(ioc_, ep.protocol());
+            acceptor.set_option(tcp::acceptor::reuse_address(true));
+            boost::system::error_code ec;
+            acceptor.bind(ep, ec);
+            if (ec) throw std::runtime_error("cannot listen on " + o_.host + ":" + std::to_string(o_.port) + ": " + ec.message());
+            acceptor.listen();
+            std::cout << "paq-stream: waiting for a receiver on " << acceptor.local_endpoint() << std::endl;
+            acceptor.accept(sock_tcp_);
+            std::cout << "paq-stream: receiver connected from " << sock_tcp_.remote_endpoint() << "\n";
+        }
+        if (sock_tcp_.is_open()) sock_tcp_.set_option(tcp::no_delay(true));
+    }
+
+    /// Sends samples starting at stream position `position`, as unit number `index` (from 0).
+    bool send(std::span<const paq::cf32> samples, std::uint64_t position, std::uint64_t index, totals& t)
+    {
+        const bool datagrams = sock_udp_.is_open();
+        if (datagrams && o_.drop_every > 0 && (index + 1) % o_.drop_every == 0) {
+            ++t.datagrams_dropped;
+            t.samples_dropped += samples.size();
+            return false;
+        }
+        std::size_t clipped = 0;
+        if (o_.mode == "vita49") {
+            paq::io::vita49::packet_fields f;
+            f.stream_id = o_.stream_id;
+            f.packet_count = static_cast<std::uint8_t>(index % 16);
+            if (!o_.no_timestamps) {
+                f.tsf = paq::io::vita49::tsf_type::sample_count;  // free-running: TSI none
+                f.fractional_timestamp = position;
+            }
+            buf_.resize(paq::io::vita49::packet_bytes(f, samples.size()));
+            (void)paq::io::vita49::encode_packet(f, samples, scale_, buf_, &clipped);
+        } else {
+            buf_.resize(samples.size() * paq::io::bytes_per_sample(format_));
+            clipped = paq::io::encode(format_, samples.data(), samples.size(), buf_.data(), scale_);
+        }
+        if (datagrams)
+            sock_udp_.send_to(asio::buffer(buf_), dst_);
+        else
+            asio::write(sock_tcp_, asio::buffer(buf_));
+        t.clipped += clipped;
+        t.bytes_sent += buf_.size();
+        t.samples_sent += samples.size();
+        ++t.units_sent;
+        return true;
+    }
+
+    void close()
+    {
+        boost::system::error_code ec;
+        if (sock_tcp_.is_open()) sock_tcp_.shutdown(tcp::socket::shutdown_send, ec);
+        sock_tcp_.close(ec);
+        sock_udp_.close(ec);
+    }
+
+private:
+    const options& o_;
+    paq::io::sample_format format_;
+    float scale_;
+    asio::io_context ioc_;
+    udp::socket sock_udp_;
+    tcp::socket sock_tcp_;
+    udp::endpoint dst_;
+    std::vector<std::byte> buf_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    using namespace paq;
+    CLI::App app{"paq-stream: sends a recording as raw IQ over TCP/UDP or as VITA-49 over UDP, paced at its "
+                 "sample rate"};
+    options o;
+    app.add_option("input", o.input, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name) or raw file")->required();
+    app.add_option("--mode", o.mode, "tcp-connect, tcp-listen, udp (raw IQ datagrams) or vita49")
+        ->required()
+        ->check(CLI::IsMember({"tcp-connect", "tcp-listen", "udp", "vita49"}));
+    app.add_option("--host", o.host, "Peer (tcp-connect, udp, vita49) or local address to bind (tcp-listen)")
+        ->capture_default_str();
+    app.add_option("--port", o.port, "Port: 1..65535 (tcp-listen: 0 picks a free one and prints it)")->required();
+    app.add_option("--raw-format", o.raw_format, "Raw input only: cf32 or ci16 (SigMF gives its own)");
+    app.add_option("--raw-rate", o.raw_rate_hz, "Raw input only: sample rate in Hz");
+    app.add_option("--rate-factor", o.rate_factor, "Send at this multiple of the recording's rate")
+        ->capture_default_str();
+    app.add_flag("--fast", o.fast, "Send as fast as possible (no pacing)");
+    app.add_option("--samples-per-packet", o.samples_per_packet,
+                   "Samples per datagram (udp, vita49) or per write (tcp); default: the most (a power of 2) "
+                   "that keep a datagram within 8972 bytes, e.g. 2048 ci16")
+        ->check(CLI::PositiveNumber);
+    app.add_option("--format", o.format, "Wire format for raw IQ (tcp, udp): cf32 or ci16 (little-endian); "
+                                         "vita49 always carries big-endian ci16")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"cf32", "ci16", "cf32_le", "ci16_le"}));
+    app.add_option("--ci16-scale", o.ci16_scale,
+                   "ci16 counts per unit amplitude (default: the recording's for ci16 recordings, else 8192)");
+    app.add_option("--stream-id", o.stream_id, "VITA-49 stream id")->capture_default_str();
+    app.add_flag("--no-timestamps", o.no_timestamps, "VITA-49: omit the sample-count timestamp (packet count only)");
+    app.add_option("--drop-every", o.drop_every,
+                   "Fault: skip every Nth datagram (udp, vita49), still advancing packet count and timestamp; 0: off")
+        ->capture_default_str();
+    app.add_option("--stall-at", o.stall_at_s, "Fault: pause once at this stream time, in seconds of samples");
+    app.add_option("--stall-for", o.stall_for_s, "Fault: length of the pause in seconds (with --stall-at)");
+    app.add_flag("--loop", o.loop, "Start again at the end of the recording (until interrupted)");
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e) == 0 ? 0 : 2;
+    }
+
+    // Argument checks that CLI11 cannot express: exit 2 with every problem listed.
+    std::vector<std::string> bad;
+    const bool datagrams = o.mode == "udp" || o.mode == "vita49";
+    if (o.port < (o.mode == "tcp-listen" ? 0 : 1) || o.port > 65535)
+        bad.push_back("--port " + std::to_string(o.port) + " is out of range (allowed: 1 .. 65535" +
+                      (o.mode == "tcp-listen" ? ", or 0 for tcp-listen)" : ")"));
+    if (!(o.rate_factor > 0.0) || o.rate_factor > 1e6)
+        bad.push_back("--rate-factor " + std::to_string(o.rate_factor) + " is out of range (allowed: > 0)");
+    if (o.drop_every == 1) bad.emplace_back("--drop-every 1 would drop every datagram (allowed: 0 = off, or >= 2)");
+    if (o.drop_every > 0 && !datagrams) bad.emplace_back("--drop-every applies to --mode udp and vita49 only");
+    if (o.stall_at_s.has_value() != (o.stall_for_s > 0.0))
+        bad.emplace_back("--stall-at and --stall-for (> 0) go together");
+    if (o.stall_at_s && !(*o.stall_at_s >= 0.0)) bad.emplace_back("--stall-at must be >= 0 seconds");
+    if (o.stall_for_s < 0.0 || o.stall_for_s > 3600.0)
+        bad.push_back("--stall-for " + std::to_string(o.stall_for_s) + " is out of range (allowed: 0 .. 3600 s)");
+    if (o.ci16_scale && !(*o.ci16_scale > 0.0f)) bad.emplace_back("--ci16-scale must be positive");
+    if (o.no_timestamps && o.mode != "vita49") bad.emplace_back("--no-timestamps applies to --mode vita49 only");
+    io::sample_format wire_format = io::sample_format::ci16_le;
+    std::optional<io::sample_format> raw_format;
+    try {
+        wire_format = io::parse_sample_format(o.format);
+        if (o.raw_format) raw_format = io::parse_sample_format(*o.raw_format);
+    } catch (const std::invalid_argument& e) {
+        bad.emplace_back(e.what());
+    }
+    if (o.mode == "vita49") wire_format = io::sample_format::ci16_le;
+    const std::size_t bytes_per = o.mode == "vita49" ? io::vita49::bytes_per_sample : io::bytes_per_sample(wire_format);
+    const std::size_t overhead = o.mode == "vita49" ? (o.no_timestamps ? 8 : vita49_prefix_bytes) : 0;
+    if (o.samples_per_packet == 0) {
+        o.samples_per_packet = datagrams ? fitting_power_of_two(bytes_per, overhead, default_max_datagram_bytes) : 8192;
+    } else if (datagrams && o.samples_per_packet * bytes_per + overhead > max_udp_payload_bytes) {
+        bad.push_back("--samples-per-packet " + std::to_string(o.samples_per_packet) + " makes " +
+                      std::to_string(o.samples_per_packet * bytes_per + overhead) +
+                      "-byte datagrams, more than UDP's 65507 (allowed: up to " +
+                      std::to_string((max_udp_payload_bytes - overhead) / bytes_per) + ")");
+    }
+    if (!bad.empty()) {
+        for (const auto& b : bad) std::cerr << "paq-stream: " << b << "\n";
+        return 2;
+    }
+    if (datagrams && o.samples_per_packet * bytes_per + overhead > default_max_datagram_bytes)
+        std::cerr << "paq-stream: warning: " << o.samples_per_packet * bytes_per + overhead
+                  << "-byte datagrams exceed 8972 bytes and will be IP-fragmented on a 9000-byte MTU\n";
+
+    totals t;
+    const auto t0 = clock_type::now();
+    double stalled_s = 0;
+    try {
+        auto reader = io::sample_file_reader::open(o.input, raw_format, o.raw_rate_hz,
+                                                   o.ci16_scale.value_or(io::default_ci16_scale));
+        const auto& info = reader.info();
+        // Forward a ci16 recording bit-exactly unless told otherwise: same scale as it was read with.
+        const float scale = o.ci16_scale.value_or(info.format == io::sample_format::ci16_le ? info.meta.ci16_scale
+                                                                                            : io::default_ci16_scale);
+        const double send_rate_hz = info.sample_rate_hz * o.rate_factor;
+        std::cout << "paq-stream: " << info.data_path.string() << ": " << info.num_samples << " samples at "
+                  << info.sample_rate_hz << " Hz; " << o.samples_per_packet << " samples per "
+                  << (datagrams ? "datagram" : "write") << ", ci16 scale " << scale << ", "
+                  << (o.fast ? "unpaced" : "paced at ") << (o.fast ? "" : std::to_string(send_rate_hz / 1e6) + " MS/s")
+                  << "\n";
+
+        sender tx(o, wire_format, scale);
+        tx.open();
+        struct sigaction sa {};
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, nullptr);
+        sigaction(SIGTERM, &sa, nullptr);
+
+        std::vector<cf32> chunk(o.samples_per_packet);
+        const auto stall_position = o.stall_at_s ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
+                                                       *o.stall_at_s * info.sample_rate_hz))
+                                                 : std::nullopt;
+        bool stall_done = false;
+        auto start = clock_type::now();
+        std::uint64_t position = 0;  // samples streamed, dropped ones included
+        for (std::uint64_t index = 0; interrupted == 0; ++index) {
+            std::size_t n = reader.read(chunk);
+            if (n == 0) {
+                if (!o.loop) break;
+                reader.rewind();
+                ++t.loops;
+                n = reader.read(chunk);
+                if (n == 0) break;
+            }
+            if (stall_position && !stall_done && position + n > *stall_position) {
+                std::cout << "paq-stream: stalling for " << o.stall_for_s << " s at sample " << position << std::endl;
+                std::this_thread::sleep_for(std::chrono::duration<double>(o.stall_for_s));
+                start += std::chrono::duration_cast<clock_type::duration>(std::chrono::duration<double>(o.stall_for_s));
+                stalled_s += o.stall_for_s;
+                stall_done = true;
+            }
+            if (!o.fast) {
+                const auto due = start + std::chrono::duration_cast<clock_type::duration>(
+                                             std::chrono::duration<double>(static_cast<double>(position) / send_rate_hz));
+                std::this_thread::sleep_until(due);
+            }
+            (void)tx.send(std::span<const cf32>(chunk.data(), n), position, index, t);
+            position += n;
+        }
+        tx.close();
+    } catch (const std::exception& e) {
+        std::cerr << "paq-stream: error: " << e.what();
+        if (t.samples_sent > 0) std::cerr << " (after sending " << t.samples_sent << " samples)";
+        std::cerr << "\n";
+        return 1;
+    }
+    const double elapsed_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+    std::cout << "paq-stream: " << (interrupted ? "interrupted; " : "") << "sent " << t.samples_sent << " samples in "
+              << t.units_sent << (datagrams ? " datagrams" : " writes") << " (" << t.bytes_sent << " bytes) in "
+              << elapsed_s << " s";
+    if (t.loops > 0) std::cout << ", " << t.loops << " loops";
+    if (datagrams) std::cout << "; dropped " << t.datagrams_dropped << " datagrams (" << t.samples_dropped << " samples)";
+    if (stalled_s > 0) std::cout << "; stalled " << stalled_s << " s";
+    std::cout << "\n";
+    if (t.clipped > 0) std::cerr << "paq-stream: warning: " << t.clipped << " ci16 components clipped\n";
+    return 0;
+}
