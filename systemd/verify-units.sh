@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs `systemd-analyze verify` on the generated units, twice:
+#   1. copies whose ExecStart points at the paqd in the build tree;
+#   2. the units as generated, in a staged root where the built paqd sits at the installed
+#      path (ExecStart must name an executable, and the real one is not installed here).
+#   3. the sysusers.d entry, applied by systemd-sysusers to an empty root, creates paqd.
+# Usage: verify-units.sh SYSTEMD_ANALYZE BUILT_PAQD INSTALLED_PAQD SYSUSERS_CONF UNIT...
+# Exits 77 (CTest: skipped) when systemd-analyze is not available.
+set -euo pipefail
+
+analyze=$1 built=$2 installed=$3 sysusers_conf=$4
+shift 4
+if [[ -z $analyze || ! -x $analyze ]]; then
+  echo "verify-units: systemd-analyze not found; skipping"
+  exit 77
+fi
+if [[ ! -x $built ]]; then
+  echo "verify-units: $built does not exist; build the paqd target first" >&2
+  exit 1
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/paqd-verify.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+
+# A template (name@.service) is checked through an instance, so that %i is expanded.
+instance_name() {
+  local name
+  name=$(basename "$1")
+  [[ $name == *@.service ]] && name=${name%@.service}@link1.service
+  echo "$name"
+}
+
+status=0
+verify() {
+  local label=$1
+  shift
+  local out
+  if out=$("$analyze" verify --man=no "$@" 2>&1) && [[ -z $out ]]; then
+    echo "verify-units: $label: ok"
+  else
+    # verify also warns without failing (unknown directives, bad values it ignores): a unit
+    # that produces any message is not clean.
+    echo "verify-units: $label: FAILED" >&2
+    echo "$out" >&2
+    status=1
+  fi
+}
+
+# 1. ExecStart at the build tree's paqd.
+mkdir -p "$work/build-copy"
+for unit in "$@"; do
+  grep -q "^ExecStart=$installed " "$unit" || { echo "verify-units: $unit: no 'ExecStart=$installed '" >&2; exit 1; }
+  sed "s|^ExecStart=$installed |ExecStart=$built |" "$unit" > "$work/build-copy/$(basename "$unit")"
+  verify "$(basename "$unit") (ExecStart=$built)" "$work/build-copy/$(instance_name "$unit")"
+done
+
+# 2. The generated units unchanged, in a root that has the system's units (for the default
+# dependencies: sysinit.target, ...) and paqd at its installed path.
+root=$work/root
+mkdir -p "$root/etc/systemd/system" "$root/usr/lib/systemd" "$root$(dirname "$installed")"
+for dir in /usr/lib/systemd/system /lib/systemd/system; do
+  if [[ -d $dir ]]; then
+    cp -r "$dir" "$root/usr/lib/systemd/"
+    break
+  fi
+done
+cp "$built" "$root$installed"
+for unit in "$@"; do
+  cp "$unit" "$root/etc/systemd/system/"
+  verify "$(basename "$unit") (as installed, ExecStart=$installed)" --root="$root" \
+    "$root/etc/systemd/system/$(instance_name "$unit")"
+done
+
+# 3. The user and group the units run as.
+sysusers=$(dirname "$analyze")/systemd-sysusers
+if [[ -x $sysusers ]]; then
+  mkdir -p "$work/users/etc"
+  if "$sysusers" --root="$work/users" "$sysusers_conf" >/dev/null 2>&1 &&
+     grep -q '^paqd:x:[0-9]*:[0-9]*:.*:/var/lib/paqd:' "$work/users/etc/passwd" &&
+     grep -q '^paqd:x:' "$work/users/etc/group"; then
+    echo "verify-units: $(basename "$sysusers_conf"): creates user and group paqd"
+  else
+    echo "verify-units: $(basename "$sysusers_conf"): systemd-sysusers did not create paqd" >&2
+    status=1
+  fi
+else
+  echo "verify-units: systemd-sysusers not found; sysusers entry not checked"
+fi
+exit $status
