@@ -54,16 +54,19 @@ __global__ void metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t 
 
 /// Packet segments [start - pre, start - pre + seg_len), zeros outside the window and for
 /// non-finite samples (counted per packet).
+/// With `count` (device), slots p >= *count are zero-filled: the later stages then run on all
+/// slots without knowing the packet count on the host.
 __global__ void gather_kernel(const cuFloatComplex* __restrict__ window, long long window_len,
-                              const long long* __restrict__ starts, cuFloatComplex* __restrict__ seg,
-                              unsigned* __restrict__ nonfinite)
+                              const long long* __restrict__ starts, const int* __restrict__ count,
+                              cuFloatComplex* __restrict__ seg, unsigned* __restrict__ nonfinite)
 {
     const int p = blockIdx.y;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= seg_stride) return;
-    const long long idx = starts[p] - pre + i;
+    const bool live = count == nullptr || p < *count;
+    const long long idx = live ? starts[p] - pre + i : -1;
     cuFloatComplex v = make_cuFloatComplex(0.0f, 0.0f);
-    if (i < seg_len && idx >= 0 && idx < window_len) {
+    if (live && i < seg_len && idx >= 0 && idx < window_len) {
         v = window[idx];
         if (!(isfinite(v.x) && isfinite(v.y))) {
             atomicAdd(&nonfinite[p], 1u);
@@ -152,6 +155,12 @@ struct front_end::impl {
     pinned_buffer<unsigned> nonfinite_host;
     pinned_buffer<long long> starts_host;
     std::size_t window_len = 0;
+    /// Upload in chunks on its own stream, so the metric of chunk k runs while k+1 copies.
+    static constexpr int upload_chunks = 8;
+    stream copy_st;
+    event chunk_done[upload_chunks];
+
+    void estimate_stages(std::size_t np);
 
     impl(int dev, std::size_t mw, std::size_t mp)
         : device(select_device(dev)),
@@ -228,6 +237,41 @@ void front_end::upload_window(std::span<const cf32> window)
     impl_->upload(window);
 }
 
+void front_end::upload_and_metric_device(std::span<const cf32> window)
+{
+    auto& m = *impl_;
+    if (window.size() > m.max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
+    if (window.size() < dsp::detector_span) throw std::invalid_argument("gpu front_end: window shorter than the metric span");
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    const std::size_t len = window.size();
+    const std::size_t n_metric = len - dsp::detector_span + 1;
+    m.window_len = len;
+    // The copy stream waits for the compute stream: the window buffer is free again.
+    PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[0].get(), m.st.get()));
+    PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.copy_st.get(), m.chunk_done[0].get(), 0));
+    std::size_t metric_done = 0;
+    for (int c = 0; c < impl::upload_chunks; ++c) {
+        const std::size_t b = len * c / impl::upload_chunks, e = len * (c + 1) / impl::upload_chunks;
+        if (e > b) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.window.data() + b, window.data() + b, (e - b) * sizeof(cf32), cudaMemcpyHostToDevice,
+                                           m.copy_st.get()));
+        }
+        PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
+        PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
+        // Metric values whose 256 samples have all arrived.
+        const std::size_t ready = c + 1 == impl::upload_chunks ? n_metric : (e >= dsp::detector_span ? std::min(n_metric, e - dsp::detector_span + 1) : 0);
+        if (ready > metric_done) {
+            const std::size_t cnt = ready - metric_done;
+            metric_kernel<<<static_cast<unsigned>((cnt + 255) / 256), 256, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
+                                                                                           m.metric.data() + metric_done);
+            PAQ_CUDA_CHECK_LAUNCH();
+            metric_done = ready;
+        }
+    }
+}
+
+const float* front_end::device_metric() const noexcept { return impl_->metric.data(); }
+
 void front_end::estimate_device(std::span<const long long> starts)
 {
     auto& m = *impl_;
@@ -241,8 +285,27 @@ void front_end::estimate_device(std::span<const long long> starts)
 
     const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(np));
     gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), m.starts.data(),
+                                                       nullptr, m.seg.data(), m.nonfinite.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    m.estimate_stages(np);
+}
+
+void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots)
+{
+    auto& m = *impl_;
+    if (slots > m.max_packets) throw std::invalid_argument("gpu front_end: more slots than at Create");
+    if (slots == 0) return;
+    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, slots * sizeof(unsigned), m.st.get()));
+    const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(slots));
+    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), starts, count,
                                                        m.seg.data(), m.nonfinite.data());
     PAQ_CUDA_CHECK_LAUNCH();
+    m.estimate_stages(slots);
+}
+
+void front_end::impl::estimate_stages(std::size_t np)
+{
+    auto& m = *this;
     cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
     PAQ_CUDA_CHECK_LAUNCH();
     const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
