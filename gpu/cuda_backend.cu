@@ -233,7 +233,7 @@ constexpr int grad_smem_bytes = 16 * pr_kk * static_cast<int>(sizeof(cuFloatComp
 static_assert(n_fft == 16 * pr_kk && L_eq <= pr_taps);
 
 /// exp(sign j 2 pi m / period) for an integer phase m (reduced exactly first).
-__device__ inline cuFloatComplex unit(long long m, int period, float sign)
+__device__ inline cuFloatComplex unit(int m, int period, float sign)
 {
     m %= period;
     if (m < 0) m += period;
@@ -270,7 +270,7 @@ __global__ void __launch_bounds__(1024) tap_spectrum_kernel(const cuFloatComplex
             ar += x.x * w.x - x.y * w.y;
             ai += x.x * w.y + x.y * w.x;
         }
-        const cuFloatComplex tw = unit(static_cast<long long>(kk) * (n2 + first), n_fft, -1.0f);
+        const cuFloatComplex tw = unit(kk * (n2 + first), n_fft, -1.0f);
         b[n2][kl] = make_cuFloatComplex(ar * tw.x - ai * tw.y, ar * tw.y + ai * tw.x);
     }
     __syncthreads();
@@ -294,43 +294,46 @@ __global__ void __launch_bounds__(1024) tap_spectrum_kernel(const cuFloatComplex
 
 /// CMA step from Z = FFT(z): grad(l) = sum_k Z(k) R*(k) exp(+j 2 pi k l / N) at the 186
 /// lags l = -L1 .. L2 only (the inverse of the pruned transform above), then
-/// c(l) -= scale grad(l). One block of 1024 threads per packet, thread t = kk.
-__global__ void __launch_bounds__(1024) cma_grad_update_kernel(const cuFloatComplex* __restrict__ zspec,
-                                                                const cuFloatComplex* __restrict__ r, float scale,
-                                                                cuFloatComplex* __restrict__ taps)
+/// c(l) -= scale grad(l). One block per packet; each thread takes the bins kk and kk + 512
+/// (two per thread keeps the 16 x 16 DFT in registers without spilling).
+constexpr int grad_threads = 512;
+__global__ void __launch_bounds__(grad_threads) cma_grad_update_kernel(const cuFloatComplex* __restrict__ zspec,
+                                                                        const cuFloatComplex* __restrict__ r, float scale,
+                                                                        cuFloatComplex* __restrict__ taps)
 {
     extern __shared__ cuFloatComplex e_sh[];       // [16][1024]: E'(n2, kk)
     __shared__ cuFloatComplex w1024[pr_kk];         // exp(+j 2 pi m / 1024)
     constexpr int first = -L1;
     const int p = blockIdx.x;
-    const int kk = threadIdx.x;
-    w1024[kk] = unit(kk, pr_kk, 1.0f);
-    cuFloatComplex g[16];
-#pragma unroll
-    for (int q = 0; q < 16; ++q) {
-        const std::size_t i = static_cast<std::size_t>(p) * n_fft + q * pr_kk + kk;
-        const cuFloatComplex z = zspec[i], x = r[i];
-        g[q] = make_cuFloatComplex(z.x * x.x + z.y * x.y, z.y * x.x - z.x * x.y);  // Z conj(R)
-    }
+    for (int m = threadIdx.x; m < pr_kk; m += grad_threads) w1024[m] = unit(m, pr_kk, 1.0f);
     __syncthreads();
-#pragma unroll
-    for (int n2 = 0; n2 < 16; ++n2) {
-        float er = 0.0f, ei = 0.0f;
+    for (int kk = threadIdx.x; kk < pr_kk; kk += grad_threads) {
+        cuFloatComplex g[16];
 #pragma unroll
         for (int q = 0; q < 16; ++q) {
-            const int m = ((q * (n2 + first)) % 16 + 16) % 16;  // compile-time after unrolling
-            const cuFloatComplex w = w1024[64 * m];
-            er += g[q].x * w.x - g[q].y * w.y;
-            ei += g[q].x * w.y + g[q].y * w.x;
+            const std::size_t i = static_cast<std::size_t>(p) * n_fft + q * pr_kk + kk;
+            const cuFloatComplex z = zspec[i], x = r[i];
+            g[q] = make_cuFloatComplex(z.x * x.x + z.y * x.y, z.y * x.x - z.x * x.y);  // Z conj(R)
         }
-        const cuFloatComplex tw = unit(static_cast<long long>(kk) * (n2 + first), n_fft, 1.0f);
-        e_sh[n2 * pr_kk + kk] = make_cuFloatComplex(er * tw.x - ei * tw.y, er * tw.y + ei * tw.x);
+#pragma unroll 1
+        for (int n2 = 0; n2 < 16; ++n2) {
+            float er = 0.0f, ei = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 16; ++q) {  // g[] indexed by compile-time q: stays in registers
+                const int m = ((q * (n2 + first)) % 16 + 16) % 16;
+                const cuFloatComplex w = w1024[64 * m];
+                er += g[q].x * w.x - g[q].y * w.y;
+                ei += g[q].x * w.y + g[q].y * w.x;
+            }
+            const cuFloatComplex tw = unit(kk * (n2 + first), n_fft, 1.0f);
+            e_sh[n2 * pr_kk + kk] = make_cuFloatComplex(er * tw.x - ei * tw.y, er * tw.y + ei * tw.x);
+        }
     }
     __syncthreads();
     // grad(first + 16 n1 + n2) = sum_kk w1024^{kk n1} E'(n2, kk): one warp per output, lanes
     // over kk, a fixed-order reduction (the same bits every run).
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int n = warp; n < L_eq; n += 32) {
+    for (int n = warp; n < L_eq; n += grad_threads / 32) {
         const int n1 = n / 16, n2 = n % 16;
         float sr = 0.0f, si = 0.0f;
         for (int j = lane; j < pr_kk; j += 32) {
@@ -579,7 +582,7 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         cma_z_kernel<<<per_bin, 256, 0, s>>>(m.work1.data(), m.work2.data());
         PAQ_CUDA_CHECK_LAUNCH();
         m.plan.forward(m.work2.data(), m.work2.data());
-        cma_grad_update_kernel<<<P, 1024, grad_smem_bytes, s>>>(m.work2.data(), seg, cma_scale, m.c_cma.data());
+        cma_grad_update_kernel<<<P, grad_threads, grad_smem_bytes, s>>>(m.work2.data(), seg, cma_scale, m.c_cma.data());
         PAQ_CUDA_CHECK_LAUNCH();
     }
     for (int it = 0; !m.fused && it < m.cfg.cma_iterations; ++it) {

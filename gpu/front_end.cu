@@ -28,26 +28,46 @@ __device__ inline cuFloatComplex finite_or_zero(cuFloatComplex s)
     return (isfinite(s.x) && isfinite(s.y)) ? s : make_cuFloatComplex(0.0f, 0.0f);
 }
 
-/// One thread per u: eight periods of the template correlation and the energy they span.
-/// The same terms in the same grouping as the CPU (per period, then over periods).
-__global__ void metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric, float* __restrict__ out)
+/// M(u) for u = u0 .. u0 + metric_block - 1 per block. The correlation of one period,
+/// c(v) = sum_l r(v + l) p*(l), and its energy e(v) are computed once per v and shared by
+/// the eight u that use them (u = v - 32 m): 8x less arithmetic than one thread per u doing
+/// all 256 terms. Per period the terms are the same and summed in the same order as before
+/// and as on the CPU (per period, then over periods).
+constexpr int metric_block = 1024;
+constexpr int metric_span = static_cast<int>(dsp::detector_span);             // 256
+constexpr int metric_v = metric_block + metric_span - 32;                   // c(v) per block
+__global__ void __launch_bounds__(metric_block) metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric,
+                                                              float* __restrict__ out)
 {
-    const std::size_t u = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-    if (u >= n_metric) return;
-    float l_sum = 0.0f, e_sum = 0.0f;
-    for (int m = 0; m < 8; ++m) {
+    __shared__ cuFloatComplex rs[metric_block + metric_span - 1];
+    __shared__ float a2[metric_v], en[metric_v];
+    const std::size_t u0 = blockIdx.x * static_cast<std::size_t>(metric_block);
+    const std::size_t len = n_metric + metric_span - 1;  // samples r[0 .. len)
+    for (int i = threadIdx.x; i < metric_block + metric_span - 1; i += metric_block) {
+        rs[i] = u0 + i < len ? finite_or_zero(r[u0 + i]) : make_cuFloatComplex(0.0f, 0.0f);
+    }
+    __syncthreads();
+    for (int v = threadIdx.x; v < metric_v; v += metric_block) {
         float cr = 0.0f, ci = 0.0f, e = 0.0f;
-        const cuFloatComplex* p = r + u + 32 * m;
 #pragma unroll 8
         for (int l = 0; l < 32; ++l) {
-            const cuFloatComplex s = finite_or_zero(p[l]);
+            const cuFloatComplex sv = rs[v + l];
             const cuFloatComplex t = c_template[l];
-            cr += s.x * t.x + s.y * t.y;  // s * conj(t)
-            ci += s.y * t.x - s.x * t.y;
-            e += s.x * s.x + s.y * s.y;
+            cr += sv.x * t.x + sv.y * t.y;  // s * conj(t)
+            ci += sv.y * t.x - sv.x * t.y;
+            e += sv.x * sv.x + sv.y * sv.y;
         }
-        l_sum += cr * cr + ci * ci;
-        e_sum += e;
+        a2[v] = cr * cr + ci * ci;
+        en[v] = e;
+    }
+    __syncthreads();
+    const std::size_t u = u0 + threadIdx.x;
+    if (u >= n_metric) return;
+    float l_sum = 0.0f, e_sum = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+        l_sum += a2[threadIdx.x + 32 * m];
+        e_sum += en[threadIdx.x + 32 * m];
     }
     out[u] = e_sum > 0.0f ? l_sum / (32.0f * e_sum) : 0.0f;
 }
@@ -225,8 +245,8 @@ void front_end::preamble_metric(std::span<const cf32> window, std::span<float> m
     const std::size_t n_metric = window.size() - dsp::detector_span + 1;
     if (metric_out.size() < n_metric) throw std::invalid_argument("gpu front_end: metric_out too small");
     m.upload(window);
-    const unsigned blocks = static_cast<unsigned>((n_metric + 255) / 256);
-    metric_kernel<<<blocks, 256, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
+    const unsigned blocks = static_cast<unsigned>((n_metric + metric_block - 1) / metric_block);
+    metric_kernel<<<blocks, metric_block, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
     PAQ_CUDA_CHECK_LAUNCH();
     PAQ_CUDA_CHECK(cudaMemcpyAsync(metric_out.data(), m.metric.data(), n_metric * sizeof(float), cudaMemcpyDeviceToHost, m.st.get()));
     m.st.synchronize();
@@ -262,7 +282,7 @@ void front_end::upload_and_metric_device(std::span<const cf32> window)
         const std::size_t ready = c + 1 == impl::upload_chunks ? n_metric : (e >= dsp::detector_span ? std::min(n_metric, e - dsp::detector_span + 1) : 0);
         if (ready > metric_done) {
             const std::size_t cnt = ready - metric_done;
-            metric_kernel<<<static_cast<unsigned>((cnt + 255) / 256), 256, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
+            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_block, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
                                                                                            m.metric.data() + metric_done);
             PAQ_CUDA_CHECK_LAUNCH();
             metric_done = ready;
