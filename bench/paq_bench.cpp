@@ -1,13 +1,22 @@
 // paq-bench: one default batch (edwards3, Eb/N0 12 dB, 39,321,600 new samples + guards)
-// through the CUDA backend, end to end from host samples to host bits (process() returns
-// when the bits are on the host): 3 warm-ups, median of 20. The CPU backend on a subset of
-// the same batch (stated), scaled to the batch, for the GPU/CPU ratio. GPU memory in use.
+// through the CUDA backend.
 //
-//   paq-bench [--json FILE]
+//   end to end     process() from pinned host samples to bits on the host (it returns when
+//                  they are there): host clock, 3 warm-ups, median of 20; also by CUDA events
+//                  (first event before the upload to the last after the copies back)
+//   per stage      the backend's stage timing (CUDA events between stages), median of 20
+//   pageable       the same window from ordinary (pageable) memory, median of 5
+//   CPU            the CPU backend on a subset of the batch (stated), scaled, for the ratio
+//   --gpus N       N workers (gpu::multi_gpu_runner, one backend per GPU, round robin,
+//                  results in batch order): aggregate throughput over 10 N batches, against
+//                  the same runner with one GPU
+//
+//   paq-bench [--json FILE] [--gpus N]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/simulator.hpp"
 #include "gpu/cuda_backend.hpp"
+#include "gpu/multi_gpu.hpp"
 #include "bench/bench_common.hpp"
 #include "gpu/device.hpp"
 
@@ -18,20 +27,84 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
 #include <vector>
 
 using namespace paq;
 using namespace paq::dsp;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v)
+{
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
+
+/// Wall time of `batches` batches through a runner on devices 0 .. n-1, results in order.
+struct throughput {
+    double wall_ms = 0.0;
+    std::size_t batches = 0;
+    bool in_order = true;
+    std::size_t packets_per_batch = 0;
+};
+
+throughput run_workers(const receiver_config& rc, int n_gpus, const std::vector<std::shared_ptr<const sample_batch>>& inputs,
+                       std::size_t batches)
+{
+    std::vector<int> devs;
+    for (int i = 0; i < n_gpus; ++i) devs.push_back(i);
+    gpu::multi_gpu_runner runner(rc, devs, 2);
+    // Warm-up: two batches per worker.
+    for (std::size_t i = 0; i < 2 * devs.size(); ++i) runner.submit(inputs[i % inputs.size()]);
+    for (std::size_t i = 0; i < 2 * devs.size(); ++i) static_cast<void>(runner.next());
+    throughput t;
+    t.batches = batches;
+    const std::size_t in_flight = 2 * devs.size();
+    const auto t0 = clock_type::now();
+    std::size_t submitted = 0;
+    for (std::size_t done = 0; done < batches; ++done) {
+        while (submitted < batches && submitted < done + in_flight) {
+            runner.submit(inputs[submitted % inputs.size()]);
+            ++submitted;
+        }
+        const auto out = runner.next();
+        if (out.batch_index != inputs[done % inputs.size()]->index) t.in_order = false;
+        t.packets_per_batch = out.packets.size();
+    }
+    t.wall_ms = ms_since(t0);
+    return t;
+}
+
+}  // namespace
 
 int main(int argc, char** argv)
 {
-    const auto json_opt = bench::parse_json_option(argc, argv, "paq-bench");
-    if (!json_opt) return 2;
-    const std::string json_path = *json_opt;
+    std::string json_path;
+    int n_gpus = 0;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--json" && i + 1 < argc) {
+            json_path = argv[++i];
+        } else if (a == "--gpus" && i + 1 < argc) {
+            n_gpus = std::atoi(argv[++i]);
+        } else {
+            std::fprintf(stderr, "usage: paq-bench [--json FILE] [--gpus N]\n");
+            return 2;
+        }
+    }
     const auto devices = bench::require_devices("paq-bench");
     if (devices.empty()) return 1;
+    if (n_gpus > static_cast<int>(devices.size())) {
+        std::fprintf(stderr, "paq-bench: --gpus %d but %zu devices\n", n_gpus, devices.size());
+        return 2;
+    }
     receiver_config rc;  // defaults: one batch = 1.9065 s
     sim_config sc;
     sc.preset = "edwards3";
@@ -44,41 +117,78 @@ int main(int argc, char** argv)
     sim.generate(rc.batch_samples + batch_guard_after + 1000, x);
     batcher bt(rc.batch_samples);
     bt.push(x);
-    auto batch = bt.pop();
-    if (!batch) {
+    auto batch_opt = bt.pop();
+    if (!batch_opt) {
         std::fprintf(stderr, "paq-bench: no batch\n");
         return 1;
     }
+    const auto batch = std::make_shared<sample_batch>(std::move(*batch_opt));
+    x = {};
 
     std::size_t free0 = 0, total = 0;
+    cudaSetDevice(0);
     cudaMemGetInfo(&free0, &total);
     gpu::cuda_backend gpu_be(rc, 0);
     std::size_t free1 = 0;
     cudaMemGetInfo(&free1, &total);
 
-    using clock = std::chrono::steady_clock;
-    std::vector<double> ms, ph_metric, ph_locate, ph_device, ph_copy;
+    // Pageable input first (5 runs after 2 warm-ups), then the same memory page-locked.
+    std::vector<double> pageable;
     std::size_t packets = 0;
-    for (int it = 0; it < 23; ++it) {
-        const auto t0 = clock::now();
+    for (int it = 0; it < 7; ++it) {
+        const auto t0 = clock_type::now();
         const auto out = gpu_be.process(*batch);
-        const auto t1 = clock::now();
+        if (it >= 2) pageable.push_back(ms_since(t0));
         packets = out.packets.size();
-        if (it >= 3) {
-            ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-            const auto tm = gpu_be.last_timing();
-            ph_metric.push_back(tm.metric_ms);
-            ph_locate.push_back(tm.locate_ms);
-            ph_device.push_back(tm.device_ms);
-            ph_copy.push_back(tm.copy_back_ms);
+    }
+    const auto t_pin = clock_type::now();
+    gpu::host_pin pin(batch->samples.data(), batch->samples.size() * sizeof(cf32));
+    const double pin_ms = ms_since(t_pin);
+
+    std::vector<double> e2e;
+    for (int it = 0; it < 23; ++it) {
+        const auto t0 = clock_type::now();
+        const auto out = gpu_be.process(*batch);
+        if (it >= 3) e2e.push_back(ms_since(t0));
+        packets = out.packets.size();
+    }
+    // Stage timing on: per stage, and end to end by CUDA events.
+    gpu_be.enable_stage_timing(true);
+    std::vector<std::vector<double>> stage(gpu::cuda_backend::stage_count);
+    std::vector<double> e2e_events, e2e_timed;
+    bool pinned_seen = true;
+    for (int it = 0; it < 21; ++it) {
+        const auto t0 = clock_type::now();
+        const auto out = gpu_be.process(*batch);
+        const double host_ms = ms_since(t0);
+        if (it == 0) continue;
+        const auto tm = gpu_be.last_timing();
+        pinned_seen = pinned_seen && tm.pinned_input;
+        for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) stage[static_cast<std::size_t>(s)].push_back(tm.ms[static_cast<std::size_t>(s)]);
+        e2e_events.push_back(tm.device_ms);
+        e2e_timed.push_back(host_ms);
+    }
+    gpu_be.enable_stage_timing(false);
+    const double gpu_ms = median(e2e);
+
+    // The first version of the device chain (chain_variant::reference), same input, for the
+    // before/after of the fused spectra: 2 warm-ups, median of 10, stage timing on.
+    std::vector<std::vector<double>> ref_stage(gpu::cuda_backend::stage_count);
+    std::vector<double> ref_e2e;
+    {
+        gpu::cuda_backend ref_be(rc, 0, gpu::cuda_backend::chain_variant::reference);
+        ref_be.enable_stage_timing(true);
+        for (int it = 0; it < 12; ++it) {
+            const auto t0 = clock_type::now();
+            const auto out = ref_be.process(*batch);
+            const double host_ms = ms_since(t0);
+            if (it < 2) continue;
+            const auto tm = ref_be.last_timing();
+            for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) ref_stage[static_cast<std::size_t>(s)].push_back(tm.ms[static_cast<std::size_t>(s)]);
+            ref_e2e.push_back(host_ms);
         }
     }
-    const auto median = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-    };
-    std::sort(ms.begin(), ms.end());
-    const double gpu_ms = ms[ms.size() / 2];
+    std::sort(e2e.begin(), e2e.end());
 
     // CPU backend on the first 200 packets' worth of the same window, scaled by packets.
     sample_batch sub = *batch;
@@ -86,18 +196,30 @@ int main(int argc, char** argv)
     sub.samples.resize(sub_len);
     sub.owned_end = sub_len - batch_guard_after;
     cpu_backend cpu(rc);
-    const auto c0 = clock::now();
+    const auto c0 = clock_type::now();
     const auto cpu_out = cpu.process(sub);
-    const double cpu_sub_ms = std::chrono::duration<double, std::milli>(clock::now() - c0).count();
+    const double cpu_sub_ms = ms_since(c0);
     const double cpu_ms = cpu_sub_ms * static_cast<double>(packets) / static_cast<double>(cpu_out.packets.size());
 
     const double batch_ms = 1000.0 * static_cast<double>(rc.batch_samples) / waveform::default_sample_rate_hz;
+    const double window_bytes = static_cast<double>(batch->samples.size() * sizeof(cf32));
+    nlohmann::json stages = nlohmann::json::object(), ref_stages = nlohmann::json::object();
+    for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {
+        stages[gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s))] = median(stage[static_cast<std::size_t>(s)]);
+        ref_stages[gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s))] = median(ref_stage[static_cast<std::size_t>(s)]);
+    }
     nlohmann::json j{{"gpu", gpu::describe(devices[0])},
                      {"input", "edwards3, Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
                      {"packets", packets},
+                     {"window_bytes", window_bytes},
                      {"gpu_end_to_end_ms_median", gpu_ms},
-                     {"gpu_end_to_end_ms_min", ms.front()},
-                     {"gpu_end_to_end_ms_max", ms.back()},
+                     {"gpu_end_to_end_ms_min", e2e.front()},
+                     {"gpu_end_to_end_ms_max", e2e.back()},
+                     {"gpu_end_to_end_cuda_events_ms_median", median(e2e_events)},
+                     {"gpu_end_to_end_with_stage_timing_ms_median", median(e2e_timed)},
+                     {"input_pinned", pinned_seen},
+                     {"pin_window_ms", pin_ms},
+                     {"gpu_end_to_end_pageable_ms_median", median(pageable)},
                      {"real_time_factor", batch_ms / gpu_ms},
                      {"gpu_memory_bytes", free0 - free1},
                      {"cpu_threads", omp_get_max_threads()},
@@ -105,20 +227,57 @@ int main(int argc, char** argv)
                      {"cpu_subset_ms", cpu_sub_ms},
                      {"cpu_scaled_ms", cpu_ms},
                      {"gpu_vs_cpu", cpu_ms / gpu_ms},
-                     {"phases_ms_median", {{"metric_upload_and_back", median(ph_metric)}, {"locate_on_host", median(ph_locate)},
-                                           {"device_chain", median(ph_device)}, {"copy_back_and_records", median(ph_copy)}}}};
-    if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
+                     {"stages_ms_median", stages},
+                     {"reference_chain_stages_ms_median", ref_stages},
+                     {"reference_chain_end_to_end_with_stage_timing_ms_median", median(ref_e2e)}};
+
     std::printf("| what | value |\n|---|---|\n");
     std::printf("| packets in the batch | %zu |\n", packets);
-    std::printf("| GPU end to end, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, ms.front(), ms.back());
+    std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
     std::printf("| real-time factor (1906.5 ms / time) | %.1fx |\n", batch_ms / gpu_ms);
+    std::printf("| end to end by CUDA events (stage timing on) | %.2f ms |\n", median(e2e_events));
+    std::printf("| end to end, pageable input, median of 5 | %.2f ms |\n", median(pageable));
     std::printf("| GPU memory held by the backend | %.2f GiB |\n", static_cast<double>(free0 - free1) / (1 << 30));
     std::printf("| CPU backend, %zu packets, %d threads | %.0f ms (scaled to the batch: %.0f ms) |\n", cpu_out.packets.size(),
                 omp_get_max_threads(), cpu_sub_ms, cpu_ms);
     std::printf("| GPU / CPU speed ratio | %.0fx |\n", cpu_ms / gpu_ms);
-    std::printf("| phase: window upload + metric + metric back (host clock) | %.2f ms |\n", median(ph_metric));
-    std::printf("| phase: packet location on the host | %.2f ms |\n", median(ph_locate));
-    std::printf("| phase: device chain, estimates .. detector (CUDA events) | %.2f ms |\n", median(ph_device));
-    std::printf("| phase: bits and estimates back, records | %.2f ms |\n", median(ph_copy));
+    std::printf("| stage (CUDA events, median) | fused chain ms | reference chain ms |\n");
+    for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {
+        std::printf("| stage %s | %.3f | %.3f |\n", gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s)),
+                    median(stage[static_cast<std::size_t>(s)]), median(ref_stage[static_cast<std::size_t>(s)]));
+    }
+    std::printf("| end to end with stage timing on, host clock | %.2f | %.2f |\n", median(e2e_timed), median(ref_e2e));
+    std::printf("| upload bandwidth (window / upload_metric stage) | %.1f GB/s |\n",
+                window_bytes / 1e6 / median(stage[0]));
+
+    if (n_gpus >= 1) {
+        // Three batch objects with distinct indices, so the order of the results is checked.
+        std::vector<std::shared_ptr<const sample_batch>> inputs{batch};
+        std::vector<std::unique_ptr<gpu::host_pin>> pins;
+        for (std::uint64_t k = 1; k < 3; ++k) {
+            auto b = std::make_shared<sample_batch>(*batch);
+            b->index = batch->index + k;
+            pins.push_back(std::make_unique<gpu::host_pin>(b->samples.data(), b->samples.size() * sizeof(cf32)));
+            inputs.push_back(std::move(b));
+        }
+        const std::size_t n_batches = 10 * static_cast<std::size_t>(n_gpus);
+        const auto one = run_workers(rc, 1, inputs, n_batches);
+        const auto many = run_workers(rc, n_gpus, inputs, n_batches);
+        const double one_ms = one.wall_ms / static_cast<double>(one.batches);
+        const double many_ms = many.wall_ms / static_cast<double>(many.batches);
+        j["multi_gpu"] = {{"gpus", n_gpus},
+                          {"batches", n_batches},
+                          {"one_gpu_ms_per_batch", one_ms},
+                          {"n_gpu_ms_per_batch", many_ms},
+                          {"aggregate_real_time_factor", batch_ms / many_ms},
+                          {"speedup", one_ms / many_ms},
+                          {"results_in_order", one.in_order && many.in_order},
+                          {"packets_per_batch", many.packets_per_batch}};
+        std::printf("| 1 worker: %zu batches, ms per batch (throughput) | %.2f ms (%.1fx real time) |\n", n_batches, one_ms,
+                    batch_ms / one_ms);
+        std::printf("| %d workers: ms per batch, aggregate | %.2f ms (%.1fx real time), speedup %.2fx, in order: %s |\n", n_gpus,
+                    many_ms, batch_ms / many_ms, one_ms / many_ms, (one.in_order && many.in_order) ? "yes" : "NO");
+    }
+    if (!json_path.empty()) std::ofstream(json_path) << j.dump(2) << "\n";
     return 0;
 }

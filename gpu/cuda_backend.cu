@@ -9,6 +9,7 @@
 #include "dsp/soqpsk.hpp"
 #include "gpu/detector.hpp"
 #include "gpu/front_end.hpp"
+#include "gpu/packet_locator.hpp"
 #include "gpu/resources.cuh"
 #include "gpu/solver.hpp"
 
@@ -29,6 +30,8 @@ constexpr int n_fft = static_cast<int>(front_end::segment_stride);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
 constexpr int l_pkt = static_cast<int>(waveform::L_pkt);
 constexpr int n_bits = static_cast<int>(waveform::packet_bits);
+/// Events between the device stages: one before the first, one after each.
+constexpr int stage_count_events = cuda_backend::stage_count;
 
 __device__ inline double freq_of_bin(int k) { return (k < n_fft / 2 ? k : k - n_fft) / static_cast<double>(n_fft); }
 
@@ -215,6 +218,140 @@ __global__ void cma_update_kernel(const cuFloatComplex* __restrict__ b, float sc
     }
 }
 
+// --- Pruned transforms of short tap vectors (equalizer: 186 taps, channel: 38) on the
+// 16384-point grid, fused with what consumes or produces them. With n = 16 n1 + n2 (taps, at
+// most 256) and k = 1024 q + kk (bins), W = exp(-j 2 pi / N):
+//   C(k) = sum_i c_i W^{k (first + i)}
+//        = sum_{n2} w16^{q (n2 + first)} W^{kk (n2 + first)} sum_{n1} c_{16 n1 + n2} w1024^{kk n1}
+// so a bin costs 32 complex multiply-adds instead of a zero-padded 16384-point FFT, a memset
+// and a product pass over the 3106 x 16384 buffers. Twiddles come from sincospi on exactly
+// reduced integer phases (accurate to ~1 ulp), not from recurrences.
+constexpr int pr_taps = 256;            ///< 16 x 16 tap positions
+constexpr int pr_kk = 1024;             ///< inner bins
+constexpr int pr_chunk = 64;            ///< kk per block of the forward kernel
+constexpr int grad_smem_bytes = 16 * pr_kk * static_cast<int>(sizeof(cuFloatComplex));
+static_assert(n_fft == 16 * pr_kk && L_eq <= pr_taps);
+
+/// exp(sign j 2 pi m / period) for an integer phase m (reduced exactly first).
+__device__ inline cuFloatComplex unit(int m, int period, float sign)
+{
+    m %= period;
+    if (m < 0) m += period;
+    float sn, cs;
+    sincospif(2.0f * static_cast<float>(m) / static_cast<float>(period), &sn, &cs);
+    return make_cuFloatComplex(cs, sign * sn);
+}
+
+enum class spectrum_mode { taps_only, times_r, times_r_hno };
+
+/// out[p][k] = C_p(k) [x R_p(k) [x H_NO(k)]], C_p the spectrum of `count` taps placed at
+/// `first` .. first + count - 1 (mod N). Grid (16384 / (16 * pr_chunk) = 16, packets), 1024 threads.
+template <spectrum_mode mode>
+__global__ void __launch_bounds__(1024) tap_spectrum_kernel(const cuFloatComplex* __restrict__ taps, int count, int first,
+                                                            const cuFloatComplex* __restrict__ r,
+                                                            const cuFloatComplex* __restrict__ hno,
+                                                            cuFloatComplex* __restrict__ out)
+{
+    __shared__ cuFloatComplex c[pr_taps];
+    __shared__ cuFloatComplex w1024[pr_kk];
+    __shared__ cuFloatComplex b[16][pr_chunk];
+    const int p = blockIdx.y;
+    const int kk0 = blockIdx.x * pr_chunk;
+    const int t = threadIdx.x;
+    if (t < pr_taps) c[t] = t < count ? taps[static_cast<std::size_t>(p) * count + t] : make_cuFloatComplex(0.0f, 0.0f);
+    w1024[t] = unit(t, pr_kk, -1.0f);
+    __syncthreads();
+    {   // b(n2, kk) = W^{kk (n2 + first)} sum_{n1} c_{16 n1 + n2} w1024^{kk n1}
+        const int n2 = t / pr_chunk, kl = t % pr_chunk, kk = kk0 + kl;
+        float ar = 0.0f, ai = 0.0f;
+#pragma unroll
+        for (int n1 = 0; n1 < 16; ++n1) {
+            const cuFloatComplex x = c[16 * n1 + n2], w = w1024[(kk * n1) % pr_kk];
+            ar += x.x * w.x - x.y * w.y;
+            ai += x.x * w.y + x.y * w.x;
+        }
+        const cuFloatComplex tw = unit(kk * (n2 + first), n_fft, -1.0f);
+        b[n2][kl] = make_cuFloatComplex(ar * tw.x - ai * tw.y, ar * tw.y + ai * tw.x);
+    }
+    __syncthreads();
+    // C(1024 q + kk) = sum_{n2} w16^{q (n2 + first)} b(n2, kk); w16 from the 1024 table.
+    const int q = t / pr_chunk, kl = t % pr_chunk;
+    float cr = 0.0f, ci = 0.0f;
+#pragma unroll
+    for (int n2 = 0; n2 < 16; ++n2) {
+        const int m = ((q * (n2 + first)) % 16 + 16) % 16;
+        const cuFloatComplex w = w1024[64 * m], x = b[n2][kl];
+        cr += x.x * w.x - x.y * w.y;
+        ci += x.x * w.y + x.y * w.x;
+    }
+    const int k = q * pr_kk + kk0 + kl;
+    const std::size_t i = static_cast<std::size_t>(p) * n_fft + k;
+    cuFloatComplex v = make_cuFloatComplex(cr, ci);
+    if constexpr (mode != spectrum_mode::taps_only) v = cuCmulf(r[i], v);
+    if constexpr (mode == spectrum_mode::times_r_hno) v = cuCmulf(v, hno[k]);
+    out[i] = v;
+}
+
+/// CMA step from Z = FFT(z): grad(l) = sum_k Z(k) R*(k) exp(+j 2 pi k l / N) at the 186
+/// lags l = -L1 .. L2 only (the inverse of the pruned transform above), then
+/// c(l) -= scale grad(l). One block per packet; each thread takes the bins kk and kk + 512
+/// (two per thread keeps the 16 x 16 DFT in registers without spilling).
+constexpr int grad_threads = 512;
+__global__ void __launch_bounds__(grad_threads) cma_grad_update_kernel(const cuFloatComplex* __restrict__ zspec,
+                                                                        const cuFloatComplex* __restrict__ r, float scale,
+                                                                        cuFloatComplex* __restrict__ taps)
+{
+    extern __shared__ cuFloatComplex e_sh[];       // [16][1024]: E'(n2, kk)
+    __shared__ cuFloatComplex w1024[pr_kk];         // exp(+j 2 pi m / 1024)
+    constexpr int first = -L1;
+    const int p = blockIdx.x;
+    for (int m = threadIdx.x; m < pr_kk; m += grad_threads) w1024[m] = unit(m, pr_kk, 1.0f);
+    __syncthreads();
+    for (int kk = threadIdx.x; kk < pr_kk; kk += grad_threads) {
+        cuFloatComplex g[16];
+#pragma unroll
+        for (int q = 0; q < 16; ++q) {
+            const std::size_t i = static_cast<std::size_t>(p) * n_fft + q * pr_kk + kk;
+            const cuFloatComplex z = zspec[i], x = r[i];
+            g[q] = make_cuFloatComplex(z.x * x.x + z.y * x.y, z.y * x.x - z.x * x.y);  // Z conj(R)
+        }
+#pragma unroll 1
+        for (int n2 = 0; n2 < 16; ++n2) {
+            float er = 0.0f, ei = 0.0f;
+#pragma unroll
+            for (int q = 0; q < 16; ++q) {  // g[] indexed by compile-time q: stays in registers
+                const int m = ((q * (n2 + first)) % 16 + 16) % 16;
+                const cuFloatComplex w = w1024[64 * m];
+                er += g[q].x * w.x - g[q].y * w.y;
+                ei += g[q].x * w.y + g[q].y * w.x;
+            }
+            const cuFloatComplex tw = unit(kk * (n2 + first), n_fft, 1.0f);
+            e_sh[n2 * pr_kk + kk] = make_cuFloatComplex(er * tw.x - ei * tw.y, er * tw.y + ei * tw.x);
+        }
+    }
+    __syncthreads();
+    // grad(first + 16 n1 + n2) = sum_kk w1024^{kk n1} E'(n2, kk): one warp per output, lanes
+    // over kk, a fixed-order reduction (the same bits every run).
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int n = warp; n < L_eq; n += grad_threads / 32) {
+        const int n1 = n / 16, n2 = n % 16;
+        float sr = 0.0f, si = 0.0f;
+        for (int j = lane; j < pr_kk; j += 32) {
+            const cuFloatComplex w = w1024[(j * n1) % pr_kk], x = e_sh[n2 * pr_kk + j];
+            sr += x.x * w.x - x.y * w.y;
+            si += x.x * w.y + x.y * w.x;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            sr += __shfl_xor_sync(0xffffffffu, sr, o);
+            si += __shfl_xor_sync(0xffffffffu, si, o);
+        }
+        if (lane == 0) {
+            cuFloatComplex& c = taps[static_cast<std::size_t>(p) * L_eq + n];
+            c = make_cuFloatComplex(c.x - scale * sr, c.y - scale * si);
+        }
+    }
+}
+
 }  // namespace
 
 struct cuda_backend::impl {
@@ -223,6 +360,7 @@ struct cuda_backend::impl {
     int device;
     std::size_t max_window, max_packets;
     front_end fe;
+    packet_locator loc;
     stream_detector det;
     cufft_plan plan;
     device_buffer<cuFloatComplex> work1, work2, hspec, hno, c_zf, c_mmse, c_cma;
@@ -231,24 +369,29 @@ struct cuda_backend::impl {
     device_buffer<cuDoubleComplex> gain;
     device_buffer<std::uint8_t> ok_zf, ok_mmse;
     dsp::pll_gains acq, track;
-    std::vector<float> metric_f;
-    std::vector<double> metric_d;
     pinned_buffer<std::uint8_t> bits_host;
     pinned_buffer<dsp::path_stats> stats_host;
     pinned_buffer<cf32> h_host;
     pinned_buffer<double> cfo_host, sigma2_host, cond_host;
     pinned_buffer<unsigned> nonfinite_host;
     pinned_buffer<std::uint8_t> ok_zf_host, ok_mmse_host;
-    event ev0, ev1;
+    pinned_buffer<long long> starts_host;
+    pinned_buffer<float> metrics_host;
+    pinned_buffer<int> count_host;
+    pinned_buffer<unsigned long long> truncated_host;
+    std::array<event, stage_count_events> ev;
+    bool timing_on = false;
+    bool fused;
     cuda_backend::timing last;
 
-    impl(const dsp::receiver_config& c, int dev)
+    impl(const dsp::receiver_config& c, int dev, bool fused_chain)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
           max_window(c.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after),
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets),
+          loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           work1(max_packets * n_fft),
@@ -276,8 +419,14 @@ struct cuda_backend::impl {
           cond_host(max_packets),
           nonfinite_host(max_packets),
           ok_zf_host(max_packets),
-          ok_mmse_host(max_packets)
+          ok_mmse_host(max_packets),
+          starts_host(max_packets),
+          metrics_host(max_packets),
+          count_host(1),
+          truncated_host(1),
+          fused(fused_chain)
     {
+        PAQ_CUDA_CHECK(cudaFuncSetAttribute(cma_grad_update_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, grad_smem_bytes));
         // H_NO on the FFT grid (computed in double on the host, once) and Psi.
         dsp::fft_plan fwd(n_fft, dsp::fft_plan::direction::forward);
         dsp::fft_buffer hno_d(n_fft);
@@ -296,8 +445,6 @@ struct cuda_backend::impl {
         PAQ_CUDA_CHECK(cudaMemset(work1.data(), 0, work1.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(work2.data(), 0, work2.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(hspec.data(), 0, hspec.size() * sizeof(cuFloatComplex)));
-        metric_f.resize(max_window);
-        metric_d.resize(max_window);
     }
 
     /// Spectrum of per-packet taps (count, first index) into dst, all max_packets slots.
@@ -310,7 +457,7 @@ struct cuda_backend::impl {
     }
 };
 
-cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id)
+cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant)
 {
     const auto errors = cfg.validate();
     if (!errors.empty()) {
@@ -319,12 +466,43 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id)
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    impl_ = std::make_unique<impl>(cfg, device_id);
+    impl_ = std::make_unique<impl>(cfg, device_id, variant == chain_variant::fused);
 }
 
 cuda_backend::~cuda_backend() = default;
 
 cuda_backend::timing cuda_backend::last_timing() const noexcept { return impl_->last; }
+
+void cuda_backend::enable_stage_timing(bool on) noexcept { impl_->timing_on = on; }
+
+const char* cuda_backend::stage_name(stage st) noexcept
+{
+    switch (st) {
+    case stage::upload_metric: return "upload_metric";
+    case stage::locate: return "locate";
+    case stage::estimates: return "estimates";
+    case stage::solvers: return "solvers";
+    case stage::spectra: return "spectra";
+    case stage::cma: return "cma";
+    case stage::paths: return "paths";
+    case stage::detector: return "detector";
+    case stage::copy_back: return "copy_back";
+    case stage::records: return "records";
+    case stage::count: break;
+    }
+    return "?";
+}
+
+host_pin::host_pin(const void* data, std::size_t bytes)
+{
+    PAQ_CUDA_CHECK(cudaHostRegister(const_cast<void*>(data), bytes, cudaHostRegisterPortable));
+    p_ = const_cast<void*>(data);
+}
+
+host_pin::~host_pin()
+{
+    if (p_) PAQ_CUDA_CHECK_NOTHROW(cudaHostUnregister(p_));
+}
 
 dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
 {
@@ -336,29 +514,34 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
 
-    using clock = std::chrono::steady_clock;
-    const auto ms_since = [](clock::time_point t) { return std::chrono::duration<double, std::milli>(clock::now() - t).count(); };
-    m.last = {};
-    // Metric on the device; packet location on the host (known gap, see the header).
-    auto t_phase = clock::now();
-    const std::size_t n_metric = len - dsp::detector_span + 1;
-    m.fe.preamble_metric(batch.samples, std::span<float>(m.metric_f.data(), n_metric));
-    m.last.metric_ms = ms_since(t_phase);
-    t_phase = clock::now();
-    std::copy_n(m.metric_f.begin(), n_metric, m.metric_d.begin());
-    const auto found = dsp::locate_packets(batch, std::span<const double>(m.metric_d.data(), n_metric), m.cfg.detection_threshold,
-                                           m.t.template_offset);
-    m.last.locate_ms = ms_since(t_phase);
-    out.truncated_packets = found.truncated;
-    const std::size_t np = found.starts.size();
-    if (np == 0) return out;
-    if (np > m.max_packets) throw std::runtime_error("cuda backend: more packets than buffers");
-    const int P = static_cast<int>(np);
-
     const auto d = m.fe.device();
     const cudaStream_t s = d.stream;
-    m.ev0.record(s);
-    m.fe.estimate_device(found.starts);
+    const bool timed = m.timing_on;
+    int next_ev = 0;
+    const auto mark = [&] {
+        if (timed) m.ev[static_cast<std::size_t>(next_ev++)].record(s);
+    };
+    m.last = {};
+    if (timed) {
+        cudaPointerAttributes attr{};
+        PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.samples.data()));
+        m.last.pinned_input = attr.type == cudaMemoryTypeHost;
+    }
+    mark();
+
+    // Window up and metric, then packet location, all on the device.
+    m.fe.upload_and_metric_device(batch.samples);
+    mark();
+    const std::size_t n_metric = len - dsp::detector_span + 1;
+    m.loc.locate_device(m.fe.device_metric(), n_metric, make_locate_params(batch, m.cfg.detection_threshold, m.t.template_offset), s);
+    const auto found = m.loc.device();
+    mark();
+
+    // Every stage over all slots; slots past the count carry zeros.
+    const std::size_t np = m.max_packets;
+    const int P = static_cast<int>(np);
+    m.fe.estimate_device(found.starts, found.count, np);
+    mark();
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
 
@@ -369,12 +552,20 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     levinson_solver::solve_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
     single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
     PAQ_CUDA_CHECK_LAUNCH();
+    mark();
 
     // R = FFT of each segment (in place), H = FFT of each channel estimate.
     m.plan.forward(seg, seg);
-    m.taps_spectrum(h, L_ch, -N1, P, m.hspec.data(), s);
+    if (m.fused) {
+        tap_spectrum_kernel<spectrum_mode::taps_only><<<dim3(n_fft / (16 * pr_chunk), P), 1024, 0, s>>>(h, L_ch, -N1, nullptr, nullptr,
+                                                                                                       m.hspec.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    } else {
+        m.taps_spectrum(h, L_ch, -N1, P, m.hspec.data(), s);
+    }
     condition_kernel<<<P, 256, 0, s>>>(m.hspec.data(), m.cond.data());
     PAQ_CUDA_CHECK_LAUNCH();
+    mark();
 
     // CMA from MMSE.
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), np * L_eq * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
@@ -382,7 +573,19 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     const unsigned all_blocks = static_cast<unsigned>((n_all + 255) / 256);
     const dim3 per_bin((n_fft + 255) / 256, static_cast<unsigned>(P));
     const float cma_scale = static_cast<float>(m.cfg.cma_mu / (static_cast<double>(n_fft) * l_pkt));
-    for (int it = 0; it < m.cfg.cma_iterations; ++it) {
+    const dim3 spectrum_grid(n_fft / (16 * pr_chunk), static_cast<unsigned>(P));
+    for (int it = 0; m.fused && it < m.cfg.cma_iterations; ++it) {
+        // Same steps as below: C x R (pruned transform), IFFT, z, FFT, gradient at 186 lags.
+        tap_spectrum_kernel<spectrum_mode::times_r><<<spectrum_grid, 1024, 0, s>>>(m.c_cma.data(), L_eq, -L1, seg, nullptr, m.work1.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        m.plan.inverse(m.work1.data(), m.work1.data());
+        cma_z_kernel<<<per_bin, 256, 0, s>>>(m.work1.data(), m.work2.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        m.plan.forward(m.work2.data(), m.work2.data());
+        cma_grad_update_kernel<<<P, grad_threads, grad_smem_bytes, s>>>(m.work2.data(), seg, cma_scale, m.c_cma.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+    for (int it = 0; !m.fused && it < m.cfg.cma_iterations; ++it) {
         m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work1.data(), s);
         mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), seg, false, n_all);
         PAQ_CUDA_CHECK_LAUNCH();
@@ -396,43 +599,62 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         cma_update_kernel<<<P, 192, 0, s>>>(m.work2.data(), cma_scale, m.c_cma.data());
         PAQ_CUDA_CHECK_LAUNCH();
     }
+    mark();
 
     // Six paths: filter spectrum, x R x H_NO, IFFT, decision samples.
     auto* v = reinterpret_cast<cuFloatComplex*>(m.det.device_input());
     const dim3 per_bit((n_bits + 255) / 256, static_cast<unsigned>(P));
     for (int path = 0; path < num_paths; ++path) {
         const cuFloatComplex* taps = path == 1 ? m.c_zf.data() : path == 2 ? m.c_mmse.data() : path == 3 ? m.c_cma.data() : nullptr;
-        if (taps) m.taps_spectrum(taps, L_eq, -L1, P, m.work2.data(), s);
-        combine_kernel<<<per_bin, 256, 0, s>>>(path, seg, m.work2.data(), m.hspec.data(), m.hno.data(), m.psi.data(), d.sigma2,
-                                                m.tau.data(), m.gain.data(), m.work1.data());
-        PAQ_CUDA_CHECK_LAUNCH();
+        if (taps && m.fused) {
+            tap_spectrum_kernel<spectrum_mode::times_r_hno><<<spectrum_grid, 1024, 0, s>>>(taps, L_eq, -L1, seg, m.hno.data(), m.work1.data());
+            PAQ_CUDA_CHECK_LAUNCH();
+        } else {
+            if (taps) m.taps_spectrum(taps, L_eq, -L1, P, m.work2.data(), s);
+            combine_kernel<<<per_bin, 256, 0, s>>>(path, seg, m.work2.data(), m.hspec.data(), m.hno.data(), m.psi.data(), d.sigma2,
+                                                    m.tau.data(), m.gain.data(), m.work1.data());
+            PAQ_CUDA_CHECK_LAUNCH();
+        }
         m.plan.inverse(m.work1.data(), m.work1.data());
         gather_decisions_kernel<<<per_bit, 256, 0, s>>>(m.work1.data(), path, m.t.decision_delay, P, v);
         PAQ_CUDA_CHECK_LAUNCH();
     }
+    mark();
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
-    m.ev1.record(s);
-    t_phase = clock::now();
+    mark();
 
-    // Only bits and per-packet estimates come back.
-    const std::size_t nbytes = np * num_paths * dsp::packed_data_bytes;
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.bits_host.data(), m.det.device_bits(), nbytes, cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.stats_host.data(), m.det.device_stats(), np * num_paths * sizeof(dsp::path_stats), cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32), cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.cfo_host.data(), d.cfo, np * sizeof(double), cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.sigma2_host.data(), d.sigma2, np * sizeof(double), cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.cond_host.data(), m.cond.data(), np * sizeof(double), cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.nonfinite_host.data(), d.nonfinite, np * sizeof(unsigned), cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.ok_zf_host.data(), m.ok_zf.data(), np, cudaMemcpyDeviceToHost, s));
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.ok_mmse_host.data(), m.ok_mmse.data(), np, cudaMemcpyDeviceToHost, s));
+    // Only bits, per-packet estimates and the packet starts come back (pinned, asynchronous).
+    const auto back = [&](void* dst, const void* src, std::size_t bytes) {
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+    };
+    back(m.count_host.data(), found.count, sizeof(int));
+    back(m.truncated_host.data(), found.truncated, sizeof(unsigned long long));
+    back(m.starts_host.data(), found.starts, np * sizeof(long long));
+    back(m.metrics_host.data(), found.metrics, np * sizeof(float));
+    back(m.bits_host.data(), m.det.device_bits(), np * num_paths * dsp::packed_data_bytes);
+    back(m.stats_host.data(), m.det.device_stats(), np * num_paths * sizeof(dsp::path_stats));
+    back(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32));
+    back(m.cfo_host.data(), d.cfo, np * sizeof(double));
+    back(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
+    back(m.cond_host.data(), m.cond.data(), np * sizeof(double));
+    back(m.nonfinite_host.data(), d.nonfinite, np * sizeof(unsigned));
+    back(m.ok_zf_host.data(), m.ok_zf.data(), np);
+    back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
+    mark();
     PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
 
-    out.packets.resize(np);
-    out.bits.assign(m.bits_host.data(), m.bits_host.data() + nbytes);
-    for (std::size_t p = 0; p < np; ++p) {
+    using clock = std::chrono::steady_clock;
+    const auto t_records = timed ? clock::now() : clock::time_point{};
+    const int count = m.count_host[0];
+    if (count > P) throw std::runtime_error("cuda backend: more packets than buffers");
+    const std::size_t found_np = static_cast<std::size_t>(count);
+    out.truncated_packets = m.truncated_host[0];
+    out.packets.resize(found_np);
+    out.bits.assign(m.bits_host.data(), m.bits_host.data() + found_np * num_paths * dsp::packed_data_bytes);
+    for (std::size_t p = 0; p < found_np; ++p) {
         auto& rec = out.packets[p];
-        rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(found.starts[p]);
-        rec.metric = found.metrics[p];
+        rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(m.starts_host[p]);
+        rec.metric = m.metrics_host[p];
         rec.cfo_rad_per_sample = m.cfo_host[p];
         rec.sigma2 = m.sigma2_host[p];
         rec.nonfinite_samples = m.nonfinite_host[p];
@@ -453,8 +675,14 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         for (int path = 0; path < num_paths; ++path) rec.paths[static_cast<std::size_t>(path)] = m.stats_host[p * num_paths + static_cast<std::size_t>(path)];
         out.nonfinite_samples += rec.nonfinite_samples;
     }
-    m.last.device_ms = m.ev1.elapsed_ms_since(m.ev0);
-    m.last.copy_back_ms = ms_since(t_phase);
+    if (timed) {
+        for (int i = 0; i + 1 < next_ev; ++i) {
+            m.last.ms[static_cast<std::size_t>(i)] = m.ev[static_cast<std::size_t>(i + 1)].elapsed_ms_since(m.ev[static_cast<std::size_t>(i)]);
+        }
+        m.last.device_ms = m.ev[static_cast<std::size_t>(next_ev - 1)].elapsed_ms_since(m.ev[0]);
+        m.last.ms[static_cast<std::size_t>(stage::records)] = std::chrono::duration<double, std::milli>(clock::now() - t_records).count();
+        m.last.valid = true;
+    }
     return out;
 }
 

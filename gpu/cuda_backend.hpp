@@ -2,43 +2,91 @@
 // dsp::batch_processor interface (issue 3).
 //
 //   Create: tables to the device, every buffer for the largest window, cuFFT plans, cuBLAS
-//   process(batch): metric -> packet location -> estimates -> ZF/MMSE (Levinson) -> FFT of
-//     each segment -> CMA iterations -> per path: filter spectrum x R x H_NO -> IFFT ->
-//     decision samples -> PLL/OQPSK detector for all (packet, path) streams -> bits
+//   process(batch): window up (in chunks; asynchronous from pinned memory) -> metric ->
+//     packet location (gpu/packet_locator: dsp::locate_packets' rule on the device) ->
+//     estimates -> ZF/MMSE (Levinson) -> FFT of each segment -> CMA iterations -> per path:
+//     filter spectrum x R x H_NO -> IFFT -> decision samples -> PLL/OQPSK detector for all
+//     (packet, path) streams -> bits, estimates and packet starts back -> records
 //
-// Single precision, except the Levinson solves and the PLL state (double). Known gap: packet
-// location runs on the host over the metric copied back (dsp::locate_packets).
+// One host synchronization per batch, at the end: the packet count stays on the device, and
+// every stage runs over all max_packets slots (slots past the count hold zeros; a full
+// default batch has 3103 or 3104 packets in 3106 slots). process() allocates no device
+// memory and creates no plan; its only host allocations are the returned batch_output.
+//
+// Single precision, except the Levinson solves and the PLL state (double).
 #pragma once
 
 #include "dsp/backend.hpp"
 #include "dsp/receiver_config.hpp"
 
+#include <array>
+#include <cstddef>
 #include <memory>
 
 namespace paq::gpu {
 
 class cuda_backend final : public dsp::batch_processor {
 public:
+    /// How the equalizer spectra are formed: `fused` (default) computes each tap vector's
+    /// spectrum with a pruned transform inside the kernel that multiplies it with R (and the
+    /// CMA gradient at its 186 lags only); `reference` is the first version (zero-padded taps,
+    /// full FFTs, separate products), kept for comparison in tests and benchmarks.
+    enum class chain_variant { fused, reference };
+
     /// Throws std::invalid_argument if cfg does not validate or fft_size is not 16384.
-    cuda_backend(const dsp::receiver_config& cfg, int device_id);
+    cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant = chain_variant::fused);
     ~cuda_backend() override;
 
     [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override;
     [[nodiscard]] std::string name() const override { return "cuda"; }
 
-    /// Where the last process() spent its time, milliseconds (host clocks around the host
-    /// phases, CUDA events around the device chain).
+    /// Stages of process(), in order. Device stages are timed with CUDA events recorded on
+    /// the backend's stream between them; `records` is the host filling the output.
+    enum class stage : int {
+        upload_metric,  ///< window to the device and M(u) (overlapped, in chunks)
+        locate,         ///< peak search and packet rule on the device
+        estimates,      ///< segments, CFO, de-rotation, channel, noise
+        solvers,        ///< ZF and MMSE Levinson solves, single-path fit
+        spectra,        ///< FFT of the segments and of the channels, condition numbers
+        cma,            ///< CMA iterations
+        paths,          ///< six filter paths: spectrum products, inverse FFTs, decision samples
+        detector,       ///< PLL / OQPSK detector
+        copy_back,      ///< bits, estimates and starts to pinned host memory
+        records,        ///< host: batch_output filled (host clock)
+        count
+    };
+    static constexpr int stage_count = static_cast<int>(stage::count);
+    [[nodiscard]] static const char* stage_name(stage s) noexcept;
+
+    /// Per-stage timing of each process() (off by default: when off, process() records no
+    /// events and reads no clocks for it).
+    void enable_stage_timing(bool on) noexcept;
     struct timing {
-        double metric_ms = 0.0;    ///< window upload, metric kernel, metric back to the host
-        double locate_ms = 0.0;    ///< packet location on the host
-        double device_ms = 0.0;    ///< estimates .. detector, CUDA events
-        double copy_back_ms = 0.0; ///< bits and estimates to the host, records filled
+        bool valid = false;                   ///< stage timing was on for the last process()
+        bool pinned_input = false;            ///< the window came from page-locked memory
+        std::array<double, stage_count> ms{}; ///< per stage, milliseconds
+        double device_ms = 0.0;               ///< first event to last (upload .. copy back)
     };
     [[nodiscard]] timing last_timing() const noexcept;
 
 private:
     struct impl;
     std::unique_ptr<impl> impl_;
+};
+
+/// Page-locks an existing host range for the life of the object (cudaHostRegister), so that
+/// windows taken from it upload asynchronously at full bandwidth. For buffers that live
+/// long (a source's ring buffer): registering costs milliseconds per 100 MB. Portable: pinned
+/// for every device (one range serves several GPUs).
+class host_pin {
+public:
+    host_pin(const void* data, std::size_t bytes);
+    ~host_pin();
+    host_pin(const host_pin&) = delete;
+    host_pin& operator=(const host_pin&) = delete;
+
+private:
+    void* p_ = nullptr;
 };
 
 }  // namespace paq::gpu

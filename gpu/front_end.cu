@@ -28,42 +28,65 @@ __device__ inline cuFloatComplex finite_or_zero(cuFloatComplex s)
     return (isfinite(s.x) && isfinite(s.y)) ? s : make_cuFloatComplex(0.0f, 0.0f);
 }
 
-/// One thread per u: eight periods of the template correlation and the energy they span.
-/// The same terms in the same grouping as the CPU (per period, then over periods).
-__global__ void metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric, float* __restrict__ out)
+/// M(u) for u = u0 .. u0 + metric_block - 1 per block. The correlation of one period,
+/// c(v) = sum_l r(v + l) p*(l), and its energy e(v) are computed once per v and shared by
+/// the eight u that use them (u = v - 32 m): 8x less arithmetic than one thread per u doing
+/// all 256 terms. Per period the terms are the same and summed in the same order as before
+/// and as on the CPU (per period, then over periods).
+constexpr int metric_block = 1024;
+constexpr int metric_span = static_cast<int>(dsp::detector_span);             // 256
+constexpr int metric_v = metric_block + metric_span - 32;                   // c(v) per block
+__global__ void __launch_bounds__(metric_block) metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric,
+                                                              float* __restrict__ out)
 {
-    const std::size_t u = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-    if (u >= n_metric) return;
-    float l_sum = 0.0f, e_sum = 0.0f;
-    for (int m = 0; m < 8; ++m) {
+    __shared__ cuFloatComplex rs[metric_block + metric_span - 1];
+    __shared__ float a2[metric_v], en[metric_v];
+    const std::size_t u0 = blockIdx.x * static_cast<std::size_t>(metric_block);
+    const std::size_t len = n_metric + metric_span - 1;  // samples r[0 .. len)
+    for (int i = threadIdx.x; i < metric_block + metric_span - 1; i += metric_block) {
+        rs[i] = u0 + i < len ? finite_or_zero(r[u0 + i]) : make_cuFloatComplex(0.0f, 0.0f);
+    }
+    __syncthreads();
+    for (int v = threadIdx.x; v < metric_v; v += metric_block) {
         float cr = 0.0f, ci = 0.0f, e = 0.0f;
-        const cuFloatComplex* p = r + u + 32 * m;
 #pragma unroll 8
         for (int l = 0; l < 32; ++l) {
-            const cuFloatComplex s = finite_or_zero(p[l]);
+            const cuFloatComplex sv = rs[v + l];
             const cuFloatComplex t = c_template[l];
-            cr += s.x * t.x + s.y * t.y;  // s * conj(t)
-            ci += s.y * t.x - s.x * t.y;
-            e += s.x * s.x + s.y * s.y;
+            cr += sv.x * t.x + sv.y * t.y;  // s * conj(t)
+            ci += sv.y * t.x - sv.x * t.y;
+            e += sv.x * sv.x + sv.y * sv.y;
         }
-        l_sum += cr * cr + ci * ci;
-        e_sum += e;
+        a2[v] = cr * cr + ci * ci;
+        en[v] = e;
+    }
+    __syncthreads();
+    const std::size_t u = u0 + threadIdx.x;
+    if (u >= n_metric) return;
+    float l_sum = 0.0f, e_sum = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+        l_sum += a2[threadIdx.x + 32 * m];
+        e_sum += en[threadIdx.x + 32 * m];
     }
     out[u] = e_sum > 0.0f ? l_sum / (32.0f * e_sum) : 0.0f;
 }
 
 /// Packet segments [start - pre, start - pre + seg_len), zeros outside the window and for
 /// non-finite samples (counted per packet).
+/// With `count` (device), slots p >= *count are zero-filled: the later stages then run on all
+/// slots without knowing the packet count on the host.
 __global__ void gather_kernel(const cuFloatComplex* __restrict__ window, long long window_len,
-                              const long long* __restrict__ starts, cuFloatComplex* __restrict__ seg,
-                              unsigned* __restrict__ nonfinite)
+                              const long long* __restrict__ starts, const int* __restrict__ count,
+                              cuFloatComplex* __restrict__ seg, unsigned* __restrict__ nonfinite)
 {
     const int p = blockIdx.y;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= seg_stride) return;
-    const long long idx = starts[p] - pre + i;
+    const bool live = count == nullptr || p < *count;
+    const long long idx = live ? starts[p] - pre + i : -1;
     cuFloatComplex v = make_cuFloatComplex(0.0f, 0.0f);
-    if (i < seg_len && idx >= 0 && idx < window_len) {
+    if (live && i < seg_len && idx >= 0 && idx < window_len) {
         v = window[idx];
         if (!(isfinite(v.x) && isfinite(v.y))) {
             atomicAdd(&nonfinite[p], 1u);
@@ -152,6 +175,12 @@ struct front_end::impl {
     pinned_buffer<unsigned> nonfinite_host;
     pinned_buffer<long long> starts_host;
     std::size_t window_len = 0;
+    /// Upload in chunks on its own stream, so the metric of chunk k runs while k+1 copies.
+    static constexpr int upload_chunks = 8;
+    stream copy_st;
+    event chunk_done[upload_chunks];
+
+    void estimate_stages(std::size_t np);
 
     impl(int dev, std::size_t mw, std::size_t mp)
         : device(select_device(dev)),
@@ -216,8 +245,8 @@ void front_end::preamble_metric(std::span<const cf32> window, std::span<float> m
     const std::size_t n_metric = window.size() - dsp::detector_span + 1;
     if (metric_out.size() < n_metric) throw std::invalid_argument("gpu front_end: metric_out too small");
     m.upload(window);
-    const unsigned blocks = static_cast<unsigned>((n_metric + 255) / 256);
-    metric_kernel<<<blocks, 256, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
+    const unsigned blocks = static_cast<unsigned>((n_metric + metric_block - 1) / metric_block);
+    metric_kernel<<<blocks, metric_block, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
     PAQ_CUDA_CHECK_LAUNCH();
     PAQ_CUDA_CHECK(cudaMemcpyAsync(metric_out.data(), m.metric.data(), n_metric * sizeof(float), cudaMemcpyDeviceToHost, m.st.get()));
     m.st.synchronize();
@@ -227,6 +256,41 @@ void front_end::upload_window(std::span<const cf32> window)
 {
     impl_->upload(window);
 }
+
+void front_end::upload_and_metric_device(std::span<const cf32> window)
+{
+    auto& m = *impl_;
+    if (window.size() > m.max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
+    if (window.size() < dsp::detector_span) throw std::invalid_argument("gpu front_end: window shorter than the metric span");
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    const std::size_t len = window.size();
+    const std::size_t n_metric = len - dsp::detector_span + 1;
+    m.window_len = len;
+    // The copy stream waits for the compute stream: the window buffer is free again.
+    PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[0].get(), m.st.get()));
+    PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.copy_st.get(), m.chunk_done[0].get(), 0));
+    std::size_t metric_done = 0;
+    for (int c = 0; c < impl::upload_chunks; ++c) {
+        const std::size_t b = len * c / impl::upload_chunks, e = len * (c + 1) / impl::upload_chunks;
+        if (e > b) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.window.data() + b, window.data() + b, (e - b) * sizeof(cf32), cudaMemcpyHostToDevice,
+                                           m.copy_st.get()));
+        }
+        PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
+        PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
+        // Metric values whose 256 samples have all arrived.
+        const std::size_t ready = c + 1 == impl::upload_chunks ? n_metric : (e >= dsp::detector_span ? std::min(n_metric, e - dsp::detector_span + 1) : 0);
+        if (ready > metric_done) {
+            const std::size_t cnt = ready - metric_done;
+            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_block, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
+                                                                                           m.metric.data() + metric_done);
+            PAQ_CUDA_CHECK_LAUNCH();
+            metric_done = ready;
+        }
+    }
+}
+
+const float* front_end::device_metric() const noexcept { return impl_->metric.data(); }
 
 void front_end::estimate_device(std::span<const long long> starts)
 {
@@ -241,8 +305,27 @@ void front_end::estimate_device(std::span<const long long> starts)
 
     const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(np));
     gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), m.starts.data(),
+                                                       nullptr, m.seg.data(), m.nonfinite.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    m.estimate_stages(np);
+}
+
+void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots)
+{
+    auto& m = *impl_;
+    if (slots > m.max_packets) throw std::invalid_argument("gpu front_end: more slots than at Create");
+    if (slots == 0) return;
+    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, slots * sizeof(unsigned), m.st.get()));
+    const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(slots));
+    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), starts, count,
                                                        m.seg.data(), m.nonfinite.data());
     PAQ_CUDA_CHECK_LAUNCH();
+    m.estimate_stages(slots);
+}
+
+void front_end::impl::estimate_stages(std::size_t np)
+{
+    auto& m = *this;
     cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
     PAQ_CUDA_CHECK_LAUNCH();
     const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));

@@ -55,6 +55,14 @@ public:
     void upload_window(std::span<const cf32> window);
     /// The estimation stages for the uploaded window, asynchronous on the front end's stream.
     void estimate_device(std::span<const long long> starts);
+    /// Copies the window up in chunks (from pinned memory: asynchronously, on a copy stream)
+    /// and computes M(u) into device_metric() as the chunks arrive; ordered on device().stream.
+    void upload_and_metric_device(std::span<const cf32> window);
+    /// M(u), u = 0 .. window - 256, of the last upload_and_metric_device().
+    [[nodiscard]] const float* device_metric() const noexcept;
+    /// As estimate_device, with the starts already on the device: `slots` segments are
+    /// filled, those at p >= *count with zeros. Allocates nothing, no host synchronization.
+    void estimate_device(const long long* starts, const int* count, std::size_t slots);
     struct device_results {
         cf32* segments;        ///< packets x segment_stride, de-rotated, packet at [256, 256 + L_pkt)
         cf32* channels;        ///< packets x 38

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|replay]
+#   bash scripts/device-check.sh [all|tests|bench|replay] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
+shift || true
+bench_args=("$@")
 out=${OUT:-/tmp/paq-device-out}
 mkdir -p "$out"
 cuda_lib=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
@@ -15,7 +17,7 @@ status=0
 rows=()
 if [[ $mode == all || $mode == tests ]]; then
   : > "$out/tests.log"
-  for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_backend; do
+  for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_locate test_gpu_backend; do
     echo "=== $t" >> "$out/tests.log"
     ./.device/$t > "$out/$t.tmp" 2>&1
     rc=$?
@@ -25,11 +27,11 @@ if [[ $mode == all || $mode == tests ]]; then
     rm -f "$out/$t.tmp"
   done
   echo
-  grep -hE '^(metric|estimates|levinson|cusolver|detector|backend)' "$out/tests.log"
+  grep -hE '^(metric|estimates|levinson|cusolver|detector|locate|backend)' "$out/tests.log"
 fi
 if [[ $mode == all || $mode == bench ]]; then
   ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
-  ./.device/paq-bench --json "$out/bench.json" > "$out/bench.log" 2>&1 || status=1
+  ./.device/paq-bench --json "$out/bench.json" "${bench_args[@]}" > "$out/bench.log" 2>&1 || status=1
   echo
   cat "$out/bench-solvers.log"
   echo

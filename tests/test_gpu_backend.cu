@@ -18,6 +18,7 @@ using namespace paq::dsp;
 namespace {
 
 struct comparison {
+    const char* variant = "fused";
     std::size_t packets = 0;
     std::array<std::size_t, chain::num_paths> bit_diff{};
     double worst_cfo = 0.0, worst_sigma2 = 0.0;
@@ -25,11 +26,13 @@ struct comparison {
     std::vector<std::size_t> per_batch;  ///< packets of each batch (CPU backend)
 };
 
-comparison compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
-                            std::uint64_t lost = 0)
+/// Both GPU chain variants (fused, reference) against the CPU on the same batches.
+std::array<comparison, 2> compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
+                                           std::uint64_t lost = 0)
 {
     cpu_backend cpu(rc);
-    gpu::cuda_backend gpu_be(rc, 0);
+    gpu::cuda_backend fused(rc, 0, gpu::cuda_backend::chain_variant::fused);
+    gpu::cuda_backend reference(rc, 0, gpu::cuda_backend::chain_variant::reference);
     batcher bt(rc.batch_samples);
     if (lost) {
         bt.push(std::span(samples).first(lost_at));
@@ -39,10 +42,13 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
         bt.push(samples);
     }
     bt.finish();
-    comparison c;
+    std::array<comparison, 2> cs;
+    cs[1].variant = "reference";
     while (auto b = bt.pop()) {
         const auto a = cpu.process(*b);
-        const auto g = gpu_be.process(*b);
+        for (int v = 0; v < 2; ++v) {
+        auto& c = cs[static_cast<std::size_t>(v)];
+        const auto g = (v == 0 ? fused : reference).process(*b);
         c.truncated_cpu += a.truncated_packets;
         c.truncated_gpu += g.truncated_packets;
         EXPECT_EQ(a.packets.size(), g.packets.size()) << "batch " << b->index;
@@ -62,13 +68,15 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
         }
         c.packets += n;
         c.per_batch.push_back(a.packets.size());
+        }
     }
-    return c;
+    return cs;
 }
 
-void report_and_check(const char* what, const comparison& c)
+void report_and_check(const char* what, const std::array<comparison, 2>& cs)
 {
-    std::printf("backend %s: %zu packets; bits differing per path:", what, c.packets);
+    for (const auto& c : cs) {
+    std::printf("backend %s (%s): %zu packets; bits differing per path:", what, c.variant, c.packets);
     for (int p = 0; p < chain::num_paths; ++p) std::printf(" %s %zu", path_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
     std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e\n", c.worst_cfo, c.worst_sigma2);
     const double bits = static_cast<double>(c.packets * waveform::data_bits);
@@ -78,6 +86,7 @@ void report_and_check(const char* what, const comparison& c)
     EXPECT_LT(c.worst_cfo, 1e-6);
     EXPECT_LT(c.worst_sigma2, 1e-3);
     EXPECT_EQ(c.truncated_cpu, c.truncated_gpu);
+    }
 }
 
 class gpu_backend : public ::testing::Test {
@@ -131,8 +140,9 @@ TEST_F(gpu_backend, full_default_batches_match_the_cpu)
     sc.start_offset_samples = 12'396;
     const auto sim = test::simulate(sc, 6210);
     receiver_config rc;  // default batch
-    const auto c = compare_backends(sim.samples, rc);
-    report_and_check("full", c);
+    const auto cs = compare_backends(sim.samples, rc);
+    report_and_check("full", cs);
+    const auto& c = cs[0];
     EXPECT_GE(c.packets, 6206u);
     ASSERT_GE(c.per_batch.size(), 2u);
     std::printf("backend full: batch 0 holds %zu packets, batch 1 holds %zu\n", c.per_batch[0], c.per_batch[1]);

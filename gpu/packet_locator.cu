@@ -1,0 +1,212 @@
+#include "gpu/packet_locator.hpp"
+
+#include "dsp/batch.hpp"
+#include "dsp/waveform.hpp"
+#include "gpu/resources.cuh"
+
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include <limits>
+#include <stdexcept>
+
+namespace paq::gpu {
+
+namespace {
+
+constexpr int block = 256;           ///< positions per block maximum (as on the CPU)
+constexpr long long slot_len = 4096; ///< < W: at most one peak per slot
+constexpr long long half_w = static_cast<long long>(dsp::detector_half_window);
+constexpr long long spacing_margin = 8;  ///< dsp::find_preamble_peaks' margin
+constexpr int finalize_threads = 1024;
+static_assert(slot_len < half_w);
+
+__global__ void block_max_kernel(const float* __restrict__ metric, long long n, float* __restrict__ bmax)
+{
+    const long long i = blockIdx.x * static_cast<long long>(block) + threadIdx.x;
+    float v = i < n ? metric[i] : -INFINITY;
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    __shared__ float warp_max[block / 32];
+    if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = warp_max[0];
+        for (int k = 1; k < block / 32; ++k) m = fmaxf(m, warp_max[k]);
+        bmax[blockIdx.x] = m;
+    }
+}
+
+/// max of metric[lo .. hi], -inf for an empty range: dsp::find_preamble_peaks' range_max.
+__device__ float range_max(const float* __restrict__ metric, const float* __restrict__ bmax, long long lo, long long hi)
+{
+    float m = -INFINITY;
+    if (lo > hi) return m;
+    long long i = lo;
+    for (; i <= hi && i % block != 0; ++i) m = fmaxf(m, metric[i]);
+    for (; i + block - 1 <= hi; i += block) m = fmaxf(m, bmax[i / block]);
+    for (; i <= hi; ++i) m = fmaxf(m, metric[i]);
+    return m;
+}
+
+/// One thread per position of [first, last): the peak rule of dsp::find_preamble_peaks.
+__global__ void peak_kernel(const float* __restrict__ metric, const float* __restrict__ bmax, long long n, long long first,
+                            long long last, double threshold, bool segment_start, int* __restrict__ slots)
+{
+    const long long u = first + blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x;
+    if (u >= last) return;
+    const float v = metric[u];
+    if (!(static_cast<double>(v) >= threshold)) return;
+    const long long w = half_w;
+    if (u > 0 && !(v > range_max(metric, bmax, u > w ? u - w : 0, u - 1))) return;
+    if (v < range_max(metric, bmax, u + 1, min(n - 1, u + w))) return;
+    if (segment_start && u < w) {
+        const long long ext_end = min(n, u + w + (w - u) - spacing_margin + 1);
+        if (ext_end > u + w + 1 && range_max(metric, bmax, u + w + 1, ext_end - 1) > v) return;
+    }
+    slots[(u - first) / slot_len] = static_cast<int>(u);
+}
+
+/// One block: the slots in order, dsp::locate_packets' complete / truncated rule, compaction.
+__global__ void __launch_bounds__(finalize_threads)
+    finalize_kernel(const int* __restrict__ slots, int n_slots, const float* __restrict__ metric, long long n,
+                    locate_params prm, int max_packets, long long* __restrict__ starts, float* __restrict__ metrics,
+                    int* __restrict__ count, unsigned long long* __restrict__ truncated)
+{
+    using scan_t = cub::BlockScan<int, finalize_threads>;
+    using reduce_t = cub::BlockReduce<int, finalize_threads>;
+    __shared__ union {
+        typename scan_t::TempStorage scan;
+        typename reduce_t::TempStorage reduce;
+    } tmp;
+    const int per = (n_slots + finalize_threads - 1) / finalize_threads;
+    const int s0 = threadIdx.x * per, s1 = min(n_slots, s0 + per);
+    const long long l_pkt = static_cast<long long>(waveform::L_pkt);
+    auto complete = [&](long long u) {
+        const long long s = u - prm.template_offset;
+        const bool cut_at_start = prm.segment_start && u < static_cast<long long>(dsp::detector_span);
+        const bool cut_at_end = prm.segment_end && u + half_w >= n;
+        return !(cut_at_start || cut_at_end || s < 0 || s + l_pkt > prm.window_len);
+    };
+    int mine = 0, cut = 0;
+    for (int i = s0; i < s1; ++i) {
+        const int u = slots[i];
+        if (u < 0) continue;
+        if (complete(u)) ++mine;
+        else ++cut;
+    }
+    int offset = 0, total = 0;
+    scan_t(tmp.scan).ExclusiveSum(mine, offset, total);
+    __syncthreads();
+    const int cut_total = reduce_t(tmp.reduce).Sum(cut);
+    for (int i = s0; i < s1; ++i) {
+        const int u = slots[i];
+        if (u < 0 || !complete(u)) continue;
+        if (offset < max_packets) {
+            starts[offset] = u - prm.template_offset;
+            metrics[offset] = metric[u];
+        }
+        ++offset;
+    }
+    if (threadIdx.x == 0) {
+        *count = total;
+        *truncated = static_cast<unsigned long long>(cut_total);
+    }
+}
+
+}  // namespace
+
+locate_params make_locate_params(const dsp::sample_batch& batch, double threshold, int template_offset)
+{
+    return {static_cast<long long>(batch.samples.size()), static_cast<long long>(batch.owned_begin),
+            static_cast<long long>(batch.owned_end), batch.segment_start, batch.segment_end, threshold, template_offset};
+}
+
+struct packet_locator::impl {
+    int device;
+    std::size_t max_metric, max_packets;
+    device_buffer<float> bmax;
+    device_buffer<int> slots;
+    device_buffer<long long> starts;
+    device_buffer<float> metrics;
+    device_buffer<int> count;
+    device_buffer<unsigned long long> truncated;
+
+    impl(int dev, std::size_t mm, std::size_t mp)
+        : device(select_device(dev)),
+          max_metric(mm),
+          max_packets(mp),
+          bmax((mm + block - 1) / block),
+          slots(mm / slot_len + 1),
+          starts(mp),
+          metrics(mp),
+          count(1),
+          truncated(1)
+    {
+        if (mm >= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
+            throw std::invalid_argument("packet_locator: metric longer than 2^31 positions");
+        }
+    }
+};
+
+packet_locator::packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets)
+    : impl_(std::make_unique<impl>(device_id, max_metric, max_packets))
+{
+}
+
+packet_locator::~packet_locator() = default;
+
+located_packets packet_locator::device() noexcept
+{
+    auto& m = *impl_;
+    return {m.starts.data(), m.metrics.data(), m.count.data(), m.truncated.data()};
+}
+
+std::size_t packet_locator::max_packets() const noexcept { return impl_->max_packets; }
+
+void packet_locator::locate_device(const float* metric, std::size_t n_metric, const locate_params& prm, cuda_stream_t s)
+{
+    auto& m = *impl_;
+    if (n_metric > m.max_metric) throw std::invalid_argument("packet_locator: metric longer than at Create");
+    const long long n = static_cast<long long>(n_metric);
+    const long long first = std::max(0LL, prm.owned_begin);
+    const long long last = std::min(prm.owned_end, n);
+    const int n_slots = first < last ? static_cast<int>((last - first + slot_len - 1) / slot_len) : 0;
+    if (n_slots > 0) {
+        PAQ_CUDA_CHECK(cudaMemsetAsync(m.slots.data(), 0xff, static_cast<std::size_t>(n_slots) * sizeof(int), s));
+        const unsigned nb = static_cast<unsigned>((n + block - 1) / block);
+        block_max_kernel<<<nb, block, 0, s>>>(metric, n, m.bmax.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        const unsigned pb = static_cast<unsigned>((last - first + 255) / 256);
+        peak_kernel<<<pb, 256, 0, s>>>(metric, m.bmax.data(), n, first, last, prm.threshold, prm.segment_start, m.slots.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+    finalize_kernel<<<1, finalize_threads, 0, s>>>(m.slots.data(), n_slots, metric, n, prm, static_cast<int>(m.max_packets),
+                                                   m.starts.data(), m.metrics.data(), m.count.data(), m.truncated.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+dsp::packet_candidates packet_locator::locate(std::span<const float> metric, const locate_params& prm)
+{
+    auto& m = *impl_;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    stream st;
+    device_buffer<float> d_metric(metric.size());
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(d_metric.data(), metric.data(), metric.size_bytes(), cudaMemcpyHostToDevice, st.get()));
+    locate_device(d_metric.data(), metric.size(), prm, st.get());
+    int count = 0;
+    unsigned long long truncated = 0;
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(&count, m.count.data(), sizeof count, cudaMemcpyDeviceToHost, st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(&truncated, m.truncated.data(), sizeof truncated, cudaMemcpyDeviceToHost, st.get()));
+    st.synchronize();
+    if (count > static_cast<int>(m.max_packets)) throw std::runtime_error("packet_locator: more packets than max_packets");
+    dsp::packet_candidates c;
+    c.starts.resize(static_cast<std::size_t>(count));
+    std::vector<float> mf(static_cast<std::size_t>(count));
+    PAQ_CUDA_CHECK(cudaMemcpy(c.starts.data(), m.starts.data(), c.starts.size() * sizeof(long long), cudaMemcpyDeviceToHost));
+    PAQ_CUDA_CHECK(cudaMemcpy(mf.data(), m.metrics.data(), mf.size() * sizeof(float), cudaMemcpyDeviceToHost));
+    c.metrics.assign(mf.begin(), mf.end());
+    c.truncated = truncated;
+    return c;
+}
+
+}  // namespace paq::gpu

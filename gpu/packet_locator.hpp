@@ -1,0 +1,73 @@
+// Packet location on the GPU (issue 3): dsp::locate_packets() (peak search over the preamble
+// metric, then the complete / truncated rule) on a metric that stays on the device.
+//
+//   metric (device, float)  --block maxima (256)-->  bmax
+//                           --one thread per u in the owned range: is u a peak?-->  slot[u / 4096]
+//                           --one block: slots in order, the locate rule, compaction-->
+//   starts[], metrics[], count, truncated      (all on the device)
+//
+// Two peaks are always more than W = L_pkt / 2 apart (each must beat the other), so a slot
+// of 4096 < W positions holds at most one and the slots keep the peaks in order without a
+// sort. The decisions are those of dsp::find_preamble_peaks / locate_packets applied to the
+// same values (float metric widened to double): same comparisons, same clipping, same
+// segment-start extension (tests/test_gpu_locate.cu checks it on fresh inputs).
+//
+// Plain C++ header.
+#pragma once
+
+#include "dsp/preamble_detector.hpp"
+#include "gpu/stream_ref.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace paq::dsp {
+struct sample_batch;
+}
+
+namespace paq::gpu {
+
+/// What locate_packets reads from a batch, besides the metric.
+struct locate_params {
+    long long window_len = 0;     ///< batch.samples.size()
+    long long owned_begin = 0;    ///< metric positions [owned_begin, owned_end) are decided here
+    long long owned_end = 0;
+    bool segment_start = false;
+    bool segment_end = false;
+    double threshold = 0.25;
+    int template_offset = 0;
+};
+[[nodiscard]] locate_params make_locate_params(const dsp::sample_batch& batch, double threshold, int template_offset);
+
+/// Results on the device; `count` may exceed the slots (then only the first max_packets are
+/// written, and the caller reports the overflow).
+struct located_packets {
+    long long* starts;             ///< max_packets, window-relative packet starts
+    float* metrics;                ///< max_packets, M(u) at each peak
+    int* count;                    ///< 1: complete packets found
+    unsigned long long* truncated; ///< 1: peaks whose packet an edge cut
+};
+
+class packet_locator {
+public:
+    packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets);
+    ~packet_locator();
+    packet_locator(const packet_locator&) = delete;
+    packet_locator& operator=(const packet_locator&) = delete;
+
+    /// Asynchronous on `stream`; metric has n_metric = window_len - 255 values. Allocates nothing.
+    void locate_device(const float* metric, std::size_t n_metric, const locate_params& params, cuda_stream_t stream);
+    [[nodiscard]] located_packets device() noexcept;
+    [[nodiscard]] std::size_t max_packets() const noexcept;
+
+    /// Host convenience for tests: the metric copied up, located, results copied back.
+    [[nodiscard]] dsp::packet_candidates locate(std::span<const float> metric, const locate_params& params);
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace paq::gpu
