@@ -17,6 +17,9 @@
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
 #include "io/file_source.hpp"
+#include "io/iio_source.hpp"
+#include "io/net_source.hpp"
+#include "io/udp_publisher.hpp"
 #include "io/ring_buffer.hpp"
 
 #include <cstdint>
@@ -35,6 +38,24 @@ struct source_config {
     /// the stall is counted and logged). 0.05 <= x <= 3600.
     double stall_timeout_s = 2.0;
     io::file_source_config file;
+    io::tcp_source_config tcp;
+    io::udp_source_config udp;
+    io::vita49_source_config vita49;
+    io::iio_config iio;
+};
+
+/// The six UDP bitstreams. Default: every path to 127.0.0.1, ports 50000 (none) .. 50005
+/// (fde2). A `destinations:` mapping in the file enables exactly the paths it lists.
+struct publisher_config {
+    bool enabled = true;
+    io::udp_publisher_config udp = default_udp();
+
+    [[nodiscard]] static io::udp_publisher_config default_udp()
+    {
+        io::udp_publisher_config c;
+        for (std::size_t i = 0; i < c.destinations.size(); ++i) c.destinations[i] = "127.0.0.1:" + std::to_string(50000 + i);
+        return c;
+    }
 };
 
 enum class ring_overflow : std::uint8_t { automatic, drop, block };
@@ -107,6 +128,7 @@ struct daemon_config {
     source_config source;
     ring_config ring;
     pipeline_config pipeline;
+    publisher_config publisher;
     monitor_config monitor;
     records_config records;
     recording_config recording;

@@ -242,6 +242,15 @@ public:
     }
 
     [[nodiscard]] bool present() const { return node_.IsDefined() && !node_.IsNull(); }
+    /// Whether the document sets `key` here (does not mark it known).
+    [[nodiscard]] bool has(std::string_view key) const
+    {
+        if (bad_ || !node_.IsMap()) return false;
+        for (const auto& entry : node_) {
+            if (entry.first.IsScalar() && entry.first.Scalar() == key) return true;
+        }
+        return false;
+    }
     [[nodiscard]] const std::string& path() const { return path_; }
     [[nodiscard]] YAML::Mark mark() const { return mark_; }
     /// Records a key as known without reading it (read by another parser).
@@ -314,6 +323,83 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         f.boolean("loop", fc.loop);
         f.number<std::size_t>("chunk_samples", fc.chunk_samples, 1, std::size_t{1} << 24);
         f.finish();
+        {
+            auto t = src.sub("tcp");
+            auto& tc = cfg.source.tcp;
+            t.choice("mode", tc.mode, {{"connect", io::tcp_mode::connect}, {"listen", io::tcp_mode::listen}});
+            t.text("host", tc.host, true);
+            t.number("port", tc.port, 0, 65535);
+            t.choice("format", tc.format, {{"cf32_le", io::sample_format::cf32_le}, {"cf32", io::sample_format::cf32_le},
+                                           {"ci16_le", io::sample_format::ci16_le}, {"ci16", io::sample_format::ci16_le}});
+            t.number("ci16_scale", tc.ci16_scale, 1e-6f, 1e9f);
+            t.number("sample_rate_hz", tc.sample_rate_hz, 0.0, 1e10);
+            t.number("rcvbuf_bytes", tc.rcvbuf_bytes, 0, 1 << 30);
+            t.number("retry_initial_s", tc.retry_initial_s, 0.001, 60.0);
+            t.number("retry_max_s", tc.retry_max_s, 0.001, 600.0);
+            t.boolean("end_on_close", tc.end_on_close);
+            t.finish();
+            if (cfg.source.type == source_type::tcp) {
+                for (const auto& m : tc.validate()) errors.add(src.mark(), "source.tcp." + m);
+            }
+        }
+        {
+            auto u = src.sub("udp");
+            auto& uc = cfg.source.udp;
+            u.text("bind", uc.bind_address, true);
+            u.number("port", uc.port, 0, 65535);
+            u.choice("format", uc.format, {{"cf32_le", io::sample_format::cf32_le}, {"cf32", io::sample_format::cf32_le},
+                                           {"ci16_le", io::sample_format::ci16_le}, {"ci16", io::sample_format::ci16_le}});
+            u.number("ci16_scale", uc.ci16_scale, 1e-6f, 1e9f);
+            u.number("sample_rate_hz", uc.sample_rate_hz, 0.0, 1e10);
+            u.number("rcvbuf_bytes", uc.rcvbuf_bytes, 0, 1 << 30);
+            u.finish();
+            if (cfg.source.type == source_type::udp) {
+                for (const auto& m : uc.validate()) errors.add(src.mark(), "source.udp." + m);
+            }
+        }
+        {
+            auto v = src.sub("vita49");
+            auto& vc = cfg.source.vita49;
+            v.text("bind", vc.bind_address, true);
+            v.number("port", vc.port, 0, 65535);
+            if (v.has("stream_id")) {
+                std::uint32_t sid = 0;
+                v.number<std::uint32_t>("stream_id", sid, 0, 0xffffffffu);
+                vc.stream_id = sid;
+            } else {
+                v.known("stream_id");
+            }
+            v.number("ci16_scale", vc.ci16_scale, 1e-6f, 1e9f);
+            v.number("sample_rate_hz", vc.sample_rate_hz, 0.0, 1e10);
+            v.number("rcvbuf_bytes", vc.rcvbuf_bytes, 0, 1 << 30);
+            v.finish();
+            if (cfg.source.type == source_type::vita49) {
+                for (const auto& m : vc.validate()) errors.add(src.mark(), "source.vita49." + m);
+            }
+        }
+        {
+            auto i = src.sub("iio");
+            auto& ic = cfg.source.iio;
+            i.text("uri", ic.uri, true);
+            i.text("phy_device", ic.phy_device, true);
+            i.text("rx_device", ic.rx_device, true);
+            i.number("sample_rate_hz", ic.sample_rate_hz, 0.0, 1e10);
+            i.number("lo_hz", ic.lo_hz, 0.0, 1e11);
+            i.number("rf_bandwidth_hz", ic.rf_bandwidth_hz, 0.0, 1e10);
+            i.choice("gain_mode", ic.gain_mode,
+                     {{"manual", io::iio_gain_mode::manual}, {"slow_attack", io::iio_gain_mode::slow_attack},
+                      {"fast_attack", io::iio_gain_mode::fast_attack}, {"hybrid", io::iio_gain_mode::hybrid}});
+            i.number("gain_db", ic.gain_db, -100.0, 100.0);
+            i.number<std::size_t>("buffer_samples", ic.buffer_samples, 1, std::size_t{1} << 30);
+            i.number("reconnect_interval_s", ic.reconnect_interval_s, 0.0, 3600.0);
+            i.number("reconnect_max_interval_s", ic.reconnect_max_interval_s, 0.0, 3600.0);
+            i.number("timeout_ms", ic.timeout_ms, 0u, 3'600'000u);
+            i.number("scale", ic.scale, 1e-6f, 1e9f);
+            i.finish();
+            if (cfg.source.type == source_type::iio) {
+                for (const auto& m : ic.validate()) errors.add(src.mark(), "source.iio." + m);
+            }
+        }
         if (cfg.source.type == source_type::file && fc.path.empty()) {
             errors.add(src.mark(), "source.file.path: must be set when source.type is file");
         }
@@ -336,6 +422,38 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         p.number("queue_depth", cfg.pipeline.queue_depth, 1, 16);
         p.boolean("cpu_fallback", cfg.pipeline.cpu_fallback);
         p.finish();
+    }
+    {
+        auto p = root.sub("publisher");
+        auto& pc = cfg.publisher;
+        p.boolean("enabled", pc.enabled);
+        p.choice("format", pc.udp.format,
+                 {{"paq", io::bitstream_format::paq}, {"dqe", io::bitstream_format::dqe},
+                  {"dqe-raw", io::bitstream_format::dqe_raw}});
+        std::string dqe_id;
+        if (p.has("dqe_id")) {
+            std::uint16_t fixed = 0;
+            if (p.text("dqe_id", dqe_id, true) && dqe_id == "stream") {
+                pc.udp.dqe_id.use_stream_id = true;
+            } else {
+                p.number<std::uint16_t>("dqe_id", fixed, 0, 65535);
+                pc.udp.dqe_id.use_stream_id = false;
+                pc.udp.dqe_id.fixed_id = fixed;
+            }
+        }
+        p.number<std::size_t>("send_buffer_bytes", pc.udp.send_buffer_bytes, 4096, std::size_t{1} << 30);
+        p.number("max_datagrams_per_second", pc.udp.max_datagrams_per_second, 0.0, 1e8);
+        if (p.has("destinations")) {
+            auto d = p.sub("destinations");
+            std::array<std::string, dsp::chain::num_paths> dest{};
+            for (int i = 0; i < dsp::chain::num_paths; ++i) d.text(dsp::path_name(i), dest[static_cast<std::size_t>(i)], true);
+            d.finish();
+            pc.udp.destinations = dest;
+        }
+        p.finish();
+        if (pc.enabled) {
+            for (const auto& m : pc.udp.validate()) errors.add(p.mark(), "publisher." + m);
+        }
     }
     {
         auto m = root.sub("monitor");
@@ -439,6 +557,67 @@ std::string to_yaml(const daemon_config& c)
        << "    rate_factor: " << format_double(f.rate_factor) << "\n"
        << "    loop: " << (f.loop ? "true" : "false") << "\n"
        << "    chunk_samples: " << f.chunk_samples << "\n";
+    const auto fmt = [](io::sample_format f) { return std::string(io::to_sigmf_datatype(f)); };
+    const auto& t = c.source.tcp;
+    os << "  tcp:\n"
+       << "    mode: " << (t.mode == io::tcp_mode::connect ? "connect" : "listen") << "\n"
+       << "    host: \"" << t.host << "\"\n"
+       << "    port: " << t.port << "\n"
+       << "    format: " << fmt(t.format) << "\n"
+       << "    ci16_scale: " << format_double(t.ci16_scale) << "\n"
+       << "    sample_rate_hz: " << format_double(t.sample_rate_hz) << "\n"
+       << "    rcvbuf_bytes: " << t.rcvbuf_bytes << "\n"
+       << "    retry_initial_s: " << format_double(t.retry_initial_s) << "\n"
+       << "    retry_max_s: " << format_double(t.retry_max_s) << "\n"
+       << "    end_on_close: " << (t.end_on_close ? "true" : "false") << "\n";
+    const auto& u = c.source.udp;
+    os << "  udp:\n"
+       << "    bind: \"" << u.bind_address << "\"\n"
+       << "    port: " << u.port << "\n"
+       << "    format: " << fmt(u.format) << "\n"
+       << "    ci16_scale: " << format_double(u.ci16_scale) << "\n"
+       << "    sample_rate_hz: " << format_double(u.sample_rate_hz) << "\n"
+       << "    rcvbuf_bytes: " << u.rcvbuf_bytes << "\n";
+    const auto& v = c.source.vita49;
+    os << "  vita49:\n"
+       << "    bind: \"" << v.bind_address << "\"\n"
+       << "    port: " << v.port << "\n";
+    if (v.stream_id) os << "    stream_id: " << *v.stream_id << "\n";
+    os << "    ci16_scale: " << format_double(v.ci16_scale) << "\n"
+       << "    sample_rate_hz: " << format_double(v.sample_rate_hz) << "\n"
+       << "    rcvbuf_bytes: " << v.rcvbuf_bytes << "\n";
+    const auto& i = c.source.iio;
+    const char* gm = i.gain_mode == io::iio_gain_mode::manual        ? "manual"
+                     : i.gain_mode == io::iio_gain_mode::slow_attack ? "slow_attack"
+                     : i.gain_mode == io::iio_gain_mode::fast_attack ? "fast_attack"
+                                                                     : "hybrid";
+    os << "  iio:\n"
+       << "    uri: \"" << i.uri << "\"\n"
+       << "    phy_device: \"" << i.phy_device << "\"\n"
+       << "    rx_device: \"" << i.rx_device << "\"\n"
+       << "    sample_rate_hz: " << format_double(i.sample_rate_hz) << "\n"
+       << "    lo_hz: " << format_double(i.lo_hz) << "\n"
+       << "    rf_bandwidth_hz: " << format_double(i.rf_bandwidth_hz) << "\n"
+       << "    gain_mode: " << gm << "\n"
+       << "    gain_db: " << format_double(i.gain_db) << "\n"
+       << "    buffer_samples: " << i.buffer_samples << "\n"
+       << "    reconnect_interval_s: " << format_double(i.reconnect_interval_s) << "\n"
+       << "    reconnect_max_interval_s: " << format_double(i.reconnect_max_interval_s) << "\n"
+       << "    timeout_ms: " << i.timeout_ms << "\n"
+       << "    scale: " << format_double(i.scale) << "\n";
+    const auto& pb = c.publisher;
+    os << "publisher:\n"
+       << "  enabled: " << (pb.enabled ? "true" : "false") << "\n"
+       << "  format: " << io::to_string(pb.udp.format) << "\n"
+       << "  dqe_id: " << (pb.udp.dqe_id.use_stream_id ? std::string("stream") : std::to_string(pb.udp.dqe_id.fixed_id)) << "\n"
+       << "  send_buffer_bytes: " << pb.udp.send_buffer_bytes << "\n"
+       << "  max_datagrams_per_second: " << format_double(pb.udp.max_datagrams_per_second) << "\n"
+       << "  destinations:\n";
+    for (std::size_t k = 0; k < pb.udp.destinations.size(); ++k) {
+        if (!pb.udp.destinations[k].empty()) {
+            os << "    " << dsp::path_name(static_cast<int>(k)) << ": \"" << pb.udp.destinations[k] << "\"\n";
+        }
+    }
     os << "ring:\n"
        << "  capacity_s: " << format_double(c.ring.capacity_s) << "\n"
        << "  overflow: " << to_string(c.ring.overflow) << "\n"

@@ -2,6 +2,8 @@
 
 #include "config/receiver_yaml.hpp"
 #include "daemon/metrics_http.hpp"
+#include "daemon/notify.hpp"
+#include "io/udp_publisher.hpp"
 #include "daemon/records.hpp"
 #include "daemon/recorder.hpp"
 #include "daemon/replay.hpp"
@@ -188,6 +190,9 @@ int run_live(const live_options& opt)
     std::unique_ptr<records_writer> records;
     std::unique_ptr<recorder> rec;
     std::unique_ptr<metrics_server> metrics;
+    std::unique_ptr<io::udp_publisher> udp;
+    service_notifier notifier;
+    notifier.status("starting");
     const auto backend = resolve_backend(cfg.pipeline.backend);
     try {
         source = make_source(cfg.source);
@@ -225,7 +230,14 @@ int run_live(const live_options& opt)
             po.on_samples = [r = rec.get()](std::span<const cf32> x) { r->write(x); };
             po.on_gap = [r = rec.get()](std::uint64_t lost, io::gap_reason why) { r->gap(lost, why); };
         }
-        auto publish = [&records](const dsp::batch_output& out) {
+        if (cfg.publisher.enabled) {
+            udp = std::make_unique<io::udp_publisher>(cfg.publisher.udp);
+            spdlog::info("publisher: {}", udp->describe());
+        } else {
+            spdlog::warn("publisher disabled: no bitstreams go out (publisher.enabled: false)");
+        }
+        auto publish = [&records, &udp](const dsp::batch_output& out) {
+            if (udp) udp->publish(out);
             if (records && !records->failed()) {
                 try {
                     records->add(out);
@@ -244,6 +256,12 @@ int run_live(const live_options& opt)
                 x.source_malformed = sc.malformed;
                 x.source_reconnects = sc.reconnects;
                 if (records) x.record_rows = records->rows();
+                if (udp) {
+                    for (int k = 0; k < dsp::chain::num_paths; ++k) {
+                        x.datagrams_sent += udp->counters(k).datagrams_sent;
+                        x.send_errors += udp->counters(k).send_errors;
+                    }
+                }
                 if (rec) {
                     x.recorded_samples = rec->samples_recorded();
                     x.recording_dropped_samples = rec->samples_dropped();
@@ -254,6 +272,7 @@ int run_live(const live_options& opt)
         }
     } catch (const std::exception& e) {
         spdlog::error("cannot start: {}", e.what());
+        notifier.status(std::string("cannot start: ") + e.what());
         return 1;
     }
 
@@ -266,6 +285,14 @@ int run_live(const live_options& opt)
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     pipe->start();
+    notifier.ready();
+    const auto ping = notifier.watchdog_ping_interval();
+    if (ping) spdlog::info("systemd watchdog: pinging every {:.1f} s", std::chrono::duration<double>(*ping).count());
+    auto next_ping = std::chrono::steady_clock::now();
+    // A worker stuck on one batch this long is hung (a full batch takes ~0.2 s on a GPU and
+    // a few seconds on many CPU cores; allow 30 batch durations, at least 2 minutes).
+    const auto worker_limit = std::chrono::seconds(static_cast<long>(
+        std::max(120.0, 30.0 * static_cast<double>(cfg.receiver.batch_samples) / source->sample_rate_hz())));
     const auto t_start = std::chrono::steady_clock::now();
     const double interval = cfg.monitor.status_interval_s;
     pipeline_stats prev = pipe->stats();
@@ -282,6 +309,7 @@ int run_live(const live_options& opt)
         if (sig == SIGINT || sig == SIGTERM) {
             ++stop_requests;
             if (stop_requests == 1) {
+                notifier.stopping();
                 spdlog::info("{}: stopping; finishing and publishing what was received (again to abort)",
                              sig == SIGINT ? "SIGINT" : "SIGTERM");
                 pipe->request_stop();
@@ -293,12 +321,24 @@ int run_live(const live_options& opt)
         if (opt.duration_s > 0 && stop_requests == 0 &&
             std::chrono::steady_clock::now() - t_start > std::chrono::duration<double>(opt.duration_s)) {
             spdlog::info("duration {:.1f} s reached: stopping", opt.duration_s);
+            notifier.stopping();
             ++stop_requests;
             pipe->request_stop();
         }
+        if (ping && std::chrono::steady_clock::now() >= next_ping) {
+            // No ping while a thread is stuck: systemd then restarts the service.
+            if (pipe->healthy(worker_limit)) {
+                notifier.watchdog();
+            } else {
+                spdlog::error("a pipeline thread has made no progress: withholding the watchdog ping");
+            }
+            next_ping = std::chrono::steady_clock::now() + *ping;
+        }
         if (std::chrono::steady_clock::now() >= next_status) {
             const auto s = pipe->stats();
-            spdlog::info("{}", status_line(s, &prev, interval, have_pattern));
+            const auto line = status_line(s, &prev, interval, have_pattern);
+            spdlog::info("{}", line);
+            notifier.status(line);
             prev = s;
             next_status += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                 std::chrono::duration<double>(interval));
@@ -306,6 +346,15 @@ int run_live(const live_options& opt)
     }
     pipe->join();
     const auto s = pipe->stats();
+    if (udp) {
+        std::uint64_t sent = 0, errors = 0;
+        for (int k = 0; k < dsp::chain::num_paths; ++k) {
+            sent += udp->counters(k).datagrams_sent;
+            errors += udp->counters(k).send_errors;
+        }
+        spdlog::info("publisher: {} datagrams sent, {} send errors, {} packets published", sent, errors,
+                     udp->packets_published());
+    }
     spdlog::info("final: {}", status_line(s, nullptr, 0.0, have_pattern));
     std::uint64_t n = 0;
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {

@@ -4,6 +4,7 @@
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
+#include "daemon/logging.hpp"
 #include "daemon/replay.hpp"
 #include "io/sample_format.hpp"
 
@@ -83,8 +84,10 @@ int main(int argc, char** argv)
                 else throw config::config_error({"--backend: got '" + backend_override + "' (allowed: auto, cpu, cuda)"});
             }
             if (!log_level.empty()) {
-                if (spdlog::level::from_str(log_level) == spdlog::level::off && log_level != "off") {
-                    throw config::config_error({"--log-level: got '" + log_level + "' (allowed: trace, debug, info, warn, error, critical, off)"});
+                try {
+                    (void)daemon::parse_log_level(log_level);
+                } catch (const std::invalid_argument& e) {
+                    throw config::config_error({std::string("--log-level: ") + e.what()});
                 }
                 cfg.log.level = log_level;
             }
@@ -97,7 +100,12 @@ int main(int argc, char** argv)
             spdlog::info("{}: configuration is valid", service_config);
             return 0;
         }
-        spdlog::set_level(spdlog::level::from_str(cfg.log.level));
+        daemon::logger_options lo_log;
+        lo_log.level = daemon::parse_log_level(cfg.log.level);
+        lo_log.target = cfg.log.destination == config::log_destination::journal   ? daemon::log_target::journal
+                        : cfg.log.destination == config::log_destination::console ? daemon::log_target::console
+                                                                                  : daemon::log_target::automatic;
+        spdlog::set_default_logger(daemon::make_logger(lo_log));
         spdlog::info("paqd 0.1.0 starting with {}; effective configuration:", service_config);
         std::istringstream lines(config::to_yaml(cfg));
         for (std::string line; std::getline(lines, line);) spdlog::info("  {}", line);

@@ -1,6 +1,8 @@
 #include "daemon/sources.hpp"
 
 #include "io/file_source.hpp"
+#include "io/iio_source.hpp"
+#include "io/net_source.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -13,10 +15,13 @@ std::unique_ptr<io::sample_source> make_source(const config::source_config& cfg)
     case config::source_type::file:
         return std::make_unique<io::file_source>(cfg.file);
     case config::source_type::tcp:
+        return std::make_unique<io::tcp_source>(cfg.tcp);
     case config::source_type::udp:
+        return std::make_unique<io::udp_source>(cfg.udp);
     case config::source_type::vita49:
+        return std::make_unique<io::vita49_source>(cfg.vita49);
     case config::source_type::iio:
-        break;
+        return std::make_unique<io::iio_source>(cfg.iio);
     }
     throw std::runtime_error("source type '" + std::string(config::to_string(cfg.type)) +
                              "' is not available in this build");
