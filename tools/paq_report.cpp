@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -168,12 +169,14 @@ int main(int argc, char** argv)
         const auto& best = data.paths[data.ranking[0]];
         const auto& worst = data.paths[data.ranking[n_paths - 1]];
         const char* measure = data.ber_mode ? "BER" : "BEP";
-        std::printf("paq-report: %llu packets in %llu rows, %.1f s, %s mode; best %s (%s %.3g), worst %s (%s %.3g); "
+        const auto rate = [](double x) { return std::isnan(x) ? std::string("n/a") : format_rate(x); };
+        std::printf("paq-report: %llu packets in %llu rows, %.1f s, %s mode; best %s (%s %s), worst %s (%s %s); "
                     "wrote %s (%.0f kB) in %.2f s\n",
                     static_cast<unsigned long long>(data.packets), static_cast<unsigned long long>(data.rows),
                     data.max_time_s - data.min_time_s, measure, std::string(path_names[best.index]).c_str(), measure,
-                    data.value(best.sums), std::string(path_names[worst.index]).c_str(), measure,
-                    data.value(worst.sums), output.c_str(), static_cast<double>(html.size()) / 1e3, elapsed_s);
+                    rate(data.value(best.sums)).c_str(), std::string(path_names[worst.index]).c_str(), measure,
+                    rate(data.value(worst.sums)).c_str(), output.c_str(), static_cast<double>(html.size()) / 1e3,
+                    elapsed_s);
     } catch (const input_error& e) {
         std::cerr << "paq-report: " << e.what() << "\n";
         return 1;

@@ -182,8 +182,9 @@ report_builder::report_builder(const report_options& options)
     if (options.max_points < 2 || options.max_points > 100000) {
         throw std::invalid_argument("max_points must be in 2..100000, got " + std::to_string(options.max_points));
     }
-    if (!(options.window_s > 0) || !std::isfinite(options.window_s)) {
-        throw std::invalid_argument("window_s must be a positive number of seconds");
+    // At least 1 ms: window indices of times up to 1e12 s then stay far inside int64.
+    if (!(options.window_s >= 1e-3) || !std::isfinite(options.window_s)) {
+        throw std::invalid_argument("window_s must be at least 0.001 s");
     }
     if (!(options.bad_threshold > 0 && options.bad_threshold < 1)) {
         throw std::invalid_argument("bad_threshold must be in (0, 1)");
@@ -352,8 +353,9 @@ report_data read_packets_file(const std::filesystem::path& path, const report_op
     packet_reader reader(path);
     report_builder builder(options);
     packet_record r;
-    while (reader.next(r)) builder.add(r);
-    if (reader.csv().line() <= 1) throw input_error(path.string() + ": no data rows after the header");
+    std::uint64_t rows = 0;
+    for (; reader.next(r); ++rows) builder.add(r);
+    if (rows == 0) throw input_error(path.string() + ": no data rows after the header");
     return builder.finish();
 }
 

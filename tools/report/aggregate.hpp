@@ -118,7 +118,7 @@ struct window_stat {
 
 struct report_options {
     std::size_t max_points = 1000;  ///< most points per line in the time plots, 2..100000
-    double window_s = 1.0;          ///< window for the worst / best moments, > 0
+    double window_s = 1.0;          ///< window for the worst / best moments, >= 0.001 s
     double bad_threshold = 1e-2;    ///< "bad packet": BER (or BEP) above this
 };
 

@@ -494,13 +494,19 @@ void summary(std::string& h, const report_data& d)
     const auto& best = d.paths[d.ranking[0]];
     const auto& second = d.paths[d.ranking[1]];
     const double vb = d.value(best.sums), v2 = d.value(second.sums);
+    if (std::isnan(vb)) {
+        h += "<p class=\"warn\">No path can be ranked: ";
+        h += ber ? "no path's PN checker was ever locked (every <code>_bits</code> field is 0), so no bit was checked."
+                 : "no row has a finite estimated BEP.";
+        h += "</p>\n";
+    }
     h += "<p class=\"verdict\">" + swatch(best.index) + "<b>" + name_of(best.index) + "</b> ranks first: " + rate_name(d) +
          " " + format_rate(vb);
     if (ber) h += " (" + format_count(best.sums.errors) + " errors in " + format_count(best.sums.bits) + " bits)";
     h += ". Next: " + name_of(second.index) + " at " + format_rate(v2);
     if (vb > 0 && v2 > 0 && std::isfinite(v2)) h += printf_string(" (%.3g&#215; higher)", v2 / vb);
     h += ".";
-    if (ber && best.sums.errors < 10) {
+    if (ber && best.sums.bits > 0 && best.sums.errors < 10) {
         h += " <span class=\"note\">With fewer than 10 errors the best path's BER is uncertain by a factor of two or "
              "more; a longer run decides between close paths.</span>";
     }

@@ -52,7 +52,7 @@ struct path_record {
 struct packet_record {
     std::uint64_t packet = 0;
     std::uint64_t packets = 1;  ///< packets this row stands for, >= 1
-    double time_s = 0;          ///< finite
+    double time_s = 0;          ///< finite, |time_s| <= 1e12
     std::uint64_t batch = 0;
     std::uint64_t start_sample = 0;
     double metric = 0;
@@ -119,7 +119,8 @@ private:
 
 /// Reads <base>-packets.csv row by row. The constructor reads and checks the header (every
 /// column of docs/RECORDS.md must be present); next() parses and checks one row:
-/// integers are non-negative decimal integers, `packets` >= 1, `time_s` finite, `errors` <=
+/// integers are non-negative decimal integers, `packets` >= 1, `time_s` finite (|t| <= 1e12 s),
+/// `known_errors` <= 192 * `packets`, `errors` <=
 /// `bits`, and the `_bits` / `_errors` fields are all empty or all filled, the same way in
 /// every row (a pattern is configured for the whole run or not at all).
 class packet_reader {
