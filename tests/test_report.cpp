@@ -523,9 +523,10 @@ TEST_F(report_test, html_is_self_contained_and_names_every_path)
 // ---------------------------------------------------------------------------------------------
 // reading: accepted variants and malformed files
 
-TEST_F(report_test, reader_accepts_quotes_crlf_reordered_columns_and_nan)
+TEST_F(report_test, reader_accepts_bom_quotes_crlf_reordered_columns_and_nan)
 {
-    // Columns in reverse order, quoted header and fields, CRLF line ends, a NaN estimate.
+    // A byte-order mark, columns in reverse order, quoted header and fields, CRLF line ends,
+    // a NaN estimate.
     auto names = packets_header();
     std::vector<std::string> cols;
     for (std::size_t pos = 0;;) {
@@ -535,7 +536,7 @@ TEST_F(report_test, reader_accepts_quotes_crlf_reordered_columns_and_nan)
         pos = comma + 1;
     }
     std::reverse(cols.begin(), cols.end());
-    std::string text;
+    std::string text = "\xEF\xBB\xBF";
     for (std::size_t i = 0; i < cols.size(); ++i) text += (i ? ",\"" : "\"") + cols[i] + "\"";
     text += "\r\n";
     for (int row = 0; row < 2; ++row) {

@@ -648,8 +648,9 @@ void ber_figure(std::string& h, const report_data& d)
              : "the mean estimated BEP of the packets in that stretch. ";
     h += "Lower is better; the scale is logarithmic, one grid line per factor of ten. Points on the dashed "
          "<i>0</i> strip at the bottom had no ";
-    h += ber ? "errors at all; gaps mean the path's PN checker was not locked (no bits were checked). "
-             : "estimate below the rounding limit. ";
+    h += ber ? "errors at all; gaps mean that no bits were checked there (the path's PN checker was not locked, "
+               "or there were no packets). "
+             : "estimated BEP above 0 (the estimate underflowed); gaps mean there were no packets. ";
     h += "Lines that run together mean the equalizers behave alike; where one lifts away from the others, that path "
          "struggles with the channel at that moment. The shaded columns mark the best and worst " +
          format_width(d.options.window_s) + " windows of the best path, whose channels are shown in figure 4.</figcaption>\n";

@@ -175,6 +175,8 @@ bool csv_reader::next()
         begin_ = nl == std::string::npos ? buffer_.size() : nl + 1;
         ++line_;
         if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+        // A spreadsheet that saves "CSV UTF-8" puts a byte-order mark before the header.
+        if (line_ == 1 && text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);
         if (text.empty()) continue;
         split(text);
         return true;

@@ -78,7 +78,7 @@ struct channel_record {
 
 /// Streaming RFC 4180 CSV reader: one line, split into fields, per call. Fields may be quoted
 /// ("" inside quotes is a quote); a quoted field cannot span lines. Line ends are "\n" or
-/// "\r\n"; empty lines are skipped.
+/// "\r\n"; empty lines are skipped, and so is a UTF-8 byte-order mark at the start.
 class csv_reader {
 public:
     /// Opens path. Throws input_error when it cannot be opened.
