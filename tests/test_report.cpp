@@ -545,7 +545,7 @@ TEST_F(report_test, reader_accepts_bom_quotes_crlf_reordered_columns_and_nan)
             const auto& c = cols[i];
             std::string v = c.ends_with("_bits") ? "6144" : c.ends_with("_errors") ? "3" : c == "packets" ? "2" : "0.5";
             if (c == "packet" || c == "batch" || c == "start_sample" || c == "flags") v = std::to_string(row);
-            if (c == "ebn0_db") v = row == 0 ? "nan" : "\"12.5\"";
+            if (c == "ebn0_db") v = row == 0 ? "-nan" : "\"12.5\"";
             line += (i ? "," : "") + v;
         }
         text += line + "\r\n";
@@ -561,6 +561,51 @@ TEST_F(report_test, reader_accepts_bom_quotes_crlf_reordered_columns_and_nan)
     ASSERT_EQ(d.windows.size(), 1u);
     EXPECT_EQ(d.windows[0].bin.ebn0_db.n, 1u);  // the NaN estimate is left out of the mean
     EXPECT_DOUBLE_EQ(d.windows[0].bin.ebn0_db.mean(), 12.5);
+}
+
+TEST_F(report_test, reads_rows_in_the_paqd_writers_printf_format)
+{
+    // The format strings of daemon/records.cpp's records_writer::write_row, with and without a
+    // pattern; printf writes a NaN BEP as "nan" or "-nan".
+    for (const bool pattern : {true, false}) {
+        SCOPED_TRACE(pattern ? "pattern" : "no pattern");
+        const auto file = path(pattern ? "w-packets.csv" : "wn-packets.csv");
+        std::string text = packets_header() + "\n";
+        char buf[512];
+        for (unsigned i = 0; i < 30; ++i) {
+            const unsigned packets = i == 29 ? 3 : 10;
+            const auto start = static_cast<unsigned long long>(i) * 126700ULL;
+            std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%u",
+                          static_cast<unsigned long long>(10 * i + packets - 1), packets,
+                          static_cast<double>(start) / 20.625e6, static_cast<unsigned long long>(i / 3), start, 0.8731,
+                          51234.5678, 0.0123456789, 11.2345, 1.01, 42.123, 1234567.0, i % 4 == 0 ? 18u : 0u);
+            text += buf;
+            for (std::size_t p = 0; p < n_paths; ++p) {
+                const double bep = p == 2 && i == 5 ? -std::nan("") : 1.2345678e-5 * static_cast<double>(p + 1);
+                if (pattern) {
+                    std::snprintf(buf, sizeof buf, ",%llu,%llu,%.4g,%llu", 6144ULL * packets,
+                                  static_cast<unsigned long long>(p * i), bep, static_cast<unsigned long long>(p));
+                } else {
+                    std::snprintf(buf, sizeof buf, ",,,%.4g,%llu", bep, static_cast<unsigned long long>(p));
+                }
+                text += buf;
+            }
+            text += "\n";
+        }
+        std::ofstream(file, std::ios::binary) << text;
+        const auto d = read_packets_file(file);
+        EXPECT_EQ(d.ber_mode, pattern);
+        EXPECT_EQ(d.rows, 30u);
+        EXPECT_EQ(d.packets, 29u * 10 + 3);
+        EXPECT_EQ(d.flag_rows[1], 8u);  // flags 18 = 2 | 16 in rows 0, 4, ..., 28
+        EXPECT_EQ(d.flag_rows[4], 8u);
+        EXPECT_EQ(d.paths[5].sums.known_errors, 5u * 30);
+        EXPECT_EQ(d.paths[5].sums.bits, pattern ? 6144u * (29 * 10 + 3) : 0u);
+        EXPECT_EQ(d.paths[5].sums.errors, pattern ? 5u * (29 * 30 / 2) : 0u);
+        // The "-nan" BEP row (10 packets) is left out of mmse's mean.
+        EXPECT_EQ(d.paths[2].sums.bep_packets, 29u * 10 + 3 - 10);
+        EXPECT_NEAR(d.paths[2].sums.mean_bep(), 3.704e-5, 1e-12);
+    }
 }
 
 TEST_F(report_test, malformed_packets_files_name_file_line_and_column)
