@@ -557,7 +557,7 @@ std::string to_yaml(const daemon_config& c)
        << "    rate_factor: " << format_double(f.rate_factor) << "\n"
        << "    loop: " << (f.loop ? "true" : "false") << "\n"
        << "    chunk_samples: " << f.chunk_samples << "\n";
-    const auto fmt = [](io::sample_format f) { return std::string(io::to_sigmf_datatype(f)); };
+    const auto fmt = [](io::sample_format sf) { return std::string(io::to_sigmf_datatype(sf)); };
     const auto& t = c.source.tcp;
     os << "  tcp:\n"
        << "    mode: " << (t.mode == io::tcp_mode::connect ? "connect" : "listen") << "\n"
@@ -625,7 +625,7 @@ std::string to_yaml(const daemon_config& c)
     os << "pipeline:\n"
        << "  backend: " << to_string(c.pipeline.backend) << "\n"
        << "  gpus: [";
-    for (std::size_t i = 0; i < c.pipeline.gpus.size(); ++i) os << (i ? ", " : "") << c.pipeline.gpus[i];
+    for (std::size_t g = 0; g < c.pipeline.gpus.size(); ++g) os << (g ? ", " : "") << c.pipeline.gpus[g];
     os << "]\n"
        << "  cpu_workers: " << c.pipeline.cpu_workers << "\n"
        << "  queue_depth: " << c.pipeline.queue_depth << "\n"

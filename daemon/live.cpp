@@ -386,8 +386,29 @@ int run_live(const live_options& opt)
             spdlog::error("{}", e.what());
         }
     }
+    const auto& sc = source->counters();
+    spdlog::info("source: {} samples, {} datagrams/blocks, {} lost ({} samples), {} malformed, {} reconnects, {} non-finite",
+                 sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
+                 sc.malformed.load(), sc.reconnects.load(), sc.nonfinite.load());
     if (!opt.json_out.empty()) {
         auto j = to_json(s, have_pattern);
+        j["source"] = {{"description", source->describe()},
+                       {"samples", sc.samples.load()},
+                       {"packets", sc.packets.load()},
+                       {"packets_lost", sc.packets_lost.load()},
+                       {"samples_lost", sc.samples_lost.load()},
+                       {"malformed", sc.malformed.load()},
+                       {"reconnects", sc.reconnects.load()},
+                       {"nonfinite", sc.nonfinite.load()}};
+        if (udp) {
+            nlohmann::json streams = nlohmann::json::array();
+            for (int k = 0; k < dsp::chain::num_paths; ++k) {
+                streams.push_back({{"path", dsp::path_name(k)},
+                                   {"datagrams_sent", udp->counters(k).datagrams_sent.load()},
+                                   {"send_errors", udp->counters(k).send_errors.load()}});
+            }
+            j["publisher"] = streams;
+        }
         if (records) j["record_rows"] = records->rows();
         if (rec) {
             j["recorded_samples"] = rec->samples_recorded();

@@ -114,19 +114,23 @@ void pipeline::batcher_loop()
     std::vector<cf32> chunk(1u << 18);
     auto last_data = clock::now();
     bool stalled = false;
+    bool any_data = false;  // before the first sample there is nothing to stall
     for (;;) {
         batcher_heartbeat_ns_ = now_ns();
         const auto r = ring_.read(chunk, std::chrono::milliseconds(100));
         using kind = io::sample_ring::read_result::kind;
         if (r.what == kind::end) break;
         if (r.what == kind::samples) {
-            if (stalled) {
+            if (stalled && any_data) {
                 spdlog::info("source resumed after {:.1f} s without samples", ms_since(last_data) / 1000.0);
+            }
+            if (stalled) {
                 stalled = false;
                 std::lock_guard s(s_mu_);
                 stats_.stalled = false;
             }
             last_data = clock::now();
+            any_data = true;
             bt.push(std::span<const cf32>(chunk.data(), r.count));
             if (opt_.on_samples) opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
             std::lock_guard s(s_mu_);
@@ -141,7 +145,10 @@ void pipeline::batcher_loop()
             stats_.samples_lost_in_gaps += r.lost_samples;
             spdlog::warn("gap in the sample stream ({}): {} samples lost", io::to_string(r.reason),
                          r.lost_samples ? std::to_string(r.lost_samples) : std::string("unknown number of"));
-        } else if (!stalled && clock::now() - last_data > opt_.stall_timeout) {
+        } else if (!any_data && !stalled && clock::now() - last_data > opt_.stall_timeout) {
+            stalled = true;  // logged once; not a gap (no segment is open)
+            spdlog::info("waiting for the first samples from the source");
+        } else if (any_data && !stalled && clock::now() - last_data > opt_.stall_timeout) {
             // No samples: end the segment so that the packets received so far go out now.
             stalled = true;
             bt.gap(0);

@@ -212,6 +212,7 @@ void run_context(net_core& core, sample_sink& sink)
     socket.non_blocking(true, ec);
     if (ec) throw std::runtime_error(core.name + ": cannot make the socket non-blocking: " + ec.message());
     core.local_port.store(socket.local_endpoint().port());
+    spdlog::info("{}: receiving on port {}", core.name, core.local_port.load());
     return socket;
 }
 

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# End-to-end tests on loopback, CPU backend:
+#   paq-sim -> paq-stream (TCP / VITA-49) -> paqd -> six UDP streams -> paq-bert
+# compared with the offline replay of the same recording.
+#
+#   tests/e2e/e2e.sh BUILD_DIR CASE     CASE: tcp | vita49-drops | stall | sigterm
+#
+# Each case prints what it compares and exits non-zero on the first mismatch.
+set -euo pipefail
+build=$(cd "$1" && pwd)
+case_name=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/paq-e2e-$case_name.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -n "${PAQ_E2E_KEEP:-}" ]] && echo "kept $work" >&2 || rm -rf "$work"
+}
+trap cleanup EXIT
+
+sim=$build/tools/paq-sim
+stream=$build/tools/paq-stream
+bert=$build/tools/paq-bert
+paqd=$build/daemon/paqd
+
+fail() { echo "FAIL ($case_name): $*" >&2; echo "--- paqd log:" >&2; tail -40 "$work/paqd.log" >&2 || true; exit 1; }
+
+# Ports: distinct per case and per run (several ctest jobs may run at once).
+base=$((20000 + ($$ % 2000) * 10))
+bert_port=$base          # .. base+5
+src_port=$((base + 8))
+
+batch=1000000
+"$sim" --preset edwards3 --ebn0-db 12 --cfo-hz 40000 --seconds 0.25 --seed 77 --output "$work/rec" > /dev/null
+
+write_config() {  # $1: source section (YAML), rest appended
+  cat > "$work/paqd.yaml" <<EOF
+receiver:
+  batch_samples: $batch
+source:
+$1
+pipeline:
+  backend: cpu
+publisher:
+  destinations:
+    none: "127.0.0.1:$bert_port"
+    zf: "127.0.0.1:$((bert_port + 1))"
+    mmse: "127.0.0.1:$((bert_port + 2))"
+    cma: "127.0.0.1:$((bert_port + 3))"
+    fde1: "127.0.0.1:$((bert_port + 4))"
+    fde2: "127.0.0.1:$((bert_port + 5))"
+metrics:
+  port: 0
+monitor:
+  status_interval_s: 0.5
+log:
+  destination: console
+EOF
+}
+
+start_bert() {
+  "$bert" --base-port "$bert_port" --idle-timeout 20 --interval 0 --json "$work/bert.json" > "$work/bert.log" 2>&1 &
+  bert_pid=$!
+  pids+=("$bert_pid")
+  sleep 0.3
+}
+
+start_paqd() {
+  "$paqd" --config "$work/paqd.yaml" --json-out "$work/live.json" > "$work/paqd.out" 2> "$work/paqd.log" &
+  paqd_pid=$!
+  pids+=("$paqd_pid")
+  # Wait until its source socket is bound (TCP: listening; UDP: receiving).
+  local ready="receiving on port"
+  grep -q "type: tcp" "$work/paqd.yaml" && ready="listening on port"
+  for _ in $(seq 1 100); do
+    grep -q "$ready" "$work/paqd.log" 2>/dev/null && break
+    kill -0 "$paqd_pid" 2>/dev/null || fail "paqd did not start"
+    sleep 0.1
+  done
+  sleep 0.3
+}
+
+wait_paqd() {
+  local rc=0
+  wait "$paqd_pid" || rc=$?
+  [[ $rc -eq 0 ]] || fail "paqd exited with $rc"
+}
+
+wait_bert() {
+  local rc=0
+  wait "$bert_pid" || rc=$?
+  [[ $rc -eq 0 ]] || { cat "$work/bert.log" >&2; fail "paq-bert exited with $rc"; }
+}
+
+offline() {
+  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --json-out "$work/offline.json" > /dev/null 2>&1 \
+    || fail "offline replay failed"
+}
+
+# Compares per-path bits and errors of paq-bert, paqd's own tally and the offline replay.
+compare() {  # $1: "exact" or "subset"
+  python3 - "$work" "$1" <<'EOF' || fail "comparison failed"
+import json, sys
+work, mode = sys.argv[1], sys.argv[2]
+import os
+live = json.load(open(f"{work}/live.json"))
+bert = json.load(open(f"{work}/bert.json"))
+off = json.load(open(f"{work}/offline.json")) if os.path.exists(f"{work}/offline.json") else live
+ok = True
+print(f"packets: offline {off['packets_found']}, paqd {live['packets_found']}")
+for p_off, p_live, s in zip(off["paths"], live["paths"], bert["streams"]):
+    name = p_off["path"]
+    print(f"  {name:5} offline {p_off['bit_errors']:7}/{p_off['bits']:9}  paqd {p_live['bit_errors']:7}/{p_live['bits']:9}"
+          f"  bert {s['bit_errors']:7}/{s['bits_checked']:9}  lost {s['lost']} dup {s['duplicated']} reord {s['reordered']}")
+    if (s["bits_checked"], s["bit_errors"]) != (p_live["bits"], p_live["bit_errors"]):
+        print(f"  MISMATCH {name}: paq-bert differs from paqd's own tally"); ok = False
+    if s["lost"] or s["duplicated"] or s["reordered"] or s["malformed"]:
+        print(f"  MISMATCH {name}: datagrams lost/duplicated/reordered/malformed"); ok = False
+    if mode == "exact" and (p_live["bits"], p_live["bit_errors"]) != (p_off["bits"], p_off["bit_errors"]):
+        print(f"  MISMATCH {name}: live differs from the offline replay"); ok = False
+if mode == "exact" and live["packets_found"] != off["packets_found"]:
+    print("  MISMATCH: packet count"); ok = False
+sys.exit(0 if ok else 1)
+EOF
+}
+
+case $case_name in
+tcp)
+  # The whole recording over TCP: BER per path equal to the offline replay, nothing lost.
+  offline
+  write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 20625000, end_on_close: true}"
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
+    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
+  wait_paqd
+  wait_bert
+  compare exact
+  python3 -c "
+import json; j = json.load(open('$work/live.json'))
+assert j['ring']['samples_dropped'] == 0 and j['gaps'] == 0 and j['batches_lost'] == 0, j
+print('ring drops 0, gaps 0, batches lost 0; latency mean %.0f ms, max %.0f ms' % (j['latency_ms']['mean'], j['latency_ms']['max']))"
+  ;;
+vita49-drops)
+  # VITA-49 with every 50th datagram dropped by the sender: each loss is counted exactly
+  # (timestamps), no packet spans a loss, and what is decoded is right (12 dB: the
+  # equalized paths' BER stays close to the offline one).
+  offline
+  write_config "  type: vita49
+  vita49: {bind: 127.0.0.1, port: $src_port, sample_rate_hz: 20625000}
+  stall_timeout_s: 1.0"
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode vita49 --host 127.0.0.1 --port "$src_port" --samples-per-packet 2048 \
+    --rate-factor 0.5 --drop-every 50 > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
+  sleep 1.5   # the stall timeout ends the last segment
+  kill -TERM "$paqd_pid"
+  wait_paqd
+  wait_bert
+  compare subset
+  python3 - "$work" <<'EOF' || fail "loss accounting"
+import json, sys, re
+work = sys.argv[1]
+live = json.load(open(f"{work}/live.json"))
+total = 5156250  # 0.25 s at 20.625 MS/s
+sent_log = open(f"{work}/stream.log").read()
+m = re.search(r"dropped (\d+)", sent_log)
+dropped_dgrams = int(m.group(1)) if m else None
+lost = live["samples_lost_in_gaps"]
+print(f"sender dropped {dropped_dgrams} datagrams; paqd: gaps {live['gaps']}, samples lost {lost}, samples in {live['samples_in']}")
+assert live["gaps_by_reason"]["lost-packets"] >= 1, live
+assert live["samples_in"] + lost == total, (live["samples_in"], lost, total)
+if dropped_dgrams is not None:
+    assert lost == dropped_dgrams * 2048, (lost, dropped_dgrams)
+off = json.load(open(f"{work}/offline.json"))
+assert live["packets_found"] < off["packets_found"], "packets across the losses must be dropped, not decoded"
+assert live["packets_truncated"] > 0
+for p_off, p_live in zip(off["paths"], live["paths"]):
+    if p_off["path"] in ("mmse", "cma", "fde1"):
+        assert p_live["ber"] < 2 * p_off["ber"] + 1e-3, (p_off, p_live)
+EOF
+  ;;
+stall)
+  # The sender pauses 2.5 s in the middle (stall timeout 1 s): the stall is counted, the
+  # packets before it are published without waiting for more samples, and reception resumes.
+  write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: ci16_le, sample_rate_hz: 20625000, end_on_close: true}
+  stall_timeout_s: 1.0"
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format ci16 \
+    --rate-factor 0.5 --stall-at 0.1 --stall-for 2.5 > "$work/stream.log" 2>&1 || fail "paq-stream failed"
+  wait_paqd
+  wait_bert
+  compare subset
+  grep -q "source stalled" "$work/paqd.log" || fail "no stall logged"
+  grep -q "source resumed" "$work/paqd.log" || fail "no resume logged"
+  python3 -c "
+import json; j = json.load(open('$work/live.json'))
+assert j['stalls'] == 1, j['stalls']
+assert j['samples_in'] == 5156250, j['samples_in']
+assert j['packets_found'] > 300, j['packets_found']
+print('stalls', j['stalls'], 'samples in', j['samples_in'], 'packets', j['packets_found'], 'truncated', j['packets_truncated'])"
+  ;;
+sigterm)
+  # SIGTERM mid-run: paqd finishes and publishes what it received, logs its counters and
+  # exits 0; paq-bert saw exactly what paqd published.
+  write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: ci16_le, sample_rate_hz: 20625000}"
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format ci16 \
+    --rate-factor 0.2 --loop > "$work/stream.log" 2>&1 &
+  pids+=($!)
+  sleep 2
+  kill -TERM "$paqd_pid"
+  wait_paqd
+  wait_bert
+  compare subset
+  grep -q "SIGTERM: stopping" "$work/paqd.log" || fail "no stop message"
+  grep -q "publisher: .* datagrams sent, 0 send errors" "$work/paqd.log" || fail "no publisher counters"
+  python3 -c "
+import json; j = json.load(open('$work/live.json'))
+assert j['batches_published'] == j['batches_dispatched'] and j['batches_lost'] == 0, j
+assert j['packets_found'] > 0
+print('after SIGTERM: batches', j['batches_published'], 'packets', j['packets_found'], 'samples in', j['samples_in'])"
+  ;;
+*)
+  echo "unknown case $case_name" >&2
+  exit 2
+  ;;
+esac
+echo "PASS ($case_name)"
