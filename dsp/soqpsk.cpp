@@ -129,15 +129,21 @@ const std::vector<cf64>& soqpsk_autocorrelation()
 
 double received_power(const cf64* h, std::size_t n)
 {
+    // sum_a sum_b Re(h_a conj(h_b) r(b - a)), with r(-k) = conj(r(k)): the diagonal once plus
+    // twice the upper triangle. Written out in real arithmetic: std::complex multiplication
+    // goes through the C99 Annex G inf/nan path (__muldc3), which made this the hot spot of
+    // filling 3104 packet records.
     const auto& rx = soqpsk_autocorrelation();
-    const long long kmax = static_cast<long long>(rx.size()) - 1;
+    const std::size_t kmax = rx.size() - 1;
     double p = 0.0;
     for (std::size_t a = 0; a < n; ++a) {
-        for (std::size_t b = 0; b < n; ++b) {
-            const long long k = static_cast<long long>(b) - static_cast<long long>(a);
-            if (k > kmax || -k > kmax) continue;
-            const cf64 r = k >= 0 ? rx[static_cast<std::size_t>(k)] : std::conj(rx[static_cast<std::size_t>(-k)]);
-            p += (h[a] * std::conj(h[b]) * r).real();
+        p += (h[a].real() * h[a].real() + h[a].imag() * h[a].imag()) * rx[0].real();
+        for (std::size_t b = a + 1; b < n && b - a <= kmax; ++b) {
+            // h_a conj(h_b)
+            const double ur = h[a].real() * h[b].real() + h[a].imag() * h[b].imag();
+            const double ui = h[a].imag() * h[b].real() - h[a].real() * h[b].imag();
+            const cf64 r = rx[b - a];
+            p += 2.0 * (ur * r.real() - ui * r.imag());
         }
     }
     return p;

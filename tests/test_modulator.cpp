@@ -259,3 +259,27 @@ TEST(detection_filter, alone_costs_about_one_db_in_awgn)
         EXPECT_GT(ber, oqpsk_theory_ber(ebn0)) << ebn0;
     }
 }
+
+TEST(modulator, received_power_equals_the_double_sum_over_the_autocorrelation)
+{
+    // received_power() is written in real arithmetic over the upper triangle; check it
+    // against the plain definition sum_a sum_b h_a conj(h_b) r(b - a).
+    const auto& rx = paq::dsp::soqpsk_autocorrelation();
+    std::mt19937_64 rng(4242);
+    std::normal_distribution<double> g;
+    for (int trial = 0; trial < 20; ++trial) {
+        std::vector<paq::cf64> h(38);
+        for (auto& x : h) x = {g(rng), g(rng)};
+        paq::cf64 direct = 0.0;
+        for (std::size_t a = 0; a < h.size(); ++a) {
+            for (std::size_t b = 0; b < h.size(); ++b) {
+                const long long k = static_cast<long long>(b) - static_cast<long long>(a);
+                if (static_cast<std::size_t>(k < 0 ? -k : k) >= rx.size()) continue;
+                const paq::cf64 r = k >= 0 ? rx[static_cast<std::size_t>(k)] : std::conj(rx[static_cast<std::size_t>(-k)]);
+                direct += h[a] * std::conj(h[b]) * r;
+            }
+        }
+        EXPECT_NEAR(paq::dsp::received_power(h.data(), h.size()), direct.real(), 1e-12 * std::abs(direct.real()));
+        EXPECT_LT(std::abs(direct.imag()), 1e-9 * std::abs(direct.real())) << "the quadratic form is real";
+    }
+}
