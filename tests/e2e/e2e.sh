@@ -212,7 +212,23 @@ sigterm)
   "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format ci16 \
     --rate-factor 0.2 --loop > "$work/stream.log" 2>&1 &
   pids+=($!)
-  sleep 2
+  # Scrape the metrics endpoint twice while it runs: it answers and its counters move.
+  sleep 1
+  port=$(grep -o 'metrics: http://127.0.0.1:[0-9]*' "$work/paqd.log" | grep -o '[0-9]*$')
+  [[ -n $port ]] || fail "no metrics endpoint in the log"
+  python3 - "$port" <<'EOF2' || fail "metrics scrape"
+import sys, time, urllib.request
+port = sys.argv[1]
+def scrape():
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+        assert r.status == 200 and r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        text = r.read().decode()
+    return {l.split(" ")[0]: float(l.split(" ")[1]) for l in text.splitlines() if l and not l.startswith("#")}
+a = scrape(); time.sleep(1.5); b = scrape()
+print("metrics: samples_in %d -> %d, paqd_up %d" % (a["paqd_samples_in_total"], b["paqd_samples_in_total"], b["paqd_up"]))
+assert b["paqd_samples_in_total"] > a["paqd_samples_in_total"] > 0
+assert b["paqd_up"] == 1
+EOF2
   kill -TERM "$paqd_pid"
   wait_paqd
   wait_bert

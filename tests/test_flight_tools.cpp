@@ -1,0 +1,261 @@
+// Issue 5's tools end to end: per-packet records and the comparison report from a `flight`
+// recording (the report's numbers equal the replay table's), the Prometheus endpoint (it
+// answers, its counters move), and the SigMF recording made while receiving.
+#include "chain_fixture.hpp"
+#include "daemon/metrics_http.hpp"
+#include "daemon/recorder.hpp"
+#include "daemon/records.hpp"
+#include "daemon/replay.hpp"
+#include "io/sample_file.hpp"
+#include "tools/report/aggregate.hpp"
+#include "tools/report/html.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include <unistd.h>
+
+using namespace paq;
+
+namespace {
+
+struct temp_dir {
+    std::filesystem::path path;
+    temp_dir()
+        : path(std::filesystem::temp_directory_path() /
+               ("paq-flight-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++)))
+    {
+        std::filesystem::create_directories(path);
+    }
+    ~temp_dir() { std::filesystem::remove_all(path); }
+    static std::atomic<int>& counter()
+    {
+        static std::atomic<int> c{0};
+        return c;
+    }
+};
+
+std::filesystem::path write_flight_recording(const std::filesystem::path& dir, std::size_t packets)
+{
+    dsp::sim_config sc;
+    sc.preset = "flight";
+    sc.ebn0_db = 14.0;
+    sc.cfo_hz = 25e3;
+    sc.flight_start_s = 3.0;  // mid-manoeuvre: the specular ray is moving
+    sc.seed = 5150;
+    const auto sim = test::simulate(sc, packets);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = 20.625e6;
+    auto w = io::sample_file_writer::create_sigmf(dir / "flight", meta);
+    w.write(sim.samples);
+    w.close();
+    return dir / "flight.sigmf-meta";
+}
+
+std::string http_get(std::uint16_t port, const std::string& target)
+{
+    namespace asio = boost::asio;
+    asio::io_context io;
+    asio::ip::tcp::socket sock(io);
+    sock.connect({asio::ip::make_address("127.0.0.1"), port});
+    const std::string req = "GET " + target + " HTTP/1.1\r\nHost: localhost\r\n\r\n";
+    asio::write(sock, asio::buffer(req));
+    std::string reply;
+    boost::system::error_code ec;
+    std::array<char, 4096> buf{};
+    for (;;) {
+        const std::size_t n = sock.read_some(asio::buffer(buf), ec);
+        reply.append(buf.data(), n);
+        if (ec) break;
+    }
+    return reply;
+}
+
+double metric_value(const std::string& text, const std::string& name)
+{
+    const auto at = text.find("\n" + name + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::stod(text.substr(at + name.size() + 2));
+}
+
+}  // namespace
+
+TEST(flight_records, report_numbers_equal_the_replay_table)
+{
+    temp_dir dir;
+    const auto rec = write_flight_recording(dir.path, 120);
+    daemon::replay_options opt;
+    opt.file = rec;
+    opt.receiver = test::small_batches();
+    opt.records.base = dir.path / "records" / "flight";
+    opt.records.decimation = 4;  // sums must stay exact when decimated
+    opt.records.channel_decimation = 10;
+    const auto res = daemon::run_replay(opt);
+    ASSERT_GT(res.summary.packets_found, 100u);
+    EXPECT_EQ(res.record_rows, (res.summary.packets_found + 3) / 4);
+
+    const auto data = report::read_packets_file(dir.path / "records" / "flight-packets.csv");
+    EXPECT_TRUE(data.ber_mode);
+    EXPECT_EQ(data.packets, res.summary.packets_found);
+    EXPECT_EQ(data.rows, res.record_rows);
+    EXPECT_EQ(data.max_row_packets, 4u);
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        const auto& table = res.summary.paths[static_cast<std::size_t>(p)];
+        const auto& page = data.paths[static_cast<std::size_t>(p)].sums;
+        EXPECT_EQ(page.bits, table.bits_checked) << dsp::path_name(p);
+        EXPECT_EQ(page.errors, table.bit_errors) << dsp::path_name(p);
+        EXPECT_EQ(page.packets, table.packets) << dsp::path_name(p);
+        EXPECT_NEAR(page.mean_bep(), table.mean_bep_estimate, 1e-3 * table.mean_bep_estimate + 1e-6) << dsp::path_name(p);
+    }
+    // On the flight channel the equalized paths rank above the unequalized one.
+    EXPECT_NE(data.ranking.front(), 0u);
+    EXPECT_EQ(data.ranking.back() == 0u || data.ranking.back() == 1u, true) << "none or zf ranks last";
+
+    // The page itself: self-contained, every path named, the figures there.
+    const auto times = report::snapshot_times(data);
+    ASSERT_EQ(times.size(), 2u) << "best and worst moments";
+    const auto snaps = report::read_channel_snapshots(dir.path / "records" / "flight-channel.csv", times);
+    ASSERT_EQ(snaps.nearest.size(), 2u);
+    ASSERT_TRUE(snaps.nearest[0] && snaps.nearest[1]);
+    report::page_inputs in;
+    in.title = "flight test";
+    in.packets_path = dir.path / "records" / "flight-packets.csv";
+    report::channel_view view;
+    view.path = dir.path / "records" / "flight-channel.csv";
+    view.rows = snaps.rows;
+    view.taps = snaps.taps;
+    view.best = snaps.nearest[0];
+    view.worst = snaps.nearest[1];
+    in.channel = view;
+    const auto html = report::render_html(data, in);
+    for (int p = 0; p < dsp::chain::num_paths; ++p) EXPECT_NE(html.find(dsp::path_name(p)), std::string::npos);
+    EXPECT_EQ(html.find("http://"), std::string::npos);
+    EXPECT_EQ(html.find("<script"), std::string::npos);
+    std::size_t svgs = 0;
+    for (auto at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
+    EXPECT_GE(svgs, 4u);
+}
+
+TEST(flight_records, channel_rows_and_delay_spread)
+{
+    // One tap: no spread. Two equal taps 4 samples apart: RMS spread 2 samples.
+    std::array<cf64, dsp::chain::L_ch> h{};
+    h[12] = 1.0;
+    EXPECT_DOUBLE_EQ(daemon::rms_delay_spread_samples(h), 0.0);
+    h[16] = cf64(0.0, 1.0);
+    EXPECT_NEAR(daemon::rms_delay_spread_samples(h), 2.0, 1e-12);
+}
+
+TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
+{
+    daemon::pipeline_stats stats;
+    stats.tally.paths[2].name = "mmse";
+    std::mutex mu;
+    daemon::metrics_config cfg;
+    cfg.port = 0;  // any free port
+    daemon::metrics_server server(cfg, [&] {
+        std::lock_guard lk(mu);
+        return daemon::render_prometheus(stats, {}, true);
+    });
+    const auto first = http_get(server.port(), "/metrics");
+    EXPECT_EQ(first.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << first.substr(0, 200);
+    EXPECT_NE(first.find("Content-Type: text/plain; version=0.0.4"), std::string::npos);
+    EXPECT_NE(first.find("# TYPE paqd_samples_in_total counter"), std::string::npos);
+    EXPECT_EQ(metric_value(first, "paqd_samples_in_total"), 0.0);
+    {
+        std::lock_guard lk(mu);
+        stats.samples_in = 41'250'000;
+        stats.tally.packets_found = 3104;
+        stats.tally.paths[2].bit_errors = 17;
+        stats.ring.samples_dropped = 5;
+    }
+    const auto second = http_get(server.port(), "/metrics");
+    EXPECT_EQ(metric_value(second, "paqd_samples_in_total"), 41'250'000.0);
+    EXPECT_EQ(metric_value(second, "paqd_packets_total"), 3104.0);
+    EXPECT_EQ(metric_value(second, "paqd_ring_samples_dropped_total"), 5.0);
+    EXPECT_NE(second.find("paqd_path_bit_errors_total{path=\"mmse\"} 17"), std::string::npos);
+    EXPECT_NE(second.find("paqd_gaps_total{reason=\"lost-packets\"} 0"), std::string::npos);
+    const auto missing = http_get(server.port(), "/other");
+    EXPECT_EQ(missing.rfind("HTTP/1.1 404", 0), 0u);
+    EXPECT_GE(server.requests(), 3u);
+}
+
+TEST(metrics_endpoint, a_taken_port_is_a_clear_error)
+{
+    daemon::metrics_config cfg;
+    cfg.port = 0;
+    daemon::metrics_server first(cfg, [] { return std::string(); });
+    cfg.port = first.port();
+    try {
+        daemon::metrics_server second(cfg, [] { return std::string(); });
+        FAIL() << "bound the same port twice";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("127.0.0.1:" + std::to_string(cfg.port)), std::string::npos) << e.what();
+    }
+    cfg.bind = "not-an-address";
+    EXPECT_THROW(daemon::metrics_server(cfg, [] { return std::string(); }), std::runtime_error);
+}
+
+TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
+{
+    temp_dir dir;
+    daemon::recording_config cfg;
+    cfg.base = dir.path / "rec";
+    cfg.format = io::sample_format::cf32_le;
+    std::vector<cf32> a(10'000), b(5'000);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = cf32(static_cast<float>(i), 1.0f);
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = cf32(-static_cast<float>(i), 2.0f);
+    {
+        daemon::recorder r(cfg, 20.625e6, nlohmann::json("receiver: {}"));
+        r.write(a);
+        r.gap(2048, io::gap_reason::lost_packets);
+        r.write(b);
+        r.close();
+        EXPECT_EQ(r.samples_recorded(), 15'000u);
+        EXPECT_EQ(r.samples_dropped(), 0u);
+    }
+    auto reader = io::sample_file_reader::open(dir.path / "rec.sigmf-meta");
+    EXPECT_EQ(reader.info().num_samples, 15'000u);
+    std::vector<cf32> back(15'000);
+    ASSERT_EQ(reader.read(back), 15'000u);
+    EXPECT_EQ(back[9'999], a[9'999]);
+    EXPECT_EQ(back[10'000], b[0]);
+    const auto& extra = reader.info().meta.extra_global;
+    ASSERT_TRUE(extra.contains("paq:gaps"));
+    ASSERT_EQ(extra["paq:gaps"].size(), 1u);
+    EXPECT_EQ(extra["paq:gaps"][0]["recording_sample"], 10'000);
+    EXPECT_EQ(extra["paq:gaps"][0]["lost"], 2048);
+    EXPECT_EQ(extra["paq:gaps"][0]["reason"], "lost-packets");
+    EXPECT_EQ(extra["paq:receiver"], "receiver: {}");
+}
+
+TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_marked)
+{
+    temp_dir dir;
+    daemon::recording_config cfg;
+    cfg.base = dir.path / "slow";
+    cfg.queue_mib = 16;  // 2 M samples of queue
+    daemon::recorder r(cfg, 20.625e6, nlohmann::json::object());
+    // 40 M samples offered at once, far more than 16 MiB of queue: some must be dropped,
+    // and everything offered is either recorded or counted as dropped.
+    std::vector<cf32> chunk(1'000'000, cf32(0.5f, -0.5f));
+    for (int i = 0; i < 40; ++i) r.write(chunk);
+    r.close();
+    EXPECT_EQ(r.samples_recorded() + r.samples_dropped(), 40'000'000u);
+    auto reader = io::sample_file_reader::open(dir.path / "slow.sigmf-meta");
+    EXPECT_EQ(reader.info().num_samples, r.samples_recorded());
+    const auto& extra = reader.info().meta.extra_global;
+    EXPECT_EQ(extra["paq:recording_dropped_samples"], r.samples_dropped());
+    if (r.samples_dropped()) {
+        ASSERT_FALSE(extra["paq:gaps"].empty());
+        EXPECT_EQ(extra["paq:gaps"][0]["reason"], "recording-dropped");
+    }
+}
