@@ -38,10 +38,18 @@ struct source_config {
     /// the stall is counted and logged). 0.05 <= x <= 3600.
     double stall_timeout_s = 2.0;
     io::file_source_config file;
-    io::tcp_source_config tcp;
-    io::udp_source_config udp;
-    io::vita49_source_config vita49;
+    /// The network sources carry no rate: default to the iNET rate (20.625 MS/s).
+    io::tcp_source_config tcp = with_rate(io::tcp_source_config{});
+    io::udp_source_config udp = with_rate(io::udp_source_config{});
+    io::vita49_source_config vita49 = with_rate(io::vita49_source_config{});
     io::iio_config iio;
+
+    template <typename C>
+    [[nodiscard]] static C with_rate(C c)
+    {
+        c.sample_rate_hz = waveform::default_sample_rate_hz;
+        return c;
+    }
 };
 
 /// The six UDP bitstreams. Default: every path to 127.0.0.1, ports 50000 (none) .. 50005
@@ -63,8 +71,9 @@ enum class ring_overflow : std::uint8_t { automatic, drop, block };
 struct ring_config {
     /// Capacity in seconds of samples at the source's rate, 0.1 <= x <= 60.
     double capacity_s = 2.0;
-    /// auto: block for file replay (nothing is lost, the file waits), drop for live sources
-    /// (a live source cannot wait; dropped samples are counted and become a gap).
+    /// auto: block for file replay (nothing is lost, the file waits) and TCP (back-pressure
+    /// reaches the sender), drop for UDP, VITA-49 and libiio (a live source cannot wait;
+    /// dropped samples are counted and become a gap).
     ring_overflow overflow = ring_overflow::automatic;
     /// Pinned (page-locked) memory: cudaHostAlloc with the CUDA backend, mlock otherwise.
     bool lock_memory = true;

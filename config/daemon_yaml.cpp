@@ -289,8 +289,10 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
     // Its errors (a YAML syntax error among them) are thrown from there, before the rest.
     cfg.receiver = parse_receiver_config(yaml_text, source_name);
     std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));  // parsed fine above
-    if (docs.empty() || docs.front().IsNull()) return cfg;
-    section root(docs.front(), "", YAML::Mark::null_mark(), errors);
+    // An empty document is all defaults, which still must pass the checks below (a file
+    // source needs its path).
+    const YAML::Node top = docs.empty() ? YAML::Node(YAML::NodeType::Null) : docs.front();
+    section root(top, "", YAML::Mark::null_mark(), errors);
     root.known("receiver");
 
     {
@@ -512,7 +514,8 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         auto l = root.sub("log");
         l.choice("level", cfg.log.level,
                  {{"trace", std::string("trace")}, {"debug", std::string("debug")}, {"info", std::string("info")},
-                  {"warn", std::string("warn")}, {"error", std::string("error")}, {"critical", std::string("critical")},
+                  {"warn", std::string("warn")}, {"warning", std::string("warning")}, {"error", std::string("error")},
+                  {"err", std::string("err")}, {"critical", std::string("critical")},
                   {"off", std::string("off")}});
         l.choice("destination", cfg.log.destination,
                  {{"auto", log_destination::automatic}, {"console", log_destination::console},

@@ -3,6 +3,7 @@
 #include "config/receiver_yaml.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/notify.hpp"
+#include "io/net_source.hpp"
 #include "io/udp_publisher.hpp"
 #include "daemon/records.hpp"
 #include "daemon/recorder.hpp"
@@ -108,7 +109,7 @@ std::string status_line(const pipeline_stats& s, const pipeline_stats* prev, dou
                             : 0.0;
     line += "in " + si(static_cast<double>(s.samples_in)) + " (" + si(rate) + "/s)";
     line += " drop " + std::to_string(s.ring.samples_dropped);
-    line += " gaps " + std::to_string(s.gaps + s.stalls);
+    line += " gaps " + std::to_string(s.gaps);
     if (s.stalled) line += " STALLED";
     line += " | batches " + std::to_string(s.batches_published);
     if (s.batches_lost) line += " (" + std::to_string(s.batches_lost) + " lost)";
@@ -255,6 +256,15 @@ int run_live(const live_options& opt)
                 x.source_packets_lost = sc.packets_lost;
                 x.source_malformed = sc.malformed;
                 x.source_reconnects = sc.reconnects;
+                if (const auto* v = dynamic_cast<const io::vita49_source*>(source.get())) {
+                    const auto& vc = v->vita_counters();
+                    x.vita49 = true;
+                    x.vita49_context = vc.context_packets;
+                    x.vita49_other_stream = vc.other_stream;
+                    x.vita49_duplicates = vc.duplicates;
+                    x.vita49_late = vc.late;
+                    x.vita49_resyncs = vc.resyncs;
+                }
                 if (records) x.record_rows = records->rows();
                 if (udp) {
                     for (int k = 0; k < dsp::chain::num_paths; ++k) {
@@ -282,6 +292,7 @@ int run_live(const live_options& opt)
     sigemptyset(&signals);
     sigaddset(&signals, SIGINT);
     sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     pipe->start();
@@ -306,6 +317,9 @@ int run_live(const live_options& opt)
         const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(wait).count();
         timespec ts{static_cast<std::time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
         const int sig = sigtimedwait(&signals, nullptr, &ts);
+        if (sig == SIGHUP) {
+            spdlog::warn("SIGHUP: the configuration is not reloaded while running; restart the service to apply changes");
+        }
         if (sig == SIGINT || sig == SIGTERM) {
             ++stop_requests;
             if (stop_requests == 1) {

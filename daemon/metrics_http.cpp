@@ -171,6 +171,16 @@ std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, b
     metric(o, "paqd_source_packets_lost_total", "counter", "Datagrams the source found missing.", d(x.source_packets_lost));
     metric(o, "paqd_source_malformed_total", "counter", "Malformed datagrams rejected by the source.", d(x.source_malformed));
     metric(o, "paqd_source_reconnects_total", "counter", "Source reconnections.", d(x.source_reconnects));
+    if (x.vita49) {
+        metric(o, "paqd_vita49_context_packets_total", "counter", "VITA-49 context packets skipped.", d(x.vita49_context));
+        metric(o, "paqd_vita49_other_stream_total", "counter", "VITA-49 data packets of another stream id dropped.",
+               d(x.vita49_other_stream));
+        metric(o, "paqd_vita49_duplicates_total", "counter", "Repeated VITA-49 packets dropped.", d(x.vita49_duplicates));
+        metric(o, "paqd_vita49_late_total", "counter", "Reordered VITA-49 packets dropped (their place was a gap).",
+               d(x.vita49_late));
+        metric(o, "paqd_vita49_resyncs_total", "counter", "VITA-49 timestamp jumped backwards: tracking restarted.",
+               d(x.vita49_resyncs));
+    }
     metric(o, "paqd_batches_published_total", "counter", "Batches processed and published.", d(s.batches_published));
     metric(o, "paqd_batches_lost_total", "counter", "Batches lost to backend failures.", d(s.batches_lost));
     metric(o, "paqd_backend_errors_total", "counter", "Backend (e.g. GPU) errors.", d(s.backend_errors));
@@ -199,7 +209,7 @@ std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, b
         for (const auto& p : s.tally.paths) sample(o, "paqd_path_locked", "{path=\"" + p.name + "\"}", p.locked ? 1.0 : 0.0);
     }
     metric(o, "paqd_datagrams_sent_total", "counter", "UDP datagrams sent to the testers.", d(x.datagrams_sent));
-    metric(o, "paqd_send_errors_total", "counter", "UDP send errors (unreachable peer, buffer full).", d(x.send_errors));
+    metric(o, "paqd_send_errors_total", "counter", "UDP sends refused by the kernel (e.g. ECONNREFUSED after an ICMP port unreachable; a send that follows the ICMP is counted, so about every other datagram to a closed port).", d(x.send_errors));
     metric(o, "paqd_record_rows_total", "counter", "Per-packet record rows written.", d(x.record_rows));
     metric(o, "paqd_recorded_samples_total", "counter", "Samples written to the SigMF recording.", d(x.recorded_samples));
     metric(o, "paqd_recording_dropped_samples_total", "counter", "Samples not recorded (disk too slow or failed).",

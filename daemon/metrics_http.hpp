@@ -34,6 +34,9 @@ private:
 /// Extra counters that live outside the pipeline (source, publisher).
 struct extra_metrics {
     std::uint64_t source_packets = 0, source_packets_lost = 0, source_malformed = 0, source_reconnects = 0;
+    /// VITA-49 only (absent for other sources).
+    bool vita49 = false;
+    std::uint64_t vita49_context = 0, vita49_other_stream = 0, vita49_duplicates = 0, vita49_late = 0, vita49_resyncs = 0;
     std::uint64_t datagrams_sent = 0, send_errors = 0;
     std::uint64_t record_rows = 0;
     std::uint64_t recorded_samples = 0, recording_dropped_samples = 0;

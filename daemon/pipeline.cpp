@@ -115,6 +115,8 @@ void pipeline::batcher_loop()
     auto last_data = clock::now();
     bool stalled = false;
     bool any_data = false;  // before the first sample there is nothing to stall
+    auto last_gap_log = clock::now() - std::chrono::seconds(2);
+    std::uint64_t gaps_unlogged = 0, lost_unlogged = 0;
     for (;;) {
         batcher_heartbeat_ns_ = now_ns();
         const auto r = ring_.read(chunk, std::chrono::milliseconds(100));
@@ -139,12 +141,27 @@ void pipeline::batcher_loop()
         } else if (r.what == kind::gap) {
             bt.gap(r.lost_samples);
             if (opt_.on_gap) opt_.on_gap(r.lost_samples, r.reason);
-            std::lock_guard s(s_mu_);
-            ++stats_.gaps;
-            ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
-            stats_.samples_lost_in_gaps += r.lost_samples;
-            spdlog::warn("gap in the sample stream ({}): {} samples lost", io::to_string(r.reason),
-                         r.lost_samples ? std::to_string(r.lost_samples) : std::string("unknown number of"));
+            {
+                std::lock_guard s(s_mu_);
+                ++stats_.gaps;
+                ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
+                // Ring overflows are counted by the ring (ring.samples_dropped); this counts
+                // what the sources reported lost before the ring.
+                if (r.reason != io::gap_reason::overflow) stats_.samples_lost_in_gaps += r.lost_samples;
+            }
+            // At most one line a second on a lossy link; the counters keep every gap.
+            ++gaps_unlogged;
+            lost_unlogged += r.lost_samples;
+            if (clock::now() - last_gap_log >= std::chrono::seconds(1)) {
+                spdlog::warn("gap in the sample stream ({}): {} samples lost{}", io::to_string(r.reason),
+                             r.lost_samples ? std::to_string(r.lost_samples) : std::string("an unknown number of"),
+                             gaps_unlogged > 1 ? fmt::format(" ({} gaps, {} samples known lost since the last message)",
+                                                             gaps_unlogged, lost_unlogged)
+                                               : std::string());
+                last_gap_log = clock::now();
+                gaps_unlogged = 0;
+                lost_unlogged = 0;
+            }
         } else if (!any_data && !stalled && clock::now() - last_data > opt_.stall_timeout) {
             stalled = true;  // logged once; not a gap (no segment is open)
             spdlog::info("waiting for the first samples from the source");
@@ -157,6 +174,8 @@ void pipeline::batcher_loop()
                          ms_since(last_data) / 1000.0);
             std::lock_guard s(s_mu_);
             ++stats_.stalls;
+            ++stats_.gaps;
+            ++stats_.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::stall)];
             stats_.stalled = true;
         }
         while (auto b = bt.pop()) dispatch(std::move(*b));

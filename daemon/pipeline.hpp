@@ -56,9 +56,10 @@ struct pipeline_stats {
     // acquisition and ring
     std::uint64_t samples_in = 0;           ///< samples the batcher received
     io::ring_counters ring;                 ///< incl. samples dropped by overflow
-    std::uint64_t gaps = 0;                 ///< gap markers, any reason
+    std::uint64_t gaps = 0;                 ///< gaps of any reason, stalls included
     std::array<std::uint64_t, num_gap_reasons> gaps_by_reason{};
-    std::uint64_t samples_lost_in_gaps = 0; ///< counted samples the sources said were lost
+    /// Samples the sources said were lost (the ring's own drops are in ring.samples_dropped).
+    std::uint64_t samples_lost_in_gaps = 0;
     std::uint64_t stalls = 0;
     bool stalled = false;
     // batches

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|replay] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|replay|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -45,6 +45,27 @@ if [[ $mode == all || $mode == replay ]]; then
     # Tables to the output only: at most 8 files come back from $OUT.
     ./.device/paqd replay /tmp/paq-replay.sigmf-meta --backend "$b" --json-out "$out/replay-$b.json" 2>&1 || status=1
   done
+fi
+if [[ $mode == flight ]]; then
+  # A three-minute flight replayed with the CUDA backend, with per-packet records and the
+  # comparison page (issue 5). Twelve 15 s pieces are simulated in parallel (flight clock
+  # 0..180 s, one seed each) and joined: the seams are discontinuities (a packet cut at each,
+  # the PN checkers resync), like a real recording with dropouts.
+  d=/tmp/paq-flight && rm -rf $d && mkdir -p $d
+  for k in $(seq 0 11); do
+    ./.device/paq-sim --preset flight --ebn0-db 14 --cfo-hz 60000 --seconds 15 --flight-start $((k * 15)) \
+      --seed $((900 + k)) --datatype ci16_le --output $d/part$k > /dev/null &
+  done
+  wait
+  cat $(for k in $(seq 0 11); do echo $d/part$k.sigmf-data; done) > $d/flight.sigmf-data
+  cp $d/part0.sigmf-meta $d/flight.sigmf-meta
+  rm -f $d/part*.sigmf-data
+  ./.device/paqd replay $d/flight.sigmf-meta --backend cuda --records $d/flight --records-decimation 10 \
+    --channel-decimation 500 --json-out "$out/flight-replay.json" 2>&1 | tail -14 || status=1
+  ./.device/paq-report $d/flight --title "Flight preset, 3 min, 14 dB (paq-sim, 12 x 15 s)" \
+    --meta "backend=cuda" --meta "records=every 10th packet" -o "$out/flight-report.html" || status=1
+  gzip -c $d/flight-packets.csv > "$out/flight-packets.csv.gz"
+  cp $d/flight-channel.csv "$out/"
 fi
 echo
 printf '%s\n' "${rows[@]}"

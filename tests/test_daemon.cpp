@@ -391,8 +391,9 @@ TEST(pipeline, a_gap_and_a_stall_end_the_segment_and_are_counted)
                                       {b, sim.samples.size(), 0, false, 600ms}});
     const auto live = run_pipeline(src, rc, cpu_workers(rc, 1), {}, 200ms);
     const auto& s = live.stats;
-    EXPECT_EQ(s.gaps, 1u);
+    EXPECT_EQ(s.gaps, 2u) << "the source's gap and the stall";
     EXPECT_EQ(s.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::lost_packets)], 1u);
+    EXPECT_EQ(s.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::stall)], 1u);
     EXPECT_EQ(s.samples_lost_in_gaps, 5000u);
     EXPECT_EQ(s.stalls, 1u);
     EXPECT_EQ(s.samples_in, sim.samples.size() - 5000);
