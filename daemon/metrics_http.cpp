@@ -100,27 +100,6 @@ std::uint64_t metrics_server::requests() const noexcept { return impl_->requests
 
 namespace {
 
-void metric(std::string& out, const char* name, const char* type, const char* help, double value,
-            const std::string& labels = {})
-{
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
-    out += "# HELP ";
-    out += name;
-    out += ' ';
-    out += help;
-    out += "\n# TYPE ";
-    out += name;
-    out += ' ';
-    out += type;
-    out += '\n';
-    out += name;
-    out += labels;
-    out += ' ';
-    out += buf;
-    out += '\n';
-}
-
 void sample(std::string& out, const char* name, const std::string& labels, double value)
 {
     char buf[64];
@@ -143,6 +122,13 @@ void header(std::string& out, const char* name, const char* type, const char* he
     out += ' ';
     out += type;
     out += '\n';
+}
+
+/// One unlabelled metric: its HELP and TYPE lines and its sample.
+void metric(std::string& out, const char* name, const char* type, const char* help, double value)
+{
+    header(out, name, type, help);
+    sample(out, name, {}, value);
 }
 
 double d(std::uint64_t v) { return static_cast<double>(v); }
