@@ -3,7 +3,7 @@
 #   paq-sim -> paq-stream (TCP / VITA-49) -> paqd -> six UDP streams -> paq-bert
 # compared with the offline replay of the same recording.
 #
-#   tests/e2e/e2e.sh BUILD_DIR CASE     CASE: tcp | vita49-drops | stall | sigterm
+#   tests/e2e/e2e.sh BUILD_DIR CASE     CASE: tcp | vita49-drops | stall | sigterm | notify
 #
 # Each case prints what it compares and exits non-zero on the first mismatch.
 set -euo pipefail
@@ -240,6 +240,56 @@ import json; j = json.load(open('$work/live.json'))
 assert j['batches_published'] == j['batches_dispatched'] and j['batches_lost'] == 0, j
 assert j['packets_found'] > 0
 print('after SIGTERM: batches', j['batches_published'], 'packets', j['packets_found'], 'samples in', j['samples_in'])"
+  ;;
+notify)
+  # paqd under a (simulated) service manager: NOTIFY_SOCKET and WATCHDOG_USEC set; READY=1,
+  # STATUS= lines, WATCHDOG=1 pings and STOPPING=1 arrive on the socket.
+  write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: ci16_le, sample_rate_hz: 20625000, end_on_close: true}"
+  python3 - "$work/notify.sock" "$work/notify.txt" <<'EOF2' &
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(1.0)
+end = time.time() + 60
+stopping = time.time()
+with open(sys.argv[2], "w") as out:
+    while time.time() < end:
+        try:
+            msg = s.recv(4096).decode()
+        except socket.timeout:
+            continue
+        out.write(msg.replace("\n", " | ") + "\n")
+        out.flush()
+        if "STOPPING=1" in msg:
+            stopping = time.time()
+        # Keep listening a little after STOPPING=1: paqd still reports while it drains.
+        if "STOPPING=1" in open(sys.argv[2]).read() and time.time() - stopping > 3:
+            break
+EOF2
+  listener=$!
+  pids+=("$listener")
+  for _ in $(seq 1 50); do [[ -S $work/notify.sock ]] && break; sleep 0.1; done
+  start_bert
+  NOTIFY_SOCKET=$work/notify.sock WATCHDOG_USEC=2000000 \
+    "$paqd" --config "$work/paqd.yaml" --json-out "$work/live.json" > "$work/paqd.out" 2> "$work/paqd.log" &
+  paqd_pid=$!
+  pids+=("$paqd_pid")
+  for _ in $(seq 1 100); do grep -q "listening on port" "$work/paqd.log" 2>/dev/null && break; sleep 0.1; done
+  sleep 0.3
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format ci16 \
+    --rate-factor 0.1 > "$work/stream.log" 2>&1 || fail "paq-stream failed"
+  sleep 1
+  kill -TERM "$paqd_pid" 2>/dev/null || true
+  wait_paqd
+  wait_bert
+  wait "$listener" || true
+  cat "$work/notify.txt"
+  grep -q "READY=1" "$work/notify.txt" || fail "no READY=1"
+  grep -q "STATUS=in " "$work/notify.txt" || fail "no status line"
+  grep -q "WATCHDOG=1" "$work/notify.txt" || fail "no watchdog ping"
+  grep -q "STOPPING=1" "$work/notify.txt" || fail "no STOPPING=1"
+  grep -q "systemd watchdog: pinging every 1.0 s" "$work/paqd.log" || fail "watchdog interval not logged"
   ;;
 *)
   echo "unknown case $case_name" >&2
