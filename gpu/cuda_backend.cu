@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -650,8 +651,15 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     const std::size_t found_np = static_cast<std::size_t>(count);
     out.truncated_packets = m.truncated_host[0];
     out.packets.resize(found_np);
-    out.bits.assign(m.bits_host.data(), m.bits_host.data() + found_np * num_paths * dsp::packed_data_bytes);
-    for (std::size_t p = 0; p < found_np; ++p) {
+    constexpr std::size_t packet_bytes = num_paths * dsp::packed_data_bytes;
+    out.bits.resize(found_np * packet_bytes);
+    std::uint64_t nonfinite_total = 0;
+    // Packets in parallel: the records (received power of each channel estimate) and the
+    // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
+#pragma omp parallel for schedule(static) reduction(+ : nonfinite_total)
+    for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
+        const auto p = static_cast<std::size_t>(pi);
+        std::memcpy(out.bits.data() + p * packet_bytes, m.bits_host.data() + p * packet_bytes, packet_bytes);
         auto& rec = out.packets[p];
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(m.starts_host[p]);
         rec.metric = m.metrics_host[p];
@@ -673,8 +681,9 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         if (!(rec.zf_condition <= 1e6)) rec.flags |= dsp::flag_ill_conditioned;
         if (!m.ok_zf_host[p] || !m.ok_mmse_host[p]) rec.flags |= dsp::flag_zf_regularized;
         for (int path = 0; path < num_paths; ++path) rec.paths[static_cast<std::size_t>(path)] = m.stats_host[p * num_paths + static_cast<std::size_t>(path)];
-        out.nonfinite_samples += rec.nonfinite_samples;
+        nonfinite_total += rec.nonfinite_samples;
     }
+    out.nonfinite_samples += nonfinite_total;
     if (timed) {
         for (int i = 0; i + 1 < next_ev; ++i) {
             m.last.ms[static_cast<std::size_t>(i)] = m.ev[static_cast<std::size_t>(i + 1)].elapsed_ms_since(m.ev[static_cast<std::size_t>(i)]);
