@@ -53,7 +53,9 @@ struct source_config {
 };
 
 /// The six UDP bitstreams. Default: every path to 127.0.0.1, ports 50000 (none) .. 50005
-/// (fde2). A `destinations:` mapping in the file enables exactly the paths it lists.
+/// (fde2), paced at 20000 datagrams/s in all: a batch's ~18600 datagrams leave over ~0.9 s
+/// (the batch period is 1.9 s) instead of in one 15 MB burst that overruns a tester's
+/// socket buffer. A `destinations:` mapping in the file enables exactly the paths it lists.
 struct publisher_config {
     bool enabled = true;
     io::udp_publisher_config udp = default_udp();
@@ -62,6 +64,7 @@ struct publisher_config {
     {
         io::udp_publisher_config c;
         for (std::size_t i = 0; i < c.destinations.size(); ++i) c.destinations[i] = "127.0.0.1:" + std::to_string(50000 + i);
+        c.max_datagrams_per_second = 20000.0;
         return c;
     }
 };

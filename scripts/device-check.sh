@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|replay|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|replay|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -45,6 +45,31 @@ if [[ $mode == all || $mode == replay ]]; then
     # Tables to the output only: at most 8 files come back from $OUT.
     ./.device/paqd replay /tmp/paq-replay.sigmf-meta --backend "$b" --json-out "$out/replay-$b.json" 2>&1 || status=1
   done
+fi
+if [[ $mode == live ]]; then
+  # The live pipeline with the CUDA backend, one worker per GPU: paqd reads a recording at
+  # its real-time rate (file source, paced), publishes six UDP streams, paq-bert checks them;
+  # the same recording replayed offline must give the same BER per path.
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-live > /dev/null
+  ngpu=$(nvidia-smi -L | wc -l)
+  {
+    echo "source: {type: file, file: {path: /tmp/paq-live.sigmf-meta, paced: true}}"
+    echo "pipeline: {backend: cuda, gpus: [$(seq -s, 0 $((ngpu - 1)))]}"
+    echo "metrics: {port: 0}"
+    echo "monitor: {status_interval_s: 2}"
+    echo "log: {destination: console}"
+  } > /tmp/paq-live.yaml
+  ./.device/paq-bert --base-port 50000 --interval 0 --idle-timeout 600 --json "$out/live-bert.json" \
+    > "$out/live-bert.log" 2>&1 &
+  bert=$!
+  sleep 0.5
+  ./.device/paqd --config /tmp/paq-live.yaml --json-out "$out/live-paqd.json" 2>&1 | grep -v "info:    " | tail -22
+  sleep 1
+  kill -TERM $bert
+  wait $bert
+  tail -9 "$out/live-bert.log"
+  ./.device/paqd replay /tmp/paq-live.sigmf-meta --backend cuda --json-out "$out/live-replay.json" 2>&1 | tail -9
 fi
 if [[ $mode == flight ]]; then
   # A three-minute flight replayed with the CUDA backend, with per-packet records and the
