@@ -82,7 +82,7 @@ void pipeline::acquisition_loop()
     ring_.close();
 }
 
-void pipeline::dispatch(dsp::sample_batch&& b)
+void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 {
     std::unique_lock lk(q_mu_);
     // Wait for room, ticking the heartbeat: a full queue is back-pressure, not a hang.
@@ -96,11 +96,11 @@ void pipeline::dispatch(dsp::sample_batch&& b)
         ++stats_.batches_lost;
         stats_.samples_in_lost_batches += b.owned_end - b.owned_begin;
         std::lock_guard r(r_mu_);
-        done_[b.index] = result{std::nullopt, clock::now(), b.owned_end - b.owned_begin};
+        done_[b.index] = result{std::nullopt, ready, b.owned_end - b.owned_begin};
         r_cv_.notify_all();
         return;
     }
-    queue_.push_back(job{std::move(b), clock::now()});
+    queue_.push_back(job{std::move(b), ready});
     {
         std::lock_guard s(s_mu_);
         ++stats_.batches_dispatched;
@@ -115,6 +115,9 @@ void pipeline::batcher_loop()
     auto last_data = clock::now();
     bool stalled = false;
     bool any_data = false;  // before the first sample there is nothing to stall
+    // When the newest sample read so far entered the ring: a batch popped after a read is
+    // complete with that sample (latency counts from there, time in the ring included).
+    auto newest_written = clock::now();
     auto last_gap_log = clock::now() - std::chrono::seconds(2);
     std::uint64_t gaps_unlogged = 0, lost_unlogged = 0;
     for (;;) {
@@ -132,6 +135,7 @@ void pipeline::batcher_loop()
                 stats_.stalled = false;
             }
             last_data = clock::now();
+            newest_written = r.written;
             any_data = true;
             bt.push(std::span<const cf32>(chunk.data(), r.count));
             if (opt_.on_samples) opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
@@ -178,10 +182,10 @@ void pipeline::batcher_loop()
             ++stats_.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::stall)];
             stats_.stalled = true;
         }
-        while (auto b = bt.pop()) dispatch(std::move(*b));
+        while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
     }
     bt.finish();
-    while (auto b = bt.pop()) dispatch(std::move(*b));
+    while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
     batcher_done_ = true;
     std::lock_guard lk(q_mu_);
     queue_closed_ = true;

@@ -112,7 +112,7 @@ public:
 private:
     struct job {
         dsp::sample_batch batch;
-        std::chrono::steady_clock::time_point ready;  ///< its last sample arrived
+        std::chrono::steady_clock::time_point ready;  ///< its last sample entered the ring
     };
     struct result {
         std::optional<dsp::batch_output> out;  ///< empty: the batch was lost
@@ -124,7 +124,7 @@ private:
     void batcher_loop();
     void worker_loop(std::size_t w);
     void publisher_loop();
-    void dispatch(dsp::sample_batch&& b);
+    void dispatch(dsp::sample_batch&& b, std::chrono::steady_clock::time_point ready);
 
     pipeline_options opt_;
     io::sample_source& source_;

@@ -106,6 +106,7 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
         if (first < m) std::memcpy(data_, samples.data() + accepted + first, (m - first) * sizeof(cf32));
         lk.lock();
         head_ += m;
+        writes_.emplace_back(head_, std::chrono::steady_clock::now());
         stats_.samples_written += m;
         stats_.high_water = std::max(stats_.high_water, static_cast<std::size_t>(head_ - tail_));
         accepted += m;
@@ -170,6 +171,10 @@ sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::mil
         tail_ += m;
         stats_.samples_read += m;
         space_cv_.notify_one();
+        // The write that held the last sample read: the first whose end is at or past tail_.
+        while (!writes_.empty() && writes_.front().first < tail_) writes_.pop_front();
+        r.written = writes_.empty() ? std::chrono::steady_clock::now() : writes_.front().second;
+        if (!writes_.empty() && writes_.front().first == tail_) writes_.pop_front();
         r.what = read_result::kind::samples;
         r.count = m;
         return r;

@@ -29,6 +29,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace paq::io {
 
@@ -85,6 +86,9 @@ public:
         std::size_t count = 0;              ///< samples copied to out (kind::samples)
         std::uint64_t lost_samples = 0;     ///< kind::gap
         gap_reason reason = gap_reason::overflow;
+        /// kind::samples: when the last of them was written into the ring (for latency
+        /// from the moment a sample arrived, time in the ring included).
+        std::chrono::steady_clock::time_point written{};
     };
     /// Copies up to out.size() contiguous samples (never across a gap), or returns the next
     /// gap, waiting at most `timeout` for either.
@@ -117,6 +121,8 @@ private:
     std::uint64_t head_ = 0;            ///< total samples written (producer position)
     std::uint64_t tail_ = 0;            ///< total samples read (consumer position)
     std::deque<marker> markers_;
+    /// (head after a write, when): the arrival time of every sample still in the ring.
+    std::deque<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> writes_;
     std::uint64_t pending_drop_ = 0;    ///< dropped, marker not yet placed (drop policy)
     bool closed_ = false;
     bool aborted_ = false;

@@ -142,6 +142,27 @@ TEST(ring, read_times_out_when_empty_and_abort_releases_a_blocked_producer)
     EXPECT_EQ(accepted, 16u);
 }
 
+TEST(ring, reads_carry_the_time_their_last_sample_was_written)
+{
+    auto ring = make_ring(1000, io::overflow_policy::block);
+    ring.write(ramp(100));
+    const auto t_first = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(60ms);
+    ring.write(ramp(100, 500.0f));
+    const auto t_second = std::chrono::steady_clock::now();
+    std::vector<cf32> buf(50);
+    // Samples of the first write: its time, not the time of the read.
+    auto r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+    EXPECT_LE(r.written, t_first);
+    r = ring.read(buf, 10ms);  // the rest of the first write
+    EXPECT_LE(r.written, t_first);
+    buf.resize(100);
+    r = ring.read(buf, 10ms);  // the second write
+    EXPECT_GT(r.written, t_first + 50ms);
+    EXPECT_LE(r.written, t_second);
+}
+
 TEST(ring, policy_names)
 {
     EXPECT_EQ(io::parse_overflow_policy("drop"), io::overflow_policy::drop);
