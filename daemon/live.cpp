@@ -3,6 +3,7 @@
 #include "config/receiver_yaml.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/notify.hpp"
+#include "io/file_source.hpp"
 #include "io/net_source.hpp"
 #include "io/udp_publisher.hpp"
 #include "daemon/records.hpp"
@@ -212,6 +213,10 @@ int run_live(const live_options& opt)
         const io::overflow_policy policy = overflow_for(cfg);
         ring = std::make_unique<io::sample_ring>(capacity, policy, make_ring_allocator(cfg.ring.lock_memory, backend));
         spdlog::info("source: {}", source->describe());
+        if (const auto* f = dynamic_cast<const io::file_source*>(source.get()); f && f->trailing_bytes()) {
+            spdlog::warn("truncated recording: {} trailing bytes after the last whole sample are ignored",
+                         f->trailing_bytes());
+        }
         spdlog::info("ring: {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
                      static_cast<double>(capacity) / rate, capacity * sizeof(cf32) >> 20, io::to_string(policy),
                      ring->memory_kind());
@@ -404,6 +409,13 @@ int run_live(const live_options& opt)
     spdlog::info("source: {} samples, {} datagrams/blocks, {} lost ({} samples), {} malformed, {} reconnects, {} non-finite",
                  sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
                  sc.malformed.load(), sc.reconnects.load(), sc.nonfinite.load());
+    const auto* vita = dynamic_cast<const io::vita49_source*>(source.get());
+    if (vita) {
+        const auto& vc = vita->vita_counters();
+        spdlog::info("vita49: {} context packets skipped, {} of another stream, {} duplicates, {} late, {} resyncs",
+                     vc.context_packets.load(), vc.other_stream.load(), vc.duplicates.load(), vc.late.load(),
+                     vc.resyncs.load());
+    }
     if (!opt.json_out.empty()) {
         auto j = to_json(s, have_pattern);
         j["source"] = {{"description", source->describe()},
@@ -414,6 +426,14 @@ int run_live(const live_options& opt)
                        {"malformed", sc.malformed.load()},
                        {"reconnects", sc.reconnects.load()},
                        {"nonfinite", sc.nonfinite.load()}};
+        if (vita) {
+            const auto& vc = vita->vita_counters();
+            j["source"]["vita49"] = {{"context_packets", vc.context_packets.load()},
+                                     {"other_stream", vc.other_stream.load()},
+                                     {"duplicates", vc.duplicates.load()},
+                                     {"late", vc.late.load()},
+                                     {"resyncs", vc.resyncs.load()}};
+        }
         if (udp) {
             nlohmann::json streams = nlohmann::json::array();
             for (int k = 0; k < dsp::chain::num_paths; ++k) {
