@@ -190,6 +190,28 @@ int main(int argc, char** argv)
     }
     std::sort(e2e.begin(), e2e.end());
 
+    // The whole chain with each ZF/MMSE solver selectable by name (pipeline.solver): same
+    // pinned input, 2 warm-ups, median of 5, stage timing on for the solver stage.
+    struct solver_run {
+        std::string name;
+        double e2e_ms = 0.0, solvers_ms = 0.0;
+    };
+    std::vector<solver_run> solver_runs;
+    for (const char* name : {"cusolver-dn-chol", "cusolver-sp-qr"}) {
+        gpu::cuda_backend sb(rc, 0, gpu::cuda_backend::chain_variant::reference, name);
+        sb.enable_stage_timing(true);
+        std::vector<double> t, st;
+        for (int it = 0; it < 7; ++it) {
+            const auto t0 = clock_type::now();
+            const auto out = sb.process(*batch);
+            const double ms = ms_since(t0);
+            if (it < 2) continue;
+            t.push_back(ms);
+            st.push_back(sb.last_timing().ms[static_cast<std::size_t>(gpu::cuda_backend::stage::solvers)]);
+        }
+        solver_runs.push_back({name, median(t), median(st)});
+    }
+
     // CPU backend on the first 200 packets' worth of the same window, scaled by packets.
     sample_batch sub = *batch;
     const std::size_t sub_len = 200 * waveform::L_pkt + batch_guard_after;
@@ -230,6 +252,9 @@ int main(int argc, char** argv)
                      {"stages_ms_median", stages},
                      {"fused_chain_stages_ms_median", ref_stages},
                      {"fused_chain_end_to_end_with_stage_timing_ms_median", median(ref_e2e)}};
+    for (const auto& r : solver_runs) {
+        j["solver_" + r.name] = {{"end_to_end_ms_median", r.e2e_ms}, {"solvers_stage_ms_median", r.solvers_ms}};
+    }
 
     std::printf("| what | value |\n|---|---|\n");
     std::printf("| packets in the batch | %zu |\n", packets);
@@ -249,6 +274,12 @@ int main(int argc, char** argv)
     std::printf("| end to end with stage timing on, host clock | %.2f | %.2f |\n", median(e2e_timed), median(ref_e2e));
     std::printf("| upload bandwidth (window / upload_metric stage) | %.1f GB/s |\n",
                 window_bytes / 1e6 / median(stage[0]));
+    std::printf("| solver levinson (default): end to end / solver stage | %.2f ms / %.3f ms |\n", median(e2e_timed),
+                median(stage[static_cast<std::size_t>(gpu::cuda_backend::stage::solvers)]));
+    for (const auto& r : solver_runs) {
+        std::printf("| solver %s (+ Levinson ZF fallback): end to end / solver stage | %.2f ms / %.3f ms |\n", r.name.c_str(),
+                    r.e2e_ms, r.solvers_ms);
+    }
 
     if (n_gpus >= 1) {
         // Three batch objects with distinct indices, so the order of the results is checked.

@@ -89,6 +89,10 @@ struct pipeline_config {
     backend_kind backend = backend_kind::automatic;
     /// CUDA devices, one worker each (cuda backend). Empty: device 0.
     std::vector<int> gpus;
+    /// ZF/MMSE solver of the CUDA backend: levinson (double, default), cusolver-dn-chol or
+    /// cusolver-sp-qr (float baselines; ill-conditioned ZF packets fall back to Levinson).
+    /// The CPU backend always solves in double and ignores it.
+    std::string solver = "levinson";
     /// CPU backend workers (each uses receiver.cpu_threads threads), 1 <= x <= 64.
     int cpu_workers = 1;
     /// Batches queued for the workers beyond the ones being processed, 1 <= x <= 16.

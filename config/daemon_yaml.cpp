@@ -420,6 +420,9 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         p.choice("backend", cfg.pipeline.backend,
                  {{"auto", backend_kind::automatic}, {"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}});
         p.int_list("gpus", cfg.pipeline.gpus, 0, 63);
+        p.choice("solver", cfg.pipeline.solver,
+                 {{"levinson", std::string("levinson")}, {"cusolver-dn-chol", std::string("cusolver-dn-chol")},
+                  {"cusolver-sp-qr", std::string("cusolver-sp-qr")}});
         p.number("cpu_workers", cfg.pipeline.cpu_workers, 1, 64);
         p.number("queue_depth", cfg.pipeline.queue_depth, 1, 16);
         p.boolean("cpu_fallback", cfg.pipeline.cpu_fallback);
@@ -630,6 +633,7 @@ std::string to_yaml(const daemon_config& c)
        << "  gpus: [";
     for (std::size_t g = 0; g < c.pipeline.gpus.size(); ++g) os << (g ? ", " : "") << c.pipeline.gpus[g];
     os << "]\n"
+       << "  solver: " << c.pipeline.solver << "\n"
        << "  cpu_workers: " << c.pipeline.cpu_workers << "\n"
        << "  queue_depth: " << c.pipeline.queue_depth << "\n"
        << "  cpu_fallback: " << (c.pipeline.cpu_fallback ? "true" : "false") << "\n";

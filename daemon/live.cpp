@@ -74,7 +74,7 @@ std::vector<std::unique_ptr<dsp::batch_processor>> make_workers(const config::da
     if (backend == config::backend_kind::cuda) {
         std::vector<int> gpus = cfg.pipeline.gpus;
         if (gpus.empty()) gpus.push_back(0);
-        for (const int g : gpus) workers.push_back(make_backend("cuda", cfg.receiver, g));
+        for (const int g : gpus) workers.push_back(make_backend("cuda", cfg.receiver, g, cfg.pipeline.solver));
     } else {
         for (int i = 0; i < cfg.pipeline.cpu_workers; ++i) workers.push_back(make_backend("cpu", cfg.receiver, 0));
     }

@@ -54,6 +54,10 @@ int main(int argc, char** argv)
     int gpu = 0;
     replay->add_option("--backend", backend, "Signal-chain backend: cpu or cuda")->capture_default_str();
     replay->add_option("--gpu", gpu, "CUDA device for --backend cuda")->capture_default_str();
+    std::string solver = "levinson";
+    replay->add_option("--solver", solver, "ZF/MMSE solver of the cuda backend: levinson, cusolver-dn-chol, cusolver-sp-qr")
+        ->check(CLI::IsMember({"levinson", "cusolver-dn-chol", "cusolver-sp-qr"}))
+        ->capture_default_str();
     replay->add_flag("--json", json, "Print the summary as JSON instead of the table");
     std::string records_base;
     std::uint32_t records_decimation = 1, channel_decimation = 100;
@@ -122,6 +126,7 @@ int main(int argc, char** argv)
         opt.pattern = dsp::parse_pn_pattern(pattern);
         opt.backend = backend;
         opt.gpu = gpu;
+        opt.solver = solver;
         opt.records.base = records_base;
         opt.records.decimation = records_decimation;
         opt.records.channel_decimation = channel_decimation;

@@ -14,8 +14,12 @@
 
 namespace paq::daemon {
 
-std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu)
+std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu,
+                                                   const std::string& solver)
 {
+    if (solver != "levinson" && solver != "cusolver-dn-chol" && solver != "cusolver-sp-qr") {
+        throw std::invalid_argument("unknown solver '" + solver + "' (allowed: levinson, cusolver-dn-chol, cusolver-sp-qr)");
+    }
     if (name == "cpu") return std::make_unique<dsp::cpu_backend>(cfg);
     if (name == "cuda") {
 #ifdef PAQ_HAVE_CUDA
@@ -24,7 +28,7 @@ std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, cons
             throw std::runtime_error("--backend cuda: no CUDA device " + std::to_string(gpu) + " (" +
                                      std::to_string(devices.size()) + " found); use --backend cpu");
         }
-        return std::make_unique<gpu::cuda_backend>(cfg, gpu);
+        return std::make_unique<gpu::cuda_backend>(cfg, gpu, gpu::cuda_backend::chain_variant::reference, solver);
 #else
         static_cast<void>(gpu);
         throw std::runtime_error("--backend cuda: this paqd was built without CUDA; use --backend cpu");
@@ -45,7 +49,7 @@ replay_result run_replay(const replay_options& opt)
         res.warnings.push_back("truncated file: " + std::to_string(info.trailing_bytes) +
                                " trailing bytes after the last whole sample ignored");
     }
-    const auto backend = make_backend(opt.backend, opt.receiver, opt.gpu);
+    const auto backend = make_backend(opt.backend, opt.receiver, opt.gpu, opt.solver);
     res.backend = backend->name();
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz);

@@ -27,6 +27,7 @@ struct replay_options {
     dsp::receiver_config receiver;
     std::string backend = "cpu";  ///< "cpu" or "cuda"
     int gpu = 0;                  ///< CUDA device for the cuda backend
+    std::string solver = "levinson";  ///< ZF/MMSE solver of the cuda backend
     records_config records;       ///< per-packet CSV records (base empty: none)
 };
 
@@ -42,7 +43,10 @@ struct replay_result {
 
 /// The backend by name: "cpu", or "cuda" (device `gpu`). Throws std::invalid_argument for an
 /// unknown name and std::runtime_error when CUDA is not built in or the device is unusable.
-[[nodiscard]] std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu);
+/// `solver` (cuda only): levinson, cusolver-dn-chol or cusolver-sp-qr (gpu::cuda_backend); the
+/// CPU backend always solves in double precision (band Cholesky) and ignores it.
+[[nodiscard]] std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu,
+                                                               const std::string& solver = "levinson");
 
 /// Throws on unreadable input (the message names the file and what is wrong).
 [[nodiscard]] replay_result run_replay(const replay_options& opt);

@@ -171,6 +171,21 @@ __global__ void combine_kernel(int path, const cuFloatComplex* __restrict__ r, c
     out[i] = cuCmulf(cuCmulf(r[i], c), hno[k]);
 }
 
+/// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
+/// (flagged ill-conditioned), or that the solver could not factor, take the double-precision
+/// Levinson taps instead. One block per packet.
+__global__ void zf_fallback_kernel(const double* __restrict__ cond, const cuFloatComplex* __restrict__ c_lev,
+                                   const std::uint8_t* __restrict__ ok_lev, cuFloatComplex* __restrict__ c,
+                                   std::uint8_t* __restrict__ ok)
+{
+    const int p = blockIdx.x;
+    if (cond[p] <= 1e6 && ok[p]) return;
+    for (int i = threadIdx.x; i < L_eq; i += blockDim.x) {
+        c[static_cast<std::size_t>(p) * L_eq + i] = c_lev[static_cast<std::size_t>(p) * L_eq + i];
+    }
+    if (threadIdx.x == 0) ok[p] = ok_lev[p];
+}
+
 /// Decision samples of one path into the detector's bit-major input, scaled by 1/N.
 __global__ void gather_decisions_kernel(const cuFloatComplex* __restrict__ y, int path, int delay, int np,
                                         cuFloatComplex* __restrict__ v)
@@ -369,6 +384,11 @@ struct cuda_backend::impl {
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
     device_buffer<std::uint8_t> ok_zf, ok_mmse;
+    /// A cuSOLVER solver chosen by name (null: Levinson, called directly), and the Levinson
+    /// ZF taps it falls back to for ill-conditioned packets.
+    std::unique_ptr<batched_solver> solver;
+    device_buffer<cuFloatComplex> c_zf_lev;
+    device_buffer<std::uint8_t> ok_zf_lev;
     dsp::pll_gains acq, track;
     pinned_buffer<std::uint8_t> bits_host;
     pinned_buffer<dsp::path_stats> stats_host;
@@ -385,7 +405,7 @@ struct cuda_backend::impl {
     bool fused;
     cuda_backend::timing last;
 
-    impl(const dsp::receiver_config& c, int dev, bool fused_chain)
+    impl(const dsp::receiver_config& c, int dev, bool fused_chain, const std::string& solver_name)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
@@ -410,6 +430,9 @@ struct cuda_backend::impl {
           gain(max_packets),
           ok_zf(max_packets),
           ok_mmse(max_packets),
+          solver(solver_name == "levinson" ? nullptr : make_batched_solver(solver_name, dev, max_packets)),
+          c_zf_lev(solver ? max_packets * L_eq : 0),
+          ok_zf_lev(solver ? max_packets : 0),
           acq(dsp::make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
           track(dsp::make_pll_gains(c.pll_bn_t, c.pll_damping)),
           bits_host(max_packets * num_paths * dsp::packed_data_bytes),
@@ -458,8 +481,11 @@ struct cuda_backend::impl {
     }
 };
 
-cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant)
+cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant, const std::string& solver)
 {
+    if (solver != "levinson" && solver != "cusolver-dn-chol" && solver != "cusolver-sp-qr") {
+        throw std::invalid_argument("unknown solver '" + solver + "' (allowed: levinson, cusolver-dn-chol, cusolver-sp-qr)");
+    }
     const auto errors = cfg.validate();
     if (!errors.empty()) {
         std::string msg = "invalid receiver configuration:";
@@ -467,7 +493,7 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    impl_ = std::make_unique<impl>(cfg, device_id, variant == chain_variant::fused);
+    impl_ = std::make_unique<impl>(cfg, device_id, variant == chain_variant::fused, solver);
 }
 
 cuda_backend::~cuda_backend() = default;
@@ -549,8 +575,15 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     // ZF and MMSE (Levinson, double), the unequalized path's single-path fit.
     mmse_load_kernel<<<(P + 127) / 128, 128, 0, s>>>(d.sigma2, m.load.data(), P);
     PAQ_CUDA_CHECK_LAUNCH();
-    levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
-    levinson_solver::solve_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+    if (m.solver) {
+        m.solver->solve_on_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
+        m.solver->solve_on_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+        levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf_lev.data()),
+                                      m.ok_zf_lev.data(), np, s);
+    } else {
+        levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
+        levinson_solver::solve_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+    }
     single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
     PAQ_CUDA_CHECK_LAUNCH();
     mark();
@@ -565,6 +598,9 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         m.taps_spectrum(h, L_ch, -N1, P, m.hspec.data(), s);
     }
     condition_kernel<<<P, 256, 0, s>>>(m.hspec.data(), m.cond.data());
+    if (m.solver) {
+        zf_fallback_kernel<<<P, 64, 0, s>>>(m.cond.data(), m.c_zf_lev.data(), m.ok_zf_lev.data(), m.c_zf.data(), m.ok_zf.data());
+    }
     PAQ_CUDA_CHECK_LAUNCH();
     mark();
 

@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <string>
 
 namespace paq::gpu {
 
@@ -37,7 +38,13 @@ public:
     enum class chain_variant { fused, reference };
 
     /// Throws std::invalid_argument if cfg does not validate or fft_size is not 16384.
-    cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant = chain_variant::reference);
+    /// `solver` computes the ZF and MMSE taps: "levinson" (default: the project's, double
+    /// precision), "cusolver-dn-chol" or "cusolver-sp-qr" (float; the thesis' baselines). With
+    /// a float solver, packets whose ZF condition number exceeds 1e6 (flagged
+    /// ill-conditioned) or that it cannot factor fall back to Levinson's ZF taps.
+    /// Throws std::invalid_argument for another name.
+    cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant = chain_variant::reference,
+                 const std::string& solver = "levinson");
     ~cuda_backend() override;
 
     [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override;

@@ -36,6 +36,11 @@ public:
     /// caller flags the packet and falls back.
     virtual void solve(std::span<const channel32> h, std::span<const double> diag_load, std::span<eq_taps32> c,
                        std::span<std::uint8_t> ok) = 0;
+    /// The same solve on device buffers (h: np x 38, load: np, c: np x 186, ok: np), queued on
+    /// `stream` without a host synchronisation, np <= max_packets. Allocates nothing. What
+    /// the CUDA backend calls (its solver is chosen by name, see make_batched_solver).
+    virtual void solve_on_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t np,
+                                 cuda_stream_t stream) = 0;
     /// Device time of the last solve() in milliseconds, from h on the device to c on the
     /// device (building R included, transfers excluded), by CUDA events.
     [[nodiscard]] virtual float last_kernel_ms() const noexcept = 0;
@@ -56,6 +61,11 @@ public:
 
     void solve(std::span<const channel32> h, std::span<const double> diag_load, std::span<eq_taps32> c,
                std::span<std::uint8_t> ok) override;
+    void solve_on_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t np,
+                         cuda_stream_t stream) override
+    {
+        solve_device(h, load, c, ok, np, stream);
+    }
     [[nodiscard]] float last_kernel_ms() const noexcept override;
     [[nodiscard]] const char* name() const noexcept override { return "levinson"; }
 

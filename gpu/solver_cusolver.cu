@@ -7,6 +7,7 @@
 #include <cusolverDn.h>
 #include <cusolverSp.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -66,6 +67,28 @@ __global__ void build_csr_kernel(const cuFloatComplex* __restrict__ t_all, const
     vals[static_cast<std::size_t>(p) * nnz + k] = toeplitz(t_all + static_cast<std::size_t>(p) * n_ch, row_of[k] - col_ind[k]);
 }
 
+/// ok[p] = 1 when potrfBatched factored matrix p (info 0).
+__global__ void info_to_ok_kernel(const int* __restrict__ info, std::uint8_t* __restrict__ ok, int np)
+{
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p < np) ok[p] = info[p] == 0 ? 1 : 0;
+}
+
+/// ok[p] = 1 when all 186 taps of packet p are finite (QR reports no per-matrix status).
+__global__ void finite_taps_kernel(const cuFloatComplex* __restrict__ c, std::uint8_t* __restrict__ ok)
+{
+    const int p = blockIdx.x;
+    __shared__ int bad;
+    if (threadIdx.x == 0) bad = 0;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n_eq; i += blockDim.x) {
+        const cuFloatComplex v = c[static_cast<std::size_t>(p) * n_eq + i];
+        if (!isfinite(v.x) || !isfinite(v.y)) bad = 1;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) ok[p] = bad ? 0 : 1;
+}
+
 struct common {
     int device;
     std::size_t max_packets;
@@ -107,7 +130,7 @@ struct common {
 
 class dn_chol_solver final : public batched_solver {
 public:
-    dn_chol_solver(int dev, std::size_t mp) : c_(dev, mp), a_(mp * n_eq * n_eq), info_(mp)
+    dn_chol_solver(int dev, std::size_t mp) : c_(dev, mp), a_(mp * n_eq * n_eq), info_(mp), potrs_info_(1)
     {
         PAQ_CUSOLVER_CHECK(cusolverDnCreate(&handle_));
         PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, c_.st.get()));
@@ -136,7 +159,7 @@ public:
         PAQ_CUDA_CHECK_LAUNCH();
         PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
         PAQ_CUSOLVER_CHECK(cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, 1, a_ptrs_.data(), n_eq,
-                                                   b_ptrs_.data(), n_eq, info_.data() + 0, np));
+                                                   b_ptrs_.data(), n_eq, potrs_info_.data(), np));
         c_.t1.record(s);
         std::vector<int> info(static_cast<std::size_t>(np));
         PAQ_CUDA_CHECK(cudaMemcpyAsync(c.data(), c_.rhs.data(), static_cast<std::size_t>(np) * sizeof(eq_taps32), cudaMemcpyDeviceToHost, s));
@@ -146,13 +169,34 @@ public:
         for (int p = 0; p < np; ++p) ok[static_cast<std::size_t>(p)] = info[static_cast<std::size_t>(p)] == 0 ? 1 : 0;
         c_.last_ms = c_.t1.elapsed_ms_since(c_.t0);
     }
+    void solve_on_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t n,
+                         cuda_stream_t stream) override
+    {
+        if (n > c_.max_packets) throw std::invalid_argument("cusolver-dn-chol: more systems than created for");
+        const int np = static_cast<int>(n);
+        if (np == 0) return;
+        PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, stream));
+        autocorr_rhs_kernel<<<np, 64, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), load, c_.t.data(), c_.rhs.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        build_dense_kernel<<<dim3((n_eq * n_eq + 255) / 256, np), 256, 0, stream>>>(c_.t.data(), a_.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
+        // potrsBatched reports one status for the call (its own int, so that it does not
+        // overwrite potrf's status of packet 0).
+        PAQ_CUSOLVER_CHECK(cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, 1, a_ptrs_.data(), n_eq,
+                                                   b_ptrs_.data(), n_eq, potrs_info_.data(), np));
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(c, c_.rhs.data(), static_cast<std::size_t>(np) * sizeof(eq_taps32), cudaMemcpyDeviceToDevice, stream));
+        info_to_ok_kernel<<<(np + 127) / 128, 128, 0, stream>>>(info_.data(), ok, np);
+        PAQ_CUDA_CHECK_LAUNCH();
+        PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, c_.st.get()));
+    }
     [[nodiscard]] float last_kernel_ms() const noexcept override { return c_.last_ms; }
     [[nodiscard]] const char* name() const noexcept override { return "cusolver-dn-chol"; }
 
 private:
     common c_;
     device_buffer<cuFloatComplex> a_;
-    device_buffer<int> info_;
+    device_buffer<int> info_, potrs_info_;
     device_buffer<cuFloatComplex*> a_ptrs_, b_ptrs_;
     cusolverDnHandle_t handle_ = nullptr;
 };
@@ -224,6 +268,24 @@ public:
             ok[static_cast<std::size_t>(p)] = finite ? 1 : 0;
         }
         c_.last_ms = c_.t1.elapsed_ms_since(c_.t0);
+    }
+    void solve_on_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t n,
+                         cuda_stream_t stream) override
+    {
+        if (n > c_.max_packets) throw std::invalid_argument("cusolver-sp-qr: more systems than created for");
+        const int np = static_cast<int>(n);
+        if (np == 0) return;
+        PAQ_CUSOLVER_CHECK(cusolverSpSetStream(handle_, stream));
+        autocorr_rhs_kernel<<<np, 64, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), load, c_.t.data(), c_.rhs.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        build_csr_kernel<<<dim3((nnz_ + 255) / 256, np), 256, 0, stream>>>(c_.t.data(), row_of_.data(), col_ind_.data(), nnz_, vals_.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        auto* out = reinterpret_cast<cuFloatComplex*>(c);
+        PAQ_CUSOLVER_CHECK(cusolverSpCcsrqrsvBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
+                                                     col_ind_.data(), c_.rhs.data(), out, np, info_, buffer_.data()));
+        finite_taps_kernel<<<np, 64, 0, stream>>>(out, ok);
+        PAQ_CUDA_CHECK_LAUNCH();
+        PAQ_CUSOLVER_CHECK(cusolverSpSetStream(handle_, c_.st.get()));
     }
     [[nodiscard]] float last_kernel_ms() const noexcept override { return c_.last_ms; }
     [[nodiscard]] const char* name() const noexcept override { return "cusolver-sp-qr"; }
