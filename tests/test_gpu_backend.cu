@@ -150,7 +150,7 @@ TEST_F(gpu_backend, full_default_batches_match_the_cpu)
     EXPECT_EQ(c.per_batch[1], 3103u);
 }
 
-TEST(gpu_backend, every_solver_selectable_by_name_matches_the_cpu)
+TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)
 {
     // The ZF/MMSE solver by name (pipeline.solver / paqd replay --solver): the float cuSOLVER
     // baselines give the same bits as the CPU except where a decision is within rounding of
