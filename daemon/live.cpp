@@ -363,6 +363,8 @@ int run_live(const live_options& opt)
                 std::chrono::duration<double>(interval));
         }
     }
+    // The source ended by itself (end of file, peer closed): tell the service manager too.
+    if (stop_requests == 0) notifier.stopping();
     pipe->join();
     const auto s = pipe->stats();
     if (udp) {
