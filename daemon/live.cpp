@@ -186,6 +186,17 @@ int run_live(const live_options& opt)
     const auto& cfg = opt.config;
     const bool have_pattern = cfg.monitor.pattern.has_value();
 
+    // Signals are taken synchronously by the main thread (sigtimedwait below). Block them
+    // before any thread exists (metrics server, recorder, sources, OpenMP workers of the
+    // backends), so that every thread inherits the mask: a process-directed SIGTERM must
+    // not be delivered to a thread that would take the default action and kill paqd.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    sigaddset(&signals, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
     std::unique_ptr<io::sample_source> source;
     std::unique_ptr<io::sample_ring> ring;
     std::unique_ptr<pipeline> pipe;
@@ -291,14 +302,6 @@ int run_live(const live_options& opt)
         return 1;
     }
 
-    // Signals are taken synchronously by this thread; every other thread has them blocked
-    // (they inherit the mask set here, before they start).
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGINT);
-    sigaddset(&signals, SIGTERM);
-    sigaddset(&signals, SIGHUP);
-    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
     pipe->start();
     notifier.ready();
