@@ -278,6 +278,29 @@ private:
     bool bad_ = false;
 };
 
+/// A sample format by the project's own names (io::parse_sample_format); true when set.
+bool sample_format_field(section& sec, std::string_view key, io::sample_format& target, error_list& errors)
+{
+    std::string text;
+    if (!sec.text(key, text, true)) return false;
+    try {
+        target = io::parse_sample_format(text);
+        return true;
+    } catch (const std::invalid_argument& e) {
+        errors.add(sec.mark(), sec.path() + "." + std::string(key) + ": " + e.what());
+        return false;
+    }
+}
+
+/// A file path; relative ones resolve against the configuration file's directory.
+void path_field(section& sec, std::string_view key, const std::filesystem::path& base_dir, std::filesystem::path& target)
+{
+    std::string text;
+    if (!sec.text(key, text, true)) return;
+    const std::filesystem::path p(text);
+    target = p.is_relative() && !base_dir.empty() ? base_dir / p : p;
+}
+
 }  // namespace
 
 daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view source_name,
@@ -303,19 +326,8 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         src.number("stall_timeout_s", cfg.source.stall_timeout_s, 0.05, 3600.0);
         auto f = src.sub("file");
         auto& fc = cfg.source.file;
-        std::string path;
-        if (f.text("path", path, true)) {
-            std::filesystem::path p(path);
-            fc.path = p.is_relative() && !base_dir.empty() ? base_dir / p : p;
-        }
-        std::string fmt;
-        if (f.text("format", fmt, true)) {
-            try {
-                fc.raw_format = io::parse_sample_format(fmt);
-            } catch (const std::invalid_argument& e) {
-                errors.add(f.mark(), "source.file.format: " + std::string(e.what()));
-            }
-        }
+        path_field(f, "path", base_dir, fc.path);
+        if (io::sample_format raw{}; sample_format_field(f, "format", raw, errors)) fc.raw_format = raw;
         double rate = 0.0;
         f.number("sample_rate_hz", rate, 1.0, 1e10);
         if (rate > 0.0) fc.raw_sample_rate_hz = rate;
@@ -331,8 +343,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
             t.choice("mode", tc.mode, {{"connect", io::tcp_mode::connect}, {"listen", io::tcp_mode::listen}});
             t.text("host", tc.host, true);
             t.number("port", tc.port, 0, 65535);
-            t.choice("format", tc.format, {{"cf32_le", io::sample_format::cf32_le}, {"cf32", io::sample_format::cf32_le},
-                                           {"ci16_le", io::sample_format::ci16_le}, {"ci16", io::sample_format::ci16_le}});
+            sample_format_field(t, "format", tc.format, errors);
             t.number("ci16_scale", tc.ci16_scale, 1e-6f, 1e9f);
             t.number("sample_rate_hz", tc.sample_rate_hz, 0.0, 1e10);
             t.number("rcvbuf_bytes", tc.rcvbuf_bytes, 0, 1 << 30);
@@ -349,8 +360,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
             auto& uc = cfg.source.udp;
             u.text("bind", uc.bind_address, true);
             u.number("port", uc.port, 0, 65535);
-            u.choice("format", uc.format, {{"cf32_le", io::sample_format::cf32_le}, {"cf32", io::sample_format::cf32_le},
-                                           {"ci16_le", io::sample_format::ci16_le}, {"ci16", io::sample_format::ci16_le}});
+            sample_format_field(u, "format", uc.format, errors);
             u.number("ci16_scale", uc.ci16_scale, 1e-6f, 1e9f);
             u.number("sample_rate_hz", uc.sample_rate_hz, 0.0, 1e10);
             u.number("rcvbuf_bytes", uc.rcvbuf_bytes, 0, 1 << 30);
@@ -479,30 +489,15 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
     }
     {
         auto r = root.sub("records");
-        std::string base;
-        if (r.text("path", base, true)) {
-            std::filesystem::path b(base);
-            cfg.records.base = b.is_relative() && !base_dir.empty() ? base_dir / b : b;
-        }
+        path_field(r, "path", base_dir, cfg.records.base);
         r.number<std::uint32_t>("decimation", cfg.records.decimation, 1, 1'000'000);
         r.number<std::uint32_t>("channel_decimation", cfg.records.channel_decimation, 1, 1'000'000);
         r.finish();
     }
     {
         auto r = root.sub("recording");
-        std::string base;
-        if (r.text("path", base, true)) {
-            std::filesystem::path b(base);
-            cfg.recording.base = b.is_relative() && !base_dir.empty() ? base_dir / b : b;
-        }
-        std::string fmt;
-        if (r.text("format", fmt, true)) {
-            try {
-                cfg.recording.format = io::parse_sample_format(fmt);
-            } catch (const std::invalid_argument& e) {
-                errors.add(r.mark(), "recording.format: " + std::string(e.what()));
-            }
-        }
+        path_field(r, "path", base_dir, cfg.recording.base);
+        sample_format_field(r, "format", cfg.recording.format, errors);
         r.number<std::size_t>("queue_mib", cfg.recording.queue_mib, 16, 65536);
         r.finish();
     }
@@ -532,18 +527,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
 
 daemon_config load_daemon_config(const std::filesystem::path& file)
 {
-    const std::string name = file.string();
-    std::error_code ec;
-    if (!std::filesystem::exists(file, ec)) throw config_error({name + ": cannot read configuration file: no such file"});
-    if (std::filesystem::is_directory(file, ec)) throw config_error({name + ": cannot read configuration file: it is a directory"});
-    errno = 0;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-        throw config_error({name + ": cannot read configuration file: " +
-                            (errno ? std::generic_category().message(errno) : std::string("open failed"))});
-    }
-    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    return parse_daemon_config(text, name, file.parent_path());
+    return parse_daemon_config(read_config_file(file), file.string(), file.parent_path());
 }
 
 std::string to_yaml(const daemon_config& c)
@@ -593,10 +577,6 @@ std::string to_yaml(const daemon_config& c)
        << "    sample_rate_hz: " << format_double(v.sample_rate_hz) << "\n"
        << "    rcvbuf_bytes: " << v.rcvbuf_bytes << "\n";
     const auto& i = c.source.iio;
-    const char* gm = i.gain_mode == io::iio_gain_mode::manual        ? "manual"
-                     : i.gain_mode == io::iio_gain_mode::slow_attack ? "slow_attack"
-                     : i.gain_mode == io::iio_gain_mode::fast_attack ? "fast_attack"
-                                                                     : "hybrid";
     os << "  iio:\n"
        << "    uri: \"" << i.uri << "\"\n"
        << "    phy_device: \"" << i.phy_device << "\"\n"
@@ -604,7 +584,7 @@ std::string to_yaml(const daemon_config& c)
        << "    sample_rate_hz: " << format_double(i.sample_rate_hz) << "\n"
        << "    lo_hz: " << format_double(i.lo_hz) << "\n"
        << "    rf_bandwidth_hz: " << format_double(i.rf_bandwidth_hz) << "\n"
-       << "    gain_mode: " << gm << "\n"
+       << "    gain_mode: " << io::to_string(i.gain_mode) << "\n"
        << "    gain_db: " << format_double(i.gain_db) << "\n"
        << "    buffer_samples: " << i.buffer_samples << "\n"
        << "    reconnect_interval_s: " << format_double(i.reconnect_interval_s) << "\n"

@@ -256,7 +256,7 @@ dsp::receiver_config parse_receiver_config(std::string_view yaml_text, std::stri
     return config;
 }
 
-dsp::receiver_config load_receiver_config(const std::filesystem::path& file)
+std::string read_config_file(const std::filesystem::path& file)
 {
     const std::string name = file.string();
     const auto fail = [&name](const std::string& reason) {
@@ -285,7 +285,12 @@ dsp::receiver_config load_receiver_config(const std::filesystem::path& file)
     if (in.bad()) {
         fail("read error");
     }
-    return parse_receiver_config(text, name);
+    return text;
+}
+
+dsp::receiver_config load_receiver_config(const std::filesystem::path& file)
+{
+    return parse_receiver_config(read_config_file(file), file.string());
 }
 
 std::string to_yaml(const dsp::receiver_config& config)

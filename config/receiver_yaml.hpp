@@ -42,6 +42,10 @@ private:
     std::shared_ptr<const std::vector<std::string>> messages_;
 };
 
+/// The text of a configuration file. Throws config_error naming the file when it is missing,
+/// a directory or unreadable (a FIFO or /dev/stdin is accepted). Shared by the loaders.
+[[nodiscard]] std::string read_config_file(const std::filesystem::path& file);
+
 /// Reads and parses `file` (see parse_receiver_config). Throws config_error naming the file
 /// when it is missing, not a regular file or unreadable, and for everything parse rejects.
 [[nodiscard]] dsp::receiver_config load_receiver_config(const std::filesystem::path& file);

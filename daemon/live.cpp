@@ -81,10 +81,19 @@ std::vector<std::unique_ptr<dsp::batch_processor>> make_workers(const config::da
     return workers;
 }
 
-bool reason_gap_count(const pipeline_stats& s, io::gap_reason r, std::uint64_t& out)
+struct send_totals {
+    std::uint64_t sent = 0, errors = 0;
+};
+
+/// Datagrams sent and refused over the six streams.
+send_totals publisher_totals(const io::udp_publisher& udp)
 {
-    out = s.gaps_by_reason[static_cast<std::size_t>(r)];
-    return out != 0;
+    send_totals t;
+    for (int k = 0; k < dsp::chain::num_paths; ++k) {
+        t.sent += udp.counters(k).datagrams_sent;
+        t.errors += udp.counters(k).send_errors;
+    }
+    return t;
 }
 
 }  // namespace
@@ -283,10 +292,9 @@ int run_live(const live_options& opt)
                 }
                 if (records) x.record_rows = records->rows();
                 if (udp) {
-                    for (int k = 0; k < dsp::chain::num_paths; ++k) {
-                        x.datagrams_sent += udp->counters(k).datagrams_sent;
-                        x.send_errors += udp->counters(k).send_errors;
-                    }
+                    const auto t = publisher_totals(*udp);
+                    x.datagrams_sent = t.sent;
+                    x.send_errors = t.errors;
                 }
                 if (rec) {
                     x.recorded_samples = rec->samples_recorded();
@@ -371,20 +379,13 @@ int run_live(const live_options& opt)
     pipe->join();
     const auto s = pipe->stats();
     if (udp) {
-        std::uint64_t sent = 0, errors = 0;
-        for (int k = 0; k < dsp::chain::num_paths; ++k) {
-            sent += udp->counters(k).datagrams_sent;
-            errors += udp->counters(k).send_errors;
-        }
-        spdlog::info("publisher: {} datagrams sent, {} send errors, {} packets published", sent, errors,
+        const auto t = publisher_totals(*udp);
+        spdlog::info("publisher: {} datagrams sent, {} send errors, {} packets published", t.sent, t.errors,
                      udp->packets_published());
     }
     spdlog::info("final: {}", status_line(s, nullptr, 0.0, have_pattern));
-    std::uint64_t n = 0;
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {
-        if (reason_gap_count(s, static_cast<io::gap_reason>(r), n)) {
-            spdlog::info("gaps ({}): {}", io::to_string(static_cast<io::gap_reason>(r)), n);
-        }
+        if (s.gaps_by_reason[r]) spdlog::info("gaps ({}): {}", io::to_string(static_cast<io::gap_reason>(r)), s.gaps_by_reason[r]);
     }
     spdlog::info("samples in {}, dropped by the ring {}, lost in gaps {} (counted), in lost batches {}; "
                  "packets {} (truncated {}, missed in sequence {}); batches {} published, {} lost, {} on fallback",
