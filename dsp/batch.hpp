@@ -61,6 +61,7 @@ struct packet_record {
     double zf_condition = 0.0;
     std::uint32_t flags = 0;
     std::uint32_t nonfinite_samples = 0;
+    std::int32_t channel_support = 0;  ///< receiver_tables::supports index the estimate used
     std::array<cf64, chain::L_ch> h{};  ///< channel estimate, taps -N1 .. N2
     std::array<path_stats, chain::num_paths> paths{};
 };

@@ -90,6 +90,7 @@ struct cpu_backend::impl {
 
         const auto ce = estimate_channel(r, t);
         rec.h = ce.h;
+        rec.channel_support = ce.support;
         rec.sigma2 = ce.sigma2;
         rec.channel_energy = ce.energy;
         // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition.

@@ -20,26 +20,66 @@ void derotate(cf64* r, int first, int last, double w0) noexcept
     for (int n = first; n < last; ++n) r[n] *= std::polar(1.0, -w0 * n);
 }
 
+namespace {
+
+/// out = G obs, G 38 x M row-major.
+void apply_estimator(const cf64* G, const cf64* obs, std::size_t M, std::array<cf64, chain::L_ch>& out) noexcept
+{
+    for (int a = 0; a < chain::L_ch; ++a) {
+        cf64 s = 0.0;
+        const cf64* row = G + static_cast<std::size_t>(a) * M;
+        for (std::size_t i = 0; i < M; ++i) s += row[i] * obs[i];
+        out[static_cast<std::size_t>(a)] = s;
+    }
+}
+
+}  // namespace
+
+int select_channel_support(const std::array<cf64, chain::L_ch>& h_wide, double sigma2, const receiver_tables& t) noexcept
+{
+    const double nv = 2.0 * sigma2;
+    double best = 0.0;
+    int best_index = -1;
+    for (std::size_t c = 0; c < t.supports.size(); ++c) {
+        const auto& s = t.supports[c];
+        double risk = nv * s.noise_gain;
+        for (int a = 0; a < chain::L_ch; ++a) {
+            const int m = a - chain::N1;
+            if (m >= s.first_tap && m <= s.last_tap) continue;
+            const auto i = static_cast<std::size_t>(a);
+            risk += std::norm(h_wide[i]) - nv * t.wide_tap_noise[i];
+        }
+        if (best_index < 0 || risk < best) {
+            best = risk;
+            best_index = static_cast<int>(c);
+        }
+    }
+    // NaN samples make every risk NaN: fall back to the full width.
+    return best_index >= 0 && std::isfinite(best) ? best_index : static_cast<int>(t.supports.size()) - 1;
+}
+
 channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexcept
 {
     channel_estimate ce;
     const std::size_t M = t.M;
     const cf64* obs = r + t.obs_first;
-    for (int a = 0; a < chain::L_ch; ++a) {
-        cf64 s = 0.0;
-        const cf64* row = t.X_lpi.data() + static_cast<std::size_t>(a) * M;
-        for (std::size_t i = 0; i < M; ++i) s += row[i] * obs[i];
-        ce.h[static_cast<std::size_t>(a)] = s;
-        ce.energy += std::norm(s);
-    }
+    // Pilot estimate and noise variance (SPEC eqs. 3.9-3.12, with the truncated pseudo-inverse).
+    std::array<cf64, chain::L_ch> pilot{};
+    apply_estimator(t.X_lpi.data(), obs, M, pilot);
     double res = 0.0;
     for (std::size_t i = 0; i < M; ++i) {
         cf64 s = 0.0;
         const cf64* row = t.X.data() + i * chain::L_ch;
-        for (int a = 0; a < chain::L_ch; ++a) s += row[a] * ce.h[static_cast<std::size_t>(a)];
+        for (int a = 0; a < chain::L_ch; ++a) s += row[a] * pilot[static_cast<std::size_t>(a)];
         res += std::norm(obs[i] - s);
     }
     ce.sigma2 = res / (2.0 * t.rho);
+    // Support, then the estimate on it.
+    std::array<cf64, chain::L_ch> wide{};
+    apply_estimator(t.supports.back().G.data(), obs, M, wide);
+    ce.support = select_channel_support(wide, ce.sigma2, t);
+    apply_estimator(t.supports[static_cast<std::size_t>(ce.support)].G.data(), obs, M, ce.h);
+    for (const auto& v : ce.h) ce.energy += std::norm(v);
     return ce;
 }
 

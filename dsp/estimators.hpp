@@ -21,9 +21,20 @@ struct channel_estimate {
     std::array<cf64, chain::L_ch> h{};  ///< h(-N1) .. h(N2)
     double sigma2 = 0.0;                ///< noise variance per real dimension
     double energy = 0.0;                ///< sum |h|^2
+    int support = 0;                    ///< index into receiver_tables::supports
 };
 
-/// h = X_lpi r over the observation range, sigma2 = |r - X h|^2 / (2 rho).
+/// Three steps over the observation range (docs/SIGNAL-CHAIN.md, "channel estimator"):
+/// sigma2 = |r - X h_p|^2 / (2 rho) with the pilot h_p = X_lpi r (eqs. 3.9-3.12); the
+/// support of the channel chosen by select_channel_support from the full-width estimate;
+/// h = G r with that support's estimator.
 [[nodiscard]] channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexcept;
+
+/// The support with the least estimated error (Mallows' Cp): noise that the support's
+/// estimator lets in, trace(G G^H) 2 sigma2, plus the channel energy it leaves out, estimated
+/// from the full-width estimate h_wide as sum over the taps outside of |h_m|^2 - 2 sigma2
+/// (G G^H)_mm. Ties go to the narrower support (the earlier index).
+[[nodiscard]] int select_channel_support(const std::array<cf64, chain::L_ch>& h_wide, double sigma2,
+                                         const receiver_tables& t) noexcept;
 
 }  // namespace paq::dsp

@@ -102,6 +102,56 @@ void find_known_samples(receiver_tables& t)
     t.x_known.assign(runs[0].begin() + best_lo, runs[0].begin() + best_lo + best_len);
 }
 
+/// The fixed estimators of the candidate channel supports (docs/SIGNAL-CHAIN.md). Each is
+/// the MAP estimate under a prior that puts the channel inside its support: where the known
+/// samples leave a direction of h unobserved (the band edges, taps 32 apart that the periodic
+/// preamble cannot tell apart) the prior decides, and taps outside the support cost noise
+/// no more.
+void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
+{
+    const std::size_t M = t.M;
+    double diag_max = 0.0;
+    for (int a = 0; a < L_ch; ++a) diag_max = std::max(diag_max, g[static_cast<std::size_t>(a * L_ch + a)].real());
+    t.supports.clear();
+    for (int first : support_first_taps) {
+        for (int last : support_last_taps) {
+            std::vector<cf64> gp = g;
+            for (int a = 0; a < L_ch; ++a) {
+                const int m = a - N1;
+                const int outside = std::max(m - last, 0) + std::max(first - m, 0);
+                const double prior = std::exp(-outside / support_prior_decay_taps);
+                gp[static_cast<std::size_t>(a * L_ch + a)] += support_prior_weight * diag_max / prior;
+            }
+            std::vector<cf64> inv;
+            (void)hermitian_pinv(gp, L_ch, 0.0, inv);  // positive definite: the full inverse
+            receiver_tables::channel_support s;
+            s.first_tap = first;
+            s.last_tap = last;
+            s.G.assign(L_ch * M, 0.0);
+            for (std::size_t i = 0; i < M; ++i) {
+                for (int a = 0; a < L_ch; ++a) {
+                    cf64 v = 0.0;
+                    for (int b = 0; b < L_ch; ++b) v += inv[static_cast<std::size_t>(a * L_ch + b)] * std::conj(t.X[i * L_ch + static_cast<std::size_t>(b)]);
+                    s.G[static_cast<std::size_t>(a) * M + i] = v;
+                    s.noise_gain += std::norm(v);
+                }
+            }
+            t.supports.push_back(std::move(s));
+        }
+    }
+    // Widest last: first tap -N1, last tap N2.
+    std::stable_sort(t.supports.begin(), t.supports.end(), [](const auto& x, const auto& y) {
+        return (x.last_tap - x.first_tap) < (y.last_tap - y.first_tap);
+    });
+    const auto& wide = t.supports.back();
+    if (wide.first_tap != -N1 || wide.last_tap != N2) throw std::logic_error("receiver tables: no full-width channel support");
+    for (int a = 0; a < L_ch; ++a) {
+        double v = 0.0;
+        for (std::size_t i = 0; i < M; ++i) v += std::norm(wide.G[static_cast<std::size_t>(a) * M + i]);
+        t.wide_tap_noise[static_cast<std::size_t>(a)] = v;
+    }
+}
+
 void build_channel_estimator(receiver_tables& t)
 {
     t.obs_first = t.known_first + N2;
@@ -139,6 +189,7 @@ void build_channel_estimator(receiver_tables& t)
             t.X_lpi[static_cast<std::size_t>(a) * M + i] = s;
         }
     }
+    build_support_estimators(t, g);
     // rho = trace(I - X X_lpi) = M - rank of the pseudo-inverse.
     double tr = 0.0;
     for (std::size_t i = 0; i < M; ++i) {

@@ -46,6 +46,20 @@ struct receiver_tables {
     double rho = 0.0;           ///< trace of I - X X_lpi (M - rank)
     std::size_t channel_rank = 0;  ///< directions of h the known samples observe (of 38)
 
+    // --- channel support selection (docs/SIGNAL-CHAIN.md, "channel estimator")
+    /// One candidate support [first_tap, last_tap] of the channel with its fixed estimator
+    /// G = (X^H X + lambda C^-1)^-1 X^H, C = diag(prior tap variance): 1 inside the support,
+    /// falling by e per support_prior_decay_taps outside it.
+    struct channel_support {
+        int first_tap = 0;            ///< -N1 .. 0
+        int last_tap = 0;             ///< 0 .. N2
+        std::vector<cf64> G;          ///< 38 x M, row-major, like X_lpi
+        double noise_gain = 0.0;      ///< trace(G G^H): E|G w|^2 / complex noise variance
+    };
+    std::vector<channel_support> supports;  ///< the widest ([-N1, N2]) is last
+    /// (G G^H)_mm of the widest support: noise variance of its tap m per unit complex noise.
+    std::array<double, chain::L_ch> wide_tap_noise{};
+
     // --- detection filter and detector
     std::array<cf64, chain::L_hno> h_no{};  ///< taps j = -10 .. 10
     int decision_delay = 0;  ///< bit k of the packet is decided at sample 2k + decision_delay
@@ -59,6 +73,14 @@ struct receiver_tables {
 /// Eigenvalue threshold of the channel estimator's pseudo-inverse, relative to the largest
 /// eigenvalue of X^H X (docs/SIGNAL-CHAIN.md: 1e-3 against 3e-3, 1e-2 and 3e-2).
 inline constexpr double channel_pinv_threshold = 1e-3;
+
+/// Candidate channel supports: first taps x last taps (all combinations).
+inline constexpr std::array<int, 3> support_first_taps = {-2, -6, -12};
+inline constexpr std::array<int, 9> support_last_taps = {1, 2, 3, 4, 6, 8, 11, 16, 25};
+/// lambda of the support estimators, relative to the largest diagonal element of X^H X.
+inline constexpr double support_prior_weight = 1e-2;
+/// Outside the support the prior tap variance falls by e per this many taps.
+inline constexpr double support_prior_decay_taps = 1.5;
 
 /// Builds (and caches per fft_size) the tables. Thread-safe.
 [[nodiscard]] const receiver_tables& get_receiver_tables(std::size_t fft_size);

@@ -4,6 +4,7 @@
 #include "dsp/waveform.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <random>
@@ -53,6 +54,32 @@ channel_preset channel_preset_by_name(std::string_view name)
     throw std::invalid_argument("unknown channel preset '" + std::string(name) + "' (allowed: " + allowed + ")");
 }
 
+channel_ray parse_channel_ray(std::string_view text)
+{
+    const std::string s(text);
+    std::vector<std::string> parts;
+    for (std::size_t pos = 0;;) {
+        const std::size_t end = s.find(',', pos);
+        parts.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
+        if (end == std::string::npos) break;
+        pos = end + 1;
+    }
+    if (parts.size() != 3)
+        throw std::invalid_argument("ray '" + s + "': expected AMPLITUDE,DELAY_NS,PHASE_RAD (three comma-separated numbers)");
+    std::array<double, 3> v{};
+    for (std::size_t i = 0; i < 3; ++i) {
+        std::size_t used = 0;
+        try {
+            v[i] = std::stod(parts[i], &used);
+        } catch (const std::exception&) {
+            used = 0;
+        }
+        if (parts[i].empty() || used != parts[i].size())
+            throw std::invalid_argument("ray '" + s + "': '" + parts[i] + "' is not a number (expected AMPLITUDE,DELAY_NS,PHASE_RAD)");
+    }
+    return {v[0], v[1], v[2]};
+}
+
 std::vector<std::string> sim_config::validate() const
 {
     std::vector<std::string> e;
@@ -74,6 +101,14 @@ std::vector<std::string> sim_config::validate() const
     if (!(timing_offset_samples >= 0.0 && timing_offset_samples < 1.0))
         add("timing_offset_samples", timing_offset_samples, "0 <= x < 1");
     if (!(flight_start_s >= 0.0 && flight_start_s < 1e6)) add("flight_start_s", flight_start_s, "0 .. 1e6 s");
+    if (extra_rays.size() > 8) add("extra_rays (count)", static_cast<double>(extra_rays.size()), "0 .. 8");
+    for (std::size_t i = 0; i < extra_rays.size(); ++i) {
+        const auto& r = extra_rays[i];
+        const std::string f = "extra_rays[" + std::to_string(i) + "]";
+        if (!(r.amplitude >= 0.0 && r.amplitude <= 10.0)) add(f + ".amplitude", r.amplitude, "0 .. 10 (of the line of sight)");
+        if (!(r.delay_ns >= 0.0 && r.delay_ns <= 2000.0)) add(f + ".delay_ns", r.delay_ns, "0 .. 2000 ns");
+        if (!std::isfinite(r.phase_rad)) add(f + ".phase_rad", r.phase_rad, "finite");
+    }
     if (start_offset_samples < -1 || start_offset_samples >= static_cast<long long>(waveform::L_pkt))
         add("start_offset_samples", static_cast<double>(start_offset_samples), "-1 (from seed) or 0 .. 12671");
     return e;
@@ -105,6 +140,7 @@ struct simulator::impl {
             for (const auto& s : errors) msg += "\n  " + s;
             throw std::invalid_argument(msg);
         }
+        preset.rays.insert(preset.rays.end(), cfg.extra_rays.begin(), cfg.extra_rays.end());
         drop = cfg.start_offset_samples >= 0 ? static_cast<std::uint64_t>(cfg.start_offset_samples)
                                              : rng() % waveform::L_pkt;
         if (std::isfinite(cfg.ebn0_db)) {

@@ -34,6 +34,9 @@ struct channel_preset {
 /// awgn, two-ray, edwards3, flight. Throws std::invalid_argument naming the allowed values.
 [[nodiscard]] channel_preset channel_preset_by_name(std::string_view name);
 [[nodiscard]] std::vector<std::string> channel_preset_names();
+/// "AMPLITUDE,DELAY_NS,PHASE_RAD" (e.g. "0.5,1000,1.2"). Throws std::invalid_argument naming
+/// the bad part.
+[[nodiscard]] channel_ray parse_channel_ray(std::string_view text);
 
 struct sim_config {
     std::string preset = "awgn";
@@ -47,6 +50,9 @@ struct sim_config {
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
     double flight_start_s = 0.0;
     pn_pattern pattern = pn_pattern::pn15;
+    /// Rays added to the preset's (for channels outside the presets, e.g. a long echo).
+    /// At most 8; amplitude 0 .. 10 of the line of sight, delay 0 .. 2000 ns.
+    std::vector<channel_ray> extra_rays;
     /// Samples dropped from the start, so the recording begins inside a packet.
     /// -1: chosen from the seed.
     long long start_offset_samples = -1;

@@ -395,6 +395,7 @@ struct cuda_backend::impl {
     pinned_buffer<cf32> h_host;
     pinned_buffer<double> cfo_host, sigma2_host, cond_host;
     pinned_buffer<unsigned> nonfinite_host;
+    pinned_buffer<int> support_host;
     pinned_buffer<std::uint8_t> ok_zf_host, ok_mmse_host;
     pinned_buffer<long long> starts_host;
     pinned_buffer<float> metrics_host;
@@ -442,6 +443,7 @@ struct cuda_backend::impl {
           sigma2_host(max_packets),
           cond_host(max_packets),
           nonfinite_host(max_packets),
+          support_host(max_packets),
           ok_zf_host(max_packets),
           ok_mmse_host(max_packets),
           starts_host(max_packets),
@@ -675,6 +677,7 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     back(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
     back(m.cond_host.data(), m.cond.data(), np * sizeof(double));
     back(m.nonfinite_host.data(), d.nonfinite, np * sizeof(unsigned));
+    back(m.support_host.data(), d.support, np * sizeof(int));
     back(m.ok_zf_host.data(), m.ok_zf.data(), np);
     back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
     mark();
@@ -702,6 +705,7 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         rec.cfo_rad_per_sample = m.cfo_host[p];
         rec.sigma2 = m.sigma2_host[p];
         rec.nonfinite_samples = m.nonfinite_host[p];
+        rec.channel_support = m.support_host[p];
         rec.zf_condition = m.cond_host[p];
         double energy = 0.0;
         for (int a = 0; a < L_ch; ++a) {

@@ -6,6 +6,7 @@
 #include "gpu/resources.cuh"
 
 #include <cuComplex.h>
+#include <math_constants.h>
 
 #include <stdexcept>
 
@@ -157,6 +158,54 @@ __global__ void noise_kernel(const cuFloatComplex* __restrict__ seg, int obs_fir
     if (threadIdx.x == 0) sigma2[p] = sh[0] / (2.0 * rho);
 }
 
+/// The candidate supports, for support_kernel (dsp::select_channel_support).
+constexpr int max_supports = 32;
+__constant__ int c_support_first[max_supports];
+__constant__ int c_support_last[max_supports];
+__constant__ double c_support_noise_gain[max_supports];
+__constant__ double c_wide_tap_noise[l_ch];
+
+/// One block of 32 threads per packet. h_all holds per packet 38 (S + 1) taps: the pilot,
+/// then the estimate of every support (the full width last). Thread c computes the risk of
+/// support c as dsp::select_channel_support does; the least risk (ties: the lower index)
+/// wins, and its 38 taps go to h.
+__global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_supports, const double* __restrict__ sigma2,
+                               cuFloatComplex* __restrict__ h, int* __restrict__ support)
+{
+    const int p = blockIdx.x;
+    const int rows = l_ch * (n_supports + 1);
+    const cuFloatComplex* hp = h_all + static_cast<std::size_t>(p) * rows;
+    const cuFloatComplex* wide = hp + l_ch * n_supports;  // block n_supports: support n_supports - 1
+    const double nv = 2.0 * sigma2[p];
+    const int c = threadIdx.x;
+    double risk = CUDART_INF;
+    if (c < n_supports) {
+        risk = nv * c_support_noise_gain[c];
+        for (int a = 0; a < l_ch; ++a) {
+            const int m = a - dsp::chain::N1;
+            if (m >= c_support_first[c] && m <= c_support_last[c]) continue;
+            const double re = wide[a].x, im = wide[a].y;
+            risk += re * re + im * im - nv * c_wide_tap_noise[a];
+        }
+        if (!isfinite(risk)) risk = CUDART_INF;
+    }
+    int best = c;
+    for (int off = 16; off > 0; off >>= 1) {
+        const double r2 = __shfl_down_sync(0xffffffffu, risk, off);
+        const int b2 = __shfl_down_sync(0xffffffffu, best, off);
+        if (r2 < risk || (r2 == risk && b2 < best)) {
+            risk = r2;
+            best = b2;
+        }
+    }
+    best = __shfl_sync(0xffffffffu, best, 0);
+    risk = __shfl_sync(0xffffffffu, risk, 0);
+    if (!(risk < CUDART_INF)) best = n_supports - 1;  // NaN input: the full width, as on the CPU
+    const cuFloatComplex* chosen = hp + l_ch * (best + 1);
+    for (int a = threadIdx.x; a < l_ch; a += blockDim.x) h[static_cast<std::size_t>(p) * l_ch + a] = chosen[a];
+    if (threadIdx.x == 0) support[p] = best;
+}
+
 }  // namespace
 
 struct front_end::impl {
@@ -165,7 +214,10 @@ struct front_end::impl {
     const dsp::receiver_tables& t;
     stream st;
     cublas_handle blas;
-    device_buffer<cuFloatComplex> window, seg, x_lpi_cm, x_cm, h, fit;
+    device_buffer<cuFloatComplex> window, seg, x_lpi_cm, x_cm, h, h_all, fit;
+    int n_supports = 0;
+    device_buffer<int> support;
+    pinned_buffer<int> support_host;
     device_buffer<float> metric;
     device_buffer<long long> starts;
     device_buffer<double> w0, sigma2;
@@ -190,10 +242,14 @@ struct front_end::impl {
           blas(st.get()),
           window(mw),
           seg(mp * seg_stride),
-          x_lpi_cm(t.M * l_ch),
+          x_lpi_cm(t.M * l_ch * (t.supports.size() + 1)),
           x_cm(t.M * l_ch),
           h(mp * l_ch),
+          h_all(mp * l_ch * (t.supports.size() + 1)),
           fit(mp * t.M),
+          n_supports(static_cast<int>(t.supports.size())),
+          support(mp),
+          support_host(mp),
           metric(mw),
           starts(mp),
           w0(mp),
@@ -213,11 +269,28 @@ struct front_end::impl {
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_template, tmpl.data(), sizeof tmpl));
         // X_lpi is 38 x M row-major: as a column-major M x 38 matrix it is X_lpi^T, which the
         // product uses transposed. X is M x 38 row-major: column-major 38 x M, i.e. X^T.
-        std::vector<cuFloatComplex> a(t.M * l_ch), b(t.M * l_ch);
-        for (std::size_t i = 0; i < a.size(); ++i) {
-            a[i] = make_cuFloatComplex(static_cast<float>(t.X_lpi[i].real()), static_cast<float>(t.X_lpi[i].imag()));
-            b[i] = make_cuFloatComplex(static_cast<float>(t.X[i].real()), static_cast<float>(t.X[i].imag()));
+        // The support estimators follow, each 38 x M row-major like X_lpi: stacked, they are
+        // one column-major M x 38 (S + 1) matrix.
+        if (n_supports < 1 || n_supports > max_supports) throw std::logic_error("gpu front_end: unexpected number of channel supports");
+        const std::size_t one = t.M * l_ch;
+        std::vector<cuFloatComplex> a(one * (t.supports.size() + 1)), b(one);
+        auto to_f = [](cf64 v) { return make_cuFloatComplex(static_cast<float>(v.real()), static_cast<float>(v.imag())); };
+        for (std::size_t i = 0; i < one; ++i) {
+            a[i] = to_f(t.X_lpi[i]);
+            b[i] = to_f(t.X[i]);
         }
+        std::array<int, max_supports> first{}, last{};
+        std::array<double, max_supports> gain{};
+        for (std::size_t s = 0; s < t.supports.size(); ++s) {
+            for (std::size_t i = 0; i < one; ++i) a[(s + 1) * one + i] = to_f(t.supports[s].G[i]);
+            first[s] = t.supports[s].first_tap;
+            last[s] = t.supports[s].last_tap;
+            gain[s] = t.supports[s].noise_gain;
+        }
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_first, first.data(), sizeof first));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_last, last.data(), sizeof last));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_noise_gain, gain.data(), sizeof gain));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_wide_tap_noise, t.wide_tap_noise.data(), sizeof(double) * l_ch));
         PAQ_CUDA_CHECK(cudaMemcpy(x_lpi_cm.data(), a.data(), a.size() * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemcpy(x_cm.data(), b.data(), b.size() * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
     }
@@ -332,18 +405,23 @@ void front_end::impl::estimate_stages(std::size_t np)
     derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
     PAQ_CUDA_CHECK_LAUNCH();
 
-    // h (38 x P) = X_lpi (38 x M) * OBS (M x P); OBS column p is the packet's observation
-    // range inside its segment (leading dimension seg_stride).
+    // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
+    // column p is the packet's observation range inside its segment (leading dimension
+    // seg_stride).
     const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
+    const int rows = l_ch * (m.n_supports + 1);
     const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
     const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs,
-                                 seg_stride, &zero, m.h.data(), l_ch));
-    // Fit (M x P) = X (M x 38) * h (38 x P), then the residual energy per packet.
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h.data(),
-                                 l_ch, &zero, m.fit.data(), M));
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs,
+                                 seg_stride, &zero, m.h_all.data(), rows));
+    // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(),
+                                 rows, &zero, m.fit.data(), M));
     noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(), m.t.rho,
                                                                    m.sigma2.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, m.sigma2.data(), m.h.data(),
+                                                                    m.support.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
@@ -351,7 +429,7 @@ front_end::device_results front_end::device() noexcept
 {
     auto& m = *impl_;
     return {reinterpret_cast<cf32*>(m.seg.data()), reinterpret_cast<cf32*>(m.h.data()), m.w0.data(), m.sigma2.data(),
-            m.nonfinite.data(), m.st.get()};
+            m.nonfinite.data(), m.support.data(), m.st.get()};
 }
 
 std::vector<packet_estimate> front_end::estimate(std::span<const cf32> window, std::span<const long long> starts)
@@ -367,11 +445,13 @@ std::vector<packet_estimate> front_end::estimate(std::span<const cf32> window, s
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.w0_host.data(), m.w0.data(), np * sizeof(double), cudaMemcpyDeviceToHost, m.st.get()));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.sigma2_host.data(), m.sigma2.data(), np * sizeof(double), cudaMemcpyDeviceToHost, m.st.get()));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.nonfinite_host.data(), m.nonfinite.data(), np * sizeof(unsigned), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.support_host.data(), m.support.data(), np * sizeof(int), cudaMemcpyDeviceToHost, m.st.get()));
     m.st.synchronize();
     for (std::size_t p = 0; p < np; ++p) {
         out[p].cfo_rad_per_sample = m.w0_host[p];
         out[p].sigma2 = m.sigma2_host[p];
         out[p].nonfinite_samples = m.nonfinite_host[p];
+        out[p].support = m.support_host[p];
         for (int a = 0; a < l_ch; ++a) out[p].h[static_cast<std::size_t>(a)] = m.h_host[p * l_ch + static_cast<std::size_t>(a)];
     }
     return out;

@@ -1,6 +1,7 @@
 // The first stages of the chain on the GPU, batched over all packets of a window (issue 3):
-// preamble metric; packet segments; CFO estimate and de-rotation; channel estimate as one
-// cuBLAS product X_lpi (38 x M) * observations (M x packets); noise variance.
+// preamble metric; packet segments; CFO estimate and de-rotation; channel estimates as one
+// cuBLAS product [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
+// variance from the pilot X_lpi; the channel support chosen per packet (dsp::estimate_channel).
 //
 //   Create (constructor: tables to the device, buffers for the largest window, cuBLAS)
 //     -> metric(window) / estimate(window, starts)  ... (allocate nothing)
@@ -27,6 +28,7 @@ struct packet_estimate {
     std::array<cf32, dsp::chain::L_ch> h{};  ///< h(-N1) .. h(N2)
     double sigma2 = 0.0;
     std::uint32_t nonfinite_samples = 0;
+    int support = 0;  ///< index into dsp::receiver_tables::supports
 };
 
 class front_end {
@@ -69,6 +71,7 @@ public:
         double* cfo;           ///< packets
         double* sigma2;        ///< packets
         unsigned* nonfinite;   ///< packets
+        int* support;          ///< packets: index into dsp::receiver_tables::supports
         cuda_stream_t stream;  ///< everything above is ordered on this stream
     };
     [[nodiscard]] device_results device() noexcept;

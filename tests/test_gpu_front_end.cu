@@ -89,10 +89,20 @@ TEST_F(gpu_front_end, estimates_match_the_cpu)
     std::vector<std::uint8_t> bits(chain::num_paths * packed_data_bytes);
     double worst_cfo = 0.0, worst_h = 0.0, worst_s2 = 0.0;
     std::uint64_t nonfinite_gpu = 0, nonfinite_cpu = 0;
+    std::size_t support_differs = 0;
     for (std::size_t p = 0; p < found.starts.size(); ++p) {
         packet_record rec;
         cpu.process_packet(sim.samples.data(), sim.samples.size(), found.starts[p], rec, bits.data());
         worst_cfo = std::max(worst_cfo, std::abs(est[p].cfo_rad_per_sample - rec.cfo_rad_per_sample));
+        worst_s2 = std::max(worst_s2, std::abs(est[p].sigma2 / rec.sigma2 - 1.0));
+        nonfinite_gpu += est[p].nonfinite_samples;
+        nonfinite_cpu += rec.nonfinite_samples;
+        // The support is a discrete choice from float (GPU) or double (CPU) risks: a near tie
+        // may go either way, and then the taps differ by the two supports' estimates.
+        if (est[p].support != rec.channel_support) {
+            ++support_differs;
+            continue;
+        }
         double d = 0.0, ref = 0.0;
         for (int a = 0; a < chain::L_ch; ++a) {
             const cf64 hg(est[p].h[static_cast<std::size_t>(a)].real(), est[p].h[static_cast<std::size_t>(a)].imag());
@@ -100,12 +110,11 @@ TEST_F(gpu_front_end, estimates_match_the_cpu)
             ref += std::norm(rec.h[static_cast<std::size_t>(a)]);
         }
         worst_h = std::max(worst_h, std::sqrt(d / ref));
-        worst_s2 = std::max(worst_s2, std::abs(est[p].sigma2 / rec.sigma2 - 1.0));
-        nonfinite_gpu += est[p].nonfinite_samples;
-        nonfinite_cpu += rec.nonfinite_samples;
     }
-    std::printf("estimates over %zu packets: max |dw0| %.2e rad/sample, max rel. h error %.2e, max rel. sigma2 error %.2e\n",
-                found.starts.size(), worst_cfo, worst_h, worst_s2);
+    std::printf("estimates over %zu packets: max |dw0| %.2e rad/sample, max rel. h error %.2e, max rel. sigma2 error %.2e, "
+                "support differs on %zu\n",
+                found.starts.size(), worst_cfo, worst_h, worst_s2, support_differs);
+    EXPECT_LE(support_differs, found.starts.size() / 20);
     EXPECT_LT(worst_cfo, 1e-6);
     EXPECT_LT(worst_h, 1e-4);
     EXPECT_LT(worst_s2, 1e-3);

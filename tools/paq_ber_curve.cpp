@@ -75,6 +75,7 @@ struct options {
     double cfo_hz = 0.0;
     double timing_offset = 0.37;
     std::string pattern = "pn15";
+    std::vector<std::string> rays;  ///< extra rays, AMPLITUDE,DELAY_NS,PHASE_RAD
     int threads = 0;
     std::string output;
     std::string json;
@@ -120,6 +121,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
     scfg.timing_offset_samples = o.timing_offset;
     scfg.seed = res.seed;
     scfg.pattern = paq::dsp::parse_pn_pattern(o.pattern);
+    for (const auto& r : o.rays) scfg.extra_rays.push_back(paq::dsp::parse_channel_ray(r));
     scfg.start_offset_samples = -1;  // from the seed: the recording starts inside a packet
 
     paq::dsp::receiver_config rcfg;
@@ -178,6 +180,7 @@ int main(int argc, char** argv)
 
     std::vector<std::string> presets = paq::dsp::channel_preset_names();
     app.add_option("--preset", o.preset, "Channel preset")->check(CLI::IsMember(presets));
+    app.add_option("--ray", o.rays, "Extra ray AMPLITUDE,DELAY_NS,PHASE_RAD added to the preset (repeatable)");
     app.add_option("--ebn0-db", o.ebn0_db, "Eb/N0 points in dB, comma-separated (e.g. 4,6,8,10)")
         ->required()
         ->delimiter(',')
@@ -241,6 +244,7 @@ int main(int argc, char** argv)
     std::vector<point_result> results;
     try {
         // Header of the stdout table.
+        for (const auto& r : o.rays) std::printf("# extra ray (amplitude, delay ns, phase rad): %s\n", r.c_str());
         std::printf("# preset %s, seed %llu + point index, packets %zu%s, cfo %.1f Hz, timing offset %.3f, %s\n",
                     o.preset.c_str(), static_cast<unsigned long long>(o.seed), o.packets,
                     o.min_errors ? (", min-errors " + std::to_string(o.min_errors) + " (max " +
@@ -294,6 +298,7 @@ int main(int argc, char** argv)
                          {"cfo_hz", o.cfo_hz},
                          {"timing_offset_samples", o.timing_offset},
                          {"pattern", o.pattern},
+                         {"extra_rays", o.rays},
                          {"backend", "cpu"}};
         auto pts = nlohmann::json::array();
         for (const auto& r : results) {

@@ -20,6 +20,7 @@ int main(int argc, char** argv)
     dsp::sim_config cfg;
     double seconds = 1.0;
     std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf";
+    std::vector<std::string> rays;
     app.add_option("--preset", cfg.preset, "Channel: awgn, two-ray, edwards3, flight")->capture_default_str();
     app.add_option("--ebn0-db", ebn0, "Eb/N0 at the receiver in dB, or 'inf' for no noise")->capture_default_str();
     app.add_option("--cfo-hz", cfg.cfo_hz, "Carrier frequency offset in Hz")->capture_default_str();
@@ -29,6 +30,7 @@ int main(int argc, char** argv)
     app.add_option("--seconds", seconds, "Length of the recording in seconds")->capture_default_str()->check(CLI::PositiveNumber);
     app.add_option("--flight-start", cfg.flight_start_s, "flight preset: start time on the flight's clock, s")
         ->capture_default_str();
+    app.add_option("--ray", rays, "Extra ray AMPLITUDE,DELAY_NS,PHASE_RAD added to the preset (repeatable), e.g. 0.5,1000,1.2");
     app.add_option("--seed", cfg.seed, "Random seed (data start, noise, start offset)")->capture_default_str();
     app.add_option("--sample-rate", cfg.sample_rate_hz, "Sample rate in Hz (2 samples per bit)")->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
@@ -40,6 +42,7 @@ int main(int argc, char** argv)
 
     try {
         cfg.pattern = dsp::parse_pn_pattern(pattern);
+        for (const auto& r : rays) cfg.extra_rays.push_back(dsp::parse_channel_ray(r));
         if (ebn0 == "inf" || ebn0 == "+inf") {
             cfg.ebn0_db = INFINITY;
         } else {
@@ -76,6 +79,10 @@ int main(int argc, char** argv)
                                            {"paq:pattern", std::string(dsp::to_string(cfg.pattern))},
                                            {"paq:bit_rate_hz", cfg.sample_rate_hz / 2.0},
                                            {"paq:packet_samples", waveform::L_pkt}};
+        if (!cfg.extra_rays.empty()) {
+            auto& j = meta.extra_global["paq:extra_rays"];
+            for (const auto& r : cfg.extra_rays) j.push_back({{"amplitude", r.amplitude}, {"delay_ns", r.delay_ns}, {"phase_rad", r.phase_rad}});
+        }
         auto writer = format == "sigmf" ? io::sample_file_writer::create_sigmf(output, meta)
                                         : io::sample_file_writer::create_raw(output, fmt);
         std::vector<cf32> buf;
