@@ -1,5 +1,6 @@
 #include "dsp/estimators.hpp"
 
+#include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
 
 #include <cmath>
@@ -40,15 +41,14 @@ int select_channel_support(const std::array<cf64, chain::L_ch>& h_wide, double s
     const double nv = 2.0 * sigma2;
     double best = 0.0;
     int best_index = -1;
+    std::array<cf64, chain::L_ch> outside{};
     for (std::size_t c = 0; c < t.supports.size(); ++c) {
         const auto& s = t.supports[c];
-        double risk = nv * s.noise_gain;
         for (int a = 0; a < chain::L_ch; ++a) {
             const int m = a - chain::N1;
-            if (m >= s.first_tap && m <= s.last_tap) continue;
-            const auto i = static_cast<std::size_t>(a);
-            risk += std::norm(h_wide[i]) - nv * t.wide_tap_noise[i];
+            outside[static_cast<std::size_t>(a)] = (m >= s.first_tap && m <= s.last_tap) ? cf64(0.0) : h_wide[static_cast<std::size_t>(a)];
         }
+        const double risk = nv * s.noise_gain + received_power(outside.data(), chain::L_ch) - nv * s.outside_noise_gain;
         if (best_index < 0 || risk < best) {
             best = risk;
             best_index = static_cast<int>(c);

@@ -30,10 +30,12 @@ struct channel_estimate {
 /// h = G r with that support's estimator.
 [[nodiscard]] channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexcept;
 
-/// The support with the least estimated error (Mallows' Cp): noise that the support's
-/// estimator lets in, trace(G G^H) 2 sigma2, plus the channel energy it leaves out, estimated
-/// from the full-width estimate h_wide as sum over the taps outside of |h_m|^2 - 2 sigma2
-/// (G G^H)_mm. Ties go to the narrower support (the earlier index).
+/// The support with the least estimated error (Mallows' Cp), every error measured as the
+/// received-signal power it causes (sum_ab e_a e_b* R_x(b - a), as received_power): the
+/// noise the support's estimator lets in, 2 sigma2 noise_gain, plus the channel left out,
+/// estimated from the full-width estimate h_wide as the power of its taps outside the support
+/// less the noise they carry on average (2 sigma2 outside_noise_gain). Ties go to the lower
+/// index; non-finite input gives the full width.
 [[nodiscard]] int select_channel_support(const std::array<cf64, chain::L_ch>& h_wide, double sigma2,
                                          const receiver_tables& t) noexcept;
 

@@ -133,7 +133,6 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
                     cf64 v = 0.0;
                     for (int b = 0; b < L_ch; ++b) v += inv[static_cast<std::size_t>(a * L_ch + b)] * std::conj(t.X[i * L_ch + static_cast<std::size_t>(b)]);
                     s.G[static_cast<std::size_t>(a) * M + i] = v;
-                    s.noise_gain += std::norm(v);
                 }
             }
             t.supports.push_back(std::move(s));
@@ -145,10 +144,38 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
     });
     const auto& wide = t.supports.back();
     if (wide.first_tap != -N1 || wide.last_tap != N2) throw std::logic_error("receiver tables: no full-width channel support");
-    for (int a = 0; a < L_ch; ++a) {
-        double v = 0.0;
-        for (std::size_t i = 0; i < M; ++i) v += std::norm(wide.G[static_cast<std::size_t>(a) * M + i]);
-        t.wide_tap_noise[static_cast<std::size_t>(a)] = v;
+    // Noise covariances G G^H weighted by R_x (received_power's weighting).
+    const auto& rx = soqpsk_autocorrelation();
+    auto rxw = [&](int a, int b) -> cf64 {  // R_x(b - a), R_x(-k) = conj(R_x(k))
+        const int k = b - a;
+        const auto ak = static_cast<std::size_t>(std::abs(k));
+        if (ak >= rx.size()) return 0.0;
+        return k >= 0 ? rx[ak] : std::conj(rx[ak]);
+    };
+    auto gram = [&](const std::vector<cf64>& G) {
+        std::vector<cf64> c(L_ch * L_ch, 0.0);
+        for (int a = 0; a < L_ch; ++a)
+            for (int b = 0; b < L_ch; ++b) {
+                cf64 v = 0.0;
+                for (std::size_t i = 0; i < M; ++i) v += G[static_cast<std::size_t>(a) * M + i] * std::conj(G[static_cast<std::size_t>(b) * M + i]);
+                c[static_cast<std::size_t>(a * L_ch + b)] = v;
+            }
+        return c;
+    };
+    const auto cw = gram(wide.G);
+    for (auto& s : t.supports) {
+        const auto c = gram(s.G);
+        double all = 0.0, outside = 0.0;
+        for (int a = 0; a < L_ch; ++a) {
+            for (int b = 0; b < L_ch; ++b) {
+                all += (c[static_cast<std::size_t>(a * L_ch + b)] * rxw(a, b)).real();
+                const int ma = a - N1, mb = b - N1;
+                const bool out_a = ma < s.first_tap || ma > s.last_tap, out_b = mb < s.first_tap || mb > s.last_tap;
+                if (out_a && out_b) outside += (cw[static_cast<std::size_t>(a * L_ch + b)] * rxw(a, b)).real();
+            }
+        }
+        s.noise_gain = all;
+        s.outside_noise_gain = outside;
     }
 }
 

@@ -54,11 +54,14 @@ struct receiver_tables {
         int first_tap = 0;            ///< -N1 .. 0
         int last_tap = 0;             ///< 0 .. N2
         std::vector<cf64> G;          ///< 38 x M, row-major, like X_lpi
-        double noise_gain = 0.0;      ///< trace(G G^H): E|G w|^2 / complex noise variance
+        /// Received-signal power of the estimate's noise G w per unit complex noise variance:
+        /// sum_ab (G G^H)_ab R_x(b - a) (the error that matters to the equalizers).
+        double noise_gain = 0.0;
+        /// The same for the full-width estimate's noise on the taps outside this support:
+        /// what the taps left out contain on average when the channel has nothing there.
+        double outside_noise_gain = 0.0;
     };
     std::vector<channel_support> supports;  ///< the widest ([-N1, N2]) is last
-    /// (G G^H)_mm of the widest support: noise variance of its tap m per unit complex noise.
-    std::array<double, chain::L_ch> wide_tap_noise{};
 
     // --- detection filter and detector
     std::array<cf64, chain::L_hno> h_no{};  ///< taps j = -10 .. 10

@@ -2,6 +2,7 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/preamble_detector.hpp"
+#include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
 #include "gpu/resources.cuh"
 
@@ -163,11 +164,13 @@ constexpr int max_supports = 32;
 __constant__ int c_support_first[max_supports];
 __constant__ int c_support_last[max_supports];
 __constant__ double c_support_noise_gain[max_supports];
-__constant__ double c_wide_tap_noise[l_ch];
+__constant__ double c_support_outside_gain[max_supports];
+__constant__ double c_rx_re[l_ch], c_rx_im[l_ch];  ///< SOQPSK-TG autocorrelation, lags 0 .. 37
 
 /// One block of 32 threads per packet. h_all holds per packet 38 (S + 1) taps: the pilot,
 /// then the estimate of every support (the full width last). Thread c computes the risk of
-/// support c as dsp::select_channel_support does; the least risk (ties: the lower index)
+/// support c as dsp::select_channel_support does (received power of the full-width taps
+/// outside the support, as dsp::received_power); the least risk (ties: the lower index)
 /// wins, and its 38 taps go to h.
 __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_supports, const double* __restrict__ sigma2,
                                cuFloatComplex* __restrict__ h, int* __restrict__ support)
@@ -176,17 +179,29 @@ __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_s
     const int rows = l_ch * (n_supports + 1);
     const cuFloatComplex* hp = h_all + static_cast<std::size_t>(p) * rows;
     const cuFloatComplex* wide = hp + l_ch * n_supports;  // block n_supports: support n_supports - 1
+    __shared__ double wr[l_ch], wi[l_ch];
+    for (int a = threadIdx.x; a < l_ch; a += blockDim.x) {
+        wr[a] = wide[a].x;
+        wi[a] = wide[a].y;
+    }
+    __syncthreads();
     const double nv = 2.0 * sigma2[p];
     const int c = threadIdx.x;
     double risk = CUDART_INF;
     if (c < n_supports) {
-        risk = nv * c_support_noise_gain[c];
+        const int lo = c_support_first[c] + dsp::chain::N1, hi = c_support_last[c] + dsp::chain::N1;
+        double pw = 0.0;
         for (int a = 0; a < l_ch; ++a) {
-            const int m = a - dsp::chain::N1;
-            if (m >= c_support_first[c] && m <= c_support_last[c]) continue;
-            const double re = wide[a].x, im = wide[a].y;
-            risk += re * re + im * im - nv * c_wide_tap_noise[a];
+            if (a >= lo && a <= hi) continue;
+            pw += (wr[a] * wr[a] + wi[a] * wi[a]) * c_rx_re[0];
+            for (int b = a + 1; b < l_ch; ++b) {
+                if (b >= lo && b <= hi) continue;
+                const double ur = wr[a] * wr[b] + wi[a] * wi[b];
+                const double ui = wi[a] * wr[b] - wr[a] * wi[b];
+                pw += 2.0 * (ur * c_rx_re[b - a] - ui * c_rx_im[b - a]);
+            }
         }
+        risk = nv * c_support_noise_gain[c] + pw - nv * c_support_outside_gain[c];
         if (!isfinite(risk)) risk = CUDART_INF;
     }
     int best = c;
@@ -200,7 +215,7 @@ __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_s
     }
     best = __shfl_sync(0xffffffffu, best, 0);
     risk = __shfl_sync(0xffffffffu, risk, 0);
-    if (!(risk < CUDART_INF)) best = n_supports - 1;  // NaN input: the full width, as on the CPU
+    if (!(risk < CUDART_INF)) best = n_supports - 1;  // non-finite input: the full width, as on the CPU
     const cuFloatComplex* chosen = hp + l_ch * (best + 1);
     for (int a = threadIdx.x; a < l_ch; a += blockDim.x) h[static_cast<std::size_t>(p) * l_ch + a] = chosen[a];
     if (threadIdx.x == 0) support[p] = best;
@@ -280,17 +295,27 @@ struct front_end::impl {
             b[i] = to_f(t.X[i]);
         }
         std::array<int, max_supports> first{}, last{};
-        std::array<double, max_supports> gain{};
+        std::array<double, max_supports> gain{}, outside{};
         for (std::size_t s = 0; s < t.supports.size(); ++s) {
             for (std::size_t i = 0; i < one; ++i) a[(s + 1) * one + i] = to_f(t.supports[s].G[i]);
             first[s] = t.supports[s].first_tap;
             last[s] = t.supports[s].last_tap;
             gain[s] = t.supports[s].noise_gain;
+            outside[s] = t.supports[s].outside_noise_gain;
+        }
+        const auto& rx = dsp::soqpsk_autocorrelation();
+        if (rx.size() < static_cast<std::size_t>(l_ch)) throw std::logic_error("gpu front_end: autocorrelation shorter than the channel");
+        std::array<double, l_ch> rx_re{}, rx_im{};
+        for (int k = 0; k < l_ch; ++k) {
+            rx_re[static_cast<std::size_t>(k)] = rx[static_cast<std::size_t>(k)].real();
+            rx_im[static_cast<std::size_t>(k)] = rx[static_cast<std::size_t>(k)].imag();
         }
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_first, first.data(), sizeof first));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_last, last.data(), sizeof last));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_noise_gain, gain.data(), sizeof gain));
-        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_wide_tap_noise, t.wide_tap_noise.data(), sizeof(double) * l_ch));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_outside_gain, outside.data(), sizeof outside));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_re, rx_re.data(), sizeof rx_re));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_im, rx_im.data(), sizeof rx_im));
         PAQ_CUDA_CHECK(cudaMemcpy(x_lpi_cm.data(), a.data(), a.size() * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemcpy(x_cm.data(), b.data(), b.size() * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
     }
