@@ -7,7 +7,7 @@ tool=build/tools/paq-ber-curve
 [[ -x $tool ]] || { echo "ber-figures: build first (scripts/build.sh)" >&2; exit 1; }
 out=docs/figures
 mkdir -p "$out"
-$tool --preset awgn --ebn0-db 0,2,4,6,8,9,10,11,12 --packets 300 --min-errors 20 --max-packets 1500 --seed 1 \
+$tool --preset awgn --ebn0-db 0,2,4,6,8,9,9.5,10,10.5,11,12 --packets 1000 --min-errors 20 --max-packets 3000 --seed 1 \
   --output $out/ber-awgn.csv --json $out/ber-awgn.json
 $tool --preset two-ray --ebn0-db 6,9,12,15,18,21 --packets 300 --seed 1 \
   --output $out/ber-two-ray.csv --json $out/ber-two-ray.json

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 using namespace paq;
 using namespace paq::dsp;
 
@@ -58,9 +60,9 @@ INSTANTIATE_TEST_SUITE_P(cases, round_trip,
 
 TEST(awgn, ber_within_two_db_of_oqpsk_theory)
 {
-    // BER(Eb/N0) must not exceed the theory at Eb/N0 - 2 dB (2 dB implementation loss; the
-    // measured loss is in docs/BER-RESULTS.md), with a 1.4x allowance for counting noise;
-    // ZF inverts the channel estimate's band edges and gets 3 dB. And no path may beat theory.
+    // BER(Eb/N0) must not exceed the theory at Eb/N0 - 2 dB (2 dB implementation loss, every
+    // path; the measured loss at 1e-4 is in docs/BER-RESULTS.md: 1.35 to 1.96 dB), with a
+    // 1.4x allowance for counting noise. And no path may beat theory.
     for (const double ebn0 : {5.0, 8.0}) {
         sim_config sc;
         sc.ebn0_db = ebn0;
@@ -73,8 +75,7 @@ TEST(awgn, ber_within_two_db_of_oqpsk_theory)
     EXPECT_LE(s.packets_found, sim.possible_packets);
         EXPECT_NEAR(s.mean_ebn0_db, ebn0, 0.5);
         for (const auto& p : s.paths) {
-            const double loss_db = p.name == "zf" ? 3.0 : 2.0;
-            EXPECT_LE(p.ber, 1.4 * oqpsk_theory_ber(ebn0 - loss_db)) << p.name << " at " << ebn0 << " dB";
+            EXPECT_LE(p.ber, 1.4 * oqpsk_theory_ber(ebn0 - 2.0)) << p.name << " at " << ebn0 << " dB";
             EXPECT_GE(p.ber, 0.5 * oqpsk_theory_ber(ebn0)) << p.name << " at " << ebn0 << " dB";
             EXPECT_GT(p.bits_checked, 100u * waveform::data_bits) << p.name;
         }
@@ -125,10 +126,35 @@ TEST(multipath, two_ray_equalizers_rank_as_published)
     EXPECT_LT(ber("cma"), 0.5 * ber("zf"));
     EXPECT_LT(ber("mmse"), 1.25 * ber("fde1"));  // MMSE and FDE1 agree
     EXPECT_LT(ber("fde1"), 1.25 * ber("mmse"));
-    // SPEC 4 asks FDE2 to be no worse than FDE1. It is not met yet: FDE2 measures 1.2-1.6x
-    // FDE1 (docs/SIGNAL-CHAIN.md, open in issue 2's note). This bound only guards against it
-    // getting worse while that is worked on.
+    // SPEC 4 asks FDE2 to be no worse than FDE1. On the short ground-bounce channels it is
+    // 1.3-1.5x worse (docs/SIGNAL-CHAIN.md, "known deviations": the Wiener shaping and the
+    // noise-aware h_NO both cut the band edges); on long strong echoes it is better (next
+    // test). This bound guards against it getting worse.
     EXPECT_LT(ber("fde2"), 1.8 * ber("fde1"));
     for (const char* eq : {"mmse", "cma", "fde1", "fde2"}) EXPECT_LT(ber(eq), 0.2 * ber("none")) << eq;
     EXPECT_GT(ber("none"), 0.01);  // the channel really is hard without an equalizer
+}
+
+TEST(multipath, fde2_beats_fde1_on_a_strong_late_echo)
+{
+    // Where the channel's notches are dense in the band (an echo stronger than the line of
+    // sight, 500 ns late), the signal-spectrum weighting of FDE2 pays: measured 2026-11-22
+    // (400 packets, 15 dB) FDE2 3.6e-4 against FDE1 8.1e-4. Bound: FDE2 below 0.8 FDE1.
+    sim_config sc;
+    sc.preset = "awgn";
+    sc.extra_rays = {{1.2, 500.0, 1.0}};
+    sc.ebn0_db = 15.0;
+    sc.timing_offset_samples = 0.37;
+    sc.seed = 311;
+    const auto sim = test::simulate(sc, 120);
+    const auto s = test::run_chain(sim.samples, test::small_batches());
+    double fde1 = -1.0, fde2 = -1.0;
+    for (const auto& p : s.paths) {
+        if (p.name == "fde1") fde1 = p.ber;
+        if (p.name == "fde2") fde2 = p.ber;
+    }
+    std::printf("strong late echo, 15 dB: fde1 %.3e fde2 %.3e\n", fde1, fde2);
+    EXPECT_GE(s.packets_found, sim.complete_packets);
+    EXPECT_GT(fde1, 1e-4);  // enough errors to compare
+    EXPECT_LT(fde2, 0.8 * fde1);
 }
