@@ -5,8 +5,8 @@
 // is skipped here so that those sections can be added without touching this parser.
 //
 //   receiver:
-//     cma_mu: 0.002
-//     cma_iterations: 12
+//     cma_mu: 0.012
+//     cma_iterations: 2
 //
 // Keys missing from the file keep the defaults of dsp::receiver_config. The parser is
 // strict, because a misspelt or mistyped key that is silently dropped leaves the receiver

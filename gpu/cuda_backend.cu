@@ -139,17 +139,14 @@ __global__ void condition_kernel(const cuFloatComplex* __restrict__ hspec, doubl
     if (threadIdx.x == 0) cond[p] = lo[0] > 0.0f ? static_cast<double>(hi[0]) / lo[0] : INFINITY;
 }
 
-/// out = R x C x H_NO for one path, C from: a spectrum (time-domain equalizers), the single
-/// path (none), or the FDE formula on H.
-__global__ void combine_kernel(int path, const cuFloatComplex* __restrict__ r, const cuFloatComplex* __restrict__ cspec,
-                               const cuFloatComplex* __restrict__ hspec, const cuFloatComplex* __restrict__ hno,
-                               const float* __restrict__ psi, const double* __restrict__ sigma2,
-                               const double* __restrict__ tau, const cuDoubleComplex* __restrict__ gain,
-                               cuFloatComplex* __restrict__ out)
+/// R x C x H_NO at bin k for one path, C from: a spectrum (time-domain equalizers), the
+/// single path (none), or the FDE formula on H.
+__device__ inline cuFloatComplex combined_bin(int path, int p, int k, const cuFloatComplex* __restrict__ r,
+                                              const cuFloatComplex* __restrict__ cspec, const cuFloatComplex* __restrict__ hspec,
+                                              const cuFloatComplex* __restrict__ hno, const float* __restrict__ psi,
+                                              const double* __restrict__ sigma2, const double* __restrict__ tau,
+                                              const cuDoubleComplex* __restrict__ gain)
 {
-    const int p = blockIdx.y;
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n_fft) return;
     const std::size_t i = static_cast<std::size_t>(p) * n_fft + k;
     cuFloatComplex c;
     if (path == 0) {  // none: exp(j 2 pi f tau) / g
@@ -168,7 +165,44 @@ __global__ void combine_kernel(int path, const cuFloatComplex* __restrict__ r, c
     } else {
         c = cspec[i];
     }
-    out[i] = cuCmulf(cuCmulf(r[i], c), hno[k]);
+    return cuCmulf(cuCmulf(r[i], c), hno[k]);
+}
+
+/// The detector needs y(n) only at n = 2m + parity (one sample per bit). With N = 16384,
+/// y(2m + d) = (1/N) sum_{k < N/2} Y'(k) exp(+j 2 pi k m / (N/2)) where
+/// Y'(k) = (Y(k) + (-1)^d Y(k + N/2)) exp(+j 2 pi k d / N): an N/2-point inverse FFT of the
+/// folded spectrum gives every decision sample, at half the cost of the full one.
+__device__ inline cuFloatComplex fold_bins(cuFloatComplex lo, cuFloatComplex hi, int k, int parity)
+{
+    if (parity == 0) return cuCaddf(lo, hi);
+    float sn, cs;
+    sincospif(2.0f * static_cast<float>(k) / static_cast<float>(n_fft), &sn, &cs);
+    return cuCmulf(cuCsubf(lo, hi), make_cuFloatComplex(cs, sn));
+}
+
+/// out(k), k < N/2 = the folded R x C x H_NO (fold_bins) of one path, packets N apart.
+__global__ void combine_fold_kernel(int path, int parity, const cuFloatComplex* __restrict__ r,
+                                    const cuFloatComplex* __restrict__ cspec, const cuFloatComplex* __restrict__ hspec,
+                                    const cuFloatComplex* __restrict__ hno, const float* __restrict__ psi,
+                                    const double* __restrict__ sigma2, const double* __restrict__ tau,
+                                    const cuDoubleComplex* __restrict__ gain, cuFloatComplex* __restrict__ out)
+{
+    const int p = blockIdx.y;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n_fft / 2) return;
+    const cuFloatComplex lo = combined_bin(path, p, k, r, cspec, hspec, hno, psi, sigma2, tau, gain);
+    const cuFloatComplex hi = combined_bin(path, p, k + n_fft / 2, r, cspec, hspec, hno, psi, sigma2, tau, gain);
+    out[static_cast<std::size_t>(p) * n_fft + k] = fold_bins(lo, hi, k, parity);
+}
+
+/// In place: y(k) <- fold_bins(y(k), y(k + N/2)) for k < N/2 (after the fused spectrum).
+__global__ void fold_kernel(int parity, cuFloatComplex* __restrict__ y)
+{
+    const int p = blockIdx.y;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n_fft / 2) return;
+    cuFloatComplex* row = y + static_cast<std::size_t>(p) * n_fft;
+    row[k] = fold_bins(row[k], row[k + n_fft / 2], k, parity);
 }
 
 /// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
@@ -193,7 +227,8 @@ __global__ void gather_decisions_kernel(const cuFloatComplex* __restrict__ y, in
     const int p = blockIdx.y;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n_bits) return;
-    const cuFloatComplex s = y[static_cast<std::size_t>(p) * n_fft + pre + 2 * k + delay];
+    // Decision sample n = pre + 2k + delay = 2m + parity is m of the folded half transform.
+    const cuFloatComplex s = y[static_cast<std::size_t>(p) * n_fft + (pre + 2 * k + delay) / 2];
     const float inv = 1.0f / n_fft;
     v[static_cast<std::size_t>(k) * (np * num_paths) + p * num_paths + path] = make_cuFloatComplex(s.x * inv, s.y * inv);
 }
@@ -379,6 +414,7 @@ struct cuda_backend::impl {
     packet_locator loc;
     stream_detector det;
     cufft_plan plan;
+    cufft_plan plan_half;  ///< N/2 points, packets N apart: the decision samples from a folded spectrum
     device_buffer<cuFloatComplex> work1, work2, hspec, hno, c_zf, c_mmse, c_cma;
     device_buffer<float> psi;
     device_buffer<double> zero_load, load, tau, cond;
@@ -416,6 +452,7 @@ struct cuda_backend::impl {
           loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
+          plan_half(n_fft / 2, static_cast<int>(max_packets), n_fft, fe.device().stream),
           work1(max_packets * n_fft),
           work2(max_packets * n_fft),
           hspec(max_packets * n_fft),
@@ -643,18 +680,22 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     // Six paths: filter spectrum, x R x H_NO, IFFT, decision samples.
     auto* v = reinterpret_cast<cuFloatComplex*>(m.det.device_input());
     const dim3 per_bit((n_bits + 255) / 256, static_cast<unsigned>(P));
+    const dim3 per_half_bin((n_fft / 2 + 255) / 256, static_cast<unsigned>(P));
+    const int parity = (pre + m.t.decision_delay) & 1;
     for (int path = 0; path < num_paths; ++path) {
         const cuFloatComplex* taps = path == 1 ? m.c_zf.data() : path == 2 ? m.c_mmse.data() : path == 3 ? m.c_cma.data() : nullptr;
         if (taps && m.fused) {
             tap_spectrum_kernel<spectrum_mode::times_r_hno><<<spectrum_grid, 1024, 0, s>>>(taps, L_eq, -L1, seg, m.hno.data(), m.work1.data());
             PAQ_CUDA_CHECK_LAUNCH();
+            fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, m.work1.data());
+            PAQ_CUDA_CHECK_LAUNCH();
         } else {
             if (taps) m.taps_spectrum(taps, L_eq, -L1, P, m.work2.data(), s);
-            combine_kernel<<<per_bin, 256, 0, s>>>(path, seg, m.work2.data(), m.hspec.data(), m.hno.data(), m.psi.data(), d.sigma2,
-                                                    m.tau.data(), m.gain.data(), m.work1.data());
+            combine_fold_kernel<<<per_half_bin, 256, 0, s>>>(path, parity, seg, m.work2.data(), m.hspec.data(), m.hno.data(),
+                                                              m.psi.data(), d.sigma2, m.tau.data(), m.gain.data(), m.work1.data());
             PAQ_CUDA_CHECK_LAUNCH();
         }
-        m.plan.inverse(m.work1.data(), m.work1.data());
+        m.plan_half.inverse(m.work1.data(), m.work1.data());
         gather_decisions_kernel<<<per_bit, 256, 0, s>>>(m.work1.data(), path, m.t.decision_delay, P, v);
         PAQ_CUDA_CHECK_LAUNCH();
     }

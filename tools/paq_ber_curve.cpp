@@ -76,6 +76,8 @@ struct options {
     double timing_offset = 0.37;
     std::string pattern = "pn15";
     std::vector<std::string> rays;  ///< extra rays, AMPLITUDE,DELAY_NS,PHASE_RAD
+    double cma_mu = paq::dsp::receiver_config{}.cma_mu;
+    int cma_iterations = paq::dsp::receiver_config{}.cma_iterations;
     int threads = 0;
     std::string output;
     std::string json;
@@ -126,6 +128,9 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
 
     paq::dsp::receiver_config rcfg;
     rcfg.cpu_threads = o.threads;
+    rcfg.cma_mu = o.cma_mu;
+    rcfg.cma_iterations = o.cma_iterations;
+    if (const auto errors = rcfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
 
     paq::dsp::simulator sim(scfg);
     paq::dsp::cpu_backend backend(rcfg);
@@ -180,6 +185,8 @@ int main(int argc, char** argv)
 
     std::vector<std::string> presets = paq::dsp::channel_preset_names();
     app.add_option("--preset", o.preset, "Channel preset")->check(CLI::IsMember(presets));
+    app.add_option("--cma-mu", o.cma_mu, "CMA step size (receiver setting cma_mu)");
+    app.add_option("--cma-iterations", o.cma_iterations, "CMA iterations from the MMSE start (receiver setting cma_iterations)");
     app.add_option("--ray", o.rays, "Extra ray AMPLITUDE,DELAY_NS,PHASE_RAD added to the preset (repeatable)");
     app.add_option("--ebn0-db", o.ebn0_db, "Eb/N0 points in dB, comma-separated (e.g. 4,6,8,10)")
         ->required()
@@ -245,6 +252,7 @@ int main(int argc, char** argv)
     try {
         // Header of the stdout table.
         for (const auto& r : o.rays) std::printf("# extra ray (amplitude, delay ns, phase rad): %s\n", r.c_str());
+        std::printf("# cma_mu %g, cma_iterations %d\n", o.cma_mu, o.cma_iterations);
         std::printf("# preset %s, seed %llu + point index, packets %zu%s, cfo %.1f Hz, timing offset %.3f, %s\n",
                     o.preset.c_str(), static_cast<unsigned long long>(o.seed), o.packets,
                     o.min_errors ? (", min-errors " + std::to_string(o.min_errors) + " (max " +
@@ -299,6 +307,8 @@ int main(int argc, char** argv)
                          {"timing_offset_samples", o.timing_offset},
                          {"pattern", o.pattern},
                          {"extra_rays", o.rays},
+                         {"cma_mu", o.cma_mu},
+                         {"cma_iterations", o.cma_iterations},
                          {"backend", "cpu"}};
         auto pts = nlohmann::json::array();
         for (const auto& r : results) {
