@@ -180,7 +180,12 @@ __device__ inline cuFloatComplex fold_bins(cuFloatComplex lo, cuFloatComplex hi,
     return cuCmulf(cuCsubf(lo, hi), make_cuFloatComplex(cs, sn));
 }
 
-/// out(k), k < N/2 = the folded R x C x H_NO (fold_bins) of one path, packets N apart.
+/// Folded spectra of the six paths live side by side: packet p, path j at
+/// p * folded_stride + j * N/2 (each N/2 long), so one kernel gathers all six afterwards.
+constexpr std::size_t folded_stride = static_cast<std::size_t>(num_paths) * n_fft / 2;
+
+/// out(k), k < N/2 = the folded R x C x H_NO (fold_bins) of one path; out is the path's slot
+/// of the folded buffer (packets folded_stride apart).
 __global__ void combine_fold_kernel(int path, int parity, const cuFloatComplex* __restrict__ r,
                                     const cuFloatComplex* __restrict__ cspec, const cuFloatComplex* __restrict__ hspec,
                                     const cuFloatComplex* __restrict__ hno, const float* __restrict__ psi,
@@ -192,17 +197,18 @@ __global__ void combine_fold_kernel(int path, int parity, const cuFloatComplex* 
     if (k >= n_fft / 2) return;
     const cuFloatComplex lo = combined_bin(path, p, k, r, cspec, hspec, hno, psi, sigma2, tau, gain);
     const cuFloatComplex hi = combined_bin(path, p, k + n_fft / 2, r, cspec, hspec, hno, psi, sigma2, tau, gain);
-    out[static_cast<std::size_t>(p) * n_fft + k] = fold_bins(lo, hi, k, parity);
+    out[static_cast<std::size_t>(p) * folded_stride + k] = fold_bins(lo, hi, k, parity);
 }
 
-/// In place: y(k) <- fold_bins(y(k), y(k + N/2)) for k < N/2 (after the fused spectrum).
-__global__ void fold_kernel(int parity, cuFloatComplex* __restrict__ y)
+/// out(k) = fold_bins(y(k), y(k + N/2)) for k < N/2 (after the fused spectrum; y packets N
+/// apart, out packets folded_stride apart).
+__global__ void fold_kernel(int parity, const cuFloatComplex* __restrict__ y, cuFloatComplex* __restrict__ out)
 {
     const int p = blockIdx.y;
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n_fft / 2) return;
-    cuFloatComplex* row = y + static_cast<std::size_t>(p) * n_fft;
-    row[k] = fold_bins(row[k], row[k + n_fft / 2], k, parity);
+    const cuFloatComplex* row = y + static_cast<std::size_t>(p) * n_fft;
+    out[static_cast<std::size_t>(p) * folded_stride + k] = fold_bins(row[k], row[k + n_fft / 2], k, parity);
 }
 
 /// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
@@ -220,17 +226,34 @@ __global__ void zf_fallback_kernel(const double* __restrict__ cond, const cuFloa
     if (threadIdx.x == 0) ok[p] = ok_lev[p];
 }
 
-/// Decision samples of one path into the detector's bit-major input, scaled by 1/N.
-__global__ void gather_decisions_kernel(const cuFloatComplex* __restrict__ y, int path, int delay, int np,
-                                        cuFloatComplex* __restrict__ v)
+/// Decision samples of all six paths into the detector's bit-major input v[bit][packet][path],
+/// scaled by 1/N, from the inverse-transformed folded buffer (decision sample n = pre + 2k +
+/// delay = 2m + parity is sample m of the path's half transform). A block moves a tile of
+/// 32 bits x 8 packets x 6 paths through shared memory, so that both the reads (along the
+/// bits) and the writes (along packets and paths) are contiguous.
+constexpr int gather_bits = 32, gather_packets = 8;
+__global__ void __launch_bounds__(256) gather_decisions_kernel(const cuFloatComplex* __restrict__ y, int delay, int np,
+                                                               cuFloatComplex* __restrict__ v)
 {
-    const int p = blockIdx.y;
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n_bits) return;
-    // Decision sample n = pre + 2k + delay = 2m + parity is m of the folded half transform.
-    const cuFloatComplex s = y[static_cast<std::size_t>(p) * n_fft + (pre + 2 * k + delay) / 2];
+    __shared__ cuFloatComplex tile[gather_bits][gather_packets * num_paths + 1];
+    const int k0 = blockIdx.x * gather_bits, p0 = blockIdx.y * gather_packets;
     const float inv = 1.0f / n_fft;
-    v[static_cast<std::size_t>(k) * (np * num_paths) + p * num_paths + path] = make_cuFloatComplex(s.x * inv, s.y * inv);
+    for (int i = threadIdx.x; i < gather_bits * gather_packets * num_paths; i += blockDim.x) {
+        const int kk = i % gather_bits, col = i / gather_bits;  // col = packet * 6 + path
+        const int k = k0 + kk, p = p0 + col / num_paths, path = col % num_paths;
+        if (k < n_bits && p < np) {
+            const cuFloatComplex s = y[static_cast<std::size_t>(p) * folded_stride + static_cast<std::size_t>(path) * (n_fft / 2) +
+                                       (pre + 2 * k + delay) / 2];
+            tile[kk][col] = make_cuFloatComplex(s.x * inv, s.y * inv);
+        }
+    }
+    __syncthreads();
+    const int cols = num_paths * min(gather_packets, np - p0);
+    for (int i = threadIdx.x; i < gather_bits * gather_packets * num_paths; i += blockDim.x) {
+        const int col = i % (gather_packets * num_paths), kk = i / (gather_packets * num_paths);
+        const int k = k0 + kk;
+        if (k < n_bits && col < cols) v[static_cast<std::size_t>(k) * (np * num_paths) + static_cast<std::size_t>(p0) * num_paths + col] = tile[kk][col];
+    }
 }
 
 __global__ void mul_kernel(cuFloatComplex* __restrict__ a, const cuFloatComplex* __restrict__ b, bool conj_b, std::size_t n)
@@ -414,8 +437,8 @@ struct cuda_backend::impl {
     packet_locator loc;
     stream_detector det;
     cufft_plan plan;
-    cufft_plan plan_half;  ///< N/2 points, packets N apart: the decision samples from a folded spectrum
-    device_buffer<cuFloatComplex> work1, work2, hspec, hno, c_zf, c_mmse, c_cma;
+    cufft_plan plan_half;  ///< N/2 points, packets folded_stride apart: decision samples from folded spectra
+    device_buffer<cuFloatComplex> work1, work2, folded, hspec, hno, c_zf, c_mmse, c_cma;
     device_buffer<float> psi;
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
@@ -452,9 +475,10 @@ struct cuda_backend::impl {
           loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
-          plan_half(n_fft / 2, static_cast<int>(max_packets), n_fft, fe.device().stream),
+          plan_half(n_fft / 2, static_cast<int>(max_packets), static_cast<int>(folded_stride), fe.device().stream),
           work1(max_packets * n_fft),
           work2(max_packets * n_fft),
+          folded(max_packets * folded_stride),
           hspec(max_packets * n_fft),
           hno(n_fft),
           c_zf(max_packets * L_eq),
@@ -679,26 +703,27 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
 
     // Six paths: filter spectrum, x R x H_NO, IFFT, decision samples.
     auto* v = reinterpret_cast<cuFloatComplex*>(m.det.device_input());
-    const dim3 per_bit((n_bits + 255) / 256, static_cast<unsigned>(P));
     const dim3 per_half_bin((n_fft / 2 + 255) / 256, static_cast<unsigned>(P));
     const int parity = (pre + m.t.decision_delay) & 1;
     for (int path = 0; path < num_paths; ++path) {
+        cuFloatComplex* slot = m.folded.data() + static_cast<std::size_t>(path) * (n_fft / 2);
         const cuFloatComplex* taps = path == 1 ? m.c_zf.data() : path == 2 ? m.c_mmse.data() : path == 3 ? m.c_cma.data() : nullptr;
         if (taps && m.fused) {
             tap_spectrum_kernel<spectrum_mode::times_r_hno><<<spectrum_grid, 1024, 0, s>>>(taps, L_eq, -L1, seg, m.hno.data(), m.work1.data());
             PAQ_CUDA_CHECK_LAUNCH();
-            fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, m.work1.data());
+            fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, m.work1.data(), slot);
             PAQ_CUDA_CHECK_LAUNCH();
         } else {
             if (taps) m.taps_spectrum(taps, L_eq, -L1, P, m.work2.data(), s);
             combine_fold_kernel<<<per_half_bin, 256, 0, s>>>(path, parity, seg, m.work2.data(), m.hspec.data(), m.hno.data(),
-                                                              m.psi.data(), d.sigma2, m.tau.data(), m.gain.data(), m.work1.data());
+                                                              m.psi.data(), d.sigma2, m.tau.data(), m.gain.data(), slot);
             PAQ_CUDA_CHECK_LAUNCH();
         }
-        m.plan_half.inverse(m.work1.data(), m.work1.data());
-        gather_decisions_kernel<<<per_bit, 256, 0, s>>>(m.work1.data(), path, m.t.decision_delay, P, v);
-        PAQ_CUDA_CHECK_LAUNCH();
+        m.plan_half.inverse(slot, slot);
     }
+    const dim3 gather_grid((n_bits + gather_bits - 1) / gather_bits, static_cast<unsigned>((P + gather_packets - 1) / gather_packets));
+    gather_decisions_kernel<<<gather_grid, 256, 0, s>>>(m.folded.data(), m.t.decision_delay, P, v);
+    PAQ_CUDA_CHECK_LAUNCH();
     mark();
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
     mark();
