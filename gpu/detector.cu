@@ -17,18 +17,26 @@ constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
 
 __constant__ unsigned char c_known[nk];
 
-/// Mirrors dsp::detect_packet step for step (see dsp/detector.cpp for the why).
+/// Mirrors dsp::detect_packet step for step (see dsp/detector.cpp for the why). The loop over
+/// the bits is a chain (each step's rotation comes from the last), but its loads are not:
+/// they are issued a chunk ahead into registers, so the chain does not wait on memory.
+constexpr int prefetch = 16;
+static_assert(nbits % prefetch == 0 && nk % prefetch == 0);
+
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
-    auto at = [&](int k) {
-        const cuFloatComplex x = v[static_cast<std::size_t>(k) * streams + s];
-        return make_cuDoubleComplex(x.x, x.y);
-    };
+    auto load = [&](int k) { return v[static_cast<std::size_t>(k) * streams + s]; };
+    cuFloatComplex cur[prefetch], next[prefetch];
     double amp = 0.0;
-    for (int k = 0; k < nk; ++k) amp += cuCabs(at(k));
+    for (int k0 = 0; k0 < nk; k0 += prefetch) {
+#pragma unroll
+        for (int j = 0; j < prefetch; ++j) cur[j] = load(k0 + j);
+#pragma unroll
+        for (int j = 0; j < prefetch; ++j) amp += cuCabs(make_cuDoubleComplex(cur[j].x, cur[j].y));
+    }
     amp /= nk;
     const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
     unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
@@ -37,39 +45,51 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     double a_prev = 0.0, sum = 0.0, sum2 = 0.0;
     unsigned known_errors = 0;
     unsigned char byte = 0;
-    for (int k = 0; k < nbits; ++k) {
-        const cuDoubleComplex y = cuCmul(at(k), rot);
-        const bool even = (k % 2) == 0;
-        const double comp = even ? y.x : y.y;
-        const double dec = comp >= 0.0 ? 1.0 : -1.0;
-        double a;
-        if (k < nk) {
-            a = c_known[k] ? 1.0 : -1.0;
-            if (dec != a) ++known_errors;
-        } else {
-            a = dec;
-            const int i = k - nk;
-            if (dec > 0) byte = static_cast<unsigned char>(byte | (0x80u >> (i % 8)));
-            if (i % 8 == 7) {
-                out[i / 8] = byte;
-                byte = 0;
+#pragma unroll
+    for (int j = 0; j < prefetch; ++j) cur[j] = load(j);
+    for (int k0 = 0; k0 < nbits; k0 += prefetch) {
+        if (k0 + prefetch < nbits) {
+#pragma unroll
+            for (int j = 0; j < prefetch; ++j) next[j] = load(k0 + prefetch + j);
+        }
+#pragma unroll
+        for (int j = 0; j < prefetch; ++j) {
+            const int k = k0 + j;
+            const cuDoubleComplex y = cuCmul(make_cuDoubleComplex(cur[j].x, cur[j].y), rot);
+            const bool even = (k % 2) == 0;
+            const double comp = even ? y.x : y.y;
+            const double dec = comp >= 0.0 ? 1.0 : -1.0;
+            double a;
+            if (k < nk) {
+                a = c_known[k] ? 1.0 : -1.0;
+                if (dec != a) ++known_errors;
+            } else {
+                a = dec;
+                const int i = k - nk;
+                if (dec > 0) byte = static_cast<unsigned char>(byte | (0x80u >> (i % 8)));
+                if (i % 8 == 7) {
+                    out[i / 8] = byte;
+                    byte = 0;
+                }
+                const double m = fabs(comp);
+                sum += m;
+                sum2 += m * m;
             }
-            const double m = fabs(comp);
-            sum += m;
-            sum2 += m * m;
+            if (!even) {
+                const dsp::pll_gains& g = k < nk ? acq : track;
+                const double e = (a_prev * y_prev.y - a * y.x) * e_scale;
+                nu += g.k2 * e;
+                theta += g.k1 * e + nu;
+                theta = remainder(theta, 2.0 * 3.14159265358979323846);
+                double sn, cs;
+                sincos(-theta, &sn, &cs);
+                rot = make_cuDoubleComplex(cs, sn);
+            }
+            y_prev = y;
+            a_prev = a;
         }
-        if (!even) {
-            const dsp::pll_gains& g = k < nk ? acq : track;
-            const double e = (a_prev * y_prev.y - a * y.x) * e_scale;
-            nu += g.k2 * e;
-            theta += g.k1 * e + nu;
-            theta = remainder(theta, 2.0 * 3.14159265358979323846);
-            double sn, cs;
-            sincos(-theta, &sn, &cs);
-            rot = make_cuDoubleComplex(cs, sn);
-        }
-        y_prev = y;
-        a_prev = a;
+#pragma unroll
+        for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
     }
     const double n = static_cast<double>(waveform::data_bits);
     const double mean = sum / n;
