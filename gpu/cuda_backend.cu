@@ -200,6 +200,28 @@ __global__ void combine_fold_kernel(int path, int parity, const cuFloatComplex* 
     out[static_cast<std::size_t>(p) * folded_stride + k] = fold_bins(lo, hi, k, parity);
 }
 
+/// All six paths at once: for k < N/2, reads R, H_NO (and H, the three tap spectra) at k and
+/// k + N/2 once and writes each path's folded R x C x H_NO into its slot of the folded buffer.
+__global__ void combine6_fold_kernel(int parity, const cuFloatComplex* __restrict__ r, const cuFloatComplex* __restrict__ spec_zf,
+                                     const cuFloatComplex* __restrict__ spec_mmse, const cuFloatComplex* __restrict__ spec_cma,
+                                     const cuFloatComplex* __restrict__ hspec, const cuFloatComplex* __restrict__ hno,
+                                     const float* __restrict__ psi, const double* __restrict__ sigma2,
+                                     const double* __restrict__ tau, const cuDoubleComplex* __restrict__ gain,
+                                     cuFloatComplex* __restrict__ out)
+{
+    const int p = blockIdx.y;
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n_fft / 2) return;
+    cuFloatComplex* o = out + static_cast<std::size_t>(p) * folded_stride + k;
+    const cuFloatComplex* specs[num_paths] = {nullptr, spec_zf, spec_mmse, spec_cma, nullptr, nullptr};
+#pragma unroll
+    for (int path = 0; path < num_paths; ++path) {
+        const cuFloatComplex lo = combined_bin(path, p, k, r, specs[path], hspec, hno, psi, sigma2, tau, gain);
+        const cuFloatComplex hi = combined_bin(path, p, k + n_fft / 2, r, specs[path], hspec, hno, psi, sigma2, tau, gain);
+        o[static_cast<std::size_t>(path) * (n_fft / 2)] = fold_bins(lo, hi, k, parity);
+    }
+}
+
 /// out(k) = fold_bins(y(k), y(k + N/2)) for k < N/2 (after the fused spectrum; y packets N
 /// apart, out packets folded_stride apart).
 __global__ void fold_kernel(int parity, const cuFloatComplex* __restrict__ y, cuFloatComplex* __restrict__ out)
@@ -254,6 +276,15 @@ __global__ void __launch_bounds__(256) gather_decisions_kernel(const cuFloatComp
         const int k = k0 + kk;
         if (k < n_bits && col < cols) v[static_cast<std::size_t>(k) * (np * num_paths) + static_cast<std::size_t>(p0) * num_paths + col] = tile[kk][col];
     }
+}
+
+/// out = a x b.
+__global__ void mul_out_kernel(cuFloatComplex* __restrict__ out, const cuFloatComplex* __restrict__ a,
+                               const cuFloatComplex* __restrict__ b, std::size_t n)
+{
+    const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
+    if (i >= n) return;
+    out[i] = cuCmulf(a[i], b[i]);
 }
 
 __global__ void mul_kernel(cuFloatComplex* __restrict__ a, const cuFloatComplex* __restrict__ b, bool conj_b, std::size_t n)
@@ -437,8 +468,8 @@ struct cuda_backend::impl {
     packet_locator loc;
     stream_detector det;
     cufft_plan plan;
-    cufft_plan plan_half;  ///< N/2 points, packets folded_stride apart: decision samples from folded spectra
-    device_buffer<cuFloatComplex> work1, work2, folded, hspec, hno, c_zf, c_mmse, c_cma;
+    cufft_plan plan_half;  ///< N/2 points, all packets x paths: decision samples from folded spectra
+    device_buffer<cuFloatComplex> work1, work2, spec_mmse, folded, hspec, hno, c_zf, c_mmse, c_cma;
     device_buffer<float> psi;
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
@@ -475,9 +506,10 @@ struct cuda_backend::impl {
           loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
-          plan_half(n_fft / 2, static_cast<int>(max_packets), static_cast<int>(folded_stride), fe.device().stream),
+          plan_half(n_fft / 2, static_cast<int>(max_packets) * num_paths, n_fft / 2, fe.device().stream),
           work1(max_packets * n_fft),
           work2(max_packets * n_fft),
+          spec_mmse(max_packets * n_fft),
           folded(max_packets * folded_stride),
           hspec(max_packets * n_fft),
           hno(n_fft),
@@ -644,8 +676,8 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf_lev.data()),
                                       m.ok_zf_lev.data(), np, s);
     } else {
-        levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
-        levinson_solver::solve_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+        levinson_solver::solve_device_pair(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(),
+                                           m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
     }
     single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
     PAQ_CUDA_CHECK_LAUNCH();
@@ -685,9 +717,15 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         cma_grad_update_kernel<<<P, grad_threads, grad_smem_bytes, s>>>(m.work2.data(), seg, cma_scale, m.c_cma.data());
         PAQ_CUDA_CHECK_LAUNCH();
     }
+    // The MMSE taps' spectrum serves the first CMA step (c_cma = c_mmse) and the MMSE path.
+    if (!m.fused) m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
     for (int it = 0; !m.fused && it < m.cfg.cma_iterations; ++it) {
-        m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work1.data(), s);
-        mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), seg, false, n_all);
+        if (it == 0) {
+            mul_out_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), m.spec_mmse.data(), seg, n_all);
+        } else {
+            m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work1.data(), s);
+            mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), seg, false, n_all);
+        }
         PAQ_CUDA_CHECK_LAUNCH();
         m.plan.inverse(m.work1.data(), m.work1.data());
         cma_z_kernel<<<per_bin, 256, 0, s>>>(m.work1.data(), m.work2.data());
@@ -705,22 +743,31 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     auto* v = reinterpret_cast<cuFloatComplex*>(m.det.device_input());
     const dim3 per_half_bin((n_fft / 2 + 255) / 256, static_cast<unsigned>(P));
     const int parity = (pre + m.t.decision_delay) & 1;
-    for (int path = 0; path < num_paths; ++path) {
-        cuFloatComplex* slot = m.folded.data() + static_cast<std::size_t>(path) * (n_fft / 2);
-        const cuFloatComplex* taps = path == 1 ? m.c_zf.data() : path == 2 ? m.c_mmse.data() : path == 3 ? m.c_cma.data() : nullptr;
-        if (taps && m.fused) {
-            tap_spectrum_kernel<spectrum_mode::times_r_hno><<<spectrum_grid, 1024, 0, s>>>(taps, L_eq, -L1, seg, m.hno.data(), m.work1.data());
-            PAQ_CUDA_CHECK_LAUNCH();
-            fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, m.work1.data(), slot);
-            PAQ_CUDA_CHECK_LAUNCH();
-        } else {
-            if (taps) m.taps_spectrum(taps, L_eq, -L1, P, m.work2.data(), s);
-            combine_fold_kernel<<<per_half_bin, 256, 0, s>>>(path, parity, seg, m.work2.data(), m.hspec.data(), m.hno.data(),
-                                                              m.psi.data(), d.sigma2, m.tau.data(), m.gain.data(), slot);
+    if (m.fused) {
+        for (int path = 0; path < num_paths; ++path) {
+            cuFloatComplex* slot = m.folded.data() + static_cast<std::size_t>(path) * (n_fft / 2);
+            const cuFloatComplex* taps = path == 1 ? m.c_zf.data() : path == 2 ? m.c_mmse.data() : path == 3 ? m.c_cma.data() : nullptr;
+            if (taps) {
+                tap_spectrum_kernel<spectrum_mode::times_r_hno><<<spectrum_grid, 1024, 0, s>>>(taps, L_eq, -L1, seg, m.hno.data(),
+                                                                                               m.work1.data());
+                PAQ_CUDA_CHECK_LAUNCH();
+                fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, m.work1.data(), slot);
+            } else {
+                combine_fold_kernel<<<per_half_bin, 256, 0, s>>>(path, parity, seg, nullptr, m.hspec.data(), m.hno.data(),
+                                                                  m.psi.data(), d.sigma2, m.tau.data(), m.gain.data(), slot);
+            }
             PAQ_CUDA_CHECK_LAUNCH();
         }
-        m.plan_half.inverse(slot, slot);
+    } else {
+        m.taps_spectrum(m.c_zf.data(), L_eq, -L1, P, m.work1.data(), s);
+        m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work2.data(), s);
+        combine6_fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, seg, m.work1.data(), m.spec_mmse.data(), m.work2.data(),
+                                                           m.hspec.data(), m.hno.data(), m.psi.data(), d.sigma2, m.tau.data(),
+                                                           m.gain.data(), m.folded.data());
+        PAQ_CUDA_CHECK_LAUNCH();
     }
+    // One batch of N/2-point inverse transforms over all packets and paths (slots N/2 apart).
+    m.plan_half.inverse(m.folded.data(), m.folded.data());
     const dim3 gather_grid((n_bits + gather_bits - 1) / gather_bits, static_cast<unsigned>((P + gather_packets - 1) / gather_packets));
     gather_decisions_kernel<<<gather_grid, 256, 0, s>>>(m.folded.data(), m.t.decision_delay, P, v);
     PAQ_CUDA_CHECK_LAUNCH();

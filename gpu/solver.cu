@@ -40,10 +40,22 @@ __device__ inline z64 warp_sum(z64 v)
 /// One warp per system. t(k) = r_h(k) (+ load at k = 0), k = 0 .. 37, zero beyond; the
 /// Hermitian Toeplitz matrix T[i][j] = t(i - j), t(-k) = conj(t(k)).
 /// Levinson: forward f (T_n f = e_1), backward b (T_n b = e_n), solution x (T_n x = y_0..n-1).
+/// One batch of systems for levinson_kernel: the loads, the taps out, the success flags.
+struct levinson_job {
+    const double* load;
+    cuFloatComplex* c;
+    unsigned char* ok;
+};
+struct levinson_jobs {
+    levinson_job job[2];  ///< blockIdx.y picks one (ZF and MMSE share a launch)
+};
+
 __global__ void __launch_bounds__(32 * warps_per_block)
-    levinson_kernel(const cuFloatComplex* __restrict__ h_all, const double* __restrict__ load, int packets,
-                    cuFloatComplex* __restrict__ c_out, unsigned char* __restrict__ ok_out)
+    levinson_kernel(const cuFloatComplex* __restrict__ h_all, levinson_jobs jobs, int packets)
 {
+    const double* __restrict__ load = jobs.job[blockIdx.y].load;
+    cuFloatComplex* __restrict__ c_out = jobs.job[blockIdx.y].c;
+    unsigned char* __restrict__ ok_out = jobs.job[blockIdx.y].ok;
     __shared__ z64 sh_f[warps_per_block][n_eq], sh_b[warps_per_block][n_eq], sh_x[warps_per_block][n_eq];
     __shared__ z64 sh_t[warps_per_block][n_ch], sh_h[warps_per_block][n_ch];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -156,8 +168,24 @@ void levinson_solver::solve_device(const cf32* h, const double* load, cf32* c, s
 {
     if (np == 0) return;
     const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
-    levinson_kernel<<<blocks, 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), load,
-                                                                  static_cast<int>(np), reinterpret_cast<cuFloatComplex*>(c), ok);
+    levinson_jobs jobs{};
+    jobs.job[0] = {load, reinterpret_cast<cuFloatComplex*>(c), ok};
+    levinson_kernel<<<dim3(blocks, 1), 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), jobs,
+                                                                           static_cast<int>(np));
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void levinson_solver::solve_device_pair(const cf32* h, const double* load_a, cf32* c_a, std::uint8_t* ok_a,
+                                        const double* load_b, cf32* c_b, std::uint8_t* ok_b, std::size_t np,
+                                        cuda_stream_t stream)
+{
+    if (np == 0) return;
+    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
+    levinson_jobs jobs{};
+    jobs.job[0] = {load_a, reinterpret_cast<cuFloatComplex*>(c_a), ok_a};
+    jobs.job[1] = {load_b, reinterpret_cast<cuFloatComplex*>(c_b), ok_b};
+    levinson_kernel<<<dim3(blocks, 2), 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), jobs,
+                                                                           static_cast<int>(np));
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -73,6 +73,10 @@ public:
     /// ok: np), asynchronous on `stream`. Allocates nothing.
     static void solve_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t np,
                              cuda_stream_t stream);
+    /// Two batches on the same channels in one launch (ZF and MMSE: the loads differ), so
+    /// that the second fills the multiprocessors the first leaves idle in its last wave.
+    static void solve_device_pair(const cf32* h, const double* load_a, cf32* c_a, std::uint8_t* ok_a, const double* load_b,
+                                  cf32* c_b, std::uint8_t* ok_b, std::size_t np, cuda_stream_t stream);
 
 private:
     struct impl;
