@@ -794,12 +794,6 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     back(m.ok_zf_host.data(), m.ok_zf.data(), np);
     back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
     mark();
-    // While the device works: the output's memory for as many packets as there are slots
-    // (allocation, zero fill and first-touch page faults were most of the records stage);
-    // shrunk to the packets found afterwards, which frees nothing and copies nothing.
-    constexpr std::size_t packet_bytes = num_paths * dsp::packed_data_bytes;
-    out.packets.resize(np);
-    out.bits.resize(np * packet_bytes);
     PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
 
     using clock = std::chrono::steady_clock;
@@ -809,6 +803,7 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     const std::size_t found_np = static_cast<std::size_t>(count);
     out.truncated_packets = m.truncated_host[0];
     out.packets.resize(found_np);
+    constexpr std::size_t packet_bytes = num_paths * dsp::packed_data_bytes;
     out.bits.resize(found_np * packet_bytes);
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
