@@ -53,7 +53,7 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
         for (int p = 0; p < dsp::chain::num_paths; ++p) counters_.emplace_back(*pattern_);
     }
     packets_f_ << "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
-                  "delay_spread_ns,zf_condition,flags";
+                  "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags";
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
         const std::string n = dsp::path_name(p);
         packets_f_ << ',' << n << "_bits," << n << "_errors," << n << "_bep," << n << "_known_errors";
@@ -91,11 +91,11 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
     char buf[512];
     const double cfo_hz = rec.cfo_rad_per_sample * fs_ / (2.0 * std::numbers::pi);
     const double spread_ns = rms_delay_spread_samples(rec.h) / fs_ * 1e9;
-    std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%u",
+    std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%d,%d,%u",
                   static_cast<unsigned long long>(packets_ - 1), g_.packets,
                   static_cast<double>(rec.start_sample) / fs_, static_cast<unsigned long long>(batch),
                   static_cast<unsigned long long>(rec.start_sample), rec.metric, cfo_hz, rec.sigma2, rec.ebn0_db,
-                  rec.channel_energy, spread_ns, rec.zf_condition, g_.flags);
+                  rec.channel_energy, spread_ns, rec.zf_condition, rec.channel_first_tap, rec.channel_last_tap, g_.flags);
     packets_f_ << buf;
     for (std::size_t p = 0; p < dsp::chain::num_paths; ++p) {
         if (pattern_) {

@@ -62,6 +62,8 @@ struct packet_record {
     std::uint32_t flags = 0;
     std::uint32_t nonfinite_samples = 0;
     std::int32_t channel_support = 0;  ///< receiver_tables::supports index the estimate used
+    std::int32_t channel_first_tap = 0;  ///< that support's first tap (-12 .. 0, relative to the main path)
+    std::int32_t channel_last_tap = 0;   ///< and its last tap (0 .. 25)
     std::array<cf64, chain::L_ch> h{};  ///< channel estimate, taps -N1 .. N2
     std::array<path_stats, chain::num_paths> paths{};
 };

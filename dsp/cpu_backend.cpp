@@ -91,6 +91,8 @@ struct cpu_backend::impl {
         const auto ce = estimate_channel(r, t);
         rec.h = ce.h;
         rec.channel_support = ce.support;
+        rec.channel_first_tap = t.supports[static_cast<std::size_t>(ce.support)].first_tap;
+        rec.channel_last_tap = t.supports[static_cast<std::size_t>(ce.support)].last_tap;
         rec.sigma2 = ce.sigma2;
         rec.channel_energy = ce.energy;
         // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition.

@@ -819,6 +819,9 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         rec.sigma2 = m.sigma2_host[p];
         rec.nonfinite_samples = m.nonfinite_host[p];
         rec.channel_support = m.support_host[p];
+        const auto& support = m.t.supports.at(static_cast<std::size_t>(rec.channel_support));
+        rec.channel_first_tap = support.first_tap;
+        rec.channel_last_tap = support.last_tap;
         rec.zf_condition = m.cond_host[p];
         double energy = 0.0;
         for (int a = 0; a < L_ch; ++a) {

@@ -403,6 +403,22 @@ TEST(bad_input, paq_sim_rejects_bad_arguments)
     EXPECT_NE(log5.find("ri8"), std::string::npos) << log5;
     auto [rc6, log6] = run("--seconds 0.01 --preset awgn --ebn0-db 10");
     EXPECT_EQ(rc6, 0) << log6;
+    // Extra rays: malformed, out of range, and one that works (its parameters in the metadata).
+    auto [rc7, log7] = run("--seconds 0.01 --ray 0.5,abc,1");
+    EXPECT_NE(rc7, 0);
+    EXPECT_NE(log7.find("'abc' is not a number"), std::string::npos) << log7;
+    auto [rc8, log8] = run("--seconds 0.01 --ray 0.5,1000");
+    EXPECT_NE(rc8, 0);
+    EXPECT_NE(log8.find("three comma-separated numbers"), std::string::npos) << log8;
+    auto [rc9, log9] = run("--seconds 0.01 --ray 0.5,5000,1");
+    EXPECT_NE(rc9, 0);
+    EXPECT_NE(log9.find("extra_rays[0].delay_ns"), std::string::npos) << log9;
+    auto [rc10, log10] = run("--seconds 0.01 --ray 0.5,1000,1 --ray 0.1,300,2");
+    EXPECT_EQ(rc10, 0) << log10;
+    std::ifstream meta(out + ".sigmf-meta");
+    std::string m((std::istreambuf_iterator<char>(meta)), std::istreambuf_iterator<char>());
+    EXPECT_NE(m.find("paq:extra_rays"), std::string::npos) << m;
+    EXPECT_NE(m.find("1000"), std::string::npos) << m;
     std::filesystem::remove_all(dir);
 }
 
