@@ -102,6 +102,20 @@ void find_known_samples(receiver_tables& t)
     t.x_known.assign(runs[0].begin() + best_lo, runs[0].begin() + best_lo + best_len);
 }
 
+/// A (38 x 38) times X^H (X: M x 38 row-major): a 38 x M estimator, row-major.
+std::vector<cf64> times_x_herm(const std::vector<cf64>& a, const std::vector<cf64>& X, std::size_t M)
+{
+    std::vector<cf64> out(L_ch * M, 0.0);
+    for (std::size_t i = 0; i < M; ++i) {
+        for (int r = 0; r < L_ch; ++r) {
+            cf64 v = 0.0;
+            for (int b = 0; b < L_ch; ++b) v += a[static_cast<std::size_t>(r * L_ch + b)] * std::conj(X[i * L_ch + static_cast<std::size_t>(b)]);
+            out[static_cast<std::size_t>(r) * M + i] = v;
+        }
+    }
+    return out;
+}
+
 /// The fixed estimators of the candidate channel supports (docs/SIGNAL-CHAIN.md). Each is
 /// the MAP estimate under a prior that puts the channel inside its support: where the known
 /// samples leave a direction of h unobserved (the band edges, taps 32 apart that the periodic
@@ -127,14 +141,7 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
             receiver_tables::channel_support s;
             s.first_tap = first;
             s.last_tap = last;
-            s.G.assign(L_ch * M, 0.0);
-            for (std::size_t i = 0; i < M; ++i) {
-                for (int a = 0; a < L_ch; ++a) {
-                    cf64 v = 0.0;
-                    for (int b = 0; b < L_ch; ++b) v += inv[static_cast<std::size_t>(a * L_ch + b)] * std::conj(t.X[i * L_ch + static_cast<std::size_t>(b)]);
-                    s.G[static_cast<std::size_t>(a) * M + i] = v;
-                }
-            }
+            s.G = times_x_herm(inv, t.X, M);
             t.supports.push_back(std::move(s));
         }
     }
@@ -208,14 +215,7 @@ void build_channel_estimator(receiver_tables& t)
     // rest (docs/SIGNAL-CHAIN.md has the measurements).
     std::vector<cf64> ginv;
     t.channel_rank = hermitian_pinv(g, L_ch, channel_pinv_threshold, ginv);
-    t.X_lpi.assign(L_ch * M, 0.0);
-    for (std::size_t i = 0; i < M; ++i) {
-        for (int a = 0; a < L_ch; ++a) {
-            cf64 s = 0.0;
-            for (int b = 0; b < L_ch; ++b) s += ginv[static_cast<std::size_t>(a * L_ch + b)] * std::conj(t.X[i * L_ch + static_cast<std::size_t>(b)]);
-            t.X_lpi[static_cast<std::size_t>(a) * M + i] = s;
-        }
-    }
+    t.X_lpi = times_x_herm(ginv, t.X, M);
     build_support_estimators(t, g);
     // rho = trace(I - X X_lpi) = M - rank of the pseudo-inverse.
     double tr = 0.0;
