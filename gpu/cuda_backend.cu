@@ -469,7 +469,7 @@ struct cuda_backend::impl {
     stream_detector det;
     cufft_plan plan;
     cufft_plan plan_half;  ///< N/2 points, all packets x paths: decision samples from folded spectra
-    device_buffer<cuFloatComplex> work1, work2, spec_mmse, folded, hspec, hno, c_zf, c_mmse, c_cma;
+    device_buffer<cuFloatComplex> work1, work2, spec_mmse, folded, pad_channel, pad_taps, hspec, hno, c_zf, c_mmse, c_cma;
     device_buffer<float> psi;
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
@@ -511,6 +511,8 @@ struct cuda_backend::impl {
           work2(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
           folded(max_packets * folded_stride),
+          pad_channel(max_packets * n_fft),
+          pad_taps(max_packets * n_fft),
           hspec(max_packets * n_fft),
           hno(n_fft),
           c_zf(max_packets * L_eq),
@@ -564,15 +566,20 @@ struct cuda_backend::impl {
         PAQ_CUDA_CHECK(cudaMemset(work1.data(), 0, work1.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(work2.data(), 0, work2.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(hspec.data(), 0, hspec.size() * sizeof(cuFloatComplex)));
+        PAQ_CUDA_CHECK(cudaMemset(pad_channel.data(), 0, pad_channel.size() * sizeof(cuFloatComplex)));
+        PAQ_CUDA_CHECK(cudaMemset(pad_taps.data(), 0, pad_taps.size() * sizeof(cuFloatComplex)));
     }
 
     /// Spectrum of per-packet taps (count, first index) into dst, all max_packets slots.
     void taps_spectrum(const cuFloatComplex* taps, int count, int first, int np, cuFloatComplex* dst, cudaStream_t s)
     {
-        PAQ_CUDA_CHECK(cudaMemsetAsync(dst, 0, static_cast<std::size_t>(np) * n_fft * sizeof(cuFloatComplex), s));
-        place_taps_kernel<<<np, 128, 0, s>>>(taps, count, first, dst);
+        // The taps go into a zero-padded buffer of their own (zeroed once at Create, always
+        // written at the same positions), transformed out of place: no memset of np x N.
+        cuFloatComplex* pad = count == L_ch && first == -N1 ? pad_channel.data() : count == L_eq && first == -L1 ? pad_taps.data() : nullptr;
+        if (!pad) throw std::logic_error("cuda backend: no padded buffer for these taps");
+        place_taps_kernel<<<np, 128, 0, s>>>(taps, count, first, pad);
         PAQ_CUDA_CHECK_LAUNCH();
-        plan.forward(dst, dst);
+        plan.forward(pad, dst);
     }
 };
 
