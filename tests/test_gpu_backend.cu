@@ -23,6 +23,7 @@ struct comparison {
     std::array<std::size_t, chain::num_paths> bit_diff{};
     double worst_cfo = 0.0, worst_sigma2 = 0.0;
     std::size_t truncated_cpu = 0, truncated_gpu = 0;
+    std::size_t support_diff = 0;  ///< packets whose channel support differs (a near tie, float vs double)
     std::vector<std::size_t> per_batch;  ///< packets of each batch (CPU backend)
 };
 
@@ -58,6 +59,7 @@ std::array<comparison, 2> compare_backends(const std::vector<cf32>& samples, con
             EXPECT_EQ(a.packets[p].nonfinite_samples, g.packets[p].nonfinite_samples);
             c.worst_cfo = std::max(c.worst_cfo, std::abs(a.packets[p].cfo_rad_per_sample - g.packets[p].cfo_rad_per_sample));
             c.worst_sigma2 = std::max(c.worst_sigma2, std::abs(g.packets[p].sigma2 / a.packets[p].sigma2 - 1.0));
+            if (a.packets[p].channel_support != g.packets[p].channel_support) ++c.support_diff;
             for (int path = 0; path < chain::num_paths; ++path) {
                 const auto* x = a.packet_bits(p, path);
                 const auto* y = g.packet_bits(p, path);
@@ -78,7 +80,9 @@ void report_and_check(const char* what, const std::array<comparison, 2>& cs)
     for (const auto& c : cs) {
     std::printf("backend %s (%s): %zu packets; bits differing per path:", what, c.variant, c.packets);
     for (int p = 0; p < chain::num_paths; ++p) std::printf(" %s %zu", path_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
-    std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e\n", c.worst_cfo, c.worst_sigma2);
+    std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e; channel support differs on %zu\n", c.worst_cfo, c.worst_sigma2,
+                c.support_diff);
+    EXPECT_LE(c.support_diff, c.packets / 20);
     const double bits = static_cast<double>(c.packets * waveform::data_bits);
     for (int p = 0; p < chain::num_paths; ++p) {
         EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 2e-4 * bits) << path_name(p);
@@ -124,6 +128,26 @@ TEST_F(gpu_backend, batch_with_a_gap_matches_the_cpu)
     receiver_config rc;
     rc.batch_samples = 300'000;
     report_and_check("gap", compare_backends(sim.samples, rc, sim.truth.packet_starts[10] + 5000, 3000));
+}
+
+TEST_F(gpu_backend, long_and_strong_echoes_match_the_cpu)
+{
+    // Channels that need the wide channel supports (docs/SIGNAL-CHAIN.md): a 1 us echo, and an
+    // echo stronger than the line of sight 500 ns late (the detector starts on the echo, the
+    // line of sight becomes a precursor).
+    for (const auto& ray : {channel_ray{0.5, 1000.0, 1.0}, channel_ray{1.2, 500.0, 1.0}}) {
+        sim_config sc;
+        sc.preset = "awgn";
+        sc.extra_rays = {ray};
+        sc.ebn0_db = 14.0;
+        sc.cfo_hz = -40'000.0;
+        sc.timing_offset_samples = 0.37;
+        sc.seed = 1205;
+        const auto sim = test::simulate(sc, 60);
+        receiver_config rc;
+        rc.batch_samples = 250'000;
+        report_and_check(ray.amplitude < 1.0 ? "1 us echo" : "strong late echo", compare_backends(sim.samples, rc));
+    }
 }
 
 TEST_F(gpu_backend, full_default_batches_match_the_cpu)
