@@ -78,7 +78,11 @@ channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexc
     std::array<cf64, chain::L_ch> wide{};
     apply_estimator(t.supports.back().G.data(), obs, M, wide);
     ce.support = select_channel_support(wide, ce.sigma2, t);
-    apply_estimator(t.supports[static_cast<std::size_t>(ce.support)].G.data(), obs, M, ce.h);
+    if (static_cast<std::size_t>(ce.support) + 1 == t.supports.size()) {
+        ce.h = wide;  // the full width won: its estimate is the one above
+    } else {
+        apply_estimator(t.supports[static_cast<std::size_t>(ce.support)].G.data(), obs, M, ce.h);
+    }
     for (const auto& v : ce.h) ce.energy += std::norm(v);
     return ce;
 }

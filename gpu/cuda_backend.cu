@@ -278,20 +278,13 @@ __global__ void __launch_bounds__(256) gather_decisions_kernel(const cuFloatComp
     }
 }
 
-/// out = a x b.
-__global__ void mul_out_kernel(cuFloatComplex* __restrict__ out, const cuFloatComplex* __restrict__ a,
-                               const cuFloatComplex* __restrict__ b, std::size_t n)
+/// out = a x b (or conj(b)); out may be a (in place).
+__global__ void mul_kernel(cuFloatComplex* out, const cuFloatComplex* a, const cuFloatComplex* __restrict__ b, bool conj_b,
+                           std::size_t n)
 {
     const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
     if (i >= n) return;
-    out[i] = cuCmulf(a[i], b[i]);
-}
-
-__global__ void mul_kernel(cuFloatComplex* __restrict__ a, const cuFloatComplex* __restrict__ b, bool conj_b, std::size_t n)
-{
-    const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    a[i] = cuCmulf(a[i], conj_b ? cuConjf(b[i]) : b[i]);
+    out[i] = cuCmulf(a[i], conj_b ? cuConjf(b[i]) : b[i]);
 }
 
 /// CMA: z(n) = 2 (|y|^2 - 1) y on the packet, 0 elsewhere (y = IFFT output / N).
@@ -506,7 +499,7 @@ struct cuda_backend::impl {
           loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
-          plan_half(n_fft / 2, static_cast<int>(max_packets) * num_paths, n_fft / 2, fe.device().stream),
+          plan_half(n_fft / 2, static_cast<int>(max_packets) * num_paths, fe.device().stream),
           work1(max_packets * n_fft),
           work2(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
@@ -728,17 +721,17 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     if (!m.fused) m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
     for (int it = 0; !m.fused && it < m.cfg.cma_iterations; ++it) {
         if (it == 0) {
-            mul_out_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), m.spec_mmse.data(), seg, n_all);
+            mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), m.spec_mmse.data(), seg, false, n_all);
         } else {
             m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work1.data(), s);
-            mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), seg, false, n_all);
+            mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), m.work1.data(), seg, false, n_all);
         }
         PAQ_CUDA_CHECK_LAUNCH();
         m.plan.inverse(m.work1.data(), m.work1.data());
         cma_z_kernel<<<per_bin, 256, 0, s>>>(m.work1.data(), m.work2.data());
         PAQ_CUDA_CHECK_LAUNCH();
         m.plan.forward(m.work2.data(), m.work2.data());
-        mul_kernel<<<all_blocks, 256, 0, s>>>(m.work2.data(), seg, true, n_all);
+        mul_kernel<<<all_blocks, 256, 0, s>>>(m.work2.data(), m.work2.data(), seg, true, n_all);
         PAQ_CUDA_CHECK_LAUNCH();
         m.plan.inverse(m.work2.data(), m.work2.data());
         cma_update_kernel<<<P, 192, 0, s>>>(m.work2.data(), cma_scale, m.c_cma.data());

@@ -201,14 +201,6 @@ public:
         PAQ_CUFFT_CHECK(cufftSetStream(h_, s));
         valid_ = true;
     }
-    /// Batch of n-point transforms whose signals start `dist` elements apart (dist >= n).
-    cufft_plan(int n, int batch, int dist, cudaStream_t s)
-    {
-        int len = n, embed = dist;
-        PAQ_CUFFT_CHECK(cufftPlanMany(&h_, 1, &len, &embed, 1, dist, &embed, 1, dist, CUFFT_C2C, batch));
-        PAQ_CUFFT_CHECK(cufftSetStream(h_, s));
-        valid_ = true;
-    }
     ~cufft_plan()
     {
         if (valid_) static_cast<void>(cufftDestroy(h_));

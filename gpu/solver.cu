@@ -37,9 +37,6 @@ __device__ inline z64 warp_sum(z64 v)
     return v;
 }
 
-/// One warp per system. t(k) = r_h(k) (+ load at k = 0), k = 0 .. 37, zero beyond; the
-/// Hermitian Toeplitz matrix T[i][j] = t(i - j), t(-k) = conj(t(k)).
-/// Levinson: forward f (T_n f = e_1), backward b (T_n b = e_n), solution x (T_n x = y_0..n-1).
 /// One batch of systems for levinson_kernel: the loads, the taps out, the success flags.
 struct levinson_job {
     const double* load;
@@ -50,6 +47,9 @@ struct levinson_jobs {
     levinson_job job[2];  ///< blockIdx.y picks one (ZF and MMSE share a launch)
 };
 
+/// One warp per system. t(k) = r_h(k) (+ load at k = 0), k = 0 .. 37, zero beyond; the
+/// Hermitian Toeplitz matrix T[i][j] = t(i - j), t(-k) = conj(t(k)).
+/// Levinson: forward f (T_n f = e_1), backward b (T_n b = e_n), solution x (T_n x = y_0..n-1).
 __global__ void __launch_bounds__(32 * warps_per_block)
     levinson_kernel(const cuFloatComplex* __restrict__ h_all, levinson_jobs jobs, int packets)
 {
@@ -140,6 +140,16 @@ __global__ void __launch_bounds__(32 * warps_per_block)
     if (lane == 0) ok_out[p] = good ? 1 : 0;
 }
 
+/// levinson_kernel over np systems for each of the jobs' first `n_jobs` entries (1 or 2).
+void launch_levinson(const cf32* h, const levinson_jobs& jobs, unsigned n_jobs, std::size_t np, cudaStream_t stream)
+{
+    if (np == 0) return;
+    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
+    levinson_kernel<<<dim3(blocks, n_jobs), 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), jobs,
+                                                                                static_cast<int>(np));
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 struct levinson_solver::impl {
@@ -166,27 +176,19 @@ levinson_solver::~levinson_solver() = default;
 void levinson_solver::solve_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t np,
                                    cuda_stream_t stream)
 {
-    if (np == 0) return;
-    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
     levinson_jobs jobs{};
     jobs.job[0] = {load, reinterpret_cast<cuFloatComplex*>(c), ok};
-    levinson_kernel<<<dim3(blocks, 1), 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), jobs,
-                                                                           static_cast<int>(np));
-    PAQ_CUDA_CHECK_LAUNCH();
+    launch_levinson(h, jobs, 1, np, stream);
 }
 
 void levinson_solver::solve_device_pair(const cf32* h, const double* load_a, cf32* c_a, std::uint8_t* ok_a,
                                         const double* load_b, cf32* c_b, std::uint8_t* ok_b, std::size_t np,
                                         cuda_stream_t stream)
 {
-    if (np == 0) return;
-    const unsigned blocks = static_cast<unsigned>((np + warps_per_block - 1) / warps_per_block);
     levinson_jobs jobs{};
     jobs.job[0] = {load_a, reinterpret_cast<cuFloatComplex*>(c_a), ok_a};
     jobs.job[1] = {load_b, reinterpret_cast<cuFloatComplex*>(c_b), ok_b};
-    levinson_kernel<<<dim3(blocks, 2), 32 * warps_per_block, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), jobs,
-                                                                           static_cast<int>(np));
-    PAQ_CUDA_CHECK_LAUNCH();
+    launch_levinson(h, jobs, 2, np, stream);
 }
 
 float levinson_solver::last_kernel_ms() const noexcept { return impl_->last_ms; }

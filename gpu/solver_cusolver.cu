@@ -116,6 +116,18 @@ struct common {
         return np;
     }
 
+    /// The device path's start (solve_on_device): checks np against Create and builds r_h
+    /// and h_n0 from the device's h and loads on `stream`. Returns np.
+    int begin_device(const cf32* hh, const double* ld, std::size_t n, cudaStream_t stream, const char* who)
+    {
+        if (n > max_packets) throw std::invalid_argument(std::string(who) + ": more systems than created for");
+        const int np = static_cast<int>(n);
+        if (np == 0) return 0;
+        autocorr_rhs_kernel<<<np, 64, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(hh), ld, t.data(), rhs.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        return np;
+    }
+
     void upload(std::span<const channel32> hh, std::span<const double> ld, std::size_t nc, std::size_t nok)
     {
         const std::size_t np = hh.size();
@@ -172,12 +184,9 @@ public:
     void solve_on_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t n,
                          cuda_stream_t stream) override
     {
-        if (n > c_.max_packets) throw std::invalid_argument("cusolver-dn-chol: more systems than created for");
-        const int np = static_cast<int>(n);
+        const int np = c_.begin_device(h, load, n, stream, name());
         if (np == 0) return;
         PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, stream));
-        autocorr_rhs_kernel<<<np, 64, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), load, c_.t.data(), c_.rhs.data());
-        PAQ_CUDA_CHECK_LAUNCH();
         build_dense_kernel<<<dim3((n_eq * n_eq + 255) / 256, np), 256, 0, stream>>>(c_.t.data(), a_.data());
         PAQ_CUDA_CHECK_LAUNCH();
         PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
@@ -272,12 +281,9 @@ public:
     void solve_on_device(const cf32* h, const double* load, cf32* c, std::uint8_t* ok, std::size_t n,
                          cuda_stream_t stream) override
     {
-        if (n > c_.max_packets) throw std::invalid_argument("cusolver-sp-qr: more systems than created for");
-        const int np = static_cast<int>(n);
+        const int np = c_.begin_device(h, load, n, stream, name());
         if (np == 0) return;
         PAQ_CUSOLVER_CHECK(cusolverSpSetStream(handle_, stream));
-        autocorr_rhs_kernel<<<np, 64, 0, stream>>>(reinterpret_cast<const cuFloatComplex*>(h), load, c_.t.data(), c_.rhs.data());
-        PAQ_CUDA_CHECK_LAUNCH();
         build_csr_kernel<<<dim3((nnz_ + 255) / 256, np), 256, 0, stream>>>(c_.t.data(), row_of_.data(), col_ind_.data(), nnz_, vals_.data());
         PAQ_CUDA_CHECK_LAUNCH();
         auto* out = reinterpret_cast<cuFloatComplex*>(c);
