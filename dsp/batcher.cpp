@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace paq::dsp {
 
@@ -80,6 +81,59 @@ std::optional<sample_batch> batcher::pop()
     auto b = std::move(ready_.front());
     ready_.pop_front();
     return b;
+}
+
+std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts)
+{
+    if (parts == 0) throw std::invalid_argument("split_batch: parts must be >= 1");
+    const std::size_t len = batch.samples.size();
+    if (batch.owned_begin > batch.owned_end || batch.owned_end > len) {
+        throw std::invalid_argument("split_batch: owned range [" + std::to_string(batch.owned_begin) + ", " +
+                                    std::to_string(batch.owned_end) + ") outside the window of " + std::to_string(len) + " samples");
+    }
+    const std::size_t owned = batch.owned_end - batch.owned_begin;
+    const std::size_t n = std::min(parts, owned);
+    std::vector<batch_part> out;
+    out.reserve(n);
+    for (std::size_t k = 0; k < n; ++k) {
+        // The share [a, b) of the owned range, and around it the guards a batch gets.
+        const std::size_t a = batch.owned_begin + owned * k / n, b = batch.owned_begin + owned * (k + 1) / n;
+        const std::size_t w0 = a > batch_guard_before ? a - batch_guard_before : 0;
+        const std::size_t w1 = std::min(len, b + batch_guard_after);
+        batch_part p;
+        p.offset = w0;
+        p.length = w1 - w0;
+        p.owned_begin = a - w0;
+        p.owned_end = b - w0;
+        p.segment_start = batch.segment_start && w0 == 0;
+        p.segment_end = batch.segment_end && w1 == len;
+        out.push_back(p);
+    }
+    return out;
+}
+
+sample_batch part_batch(const sample_batch& batch, const batch_part& part)
+{
+    if (part.offset + part.length > batch.samples.size()) throw std::invalid_argument("part_batch: part outside the batch window");
+    sample_batch b;
+    b.index = batch.index;
+    b.first_sample = batch.first_sample + part.offset;
+    b.samples.assign(batch.samples.begin() + static_cast<std::ptrdiff_t>(part.offset),
+                     batch.samples.begin() + static_cast<std::ptrdiff_t>(part.offset + part.length));
+    b.owned_begin = part.owned_begin;
+    b.owned_end = part.owned_end;
+    b.segment_start = part.segment_start;
+    b.segment_end = part.segment_end;
+    b.lost_samples_before = part.offset == 0 ? batch.lost_samples_before : 0;
+    return b;
+}
+
+std::size_t max_part_window(std::size_t batch_samples, std::size_t parts)
+{
+    if (parts == 0) throw std::invalid_argument("max_part_window: parts must be >= 1");
+    // A window holds at most batch_samples + both guards, and owns at most all of it.
+    const std::size_t max_owned = batch_samples + batch_guard_before + batch_guard_after;
+    return (max_owned + parts - 1) / parts + batch_guard_before + batch_guard_after;
 }
 
 }  // namespace paq::dsp

@@ -8,8 +8,37 @@
 #include <deque>
 #include <optional>
 #include <span>
+#include <vector>
 
 namespace paq::dsp {
+
+/// A sub-window of a batch window that owns one share of the batch's owned range, with the
+/// same guards the batcher gives a batch (dsp/batch.hpp). Positions are relative to the
+/// batch window. Processing the parts one by one gives exactly the packets, in the same
+/// order, that the whole window gives: each part is a window the batcher itself could have
+/// cut (test batching.parts_give_what_the_whole_batch_gives). The GPU backend uses it to
+/// work on one part while the next is still uploading.
+struct batch_part {
+    std::size_t offset = 0;       ///< first sample of the part's window in the batch window
+    std::size_t length = 0;       ///< samples in the part's window
+    std::size_t owned_begin = 0;  ///< owned range, relative to the part's window
+    std::size_t owned_end = 0;
+    bool segment_start = false;   ///< the part's window starts where the batch's segment does
+    bool segment_end = false;     ///< the part's window ends where the batch's segment does
+};
+
+/// Splits the batch's owned range into `parts` shares as equal as possible (fewer where the
+/// range is shorter than `parts` samples; none for an empty range). Throws
+/// std::invalid_argument for parts == 0 or an owned range outside the window.
+[[nodiscard]] std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts);
+
+/// The part as a batch of its own (a copy of its samples): what a backend without the split
+/// would be given. For tests and the CPU reference.
+[[nodiscard]] sample_batch part_batch(const sample_batch& batch, const batch_part& part);
+
+/// Largest part window when windows of at most batch_samples + both guards are split into
+/// `parts`.
+[[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts);
 
 class batcher {
 public:

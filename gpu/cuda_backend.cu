@@ -1,6 +1,7 @@
 #include "gpu/cuda_backend.hpp"
 
 #include "dsp/batch.hpp"
+#include "dsp/batcher.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
@@ -20,7 +21,10 @@
 #include <cstring>
 #include <cmath>
 #include <numbers>
+#include <span>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace paq::gpu {
 
@@ -452,8 +456,11 @@ __global__ void __launch_bounds__(grad_threads) cma_grad_update_kernel(const cuF
 
 }  // namespace
 
-struct cuda_backend::impl {
-    dsp::receiver_config cfg;
+/// The whole chain for one part of a batch window (dsp::split_batch), on a stream of its own:
+/// every buffer, plan and pinned host buffer it needs, sized for the largest part. The
+/// backend holds one per part, so the parts of a batch run concurrently.
+struct chain_part {
+    const dsp::receiver_config& cfg;
     const dsp::receiver_tables& t;
     int device;
     std::size_t max_window, max_packets;
@@ -485,15 +492,14 @@ struct cuda_backend::impl {
     pinned_buffer<int> count_host;
     pinned_buffer<unsigned long long> truncated_host;
     std::array<event, stage_count_events> ev;
-    bool timing_on = false;
+    int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
     bool fused;
-    cuda_backend::timing last;
 
-    impl(const dsp::receiver_config& c, int dev, bool fused_chain, const std::string& solver_name)
+    chain_part(const dsp::receiver_config& c, int dev, std::size_t window, bool fused_chain, const std::string& solver_name)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
-          max_window(c.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after),
+          max_window(window),
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets),
           loc(dev, max_window, max_packets),
@@ -574,10 +580,45 @@ struct cuda_backend::impl {
         PAQ_CUDA_CHECK_LAUNCH();
         plan.forward(pad, dst);
     }
+
+    /// Queues the whole chain for one part's window on this part's stream (no host wait).
+    /// The upload starts once `upload_after` (if any) has completed. With `timed`, records
+    /// the stage events.
+    void enqueue(std::span<const cf32> window, const locate_params& params, cudaEvent_t upload_after, bool timed);
+    /// Waits for this part's stream and appends its packets, records and bits to `out`
+    /// (packet starts made absolute with `first_sample`, the part window's first sample).
+    /// Returns the host time spent filling, in ms.
+    double collect(std::uint64_t first_sample, dsp::batch_output& out);
+    [[nodiscard]] cudaEvent_t upload_done() const noexcept { return fe.upload_done(); }
 };
 
-cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant, const std::string& solver)
+struct cuda_backend::impl {
+    dsp::receiver_config cfg;
+    const dsp::receiver_tables& t;
+    int device;
+    std::size_t max_window;
+    std::size_t n_parts;
+    std::vector<std::unique_ptr<chain_part>> parts;
+    bool timing_on = false;
+    cuda_backend::timing last;
+
+    impl(const dsp::receiver_config& c, int dev, bool fused_chain, const std::string& solver_name, int np)
+        : cfg(c),
+          t(dsp::get_receiver_tables(c.fft_size)),
+          device(select_device(dev)),
+          max_window(c.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after),
+          n_parts(static_cast<std::size_t>(np))
+    {
+        const std::size_t part_window = n_parts == 1 ? max_window : dsp::max_part_window(c.batch_samples, n_parts);
+        for (std::size_t k = 0; k < n_parts; ++k) parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, fused_chain, solver_name));
+    }
+};
+
+cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant, const std::string& solver, int parts)
 {
+    if (parts < 1 || parts > max_parts) {
+        throw std::invalid_argument("cuda backend: parts must be 1 .. " + std::to_string(max_parts) + ", not " + std::to_string(parts));
+    }
     if (solver != "levinson" && solver != "cusolver-dn-chol" && solver != "cusolver-sp-qr") {
         throw std::invalid_argument("unknown solver '" + solver + "' (allowed: levinson, cusolver-dn-chol, cusolver-sp-qr)");
     }
@@ -588,7 +629,7 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    impl_ = std::make_unique<impl>(cfg, device_id, variant == chain_variant::fused, solver);
+    impl_ = std::make_unique<impl>(cfg, device_id, variant == chain_variant::fused, solver, parts);
 }
 
 cuda_backend::~cuda_backend() = default;
@@ -635,27 +676,71 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     if (len < dsp::detector_span) return out;
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
-
-    const auto d = m.fe.device();
-    const cudaStream_t s = d.stream;
     const bool timed = m.timing_on;
-    int next_ev = 0;
-    const auto mark = [&] {
-        if (timed) m.ev[static_cast<std::size_t>(next_ev++)].record(s);
-    };
     m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
         PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.samples.data()));
         m.last.pinned_input = attr.type == cudaMemoryTypeHost;
     }
+
+    // One part: the whole window. Several: each part's chain is queued on its own stream,
+    // its upload after the previous part's (the link in turn, the first part's packets start
+    // early), then the parts are collected in order: the host fills one part's records while
+    // the device still works on the later ones.
+    std::vector<dsp::batch_part> split;
+    if (m.n_parts == 1) {
+        split.push_back({0, len, batch.owned_begin, batch.owned_end, batch.segment_start, batch.segment_end});
+    } else {
+        split = dsp::split_batch(batch, m.n_parts);
+    }
+    std::size_t capacity = 0;
+    for (std::size_t k = 0; k < split.size(); ++k) capacity += m.parts[k]->max_packets;
+    out.packets.reserve(capacity);
+    out.bits.reserve(capacity * num_paths * dsp::packed_data_bytes);
+    const std::span<const cf32> all(batch.samples);
+    for (std::size_t k = 0; k < split.size(); ++k) {
+        const auto& part = split[k];
+        const locate_params params{static_cast<long long>(part.length), static_cast<long long>(part.owned_begin),
+                                   static_cast<long long>(part.owned_end), part.segment_start, part.segment_end,
+                                   m.cfg.detection_threshold, m.t.template_offset};
+        m.parts[k]->enqueue(all.subspan(part.offset, part.length), params, k > 0 ? m.parts[k - 1]->upload_done() : nullptr, timed);
+    }
+    double records_ms = 0.0;
+    for (std::size_t k = 0; k < split.size(); ++k) records_ms += m.parts[k]->collect(batch.first_sample + split[k].offset, out);
+
+    if (timed && !split.empty()) {
+        m.last.parts = static_cast<int>(split.size());
+        for (std::size_t k = 0; k < split.size(); ++k) {
+            const auto& ev = m.parts[k]->ev;
+            for (int i = 0; i + 1 < m.parts[k]->events_recorded; ++i) {
+                m.last.ms[static_cast<std::size_t>(i)] += ev[static_cast<std::size_t>(i + 1)].elapsed_ms_since(ev[static_cast<std::size_t>(i)]);
+            }
+        }
+        const auto& last_part = *m.parts[split.size() - 1];
+        m.last.device_ms = last_part.ev[static_cast<std::size_t>(last_part.events_recorded - 1)].elapsed_ms_since(m.parts[0]->ev[0]);
+        m.last.ms[static_cast<std::size_t>(stage::records)] = records_ms;
+        m.last.valid = true;
+    }
+    return out;
+}
+
+void chain_part::enqueue(std::span<const cf32> window, const locate_params& params, cudaEvent_t upload_after, bool timed)
+{
+    auto& m = *this;
+    const auto d = m.fe.device();
+    const cudaStream_t s = d.stream;
+    int next_ev = 0;
+    const auto mark = [&] {
+        if (timed) m.ev[static_cast<std::size_t>(next_ev++)].record(s);
+    };
     mark();
 
     // Window up and metric, then packet location, all on the device.
-    m.fe.upload_and_metric_device(batch.samples);
+    m.fe.upload_and_metric_device(window, upload_after);
     mark();
-    const std::size_t n_metric = len - dsp::detector_span + 1;
-    m.loc.locate_device(m.fe.device_metric(), n_metric, make_locate_params(batch, m.cfg.detection_threshold, m.t.template_offset), s);
+    const std::size_t n_metric = window.size() - dsp::detector_span + 1;
+    m.loc.locate_device(m.fe.device_metric(), n_metric, params, s);
     const auto found = m.loc.device();
     mark();
 
@@ -794,26 +879,32 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     back(m.ok_zf_host.data(), m.ok_zf.data(), np);
     back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
     mark();
-    PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
+    m.events_recorded = next_ev;
+}
 
+double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out)
+{
+    auto& m = *this;
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
     using clock = std::chrono::steady_clock;
-    const auto t_records = timed ? clock::now() : clock::time_point{};
+    const auto t_records = clock::now();
     const int count = m.count_host[0];
-    if (count > P) throw std::runtime_error("cuda backend: more packets than buffers");
+    if (count < 0 || static_cast<std::size_t>(count) > m.max_packets) throw std::runtime_error("cuda backend: more packets than buffers");
     const std::size_t found_np = static_cast<std::size_t>(count);
-    out.truncated_packets = m.truncated_host[0];
-    out.packets.resize(found_np);
+    out.truncated_packets += m.truncated_host[0];
+    const std::size_t first_packet = out.packets.size();
+    out.packets.resize(first_packet + found_np);
     constexpr std::size_t packet_bytes = num_paths * dsp::packed_data_bytes;
-    out.bits.resize(found_np * packet_bytes);
+    out.bits.resize((first_packet + found_np) * packet_bytes);
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
     // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
 #pragma omp parallel for schedule(static) reduction(+ : nonfinite_total)
     for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
         const auto p = static_cast<std::size_t>(pi);
-        std::memcpy(out.bits.data() + p * packet_bytes, m.bits_host.data() + p * packet_bytes, packet_bytes);
-        auto& rec = out.packets[p];
-        rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(m.starts_host[p]);
+        std::memcpy(out.bits.data() + (first_packet + p) * packet_bytes, m.bits_host.data() + p * packet_bytes, packet_bytes);
+        auto& rec = out.packets[first_packet + p];
+        rec.start_sample = first_sample + static_cast<std::uint64_t>(m.starts_host[p]);
         rec.metric = m.metrics_host[p];
         rec.cfo_rad_per_sample = m.cfo_host[p];
         rec.sigma2 = m.sigma2_host[p];
@@ -840,15 +931,7 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         nonfinite_total += rec.nonfinite_samples;
     }
     out.nonfinite_samples += nonfinite_total;
-    if (timed) {
-        for (int i = 0; i + 1 < next_ev; ++i) {
-            m.last.ms[static_cast<std::size_t>(i)] = m.ev[static_cast<std::size_t>(i + 1)].elapsed_ms_since(m.ev[static_cast<std::size_t>(i)]);
-        }
-        m.last.device_ms = m.ev[static_cast<std::size_t>(next_ev - 1)].elapsed_ms_since(m.ev[0]);
-        m.last.ms[static_cast<std::size_t>(stage::records)] = std::chrono::duration<double, std::milli>(clock::now() - t_records).count();
-        m.last.valid = true;
-    }
-    return out;
+    return std::chrono::duration<double, std::milli>(clock::now() - t_records).count();
 }
 
 }  // namespace paq::gpu

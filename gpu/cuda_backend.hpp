@@ -2,16 +2,18 @@
 // dsp::batch_processor interface (issue 3).
 //
 //   Create: tables to the device, every buffer for the largest window, cuFFT plans, cuBLAS
-//   process(batch): window up (in chunks; asynchronous from pinned memory) -> metric ->
+//   process(batch): split into parts (dsp::split_batch), each part on its own stream:
+//     window up (in chunks; asynchronous from pinned memory; the parts' uploads in turn) -> metric ->
 //     packet location (gpu/packet_locator: dsp::locate_packets' rule on the device) ->
 //     estimates -> ZF/MMSE (Levinson) -> FFT of each segment -> CMA iterations -> per path:
 //     filter spectrum x R x H_NO -> IFFT -> decision samples -> PLL/OQPSK detector for all
 //     (packet, path) streams -> bits, estimates and packet starts back -> records
 //
-// One host synchronization per batch, at the end: the packet count stays on the device, and
-// every stage runs over all max_packets slots (slots past the count hold zeros; a full
-// default batch has 3103 or 3104 packets in 3106 slots). process() allocates no device
-// memory and creates no plan; its only host allocations are the returned batch_output.
+// One host synchronization per part, when its records are filled: the packet count stays on
+// the device, and every stage runs over all of a part's max_packets slots (slots past the
+// count hold zeros; a full default batch in 4 parts has 775 or 776 packets in 778 slots
+// each). process() allocates no device memory and creates no plan; its only host
+// allocations are the returned batch_output and the list of parts.
 //
 // Single precision, except the Levinson solves and the PLL state (double).
 #pragma once
@@ -43,8 +45,18 @@ public:
     /// a float solver, packets whose ZF condition number exceeds 1e6 (flagged
     /// ill-conditioned) or that it cannot factor fall back to Levinson's ZF taps.
     /// Throws std::invalid_argument for another name.
+    ///
+    /// `parts`: each batch window is split into this many parts (dsp::split_batch), each with
+    /// its own chain, buffers and stream. The parts run concurrently: the device works on the
+    /// first while the later ones upload, and the host fills the records of one while the
+    /// device works on the next. The packets and bits are those of the whole window (test
+    /// batching.parts_give_what_the_whole_batch_gives; GPU test on whole batches). GPU memory
+    /// is about the same for any count (each part's buffers are sized for its share). Throws
+    /// std::invalid_argument outside 1 .. max_parts.
     cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant = chain_variant::reference,
-                 const std::string& solver = "levinson");
+                 const std::string& solver = "levinson", int parts = default_parts);
+    static constexpr int default_parts = 4;
+    static constexpr int max_parts = 16;
     ~cuda_backend() override;
 
     [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override;
@@ -71,11 +83,16 @@ public:
     /// Per-stage timing of each process() (off by default: when off, process() records no
     /// events and reads no clocks for it).
     void enable_stage_timing(bool on) noexcept;
+    /// With several parts, a stage's time is the sum over the parts, which overlap one
+    /// another (and a part's upload includes waiting for the earlier parts' uploads): the
+    /// stages then add up to more than the end to end. Time a one-part backend to see where
+    /// the time of the chain goes.
     struct timing {
         bool valid = false;                   ///< stage timing was on for the last process()
         bool pinned_input = false;            ///< the window came from page-locked memory
-        std::array<double, stage_count> ms{}; ///< per stage, milliseconds
-        double device_ms = 0.0;               ///< first event to last (upload .. copy back)
+        int parts = 0;                        ///< parts the window was split into
+        std::array<double, stage_count> ms{}; ///< per stage, milliseconds, summed over the parts
+        double device_ms = 0.0;               ///< first event of the first part to the last of the last
     };
     [[nodiscard]] timing last_timing() const noexcept;
 

@@ -355,7 +355,7 @@ void front_end::upload_window(std::span<const cf32> window)
     impl_->upload(window);
 }
 
-void front_end::upload_and_metric_device(std::span<const cf32> window)
+void front_end::upload_and_metric_device(std::span<const cf32> window, cuda_event_t upload_after)
 {
     auto& m = *impl_;
     if (window.size() > m.max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
@@ -367,6 +367,7 @@ void front_end::upload_and_metric_device(std::span<const cf32> window)
     // The copy stream waits for the compute stream: the window buffer is free again.
     PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[0].get(), m.st.get()));
     PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.copy_st.get(), m.chunk_done[0].get(), 0));
+    if (upload_after) PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.copy_st.get(), upload_after, 0));
     std::size_t metric_done = 0;
     for (int c = 0; c < impl::upload_chunks; ++c) {
         const std::size_t b = len * c / impl::upload_chunks, e = len * (c + 1) / impl::upload_chunks;
@@ -389,6 +390,8 @@ void front_end::upload_and_metric_device(std::span<const cf32> window)
 }
 
 const float* front_end::device_metric() const noexcept { return impl_->metric.data(); }
+
+cuda_event_t front_end::upload_done() const noexcept { return impl_->chunk_done[impl::upload_chunks - 1].get(); }
 
 void front_end::estimate_device(std::span<const long long> starts)
 {

@@ -59,7 +59,11 @@ public:
     void estimate_device(std::span<const long long> starts);
     /// Copies the window up in chunks (from pinned memory: asynchronously, on a copy stream)
     /// and computes M(u) into device_metric() as the chunks arrive; ordered on device().stream.
-    void upload_and_metric_device(std::span<const cf32> window);
+    /// With `upload_after` (an event already recorded), the copies start only once it has
+    /// completed: several front ends then take the PCIe link in turn instead of sharing it.
+    void upload_and_metric_device(std::span<const cf32> window, cuda_event_t upload_after = nullptr);
+    /// Recorded on the copy stream after the last chunk of the last upload_and_metric_device().
+    [[nodiscard]] cuda_event_t upload_done() const noexcept;
     /// M(u), u = 0 .. window - 256, of the last upload_and_metric_device().
     [[nodiscard]] const float* device_metric() const noexcept;
     /// As estimate_device, with the starts already on the device: `slots` segments are

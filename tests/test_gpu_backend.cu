@@ -174,6 +174,51 @@ TEST_F(gpu_backend, full_default_batches_match_the_cpu)
     EXPECT_EQ(c.per_batch[1], 3103u);
 }
 
+TEST_F(gpu_backend, parts_give_what_one_part_gives)
+{
+    // The backend splits each batch into parts that run concurrently (default 4). Against
+    // one part on the same batches: the same packets and estimates, and the same bits except
+    // where float rounding that depends on the batch size (cuBLAS picks its kernels by shape)
+    // moves a decision within rounding of zero; counted and bounded.
+    sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 11.0;
+    sc.cfo_hz = 30'000.0;
+    sc.timing_offset_samples = 0.2;
+    sc.seed = 1207;
+    const auto sim = test::simulate(sc, 420);
+    receiver_config rc;
+    rc.batch_samples = 2'000'000;  // 158 packets a batch
+    gpu::cuda_backend one(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 1);
+    for (const int parts : {4, 7}) {
+        gpu::cuda_backend many(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", parts);
+        batcher bt(rc.batch_samples);
+        bt.push(sim.samples);
+        bt.finish();
+        std::size_t packets = 0, bit_diff = 0;
+        while (auto b = bt.pop()) {
+            const auto a = one.process(*b);
+            const auto g = many.process(*b);
+            ASSERT_EQ(a.packets.size(), g.packets.size()) << "batch " << b->index;
+            EXPECT_EQ(a.truncated_packets, g.truncated_packets);
+            EXPECT_EQ(a.nonfinite_samples, g.nonfinite_samples);
+            for (std::size_t p = 0; p < a.packets.size(); ++p) {
+                EXPECT_EQ(a.packets[p].start_sample, g.packets[p].start_sample);
+                EXPECT_EQ(a.packets[p].metric, g.packets[p].metric);
+                EXPECT_NEAR(a.packets[p].cfo_rad_per_sample, g.packets[p].cfo_rad_per_sample, 1e-9);
+            }
+            for (std::size_t i = 0; i < a.bits.size(); ++i) bit_diff += static_cast<std::size_t>(__builtin_popcount(a.bits[i] ^ g.bits[i]));
+            packets += a.packets.size();
+        }
+        std::printf("backend %d parts against one: %zu packets, %zu of %zu bits differ\n", parts, packets, bit_diff,
+                    packets * chain::num_paths * waveform::data_bits);
+        EXPECT_GE(packets, sim.complete_packets);
+        EXPECT_LE(static_cast<double>(bit_diff), 1e-5 * static_cast<double>(packets * chain::num_paths * waveform::data_bits));
+    }
+    EXPECT_THROW(gpu::cuda_backend(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 0), std::invalid_argument);
+    EXPECT_THROW(gpu::cuda_backend(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 17), std::invalid_argument);
+}
+
 TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)
 {
     // The ZF/MMSE solver by name (pipeline.solver / paqd replay --solver): the float cuSOLVER

@@ -291,6 +291,90 @@ TEST(batching, gap_loses_only_the_packets_it_cuts)
     EXPECT_EQ(starts, expect);  // absolute indices keep counting through the gap
 }
 
+TEST(batching, parts_give_what_the_whole_batch_gives)
+{
+    // The GPU backend splits each batch into parts (dsp::split_batch) so that it can work on
+    // one while the next uploads. Each part is a window the batcher could have cut, so the
+    // parts, processed one by one, must give exactly the whole batch's packets, records and
+    // bits: checked here on the CPU backend, with a gap, the stream's start and its end.
+    sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 11.0;
+    sc.seed = 604;
+    sc.start_offset_samples = 300;  // a packet cut by the start
+    const auto sim = test::simulate(sc, 10);
+    const std::size_t cut = sim.truth.packet_starts[5] + 2000, lost = 1500;
+    receiver_config rc;
+    rc.batch_samples = 45'000;
+    cpu_backend be(rc);
+    batcher bt(rc.batch_samples);
+    bt.push(std::span(sim.samples).first(cut));
+    bt.gap(lost);
+    bt.push(std::span(sim.samples).subspan(cut + lost));
+    bt.finish();
+    std::size_t batches = 0, packets = 0, truncated = 0, flagged_ends = 0;
+    while (auto b = bt.pop()) {
+        ++batches;
+        const auto whole = be.process(*b);
+        packets += whole.packets.size();
+        truncated += whole.truncated_packets;
+        for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{7}}) {
+            const auto parts = split_batch(*b, n);
+            ASSERT_EQ(parts.size(), n);
+            batch_output joined;
+            std::size_t owned_next = b->owned_begin;
+            for (const auto& part : parts) {
+                // The parts tile the owned range, each inside the window with its guards.
+                EXPECT_EQ(part.offset + part.owned_begin, owned_next);
+                owned_next = part.offset + part.owned_end;
+                EXPECT_LE(part.offset + part.length, b->samples.size());
+                EXPECT_LE(part.length, max_part_window(rc.batch_samples, n));
+                flagged_ends += part.segment_start + part.segment_end;
+                const auto o = be.process(part_batch(*b, part));
+                joined.packets.insert(joined.packets.end(), o.packets.begin(), o.packets.end());
+                joined.bits.insert(joined.bits.end(), o.bits.begin(), o.bits.end());
+                joined.truncated_packets += o.truncated_packets;
+                joined.nonfinite_samples += o.nonfinite_samples;
+            }
+            EXPECT_EQ(owned_next, b->owned_end);
+            ASSERT_EQ(joined.packets.size(), whole.packets.size()) << "batch " << b->index << ", " << n << " parts";
+            for (std::size_t p = 0; p < whole.packets.size(); ++p) {
+                const auto& x = whole.packets[p];
+                const auto& y = joined.packets[p];
+                EXPECT_EQ(x.start_sample, y.start_sample);
+                EXPECT_EQ(x.metric, y.metric);
+                EXPECT_EQ(x.cfo_rad_per_sample, y.cfo_rad_per_sample);
+                EXPECT_EQ(x.sigma2, y.sigma2);
+                EXPECT_EQ(x.h, y.h);
+                EXPECT_EQ(x.flags, y.flags);
+                EXPECT_EQ(x.channel_support, y.channel_support);
+                for (int path = 0; path < chain::num_paths; ++path) {
+                    EXPECT_EQ(x.paths[static_cast<std::size_t>(path)].known_bit_errors, y.paths[static_cast<std::size_t>(path)].known_bit_errors);
+                }
+            }
+            EXPECT_EQ(joined.bits, whole.bits) << "batch " << b->index << ", " << n << " parts";
+            EXPECT_EQ(joined.truncated_packets, whole.truncated_packets);
+            EXPECT_EQ(joined.nonfinite_samples, whole.nonfinite_samples);
+        }
+    }
+    EXPECT_GE(batches, 4u);
+    EXPECT_GE(packets, sim.complete_packets - 1);  // one packet is cut by the gap
+    EXPECT_GE(truncated, 2u);                      // the one cut by the start, the one cut by the gap
+    EXPECT_GT(flagged_ends, 0u);
+
+    // A split needs at least one part and an owned range inside the window.
+    sample_batch bad;
+    bad.samples.resize(100);
+    bad.owned_begin = 10;
+    bad.owned_end = 200;
+    EXPECT_THROW((void)split_batch(bad, 2), std::invalid_argument);
+    bad.owned_end = 50;
+    EXPECT_THROW((void)split_batch(bad, 0), std::invalid_argument);
+    EXPECT_EQ(split_batch(bad, 1000).size(), 40u);  // no more parts than owned samples
+    bad.owned_end = 10;
+    EXPECT_TRUE(split_batch(bad, 4).empty());
+}
+
 TEST(bad_input, nan_samples_are_counted_and_flagged)
 {
     sim_config sc;
