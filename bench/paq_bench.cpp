@@ -198,6 +198,19 @@ int main(int argc, char** argv)
 
     // The other device chain (chain_variant::fused: pruned direct transforms of the taps), same
     // input, for the comparison with the default: 2 warm-ups, median of 10, stage timing on.
+    // End to end against the number of parts (the default is gpu::cuda_backend::default_parts).
+    std::vector<std::pair<int, double>> parts_sweep;
+    for (const int parts : {2, 3, 6, 8}) {
+        gpu::cuda_backend pb(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", parts);
+        std::vector<double> t;
+        for (int it = 0; it < 18; ++it) {
+            const auto t0 = clock_type::now();
+            const auto out = pb.process(*batch);
+            if (it >= 3) t.push_back(ms_since(t0));
+        }
+        parts_sweep.emplace_back(parts, median(t));
+    }
+
     std::vector<std::vector<double>> ref_stage(gpu::cuda_backend::stage_count);
     std::vector<double> ref_e2e;
     {
@@ -284,6 +297,11 @@ int main(int argc, char** argv)
     for (const auto& r : solver_runs) {
         j["solver_" + r.name] = {{"end_to_end_ms_median", r.e2e_ms}, {"solvers_stage_ms_median", r.solvers_ms}};
     }
+    nlohmann::json sweep = nlohmann::json::object();
+    sweep["1"] = median(one_part_e2e);
+    sweep[std::to_string(parts_used)] = gpu_ms;
+    for (const auto& [parts, ms] : parts_sweep) sweep[std::to_string(parts)] = ms;
+    j["end_to_end_ms_median_by_parts"] = sweep;
 
     std::printf("| what | value |\n|---|---|\n");
     std::printf("| packets in the batch | %zu |\n", packets);
@@ -294,6 +312,9 @@ int main(int argc, char** argv)
     std::printf("| one part (no overlap), pinned input, median of 20 | %.2f ms (%.1fx real time) |\n", median(one_part_e2e),
                 batch_ms / median(one_part_e2e));
     std::printf("| end to end, pageable input, median of 5 | %.2f ms |\n", median(pageable));
+    std::printf("| end to end by parts (median of 15; 1 and %d: of 20) |", parts_used);
+    for (const auto& [parts, ms] : sweep.items()) std::printf(" %s: %.2f ms;", parts.c_str(), ms.get<double>());
+    std::printf(" |\n");
     std::printf("| GPU memory held by the backend | %.2f GiB |\n", static_cast<double>(free0 - free1) / (1 << 30));
     std::printf("| CPU backend, %zu packets, %d threads | %.0f ms (scaled to the batch: %.0f ms) |\n", cpu_out.packets.size(),
                 omp_get_max_threads(), cpu_sub_ms, cpu_ms);

@@ -8,6 +8,7 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
+#include "gpu/cma.hpp"
 #include "gpu/detector.hpp"
 #include "gpu/front_end.hpp"
 #include "gpu/packet_locator.hpp"
@@ -282,15 +283,6 @@ __global__ void __launch_bounds__(256) gather_decisions_kernel(const cuFloatComp
     }
 }
 
-/// out = a x b (or conj(b)); out may be a (in place).
-__global__ void mul_kernel(cuFloatComplex* out, const cuFloatComplex* a, const cuFloatComplex* __restrict__ b, bool conj_b,
-                           std::size_t n)
-{
-    const std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x;
-    if (i >= n) return;
-    out[i] = cuCmulf(a[i], conj_b ? cuConjf(b[i]) : b[i]);
-}
-
 /// CMA: z(n) = 2 (|y|^2 - 1) y on the packet, 0 elsewhere (y = IFFT output / N).
 __global__ void cma_z_kernel(const cuFloatComplex* __restrict__ y, cuFloatComplex* __restrict__ z)
 {
@@ -306,18 +298,6 @@ __global__ void cma_z_kernel(const cuFloatComplex* __restrict__ y, cuFloatComple
     const cuFloatComplex v = make_cuFloatComplex(y[idx].x * inv, y[idx].y * inv);
     const float g = 2.0f * (v.x * v.x + v.y * v.y - 1.0f);
     z[idx] = make_cuFloatComplex(g * v.x, g * v.y);
-}
-
-/// c(l) -= mu / (N L_pkt) b(l mod N), l = -L1 .. L2.
-__global__ void cma_update_kernel(const cuFloatComplex* __restrict__ b, float scale, cuFloatComplex* __restrict__ c)
-{
-    const int p = blockIdx.x;
-    for (int i = threadIdx.x; i < L_eq; i += blockDim.x) {
-        const int l = i - L1;
-        const cuFloatComplex g = b[static_cast<std::size_t>(p) * n_fft + (l + n_fft) % n_fft];
-        cuFloatComplex& t = c[static_cast<std::size_t>(p) * L_eq + i];
-        t = make_cuFloatComplex(t.x - scale * g.x, t.y - scale * g.y);
-    }
 }
 
 // --- Pruned transforms of short tap vectors (equalizer: 186 taps, channel: 38) on the
@@ -585,10 +565,11 @@ struct chain_part {
     /// The upload starts once `upload_after` (if any) has completed. With `timed`, records
     /// the stage events.
     void enqueue(std::span<const cf32> window, const locate_params& params, cudaEvent_t upload_after, bool timed);
-    /// Waits for this part's stream and appends its packets, records and bits to `out`
-    /// (packet starts made absolute with `first_sample`, the part window's first sample).
-    /// Returns the host time spent filling, in ms.
-    double collect(std::uint64_t first_sample, dsp::batch_output& out);
+    /// Waits for this part's stream and writes its packets, records and bits into `out` from
+    /// packet `filled` on (out is already large enough), advancing `filled`; packet starts
+    /// made absolute with `first_sample`, the part window's first sample. Returns the host
+    /// time spent filling, in ms.
+    double collect(std::uint64_t first_sample, dsp::batch_output& out, std::size_t& filled);
     [[nodiscard]] cudaEvent_t upload_done() const noexcept { return fe.upload_done(); }
 };
 
@@ -696,8 +677,6 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     }
     std::size_t capacity = 0;
     for (std::size_t k = 0; k < split.size(); ++k) capacity += m.parts[k]->max_packets;
-    out.packets.reserve(capacity);
-    out.bits.reserve(capacity * num_paths * dsp::packed_data_bytes);
     const std::span<const cf32> all(batch.samples);
     for (std::size_t k = 0; k < split.size(); ++k) {
         const auto& part = split[k];
@@ -706,8 +685,16 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
                                    m.cfg.detection_threshold, m.t.template_offset};
         m.parts[k]->enqueue(all.subspan(part.offset, part.length), params, k > 0 ? m.parts[k - 1]->upload_done() : nullptr, timed);
     }
+    // While the device works on the first part: the output at its largest size, so that its
+    // pages are touched now and not while the last part's records are filled (a full batch
+    // is about 17 MB of fresh memory; faulting it in took 3 ms at the end before).
+    out.packets.resize(capacity);
+    out.bits.resize(capacity * num_paths * dsp::packed_data_bytes);
     double records_ms = 0.0;
-    for (std::size_t k = 0; k < split.size(); ++k) records_ms += m.parts[k]->collect(batch.first_sample + split[k].offset, out);
+    std::size_t filled = 0;
+    for (std::size_t k = 0; k < split.size(); ++k) records_ms += m.parts[k]->collect(batch.first_sample + split[k].offset, out, filled);
+    out.packets.resize(filled);
+    out.bits.resize(filled * num_paths * dsp::packed_data_bytes);
 
     if (timed && !split.empty()) {
         m.last.parts = static_cast<int>(split.size());
@@ -786,13 +773,11 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
 
     // CMA from MMSE.
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), np * L_eq * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
-    const std::size_t n_all = np * static_cast<std::size_t>(n_fft);
-    const unsigned all_blocks = static_cast<unsigned>((n_all + 255) / 256);
     const dim3 per_bin((n_fft + 255) / 256, static_cast<unsigned>(P));
     const float cma_scale = static_cast<float>(m.cfg.cma_mu / (static_cast<double>(n_fft) * l_pkt));
     const dim3 spectrum_grid(n_fft / (16 * pr_chunk), static_cast<unsigned>(P));
     for (int it = 0; m.fused && it < m.cfg.cma_iterations; ++it) {
-        // Same steps as below: C x R (pruned transform), IFFT, z, FFT, gradient at 186 lags.
+        // dsp::cma_refine's steps: C x R (pruned transform), IFFT, z, FFT, gradient at 186 lags.
         tap_spectrum_kernel<spectrum_mode::times_r><<<spectrum_grid, 1024, 0, s>>>(m.c_cma.data(), L_eq, -L1, seg, nullptr, m.work1.data());
         PAQ_CUDA_CHECK_LAUNCH();
         m.plan.inverse(m.work1.data(), m.work1.data());
@@ -802,26 +787,9 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
         cma_grad_update_kernel<<<P, grad_threads, grad_smem_bytes, s>>>(m.work2.data(), seg, cma_scale, m.c_cma.data());
         PAQ_CUDA_CHECK_LAUNCH();
     }
-    // The MMSE taps' spectrum serves the first CMA step (c_cma = c_mmse) and the MMSE path.
-    if (!m.fused) m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
-    for (int it = 0; !m.fused && it < m.cfg.cma_iterations; ++it) {
-        if (it == 0) {
-            mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), m.spec_mmse.data(), seg, false, n_all);
-        } else {
-            m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work1.data(), s);
-            mul_kernel<<<all_blocks, 256, 0, s>>>(m.work1.data(), m.work1.data(), seg, false, n_all);
-        }
-        PAQ_CUDA_CHECK_LAUNCH();
-        m.plan.inverse(m.work1.data(), m.work1.data());
-        cma_z_kernel<<<per_bin, 256, 0, s>>>(m.work1.data(), m.work2.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-        m.plan.forward(m.work2.data(), m.work2.data());
-        mul_kernel<<<all_blocks, 256, 0, s>>>(m.work2.data(), m.work2.data(), seg, true, n_all);
-        PAQ_CUDA_CHECK_LAUNCH();
-        m.plan.inverse(m.work2.data(), m.work2.data());
-        cma_update_kernel<<<P, 192, 0, s>>>(m.work2.data(), cma_scale, m.c_cma.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-    }
+    // The reference chain: each packet's CMA steps on chip (gpu/cma: the transforms in shared
+    // memory), from the MMSE taps.
+    if (!m.fused) cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s);
     mark();
 
     // Six paths: filter spectrum, x R x H_NO, IFFT, decision samples.
@@ -845,6 +813,7 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
         }
     } else {
         m.taps_spectrum(m.c_zf.data(), L_eq, -L1, P, m.work1.data(), s);
+        m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
         m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work2.data(), s);
         combine6_fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, seg, m.work1.data(), m.spec_mmse.data(), m.work2.data(),
                                                            m.hspec.data(), m.hno.data(), m.psi.data(), d.sigma2, m.tau.data(),
@@ -882,7 +851,7 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
     m.events_recorded = next_ev;
 }
 
-double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out)
+double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out, std::size_t& filled)
 {
     auto& m = *this;
     PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
@@ -892,10 +861,10 @@ double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out)
     if (count < 0 || static_cast<std::size_t>(count) > m.max_packets) throw std::runtime_error("cuda backend: more packets than buffers");
     const std::size_t found_np = static_cast<std::size_t>(count);
     out.truncated_packets += m.truncated_host[0];
-    const std::size_t first_packet = out.packets.size();
-    out.packets.resize(first_packet + found_np);
+    const std::size_t first_packet = filled;
+    if (first_packet + found_np > out.packets.size()) throw std::logic_error("cuda backend: output smaller than the parts' packets");
+    filled += found_np;
     constexpr std::size_t packet_bytes = num_paths * dsp::packed_data_bytes;
-    out.bits.resize((first_packet + found_np) * packet_bytes);
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
     // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
