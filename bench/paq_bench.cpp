@@ -177,7 +177,7 @@ int main(int argc, char** argv)
     std::vector<std::vector<double>> stage(gpu::cuda_backend::stage_count);
     std::vector<double> e2e_events, e2e_timed, one_part_e2e;
     {
-        gpu::cuda_backend one(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 1);
+        gpu::cuda_backend one(rc, 0, "levinson", 1);
         for (int it = 0; it < 23; ++it) {
             const auto t0 = clock_type::now();
             const auto out = one.process(*batch);
@@ -196,12 +196,10 @@ int main(int argc, char** argv)
         }
     }
 
-    // The other device chain (chain_variant::fused: pruned direct transforms of the taps), same
-    // input, for the comparison with the default: 2 warm-ups, median of 10, stage timing on.
     // End to end against the number of parts (the default is gpu::cuda_backend::default_parts).
     std::vector<std::pair<int, double>> parts_sweep;
     for (const int parts : {2, 3, 6, 8}) {
-        gpu::cuda_backend pb(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", parts);
+        gpu::cuda_backend pb(rc, 0, "levinson", parts);
         std::vector<double> t;
         for (int it = 0; it < 18; ++it) {
             const auto t0 = clock_type::now();
@@ -211,21 +209,6 @@ int main(int argc, char** argv)
         parts_sweep.emplace_back(parts, median(t));
     }
 
-    std::vector<std::vector<double>> ref_stage(gpu::cuda_backend::stage_count);
-    std::vector<double> ref_e2e;
-    {
-        gpu::cuda_backend ref_be(rc, 0, gpu::cuda_backend::chain_variant::fused, "levinson", 1);
-        ref_be.enable_stage_timing(true);
-        for (int it = 0; it < 12; ++it) {
-            const auto t0 = clock_type::now();
-            const auto out = ref_be.process(*batch);
-            const double host_ms = ms_since(t0);
-            if (it < 2) continue;
-            const auto tm = ref_be.last_timing();
-            for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) ref_stage[static_cast<std::size_t>(s)].push_back(tm.ms[static_cast<std::size_t>(s)]);
-            ref_e2e.push_back(host_ms);
-        }
-    }
     std::sort(e2e.begin(), e2e.end());
 
     // The whole chain with each ZF/MMSE solver selectable by name (pipeline.solver): same
@@ -236,7 +219,7 @@ int main(int argc, char** argv)
     };
     std::vector<solver_run> solver_runs;
     for (const char* name : {"cusolver-dn-chol", "cusolver-sp-qr"}) {
-        gpu::cuda_backend sb(rc, 0, gpu::cuda_backend::chain_variant::reference, name, 1);
+        gpu::cuda_backend sb(rc, 0, name, 1);
         sb.enable_stage_timing(true);
         std::vector<double> t, st;
         for (int it = 0; it < 7; ++it) {
@@ -263,10 +246,9 @@ int main(int argc, char** argv)
 
     const double batch_ms = 1000.0 * static_cast<double>(rc.batch_samples) / waveform::default_sample_rate_hz;
     const double window_bytes = static_cast<double>(batch->samples.size() * sizeof(cf32));
-    nlohmann::json stages = nlohmann::json::object(), ref_stages = nlohmann::json::object();
+    nlohmann::json stages = nlohmann::json::object();
     for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {
         stages[gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s))] = median(stage[static_cast<std::size_t>(s)]);
-        ref_stages[gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s))] = median(ref_stage[static_cast<std::size_t>(s)]);
     }
     nlohmann::json j{{"gpu", gpu::describe(devices[0])},
                      {"input", "edwards3, Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
@@ -291,9 +273,7 @@ int main(int argc, char** argv)
                      {"cpu_subset_ms", cpu_sub_ms},
                      {"cpu_scaled_ms", cpu_ms},
                      {"gpu_vs_cpu", cpu_ms / gpu_ms},
-                     {"one_part_stages_ms_median", stages},
-                     {"fused_chain_stages_ms_median", ref_stages},
-                     {"fused_chain_end_to_end_with_stage_timing_ms_median", median(ref_e2e)}};
+                     {"one_part_stages_ms_median", stages}};
     for (const auto& r : solver_runs) {
         j["solver_" + r.name] = {{"end_to_end_ms_median", r.e2e_ms}, {"solvers_stage_ms_median", r.solvers_ms}};
     }
@@ -319,12 +299,12 @@ int main(int argc, char** argv)
     std::printf("| CPU backend, %zu packets, %d threads | %.0f ms (scaled to the batch: %.0f ms) |\n", cpu_out.packets.size(),
                 omp_get_max_threads(), cpu_sub_ms, cpu_ms);
     std::printf("| GPU / CPU speed ratio | %.0fx |\n", cpu_ms / gpu_ms);
-    std::printf("| stage (CUDA events, median; one part) | default (reference) chain ms | fused chain ms |\n");
+    std::printf("| stage (CUDA events, median of 20; one part) | ms |\n");
     for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {
-        std::printf("| stage %s | %.3f | %.3f |\n", gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s)),
-                    median(stage[static_cast<std::size_t>(s)]), median(ref_stage[static_cast<std::size_t>(s)]));
+        std::printf("| stage %s | %.3f |\n", gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s)),
+                    median(stage[static_cast<std::size_t>(s)]));
     }
-    std::printf("| end to end with stage timing on, host clock | %.2f | %.2f |\n", median(e2e_timed), median(ref_e2e));
+    std::printf("| end to end with stage timing on, host clock | %.2f |\n", median(e2e_timed));
     std::printf("| upload bandwidth (window / upload_metric stage) | %.1f GB/s |\n",
                 window_bytes / 1e6 / median(stage[0]));
     std::printf("| solver levinson (default): end to end / solver stage | %.2f ms / %.3f ms |\n", median(e2e_timed),

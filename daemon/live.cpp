@@ -103,7 +103,11 @@ config::backend_kind resolve_backend(config::backend_kind requested)
     if (requested != config::backend_kind::automatic) return requested;
 #ifdef PAQ_HAVE_CUDA
     try {
-        if (!gpu::list_gpu_devices().empty()) return config::backend_kind::cuda;
+        const auto devices = gpu::list_gpu_devices();
+        for (const auto& d : devices) {
+            if (gpu::backend_unsupported_reason(d).empty()) return config::backend_kind::cuda;
+        }
+        for (const auto& d : devices) spdlog::warn("{}; using the CPU backend", gpu::backend_unsupported_reason(d));
     } catch (const std::exception& e) {
         spdlog::warn("CUDA devices could not be listed ({}); using the CPU backend", e.what());
     }

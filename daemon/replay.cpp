@@ -28,7 +28,7 @@ std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, cons
             throw std::runtime_error("--backend cuda: no CUDA device " + std::to_string(gpu) + " (" +
                                      std::to_string(devices.size()) + " found); use --backend cpu");
         }
-        return std::make_unique<gpu::cuda_backend>(cfg, gpu, gpu::cuda_backend::chain_variant::reference, solver);
+        return std::make_unique<gpu::cuda_backend>(cfg, gpu, solver);
 #else
         static_cast<void>(gpu);
         throw std::runtime_error("--backend cuda: this paqd was built without CUDA; use --backend cpu");

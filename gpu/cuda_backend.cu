@@ -10,9 +10,11 @@
 #include "dsp/soqpsk.hpp"
 #include "gpu/cma.hpp"
 #include "gpu/detector.hpp"
+#include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
 #include "gpu/packet_locator.hpp"
 #include "gpu/resources.cuh"
+#include "gpu/smem_fft.cuh"
 #include "gpu/solver.hpp"
 
 #include <cuComplex.h>
@@ -34,7 +36,6 @@ namespace {
 using namespace dsp::chain;
 constexpr int n_fft = static_cast<int>(front_end::segment_stride);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
-constexpr int l_pkt = static_cast<int>(waveform::L_pkt);
 constexpr int n_bits = static_cast<int>(waveform::packet_bits);
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
@@ -144,98 +145,86 @@ __global__ void condition_kernel(const cuFloatComplex* __restrict__ hspec, doubl
     if (threadIdx.x == 0) cond[p] = lo[0] > 0.0f ? static_cast<double>(hi[0]) / lo[0] : INFINITY;
 }
 
-/// R x C x H_NO at bin k for one path, C from: a spectrum (time-domain equalizers), the
-/// single path (none), or the FDE formula on H.
-__device__ inline cuFloatComplex combined_bin(int path, int p, int k, const cuFloatComplex* __restrict__ r,
-                                              const cuFloatComplex* __restrict__ cspec, const cuFloatComplex* __restrict__ hspec,
-                                              const cuFloatComplex* __restrict__ hno, const float* __restrict__ psi,
-                                              const double* __restrict__ sigma2, const double* __restrict__ tau,
-                                              const cuDoubleComplex* __restrict__ gain)
-{
-    const std::size_t i = static_cast<std::size_t>(p) * n_fft + k;
-    cuFloatComplex c;
-    if (path == 0) {  // none: exp(j 2 pi f tau) / g
-        double s, co;
-        sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * tau[p], &s, &co);
-        const cuDoubleComplex g = gain[p];
-        const double gg = g.x * g.x + g.y * g.y;
-        const cuDoubleComplex inv = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
-        const cuDoubleComplex v = cuCmul(inv, make_cuDoubleComplex(co, s));
-        c = make_cuFloatComplex(static_cast<float>(v.x), static_cast<float>(v.y));
-    } else if (path == 4 || path == 5) {  // FDE1 / FDE2
-        const cuFloatComplex hk = hspec[i];
-        const float noise = static_cast<float>(2.0 * sigma2[p]);
-        const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? noise / psi[k] : noise);
-        c = den > 0.0f ? make_cuFloatComplex(hk.x / den, -hk.y / den) : make_cuFloatComplex(0.0f, 0.0f);
-    } else {
-        c = cspec[i];
-    }
-    return cuCmulf(cuCmulf(r[i], c), hno[k]);
-}
-
 /// The detector needs y(n) only at n = 2m + parity (one sample per bit). With N = 16384,
 /// y(2m + d) = (1/N) sum_{k < N/2} Y'(k) exp(+j 2 pi k m / (N/2)) where
 /// Y'(k) = (Y(k) + (-1)^d Y(k + N/2)) exp(+j 2 pi k d / N): an N/2-point inverse FFT of the
 /// folded spectrum gives every decision sample, at half the cost of the full one.
-__device__ inline cuFloatComplex fold_bins(cuFloatComplex lo, cuFloatComplex hi, int k, int parity)
+__device__ inline float2 fold_bins(float2 lo, float2 hi, int k, int parity)
 {
-    if (parity == 0) return cuCaddf(lo, hi);
+    if (parity == 0) return make_float2(lo.x + hi.x, lo.y + hi.y);
     float sn, cs;
     sincospif(2.0f * static_cast<float>(k) / static_cast<float>(n_fft), &sn, &cs);
-    return cuCmulf(cuCsubf(lo, hi), make_cuFloatComplex(cs, sn));
+    return smem_fft::cmul(make_float2(lo.x - hi.x, lo.y - hi.y), make_float2(cs, sn));
 }
 
-/// Folded spectra of the six paths live side by side: packet p, path j at
-/// p * folded_stride + j * N/2 (each N/2 long), so one kernel gathers all six afterwards.
-constexpr std::size_t folded_stride = static_cast<std::size_t>(num_paths) * n_fft / 2;
-
-/// out(k), k < N/2 = the folded R x C x H_NO (fold_bins) of one path; out is the path's slot
-/// of the folded buffer (packets folded_stride apart).
-__global__ void combine_fold_kernel(int path, int parity, const cuFloatComplex* __restrict__ r,
-                                    const cuFloatComplex* __restrict__ cspec, const cuFloatComplex* __restrict__ hspec,
-                                    const cuFloatComplex* __restrict__ hno, const float* __restrict__ psi,
-                                    const double* __restrict__ sigma2, const double* __restrict__ tau,
-                                    const cuDoubleComplex* __restrict__ gain, cuFloatComplex* __restrict__ out)
+/// The equalizer of one path at bin k (i = p N + k): the taps' spectrum (ZF, MMSE, CMA), the
+/// single path's inverse exp(j 2 pi f tau) / g (none), or the FDE formula on H (FDE1, FDE2).
+__device__ inline float2 path_coefficient(int path, std::size_t i, int k, const float2* __restrict__ spec,
+                                          const float2* __restrict__ hspec, const float* __restrict__ psi, float noise, double tau,
+                                          cuDoubleComplex inv_gain)
 {
-    const int p = blockIdx.y;
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n_fft / 2) return;
-    const cuFloatComplex lo = combined_bin(path, p, k, r, cspec, hspec, hno, psi, sigma2, tau, gain);
-    const cuFloatComplex hi = combined_bin(path, p, k + n_fft / 2, r, cspec, hspec, hno, psi, sigma2, tau, gain);
-    out[static_cast<std::size_t>(p) * folded_stride + k] = fold_bins(lo, hi, k, parity);
-}
-
-/// All six paths at once: for k < N/2, reads R, H_NO (and H, the three tap spectra) at k and
-/// k + N/2 once and writes each path's folded R x C x H_NO into its slot of the folded buffer.
-__global__ void combine6_fold_kernel(int parity, const cuFloatComplex* __restrict__ r, const cuFloatComplex* __restrict__ spec_zf,
-                                     const cuFloatComplex* __restrict__ spec_mmse, const cuFloatComplex* __restrict__ spec_cma,
-                                     const cuFloatComplex* __restrict__ hspec, const cuFloatComplex* __restrict__ hno,
-                                     const float* __restrict__ psi, const double* __restrict__ sigma2,
-                                     const double* __restrict__ tau, const cuDoubleComplex* __restrict__ gain,
-                                     cuFloatComplex* __restrict__ out)
-{
-    const int p = blockIdx.y;
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n_fft / 2) return;
-    cuFloatComplex* o = out + static_cast<std::size_t>(p) * folded_stride + k;
-    const cuFloatComplex* specs[num_paths] = {nullptr, spec_zf, spec_mmse, spec_cma, nullptr, nullptr};
-#pragma unroll
-    for (int path = 0; path < num_paths; ++path) {
-        const cuFloatComplex lo = combined_bin(path, p, k, r, specs[path], hspec, hno, psi, sigma2, tau, gain);
-        const cuFloatComplex hi = combined_bin(path, p, k + n_fft / 2, r, specs[path], hspec, hno, psi, sigma2, tau, gain);
-        o[static_cast<std::size_t>(path) * (n_fft / 2)] = fold_bins(lo, hi, k, parity);
+    if (path == 0) {
+        double sn, cs;
+        sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * tau, &sn, &cs);
+        const cuDoubleComplex v = cuCmul(inv_gain, make_cuDoubleComplex(cs, sn));
+        return make_float2(static_cast<float>(v.x), static_cast<float>(v.y));
     }
+    if (path == 4 || path == 5) {
+        const float2 hk = hspec[i];
+        const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? noise / psi[k] : noise);
+        return den > 0.0f ? make_float2(hk.x / den, -hk.y / den) : make_float2(0.0f, 0.0f);
+    }
+    return spec[i];
 }
 
-/// out(k) = fold_bins(y(k), y(k + N/2)) for k < N/2 (after the fused spectrum; y packets N
-/// apart, out packets folded_stride apart).
-__global__ void fold_kernel(int parity, const cuFloatComplex* __restrict__ y, cuFloatComplex* __restrict__ out)
+/// The six filter paths of one packet per block, on chip: R x H_NO (N bins) stays in shared
+/// memory; for each path the folded spectrum of R x C x H_NO (N/2 points) is built next to it,
+/// inverse transformed there (gpu/smem_fft: natural order in, bit-reversed out), and its
+/// decision samples (m = m0 + k for bit k, scaled by 1/N) go to the detector's input, stream
+/// p * 6 + path, contiguous. Global memory: R, the three tap spectra and H read once (H
+/// twice), the decision samples written once.
+constexpr int paths_log_n = 13;
+static_assert(1 << paths_log_n == n_fft / 2);
+constexpr int paths_threads = 512;
+constexpr std::size_t paths_smem_bytes = (static_cast<std::size_t>(n_fft) + smem_fft::padded_size(n_fft / 2)) * sizeof(float2);
+static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
+
+__global__ void __launch_bounds__(paths_threads, 1)
+    paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
+                 const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
+                 const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
+                 const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v)
 {
-    const int p = blockIdx.y;
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= n_fft / 2) return;
-    const cuFloatComplex* row = y + static_cast<std::size_t>(p) * n_fft;
-    out[static_cast<std::size_t>(p) * folded_stride + k] = fold_bins(row[k], row[k + n_fft / 2], k, parity);
+    extern __shared__ float2 sm[];
+    float2* rh = sm;          // R x H_NO, N bins, natural order
+    float2* f = sm + n_fft;   // one path's folded spectrum, N/2 points (smem_fft layout)
+    const int p = blockIdx.x;
+    const std::size_t row = static_cast<std::size_t>(p) * n_fft;
+    for (int k = threadIdx.x; k < n_fft; k += blockDim.x) rh[k] = smem_fft::cmul(r[row + k], hno[k]);
+    const float noise = static_cast<float>(2.0 * sigma2[p]);
+    const double tp = tau[p];
+    const cuDoubleComplex g = gain[p];
+    const double gg = g.x * g.x + g.y * g.y;
+    const cuDoubleComplex inv_gain = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
+    const float inv_n = 1.0f / static_cast<float>(n_fft);
+    __syncthreads();
+    for (int path = 0; path < num_paths; ++path) {
+        const float2* spec = path == 1 ? spec_zf : path == 2 ? spec_mmse : path == 3 ? spec_cma : nullptr;
+        for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
+            const int k2 = k + n_fft / 2;
+            const float2 lo = smem_fft::cmul(rh[k], path_coefficient(path, row + k, k, spec, hspec, psi, noise, tp, inv_gain));
+            const float2 hi = smem_fft::cmul(rh[k2], path_coefficient(path, row + k2, k2, spec, hspec, psi, noise, tp, inv_gain));
+            f[smem_fft::pad(k)] = fold_bins(lo, hi, k, parity);
+        }
+        __syncthreads();
+        smem_fft::dif<paths_log_n, true>(f, smem_fft::keep{});
+        float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
+        for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
+            const float2 y = f[smem_fft::pad(smem_fft::bitrev<paths_log_n>(m0 + k))];
+            out[k] = make_float2(y.x * inv_n, y.y * inv_n);
+        }
+        __syncthreads();
+    }
 }
 
 /// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
@@ -253,187 +242,6 @@ __global__ void zf_fallback_kernel(const double* __restrict__ cond, const cuFloa
     if (threadIdx.x == 0) ok[p] = ok_lev[p];
 }
 
-/// Decision samples of all six paths into the detector's bit-major input v[bit][packet][path],
-/// scaled by 1/N, from the inverse-transformed folded buffer (decision sample n = pre + 2k +
-/// delay = 2m + parity is sample m of the path's half transform). A block moves a tile of
-/// 32 bits x 8 packets x 6 paths through shared memory, so that both the reads (along the
-/// bits) and the writes (along packets and paths) are contiguous.
-constexpr int gather_bits = 32, gather_packets = 8;
-__global__ void __launch_bounds__(256) gather_decisions_kernel(const cuFloatComplex* __restrict__ y, int delay, int np,
-                                                               cuFloatComplex* __restrict__ v)
-{
-    __shared__ cuFloatComplex tile[gather_bits][gather_packets * num_paths + 1];
-    const int k0 = blockIdx.x * gather_bits, p0 = blockIdx.y * gather_packets;
-    const float inv = 1.0f / n_fft;
-    for (int i = threadIdx.x; i < gather_bits * gather_packets * num_paths; i += blockDim.x) {
-        const int kk = i % gather_bits, col = i / gather_bits;  // col = packet * 6 + path
-        const int k = k0 + kk, p = p0 + col / num_paths, path = col % num_paths;
-        if (k < n_bits && p < np) {
-            const cuFloatComplex s = y[static_cast<std::size_t>(p) * folded_stride + static_cast<std::size_t>(path) * (n_fft / 2) +
-                                       (pre + 2 * k + delay) / 2];
-            tile[kk][col] = make_cuFloatComplex(s.x * inv, s.y * inv);
-        }
-    }
-    __syncthreads();
-    const int cols = num_paths * min(gather_packets, np - p0);
-    for (int i = threadIdx.x; i < gather_bits * gather_packets * num_paths; i += blockDim.x) {
-        const int col = i % (gather_packets * num_paths), kk = i / (gather_packets * num_paths);
-        const int k = k0 + kk;
-        if (k < n_bits && col < cols) v[static_cast<std::size_t>(k) * (np * num_paths) + static_cast<std::size_t>(p0) * num_paths + col] = tile[kk][col];
-    }
-}
-
-/// CMA: z(n) = 2 (|y|^2 - 1) y on the packet, 0 elsewhere (y = IFFT output / N).
-__global__ void cma_z_kernel(const cuFloatComplex* __restrict__ y, cuFloatComplex* __restrict__ z)
-{
-    const int p = blockIdx.y;
-    const int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n_fft) return;
-    const std::size_t idx = static_cast<std::size_t>(p) * n_fft + i;
-    if (i < pre || i >= pre + l_pkt) {
-        z[idx] = make_cuFloatComplex(0.0f, 0.0f);
-        return;
-    }
-    const float inv = 1.0f / n_fft;
-    const cuFloatComplex v = make_cuFloatComplex(y[idx].x * inv, y[idx].y * inv);
-    const float g = 2.0f * (v.x * v.x + v.y * v.y - 1.0f);
-    z[idx] = make_cuFloatComplex(g * v.x, g * v.y);
-}
-
-// --- Pruned transforms of short tap vectors (equalizer: 186 taps, channel: 38) on the
-// 16384-point grid, fused with what consumes or produces them. With n = 16 n1 + n2 (taps, at
-// most 256) and k = 1024 q + kk (bins), W = exp(-j 2 pi / N):
-//   C(k) = sum_i c_i W^{k (first + i)}
-//        = sum_{n2} w16^{q (n2 + first)} W^{kk (n2 + first)} sum_{n1} c_{16 n1 + n2} w1024^{kk n1}
-// so a bin costs 32 complex multiply-adds instead of a zero-padded 16384-point FFT, a memset
-// and a product pass over the 3106 x 16384 buffers. Twiddles come from sincospi on exactly
-// reduced integer phases (accurate to ~1 ulp), not from recurrences.
-constexpr int pr_taps = 256;            ///< 16 x 16 tap positions
-constexpr int pr_kk = 1024;             ///< inner bins
-constexpr int pr_chunk = 64;            ///< kk per block of the forward kernel
-constexpr int grad_smem_bytes = 16 * pr_kk * static_cast<int>(sizeof(cuFloatComplex));
-static_assert(n_fft == 16 * pr_kk && L_eq <= pr_taps);
-
-/// exp(sign j 2 pi m / period) for an integer phase m (reduced exactly first).
-__device__ inline cuFloatComplex unit(int m, int period, float sign)
-{
-    m %= period;
-    if (m < 0) m += period;
-    float sn, cs;
-    sincospif(2.0f * static_cast<float>(m) / static_cast<float>(period), &sn, &cs);
-    return make_cuFloatComplex(cs, sign * sn);
-}
-
-enum class spectrum_mode { taps_only, times_r, times_r_hno };
-
-/// out[p][k] = C_p(k) [x R_p(k) [x H_NO(k)]], C_p the spectrum of `count` taps placed at
-/// `first` .. first + count - 1 (mod N). Grid (16384 / (16 * pr_chunk) = 16, packets), 1024 threads.
-template <spectrum_mode mode>
-__global__ void __launch_bounds__(1024) tap_spectrum_kernel(const cuFloatComplex* __restrict__ taps, int count, int first,
-                                                            const cuFloatComplex* __restrict__ r,
-                                                            const cuFloatComplex* __restrict__ hno,
-                                                            cuFloatComplex* __restrict__ out)
-{
-    __shared__ cuFloatComplex c[pr_taps];
-    __shared__ cuFloatComplex w1024[pr_kk];
-    __shared__ cuFloatComplex b[16][pr_chunk];
-    const int p = blockIdx.y;
-    const int kk0 = blockIdx.x * pr_chunk;
-    const int t = threadIdx.x;
-    if (t < pr_taps) c[t] = t < count ? taps[static_cast<std::size_t>(p) * count + t] : make_cuFloatComplex(0.0f, 0.0f);
-    w1024[t] = unit(t, pr_kk, -1.0f);
-    __syncthreads();
-    {   // b(n2, kk) = W^{kk (n2 + first)} sum_{n1} c_{16 n1 + n2} w1024^{kk n1}
-        const int n2 = t / pr_chunk, kl = t % pr_chunk, kk = kk0 + kl;
-        float ar = 0.0f, ai = 0.0f;
-#pragma unroll
-        for (int n1 = 0; n1 < 16; ++n1) {
-            const cuFloatComplex x = c[16 * n1 + n2], w = w1024[(kk * n1) % pr_kk];
-            ar += x.x * w.x - x.y * w.y;
-            ai += x.x * w.y + x.y * w.x;
-        }
-        const cuFloatComplex tw = unit(kk * (n2 + first), n_fft, -1.0f);
-        b[n2][kl] = make_cuFloatComplex(ar * tw.x - ai * tw.y, ar * tw.y + ai * tw.x);
-    }
-    __syncthreads();
-    // C(1024 q + kk) = sum_{n2} w16^{q (n2 + first)} b(n2, kk); w16 from the 1024 table.
-    const int q = t / pr_chunk, kl = t % pr_chunk;
-    float cr = 0.0f, ci = 0.0f;
-#pragma unroll
-    for (int n2 = 0; n2 < 16; ++n2) {
-        const int m = ((q * (n2 + first)) % 16 + 16) % 16;
-        const cuFloatComplex w = w1024[64 * m], x = b[n2][kl];
-        cr += x.x * w.x - x.y * w.y;
-        ci += x.x * w.y + x.y * w.x;
-    }
-    const int k = q * pr_kk + kk0 + kl;
-    const std::size_t i = static_cast<std::size_t>(p) * n_fft + k;
-    cuFloatComplex v = make_cuFloatComplex(cr, ci);
-    if constexpr (mode != spectrum_mode::taps_only) v = cuCmulf(r[i], v);
-    if constexpr (mode == spectrum_mode::times_r_hno) v = cuCmulf(v, hno[k]);
-    out[i] = v;
-}
-
-/// CMA step from Z = FFT(z): grad(l) = sum_k Z(k) R*(k) exp(+j 2 pi k l / N) at the 186
-/// lags l = -L1 .. L2 only (the inverse of the pruned transform above), then
-/// c(l) -= scale grad(l). One block per packet; each thread takes the bins kk and kk + 512
-/// (two per thread keeps the 16 x 16 DFT in registers without spilling).
-constexpr int grad_threads = 512;
-__global__ void __launch_bounds__(grad_threads) cma_grad_update_kernel(const cuFloatComplex* __restrict__ zspec,
-                                                                        const cuFloatComplex* __restrict__ r, float scale,
-                                                                        cuFloatComplex* __restrict__ taps)
-{
-    extern __shared__ cuFloatComplex e_sh[];       // [16][1024]: E'(n2, kk)
-    __shared__ cuFloatComplex w1024[pr_kk];         // exp(+j 2 pi m / 1024)
-    constexpr int first = -L1;
-    const int p = blockIdx.x;
-    for (int m = threadIdx.x; m < pr_kk; m += grad_threads) w1024[m] = unit(m, pr_kk, 1.0f);
-    __syncthreads();
-    for (int kk = threadIdx.x; kk < pr_kk; kk += grad_threads) {
-        cuFloatComplex g[16];
-#pragma unroll
-        for (int q = 0; q < 16; ++q) {
-            const std::size_t i = static_cast<std::size_t>(p) * n_fft + q * pr_kk + kk;
-            const cuFloatComplex z = zspec[i], x = r[i];
-            g[q] = make_cuFloatComplex(z.x * x.x + z.y * x.y, z.y * x.x - z.x * x.y);  // Z conj(R)
-        }
-#pragma unroll 1
-        for (int n2 = 0; n2 < 16; ++n2) {
-            float er = 0.0f, ei = 0.0f;
-#pragma unroll
-            for (int q = 0; q < 16; ++q) {  // g[] indexed by compile-time q: stays in registers
-                const int m = ((q * (n2 + first)) % 16 + 16) % 16;
-                const cuFloatComplex w = w1024[64 * m];
-                er += g[q].x * w.x - g[q].y * w.y;
-                ei += g[q].x * w.y + g[q].y * w.x;
-            }
-            const cuFloatComplex tw = unit(kk * (n2 + first), n_fft, 1.0f);
-            e_sh[n2 * pr_kk + kk] = make_cuFloatComplex(er * tw.x - ei * tw.y, er * tw.y + ei * tw.x);
-        }
-    }
-    __syncthreads();
-    // grad(first + 16 n1 + n2) = sum_kk w1024^{kk n1} E'(n2, kk): one warp per output, lanes
-    // over kk, a fixed-order reduction (the same bits every run).
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    for (int n = warp; n < L_eq; n += grad_threads / 32) {
-        const int n1 = n / 16, n2 = n % 16;
-        float sr = 0.0f, si = 0.0f;
-        for (int j = lane; j < pr_kk; j += 32) {
-            const cuFloatComplex w = w1024[(j * n1) % pr_kk], x = e_sh[n2 * pr_kk + j];
-            sr += x.x * w.x - x.y * w.y;
-            si += x.x * w.y + x.y * w.x;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            sr += __shfl_xor_sync(0xffffffffu, sr, o);
-            si += __shfl_xor_sync(0xffffffffu, si, o);
-        }
-        if (lane == 0) {
-            cuFloatComplex& c = taps[static_cast<std::size_t>(p) * L_eq + n];
-            c = make_cuFloatComplex(c.x - scale * sr, c.y - scale * si);
-        }
-    }
-}
-
 }  // namespace
 
 /// The whole chain for one part of a batch window (dsp::split_batch), on a stream of its own:
@@ -448,8 +256,7 @@ struct chain_part {
     packet_locator loc;
     stream_detector det;
     cufft_plan plan;
-    cufft_plan plan_half;  ///< N/2 points, all packets x paths: decision samples from folded spectra
-    device_buffer<cuFloatComplex> work1, work2, spec_mmse, folded, pad_channel, pad_taps, hspec, hno, c_zf, c_mmse, c_cma;
+    device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, pad_channel, pad_taps, hspec, hno, c_zf, c_mmse, c_cma;
     device_buffer<float> psi;
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
@@ -473,9 +280,8 @@ struct chain_part {
     pinned_buffer<unsigned long long> truncated_host;
     std::array<event, stage_count_events> ev;
     int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
-    bool fused;
 
-    chain_part(const dsp::receiver_config& c, int dev, std::size_t window, bool fused_chain, const std::string& solver_name)
+    chain_part(const dsp::receiver_config& c, int dev, std::size_t window, const std::string& solver_name)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
@@ -485,11 +291,9 @@ struct chain_part {
           loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
-          plan_half(n_fft / 2, static_cast<int>(max_packets) * num_paths, fe.device().stream),
-          work1(max_packets * n_fft),
-          work2(max_packets * n_fft),
+          spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
-          folded(max_packets * folded_stride),
+          spec_cma(max_packets * n_fft),
           pad_channel(max_packets * n_fft),
           pad_taps(max_packets * n_fft),
           hspec(max_packets * n_fft),
@@ -523,10 +327,13 @@ struct chain_part {
           starts_host(max_packets),
           metrics_host(max_packets),
           count_host(1),
-          truncated_host(1),
-          fused(fused_chain)
+          truncated_host(1)
     {
-        PAQ_CUDA_CHECK(cudaFuncSetAttribute(cma_grad_update_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, grad_smem_bytes));
+        for (const auto& info : list_gpu_devices()) {
+            if (info.id != device) continue;
+            if (const auto why = backend_unsupported_reason(info); !why.empty()) throw std::runtime_error("cuda backend: " + why);
+        }
+        PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
         // H_NO on the FFT grid (computed in double on the host, once) and Psi.
         dsp::fft_plan fwd(n_fft, dsp::fft_plan::direction::forward);
         dsp::fft_buffer hno_d(n_fft);
@@ -542,8 +349,6 @@ struct chain_part {
         PAQ_CUDA_CHECK(cudaMemcpy(psi.data(), psi_f.data(), n_fft * sizeof(float), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemset(zero_load.data(), 0, max_packets * sizeof(double)));
         // Unused batch slots of the FFT buffers stay finite.
-        PAQ_CUDA_CHECK(cudaMemset(work1.data(), 0, work1.size() * sizeof(cuFloatComplex)));
-        PAQ_CUDA_CHECK(cudaMemset(work2.data(), 0, work2.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(hspec.data(), 0, hspec.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(pad_channel.data(), 0, pad_channel.size() * sizeof(cuFloatComplex)));
         PAQ_CUDA_CHECK(cudaMemset(pad_taps.data(), 0, pad_taps.size() * sizeof(cuFloatComplex)));
@@ -583,7 +388,7 @@ struct cuda_backend::impl {
     bool timing_on = false;
     cuda_backend::timing last;
 
-    impl(const dsp::receiver_config& c, int dev, bool fused_chain, const std::string& solver_name, int np)
+    impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
@@ -591,11 +396,11 @@ struct cuda_backend::impl {
           n_parts(static_cast<std::size_t>(np))
     {
         const std::size_t part_window = n_parts == 1 ? max_window : dsp::max_part_window(c.batch_samples, n_parts);
-        for (std::size_t k = 0; k < n_parts; ++k) parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, fused_chain, solver_name));
+        for (std::size_t k = 0; k < n_parts; ++k) parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name));
     }
 };
 
-cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant, const std::string& solver, int parts)
+cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const std::string& solver, int parts)
 {
     if (parts < 1 || parts > max_parts) {
         throw std::invalid_argument("cuda backend: parts must be 1 .. " + std::to_string(max_parts) + ", not " + std::to_string(parts));
@@ -610,7 +415,7 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, chain
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    impl_ = std::make_unique<impl>(cfg, device_id, variant == chain_variant::fused, solver, parts);
+    impl_ = std::make_unique<impl>(cfg, device_id, solver, parts);
 }
 
 cuda_backend::~cuda_backend() = default;
@@ -757,13 +562,7 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
 
     // R = FFT of each segment (in place), H = FFT of each channel estimate.
     m.plan.forward(seg, seg);
-    if (m.fused) {
-        tap_spectrum_kernel<spectrum_mode::taps_only><<<dim3(n_fft / (16 * pr_chunk), P), 1024, 0, s>>>(h, L_ch, -N1, nullptr, nullptr,
-                                                                                                       m.hspec.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-    } else {
-        m.taps_spectrum(h, L_ch, -N1, P, m.hspec.data(), s);
-    }
+    m.taps_spectrum(h, L_ch, -N1, P, m.hspec.data(), s);
     condition_kernel<<<P, 256, 0, s>>>(m.hspec.data(), m.cond.data());
     if (m.solver) {
         zf_fallback_kernel<<<P, 64, 0, s>>>(m.cond.data(), m.c_zf_lev.data(), m.ok_zf_lev.data(), m.c_zf.data(), m.ok_zf.data());
@@ -773,57 +572,20 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
 
     // CMA from MMSE.
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), np * L_eq * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
-    const dim3 per_bin((n_fft + 255) / 256, static_cast<unsigned>(P));
-    const float cma_scale = static_cast<float>(m.cfg.cma_mu / (static_cast<double>(n_fft) * l_pkt));
-    const dim3 spectrum_grid(n_fft / (16 * pr_chunk), static_cast<unsigned>(P));
-    for (int it = 0; m.fused && it < m.cfg.cma_iterations; ++it) {
-        // dsp::cma_refine's steps: C x R (pruned transform), IFFT, z, FFT, gradient at 186 lags.
-        tap_spectrum_kernel<spectrum_mode::times_r><<<spectrum_grid, 1024, 0, s>>>(m.c_cma.data(), L_eq, -L1, seg, nullptr, m.work1.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-        m.plan.inverse(m.work1.data(), m.work1.data());
-        cma_z_kernel<<<per_bin, 256, 0, s>>>(m.work1.data(), m.work2.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-        m.plan.forward(m.work2.data(), m.work2.data());
-        cma_grad_update_kernel<<<P, grad_threads, grad_smem_bytes, s>>>(m.work2.data(), seg, cma_scale, m.c_cma.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-    }
-    // The reference chain: each packet's CMA steps on chip (gpu/cma: the transforms in shared
-    // memory), from the MMSE taps.
-    if (!m.fused) cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s);
+    // Each packet's CMA steps on chip (gpu/cma: the transforms in shared memory).
+    cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s);
     mark();
 
-    // Six paths: filter spectrum, x R x H_NO, IFFT, decision samples.
-    auto* v = reinterpret_cast<cuFloatComplex*>(m.det.device_input());
-    const dim3 per_half_bin((n_fft / 2 + 255) / 256, static_cast<unsigned>(P));
+    // Six paths: the tap spectra, then per packet on chip: R x C x H_NO folded, the N/2-point
+    // inverse transform, the decision samples into the detector's input.
+    m.taps_spectrum(m.c_zf.data(), L_eq, -L1, P, m.spec_zf.data(), s);
+    m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
+    m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.spec_cma.data(), s);
     const int parity = (pre + m.t.decision_delay) & 1;
-    if (m.fused) {
-        for (int path = 0; path < num_paths; ++path) {
-            cuFloatComplex* slot = m.folded.data() + static_cast<std::size_t>(path) * (n_fft / 2);
-            const cuFloatComplex* taps = path == 1 ? m.c_zf.data() : path == 2 ? m.c_mmse.data() : path == 3 ? m.c_cma.data() : nullptr;
-            if (taps) {
-                tap_spectrum_kernel<spectrum_mode::times_r_hno><<<spectrum_grid, 1024, 0, s>>>(taps, L_eq, -L1, seg, m.hno.data(),
-                                                                                               m.work1.data());
-                PAQ_CUDA_CHECK_LAUNCH();
-                fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, m.work1.data(), slot);
-            } else {
-                combine_fold_kernel<<<per_half_bin, 256, 0, s>>>(path, parity, seg, nullptr, m.hspec.data(), m.hno.data(),
-                                                                  m.psi.data(), d.sigma2, m.tau.data(), m.gain.data(), slot);
-            }
-            PAQ_CUDA_CHECK_LAUNCH();
-        }
-    } else {
-        m.taps_spectrum(m.c_zf.data(), L_eq, -L1, P, m.work1.data(), s);
-        m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
-        m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.work2.data(), s);
-        combine6_fold_kernel<<<per_half_bin, 256, 0, s>>>(parity, seg, m.work1.data(), m.spec_mmse.data(), m.work2.data(),
-                                                           m.hspec.data(), m.hno.data(), m.psi.data(), d.sigma2, m.tau.data(),
-                                                           m.gain.data(), m.folded.data());
-        PAQ_CUDA_CHECK_LAUNCH();
-    }
-    // One batch of N/2-point inverse transforms over all packets and paths (slots N/2 apart).
-    m.plan_half.inverse(m.folded.data(), m.folded.data());
-    const dim3 gather_grid((n_bits + gather_bits - 1) / gather_bits, static_cast<unsigned>((P + gather_packets - 1) / gather_packets));
-    gather_decisions_kernel<<<gather_grid, 256, 0, s>>>(m.folded.data(), m.t.decision_delay, P, v);
+    const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
+    paths_kernel<<<static_cast<unsigned>(P), paths_threads, paths_smem_bytes, s>>>(
+        seg, m.hno.data(), m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi.data(), d.sigma2,
+        m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()));
     PAQ_CUDA_CHECK_LAUNCH();
     mark();
     m.det.detect_device(np * num_paths, m.acq, m.track, s);

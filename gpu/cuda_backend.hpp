@@ -5,9 +5,10 @@
 //   process(batch): split into parts (dsp::split_batch), each part on its own stream:
 //     window up (in chunks; asynchronous from pinned memory; the parts' uploads in turn) -> metric ->
 //     packet location (gpu/packet_locator: dsp::locate_packets' rule on the device) ->
-//     estimates -> ZF/MMSE (Levinson) -> FFT of each segment -> CMA iterations -> per path:
-//     filter spectrum x R x H_NO -> IFFT -> decision samples -> PLL/OQPSK detector for all
-//     (packet, path) streams -> bits, estimates and packet starts back -> records
+//     estimates -> ZF/MMSE (Levinson) -> FFT of each segment -> CMA steps (on chip, gpu/cma)
+//     -> tap spectra -> per packet on chip: for each path R x C x H_NO folded, N/2-point IFFT,
+//     decision samples -> PLL/OQPSK detector for all (packet, path) streams -> bits,
+//     estimates and packet starts back -> records
 //
 // One host synchronization per part, when its records are filled: the packet count stays on
 // the device, and every stage runs over all of a part's max_packets slots (slots past the
@@ -30,15 +31,6 @@ namespace paq::gpu {
 
 class cuda_backend final : public dsp::batch_processor {
 public:
-    /// How the equalizer spectra are formed: `reference` (default) zero-pads the taps and uses
-    /// full batched cuFFT transforms with separate products; `fused` computes each tap
-    /// vector's spectrum with a pruned transform inside the kernel that multiplies it with R
-    /// (and the CMA gradient at its 186 lags only). Both are tested against the CPU. On the
-    /// H100 (2026-11-22, 35b2500) fused was slower: CMA 42.1 ms against 29.6 ms, paths 17.8
-    /// against 15.7 ms (the direct transforms cost more than cuFFT's), so reference is the
-    /// default and fused stays for the benchmark until it wins.
-    enum class chain_variant { fused, reference };
-
     /// Throws std::invalid_argument if cfg does not validate or fft_size is not 16384.
     /// `solver` computes the ZF and MMSE taps: "levinson" (default: the project's, double
     /// precision), "cusolver-dn-chol" or "cusolver-sp-qr" (float; the thesis' baselines). With
@@ -53,8 +45,8 @@ public:
     /// batching.parts_give_what_the_whole_batch_gives; GPU test on whole batches). GPU memory
     /// is about the same for any count (each part's buffers are sized for its share). Throws
     /// std::invalid_argument outside 1 .. max_parts.
-    cuda_backend(const dsp::receiver_config& cfg, int device_id, chain_variant variant = chain_variant::reference,
-                 const std::string& solver = "levinson", int parts = default_parts);
+    cuda_backend(const dsp::receiver_config& cfg, int device_id, const std::string& solver = "levinson",
+                 int parts = default_parts);
     static constexpr int default_parts = 4;
     static constexpr int max_parts = 16;
     ~cuda_backend() override;

@@ -21,19 +21,28 @@ __constant__ unsigned char c_known[nk];
 /// the bits is a chain (each step's rotation comes from the last), but its loads are not:
 /// they are issued a chunk ahead into registers, so the chain does not wait on memory.
 constexpr int prefetch = 16;
-static_assert(nbits % prefetch == 0 && nk % prefetch == 0);
+static_assert(nbits % prefetch == 0 && nk % prefetch == 0 && prefetch % 2 == 0);
 
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
-    auto load = [&](int k) { return v[static_cast<std::size_t>(k) * streams + s]; };
+    // The stream's samples are contiguous: a chunk of 16 is 128 bytes, loaded 16 bytes (two
+    // samples) at a time.
+    const float4* row = reinterpret_cast<const float4*>(v + static_cast<std::size_t>(s) * nbits);
+    auto load_chunk = [&](int k0, cuFloatComplex (&dst)[prefetch]) {
+#pragma unroll
+        for (int j = 0; j < prefetch / 2; ++j) {
+            const float4 q = row[k0 / 2 + j];
+            dst[2 * j] = make_cuFloatComplex(q.x, q.y);
+            dst[2 * j + 1] = make_cuFloatComplex(q.z, q.w);
+        }
+    };
     cuFloatComplex cur[prefetch], next[prefetch];
     double amp = 0.0;
     for (int k0 = 0; k0 < nk; k0 += prefetch) {
-#pragma unroll
-        for (int j = 0; j < prefetch; ++j) cur[j] = load(k0 + j);
+        load_chunk(k0, cur);
 #pragma unroll
         for (int j = 0; j < prefetch; ++j) amp += cuCabs(make_cuDoubleComplex(cur[j].x, cur[j].y));
     }
@@ -45,13 +54,9 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     double a_prev = 0.0, sum = 0.0, sum2 = 0.0;
     unsigned known_errors = 0;
     unsigned char byte = 0;
-#pragma unroll
-    for (int j = 0; j < prefetch; ++j) cur[j] = load(j);
+    load_chunk(0, cur);
     for (int k0 = 0; k0 < nbits; k0 += prefetch) {
-        if (k0 + prefetch < nbits) {
-#pragma unroll
-            for (int j = 0; j < prefetch; ++j) next[j] = load(k0 + prefetch + j);
-        }
+        if (k0 + prefetch < nbits) load_chunk(k0 + prefetch, next);
 #pragma unroll
         for (int j = 0; j < prefetch; ++j) {
             const int k = k0 + j;

@@ -1,8 +1,9 @@
 // The PLL and OQPSK detector of dsp/detector.hpp for every (packet, path) stream of a batch
 // at once on the GPU (issue 3): one thread per stream, loop state in double as on the CPU.
 //
-// Decision samples are laid out bit-major, v[k * streams + s] (bit k of stream s), so that the
-// threads of a warp read neighbouring addresses at every step.
+// Decision samples are laid out stream by stream, v[s * 6336 + k] (bit k of stream s): the
+// stage before writes each (packet, path) stream contiguously, and each thread reads its
+// stream 128 bytes at a time (16 bits ahead of the PLL, so the chain never waits on memory).
 #pragma once
 
 #include "dsp/batch.hpp"
@@ -23,12 +24,12 @@ public:
     stream_detector(const stream_detector&) = delete;
     stream_detector& operator=(const stream_detector&) = delete;
 
-    /// v: 6336 x streams decision samples (bit-major). bits: streams x 768 bytes (MSB first).
+    /// v: streams x 6336 decision samples (stream by stream). bits: streams x 768 bytes (MSB first).
     void detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
                 std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats);
 
     // --- device-level API: a stage before writes the decision samples straight into
-    // device_input() (6336 x streams, bit-major); detect_device() runs asynchronously on
+    // device_input() (streams x 6336, stream by stream); detect_device() runs asynchronously on
     // `stream` and leaves bits (streams x 768) and stats in device_bits()/device_stats().
     [[nodiscard]] cf32* device_input() noexcept;
     [[nodiscard]] std::uint8_t* device_bits() noexcept;

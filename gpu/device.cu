@@ -154,6 +154,7 @@ std::vector<gpu_device_info> list_gpu_devices()
         info.cc_minor = prop.minor;
         info.total_memory_bytes = prop.totalGlobalMem;
         info.multiprocessors = prop.multiProcessorCount;
+        info.shared_memory_per_block_bytes = prop.sharedMemPerBlockOptin;
         devices.push_back(std::move(info));
     }
     return devices;
@@ -165,6 +166,14 @@ std::string describe(const gpu_device_info& device)
            std::to_string(device.cc_major) + "." + std::to_string(device.cc_minor) + ", " +
            format_gib(device.total_memory_bytes) + ", " + std::to_string(device.multiprocessors) +
            " multiprocessors";
+}
+
+std::string backend_unsupported_reason(const gpu_device_info& device)
+{
+    if (device.shared_memory_per_block_bytes >= backend_shared_memory_bytes) return {};
+    return "GPU " + std::to_string(device.id) + " (" + device.name + ") offers " +
+           std::to_string(device.shared_memory_per_block_bytes / 1024) + " KiB of shared memory per thread block; the CUDA backend needs " +
+           std::to_string((backend_shared_memory_bytes + 1023) / 1024) + " KiB (Hopper: H100, H200)";
 }
 
 bool gpu_self_test(int device_id)

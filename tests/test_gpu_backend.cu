@@ -18,7 +18,6 @@ using namespace paq::dsp;
 namespace {
 
 struct comparison {
-    const char* variant = "fused";
     std::size_t packets = 0;
     std::array<std::size_t, chain::num_paths> bit_diff{};
     double worst_cfo = 0.0, worst_sigma2 = 0.0;
@@ -27,13 +26,12 @@ struct comparison {
     std::vector<std::size_t> per_batch;  ///< packets of each batch (CPU backend)
 };
 
-/// Both GPU chain variants (fused, reference) against the CPU on the same batches.
-std::array<comparison, 2> compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
-                                           std::uint64_t lost = 0)
+/// The GPU backend (default: 4 parts) against the CPU on the same batches.
+comparison compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
+                            std::uint64_t lost = 0)
 {
     cpu_backend cpu(rc);
-    gpu::cuda_backend fused(rc, 0, gpu::cuda_backend::chain_variant::fused);
-    gpu::cuda_backend reference(rc, 0, gpu::cuda_backend::chain_variant::reference);
+    gpu::cuda_backend gpu_be(rc, 0);
     batcher bt(rc.batch_samples);
     if (lost) {
         bt.push(std::span(samples).first(lost_at));
@@ -43,13 +41,10 @@ std::array<comparison, 2> compare_backends(const std::vector<cf32>& samples, con
         bt.push(samples);
     }
     bt.finish();
-    std::array<comparison, 2> cs;
-    cs[1].variant = "reference";
+    comparison c;
     while (auto b = bt.pop()) {
         const auto a = cpu.process(*b);
-        for (int v = 0; v < 2; ++v) {
-        auto& c = cs[static_cast<std::size_t>(v)];
-        const auto g = (v == 0 ? fused : reference).process(*b);
+        const auto g = gpu_be.process(*b);
         c.truncated_cpu += a.truncated_packets;
         c.truncated_gpu += g.truncated_packets;
         EXPECT_EQ(a.packets.size(), g.packets.size()) << "batch " << b->index;
@@ -70,15 +65,13 @@ std::array<comparison, 2> compare_backends(const std::vector<cf32>& samples, con
         }
         c.packets += n;
         c.per_batch.push_back(a.packets.size());
-        }
     }
-    return cs;
+    return c;
 }
 
-void report_and_check(const char* what, const std::array<comparison, 2>& cs)
+void report_and_check(const char* what, const comparison& c)
 {
-    for (const auto& c : cs) {
-    std::printf("backend %s (%s): %zu packets; bits differing per path:", what, c.variant, c.packets);
+    std::printf("backend %s: %zu packets; bits differing per path:", what, c.packets);
     for (int p = 0; p < chain::num_paths; ++p) std::printf(" %s %zu", path_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
     std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e; channel support differs on %zu\n", c.worst_cfo, c.worst_sigma2,
                 c.support_diff);
@@ -90,7 +83,6 @@ void report_and_check(const char* what, const std::array<comparison, 2>& cs)
     EXPECT_LT(c.worst_cfo, 1e-6);
     EXPECT_LT(c.worst_sigma2, 1e-3);
     EXPECT_EQ(c.truncated_cpu, c.truncated_gpu);
-    }
 }
 
 class gpu_backend : public ::testing::Test {
@@ -164,9 +156,8 @@ TEST_F(gpu_backend, full_default_batches_match_the_cpu)
     sc.start_offset_samples = 12'396;
     const auto sim = test::simulate(sc, 6210);
     receiver_config rc;  // default batch
-    const auto cs = compare_backends(sim.samples, rc);
-    report_and_check("full", cs);
-    const auto& c = cs[0];
+    const auto c = compare_backends(sim.samples, rc);
+    report_and_check("full", c);
     EXPECT_GE(c.packets, 6206u);
     ASSERT_GE(c.per_batch.size(), 2u);
     std::printf("backend full: batch 0 holds %zu packets, batch 1 holds %zu\n", c.per_batch[0], c.per_batch[1]);
@@ -189,9 +180,9 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
     const auto sim = test::simulate(sc, 420);
     receiver_config rc;
     rc.batch_samples = 2'000'000;  // 158 packets a batch
-    gpu::cuda_backend one(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 1);
+    gpu::cuda_backend one(rc, 0, "levinson", 1);
     for (const int parts : {4, 7}) {
-        gpu::cuda_backend many(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", parts);
+        gpu::cuda_backend many(rc, 0, "levinson", parts);
         batcher bt(rc.batch_samples);
         bt.push(sim.samples);
         bt.finish();
@@ -215,8 +206,8 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
         EXPECT_GE(packets, sim.complete_packets);
         EXPECT_LE(static_cast<double>(bit_diff), 1e-5 * static_cast<double>(packets * chain::num_paths * waveform::data_bits));
     }
-    EXPECT_THROW(gpu::cuda_backend(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 0), std::invalid_argument);
-    EXPECT_THROW(gpu::cuda_backend(rc, 0, gpu::cuda_backend::chain_variant::reference, "levinson", 17), std::invalid_argument);
+    EXPECT_THROW(gpu::cuda_backend(rc, 0, "levinson", 0), std::invalid_argument);
+    EXPECT_THROW(gpu::cuda_backend(rc, 0, "levinson", 17), std::invalid_argument);
 }
 
 TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)
@@ -234,7 +225,7 @@ TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)
     const auto rc = test::small_batches();
     cpu_backend cpu(rc);
     for (const char* name : {"cusolver-dn-chol", "cusolver-sp-qr", "levinson"}) {
-        gpu::cuda_backend g(rc, 0, gpu::cuda_backend::chain_variant::reference, name);
+        gpu::cuda_backend g(rc, 0, name);
         batcher bt(rc.batch_samples);
         bt.push(sim.samples);
         bt.finish();

@@ -25,7 +25,7 @@ TEST(gpu_detector, bits_and_stats_match_the_cpu)
     std::uniform_real_distribution<double> u(0.0, 1.0);
     std::normal_distribution<double> nd;
     const auto known = waveform::known_packet_bits();
-    std::vector<cf32> v_bit_major(streams * nb);
+    std::vector<cf32> v_gpu(streams * nb);
     std::vector<std::vector<cf64>> v_cpu(streams, std::vector<cf64>(nb));
     for (std::size_t s = 0; s < streams; ++s) {
         const double phase = 2 * std::numbers::pi * u(rng), freq = 3e-3 * (u(rng) - 0.5), gain = 0.5 + u(rng);
@@ -35,7 +35,7 @@ TEST(gpu_detector, bits_and_stats_match_the_cpu)
             const cf64 sym = (k % 2 == 0) ? cf64(bit ? 1.0 : -1.0, 0.0) : cf64(0.0, bit ? 1.0 : -1.0);
             const cf64 x = gain * sym * std::polar(1.0, phase + freq * static_cast<double>(k)) + noise * cf64(nd(rng), nd(rng));
             const cf32 x32(static_cast<float>(x.real()), static_cast<float>(x.imag()));
-            v_bit_major[k * streams + s] = x32;
+            v_gpu[s * nb + k] = x32;
             v_cpu[s][k] = cf64(x32.real(), x32.imag());  // the same float input on both sides
         }
     }
@@ -43,7 +43,7 @@ TEST(gpu_detector, bits_and_stats_match_the_cpu)
     std::vector<std::uint8_t> bits_gpu(streams * packed_data_bytes), bits_cpu(streams * packed_data_bytes);
     std::vector<path_stats> st_gpu(streams), st_cpu(streams);
     gpu::stream_detector det(0, streams);
-    det.detect(v_bit_major, streams, acq, track, bits_gpu, st_gpu);
+    det.detect(v_gpu, streams, acq, track, bits_gpu, st_gpu);
     for (std::size_t s = 0; s < streams; ++s) st_cpu[s] = detect_packet(v_cpu[s].data(), acq, track, bits_cpu.data() + s * packed_data_bytes);
     std::size_t bit_diff = 0, stat_diff = 0;
     double bep_worst = 0.0;

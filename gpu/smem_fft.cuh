@@ -1,0 +1,179 @@
+// Power-of-two complex FFTs of one array in shared memory, for kernels that keep a packet on
+// chip (gpu/cma.cu: 16384 points; gpu/cuda_backend.cu's paths: 8192). CUDA code only (.cu).
+//
+// In-place radix-2 Cooley-Tukey, the stages taken four at a time in registers (a thread loads
+// 16 elements, applies four stages, stores them back): decimation in frequency turns natural
+// order into bit-reversed order, decimation in time turns bit-reversed order into natural
+// order, so a kernel that goes there and back never reorders. Both directions unnormalized,
+// as cuFFT and FFTW. Each transform ends with __syncthreads(); `store(i, v)` maps each value
+// of the last stages on its way out (i: its position in the array), so that a product or a
+// nonlinearity costs no extra pass. The array is laid out with pad(): see there.
+//
+// Twiddles: a group of stages needs W^((i mod h) 2^s) for its elements; these are w^(2^t) x
+// (a root of unity of order <= 16, a constant after unrolling), w from one sincospif per
+// group on an exactly reduced phase and the rest by squaring (error ~1e-6 relative,
+// measured by the GPU tests against the CPU's double transforms).
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace paq::gpu::smem_fft {
+
+/// Position of element i in the shared array: one padding slot every 16 entries and one
+/// more every 512, so that the strided accesses of the later stages and the bit-reversed
+/// reads (consecutive natural indices differ in their high bits) fall on distinct banks
+/// within each half-warp of 8-byte accesses.
+__device__ __forceinline__ int pad(int i) { return i + (i >> 4) + (i >> 9); }
+/// Entries of the padded array for n points.
+constexpr int padded_size(int n) { return n + n / 16 + n / 512; }
+
+template <int LogN>
+__device__ __forceinline__ int bitrev(int i)
+{
+    return static_cast<int>(__brev(static_cast<unsigned>(i)) >> (32 - LogN));
+}
+
+__device__ __forceinline__ float2 cmul(float2 a, float2 b) { return make_float2(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x); }
+/// a x conj(b)
+__device__ __forceinline__ float2 cmul_conj(float2 a, float2 b) { return make_float2(a.x * b.x + a.y * b.y, a.y * b.x - a.x * b.y); }
+
+/// exp(-+ j 2 pi m / G) for m < G / 2, G <= 16 a power of two.
+template <bool inverse, int G>
+__device__ __forceinline__ float2 root(int m)
+{
+    constexpr float c16[8] = {1.0f, 0.92387953251128674f, 0.70710678118654752f, 0.38268343236508977f,
+                              0.0f, -0.38268343236508977f, -0.70710678118654752f, -0.92387953251128674f};
+    const int k = m * (16 / G);  // the same root on the 16-point circle
+    // sin(pi k / 8) = cos(pi (4 - k) / 8) = c16[|4 - k|] for k < 8
+    const float c = c16[k], sn = c16[k <= 4 ? 4 - k : k - 4];
+    return make_float2(c, inverse ? sn : -sn);
+}
+
+/// w^(2^t), t < NS, with w = W^(b0 2^s0), W = exp(-+ j 2 pi / N).
+template <int LogN, int NS, bool inverse>
+__device__ __forceinline__ void group_twiddles(int b0, int s0, float2 (&base)[NS])
+{
+    float sn, cs;
+    sincospif(2.0f * static_cast<float>(b0 << s0) / static_cast<float>(1 << LogN), &sn, &cs);  // exact phase
+    base[0] = make_float2(cs, inverse ? sn : -sn);
+#pragma unroll
+    for (int t = 1; t < NS; ++t) base[t] = cmul(base[t - 1], base[t - 1]);
+}
+
+struct keep {
+    __device__ float2 operator()(int, float2 v) const { return v; }
+};
+
+/// Decimation-in-frequency stages s0 .. s0 + NS - 1 (stage s: pairs (i, i + h), h = N >> (s + 1),
+/// (u, v) -> (u + v, (u - v) W^((i mod h) 2^s))), in place.
+template <int LogN, int NS, bool inverse, class Store>
+__device__ __forceinline__ void dif_stages(float2* a, int s0, Store store)
+{
+    constexpr int n = 1 << LogN, G = 1 << NS;
+    const int hmin = n >> (s0 + NS);
+    for (int g = threadIdx.x; g < n / G; g += blockDim.x) {
+        const int base = (g / hmin) * (hmin * G) + (g % hmin);
+        float2 x[G], tw[NS];
+#pragma unroll
+        for (int j = 0; j < G; ++j) x[j] = a[pad(base + j * hmin)];
+        group_twiddles<LogN, NS, inverse>(g % hmin, s0, tw);
+#pragma unroll
+        for (int t = 0; t < NS; ++t) {
+            const int hj = G >> (t + 1);
+#pragma unroll
+            for (int j = 0; j < G; ++j) {
+                if (j & hj) continue;
+                const float2 u = x[j], v = x[j + hj];
+                const float2 d = make_float2(u.x - v.x, u.y - v.y);
+                x[j] = make_float2(u.x + v.x, u.y + v.y);
+                x[j + hj] = cmul(d, (j % hj) == 0 ? tw[t] : cmul(tw[t], root<inverse, G>((j % hj) << t)));
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            const int i = base + j * hmin;
+            a[pad(i)] = store(i, x[j]);
+        }
+    }
+}
+
+/// Decimation-in-time stages s0 + NS - 1 down to s0 ((u, v) -> (u + W v, u - W v), the same
+/// W as above): the transpose of dif_stages.
+template <int LogN, int NS, bool inverse, class Store>
+__device__ __forceinline__ void dit_stages(float2* a, int s0, Store store)
+{
+    constexpr int n = 1 << LogN, G = 1 << NS;
+    const int hmin = n >> (s0 + NS);
+    for (int g = threadIdx.x; g < n / G; g += blockDim.x) {
+        const int base = (g / hmin) * (hmin * G) + (g % hmin);
+        float2 x[G], tw[NS];
+#pragma unroll
+        for (int j = 0; j < G; ++j) x[j] = a[pad(base + j * hmin)];
+        group_twiddles<LogN, NS, inverse>(g % hmin, s0, tw);
+#pragma unroll
+        for (int t = NS - 1; t >= 0; --t) {
+            const int hj = G >> (t + 1);
+#pragma unroll
+            for (int j = 0; j < G; ++j) {
+                if (j & hj) continue;
+                const float2 u = x[j], v = cmul(x[j + hj], (j % hj) == 0 ? tw[t] : cmul(tw[t], root<inverse, G>((j % hj) << t)));
+                x[j] = make_float2(u.x + v.x, u.y + v.y);
+                x[j + hj] = make_float2(u.x - v.x, u.y - v.y);
+            }
+        }
+#pragma unroll
+        for (int j = 0; j < G; ++j) {
+            const int i = base + j * hmin;
+            a[pad(i)] = store(i, x[j]);
+        }
+    }
+}
+
+/// Groups of four stages from s0 on, the last group (fewer stages if LogN is not a multiple
+/// of four) with `store`.
+template <int LogN, int S0, bool inverse, class Store>
+__device__ __forceinline__ void dif_from(float2* a, Store store)
+{
+    constexpr int NS = LogN - S0 >= 4 ? 4 : LogN - S0;
+    if constexpr (S0 + NS == LogN) {
+        dif_stages<LogN, NS, inverse>(a, S0, store);
+        __syncthreads();
+    } else {
+        dif_stages<LogN, NS, inverse>(a, S0, keep{});
+        __syncthreads();
+        dif_from<LogN, S0 + NS, inverse>(a, store);
+    }
+}
+
+/// The groups of dif_from in reverse, from the one starting at S0 down to stage 0 (with `store`).
+template <int LogN, int S0, bool inverse, class Store>
+__device__ __forceinline__ void dit_down(float2* a, Store store)
+{
+    constexpr int NS = S0 == ((LogN - 1) / 4) * 4 ? LogN - S0 : 4;
+    if constexpr (S0 == 0) {
+        dit_stages<LogN, NS, inverse>(a, 0, store);
+        __syncthreads();
+    } else {
+        dit_stages<LogN, NS, inverse>(a, S0, keep{});
+        __syncthreads();
+        dit_down<LogN, S0 - 4, inverse>(a, store);
+    }
+}
+
+/// Natural order in, bit-reversed order out (position q holds bin bitrev(q)); `store(q, v)`.
+template <int LogN, bool inverse, class Store>
+__device__ __forceinline__ void dif(float2* a, Store store)
+{
+    static_assert(LogN >= 5 && LogN <= 16);
+    dif_from<LogN, 0, inverse>(a, store);
+}
+
+/// Bit-reversed order in (position q holds element bitrev(q)), natural order out; `store(k, v)`.
+template <int LogN, bool inverse, class Store>
+__device__ __forceinline__ void dit(float2* a, Store store)
+{
+    static_assert(LogN >= 5 && LogN <= 16);
+    dit_down<LogN, ((LogN - 1) / 4) * 4, inverse>(a, store);
+}
+
+}  // namespace paq::gpu::smem_fft
