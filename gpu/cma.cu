@@ -18,7 +18,8 @@ static_assert(n == 1 << log_n);
 constexpr int threads = 512;
 constexpr int l_eq = dsp::chain::L_eq;
 constexpr int l1 = dsp::chain::L1;
-constexpr int padded = smem_fft::padded_size(n);
+constexpr bool bitrev_reads = false;  // only the 186 taps are read bit-reversed
+constexpr int padded = smem_fft::padded_size(n, bitrev_reads);
 constexpr std::size_t smem_bytes = (static_cast<std::size_t>(padded) + l_eq) * sizeof(float2);
 static_assert(smem_bytes <= backend_shared_memory_bytes);
 
@@ -26,7 +27,6 @@ using smem_fft::bitrev;
 using smem_fft::cmul;
 using smem_fft::cmul_conj;
 using smem_fft::keep;
-using smem_fft::pad;
 
 /// One block per packet; the steps of dsp::cma_refine:
 ///   C = FFT(taps) (taps placed bit-reversed, DIT) -> x R -> IFFT (DIF, bit-reversed out) ->
@@ -43,22 +43,22 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
     for (int i = threadIdx.x; i < l_eq; i += blockDim.x) c[i] = taps[static_cast<std::size_t>(p) * l_eq + i];
     const float inv_n = 1.0f / static_cast<float>(n);
     for (int it = 0; it < iterations; ++it) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) a[pad(i)] = make_float2(0.0f, 0.0f);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(i)] = make_float2(0.0f, 0.0f);
         __syncthreads();
-        for (int i = threadIdx.x; i < l_eq; i += blockDim.x) a[pad(bitrev<log_n>((i - l1 + n) % n))] = c[i];
+        for (int i = threadIdx.x; i < l_eq; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(bitrev<log_n>((i - l1 + n) % n))] = c[i];
         __syncthreads();
-        smem_fft::dit<log_n, false>(a, [r](int k, float2 v) { return cmul(v, r[k]); });
-        smem_fft::dif<log_n, true>(a, [=](int q, float2 v) {
+        smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul(v, r[k]); });
+        smem_fft::dif<log_n, true, bitrev_reads>(a, [=](int q, float2 v) {
             const int t = bitrev<log_n>(q);
             if (t < pre || t >= pre + l_pkt) return make_float2(0.0f, 0.0f);
             const float2 y = make_float2(v.x * inv_n, v.y * inv_n);
             const float g = 2.0f * (y.x * y.x + y.y * y.y - 1.0f);
             return make_float2(g * y.x, g * y.y);
         });
-        smem_fft::dit<log_n, false>(a, [r](int k, float2 v) { return cmul_conj(v, r[k]); });
-        smem_fft::dif<log_n, true>(a, keep{});
+        smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul_conj(v, r[k]); });
+        smem_fft::dif<log_n, true, bitrev_reads>(a, keep{});
         for (int i = threadIdx.x; i < l_eq; i += blockDim.x) {
-            const float2 b = a[pad(bitrev<log_n>((i - l1 + n) % n))];
+            const float2 b = a[smem_fft::pad<bitrev_reads>(bitrev<log_n>((i - l1 + n) % n))];
             c[i] = make_float2(c[i].x - scale * b.x, c[i].y - scale * b.y);
         }
         __syncthreads();

@@ -159,22 +159,45 @@ __device__ inline float2 fold_bins(float2 lo, float2 hi, int k, int parity)
 
 /// The equalizer of one path at bin k (i = p N + k): the taps' spectrum (ZF, MMSE, CMA), the
 /// single path's inverse exp(j 2 pi f tau) / g (none), or the FDE formula on H (FDE1, FDE2).
-__device__ inline float2 path_coefficient(int path, std::size_t i, int k, const float2* __restrict__ spec,
+template <int path>
+__device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __restrict__ spec,
                                           const float2* __restrict__ hspec, const float* __restrict__ psi, float noise, double tau,
                                           cuDoubleComplex inv_gain)
 {
-    if (path == 0) {
-        double sn, cs;
-        sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * tau, &sn, &cs);
-        const cuDoubleComplex v = cuCmul(inv_gain, make_cuDoubleComplex(cs, sn));
-        return make_float2(static_cast<float>(v.x), static_cast<float>(v.y));
+    if constexpr (path == 0) {
+        // exp(j 2 pi f tau): the phase in half turns, 2 f tau, reduced exactly to [-1, 1] in
+        // double, then a float sincospif (the product is float anyway).
+        double x = 2.0 * freq_of_bin(k) * tau;
+        x -= 2.0 * rint(0.5 * x);
+        float sn, cs;
+        sincospif(static_cast<float>(x), &sn, &cs);
+        return make_float2(static_cast<float>(inv_gain.x) * cs - static_cast<float>(inv_gain.y) * sn,
+                           static_cast<float>(inv_gain.x) * sn + static_cast<float>(inv_gain.y) * cs);
     }
-    if (path == 4 || path == 5) {
+    if constexpr (path == 4 || path == 5) {
         const float2 hk = hspec[i];
         const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? noise / psi[k] : noise);
         return den > 0.0f ? make_float2(hk.x / den, -hk.y / den) : make_float2(0.0f, 0.0f);
+    } else {
+        return spec[i];
     }
-    return spec[i];
+}
+
+/// f(k), k < N/2: the folded R x C x H_NO of one path (rh = R x H_NO in shared memory), one
+/// path per instantiation and unrolled, so that each thread has the global loads of several
+/// bins in flight (one block per SM: nothing else hides their latency).
+template <int path>
+__device__ __forceinline__ void fold_path(const float2* rh, float2* f, std::size_t row, const float2* __restrict__ spec,
+                                          const float2* __restrict__ hspec, const float* __restrict__ psi, float noise, double tau,
+                                          cuDoubleComplex inv_gain, int parity)
+{
+#pragma unroll 8
+    for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
+        const int k2 = k + n_fft / 2;
+        const float2 lo = smem_fft::cmul(rh[k], path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
+        const float2 hi = smem_fft::cmul(rh[k2], path_coefficient<path>(row + k2, k2, spec, hspec, psi, noise, tau, inv_gain));
+        f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
+    }
 }
 
 /// The six filter paths of one packet per block, on chip: R x H_NO (N bins) stays in shared
@@ -186,7 +209,7 @@ __device__ inline float2 path_coefficient(int path, std::size_t i, int k, const 
 constexpr int paths_log_n = 13;
 static_assert(1 << paths_log_n == n_fft / 2);
 constexpr int paths_threads = 512;
-constexpr std::size_t paths_smem_bytes = (static_cast<std::size_t>(n_fft) + smem_fft::padded_size(n_fft / 2)) * sizeof(float2);
+constexpr std::size_t paths_smem_bytes = (static_cast<std::size_t>(n_fft) + smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
 static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
 
 __global__ void __launch_bounds__(paths_threads, 1)
@@ -200,6 +223,7 @@ __global__ void __launch_bounds__(paths_threads, 1)
     float2* f = sm + n_fft;   // one path's folded spectrum, N/2 points (smem_fft layout)
     const int p = blockIdx.x;
     const std::size_t row = static_cast<std::size_t>(p) * n_fft;
+#pragma unroll 8
     for (int k = threadIdx.x; k < n_fft; k += blockDim.x) rh[k] = smem_fft::cmul(r[row + k], hno[k]);
     const float noise = static_cast<float>(2.0 * sigma2[p]);
     const double tp = tau[p];
@@ -209,18 +233,19 @@ __global__ void __launch_bounds__(paths_threads, 1)
     const float inv_n = 1.0f / static_cast<float>(n_fft);
     __syncthreads();
     for (int path = 0; path < num_paths; ++path) {
-        const float2* spec = path == 1 ? spec_zf : path == 2 ? spec_mmse : path == 3 ? spec_cma : nullptr;
-        for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-            const int k2 = k + n_fft / 2;
-            const float2 lo = smem_fft::cmul(rh[k], path_coefficient(path, row + k, k, spec, hspec, psi, noise, tp, inv_gain));
-            const float2 hi = smem_fft::cmul(rh[k2], path_coefficient(path, row + k2, k2, spec, hspec, psi, noise, tp, inv_gain));
-            f[smem_fft::pad(k)] = fold_bins(lo, hi, k, parity);
+        switch (path) {
+        case 0: fold_path<0>(rh, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 1: fold_path<1>(rh, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 2: fold_path<2>(rh, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 3: fold_path<3>(rh, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 4: fold_path<4>(rh, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
+        default: fold_path<5>(rh, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
         }
         __syncthreads();
-        smem_fft::dif<paths_log_n, true>(f, smem_fft::keep{});
+        smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
         float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
         for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-            const float2 y = f[smem_fft::pad(smem_fft::bitrev<paths_log_n>(m0 + k))];
+            const float2 y = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(m0 + k))];
             out[k] = make_float2(y.x * inv_n, y.y * inv_n);
         }
         __syncthreads();

@@ -19,13 +19,19 @@
 
 namespace paq::gpu::smem_fft {
 
-/// Position of element i in the shared array: one padding slot every 16 entries and one
-/// more every 512, so that the strided accesses of the later stages and the bit-reversed
-/// reads (consecutive natural indices differ in their high bits) fall on distinct banks
-/// within each half-warp of 8-byte accesses.
-__device__ __forceinline__ int pad(int i) { return i + (i >> 4) + (i >> 9); }
+/// Position of element i in the shared array: one padding slot every 16 entries, so that the
+/// strided accesses of the later stages fall on distinct banks within each half-warp of
+/// 8-byte accesses; with `bitrev_reads` one more every 512, so that reading the bit-reversed
+/// output in natural order (consecutive indices differ in their high bits) does too.
+/// Every function below takes the same `bitrev_reads` as the kernel's array.
+template <bool bitrev_reads>
+__device__ __forceinline__ int pad(int i)
+{
+    if constexpr (bitrev_reads) return i + (i >> 4) + (i >> 9);
+    return i + (i >> 4);
+}
 /// Entries of the padded array for n points.
-constexpr int padded_size(int n) { return n + n / 16 + n / 512; }
+constexpr int padded_size(int n, bool bitrev_reads) { return n + n / 16 + (bitrev_reads ? n / 512 : 0); }
 
 template <int LogN>
 __device__ __forceinline__ int bitrev(int i)
@@ -66,7 +72,7 @@ struct keep {
 
 /// Decimation-in-frequency stages s0 .. s0 + NS - 1 (stage s: pairs (i, i + h), h = N >> (s + 1),
 /// (u, v) -> (u + v, (u - v) W^((i mod h) 2^s))), in place.
-template <int LogN, int NS, bool inverse, class Store>
+template <int LogN, int NS, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dif_stages(float2* a, int s0, Store store)
 {
     constexpr int n = 1 << LogN, G = 1 << NS;
@@ -75,7 +81,7 @@ __device__ __forceinline__ void dif_stages(float2* a, int s0, Store store)
         const int base = (g / hmin) * (hmin * G) + (g % hmin);
         float2 x[G], tw[NS];
 #pragma unroll
-        for (int j = 0; j < G; ++j) x[j] = a[pad(base + j * hmin)];
+        for (int j = 0; j < G; ++j) x[j] = a[pad<bitrev_reads>(base + j * hmin)];
         group_twiddles<LogN, NS, inverse>(g % hmin, s0, tw);
 #pragma unroll
         for (int t = 0; t < NS; ++t) {
@@ -92,14 +98,14 @@ __device__ __forceinline__ void dif_stages(float2* a, int s0, Store store)
 #pragma unroll
         for (int j = 0; j < G; ++j) {
             const int i = base + j * hmin;
-            a[pad(i)] = store(i, x[j]);
+            a[pad<bitrev_reads>(i)] = store(i, x[j]);
         }
     }
 }
 
 /// Decimation-in-time stages s0 + NS - 1 down to s0 ((u, v) -> (u + W v, u - W v), the same
 /// W as above): the transpose of dif_stages.
-template <int LogN, int NS, bool inverse, class Store>
+template <int LogN, int NS, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit_stages(float2* a, int s0, Store store)
 {
     constexpr int n = 1 << LogN, G = 1 << NS;
@@ -108,7 +114,7 @@ __device__ __forceinline__ void dit_stages(float2* a, int s0, Store store)
         const int base = (g / hmin) * (hmin * G) + (g % hmin);
         float2 x[G], tw[NS];
 #pragma unroll
-        for (int j = 0; j < G; ++j) x[j] = a[pad(base + j * hmin)];
+        for (int j = 0; j < G; ++j) x[j] = a[pad<bitrev_reads>(base + j * hmin)];
         group_twiddles<LogN, NS, inverse>(g % hmin, s0, tw);
 #pragma unroll
         for (int t = NS - 1; t >= 0; --t) {
@@ -124,56 +130,56 @@ __device__ __forceinline__ void dit_stages(float2* a, int s0, Store store)
 #pragma unroll
         for (int j = 0; j < G; ++j) {
             const int i = base + j * hmin;
-            a[pad(i)] = store(i, x[j]);
+            a[pad<bitrev_reads>(i)] = store(i, x[j]);
         }
     }
 }
 
 /// Groups of four stages from s0 on, the last group (fewer stages if LogN is not a multiple
 /// of four) with `store`.
-template <int LogN, int S0, bool inverse, class Store>
+template <int LogN, int S0, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dif_from(float2* a, Store store)
 {
     constexpr int NS = LogN - S0 >= 4 ? 4 : LogN - S0;
     if constexpr (S0 + NS == LogN) {
-        dif_stages<LogN, NS, inverse>(a, S0, store);
+        dif_stages<LogN, NS, inverse, bitrev_reads>(a, S0, store);
         __syncthreads();
     } else {
-        dif_stages<LogN, NS, inverse>(a, S0, keep{});
+        dif_stages<LogN, NS, inverse, bitrev_reads>(a, S0, keep{});
         __syncthreads();
-        dif_from<LogN, S0 + NS, inverse>(a, store);
+        dif_from<LogN, S0 + NS, inverse, bitrev_reads>(a, store);
     }
 }
 
 /// The groups of dif_from in reverse, from the one starting at S0 down to stage 0 (with `store`).
-template <int LogN, int S0, bool inverse, class Store>
+template <int LogN, int S0, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit_down(float2* a, Store store)
 {
     constexpr int NS = S0 == ((LogN - 1) / 4) * 4 ? LogN - S0 : 4;
     if constexpr (S0 == 0) {
-        dit_stages<LogN, NS, inverse>(a, 0, store);
+        dit_stages<LogN, NS, inverse, bitrev_reads>(a, 0, store);
         __syncthreads();
     } else {
-        dit_stages<LogN, NS, inverse>(a, S0, keep{});
+        dit_stages<LogN, NS, inverse, bitrev_reads>(a, S0, keep{});
         __syncthreads();
-        dit_down<LogN, S0 - 4, inverse>(a, store);
+        dit_down<LogN, S0 - 4, inverse, bitrev_reads>(a, store);
     }
 }
 
 /// Natural order in, bit-reversed order out (position q holds bin bitrev(q)); `store(q, v)`.
-template <int LogN, bool inverse, class Store>
+template <int LogN, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dif(float2* a, Store store)
 {
     static_assert(LogN >= 5 && LogN <= 16);
-    dif_from<LogN, 0, inverse>(a, store);
+    dif_from<LogN, 0, inverse, bitrev_reads>(a, store);
 }
 
 /// Bit-reversed order in (position q holds element bitrev(q)), natural order out; `store(k, v)`.
-template <int LogN, bool inverse, class Store>
+template <int LogN, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit(float2* a, Store store)
 {
     static_assert(LogN >= 5 && LogN <= 16);
-    dit_down<LogN, ((LogN - 1) / 4) * 4, inverse>(a, store);
+    dit_down<LogN, ((LogN - 1) / 4) * 4, inverse, bitrev_reads>(a, store);
 }
 
 }  // namespace paq::gpu::smem_fft
