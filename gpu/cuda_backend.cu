@@ -165,14 +165,10 @@ __device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __
                                           cuDoubleComplex inv_gain)
 {
     if constexpr (path == 0) {
-        // exp(j 2 pi f tau): the phase in half turns, 2 f tau, reduced exactly to [-1, 1] in
-        // double, then a float sincospif (the product is float anyway).
-        double x = 2.0 * freq_of_bin(k) * tau;
-        x -= 2.0 * rint(0.5 * x);
-        float sn, cs;
-        sincospif(static_cast<float>(x), &sn, &cs);
-        return make_float2(static_cast<float>(inv_gain.x) * cs - static_cast<float>(inv_gain.y) * sn,
-                           static_cast<float>(inv_gain.x) * sn + static_cast<float>(inv_gain.y) * cs);
+        double sn, cs;
+        sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * tau, &sn, &cs);
+        const cuDoubleComplex v = cuCmul(inv_gain, make_cuDoubleComplex(cs, sn));
+        return make_float2(static_cast<float>(v.x), static_cast<float>(v.y));
     }
     if constexpr (path == 4 || path == 5) {
         const float2 hk = hspec[i];
@@ -183,63 +179,59 @@ __device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __
     }
 }
 
-/// f(k), k < N/2: the folded R x C x H_NO of one path (rh = R x H_NO in shared memory), one
-/// path per instantiation and unrolled, so that each thread has the global loads of several
-/// bins in flight (one block per SM: nothing else hides their latency).
+/// f(k), k < N/2: the folded R x C x H_NO of one path (r: the packet's R), one path per
+/// instantiation and unrolled, so that each thread has the global loads of several bins in
+/// flight.
 template <int path>
-__device__ __forceinline__ void fold_path(const float2* rh, float2* f, std::size_t row, const float2* __restrict__ spec,
-                                          const float2* __restrict__ hspec, const float* __restrict__ psi, float noise, double tau,
-                                          cuDoubleComplex inv_gain, int parity)
+__device__ __forceinline__ void fold_path(const float2* __restrict__ r, const float2* __restrict__ hno, float2* f, std::size_t row,
+                                          const float2* __restrict__ spec, const float2* __restrict__ hspec,
+                                          const float* __restrict__ psi, float noise, double tau, cuDoubleComplex inv_gain, int parity)
 {
-#pragma unroll 8
+#pragma unroll 4
     for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
         const int k2 = k + n_fft / 2;
-        const float2 lo = smem_fft::cmul(rh[k], path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
-        const float2 hi = smem_fft::cmul(rh[k2], path_coefficient<path>(row + k2, k2, spec, hspec, psi, noise, tau, inv_gain));
+        const float2 rh_lo = smem_fft::cmul(r[row + k], hno[k]), rh_hi = smem_fft::cmul(r[row + k2], hno[k2]);
+        const float2 lo = smem_fft::cmul(rh_lo, path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
+        const float2 hi = smem_fft::cmul(rh_hi, path_coefficient<path>(row + k2, k2, spec, hspec, psi, noise, tau, inv_gain));
         f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
     }
 }
 
-/// The six filter paths of one packet per block, on chip: R x H_NO (N bins) stays in shared
-/// memory; for each path the folded spectrum of R x C x H_NO (N/2 points) is built next to it,
-/// inverse transformed there (gpu/smem_fft: natural order in, bit-reversed out), and its
-/// decision samples (m = m0 + k for bit k, scaled by 1/N) go to the detector's input, stream
-/// p * 6 + path, contiguous. Global memory: R, the three tap spectra and H read once (H
-/// twice), the decision samples written once.
+/// The six filter paths of one packet per block, on chip: for each path the folded spectrum
+/// of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
+/// (gpu/smem_fft: natural order in, bit-reversed out), and its decision samples (m = m0 + k
+/// for bit k, scaled by 1/N) go to the detector's input, stream p * 6 + path, contiguous.
+/// Three blocks per SM, so that one block's loads overlap another's transform; a packet's R
+/// (128 KB, read once per path) stays in L2 between its paths.
 constexpr int paths_log_n = 13;
 static_assert(1 << paths_log_n == n_fft / 2);
-constexpr int paths_threads = 512;
-constexpr std::size_t paths_smem_bytes = (static_cast<std::size_t>(n_fft) + smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
+constexpr int paths_threads = 256;
+constexpr std::size_t paths_smem_bytes = static_cast<std::size_t>(smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
 static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
 
-__global__ void __launch_bounds__(paths_threads, 1)
+__global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
                  const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                  const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
                  const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v)
 {
-    extern __shared__ float2 sm[];
-    float2* rh = sm;          // R x H_NO, N bins, natural order
-    float2* f = sm + n_fft;   // one path's folded spectrum, N/2 points (smem_fft layout)
+    extern __shared__ float2 f[];  // one path's folded spectrum, N/2 points (smem_fft layout)
     const int p = blockIdx.x;
     const std::size_t row = static_cast<std::size_t>(p) * n_fft;
-#pragma unroll 8
-    for (int k = threadIdx.x; k < n_fft; k += blockDim.x) rh[k] = smem_fft::cmul(r[row + k], hno[k]);
     const float noise = static_cast<float>(2.0 * sigma2[p]);
     const double tp = tau[p];
     const cuDoubleComplex g = gain[p];
     const double gg = g.x * g.x + g.y * g.y;
     const cuDoubleComplex inv_gain = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    __syncthreads();
     for (int path = 0; path < num_paths; ++path) {
         switch (path) {
-        case 0: fold_path<0>(rh, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 1: fold_path<1>(rh, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 2: fold_path<2>(rh, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 3: fold_path<3>(rh, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 4: fold_path<4>(rh, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        default: fold_path<5>(rh, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 0: fold_path<0>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 1: fold_path<1>(r, hno, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 2: fold_path<2>(r, hno, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 3: fold_path<3>(r, hno, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, parity); break;
+        case 4: fold_path<4>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
+        default: fold_path<5>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
         }
         __syncthreads();
         smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});

@@ -173,7 +173,7 @@ std::string backend_unsupported_reason(const gpu_device_info& device)
     if (device.shared_memory_per_block_bytes >= backend_shared_memory_bytes) return {};
     return "GPU " + std::to_string(device.id) + " (" + device.name + ") offers " +
            std::to_string(device.shared_memory_per_block_bytes / 1024) + " KiB of shared memory per thread block; the CUDA backend needs " +
-           std::to_string((backend_shared_memory_bytes + 1023) / 1024) + " KiB (Hopper: H100, H200)";
+           std::to_string((backend_shared_memory_bytes + 1023) / 1024) + " KiB (H100, H200, A100)";
 }
 
 bool gpu_self_test(int device_id)

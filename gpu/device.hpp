@@ -21,10 +21,10 @@ struct gpu_device_info {
     std::size_t shared_memory_per_block_bytes = 0;  ///< the most a kernel may opt in to
 };
 
-/// Shared memory per thread block the CUDA backend's kernels need (gpu/cma, the paths kernel:
-/// a packet's transforms on chip): 196 KiB. Hopper (H100, H200: 227 KiB) has it; A100 (163 KiB)
-/// and Ada (99 KiB) do not, and are served by the CPU backend.
-inline constexpr std::size_t backend_shared_memory_bytes = 200'832;
+/// Shared memory per thread block the CUDA backend's kernels need (gpu/cma: a packet's
+/// 16384-point transforms on chip): 138 KiB. Hopper (H100, H200: 227 KiB) and A100 (163 KiB)
+/// have it; Ada (L4, L40: 99 KiB) does not and is served by the CPU backend.
+inline constexpr std::size_t backend_shared_memory_bytes = 140'752;
 
 /// Empty if the CUDA backend can run on the device, else why not (for a log line or an error).
 [[nodiscard]] std::string backend_unsupported_reason(const gpu_device_info& device);
