@@ -31,7 +31,9 @@ namespace paq::gpu {
 
 class cuda_backend final : public dsp::batch_processor {
 public:
-    /// Throws std::invalid_argument if cfg does not validate or fft_size is not 16384.
+    /// Throws std::invalid_argument if cfg does not validate or fft_size is not 16384, and
+    /// std::runtime_error if the device lacks the shared memory the kernels need
+    /// (gpu::backend_unsupported_reason).
     /// `solver` computes the ZF and MMSE taps: "levinson" (default: the project's, double
     /// precision), "cusolver-dn-chol" or "cusolver-sp-qr" (float; the thesis' baselines). With
     /// a float solver, packets whose ZF condition number exceeds 1e6 (flagged
@@ -63,7 +65,7 @@ public:
         solvers,        ///< ZF and MMSE Levinson solves, single-path fit
         spectra,        ///< FFT of the segments and of the channels, condition numbers
         cma,            ///< CMA iterations
-        paths,          ///< six filter paths: spectrum products, inverse FFTs, decision samples
+        paths,          ///< six filter paths: tap spectra, then per packet on chip the folded products, inverse transforms, decision samples
         detector,       ///< PLL / OQPSK detector
         copy_back,      ///< bits, estimates and starts to pinned host memory
         records,        ///< host: batch_output filled (host clock)

@@ -94,6 +94,23 @@ TEST(GpuDescribe, FormatsAllFields) {
     EXPECT_TRUE(contains(describe(info), ", 2.0 GiB,")) << describe(info);
 }
 
+TEST(GpuDescribe, BackendNeedsItsSharedMemory) {
+    // The CUDA backend keeps a packet's transforms on chip: a GPU with less shared memory per
+    // block is named, with what it has and what is needed (paqd's backend auto then takes the
+    // CPU; backend cuda fails at start with this text).
+    gpu_device_info info;
+    info.id = 0;
+    info.name = "NVIDIA L4";
+    info.shared_memory_per_block_bytes = 101'376;  // Ada: 99 KiB
+    const auto why = backend_unsupported_reason(info);
+    EXPECT_TRUE(contains(why, "GPU 0 (NVIDIA L4) offers 99 KiB")) << why;
+    EXPECT_TRUE(contains(why, "needs 138 KiB")) << why;
+    info.shared_memory_per_block_bytes = 166'912;  // A100: 163 KiB
+    EXPECT_EQ(backend_unsupported_reason(info), "");
+    info.shared_memory_per_block_bytes = 232'448;  // H100: 227 KiB
+    EXPECT_EQ(backend_unsupported_reason(info), "");
+}
+
 TEST(GpuDevices, ListingNeverFailsForLackOfDevice) {
     // On a host without driver or GPU this is the empty list, not an exception.
     EXPECT_NO_THROW((void)list_gpu_devices());
@@ -124,6 +141,7 @@ TEST_F(GpuDevice, DevicesHaveSaneFields) {
         EXPECT_GE(d.cc_minor, 0);
         EXPECT_GT(d.total_memory_bytes, 0u);
         EXPECT_GT(d.multiprocessors, 0);
+        EXPECT_GE(d.shared_memory_per_block_bytes, 48u * 1024);
     }
 }
 
