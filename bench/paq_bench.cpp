@@ -208,18 +208,6 @@ int main(int argc, char** argv)
         }
         parts_sweep.emplace_back(parts, median(t));
     }
-    // The default split with equal shares (first part weight 1), for the weight's effect.
-    double equal_shares_ms = 0.0;
-    {
-        gpu::cuda_backend eq(rc, 0, "levinson", gpu::cuda_backend::default_parts, 1.0);
-        std::vector<double> t;
-        for (int it = 0; it < 23; ++it) {
-            const auto t0 = clock_type::now();
-            const auto out = eq.process(*batch);
-            if (it >= 3) t.push_back(ms_since(t0));
-        }
-        equal_shares_ms = median(t);
-    }
 
     std::sort(e2e.begin(), e2e.end());
 
@@ -294,8 +282,6 @@ int main(int argc, char** argv)
     sweep[std::to_string(parts_used)] = gpu_ms;
     for (const auto& [parts, ms] : parts_sweep) sweep[std::to_string(parts)] = ms;
     j["end_to_end_ms_median_by_parts"] = sweep;
-    j["first_part_weight"] = gpu::cuda_backend::default_first_part_weight;
-    j["end_to_end_ms_median_equal_shares"] = equal_shares_ms;
 
     std::printf("| what | value |\n|---|---|\n");
     std::printf("| packets in the batch | %zu |\n", packets);
@@ -309,8 +295,6 @@ int main(int argc, char** argv)
     std::printf("| end to end by parts (median of 15; 1 and %d: of 20) |", parts_used);
     for (const auto& [parts, ms] : sweep.items()) std::printf(" %s: %.2f ms;", parts.c_str(), ms.get<double>());
     std::printf(" |\n");
-    std::printf("| %d parts, first part weight %.2f (default) / equal shares, median of 20 | %.2f / %.2f ms |\n", parts_used,
-                gpu::cuda_backend::default_first_part_weight, gpu_ms, equal_shares_ms);
     std::printf("| GPU memory held by the backend | %.2f GiB |\n", static_cast<double>(free0 - free1) / (1 << 30));
     std::printf("| CPU backend, %zu packets, %d threads | %.0f ms (scaled to the batch: %.0f ms) |\n", cpu_out.packets.size(),
                 omp_get_max_threads(), cpu_sub_ms, cpu_ms);

@@ -1,7 +1,6 @@
 #include "dsp/batcher.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -84,29 +83,9 @@ std::optional<sample_batch> batcher::pop()
     return b;
 }
 
-namespace {
-
-/// End of share k (of n) of `owned` samples, the first share weighted w, the others 1.
-std::size_t share_end(std::size_t owned, std::size_t k, std::size_t n, double w)
-{
-    if (k + 1 >= n) return owned;
-    const double total = w + static_cast<double>(n - 1);
-    return static_cast<std::size_t>(static_cast<double>(owned) * (w + static_cast<double>(k)) / total);
-}
-
-void check_weight(double first_weight, const char* who)
-{
-    if (!(first_weight > 0.0 && first_weight <= 1.0)) {
-        throw std::invalid_argument(std::string(who) + ": first_weight must be in (0, 1], not " + std::to_string(first_weight));
-    }
-}
-
-}  // namespace
-
-std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts, double first_weight)
+std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts)
 {
     if (parts == 0) throw std::invalid_argument("split_batch: parts must be >= 1");
-    check_weight(first_weight, "split_batch");
     const std::size_t len = batch.samples.size();
     if (batch.owned_begin > batch.owned_end || batch.owned_end > len) {
         throw std::invalid_argument("split_batch: owned range [" + std::to_string(batch.owned_begin) + ", " +
@@ -118,8 +97,7 @@ std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts
     out.reserve(n);
     for (std::size_t k = 0; k < n; ++k) {
         // The share [a, b) of the owned range, and around it the guards a batch gets.
-        const std::size_t a = batch.owned_begin + (k == 0 ? 0 : share_end(owned, k - 1, n, first_weight));
-        const std::size_t b = batch.owned_begin + share_end(owned, k, n, first_weight);
+        const std::size_t a = batch.owned_begin + owned * k / n, b = batch.owned_begin + owned * (k + 1) / n;
         const std::size_t w0 = a > batch_guard_before ? a - batch_guard_before : 0;
         const std::size_t w1 = std::min(len, b + batch_guard_after);
         batch_part p;
@@ -150,16 +128,12 @@ sample_batch part_batch(const sample_batch& batch, const batch_part& part)
     return b;
 }
 
-std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, double first_weight)
+std::size_t max_part_window(std::size_t batch_samples, std::size_t parts)
 {
     if (parts == 0) throw std::invalid_argument("max_part_window: parts must be >= 1");
-    check_weight(first_weight, "max_part_window");
-    // A window holds at most batch_samples + both guards, and owns at most all of it; the
-    // largest share is one of the unweighted ones (or the only one), plus rounding.
+    // A window holds at most batch_samples + both guards, and owns at most all of it.
     const std::size_t max_owned = batch_samples + batch_guard_before + batch_guard_after;
-    const double total = parts == 1 ? 1.0 : first_weight + static_cast<double>(parts - 1);
-    const auto share = static_cast<std::size_t>(std::ceil(static_cast<double>(max_owned) / total)) + 2;
-    return std::min(max_owned, share) + batch_guard_before + batch_guard_after;
+    return (max_owned + parts - 1) / parts + batch_guard_before + batch_guard_after;
 }
 
 }  // namespace paq::dsp

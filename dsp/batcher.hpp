@@ -27,20 +27,18 @@ struct batch_part {
     bool segment_end = false;     ///< the part's window ends where the batch's segment does
 };
 
-/// Splits the batch's owned range into `parts` shares: the first `first_weight` times as long
-/// as each of the others (1: equal shares; less: the first part is ready sooner), fewer parts
-/// where the range is shorter than `parts` samples, none for an empty range. Throws
-/// std::invalid_argument for parts == 0, a first_weight outside (0, 1], or an owned range
-/// outside the window.
-[[nodiscard]] std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts, double first_weight = 1.0);
+/// Splits the batch's owned range into `parts` shares as equal as possible (fewer where the
+/// range is shorter than `parts` samples; none for an empty range). Throws
+/// std::invalid_argument for parts == 0 or an owned range outside the window.
+[[nodiscard]] std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts);
 
 /// The part as a batch of its own (a copy of its samples): what a backend without the split
 /// would be given. For tests and the CPU reference.
 [[nodiscard]] sample_batch part_batch(const sample_batch& batch, const batch_part& part);
 
 /// Largest part window when windows of at most batch_samples + both guards are split into
-/// `parts` with split_batch(..., first_weight).
-[[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, double first_weight = 1.0);
+/// `parts`.
+[[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts);
 
 class batcher {
 public:

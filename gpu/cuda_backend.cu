@@ -401,29 +401,24 @@ struct cuda_backend::impl {
     int device;
     std::size_t max_window;
     std::size_t n_parts;
-    double first_weight;
     std::vector<std::unique_ptr<chain_part>> parts;
     bool timing_on = false;
     cuda_backend::timing last;
 
-    impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np, double w)
+    impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
           max_window(c.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after),
-          n_parts(static_cast<std::size_t>(np)),
-          first_weight(w)
+          n_parts(static_cast<std::size_t>(np))
     {
-        const std::size_t part_window = n_parts == 1 ? max_window : dsp::max_part_window(c.batch_samples, n_parts, first_weight);
+        const std::size_t part_window = n_parts == 1 ? max_window : dsp::max_part_window(c.batch_samples, n_parts);
         for (std::size_t k = 0; k < n_parts; ++k) parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name));
     }
 };
 
-cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const std::string& solver, int parts, double first_part_weight)
+cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const std::string& solver, int parts)
 {
-    if (!(first_part_weight > 0.0 && first_part_weight <= 1.0)) {
-        throw std::invalid_argument("cuda backend: first_part_weight must be in (0, 1], not " + std::to_string(first_part_weight));
-    }
     if (parts < 1 || parts > max_parts) {
         throw std::invalid_argument("cuda backend: parts must be 1 .. " + std::to_string(max_parts) + ", not " + std::to_string(parts));
     }
@@ -437,7 +432,7 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    impl_ = std::make_unique<impl>(cfg, device_id, solver, parts, first_part_weight);
+    impl_ = std::make_unique<impl>(cfg, device_id, solver, parts);
 }
 
 cuda_backend::~cuda_backend() = default;
@@ -500,7 +495,7 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     if (m.n_parts == 1) {
         split.push_back({0, len, batch.owned_begin, batch.owned_end, batch.segment_start, batch.segment_end});
     } else {
-        split = dsp::split_batch(batch, m.n_parts, m.first_weight);
+        split = dsp::split_batch(batch, m.n_parts);
     }
     std::size_t capacity = 0;
     for (std::size_t k = 0; k < split.size(); ++k) capacity += m.parts[k]->max_packets;

@@ -47,14 +47,9 @@ public:
     /// batching.parts_give_what_the_whole_batch_gives; GPU test on whole batches). GPU memory
     /// is about the same for any count (each part's buffers are sized for its share). Throws
     /// std::invalid_argument outside 1 .. max_parts.
-    ///
-    /// `first_part_weight` (0, 1]: the first part's share of the window against each other
-    /// part's (dsp::split_batch). Below 1 the device starts sooner; the other parts' buffers
-    /// grow to match (GPU memory x (1 + (1 - w) / (parts - 1 + w)) roughly).
     cuda_backend(const dsp::receiver_config& cfg, int device_id, const std::string& solver = "levinson",
-                 int parts = default_parts, double first_part_weight = default_first_part_weight);
+                 int parts = default_parts);
     static constexpr int default_parts = 4;
-    static constexpr double default_first_part_weight = 0.5;
     static constexpr int max_parts = 16;
     ~cuda_backend() override;
 

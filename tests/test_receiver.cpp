@@ -318,10 +318,8 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
         const auto whole = be.process(*b);
         packets += whole.packets.size();
         truncated += whole.truncated_packets;
-        for (const auto& [n, w] : {std::pair{std::size_t{1}, 1.0}, std::pair{std::size_t{2}, 1.0}, std::pair{std::size_t{3}, 1.0},
-                                   std::pair{std::size_t{4}, 1.0}, std::pair{std::size_t{7}, 1.0}, std::pair{std::size_t{2}, 0.5},
-                                   std::pair{std::size_t{4}, 0.5}, std::pair{std::size_t{5}, 0.25}}) {
-            const auto parts = split_batch(*b, n, w);
+        for (const std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{3}, std::size_t{4}, std::size_t{7}}) {
+            const auto parts = split_batch(*b, n);
             ASSERT_EQ(parts.size(), n);
             batch_output joined;
             std::size_t owned_next = b->owned_begin;
@@ -330,7 +328,7 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
                 EXPECT_EQ(part.offset + part.owned_begin, owned_next);
                 owned_next = part.offset + part.owned_end;
                 EXPECT_LE(part.offset + part.length, b->samples.size());
-                EXPECT_LE(part.length, max_part_window(rc.batch_samples, n, w));
+                EXPECT_LE(part.length, max_part_window(rc.batch_samples, n));
                 flagged_ends += part.segment_start + part.segment_end;
                 const auto o = be.process(part_batch(*b, part));
                 joined.packets.insert(joined.packets.end(), o.packets.begin(), o.packets.end());
@@ -339,11 +337,6 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
                 joined.nonfinite_samples += o.nonfinite_samples;
             }
             EXPECT_EQ(owned_next, b->owned_end);
-            if (n > 1 && w < 1.0) {  // the first share is w times the others (to the sample)
-                const double first = static_cast<double>(parts[0].owned_end - parts[0].owned_begin);
-                const double second = static_cast<double>(parts[1].owned_end - parts[1].owned_begin);
-                EXPECT_NEAR(first / second, w, 2.0 / second);
-            }
             ASSERT_EQ(joined.packets.size(), whole.packets.size()) << "batch " << b->index << ", " << n << " parts";
             for (std::size_t p = 0; p < whole.packets.size(); ++p) {
                 const auto& x = whole.packets[p];
@@ -359,7 +352,7 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
                     EXPECT_EQ(x.paths[static_cast<std::size_t>(path)].known_bit_errors, y.paths[static_cast<std::size_t>(path)].known_bit_errors);
                 }
             }
-            EXPECT_EQ(joined.bits, whole.bits) << "batch " << b->index << ", " << n << " parts, first weight " << w;
+            EXPECT_EQ(joined.bits, whole.bits) << "batch " << b->index << ", " << n << " parts";
             EXPECT_EQ(joined.truncated_packets, whole.truncated_packets);
             EXPECT_EQ(joined.nonfinite_samples, whole.nonfinite_samples);
         }
@@ -377,8 +370,6 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
     EXPECT_THROW((void)split_batch(bad, 2), std::invalid_argument);
     bad.owned_end = 50;
     EXPECT_THROW((void)split_batch(bad, 0), std::invalid_argument);
-    EXPECT_THROW((void)split_batch(bad, 2, 0.0), std::invalid_argument);
-    EXPECT_THROW((void)split_batch(bad, 2, 1.5), std::invalid_argument);
     EXPECT_EQ(split_batch(bad, 1000).size(), 40u);  // no more parts than owned samples
     bad.owned_end = 10;
     EXPECT_TRUE(split_batch(bad, 4).empty());
