@@ -85,7 +85,13 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
                 const double e = (a_prev * y_prev.y - a * y.x) * e_scale;
                 nu += g.k2 * e;
                 theta += g.k1 * e + nu;
-                theta = remainder(theta, 2.0 * 3.14159265358979323846);
+                // std::remainder(theta, 2 pi) as on the CPU, without the library's general
+                // division loop: the step is small, so theta is at most a few steps past
+                // +-pi, where subtracting 2 pi is exact (Sterbenz) and rounds as remainder's
+                // nearest multiple does (a tie at exactly +-pi stays).
+                constexpr double two_pi = 2.0 * 3.14159265358979323846;
+                while (theta > 0.5 * two_pi) theta -= two_pi;
+                while (theta < -0.5 * two_pi) theta += two_pi;
                 double sn, cs;
                 sincos(-theta, &sn, &cs);
                 rot = make_cuDoubleComplex(cs, sn);
