@@ -70,10 +70,11 @@ struct keep {
     __device__ float2 operator()(int, float2 v) const { return v; }
 };
 
-/// Decimation-in-frequency stages s0 .. s0 + NS - 1 (stage s: pairs (i, i + h), h = N >> (s + 1),
-/// (u, v) -> (u + v, (u - v) W^((i mod h) 2^s))), in place.
-template <int LogN, int NS, bool inverse, bool bitrev_reads, class Store>
-__device__ __forceinline__ void dif_stages(float2* a, int s0, Store store)
+/// Stages s0 .. s0 + NS - 1 of the transform, in place (stage s pairs i and i + h, h = N >> (s + 1),
+/// with W^((i mod h) 2^s)): decimation in frequency takes them upwards, (u, v) -> (u + v,
+/// (u - v) W); decimation in time, its transpose, downwards, (u, v) -> (u + W v, u - W v).
+template <int LogN, int NS, bool inverse, bool bitrev_reads, bool in_time, class Store>
+__device__ __forceinline__ void stages(float2* a, int s0, Store store)
 {
     constexpr int n = 1 << LogN, G = 1 << NS;
     const int hmin = n >> (s0 + NS);
@@ -84,47 +85,17 @@ __device__ __forceinline__ void dif_stages(float2* a, int s0, Store store)
         for (int j = 0; j < G; ++j) x[j] = a[pad<bitrev_reads>(base + j * hmin)];
         group_twiddles<LogN, NS, inverse>(g % hmin, s0, tw);
 #pragma unroll
-        for (int t = 0; t < NS; ++t) {
+        for (int step = 0; step < NS; ++step) {
+            const int t = in_time ? NS - 1 - step : step;
             const int hj = G >> (t + 1);
 #pragma unroll
             for (int j = 0; j < G; ++j) {
                 if (j & hj) continue;
-                const float2 u = x[j], v = x[j + hj];
+                const float2 w = (j % hj) == 0 ? tw[t] : cmul(tw[t], root<inverse, G>((j % hj) << t));
+                const float2 u = x[j], v = in_time ? cmul(x[j + hj], w) : x[j + hj];
+                x[j] = make_float2(u.x + v.x, u.y + v.y);
                 const float2 d = make_float2(u.x - v.x, u.y - v.y);
-                x[j] = make_float2(u.x + v.x, u.y + v.y);
-                x[j + hj] = cmul(d, (j % hj) == 0 ? tw[t] : cmul(tw[t], root<inverse, G>((j % hj) << t)));
-            }
-        }
-#pragma unroll
-        for (int j = 0; j < G; ++j) {
-            const int i = base + j * hmin;
-            a[pad<bitrev_reads>(i)] = store(i, x[j]);
-        }
-    }
-}
-
-/// Decimation-in-time stages s0 + NS - 1 down to s0 ((u, v) -> (u + W v, u - W v), the same
-/// W as above): the transpose of dif_stages.
-template <int LogN, int NS, bool inverse, bool bitrev_reads, class Store>
-__device__ __forceinline__ void dit_stages(float2* a, int s0, Store store)
-{
-    constexpr int n = 1 << LogN, G = 1 << NS;
-    const int hmin = n >> (s0 + NS);
-    for (int g = threadIdx.x; g < n / G; g += blockDim.x) {
-        const int base = (g / hmin) * (hmin * G) + (g % hmin);
-        float2 x[G], tw[NS];
-#pragma unroll
-        for (int j = 0; j < G; ++j) x[j] = a[pad<bitrev_reads>(base + j * hmin)];
-        group_twiddles<LogN, NS, inverse>(g % hmin, s0, tw);
-#pragma unroll
-        for (int t = NS - 1; t >= 0; --t) {
-            const int hj = G >> (t + 1);
-#pragma unroll
-            for (int j = 0; j < G; ++j) {
-                if (j & hj) continue;
-                const float2 u = x[j], v = cmul(x[j + hj], (j % hj) == 0 ? tw[t] : cmul(tw[t], root<inverse, G>((j % hj) << t)));
-                x[j] = make_float2(u.x + v.x, u.y + v.y);
-                x[j + hj] = make_float2(u.x - v.x, u.y - v.y);
+                x[j + hj] = in_time ? d : cmul(d, w);
             }
         }
 #pragma unroll
@@ -142,10 +113,10 @@ __device__ __forceinline__ void dif_from(float2* a, Store store)
 {
     constexpr int NS = LogN - S0 >= 4 ? 4 : LogN - S0;
     if constexpr (S0 + NS == LogN) {
-        dif_stages<LogN, NS, inverse, bitrev_reads>(a, S0, store);
+        stages<LogN, NS, inverse, bitrev_reads, false>(a, S0, store);
         __syncthreads();
     } else {
-        dif_stages<LogN, NS, inverse, bitrev_reads>(a, S0, keep{});
+        stages<LogN, NS, inverse, bitrev_reads, false>(a, S0, keep{});
         __syncthreads();
         dif_from<LogN, S0 + NS, inverse, bitrev_reads>(a, store);
     }
@@ -157,10 +128,10 @@ __device__ __forceinline__ void dit_down(float2* a, Store store)
 {
     constexpr int NS = S0 == ((LogN - 1) / 4) * 4 ? LogN - S0 : 4;
     if constexpr (S0 == 0) {
-        dit_stages<LogN, NS, inverse, bitrev_reads>(a, 0, store);
+        stages<LogN, NS, inverse, bitrev_reads, true>(a, 0, store);
         __syncthreads();
     } else {
-        dit_stages<LogN, NS, inverse, bitrev_reads>(a, S0, keep{});
+        stages<LogN, NS, inverse, bitrev_reads, true>(a, S0, keep{});
         __syncthreads();
         dit_down<LogN, S0 - 4, inverse, bitrev_reads>(a, store);
     }

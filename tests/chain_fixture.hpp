@@ -1,6 +1,7 @@
 // Shared helpers for the chain tests: simulate, run, summarise. Each test states its seed.
 #pragma once
 
+#include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/receiver_run.hpp"
 #include "dsp/simulator.hpp"
@@ -41,6 +42,22 @@ inline dsp::run_summary run_chain(std::span<const cf32> samples, const dsp::rece
 {
     dsp::cpu_backend be(rc);
     return dsp::run_receiver(be, rc, pattern, 20.625e6, samples);
+}
+
+/// A finished batcher over x, with `lost` samples dropped after the first `cut` (a gap; none
+/// when lost is 0).
+inline dsp::batcher batched(std::span<const cf32> x, std::size_t batch_samples, std::size_t cut = 0, std::size_t lost = 0)
+{
+    dsp::batcher bt(batch_samples);
+    if (lost) {
+        bt.push(x.first(cut));
+        bt.gap(lost);
+        bt.push(x.subspan(cut + lost));
+    } else {
+        bt.push(x);
+    }
+    bt.finish();
+    return bt;
 }
 
 inline dsp::receiver_config small_batches()

@@ -32,15 +32,7 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
 {
     cpu_backend cpu(rc);
     gpu::cuda_backend gpu_be(rc, 0);
-    batcher bt(rc.batch_samples);
-    if (lost) {
-        bt.push(std::span(samples).first(lost_at));
-        bt.gap(lost);
-        bt.push(std::span(samples).subspan(lost_at + lost));
-    } else {
-        bt.push(samples);
-    }
-    bt.finish();
+    auto bt = test::batched(samples, rc.batch_samples, lost_at, lost);
     comparison c;
     while (auto b = bt.pop()) {
         const auto a = cpu.process(*b);

@@ -265,11 +265,7 @@ TEST(batching, gap_loses_only_the_packets_it_cuts)
     receiver_config rc;
     rc.batch_samples = 50'000;
     cpu_backend be(rc);
-    batcher bt(rc.batch_samples);
-    bt.push(std::span(sim.samples).first(cut));
-    bt.gap(lost);
-    bt.push(std::span(sim.samples).subspan(cut + lost));
-    bt.finish();
+    auto bt = test::batched(sim.samples, rc.batch_samples, cut, lost);
     std::vector<std::uint64_t> starts;
     std::uint64_t truncated = 0;
     while (auto b = bt.pop()) {
@@ -307,11 +303,7 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
     receiver_config rc;
     rc.batch_samples = 45'000;
     cpu_backend be(rc);
-    batcher bt(rc.batch_samples);
-    bt.push(std::span(sim.samples).first(cut));
-    bt.gap(lost);
-    bt.push(std::span(sim.samples).subspan(cut + lost));
-    bt.finish();
+    auto bt = test::batched(sim.samples, rc.batch_samples, cut, lost);
     std::size_t batches = 0, packets = 0, truncated = 0, flagged_ends = 0;
     while (auto b = bt.pop()) {
         ++batches;
