@@ -47,6 +47,18 @@ double median(std::vector<double> v)
 
 double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
 
+/// Host-clock milliseconds of `runs` calls of be.process(batch), after `warmups` untimed ones.
+std::vector<double> time_process(gpu::cuda_backend& be, const sample_batch& batch, int warmups, int runs)
+{
+    std::vector<double> t;
+    for (int it = 0; it < warmups + runs; ++it) {
+        const auto t0 = clock_type::now();
+        const auto out = be.process(batch);
+        if (it >= warmups) t.push_back(ms_since(t0));
+    }
+    return t;
+}
+
 /// Wall time of `batches` batches through a runner on devices 0 .. n-1, results in order.
 struct throughput {
     double wall_ms = 0.0;
@@ -145,14 +157,7 @@ int main(int argc, char** argv)
     gpu::host_pin pin(batch->samples.data(), batch->samples.size() * sizeof(cf32));
     const double pin_ms = ms_since(t_pin);
 
-    std::vector<double> e2e;
-    for (int it = 0; it < 23; ++it) {
-        const auto t0 = clock_type::now();
-        const auto out = gpu_be.process(*batch);
-        if (it >= 3) e2e.push_back(ms_since(t0));
-        packets = out.packets.size();
-    }
-    // Stage timing on: per stage, and end to end by CUDA events.
+    std::vector<double> e2e = time_process(gpu_be, *batch, 3, 20);
     // The default backend splits the batch into parts that overlap (upload, device, host
     // records): its end to end is the headline. Where the time goes is timed on a one-part
     // backend running the same kernels on the whole window, stage after stage.
@@ -178,11 +183,7 @@ int main(int argc, char** argv)
     std::vector<double> e2e_events, e2e_timed, one_part_e2e;
     {
         gpu::cuda_backend one(rc, 0, "levinson", 1);
-        for (int it = 0; it < 23; ++it) {
-            const auto t0 = clock_type::now();
-            const auto out = one.process(*batch);
-            if (it >= 3) one_part_e2e.push_back(ms_since(t0));
-        }
+        one_part_e2e = time_process(one, *batch, 3, 20);
         one.enable_stage_timing(true);
         for (int it = 0; it < 21; ++it) {
             const auto t0 = clock_type::now();
@@ -200,13 +201,7 @@ int main(int argc, char** argv)
     std::vector<std::pair<int, double>> parts_sweep;
     for (const int parts : {2, 3, 6, 8}) {
         gpu::cuda_backend pb(rc, 0, "levinson", parts);
-        std::vector<double> t;
-        for (int it = 0; it < 18; ++it) {
-            const auto t0 = clock_type::now();
-            const auto out = pb.process(*batch);
-            if (it >= 3) t.push_back(ms_since(t0));
-        }
-        parts_sweep.emplace_back(parts, median(t));
+        parts_sweep.emplace_back(parts, median(time_process(pb, *batch, 3, 15)));
     }
 
     std::sort(e2e.begin(), e2e.end());

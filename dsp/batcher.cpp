@@ -131,9 +131,10 @@ sample_batch part_batch(const sample_batch& batch, const batch_part& part)
 std::size_t max_part_window(std::size_t batch_samples, std::size_t parts)
 {
     if (parts == 0) throw std::invalid_argument("max_part_window: parts must be >= 1");
-    // A window holds at most batch_samples + both guards, and owns at most all of it.
-    const std::size_t max_owned = batch_samples + batch_guard_before + batch_guard_after;
-    return (max_owned + parts - 1) / parts + batch_guard_before + batch_guard_after;
+    // A window holds at most batch_samples + both guards and owns at most all of it; a part
+    // is its share plus the guards, and never more than the whole window.
+    const std::size_t max_window = batch_samples + batch_guard_before + batch_guard_after;
+    return std::min(max_window, (max_window + parts - 1) / parts + batch_guard_before + batch_guard_after);
 }
 
 }  // namespace paq::dsp

@@ -37,7 +37,7 @@ struct batch_part {
 [[nodiscard]] sample_batch part_batch(const sample_batch& batch, const batch_part& part);
 
 /// Largest part window when windows of at most batch_samples + both guards are split into
-/// `parts`.
+/// `parts` (for one part: that whole window).
 [[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts);
 
 class batcher {

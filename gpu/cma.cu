@@ -68,14 +68,17 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
 
 }  // namespace
 
+void cma_setup_device()
+{
+    PAQ_CUDA_CHECK(cudaFuncSetAttribute(cma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
+}
+
 void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std::size_t pre, double mu, int iterations,
                        cuda_stream_t stream)
 {
     if (iterations < 0) throw std::invalid_argument("gpu cma: iterations must be >= 0");
     if (packets == 0 || iterations == 0) return;
     static_assert(sizeof(cf32) == sizeof(float2));
-    // Per device, once: the kernel needs more than the default 48 KB of shared memory.
-    PAQ_CUDA_CHECK(cudaFuncSetAttribute(cma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem_bytes)));
     const float scale = static_cast<float>(mu / (static_cast<double>(n) * static_cast<double>(waveform::L_pkt)));
     cma_kernel<<<static_cast<unsigned>(packets), threads, smem_bytes, stream>>>(reinterpret_cast<const float2*>(r_spec),
                                                                               reinterpret_cast<float2*>(taps), iterations, scale,
@@ -90,6 +93,7 @@ std::vector<cf32> cma_refine(std::span<const cf32> r_spec, std::span<const cf32>
         throw std::invalid_argument("gpu cma: r_spec must hold packets x 16384 and taps packets x 186 values");
     }
     PAQ_CUDA_CHECK(cudaSetDevice(select_device(device)));
+    cma_setup_device();
     device_buffer<cf32> r(r_spec.size()), c(taps.size());
     stream st;
     PAQ_CUDA_CHECK(cudaMemcpyAsync(r.data(), r_spec.data(), r_spec.size_bytes(), cudaMemcpyHostToDevice, st.get()));

@@ -20,10 +20,15 @@ namespace paq::gpu {
 /// Points of the transforms: the filter stage's FFT size.
 inline constexpr std::size_t cma_fft_size = 16384;
 
+/// Once per device (the current one), before cma_refine_device: lets the kernel have the
+/// shared memory it needs (more than the default 48 KB).
+void cma_setup_device();
+
 /// Asynchronous on `stream`: for each of `packets` packets, `iterations` CMA steps of size mu
 /// on taps (packets x 186, c(l) for l = -60 .. 125, in/out) from the segment spectra r_spec
 /// (packets x 16384; the packet at [pre, pre + L_pkt) of its segment), as dsp::cma_refine.
-/// Allocates nothing. Throws std::invalid_argument for iterations < 0.
+/// Allocates nothing and configures nothing (cma_setup_device first). Throws
+/// std::invalid_argument for iterations < 0.
 void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std::size_t pre, double mu, int iterations,
                        cuda_stream_t stream);
 

@@ -157,46 +157,6 @@ __device__ inline float2 fold_bins(float2 lo, float2 hi, int k, int parity)
     return smem_fft::cmul(make_float2(lo.x - hi.x, lo.y - hi.y), make_float2(cs, sn));
 }
 
-/// The equalizer of one path at bin k (i = p N + k): the taps' spectrum (ZF, MMSE, CMA), the
-/// single path's inverse exp(j 2 pi f tau) / g (none), or the FDE formula on H (FDE1, FDE2).
-template <int path>
-__device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __restrict__ spec,
-                                          const float2* __restrict__ hspec, const float* __restrict__ psi, float noise, double tau,
-                                          cuDoubleComplex inv_gain)
-{
-    if constexpr (path == 0) {
-        double sn, cs;
-        sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * tau, &sn, &cs);
-        const cuDoubleComplex v = cuCmul(inv_gain, make_cuDoubleComplex(cs, sn));
-        return make_float2(static_cast<float>(v.x), static_cast<float>(v.y));
-    }
-    if constexpr (path == 4 || path == 5) {
-        const float2 hk = hspec[i];
-        const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? noise / psi[k] : noise);
-        return den > 0.0f ? make_float2(hk.x / den, -hk.y / den) : make_float2(0.0f, 0.0f);
-    } else {
-        return spec[i];
-    }
-}
-
-/// f(k), k < N/2: the folded R x C x H_NO of one path (r: the packet's R), one path per
-/// instantiation and unrolled, so that each thread has the global loads of several bins in
-/// flight.
-template <int path>
-__device__ __forceinline__ void fold_path(const float2* __restrict__ r, const float2* __restrict__ hno, float2* f, std::size_t row,
-                                          const float2* __restrict__ spec, const float2* __restrict__ hspec,
-                                          const float* __restrict__ psi, float noise, double tau, cuDoubleComplex inv_gain, int parity)
-{
-#pragma unroll 4
-    for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-        const int k2 = k + n_fft / 2;
-        const float2 rh_lo = smem_fft::cmul(r[row + k], hno[k]), rh_hi = smem_fft::cmul(r[row + k2], hno[k2]);
-        const float2 lo = smem_fft::cmul(rh_lo, path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
-        const float2 hi = smem_fft::cmul(rh_hi, path_coefficient<path>(row + k2, k2, spec, hspec, psi, noise, tau, inv_gain));
-        f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
-    }
-}
-
 /// The six filter paths of one packet per block, on chip: for each path the folded spectrum
 /// of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
 /// (gpu/smem_fft: natural order in, bit-reversed out), and its decision samples (m = m0 + k
@@ -209,6 +169,68 @@ constexpr int paths_threads = 256;
 constexpr std::size_t paths_smem_bytes = static_cast<std::size_t>(smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
 static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
 
+/// What one packet's paths share: where its spectra are, its estimates.
+struct packet_view {
+    const float2* r;      ///< all packets' R (this packet's row starts at `row`)
+    const float2* hno;    ///< H_NO, N bins
+    const float2* hspec;  ///< all packets' H
+    const float* psi;     ///< Psi, N bins
+    std::size_t row;
+    float noise;          ///< 2 sigma2
+    double tau;           ///< the single path's delay and inverse gain (the unequalized path)
+    cuDoubleComplex inv_gain;
+    int parity, m0;       ///< decision sample of bit k: sample m0 + k of the half transform
+};
+
+/// The equalizer of one path at bin k: the taps' spectrum (ZF, MMSE, CMA), the single path's
+/// inverse exp(j 2 pi f tau) / g (none), or the FDE formula on H (FDE1, FDE2).
+template <int path>
+__device__ inline float2 path_coefficient(const packet_view& pv, const float2* __restrict__ spec, int k)
+{
+    const std::size_t i = pv.row + static_cast<std::size_t>(k);
+    if constexpr (path == 0) {
+        double sn, cs;
+        sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * pv.tau, &sn, &cs);
+        const cuDoubleComplex v = cuCmul(pv.inv_gain, make_cuDoubleComplex(cs, sn));
+        return make_float2(static_cast<float>(v.x), static_cast<float>(v.y));
+    } else if constexpr (path == 4 || path == 5) {
+        const float2 hk = pv.hspec[i];
+        const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? pv.noise / pv.psi[k] : pv.noise);
+        return den > 0.0f ? make_float2(hk.x / den, -hk.y / den) : make_float2(0.0f, 0.0f);
+    } else {
+        return spec[i];
+    }
+}
+
+/// f(k), k < N/2: the folded R x C x H_NO of one path, one path per instantiation and
+/// unrolled, so that each thread has the global loads of several bins in flight.
+template <int path>
+__device__ __forceinline__ void fold_path(const packet_view& pv, const float2* __restrict__ spec, float2* f)
+{
+#pragma unroll 4
+    for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
+        const int k2 = k + n_fft / 2;
+        const float2 lo = smem_fft::cmul(smem_fft::cmul(pv.r[pv.row + k], pv.hno[k]), path_coefficient<path>(pv, spec, k));
+        const float2 hi = smem_fft::cmul(smem_fft::cmul(pv.r[pv.row + k2], pv.hno[k2]), path_coefficient<path>(pv, spec, k2));
+        f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, pv.parity);
+    }
+}
+
+/// One path of one packet: fold into f, inverse transform, decision samples to `out`.
+template <int path>
+__device__ __forceinline__ void one_path(const packet_view& pv, const float2* __restrict__ spec, float2* f, float2* __restrict__ out)
+{
+    fold_path<path>(pv, spec, f);
+    __syncthreads();
+    smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
+    const float inv_n = 1.0f / static_cast<float>(n_fft);
+    for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
+        const float2 y = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(pv.m0 + k))];
+        out[k] = make_float2(y.x * inv_n, y.y * inv_n);
+    }
+    __syncthreads();  // f is the next path's
+}
+
 __global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
                  const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
@@ -217,31 +239,18 @@ __global__ void __launch_bounds__(paths_threads, 3)
 {
     extern __shared__ float2 f[];  // one path's folded spectrum, N/2 points (smem_fft layout)
     const int p = blockIdx.x;
-    const std::size_t row = static_cast<std::size_t>(p) * n_fft;
-    const float noise = static_cast<float>(2.0 * sigma2[p]);
-    const double tp = tau[p];
     const cuDoubleComplex g = gain[p];
     const double gg = g.x * g.x + g.y * g.y;
-    const cuDoubleComplex inv_gain = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
-    const float inv_n = 1.0f / static_cast<float>(n_fft);
-    for (int path = 0; path < num_paths; ++path) {
-        switch (path) {
-        case 0: fold_path<0>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 1: fold_path<1>(r, hno, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 2: fold_path<2>(r, hno, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 3: fold_path<3>(r, hno, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 4: fold_path<4>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        default: fold_path<5>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        }
-        __syncthreads();
-        smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
-        float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
-        for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-            const float2 y = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(m0 + k))];
-            out[k] = make_float2(y.x * inv_n, y.y * inv_n);
-        }
-        __syncthreads();
-    }
+    const packet_view pv{r, hno, hspec, psi, static_cast<std::size_t>(p) * n_fft, static_cast<float>(2.0 * sigma2[p]), tau[p],
+                         gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0), parity, m0};
+    float2* out = v + static_cast<std::size_t>(p) * num_paths * n_bits;  // stream p * 6 + path
+    static_assert(num_paths == 6);
+    one_path<0>(pv, nullptr, f, out);
+    one_path<1>(pv, spec_zf, f, out + n_bits);
+    one_path<2>(pv, spec_mmse, f, out + 2 * n_bits);
+    one_path<3>(pv, spec_cma, f, out + 3 * n_bits);
+    one_path<4>(pv, nullptr, f, out + 4 * n_bits);
+    one_path<5>(pv, nullptr, f, out + 5 * n_bits);
 }
 
 /// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
@@ -273,8 +282,9 @@ struct chain_part {
     packet_locator loc;
     stream_detector det;
     cufft_plan plan;
-    device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, pad_channel, pad_taps, hspec, hno, c_zf, c_mmse, c_cma;
-    device_buffer<float> psi;
+    device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, pad_channel, pad_taps, hspec, c_zf, c_mmse, c_cma;
+    const cuFloatComplex* hno;  ///< H_NO on the FFT grid, and Psi: the backend's, shared by its parts
+    const float* psi;
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
     device_buffer<std::uint8_t> ok_zf, ok_mmse;
@@ -298,7 +308,8 @@ struct chain_part {
     std::array<event, stage_count_events> ev;
     int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
 
-    chain_part(const dsp::receiver_config& c, int dev, std::size_t window, const std::string& solver_name)
+    chain_part(const dsp::receiver_config& c, int dev, std::size_t window, const std::string& solver_name, const cuFloatComplex* hno_dev,
+               const float* psi_dev)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
@@ -314,11 +325,11 @@ struct chain_part {
           pad_channel(max_packets * n_fft),
           pad_taps(max_packets * n_fft),
           hspec(max_packets * n_fft),
-          hno(n_fft),
           c_zf(max_packets * L_eq),
           c_mmse(max_packets * L_eq),
           c_cma(max_packets * L_eq),
-          psi(n_fft),
+          hno(hno_dev),
+          psi(psi_dev),
           zero_load(max_packets),
           load(max_packets),
           tau(max_packets),
@@ -346,24 +357,6 @@ struct chain_part {
           count_host(1),
           truncated_host(1)
     {
-        for (const auto& info : list_gpu_devices()) {
-            if (info.id != device) continue;
-            if (const auto why = backend_unsupported_reason(info); !why.empty()) throw std::runtime_error("cuda backend: " + why);
-        }
-        PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
-        // H_NO on the FFT grid (computed in double on the host, once) and Psi.
-        dsp::fft_plan fwd(n_fft, dsp::fft_plan::direction::forward);
-        dsp::fft_buffer hno_d(n_fft);
-        dsp::taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_d);
-        std::vector<cuFloatComplex> hno_f(n_fft);
-        std::vector<float> psi_f(n_fft);
-        for (int k = 0; k < n_fft; ++k) {
-            hno_f[static_cast<std::size_t>(k)] = make_cuFloatComplex(static_cast<float>(hno_d[static_cast<std::size_t>(k)].real()),
-                                                                     static_cast<float>(hno_d[static_cast<std::size_t>(k)].imag()));
-            psi_f[static_cast<std::size_t>(k)] = static_cast<float>(t.psi[static_cast<std::size_t>(k)]);
-        }
-        PAQ_CUDA_CHECK(cudaMemcpy(hno.data(), hno_f.data(), n_fft * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
-        PAQ_CUDA_CHECK(cudaMemcpy(psi.data(), psi_f.data(), n_fft * sizeof(float), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemset(zero_load.data(), 0, max_packets * sizeof(double)));
         // Unused batch slots of the FFT buffers stay finite.
         PAQ_CUDA_CHECK(cudaMemset(hspec.data(), 0, hspec.size() * sizeof(cuFloatComplex)));
@@ -401,6 +394,8 @@ struct cuda_backend::impl {
     int device;
     std::size_t max_window;
     std::size_t n_parts;
+    device_buffer<cuFloatComplex> hno;  ///< H_NO on the FFT grid, for every part
+    device_buffer<float> psi;           ///< Psi on the FFT grid, for every part
     std::vector<std::unique_ptr<chain_part>> parts;
     bool timing_on = false;
     cuda_backend::timing last;
@@ -410,10 +405,37 @@ struct cuda_backend::impl {
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
           max_window(c.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after),
-          n_parts(static_cast<std::size_t>(np))
+          n_parts(static_cast<std::size_t>(np)),
+          hno(n_fft),
+          psi(n_fft)
     {
-        const std::size_t part_window = n_parts == 1 ? max_window : dsp::max_part_window(c.batch_samples, n_parts);
-        for (std::size_t k = 0; k < n_parts; ++k) parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name));
+        // Once per backend: the kernels' shared memory, H_NO (in double on the host) and Psi.
+        cma_setup_device();
+        PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
+        dsp::fft_plan fwd(n_fft, dsp::fft_plan::direction::forward);
+        dsp::fft_buffer hno_d(n_fft);
+        dsp::taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_d);
+        std::vector<cuFloatComplex> hno_f(n_fft);
+        std::vector<float> psi_f(n_fft);
+        for (std::size_t k = 0; k < static_cast<std::size_t>(n_fft); ++k) {
+            hno_f[k] = make_cuFloatComplex(static_cast<float>(hno_d[k].real()), static_cast<float>(hno_d[k].imag()));
+            psi_f[k] = static_cast<float>(t.psi[k]);
+        }
+        PAQ_CUDA_CHECK(cudaMemcpy(hno.data(), hno_f.data(), n_fft * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
+        PAQ_CUDA_CHECK(cudaMemcpy(psi.data(), psi_f.data(), n_fft * sizeof(float), cudaMemcpyHostToDevice));
+        const std::size_t part_window = dsp::max_part_window(c.batch_samples, n_parts);
+        for (std::size_t k = 0; k < n_parts; ++k) {
+            parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name, hno.data(), psi.data()));
+        }
+    }
+
+    /// Throws std::runtime_error if the device lacks the shared memory the kernels need.
+    static void check_device(int dev)
+    {
+        for (const auto& info : list_gpu_devices()) {
+            if (info.id != dev) continue;
+            if (const auto why = backend_unsupported_reason(info); !why.empty()) throw std::runtime_error("cuda backend: " + why);
+        }
     }
 };
 
@@ -432,6 +454,7 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
+    impl::check_device(device_id);  // before anything is allocated there
     impl_ = std::make_unique<impl>(cfg, device_id, solver, parts);
 }
 
@@ -487,25 +510,18 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         m.last.pinned_input = attr.type == cudaMemoryTypeHost;
     }
 
-    // One part: the whole window. Several: each part's chain is queued on its own stream,
-    // its upload after the previous part's (the link in turn, the first part's packets start
-    // early), then the parts are collected in order: the host fills one part's records while
-    // the device still works on the later ones.
-    std::vector<dsp::batch_part> split;
-    if (m.n_parts == 1) {
-        split.push_back({0, len, batch.owned_begin, batch.owned_end, batch.segment_start, batch.segment_end});
-    } else {
-        split = dsp::split_batch(batch, m.n_parts);
-    }
+    // Each part's chain is queued on its own stream, its upload after the previous part's
+    // (the link in turn, the first part's packets start early), then the parts are collected
+    // in order: the host fills one part's records while the device still works on the later
+    // ones.
+    const std::vector<dsp::batch_part> split = dsp::split_batch(batch, m.n_parts);
     std::size_t capacity = 0;
     for (std::size_t k = 0; k < split.size(); ++k) capacity += m.parts[k]->max_packets;
     const std::span<const cf32> all(batch.samples);
     for (std::size_t k = 0; k < split.size(); ++k) {
         const auto& part = split[k];
-        const locate_params params{static_cast<long long>(part.length), static_cast<long long>(part.owned_begin),
-                                   static_cast<long long>(part.owned_end), part.segment_start, part.segment_end,
-                                   m.cfg.detection_threshold, m.t.template_offset};
-        m.parts[k]->enqueue(all.subspan(part.offset, part.length), params, k > 0 ? m.parts[k - 1]->upload_done() : nullptr, timed);
+        m.parts[k]->enqueue(all.subspan(part.offset, part.length), make_locate_params(part, m.cfg.detection_threshold, m.t.template_offset),
+                            k > 0 ? m.parts[k - 1]->upload_done() : nullptr, timed);
     }
     // While the device works on the first part: the output at its largest size, so that its
     // pages are touched now and not while the last part's records are filled (a full batch
@@ -601,7 +617,7 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
     const int parity = (pre + m.t.decision_delay) & 1;
     const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
     paths_kernel<<<static_cast<unsigned>(P), paths_threads, paths_smem_bytes, s>>>(
-        seg, m.hno.data(), m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi.data(), d.sigma2,
+        seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
         m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()));
     PAQ_CUDA_CHECK_LAUNCH();
     mark();

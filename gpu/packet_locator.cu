@@ -1,6 +1,7 @@
 #include "gpu/packet_locator.hpp"
 
 #include "dsp/batch.hpp"
+#include "dsp/batcher.hpp"
 #include "dsp/waveform.hpp"
 #include "gpu/resources.cuh"
 
@@ -115,10 +116,17 @@ __global__ void __launch_bounds__(finalize_threads)
 
 }  // namespace
 
+locate_params make_locate_params(const dsp::batch_part& part, double threshold, int template_offset)
+{
+    return {static_cast<long long>(part.length), static_cast<long long>(part.owned_begin), static_cast<long long>(part.owned_end),
+            part.segment_start, part.segment_end, threshold, template_offset};
+}
+
 locate_params make_locate_params(const dsp::sample_batch& batch, double threshold, int template_offset)
 {
-    return {static_cast<long long>(batch.samples.size()), static_cast<long long>(batch.owned_begin),
-            static_cast<long long>(batch.owned_end), batch.segment_start, batch.segment_end, threshold, template_offset};
+    return make_locate_params(dsp::batch_part{0, batch.samples.size(), batch.owned_begin, batch.owned_end, batch.segment_start,
+                                              batch.segment_end},
+                              threshold, template_offset);
 }
 
 struct packet_locator::impl {

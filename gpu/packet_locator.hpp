@@ -25,6 +25,7 @@
 
 namespace paq::dsp {
 struct sample_batch;
+struct batch_part;
 }
 
 namespace paq::gpu {
@@ -40,6 +41,8 @@ struct locate_params {
     int template_offset = 0;
 };
 [[nodiscard]] locate_params make_locate_params(const dsp::sample_batch& batch, double threshold, int template_offset);
+/// The same for one part of a batch window (dsp::split_batch).
+[[nodiscard]] locate_params make_locate_params(const dsp::batch_part& part, double threshold, int template_offset);
 
 /// Results on the device; `count` may exceed the slots (then only the first max_packets are
 /// written, and the caller reports the overflow).

@@ -1,7 +1,6 @@
 // CUDA stream and event handles for plain C++ headers: the same types as cudaStream_t and
-// cudaEvent_t, without
-// including CUDA. Device-level APIs take them so stages can be chained on one stream, or
-// ordered across streams.
+// cudaEvent_t, without including CUDA. Device-level APIs take them so stages can be chained
+// on one stream, or ordered across streams.
 #pragma once
 
 struct CUstream_st;

@@ -175,9 +175,7 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
     gpu::cuda_backend one(rc, 0, "levinson", 1);
     for (const int parts : {4, 7}) {
         gpu::cuda_backend many(rc, 0, "levinson", parts);
-        batcher bt(rc.batch_samples);
-        bt.push(sim.samples);
-        bt.finish();
+        auto bt = test::batched(sim.samples, rc.batch_samples);
         std::size_t packets = 0, bit_diff = 0;
         while (auto b = bt.pop()) {
             const auto a = one.process(*b);
@@ -218,9 +216,7 @@ TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)
     cpu_backend cpu(rc);
     for (const char* name : {"cusolver-dn-chol", "cusolver-sp-qr", "levinson"}) {
         gpu::cuda_backend g(rc, 0, name);
-        batcher bt(rc.batch_samples);
-        bt.push(sim.samples);
-        bt.finish();
+        auto bt = test::batched(sim.samples, rc.batch_samples);
         std::array<std::size_t, chain::num_paths> diff{};
         std::size_t packets = 0;
         while (auto b = bt.pop()) {
