@@ -11,9 +11,17 @@
 //                  results in batch order): aggregate throughput over 10 N batches, against
 //                  the same runner with one GPU
 //
-//   paq-bench [--json FILE] [--gpus N]
+//   --input-rate HZ   the batch simulated at this input sample rate (default 2 x the bit
+//                     rate: no resampling) and the receiver told so: the resampler's cost is
+//                     the stage `resample`, and the whole chain's against the default run
+//   --clock-ppm PPM   the transmitter's bit clock this far off (the simulator's clock_ppm):
+//                     the clock tracking's cost is the stage `clock` (and the re-timed
+//                     gather inside `estimates`)
+//
+//   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
+#include "dsp/input_stage.hpp"
 #include "dsp/simulator.hpp"
 #include "gpu/cuda_backend.hpp"
 #include "gpu/multi_gpu.hpp"
@@ -100,14 +108,19 @@ int main(int argc, char** argv)
 {
     std::string json_path;
     int n_gpus = 0;
+    double input_rate_hz = 0.0, clock_ppm = 0.0;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--json" && i + 1 < argc) {
             json_path = argv[++i];
         } else if (a == "--gpus" && i + 1 < argc) {
             n_gpus = std::atoi(argv[++i]);
+        } else if (a == "--input-rate" && i + 1 < argc) {
+            input_rate_hz = std::atof(argv[++i]);
+        } else if (a == "--clock-ppm" && i + 1 < argc) {
+            clock_ppm = std::atof(argv[++i]);
         } else {
-            std::fprintf(stderr, "usage: paq-bench [--json FILE] [--gpus N]\n");
+            std::fprintf(stderr, "usage: paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM]\n");
             return 2;
         }
     }
@@ -124,10 +137,22 @@ int main(int argc, char** argv)
     sc.cfo_hz = 50'000.0;
     sc.timing_offset_samples = 0.3;
     sc.seed = 2027;
+    if (input_rate_hz > 0.0) {
+        rc.input_sample_rate_hz = input_rate_hz;
+        sc.sample_rate_hz = input_rate_hz;
+    }
+    sc.clock_ppm = clock_ppm;
+    input_geometry geom;
+    try {
+        geom = make_input_geometry(rc);
+    } catch (const std::exception& e) {
+        std::fprintf(stderr, "paq-bench: %s\n", e.what());
+        return 2;
+    }
     simulator sim(sc);
     std::vector<cf32> x;
-    sim.generate(rc.batch_samples + batch_guard_after + 1000, x);
-    batcher bt(rc.batch_samples);
+    sim.generate(rc.batch_samples + geom.guard_after + 1000, x);
+    batcher bt(rc.batch_samples, geom.guard_before, geom.guard_after);
     bt.push(x);
     auto batch_opt = bt.pop();
     if (!batch_opt) {
@@ -230,16 +255,16 @@ int main(int argc, char** argv)
 
     // CPU backend on the first 200 packets' worth of the same window, scaled by packets.
     sample_batch sub = *batch;
-    const std::size_t sub_len = 200 * waveform::L_pkt + batch_guard_after;
+    const std::size_t sub_len = static_cast<std::size_t>(200.0 * waveform::L_pkt * geom.ratio) + geom.guard_after;
     sub.samples.resize(sub_len);
-    sub.owned_end = sub_len - batch_guard_after;
+    sub.owned_end = sub_len - geom.guard_after;
     cpu_backend cpu(rc);
     const auto c0 = clock_type::now();
     const auto cpu_out = cpu.process(sub);
     const double cpu_sub_ms = ms_since(c0);
     const double cpu_ms = cpu_sub_ms * static_cast<double>(packets) / static_cast<double>(cpu_out.packets.size());
 
-    const double batch_ms = 1000.0 * static_cast<double>(rc.batch_samples) / waveform::default_sample_rate_hz;
+    const double batch_ms = 1000.0 * static_cast<double>(rc.batch_samples) / geom.input_rate_hz;
     const double window_bytes = static_cast<double>(batch->samples.size() * sizeof(cf32));
     nlohmann::json stages = nlohmann::json::object();
     for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {
@@ -247,6 +272,11 @@ int main(int argc, char** argv)
     }
     nlohmann::json j{{"gpu", gpu::describe(devices[0])},
                      {"input", "edwards3, Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
+                     {"input_rate_hz", geom.input_rate_hz},
+                     {"bit_rate_hz", geom.bit_rate_hz},
+                     {"input_ratio", geom.ratio},
+                     {"clock_ppm", clock_ppm},
+                     {"clock_tracking", rc.clock_tracking},
                      {"packets", packets},
                      {"window_bytes", window_bytes},
                      {"gpu_end_to_end_ms_median", gpu_ms},
@@ -279,9 +309,11 @@ int main(int argc, char** argv)
     j["end_to_end_ms_median_by_parts"] = sweep;
 
     std::printf("| what | value |\n|---|---|\n");
+    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s |\n",
+                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off");
     std::printf("| packets in the batch | %zu |\n", packets);
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
-    std::printf("| real-time factor (1906.5 ms / time) | %.1fx |\n", batch_ms / gpu_ms);
+    std::printf("| real-time factor (%.1f ms / time) | %.1fx |\n", batch_ms, batch_ms / gpu_ms);
     std::printf("| parts per batch (concurrent) | %d |\n", parts_used);
     std::printf("| end to end by CUDA events (stage timing on) | %.2f ms |\n", median(parts_events));
     std::printf("| one part (no overlap), pinned input, median of 20 | %.2f ms (%.1fx real time) |\n", median(one_part_e2e),

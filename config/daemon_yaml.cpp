@@ -200,6 +200,44 @@ public:
         target = std::move(out);
     }
 
+    /// A list of sender addresses / CIDR prefixes (io::check_allow_list), each error at its
+    /// own line. Absent: target unchanged (every sender). An empty list is an error: it would
+    /// refuse every sender, which is never what a configuration means.
+    void allow_list(std::string_view key, std::vector<std::string>& target)
+    {
+        YAML::Mark key_mark;
+        const YAML::Node v = find(key, key_mark);
+        if (!v.IsDefined()) return;
+        const std::string field = path_ + "." + std::string(key);
+        const YAML::Mark mark = v.Mark().is_null() ? key_mark : v.Mark();
+        if (!v.IsSequence()) {
+            errors_.add(mark, field + ": expected a list of addresses or CIDR prefixes such as "
+                                      "[192.168.10.0/24, 10.0.0.5, \"::1/128\"], got " + describe_value(v));
+            return;
+        }
+        if (v.size() == 0) {
+            errors_.add(mark, field + ": an empty list would refuse every sender (leave the key out to accept any)");
+            return;
+        }
+        std::vector<std::string> out;
+        bool ok = true;
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const YAML::Node item = v[i];
+            const std::string item_field = field + "[" + std::to_string(i) + "]";
+            if (!item.IsScalar()) {
+                errors_.add(item.Mark(), item_field + ": expected an address or CIDR prefix, got " + describe_value(item));
+                ok = false;
+                continue;
+            }
+            if (const std::string e = io::allow_entry_error(item.Scalar()); !e.empty()) {
+                errors_.add(item.Mark(), item_field + " = " + e);
+                ok = false;
+            }
+            out.push_back(item.Scalar());
+        }
+        if (ok) target = std::move(out);
+    }
+
     [[nodiscard]] section sub(std::string_view key)
     {
         YAML::Mark key_mark = mark_;
@@ -292,6 +330,43 @@ bool sample_format_field(section& sec, std::string_view key, io::sample_format& 
     }
 }
 
+/// A YAML double-quoted scalar: backslash, the quote and control characters escaped, so
+/// that to_yaml's output reads back as the same string whatever it holds (a fuzzed bind
+/// address with a newline in it did not).
+std::string yaml_quoted(std::string_view text)
+{
+    std::string out = "\"";
+    for (const char ch : text) {
+        const auto c = static_cast<unsigned char>(ch);
+        switch (ch) {
+        case '"': out += "\\\""; break;
+        case '\\': out += "\\\\"; break;
+        case '\n': out += "\\n"; break;
+        case '\t': out += "\\t"; break;
+        case '\r': out += "\\r"; break;
+        default:
+            if (c < 0x20 || c == 0x7f) {
+                char buf[8];
+                std::snprintf(buf, sizeof buf, "\\x%02x", c);
+                out += buf;
+            } else {
+                out += ch;
+            }
+        }
+    }
+    out += '"';
+    return out;
+}
+
+/// "    allow: [\"a\", \"b\"]\n", or "" for an empty list (the key left out: any sender).
+std::string allow_yaml(const std::vector<std::string>& allow)
+{
+    if (allow.empty()) return {};
+    std::string out = "    allow: [";
+    for (std::size_t i = 0; i < allow.size(); ++i) { out += i ? ", " : ""; out += yaml_quoted(allow[i]); }
+    return out + "]\n";
+}
+
 /// A file path; relative ones resolve against the configuration file's directory.
 void path_field(section& sec, std::string_view key, const std::filesystem::path& base_dir, std::filesystem::path& target)
 {
@@ -311,7 +386,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
     // The receiver section has its own parser (and its own tests).
     // Its errors (a YAML syntax error among them) are thrown from there, before the rest.
     cfg.receiver = parse_receiver_config(yaml_text, source_name);
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml_text));  // parsed fine above
+    const std::vector<YAML::Node> docs = load_yaml_documents(yaml_text, source_name);  // passed above
     // An empty document is all defaults, which still must pass the checks below (a file
     // source needs its path).
     const YAML::Node top = docs.empty() ? YAML::Node(YAML::NodeType::Null) : docs.front();
@@ -329,7 +404,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
         path_field(f, "path", base_dir, fc.path);
         if (io::sample_format raw{}; sample_format_field(f, "format", raw, errors)) fc.raw_format = raw;
         double rate = 0.0;
-        f.number("sample_rate_hz", rate, 1.0, 1e10);
+        f.number("sample_rate_hz", rate, 1e3, 1e9);
         if (rate > 0.0) fc.raw_sample_rate_hz = rate;
         f.number("ci16_scale", fc.raw_ci16_scale, 1e-6f, 1e9f);
         f.boolean("paced", fc.paced);
@@ -345,11 +420,12 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
             t.number("port", tc.port, 0, 65535);
             sample_format_field(t, "format", tc.format, errors);
             t.number("ci16_scale", tc.ci16_scale, 1e-6f, 1e9f);
-            t.number("sample_rate_hz", tc.sample_rate_hz, 0.0, 1e10);
+            t.number("sample_rate_hz", tc.sample_rate_hz, 0.0, 1e9);
             t.number("rcvbuf_bytes", tc.rcvbuf_bytes, 0, 1 << 30);
             t.number("retry_initial_s", tc.retry_initial_s, 0.001, 60.0);
             t.number("retry_max_s", tc.retry_max_s, 0.001, 600.0);
             t.boolean("end_on_close", tc.end_on_close);
+            t.allow_list("allow", tc.allow);
             t.finish();
             if (cfg.source.type == source_type::tcp) {
                 for (const auto& m : tc.validate()) errors.add(src.mark(), "source.tcp." + m);
@@ -362,8 +438,9 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
             u.number("port", uc.port, 0, 65535);
             sample_format_field(u, "format", uc.format, errors);
             u.number("ci16_scale", uc.ci16_scale, 1e-6f, 1e9f);
-            u.number("sample_rate_hz", uc.sample_rate_hz, 0.0, 1e10);
+            u.number("sample_rate_hz", uc.sample_rate_hz, 0.0, 1e9);
             u.number("rcvbuf_bytes", uc.rcvbuf_bytes, 0, 1 << 30);
+            u.allow_list("allow", uc.allow);
             u.finish();
             if (cfg.source.type == source_type::udp) {
                 for (const auto& m : uc.validate()) errors.add(src.mark(), "source.udp." + m);
@@ -382,8 +459,16 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
                 v.known("stream_id");
             }
             v.number("ci16_scale", vc.ci16_scale, 1e-6f, 1e9f);
-            v.number("sample_rate_hz", vc.sample_rate_hz, 0.0, 1e10);
+            v.number("sample_rate_hz", vc.sample_rate_hz, 0.0, 1e9);
             v.number("rcvbuf_bytes", vc.rcvbuf_bytes, 0, 1 << 30);
+            v.allow_list("allow", vc.allow);
+            v.choice("stream_change", vc.stream_change,
+                     {{"follow", io::stream_change_policy::follow}, {"stay", io::stream_change_policy::stay}});
+            v.number("stream_timeout_ms", vc.stream_timeout_ms, 1, 3'600'000);
+            if (v.has("stream_id") && v.has("stream_change") && vc.stream_change == io::stream_change_policy::follow) {
+                errors.add(v.mark(), "source.vita49.stream_change: follow cannot be combined with stream_id (a "
+                                     "configured stream id is the only one ever accepted; remove one of the two)");
+            }
             v.finish();
             if (cfg.source.type == source_type::vita49) {
                 for (const auto& m : vc.validate()) errors.add(src.mark(), "source.vita49." + m);
@@ -395,7 +480,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
             i.text("uri", ic.uri, true);
             i.text("phy_device", ic.phy_device, true);
             i.text("rx_device", ic.rx_device, true);
-            i.number("sample_rate_hz", ic.sample_rate_hz, 0.0, 1e10);
+            i.number("sample_rate_hz", ic.sample_rate_hz, 0.0, 1e9);
             i.number("lo_hz", ic.lo_hz, 0.0, 1e11);
             i.number("rf_bandwidth_hz", ic.rf_bandwidth_hz, 0.0, 1e10);
             i.choice("gain_mode", ic.gain_mode,
@@ -539,7 +624,7 @@ std::string to_yaml(const daemon_config& c)
        << "  type: " << to_string(c.source.type) << "\n"
        << "  stall_timeout_s: " << format_double(c.source.stall_timeout_s) << "\n"
        << "  file:\n";
-    if (!f.path.empty()) os << "    path: \"" << f.path.string() << "\"\n";
+    if (!f.path.empty()) os << "    path: " << yaml_quoted(f.path.string()) << "\n";
     if (f.raw_format) os << "    format: " << io::to_sigmf_datatype(*f.raw_format) << "\n";
     if (f.raw_sample_rate_hz) os << "    sample_rate_hz: " << format_double(*f.raw_sample_rate_hz) << "\n";
     os << "    ci16_scale: " << format_double(f.raw_ci16_scale) << "\n"
@@ -551,7 +636,7 @@ std::string to_yaml(const daemon_config& c)
     const auto& t = c.source.tcp;
     os << "  tcp:\n"
        << "    mode: " << (t.mode == io::tcp_mode::connect ? "connect" : "listen") << "\n"
-       << "    host: \"" << t.host << "\"\n"
+       << "    host: " << yaml_quoted(t.host) << "\n"
        << "    port: " << t.port << "\n"
        << "    format: " << fmt(t.format) << "\n"
        << "    ci16_scale: " << format_double(t.ci16_scale) << "\n"
@@ -560,27 +645,33 @@ std::string to_yaml(const daemon_config& c)
        << "    retry_initial_s: " << format_double(t.retry_initial_s) << "\n"
        << "    retry_max_s: " << format_double(t.retry_max_s) << "\n"
        << "    end_on_close: " << (t.end_on_close ? "true" : "false") << "\n";
+    os << allow_yaml(t.allow);
     const auto& u = c.source.udp;
     os << "  udp:\n"
-       << "    bind: \"" << u.bind_address << "\"\n"
+       << "    bind: " << yaml_quoted(u.bind_address) << "\n"
        << "    port: " << u.port << "\n"
        << "    format: " << fmt(u.format) << "\n"
        << "    ci16_scale: " << format_double(u.ci16_scale) << "\n"
        << "    sample_rate_hz: " << format_double(u.sample_rate_hz) << "\n"
        << "    rcvbuf_bytes: " << u.rcvbuf_bytes << "\n";
+    os << allow_yaml(u.allow);
     const auto& v = c.source.vita49;
     os << "  vita49:\n"
-       << "    bind: \"" << v.bind_address << "\"\n"
+       << "    bind: " << yaml_quoted(v.bind_address) << "\n"
        << "    port: " << v.port << "\n";
     if (v.stream_id) os << "    stream_id: " << *v.stream_id << "\n";
-    os << "    ci16_scale: " << format_double(v.ci16_scale) << "\n"
+    // With a stream id the policy does not apply (and an explicit follow beside it is an error).
+    if (!v.stream_id) os << "    stream_change: " << io::to_string(v.stream_change) << "\n";
+    os << "    stream_timeout_ms: " << v.stream_timeout_ms << "\n"
+       << "    ci16_scale: " << format_double(v.ci16_scale) << "\n"
        << "    sample_rate_hz: " << format_double(v.sample_rate_hz) << "\n"
        << "    rcvbuf_bytes: " << v.rcvbuf_bytes << "\n";
+    os << allow_yaml(v.allow);
     const auto& i = c.source.iio;
     os << "  iio:\n"
-       << "    uri: \"" << i.uri << "\"\n"
-       << "    phy_device: \"" << i.phy_device << "\"\n"
-       << "    rx_device: \"" << i.rx_device << "\"\n"
+       << "    uri: " << yaml_quoted(i.uri) << "\n"
+       << "    phy_device: " << yaml_quoted(i.phy_device) << "\n"
+       << "    rx_device: " << yaml_quoted(i.rx_device) << "\n"
        << "    sample_rate_hz: " << format_double(i.sample_rate_hz) << "\n"
        << "    lo_hz: " << format_double(i.lo_hz) << "\n"
        << "    rf_bandwidth_hz: " << format_double(i.rf_bandwidth_hz) << "\n"
@@ -601,7 +692,7 @@ std::string to_yaml(const daemon_config& c)
        << "  destinations:\n";
     for (std::size_t k = 0; k < pb.udp.destinations.size(); ++k) {
         if (!pb.udp.destinations[k].empty()) {
-            os << "    " << dsp::path_name(static_cast<int>(k)) << ": \"" << pb.udp.destinations[k] << "\"\n";
+            os << "    " << dsp::path_name(static_cast<int>(k)) << ": " << yaml_quoted(pb.udp.destinations[k]) << "\n";
         }
     }
     os << "ring:\n"
@@ -621,16 +712,16 @@ std::string to_yaml(const daemon_config& c)
        << "  pattern: " << (c.monitor.pattern ? std::string(dsp::to_string(*c.monitor.pattern)) : std::string("none")) << "\n"
        << "  status_interval_s: " << format_double(c.monitor.status_interval_s) << "\n";
     os << "records:\n";
-    if (!c.records.base.empty()) os << "  path: \"" << c.records.base.string() << "\"\n";
+    if (!c.records.base.empty()) os << "  path: " << yaml_quoted(c.records.base.string()) << "\n";
     os << "  decimation: " << c.records.decimation << "\n"
        << "  channel_decimation: " << c.records.channel_decimation << "\n";
     os << "recording:\n";
-    if (!c.recording.base.empty()) os << "  path: \"" << c.recording.base.string() << "\"\n";
+    if (!c.recording.base.empty()) os << "  path: " << yaml_quoted(c.recording.base.string()) << "\n";
     os << "  format: " << io::to_sigmf_datatype(c.recording.format) << "\n"
        << "  queue_mib: " << c.recording.queue_mib << "\n";
     os << "metrics:\n"
        << "  enabled: " << (c.metrics.enabled ? "true" : "false") << "\n"
-       << "  bind: \"" << c.metrics.bind << "\"\n"
+       << "  bind: " << yaml_quoted(c.metrics.bind) << "\n"
        << "  port: " << c.metrics.port << "\n";
     os << "log:\n"
        << "  level: " << c.log.level << "\n"

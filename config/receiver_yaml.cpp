@@ -11,14 +11,16 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <optional>
 #include <system_error>
 #include <type_traits>
 #include <utility>
 #include <variant>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace paq::config {
 
@@ -40,7 +42,7 @@ struct field_binding {
     std::variant<size_member, int_member, double_member> member;
 };
 
-constexpr std::array<field_binding, 9> receiver_fields{{
+constexpr std::array<field_binding, 12> receiver_fields{{
     {"batch_samples", &dsp::receiver_config::batch_samples},
     {"detection_threshold", &dsp::receiver_config::detection_threshold},
     {"fft_size", &dsp::receiver_config::fft_size},
@@ -50,6 +52,9 @@ constexpr std::array<field_binding, 9> receiver_fields{{
     {"pll_acquisition_bn_t", &dsp::receiver_config::pll_acquisition_bn_t},
     {"pll_damping", &dsp::receiver_config::pll_damping},
     {"cpu_threads", &dsp::receiver_config::cpu_threads},
+    {"bit_rate_hz", &dsp::receiver_config::bit_rate_hz},
+    {"clock_tracking", &dsp::receiver_config::clock_tracking},
+    {"clock_min_ppm", &dsp::receiver_config::clock_min_ppm},
 }};
 
 constexpr std::string_view receiver_section = "receiver";
@@ -193,17 +198,7 @@ config_error::config_error(std::vector<std::string> messages)
 dsp::receiver_config parse_receiver_config(std::string_view yaml_text, std::string_view source_name)
 {
     error_list errors(source_name);
-    std::vector<YAML::Node> documents;
-    try {
-        documents = YAML::LoadAll(std::string(yaml_text));
-    } catch (const YAML::Exception& e) {
-        std::string message(source_name);
-        if (!e.mark.is_null()) {
-            message += ':' + std::to_string(e.mark.line + 1) + ':' + std::to_string(e.mark.column + 1);
-        }
-        message += ": YAML syntax error: " + e.msg;
-        throw config_error({std::move(message)});
-    }
+    const std::vector<YAML::Node> documents = load_yaml_documents(yaml_text, source_name);
 
     dsp::receiver_config config;
     if (documents.size() > 1) {
@@ -263,28 +258,60 @@ std::string read_config_file(const std::filesystem::path& file)
         throw config_error({name + ": cannot read configuration file: " + reason});
     };
 
-    std::error_code ec;
-    const auto status = std::filesystem::status(file, ec);
-    if (status.type() == std::filesystem::file_type::not_found) {
-        fail(std::generic_category().message(ENOENT));
+    int fd = -1;
+    do {
+        fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        fail(std::generic_category().message(errno));
     }
-    if (ec) {
-        fail(ec.message());
+    struct fd_closer {
+        int fd;
+        ~fd_closer() { ::close(fd); }  // read-only: nothing to lose on a failed close
+    } const closer{fd};
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) {
+        fail(std::generic_category().message(errno));
     }
-    if (std::filesystem::is_directory(status)) {
+    // A file or a pipe (a FIFO, process substitution, /dev/stdin fed by a pipe). A device
+    // is no configuration: /dev/zero would be read forever, a tty waits for typing.
+    if (S_ISDIR(st.st_mode)) {
         fail("it is a directory");
     }
-    // Anything else that opens is accepted: a FIFO or /dev/stdin is a legitimate source.
-    errno = 0;
-    std::ifstream in(file, std::ios::binary);
-    if (!in) {
-        const int error = errno;
-        fail(error != 0 ? std::generic_category().message(error) : "open failed");
+    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+        const char* kind = S_ISCHR(st.st_mode)    ? "character device"
+                           : S_ISBLK(st.st_mode)  ? "block device"
+                           : S_ISSOCK(st.st_mode) ? "socket"
+                                                  : "special file";
+        fail(std::string("it is a ") + kind + ", not a file or a pipe");
     }
-    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    if (in.bad()) {
-        fail("read error");
+    const auto too_large = [&](const std::string& size) {
+        fail("it " + size + ", more than the " + std::to_string(detail::max_config_bytes) + "-byte limit");
+    };
+    if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) > detail::max_config_bytes) {
+        too_large("is " + std::to_string(st.st_size) + " bytes");
     }
+    // At most limit + 1 bytes are read, whatever the file does meanwhile (grows, is a pipe
+    // that never ends): one byte over is enough to know the text is too large.
+    std::string text(detail::max_config_bytes + 1, '\0');
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
+        if (got < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            fail("read error: " + std::generic_category().message(errno));
+        }
+        if (got == 0) {
+            break;
+        }
+        done += static_cast<std::size_t>(got);
+    }
+    if (done > detail::max_config_bytes) {
+        too_large("has more bytes");  // a pipe, or a file that grew while being read
+    }
+    text.resize(done);
     return text;
 }
 

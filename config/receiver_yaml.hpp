@@ -43,7 +43,9 @@ private:
 };
 
 /// The text of a configuration file. Throws config_error naming the file when it is missing,
-/// a directory or unreadable (a FIFO or /dev/stdin is accepted). Shared by the loaders.
+/// unreadable, a directory, a device or a socket (a regular file or a pipe, such as a FIFO or
+/// /dev/stdin fed by one, is accepted), or larger than 1 MiB (detail::max_config_bytes; at
+/// most that plus one byte is read). Shared by the loaders.
 [[nodiscard]] std::string read_config_file(const std::filesystem::path& file);
 
 /// Reads and parses `file` (see parse_receiver_config). Throws config_error naming the file
@@ -51,7 +53,9 @@ private:
 [[nodiscard]] dsp::receiver_config load_receiver_config(const std::filesystem::path& file);
 
 /// Parses a configuration document. An empty document, or one without a `receiver:`
-/// section, gives the defaults. `source_name` prefixes every error message (the file name
+/// section, gives the defaults. Text over 1 MiB, nested deeper than 64 levels, with more than
+/// 256 aliases or a cyclic one, or that yaml-cpp 0.7 would loop on (a stray ',') is refused
+/// with config_error before yaml-cpp builds anything (see config/yaml_support.hpp). `source_name` prefixes every error message (the file name
 /// when called from load_receiver_config). The result has passed receiver_config::validate();
 /// otherwise config_error is thrown with every problem found.
 [[nodiscard]] dsp::receiver_config parse_receiver_config(std::string_view yaml_text,

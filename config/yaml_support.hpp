@@ -1,7 +1,10 @@
-// Shared pieces of the YAML configuration parsers (config/ only): error collection with line
-// numbers, YAML 1.2 core-schema number parsing, and value formatting.
+// Shared pieces of the YAML configuration parsers (config/ only): bounded loading, error
+// collection with line numbers, YAML 1.2 core-schema number parsing, and value formatting.
 #pragma once
 
+#include "config/receiver_yaml.hpp"
+
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -11,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -102,6 +106,131 @@ private:
     std::string source_;
     std::vector<entry> entries_;
 };
+
+// ---------------------------------------------------------------------------------------
+// Loading. yaml-cpp 0.7 (Debian 12) is not safe on arbitrary text:
+//  - A ',' (or ']'-less flow punctuation) where a document's node should start is neither
+//    consumed nor reported: SingleDocParser::HandleNode falls through to OnNull without
+//    popping the token, so LoadAll's loop gets an endless stream of null documents, each
+//    pushed onto its vector (yaml-cpp issue 1040, fixed upstream by PRs 1318/1319 in 0.8.x).
+//    ",", "--- ,", "!!str ," and "&x ," all loop with growing memory.
+//  - Nesting recurses once per level; yaml-cpp stops at depth 500 with the message "bad file"
+//    and a wrong position.
+//  - An alias may refer to the node that contains it ("&a [*a]"), a cyclic node graph.
+// So every text first goes through a parser with a checking event handler, which throws at
+// the first document that starts where the previous one did (no progress), at nesting deeper
+// than max_yaml_depth, at more than max_yaml_aliases aliases or a cyclic one; only text that
+// passes is handed to YAML::LoadAll, which then follows the same path and terminates.
+
+/// A configuration file is a few KiB; 1 MiB leaves room for long comments and stops a
+/// runaway (a device, a log file given by mistake) before it costs memory or time.
+inline constexpr std::size_t max_config_bytes = std::size_t{1} << 20;
+/// paqd's deepest key is 3 levels down (source.file.path); 64 allows any sane layout and
+/// stays far below yaml-cpp's own recursion limit (500).
+inline constexpr int max_yaml_depth = 64;
+/// Anchors and aliases are legitimate for repeated settings; hundreds are not.
+inline constexpr std::size_t max_yaml_aliases = 256;
+
+class yaml_guard final : public YAML::EventHandler {
+public:
+    explicit yaml_guard(std::string_view text, std::string_view source) : text_(text), source_(source) {}
+
+    void OnDocumentStart(const YAML::Mark& mark) override
+    {
+        if (documents_ > 0 && mark.pos == last_document_pos_) {
+            std::string what = "YAML syntax error: ";
+            const auto at = static_cast<std::size_t>(mark.pos);
+            if (at < text_.size()) {
+                what += "unexpected '" + std::string(1, text_[at]) + "' where a value or a key was expected";
+            } else {
+                what += "the parser made no progress";
+            }
+            fail(mark, what);
+        }
+        ++documents_;
+        last_document_pos_ = mark.pos;
+    }
+    void OnDocumentEnd() override {}
+    void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+    void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override
+    {
+        if (++aliases_ > max_yaml_aliases) {
+            fail(mark, "more than " + std::to_string(max_yaml_aliases) + " aliases (*name)");
+        }
+        if (std::find(open_anchors_.begin(), open_anchors_.end(), anchor) != open_anchors_.end()) {
+            fail(mark, "an alias refers to a node that contains it (a cycle)");
+        }
+    }
+    void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+    void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                         YAML::EmitterStyle::value) override
+    {
+        open(mark, anchor);
+    }
+    void OnSequenceEnd() override { close(); }
+    void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor, YAML::EmitterStyle::value) override
+    {
+        open(mark, anchor);
+    }
+    void OnMapEnd() override { close(); }
+
+private:
+    void open(const YAML::Mark& mark, YAML::anchor_t anchor)
+    {
+        if (++depth_ > max_yaml_depth) {
+            fail(mark, "nesting deeper than the limit of " + std::to_string(max_yaml_depth) + " levels");
+        }
+        open_anchors_.push_back(anchor);
+    }
+    void close()
+    {
+        --depth_;
+        open_anchors_.pop_back();
+    }
+    [[noreturn]] void fail(const YAML::Mark& mark, const std::string& what) const
+    {
+        std::string message(source_);
+        if (!mark.is_null()) {
+            message += ':' + std::to_string(mark.line + 1) + ':' + std::to_string(mark.column + 1);
+        }
+        throw config_error({message + ": " + what});
+    }
+
+    std::string_view text_;
+    std::string_view source_;
+    std::size_t documents_ = 0;
+    int last_document_pos_ = -1;
+    int depth_ = 0;
+    std::size_t aliases_ = 0;
+    std::vector<YAML::anchor_t> open_anchors_;  // 0 for nodes without an anchor
+};
+
+/// The documents of yaml_text, loaded only after the checks above. Throws config_error,
+/// every message starting with source_name (and line:column where known), for text over
+/// max_config_bytes, a YAML syntax error, or input that would loop or recurse deeply.
+[[nodiscard]] inline std::vector<YAML::Node> load_yaml_documents(std::string_view yaml_text, std::string_view source_name)
+{
+    if (yaml_text.size() > max_config_bytes) {
+        throw config_error({std::string(source_name) + ": configuration is " + std::to_string(yaml_text.size()) +
+                            " bytes, more than the " + std::to_string(max_config_bytes) + "-byte limit"});
+    }
+    const std::string text(yaml_text);
+    try {
+        std::istringstream in(text);
+        YAML::Parser parser(in);
+        yaml_guard guard(text, source_name);
+        while (parser.HandleNextDocument(guard)) {
+        }
+        return YAML::LoadAll(text);
+    } catch (const YAML::Exception& e) {
+        std::string message(source_name);
+        if (!e.mark.is_null()) {
+            message += ':' + std::to_string(e.mark.line + 1) + ':' + std::to_string(e.mark.column + 1);
+        }
+        message += ": YAML syntax error: " + e.msg;
+        throw config_error({std::move(message)});
+    }
+}
 
 // ---------------------------------------------------------------------------------------
 // Scalars. yaml-cpp's own as<T>() goes through iostreams, which accept things a config file

@@ -68,15 +68,16 @@ io::ring_allocator make_ring_allocator(bool lock_memory, config::backend_kind ba
 }
 
 std::vector<std::unique_ptr<dsp::batch_processor>> make_workers(const config::daemon_config& cfg,
+                                                                const dsp::receiver_config& rc,
                                                                 config::backend_kind backend)
 {
     std::vector<std::unique_ptr<dsp::batch_processor>> workers;
     if (backend == config::backend_kind::cuda) {
         std::vector<int> gpus = cfg.pipeline.gpus;
         if (gpus.empty()) gpus.push_back(0);
-        for (const int g : gpus) workers.push_back(make_backend("cuda", cfg.receiver, g, cfg.pipeline.solver));
+        for (const int g : gpus) workers.push_back(make_backend("cuda", rc, g, cfg.pipeline.solver));
     } else {
-        for (int i = 0; i < cfg.pipeline.cpu_workers; ++i) workers.push_back(make_backend("cpu", cfg.receiver, 0));
+        for (int i = 0; i < cfg.pipeline.cpu_workers; ++i) workers.push_back(make_backend("cpu", rc, 0));
     }
     return workers;
 }
@@ -172,10 +173,13 @@ nlohmann::json to_json(const pipeline_stats& s, bool have_pattern)
               {"high_water", s.ring.high_water},
               {"samples_dropped", s.ring.samples_dropped},
               {"overflows", s.ring.overflows},
-              {"producer_waits", s.ring.producer_waits}}},
+              {"producer_waits", s.ring.producer_waits},
+              {"gaps_coalesced", s.ring.gaps_coalesced}}},
             {"gaps", s.gaps},
             {"gaps_by_reason", gaps},
             {"samples_lost_in_gaps", s.samples_lost_in_gaps},
+            {"short_segments", s.short_segments},
+            {"samples_in_short_segments", s.samples_in_short_segments},
             {"stalls", s.stalls},
             {"batches_dispatched", s.batches_dispatched},
             {"batches_published", s.batches_published},
@@ -189,6 +193,8 @@ nlohmann::json to_json(const pipeline_stats& s, bool have_pattern)
             {"packets_missed_in_sequence", s.tally.packets_skipped},
             {"mean_cfo_hz", s.tally.mean_cfo_hz},
             {"mean_ebn0_db", s.tally.mean_ebn0_db},
+            {"mean_clock_ppm", s.tally.mean_clock_ppm},
+            {"packets_clock_corrected", s.tally.packets_clock_corrected},
             {"latency_ms", {{"last", s.latency_last_ms}, {"mean", s.latency_mean_ms}, {"max", s.latency_max_ms}}},
             {"paths", paths},
             {"source_error", s.source_error ? nlohmann::json(*s.source_error) : nlohmann::json(nullptr)}};
@@ -223,8 +229,19 @@ int run_live(const live_options& opt)
     try {
         source = make_source(cfg.source);
         const double rate = source->sample_rate_hz();
+        // The chain runs at 2 samples per bit of receiver.bit_rate_hz; any other input rate
+        // the source delivers is resampled. A rate it cannot serve stops here, naming both.
+        dsp::receiver_config rc = cfg.receiver;
+        rc.input_sample_rate_hz = rate;
+        if (const auto errors = rc.validate(); !errors.empty()) {
+            std::string msg = "the source's sample rate cannot be received:";
+            for (const auto& e : errors) msg += "\n  " + e;
+            throw std::invalid_argument(msg);
+        }
+        spdlog::info("rates: input {:.6g} MS/s, bit rate {:.6g} Mbit/s: {:.4g} samples per bit{}", rate / 1e6,
+                     rc.bit_rate_hz / 1e6, rate / rc.bit_rate_hz, rc.input_ratio() != 1.0 ? ", resampled to 2" : "");
         if (!cfg.records.base.empty()) {
-            records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate);
+            records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate, 2.0 * rc.bit_rate_hz);
             spdlog::info("records: {} (one row per {} packet(s)), channel every {} packet(s)",
                          records->packets_path().string(), cfg.records.decimation, cfg.records.channel_decimation);
         }
@@ -244,14 +261,14 @@ int run_live(const live_options& opt)
         spdlog::info("ring: {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
                      static_cast<double>(capacity) / rate, capacity * sizeof(cf32) >> 20, io::to_string(policy),
                      ring->memory_kind());
-        auto workers = make_workers(cfg, backend);
+        auto workers = make_workers(cfg, rc, backend);
         spdlog::info("workers: {} x {} backend", workers.size(), workers.front()->name());
         pipeline::backend_factory fallback;
         if (cfg.pipeline.cpu_fallback && backend == config::backend_kind::cuda) {
-            fallback = [rc = cfg.receiver] { return make_backend("cpu", rc, 0); };
+            fallback = [rc] { return make_backend("cpu", rc, 0); };
         }
         pipeline_options po;
-        po.receiver = cfg.receiver;
+        po.receiver = rc;
         po.pattern = cfg.monitor.pattern;
         po.sample_rate_hz = rate;
         po.stall_timeout = std::chrono::milliseconds(static_cast<long>(cfg.source.stall_timeout_s * 1000.0));
@@ -268,7 +285,7 @@ int run_live(const live_options& opt)
         }
         auto publish = [&records, &udp](const dsp::batch_output& out) {
             if (udp) udp->publish(out);
-            if (records && !records->failed()) {
+            if (records) {
                 try {
                     records->add(out);
                 } catch (const std::exception& e) {
@@ -285,6 +302,7 @@ int run_live(const live_options& opt)
                 x.source_packets_lost = sc.packets_lost;
                 x.source_malformed = sc.malformed;
                 x.source_reconnects = sc.reconnects;
+                x.source_refused = sc.refused;
                 if (const auto* v = dynamic_cast<const io::vita49_source*>(source.get())) {
                     const auto& vc = v->vita_counters();
                     x.vita49 = true;
@@ -293,8 +311,12 @@ int run_live(const live_options& opt)
                     x.vita49_duplicates = vc.duplicates;
                     x.vita49_late = vc.late;
                     x.vita49_resyncs = vc.resyncs;
+                    x.vita49_stream_changes = vc.stream_changes;
                 }
-                if (records) x.record_rows = records->rows();
+                if (records) {
+                    x.record_rows = records->rows();
+                    x.record_rows_lost = records->rows_lost();
+                }
                 if (udp) {
                     const auto t = publisher_totals(*udp);
                     x.datagrams_sent = t.sent;
@@ -391,9 +413,11 @@ int run_live(const live_options& opt)
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {
         if (s.gaps_by_reason[r]) spdlog::info("gaps ({}): {}", io::to_string(static_cast<io::gap_reason>(r)), s.gaps_by_reason[r]);
     }
-    spdlog::info("samples in {}, dropped by the ring {}, lost in gaps {} (counted), in lost batches {}; "
+    spdlog::info("samples in {}, dropped by the ring {}, lost in gaps {} (counted), in lost batches {}, in segments "
+                 "shorter than a packet {}; "
                  "packets {} (truncated {}, missed in sequence {}); batches {} published, {} lost, {} on fallback",
                  s.samples_in, s.ring.samples_dropped, s.samples_lost_in_gaps, s.samples_in_lost_batches,
+                 s.samples_in_short_segments,
                  s.tally.packets_found, s.tally.packets_truncated, s.tally.packets_skipped, s.batches_published,
                  s.batches_lost, s.batches_on_fallback);
     metrics.reset();
@@ -416,15 +440,17 @@ int run_live(const live_options& opt)
         }
     }
     const auto& sc = source->counters();
-    spdlog::info("source: {} samples, {} datagrams/blocks, {} lost ({} samples), {} malformed, {} reconnects, {} non-finite",
+    spdlog::info("source: {} samples, {} datagrams/blocks, {} lost ({} samples), {} malformed, {} refused (allow-list), "
+                 "{} reconnects, {} non-finite",
                  sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
-                 sc.malformed.load(), sc.reconnects.load(), sc.nonfinite.load());
+                 sc.malformed.load(), sc.refused.load(), sc.reconnects.load(), sc.nonfinite.load());
     const auto* vita = dynamic_cast<const io::vita49_source*>(source.get());
     if (vita) {
         const auto& vc = vita->vita_counters();
-        spdlog::info("vita49: {} context packets skipped, {} of another stream, {} duplicates, {} late, {} resyncs",
-                     vc.context_packets.load(), vc.other_stream.load(), vc.duplicates.load(), vc.late.load(),
-                     vc.resyncs.load());
+        spdlog::info("vita49: {} context packets skipped, {} of another stream, {} stream changes followed, "
+                     "{} duplicates, {} late, {} resyncs",
+                     vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(), vc.duplicates.load(),
+                     vc.late.load(), vc.resyncs.load());
     }
     if (!opt.json_out.empty()) {
         auto j = to_json(s, have_pattern);
@@ -434,12 +460,14 @@ int run_live(const live_options& opt)
                        {"packets_lost", sc.packets_lost.load()},
                        {"samples_lost", sc.samples_lost.load()},
                        {"malformed", sc.malformed.load()},
+                       {"refused", sc.refused.load()},
                        {"reconnects", sc.reconnects.load()},
                        {"nonfinite", sc.nonfinite.load()}};
         if (vita) {
             const auto& vc = vita->vita_counters();
             j["source"]["vita49"] = {{"context_packets", vc.context_packets.load()},
                                      {"other_stream", vc.other_stream.load()},
+                                     {"stream_changes", vc.stream_changes.load()},
                                      {"duplicates", vc.duplicates.load()},
                                      {"late", vc.late.load()},
                                      {"resyncs", vc.resyncs.load()}};
@@ -453,7 +481,10 @@ int run_live(const live_options& opt)
             }
             j["publisher"] = streams;
         }
-        if (records) j["record_rows"] = records->rows();
+        if (records) {
+            j["record_rows"] = records->rows();
+            j["record_rows_lost"] = records->rows_lost();
+        }
         if (rec) {
             j["recorded_samples"] = rec->samples_recorded();
             j["recording_dropped_samples"] = rec->samples_dropped();

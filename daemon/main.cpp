@@ -46,6 +46,10 @@ int main(int argc, char** argv)
     replay->add_option("file", file, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name) or raw")->required();
     replay->add_option("--format", format, "Raw files: cf32_le or ci16_le");
     replay->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(CLI::PositiveNumber);
+    double bit_rate = 0.0;
+    replay->add_option("--bit-rate", bit_rate,
+                       "The link's bit rate in bit/s, 1e6 .. 30e6 (default: the recording's paq:bit_rate_hz, else "
+                       "receiver.bit_rate_hz, 10.3125e6); any input rate of 2 .. 6.4 samples per bit is resampled");
     replay->add_option("--pattern", pattern, "Data pattern for BER counting: pn9 .. pn31")->capture_default_str();
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
@@ -135,6 +139,7 @@ int main(int argc, char** argv)
         if (threads >= 0) opt.receiver.cpu_threads = threads;
         if (!format.empty()) opt.raw_format = io::parse_sample_format(format);
         if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
+        if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
         const auto errors = opt.receiver.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) spdlog::error("{}", e);

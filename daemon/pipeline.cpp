@@ -1,6 +1,7 @@
 #include "daemon/pipeline.hpp"
 
 #include "dsp/batcher.hpp"
+#include "dsp/input_stage.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -33,7 +34,8 @@ pipeline::pipeline(pipeline_options opt, io::sample_source& source, io::sample_r
       workers_(std::move(workers)),
       fallback_factory_(std::move(fallback)),
       publish_(std::move(publish)),
-      tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), opt_.sample_rate_hz),
+      geometry_(dsp::make_input_geometry(opt_.receiver)),
+      tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples()),
       worker_busy_since_ns_(workers_.size())
 {
     if (workers_.empty()) throw std::invalid_argument("pipeline: at least one worker backend is needed");
@@ -110,7 +112,7 @@ void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 
 void pipeline::batcher_loop()
 {
-    dsp::batcher bt(opt_.receiver.batch_samples);
+    dsp::batcher bt(opt_.receiver.batch_samples, geometry_.guard_before, geometry_.guard_after);
     std::vector<cf32> chunk(1u << 18);
     auto last_data = clock::now();
     bool stalled = false;
@@ -120,6 +122,7 @@ void pipeline::batcher_loop()
     auto newest_written = clock::now();
     auto last_gap_log = clock::now() - std::chrono::seconds(2);
     std::uint64_t gaps_unlogged = 0, lost_unlogged = 0;
+    std::uint64_t short_segments_seen = 0;
     for (;;) {
         batcher_heartbeat_ns_ = now_ns();
         const auto r = ring_.read(chunk, std::chrono::milliseconds(100));
@@ -182,9 +185,20 @@ void pipeline::batcher_loop()
             ++stats_.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::stall)];
             stats_.stalled = true;
         }
+        if (bt.short_segments() != short_segments_seen) {
+            short_segments_seen = bt.short_segments();
+            std::lock_guard s(s_mu_);
+            stats_.short_segments = bt.short_segments();
+            stats_.samples_in_short_segments = bt.samples_in_short_segments();
+        }
         while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
     }
     bt.finish();
+    {
+        std::lock_guard s(s_mu_);
+        stats_.short_segments = bt.short_segments();
+        stats_.samples_in_short_segments = bt.samples_in_short_segments();
+    }
     while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
     batcher_done_ = true;
     std::lock_guard lk(q_mu_);
@@ -277,6 +291,11 @@ void pipeline::publisher_loop()
         tally_.add(out);
         ++stats_.batches_published;
         stats_.packets_last_batch = out.packets.size();
+        if (!out.packets.empty()) {
+            double sum = 0.0;
+            for (const auto& rec : out.packets) sum += rec.clock_ppm;
+            stats_.clock_ppm_last_batch = sum / static_cast<double>(out.packets.size());
+        }
         stats_.latency_last_ms = latency;
         stats_.latency_max_ms = std::max(stats_.latency_max_ms, latency);
         latency_sum_ms_ += latency;

@@ -17,6 +17,7 @@
 
 #include "dsp/backend.hpp"
 #include "dsp/receiver_config.hpp"
+#include "dsp/input_stage.hpp"
 #include "dsp/receiver_run.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_source.hpp"
@@ -38,7 +39,7 @@
 
 namespace paq::daemon {
 
-inline constexpr std::size_t num_gap_reasons = 6;
+inline constexpr std::size_t num_gap_reasons = io::num_gap_reasons;
 
 struct pipeline_options {
     dsp::receiver_config receiver;
@@ -60,6 +61,10 @@ struct pipeline_stats {
     std::array<std::uint64_t, num_gap_reasons> gaps_by_reason{};
     /// Samples the sources said were lost (the ring's own drops are in ring.samples_dropped).
     std::uint64_t samples_lost_in_gaps = 0;
+    /// Samples of segments shorter than one packet (between close gaps): no packet fits, so
+    /// they make no batch (dsp::batcher::samples_in_short_segments).
+    std::uint64_t samples_in_short_segments = 0;
+    std::uint64_t short_segments = 0;
     std::uint64_t stalls = 0;
     bool stalled = false;
     // batches
@@ -70,6 +75,8 @@ struct pipeline_stats {
     std::uint64_t backend_errors = 0;
     std::uint64_t batches_on_fallback = 0;
     std::uint64_t packets_last_batch = 0;
+    /// Mean estimated transmitter clock offset over the last published batch's packets, ppm.
+    double clock_ppm_last_batch = 0.0;
     // latency, last sample of a batch in -> its last bit published
     double latency_last_ms = 0.0;
     double latency_max_ms = 0.0;
@@ -154,6 +161,7 @@ private:
     // stats
     mutable std::mutex s_mu_;
     pipeline_stats stats_;
+    dsp::input_geometry geometry_;  ///< the input's rate against the chain's (batch guards, tally)
     dsp::run_tally tally_;
     double latency_sum_ms_ = 0.0;
     std::atomic<std::int64_t> batcher_heartbeat_ns_{0};

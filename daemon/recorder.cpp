@@ -34,12 +34,26 @@ std::filesystem::path recorder::meta_path() const { return writer_->meta_path();
 
 namespace {
 
-/// Adds `lost` to the last gap entry when it is at the same place for the same reason.
+/// Adds `lost` to the last gap entry when it is at the same place for the same reason, or
+/// when the list is full.
 void add_gap(nlohmann::json& gaps, std::uint64_t at, std::uint64_t lost, std::string_view reason)
 {
     if (!gaps.empty() && gaps.back()["recording_sample"].get<std::uint64_t>() == at &&
         gaps.back()["reason"].get<std::string>() == reason) {
         gaps.back()["lost"] = gaps.back()["lost"].get<std::uint64_t>() + lost;
+        return;
+    }
+    if (gaps.size() >= recorder::max_gap_entries) {
+        auto& last = gaps.back();
+        if (last["reason"].get<std::string>() != "coalesced") {
+            last["first_reason"] = last["reason"];
+            last["reason"] = "coalesced";
+            last["gaps"] = 1;
+        }
+        const std::uint64_t sum = last["lost"].get<std::uint64_t>();
+        last["lost"] = saturating_add(sum, lost);
+        last["gaps"] = last["gaps"].get<std::uint64_t>() + 1;
+        last["until_recording_sample"] = at;
         return;
     }
     gaps.push_back({{"recording_sample", at}, {"lost", lost}, {"reason", reason}});
@@ -60,7 +74,11 @@ void recorder::write(std::span<const cf32> samples)
         dropped_ += samples.size();
         return;
     }
-    queue_.emplace_back(samples.begin(), samples.end());
+    if (!queue_.empty() && queue_.back().size() + samples.size() <= chunk_samples) {
+        queue_.back().insert(queue_.back().end(), samples.begin(), samples.end());
+    } else {
+        queue_.emplace_back(samples.begin(), samples.end());
+    }
     queued_ += samples.size();
     accepted_ += samples.size();
     cv_.notify_one();

@@ -53,6 +53,14 @@ public:
     [[nodiscard]] bool failed() const noexcept { return failed_; }
     [[nodiscard]] std::filesystem::path meta_path() const;
 
+    /// The metadata's gap list holds at most this many entries; a flood of gaps beyond it is
+    /// merged into the last entry (reason "coalesced", with the number of gaps merged and the
+    /// position of the last), so a hostile stream cannot grow the metadata without end.
+    static constexpr std::size_t max_gap_entries = 10000;
+    /// Small writes are appended to the last queued chunk up to this many samples, so a flood
+    /// of one-sample datagrams costs queue memory by samples, not by allocations.
+    static constexpr std::size_t chunk_samples = 1u << 16;
+
 private:
     void writer_loop();
 

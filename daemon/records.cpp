@@ -1,9 +1,17 @@
 #include "daemon/records.hpp"
 
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
 #include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include <fcntl.h>
+#include <unistd.h>
 
 namespace paq::daemon {
 
@@ -29,41 +37,73 @@ std::filesystem::path with_suffix(const std::filesystem::path& base, const char*
     return base.string() + suffix;
 }
 
-std::ofstream open_csv(const std::filesystem::path& p)
+int open_csv(const std::filesystem::path& p)
 {
     if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
-    std::ofstream f(p, std::ios::trunc);
-    if (!f) throw std::runtime_error("records: cannot create " + p.string());
-    return f;
+    int fd = -1;
+    do {
+        fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) {
+        throw std::runtime_error("records: cannot create " + p.string() + ": " +
+                                 std::generic_category().message(errno));
+    }
+    return fd;
+}
+
+/// Writes all of data; 0 on success, else the errno of the failed write(2).
+int write_all(int fd, std::string_view data)
+{
+    while (!data.empty()) {
+        const ssize_t put = ::write(fd, data.data(), data.size());
+        if (put < 0 && errno == EINTR) continue;
+        if (put < 0) return errno;
+        if (put == 0) return EIO;  // not expected of a file; report rather than spin
+        data.remove_prefix(static_cast<std::size_t>(put));
+    }
+    return 0;
 }
 
 }  // namespace
 
 records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern,
-                               double sample_rate_hz)
-    : cfg_(cfg), pattern_(pattern), fs_(sample_rate_hz)
+                               double sample_rate_hz, double chain_rate_hz)
+    : cfg_(cfg), pattern_(pattern), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz)
 {
     if (cfg.decimation < 1 || cfg.channel_decimation < 1) {
         throw std::invalid_argument("records: decimation and channel_decimation must be >= 1");
     }
     if (!(fs_ > 0.0)) throw std::invalid_argument("records: the sample rate must be positive");
-    packets_f_ = open_csv(packets_path());
-    channel_f_ = open_csv(channel_path());
-    if (pattern_) {
-        for (int p = 0; p < dsp::chain::num_paths; ++p) counters_.emplace_back(*pattern_);
+    packets_file_.path = packets_path();
+    channel_file_.path = channel_path();
+    packets_file_.fd = open_csv(packets_file_.path);
+    try {
+        channel_file_.fd = open_csv(channel_file_.path);
+    } catch (...) {
+        ::close(packets_file_.fd);
+        throw;
     }
-    packets_f_ << "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
-                  "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags";
+    if (pattern_) {
+        // Packets are L_pkt chain samples apart: L_pkt x fs / chain_fs input samples.
+        for (int p = 0; p < dsp::chain::num_paths; ++p) {
+            counters_.emplace_back(*pattern_, static_cast<double>(waveform::L_pkt) * fs_ / chain_fs_);
+        }
+    }
+    std::string& ph = packets_file_.header;
+    ph = "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
+         "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags,clock_ppm";
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
         const std::string n = dsp::path_name(p);
-        packets_f_ << ',' << n << "_bits," << n << "_errors," << n << "_bep," << n << "_known_errors";
+        ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
     }
-    packets_f_ << '\n';
-    channel_f_ << "packet,time_s,tap_offset";
-    for (int k = 0; k < dsp::chain::L_ch; ++k) channel_f_ << ",h" << k << "_re,h" << k << "_im";
-    channel_f_ << '\n';
-    check(packets_f_, packets_path());
-    check(channel_f_, channel_path());
+    ph += '\n';
+    std::string& ch = channel_file_.header;
+    ch = "packet,time_s,tap_offset";
+    for (int k = 0; k < dsp::chain::L_ch; ++k) ch += ",h" + std::to_string(k) + "_re,h" + std::to_string(k) + "_im";
+    ch += '\n';
+    // Headers now, so that a run without packets still leaves valid (empty) CSVs.
+    flush(packets_file_);
+    flush(channel_file_);
 }
 
 records_writer::~records_writer()
@@ -78,25 +118,54 @@ records_writer::~records_writer()
 std::filesystem::path records_writer::packets_path() const { return with_suffix(cfg_.base, "-packets.csv"); }
 std::filesystem::path records_writer::channel_path() const { return with_suffix(cfg_.base, "-channel.csv"); }
 
-void records_writer::check(std::ofstream& f, const std::filesystem::path& p)
+void records_writer::flush(csv_file& f)
 {
-    if (!f) {
-        failed_ = true;
-        throw std::runtime_error("records: write error on " + p.string() + " (disk full?); records stop here");
+    if (f.pending_rows == 0 && f.header_written) return;
+    std::string data;
+    if (!f.header_written) data = f.header;
+    data += f.pending;
+    const std::uint64_t rows = std::exchange(f.pending_rows, 0);
+    f.pending.clear();
+
+    const int err = write_all(f.fd, data);
+    if (err == 0) {
+        f.committed_bytes += data.size();
+        f.header_written = true;
+        f.rows_written += rows;
+        if (f.failing_errno != 0) {
+            spdlog::info("records: writing {} again ({} rows lost meanwhile)", f.path.string(), f.rows_lost.load());
+            f.failing_errno = 0;
+        }
+        return;
+    }
+    f.rows_lost += rows;
+    if (f.first_errno == 0) f.first_errno = err;
+    if (f.failing_errno == 0) {
+        spdlog::error("records: cannot write {}: {}; rows are counted as lost (paqd_record_rows_lost_total) "
+                      "until writing works again",
+                      f.path.string(), std::generic_category().message(err));
+        f.failing_errno = err;
+    }
+    // A partial write left part of a row: cut the file back to its last whole row so that
+    // a later write continues a valid CSV. Best effort: a pipe or device cannot be cut.
+    if (::ftruncate(f.fd, static_cast<off_t>(f.committed_bytes)) == 0) {
+        (void)::lseek(f.fd, static_cast<off_t>(f.committed_bytes), SEEK_SET);
     }
 }
 
 void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batch)
 {
     char buf[512];
-    const double cfo_hz = rec.cfo_rad_per_sample * fs_ / (2.0 * std::numbers::pi);
-    const double spread_ns = rms_delay_spread_samples(rec.h) / fs_ * 1e9;
-    std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%d,%d,%u",
-                  static_cast<unsigned long long>(packets_ - 1), g_.packets,
+    const double cfo_hz = rec.cfo_rad_per_sample * chain_fs_ / (2.0 * std::numbers::pi);
+    const double spread_ns = rms_delay_spread_samples(rec.h) / chain_fs_ * 1e9;
+    std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%d,%d,%u,%.2f",
+                  static_cast<unsigned long long>(packets_.load() - 1), g_.packets,
                   static_cast<double>(rec.start_sample) / fs_, static_cast<unsigned long long>(batch),
                   static_cast<unsigned long long>(rec.start_sample), rec.metric, cfo_hz, rec.sigma2, rec.ebn0_db,
-                  rec.channel_energy, spread_ns, rec.zf_condition, rec.channel_first_tap, rec.channel_last_tap, g_.flags);
-    packets_f_ << buf;
+                  rec.channel_energy, spread_ns, rec.zf_condition, rec.channel_first_tap, rec.channel_last_tap, g_.flags,
+                  rec.clock_ppm);
+    std::string& out = packets_file_.pending;
+    out += buf;
     for (std::size_t p = 0; p < dsp::chain::num_paths; ++p) {
         if (pattern_) {
             std::snprintf(buf, sizeof buf, ",%llu,%llu,%.4g,%llu", static_cast<unsigned long long>(g_.bits[p]),
@@ -106,16 +175,16 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
             std::snprintf(buf, sizeof buf, ",,,%.4g,%llu", g_.bep_sum[p] / g_.packets,
                           static_cast<unsigned long long>(g_.known_errors[p]));
         }
-        packets_f_ << buf;
+        out += buf;
     }
-    packets_f_ << '\n';
-    ++rows_;
+    out += '\n';
+    ++packets_file_.pending_rows;
     g_ = group{};
 }
 
 void records_writer::add(const dsp::batch_output& out)
 {
-    if (failed_ || closed_) return;
+    if (closed_) return;
     for (std::size_t i = 0; i < out.packets.size(); ++i) {
         const auto& rec = out.packets[i];
         ++packets_;
@@ -133,37 +202,49 @@ void records_writer::add(const dsp::batch_output& out)
             g_.bep_sum[p] += rec.paths[p].bep_estimate;
             g_.known_errors[p] += rec.paths[p].known_bit_errors;
         }
-        if ((packets_ - 1) % cfg_.channel_decimation == 0) {
+        const std::uint64_t packet = packets_.load() - 1;
+        if (packet % cfg_.channel_decimation == 0) {
+            std::string& line = channel_file_.pending;
             char buf[64];
-            std::snprintf(buf, sizeof buf, "%llu,%.9f,%d", static_cast<unsigned long long>(packets_ - 1),
+            std::snprintf(buf, sizeof buf, "%llu,%.9f,%d", static_cast<unsigned long long>(packet),
                           static_cast<double>(rec.start_sample) / fs_, -dsp::chain::N1);
-            channel_f_ << buf;
+            line += buf;
             for (const auto& t : rec.h) {
                 std::snprintf(buf, sizeof buf, ",%.6g,%.6g", t.real(), t.imag());
-                channel_f_ << buf;
+                line += buf;
             }
-            channel_f_ << '\n';
+            line += '\n';
+            ++channel_file_.pending_rows;
         }
         last_rec_ = rec;
         last_batch_ = out.batch_index;
         if (g_.packets == cfg_.decimation) write_row(rec, out.batch_index);
     }
-    check(packets_f_, packets_path());
-    check(channel_f_, channel_path());
+    flush(packets_file_);
+    flush(channel_file_);
 }
 
 void records_writer::close()
 {
     if (closed_) return;
     closed_ = true;
-    if (failed_) return;
     if (g_.packets && last_rec_) write_row(*last_rec_, last_batch_);
-    packets_f_.flush();
-    channel_f_.flush();
-    check(packets_f_, packets_path());
-    check(channel_f_, channel_path());
-    packets_f_.close();
-    channel_f_.close();
+    flush(packets_file_);
+    flush(channel_file_);
+    std::string problems;
+    for (csv_file* f : {&packets_file_, &channel_file_}) {
+        // Linux releases the descriptor even when close() fails: never retried.
+        if (::close(std::exchange(f->fd, -1)) != 0 && errno != EINTR && f->first_errno == 0) {
+            f->first_errno = errno;
+        }
+        if (f->rows_lost > 0 || !f->header_written || f->first_errno != 0) {
+            if (!problems.empty()) problems += "; ";
+            problems += f->path.string() + ": " + std::to_string(f->rows_lost.load()) + " of " +
+                        std::to_string(f->rows_lost.load() + f->rows_written.load()) + " rows lost (" +
+                        std::generic_category().message(f->first_errno != 0 ? f->first_errno : EIO) + ")";
+        }
+    }
+    if (!problems.empty()) throw std::runtime_error("records: write errors: " + problems);
 }
 
 }  // namespace paq::daemon

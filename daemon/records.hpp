@@ -8,9 +8,9 @@
 #include "dsp/pn.hpp"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,21 +25,36 @@ using config::records_config;
 class records_writer {
 public:
     /// Creates (truncates) both files and writes the headers. Throws std::runtime_error
-    /// naming the file when it cannot be created.
-    records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern, double sample_rate_hz);
+    /// naming the file when it cannot be created. A header that cannot be written (disk
+    /// full) is not an error here: it is retried with the first rows, as below.
+    /// \param sample_rate_hz the input's rate (start samples are input indices)
+    /// \param chain_rate_hz the chain's rate, 2 x the bit rate (CFO and channel taps refer to
+    /// it); 0: the same as sample_rate_hz
+    records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern, double sample_rate_hz,
+                   double chain_rate_hz = 0.0);
     ~records_writer();
     records_writer(const records_writer&) = delete;
     records_writer& operator=(const records_writer&) = delete;
 
-    /// The packets of one batch, in batch order. A write error (disk full) throws
-    /// std::runtime_error naming the file; the writer is then failed and ignores later calls.
+    /// The packets of one batch, in batch order. The batch's rows reach the files before
+    /// add() returns (one write per file per batch), so rows() counts only rows that are in
+    /// the file. A failed write (disk full) does not throw: the batch's rows are counted in
+    /// rows_lost(), the file is cut back to its last whole row, the failure is logged once
+    /// with the errno text, and later batches try again (logged once more when writing works
+    /// again). The packet column keeps counting, so the lost rows show as a jump in it.
     void add(const dsp::batch_output& out);
-    /// Writes the pending partial row and flushes. Throws on a write error.
+    /// Writes the pending partial row and closes the files. Throws std::runtime_error naming
+    /// the file and the error when rows were lost (now or earlier) or a file does not close.
     void close();
 
-    [[nodiscard]] std::uint64_t rows() const noexcept { return rows_; }
+    /// Per-packet rows that reached the packets file.
+    [[nodiscard]] std::uint64_t rows() const noexcept { return packets_file_.rows_written; }
+    /// Per-packet rows that could not be written.
+    [[nodiscard]] std::uint64_t rows_lost() const noexcept { return packets_file_.rows_lost; }
+    /// Channel rows that reached, or could not be written to, the channel file.
+    [[nodiscard]] std::uint64_t channel_rows() const noexcept { return channel_file_.rows_written; }
+    [[nodiscard]] std::uint64_t channel_rows_lost() const noexcept { return channel_file_.rows_lost; }
     [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
-    [[nodiscard]] bool failed() const noexcept { return failed_; }
     [[nodiscard]] std::filesystem::path packets_path() const;
     [[nodiscard]] std::filesystem::path channel_path() const;
 
@@ -50,19 +65,33 @@ private:
         std::array<std::uint64_t, dsp::chain::num_paths> bits{}, errors{}, known_errors{};
         std::array<double, dsp::chain::num_paths> bep_sum{};
     };
+    /// One CSV file written with plain write(2): no hidden buffer between a counted row and
+    /// the file. Counters are atomic: the metrics thread reads them while add() runs.
+    struct csv_file {
+        std::filesystem::path path;
+        int fd = -1;
+        std::string header;           ///< written before the first row; kept until it is
+        bool header_written = false;
+        std::string pending;          ///< rows of the current batch
+        std::uint64_t pending_rows = 0;
+        std::uint64_t committed_bytes = 0;  ///< file size after the last whole write
+        int failing_errno = 0;              ///< nonzero while writes fail (logged once)
+        int first_errno = 0;                ///< the first failure's errno, for close()
+        std::atomic<std::uint64_t> rows_written{0}, rows_lost{0};
+    };
     void write_row(const dsp::packet_record& rec, std::uint64_t batch);
-    void check(std::ofstream& f, const std::filesystem::path& p);
+    void flush(csv_file& f);
 
     records_config cfg_;
     std::optional<dsp::pn_pattern> pattern_;
     double fs_;
-    std::ofstream packets_f_, channel_f_;
+    double chain_fs_;
+    csv_file packets_file_, channel_file_;
     std::vector<dsp::stream_ber_counter> counters_;
     group g_;
     std::optional<dsp::packet_record> last_rec_;
     std::uint64_t last_batch_ = 0;
-    std::uint64_t packets_ = 0, rows_ = 0;
-    bool failed_ = false;
+    std::atomic<std::uint64_t> packets_{0};
     bool closed_ = false;
 };
 

@@ -49,12 +49,34 @@ replay_result run_replay(const replay_options& opt)
         res.warnings.push_back("truncated file: " + std::to_string(info.trailing_bytes) +
                                " trailing bytes after the last whole sample ignored");
     }
-    const auto backend = make_backend(opt.backend, opt.receiver, opt.gpu, opt.solver);
+    // The rates: the input's from the recording, the bit rate from --bit-rate, else the
+    // recording's paq:bit_rate_hz, else the config. A rate the chain cannot serve is an error
+    // here, naming both rates (dsp::receiver_config::validate), never a silent "no packets".
+    dsp::receiver_config rc = opt.receiver;
+    res.bit_rate_from = "receiver.bit_rate_hz";
+    if (opt.bit_rate_hz) {
+        rc.bit_rate_hz = *opt.bit_rate_hz;
+        res.bit_rate_from = "--bit-rate";
+    } else if (const auto& g = info.meta.extra_global; g.is_object() && g.contains("paq:bit_rate_hz") &&
+                                                        g["paq:bit_rate_hz"].is_number()) {
+        rc.bit_rate_hz = g["paq:bit_rate_hz"].get<double>();
+        res.bit_rate_from = "paq:bit_rate_hz";
+    }
+    rc.input_sample_rate_hz = info.sample_rate_hz;
+    if (const auto errors = rc.validate(); !errors.empty()) {
+        std::string msg = opt.file.string() + ": cannot receive it:";
+        for (const auto& e : errors) msg += "\n  " + e;
+        msg += "\n  (bit rate from " + res.bit_rate_from + ")";
+        throw std::invalid_argument(msg);
+    }
+    res.bit_rate_hz = rc.bit_rate_hz;
+    res.resampled = rc.input_ratio() != 1.0;
+    const auto backend = make_backend(opt.backend, rc, opt.gpu, opt.solver);
     res.backend = backend->name();
     std::unique_ptr<records_writer> records;
-    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz);
+    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
     res.summary = dsp::run_receiver(
-        *backend, opt.receiver, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
+        *backend, rc, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
         [&](const dsp::batch_output& out) {
             if (records) records->add(out);
         });
@@ -83,8 +105,12 @@ void print_table(const replay_result& r, std::ostream& os)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
        << s.packets_found << ", flagged " << s.packets_flagged << ", truncated " << s.packets_truncated
        << ", missed in sequence " << s.packets_skipped << "\n";
+    os << "  rates: input " << std::setprecision(6) << r.sample_rate_hz / 1e6 << " MS/s, bit rate " << r.bit_rate_hz / 1e6
+       << " Mbit/s (from " << r.bit_rate_from << "), " << std::setprecision(4) << r.sample_rate_hz / r.bit_rate_hz
+       << " samples per bit" << (r.resampled ? ", resampled to 2" : "") << "\n";
     os << "  mean CFO " << std::setprecision(1) << s.mean_cfo_hz << " Hz, estimated Eb/N0 " << std::setprecision(2)
-       << s.mean_ebn0_db << " dB\n\n";
+       << s.mean_ebn0_db << " dB, clock " << std::setprecision(1) << s.mean_clock_ppm << " ppm (" << s.packets_clock_corrected
+       << " packets re-timed)\n\n";
     os << "  path   packets        bits    errors         BER   sync\n";
     for (const auto& p : s.paths) {
         char line[160];
@@ -115,6 +141,12 @@ nlohmann::json to_json(const replay_result& r)
     return {{"file", r.file},
             {"backend", r.backend},
             {"sample_rate_hz", r.sample_rate_hz},
+            {"bit_rate_hz", r.bit_rate_hz},
+            {"bit_rate_from", r.bit_rate_from},
+            {"samples_per_bit", r.sample_rate_hz / r.bit_rate_hz},
+            {"resampled", r.resampled},
+            {"mean_clock_ppm", s.mean_clock_ppm},
+            {"packets_clock_corrected", s.packets_clock_corrected},
             {"samples", s.samples},
             {"batches", s.batches},
             {"packets_found", s.packets_found},

@@ -29,11 +29,17 @@ struct replay_options {
     int gpu = 0;                  ///< CUDA device for the cuda backend
     std::string solver = "levinson";  ///< ZF/MMSE solver of the cuda backend
     records_config records;       ///< per-packet CSV records (base empty: none)
+    /// --bit-rate: the link's bit rate. Unset: the recording's paq:bit_rate_hz (paq-sim and
+    /// paqd recordings carry it), else receiver.bit_rate_hz.
+    std::optional<double> bit_rate_hz;
 };
 
 struct replay_result {
     dsp::run_summary summary;
-    double sample_rate_hz = 0.0;
+    double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
+    double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
+    std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"
+    bool resampled = false;             ///< the input was resampled to 2 samples per bit
     std::uint64_t trailing_bytes = 0;   ///< truncated file: bytes after the last whole sample
     std::string file;
     std::string backend;

@@ -33,6 +33,10 @@ struct sample_batch {
     bool segment_start = false;       ///< samples[0] follows a gap or the stream start
     bool segment_end = false;         ///< the window ends at a gap or the end of the stream
     std::uint64_t lost_samples_before = 0;  ///< gap before this segment (its first batch only)
+    /// Absolute index of the first sample of the segment this window belongs to: the origin
+    /// of the resampler's output grid (dsp/input_stage.hpp), so that every batch of a segment
+    /// resamples at the same positions.
+    std::uint64_t segment_first_sample = 0;
 };
 
 /// Packet flags.
@@ -66,6 +70,11 @@ struct packet_record {
     std::int32_t channel_last_tap = 0;   ///< and its last tap (0 .. 25)
     std::array<cf64, chain::L_ch> h{};  ///< channel estimate, taps -N1 .. N2
     std::array<path_stats, chain::num_paths> paths{};
+    /// The transmitter's bit clock against the sample clock at this packet (ppm, > 0: the
+    /// transmitter is fast), from the spacing of the packet starts (dsp/clock_recovery.hpp);
+    /// 0 when not estimated.
+    double clock_ppm = 0.0;
+    bool clock_corrected = false;  ///< the packet was re-timed for clock_ppm
 };
 
 struct batch_output {

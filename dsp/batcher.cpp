@@ -6,7 +6,9 @@
 
 namespace paq::dsp {
 
-batcher::batcher(std::size_t batch_samples) : batch_samples_(batch_samples)
+
+batcher::batcher(std::size_t batch_samples, std::size_t guard_before, std::size_t guard_after)
+    : batch_samples_(batch_samples), guard_before_(guard_before), guard_after_(guard_after)
 {
     if (batch_samples == 0) throw std::invalid_argument("batcher: batch_samples must be >= 1");
 }
@@ -20,12 +22,22 @@ void batcher::push(std::span<const cf32> samples)
 
 std::uint64_t batcher::window_start() const noexcept
 {
-    return std::max(seg_start_, owned_next_ > batch_guard_before ? owned_next_ - batch_guard_before : 0);
+    return std::max(seg_start_, owned_next_ > guard_before_ ? owned_next_ - guard_before_ : 0);
 }
 
 void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end)
 {
     const std::uint64_t w0 = window_start();
+    // The window must lie inside the samples held and own a range inside itself. The
+    // arithmetic above keeps this true for any input (indices are bounded in gap()); a
+    // violation is a bug, and it must never become a read outside buf_.
+    const std::uint64_t buf_end = buf_start_ + buf_.size();
+    if (w0 < buf_start_ || window_end > buf_end || w0 > owned_next_ || owned_next_ > owned_end || owned_end > window_end) {
+        throw std::logic_error("batcher: window [" + std::to_string(w0) + ", " + std::to_string(window_end) +
+                               ") owning [" + std::to_string(owned_next_) + ", " + std::to_string(owned_end) +
+                               ") is outside the samples held [" + std::to_string(buf_start_) + ", " +
+                               std::to_string(buf_end) + ")");
+    }
     sample_batch b;
     b.index = next_index_++;
     b.first_sample = w0;
@@ -38,6 +50,7 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
     b.segment_start = w0 == seg_start_;
     b.segment_end = segment_end;
     b.lost_samples_before = owned_next_ == seg_start_ ? lost_before_segment_ : 0;
+    b.segment_first_sample = seg_start_;
     ready_.push_back(std::move(b));
 }
 
@@ -45,7 +58,7 @@ void batcher::emit_ready()
 {
     for (;;) {
         const std::uint64_t owned_end = owned_next_ + batch_samples_;
-        const std::uint64_t window_end = owned_end + batch_guard_after;
+        const std::uint64_t window_end = owned_end + guard_after_;
         if (buf_start_ + buf_.size() < window_end) return;
         emit(window_end, owned_end, false);
         owned_next_ = owned_end;
@@ -59,17 +72,36 @@ void batcher::emit_ready()
 void batcher::flush_segment(std::uint64_t lost_after)
 {
     const std::uint64_t buf_end = buf_start_ + buf_.size();
-    if (buf_end > owned_next_) emit(buf_end, buf_end, true);
-    seg_start_ = buf_end + lost_after;
+    const bool empty_segment = buf_end == seg_start_;
+    if (buf_end > owned_next_) {
+        if (buf_end - seg_start_ < waveform::L_pkt) {
+            // The whole segment is shorter than a packet: nothing in it can be decoded.
+            samples_short_ += buf_end - owned_next_;
+            ++short_segments_;
+        } else {
+            emit(buf_end, buf_end, true);
+        }
+    }
+    // Bounded advance (see gap()): absolute indices stay far below 2^64 whatever the input.
+    std::uint64_t advance = std::min(lost_after, max_index_advance);
+    if (buf_end >= max_absolute_index) {
+        advance = 0;
+    } else {
+        advance = std::min(advance, max_absolute_index - buf_end);
+    }
+    seg_start_ = buf_end + advance;
     owned_next_ = seg_start_;
     buf_.clear();
     buf_start_ = seg_start_;
-    lost_before_segment_ = lost_after;
+    // Back-to-back gaps (an empty segment between them): the next segment follows all of them.
+    lost_before_segment_ = empty_segment ? saturating_add(lost_before_segment_, lost_after) : lost_after;
 }
 
 void batcher::gap(std::uint64_t lost_samples)
 {
-    samples_lost_ += lost_samples;
+    // Saturating: the count is what the source said (bounded by the sources), but a sum of
+    // hostile counts must not wrap to a small number.
+    samples_lost_ = saturating_add(samples_lost_, lost_samples);
     flush_segment(lost_samples);
 }
 
@@ -85,6 +117,12 @@ std::optional<sample_batch> batcher::pop()
 
 std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts)
 {
+    return split_batch(batch, parts, batch_guard_before, batch_guard_after);
+}
+
+std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts, std::size_t guard_before,
+                                    std::size_t guard_after)
+{
     if (parts == 0) throw std::invalid_argument("split_batch: parts must be >= 1");
     const std::size_t len = batch.samples.size();
     if (batch.owned_begin > batch.owned_end || batch.owned_end > len) {
@@ -98,8 +136,8 @@ std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts
     for (std::size_t k = 0; k < n; ++k) {
         // The share [a, b) of the owned range, and around it the guards a batch gets.
         const std::size_t a = batch.owned_begin + owned * k / n, b = batch.owned_begin + owned * (k + 1) / n;
-        const std::size_t w0 = a > batch_guard_before ? a - batch_guard_before : 0;
-        const std::size_t w1 = std::min(len, b + batch_guard_after);
+        const std::size_t w0 = a > guard_before ? a - guard_before : 0;
+        const std::size_t w1 = std::min(len, b + guard_after);
         batch_part p;
         p.offset = w0;
         p.length = w1 - w0;
@@ -125,16 +163,22 @@ sample_batch part_batch(const sample_batch& batch, const batch_part& part)
     b.segment_start = part.segment_start;
     b.segment_end = part.segment_end;
     b.lost_samples_before = part.offset == 0 ? batch.lost_samples_before : 0;
+    b.segment_first_sample = batch.segment_first_sample;
     return b;
 }
 
 std::size_t max_part_window(std::size_t batch_samples, std::size_t parts)
 {
+    return max_part_window(batch_samples, parts, batch_guard_before, batch_guard_after);
+}
+
+std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, std::size_t guard_before, std::size_t guard_after)
+{
     if (parts == 0) throw std::invalid_argument("max_part_window: parts must be >= 1");
     // A window holds at most batch_samples + both guards and owns at most all of it; a part
     // is its share plus the guards, and never more than the whole window.
-    const std::size_t max_window = batch_samples + batch_guard_before + batch_guard_after;
-    return std::min(max_window, (max_window + parts - 1) / parts + batch_guard_before + batch_guard_after);
+    const std::size_t max_window = batch_samples + guard_before + guard_after;
+    return std::min(max_window, (max_window + parts - 1) / parts + guard_before + guard_after);
 }
 
 }  // namespace paq::dsp

@@ -31,6 +31,9 @@ struct batch_part {
 /// range is shorter than `parts` samples; none for an empty range). Throws
 /// std::invalid_argument for parts == 0 or an owned range outside the window.
 [[nodiscard]] std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts);
+/// The same with the given guards (input-domain windows of a resampled input).
+[[nodiscard]] std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts, std::size_t guard_before,
+                                                  std::size_t guard_after);
 
 /// The part as a batch of its own (a copy of its samples): what a backend without the split
 /// would be given. For tests and the CPU reference.
@@ -39,16 +42,23 @@ struct batch_part {
 /// Largest part window when windows of at most batch_samples + both guards are split into
 /// `parts` (for one part: that whole window).
 [[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts);
+[[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, std::size_t guard_before,
+                                          std::size_t guard_after);
 
 class batcher {
 public:
     /// \param batch_samples new samples per batch (B), >= 1
-    explicit batcher(std::size_t batch_samples);
+    /// \param guard_before, guard_after the guards around the owned range (dsp/batch.hpp);
+    /// larger than batch_guard_before/after when the input is resampled (input_geometry)
+    explicit batcher(std::size_t batch_samples, std::size_t guard_before = batch_guard_before,
+                     std::size_t guard_after = batch_guard_after);
 
     /// Appends contiguous samples.
     void push(std::span<const cf32> samples);
     /// The stream lost `lost_samples` samples here: the current segment is flushed and a new
-    /// one starts after the gap (absolute indices keep counting through the gap).
+    /// one starts after the gap (absolute indices keep counting through the gap, by at most
+    /// max_index_advance per gap and never past max_absolute_index: `lost_samples` is counted
+    /// whole, but a hostile or corrupt count near 2^64 cannot wrap the indices).
     void gap(std::uint64_t lost_samples);
     /// End of stream: flushes what is left.
     void finish();
@@ -57,6 +67,17 @@ public:
 
     [[nodiscard]] std::uint64_t samples_in() const noexcept { return samples_in_; }
     [[nodiscard]] std::uint64_t samples_lost() const noexcept { return samples_lost_; }
+    /// Samples of segments shorter than one packet (between two gaps, or a gap and the end):
+    /// no packet fits in them, so they make no batch (a flood of gaps would otherwise make a
+    /// batch per datagram). Counted here; they are in samples_in() too.
+    [[nodiscard]] std::uint64_t samples_in_short_segments() const noexcept { return samples_short_; }
+    [[nodiscard]] std::uint64_t short_segments() const noexcept { return short_segments_; }
+
+    /// The most the absolute index advances for one gap (2^40 samples: 14.8 hours at
+    /// 20.625 MS/s). Larger gaps are counted whole but advance the index by this much.
+    static constexpr std::uint64_t max_index_advance = std::uint64_t{1} << 40;
+    /// The absolute index never passes this (2^62); gaps beyond it do not advance it.
+    static constexpr std::uint64_t max_absolute_index = std::uint64_t{1} << 62;
 
 private:
     void emit_ready();
@@ -67,6 +88,8 @@ private:
     void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end);
 
     std::size_t batch_samples_;
+    std::size_t guard_before_;
+    std::size_t guard_after_;
     std::vector<cf32> buf_;         ///< samples from absolute index buf_start_
     std::uint64_t buf_start_ = 0;
     std::uint64_t seg_start_ = 0;   ///< absolute index where the current segment began
@@ -75,6 +98,8 @@ private:
     std::uint64_t next_index_ = 0;
     std::uint64_t samples_in_ = 0;
     std::uint64_t samples_lost_ = 0;
+    std::uint64_t samples_short_ = 0;
+    std::uint64_t short_segments_ = 0;
     std::deque<sample_batch> ready_;
 };
 

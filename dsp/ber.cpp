@@ -6,13 +6,22 @@
 
 namespace paq::dsp {
 
-stream_ber_counter::stream_ber_counter(pn_pattern pattern) : checker_(pattern), unpacked_(waveform::data_bits) {}
+stream_ber_counter::stream_ber_counter(pn_pattern pattern, double packet_spacing_samples)
+    : checker_(pattern), spacing_(packet_spacing_samples), learn_(packet_spacing_samples <= 0.0), unpacked_(waveform::data_bits)
+{
+    if (learn_) spacing_ = 0.0;
+}
 
 void stream_ber_counter::add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits)
 {
-    if (last_start_) {
-        // Sample clocks drift a little; packets are L_pkt apart to within a few samples.
-        const double gap = static_cast<double>(start_sample - *last_start_) / static_cast<double>(waveform::L_pkt);
+    if (last_start_ && learn_) {
+        const double d = static_cast<double>(start_sample - *last_start_);
+        constexpr double l = static_cast<double>(waveform::L_pkt);
+        if (d >= 0.99 * l && d <= 3.21 * l && (spacing_ == 0.0 || d < spacing_)) spacing_ = d;
+    }
+    if (last_start_ && spacing_ > 0.0) {
+        // Sample clocks drift a little; packets are one spacing apart to within a few samples.
+        const double gap = static_cast<double>(start_sample - *last_start_) / spacing_;
         const auto missed = static_cast<long long>(std::llround(gap)) - 1;
         if (missed > 0) {
             checker_.skip(static_cast<std::uint64_t>(missed) * waveform::data_bits);

@@ -6,6 +6,7 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/pn.hpp"
+#include "dsp/waveform.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -14,10 +15,14 @@ namespace paq::dsp {
 
 class stream_ber_counter {
 public:
-    explicit stream_ber_counter(pn_pattern pattern);
+    /// \param packet_spacing_samples input samples between packet starts (L_pkt at 2 samples
+    /// per bit, L_pkt x the input ratio otherwise); 0: learned from the stream, as the
+    /// smallest start-to-start distance within L_pkt x [0.99, 3.21] seen so far (a tester that
+    /// does not know the receiver's input rate).
+    explicit stream_ber_counter(pn_pattern pattern, double packet_spacing_samples = static_cast<double>(waveform::L_pkt));
 
     /// Adds one packet's 6144 data bits (packed, MSB first), in stream order. start_sample
-    /// places the packet: a jump of more than one packet length means packets were missed.
+    /// places the packet: a jump of more than one packet spacing means packets were missed.
     void add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits);
 
     [[nodiscard]] pn_checker::counts counts() const noexcept { return checker_.get(); }
@@ -28,6 +33,8 @@ public:
 private:
     pn_checker checker_;
     std::optional<std::uint64_t> last_start_;
+    double spacing_;   ///< samples between packet starts; 0 until learned
+    bool learn_;
     std::uint64_t packets_ = 0;
     std::uint64_t skipped_ = 0;
     std::vector<std::uint8_t> unpacked_;

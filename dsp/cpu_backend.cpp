@@ -1,9 +1,12 @@
 #include "dsp/cpu_backend.hpp"
 
+#include "dsp/batcher.hpp"
+#include "dsp/clock_recovery.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/estimators.hpp"
 #include "dsp/fft.hpp"
+#include "dsp/input_stage.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
@@ -30,6 +33,7 @@ struct workspace {
     fft_buffer seg, r_spec, h_spec, c_spec, out, t1, t2;
     std::vector<cf64> v;
     std::vector<cf64> solve_work;
+    std::vector<cf32> clock_scratch;
 };
 
 }  // namespace
@@ -43,6 +47,8 @@ struct cpu_backend::impl {
     std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
     std::vector<double> metric;                   ///< preamble metric of the current batch
     int threads;
+    input_geometry geom;                          ///< the input's rate against 2 samples per bit
+    resampler_design clock_design;                ///< ratio-1 table for re-timing packets
 
     explicit impl(const receiver_config& c)
         : cfg(c),
@@ -52,14 +58,19 @@ struct cpu_backend::impl {
           hno_spec(c.fft_size),
           pll_acq(make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
           pll_track(make_pll_gains(c.pll_bn_t, c.pll_damping)),
-          threads(c.cpu_threads > 0 ? c.cpu_threads : omp_get_max_threads())
+          threads(c.cpu_threads > 0 ? c.cpu_threads : omp_get_max_threads()),
+          geom(make_input_geometry(c)),
+          clock_design(design_resampler(1.0))
     {
         taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_spec);
         for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
     }
 
+    /// The chain on a window at 2 samples per bit.
+    [[nodiscard]] batch_output process_chain(const sample_batch& batch);
+
     void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
-                workspace& w) const
+                workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits) const
     {
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
@@ -68,17 +79,23 @@ struct cpu_backend::impl {
         // Segment: the packet at [pre, pre + L_pkt), packet_margin samples each side, zeros
         // beyond. Only these samples are read, whatever window the packet arrived in.
         std::uint32_t nonfinite = 0;
-        std::fill(w.seg.data(), w.seg.data() + n, cf64(0.0));
         const long long seg_len = static_cast<long long>(waveform::L_pkt) + 2 * pre;
-        for (long long i = 0; i < seg_len; ++i) {
-            const long long idx = start - pre + i;
-            if (idx < 0 || idx >= static_cast<long long>(len)) continue;
-            const cf32 s = window[idx];
-            if (!std::isfinite(s.real()) || !std::isfinite(s.imag())) {
-                ++nonfinite;
-                continue;
+        if (clock != fixed_pos{1} << fixed_frac_bits) {
+            // Re-timed for the transmitter's clock (anchored at the start: dsp/clock_recovery).
+            nonfinite = clock_correct_packet(window, len, start, clock, packet_margin, static_cast<std::size_t>(seg_len),
+                                             w.seg.data(), n, clock_design, w.clock_scratch);
+        } else {
+            std::fill(w.seg.data(), w.seg.data() + n, cf64(0.0));
+            for (long long i = 0; i < seg_len; ++i) {
+                const long long idx = start - pre + i;
+                if (idx < 0 || idx >= static_cast<long long>(len)) continue;
+                const cf32 s = window[idx];
+                if (!std::isfinite(s.real()) || !std::isfinite(s.imag())) {
+                    ++nonfinite;
+                    continue;
+                }
+                w.seg[static_cast<std::size_t>(i)] = cf64(s.real(), s.imag());
             }
-            w.seg[static_cast<std::size_t>(i)] = cf64(s.real(), s.imag());
         }
         cf64* r = w.seg.data() + pre;  // r[0] = packet start
 
@@ -163,30 +180,43 @@ void cpu_backend::process_packet(const cf32* window, std::size_t window_len, lon
 
 batch_output cpu_backend::process(const sample_batch& batch)
 {
+    if (!impl_->geom.resampling) return impl_->process_chain(batch);
+    // The input stage: the window at 2 samples per bit, then its packets' starts as input
+    // sample indices again.
+    const sample_batch chain_batch = resample_batch(batch, impl_->geom);
+    batch_output out = impl_->process_chain(chain_batch);
+    for (auto& rec : out.packets) rec.start_sample = input_index(batch, rec.start_sample, impl_->geom);
+    return out;
+}
+
+batch_output cpu_backend::impl::process_chain(const sample_batch& batch)
+{
     batch_output out;
     out.batch_index = batch.index;
-    const auto& t = impl_->t;
     const std::size_t len = batch.samples.size();
     if (len < detector_span) return out;
 
     // Kept across batches: a full window's metric is ~300 MB, not to be allocated per batch.
-    auto& metric = impl_->metric;
     metric.resize(len - detector_span + 1);
     preamble_metric(batch.samples, metric, t.preamble_template);
-    const auto found = locate_packets(batch, metric, impl_->cfg.detection_threshold, t.template_offset);
+    const auto found = locate_packets(batch, metric, cfg.detection_threshold, t.template_offset);
     out.truncated_packets = found.truncated;
     const auto& starts = found.starts;
     const std::size_t np = starts.size();
+    std::vector<double> ppm;
+    const auto steps = clock_steps(batch, metric, found, t.template_offset, cfg, ppm);
     out.packets.resize(np);
     out.bits.assign(np * num_paths * packed_data_bytes, 0);
-    const int nthreads = impl_->threads;
+    const int nthreads = threads;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads)
     for (std::size_t i = 0; i < np; ++i) {
-        auto& w = *impl_->ws[static_cast<std::size_t>(omp_get_thread_num())];
+        auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
-        impl_->packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * num_paths * packed_data_bytes, w);
+        packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * num_paths * packed_data_bytes, w, steps[i]);
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
+        rec.clock_ppm = ppm[i];
+        rec.clock_corrected = steps[i] != fixed_pos{1} << fixed_frac_bits;
     }
     for (const auto& rec : out.packets) out.nonfinite_samples += rec.nonfinite_samples;
     return out;

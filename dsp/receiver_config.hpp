@@ -10,6 +10,10 @@
 
 namespace paq::dsp {
 
+/// The most input samples per 2-samples-per-bit sample the chain takes: 6.4 samples per bit
+/// (dsp::resampler_max_ratio).
+inline constexpr double max_input_ratio = 3.2;
+
 struct receiver_config {
     /// New samples per batch window (SPEC 3). 1 <= batch_samples; default 1.9065 s.
     std::size_t batch_samples = waveform::default_batch_samples;
@@ -36,6 +40,26 @@ struct receiver_config {
     double pll_damping = 0.7071;
     /// CPU worker threads, 0 = all cores.
     int cpu_threads = 0;
+    /// The transmitter's bit rate in bit/s, 1e6 .. 30e6 (SPEC 8). The chain works at 2
+    /// samples per bit; any other input rate is resampled to 2 x bit_rate_hz (input_stage).
+    double bit_rate_hz = waveform::default_bit_rate_hz;
+    /// The input's sample rate in Hz, from the source (SigMF core:sample_rate, the source
+    /// config, VITA-49 context), not a config key: the programs set it. 0: exactly 2 samples
+    /// per bit. Otherwise 2 .. 6.4 samples per bit (2 x .. 6.4 x bit_rate_hz).
+    double input_sample_rate_hz = 0.0;
+    /// Clock-offset tracking (dsp/clock_recovery): 1 estimates the transmitter's bit clock
+    /// against the sample clock from the packet starts and re-times each packet, 0 is off.
+    int clock_tracking = 1;
+    /// A packet whose estimated |clock offset| is below this many ppm is not re-timed (its
+    /// drift over a packet is then below 0.013 samples at the default 1 ppm), 0 .. 100.
+    double clock_min_ppm = 1.0;
+
+    /// Input samples per 2-samples-per-bit sample: input_sample_rate_hz / (2 bit_rate_hz), 1
+    /// when the input rate is 0 (unset).
+    [[nodiscard]] double input_ratio() const noexcept
+    {
+        return input_sample_rate_hz > 0.0 ? input_sample_rate_hz / (2.0 * bit_rate_hz) : 1.0;
+    }
 
     /// Empty when valid; otherwise one message per bad field, naming the field, the value and
     /// the allowed range.

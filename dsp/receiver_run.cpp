@@ -1,16 +1,19 @@
 #include "dsp/receiver_run.hpp"
 
 #include "dsp/batcher.hpp"
+#include "dsp/input_stage.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
+#include <string>
 
 namespace paq::dsp {
 
-run_tally::run_tally(pn_pattern pattern, double sample_rate_hz) : sample_rate_hz_(sample_rate_hz)
+run_tally::run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples) : sample_rate_hz_(chain_rate_hz)
 {
-    for (int p = 0; p < chain::num_paths; ++p) counters_.emplace_back(pattern);
+    for (int p = 0; p < chain::num_paths; ++p) counters_.emplace_back(pattern, packet_spacing_samples);
 }
 
 void run_tally::add(const batch_output& out)
@@ -24,6 +27,8 @@ void run_tally::add(const batch_output& out)
         if (rec.flags) ++s_.packets_flagged;
         if (rec.flags & flag_ill_conditioned) ++s_.packets_ill_conditioned;
         cfo_sum_ += rec.cfo_rad_per_sample;
+        clock_ppm_sum_ += rec.clock_ppm;
+        if (rec.clock_corrected) ++s_.packets_clock_corrected;
         ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
         for (int p = 0; p < chain::num_paths; ++p) {
@@ -40,6 +45,7 @@ run_summary run_tally::summary() const
     if (s.packets_found) {
         const double np = static_cast<double>(s.packets_found);
         s.mean_cfo_rad_per_sample = cfo_sum_ / np;
+        s.mean_clock_ppm = clock_ppm_sum_ / np;
         s.mean_cfo_hz = s.mean_cfo_rad_per_sample * sample_rate_hz_ / (2.0 * std::numbers::pi);
         s.mean_ebn0_db = 10.0 * std::log10(ebn0_lin_sum_ / np);
     }
@@ -66,8 +72,15 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
                          double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
                          const std::function<void(const batch_output&)>& on_batch)
 {
-    run_tally tally(pattern, sample_rate_hz);
-    batcher bt(cfg.batch_samples);
+    // The backend was made from cfg: the recording's rate must be the one it resamples from.
+    const input_geometry g = make_input_geometry(cfg);
+    if (std::abs(sample_rate_hz - g.input_rate_hz) > 1e-6 * g.input_rate_hz) {
+        throw std::invalid_argument("run_receiver: the samples are at " + std::to_string(sample_rate_hz) +
+                                    " Hz but the receiver is configured for an input at " + std::to_string(g.input_rate_hz) +
+                                    " Hz (set receiver_config::input_sample_rate_hz)");
+    }
+    run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples());
+    batcher bt(cfg.batch_samples, g.guard_before, g.guard_after);
     auto consume = [&](const sample_batch& b) {
         const auto out = backend.process(b);
         tally.add(out);

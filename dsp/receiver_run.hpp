@@ -42,6 +42,8 @@ struct run_summary {
     double mean_ebn0_db = 0.0;            ///< 10 log10 of the mean linear estimate
     double max_zf_condition = 0.0;        ///< largest ZF condition number seen
     std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
+    double mean_clock_ppm = 0.0;          ///< transmitter clock against the sample clock, mean over packets
+    std::uint64_t packets_clock_corrected = 0;  ///< packets re-timed for the clock offset
     std::array<path_summary, chain::num_paths> paths{};
 };
 
@@ -50,7 +52,11 @@ struct run_summary {
 /// final summary use the same). Not thread-safe.
 class run_tally {
 public:
-    run_tally(pn_pattern pattern, double sample_rate_hz);
+    /// \param chain_rate_hz the chain's sample rate, 2 x the bit rate (CFOs in rad/sample refer
+    /// to it, whatever the input's rate)
+    /// \param packet_spacing_samples input samples between packet starts (input_geometry)
+    run_tally(pn_pattern pattern, double chain_rate_hz,
+              double packet_spacing_samples = static_cast<double>(waveform::L_pkt));
     /// One batch output, in batch order.
     void add(const batch_output& out);
     /// Samples that went into the receiver (for the summary's sample count).
@@ -64,6 +70,7 @@ private:
     std::vector<stream_ber_counter> counters_;
     std::array<double, chain::num_paths> bep_sum_{};
     double cfo_sum_ = 0.0;
+    double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;
 };
 

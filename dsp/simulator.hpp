@@ -1,8 +1,30 @@
-// Signal simulator: iNET packets of SOQPSK-TG through a multipath channel with AWGN, carrier
-// frequency and phase offset and a sample-timing offset (SPEC 5, issue 2 item 3).
+// Signal simulator: iNET packets of SOQPSK-TG through a multipath channel, then the field
+// impairments of a real link and front end (SPEC 5 and 8, issues 2, 11 and 12).
 //
-//   bits (preamble | ASM | PN data) -> soqpsk_modulator -> multipath FIR (band-limited
-//   fractional delays) -> x exp(j(2 pi f n / fs + phase)) -> + AWGN -> cf32 samples
+//   bits (preamble | ASM | PN data)
+//     -> soqpsk_modulator, 2 samples per TRANSMITTER bit (the channel rate 2 x bit_rate_hz)
+//     -> multipath FIR (band-limited fractional delays), received power normalized to 1
+//     -> resampler: output sample n is the channel output at transmitter time tau(n), by a
+//        Kaiser-windowed sinc (the same kind as the channel's fractional delays). tau(n) holds
+//        the output rate and the transmitter's bit clock against the sample clock (clock_ppm,
+//        clock_drift_ppm_per_s). Skipped (the samples pass unchanged) at exactly 2 samples per
+//        bit with no clock offset: the path of the generator before the impairments existed.
+//     -> x exp(j(2 pi cfo t + phase + theta(t)))   carrier offset and phase noise theta
+//        (the transmitter's oscillator and the receiver's LO; theta: Wiener and/or IRIG 106)
+//     -> + AWGN                                      thermal noise of the antenna / LNA
+//     -> y = mu x + nu conj(x)                       IQ imbalance of the quadrature mixer
+//     -> + DC                                        LO leakage (dc_offset_dbc of the signal)
+//     -> x 10^(gain(t)/20)                           gain_db and the AGC steps
+//     -> cf32 samples at sample_rate_hz
+//
+// The order is the physical one: the phase noise of both oscillators multiplies the signal
+// before the front end (the receiver LO's would multiply the noise too, but a rotation leaves
+// circular white noise white, so applying it before the noise is the same in distribution);
+// the noise enters at the antenna, before the mixer's imbalance and DC; the AGC scales
+// everything it receives, so the DC stays dc_offset_dbc below the signal across a step.
+// Every impairment that is off is skipped, not applied as a unit factor: with no new field
+// set, the output is bit-identical to the generator's before they were added (test_simulator).
+// docs/SIGNAL-CHAIN.md, "Simulated field impairments", has the models and their ranges.
 #pragma once
 
 #include "dsp/pn.hpp"
@@ -13,6 +35,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace paq::dsp {
@@ -38,13 +61,71 @@ struct channel_preset {
 /// the bad part.
 [[nodiscard]] channel_ray parse_channel_ray(std::string_view text);
 
+/// A step of the receiver's gain (an AGC reacting to a level change) at a time.
+struct agc_step {
+    double time_s;  ///< on the output's clock, from its first sample; 0 .. 1e6
+    double db;      ///< -60 .. +60
+};
+
+/// "TIME_S,DB" (e.g. "2.5,20"). Throws std::invalid_argument naming the bad part.
+[[nodiscard]] agc_step parse_agc_step(std::string_view text);
+/// "DB,DEG" (e.g. "1,5"): IQ amplitude and phase imbalance. Throws std::invalid_argument.
+[[nodiscard]] std::pair<double, double> parse_iq_imbalance(std::string_view text);
+
+enum class phase_noise_mask { none, irig106 };
+/// "none" or "irig106". Throws std::invalid_argument naming the allowed values.
+[[nodiscard]] phase_noise_mask parse_phase_noise_mask(std::string_view text);
+[[nodiscard]] std::string_view to_string(phase_noise_mask m) noexcept;
+
+/// The IRIG 106 chapter 2 transmitter phase-noise limit as the simulator uses it: the
+/// continuous single-sideband phase-noise PSD L(f) in dBc/Hz at offset f_hz > 0 (log-log
+/// interpolation between the breakpoints; held flat below 10 Hz, and beyond the standard's
+/// highest offset, a quarter of the bit rate, falling at 20 dB/decade). The two-sided PSD of
+/// the synthesized phase, in rad^2/Hz, is 10^(L/10). docs/SIGNAL-CHAIN.md says where the
+/// breakpoints come from.
+[[nodiscard]] double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz);
+
 struct sim_config {
     std::string preset = "awgn";
-    double ebn0_db = std::numeric_limits<double>::infinity();  ///< +inf: no noise
+    /// Eb/N0 at the receiver input: Eb = signal power x output samples per bit, N0 = the
+    /// complex noise variance per output sample. +inf: no noise.
+    double ebn0_db = std::numeric_limits<double>::infinity();
     double cfo_hz = 0.0;
     double phase_rad = 0.0;
-    double timing_offset_samples = 0.0;  ///< fractional sample delay, 0 <= x < 1
+    /// Fractional delay of the channel, in channel samples (half bits), 0 <= x < 1.
+    double timing_offset_samples = 0.0;
+    /// Nominal transmitter bit rate, 1e6 .. 30e6. The channel runs at 2 x bit_rate_hz.
+    double bit_rate_hz = 10.3125e6;
+    /// OUTPUT sample rate, 1.9 .. 8 x bit_rate_hz (set it with bit_rate_hz: the default is
+    /// 2 x the default bit rate). Other than exactly 2 x bit_rate_hz, the output is resampled.
     double sample_rate_hz = 20.625e6;
+    /// The transmitter's bit clock is (1 + 1e-6 (clock_ppm + clock_drift_ppm_per_s t)) x
+    /// bit_rate_hz against the sample clock, t the output time. |clock_ppm| <= 1000,
+    /// |clock_drift_ppm_per_s| <= 1000; generate() throws std::range_error when the offset
+    /// leaves +-1000 ppm.
+    double clock_ppm = 0.0;
+    double clock_drift_ppm_per_s = 0.0;
+    /// Half length of the resampler's Kaiser-windowed sinc, in channel samples (the filter
+    /// has 2 x this many taps per output sample at 2 samples per bit or more), 8 .. 512.
+    int resampler_half_taps = 32;
+    /// Receiver gain for the whole recording, dB, -60 .. +40.
+    double gain_db = 0.0;
+    /// Further gain steps (an AGC), at most 8; the gain at t is gain_db plus every step at or
+    /// before t.
+    std::vector<agc_step> agc_steps;
+    /// IQ imbalance: amplitude g = 10^(iq_gain_db/20) (-6 .. 6 dB) and phase phi
+    /// (iq_phase_deg, -45 .. 45) of the Q branch against the I branch:
+    /// y = mu x + nu conj(x), mu = (1 + g e^{-j phi}) / 2, nu = (1 - g e^{j phi}) / 2.
+    double iq_gain_db = 0.0;
+    double iq_phase_deg = 0.0;
+    /// Complex DC at this level relative to the unit signal power (dBc), its phase from the
+    /// seed; -inf: none, else -100 .. 0.
+    double dc_offset_dbc = -std::numeric_limits<double>::infinity();
+    /// Wiener (random-walk) phase noise: increments of variance 2 pi linewidth / fs per
+    /// output sample. 0 .. 1e5 Hz; 0: none.
+    double phase_noise_linewidth_hz = 0.0;
+    /// Phase noise shaped to a mask (the IRIG 106 transmitter limit), on top of the Wiener.
+    phase_noise_mask phase_noise = phase_noise_mask::none;
     std::uint64_t seed = 1;
     /// Flight preset: time of the first sample on the flight's clock (the channel's drift
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
@@ -59,13 +140,21 @@ struct sim_config {
 
     /// Empty when valid; one message per bad field (field, value, allowed range).
     [[nodiscard]] std::vector<std::string> validate() const;
+    /// False when the output is the channel output itself (exactly 2 samples per bit, no clock
+    /// offset or drift); true when it is resampled.
+    [[nodiscard]] bool resampled() const noexcept;
 };
 
 /// Ground truth of what was sent.
 struct sim_truth {
-    /// Sample index (in the output) of each packet start: the centre of the first preamble
-    /// bit's pulse on the line of sight, rounded down (the fraction is timing_offset).
+    /// Output sample index of each packet start: the centre of the first preamble bit's pulse
+    /// on the line of sight (the channel's timing_offset included), rounded DOWN from its exact
+    /// position in output samples (packet_start_positions). At 2 samples per bit with no clock
+    /// offset the fraction is timing_offset_samples, as it always was.
     std::vector<std::uint64_t> packet_starts;
+    /// The same starts as exact (fractional) positions in output samples, following the
+    /// output rate and the transmitter clock's offset and drift.
+    std::vector<double> packet_start_positions;
     std::uint64_t first_packet_number = 0;  ///< packet number of packet_starts[0]
 };
 
@@ -81,12 +170,13 @@ public:
 
     [[nodiscard]] const sim_truth& truth() const noexcept;
     [[nodiscard]] const sim_config& config() const noexcept;
-    /// The channel's impulse response (taps at the sample rate, the line of sight at index
+    /// The channel's impulse response (taps at the channel rate, 2 x bit_rate_hz, which is the
+    /// output rate only when the output is not resampled; the line of sight at index
     /// channel_delay_samples()), at the current time for the flight preset.
     [[nodiscard]] std::vector<cf64> channel_taps() const;
     /// Integer latency of the channel filter: the line of sight arrives this many samples late.
     [[nodiscard]] static constexpr int channel_delay_samples() noexcept { return 16; }
-    /// Complex noise variance per sample (2 sigma^2), 0 when noiseless.
+    /// Complex noise variance per output sample (2 sigma^2), 0 when noiseless.
     [[nodiscard]] double noise_variance() const noexcept;
 
 private:

@@ -2,9 +2,11 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/batcher.hpp"
+#include "dsp/clock_recovery.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
+#include "dsp/input_stage.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
@@ -23,6 +25,7 @@
 #include <chrono>
 #include <cstring>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <span>
 #include <stdexcept>
@@ -298,17 +301,38 @@ struct chain_part {
     pinned_buffer<float> metrics_host;
     pinned_buffer<int> count_host;
     pinned_buffer<unsigned long long> truncated_host;
+    /// Clock tracking: M around each peak and the steps (pinned), the steps on the device, and
+    /// per slot the refined start (batch window's 2-samples-per-bit coordinates) and local ppm.
+    pinned_buffer<double> peak3_host;
+    pinned_buffer<dsp::fixed_pos> steps_host;
+    device_buffer<dsp::fixed_pos> steps_dev;
+    std::vector<double> refined, ppm;
+    event located;  ///< after the starts and M around the peaks are back (clock tracking)
     std::array<event, stage_count_events> ev;
+    std::array<cuda_backend::stage, stage_count_events> ev_stage{};  ///< the stage that ends at each event
     int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
 
+    /// What one part of one batch is: its input samples and its 2-samples-per-bit window.
+    struct window_plan {
+        std::span<const cf32> input;        ///< the part's samples as uploaded (input width)
+        bool resampling = false;
+        dsp::fixed_pos first_pos = 0;       ///< resampling: window[0]'s position relative to input[0]
+        std::size_t n_out = 0;              ///< the 2-samples-per-bit window (input.size() without resampling)
+        locate_params params;               ///< over that window
+        dsp::fixed_pos step = 0;            ///< resampling: input samples per output, 32.32
+        std::uint64_t m_begin = 0;          ///< resampling: segment-relative output index of window[0]; else absolute input index
+        long long batch_offset = 0;         ///< window[0] in the batch's 2-samples-per-bit window
+    };
+    window_plan plan_now;  ///< of the batch being processed
+
     chain_part(const dsp::receiver_config& c, int dev, std::size_t window, const std::string& solver_name, const cuFloatComplex* hno_dev,
-               const float* psi_dev)
+               const float* psi_dev, const dsp::resampler_design* input_design, std::size_t max_input)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
           max_window(window),
           max_packets(max_window / waveform::L_pkt + 2),
-          fe(dev, max_window, max_packets),
+          fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets),
           det(dev, max_packets * num_paths),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
@@ -348,7 +372,12 @@ struct chain_part {
           starts_host(max_packets),
           metrics_host(max_packets),
           count_host(1),
-          truncated_host(1)
+          truncated_host(1),
+          peak3_host(3 * max_packets),
+          steps_host(max_packets),
+          steps_dev(max_packets),
+          refined(max_packets),
+          ppm(max_packets)
     {
         PAQ_CUDA_CHECK(cudaMemset(zero_load.data(), 0, max_packets * sizeof(double)));
         // Unused batch slots of the FFT buffers stay finite.
@@ -369,15 +398,26 @@ struct chain_part {
         plan.forward(pad, dst);
     }
 
-    /// Queues the whole chain for one part's window on this part's stream (no host wait).
-    /// The upload starts once `upload_after` (if any) has completed. With `timed`, records
-    /// the stage events.
-    void enqueue(std::span<const cf32> window, const locate_params& params, cudaEvent_t upload_after, bool timed);
+    /// Queues upload (+ resampling) + metric + location for plan_now on this part's stream (no
+    /// host wait); with `clock`, also M around each peak and the count and starts back, then
+    /// records `located`. The upload starts once `upload_after` (if any) has completed. With
+    /// `timed`, records the stage events.
+    void enqueue_front(cudaEvent_t upload_after, bool timed, bool clock);
+    /// Queues the rest of the chain; with `clock`, steps_host goes up first and the gather
+    /// re-times the packets.
+    void enqueue_back(bool timed, bool clock);
     /// Waits for this part's stream and writes its packets, records and bits into `out` from
     /// packet `filled` on (out is already large enough), advancing `filled`; packet starts
-    /// made absolute with `first_sample`, the part window's first sample. Returns the host
-    /// time spent filling, in ms.
-    double collect(std::uint64_t first_sample, dsp::batch_output& out, std::size_t& filled);
+    /// made absolute input indices (`batch`, `geom`: through dsp::input_index when
+    /// resampling). Returns the host time spent filling, in ms.
+    double collect(const dsp::sample_batch& batch, const dsp::input_geometry& geom, bool clock, dsp::batch_output& out,
+                   std::size_t& filled);
+    void mark(cudaStream_t s, cuda_backend::stage st, int& next_ev)
+    {
+        ev_stage[static_cast<std::size_t>(next_ev)] = st;
+        ev[static_cast<std::size_t>(next_ev++)].record(s);
+    }
+    int next_ev = 0;
     [[nodiscard]] cudaEvent_t upload_done() const noexcept { return fe.upload_done(); }
 };
 
@@ -385,23 +425,32 @@ struct cuda_backend::impl {
     dsp::receiver_config cfg;
     const dsp::receiver_tables& t;
     int device;
-    std::size_t max_window;
+    std::size_t max_window = 0;  ///< input samples
     std::size_t n_parts;
     device_buffer<cuFloatComplex> hno;  ///< H_NO on the FFT grid, for every part
     device_buffer<float> psi;           ///< Psi on the FFT grid, for every part
     std::vector<std::unique_ptr<chain_part>> parts;
     bool timing_on = false;
     cuda_backend::timing last;
+    dsp::input_geometry geom;  ///< the input's rate against 2 samples per bit
+    bool clock = false;        ///< clock tracking on
+    /// Per batch (capacity reserved at Create): the clock scopes' ends, which are estimated,
+    /// which parts are located, the starts of one scope.
+    std::vector<long long> scope_end;
+    std::vector<char> scope_done, part_located;
+    std::vector<double> scope_starts;
 
     impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
-          max_window(c.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after),
           n_parts(static_cast<std::size_t>(np)),
           hno(n_fft),
-          psi(n_fft)
+          psi(n_fft),
+          geom(dsp::make_input_geometry(c)),
+          clock(c.clock_tracking != 0)
     {
+        max_window = c.batch_samples + geom.guard_before + geom.guard_after;
         // Once per backend: the kernels' shared memory, H_NO (in double on the host) and Psi.
         cma_setup_device();
         PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
@@ -416,11 +465,29 @@ struct cuda_backend::impl {
         }
         PAQ_CUDA_CHECK(cudaMemcpy(hno.data(), hno_f.data(), n_fft * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemcpy(psi.data(), psi_f.data(), n_fft * sizeof(float), cudaMemcpyHostToDevice));
-        const std::size_t part_window = dsp::max_part_window(c.batch_samples, n_parts);
+        // Part windows: input samples, and (resampling) the 2-samples-per-bit window they give,
+        // at most ceil(input / R) + 1 outputs.
+        const std::size_t part_input = dsp::max_part_window(c.batch_samples, n_parts, geom.guard_before, geom.guard_after);
+        const std::size_t part_window =
+            geom.resampling ? static_cast<std::size_t>(std::ceil(static_cast<double>(part_input) / geom.ratio)) + 2 : part_input;
         for (std::size_t k = 0; k < n_parts; ++k) {
-            parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name, hno.data(), psi.data()));
+            parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name, hno.data(), psi.data(),
+                                                         geom.resampling ? geom.design.get() : nullptr, part_input));
         }
+        std::size_t capacity = 0;
+        for (const auto& p : parts) capacity += p->max_packets;
+        scope_end.reserve(dsp::clock_scope_parts);
+        scope_done.reserve(dsp::clock_scope_parts);
+        part_located.reserve(n_parts);
+        scope_starts.reserve(capacity);
     }
+
+    /// The part's plan (chain_part::window_plan) for this batch; false when the part has no
+    /// 2-samples-per-bit window to process (too short for the metric).
+    bool plan_part(const dsp::sample_batch& batch, const dsp::batch_part& part, std::uint64_t batch_m_begin, chain_part::window_plan& w) const;
+    /// Clock tracking for part k: waits until every part with packets in the clock scopes of
+    /// part k's packets is located, estimates those scopes (once each), fills part k's steps.
+    void clock_for_part(std::size_t k, std::size_t n_active, long long batch_metric_len);
 
     /// Throws std::runtime_error if the device lacks the shared memory the kernels need.
     static void check_device(int dev)
@@ -461,7 +528,9 @@ const char* cuda_backend::stage_name(stage st) noexcept
 {
     switch (st) {
     case stage::upload_metric: return "upload_metric";
+    case stage::resample: return "resample";
     case stage::locate: return "locate";
+    case stage::clock: return "clock";
     case stage::estimates: return "estimates";
     case stage::solvers: return "solvers";
     case stage::spectra: return "spectra";
@@ -486,6 +555,128 @@ host_pin::~host_pin()
     if (p_) PAQ_CUDA_CHECK_NOTHROW(cudaHostUnregister(p_));
 }
 
+bool cuda_backend::impl::plan_part(const dsp::sample_batch& batch, const dsp::batch_part& part, std::uint64_t batch_m_begin,
+                                   chain_part::window_plan& w) const
+{
+    w.input = std::span<const cf32>(batch.samples).subspan(part.offset, part.length);
+    w.resampling = geom.resampling;
+    if (!geom.resampling) {
+        w.n_out = part.length;
+        w.params = make_locate_params(part, cfg.detection_threshold, t.template_offset);
+        w.m_begin = batch.first_sample + part.offset;
+        w.batch_offset = static_cast<long long>(part.offset);
+        return w.n_out >= dsp::detector_span;
+    }
+    // The part as a batch of its own (dsp::part_batch), mapped without copying its samples.
+    const auto r = dsp::map_window(dsp::window_span{batch.first_sample + part.offset, part.length, part.owned_begin,
+                                                    part.owned_end, part.segment_start, part.segment_end,
+                                                    batch.segment_first_sample},
+                                   geom);
+    if (r.n_out == 0) return false;
+    w.step = geom.step;
+    w.m_begin = r.m_begin;
+    w.first_pos = r.first_pos;
+    w.n_out = r.n_out;
+    w.params = locate_params{static_cast<long long>(w.n_out), static_cast<long long>(r.owned_begin),
+                             static_cast<long long>(r.owned_end), part.segment_start, part.segment_end, cfg.detection_threshold,
+                             t.template_offset};
+    w.batch_offset = static_cast<long long>(w.m_begin - batch_m_begin);
+    return w.n_out >= dsp::detector_span;
+}
+
+
+void cuda_backend::impl::clock_for_part(std::size_t k, std::size_t n_active, long long batch_metric_len)
+{
+    constexpr dsp::fixed_pos unit = dsp::fixed_pos{1} << dsp::fixed_frac_bits;
+    const int toff = t.template_offset;
+    auto scope_of = [&](long long peak) {
+        std::size_t j = 0;
+        while (j + 1 < scope_end.size() && peak >= scope_end[j]) ++j;
+        return j;
+    };
+    auto owned_peaks = [&](std::size_t q) {  // part q's owned peaks, batch coordinates
+        const auto& w = parts[q]->plan_now;
+        return std::pair<long long, long long>{w.batch_offset + w.params.owned_begin, w.batch_offset + w.params.owned_end};
+    };
+    auto located_count = [&](std::size_t q) {
+        return std::min<std::size_t>(static_cast<std::size_t>(std::max(parts[q]->count_host[0], 0)), parts[q]->max_packets);
+    };
+    // The steps and ppm of every part were reset once for the batch (process()): a scope
+    // estimated while an earlier part was handled also filled this part's packets in it.
+    const auto [lo, hi] = owned_peaks(k);
+    if (hi <= lo || scope_end.empty()) return;
+    const std::size_t j_lo = scope_of(lo), j_hi = scope_of(hi - 1);
+    const long long span_lo = j_lo == 0 ? std::numeric_limits<long long>::min() : scope_end[j_lo - 1];
+    const long long span_hi = scope_end[j_hi];
+    // Every part with packets in those scopes, located and its starts refined.
+    auto locate_part = [&](std::size_t q) {
+        if (part_located[q]) return;
+        auto& pq = *parts[q];
+        PAQ_CUDA_CHECK(cudaEventSynchronize(pq.located.get()));
+        const std::size_t n = located_count(q);
+        for (std::size_t p = 0; p < n; ++p) {
+            const long long start_b = pq.plan_now.batch_offset + pq.starts_host[p];
+            const long long peak_b = start_b + toff;
+            const double* m3 = pq.peak3_host.data() + 3 * p;
+            pq.refined[p] = static_cast<double>(start_b) +
+                            (dsp::refine_peak(m3[0], m3[1], m3[2], static_cast<std::size_t>(batch_metric_len),
+                                              static_cast<std::size_t>(peak_b)) -
+                             static_cast<double>(peak_b));
+        }
+        part_located[q] = 1;
+    };
+    for (std::size_t q = 0; q < n_active; ++q) {
+        const auto [qlo, qhi] = owned_peaks(q);
+        if (qhi <= span_lo || qlo >= span_hi) continue;
+        locate_part(q);
+    }
+    // Each scope once: dsp::estimate_clock over its packets' fractional starts, in order.
+    for (std::size_t j = j_lo; j <= j_hi; ++j) {
+        if (scope_done[j]) continue;
+        scope_done[j] = 1;
+        const long long s_lo = j == 0 ? std::numeric_limits<long long>::min() : scope_end[j - 1], s_hi = scope_end[j];
+        scope_starts.clear();
+        for (std::size_t q = 0; q < n_active; ++q) {
+            if (!part_located[q]) continue;
+            auto& pq = *parts[q];
+            for (std::size_t p = 0; p < located_count(q); ++p) {
+                const long long peak_b = pq.plan_now.batch_offset + pq.starts_host[p] + toff;
+                if (peak_b >= s_lo && peak_b < s_hi) scope_starts.push_back(pq.refined[p]);
+            }
+        }
+        if (scope_starts.empty()) continue;
+        auto est = dsp::estimate_clock(scope_starts);
+        // Too few packets in the scope (a batch's short end): the whole batch's estimate, as
+        // the CPU (dsp::clock_steps). Its packets are numbered over all parts, in order.
+        bool whole = false;
+        if (!est.valid) {
+            for (std::size_t q = 0; q < n_active; ++q) locate_part(q);
+            scope_starts.clear();
+            for (std::size_t q = 0; q < n_active; ++q) {
+                for (std::size_t p = 0; p < located_count(q); ++p) scope_starts.push_back(parts[q]->refined[p]);
+            }
+            est = dsp::estimate_clock(scope_starts);
+            whole = true;
+        }
+        std::size_t i = 0;
+        for (std::size_t q = 0; q < n_active; ++q) {
+            if (!part_located[q]) continue;
+            auto& pq = *parts[q];
+            for (std::size_t p = 0; p < located_count(q); ++p) {
+                const long long peak_b = pq.plan_now.batch_offset + pq.starts_host[p] + toff;
+                const bool in_scope = peak_b >= s_lo && peak_b < s_hi;
+                if (!in_scope && !whole) continue;
+                if (in_scope) {
+                    const double v = est.valid ? est.packet_ppm[i] : 0.0;
+                    pq.ppm[p] = v;
+                    pq.steps_host[p] = est.valid && std::abs(v) >= cfg.clock_min_ppm ? dsp::clock_step(v) : unit;
+                }
+                ++i;
+            }
+        }
+    }
+}
+
 dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
 {
     auto& m = *impl_;
@@ -503,18 +694,56 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         m.last.pinned_input = attr.type == cudaMemoryTypeHost;
     }
 
-    // Each part's chain is queued on its own stream, its upload after the previous part's
-    // (the link in turn, the first part's packets start early), then the parts are collected
-    // in order: the host fills one part's records while the device still works on the later
-    // ones.
-    const std::vector<dsp::batch_part> split = dsp::split_batch(batch, m.n_parts);
+    // The batch's 2-samples-per-bit window (the CPU's chain batch): its start, length and
+    // owned range place the parts' packets in the clock scopes as the CPU's.
+    std::uint64_t batch_m_begin = 0;
+    std::size_t batch_n_out = len, batch_owned_begin = batch.owned_begin, batch_owned_end = batch.owned_end;
+    if (m.geom.resampling) {
+        const auto bw = dsp::map_window(batch, m.geom);
+        batch_m_begin = bw.m_begin;
+        batch_n_out = bw.n_out;
+        batch_owned_begin = bw.owned_begin;
+        batch_owned_end = bw.owned_end;
+    }
+
+    // Each part's front (upload, metric, location) is queued on its own stream, its upload
+    // after the previous part's (the link in turn, the first part's packets start early);
+    // then the rest of each part's chain (after its clock, when tracked); then the parts are
+    // collected in order: the host fills one part's records while the device still works on
+    // the later ones.
+    const std::vector<dsp::batch_part> split = m.geom.resampling ? dsp::split_batch(batch, m.n_parts, m.geom.guard_before, m.geom.guard_after)
+                                                                 : dsp::split_batch(batch, m.n_parts);
     std::size_t capacity = 0;
-    for (std::size_t k = 0; k < split.size(); ++k) capacity += m.parts[k]->max_packets;
-    const std::span<const cf32> all(batch.samples);
+    std::size_t n_active = 0;  // parts with a window to process, in order (a prefix of m.parts)
+    cudaEvent_t prev_upload = nullptr;
     for (std::size_t k = 0; k < split.size(); ++k) {
-        const auto& part = split[k];
-        m.parts[k]->enqueue(all.subspan(part.offset, part.length), make_locate_params(part, m.cfg.detection_threshold, m.t.template_offset),
-                            k > 0 ? m.parts[k - 1]->upload_done() : nullptr, timed);
+        auto& cp = *m.parts[n_active];
+        if (!m.plan_part(batch, split[k], batch_m_begin, cp.plan_now)) continue;
+        capacity += cp.max_packets;
+        cp.enqueue_front(prev_upload, timed, m.clock);
+        prev_upload = cp.upload_done();
+        ++n_active;
+    }
+    if (m.clock) {
+        // The CPU's clock scopes: dsp::split_batch(chain batch, clock_scope_parts)'s owned shares.
+        const std::size_t owned = batch_owned_end - batch_owned_begin;
+        const std::size_t n_sc = std::min(dsp::clock_scope_parts, owned);
+        m.scope_end.clear();
+        for (std::size_t j = 0; j < n_sc; ++j) m.scope_end.push_back(static_cast<long long>(batch_owned_begin + owned * (j + 1) / n_sc));
+        m.scope_done.assign(n_sc, 0);
+        m.part_located.assign(n_active, 0);
+        for (std::size_t k = 0; k < n_active; ++k) {
+            auto& cp = *m.parts[k];
+            std::fill(cp.steps_host.data(), cp.steps_host.data() + cp.max_packets, dsp::fixed_pos{1} << dsp::fixed_frac_bits);
+            std::fill(cp.ppm.begin(), cp.ppm.begin() + static_cast<std::ptrdiff_t>(cp.max_packets), 0.0);
+        }
+        const auto metric_len = batch_n_out >= dsp::detector_span ? static_cast<long long>(batch_n_out - dsp::detector_span + 1) : 0LL;
+        for (std::size_t k = 0; k < n_active; ++k) {
+            m.clock_for_part(k, n_active, metric_len);
+            m.parts[k]->enqueue_back(timed, true);
+        }
+    } else {
+        for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_back(timed, false);
     }
     // While the device works on the first part: the output at its largest size, so that its
     // pages are touched now and not while the last part's records are filled (a full batch
@@ -523,19 +752,21 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     out.bits.resize(capacity * num_paths * dsp::packed_data_bytes);
     double records_ms = 0.0;
     std::size_t filled = 0;
-    for (std::size_t k = 0; k < split.size(); ++k) records_ms += m.parts[k]->collect(batch.first_sample + split[k].offset, out, filled);
+    for (std::size_t k = 0; k < n_active; ++k) records_ms += m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
     out.packets.resize(filled);
     out.bits.resize(filled * num_paths * dsp::packed_data_bytes);
 
-    if (timed && !split.empty()) {
-        m.last.parts = static_cast<int>(split.size());
-        for (std::size_t k = 0; k < split.size(); ++k) {
-            const auto& ev = m.parts[k]->ev;
-            for (int i = 0; i + 1 < m.parts[k]->events_recorded; ++i) {
-                m.last.ms[static_cast<std::size_t>(i)] += ev[static_cast<std::size_t>(i + 1)].elapsed_ms_since(ev[static_cast<std::size_t>(i)]);
+    if (timed && n_active > 0) {
+        m.last.parts = static_cast<int>(n_active);
+        for (std::size_t k = 0; k < n_active; ++k) {
+            const auto& cp = *m.parts[k];
+            for (int i = 1; i < cp.events_recorded; ++i) {
+                m.last.ms[static_cast<std::size_t>(cp.ev_stage[static_cast<std::size_t>(i)])] +=
+                    cp.ev[static_cast<std::size_t>(i)].elapsed_ms_since(cp.ev[static_cast<std::size_t>(i - 1)]);
             }
+            if (cp.plan_now.resampling) m.last.ms[static_cast<std::size_t>(stage::resample)] += cp.fe.resample_ms();
         }
-        const auto& last_part = *m.parts[split.size() - 1];
+        const auto& last_part = *m.parts[n_active - 1];
         m.last.device_ms = last_part.ev[static_cast<std::size_t>(last_part.events_recorded - 1)].elapsed_ms_since(m.parts[0]->ev[0]);
         m.last.ms[static_cast<std::size_t>(stage::records)] = records_ms;
         m.last.valid = true;
@@ -543,30 +774,60 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
     return out;
 }
 
-void chain_part::enqueue(std::span<const cf32> window, const locate_params& params, cudaEvent_t upload_after, bool timed)
+void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)
+{
+    auto& m = *this;
+    const auto& w = m.plan_now;
+    const auto d = m.fe.device();
+    const cudaStream_t s = d.stream;
+    m.next_ev = 0;
+    m.events_recorded = 0;
+    if (timed) m.mark(s, cuda_backend::stage::count, m.next_ev);  // the start
+
+    // Window up (resampled on the way when the input is not at 2 samples per bit) and metric,
+    // then packet location, all on the device.
+    m.fe.enable_resample_timing(timed && w.resampling);
+    if (w.resampling) {
+        m.fe.upload_resample_and_metric_device(w.input, w.first_pos, w.step, w.n_out, upload_after);
+    } else {
+        m.fe.upload_and_metric_device(w.input, upload_after);
+    }
+    if (timed) m.mark(s, cuda_backend::stage::upload_metric, m.next_ev);
+    const std::size_t n_metric = w.n_out - dsp::detector_span + 1;
+    m.loc.locate_device(m.fe.device_metric(), n_metric, w.params, s);
+    if (timed) m.mark(s, cuda_backend::stage::locate, m.next_ev);
+    if (clock) {
+        // What the host's clock estimate needs: the count, the starts and M around each peak.
+        const auto found = m.loc.device();
+        const std::size_t np = m.max_packets;
+        m.fe.peak_metrics_device(found.starts, found.count, np, m.t.template_offset);
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.count_host.data(), found.count, sizeof(int), cudaMemcpyDeviceToHost, s));
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.starts_host.data(), found.starts, np * sizeof(long long), cudaMemcpyDeviceToHost, s));
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.peak3_host.data(), m.fe.device_peak_metrics(), 3 * np * sizeof(double), cudaMemcpyDeviceToHost, s));
+        m.located.record(s);
+    }
+    if (timed) m.events_recorded = m.next_ev;
+}
+
+void chain_part::enqueue_back(bool timed, bool clock)
 {
     auto& m = *this;
     const auto d = m.fe.device();
     const cudaStream_t s = d.stream;
-    int next_ev = 0;
-    const auto mark = [&] {
-        if (timed) m.ev[static_cast<std::size_t>(next_ev++)].record(s);
-    };
-    mark();
-
-    // Window up and metric, then packet location, all on the device.
-    m.fe.upload_and_metric_device(window, upload_after);
-    mark();
-    const std::size_t n_metric = window.size() - dsp::detector_span + 1;
-    m.loc.locate_device(m.fe.device_metric(), n_metric, params, s);
     const auto found = m.loc.device();
-    mark();
+    if (clock) {
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.steps_dev.data(), m.steps_host.data(), m.max_packets * sizeof(dsp::fixed_pos), cudaMemcpyHostToDevice, s));
+        if (timed) m.mark(s, cuda_backend::stage::clock, m.next_ev);
+    }
+    const auto stage_done = [&](cuda_backend::stage st) {
+        if (timed) m.mark(s, st, m.next_ev);
+    };
 
     // Every stage over all slots; slots past the count carry zeros.
     const std::size_t np = m.max_packets;
     const int P = static_cast<int>(np);
-    m.fe.estimate_device(found.starts, found.count, np);
-    mark();
+    m.fe.estimate_device(found.starts, found.count, np, clock ? m.steps_dev.data() : nullptr);
+    stage_done(cuda_backend::stage::estimates);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
 
@@ -584,7 +845,7 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
     }
     single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
     PAQ_CUDA_CHECK_LAUNCH();
-    mark();
+    stage_done(cuda_backend::stage::solvers);
 
     // R = FFT of each segment (in place), H = FFT of each channel estimate.
     m.plan.forward(seg, seg);
@@ -594,13 +855,13 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
         zf_fallback_kernel<<<P, 64, 0, s>>>(m.cond.data(), m.c_zf_lev.data(), m.ok_zf_lev.data(), m.c_zf.data(), m.ok_zf.data());
     }
     PAQ_CUDA_CHECK_LAUNCH();
-    mark();
+    stage_done(cuda_backend::stage::spectra);
 
     // CMA from MMSE.
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), np * L_eq * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
     // Each packet's CMA steps on chip (gpu/cma: the transforms in shared memory).
     cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s);
-    mark();
+    stage_done(cuda_backend::stage::cma);
 
     // Six paths: the tap spectra, then per packet on chip: R x C x H_NO folded, the N/2-point
     // inverse transform, the decision samples into the detector's input.
@@ -613,9 +874,9 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
         seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
         m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()));
     PAQ_CUDA_CHECK_LAUNCH();
-    mark();
+    stage_done(cuda_backend::stage::paths);
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
-    mark();
+    stage_done(cuda_backend::stage::detector);
 
     // Only bits, per-packet estimates and the packet starts come back (pinned, asynchronous).
     const auto back = [&](void* dst, const void* src, std::size_t bytes) {
@@ -635,16 +896,17 @@ void chain_part::enqueue(std::span<const cf32> window, const locate_params& para
     back(m.support_host.data(), d.support, np * sizeof(int));
     back(m.ok_zf_host.data(), m.ok_zf.data(), np);
     back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
-    mark();
-    m.events_recorded = next_ev;
+    stage_done(cuda_backend::stage::copy_back);
+    if (timed) m.events_recorded = m.next_ev;
 }
 
-double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out, std::size_t& filled)
+double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geometry& geom, bool clock, dsp::batch_output& out,
+                           std::size_t& filled)
 {
     auto& m = *this;
     PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
-    using clock = std::chrono::steady_clock;
-    const auto t_records = clock::now();
+    using clock_type = std::chrono::steady_clock;
+    const auto t_records = clock_type::now();
     const int count = m.count_host[0];
     if (count < 0 || static_cast<std::size_t>(count) > m.max_packets) throw std::runtime_error("cuda backend: more packets than buffers");
     const std::size_t found_np = static_cast<std::size_t>(count);
@@ -661,7 +923,11 @@ double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out, s
         const auto p = static_cast<std::size_t>(pi);
         std::memcpy(out.bits.data() + (first_packet + p) * packet_bytes, m.bits_host.data() + p * packet_bytes, packet_bytes);
         auto& rec = out.packets[first_packet + p];
-        rec.start_sample = first_sample + static_cast<std::uint64_t>(m.starts_host[p]);
+        // Resampling: the start as an input sample index (dsp::input_index, as the CPU's).
+        rec.start_sample = m.plan_now.resampling ? dsp::input_index(batch, m.plan_now.m_begin + static_cast<std::uint64_t>(m.starts_host[p]), geom)
+                                                 : m.plan_now.m_begin + static_cast<std::uint64_t>(m.starts_host[p]);
+        rec.clock_ppm = clock ? m.ppm[p] : 0.0;
+        rec.clock_corrected = clock && m.steps_host[p] != dsp::fixed_pos{1} << dsp::fixed_frac_bits;
         rec.metric = m.metrics_host[p];
         rec.cfo_rad_per_sample = m.cfo_host[p];
         rec.sigma2 = m.sigma2_host[p];
@@ -688,7 +954,7 @@ double chain_part::collect(std::uint64_t first_sample, dsp::batch_output& out, s
         nonfinite_total += rec.nonfinite_samples;
     }
     out.nonfinite_samples += nonfinite_total;
-    return std::chrono::duration<double, std::milli>(clock::now() - t_records).count();
+    return std::chrono::duration<double, std::milli>(clock_type::now() - t_records).count();
 }
 
 }  // namespace paq::gpu

@@ -10,7 +10,16 @@
 //     decision samples -> PLL/OQPSK detector for all (packet, path) streams -> bits,
 //     estimates and packet starts back -> records
 //
-// One host synchronization per part, when its records are filled: the packet count stays on
+// Issue 11: an input not at 2 samples per bit is split into parts in the INPUT domain (the
+// input geometry's guards); each part uploads its input samples and resamples them on the
+// device (gpu/resampler) into its 2-samples-per-bit window before the metric. With clock
+// tracking, every part first queues upload + metric + location + M around each peak and the
+// starts back; then, part by part, the host refines the starts and estimates the clock over
+// dsp::clock_recovery's scopes exactly as the CPU does (dsp::clock_steps), uploads the steps
+// and queues the rest of the part's chain, whose gather re-times each packet.
+//
+// One host synchronization per part, when its records are filled (with clock tracking, one
+// more when its packets are located): the packet count stays on
 // the device, and every stage runs over all of a part's max_packets slots (slots past the
 // count hold zeros; a full default batch in 4 parts has 775 or 776 packets in 778 slots
 // each). process() allocates no device memory and creates no plan; its only host
@@ -59,8 +68,10 @@ public:
     /// Stages of process(), in order. Device stages are timed with CUDA events recorded on
     /// the backend's stream between them; `records` is the host filling the output.
     enum class stage : int {
-        upload_metric,  ///< window to the device and M(u) (overlapped, in chunks)
+        upload_metric,  ///< window to the device and M(u) (overlapped, in chunks; with resampling the input goes up and is resampled chunk by chunk too)
+        resample,       ///< the resample kernels' own device time (inside upload_metric, overlapping the upload); 0 at 2 samples per bit
         locate,         ///< peak search and packet rule on the device
+        clock,          ///< clock tracking: M around the peaks, starts back, the host's estimate, the steps up (device timeline: located -> steps on the device); 0 with tracking off
         estimates,      ///< segments, CFO, de-rotation, channel, noise
         solvers,        ///< ZF and MMSE Levinson solves, single-path fit
         spectra,        ///< FFT of the segments and of the channels, condition numbers

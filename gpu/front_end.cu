@@ -4,11 +4,15 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
+#include "gpu/front_end.cuh"
+#include "gpu/resampler.cuh"
+#include "gpu/resampler.hpp"
 #include "gpu/resources.cuh"
 
 #include <cuComplex.h>
 #include <math_constants.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace paq::gpu {
@@ -78,24 +82,90 @@ __global__ void __launch_bounds__(metric_block) metric_kernel(const cuFloatCompl
 /// non-finite samples (counted per packet).
 /// With `count` (device), slots p >= *count are zero-filled: the later stages then run on all
 /// slots without knowing the packet count on the host.
+/// With `steps` (device, 32.32 per slot), a slot whose step is not 2^32 is re-timed for the
+/// transmitter's clock as dsp::clock_correct_packet does (margin pre, seg_len samples, the
+/// ratio-1 table `coef` of `taps` taps): sample i at position start + (i - pre) step in signed
+/// 32.32, non-finite and absent samples read as zero, and the non-finite samples in the span
+/// the filter reads (first position - N/2 + 1 .. last position + N/2) counted once each. A
+/// step of exactly 2^32 is the plain copy above, bit for bit.
 __global__ void gather_kernel(const cuFloatComplex* __restrict__ window, long long window_len,
                               const long long* __restrict__ starts, const int* __restrict__ count,
+                              const dsp::fixed_pos* __restrict__ steps, const float2* __restrict__ coef, int taps,
                               cuFloatComplex* __restrict__ seg, unsigned* __restrict__ nonfinite)
 {
+    constexpr dsp::fixed_pos unit_step = dsp::fixed_pos{1} << dsp::fixed_frac_bits;
     const int p = blockIdx.y;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= seg_stride) return;
     const bool live = count == nullptr || p < *count;
-    const long long idx = live ? starts[p] - pre + i : -1;
+    const dsp::fixed_pos step = live && steps != nullptr ? steps[p] : unit_step;
     cuFloatComplex v = make_cuFloatComplex(0.0f, 0.0f);
-    if (live && i < seg_len && idx >= 0 && idx < window_len) {
-        v = window[idx];
-        if (!(isfinite(v.x) && isfinite(v.y))) {
-            atomicAdd(&nonfinite[p], 1u);
-            v = make_cuFloatComplex(0.0f, 0.0f);
+    if (step == unit_step) {
+        const long long idx = live ? starts[p] - pre + i : -1;
+        if (live && i < seg_len && idx >= 0 && idx < window_len) {
+            v = window[idx];
+            if (!(isfinite(v.x) && isfinite(v.y))) {
+                atomicAdd(&nonfinite[p], 1u);
+                v = make_cuFloatComplex(0.0f, 0.0f);
+            }
+        }
+    } else {
+        const auto step_s = static_cast<std::int64_t>(step);
+        const std::int64_t first =
+            static_cast<std::int64_t>(static_cast<std::uint64_t>(starts[p]) << dsp::fixed_frac_bits) - static_cast<std::int64_t>(pre) * step_s;
+        if (i < seg_len) {
+            const std::int64_t pos = first + static_cast<std::int64_t>(i) * step_s;
+            v = resample_at_device(finite_reader{window, window_len}, pos >> dsp::fixed_frac_bits,
+                                   static_cast<std::uint32_t>(static_cast<std::uint64_t>(pos)), coef, taps);
+        }
+        // The samples the filter reads, each counted by one thread.
+        const std::int64_t last = first + static_cast<std::int64_t>(seg_len - 1) * step_s;
+        const long long in_lo = (first >> dsp::fixed_frac_bits) - taps / 2 + 1;
+        const long long in_hi = (last >> dsp::fixed_frac_bits) + taps / 2 + 1;
+        for (long long j = in_lo + i; j < in_hi; j += seg_stride) {
+            if (j < 0 || j >= window_len) continue;
+            const cuFloatComplex x = window[j];
+            if (!(isfinite(x.x) && isfinite(x.y))) atomicAdd(&nonfinite[p], 1u);
         }
     }
     seg[static_cast<std::size_t>(p) * seg_stride + i] = v;
+}
+
+__constant__ cuDoubleComplex c_template_d[32];
+
+/// One block of 32 threads per slot: M(peak - 1), M(peak), M(peak + 1) in double, as
+/// dsp::preamble_metric computes them (gpu/front_end.cuh), peak = start + template_offset;
+/// positions outside [0, n_metric) and dead slots give 0. Thread t < 24 sums period t % 8 of
+/// position peak - 1 + t / 8; three threads then add the periods in order.
+__global__ void peak_metrics_kernel(const cuFloatComplex* __restrict__ window, long long n_metric, const long long* __restrict__ starts,
+                                    const int* __restrict__ count, int template_offset, double* __restrict__ out)
+{
+    const int p = blockIdx.x;
+    const int t = threadIdx.x;
+    __shared__ double c_abs2[24], e[24];
+    const bool live = count == nullptr || p < *count;
+    const long long peak = live ? starts[p] + template_offset : -2;
+    if (t < 24) {
+        const long long u = peak - 1 + t / 8;
+        c_abs2[t] = e[t] = 0.0;
+        if (live && u >= 0 && u < n_metric) exact::period_terms(window + u + 32 * (t % 8), c_template_d, c_abs2[t], e[t]);
+    }
+    __syncthreads();
+    if (t < 3) {
+        const long long u = peak - 1 + t;
+        out[3 * static_cast<std::size_t>(p) + t] = live && u >= 0 && u < n_metric ? exact::metric_from_terms(c_abs2 + 8 * t, e + 8 * t) : 0.0;
+    }
+}
+
+/// Resampled outputs [0, ready) whose filter reads only inputs [0, arrived): positions
+/// first_pos + m step with (pos >> 32) + N/2 <= arrived - 1, i.e. pos < (arrived - N/2) 2^32.
+std::size_t resampled_ready(std::size_t arrived, dsp::fixed_pos first_pos, dsp::fixed_pos step, int taps, std::size_t n_out)
+{
+    const auto half = static_cast<std::size_t>(taps / 2);
+    if (arrived <= half) return 0;
+    const dsp::fixed_pos limit = static_cast<dsp::fixed_pos>(arrived - half) << dsp::fixed_frac_bits;
+    if (limit <= first_pos) return 0;
+    return static_cast<std::size_t>(std::min<dsp::fixed_pos>(n_out, (limit - first_pos + step - 1) / step));
 }
 
 /// One block per packet: w0 = arg(sum_{n=64}^{223} r(n) r*(n-32)) / 32, reduced in double.
@@ -236,20 +306,32 @@ struct front_end::impl {
     device_buffer<float> metric;
     device_buffer<long long> starts;
     device_buffer<double> w0, sigma2;
+    device_buffer<double> peak_metrics;  ///< 3 per slot: M around each peak, in double
     device_buffer<unsigned> nonfinite;
     pinned_buffer<cf32> h_host;
     pinned_buffer<double> w0_host, sigma2_host;
     pinned_buffer<unsigned> nonfinite_host;
     pinned_buffer<long long> starts_host;
     std::size_t window_len = 0;
+    /// dsp::clock_correct_packet's table (design_resampler(1.0)), for the clock-corrected gather.
+    device_resampler clock_table;
+    /// With an input design: the part's input samples (input width), resampled on the device
+    /// into `window`.
+    std::unique_ptr<device_resampler> input_rs;
+    std::size_t max_input = 0;
+    device_buffer<cuFloatComplex> input;
     /// Upload in chunks on its own stream, so the metric of chunk k runs while k+1 copies.
     static constexpr int upload_chunks = 8;
     stream copy_st;
     event chunk_done[upload_chunks];
+    /// Around each chunk's resample kernel when timed: the resampler's own device time.
+    bool resample_timed = false;
+    int resample_pairs = 0;
+    event resample_ev[2 * upload_chunks];
 
     void estimate_stages(std::size_t np);
 
-    impl(int dev, std::size_t mw, std::size_t mp)
+    impl(int dev, std::size_t mw, std::size_t mp, const dsp::resampler_design* input_design, std::size_t mi)
         : device(select_device(dev)),
           max_window(mw),
           max_packets(mp),
@@ -269,12 +351,17 @@ struct front_end::impl {
           starts(mp),
           w0(mp),
           sigma2(mp),
+          peak_metrics(3 * mp),
           nonfinite(mp),
           h_host(mp * l_ch),
           w0_host(mp),
           sigma2_host(mp),
           nonfinite_host(mp),
-          starts_host(mp)
+          starts_host(mp),
+          clock_table(dsp::design_resampler(1.0)),
+          input_rs(input_design ? std::make_unique<device_resampler>(*input_design) : nullptr),
+          max_input(input_design ? mi : 0),
+          input(input_design ? mi : 0)
     {
         std::array<cuFloatComplex, 32> tmpl{};
         for (int l = 0; l < 32; ++l) {
@@ -282,6 +369,9 @@ struct front_end::impl {
                                           static_cast<float>(t.preamble_template[l].imag()));
         }
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_template, tmpl.data(), sizeof tmpl));
+        std::array<cuDoubleComplex, 32> tmpl_d{};
+        for (int l = 0; l < 32; ++l) tmpl_d[l] = make_cuDoubleComplex(t.preamble_template[l].real(), t.preamble_template[l].imag());
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_template_d, tmpl_d.data(), sizeof tmpl_d));
         // X_lpi is 38 x M row-major: as a column-major M x 38 matrix it is X_lpi^T, which the
         // product uses transposed. X is M x 38 row-major: column-major 38 x M, i.e. X^T.
         // The support estimators follow, each 38 x M row-major like X_lpi: stacked, they are
@@ -329,8 +419,9 @@ struct front_end::impl {
     }
 };
 
-front_end::front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets)
-    : impl_(std::make_unique<impl>(device_id, max_window_samples, max_packets))
+front_end::front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets, const dsp::resampler_design* input_design,
+                     std::size_t max_input_samples)
+    : impl_(std::make_unique<impl>(device_id, max_window_samples, max_packets, input_design, max_input_samples))
 {
 }
 
@@ -389,6 +480,90 @@ void front_end::upload_and_metric_device(std::span<const cf32> window, cuda_even
     }
 }
 
+void front_end::upload_resample_and_metric_device(std::span<const cf32> input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
+                                                 std::size_t n_out, cuda_event_t upload_after)
+{
+    auto& m = *impl_;
+    if (!m.input_rs) throw std::logic_error("gpu front_end: resampling upload without an input design at Create");
+    if (input.size() > m.max_input) throw std::invalid_argument("gpu front_end: input window larger than at Create");
+    if (n_out > m.max_window) throw std::invalid_argument("gpu front_end: resampled window larger than at Create");
+    if (n_out < dsp::detector_span) throw std::invalid_argument("gpu front_end: resampled window shorter than the metric span");
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    const std::size_t len = input.size();
+    const std::size_t n_metric = n_out - dsp::detector_span + 1;
+    const int taps = m.input_rs->taps();
+    m.window_len = n_out;
+    auto* out = reinterpret_cast<cf32*>(m.window.data());
+    const auto* in = reinterpret_cast<const cf32*>(m.input.data());
+    PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[0].get(), m.st.get()));
+    PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.copy_st.get(), m.chunk_done[0].get(), 0));
+    if (upload_after) PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.copy_st.get(), upload_after, 0));
+    std::size_t resampled = 0, metric_done = 0;
+    m.resample_pairs = 0;
+    for (int c = 0; c < impl::upload_chunks; ++c) {
+        const std::size_t b = len * c / impl::upload_chunks, e = len * (c + 1) / impl::upload_chunks;
+        if (e > b) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.input.data() + b, input.data() + b, (e - b) * sizeof(cf32), cudaMemcpyHostToDevice,
+                                           m.copy_st.get()));
+        }
+        PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
+        PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
+        // Outputs whose filter has all its inputs (the last chunk: all, edges reading zeros),
+        // then the metric values whose 256 outputs are there.
+        const bool last = c + 1 == impl::upload_chunks;
+        const std::size_t ready = last ? n_out : resampled_ready(e, first_pos, step, taps, n_out);
+        if (ready > resampled) {
+            if (m.resample_timed) PAQ_CUDA_CHECK(cudaEventRecord(m.resample_ev[2 * m.resample_pairs].get(), m.st.get()));
+            m.input_rs->resample_device(in, len, first_pos + static_cast<dsp::fixed_pos>(resampled) * step, step, out + resampled,
+                                        ready - resampled, m.st.get());
+            if (m.resample_timed) PAQ_CUDA_CHECK(cudaEventRecord(m.resample_ev[2 * m.resample_pairs++ + 1].get(), m.st.get()));
+            resampled = ready;
+        }
+        const std::size_t ready_metric = last ? n_metric : (resampled >= dsp::detector_span ? std::min(n_metric, resampled - dsp::detector_span + 1) : 0);
+        if (ready_metric > metric_done) {
+            const std::size_t cnt = ready_metric - metric_done;
+            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_block, 0, m.st.get()>>>(
+                m.window.data() + metric_done, cnt, m.metric.data() + metric_done);
+            PAQ_CUDA_CHECK_LAUNCH();
+            metric_done = ready_metric;
+        }
+    }
+}
+
+void front_end::peak_metrics_device(const long long* starts, const int* count, std::size_t slots, int template_offset)
+{
+    auto& m = *impl_;
+    if (slots > m.max_packets) throw std::invalid_argument("gpu front_end: more slots than at Create");
+    if (slots == 0) return;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    const auto n_metric = m.window_len >= dsp::detector_span ? static_cast<long long>(m.window_len - dsp::detector_span + 1) : 0LL;
+    peak_metrics_kernel<<<static_cast<unsigned>(slots), 32, 0, m.st.get()>>>(m.window.data(), n_metric, starts, count, template_offset,
+                                                                            m.peak_metrics.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void front_end::enable_resample_timing(bool on) noexcept { impl_->resample_timed = on; }
+
+double front_end::resample_ms() const
+{
+    auto& m = *impl_;
+    double ms = 0.0;
+    for (int i = 0; i < m.resample_pairs; ++i) ms += m.resample_ev[2 * i + 1].elapsed_ms_since(m.resample_ev[2 * i]);
+    return ms;
+}
+
+const double* front_end::device_peak_metrics() const noexcept { return impl_->peak_metrics.data(); }
+
+std::vector<cf32> front_end::window_to_host()
+{
+    auto& m = *impl_;
+    std::vector<cf32> w(m.window_len);
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(w.data(), m.window.data(), w.size() * sizeof(cf32), cudaMemcpyDeviceToHost, m.st.get()));
+    m.st.synchronize();
+    return w;
+}
+
 const float* front_end::device_metric() const noexcept { return impl_->metric.data(); }
 
 cuda_event_t front_end::upload_done() const noexcept { return impl_->chunk_done[impl::upload_chunks - 1].get(); }
@@ -402,26 +577,35 @@ void front_end::estimate_device(std::span<const long long> starts)
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     std::copy(starts.begin(), starts.end(), m.starts_host.data());
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.starts.data(), m.starts_host.data(), np * sizeof(long long), cudaMemcpyHostToDevice, m.st.get()));
-    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, np * sizeof(unsigned), m.st.get()));
 
-    const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(np));
-    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), m.starts.data(),
-                                                       nullptr, m.seg.data(), m.nonfinite.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    gather_device(m.starts.data(), nullptr, np, nullptr);
     m.estimate_stages(np);
 }
 
 void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots)
 {
+    estimate_device(starts, count, slots, nullptr);
+}
+
+void front_end::gather_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
+{
     auto& m = *impl_;
     if (slots > m.max_packets) throw std::invalid_argument("gpu front_end: more slots than at Create");
     if (slots == 0) return;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, slots * sizeof(unsigned), m.st.get()));
     const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(slots));
-    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), starts, count,
+    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), starts, count, steps,
+                                                       reinterpret_cast<const float2*>(m.clock_table.table()), m.clock_table.taps(),
                                                        m.seg.data(), m.nonfinite.data());
     PAQ_CUDA_CHECK_LAUNCH();
-    m.estimate_stages(slots);
+}
+
+void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
+{
+    if (slots == 0) return;
+    gather_device(starts, count, slots, steps);
+    impl_->estimate_stages(slots);
 }
 
 void front_end::impl::estimate_stages(std::size_t np)

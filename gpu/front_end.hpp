@@ -1,6 +1,7 @@
 // The first stages of the chain on the GPU, batched over all packets of a window (issue 3):
-// preamble metric; packet segments; CFO estimate and de-rotation; channel estimates as one
-// cuBLAS product [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
+// preamble metric (issue 11: on the input resampled to 2 samples per bit on the device);
+// packet segments (issue 11: re-timed for the transmitter's clock where asked); CFO estimate
+// and de-rotation; channel estimates as one cuBLAS product [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
 // variance from the pilot X_lpi; the channel support chosen per packet (dsp::estimate_channel).
 //
 //   Create (constructor: tables to the device, buffers for the largest window, cuBLAS)
@@ -11,6 +12,7 @@
 #pragma once
 
 #include "dsp/receiver_tables.hpp"
+#include "dsp/resampler.hpp"
 #include "dsp/types.hpp"
 #include "gpu/stream_ref.hpp"
 
@@ -37,9 +39,12 @@ public:
     static constexpr std::size_t segment_stride = 16384;
 
     /// \param device_id CUDA device
-    /// \param max_window_samples largest window that will be passed
+    /// \param max_window_samples largest window that will be passed (2 samples per bit)
     /// \param max_packets largest number of packets per call
-    front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets);
+    /// \param input_design with it, upload_resample_and_metric_device() takes input windows
+    ///        of up to max_input_samples and resamples them on the device with this design
+    front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets,
+              const dsp::resampler_design* input_design = nullptr, std::size_t max_input_samples = 0);
     ~front_end();
     front_end(const front_end&) = delete;
     front_end& operator=(const front_end&) = delete;
@@ -62,6 +67,26 @@ public:
     /// With `upload_after` (an event already recorded), the copies start only once it has
     /// completed: several front ends then take the PCIe link in turn instead of sharing it.
     void upload_and_metric_device(std::span<const cf32> window, cuda_event_t upload_after = nullptr);
+    /// As upload_and_metric_device for an input not at 2 samples per bit: the INPUT window
+    /// goes up in chunks (the link carries input samples), and as they arrive the resampler
+    /// (the input design of Create) writes the 2-samples-per-bit window, outputs m = 0 ..
+    /// n_out-1 at positions first_pos + m step relative to input[0] (dsp::resample's values
+    /// bit for bit), then M(u) over it. Throws std::logic_error without an input design,
+    /// std::invalid_argument for windows larger than at Create or n_out below the metric span.
+    void upload_resample_and_metric_device(std::span<const cf32> input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
+                                           std::size_t n_out, cuda_event_t upload_after = nullptr);
+    /// For the clock estimator: M(peak - 1), M(peak), M(peak + 1), peak = starts[p] +
+    /// template_offset, for slots p < *count (count may be null: all slots), into
+    /// device_peak_metrics() (3 per slot), in double and equal to dsp::preamble_metric's values
+    /// bit for bit; positions outside the metric's range give 0. Asynchronous, on the stream.
+    void peak_metrics_device(const long long* starts, const int* count, std::size_t slots, int template_offset);
+    [[nodiscard]] const double* device_peak_metrics() const noexcept;
+    /// With it on, upload_resample_and_metric_device() records events around its resample
+    /// kernels; resample_ms() is their device time summed (after the stream has completed).
+    void enable_resample_timing(bool on) noexcept;
+    [[nodiscard]] double resample_ms() const;
+    /// The device window (as uploaded, or as resampled) copied back, synchronously: for tests.
+    [[nodiscard]] std::vector<cf32> window_to_host();
     /// Recorded on the copy stream after the last chunk of the last upload_and_metric_device().
     [[nodiscard]] cuda_event_t upload_done() const noexcept;
     /// M(u), u = 0 .. window - 256, of the last upload_and_metric_device().
@@ -69,6 +94,14 @@ public:
     /// As estimate_device, with the starts already on the device: `slots` segments are
     /// filled, those at p >= *count with zeros. Allocates nothing, no host synchronization.
     void estimate_device(const long long* starts, const int* count, std::size_t slots);
+    /// The same with the transmitter's clock corrected: `steps` (device, one 32.32 step per
+    /// slot, dsp::clock_step) re-times each packet as dsp::clock_correct_packet does (margin
+    /// dsp::packet_margin, the ratio-1 table) where its step is not 2^32; a step of exactly
+    /// 2^32 is today's plain copy, bit for bit. Null steps: no correction.
+    void estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps);
+    /// Only the first stage of estimate_device: the packet segments (device().segments, not
+    /// yet de-rotated) and the non-finite counts. For tests.
+    void gather_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps);
     struct device_results {
         cf32* segments;        ///< packets x segment_stride, de-rotated, packet at [256, 256 + L_pkt)
         cf32* channels;        ///< packets x 38

@@ -12,24 +12,8 @@ namespace paq::io {
 namespace {
 
 constexpr std::uint64_t window = bert_monitor::sequence_window;
-static_assert(window % 64 == 0);
 
-[[nodiscard]] bool test_bit(const std::vector<std::uint64_t>& bits, std::uint64_t seq) noexcept
-{
-    const std::uint64_t i = seq % window;
-    return ((bits[i / 64] >> (i % 64)) & 1u) != 0;
-}
-
-void set_bit(std::vector<std::uint64_t>& bits, std::uint64_t seq, bool value) noexcept
-{
-    const std::uint64_t i = seq % window;
-    const std::uint64_t mask = std::uint64_t{1} << (i % 64);
-    if (value) {
-        bits[i / 64] |= mask;
-    } else {
-        bits[i / 64] &= ~mask;
-    }
-}
+[[nodiscard]] std::size_t slot(std::uint64_t seq) noexcept { return static_cast<std::size_t>(seq % window); }
 
 }  // namespace
 
@@ -95,44 +79,75 @@ void bert_monitor::ingest(std::span<const std::uint8_t> datagram, int port_strea
     track_sequence(st, d);
 }
 
+bool bert_monitor::new_run(const stream_state& st, std::uint64_t seq, std::uint64_t start) noexcept
+{
+    // Within one run sequence and start sample rise together (packets go out in start order,
+    // one datagram per packet per stream), so any of these is a datagram of another run.
+    if (seq > st.highest_seq) return start <= st.highest_start;
+    if (st.highest_seq - seq >= window) return true;
+    const std::uint64_t known = st.slot_start[slot(seq)];
+    if (known != unseen) return known != start;  // the number of another packet
+    return start >= st.highest_start;
+}
+
+void bert_monitor::start_new_run(stream_state& st)
+{
+    ++st.s.sender_restarts;
+    ++sender_restarts_total_;
+    st.lost_before = st.s.lost;
+    st.skipped_before += st.ber.packets_skipped();
+    const auto c = st.ber.counts();
+    st.pn_before.bits_checked += c.bits_checked;
+    st.pn_before.bit_errors += c.bit_errors;
+    st.pn_before.bits_before_lock += c.bits_before_lock;
+    st.pn_before.resyncs += c.resyncs;
+    // The new run's start samples count from its own start: the checker's packet spacing
+    // (and its lock: bits between the runs are unknown) must start over.
+    st.ber = dsp::stream_ber_counter(config_.pattern, 0.0);
+    std::fill(st.slot_start.begin(), st.slot_start.end(), unseen);
+    st.started = false;
+}
+
 void bert_monitor::track_sequence(stream_state& st, const decoded_datagram& d)
 {
     const std::uint64_t seq = d.header.sequence;
+    const std::uint64_t start = d.header.start_sample;
+    if (st.started && new_run(st, seq, start)) start_new_run(st);
     bool advances = false;
     if (!st.started) {
         st.started = true;
         st.first_seq = st.highest_seq = seq;
+        st.highest_start = start;
         st.unique = 1;
-        set_bit(st.seen, seq, true);
+        st.slot_start[slot(seq)] = start;
         advances = true;
     } else if (seq > st.highest_seq) {
         if (seq - st.highest_seq >= window) {
-            std::fill(st.seen.begin(), st.seen.end(), 0);
+            std::fill(st.slot_start.begin(), st.slot_start.end(), unseen);
         } else {
-            for (std::uint64_t s = st.highest_seq + 1; s < seq; ++s) set_bit(st.seen, s, false);
+            for (std::uint64_t s = st.highest_seq + 1; s < seq; ++s) st.slot_start[slot(s)] = unseen;
         }
-        set_bit(st.seen, seq, true);
+        st.slot_start[slot(seq)] = start;
         st.highest_seq = seq;
+        st.highest_start = start;
         ++st.unique;
         advances = true;
-    } else if (st.highest_seq - seq >= window) {
-        ++st.s.reordered;  // too old to tell from a duplicate
     } else if (seq < st.first_seq) {
         // Earlier than the first one seen but within the window: its slot was never set.
         st.first_seq = seq;
-        set_bit(st.seen, seq, true);
+        st.slot_start[slot(seq)] = start;
         ++st.unique;
         ++st.s.reordered;
-    } else if (test_bit(st.seen, seq)) {
-        ++st.s.duplicated;
+    } else if (st.slot_start[slot(seq)] != unseen) {
+        ++st.s.duplicated;  // new_run() checked that the start sample is the same
     } else {
-        set_bit(st.seen, seq, true);
+        st.slot_start[slot(seq)] = start;
         ++st.unique;
         ++st.s.reordered;
     }
-    st.s.lost = (st.highest_seq - st.first_seq + 1) - st.unique;
+    st.s.lost = st.lost_before + (st.highest_seq - st.first_seq + 1) - st.unique;
     if (advances) {
-        st.ber.add_packet(d.header.start_sample, d.bits.data());
+        st.ber.add_packet(start, d.bits.data());
         ++st.s.packets_checked;
     }
 }
@@ -145,7 +160,11 @@ bert_stream_stats bert_monitor::stats(int stream) const
     const stream_state& st = streams_[static_cast<std::size_t>(stream)];
     bert_stream_stats s = st.s;
     s.pn = st.ber.counts();
-    s.packets_skipped = st.ber.packets_skipped();
+    s.pn.bits_checked += st.pn_before.bits_checked;
+    s.pn.bit_errors += st.pn_before.bit_errors;
+    s.pn.bits_before_lock += st.pn_before.bits_before_lock;
+    s.pn.resyncs += st.pn_before.resyncs;
+    s.packets_skipped = st.skipped_before + st.ber.packets_skipped();
     return s;
 }
 
@@ -162,7 +181,7 @@ std::uint64_t bert_monitor::min_bits_checked() const noexcept
     for (const stream_state& st : streams_) {
         if (!st.s.active()) continue;
         any = true;
-        m = std::min(m, st.ber.counts().bits_checked);
+        m = std::min(m, st.pn_before.bits_checked + st.ber.counts().bits_checked);
     }
     return any ? m : 0;
 }

@@ -96,6 +96,18 @@ void check_bind_address(error_list& e, const std::string& field, const std::stri
                                                : host + ":" + std::to_string(port);
 }
 
+/// 16 bytes, IPv4 as IPv4-mapped IPv6: the one form every comparison uses.
+[[nodiscard]] std::array<std::uint8_t, 16> v6_bytes(const asio::ip::address& a) noexcept
+{
+    if (a.is_v4()) return asio::ip::make_address_v6(asio::ip::v4_mapped, a.to_v4()).to_bytes();
+    return a.to_v6().to_bytes();
+}
+
+[[nodiscard]] std::string sender_text(const asio::ip::address& a, std::uint16_t port)
+{
+    return endpoint_text(a.to_string(), port);
+}
+
 // ---- logging -------------------------------------------------------------------------------
 
 /// At most one message per interval; the next allowed one says how many were suppressed.
@@ -174,6 +186,30 @@ struct net_core {
     /// Closes every socket and timer so that pending operations complete with operation_aborted.
     virtual void close_all() noexcept = 0;
 
+    /// After validate(): the entries are known to parse.
+    void set_allow_list(const std::vector<std::string>& entries)
+    {
+        allow = sender_allow_list(entries);
+        allow_text.clear();
+        for (const auto& e : entries) allow_text += (allow_text.empty() ? "" : ", ") + e;
+    }
+
+    void log_allow_list(const char* what) const
+    {
+        if (!allow.empty()) spdlog::info("{}: {} only from {}; others are refused and counted", name, what, allow_text);
+    }
+
+    /// Whether `sender` may deliver to this source (the allow-list); a refusal is counted
+    /// (source_counters::refused) and logged, at most once per 10 s, naming the sender.
+    [[nodiscard]] bool admit(const asio::ip::address& sender, std::uint16_t port, const char* what)
+    {
+        if (allow.allows(v6_bytes(sender))) return true;
+        counters.refused += 1;
+        refused_log.warn("{}: {} from {} refused: not in the allow-list ({} refused in all)", name, what,
+                         sender_text(sender, port), counters.refused.load());
+        return false;
+    }
+
     void deliver(const cf32* samples, std::size_t n, bool may_be_nonfinite)
     {
         if (n == 0) return;
@@ -190,6 +226,11 @@ struct net_core {
     sample_sink* sink = nullptr;
     std::atomic<std::uint16_t> local_port{0};
     log_limiter limiter;
+    sender_allow_list allow;  ///< empty: every sender
+    std::string allow_text;   ///< its entries, for the log
+    // Its own limiter, longer than the others: a refused sender usually keeps sending (another
+    // stream on the network), and one line per 10 s says so without filling the journal.
+    log_limiter refused_log{std::chrono::seconds(10)};
 };
 
 void run_context(net_core& core, sample_sink& sink)
@@ -213,6 +254,7 @@ void run_context(net_core& core, sample_sink& sink)
     if (ec) throw std::runtime_error(core.name + ": cannot make the socket non-blocking: " + ec.message());
     core.local_port.store(socket.local_endpoint().port());
     spdlog::info("{}: receiving on port {}", core.name, core.local_port.load());
+    core.log_allow_list("datagrams");
     return socket;
 }
 
@@ -232,10 +274,11 @@ public:
             if (ec) throw std::runtime_error(core_.name + ": waiting for datagrams failed: " + ec.message());
             for (int k = 0; k < 256; ++k) {
                 error_code rec;
-                const std::size_t n = socket_.receive(asio::buffer(buf_), 0, rec);
+                const std::size_t n = socket_.receive_from(asio::buffer(buf_), sender_, 0, rec);
                 if (rec == asio::error::would_block || rec == asio::error::try_again) break;
                 if (rec == asio::error::connection_refused) continue;  // ICMP from an earlier send; harmless
                 if (rec) throw std::runtime_error(core_.name + ": receive failed: " + rec.message());
+                if (!core_.admit(sender_.address(), sender_.port(), "datagram")) continue;
                 core_.counters.packets += 1;
                 handler_(std::span<const std::byte>(buf_.data(), n));
                 if (core_.stopping) return;  // the sink may have called stop() (it runs inline)
@@ -249,9 +292,118 @@ private:
     udp::socket& socket_;
     Handler handler_;
     std::vector<std::byte> buf_;
+    udp::endpoint sender_;
 };
 
 }  // namespace
+
+// ---- sender allow-lists --------------------------------------------------------------------
+
+namespace {
+
+constexpr const char* allowed_prefix_forms =
+    "an IPv4 or IPv6 address such as 10.0.0.5 or ::1, or a CIDR prefix such as 192.168.10.0/24 "
+    "(/0 .. /32) or fd00::/8 (/0 .. /128)";
+
+[[nodiscard]] bool prefix_matches(const address_prefix& p, const std::array<std::uint8_t, 16>& a) noexcept
+{
+    const unsigned whole = p.prefix_bits / 8;
+    const unsigned rest = p.prefix_bits % 8;
+    if (std::memcmp(p.address.data(), a.data(), whole) != 0) return false;
+    if (rest == 0) return true;
+    const auto mask = static_cast<std::uint8_t>(0xffu << (8 - rest));
+    return (p.address[whole] & mask) == (a[whole] & mask);
+}
+
+}  // namespace
+
+std::string parse_address_prefix(std::string_view text, address_prefix& out)
+{
+    const std::size_t slash = text.find('/');
+    const std::string addr_text(text.substr(0, slash));
+    if (addr_text.find('%') != std::string::npos) return "has a zone index (%...), which an allow-list cannot use";
+    error_code ec;
+    const asio::ip::address addr = asio::ip::make_address(addr_text, ec);
+    if (ec || addr_text.empty()) return "is not an IPv4 or IPv6 address or CIDR prefix";
+    const unsigned max_bits = addr.is_v4() ? 32u : 128u;
+    unsigned bits = max_bits;
+    if (slash != std::string_view::npos) {
+        const std::string_view len = text.substr(slash + 1);
+        if (len.empty() || len.size() > 3 || !std::all_of(len.begin(), len.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            return "has no prefix length after '/' (a number, /0 .. /" + std::to_string(max_bits) + ")";
+        bits = 0;
+        for (const char c : len) bits = bits * 10 + static_cast<unsigned>(c - '0');
+        if (bits > max_bits)
+            return "has prefix length /" + std::to_string(bits) + ", more than an " + (addr.is_v4() ? "IPv4" : "IPv6") +
+                   " address has (/0 .. /" + std::to_string(max_bits) + ")";
+    }
+    address_prefix p;
+    p.address = v6_bytes(addr);
+    p.prefix_bits = bits + (addr.is_v4() ? 96u : 0u);
+    // Bits after the prefix: "192.168.10.5/24" is most likely a typo for /32 or .0/24.
+    address_prefix host = p;
+    host.prefix_bits = 128;
+    address_prefix net = p;
+    for (unsigned b = p.prefix_bits; b < 128; ++b) net.address[b / 8] &= static_cast<std::uint8_t>(~(0x80u >> (b % 8)));
+    if (!prefix_matches(host, net.address)) {
+        const auto v6 = asio::ip::make_address_v6(net.address);
+        const std::string network = addr.is_v4() ? asio::ip::make_address_v4(asio::ip::v4_mapped, v6).to_string() : v6.to_string();
+        return "has bits set after the /" + std::to_string(bits) + " prefix (the network is " + network + "/" +
+               std::to_string(bits) + "; one host is " + addr_text + "/" + std::to_string(max_bits) + ")";
+    }
+    out = p;
+    return {};
+}
+
+std::string allow_entry_error(std::string_view text)
+{
+    address_prefix p;
+    const std::string why = parse_address_prefix(text, p);
+    if (why.empty()) return {};
+    return "'" + std::string(text) + "' " + why + " (allowed: " + allowed_prefix_forms + ")";
+}
+
+std::vector<std::string> check_allow_list(const std::vector<std::string>& entries, std::string_view field)
+{
+    std::vector<std::string> errors;
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+        if (auto e = allow_entry_error(entries[i]); !e.empty())
+            errors.push_back(std::string(field) + "[" + std::to_string(i) + "] = " + e);
+    }
+    return errors;
+}
+
+sender_allow_list::sender_allow_list(const std::vector<std::string>& entries, std::string_view field)
+{
+    const auto errors = check_allow_list(entries, field);
+    if (!errors.empty()) throw std::invalid_argument(invalid_config_message(std::string(field), errors));
+    prefixes_.resize(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) (void)parse_address_prefix(entries[i], prefixes_[i]);
+}
+
+bool sender_allow_list::allows(const std::array<std::uint8_t, 16>& address) const noexcept
+{
+    if (prefixes_.empty()) return true;
+    return std::any_of(prefixes_.begin(), prefixes_.end(),
+                       [&](const address_prefix& p) { return prefix_matches(p, address); });
+}
+
+bool sender_allow_list::allows(std::string_view numeric_address) const
+{
+    if (prefixes_.empty()) return true;
+    error_code ec;
+    const auto a = asio::ip::make_address(std::string(numeric_address), ec);
+    return !ec && allows(v6_bytes(a));
+}
+
+std::string_view to_string(stream_change_policy p) noexcept
+{
+    switch (p) {
+    case stream_change_policy::follow: return "follow";
+    case stream_change_policy::stay: return "stay";
+    }
+    return "?";
+}
 
 // ---- validate() ----------------------------------------------------------------------------
 
@@ -270,6 +422,9 @@ std::vector<std::string> tcp_source_config::validate() const
     if (!(retry_max_s >= retry_initial_s && retry_max_s <= 600.0))
         e.add("retry_max_s", retry_max_s, "retry_initial_s .. 600 s");
     if (read_bytes < 64 || read_bytes > (std::size_t{16} << 20)) e.add("read_bytes", read_bytes, "64 .. 16777216");
+    if (mode == tcp_mode::connect && !allow.empty())
+        e.errors.emplace_back("allow applies to listen mode only (connect mode dials host itself); remove it or use mode listen");
+    for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
     return e.errors;
 }
 
@@ -281,6 +436,7 @@ std::vector<std::string> udp_source_config::validate() const
     check_scale(e, ci16_scale);
     check_rate(e, sample_rate_hz);
     check_rcvbuf(e, rcvbuf_bytes);
+    for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
     return e.errors;
 }
 
@@ -292,6 +448,9 @@ std::vector<std::string> vita49_source_config::validate() const
     check_scale(e, ci16_scale);
     check_rate(e, sample_rate_hz);
     check_rcvbuf(e, rcvbuf_bytes);
+    if (stream_timeout_ms < 1 || stream_timeout_ms > 3'600'000)
+        e.add("stream_timeout_ms", stream_timeout_ms, "1 .. 3600000 ms");
+    for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
     return e.errors;
 }
 
@@ -303,13 +462,14 @@ struct tcp_source::impl final : net_core {
           sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
           samples(cfg.read_bytes / sample_bytes + 1), backoff_s(cfg.retry_initial_s)
     {
+        set_allow_list(cfg.allow);
     }
 
     static std::string describe_config(const tcp_source_config& c)
     {
         return std::string("tcp ") + (c.mode == tcp_mode::connect ? "connect " : "listen ") +
                endpoint_text(c.host, c.port) + " (" + std::string(to_sigmf_datatype(c.format)) + ", " +
-               format_rate(c.sample_rate_hz) + ")";
+               format_rate(c.sample_rate_hz) + (c.allow.empty() ? "" : ", allow-list") + ")";
     }
 
     void close_all() noexcept override
@@ -407,6 +567,7 @@ struct tcp_source::impl final : net_core {
         if (ec) throw std::runtime_error(name + ": cannot listen: " + ec.message());
         local_port.store(acceptor.local_endpoint().port());
         spdlog::info("{}: listening on port {}", name, local_port.load());
+        log_allow_list("clients");
     }
 
     void start_accept()
@@ -421,6 +582,19 @@ struct tcp_source::impl final : net_core {
                     if (!stopping && !tec) start_accept();
                 });
                 return;
+            }
+            if (!allow.empty()) {
+                error_code pec;
+                const auto who = peer.remote_endpoint(pec);
+                // An unknown peer (it already left) is refused too: nothing proves it allowed.
+                if (pec || !admit(who.address(), who.port(), "connection")) {
+                    if (pec) counters.refused += 1;
+                    // RST rather than FIN: the client learns at once, and no TIME_WAIT is left.
+                    peer.set_option(asio::socket_base::linger(true, 0), pec);
+                    peer.close(pec);
+                    start_accept();
+                    return;
+                }
             }
             if (socket.is_open()) {
                 error_code pec;
@@ -558,10 +732,12 @@ struct udp_source::impl final : net_core {
     impl(source_counters& c, udp_source_config config)
         : net_core(c, "udp " + endpoint_text(config.bind_address, config.port) + " (raw " +
                           std::string(to_sigmf_datatype(config.format)) + ", " +
-                          format_rate(config.sample_rate_hz) + ", loss undetectable)"),
+                          format_rate(config.sample_rate_hz) + ", loss undetectable" +
+                          (config.allow.empty() ? "" : ", allow-list") + ")"),
           cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)),
           samples(max_datagram_bytes / sample_bytes + 1)
     {
+        set_allow_list(cfg.allow);
     }
 
     void close_all() noexcept override
@@ -623,15 +799,18 @@ struct vita49_source::impl final : net_core {
           tracker(integer_rate(cfg.sample_rate_hz)), samples(max_datagram_bytes / vita49::bytes_per_sample + 1)
     {
         locked_stream = cfg.stream_id;
+        set_allow_list(cfg.allow);
     }
 
     static std::string describe_config(const vita49_source_config& c)
     {
         char id[32];
         if (c.stream_id) std::snprintf(id, sizeof id, "stream id 0x%08x", static_cast<unsigned>(*c.stream_id));
-        return "vita49 udp " + endpoint_text(c.bind_address, c.port) + " (" +
-               (c.stream_id ? std::string(id) : std::string("first stream id seen")) + ", ci16, " +
-               format_rate(c.sample_rate_hz) + ")";
+        std::string stream = c.stream_id ? std::string(id) : std::string("first stream id seen");
+        if (!c.stream_id && c.stream_change == stream_change_policy::follow)
+            stream += ", follows a new one after " + std::to_string(c.stream_timeout_ms) + " ms of silence";
+        return "vita49 udp " + endpoint_text(c.bind_address, c.port) + " (" + stream + ", ci16, " +
+               format_rate(c.sample_rate_hz) + (c.allow.empty() ? "" : ", allow-list") + ")";
     }
 
     /// Samples per second for TSI + sample-count timestamps; 0 (unknown) for a non-integer rate.
@@ -661,15 +840,19 @@ struct vita49_source::impl final : net_core {
             return;
         }
         const std::uint32_t id = pkt.fields.stream_id;
+        const auto now = std::chrono::steady_clock::now();
         if (!locked_stream) {
             locked_stream = id;
             spdlog::info("{}: receiving stream id 0x{:08x}", name, id);
+        } else if (id != *locked_stream) {
+            if (!follows() || now - locked_seen < stream_timeout) {
+                vcounters.other_stream += 1;
+                other_log.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x})", name, id, *locked_stream);
+                return;
+            }
+            change_stream(id, now);
         }
-        if (id != *locked_stream) {
-            vcounters.other_stream += 1;
-            other_log.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x})", name, id, *locked_stream);
-            return;
-        }
+        locked_seen = now;
         const std::size_t n = pkt.num_samples();
         const vita49::sequence_result r = tracker.update(pkt.fields, n);
         if (r.duplicate) {
@@ -686,8 +869,13 @@ struct vita49_source::impl final : net_core {
         }
         if (r.resync) {
             vcounters.resyncs += 1;
-            order_log.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
-                         pkt.fields.fractional_timestamp);
+            if (r.jumped_forward) {
+                order_log.warn("{}: timestamp jumped forward to {}, beyond any plausible loss: a discontinuity, "
+                               "tracking restarted", name, pkt.fields.fractional_timestamp);
+            } else {
+                order_log.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
+                               pkt.fields.fractional_timestamp);
+            }
             sink->gap(0, gap_reason::lost_packets);
         } else if (r.packets_lost > 0 || r.samples_lost > 0) {
             counters.packets_lost += r.packets_lost;
@@ -706,11 +894,38 @@ struct vita49_source::impl final : net_core {
         deliver(samples.data(), n, false);
     }
 
+    /// Whether another stream id may replace the current one (never with a configured id).
+    [[nodiscard]] bool follows() const noexcept
+    {
+        return !cfg.stream_id && cfg.stream_change == stream_change_policy::follow;
+    }
+
+    /// The current stream has been silent for stream_timeout_ms and `id` arrived: take it.
+    /// Its samples do not continue the old stream's, so the batcher gets a discontinuity
+    /// (no packet spans the change) and the sequence tracking starts over from this packet.
+    void change_stream(std::uint32_t id, std::chrono::steady_clock::time_point now)
+    {
+        const auto silent_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - locked_seen).count();
+        spdlog::warn("{}: stream id 0x{:08x} silent for {} ms and stream id 0x{:08x} arriving: following it "
+                     "(stream_change: follow); sequence tracking restarts",
+                     name, *locked_stream, silent_ms, id);
+        vcounters.stream_changes += 1;
+        locked_stream = id;
+        tracker.reset();
+        // The discontinuity gap ends the segment; an unreadable datagram of the old stream no
+        // longer needs a gap of its own.
+        pending_malformed = false;
+        sink->gap(0, gap_reason::discontinuity);
+    }
+
     vita49_source_config cfg;
     vita49_counters vcounters;
     vita49::sequence_tracker tracker;
     vita49::packet pkt;
     std::optional<std::uint32_t> locked_stream;
+    std::chrono::steady_clock::duration stream_timeout =
+        std::chrono::milliseconds(cfg.stream_timeout_ms);
+    std::chrono::steady_clock::time_point locked_seen{};  ///< last packet of locked_stream
     bool pending_malformed = false;
     std::vector<cf32> samples;
     // One limiter per kind of message, so that a flood of one kind hides none of the others

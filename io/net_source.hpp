@@ -13,20 +13,66 @@
 // A reconnect is reported as gap(0, gap_reason::reconnect) before the new connection's first
 // samples; VITA-49 losses as gap(lost_samples, gap_reason::lost_packets). The network carries
 // no sample rate: sample_rate_hz() is the configured one.
+//
+// Each source takes an optional allow-list of sender addresses (CIDR prefixes, IPv4 and
+// IPv6): a datagram from any other address is dropped, a TCP client from any other address
+// is closed at once; both are counted in source_counters::refused and logged (rate-limited,
+// naming the sender).
 #pragma once
 
 #include "io/sample_format.hpp"
 #include "io/sample_source.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace paq::io {
+
+/// One allow-list entry: an address and the number of leading bits that must match, both
+/// in IPv6 form. An IPv4 entry a.b.c.d/n is stored as ::ffff:a.b.c.d/(96 + n), so that it
+/// matches an IPv4 sender whether the socket sees it as IPv4 or, on a dual-stack socket bound
+/// to "::", as the IPv4-mapped IPv6 address ::ffff:a.b.c.d.
+struct address_prefix {
+    std::array<std::uint8_t, 16> address{};
+    unsigned prefix_bits = 128;  ///< 0 .. 128
+};
+
+/// Parses "192.168.10.0/24", "10.0.0.5" (one host: /32), "fd00::/8", "::1" (/128). Returns ""
+/// and sets `out`, or a message saying what is wrong with `text` and what is allowed. Bits
+/// set after the prefix ("192.168.10.5/24") are an error: they usually mean a typo (/32?).
+[[nodiscard]] std::string parse_address_prefix(std::string_view text, address_prefix& out);
+
+/// "" for a good entry, else "'<text>' <what is wrong> (allowed: <the forms>)".
+[[nodiscard]] std::string allow_entry_error(std::string_view text);
+
+/// Messages, one per bad entry, "<field>[i] = " + allow_entry_error(entry).
+[[nodiscard]] std::vector<std::string> check_allow_list(const std::vector<std::string>& entries,
+                                                        std::string_view field = "allow");
+
+/// The senders a network source accepts: any address matching one of the prefixes. An empty
+/// list accepts every sender.
+class sender_allow_list {
+public:
+    sender_allow_list() = default;
+    /// Throws std::invalid_argument listing check_allow_list's messages.
+    explicit sender_allow_list(const std::vector<std::string>& entries, std::string_view field = "allow");
+
+    [[nodiscard]] bool empty() const noexcept { return prefixes_.empty(); }
+    /// `address`: the sender's 16-byte IPv6 address (an IPv4 sender as IPv4-mapped).
+    [[nodiscard]] bool allows(const std::array<std::uint8_t, 16>& address) const noexcept;
+    /// A numeric IPv4 or IPv6 address; false when it is not one (and the list is not empty).
+    [[nodiscard]] bool allows(std::string_view numeric_address) const;
+
+private:
+    std::vector<address_prefix> prefixes_;
+};
 
 /// Whether a TCP source dials out or waits for the sender to dial in.
 enum class tcp_mode : std::uint8_t {
@@ -52,6 +98,9 @@ struct tcp_source_config {
     /// End run() normally at the first disconnect instead of reconnecting (tests, replays).
     bool end_on_close = false;
     std::size_t read_bytes = 256 * 1024;  ///< bytes per read, 64 .. 16 MiB
+    /// Listen mode: clients accepted only from these addresses or CIDR prefixes (empty: any).
+    /// Connect mode dials `host` itself, so an allow-list there is an error.
+    std::vector<std::string> allow;
 
     /// One message per bad field, naming the field, its value and the allowed range.
     [[nodiscard]] std::vector<std::string> validate() const;
@@ -67,20 +116,43 @@ struct udp_source_config {
     /// SO_RCVBUF in bytes, 0 .. 1 GiB (0: kernel default). 8 MiB holds ~0.3 s at 6.6 MS/s
     /// ci16; the kernel caps it at net.core.rmem_max (a warning says so).
     int rcvbuf_bytes = 8 * 1024 * 1024;
+    /// Datagrams accepted only from these addresses or CIDR prefixes (empty: any sender).
+    std::vector<std::string> allow;
 
     [[nodiscard]] std::vector<std::string> validate() const;
 };
+
+/// What a VITA-49 source does when data packets of another stream id arrive.
+enum class stream_change_policy : std::uint8_t {
+    /// Switch to the new stream id once the current one has been silent for
+    /// stream_timeout_ms (a sender restarted with a new id; a stray packet locked first).
+    /// The switch is counted, logged, and a gap(0, discontinuity) so no packet spans it.
+    follow,
+    /// Keep the first stream id seen until restart; other ids are counted and dropped.
+    stay,
+};
+
+[[nodiscard]] std::string_view to_string(stream_change_policy p) noexcept;
 
 /// VITA-49 IF Data packets (see io/vita49.hpp) over UDP, one packet per datagram.
 struct vita49_source_config {
     std::string bind_address = "0.0.0.0";  ///< numeric IPv4 or IPv6 address
     int port = 4991;                        ///< 0 .. 65535 (0: ephemeral)
-    /// Accept only this stream id. Unset: lock onto the first IF Data stream id seen. Packets
-    /// of any other stream id are counted (vita49_counters::other_stream) and dropped.
+    /// Accept only this stream id, always (stream_change does not apply). Unset: lock onto the
+    /// first IF Data stream id seen, and change it as stream_change says. Packets of any other
+    /// stream id are counted (vita49_counters::other_stream) and dropped.
     std::optional<std::uint32_t> stream_id;
+    /// Without stream_id: follow a new stream id once the current one is silent, or stay.
+    stream_change_policy stream_change = stream_change_policy::follow;
+    /// follow: how long the current stream must have sent nothing before another id is
+    /// taken, 1 .. 3600000 ms. Two live senders on one port therefore cannot make the source
+    /// flip between them: the one it has stays while it keeps sending.
+    int stream_timeout_ms = 1000;
     float ci16_scale = default_ci16_scale;  ///< > 0
     double sample_rate_hz = 0;              ///< > 0 (required)
     int rcvbuf_bytes = 8 * 1024 * 1024;     ///< as udp_source_config::rcvbuf_bytes
+    /// Datagrams accepted only from these addresses or CIDR prefixes (empty: any sender).
+    std::vector<std::string> allow;
 
     [[nodiscard]] std::vector<std::string> validate() const;
 };
@@ -92,6 +164,7 @@ struct vita49_counters {
     std::atomic<std::uint64_t> duplicates{0};       ///< repeated packets dropped
     std::atomic<std::uint64_t> late{0};             ///< reordered packets dropped (their place was a gap)
     std::atomic<std::uint64_t> resyncs{0};          ///< timestamp jumped backwards: tracking restarted
+    std::atomic<std::uint64_t> stream_changes{0};   ///< stream ids followed (stream_change: follow)
 };
 
 /// Raw IQ over TCP. Samples split across reads are reassembled; a partial sample left when
@@ -160,7 +233,11 @@ private:
 ///    and reported as a gap before the next accepted packet: the exact loss when that
 ///    packet's timestamp tells it (none if it shows nothing missing), else the packet-count
 ///    estimate, else gap(0, source_error);
-///  - context packets are counted and skipped.
+///  - context packets are counted and skipped;
+///  - a packet of another stream id is counted (other_stream) and dropped, unless the
+///    policy is follow, no stream_id is configured and the current stream has been silent
+///    for stream_timeout_ms: then the source takes the new id (stream_changes), restarts
+///    the sequence tracking and reports gap(0, gap_reason::discontinuity) before its samples.
 class vita49_source final : public sample_source {
 public:
     /// Throws std::invalid_argument listing cfg.validate()'s messages.

@@ -48,10 +48,12 @@ ring_allocator host_ring_allocator(bool try_lock)
     return a;
 }
 
-sample_ring::sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc)
-    : capacity_(capacity_samples), policy_(policy), alloc_(std::move(alloc))
+sample_ring::sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc,
+                         std::size_t max_markers)
+    : capacity_(capacity_samples), max_markers_(max_markers), policy_(policy), alloc_(std::move(alloc))
 {
     if (capacity_ == 0) throw std::invalid_argument("ring buffer: capacity must be at least 1 sample");
+    if (max_markers_ < 2) throw std::invalid_argument("ring buffer: max_markers must be at least 2");
     data_ = static_cast<cf32*>(alloc_.allocate(capacity_ * sizeof(cf32)));
     if (alloc_.describe) alloc_.kind = alloc_.describe();
     stats_.capacity = capacity_;
@@ -68,8 +70,22 @@ void sample_ring::push_marker_locked(std::uint64_t lost, gap_reason reason)
     data_cv_.notify_one();
 }
 
-void sample_ring::flush_pending_drop_locked()
+void sample_ring::flush_pending_drop_locked(bool force)
 {
+    if (coalescing_) {
+        // Still flooded: keep merging until the consumer has drained half the markers.
+        if (!force && markers_.size() > max_markers_ / 2) return;
+        coalescing_ = false;
+        // One marker per reason merged (the consumer counts sources' losses by reason and
+        // ring overflows apart), all at this position: the batcher ends one segment.
+        for (std::size_t r = 0; r < num_gap_reasons; ++r) {
+            if (!pending_gap_[r]) continue;
+            markers_.push_back({head_, pending_lost_[r], static_cast<gap_reason>(r)});
+            pending_gap_[r] = false;
+            pending_lost_[r] = 0;
+        }
+        data_cv_.notify_one();
+    }
     if (pending_drop_ == 0) return;
     push_marker_locked(pending_drop_, gap_reason::overflow);
     pending_drop_ = 0;
@@ -82,6 +98,15 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
     while (accepted < n) {
         std::unique_lock lk(mu_);
         if (closed_ || aborted_) break;
+        if (coalescing_) flush_pending_drop_locked();
+        if (coalescing_) {
+            // A gap flood is being merged: the samples between the merged gaps go too.
+            const std::size_t dropped = n - accepted;
+            if (pending_drop_ == 0) ++stats_.overflows;
+            pending_drop_ += dropped;
+            stats_.samples_dropped += dropped;
+            break;
+        }
         std::size_t space = capacity_ - static_cast<std::size_t>(head_ - tail_);
         if (space == 0) {
             if (policy_ == overflow_policy::block) {
@@ -117,16 +142,30 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
 
 void sample_ring::gap(std::uint64_t lost_samples, gap_reason reason)
 {
-    std::lock_guard lk(mu_);
+    std::unique_lock lk(mu_);
     if (closed_ || aborted_) return;
     flush_pending_drop_locked();
+    if (markers_.size() >= max_markers_ && policy_ == overflow_policy::block) {
+        ++stats_.producer_waits;
+        space_cv_.wait(lk, [&] { return aborted_ || markers_.size() < max_markers_; });
+        if (aborted_) return;
+    }
+    if (coalescing_ || markers_.size() >= max_markers_) {
+        coalescing_ = true;
+        ++stats_.gaps_coalesced;
+        const auto r = static_cast<std::size_t>(reason);
+        pending_gap_[r] = true;
+        // Saturating: a source's count is bounded, but the sum of a long flood must not wrap.
+        pending_lost_[r] = saturating_add(pending_lost_[r], lost_samples);
+        return;
+    }
     push_marker_locked(lost_samples, reason);
 }
 
 void sample_ring::close()
 {
     std::lock_guard lk(mu_);
-    flush_pending_drop_locked();
+    flush_pending_drop_locked(true);  // the end: whatever was merged goes in now
     closed_ = true;
     data_cv_.notify_all();
 }
@@ -154,6 +193,7 @@ sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::mil
         r.reason = markers_.front().reason;
         markers_.pop_front();
         ++stats_.gaps;
+        space_cv_.notify_one();  // a producer may wait for marker room (block policy)
         return r;
     }
     if (head_ > tail_ && !out.empty()) {

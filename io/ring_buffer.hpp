@@ -11,6 +11,12 @@
 //         fit; the source never waits.
 //   block (files, TCP) the producer waits for space; nothing is dropped.
 //
+// Gap markers are bounded too (max_markers): a flood of gaps (e.g. one-sample datagrams whose
+// sequence skips) must not grow memory without end. When max_markers are queued, drop
+// coalesces: the new gap and every sample written until the consumer has drained the
+// markers to half are merged into one gap (the samples counted as dropped, the sources'
+// lost counts kept exact, reason by reason); block waits for the consumer, as for space.
+//
 // The storage comes from an allocator hook, so that the daemon can put it in pinned (page-
 // locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
 #pragma once
@@ -18,6 +24,7 @@
 #include "dsp/types.hpp"
 #include "io/sample_source.hpp"
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -59,6 +66,7 @@ struct ring_counters {
     std::uint64_t overflows = 0;         ///< overflow episodes (one per gap marker they made)
     std::uint64_t gaps = 0;              ///< gap markers read, any reason
     std::uint64_t producer_waits = 0;    ///< times the producer waited for space (block policy)
+    std::uint64_t gaps_coalesced = 0;    ///< gaps merged into others because max_markers were queued
     std::size_t fill = 0;                ///< samples in the ring now
     std::size_t high_water = 0;          ///< largest fill seen
     std::size_t capacity = 0;
@@ -66,7 +74,12 @@ struct ring_counters {
 
 class sample_ring {
 public:
-    sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc);
+    /// Gap markers queued at most (see the header comment).
+    static constexpr std::size_t default_max_markers = 65536;
+
+    /// \param max_markers gap markers queued at most, >= 2
+    sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc,
+                std::size_t max_markers = default_max_markers);
     ~sample_ring();
     sample_ring(const sample_ring&) = delete;
     sample_ring& operator=(const sample_ring&) = delete;
@@ -108,9 +121,12 @@ private:
         gap_reason reason;
     };
     void push_marker_locked(std::uint64_t lost, gap_reason reason);
-    void flush_pending_drop_locked();
+    /// Places the overflow marker and, once the markers have drained to half (or `force`,
+    /// at close), the coalesced gaps.
+    void flush_pending_drop_locked(bool force = false);
 
     const std::size_t capacity_;
+    const std::size_t max_markers_;
     const overflow_policy policy_;
     ring_allocator alloc_;
     cf32* data_ = nullptr;
@@ -124,6 +140,11 @@ private:
     /// (head after a write, when): the arrival time of every sample still in the ring.
     std::deque<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> writes_;
     std::uint64_t pending_drop_ = 0;    ///< dropped, marker not yet placed (drop policy)
+    /// Coalescing a marker flood (drop policy): the sources' lost counts by reason, and
+    /// whether any gap of that reason was merged (a gap of 0 = unknown samples counts too).
+    std::array<std::uint64_t, num_gap_reasons> pending_lost_{};
+    std::array<bool, num_gap_reasons> pending_gap_{};
+    bool coalescing_ = false;
     bool closed_ = false;
     bool aborted_ = false;
     ring_counters stats_;

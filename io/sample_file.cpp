@@ -4,6 +4,7 @@
 #include <bit>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -87,9 +88,13 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
       throw format_error(path.string() + ": raw file needs a sample format and a sample rate (no " +
                          paths.meta.string() + " found)");
     }
-    if (!is_positive_finite(*raw_sample_rate_hz)) {
-      throw std::invalid_argument(path.string() + ": sample rate must be positive and finite, got " +
-                                  std::to_string(*raw_sample_rate_hz));
+    // The same range as a SigMF core:sample_rate (read_sigmf_meta), for the same reason:
+    // callers multiply the rate by seconds and convert the product to a sample count.
+    if (!is_supported_sample_rate(*raw_sample_rate_hz)) {
+      char text[96];
+      std::snprintf(text, sizeof text, "sample rate %g Hz is out of range (%g .. %g Hz)",
+                    *raw_sample_rate_hz, min_sample_rate_hz, max_sample_rate_hz);
+      throw std::invalid_argument(path.string() + ": " + text);
     }
     if (*raw_format == sample_format::ci16_le && !is_positive_finite(raw_ci16_scale)) {
       throw std::invalid_argument(path.string() + ": ci16 scale must be positive and finite, got " +

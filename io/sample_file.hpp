@@ -35,7 +35,8 @@ class sample_file_reader {
   /// and both must be given (ci16 components are divided by raw_ci16_scale).
   /// Throws format_error (message starting with the path) for a missing or invalid meta file,
   /// a raw file without format or rate, a missing or unreadable data file, or one with no
-  /// whole sample; std::invalid_argument for a non-positive raw rate or scale. A data file
+  /// whole sample; std::invalid_argument for a raw rate outside [min_sample_rate_hz,
+  /// max_sample_rate_hz] (NaN included) or a non-positive raw scale. A data file
   /// whose size is not a multiple of the sample size is accepted: see
   /// recording_info::trailing_bytes.
   [[nodiscard]] static sample_file_reader open(const std::filesystem::path& path,

@@ -29,6 +29,8 @@ enum class gap_reason : std::uint8_t {
     source_error,  ///< the source reported an overrun or a corrupt block
     discontinuity, ///< the stream jumps (a looped file starts again)
 };
+/// The number of gap_reason values (for arrays indexed by reason).
+inline constexpr std::size_t num_gap_reasons = 6;
 
 [[nodiscard]] std::string_view to_string(gap_reason r) noexcept;
 
@@ -50,6 +52,9 @@ struct source_counters {
     std::atomic<std::uint64_t> packets_lost{0};    ///< datagrams known to be missing
     std::atomic<std::uint64_t> samples_lost{0};    ///< samples known to be missing
     std::atomic<std::uint64_t> malformed{0};       ///< datagrams rejected as malformed
+    /// Datagrams dropped and connections closed because the sender is not in the source's
+    /// allow-list (network sources; not in packets or bytes).
+    std::atomic<std::uint64_t> refused{0};
     std::atomic<std::uint64_t> reconnects{0};
     std::atomic<std::uint64_t> nonfinite{0};       ///< NaN/Inf samples seen (passed on; the chain flags them)
 };

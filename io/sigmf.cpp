@@ -1,7 +1,9 @@
 #include "io/sigmf.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <memory>
@@ -9,6 +11,8 @@
 #include <system_error>
 #include <utility>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace paq::io {
@@ -35,20 +39,46 @@ struct file_closer {
 };
 using unique_file = std::unique_ptr<std::FILE, file_closer>;
 
-[[nodiscard]] std::string read_text_file(const fs::path& path) {
-  errno = 0;
-  unique_file file(std::fopen(path.c_str(), "rb"));
-  if (!file) fail(path, "cannot open: " + errno_text(errno));
-  std::string text;
-  char chunk[1 << 16];
+// Reads a whole metadata file, refusing anything that could block or never end (a FIFO, a
+// device such as /dev/zero) and anything over max_bytes. At most max_bytes + 1 bytes are read
+// even if the file grows while being read, so the memory taken is bounded on every input.
+[[nodiscard]] std::string read_text_file(const fs::path& path, std::size_t max_bytes) {
+  int fd = -1;
+  do {
+    // O_NONBLOCK: opening a FIFO without a writer would otherwise wait here for one.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) fail(path, "cannot open: " + errno_text(errno));
+  struct fd_closer {
+    int fd;
+    ~fd_closer() { ::close(fd); }  // read-only: nothing to lose on a failed close
+  } const closer{fd};
+
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) fail(path, "cannot stat: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) fail(path, "is not a regular file (metadata must be a file)");
+  const auto too_large = [&](const std::string& size) {
+    fail(path, "is " + size + " bytes, more than the " + std::to_string(max_bytes) +
+                   "-byte limit for SigMF metadata");
+  };
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) too_large(std::to_string(st.st_size));
+
+  std::string text(static_cast<std::size_t>(st.st_size) + 1, '\0');
+  std::size_t done = 0;
   for (;;) {
-    const std::size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
-    text.append(chunk, got);
-    if (got < sizeof chunk) {
-      if (std::ferror(file.get()) != 0) fail(path, "read error: " + errno_text(errno));
-      break;
+    if (done == text.size()) {
+      if (text.size() > max_bytes) too_large("over " + std::to_string(max_bytes));
+      text.resize(std::min(text.size() * 2, max_bytes + 1));  // the file grew after fstat
     }
+    const ssize_t got = ::read(fd, text.data() + done, text.size() - done);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      fail(path, "read error: " + errno_text(errno));
+    }
+    if (got == 0) break;
+    done += static_cast<std::size_t>(got);
   }
+  text.resize(done);
   return text;
 }
 
@@ -174,7 +204,41 @@ void validate_for_writing(const sigmf_meta& meta) {
   }
 }
 
+// Formats a double for a message: %g, so 1e300 reads as 1e+300, not 300 digits.
+[[nodiscard]] std::string number_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
 }  // namespace
+
+bool is_supported_sample_rate(double rate_hz) noexcept {
+  return rate_hz >= min_sample_rate_hz && rate_hz <= max_sample_rate_hz;  // false for NaN
+}
+
+std::size_t json_nesting_depth(std::string_view text) noexcept {
+  std::size_t depth = 0;
+  std::size_t deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;  // the escaped character cannot end the string
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
 
 bool has_sigmf_suffix(const std::filesystem::path& path) {
   const std::string name = path.filename().string();
@@ -234,7 +298,14 @@ void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& 
 }
 
 sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
-  const std::string text = read_text_file(meta_path);
+  const std::string text = read_text_file(meta_path, sigmf_max_meta_bytes);
+  // nlohmann::json parses iteratively but copies, compares and prints recursively: a deep
+  // document would overflow the stack later, far from here. Refuse it before building it.
+  if (const std::size_t depth = json_nesting_depth(text);
+      depth > static_cast<std::size_t>(sigmf_max_json_depth)) {
+    fail(meta_path, "JSON nesting depth " + std::to_string(depth) + " exceeds the limit of " +
+                        std::to_string(sigmf_max_json_depth));
+  }
   json doc;
   try {
     doc = json::parse(text);
@@ -253,13 +324,20 @@ sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
 
   const auto rate_it = global.find("core:sample_rate");
   if (rate_it == global.end()) fail(meta_path, "global core:sample_rate is missing");
-  // The parser already rejects 1e999 and NaN; the finite test guards against a future parser
-  // that maps overflow to infinity instead.
-  if (!rate_it->is_number() || !is_positive_finite(rate_it->get<double>())) {
-    fail(meta_path,
-         "global core:sample_rate must be a positive finite number, got " + rate_it->dump());
+  if (!rate_it->is_number()) {
+    fail(meta_path, "global core:sample_rate must be a number, got " + rate_it->dump());
   }
-  meta.sample_rate_hz = rate_it->get<double>();
+  // The range is checked here, before anything multiplies the rate by seconds and converts
+  // the product to a sample count: 1e300 would make that conversion undefined behaviour.
+  // (The parser already rejects 1e999 and NaN; the range test also refuses infinity should a
+  // future parser map overflow to it.)
+  const double rate_hz = rate_it->get<double>();
+  if (!is_supported_sample_rate(rate_hz)) {
+    fail(meta_path, "global core:sample_rate " + rate_it->dump() + " is out of range (" +
+                        number_text(min_sample_rate_hz) + " .. " +
+                        number_text(max_sample_rate_hz) + " Hz)");
+  }
+  meta.sample_rate_hz = rate_hz;
 
   (void)get_string(meta_path, global, "core:version", "global");  // type check only
   meta.description = get_string(meta_path, global, "core:description", "global");
@@ -269,10 +347,12 @@ sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
   const auto channels_it = global.find("core:num_channels");
   if (channels_it != global.end() && get_count(meta_path, global, "core:num_channels", "global") > 1) {
     fail(meta_path, "multi-channel recordings (core:num_channels " + channels_it->dump() +
-                        ") are not supported");
+                        ") are not supported (allowed: 1)");
   }
-  if (get_count(meta_path, global, "core:trailing_bytes", "global") != 0) {
-    fail(meta_path, "data files with core:trailing_bytes are not supported");
+  if (const std::uint64_t trailing = get_count(meta_path, global, "core:trailing_bytes", "global");
+      trailing != 0) {
+    fail(meta_path, "data files with core:trailing_bytes " + std::to_string(trailing) +
+                        " are not supported (allowed: 0)");
   }
   const auto metadata_only_it = global.find("core:metadata_only");
   if (metadata_only_it != global.end() && metadata_only_it->is_boolean() &&
@@ -310,8 +390,10 @@ sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
     if (!captures_it->empty()) {
       const json& first = captures_it->front();
       if (!first.is_object()) fail(meta_path, "captures[0] must be a JSON object");
-      if (get_count(meta_path, first, "core:header_bytes", "captures[0]") != 0) {
-        fail(meta_path, "captures with core:header_bytes are not supported");
+      if (const std::uint64_t header = get_count(meta_path, first, "core:header_bytes", "captures[0]");
+          header != 0) {
+        fail(meta_path, "captures with core:header_bytes " + std::to_string(header) +
+                            " are not supported (allowed: 0)");
       }
       const auto freq_it = first.find("core:frequency");
       if (freq_it != first.end()) {

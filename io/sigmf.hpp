@@ -1,9 +1,11 @@
 // SigMF (v1.x) metadata: the .sigmf-meta JSON that describes a .sigmf-data recording.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +40,29 @@ struct sigmf_meta {
   nlohmann::json extra_global;
 };
 
+/// Limits on a .sigmf-meta file read from outside (read_sigmf_meta). paqd's own metadata is a
+/// few KiB with nesting depth 4 (global -> paq:gaps -> gap object); the limits are far above
+/// any honest file and far below what would exhaust memory or the stack: the JSON DOM takes
+/// about 10x the text (16 MiB -> ~160 MiB at worst), and nlohmann::json copies and prints
+/// recursively, one stack frame per level.
+inline constexpr std::size_t sigmf_max_meta_bytes = std::size_t{16} << 20;
+inline constexpr int sigmf_max_json_depth = 64;
+
+/// Sample rates paqd accepts from a recording (metadata or raw-file rate), checked before any
+/// conversion to a sample count. The receiver runs at 2 samples per bit and bit rates of 1 to
+/// 30 Mbit/s; 1 kHz .. 1 GHz leaves room for test files and resampled captures while keeping
+/// every "seconds x rate" product in the daemon (ring capacity, timeouts) far inside 64 bits.
+inline constexpr double min_sample_rate_hz = 1e3;
+inline constexpr double max_sample_rate_hz = 1e9;
+
+/// True when rate_hz is a number in [min_sample_rate_hz, max_sample_rate_hz] (NaN is not).
+[[nodiscard]] bool is_supported_sample_rate(double rate_hz) noexcept;
+
+/// The deepest nesting of JSON arrays and objects in text, counting brackets outside string
+/// literals, without building anything (so it cannot overflow the stack on any input). Used
+/// to refuse deep documents before the parser sees them; malformed text gets a number too.
+[[nodiscard]] std::size_t json_nesting_depth(std::string_view text) noexcept;
+
 struct sigmf_file_paths {
   std::filesystem::path meta;  ///< <base>.sigmf-meta
   std::filesystem::path data;  ///< <base>.sigmf-data
@@ -62,10 +87,12 @@ struct sigmf_file_paths {
 void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& meta);
 
 /// Reads and validates a .sigmf-meta file. Throws format_error, message starting with the
-/// path, when the file is missing or unreadable, is not JSON, has no "global" object, has a
-/// core:datatype other than cf32_le / ci16_le, or a missing, non-positive or non-finite
-/// core:sample_rate; also for layouts paqd would misread (core:num_channels > 1, nonzero
-/// core:header_bytes in the first capture).
+/// path, when the file is missing, unreadable or not a regular file (a FIFO or device could
+/// block or never end), larger than sigmf_max_meta_bytes, nested deeper than
+/// sigmf_max_json_depth, is not JSON, has no "global" object, has a core:datatype other than
+/// cf32_le / ci16_le, or a core:sample_rate that is missing, not a number or outside
+/// [min_sample_rate_hz, max_sample_rate_hz]; also for layouts paqd would misread
+/// (core:num_channels > 1, nonzero core:trailing_bytes or first-capture core:header_bytes).
 [[nodiscard]] sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path);
 
 }  // namespace paq::io

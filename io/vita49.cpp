@@ -234,12 +234,28 @@ std::optional<std::uint64_t> sequence_tracker::position(const packet_fields& f, 
 {
     if (f.tsf != tsf_type::sample_count) return std::nullopt;
     if (f.tsi == tsi_type::none) return f.fractional_timestamp;
-    if (samples_per_second_ > 0) return std::uint64_t{f.integer_timestamp} * samples_per_second_ + f.fractional_timestamp;
+    if (samples_per_second_ > 0) {
+        // Checked: a hostile integer second times a high rate plus a 64-bit count can pass
+        // 2^64; such a packet has no usable position (the packet count still applies).
+        std::uint64_t pos = 0;
+        if (__builtin_mul_overflow(std::uint64_t{f.integer_timestamp}, samples_per_second_, &pos) ||
+            __builtin_add_overflow(pos, f.fractional_timestamp, &pos))
+            return std::nullopt;
+        return pos;
+    }
     // The count restarts each second and the rate is unknown: positions compare only within
     // one second.
     if (prev == nullptr || (prev->has_tsi_second && prev->last_second == f.integer_timestamp))
         return f.fractional_timestamp;
     return std::nullopt;
+}
+
+std::uint64_t sequence_tracker::max_jump_for(double sample_rate_hz, double seconds) noexcept
+{
+    constexpr double lo = static_cast<double>(std::uint64_t{1} << 20), hi = static_cast<double>(std::uint64_t{1} << 40);
+    const double n = sample_rate_hz * seconds;
+    if (!std::isfinite(n) || !(n > 0.0)) return default_max_jump_samples;
+    return static_cast<std::uint64_t>(std::clamp(n, lo, hi));
 }
 
 sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num_samples)
@@ -251,7 +267,7 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
         st.last_samples = num_samples;
         st.has_position = pos.has_value();
         st.last_position = pos.value_or(0);
-        st.next_position = st.last_position + num_samples;
+        st.next_position = saturating_add(st.last_position, num_samples);
         st.has_tsi_second = f.tsi != tsi_type::none;
         st.last_second = f.integer_timestamp;
     };
@@ -280,6 +296,14 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
             return r;
         }
         const std::uint64_t lost = *pos - st.next_position;
+        if (lost > max_jump_samples_) {
+            // Too far ahead to be a loss on a live link: a discontinuity. Nothing is computed
+            // from the jump (a timestamp near 2^64 would otherwise be 2^64 samples lost).
+            restart(st);
+            r.resync = true;
+            r.jumped_forward = true;
+            return r;
+        }
         r.samples_exact = true;
         r.samples_lost = lost;
         if (lost > 0) {
@@ -299,7 +323,7 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
     const auto own = position(f, nullptr);
     st.has_position = pos.has_value() || own.has_value();
     st.last_position = pos.value_or(own.value_or(0));
-    st.next_position = st.last_position + num_samples;
+    st.next_position = saturating_add(st.last_position, num_samples);
     st.has_tsi_second = f.tsi != tsi_type::none;
     st.last_second = f.integer_timestamp;
     return r;

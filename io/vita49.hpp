@@ -24,6 +24,7 @@
 #include "io/sample_format.hpp"
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -133,8 +134,11 @@ struct sequence_result {
     bool first = false;      ///< the first packet seen of this stream (nothing to compare with)
     bool duplicate = false;  ///< same timestamp as the previous packet: drop it
     bool late = false;       ///< timestamp before the expected one (reordered): drop it
-    bool resync = false;     ///< timestamp jumped backwards too far to be reordering: the
-                             ///< tracker restarted from this packet; the loss is unknown
+    bool resync = false;     ///< timestamp jumped backwards too far to be reordering, or
+                             ///< forwards beyond max_jump_samples (or past 2^64): a
+                             ///< discontinuity. The tracker restarted from this packet; the
+                             ///< loss is unknown and nothing is computed from the jump
+    bool jumped_forward = false;  ///< resync by a forward jump (for the log)
     std::uint64_t packets_lost = 0;  ///< packets missing before this one
     std::uint64_t samples_lost = 0;  ///< samples missing before this one (see samples_exact)
     bool samples_exact = false;      ///< samples_lost comes from sample-count timestamps
@@ -161,8 +165,19 @@ struct sequence_result {
 class sequence_tracker {
 public:
     /// samples_per_second: 0 when unknown; used only for TSI + sample-count timestamps.
-    explicit sequence_tracker(std::uint64_t samples_per_second = 0) noexcept
-        : samples_per_second_(samples_per_second) {}
+    /// max_jump_samples: the largest forward timestamp jump still taken as lost samples; a
+    /// larger one (a sender's clock reset, a corrupt or hostile timestamp) is a counted
+    /// discontinuity (resync), never a loss of 2^64 samples. >= 1.
+    explicit sequence_tracker(std::uint64_t samples_per_second = 0,
+                              std::uint64_t max_jump_samples = default_max_jump_samples) noexcept
+        : samples_per_second_(samples_per_second), max_jump_samples_(std::max<std::uint64_t>(max_jump_samples, 1)) {}
+
+    /// The default bound on a forward jump: 2^32 samples (208 s at 20.625 MS/s, 70 s at
+    /// 61.44 MS/s). Longer outages of a live link are reported as discontinuities.
+    static constexpr std::uint64_t default_max_jump_samples = std::uint64_t{1} << 32;
+    /// A bound of `seconds` at `sample_rate_hz`, clamped to [2^20, 2^40] samples (safe for any
+    /// rate a source accepts; non-finite or non-positive rates give the default).
+    [[nodiscard]] static std::uint64_t max_jump_for(double sample_rate_hz, double seconds) noexcept;
 
     /// Feeds the next packet of a stream (IF Data only) and returns what is missing before it.
     /// An accepted packet becomes the reference for the next one; a dropped one does not.
@@ -189,6 +204,7 @@ private:
     [[nodiscard]] std::optional<std::uint64_t> position(const packet_fields& f, const stream_state* prev) const noexcept;
 
     std::uint64_t samples_per_second_;
+    std::uint64_t max_jump_samples_;
     std::unordered_map<std::uint32_t, stream_state> streams_;
 };
 

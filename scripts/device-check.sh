@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|replay|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -17,7 +17,7 @@ status=0
 rows=()
 if [[ $mode == all || $mode == tests ]]; then
   : > "$out/tests.log"
-  for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_locate test_gpu_backend; do
+  for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_locate test_gpu_resampler test_gpu_backend; do
     echo "=== $t" >> "$out/tests.log"
     ./.device/$t > "$out/$t.tmp" 2>&1
     rc=$?
@@ -36,6 +36,30 @@ if [[ $mode == all || $mode == bench ]]; then
   cat "$out/bench-solvers.log"
   echo
   cat "$out/bench.log"
+fi
+if [[ $mode == all || $mode == rates ]]; then
+  # Issue 11: the chain at 2 samples per bit, with a clock offset, and resampled from ~3 and
+  # ~6 samples per bit (the resample and clock stages' cost), then resampled and clock-offset
+  # recordings replayed on both backends.
+  k=0
+  for r in "" "--clock-ppm 150" "--input-rate 30.9375e6" "--input-rate 30.9375e6 --clock-ppm 150" "--input-rate 61.44e6"; do
+    echo
+    echo "=== paq-bench $r"
+    # shellcheck disable=SC2086
+    ./.device/paq-bench $r --json "$out/bench-rates-$k.json" > "$out/bench-rates-$k.log" 2>&1 || status=1
+    grep -E "input|rate|ppm|resample|clock|end to end|real time|median" "$out/bench-rates-$k.log" | head -20
+    k=$((k + 1))
+  done
+  ./.device/paq-sim --preset edwards3 --ebn0-db 15 --cfo-hz 30000 --seconds 2 --seed 33 --sample-rate 25e6 \
+    --clock-ppm 120 --datatype ci16_le --output /tmp/paq-rates > /dev/null
+  for b in cpu cuda; do
+    echo
+    ./.device/paqd replay /tmp/paq-rates.sigmf-meta --backend "$b" --json-out "$out/replay-rates-$b.json" 2>&1 || status=1
+  done
+fi
+if [[ $mode == fieldtable ]]; then
+  # Issue 11's table (rate x ppm x path), received by the CUDA backend.
+  scripts/field-rates-table.sh .device cuda 2 | tee "$out/field-rates-table.md"
 fi
 if [[ $mode == all || $mode == replay ]]; then
   # The user's path: a recording replayed by paqd with each backend, tables side by side.

@@ -3,13 +3,16 @@
 #   1. copies whose ExecStart points at the paqd in the build tree;
 #   2. the units as generated, in a staged root where the built paqd sits at the installed
 #      path (ExecStart must name an executable, and the real one is not installed here).
+#      Also with the iio drop-in (IIO_DROPIN) in each unit's .d directory.
 #   3. the sysusers.d entry, applied by systemd-sysusers to an empty root, creates paqd.
-# Usage: verify-units.sh SYSTEMD_ANALYZE BUILT_PAQD INSTALLED_PAQD SYSUSERS_CONF UNIT...
+#   4. `systemd-analyze security --offline` rates each unit's exposure at most 2.0 (it was
+#      3.5 before SystemCallFilter, ProtectProc, RestrictRealtime, ...; 1.6 now).
+# Usage: verify-units.sh SYSTEMD_ANALYZE BUILT_PAQD INSTALLED_PAQD SYSUSERS_CONF IIO_DROPIN UNIT...
 # Exits 77 (CTest: skipped) when systemd-analyze is not available.
 set -euo pipefail
 
-analyze=$1 built=$2 installed=$3 sysusers_conf=$4
-shift 4
+analyze=$1 built=$2 installed=$3 sysusers_conf=$4 iio_dropin=$5
+shift 5
 if [[ -z $analyze || ! -x $analyze ]]; then
   echo "verify-units: systemd-analyze not found; skipping"
   exit 77
@@ -70,6 +73,31 @@ for unit in "$@"; do
   verify "$(basename "$unit") (as installed, ExecStart=$installed)" --root="$root" \
     "$root/etc/systemd/system/$(instance_name "$unit")"
 done
+
+# 2b. The same with the iio drop-in enabled (the template's drop-in directory is
+# paqd@.service.d/, which applies to every instance).
+for unit in "$@"; do
+  mkdir -p "$root/etc/systemd/system/$(basename "$unit").d"
+  cp "$iio_dropin" "$root/etc/systemd/system/$(basename "$unit").d/iio.conf"
+  verify "$(basename "$unit") + $(basename "$iio_dropin")" --root="$root" \
+    "$root/etc/systemd/system/$(instance_name "$unit")"
+  rm -r "$root/etc/systemd/system/$(basename "$unit").d"
+done
+
+# 4. Exposure (systemd 250+ can rate a unit file offline; older ones skip this check).
+if "$analyze" security --help 2>/dev/null | grep -q -- '--offline'; then
+  for unit in "$@"; do
+    if out=$("$analyze" security --offline=yes --threshold=20 --no-pager "$work/build-copy/$(instance_name "$unit")" 2>&1); then
+      echo "verify-units: $(basename "$unit"): $(grep -o 'Overall exposure level.*' <<<"$out")"
+    else
+      echo "verify-units: $(basename "$unit"): exposure above 2.0 (or not rated)" >&2
+      grep -E 'Overall|✗' <<<"$out" >&2 || echo "$out" >&2
+      status=1
+    fi
+  done
+else
+  echo "verify-units: systemd-analyze security --offline not available; exposure not checked"
+fi
 
 # 3. The user and group the units run as.
 sysusers=$(dirname "$analyze")/systemd-sysusers

@@ -357,6 +357,99 @@ TEST(bert_monitor, rejects_an_unexpected_format)
     EXPECT_NE(mon.last_error().find("format is dqe, expected paq"), std::string::npos) << mon.last_error();
 }
 
+// The reproducer of issue 17: after a paqd restart the sequence numbers start again at 0 with
+// start samples of the new run. paq-bert took them for duplicates and checked nothing more.
+TEST(bert_monitor, a_restarted_sender_is_recognised_and_checked_again)
+{
+    constexpr std::size_t old_run = 20, new_run = 12;
+    // One continuous PN sequence (the transmitter did not restart, paqd did); the new run's
+    // start samples count from its own start again.
+    auto batches = test::make_pn_batches(1, static_cast<int>(old_run + new_run));
+    auto& b = batches[0];
+    for (std::size_t k = old_run; k < old_run + new_run; ++k) b.packets[k].start_sample = 700 + (k - old_run) * waveform::L_pkt;
+    test::flip_bit(b, 10, 1, 33);            // one error in the old run
+    test::flip_bit(b, old_run + 8, 1, 4000);  // one in the new run, after it locked again
+
+    io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+    for (std::uint64_t k = 0; k < old_run; ++k) mon.ingest(test::encode_packet(bitstream_format::paq, b, k, 1, k, k));
+    for (std::uint64_t n = 0; n < new_run; ++n) {
+        if (n == 6) continue;  // lost in the network: counted, skipped by start sample
+        const auto d = test::encode_packet(bitstream_format::paq, b, old_run + n, 1, n, n);
+        mon.ingest(d);
+        if (n == 3) mon.ingest(d);  // a real duplicate in the new run
+    }
+    const auto s = mon.stats(1);
+    EXPECT_EQ(s.sender_restarts, 1u);
+    EXPECT_EQ(s.duplicated, 1u);
+    EXPECT_EQ(s.reordered, 0u);
+    EXPECT_EQ(s.lost, 1u);
+    EXPECT_EQ(s.packets_checked, old_run + new_run - 1);
+    EXPECT_EQ(s.packets_skipped, 1u);
+    // Both runs locked after 77 bits (degree 15 + sync 62): the checker started over.
+    EXPECT_EQ(s.pn.bits_before_lock, 2 * 77u);
+    EXPECT_EQ(s.pn.bits_checked + s.pn.bits_before_lock, (old_run + new_run - 1) * data_bits);
+    EXPECT_EQ(s.pn.bit_errors, 2u);
+    EXPECT_EQ(s.pn.resyncs, 0u);
+    EXPECT_TRUE(s.pn.locked);
+}
+
+TEST(bert_monitor, restarts_are_told_from_duplicates_and_reordering_by_sequence_and_start_sample)
+{
+    auto batches = test::make_pn_batches(1, 12);
+    const auto& b = batches[0];
+    const auto datagram = [&](std::size_t packet, std::uint64_t seq, std::uint64_t start) {
+        auto d = test::encode_packet(bitstream_format::paq, b, packet, 0, seq, seq);
+        io::datagram_header h = io::decode_datagram(d).datagram.header;
+        h.start_sample = start;
+        std::vector<std::uint8_t> out(d.size());
+        io::encode_datagram(bitstream_format::paq, h, 0, {b.packet_bits(packet, 0), dsp::packed_data_bytes}, out);
+        return out;
+    };
+    const std::uint64_t L = waveform::L_pkt;
+    {
+        // The tester joined late (sequence 100000): sequence 0 from a window or more below is a
+        // new run, whatever its start sample.
+        io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+        for (std::uint64_t k = 0; k < 4; ++k) mon.ingest(datagram(k, 100000 + k, 1'000'000 + k * L));
+        mon.ingest(datagram(4, 0, 5'000'000));
+        mon.ingest(datagram(5, 1, 5'000'000 + L));
+        const auto s = mon.stats(0);
+        EXPECT_EQ(s.sender_restarts, 1u);
+        EXPECT_EQ(s.reordered + s.duplicated + s.lost, 0u);
+        EXPECT_EQ(s.packets_checked, 6u);
+    }
+    {
+        // The new run's first datagrams were lost: the next one's number is above the highest
+        // but its start sample is not, which one run cannot do.
+        io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+        for (std::uint64_t k = 0; k < 5; ++k) mon.ingest(datagram(k, k, 50'000 + k * L));
+        mon.ingest(datagram(5, 8, 900));
+        const auto s = mon.stats(0);
+        EXPECT_EQ(s.sender_restarts, 1u);
+        EXPECT_EQ(s.lost, 0u);  // numbers 5 .. 7 belong to no run seen: not counted
+        EXPECT_EQ(s.packets_skipped, 0u);  // no skip computed across the runs' start samples
+    }
+    {
+        // One run: a late datagram (lower number, lower start) and a duplicate (same number,
+        // same start) are no restart.
+        io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+        for (std::uint64_t k : {0u, 1u, 3u, 4u}) mon.ingest(datagram(k, k, 1000 + k * L));
+        mon.ingest(datagram(2, 2, 1000 + 2 * L));
+        mon.ingest(datagram(4, 4, 1000 + 4 * L));
+        const auto s = mon.stats(0);
+        EXPECT_EQ(s.sender_restarts, 0u);
+        EXPECT_EQ(s.reordered, 1u);
+        EXPECT_EQ(s.duplicated, 1u);
+        // Same number, another start sample: another packet under a used number, a new run.
+        mon.ingest(datagram(5, 4, 1000 + 9 * L));
+        EXPECT_EQ(mon.stats(0).sender_restarts, 1u);
+        // Lower number, higher start sample than the highest: a new run too.
+        mon.ingest(datagram(6, 9, 1000 + 20 * L));
+        mon.ingest(datagram(7, 5, 1000 + 30 * L));
+        EXPECT_EQ(mon.stats(0).sender_restarts, 2u);
+    }
+}
+
 TEST(bert_monitor, other_patterns_lock_and_count)
 {
     for (const auto pattern : {dsp::pn_pattern::pn9, dsp::pn_pattern::pn23, dsp::pn_pattern::pn31}) {

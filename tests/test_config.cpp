@@ -1,4 +1,5 @@
 // Tests of the YAML binding of the receiver parameters (config/receiver_yaml.hpp).
+#include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,14 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 
@@ -295,7 +304,8 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(message.starts_with("test.yaml:3: unknown key 'cma_muu' in 'receiver'")) << message;
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
-                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads)"))
+                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, clock_tracking, "
+                                  "clock_min_ppm)"))
         << message;
 }
 
@@ -477,6 +487,297 @@ TEST(ReceiverYaml, SyntaxErrorInFileNamesFileAndLine) {
         EXPECT_TRUE(message.starts_with(file.path().string() + ":3:")) << message;
         EXPECT_TRUE(contains(message, "YAML syntax error")) << message;
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 17: hostile configuration text and files are refused, never looped or recursed on
+
+// Runs `load` in a child process with 512 MiB of address space and `seconds` to finish, and
+// returns the config_error message it produced. A regression (yaml-cpp looping with growing
+// memory) then fails this test instead of hanging the suite or exhausting the machine.
+std::string error_in_child(const std::function<void()>& load, int seconds = 20) {
+    int fds[2];
+    if (::pipe(fds) != 0) {
+        ADD_FAILURE() << "pipe";
+        return {};
+    }
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+        ::close(fds[0]);
+        // Under AddressSanitizer the shadow memory alone needs terabytes of address space:
+        // there the timeout is the guard (a loop still fails the test instead of hanging it).
+#if !defined(__SANITIZE_ADDRESS__)
+        const rlimit as{512u << 20, 512u << 20};
+        ::setrlimit(RLIMIT_AS, &as);
+#endif
+        std::string message = "(no config_error)";
+        try {
+            load();
+        } catch (const config_error& e) {
+            message = e.what();
+        } catch (const std::exception& e) {
+            message = std::string("(other exception) ") + e.what();
+        }
+        const ssize_t put = ::write(fds[1], message.data(), message.size());
+        ::_exit(put == static_cast<ssize_t>(message.size()) ? 0 : 1);
+    }
+    ::close(fds[1]);
+    std::string message;
+    pollfd p{fds[0], POLLIN, 0};
+    char buf[4096];
+    bool ended = false;  // the child closed its end: it has finished
+    while (!ended && ::poll(&p, 1, seconds * 1000) == 1) {
+        const ssize_t got = ::read(fds[0], buf, sizeof buf);
+        ended = got <= 0;
+        if (got > 0) message.append(buf, static_cast<std::size_t>(got));
+    }
+    ::close(fds[0]);
+    int status = 0;
+    if (!ended) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ADD_FAILURE() << "still running after " << seconds << " s (looping?)";
+        return message;
+    }
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child died, status " << status << ": " << message;
+    return message;
+}
+
+std::string receiver_error_in_child(const std::string& yaml) {
+    return error_in_child([&] { (void)parse_receiver_config(yaml, "test.yaml"); });
+}
+
+TEST(ConfigHardening, AStrayCommaIsASyntaxErrorNotAnEndlessLoop) {
+    // The reproducer: a config file holding only ','. yaml-cpp 0.7's LoadAll returned an
+    // endless stream of null documents for it (memory growing until the OOM killer).
+    for (const std::string yaml : {",", ", ", ",\n", ",a", " ,", "\n\n,"}) {
+        const std::string message = receiver_error_in_child(yaml);
+        EXPECT_TRUE(message.starts_with("test.yaml:")) << message;
+        EXPECT_TRUE(contains(message, ": YAML syntax error: unexpected ','")) << message;
+    }
+    EXPECT_TRUE(receiver_error_in_child("\n\n,").starts_with("test.yaml:3:1: ")) << receiver_error_in_child("\n\n,");
+    // The same hole after a document marker, a tag or an anchor.
+    for (const std::string yaml : {"--- ,", "!!str ,", "&x ,", "receiver: {}\n--- ,\n"}) {
+        const std::string message = receiver_error_in_child(yaml);
+        EXPECT_TRUE(contains(message, "YAML syntax error: unexpected ','")) << yaml << " -> " << message;
+    }
+    // Through the daemon's loader and a file, as `paqd --config x --check-config` reads it.
+    const temp_file file(",");
+    const std::string message = error_in_child([&] { (void)paq::config::load_daemon_config(file.path()); });
+    EXPECT_TRUE(message.starts_with(file.path().string() + ":1:1: YAML syntax error: unexpected ','")) << message;
+    // Commas where YAML allows them still parse.
+    EXPECT_EQ(parse_receiver_config("receiver: {cma_mu: 0.003, cpu_threads: 2}\nother: [1, 2,]\n").cpu_threads, 2);
+}
+
+TEST(ConfigHardening, DeepNestingIsRefusedWithTheLimit) {
+    // The reproducer: a 100,000-deep flow sequence (yaml-cpp recurses once per level).
+    const std::string deep(100'000, '[');
+    std::string message = receiver_error_in_child(deep);
+    EXPECT_TRUE(message.starts_with("test.yaml:1:")) << message;
+    EXPECT_TRUE(contains(message, "nesting deeper than the limit of 64 levels")) << message;
+    message = receiver_error_in_child("a: " + std::string(100'000, '{'));
+    EXPECT_TRUE(contains(message, "nesting deeper than the limit of 64 levels")) << message;
+
+    // The top-level mapping is level 1: 63 sequences under it reach exactly 64.
+    EXPECT_NO_THROW((void)parse_receiver_config("other: " + std::string(63, '[') + std::string(63, ']')));
+    message = parse_error("other: " + std::string(64, '[') + std::string(64, ']'));
+    EXPECT_TRUE(message.starts_with("test.yaml:1:71: nesting deeper than the limit of 64")) << message;
+    // Block nesting counts the same way.
+    std::string block = "a:\n";
+    for (int level = 1; level < 70; ++level) block += std::string(static_cast<std::size_t>(2 * level), ' ') + "- \n";
+    EXPECT_TRUE(contains(parse_error(block), "nesting deeper than the limit of 64")) << parse_error(block);
+}
+
+TEST(ConfigHardening, AliasesAreBoundedAndMayNotFormACycle) {
+    std::string message = parse_error("other: &a [*a]\n");
+    EXPECT_TRUE(message.starts_with("test.yaml:1:12: an alias refers to a node that contains it")) << message;
+    message = parse_error("receiver: &r {x: *r}\n");
+    EXPECT_TRUE(contains(message, "(a cycle)")) << message;
+
+    std::string many = "base: &b {cma_mu: 0.003}\nlist: [";
+    for (int k = 0; k < 256; ++k) many += "*b, ";
+    EXPECT_NO_THROW((void)parse_receiver_config(many + "]\n"));
+    message = parse_error(many + "*b]\n");
+    EXPECT_TRUE(message.starts_with("test.yaml:2:")) << message;
+    EXPECT_TRUE(contains(message, "more than 256 aliases")) << message;
+    // An alias of a finished node is fine (a repeated setting).
+    EXPECT_EQ(parse_receiver_config("x: &t 3\nreceiver: {cpu_threads: *t}\n").cpu_threads, 3);
+}
+
+TEST(ConfigHardening, TextOverOneMebibyteIsRefused) {
+    const std::size_t limit = std::size_t{1} << 20;
+    const std::string head = "receiver: {cpu_threads: 2}\n#";
+    std::string text = head + std::string(limit - head.size() - 1, 'x') + "\n";
+    ASSERT_EQ(text.size(), limit);
+    EXPECT_EQ(parse_receiver_config(text).cpu_threads, 2);
+    text += "\n";
+    EXPECT_EQ(parse_error(text), "test.yaml: configuration is 1048577 bytes, more than the 1048576-byte limit");
+
+    const temp_file file(text);
+    try {
+        (void)paq::config::load_daemon_config(file.path());
+        FAIL() << "no exception";
+    } catch (const config_error& e) {
+        EXPECT_EQ(std::string(e.what()), file.path().string() +
+                                             ": cannot read configuration file: it is 1048577 bytes, "
+                                             "more than the 1048576-byte limit");
+    }
+}
+
+TEST(ConfigHardening, DevicesAreRefusedAndPipesAreReadAtMostToTheLimit) {
+    // The reproducer: `paqd --config /dev/zero --check-config` read forever (+50 MB/s).
+    std::string message = error_in_child([] { (void)paq::config::load_daemon_config("/dev/zero"); });
+    EXPECT_EQ(message, "/dev/zero: cannot read configuration file: it is a character device, not a file or a pipe");
+
+    // A pipe is a legitimate source (process substitution, /dev/stdin), but one that never
+    // ends is cut at the limit: the writer below would write forever.
+    const std::filesystem::path fifo = temp_file("").path().string() + ".fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    const auto feed = [&](bool endless) {
+        const pid_t writer = ::fork();
+        if (writer == 0) {
+            const int fd = ::open(fifo.c_str(), O_WRONLY);
+            const std::string chunk = endless ? std::string(4096, '#') : "receiver: {cpu_threads: 3}\n";
+            do {
+                if (::write(fd, chunk.data(), chunk.size()) < 0) ::_exit(0);  // reader closed
+            } while (endless);
+            ::_exit(0);
+        }
+        return writer;
+    };
+    pid_t writer = feed(true);
+    message = error_in_child([&] { (void)load_receiver_config(fifo); });
+    EXPECT_EQ(message, fifo.string() + ": cannot read configuration file: it has more bytes, more than the "
+                                       "1048576-byte limit");
+    ::kill(writer, SIGKILL);
+    ::waitpid(writer, nullptr, 0);
+
+    writer = feed(false);
+    EXPECT_EQ(load_receiver_config(fifo).cpu_threads, 3);
+    ::waitpid(writer, nullptr, 0);
+    std::filesystem::remove(fifo);
+}
+
+}  // namespace
+
+// ---- daemon configuration: sender allow-lists, the VITA-49 stream-change policy -------------
+// (the include is here, with the tests that need it, so that these tests append cleanly)
+#include "config/daemon_config.hpp"
+
+namespace {
+
+// The config_error messages of parse_daemon_config(yaml); fails the test if it parsed.
+std::vector<std::string> daemon_errors(const std::string& yaml) {
+    try {
+        (void)paq::config::parse_daemon_config(yaml, "paqd.yaml");
+        ADD_FAILURE() << "no exception for:\n" << yaml;
+    } catch (const config_error& e) {
+        return e.messages();
+    }
+    return {};
+}
+
+TEST(DaemonYaml, AllowListsOfEveryNetworkSourceParseAndRoundTrip) {
+    const std::string yaml =
+        "source:\n"
+        "  type: vita49\n"
+        "  vita49:\n"
+        "    allow: [192.168.10.0/24, 10.0.0.5, \"::1/128\"]\n"
+        "  udp:\n"
+        "    allow:\n"
+        "      - 172.16.0.0/12\n"
+        "      - \"fd00::/8\"\n"
+        "  tcp:\n"
+        "    mode: listen\n"
+        "    host: \"0.0.0.0\"\n"
+        "    allow: [127.0.0.1]\n";
+    const auto cfg = paq::config::parse_daemon_config(yaml);
+    EXPECT_EQ(cfg.source.vita49.allow, (std::vector<std::string>{"192.168.10.0/24", "10.0.0.5", "::1/128"}));
+    EXPECT_EQ(cfg.source.udp.allow, (std::vector<std::string>{"172.16.0.0/12", "fd00::/8"}));
+    EXPECT_EQ(cfg.source.tcp.allow, (std::vector<std::string>{"127.0.0.1"}));
+    const auto again = paq::config::parse_daemon_config(paq::config::to_yaml(cfg));
+    EXPECT_EQ(again.source.vita49.allow, cfg.source.vita49.allow);
+    EXPECT_EQ(again.source.udp.allow, cfg.source.udp.allow);
+    EXPECT_EQ(again.source.tcp.allow, cfg.source.tcp.allow);
+
+    // Without the key: every sender (the default); the effective config leaves it out.
+    const auto plain = paq::config::parse_daemon_config("source:\n  type: vita49\n");
+    EXPECT_TRUE(plain.source.vita49.allow.empty());
+    EXPECT_FALSE(contains(paq::config::to_yaml(plain), "allow:"));
+}
+
+TEST(DaemonYaml, BadAllowEntriesNameTheKeyTheValueAndWhatIsAllowed) {
+    const auto errors = daemon_errors(
+        "source:\n"
+        "  type: vita49\n"
+        "  vita49:\n"
+        "    allow:\n"
+        "      - 192.168.10.0/24\n"
+        "      - 10.0.0.300\n"
+        "      - 192.168.10.5/24\n"
+        "  udp:\n"                     // checked even when not the configured source
+        "    allow: 10.0.0.5\n");
+    ASSERT_EQ(errors.size(), 3u);
+    EXPECT_TRUE(errors[0].starts_with("paqd.yaml:6: source.vita49.allow[1] = '10.0.0.300' is not an IPv4 or IPv6 "
+                                      "address or CIDR prefix (allowed: an IPv4 or IPv6 address such as 10.0.0.5 or "
+                                      "::1, or a CIDR prefix such as 192.168.10.0/24 (/0 .. /32) or fd00::/8 "
+                                      "(/0 .. /128))"))
+        << errors[0];
+    EXPECT_TRUE(errors[1].starts_with("paqd.yaml:7: source.vita49.allow[2] = '192.168.10.5/24' has bits set after the "
+                                      "/24 prefix (the network is 192.168.10.0/24; one host is 192.168.10.5/32)"))
+        << errors[1];
+    EXPECT_TRUE(errors[2].starts_with("paqd.yaml:9: source.udp.allow: expected a list of addresses or CIDR prefixes"))
+        << errors[2];
+
+    const auto empty = daemon_errors("source:\n  type: udp\n  udp:\n    allow: []\n");
+    ASSERT_EQ(empty.size(), 1u);
+    EXPECT_TRUE(contains(empty[0], "source.udp.allow: an empty list would refuse every sender")) << empty[0];
+
+    const auto connect = daemon_errors("source:\n  type: tcp\n  tcp:\n    allow: [10.0.0.5]\n");
+    ASSERT_EQ(connect.size(), 1u);
+    EXPECT_TRUE(contains(connect[0], "source.tcp.allow applies to listen mode only")) << connect[0];
+}
+
+TEST(DaemonYaml, Vita49StreamChangePolicy) {
+    const auto defaults = paq::config::parse_daemon_config("source:\n  type: vita49\n");
+    EXPECT_EQ(defaults.source.vita49.stream_change, paq::io::stream_change_policy::follow);
+    EXPECT_EQ(defaults.source.vita49.stream_timeout_ms, 1000);
+    EXPECT_TRUE(contains(paq::config::to_yaml(defaults), "    stream_change: follow\n    stream_timeout_ms: 1000\n"));
+
+    const auto stay = paq::config::parse_daemon_config(
+        "source:\n  type: vita49\n  vita49:\n    stream_change: stay\n    stream_timeout_ms: 250\n");
+    EXPECT_EQ(stay.source.vita49.stream_change, paq::io::stream_change_policy::stay);
+    EXPECT_EQ(stay.source.vita49.stream_timeout_ms, 250);
+    const auto again = paq::config::parse_daemon_config(paq::config::to_yaml(stay));
+    EXPECT_EQ(again.source.vita49.stream_change, paq::io::stream_change_policy::stay);
+    EXPECT_EQ(again.source.vita49.stream_timeout_ms, 250);
+
+    // A configured stream id is the only one ever accepted: alone it is fine (follow is only
+    // the default), with an explicit follow it is a contradiction.
+    const auto fixed = paq::config::parse_daemon_config("source:\n  vita49:\n    stream_id: 7\n  type: vita49\n");
+    EXPECT_EQ(fixed.source.vita49.stream_id, 7u);
+    EXPECT_EQ(paq::config::parse_daemon_config(paq::config::to_yaml(fixed)).source.vita49.stream_id, 7u);
+    const auto both = daemon_errors("source:\n  type: vita49\n  vita49:\n    stream_id: 7\n    stream_change: follow\n");
+    ASSERT_EQ(both.size(), 1u);
+    EXPECT_TRUE(contains(both[0], "source.vita49.stream_change: follow cannot be combined with stream_id")) << both[0];
+
+    const auto bad = daemon_errors(
+        "source:\n  type: vita49\n  vita49:\n    stream_change: flip\n    stream_timeout_ms: 0\n");
+    ASSERT_EQ(bad.size(), 2u);
+    EXPECT_TRUE(contains(bad[0], "source.vita49.stream_change: got 'flip' (allowed: follow, stay)")) << bad[0];
+    EXPECT_TRUE(contains(bad[1], "source.vita49.stream_timeout_ms = 0 is out of range (allowed: 1 .. 3600000)")) << bad[1];
+}
+
+TEST(DaemonYaml, TheShippedConfigurationParses) {
+    // config/paqd.yaml, as installed to /etc/paqd: its commented examples stay in sync with
+    // the keys only by hand, so at least what is active must parse.
+    const auto file = (std::filesystem::path(PAQ_TEST_DATA_DIR) / ".." / ".." / "config" / "paqd.yaml").lexically_normal();
+    const auto cfg = paq::config::load_daemon_config(file);
+    EXPECT_EQ(cfg.source.type, paq::config::source_type::vita49);
+    EXPECT_EQ(cfg.source.vita49.bind_address, "0.0.0.0");
+    EXPECT_EQ(cfg.source.vita49.port, 4991);
+    EXPECT_EQ(cfg.source.vita49.stream_timeout_ms, 1000);
+    EXPECT_TRUE(cfg.source.vita49.allow.empty());
 }
 
 }  // namespace

@@ -129,6 +129,74 @@ TEST(ring, gaps_arrive_between_the_same_samples_and_the_end_after_everything)
     EXPECT_EQ(ring.read(buf, 10ms).what, kind::end);
 }
 
+// Issue 17: a flood of one-sample VITA-49 datagrams whose packet count skips made one gap
+// marker per datagram, without bound. With drop, markers stay bounded and the flood is
+// merged into counted gaps; every lost and dropped sample is still accounted for.
+TEST(ring, a_gap_flood_is_coalesced_and_the_markers_stay_bounded)
+{
+    io::sample_ring ring(1000, io::overflow_policy::drop, io::host_ring_allocator(false), 64);
+    const auto one = ramp(1);
+    std::uint64_t written = 0;
+    for (int k = 0; k < 10'000; ++k) {
+        ring.gap(7, io::gap_reason::lost_packets);
+        written += ring.write(one);
+    }
+    ring.gap(0, io::gap_reason::source_error);
+    ring.close();
+    const auto c = ring.counters();
+    EXPECT_GT(c.gaps_coalesced, 9000u);
+    EXPECT_EQ(c.samples_written, written);
+    EXPECT_EQ(c.samples_written + c.samples_dropped, 10'000u);
+    // The consumer sees at most max_markers + a few markers and the exact totals.
+    std::vector<cf32> buf(64);
+    using kind = io::sample_ring::read_result::kind;
+    std::uint64_t gaps = 0, lost_packets = 0, overflow = 0, samples = 0, source_error_gaps = 0;
+    for (;;) {
+        const auto r = ring.read(buf, 10ms);
+        if (r.what == kind::end) break;
+        ASSERT_NE(r.what, kind::timeout);
+        if (r.what == kind::samples) samples += r.count;
+        if (r.what != kind::gap) continue;
+        ++gaps;
+        if (r.reason == io::gap_reason::lost_packets) lost_packets += r.lost_samples;
+        if (r.reason == io::gap_reason::overflow) overflow += r.lost_samples;
+        if (r.reason == io::gap_reason::source_error) ++source_error_gaps;
+    }
+    EXPECT_LE(gaps, 64u + 3u);
+    EXPECT_EQ(lost_packets, 7u * 10'000u);  // the sources' counts are kept exact
+    EXPECT_EQ(overflow, c.samples_dropped);
+    EXPECT_EQ(samples, written);
+    EXPECT_EQ(source_error_gaps, 1u);
+}
+
+TEST(ring, a_gap_flood_with_block_waits_for_the_consumer_and_loses_nothing)
+{
+    io::sample_ring ring(1000, io::overflow_policy::block, io::host_ring_allocator(false), 16);
+    std::thread producer([&] {
+        const auto one = ramp(1);
+        for (int k = 0; k < 2000; ++k) {
+            ring.gap(3, io::gap_reason::discontinuity);
+            ring.write(one);
+        }
+        ring.close();
+    });
+    std::vector<cf32> buf(64);
+    using kind = io::sample_ring::read_result::kind;
+    std::uint64_t gaps = 0, lost = 0, samples = 0;
+    for (;;) {
+        const auto r = ring.read(buf, 1000ms);
+        if (r.what == kind::end) break;
+        ASSERT_NE(r.what, kind::timeout);
+        if (r.what == kind::gap) ++gaps, lost += r.lost_samples;
+        if (r.what == kind::samples) samples += r.count;
+    }
+    producer.join();
+    EXPECT_EQ(gaps, 2000u);
+    EXPECT_EQ(lost, 6000u);
+    EXPECT_EQ(samples, 2000u);
+    EXPECT_EQ(ring.counters().samples_dropped, 0u);
+}
+
 TEST(ring, read_times_out_when_empty_and_abort_releases_a_blocked_producer)
 {
     auto ring = make_ring(16, io::overflow_policy::block);

@@ -237,6 +237,40 @@ TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
     EXPECT_EQ(extra["paq:receiver"], "receiver: {}");
 }
 
+// Issue 17: a flood of one-sample datagrams with skipping counts wrote 1.76 M gap entries
+// (a 185 MB .sigmf-meta). The list is bounded; the flood is merged into one counted entry.
+TEST(recording, a_gap_flood_is_merged_into_a_bounded_gap_list)
+{
+    temp_dir dir;
+    daemon::recording_config cfg;
+    cfg.base = dir.path / "flood";
+    cfg.format = io::sample_format::cf32_le;
+    const std::size_t n = daemon::recorder::max_gap_entries + 5000;
+    {
+        daemon::recorder r(cfg, 20.625e6, nlohmann::json::object());
+        const cf32 one[1] = {cf32(1.0f, 0.0f)};
+        for (std::size_t k = 0; k < n; ++k) {
+            r.gap(2, io::gap_reason::lost_packets);
+            r.write(one);
+        }
+        r.close();
+        EXPECT_EQ(r.samples_recorded(), n);
+    }
+    auto reader = io::sample_file_reader::open(dir.path / "flood.sigmf-meta");
+    EXPECT_EQ(reader.info().num_samples, n);
+    const auto& gaps = reader.info().meta.extra_global["paq:gaps"];
+    ASSERT_EQ(gaps.size(), daemon::recorder::max_gap_entries);
+    std::uint64_t lost = 0;
+    for (const auto& g : gaps) lost += g["lost"].get<std::uint64_t>();
+    EXPECT_EQ(lost, 2u * n);
+    const auto& last = gaps.back();
+    EXPECT_EQ(last["reason"], "coalesced");
+    EXPECT_EQ(last["first_reason"], "lost-packets");
+    EXPECT_EQ(last["gaps"], 5001u);
+    EXPECT_EQ(last["until_recording_sample"], n - 1);
+    EXPECT_LT(std::filesystem::file_size(dir.path / "flood.sigmf-meta"), 2u << 20);
+}
+
 TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_marked)
 {
     temp_dir dir;

@@ -4,11 +4,13 @@
 #include "chain_fixture.hpp"
 
 #include "dsp/batcher.hpp"
+#include "dsp/input_stage.hpp"
 #include "gpu/cuda_backend.hpp"
 #include "gpu/device.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -24,15 +26,26 @@ struct comparison {
     std::size_t truncated_cpu = 0, truncated_gpu = 0;
     std::size_t support_diff = 0;  ///< packets whose channel support differs (a near tie, float vs double)
     std::vector<std::size_t> per_batch;  ///< packets of each batch (CPU backend)
+    std::size_t clock_corrected = 0;     ///< packets the CPU re-timed
 };
 
-/// The GPU backend (default: 4 parts) against the CPU on the same batches.
+/// The GPU backend (default: 4 parts) against the CPU on the same batches (cut with the input
+/// geometry's guards: at 2 samples per bit, the defaults).
 comparison compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
-                            std::uint64_t lost = 0)
+                            std::uint64_t lost = 0, int parts = gpu::cuda_backend::default_parts)
 {
     cpu_backend cpu(rc);
-    gpu::cuda_backend gpu_be(rc, 0);
-    auto bt = test::batched(samples, rc.batch_samples, lost_at, lost);
+    gpu::cuda_backend gpu_be(rc, 0, "levinson", parts);
+    const auto geom = make_input_geometry(rc);
+    batcher bt(rc.batch_samples, geom.guard_before, geom.guard_after);
+    if (lost) {
+        bt.push(std::span<const cf32>(samples).first(lost_at));
+        bt.gap(lost);
+        bt.push(std::span<const cf32>(samples).subspan(lost_at + lost));
+    } else {
+        bt.push(samples);
+    }
+    bt.finish();
     comparison c;
     while (auto b = bt.pop()) {
         const auto a = cpu.process(*b);
@@ -44,6 +57,11 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
         for (std::size_t p = 0; p < n; ++p) {
             EXPECT_EQ(a.packets[p].start_sample, g.packets[p].start_sample);
             EXPECT_EQ(a.packets[p].nonfinite_samples, g.packets[p].nonfinite_samples);
+            // The clock: the same refined starts (M around the peaks in double, bit for bit),
+            // the same estimate, the same steps.
+            EXPECT_EQ(a.packets[p].clock_ppm, g.packets[p].clock_ppm) << "batch " << b->index << " packet " << p;
+            EXPECT_EQ(a.packets[p].clock_corrected, g.packets[p].clock_corrected) << "batch " << b->index << " packet " << p;
+            if (a.packets[p].clock_corrected) ++c.clock_corrected;
             c.worst_cfo = std::max(c.worst_cfo, std::abs(a.packets[p].cfo_rad_per_sample - g.packets[p].cfo_rad_per_sample));
             c.worst_sigma2 = std::max(c.worst_sigma2, std::abs(g.packets[p].sigma2 / a.packets[p].sigma2 - 1.0));
             if (a.packets[p].channel_support != g.packets[p].channel_support) ++c.support_diff;
@@ -100,6 +118,94 @@ TEST_F(gpu_backend, small_batches_match_the_cpu)
     receiver_config rc;
     rc.batch_samples = 250'000;
     report_and_check("small", compare_backends(sim.samples, rc));
+}
+
+// Issue 11: resampled input and clock offsets. The same bound on differing bits as above (a
+// decision statistic within float rounding of zero); packets, starts (input indices) and the
+// clock estimates equal.
+
+sim_config rate_signal(double sample_rate_hz, double clock_ppm, std::uint64_t seed)
+{
+    sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 12.0;
+    sc.cfo_hz = 60'000.0;
+    sc.timing_offset_samples = 0.3;
+    sc.sample_rate_hz = sample_rate_hz;
+    sc.clock_ppm = clock_ppm;
+    sc.seed = seed;
+    return sc;
+}
+
+/// About `packets` packets at `sample_rate_hz` (test::simulate counts L_pkt output samples per packet).
+std::size_t samples_for(std::size_t packets, double sample_rate_hz)
+{
+    return static_cast<std::size_t>(std::ceil(static_cast<double>(packets) * sample_rate_hz / 20.625e6));
+}
+
+TEST_F(gpu_backend, resampled_25_msps_matches_the_cpu)
+{
+    auto sim = test::simulate(rate_signal(25e6, 0.0, 1211), samples_for(60, 25e6));
+    sim.samples[sim.samples.size() / 2] = cf32(std::nanf(""), 0.0f);
+    receiver_config rc;
+    rc.input_sample_rate_hz = 25e6;
+    rc.batch_samples = 400'000;
+    const auto c = compare_backends(sim.samples, rc);
+    EXPECT_GE(c.packets, 50u);
+    report_and_check("25 MS/s", c);
+}
+
+TEST_F(gpu_backend, resampled_61_44_msps_matches_the_cpu)
+{
+    const auto sim = test::simulate(rate_signal(61.44e6, 0.0, 1212), samples_for(50, 61.44e6));
+    receiver_config rc;
+    rc.input_sample_rate_hz = 61.44e6;
+    rc.batch_samples = 900'000;
+    const auto c = compare_backends(sim.samples, rc);
+    EXPECT_GE(c.packets, 40u);
+    report_and_check("61.44 MS/s", c);
+    // Three parts: GPU parts and the CPU's clock scopes no longer coincide.
+    report_and_check("61.44 MS/s, 3 parts", compare_backends(sim.samples, rc, 0, 0, 3));
+}
+
+TEST_F(gpu_backend, clock_offset_150_ppm_matches_the_cpu)
+{
+    const auto sim = test::simulate(rate_signal(20.625e6, 150.0, 1213), 80);
+    receiver_config rc;
+    rc.batch_samples = 400'000;
+    const auto c = compare_backends(sim.samples, rc);
+    std::printf("150 ppm: %zu of %zu packets re-timed\n", c.clock_corrected, c.packets);
+    EXPECT_GE(c.clock_corrected, c.packets * 9 / 10);
+    report_and_check("150 ppm", c);
+    report_and_check("150 ppm, 1 part", compare_backends(sim.samples, rc, 0, 0, 1));
+}
+
+TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)
+{
+    // 0 ppm: the estimates stay below clock_min_ppm, nothing is re-timed, and the bits are
+    // those with tracking off (today's chain), on the GPU as on the CPU.
+    const auto sim = test::simulate(rate_signal(20.625e6, 0.0, 1214), 60);
+    receiver_config rc;
+    rc.batch_samples = 400'000;
+    const auto on = compare_backends(sim.samples, rc);
+    report_and_check("0 ppm", on);
+    receiver_config off = rc;
+    off.clock_tracking = 0;
+    gpu::cuda_backend g_on(rc, 0), g_off(off, 0);
+    auto bt = test::batched(sim.samples, rc.batch_samples);
+    std::size_t corrected = 0, packets = 0;
+    while (auto b = bt.pop()) {
+        const auto x = g_on.process(*b);
+        const auto y = g_off.process(*b);
+        ASSERT_EQ(x.packets.size(), y.packets.size());
+        for (const auto& r : x.packets) corrected += r.clock_corrected ? 1 : 0;
+        packets += x.packets.size();
+        if (std::none_of(x.packets.begin(), x.packets.end(), [](const packet_record& r) { return r.clock_corrected; })) {
+            EXPECT_EQ(x.bits, y.bits) << "batch " << b->index;
+        }
+    }
+    std::printf("0 ppm: %zu of %zu packets re-timed\n", corrected, packets);
+    EXPECT_LE(corrected, packets / 10);
 }
 
 TEST_F(gpu_backend, batch_with_a_gap_matches_the_cpu)

@@ -2,14 +2,18 @@
 // without a device).
 #include "chain_fixture.hpp"
 
+#include "dsp/clock_recovery.hpp"
 #include "dsp/preamble_detector.hpp"
+#include "dsp/resampler.hpp"
 #include "gpu/device.hpp"
+#include "gpu/front_end.cuh"
 #include "gpu/front_end.hpp"
 #include "gpu/resources.cuh"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <random>
 
@@ -121,6 +125,187 @@ TEST_F(gpu_front_end, estimates_match_the_cpu)
     EXPECT_EQ(nonfinite_gpu, nonfinite_cpu);
 }
 
+namespace {
+
+/// The gathered segments (not yet de-rotated) and non-finite counts of `slots` packets.
+struct gathered {
+    std::vector<cf32> seg;
+    std::vector<unsigned> nonfinite;
+};
+
+gathered gather_on_device(gpu::front_end& fe, const std::vector<cf32>& window, const std::vector<long long>& starts,
+                          const std::vector<fixed_pos>* steps)
+{
+    const std::size_t np = starts.size();
+    fe.upload_window(window);
+    gpu::device_buffer<long long> d_starts(np);
+    gpu::device_buffer<fixed_pos> d_steps(np);
+    PAQ_CUDA_CHECK(cudaMemcpy(d_starts.data(), starts.data(), np * sizeof(long long), cudaMemcpyHostToDevice));
+    if (steps) PAQ_CUDA_CHECK(cudaMemcpy(d_steps.data(), steps->data(), np * sizeof(fixed_pos), cudaMemcpyHostToDevice));
+    // cudaMemcpy is on the legacy stream, which the front end's non-blocking stream does not
+    // wait for (and from pageable memory it may return before the DMA is done): wait here.
+    PAQ_CUDA_CHECK(cudaDeviceSynchronize());
+    fe.gather_device(d_starts.data(), nullptr, np, steps ? d_steps.data() : nullptr);
+    const auto d = fe.device();
+    gathered g;
+    g.seg.resize(np * gpu::front_end::segment_stride);
+    g.nonfinite.resize(np);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(g.seg.data(), d.segments, g.seg.size() * sizeof(cf32), cudaMemcpyDeviceToHost, d.stream));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(g.nonfinite.data(), d.nonfinite, np * sizeof(unsigned), cudaMemcpyDeviceToHost, d.stream));
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(d.stream));
+    return g;
+}
+
+bool same_bits(cf32 a, cf32 b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+
+}  // namespace
+
+TEST_F(gpu_front_end, clock_corrected_segments_equal_the_cpu_bit_for_bit)
+{
+    // Packet starts anywhere, near both ends of the window too (positions before the window's
+    // start, filter reads past its end), non-finite samples inside some packets' spans, and
+    // steps for -200 .. +200 ppm, one of them exactly 2^32 (the plain copy).
+    auto window = test_signal(904).samples;
+    const auto n = static_cast<long long>(window.size());
+    window[300] = cf32(std::nanf(""), 1.0f);
+    window[static_cast<std::size_t>(n / 2)] = cf32(INFINITY, 0.0f);
+    window[static_cast<std::size_t>(n - 100)] = cf32(0.0f, -INFINITY);
+    const std::vector<long long> starts{0, 5, 260, 1000, n / 2 - 7000, n / 2 + 3, n - 13'000, n - 12'900, n - 500, 77'777};
+    const std::vector<double> ppm{200.0, -200.0, 37.5, -1.25, 0.0, 150.0, -150.0, 200.0, -80.0, 3.0};
+    std::vector<fixed_pos> steps;
+    for (const double v : ppm) steps.push_back(clock_step(v));
+    ASSERT_EQ(steps[4], fixed_pos{1} << 32);
+
+    const auto d1 = design_resampler(1.0);
+    gpu::front_end fe(0, window.size(), starts.size());
+    const auto g = gather_on_device(fe, window, starts, &steps);
+    std::vector<cf32> scratch, ref(gpu::front_end::segment_stride);
+    const std::size_t seg_len = waveform::L_pkt + 2 * packet_margin;
+    for (std::size_t p = 0; p < starts.size(); ++p) {
+        const auto nf = clock_correct_packet(window.data(), window.size(), starts[p], steps[p], packet_margin, seg_len, ref.data(),
+                                             ref.size(), d1, scratch);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < ref.size(); ++i) differ += same_bits(ref[i], g.seg[p * ref.size() + i]) ? 0 : 1;
+        EXPECT_EQ(differ, 0u) << "packet " << p << " start " << starts[p] << " ppm " << ppm[p];
+        EXPECT_EQ(g.nonfinite[p], nf) << "packet " << p << " start " << starts[p] << " ppm " << ppm[p];
+    }
+}
+
+TEST_F(gpu_front_end, unit_steps_change_nothing)
+{
+    // Every step 2^32: the segments, counts and estimates are those without steps, bit for bit.
+    const auto sim = test_signal(905);
+    const auto& t = get_receiver_tables(16384);
+    std::vector<double> metric(sim.samples.size() - detector_span + 1);
+    preamble_metric(sim.samples, metric, t.preamble_template);
+    sample_batch b;
+    b.samples = sim.samples;
+    b.owned_end = sim.samples.size();
+    b.segment_start = b.segment_end = true;
+    auto starts = locate_packets(b, metric, 0.25, t.template_offset).starts;
+    ASSERT_GE(starts.size(), 20u);
+    starts.push_back(3);  // a segment that starts before the window
+    const std::vector<fixed_pos> unit(starts.size(), fixed_pos{1} << 32);
+    gpu::front_end fe(0, sim.samples.size(), starts.size());
+    const auto plain = gather_on_device(fe, sim.samples, starts, nullptr);
+    const auto stepped = gather_on_device(fe, sim.samples, starts, &unit);
+    ASSERT_EQ(plain.seg.size(), stepped.seg.size());
+    EXPECT_EQ(std::memcmp(plain.seg.data(), stepped.seg.data(), plain.seg.size() * sizeof(cf32)), 0);
+    EXPECT_EQ(plain.nonfinite, stepped.nonfinite);
+    // And the plain copy is what clock_correct_packet gives at step 2^32 (the CPU's identity).
+    const auto d1 = design_resampler(1.0);
+    std::vector<cf32> scratch, ref(gpu::front_end::segment_stride);
+    const std::size_t seg_len = waveform::L_pkt + 2 * packet_margin;
+    std::size_t differ = 0;
+    for (std::size_t p = 0; p < starts.size(); ++p) {
+        (void)clock_correct_packet(sim.samples.data(), sim.samples.size(), starts[p], fixed_pos{1} << 32, packet_margin, seg_len,
+                                   ref.data(), ref.size(), d1, scratch);
+        for (std::size_t i = 0; i < ref.size(); ++i) {
+            const cf32 a = ref[i], c = plain.seg[p * ref.size() + i];
+            // NaN/Inf samples read as zero in both; +0 and -0 may differ in sign only.
+            if (!(a == c)) ++differ;
+        }
+    }
+    EXPECT_EQ(differ, 0u);
+}
+
+TEST_F(gpu_front_end, resampled_window_equals_the_cpu_resampler)
+{
+    // The chunked upload + resample: every output equals dsp::resample's, bit for bit, for
+    // ratios near 1, 1.2121 and 2.9789 and a window that starts at a fraction.
+    const auto sim = test_signal(906);
+    for (const double ratio : {1.0 + 2e-4, 1.2121, 2.9789}) {
+        const auto d = design_resampler(ratio);
+        const fixed_pos step = to_fixed_step(ratio);
+        const fixed_pos first_pos = (fixed_pos{37} << 32) + 0x6A09E667ull;
+        const std::size_t n_out = static_cast<std::size_t>(static_cast<double>(sim.samples.size()) / ratio) - 10;
+        std::vector<cf32> ref(n_out);
+        resample(sim.samples.data(), sim.samples.size(), first_pos, step, ref.data(), n_out, d);
+        gpu::front_end fe(0, n_out, 4, &d, sim.samples.size());
+        fe.upload_resample_and_metric_device(sim.samples, first_pos, step, n_out);
+        const auto w = fe.window_to_host();
+        ASSERT_EQ(w.size(), n_out);
+        // The test signal's NaN and Inf make NaN outputs on both; their payload is not specified.
+        const auto same = [](float u, float v) { return (std::isnan(u) && std::isnan(v)) || std::memcmp(&u, &v, sizeof u) == 0; };
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < n_out; ++i) differ += same(ref[i].real(), w[i].real()) && same(ref[i].imag(), w[i].imag()) ? 0 : 1;
+        EXPECT_EQ(differ, 0u) << "ratio " << ratio;
+    }
+}
+
+TEST(gpu_front_end_host, exact_metric_formula_equals_the_cpu_metric_bit_for_bit)
+{
+    // Host side of gpu/front_end.cuh (no device needed): the operation order the kernel uses
+    // gives dsp::preamble_metric's doubles exactly, non-finite samples included.
+    const auto sim = test_signal(907);
+    const auto& t = get_receiver_tables(16384);
+    std::vector<double> cpu(sim.samples.size() - detector_span + 1);
+    preamble_metric(sim.samples, cpu, t.preamble_template);
+    std::array<cuDoubleComplex, 32> tmpl{};
+    for (int l = 0; l < 32; ++l) tmpl[l] = make_cuDoubleComplex(t.preamble_template[l].real(), t.preamble_template[l].imag());
+    const auto* r = reinterpret_cast<const cuFloatComplex*>(sim.samples.data());
+    std::size_t differ = 0;
+    for (std::size_t u = 0; u < cpu.size(); u += 7) {
+        const double g = gpu::exact::preamble_metric_at(r + u, tmpl.data());
+        differ += std::memcmp(&g, &cpu[u], sizeof g) == 0 ? 0 : 1;
+    }
+    EXPECT_EQ(differ, 0u);
+}
+
+TEST_F(gpu_front_end, peak_metrics_equal_the_cpu_metric_bit_for_bit)
+{
+    const auto sim = test_signal(908);
+    const auto& t = get_receiver_tables(16384);
+    std::vector<double> metric(sim.samples.size() - detector_span + 1);
+    preamble_metric(sim.samples, metric, t.preamble_template);
+    sample_batch b;
+    b.samples = sim.samples;
+    b.owned_end = sim.samples.size();
+    b.segment_start = b.segment_end = true;
+    auto starts = locate_packets(b, metric, 0.25, t.template_offset).starts;
+    ASSERT_GE(starts.size(), 20u);
+    starts.push_back(-t.template_offset);  // peak at 0: M(-1) is outside, 0
+    const auto np = starts.size();
+    gpu::front_end fe(0, sim.samples.size(), np);
+    fe.upload_window(sim.samples);
+    gpu::device_buffer<long long> d_starts(np);
+    PAQ_CUDA_CHECK(cudaMemcpy(d_starts.data(), starts.data(), np * sizeof(long long), cudaMemcpyHostToDevice));
+    PAQ_CUDA_CHECK(cudaDeviceSynchronize());
+    fe.peak_metrics_device(d_starts.data(), nullptr, np, t.template_offset);
+    std::vector<double> got(3 * np);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(got.data(), fe.device_peak_metrics(), got.size() * sizeof(double), cudaMemcpyDeviceToHost, fe.device().stream));
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(fe.device().stream));
+    std::size_t differ = 0;
+    for (std::size_t p = 0; p < np; ++p) {
+        for (int j = 0; j < 3; ++j) {
+            const long long u = starts[p] + t.template_offset - 1 + j;
+            const double want = u >= 0 && u < static_cast<long long>(metric.size()) ? metric[static_cast<std::size_t>(u)] : 0.0;
+            differ += std::memcmp(&want, &got[3 * p + static_cast<std::size_t>(j)], sizeof want) == 0 ? 0 : 1;
+        }
+    }
+    EXPECT_EQ(differ, 0u);
+}
+
 TEST_F(gpu_front_end, rejects_inputs_larger_than_created_for)
 {
     gpu::front_end fe(0, 100'000, 4);
@@ -143,6 +328,7 @@ TEST_F(gpu_front_end, cufft_plan_round_trip)
     for (auto& v : x) v = make_cuFloatComplex(nd(rng), nd(rng));
     gpu::device_buffer<cufftComplex> d(x.size());
     PAQ_CUDA_CHECK(cudaMemcpy(d.data(), x.data(), x.size() * sizeof(cufftComplex), cudaMemcpyHostToDevice));
+    PAQ_CUDA_CHECK(cudaDeviceSynchronize());  // the pageable copy's DMA, before a non-blocking stream reads it
     plan.forward(d.data(), d.data());
     plan.inverse(d.data(), d.data());
     // The stream is non-blocking: it does not order itself after or before the legacy

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "dsp/types.hpp"
@@ -648,12 +649,24 @@ TEST_F(io_test, bad_sample_rates) {
   write_meta_with_global(meta, {{"core:datatype", "cf32_le"}});
   expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
                              {meta.string() + ": ", "core:sample_rate is missing"});
-  for (const nlohmann::json& rate : {nlohmann::json(-1e6), nlohmann::json(0), nlohmann::json("1e6"),
-                                     nlohmann::json(nullptr)}) {
+  for (const nlohmann::json& rate : {nlohmann::json("1e6"), nlohmann::json(nullptr)}) {
     write_meta_with_global(meta, {{"core:datatype", "cf32_le"}, {"core:sample_rate", rate}});
     expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
-                               {meta.string() + ": ", "core:sample_rate must be a positive finite",
-                                rate.dump()});
+                               {meta.string() + ": ", "core:sample_rate must be a number", rate.dump()});
+  }
+  // Issue 17: 1e300 passed as "positive finite" and reached a float-to-integer conversion
+  // (undefined behaviour) in the ring sizing; a rate is now range-checked where it is read.
+  for (const nlohmann::json& rate : {nlohmann::json(-1e6), nlohmann::json(0), nlohmann::json(1e300),
+                                     nlohmann::json(1e-300), nlohmann::json(999.0),
+                                     nlohmann::json(1.000001e9)}) {
+    write_meta_with_global(meta, {{"core:datatype", "cf32_le"}, {"core:sample_rate", rate}});
+    expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                               {meta.string() + ": ", "core:sample_rate " + rate.dump() + " is out of range",
+                                "1000 .. 1e+09 Hz"});
+  }
+  for (const double rate : {1e3, 1e9}) {
+    write_meta_with_global(meta, {{"core:datatype", "cf32_le"}, {"core:sample_rate", rate}});
+    EXPECT_EQ(read_sigmf_meta(meta).sample_rate_hz, rate);
   }
   // 1e999 overflows a double: the parser refuses it, reported as invalid JSON.
   write_text(meta, R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e999}})");
@@ -754,6 +767,103 @@ TEST_F(io_test, file_that_shrinks_while_reading_is_an_error_with_offset) {
   expect_error<std::runtime_error>([&] { (void)reader.read(buf); },
                                    {path("s.ci16").string(), "unexpected end of file",
                                     "byte offset 1000"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 17: metadata from outside is bounded before it is parsed
+
+[[nodiscard]] std::string meta_with_extra(const std::string& extra_value) {
+  return R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "x:deep": )" +
+         extra_value + "}}";
+}
+
+TEST_F(io_test, deep_json_is_refused_before_parsing) {
+  // The reproducer: an 80,000-deep array in a .sigmf-meta overflowed the stack (under ASan;
+  // nlohmann::json copies and prints recursively).
+  const fs::path meta = path("deep.sigmf-meta");
+  const std::size_t n = 80'000;
+  write_text(meta, meta_with_extra(std::string(n, '[') + std::string(n, ']')));
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {meta.string() + ": ", "JSON nesting depth 80002", "limit of 64"});
+  // Unclosed brackets count too (the parser never gets to say the text is malformed).
+  write_text(meta, std::string(n, '{'));
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {"JSON nesting depth 80000", "limit of 64"});
+
+  // Exactly at the limit is fine: 2 levels of document + 62 of the value.
+  write_text(meta, meta_with_extra(std::string(62, '[') + std::string(62, ']')));
+  EXPECT_EQ(read_sigmf_meta(meta).extra_global.at("x:deep").size(), 1u);
+  write_text(meta, meta_with_extra(std::string(63, '[') + std::string(63, ']')));
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"JSON nesting depth 65"});
+
+  // Brackets inside strings (escaped quotes included) are text, not nesting.
+  const std::string brackets = R"("[[[[{{{{ \" [[[[ \\")";
+  EXPECT_EQ(json_nesting_depth(brackets), 0u);
+  write_text(meta, meta_with_extra(R"(")" + std::string(1000, '[') + R"(\"")"));
+  EXPECT_EQ(read_sigmf_meta(meta).extra_global.at("x:deep").get<std::string>().size(), 1001u);
+  EXPECT_EQ(json_nesting_depth(R"({"a": [1, {"b": "]]]"}], "c": {}})"), 3u);
+}
+
+TEST_F(io_test, oversized_and_non_regular_metadata_is_refused) {
+  const fs::path meta = path("big.sigmf-meta");
+  // Valid JSON one byte over the limit: refused by size, whatever it holds.
+  const std::string prefix = R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "x:pad": ")";
+  const std::string suffix = "\"}}";
+  std::string text = prefix + std::string(sigmf_max_meta_bytes - prefix.size() - suffix.size(), 'x') + suffix;
+  ASSERT_EQ(text.size(), sigmf_max_meta_bytes);
+  write_text(meta, text);
+  EXPECT_EQ(read_sigmf_meta(meta).sample_rate_hz, 1e6);
+  text.insert(prefix.size(), "x");
+  write_text(meta, text);
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {meta.string() + ": ", "is 16777217 bytes", "16777216-byte limit"});
+
+  // The reproducer of the endless read: a device as the metadata file. /dev/zero never ends;
+  // a FIFO with no writer would block in open().
+  expect_error<format_error>([&] { (void)read_sigmf_meta("/dev/zero"); },
+                             {"/dev/zero: ", "is not a regular file"});
+  const fs::path fifo = path("pipe.sigmf-meta");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  expect_error<format_error>([&] { (void)read_sigmf_meta(fifo); },
+                             {fifo.string() + ": ", "is not a regular file"});
+  // A symlink to a device is followed and refused the same way.
+  const fs::path link = path("zero.sigmf-meta");
+  fs::create_symlink("/dev/zero", link);
+  expect_error<format_error>([&] { (void)sample_file_reader::open(link); },
+                             {link.string() + ": ", "is not a regular file"});
+}
+
+TEST_F(io_test, raw_sample_rate_is_range_checked_before_use) {
+  write_text(path("r.cf32"), std::string(64, '\0'));
+  for (const double rate : {1e300, -1.0, 0.0, 999.0, 2e9, std::numeric_limits<double>::quiet_NaN(),
+                            std::numeric_limits<double>::infinity()}) {
+    expect_error<std::invalid_argument>(
+        [&] { (void)sample_file_reader::open(path("r.cf32"), sample_format::cf32_le, rate); },
+        {path("r.cf32").string() + ": sample rate ", "is out of range (1000 .. 1e+09 Hz)"});
+  }
+  EXPECT_EQ(sample_file_reader::open(path("r.cf32"), sample_format::cf32_le, 1e3).info().sample_rate_hz, 1e3);
+}
+
+TEST_F(io_test, integer_layout_fields_name_the_value_and_the_allowed_one) {
+  const fs::path meta = path("hb.sigmf-meta");
+  const nlohmann::json global = {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}};
+  for (const nlohmann::json& header : {nlohmann::json(1e300), nlohmann::json(-1), nlohmann::json(1.5),
+                                       nlohmann::json("64")}) {
+    write_text(meta, nlohmann::json({{"global", global}, {"captures", {{{"core:header_bytes", header}}}}}).dump());
+    expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                               {"captures[0] core:header_bytes must be a non-negative integer, got " +
+                                header.dump()});
+  }
+  write_text(meta, nlohmann::json({{"global", global},
+                                   {"captures", {{{"core:header_bytes", 18446744073709551615ull}}}}})
+                       .dump());
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {"core:header_bytes 18446744073709551615 are not supported (allowed: 0)"});
+  nlohmann::json g = global;
+  g["core:trailing_bytes"] = 3;
+  write_meta_with_global(meta, g);
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
+                             {"core:trailing_bytes 3 are not supported (allowed: 0)"});
 }
 
 }  // namespace

@@ -654,6 +654,326 @@ TEST(vita49_source, without_timestamps_losses_are_estimated_and_malformed_data_i
     EXPECT_EQ(source.counters().malformed.load(), 1u);
 }
 
+// ---- sender allow-lists ----------------------------------------------------------------------
+
+TEST(sender_allow_list, parses_cidr_and_names_bad_entries_with_the_allowed_forms)
+{
+    address_prefix p;
+    EXPECT_EQ(parse_address_prefix("192.168.10.0/24", p), "");
+    EXPECT_EQ(p.prefix_bits, 96u + 24u);  // stored as IPv4-mapped IPv6
+    EXPECT_EQ(p.address[10], 0xff);
+    EXPECT_EQ(p.address[12], 192);
+    EXPECT_EQ(parse_address_prefix("10.0.0.5", p), "");
+    EXPECT_EQ(p.prefix_bits, 128u);
+    EXPECT_EQ(parse_address_prefix("::1/128", p), "");
+    EXPECT_EQ(parse_address_prefix("fd00::/8", p), "");
+    EXPECT_EQ(p.prefix_bits, 8u);
+    EXPECT_EQ(parse_address_prefix("0.0.0.0/0", p), "");
+
+    EXPECT_NE(parse_address_prefix("10.0.0.300", p).find("is not an IPv4 or IPv6 address"), std::string::npos);
+    EXPECT_NE(parse_address_prefix("receiver.local", p).find("is not an IPv4 or IPv6 address"), std::string::npos);
+    EXPECT_NE(parse_address_prefix("10.0.0.0/33", p).find("prefix length /33, more than an IPv4 address has (/0 .. /32)"),
+              std::string::npos);
+    EXPECT_NE(parse_address_prefix("fd00::/129", p).find("(/0 .. /128)"), std::string::npos);
+    EXPECT_NE(parse_address_prefix("10.0.0.0/", p).find("no prefix length"), std::string::npos);
+    EXPECT_NE(parse_address_prefix("10.0.0.0/2x", p).find("no prefix length"), std::string::npos);
+    EXPECT_NE(parse_address_prefix("fe80::1%eth0", p).find("zone index"), std::string::npos);
+    EXPECT_EQ(parse_address_prefix("192.168.10.5/24", p),
+              "has bits set after the /24 prefix (the network is 192.168.10.0/24; one host is 192.168.10.5/32)");
+
+    const auto e = check_allow_list({"192.168.10.0/24", "10.0.0.300", "::1/128", "fd00::1/8"});
+    ASSERT_EQ(e.size(), 2u);
+    EXPECT_TRUE(e[0].starts_with("allow[1] = '10.0.0.300' is not an IPv4 or IPv6 address or CIDR prefix (allowed: "))
+        << e[0];
+    EXPECT_NE(e[0].find("192.168.10.0/24 (/0 .. /32) or fd00::/8 (/0 .. /128)"), std::string::npos) << e[0];
+    EXPECT_TRUE(e[1].starts_with("allow[3] = 'fd00::1/8' has bits set after the /8 prefix (the network is fd00::/8"))
+        << e[1];
+    EXPECT_THROW(sender_allow_list({"10.0.0.0/8", "nonsense"}), std::invalid_argument);
+}
+
+TEST(sender_allow_list, matches_ipv4_ipv6_and_ipv4_mapped_senders)
+{
+    const sender_allow_list any;
+    EXPECT_TRUE(any.empty());
+    EXPECT_TRUE(any.allows("203.0.113.9"));
+
+    const sender_allow_list list({"192.168.10.0/24", "10.0.0.5", "::1/128", "fd00::/8", "172.16.1.128/25"});
+    EXPECT_FALSE(list.empty());
+    EXPECT_TRUE(list.allows("192.168.10.0"));
+    EXPECT_TRUE(list.allows("192.168.10.255"));
+    EXPECT_FALSE(list.allows("192.168.11.1"));
+    EXPECT_TRUE(list.allows("10.0.0.5"));
+    EXPECT_FALSE(list.allows("10.0.0.6"));
+    EXPECT_TRUE(list.allows("172.16.1.200"));   // a prefix length not a multiple of 8
+    EXPECT_FALSE(list.allows("172.16.1.100"));
+    // An IPv4 sender seen on a dual-stack socket (bound to "::") as IPv4-mapped IPv6.
+    EXPECT_TRUE(list.allows("::ffff:192.168.10.3"));
+    EXPECT_TRUE(list.allows("::ffff:10.0.0.5"));
+    EXPECT_FALSE(list.allows("::ffff:10.0.0.6"));
+    EXPECT_TRUE(list.allows("::1"));
+    EXPECT_FALSE(list.allows("::2"));
+    EXPECT_TRUE(list.allows("fd12:3456::1"));
+    EXPECT_FALSE(list.allows("fe80::1"));
+    EXPECT_FALSE(list.allows("not an address"));
+
+    // 0.0.0.0/0 is every IPv4 sender (mapped ones too), and no IPv6 one.
+    const sender_allow_list ipv4_only({"0.0.0.0/0"});
+    EXPECT_TRUE(ipv4_only.allows("198.51.100.1"));
+    EXPECT_TRUE(ipv4_only.allows("::ffff:198.51.100.1"));
+    EXPECT_FALSE(ipv4_only.allows("2001:db8::1"));
+}
+
+TEST(net_config, allow_lists_are_validated_and_tcp_connect_refuses_one)
+{
+    udp_source_config u;
+    u.sample_rate_hz = rate_hz;
+    u.allow = {"192.168.10.0/24", "10.0.0.0/33"};
+    auto e = u.validate();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_TRUE(e[0].starts_with("allow[1] = '10.0.0.0/33' has prefix length /33")) << e[0];
+    EXPECT_THROW(udp_source{u}, std::invalid_argument);
+
+    vita49_source_config v;
+    v.sample_rate_hz = rate_hz;
+    v.allow = {"::1/128", "127.0.0.1"};
+    EXPECT_TRUE(v.validate().empty());
+    v.stream_timeout_ms = 0;
+    EXPECT_TRUE(contains(v.validate(), "stream_timeout_ms = 0 is out of range (allowed: 1 .. 3600000 ms)"));
+
+    tcp_source_config t;
+    t.sample_rate_hz = rate_hz;
+    t.allow = {"10.0.0.5"};
+    EXPECT_TRUE(contains(t.validate(), "allow applies to listen mode only"));
+    t.mode = tcp_mode::listen;
+    t.host = "0.0.0.0";
+    EXPECT_TRUE(t.validate().empty());
+    EXPECT_EQ(tcp_source(t).describe(), "tcp listen 0.0.0.0:5000 (ci16_le, 1 MHz, allow-list)");
+}
+
+/// A UDP socket sending from a chosen local address (127.0.0.2 is as much loopback as .1).
+class udp_sender_from {
+public:
+    udp_sender_from(const std::string& from, const std::string& to, std::uint16_t port)
+        : tx_(ioc_, udp::endpoint(asio::ip::make_address(from), 0)), dst_(asio::ip::make_address(to), port) {}
+    void send(std::span<const std::byte> d)
+    {
+        tx_.send_to(asio::buffer(d.data(), d.size()), dst_);
+        std::this_thread::sleep_for(500us);
+    }
+
+private:
+    asio::io_context ioc_;
+    udp::socket tx_;
+    udp::endpoint dst_;
+};
+
+TEST(udp_source, datagrams_from_senders_outside_the_allow_list_are_dropped_and_counted)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    cfg.allow = {"127.0.0.2/32"};
+    udp_source source(cfg);
+    recording_sink sink;
+    const auto sent = ci16_samples(10 * 256, 21);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    const auto intruder_bytes = encode_le(sample_format::ci16_le, ci16_samples(256, 22));
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    udp_sender_from allowed("127.0.0.2", "127.0.0.1", port);
+    udp_sender_from intruder("127.0.0.1", "127.0.0.1", port);
+    for (std::size_t k = 0; k < 10; ++k) {
+        intruder.send(intruder_bytes);                                    // refused: not listed
+        if (k == 4) intruder.send(std::vector<std::byte>(3, std::byte{1}));  // refused before any parsing
+        allowed.send(std::span<const std::byte>(bytes.data() + k * 1024, 1024));
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_TRUE(sink.gaps().empty());
+    const auto& c = source.counters();
+    EXPECT_EQ(c.refused.load(), 11u);
+    EXPECT_EQ(c.packets.load(), 10u);  // refused datagrams are not in packets, bytes or malformed
+    EXPECT_EQ(c.bytes.load(), bytes.size());
+    EXPECT_EQ(c.malformed.load(), 0u);
+}
+
+TEST(vita49_source, allow_list_matches_ipv4_senders_on_a_dual_stack_socket)
+{
+    constexpr std::size_t spp = 100, num_packets = 8;
+    vita49_source_config cfg = vita_config(5);
+    cfg.bind_address = "::";  // dual stack: IPv4 senders arrive as ::ffff:a.b.c.d
+    cfg.allow = {"127.0.0.2"};
+    vita49_source source(cfg);
+    recording_sink sink;
+    const auto all = ci16_samples(spp * num_packets, 23);
+    sink.stop_source_at(source, all.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    if (port == 0) GTEST_SKIP() << "no IPv6: cannot bind '::'";
+
+    udp_sender_from allowed("127.0.0.2", "127.0.0.1", port);
+    udp_sender_from intruder("127.0.0.1", "127.0.0.1", port);
+    std::optional<udp_sender_from> intruder_v6;
+    try {
+        intruder_v6.emplace("::1", "::1", port);
+    } catch (const boost::system::system_error&) {
+        // no IPv6 loopback address here: the IPv4 intruder still tests the mapping
+    }
+    for (std::size_t k = 0; k < num_packets; ++k) {
+        vita49::packet_fields f;
+        f.stream_id = 5;
+        f.packet_count = static_cast<std::uint8_t>(k % 16);
+        f.tsf = vita49::tsf_type::sample_count;
+        f.fractional_timestamp = k * spp;
+        const auto d = vita49::encode_packet(f, std::span<const cf32>(all.data() + k * spp, spp), scale);
+        // The same packet from a refused sender first: were it accepted, the allowed one
+        // would be a duplicate and dropped.
+        intruder.send(d);
+        if (intruder_v6) intruder_v6->send(d);
+        allowed.send(d);
+    }
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), all);
+    EXPECT_TRUE(sink.gaps().empty());
+    EXPECT_EQ(source.counters().refused.load(), num_packets * (intruder_v6 ? 2u : 1u));
+    EXPECT_EQ(source.vita_counters().duplicates.load(), 0u);
+    EXPECT_EQ(source.counters().packets.load(), num_packets);
+}
+
+TEST(tcp_source, listen_mode_resets_clients_outside_the_allow_list)
+{
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.allow = {"127.0.0.2/32"};
+    tcp_source source(cfg);
+    recording_sink sink;
+    const auto sent = ci16_samples(1000, 24);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    for (int k = 0; k < 2; ++k) {
+        tcp::socket intruder(ioc, tcp::endpoint(loopback, 0));  // from 127.0.0.1: not listed
+        intruder.connect(tcp::endpoint(loopback, port));
+        boost::system::error_code ec;
+        asio::write(intruder, asio::buffer(bytes.data(), 64), ec);
+        std::byte b{};
+        (void)intruder.read_some(asio::buffer(&b, 1), ec);
+        EXPECT_TRUE(ec == asio::error::connection_reset || ec == asio::error::eof) << ec.message();
+    }
+    EXPECT_TRUE(wait_until([&] { return source.counters().refused.load() == 2; }));
+    EXPECT_FALSE(source.connected());
+
+    tcp::socket client(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.2"), 0));
+    client.connect(tcp::endpoint(loopback, port));
+    asio::write(client, asio::buffer(bytes));
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);  // nothing of the refused clients' bytes
+    EXPECT_TRUE(sink.gaps().empty());  // a refused client is no connection: no reconnect gap
+    EXPECT_EQ(source.counters().refused.load(), 2u);
+    EXPECT_EQ(source.counters().reconnects.load(), 0u);
+}
+
+// ---- VITA-49 stream id changes ---------------------------------------------------------------
+
+[[nodiscard]] std::vector<std::byte> vita_packet(std::uint32_t stream_id, std::uint64_t index, std::span<const cf32> s,
+                                                 std::uint64_t first_sample = 0)
+{
+    vita49::packet_fields f;
+    f.stream_id = stream_id;
+    f.packet_count = static_cast<std::uint8_t>(index % 16);
+    f.tsf = vita49::tsf_type::sample_count;
+    f.fractional_timestamp = first_sample + index * s.size();
+    return vita49::encode_packet(f, s, scale);
+}
+
+TEST(vita49_source, follow_takes_a_new_stream_id_once_the_old_one_is_silent)
+{
+    constexpr std::size_t spp = 100;
+    vita49_source_config cfg = vita_config(std::nullopt);
+    cfg.stream_timeout_ms = 150;
+    ASSERT_EQ(cfg.stream_change, stream_change_policy::follow);  // the default
+    vita49_source source(cfg);
+    EXPECT_NE(source.describe().find("follows a new one after 150 ms of silence"), std::string::npos)
+        << source.describe();
+    recording_sink sink;
+    const auto a = ci16_samples(spp * 10, 25);
+    const auto b = ci16_samples(spp * 12, 26);
+    std::vector<cf32> expected(a);
+    expected.insert(expected.end(), b.begin() + spp, b.begin() + 11 * spp);  // b's packets 1 .. 10
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    vita49_sender tx(port);
+    const auto a_packet = [&](std::uint64_t k) { return std::span<const cf32>(a.data() + k * spp, spp); };
+    const auto b_packet = [&](std::uint64_t k) { return std::span<const cf32>(b.data() + k * spp, spp); };
+    for (std::uint64_t k = 0; k < 10; ++k) tx.send(vita_packet(0xA, k, a_packet(k)));
+    // Stream 0xB while 0xA is alive: dropped and counted, no change (two live senders on one
+    // port must not make the source flip between them).
+    tx.send(vita_packet(0xB, 0, b_packet(0), 777'000));
+    std::this_thread::sleep_for(300ms);  // 0xA falls silent (the sender restarted with a new id)
+    for (std::uint64_t k = 1; k <= 10; ++k) {
+        // A new sender counts from anywhere: its first packet is taken as the start, no loss.
+        tx.send(vita_packet(0xB, k, b_packet(k), 777'000));
+        if (k == 5) tx.send(vita_packet(0xA, 10, a_packet(0)));  // 0xA back while 0xB lives: dropped
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{10 * spp, 0, gap_reason::discontinuity}}));
+    const auto& v = source.vita_counters();
+    EXPECT_EQ(v.stream_changes.load(), 1u);
+    EXPECT_EQ(v.other_stream.load(), 2u);
+    EXPECT_EQ(v.resyncs.load(), 0u);
+    EXPECT_EQ(source.counters().packets_lost.load(), 0u);
+    EXPECT_EQ(source.counters().samples_lost.load(), 0u);
+}
+
+TEST(vita49_source, stay_and_a_configured_stream_id_never_change_the_stream)
+{
+    constexpr std::size_t spp = 100;
+    for (const bool configured_id : {false, true}) {
+        SCOPED_TRACE(configured_id ? "stream_id: 0xA (follow is the default, and does not apply)" : "stream_change: stay");
+        vita49_source_config cfg = vita_config(configured_id ? std::optional<std::uint32_t>(0xA) : std::nullopt);
+        cfg.stream_timeout_ms = 50;
+        if (!configured_id) cfg.stream_change = stream_change_policy::stay;
+        vita49_source source(cfg);
+        recording_sink sink;
+        const auto a = ci16_samples(spp * 10, 27);
+        sink.stop_source_at(source, a.size());
+        background_run run(source, sink);
+        const std::uint16_t port = wait_local_port(source);
+        ASSERT_NE(port, 0);
+
+        vita49_sender tx(port);
+        const auto a_packet = [&](std::uint64_t k) { return std::span<const cf32>(a.data() + k * spp, spp); };
+        for (std::uint64_t k = 0; k < 5; ++k) tx.send(vita_packet(0xA, k, a_packet(k)));
+        std::this_thread::sleep_for(200ms);  // silent far beyond stream_timeout_ms
+        for (std::uint64_t k = 0; k < 8; ++k) tx.send(vita_packet(0xB, k, a_packet(0), 5'000'000));
+        for (std::uint64_t k = 5; k < 10; ++k) tx.send(vita_packet(0xA, k, a_packet(k)));
+
+        ASSERT_TRUE(run.finished_within(5000ms));
+        EXPECT_EQ(sink.samples(), a);
+        EXPECT_TRUE(sink.gaps().empty());
+        EXPECT_EQ(source.vita_counters().other_stream.load(), 8u);
+        EXPECT_EQ(source.vita_counters().stream_changes.load(), 0u);
+    }
+}
+
 // ---- paq-stream end to end ------------------------------------------------------------------
 
 /// A ci16 SigMF recording at rate_hz in a per-test directory, and paq-stream run against it.

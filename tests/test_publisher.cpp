@@ -455,6 +455,42 @@ TEST_F(paq_bert, reports_exactly_the_injected_errors_losses_and_duplicates)
     EXPECT_NE(bert.output().find("ended by idle-timeout, exit code 0"), std::string::npos) << bert.output();
 }
 
+// Issue 17's reproducer end to end: paqd publishes, restarts (a new publisher: sequence
+// numbers from 0 again, start samples of the new run), publishes again. paq-bert used to take
+// the second run for duplicates and check none of it.
+TEST_F(paq_bert, a_restarted_publisher_is_recognised_and_its_new_run_checked)
+{
+    paq_bert_process bert({"--port", "0", "--idle-timeout", "0.5", "--interval", "0", "--json", json_.string()});
+    const auto ports = bert.ports(1);
+    ASSERT_EQ(ports.size(), 1u) << bert.output();
+    constexpr int per_run = 15;
+    auto batches = test::make_pn_batches(2, per_run);  // one PN sequence: the transmitter runs on
+    for (std::size_t k = 0; k < batches[1].packets.size(); ++k) batches[1].packets[k].start_sample = 300 + k * waveform::L_pkt;
+    test::flip_bit(batches[1], 9, 2, 77);
+    io::udp_publisher_config c;
+    c.destinations[2] = "127.0.0.1:" + std::to_string(ports[0]);
+    {
+        io::udp_publisher first_run(c);
+        first_run.publish(batches[0]);
+    }
+    io::udp_publisher second_run(c);  // paqd restarted
+    second_run.publish(batches[1]);
+
+    ASSERT_EQ(bert.wait(20), 0) << bert.output();
+    const auto j = summary();
+    const auto& mmse = stream(j, 2);
+    EXPECT_EQ(mmse.at("sender_restarts"), 1);
+    EXPECT_EQ(mmse.at("datagrams"), 2 * per_run);
+    EXPECT_EQ(mmse.at("duplicated"), 0);
+    EXPECT_EQ(mmse.at("lost"), 0);
+    EXPECT_EQ(mmse.at("packets_checked"), 2 * per_run);
+    EXPECT_EQ(mmse.at("bits_checked").get<std::uint64_t>() + mmse.at("bits_before_lock").get<std::uint64_t>(),
+              2 * per_run * data_bits);
+    EXPECT_EQ(mmse.at("bit_errors"), 1);
+    EXPECT_EQ(mmse.at("locked"), true);
+    EXPECT_NE(bert.output().find("a sender restarted"), std::string::npos) << bert.output();
+}
+
 TEST_F(paq_bert, stops_when_every_stream_has_checked_the_bits_from_the_publisher)
 {
     paq_bert_process bert6({"--ports", "0,0,0,0,0,0", "--bits", std::to_string(50 * data_bits), "--expect-streams", "6",

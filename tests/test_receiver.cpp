@@ -237,6 +237,9 @@ TEST(batching, same_bits_whatever_the_batch_size)
     for (const std::size_t batch : {std::size_t{1'000'000}, std::size_t{20'011}, std::size_t{12'672}, std::size_t{7'001}}) {
         receiver_config rc;
         rc.batch_samples = batch;
+        // The clock is estimated over the packets a batch holds (dsp/clock_recovery.hpp), so a
+        // re-timed packet's bits may depend on the batch size; this test is about the batcher.
+        rc.clock_tracking = 0;
         cpu_backend be(rc);
         std::map<std::uint64_t, std::vector<std::uint8_t>> got;
         (void)run_receiver(be, rc, pn_pattern::pn15, 20.625e6, sim.samples,
@@ -287,6 +290,61 @@ TEST(batching, gap_loses_only_the_packets_it_cuts)
     EXPECT_EQ(starts, expect);  // absolute indices keep counting through the gap
 }
 
+// Issue 17's reproducer at the batcher: a gap of ~2^64 samples (a hostile VITA-49
+// timestamp) wrapped the owned range and emit() copied ~2 M samples out of a 1000-sample
+// buffer. Indices now advance by a bounded amount; every window lies inside its input.
+TEST(batching, a_gap_near_2_64_never_makes_a_window_outside_the_input)
+{
+    std::vector<cf32> x(40'000, cf32(0.5f, -0.5f));
+    for (const std::uint64_t lost : {~std::uint64_t{0} - 1'000'000 - 1000, ~std::uint64_t{0}, std::uint64_t{1} << 63,
+                                     batcher::max_index_advance + 1}) {
+        batcher bt(4096);
+        bt.push(std::span<const cf32>(x).first(1000));
+        bt.gap(lost);
+        bt.push(x);
+        bt.gap(lost);
+        bt.push(x);
+        bt.finish();
+        const std::uint64_t twice = lost > ~std::uint64_t{0} - lost ? ~std::uint64_t{0} : lost + lost;
+        EXPECT_EQ(bt.samples_lost(), twice) << "counted whole, saturating";
+        std::uint64_t owned = 0, prev_first = 0;
+        while (auto b = bt.pop()) {
+            ASSERT_LE(b->owned_begin, b->owned_end);
+            ASSERT_LE(b->owned_end, b->samples.size());
+            ASSERT_LE(b->samples.size(), 4096u + batch_guard_before + batch_guard_after);
+            ASSERT_LE(b->first_sample, batcher::max_absolute_index);
+            ASSERT_GE(b->first_sample, prev_first);
+            prev_first = b->first_sample;
+            owned += b->owned_end - b->owned_begin;
+        }
+        EXPECT_EQ(owned + bt.samples_in_short_segments(), 1000u + 2 * x.size());
+        EXPECT_EQ(bt.short_segments(), 1u);  // the first 1000 samples: shorter than a packet
+    }
+}
+
+// Issue 17: one-sample segments between gaps made one batch each (1.76 M batches, 131 s of
+// latency). A segment shorter than a packet holds no packet: it makes no batch, and its
+// samples are counted.
+TEST(batching, segments_shorter_than_a_packet_make_no_batch_and_are_counted)
+{
+    std::vector<cf32> x(3 * waveform::L_pkt, cf32(1.0f, 0.0f));
+    const cf32 one[1] = {cf32(0.0f, 1.0f)};
+    batcher bt(1'000'000);
+    bt.push(x);
+    for (int k = 0; k < 100'000; ++k) {
+        bt.gap(1);
+        bt.push(one);
+    }
+    bt.push(x);
+    bt.finish();
+    std::size_t batches = 0;
+    while (auto b = bt.pop()) ++batches;
+    EXPECT_EQ(batches, 2u);
+    EXPECT_EQ(bt.short_segments(), 99'999u);
+    EXPECT_EQ(bt.samples_in_short_segments(), 99'999u);
+    EXPECT_EQ(bt.samples_lost(), 100'000u);
+}
+
 TEST(batching, parts_give_what_the_whole_batch_gives)
 {
     // The GPU backend splits each batch into parts (dsp::split_batch) so that it can work on
@@ -302,6 +360,7 @@ TEST(batching, parts_give_what_the_whole_batch_gives)
     const std::size_t cut = sim.truth.packet_starts[5] + 2000, lost = 1500;
     receiver_config rc;
     rc.batch_samples = 45'000;
+    rc.clock_tracking = 0;  // per-part clock estimates differ from the whole batch's (see above)
     cpu_backend be(rc);
     auto bt = test::batched(sim.samples, rc.batch_samples, cut, lost);
     std::size_t batches = 0, packets = 0, truncated = 0, flagged_ends = 0;

@@ -1,6 +1,7 @@
 // Tests of io/vita49: the IF Data codec, its validation, and the sequence tracker.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -340,6 +341,75 @@ TEST(vita49_sequence, integer_seconds_with_a_known_rate)
     EXPECT_EQ(r.packets_lost, 1u);
     EXPECT_EQ(r.samples_lost, 50u);
     EXPECT_TRUE(unknown.update(at(5, 11, 100), 50).samples_exact);
+}
+
+// Issue 17's reproducer: two packets with sample-count timestamps 0 and 2^64 - 1,000,000
+// made the tracker report a gap of ~2^64 samples (and the batcher read out of bounds).
+TEST(vita49_sequence, a_timestamp_jump_near_2_64_is_a_discontinuity_not_a_loss)
+{
+    sequence_tracker t;
+    (void)t.update(seq(1, 0, 0), 1000);
+    auto r = t.update(seq(1, 1, ~std::uint64_t{0} - 1000000 + 1), 1000);
+    EXPECT_TRUE(r.resync);
+    EXPECT_TRUE(r.jumped_forward);
+    EXPECT_TRUE(r.accept());
+    EXPECT_EQ(r.samples_lost, 0u);
+    EXPECT_EQ(r.packets_lost, 0u);
+    // The tracker follows the new position: the next packets are exact again.
+    r = t.update(seq(1, 2, ~std::uint64_t{0} - 1000000 + 1 + 1000), 1000);
+    EXPECT_FALSE(r.resync);
+    EXPECT_TRUE(r.samples_exact);
+    EXPECT_EQ(r.samples_lost, 0u);
+}
+
+TEST(vita49_sequence, a_jump_to_just_below_2_64_and_packets_across_it_stay_bounded)
+{
+    // The second reproducer: a jump to 2^64 - 5000, then packets whose positions pass 2^64.
+    sequence_tracker t;
+    (void)t.update(seq(1, 0, 0), 1000);
+    const std::uint64_t near_end = ~std::uint64_t{0} - 5000 + 1;
+    EXPECT_TRUE(t.update(seq(1, 1, near_end), 1000).resync);
+    std::uint64_t lost = 0;
+    for (unsigned k = 2; k < 200; ++k) {
+        const auto r = t.update(seq(1, k, near_end + (k - 1) * 1000ull), 1000);  // wraps past 2^64
+        EXPECT_TRUE(r.accept());
+        lost += r.samples_lost;
+    }
+    // Nothing near 2^64 is ever reported lost: at most a discontinuity where the count wrapped.
+    EXPECT_LT(lost, 1000000u);
+}
+
+TEST(vita49_sequence, forward_jumps_are_bounded_by_max_jump_samples)
+{
+    sequence_tracker t(0, 100000);
+    (void)t.update(seq(1, 0, 0), 100);
+    auto r = t.update(seq(1, 2, 100 + 99900), 100);  // within the bound: a loss
+    EXPECT_FALSE(r.resync);
+    EXPECT_EQ(r.samples_lost, 99900u);
+    r = t.update(seq(1, 3, 100000 + 100 + 100001), 100);  // beyond it: a discontinuity
+    EXPECT_TRUE(r.resync);
+    EXPECT_TRUE(r.jumped_forward);
+    EXPECT_EQ(r.samples_lost, 0u);
+    EXPECT_EQ(sequence_tracker::max_jump_for(20.625e6, 600.0), static_cast<std::uint64_t>(20.625e6 * 600.0));
+    EXPECT_EQ(sequence_tracker::max_jump_for(1e300, 600.0), std::uint64_t{1} << 40);
+    EXPECT_EQ(sequence_tracker::max_jump_for(std::nan(""), 600.0), sequence_tracker::default_max_jump_samples);
+}
+
+TEST(vita49_sequence, integer_seconds_times_the_rate_past_2_64_have_no_position)
+{
+    // TSI second 2^32 - 1 at 61.44 MS/s plus a count near 2^64: position overflows. The
+    // packet falls back to the packet count (at most 15 packets lost), never a wrapped loss.
+    auto at = [](unsigned count, std::uint32_t second, std::uint64_t in_second) {
+        packet_fields f = seq(3, count, in_second);
+        f.tsi = tsi_type::utc;
+        f.integer_timestamp = second;
+        return f;
+    };
+    sequence_tracker t(61440000);
+    (void)t.update(at(0, 10, 0), 100);
+    const auto r = t.update(at(1, 0xFFFFFFFFu, ~std::uint64_t{0} - 10), 100);
+    EXPECT_FALSE(r.samples_exact);
+    EXPECT_LE(r.samples_lost, 15u * 100u);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // paq-ber-curve: bit error rate against Eb/N0 for every equalizer path of the CPU chain.
 //
-//   for each Eb/N0 point i:  simulator(preset, Eb/N0, CFO, timing offset, seed = S + i)
+//   for each Eb/N0 point i:  simulator(preset, Eb/N0, CFO, timing offset, field impairments,
+//                                      seed = S + i)
 //       -> N packets (+1 for the partial packet the random start offset cuts)
 //       -> run_receiver(cpu_backend) -> per-path bits / errors
 //       [--min-errors E: further chunks of 100 packets from the same simulator stream,
@@ -34,6 +35,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -76,6 +78,18 @@ struct options {
     double timing_offset = 0.37;
     std::string pattern = "pn15";
     std::vector<std::string> rays;  ///< extra rays, AMPLITUDE,DELAY_NS,PHASE_RAD
+    // Field impairments (dsp/simulator.hpp). The receiver still assumes 2 samples per bit, so
+    // the sample rate must be 2 x the bit rate (checked in main).
+    double bit_rate_hz = paq::dsp::sim_config{}.bit_rate_hz;
+    double sample_rate_hz = 0.0;  ///< 0: 2 x bit_rate_hz
+    double clock_ppm = 0.0;
+    double clock_drift_ppm_per_s = 0.0;
+    double gain_db = 0.0;
+    std::vector<std::string> agc_steps;  ///< TIME_S,DB
+    std::string iq_imbalance;            ///< DB,DEG
+    double dc_offset_dbc = -std::numeric_limits<double>::infinity();
+    double phase_noise_linewidth_hz = 0.0;
+    std::string phase_noise = "none";
     double cma_mu = paq::dsp::receiver_config{}.cma_mu;
     int cma_iterations = paq::dsp::receiver_config{}.cma_iterations;
     int threads = 0;
@@ -108,6 +122,34 @@ double run_chunk(paq::dsp::simulator& sim, paq::dsp::cpu_backend& backend, const
     return s.packets_found ? std::pow(10.0, s.mean_ebn0_db / 10.0) * np : 0.0;
 }
 
+/// The simulator's settings of one Eb/N0 point. Throws std::invalid_argument naming the bad
+/// field and its range.
+paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint64_t seed)
+{
+    paq::dsp::sim_config scfg;
+    scfg.preset = o.preset;
+    scfg.ebn0_db = ebn0_db;
+    scfg.cfo_hz = o.cfo_hz;
+    scfg.timing_offset_samples = o.timing_offset;
+    scfg.seed = seed;
+    scfg.pattern = paq::dsp::parse_pn_pattern(o.pattern);
+    for (const auto& r : o.rays) scfg.extra_rays.push_back(paq::dsp::parse_channel_ray(r));
+    scfg.start_offset_samples = -1;  // from the seed: the recording starts inside a packet
+    scfg.bit_rate_hz = o.bit_rate_hz;
+    scfg.sample_rate_hz = o.sample_rate_hz;
+    scfg.clock_ppm = o.clock_ppm;
+    scfg.clock_drift_ppm_per_s = o.clock_drift_ppm_per_s;
+    scfg.gain_db = o.gain_db;
+    for (const auto& a : o.agc_steps) scfg.agc_steps.push_back(paq::dsp::parse_agc_step(a));
+    if (!o.iq_imbalance.empty()) std::tie(scfg.iq_gain_db, scfg.iq_phase_deg) = paq::dsp::parse_iq_imbalance(o.iq_imbalance);
+    scfg.dc_offset_dbc = o.dc_offset_dbc;
+    scfg.phase_noise_linewidth_hz = o.phase_noise_linewidth_hz;
+    scfg.phase_noise = paq::dsp::parse_phase_noise_mask(o.phase_noise);
+    if (const auto errors = scfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
+
+    return scfg;
+}
+
 point_result run_point(const options& o, std::size_t index, double ebn0_db)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -116,15 +158,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
     res.seed = o.seed + index;
     res.theory_ber = paq::dsp::oqpsk_theory_ber(ebn0_db);
 
-    paq::dsp::sim_config scfg;
-    scfg.preset = o.preset;
-    scfg.ebn0_db = ebn0_db;
-    scfg.cfo_hz = o.cfo_hz;
-    scfg.timing_offset_samples = o.timing_offset;
-    scfg.seed = res.seed;
-    scfg.pattern = paq::dsp::parse_pn_pattern(o.pattern);
-    for (const auto& r : o.rays) scfg.extra_rays.push_back(paq::dsp::parse_channel_ray(r));
-    scfg.start_offset_samples = -1;  // from the seed: the recording starts inside a packet
+    const auto scfg = sim_config_for(o, ebn0_db, res.seed);
 
     paq::dsp::receiver_config rcfg;
     rcfg.cpu_threads = o.threads;
@@ -218,6 +252,18 @@ int main(int argc, char** argv)
     app.add_option("--cfo-hz", o.cfo_hz, "Carrier frequency offset in Hz")->check(CLI::Range(-1e6, 1e6));
     app.add_option("--timing-offset", o.timing_offset, "Fractional sample timing offset, 0 <= x < 1")
         ->check(CLI::Range(0.0, 0.999999));
+    app.add_option("--bit-rate", o.bit_rate_hz, "Transmitter bit rate in Hz (1e6 .. 30e6)");
+    app.add_option("--sample-rate", o.sample_rate_hz,
+                   "Sample rate in Hz; must be 2 x --bit-rate for now (the receiver assumes 2 samples per bit; "
+                   "0: 2 x --bit-rate)");
+    app.add_option("--clock-ppm", o.clock_ppm, "Transmitter bit clock offset against the sample clock, ppm (|x| <= 1000)");
+    app.add_option("--clock-drift-ppm-per-s", o.clock_drift_ppm_per_s, "Clock offset change per second, ppm/s");
+    app.add_option("--gain-db", o.gain_db, "Receiver gain for the whole run, dB (-60 .. 40)");
+    app.add_option("--agc-step", o.agc_steps, "Gain step TIME_S,DB (repeatable), time from the start of each point's stream");
+    app.add_option("--iq-imbalance", o.iq_imbalance, "IQ amplitude and phase imbalance DB,DEG, e.g. 2,10");
+    app.add_option("--dc-offset", o.dc_offset_dbc, "Complex DC offset relative to the signal power, dBc (-100 .. 0)");
+    app.add_option("--phase-noise-linewidth", o.phase_noise_linewidth_hz, "Wiener phase noise linewidth, Hz (0 .. 1e5)");
+    app.add_option("--phase-noise", o.phase_noise, "Phase noise shaped to a mask: none or irig106");
     app.add_option("--pattern", o.pattern, "PN test pattern (pn9, pn11, pn15, pn20, pn23, pn31)")
         ->check(CLI::Validator(
             [](std::string& s) -> std::string {
@@ -241,6 +287,21 @@ int main(int argc, char** argv)
         return app.exit(e);
     }
     if (o.max_packets < o.packets) o.max_packets = o.packets;
+    if (o.sample_rate_hz == 0.0) o.sample_rate_hz = 2.0 * o.bit_rate_hz;
+    if (o.sample_rate_hz != 2.0 * o.bit_rate_hz) {
+        // The receiver (run_receiver, cpu_backend) still takes 2 samples per bit; its resampler
+        // comes with issue 11. Until then a resampled stream would only give "no packets".
+        std::cerr << "paq-ber-curve: --sample-rate " << o.sample_rate_hz << " is not 2 x --bit-rate " << o.bit_rate_hz
+                  << " (" << 2.0 * o.bit_rate_hz << "): the receiver does not resample yet, so only 2 samples per bit "
+                  << "is allowed here (paq-sim makes other rates)\n";
+        return 2;
+    }
+    try {
+        (void)sim_config_for(o, o.ebn0_db.front(), o.seed);  // bad settings: an error before any output
+    } catch (const std::invalid_argument& e) {
+        std::cerr << "paq-ber-curve: " << e.what() << "\n";
+        return 2;
+    }
 
     std::ofstream csv(o.output);
     if (!csv) {
@@ -252,6 +313,11 @@ int main(int argc, char** argv)
     try {
         // Header of the stdout table.
         for (const auto& r : o.rays) std::printf("# extra ray (amplitude, delay ns, phase rad): %s\n", r.c_str());
+        std::printf("# bit rate %g Hz, sample rate %g Hz, clock %g ppm + %g ppm/s, gain %g dB, %zu AGC steps, "
+                    "IQ imbalance '%s', DC %g dBc, Wiener %g Hz, phase-noise mask %s\n",
+                    o.bit_rate_hz, o.sample_rate_hz, o.clock_ppm, o.clock_drift_ppm_per_s, o.gain_db, o.agc_steps.size(),
+                    o.iq_imbalance.empty() ? "none" : o.iq_imbalance.c_str(), o.dc_offset_dbc, o.phase_noise_linewidth_hz,
+                    o.phase_noise.c_str());
         std::printf("# cma_mu %g, cma_iterations %d\n", o.cma_mu, o.cma_iterations);
         std::printf("# preset %s, seed %llu + point index, packets %zu%s, cfo %.1f Hz, timing offset %.3f, %s\n",
                     o.preset.c_str(), static_cast<unsigned long long>(o.seed), o.packets,
@@ -309,6 +375,16 @@ int main(int argc, char** argv)
                          {"extra_rays", o.rays},
                          {"cma_mu", o.cma_mu},
                          {"cma_iterations", o.cma_iterations},
+                         {"bit_rate_hz", o.bit_rate_hz},
+                         {"sample_rate_hz", o.sample_rate_hz},
+                         {"clock_ppm", o.clock_ppm},
+                         {"clock_drift_ppm_per_s", o.clock_drift_ppm_per_s},
+                         {"gain_db", o.gain_db},
+                         {"agc_steps", o.agc_steps},
+                         {"iq_imbalance", o.iq_imbalance.empty() ? std::string("none") : o.iq_imbalance},
+                         {"dc_offset_dbc", std::isfinite(o.dc_offset_dbc) ? nlohmann::json(o.dc_offset_dbc) : nlohmann::json("none")},
+                         {"phase_noise_linewidth_hz", o.phase_noise_linewidth_hz},
+                         {"phase_noise_mask", o.phase_noise},
                          {"backend", "cpu"}};
         auto pts = nlohmann::json::array();
         for (const auto& r : results) {

@@ -203,10 +203,22 @@ private:
                                         } else {
                                             last_arrival_ = clock_type::now();
                                             monitor_.ingest({l.buffer.data(), n}, l.stream);
+                                            report_restarts();
                                             check_bits_gate();
                                         }
                                         receive(l);
                                     });
+    }
+
+    /// One line per sender restart recognised (rare: a paqd restart), so the log says when.
+    void report_restarts()
+    {
+        if (monitor_.sender_restarts_total() == restarts_reported_) return;
+        restarts_reported_ = monitor_.sender_restarts_total();
+        std::printf("paq-bert: at %.1f s a sender restarted (sequence numbers and start samples of a new run): "
+                    "sequence tracking and the PN checker start over, counts go on (%llu restarts in all)\n",
+                    elapsed_s(), static_cast<unsigned long long>(restarts_reported_));
+        std::fflush(stdout);
     }
 
     void check_bits_gate()
@@ -267,18 +279,19 @@ private:
                     static_cast<unsigned long long>(monitor_.datagrams_total()),
                     static_cast<unsigned long long>(monitor_.malformed_total()),
                     static_cast<unsigned long long>(monitor_.malformed_unattributed()));
-        std::printf("%-4s %-5s %10s %13s %10s %10s %8s %6s %6s %6s %5s %6s\n", "id", "path", "packets", "bits", "errors",
-                    "BER", "lost", "dup", "reord", "malf", "lock", "resync");
+        std::printf("%-4s %-5s %10s %13s %10s %10s %8s %6s %6s %6s %5s %6s %7s\n", "id", "path", "packets", "bits",
+                    "errors", "BER", "lost", "dup", "reord", "malf", "lock", "resync", "restart");
         for (int s = 0; s < io::bitstream_streams; ++s) {
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
-            std::printf("%-4d %-5s %10llu %13llu %10llu %10.3e %8llu %6llu %6llu %6llu %5s %6llu\n", s,
+            std::printf("%-4d %-5s %10llu %13llu %10llu %10.3e %8llu %6llu %6llu %6llu %5s %6llu %7llu\n", s,
                         dsp::path_name(s), static_cast<unsigned long long>(st.datagrams),
                         static_cast<unsigned long long>(st.pn.bits_checked),
                         static_cast<unsigned long long>(st.pn.bit_errors), st.ber(),
                         static_cast<unsigned long long>(st.lost), static_cast<unsigned long long>(st.duplicated),
                         static_cast<unsigned long long>(st.reordered), static_cast<unsigned long long>(st.malformed),
-                        st.pn.locked ? "yes" : "no", static_cast<unsigned long long>(st.pn.resyncs));
+                        st.pn.locked ? "yes" : "no", static_cast<unsigned long long>(st.pn.resyncs),
+                        static_cast<unsigned long long>(st.sender_restarts));
         }
         if (!monitor_.last_error().empty()) std::printf("last malformed: %s\n", monitor_.last_error().c_str());
         std::fflush(stdout);
@@ -300,6 +313,7 @@ private:
                                {"bits_before_lock", st.pn.bits_before_lock},
                                {"locked", st.pn.locked},
                                {"resyncs", st.pn.resyncs},
+                               {"sender_restarts", st.sender_restarts},
                                {"lost", st.lost},
                                {"duplicated", st.duplicated},
                                {"reordered", st.reordered},
@@ -375,6 +389,7 @@ private:
     std::string end_reason_ = "?";
     std::string runtime_error_;
     std::uint64_t receive_errors_ = 0;
+    std::uint64_t restarts_reported_ = 0;  ///< sender restarts already printed
 };
 
 }  // namespace

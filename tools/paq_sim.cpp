@@ -1,6 +1,11 @@
-// paq-sim: writes a simulated SOQPSK-TG / iNET recording (SigMF or raw).
+// paq-sim: writes a simulated SOQPSK-TG / iNET recording (SigMF or raw), with the field
+// impairments of issues 11 and 12 (output rate, bit rate, transmitter clock offset and drift,
+// gain and AGC steps, IQ imbalance, DC offset, phase noise); dsp/simulator.hpp has the models
+// and their order. Every setting is recorded under paq: keys in the SigMF metadata.
 //
 //   paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50e3 --seconds 3 --seed 7 --output demo
+//   paq-sim --sample-rate 25e6 --clock-ppm 100 --iq-imbalance 2,10 --dc-offset -15
+//           --phase-noise irig106 --ebn0-db 11 --seconds 1 --output field   (one line)
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "io/sample_file.hpp"
@@ -12,6 +17,40 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <tuple>
+#include <string>
+#include <vector>
+
+namespace {
+
+/// The paq-sim option that sets each sim_config field, so a rejected value names the option.
+std::string option_of(const std::string& message)
+{
+    static const std::vector<std::pair<std::string, std::string>> fields{
+        {"ebn0_db", "--ebn0-db"},
+        {"cfo_hz", "--cfo-hz"},
+        {"phase_rad", "--phase-rad"},
+        {"timing_offset_samples", "--timing-offset"},
+        {"bit_rate_hz", "--bit-rate"},
+        {"sample_rate_hz", "--sample-rate"},
+        {"clock_ppm", "--clock-ppm"},
+        {"clock_drift_ppm_per_s", "--clock-drift-ppm-per-s"},
+        {"gain_db", "--gain-db"},
+        {"agc_steps", "--agc-step"},
+        {"iq_gain_db", "--iq-imbalance (DB)"},
+        {"iq_phase_deg", "--iq-imbalance (DEG)"},
+        {"dc_offset_dbc", "--dc-offset"},
+        {"phase_noise_linewidth_hz", "--phase-noise-linewidth"},
+        {"flight_start_s", "--flight-start"},
+        {"extra_rays", "--ray"},
+        {"preset", "--preset"},
+    };
+    for (const auto& [field, option] : fields)
+        if (message.rfind(field, 0) == 0) return option + ": ";
+    return {};
+}
+
+}  // namespace
 
 int main(int argc, char** argv)
 {
@@ -20,7 +59,9 @@ int main(int argc, char** argv)
     dsp::sim_config cfg;
     double seconds = 1.0;
     std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf";
-    std::vector<std::string> rays;
+    std::vector<std::string> rays, agc_steps;
+    std::string iq_imbalance, phase_noise = "none";
+    double dc_offset_dbc = -INFINITY;
     app.add_option("--preset", cfg.preset, "Channel: awgn, two-ray, edwards3, flight")->capture_default_str();
     app.add_option("--ebn0-db", ebn0, "Eb/N0 at the receiver in dB, or 'inf' for no noise")->capture_default_str();
     app.add_option("--cfo-hz", cfg.cfo_hz, "Carrier frequency offset in Hz")->capture_default_str();
@@ -32,7 +73,26 @@ int main(int argc, char** argv)
         ->capture_default_str();
     app.add_option("--ray", rays, "Extra ray AMPLITUDE,DELAY_NS,PHASE_RAD added to the preset (repeatable), e.g. 0.5,1000,1.2");
     app.add_option("--seed", cfg.seed, "Random seed (data start, noise, start offset)")->capture_default_str();
-    app.add_option("--sample-rate", cfg.sample_rate_hz, "Sample rate in Hz (2 samples per bit)")->capture_default_str();
+    app.add_option("--bit-rate", cfg.bit_rate_hz, "Transmitter bit rate in Hz, 1e6 .. 30e6")->capture_default_str();
+    auto* rate_opt = app.add_option("--sample-rate", cfg.sample_rate_hz,
+                                    "Output sample rate in Hz, 1.9 .. 8 x the bit rate (default: 2 x the bit rate); "
+                                    "other than 2 x, made by band-limited interpolation");
+    app.add_option("--clock-ppm", cfg.clock_ppm,
+                   "Transmitter bit clock offset against the sample clock, ppm (|x| <= 1000)")
+        ->capture_default_str();
+    app.add_option("--clock-drift-ppm-per-s", cfg.clock_drift_ppm_per_s,
+                   "Clock offset change per second (the offset must stay within +-1000 ppm)")
+        ->capture_default_str();
+    app.add_option("--gain-db", cfg.gain_db, "Receiver gain for the whole recording, dB (-60 .. 40)")->capture_default_str();
+    app.add_option("--agc-step", agc_steps, "Gain step TIME_S,DB at that time (repeatable, at most 8), e.g. 2.5,20");
+    app.add_option("--iq-imbalance", iq_imbalance, "IQ amplitude and phase imbalance DB,DEG, e.g. 2,10");
+    app.add_option("--dc-offset", dc_offset_dbc, "Complex DC offset relative to the signal power, dBc (-100 .. 0)");
+    app.add_option("--phase-noise-linewidth", cfg.phase_noise_linewidth_hz,
+                   "Wiener phase noise of this linewidth in Hz (0 .. 1e5; 0: none)")
+        ->capture_default_str();
+    app.add_option("--phase-noise", phase_noise, "Phase noise shaped to a mask: none or irig106 (the IRIG 106 "
+                                                  "chapter 2 transmitter limit)")
+        ->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
@@ -54,10 +114,37 @@ int main(int argc, char** argv)
             }
             if (pos == 0 || pos != ebn0.size()) throw std::invalid_argument("--ebn0-db: '" + ebn0 + "' is not a number or 'inf'");
         }
+        for (const auto& a : agc_steps) {
+            try {
+                cfg.agc_steps.push_back(dsp::parse_agc_step(a));
+            } catch (const std::invalid_argument& e) {
+                throw std::invalid_argument(std::string("--agc-step: ") + e.what());
+            }
+        }
+        if (!iq_imbalance.empty()) {
+            try {
+                std::tie(cfg.iq_gain_db, cfg.iq_phase_deg) = dsp::parse_iq_imbalance(iq_imbalance);
+            } catch (const std::invalid_argument& e) {
+                throw std::invalid_argument(std::string("--iq-imbalance: ") + e.what());
+            }
+        }
+        cfg.dc_offset_dbc = dc_offset_dbc;
+        try {
+            cfg.phase_noise = dsp::parse_phase_noise_mask(phase_noise);
+        } catch (const std::invalid_argument& e) {
+            throw std::invalid_argument(std::string("--phase-noise: ") + e.what());
+        }
+        if (rate_opt->count() == 0) cfg.sample_rate_hz = 2.0 * cfg.bit_rate_hz;
         const auto fmt = io::parse_sample_format(datatype);
         const auto errors = cfg.validate();
         if (!errors.empty()) {
-            for (const auto& e : errors) std::cerr << "paq-sim: " << e << "\n";
+            for (const auto& e : errors) std::cerr << "paq-sim: " << option_of(e) << e << "\n";
+            return 2;
+        }
+        if (const double end_ppm = cfg.clock_ppm + cfg.clock_drift_ppm_per_s * seconds; std::abs(end_ppm) > 1000.0) {
+            std::cerr << "paq-sim: --clock-ppm " << cfg.clock_ppm << " + --clock-drift-ppm-per-s "
+                      << cfg.clock_drift_ppm_per_s << " x --seconds " << seconds << " reaches " << end_ppm
+                      << " ppm (allowed: the offset within -1000 .. 1000 ppm over the whole recording)\n";
             return 2;
         }
         if (seconds * cfg.sample_rate_hz > 4e9) throw std::invalid_argument("--seconds: recording would exceed 4e9 samples");
@@ -77,8 +164,24 @@ int main(int argc, char** argv)
                                            {"paq:seed", cfg.seed},
                                            {"paq:flight_start_s", cfg.flight_start_s},
                                            {"paq:pattern", std::string(dsp::to_string(cfg.pattern))},
-                                           {"paq:bit_rate_hz", cfg.sample_rate_hz / 2.0},
-                                           {"paq:packet_samples", waveform::L_pkt}};
+                                           {"paq:bit_rate_hz", cfg.bit_rate_hz},
+                                           {"paq:samples_per_bit", cfg.sample_rate_hz / cfg.bit_rate_hz},
+                                           {"paq:packet_samples", waveform::L_pkt},  // at 2 samples per bit
+                                           {"paq:clock_ppm", cfg.clock_ppm},
+                                           {"paq:clock_drift_ppm_per_s", cfg.clock_drift_ppm_per_s},
+                                           {"paq:gain_db", cfg.gain_db},
+                                           {"paq:iq_imbalance", {{"gain_db", cfg.iq_gain_db}, {"phase_deg", cfg.iq_phase_deg}}},
+                                           {"paq:dc_offset_dbc", std::isfinite(cfg.dc_offset_dbc) ? nlohmann::json(cfg.dc_offset_dbc) : nlohmann::json("none")},
+                                           {"paq:phase_noise_linewidth_hz", cfg.phase_noise_linewidth_hz},
+                                           {"paq:phase_noise_mask", std::string(dsp::to_string(cfg.phase_noise))}};
+        if (cfg.resampled()) {
+            meta.extra_global["paq:resampler"] = {{"kind", "Kaiser-windowed sinc (beta 8) on the 2-samples-per-bit channel output"},
+                                                  {"half_taps", cfg.resampler_half_taps}};
+        }
+        if (!cfg.agc_steps.empty()) {
+            auto& j = meta.extra_global["paq:agc_steps"];
+            for (const auto& st : cfg.agc_steps) j.push_back({{"time_s", st.time_s}, {"db", st.db}});
+        }
         if (!cfg.extra_rays.empty()) {
             auto& j = meta.extra_global["paq:extra_rays"];
             for (const auto& r : cfg.extra_rays) j.push_back({{"amplitude", r.amplitude}, {"delay_ns", r.delay_ns}, {"phase_rad", r.phase_rad}});

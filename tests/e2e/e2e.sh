@@ -3,7 +3,7 @@
 #   paq-sim -> paq-stream (TCP / VITA-49) -> paqd -> six UDP streams -> paq-bert
 # compared with the offline replay of the same recording.
 #
-#   tests/e2e/e2e.sh BUILD_DIR CASE     CASE: tcp | vita49-drops | stall | sigterm | notify
+#   tests/e2e/e2e.sh BUILD_DIR CASE     CASE: tcp | vita49-drops | stall | sigterm | notify | hostile | rates
 #
 # Each case prints what it compares and exits non-zero on the first mismatch.
 set -euo pipefail
@@ -290,6 +290,108 @@ EOF2
   grep -q "WATCHDOG=1" "$work/notify.txt" || fail "no watchdog ping"
   grep -q "STOPPING=1" "$work/notify.txt" || fail "no STOPPING=1"
   grep -q "systemd watchdog: pinging every 1.0 s" "$work/paqd.log" || fail "watchdog interval not logged"
+  ;;
+hostile)
+  # Issue 17's reproducers at a running paqd (VITA-49 on loopback): two datagrams with
+  # sample-count timestamps 0 and 2^64 - 1,000,000 (crashed it); a jump to 2^64 - 5000 and
+  # 180 packets after it (their samples were never processed and the loss counter read
+  # ~2^64); a flood of one-sample datagrams whose packet count skips by 2 (one batch per
+  # datagram, unbounded memory, a 73 s SIGTERM); malformed datagrams. paqd must keep
+  # running, count all of it with sane numbers, and stop on SIGTERM within the unit's 30 s.
+  write_config "  type: vita49
+  vita49: {bind: 127.0.0.1, port: $src_port, sample_rate_hz: 20625000, rcvbuf_bytes: 8388608}
+  stall_timeout_s: 1.0
+ring:
+  capacity_s: 0.5"
+  start_paqd
+  python3 - "$src_port" <<'EOF2' || fail "sender"
+import os, socket, struct, sys, time
+port = int(sys.argv[1])
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+def pkt(count, n, ts=None, sid=1):
+    words = 2 + (2 if ts is not None else 0) + n
+    hdr = (1 << 28) | ((1 if ts is not None else 0) << 20) | ((count & 15) << 16) | words
+    b = struct.pack(">II", hdr, sid)
+    if ts is not None:
+        b += struct.pack(">Q", ts)
+    return b + struct.pack(">hh", 1000, -1000) * n
+def send(b):
+    s.sendto(b, ("127.0.0.1", port))
+# 1. The two datagrams that crashed the service.
+send(pkt(0, 1000, 0)); send(pkt(1, 1000, 2**64 - 1000000))
+time.sleep(0.2)
+# 2. A jump to 2^64 - 5000 and 180 packets after it (positions pass 2^64).
+for k in range(181):
+    send(pkt(2 + k, 1000, (2**64 - 5000 + 1000 * k) % 2**64))
+    if k % 20 == 0: time.sleep(0.01)
+time.sleep(0.2)
+# 3. A flood of one-sample datagrams whose packet count skips by 2, on another stream
+# id's timeless packets (no timestamps: the count is all the tracker has).
+sent = 0
+t0 = time.time()
+for k in range(150000):
+    send(pkt(2 * k, 1, None, sid=1))
+    sent += 1
+# 4. Malformed datagrams.
+for k in range(2000):
+    send(os.urandom(1 + k % 300))
+print(f"flood: {sent} datagrams in {time.time() - t0:.1f} s")
+EOF2
+  sleep 1
+  kill -0 "$paqd_pid" 2>/dev/null || fail "paqd died under hostile datagrams"
+  rss_kb=$(awk '/VmHWM/ {print $2}' /proc/$paqd_pid/status)
+  t0=$(date +%s.%N)
+  kill -TERM "$paqd_pid"
+  wait_paqd
+  t1=$(date +%s.%N)
+  python3 - "$work" "$t0" "$t1" "$rss_kb" <<'EOF2' || fail "hostile accounting"
+import json, sys
+work, t0, t1, rss_kb = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+j = json.load(open(f"{work}/live.json"))
+v = j.get("source", {}).get("vita49", j.get("vita49", {}))
+print(f"stopped in {t1 - t0:.1f} s; peak RSS {rss_kb // 1024} MiB; samples in {j['samples_in']}, "
+      f"lost in gaps {j['samples_lost_in_gaps']}, short segments {j['short_segments']} "
+      f"({j['samples_in_short_segments']} samples), ring dropped {j['ring']['samples_dropped']}, "
+      f"gaps {j['gaps']}, coalesced {j['ring']['gaps_coalesced']}, batches {j['batches_published']}; vita49 {v}")
+assert t1 - t0 < 25, "SIGTERM must finish well within the unit's 30 s"
+assert j["samples_lost_in_gaps"] < 2**40, "no loss near 2^64"
+assert j["samples_in"] >= 181000, "the packets after the jump are processed"
+assert v.get("resyncs", 0) >= 2, v
+assert j["batches_lost"] == 0
+assert j["batches_published"] < 1000, "a flood of gaps makes no flood of batches"
+assert rss_kb < 1_500_000, "memory stays bounded"
+EOF2
+  grep -q "malformed" "$work/paqd.log" || fail "malformed datagrams not reported"
+  ;;
+rates)
+  # Issue 11 through the live service: a 30.72 MS/s recording whose transmitter clock is 80 ppm
+  # slow, read by the file source (unpaced) and resampled to 2 samples per bit: the same
+  # packets, clock and errors per path as paqd replay of the same file, nothing missed.
+  "$sim" --preset edwards3 --ebn0-db 14 --seconds 0.3 --seed 79 --sample-rate 30.72e6 --clock-ppm -80 \
+    --output "$work/rec30" > /dev/null
+  "$paqd" replay "$work/rec30.sigmf-meta" --batch-samples 2000000 --json-out "$work/offline.json" > /dev/null 2>&1 \
+    || fail "offline replay failed"
+  printf '%s\n' "receiver: {batch_samples: 2000000}" \
+    "source: {type: file, file: {path: $work/rec30.sigmf-meta, paced: false}}" \
+    "pipeline: {backend: cpu}" "publisher: {enabled: false}" "metrics: {port: 0}" "log: {destination: console}" \
+    > "$work/paqd.yaml"
+  "$paqd" --config "$work/paqd.yaml" --json-out "$work/live.json" > "$work/paqd.out" 2> "$work/paqd.log" \
+    || fail "paqd exited with $?"
+  grep -q "rates: input 30.72 MS/s, bit rate 10.3125 Mbit/s: 2.979 samples per bit, resampled to 2" "$work/paqd.log" \
+    || fail "the effective rates are not logged"
+  python3 - "$work" <<'EOF2' || fail "live against offline at 30.72 MS/s"
+import json, sys
+work = sys.argv[1]
+live, off = json.load(open(f"{work}/live.json")), json.load(open(f"{work}/offline.json"))
+print(f"packets live {live['packets_found']} offline {off['packets_found']}; clock {live['mean_clock_ppm']:.1f} ppm; "
+      f"missed {live['packets_missed_in_sequence']}")
+assert live["packets_found"] == off["packets_found"] > 450
+assert live["packets_missed_in_sequence"] == 0 == off["packets_missed_in_sequence"]
+assert abs(live["mean_clock_ppm"] + 80) < 1 and off["resampled"] and off["samples_per_bit"] > 2.97
+for a, b in zip(live["paths"], off["paths"]):
+    assert (a["bits"], a["bit_errors"], a["locked"]) == (b["bits"], b["bit_errors"], b["locked"]), (a, b)
+    print(f"  {a['path']:5} {a['bit_errors']:7}/{a['bits']}")
+EOF2
   ;;
 *)
   echo "unknown case $case_name" >&2

@@ -1,0 +1,395 @@
+// Writes the seed corpora of the fuzz targets: paq-fuzz-corpus DIR writes DIR/<target>/<seed>
+// (DIR is tests/fuzz/corpus in the tree). Deterministic: the project's own encoders and a
+// fixed-seed std::mt19937_64 (whose output the standard fixes), so running it again gives the
+// same files. Besides typical inputs it writes issue 17's reproducers by name (issue17-*).
+// The input layouts are described at the top of each fuzz_<target>.cpp.
+#include "config/daemon_config.hpp"
+#include "config/receiver_yaml.hpp"
+#include "io/bitstream.hpp"
+#include "io/sample_format.hpp"
+#include "io/sigmf.hpp"
+#include "io/vita49.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace paq;
+namespace fs = std::filesystem;
+using bytes = std::vector<std::uint8_t>;
+
+namespace {
+
+fs::path root;
+std::mt19937_64 rng(20240917);
+
+void put(const std::string& target, const std::string& name, const bytes& b)
+{
+    const fs::path dir = root / target;
+    fs::create_directories(dir);
+    std::ofstream f(dir / name, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
+    if (!f) {
+        std::fprintf(stderr, "paq-fuzz-corpus: cannot write %s\n", (dir / name).c_str());
+        std::exit(1);
+    }
+}
+
+bytes text(const std::string& s) { return bytes(s.begin(), s.end()); }
+
+bytes with_option(std::uint8_t option, const bytes& rest)
+{
+    bytes b{option};
+    b.insert(b.end(), rest.begin(), rest.end());
+    return b;
+}
+
+/// Appends a record: 2-byte big-endian length, then the bytes (fuzz_support.hpp).
+template <class Byte>
+void add_record(bytes& out, const std::vector<Byte>& r)
+{
+    out.push_back(static_cast<std::uint8_t>(r.size() >> 8));
+    out.push_back(static_cast<std::uint8_t>(r.size() & 0xFF));
+    for (const Byte b : r) out.push_back(static_cast<std::uint8_t>(b));
+}
+
+/// Uniform in [-1, 1) from the engine's bits (std distributions differ between libraries).
+float unit() { return static_cast<float>(static_cast<double>(rng() >> 11) * 0x1p-52 - 1.0); }
+
+std::vector<cf32> samples(std::size_t n)
+{
+    std::vector<cf32> s(n);
+    for (auto& x : s) x = cf32(unit(), unit());
+    return s;
+}
+
+bytes random_bytes(std::size_t n)
+{
+    bytes b(n);
+    for (auto& x : b) x = static_cast<std::uint8_t>(rng() >> 56);
+    return b;
+}
+
+// ---- VITA-49 -----------------------------------------------------------------------------
+
+struct vita_packet {
+    std::uint64_t timestamp = 0;  ///< sample count (TSF = sample_count) when with_tsf
+    std::uint8_t count = 0;
+    std::size_t num_samples = 100;
+    bool with_tsf = true;
+    bool with_tsi = false;
+    std::uint32_t second = 0;
+    std::uint32_t stream_id = 1;
+    bool class_id_and_trailer = false;
+};
+
+std::vector<std::byte> vita(const vita_packet& p)
+{
+    io::vita49::packet_fields f;
+    f.stream_id = p.stream_id;
+    f.packet_count = static_cast<std::uint8_t>(p.count & 15);
+    if (p.with_tsf) {
+        f.tsf = io::vita49::tsf_type::sample_count;
+        f.fractional_timestamp = p.timestamp;
+    }
+    if (p.with_tsi) {
+        f.tsi = io::vita49::tsi_type::utc;
+        f.integer_timestamp = p.second;
+    }
+    if (p.class_id_and_trailer) {
+        f.class_id_field = io::vita49::class_id{0x123456, 1, 2};
+        f.trailer = 0x40000000u;
+    }
+    return io::vita49::encode_packet(f, samples(p.num_samples));
+}
+
+/// A stream of n packets of `len` samples from timestamp t0, packet count from c0.
+void add_stream(bytes& out, std::size_t n, std::size_t len, std::uint64_t t0 = 0, std::uint8_t c0 = 0, bool tsf = true)
+{
+    for (std::size_t k = 0; k < n; ++k) {
+        vita_packet p;
+        p.timestamp = t0 + k * len;
+        p.count = static_cast<std::uint8_t>(c0 + k);
+        p.num_samples = len;
+        p.with_tsf = tsf;
+        add_record(out, vita(p));
+    }
+}
+
+void vita49_corpus()
+{
+    const std::string t = "fuzz_vita49_batcher";
+    for (const int opt : {0, 2, 4}) {
+        bytes b{static_cast<std::uint8_t>(opt)};
+        add_stream(b, 12, 500);
+        put(t, "stream-sample-count-opt" + std::to_string(opt), b);
+    }
+    {  // no timestamps: losses from the packet count only
+        bytes b{2};
+        add_stream(b, 5, 300, 0, 0, false);
+        add_stream(b, 5, 300, 0, 8, false);
+        put(t, "stream-packet-count-loss", b);
+    }
+    {  // TSI seconds + sample count within the second, across a second boundary
+        bytes b{1};
+        for (std::uint32_t k = 0; k < 6; ++k) {
+            vita_packet p;
+            p.with_tsi = true;
+            p.second = 100 + (k >= 3 ? 1 : 0);
+            p.timestamp = k >= 3 ? (k - 3) * 400 : 6'600'000 - (3 - k) * 400;
+            p.count = static_cast<std::uint8_t>(k);
+            p.num_samples = 400;
+            add_record(b, vita(p));
+        }
+        put(t, "stream-tsi-second-boundary", b);
+    }
+    {  // class id, trailer, a context packet, another stream, a malformed datagram, a duplicate,
+       // a late packet and a restart of the sender's clock
+        bytes b{2};
+        vita_packet p;
+        p.class_id_and_trailer = true;
+        for (std::uint8_t k = 0; k < 3; ++k) {
+            p.count = k;
+            p.timestamp = k * 100u;
+            add_record(b, vita(p));
+        }
+        const std::vector<std::uint8_t> context = {0x40, 0x00, 0x00, 0x02, 0x00, 0x00, 0x00, 0x01};
+        add_record(b, context);
+        vita_packet other = p;
+        other.stream_id = 7;
+        add_record(b, vita(other));
+        add_record(b, random_bytes(37));
+        p.count = 3;
+        p.timestamp = 300;
+        add_record(b, vita(p));
+        add_record(b, vita(p));  // duplicate
+        p.count = 5;
+        p.timestamp = 500;
+        add_record(b, vita(p));
+        p.count = 4;
+        p.timestamp = 400;
+        add_record(b, vita(p));  // late
+        p.count = 6;
+        p.timestamp = 10;
+        add_record(b, vita(p));  // far backwards: resync
+        put(t, "stream-mixed-events", b);
+    }
+    // Issue 17: two packets with sample-count timestamps 0 and 2^64 - 1,000,000 (a gap of
+    // ~2^64 samples: the batcher copied out of bounds); with the issue's batch of 1,000,000
+    // and with the harness's small batches.
+    for (const int opt : {4, 0}) {
+        bytes b{static_cast<std::uint8_t>(opt)};
+        vita_packet p;
+        p.num_samples = 1000;
+        add_record(b, vita(p));
+        p.count = 1;
+        p.timestamp = UINT64_MAX - 1'000'000 + 1;
+        add_record(b, vita(p));
+        put(t, "issue17-timestamps-0-and-2e64-minus-1e6-opt" + std::to_string(opt), b);
+    }
+    {  // Issue 17: a flood of one-sample datagrams whose packet count skips by 2
+        bytes b{0};
+        for (std::size_t k = 0; k < 3000; ++k) {
+            vita_packet p;
+            p.with_tsf = false;
+            p.num_samples = 1;
+            p.count = static_cast<std::uint8_t>(2 * k);
+            add_record(b, vita(p));
+        }
+        put(t, "issue17-one-sample-flood-count-skips-2", b);
+    }
+    {  // Issue 17: a timestamp jump to 2^64 - 5000, then the stream goes on (and wraps)
+        bytes b{0};
+        add_stream(b, 3, 1000);
+        add_stream(b, 20, 1000, UINT64_MAX - 5000 + 1, 3);
+        put(t, "issue17-timestamp-jump-to-2e64-minus-5000", b);
+    }
+}
+
+// ---- SigMF -------------------------------------------------------------------------------
+
+void sigmf_corpus()
+{
+    const std::string t = "fuzz_sigmf_meta";
+    io::sigmf_meta m;
+    m.sample_rate_hz = 20.625e6;
+    put(t, "minimal-cf32", text(io::to_sigmf_json(m)));
+    m.format = io::sample_format::ci16_le;
+    m.ci16_scale = 4096.0f;
+    m.description = "edwards3, Eb/N0 12 dB";
+    m.recorder = "paq-sim";
+    m.center_frequency_hz = 2.25e9;
+    m.datetime_iso8601 = "2024-09-17T12:00:00Z";
+    m.extra_global = {{"paq:preset", "edwards3"}, {"paq:seed", 7}, {"paq:gaps", {{{"sample", 1000}, {"lost", 20}}}}};
+    put(t, "full-ci16", text(io::to_sigmf_json(m)));
+    put(t, "not-an-object", text("[1, 2, 3]"));
+    put(t, "rate-1e300", text(R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e300, "core:version": "1.0.0"}, "captures": [], "annotations": []})"));
+    put(t, "two-channels", text(R"({"global": {"core:datatype": "ci16_le", "core:sample_rate": 1e6, "core:num_channels": 2}, "captures": [{"core:sample_start": 0, "core:header_bytes": 16}]})"));
+    // Issue 17: an 80,000-deep JSON array (the parser's recursion overflowed the stack).
+    put(t, "issue17-json-array-80000-deep", text(std::string(80000, '[') + std::string(80000, ']')));
+    put(t, "issue17-json-array-80000-deep-in-global",
+        text(R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "paq:deep": )" + std::string(80000, '[') +
+             std::string(80000, ']') + "}}"));
+}
+
+// ---- sample files ------------------------------------------------------------------------
+
+void sample_file_corpus()
+{
+    const std::string t = "fuzz_sample_file";
+    for (const int opt : {0x00, 0x01, 0x02, 0x03, 0x17, 0x26, 0x35, 0x7c}) {
+        std::vector<cf32> s = samples(300);
+        const auto format = (opt & 1) ? io::sample_format::ci16_le : io::sample_format::cf32_le;
+        std::vector<std::byte> enc(s.size() * io::bytes_per_sample(format));
+        (void)io::encode(format, s.data(), s.size(), enc.data(), io::default_ci16_scale);
+        bytes b{static_cast<std::uint8_t>(opt)};
+        for (const auto x : enc) b.push_back(static_cast<std::uint8_t>(x));
+        b.push_back(0xAB);  // a trailing partial sample
+        char name[32];
+        std::snprintf(name, sizeof name, "recording-opt%02x", opt);
+        put(t, name, b);
+    }
+    // Extremes: ci16 -32768 and 32767; cf32 NaN, infinity, denormal, -0.
+    put(t, "ci16-extremes", {0x01, 0x00, 0x80, 0xff, 0x7f, 0x00, 0x00, 0x01, 0x00});
+    put(t, "cf32-nonfinite", {0x00, 0x00, 0x00, 0xc0, 0x7f, 0x00, 0x00, 0x80, 0x7f, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x80});
+    put(t, "empty-file", {0x02});
+}
+
+// ---- YAML configuration ------------------------------------------------------------------
+
+void config_corpus(const fs::path& source_dir)
+{
+    const std::string t = "fuzz_config_yaml";
+    put(t, "receiver-defaults", with_option(0, text(config::to_yaml(dsp::receiver_config{}))));
+    put(t, "daemon-defaults", with_option(1, text(config::to_yaml(config::daemon_config{}))));
+    std::ifstream f(source_dir / "config" / "paqd.yaml", std::ios::binary);
+    const std::string shipped((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    if (shipped.empty()) {
+        std::fprintf(stderr, "paq-fuzz-corpus: cannot read %s\n", (source_dir / "config" / "paqd.yaml").c_str());
+        std::exit(1);
+    }
+    put(t, "daemon-shipped-paqd-yaml", with_option(1, text(shipped)));
+    put(t, "receiver-section", with_option(0, text("receiver:\n  cma_mu: 0.012\n  cma_iterations: 2\n  batch_samples: 4096\n")));
+    put(t, "daemon-udp-rate-1e300", with_option(1, text("source:\n  type: udp\n  udp:\n    sample_rate_hz: 1e300\n")));
+    put(t, "daemon-anchors-flow", with_option(1, text("source: &s {type: tcp, tcp: {mode: listen, host: \"::\", port: 0}}\nring: {capacity_s: 0.5}\nx: *s\n")));
+    // Issue 17: a file holding only "," (the loader looped with growing memory).
+    put(t, "issue17-yaml-only-comma-receiver", with_option(0, text(",")));
+    put(t, "issue17-yaml-only-comma-daemon", with_option(1, text(",")));
+}
+
+// ---- metrics HTTP ------------------------------------------------------------------------
+
+void metrics_corpus()
+{
+    const std::string t = "fuzz_metrics_http";
+    put(t, "get-metrics", text("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9469\r\nUser-Agent: Prometheus/2.45\r\nAccept: text/plain\r\n\r\n"));
+    put(t, "get-metrics-query", text("GET /metrics?name[]=paqd_packets_total HTTP/1.1\r\nHost: x\r\n\r\n"));
+    put(t, "head-metrics", text("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // Issue 17: HEAD of an unknown path answered 404 with a body.
+    put(t, "issue17-head-unknown-path", text("HEAD /nothing HTTP/1.1\r\nHost: x\r\n\r\n"));
+    put(t, "get-root", text("GET / HTTP/1.0\r\n\r\n"));
+    put(t, "post", text("POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"));
+    put(t, "incomplete", text("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
+    put(t, "pipelined", text("GET /metrics HTTP/1.1\r\n\r\nGET /metrics HTTP/1.1\r\n\r\n"));
+    put(t, "long-header", text("GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n"));
+}
+
+// ---- bitstream ---------------------------------------------------------------------------
+
+std::vector<std::uint8_t> datagram(io::bitstream_format format, const io::datagram_header& h, std::uint16_t dqe_id = 0)
+{
+    std::vector<std::uint8_t> bits(io::bitstream_payload_bytes);
+    for (auto& x : bits) x = static_cast<std::uint8_t>(rng() >> 56);
+    std::vector<std::uint8_t> out(io::bitstream_max_datagram_bytes);
+    out.resize(io::encode_datagram(format, h, dqe_id, bits, out));
+    return out;
+}
+
+void bitstream_corpus()
+{
+    const std::string t = "fuzz_bitstream";
+    const io::bitstream_format formats[] = {io::bitstream_format::paq, io::bitstream_format::dqe, io::bitstream_format::dqe_raw};
+    for (int f = 0; f < 3; ++f) {
+        bytes b{static_cast<std::uint8_t>(6 | ((f + 1) << 3))};
+        for (std::uint64_t k = 0; k < 4; ++k) {
+            for (std::uint8_t s = 0; s < 6; ++s) {
+                io::datagram_header h;
+                h.stream_id = s;
+                h.sequence = k;
+                h.packet_index = k;
+                h.start_sample = 1000 + k * 12672;
+                h.bep_estimate = 1e-4f * static_cast<float>(s + 1);
+                add_record(b, datagram(formats[f], h, s));
+            }
+        }
+        put(t, "six-streams-" + std::string(io::to_string(formats[f])), b);
+    }
+    {  // losses, a duplicate, a late datagram, a restarted sender (sequence back to 0), junk
+        bytes b{2};
+        io::datagram_header h;
+        h.stream_id = 2;
+        for (const std::uint64_t seq : {0, 1, 3, 3, 2, 7, 0, 1}) {
+            h.sequence = seq;
+            h.start_sample = 5000 + seq * 12672;
+            add_record(b, datagram(io::bitstream_format::paq, h));
+        }
+        add_record(b, random_bytes(832));
+        h.sequence = UINT64_MAX;
+        add_record(b, datagram(io::bitstream_format::paq, h));
+        put(t, "sequence-events", b);
+    }
+}
+
+// ---- TCP and UDP sources -----------------------------------------------------------------
+
+void net_corpus()
+{
+    for (const int opt : {0, 1}) {
+        const auto format = opt ? io::sample_format::ci16_le : io::sample_format::cf32_le;
+        const std::vector<cf32> s = samples(500);
+        std::vector<std::byte> enc(s.size() * io::bytes_per_sample(format));
+        (void)io::encode(format, s.data(), s.size(), enc.data(), io::default_ci16_scale);
+        const std::string suffix = opt ? "ci16" : "cf32";
+        // TCP: the byte stream in reads that split samples at odd places, and a partial
+        // sample at the close.
+        bytes tcp{static_cast<std::uint8_t>(opt)};
+        std::size_t off = 0;
+        for (const std::size_t len : {1, 3, 5, 1000, 7, 2, 900}) {
+            add_record(tcp, std::vector<std::byte>(enc.begin() + static_cast<std::ptrdiff_t>(off),
+                                                   enc.begin() + static_cast<std::ptrdiff_t>(off + len)));
+            off += len;
+        }
+        put("fuzz_tcp_source", "split-reads-" + suffix, tcp);
+        // UDP: datagrams of whole samples, an empty one, and one with a partial sample.
+        bytes udp{static_cast<std::uint8_t>(opt)};
+        add_record(udp, std::vector<std::byte>(enc.begin(), enc.begin() + 400));
+        add_record(udp, std::vector<std::byte>{});
+        add_record(udp, std::vector<std::byte>(enc.begin() + 400, enc.begin() + 403));
+        add_record(udp, std::vector<std::byte>(enc.begin() + 400, enc.begin() + 1600));
+        put("fuzz_udp_source", "datagrams-" + suffix, udp);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    if (argc != 2) {
+        std::fprintf(stderr, "usage: paq-fuzz-corpus DIR   (writes DIR/<target>/<seed>; DIR: tests/fuzz/corpus)\n");
+        return 2;
+    }
+    root = argv[1];
+    const fs::path source_dir = fs::path(PAQ_SOURCE_DIR);
+    vita49_corpus();
+    sigmf_corpus();
+    sample_file_corpus();
+    config_corpus(source_dir);
+    metrics_corpus();
+    bitstream_corpus();
+    net_corpus();
+    return 0;
+}
