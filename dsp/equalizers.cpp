@@ -69,12 +69,34 @@ void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_pl
     fwd.execute(out.data(), out.data());
 }
 
+double segment_mean_power(const fft_buffer& r_spec, std::size_t pre) noexcept
+{
+    double sum = 0.0;
+    for (std::size_t k = 0; k < r_spec.size(); ++k) sum += std::norm(r_spec[k]);
+    const double seg_len = static_cast<double>(waveform::L_pkt + 2 * pre);
+    return sum / (static_cast<double>(r_spec.size()) * seg_len);
+}
+
 void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
                 const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2)
 {
     const std::size_t n = r_spec.size();
     const double inv_n = 1.0 / static_cast<double>(n);
     constexpr std::size_t lpkt = waveform::L_pkt;
+    // Level invariance (issue 12): the step is mu over the segment's mean power. With the input
+    // scaled by g the MMSE start scales by 1/g, the gradient by g, so a fixed step would act
+    // g^2 times as strongly (off at -20 dB, unstable at +17 dB). Parseval: sum |R|^2 = n sum |r|^2.
+    const double power = segment_mean_power(r_spec, pre);
+    if (!(power > 0.0) || !std::isfinite(power)) return;  // an empty segment: the MMSE taps stand
+    const double step = mu / power;
+    // A step is kept only if the next one finds the CMA cost sum (|y|^2 - 1)^2 no higher than
+    // before it; otherwise the taps before it stand and the refinement stops. What this guards:
+    // a packet whose level changes inside it (an AGC step): the MMSE start, scaled for the
+    // level at the preamble, makes |y| ten times too large after a +20 dB step and the first
+    // step throws the taps far away (measured: a whole packet lost). The last step is not
+    // checked (that would cost one more filtering per packet); a blow-up starts at the first.
+    eq_taps previous = c;
+    double previous_cost = INFINITY;
     for (int it = 0; it < iterations; ++it) {
         // y = r * c over the segment
         taps_to_spectrum(c.data(), -L1, L_eq, fwd, t1);
@@ -82,15 +104,24 @@ void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu
         inv.execute(t1.data(), t1.data());
         // z(n) = 2 (|y|^2 - 1) y on the packet, 0 elsewhere
         std::fill(t2.data(), t2.data() + n, cf64(0.0));
+        double cost = 0.0;
         for (std::size_t i = pre; i < pre + lpkt; ++i) {
             const cf64 y = t1[i] * inv_n;
-            t2[i] = 2.0 * (std::norm(y) - 1.0) * y;
+            const double e = std::norm(y) - 1.0;
+            cost += e * e;
+            t2[i] = 2.0 * e * y;
         }
+        if (!(cost <= previous_cost)) {
+            c = previous;
+            return;
+        }
+        previous_cost = cost;
+        previous = c;
         // b(k) = sum_m z(m) r*(m - k) = IFFT(Z conj(R))(k)
         fwd.execute(t2.data(), t2.data());
         for (std::size_t k = 0; k < n; ++k) t2[k] *= std::conj(r_spec[k]);
         inv.execute(t2.data(), t2.data());
-        const double scale = mu * inv_n / static_cast<double>(lpkt);
+        const double scale = step * inv_n / static_cast<double>(lpkt);
         for (int l = -L1; l <= L2; ++l) {
             const std::size_t idx = static_cast<std::size_t>((l + static_cast<long long>(n)) % static_cast<long long>(n));
             c[static_cast<std::size_t>(l + L1)] -= scale * t2[idx];

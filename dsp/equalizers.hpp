@@ -30,8 +30,14 @@ solve_result solve_equalizer(const std::array<cf64, chain::L_ch>& h, const std::
 /// Places taps c(l) at FFT index l mod n and transforms: C(k).
 void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_plan& fwd, fft_buffer& out);
 
-/// CMA from c (in/out): `iterations` steepest-descent steps of size mu on the packet whose
-/// spectrum is R_seg (segment with the packet at [pre, pre + L_pkt)).
+/// Mean power of the segment (L_pkt + 2 pre samples, the packet at [pre, pre + L_pkt)) from
+/// its n-point spectrum by Parseval: sum |R(k)|^2 / (n (L_pkt + 2 pre)).
+[[nodiscard]] double segment_mean_power(const fft_buffer& r_spec, std::size_t pre) noexcept;
+
+/// CMA from c (in/out): `iterations` steepest-descent steps of size mu / P on the packet whose
+/// spectrum is R_seg (segment with the packet at [pre, pre + L_pkt)), P its
+/// segment_mean_power: the step is relative to the input level, so the taps and the bits do
+/// not depend on it (issue 12). A segment of zero power leaves c as it is.
 void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
                 const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2);
 

@@ -28,12 +28,25 @@ using smem_fft::cmul;
 using smem_fft::cmul_conj;
 using smem_fft::keep;
 
+/// The sum of v over the block, in every thread (the same order, so the same value). red:
+/// threads / 32 floats of shared memory.
+__device__ float block_sum(float v, float* red)
+{
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float sum = 0.0f;
+    for (int w = 0; w < threads / 32; ++w) sum += red[w];
+    __syncthreads();
+    return sum;
+}
+
 /// One block per packet; the steps of dsp::cma_refine:
 ///   C = FFT(taps) (taps placed bit-reversed, DIT) -> x R -> IFFT (DIF, bit-reversed out) ->
 ///   z = 2 (|y|^2 - 1) y on the packet, 0 elsewhere -> FFT (DIT) -> x conj(R) -> IFFT (DIF)
 ///   -> c(l) -= scale b(l mod N).
 __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restrict__ r_spec, float2* __restrict__ taps, int iterations,
-                                                         float scale, int pre, int l_pkt)
+                                                         float scale, int pre, int l_pkt, int seg_len)
 {
     extern __shared__ float2 sm[];
     float2* a = sm;
@@ -41,20 +54,43 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
     const int p = blockIdx.x;
     const float2* r = r_spec + static_cast<std::size_t>(p) * n;
     for (int i = threadIdx.x; i < l_eq; i += blockDim.x) c[i] = taps[static_cast<std::size_t>(p) * l_eq + i];
+    // The step over the segment's mean power, sum |R|^2 / (n seg_len) (dsp::segment_mean_power):
+    // the same taps and bits at any input level.
+    __shared__ float red[threads / 32];
+    float part = 0.0f;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) part += r[i].x * r[i].x + r[i].y * r[i].y;
+    const float power = block_sum(part, red) / (static_cast<float>(n) * static_cast<float>(seg_len));
+    if (!(power > 0.0f) || !isfinite(power)) iterations = 0;  // an empty segment: the MMSE taps stand
+    else scale /= power;
     const float inv_n = 1.0f / static_cast<float>(n);
+    // A step stands only if the next finds the CMA cost no higher (dsp::cma_refine says why).
+    static_assert(threads >= l_eq);
+    float2 previous = threadIdx.x < l_eq ? c[threadIdx.x] : make_float2(0.0f, 0.0f);
+    float previous_cost = INFINITY;
     for (int it = 0; it < iterations; ++it) {
         for (int i = threadIdx.x; i < n; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(i)] = make_float2(0.0f, 0.0f);
         __syncthreads();
         for (int i = threadIdx.x; i < l_eq; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(bitrev<log_n>((i - l1 + n) % n))] = c[i];
         __syncthreads();
         smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul(v, r[k]); });
-        smem_fft::dif<log_n, true, bitrev_reads>(a, [=](int q, float2 v) {
+        float cost_part = 0.0f;
+        smem_fft::dif<log_n, true, bitrev_reads>(a, [=, &cost_part](int q, float2 v) {
             const int t = bitrev<log_n>(q);
             if (t < pre || t >= pre + l_pkt) return make_float2(0.0f, 0.0f);
             const float2 y = make_float2(v.x * inv_n, v.y * inv_n);
-            const float g = 2.0f * (y.x * y.x + y.y * y.y - 1.0f);
+            const float e = y.x * y.x + y.y * y.y - 1.0f;
+            cost_part += e * e;
+            const float g = 2.0f * e;
             return make_float2(g * y.x, g * y.y);
         });
+        const float cost = block_sum(cost_part, red);  // the same value in every thread
+        if (!(cost <= previous_cost)) {
+            if (threadIdx.x < l_eq) c[threadIdx.x] = previous;
+            __syncthreads();
+            break;
+        }
+        previous_cost = cost;
+        if (threadIdx.x < l_eq) previous = c[threadIdx.x];
         smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul_conj(v, r[k]); });
         smem_fft::dif<log_n, true, bitrev_reads>(a, keep{});
         for (int i = threadIdx.x; i < l_eq; i += blockDim.x) {
@@ -82,7 +118,8 @@ void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std:
     const float scale = static_cast<float>(mu / (static_cast<double>(n) * static_cast<double>(waveform::L_pkt)));
     cma_kernel<<<static_cast<unsigned>(packets), threads, smem_bytes, stream>>>(reinterpret_cast<const float2*>(r_spec),
                                                                               reinterpret_cast<float2*>(taps), iterations, scale,
-                                                                              static_cast<int>(pre), static_cast<int>(waveform::L_pkt));
+                                                                              static_cast<int>(pre), static_cast<int>(waveform::L_pkt),
+                                                                              static_cast<int>(waveform::L_pkt + 2 * pre));
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,7 +25,7 @@ inline constexpr std::size_t cma_fft_size = 16384;
 void cma_setup_device();
 
 /// Asynchronous on `stream`: for each of `packets` packets, `iterations` CMA steps of size mu
-/// on taps (packets x 186, c(l) for l = -60 .. 125, in/out) from the segment spectra r_spec
+/// over the segment's mean power (dsp::segment_mean_power, level invariant) on taps (packets x 186, c(l) for l = -60 .. 125, in/out) from the segment spectra r_spec
 /// (packets x 16384; the packet at [pre, pre + L_pkt) of its segment), as dsp::cma_refine.
 /// Allocates nothing and configures nothing (cma_setup_device first). Throws
 /// std::invalid_argument for iterations < 0.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|levels|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -68,6 +68,19 @@ if [[ $mode == all || $mode == replay ]]; then
     echo
     # Tables to the output only: at most 8 files come back from $OUT.
     ./.device/paqd replay /tmp/paq-replay.sigmf-meta --backend "$b" --json-out "$out/replay-$b.json" 2>&1 || status=1
+  done
+fi
+if [[ $mode == levels ]]; then
+  # Issue 12, item 1: the same edwards3 recording at the nominal level, -30 dB, +17 dB and with
+  # a +20 dB AGC step, replayed by both backends (every path's BER must not move).
+  for g in "" "--gain-db -30" "--gain-db 17" "--agc-step 0.5,20"; do
+    # shellcheck disable=SC2086
+    ./.device/paq-sim --preset edwards3 --ebn0-db 13 --cfo-hz 30000 --seconds 1 --seed 1207 $g --output /tmp/paq-level > /dev/null
+    for b in cpu cuda; do
+      echo
+      echo "=== level ${g:-nominal}, $b"
+      ./.device/paqd replay /tmp/paq-level.sigmf-meta --backend "$b" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
+    done
   done
 fi
 if [[ $mode == live ]]; then

@@ -164,6 +164,24 @@ TEST_F(gpu_solver, on_chip_cma_matches_the_cpu)
         std::printf("cma on chip, %d x %.3f: max tap error / max tap change %.2e\n", iterations, mu, worst);
         EXPECT_LT(worst, 2e-4);
     }
+    // Level invariance (issue 12): the input g times larger and the MMSE start 1/g times, as the
+    // chain makes them at another input level; the refined taps must be those at g = 1 over g,
+    // from -40 dB to +20 dB (the step was fixed before: off at -20 dB, unstable at +17 dB).
+    const auto nominal = gpu::cma_refine(r32, c32, packets, pre, 0.012, 2, 0);
+    for (const double gain_db : {-40.0, 20.0}) {
+        const float g = static_cast<float>(std::pow(10.0, gain_db / 20.0));
+        std::vector<cf32> rg(r32), cg(c32);
+        for (auto& v : rg) v *= g;
+        for (auto& v : cg) v /= g;
+        const auto got = gpu::cma_refine(rg, cg, packets, pre, 0.012, 2, 0);
+        double worst = 0.0, change = 0.0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            worst = std::max(worst, static_cast<double>(std::abs(got[i] * g - nominal[i])));
+            change = std::max(change, static_cast<double>(std::abs(nominal[i] - c32[i])));
+        }
+        std::printf("cma on chip at %+.0f dB: max tap error / max tap change %.2e\n", gain_db, worst / change);
+        EXPECT_LT(worst / change, 2e-4) << gain_db << " dB";
+    }
     const auto same = gpu::cma_refine(r32, c32, packets, pre, 0.012, 0, 0);
     EXPECT_EQ(same, c32);  // no steps: the taps unchanged
     EXPECT_THROW((void)gpu::cma_refine(r32, std::span(c32).first(10), packets, pre, 0.012, 2, 0), std::invalid_argument);
