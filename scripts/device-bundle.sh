@@ -19,5 +19,7 @@ for b in "${bins[@]}"; do
     esac
   done
 done
+# The libraries travel packed (libiio's libxml2 brings ICU's 31 MB data library); device-check.sh unpacks them.
+tar -C .device -czf .device/lib.tar.gz lib && rm -rf .device/lib
 git rev-parse --short HEAD > .device/commit
 du -sh .device

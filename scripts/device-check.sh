@@ -9,6 +9,7 @@ shift || true
 bench_args=("$@")
 out=${OUT:-/tmp/paq-device-out}
 mkdir -p "$out"
+[[ -d .device/lib || ! -f .device/lib.tar.gz ]] || tar -C .device -xzf .device/lib.tar.gz
 cuda_lib=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=".device/lib:${cuda_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
