@@ -233,6 +233,9 @@ int run_live(const live_options& opt)
         // the source delivers is resampled. A rate it cannot serve stops here, naming both.
         dsp::receiver_config rc = cfg.receiver;
         rc.input_sample_rate_hz = rate;
+        // Front-end correction, auto: on for what comes from a radio's mixer, off for a file.
+        if (rc.front_end_correction < 0) rc.front_end_correction = cfg.source.type == config::source_type::file ? 0 : 1;
+        spdlog::info("front-end correction (DC, IQ imbalance): {}", rc.front_end_correction_on() ? "on" : "off");
         if (const auto errors = rc.validate(); !errors.empty()) {
             std::string msg = "the source's sample rate cannot be received:";
             for (const auto& e : errors) msg += "\n  " + e;

@@ -49,7 +49,13 @@ int main(int argc, char** argv)
     double bit_rate = 0.0;
     replay->add_option("--bit-rate", bit_rate,
                        "The link's bit rate in bit/s, 1e6 .. 30e6 (default: the recording's paq:bit_rate_hz, else "
-                       "receiver.bit_rate_hz, 10.3125e6); any input rate of 2 .. 6.4 samples per bit is resampled");
+                       "receiver.bit_rate_hz, 10.3125e6); any input rate of 2 .. 6.4 samples per bit is resampled")
+        ->check(CLI::PositiveNumber);
+    std::string front_end;
+    replay->add_option("--front-end-correction", front_end,
+                       "Remove each packet's DC offset and IQ imbalance: on or off (default: receiver.front_end_correction; "
+                       "its default, auto, is off for recordings)")
+        ->check(CLI::IsMember({"on", "off"}));
     replay->add_option("--pattern", pattern, "Data pattern for BER counting: pn9 .. pn31")->capture_default_str();
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
@@ -140,6 +146,7 @@ int main(int argc, char** argv)
         if (!format.empty()) opt.raw_format = io::parse_sample_format(format);
         if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
         if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
+        if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;
         const auto errors = opt.receiver.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) spdlog::error("{}", e);

@@ -1,5 +1,6 @@
 #include "daemon/metrics_http.hpp"
 
+#include <cmath>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -241,7 +242,10 @@ namespace {
 void sample(std::string& out, const char* name, const std::string& labels, double value)
 {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "%.17g", value);
+    // The exposition format's spellings of the special values.
+    if (std::isnan(value)) std::snprintf(buf, sizeof buf, "NaN");
+    else if (std::isinf(value)) std::snprintf(buf, sizeof buf, value > 0 ? "+Inf" : "-Inf");
+    else std::snprintf(buf, sizeof buf, "%.17g", value);
     out += name;
     out += labels;
     out += ' ';
@@ -328,6 +332,17 @@ std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, b
            s.clock_ppm_last_batch);
     metric(o, "paqd_packets_clock_corrected_total", "counter", "Packets re-timed for the transmitter's clock offset.",
            d(s.tally.packets_clock_corrected));
+    metric(o, "paqd_packets_front_end_corrected_total", "counter", "Packets whose DC offset and IQ imbalance were removed.",
+           d(s.tally.packets_front_end_corrected));
+    metric(o, "paqd_front_end_iq_gain_db", "gauge",
+           "Front end: Q's amplitude against I's, dB, mean over the last batch's corrected packets (NaN: none).",
+           s.iq_gain_db_last_batch);
+    metric(o, "paqd_front_end_iq_phase_deg", "gauge",
+           "Front end: Q's phase error against I, degrees, mean over the last batch's corrected packets (NaN: none).",
+           s.iq_phase_deg_last_batch);
+    metric(o, "paqd_front_end_dc_dbc", "gauge",
+           "Front end: DC offset against the signal, dBc, over the last batch's corrected packets (NaN: none).",
+           s.dc_dbc_last_batch);
     metric(o, "paqd_packets_truncated_total", "counter", "Packets cut by a gap or the stream end.", d(s.tally.packets_truncated));
     metric(o, "paqd_packets_flagged_total", "counter", "Packets with any flag set.", d(s.tally.packets_flagged));
     metric(o, "paqd_packets_missed_total", "counter", "Packets missing from the sequence.", d(s.tally.packets_skipped));

@@ -27,6 +27,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <limits>
 #include <deque>
 #include <functional>
 #include <map>
@@ -77,6 +78,11 @@ struct pipeline_stats {
     std::uint64_t packets_last_batch = 0;
     /// Mean estimated transmitter clock offset over the last published batch's packets, ppm.
     double clock_ppm_last_batch = 0.0;
+    /// Front-end correction: means over the last published batch's corrected packets (IQ
+    /// amplitude dB, phase deg, DC dBc); NaN when none was corrected.
+    double iq_gain_db_last_batch = std::numeric_limits<double>::quiet_NaN();
+    double iq_phase_deg_last_batch = std::numeric_limits<double>::quiet_NaN();
+    double dc_dbc_last_batch = std::numeric_limits<double>::quiet_NaN();
     // latency, last sample of a batch in -> its last bit published
     double latency_last_ms = 0.0;
     double latency_max_ms = 0.0;

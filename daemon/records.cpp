@@ -91,7 +91,7 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
     }
     std::string& ph = packets_file_.header;
     ph = "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
-         "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags,clock_ppm";
+         "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags,clock_ppm,iq_gain_db,iq_phase_deg,dc_dbc";
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
         const std::string n = dsp::path_name(p);
         ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
@@ -158,12 +158,19 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
     char buf[512];
     const double cfo_hz = rec.cfo_rad_per_sample * chain_fs_ / (2.0 * std::numbers::pi);
     const double spread_ns = rms_delay_spread_samples(rec.h) / chain_fs_ * 1e9;
-    std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%d,%d,%u,%.2f",
+    // The front end's estimates: empty fields when the correction is off for this packet.
+    char fe[3][24] = {"", "", ""};
+    if (rec.front_end_corrected) {
+        std::snprintf(fe[0], sizeof fe[0], "%.3f", static_cast<double>(rec.iq_gain_db));
+        std::snprintf(fe[1], sizeof fe[1], "%.3f", static_cast<double>(rec.iq_phase_deg));
+        std::snprintf(fe[2], sizeof fe[2], "%.1f", static_cast<double>(rec.dc_dbc));
+    }
+    std::snprintf(buf, sizeof buf, "%llu,%u,%.9f,%llu,%llu,%.4f,%.2f,%.6g,%.3f,%.6g,%.2f,%.6g,%d,%d,%u,%.2f,%s,%s,%s",
                   static_cast<unsigned long long>(packets_.load() - 1), g_.packets,
                   static_cast<double>(rec.start_sample) / fs_, static_cast<unsigned long long>(batch),
                   static_cast<unsigned long long>(rec.start_sample), rec.metric, cfo_hz, rec.sigma2, rec.ebn0_db,
                   rec.channel_energy, spread_ns, rec.zf_condition, rec.channel_first_tap, rec.channel_last_tap, g_.flags,
-                  rec.clock_ppm);
+                  rec.clock_ppm, fe[0], fe[1], fe[2]);
     std::string& out = packets_file_.pending;
     out += buf;
     for (std::size_t p = 0; p < dsp::chain::num_paths; ++p) {

@@ -110,7 +110,13 @@ void print_table(const replay_result& r, std::ostream& os)
        << " samples per bit" << (r.resampled ? ", resampled to 2" : "") << "\n";
     os << "  mean CFO " << std::setprecision(1) << s.mean_cfo_hz << " Hz, estimated Eb/N0 " << std::setprecision(2)
        << s.mean_ebn0_db << " dB, clock " << std::setprecision(1) << s.mean_clock_ppm << " ppm (" << s.packets_clock_corrected
-       << " packets re-timed)\n\n";
+       << " packets re-timed)\n";
+    if (s.packets_front_end_corrected) {
+        os << "  front end (corrected on " << s.packets_front_end_corrected << " packets): IQ " << std::setprecision(2)
+           << s.mean_iq_gain_db << " dB / " << s.mean_iq_phase_deg << " deg, DC " << std::setprecision(1) << s.mean_dc_dbc
+           << " dBc\n";
+    }
+    os << "\n";
     os << "  path   packets        bits    errors         BER   sync\n";
     for (const auto& p : s.paths) {
         char line[160];
@@ -147,6 +153,10 @@ nlohmann::json to_json(const replay_result& r)
             {"resampled", r.resampled},
             {"mean_clock_ppm", s.mean_clock_ppm},
             {"packets_clock_corrected", s.packets_clock_corrected},
+            {"packets_front_end_corrected", s.packets_front_end_corrected},
+            {"mean_iq_gain_db", s.mean_iq_gain_db},
+            {"mean_iq_phase_deg", s.mean_iq_phase_deg},
+            {"mean_dc_dbc", s.mean_dc_dbc},
             {"samples", s.samples},
             {"batches", s.batches},
             {"packets_found", s.packets_found},

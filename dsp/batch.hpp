@@ -75,6 +75,13 @@ struct packet_record {
     /// 0 when not estimated.
     double clock_ppm = 0.0;
     bool clock_corrected = false;  ///< the packet was re-timed for clock_ppm
+    /// The front end this packet's segment showed (dsp/iq_correction.hpp), when the correction
+    /// is on (front_end_corrected): Q's amplitude and phase against I, and the DC offset's power
+    /// against the segment's (dBc; -300 when none).
+    bool front_end_corrected = false;
+    float iq_gain_db = 0.0f;
+    float iq_phase_deg = 0.0f;
+    float dc_dbc = -300.0f;
 };
 
 struct batch_output {

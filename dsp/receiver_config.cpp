@@ -62,6 +62,9 @@ std::vector<std::string> receiver_config::validate() const
     }
     if (clock_tracking != 0 && clock_tracking != 1) e.push_back(bad("clock_tracking", clock_tracking, "0 (off) or 1 (on)"));
     if (!(clock_min_ppm >= 0.0 && clock_min_ppm <= 100.0)) e.push_back(bad("clock_min_ppm", clock_min_ppm, "0 .. 100"));
+    if (front_end_correction < -1 || front_end_correction > 1) {
+        e.push_back(bad("front_end_correction", front_end_correction, "-1 (auto: on for radio and network sources), 0 (off) or 1 (on)"));
+    }
     return e;
 }
 

@@ -55,6 +55,15 @@ struct receiver_config {
     /// A packet whose estimated |clock offset| is below this many ppm is not re-timed (its
     /// drift over a packet is then below 0.013 samples at the default 1 ppm), 0 .. 100.
     double clock_min_ppm = 1.0;
+    /// Front-end correction (dsp/iq_correction, issue 12): each packet's DC offset and IQ
+    /// imbalance estimated from its segment and removed before the chain reads it. 1 on, 0 off,
+    /// -1 auto: paqd turns it on for the sources that come from a radio front end (iio,
+    /// vita49, udp, tcp) and off for files and replay (`paqd replay --front-end-correction`);
+    /// a backend given -1 treats it as off.
+    int front_end_correction = -1;
+
+    /// Whether the backends correct the front end: front_end_correction == 1.
+    [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction == 1; }
 
     /// Input samples per 2-samples-per-bit sample: input_sample_rate_hz / (2 bit_rate_hz), 1
     /// when the input rate is 0 (unset).

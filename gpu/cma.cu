@@ -28,15 +28,18 @@ using smem_fft::cmul;
 using smem_fft::cmul_conj;
 using smem_fft::keep;
 
-/// The sum of v over the block, in every thread (the same order, so the same value). red:
-/// threads / 32 floats of shared memory.
-__device__ float block_sum(float v, float* red)
+/// The sums of v.x and v.y over the block, in every thread (the same order, so the same value).
+/// red: threads / 32 values of shared memory.
+__device__ float2 block_sum(float2 v, float2* red)
 {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_down_sync(0xffffffffu, v, off);
+    for (int off = 16; off > 0; off >>= 1) {
+        v.x += __shfl_down_sync(0xffffffffu, v.x, off);
+        v.y += __shfl_down_sync(0xffffffffu, v.y, off);
+    }
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
     __syncthreads();
-    float sum = 0.0f;
-    for (int w = 0; w < threads / 32; ++w) sum += red[w];
+    float2 sum = make_float2(0.0f, 0.0f);
+    for (int w = 0; w < threads / 32; ++w) sum = make_float2(sum.x + red[w].x, sum.y + red[w].y);
     __syncthreads();
     return sum;
 }
@@ -54,14 +57,9 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
     const int p = blockIdx.x;
     const float2* r = r_spec + static_cast<std::size_t>(p) * n;
     for (int i = threadIdx.x; i < l_eq; i += blockDim.x) c[i] = taps[static_cast<std::size_t>(p) * l_eq + i];
-    // The step over the segment's mean power, sum |R|^2 / (n seg_len) (dsp::segment_mean_power):
-    // the same taps and bits at any input level.
-    __shared__ float red[threads / 32];
-    float part = 0.0f;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) part += r[i].x * r[i].x + r[i].y * r[i].y;
-    const float power = block_sum(part, red) / (static_cast<float>(n) * static_cast<float>(seg_len));
-    if (!(power > 0.0f) || !isfinite(power)) iterations = 0;  // an empty segment: the MMSE taps stand
-    else scale /= power;
+    // The step over the segment's mean power, sum |R|^2 / (n seg_len) (dsp::segment_mean_power),
+    // so the same taps and bits at any input level; summed as the first product with R reads R.
+    __shared__ float2 red[threads / 32];
     const float inv_n = 1.0f / static_cast<float>(n);
     // A step stands only if the next finds the CMA cost no higher (dsp::cma_refine says why).
     static_assert(threads >= l_eq);
@@ -72,7 +70,16 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
         __syncthreads();
         for (int i = threadIdx.x; i < l_eq; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(bitrev<log_n>((i - l1 + n) % n))] = c[i];
         __syncthreads();
-        smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul(v, r[k]); });
+        float power_part = 0.0f;
+        if (it == 0) {
+            smem_fft::dit<log_n, false, bitrev_reads>(a, [r, &power_part](int k, float2 v) {
+                const float2 rk = r[k];
+                power_part += rk.x * rk.x + rk.y * rk.y;
+                return cmul(v, rk);
+            });
+        } else {
+            smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul(v, r[k]); });
+        }
         float cost_part = 0.0f;
         smem_fft::dif<log_n, true, bitrev_reads>(a, [=, &cost_part](int q, float2 v) {
             const int t = bitrev<log_n>(q);
@@ -83,7 +90,13 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
             const float g = 2.0f * e;
             return make_float2(g * y.x, g * y.y);
         });
-        const float cost = block_sum(cost_part, red);  // the same value in every thread
+        const float2 sums = block_sum(make_float2(cost_part, power_part), red);  // the same in every thread
+        if (it == 0) {
+            const float power = sums.y / (static_cast<float>(n) * static_cast<float>(seg_len));
+            if (!(power > 0.0f) || !isfinite(power)) break;  // an empty segment: the MMSE taps stand
+            scale /= power;
+        }
+        const float cost = sums.x;
         if (!(cost <= previous_cost)) {
             if (threadIdx.x < l_eq) c[threadIdx.x] = previous;
             __syncthreads();

@@ -11,6 +11,8 @@
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
 #include "gpu/cma.hpp"
+#include "gpu/iq_correction.hpp"
+#include "dsp/iq_correction.hpp"
 #include "gpu/detector.hpp"
 #include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
@@ -307,6 +309,9 @@ struct chain_part {
     pinned_buffer<dsp::fixed_pos> steps_host;
     device_buffer<dsp::fixed_pos> steps_dev;
     std::vector<double> refined, ppm;
+    /// Front-end correction (receiver_config::front_end_correction): each slot's moments.
+    device_buffer<double> iq_sums;
+    pinned_buffer<double> iq_sums_host;
     event located;  ///< after the starts and M around the peaks are back (clock tracking)
     std::array<event, stage_count_events> ev;
     std::array<cuda_backend::stage, stage_count_events> ev_stage{};  ///< the stage that ends at each event
@@ -377,7 +382,9 @@ struct chain_part {
           steps_host(max_packets),
           steps_dev(max_packets),
           refined(max_packets),
-          ppm(max_packets)
+          ppm(max_packets),
+          iq_sums(max_packets * iq_dc_sums_per_slot),
+          iq_sums_host(max_packets * iq_dc_sums_per_slot)
     {
         PAQ_CUDA_CHECK(cudaMemset(zero_load.data(), 0, max_packets * sizeof(double)));
         // Unused batch slots of the FFT buffers stay finite.
@@ -826,7 +833,8 @@ void chain_part::enqueue_back(bool timed, bool clock)
     // Every stage over all slots; slots past the count carry zeros.
     const std::size_t np = m.max_packets;
     const int P = static_cast<int>(np);
-    m.fe.estimate_device(found.starts, found.count, np, clock ? m.steps_dev.data() : nullptr);
+    m.fe.estimate_device(found.starts, found.count, np, clock ? m.steps_dev.data() : nullptr,
+                         m.cfg.front_end_correction_on() ? m.iq_sums.data() : nullptr);
     stage_done(cuda_backend::stage::estimates);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
@@ -896,6 +904,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     back(m.support_host.data(), d.support, np * sizeof(int));
     back(m.ok_zf_host.data(), m.ok_zf.data(), np);
     back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
+    if (m.cfg.front_end_correction_on()) back(m.iq_sums_host.data(), m.iq_sums.data(), np * iq_dc_sums_per_slot * sizeof(double));
     stage_done(cuda_backend::stage::copy_back);
     if (timed) m.events_recorded = m.next_ev;
 }
@@ -929,6 +938,15 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.clock_ppm = clock ? m.ppm[p] : 0.0;
         rec.clock_corrected = clock && m.steps_host[p] != dsp::fixed_pos{1} << dsp::fixed_frac_bits;
         rec.metric = m.metrics_host[p];
+        rec.front_end_corrected = false;
+        if (m.cfg.front_end_correction_on()) {
+            const double* q = m.iq_sums_host.data() + p * iq_dc_sums_per_slot;
+            const auto fe = dsp::iq_dc_from_sums(q[0], q[1], q[2], q[3], q[4], q[5]);
+            rec.front_end_corrected = fe.valid;
+            rec.iq_gain_db = static_cast<float>(fe.gain_db);
+            rec.iq_phase_deg = static_cast<float>(fe.phase_deg);
+            rec.dc_dbc = static_cast<float>(fe.dc_dbc);
+        }
         rec.cfo_rad_per_sample = m.cfo_host[p];
         rec.sigma2 = m.sigma2_host[p];
         rec.nonfinite_samples = m.nonfinite_host[p];

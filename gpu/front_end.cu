@@ -1,4 +1,5 @@
 #include "gpu/front_end.hpp"
+#include "gpu/iq_correction.hpp"
 
 #include "dsp/batch.hpp"
 #include "dsp/preamble_detector.hpp"
@@ -603,8 +604,17 @@ void front_end::gather_device(const long long* starts, const int* count, std::si
 
 void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
 {
+    estimate_device(starts, count, slots, steps, nullptr);
+}
+
+void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps,
+                                double* iq_sums)
+{
     if (slots == 0) return;
     gather_device(starts, count, slots, steps);
+    if (iq_sums != nullptr) {
+        iq_dc_correct_device(reinterpret_cast<cf32*>(impl_->seg.data()), seg_stride, seg_len, count, slots, iq_sums, impl_->st.get());
+    }
     impl_->estimate_stages(slots);
 }
 

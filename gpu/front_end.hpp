@@ -99,6 +99,9 @@ public:
     /// dsp::packet_margin, the ratio-1 table) where its step is not 2^32; a step of exactly
     /// 2^32 is today's plain copy, bit for bit. Null steps: no correction.
     void estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps);
+    /// The same with each segment's DC and IQ imbalance removed after the gather (gpu/iq_correction;
+    /// the moments per slot into iq_sums, device, gpu::iq_dc_sums_per_slot each). Null: no correction.
+    void estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps, double* iq_sums);
     /// Only the first stage of estimate_device: the packet segments (device().segments, not
     /// yet de-rotated) and the non-finite counts. For tests.
     void gather_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps);

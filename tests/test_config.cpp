@@ -43,6 +43,10 @@ void expect_same(const receiver_config& a, const receiver_config& b) {
     EXPECT_EQ(a.pll_acquisition_bn_t, b.pll_acquisition_bn_t);
     EXPECT_EQ(a.pll_damping, b.pll_damping);
     EXPECT_EQ(a.cpu_threads, b.cpu_threads);
+    EXPECT_EQ(a.bit_rate_hz, b.bit_rate_hz);
+    EXPECT_EQ(a.clock_tracking, b.clock_tracking);
+    EXPECT_EQ(a.clock_min_ppm, b.clock_min_ppm);
+    EXPECT_EQ(a.front_end_correction, b.front_end_correction);
 }
 
 // The messages of the config_error that parsing `yaml` throws; fails the test if none.
@@ -221,6 +225,10 @@ TEST(ReceiverYaml, RoundTripEveryFieldChanged) {
     c.pll_acquisition_bn_t = 0.1 / 3.0;
     c.pll_damping = std::sqrt(0.5);
     c.cpu_threads = 1024;
+    c.bit_rate_hz = 1e7 / 3.0;
+    c.clock_tracking = 0;
+    c.clock_min_ppm = 2.0 / 3.0;
+    c.front_end_correction = 1;
     ASSERT_TRUE(c.validate().empty());
     const std::string yaml = to_yaml(c);
     SCOPED_TRACE(yaml);
@@ -305,7 +313,7 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
                                   "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, clock_tracking, "
-                                  "clock_min_ppm)"))
+                                  "clock_min_ppm, front_end_correction)"))
         << message;
 }
 

@@ -62,6 +62,11 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
             EXPECT_EQ(a.packets[p].clock_ppm, g.packets[p].clock_ppm) << "batch " << b->index << " packet " << p;
             EXPECT_EQ(a.packets[p].clock_corrected, g.packets[p].clock_corrected) << "batch " << b->index << " packet " << p;
             if (a.packets[p].clock_corrected) ++c.clock_corrected;
+            // The front end's estimates (moments in double on both, summed in another order).
+            EXPECT_EQ(a.packets[p].front_end_corrected, g.packets[p].front_end_corrected) << "batch " << b->index << " packet " << p;
+            EXPECT_NEAR(a.packets[p].iq_gain_db, g.packets[p].iq_gain_db, 1e-4);
+            EXPECT_NEAR(a.packets[p].iq_phase_deg, g.packets[p].iq_phase_deg, 1e-3);
+            EXPECT_NEAR(a.packets[p].dc_dbc, g.packets[p].dc_dbc, 1e-3);
             c.worst_cfo = std::max(c.worst_cfo, std::abs(a.packets[p].cfo_rad_per_sample - g.packets[p].cfo_rad_per_sample));
             c.worst_sigma2 = std::max(c.worst_sigma2, std::abs(g.packets[p].sigma2 / a.packets[p].sigma2 - 1.0));
             if (a.packets[p].channel_support != g.packets[p].channel_support) ++c.support_diff;
@@ -178,6 +183,32 @@ TEST_F(gpu_backend, clock_offset_150_ppm_matches_the_cpu)
     EXPECT_GE(c.clock_corrected, c.packets * 9 / 10);
     report_and_check("150 ppm", c);
     report_and_check("150 ppm, 1 part", compare_backends(sim.samples, rc, 0, 0, 1));
+}
+
+TEST_F(gpu_backend, front_end_correction_matches_the_cpu)
+{
+    // Issue 12: IQ imbalance 2 dB / 10 deg and DC at -15 dBc, corrected on both backends; then
+    // the same at 25 MS/s, 30 dB below the nominal level and with a +120 ppm clock (every
+    // correction at once).
+    auto sc = rate_signal(20.625e6, 0.0, 1221);
+    sc.iq_gain_db = 2.0;
+    sc.iq_phase_deg = 10.0;
+    sc.dc_offset_dbc = -15.0;
+    receiver_config rc;
+    rc.batch_samples = 400'000;
+    rc.front_end_correction = 1;
+    const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
+    EXPECT_GE(c.packets, 50u);
+    report_and_check("IQ 2 dB 10 deg, DC -15 dBc", c);
+    auto sc2 = rate_signal(25e6, 120.0, 1222);
+    sc2.iq_gain_db = -1.0;
+    sc2.iq_phase_deg = 5.0;
+    sc2.dc_offset_dbc = -20.0;
+    sc2.gain_db = -30.0;
+    rc.input_sample_rate_hz = 25e6;
+    const auto c2 = compare_backends(test::simulate(sc2, samples_for(60, 25e6)).samples, rc);
+    EXPECT_GE(c2.packets, 50u);
+    report_and_check("25 MS/s, +120 ppm, -30 dB, IQ -1 dB 5 deg, DC -20 dBc", c2);
 }
 
 TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)

@@ -91,8 +91,10 @@ wait_bert() {
   [[ $rc -eq 0 ]] || { cat "$work/bert.log" >&2; fail "paq-bert exited with $rc"; }
 }
 
+# The cases that compare with it receive over the network, where the front-end correction is
+# on by default (receiver.front_end_correction auto): the replay does the same.
 offline() {
-  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --json-out "$work/offline.json" > /dev/null 2>&1 \
+  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --json-out "$work/offline.json" > /dev/null 2>&1 \
     || fail "offline replay failed"
 }
 
