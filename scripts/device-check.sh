@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|levels|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|levels|frontend|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -81,6 +81,25 @@ if [[ $mode == levels ]]; then
       echo
       echo "=== level ${g:-nominal}, $b"
       ./.device/paqd replay /tmp/paq-level.sigmf-meta --backend "$b" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
+    done
+  done
+fi
+if [[ $mode == levels || $mode == frontend ]]; then
+  # Issue 12, item 2: IQ 2 dB / 10 deg with DC at -15 dBc at the issue's operating points, the
+  # correction on (both backends) and off (CPU), and clean input with it on and off.
+  for ch in "awgn 11" "edwards3 15"; do
+    set -- $ch
+    for imp in "" "--iq-imbalance 2,10 --dc-offset -15"; do
+      # shellcheck disable=SC2086
+      ./.device/paq-sim --preset "$1" --ebn0-db "$2" --cfo-hz 25000 --seconds 2 --seed 1261 $imp --output /tmp/paq-fe > /dev/null
+      for run in "cpu on" "cuda on" "cpu off"; do
+        set -- $run
+        echo
+        echo "=== $ch ${imp:-clean}, $1, correction $2"
+        ./.device/paqd replay /tmp/paq-fe.sigmf-meta --backend "$1" --front-end-correction "$2" 2>&1 \
+          | grep -E "^  (none|zf|mmse|cma|fde1|fde2|front) " || status=1
+      done
+      set -- $ch
     done
   done
 fi
