@@ -332,16 +332,16 @@ std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, b
            s.clock_ppm_last_batch);
     metric(o, "paqd_packets_clock_corrected_total", "counter", "Packets re-timed for the transmitter's clock offset.",
            d(s.tally.packets_clock_corrected));
-    metric(o, "paqd_packets_front_end_corrected_total", "counter", "Packets whose DC offset and IQ imbalance were removed.",
+    metric(o, "paqd_packets_front_end_corrected_total", "counter", "Packets whose DC offset or IQ imbalance stood above the gate (-30 dB) and was removed.",
            d(s.tally.packets_front_end_corrected));
     metric(o, "paqd_front_end_iq_gain_db", "gauge",
-           "Front end: Q's amplitude against I's, dB, mean over the last batch's corrected packets (NaN: none).",
+           "Front end: Q's amplitude against I's, dB, mean over the last batch's estimated packets (NaN: none).",
            s.iq_gain_db_last_batch);
     metric(o, "paqd_front_end_iq_phase_deg", "gauge",
-           "Front end: Q's phase error against I, degrees, mean over the last batch's corrected packets (NaN: none).",
+           "Front end: Q's phase error against I, degrees, mean over the last batch's estimated packets (NaN: none).",
            s.iq_phase_deg_last_batch);
     metric(o, "paqd_front_end_dc_dbc", "gauge",
-           "Front end: DC offset against the signal, dBc, over the last batch's corrected packets (NaN: none).",
+           "Front end: DC offset against the signal, dBc, over the last batch's estimated packets (NaN: none).",
            s.dc_dbc_last_batch);
     metric(o, "paqd_packets_truncated_total", "counter", "Packets cut by a gap or the stream end.", d(s.tally.packets_truncated));
     metric(o, "paqd_packets_flagged_total", "counter", "Packets with any flag set.", d(s.tally.packets_flagged));

@@ -300,7 +300,7 @@ void pipeline::publisher_loop()
             double gain = 0.0, phase = 0.0, dc = 0.0;
             std::size_t corrected = 0;
             for (const auto& rec : out.packets) {
-                if (!rec.front_end_corrected) continue;
+                if (!rec.front_end_estimated) continue;
                 ++corrected;
                 gain += rec.iq_gain_db;
                 phase += rec.iq_phase_deg;

@@ -160,7 +160,7 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
     const double spread_ns = rms_delay_spread_samples(rec.h) / chain_fs_ * 1e9;
     // The front end's estimates: empty fields when the correction is off for this packet.
     char fe[3][24] = {"", "", ""};
-    if (rec.front_end_corrected) {
+    if (rec.front_end_estimated) {
         std::snprintf(fe[0], sizeof fe[0], "%.3f", static_cast<double>(rec.iq_gain_db));
         std::snprintf(fe[1], sizeof fe[1], "%.3f", static_cast<double>(rec.iq_phase_deg));
         std::snprintf(fe[2], sizeof fe[2], "%.1f", static_cast<double>(rec.dc_dbc));

@@ -76,8 +76,10 @@ struct packet_record {
     double clock_ppm = 0.0;
     bool clock_corrected = false;  ///< the packet was re-timed for clock_ppm
     /// The front end this packet's segment showed (dsp/iq_correction.hpp), when the correction
-    /// is on (front_end_corrected): Q's amplitude and phase against I, and the DC offset's power
-    /// against the segment's (dBc; -300 when none).
+    /// is on (front_end_estimated): Q's amplitude and phase against I, and the DC offset's power
+    /// against the segment's (dBc; -300 when none). front_end_corrected: the DC or the IQ
+    /// imbalance stood above the gate (dsp::iq_dc_gate) and was removed.
+    bool front_end_estimated = false;
     bool front_end_corrected = false;
     float iq_gain_db = 0.0f;
     float iq_phase_deg = 0.0f;

@@ -98,12 +98,13 @@ struct cpu_backend::impl {
                 w.seg[static_cast<std::size_t>(i)] = cf64(s.real(), s.imag());
             }
         }
-        rec.front_end_corrected = false;
+        rec.front_end_estimated = rec.front_end_corrected = false;
         if (cfg.front_end_correction_on()) {
             // DC and IQ imbalance of the receiver's mixer, from the segment itself.
             const auto fe = estimate_iq_dc(w.seg.data(), static_cast<std::size_t>(seg_len));
             correct_iq_dc(w.seg.data(), static_cast<std::size_t>(seg_len), fe);
-            rec.front_end_corrected = fe.valid;
+            rec.front_end_estimated = fe.valid;
+            rec.front_end_corrected = fe.corrected;
             rec.iq_gain_db = static_cast<float>(fe.gain_db);
             rec.iq_phase_deg = static_cast<float>(fe.phase_deg);
             rec.dc_dbc = static_cast<float>(fe.dc_dbc);

@@ -11,14 +11,18 @@ iq_dc_estimate iq_dc_from_sums(double n, double si, double sq, double sii, doubl
     const auto k = iq_dc_coefficients_from_sums(n, si, sq, sii, sqq, siq);
     iq_dc_estimate e;
     if (!k.valid) return e;
+    // What is applied (zeros and 1 below the gate) ...
     e.dc_i = k.dc_i;
     e.dc_q = k.dc_q;
     e.cross = k.cross;
     e.q_scale = k.q_scale;
+    e.corrected = k.apply_dc || k.apply_iq;
+    // ... and what was estimated, reported whether applied or not.
+    const double mi = si / n, mq = sq / n, cross = (siq / n - mi * mq) / k.p_i;
     const double g2 = k.p_q / k.p_i;
     e.gain_db = 10.0 * std::log10(g2);
-    e.phase_deg = std::asin(std::clamp(-k.cross / std::sqrt(g2), -1.0, 1.0)) * 180.0 / std::numbers::pi;
-    const double dc2 = k.dc_i * k.dc_i + k.dc_q * k.dc_q;
+    e.phase_deg = std::asin(std::clamp(-cross / std::sqrt(g2), -1.0, 1.0)) * 180.0 / std::numbers::pi;
+    const double dc2 = mi * mi + mq * mq;
     e.dc_dbc = dc2 > 0.0 ? 10.0 * std::log10(dc2 / (k.p_i + k.p_q)) : -300.0;
     e.valid = true;
     return e;
@@ -40,7 +44,7 @@ iq_dc_estimate estimate_iq_dc(const cf64* seg, std::size_t n) noexcept
 
 void correct_iq_dc(cf64* seg, std::size_t n, const iq_dc_estimate& e) noexcept
 {
-    if (!e.valid) return;
+    if (!e.corrected) return;
     for (std::size_t k = 0; k < n; ++k) {
         const double i = seg[k].real() - e.dc_i;
         const double q = seg[k].imag() - e.dc_q;

@@ -29,8 +29,9 @@ void run_tally::add(const batch_output& out)
         cfo_sum_ += rec.cfo_rad_per_sample;
         clock_ppm_sum_ += rec.clock_ppm;
         if (rec.clock_corrected) ++s_.packets_clock_corrected;
-        if (rec.front_end_corrected) {
-            ++s_.packets_front_end_corrected;
+        if (rec.front_end_corrected) ++s_.packets_front_end_corrected;
+        if (rec.front_end_estimated) {
+            ++front_end_estimated_;
             iq_gain_sum_ += rec.iq_gain_db;
             iq_phase_sum_ += rec.iq_phase_deg;
             dc_lin_sum_ += std::pow(10.0, rec.dc_dbc / 10.0);
@@ -55,8 +56,9 @@ run_summary run_tally::summary() const
         s.mean_cfo_hz = s.mean_cfo_rad_per_sample * sample_rate_hz_ / (2.0 * std::numbers::pi);
         s.mean_ebn0_db = 10.0 * std::log10(ebn0_lin_sum_ / np);
     }
-    if (s.packets_front_end_corrected) {
-        const double nc = static_cast<double>(s.packets_front_end_corrected);
+    s.packets_front_end_estimated = front_end_estimated_;
+    if (front_end_estimated_) {
+        const double nc = static_cast<double>(front_end_estimated_);
         s.mean_iq_gain_db = iq_gain_sum_ / nc;
         s.mean_iq_phase_deg = iq_phase_sum_ / nc;
         s.mean_dc_dbc = dc_lin_sum_ > 0.0 ? 10.0 * std::log10(dc_lin_sum_ / nc) : -300.0;

@@ -44,8 +44,10 @@ struct run_summary {
     std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
     double mean_clock_ppm = 0.0;          ///< transmitter clock against the sample clock, mean over packets
     std::uint64_t packets_clock_corrected = 0;  ///< packets re-timed for the clock offset
-    /// Front-end correction (receiver_config::front_end_correction): packets corrected and the
-    /// means of their estimates (IQ amplitude dB, phase deg; DC dBc as 10 log10 of the mean power ratio).
+    /// Front-end correction (receiver_config::front_end_correction): packets estimated, those
+    /// corrected (above the gate), and the means of the estimates (IQ amplitude dB, phase deg;
+    /// DC dBc as 10 log10 of the mean power ratio).
+    std::uint64_t packets_front_end_estimated = 0;
     std::uint64_t packets_front_end_corrected = 0;
     double mean_iq_gain_db = 0.0;
     double mean_iq_phase_deg = 0.0;
@@ -79,6 +81,7 @@ private:
     double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;
     double iq_gain_sum_ = 0.0, iq_phase_sum_ = 0.0, dc_lin_sum_ = 0.0;
+    std::uint64_t front_end_estimated_ = 0;
 };
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain.

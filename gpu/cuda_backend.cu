@@ -938,11 +938,12 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.clock_ppm = clock ? m.ppm[p] : 0.0;
         rec.clock_corrected = clock && m.steps_host[p] != dsp::fixed_pos{1} << dsp::fixed_frac_bits;
         rec.metric = m.metrics_host[p];
-        rec.front_end_corrected = false;
+        rec.front_end_estimated = rec.front_end_corrected = false;
         if (m.cfg.front_end_correction_on()) {
             const double* q = m.iq_sums_host.data() + p * iq_dc_sums_per_slot;
             const auto fe = dsp::iq_dc_from_sums(q[0], q[1], q[2], q[3], q[4], q[5]);
-            rec.front_end_corrected = fe.valid;
+            rec.front_end_estimated = fe.valid;
+            rec.front_end_corrected = fe.corrected;
             rec.iq_gain_db = static_cast<float>(fe.gain_db);
             rec.iq_phase_deg = static_cast<float>(fe.phase_deg);
             rec.dc_dbc = static_cast<float>(fe.dc_dbc);

@@ -45,7 +45,7 @@ __global__ void __launch_bounds__(threads) iq_dc_kernel(float2* __restrict__ seg
         out[0] = n;
         for (int j = 0; j < 5; ++j) out[j + 1] = red[j][0];
     }
-    if (!c.valid) return;
+    if (!c.apply_dc && !c.apply_iq) return;
     for (int k = threadIdx.x; k < seg_len; k += threads) {
         const double i = seg[k].x - c.dc_i;
         const double q = seg[k].y - c.dc_q;

@@ -63,6 +63,7 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
             EXPECT_EQ(a.packets[p].clock_corrected, g.packets[p].clock_corrected) << "batch " << b->index << " packet " << p;
             if (a.packets[p].clock_corrected) ++c.clock_corrected;
             // The front end's estimates (moments in double on both, summed in another order).
+            EXPECT_EQ(a.packets[p].front_end_estimated, g.packets[p].front_end_estimated) << "batch " << b->index << " packet " << p;
             EXPECT_EQ(a.packets[p].front_end_corrected, g.packets[p].front_end_corrected) << "batch " << b->index << " packet " << p;
             EXPECT_NEAR(a.packets[p].iq_gain_db, g.packets[p].iq_gain_db, 1e-4);
             EXPECT_NEAR(a.packets[p].iq_phase_deg, g.packets[p].iq_phase_deg, 1e-3);

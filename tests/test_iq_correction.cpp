@@ -89,6 +89,14 @@ TEST(iq_correction, estimates_the_mixer_and_undoes_it)
         // What is left is estimation noise (about 1/sqrt(n) of each coefficient): -30 dB or better.
         EXPECT_LT(10.0 * std::log10(err / pow), -30.0) << db << " dB " << deg << " deg";
     }
+    // A clean segment (circular noise, no DC) estimates but corrects nothing: both below the gate.
+    {
+        std::vector<cf64> x(n);
+        for (auto& v : x) v = cf64(nd(rng), nd(rng));
+        const auto e = estimate_iq_dc(x.data(), n);
+        EXPECT_TRUE(e.valid);
+        EXPECT_FALSE(e.corrected) << e.gain_db << " dB " << e.phase_deg << " deg DC " << e.dc_dbc << " dBc";
+    }
     // Degenerate segments correct nothing: no power, or Q a copy of I.
     std::vector<cf64> zeros(100, cf64(0.0));
     EXPECT_FALSE(estimate_iq_dc(zeros.data(), zeros.size()).valid);
