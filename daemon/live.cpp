@@ -249,7 +249,7 @@ int run_live(const live_options& opt)
                          records->packets_path().string(), cfg.records.decimation, cfg.records.channel_decimation);
         }
         if (!cfg.recording.base.empty()) {
-            rec = std::make_unique<recorder>(cfg.recording, rate, nlohmann::json(config::to_yaml(cfg)));
+            rec = std::make_unique<recorder>(cfg.recording, rate, rc.bit_rate_hz, nlohmann::json(config::to_yaml(cfg)));
             spdlog::info("recording the received samples to {} ({})", rec->meta_path().string(),
                          io::to_sigmf_datatype(cfg.recording.format));
         }

@@ -6,7 +6,7 @@
 
 namespace paq::daemon {
 
-recorder::recorder(const recording_config& cfg, double sample_rate_hz, nlohmann::json settings)
+recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings)
     : max_queued_(cfg.queue_mib * (std::size_t{1} << 20) / sizeof(cf32))
 {
     io::sigmf_meta meta;
@@ -16,6 +16,7 @@ recorder::recorder(const recording_config& cfg, double sample_rate_hz, nlohmann:
     meta.recorder = "paqd 0.1.0";
     meta.extra_global = nlohmann::json::object();
     meta.extra_global["paq:receiver"] = std::move(settings);
+    meta.extra_global["paq:bit_rate_hz"] = bit_rate_hz;
     if (cfg.base.has_parent_path()) std::filesystem::create_directories(cfg.base.parent_path());
     writer_ = std::make_unique<io::sample_file_writer>(io::sample_file_writer::create_sigmf(cfg.base, meta));
     thread_ = std::thread([this] { writer_loop(); });

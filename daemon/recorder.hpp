@@ -34,8 +34,9 @@ using config::recording_config;
 class recorder {
 public:
     /// Creates the data file now (throws naming it when it cannot). `settings` goes into the
-    /// metadata as paq:receiver (e.g. the effective configuration).
-    recorder(const recording_config& cfg, double sample_rate_hz, nlohmann::json settings);
+    /// metadata as paq:receiver (e.g. the effective configuration), the link's bit rate as
+    /// paq:bit_rate_hz (what paqd replay of the recording then takes).
+    recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings);
     ~recorder();
     recorder(const recorder&) = delete;
     recorder& operator=(const recorder&) = delete;

@@ -214,7 +214,7 @@ TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
     for (std::size_t i = 0; i < a.size(); ++i) a[i] = cf32(static_cast<float>(i), 1.0f);
     for (std::size_t i = 0; i < b.size(); ++i) b[i] = cf32(-static_cast<float>(i), 2.0f);
     {
-        daemon::recorder r(cfg, 20.625e6, nlohmann::json("receiver: {}"));
+        daemon::recorder r(cfg, 25e6, 10.3125e6, nlohmann::json("receiver: {}"));
         r.write(a);
         r.gap(2048, io::gap_reason::lost_packets);
         r.write(b);
@@ -235,6 +235,9 @@ TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
     EXPECT_EQ(extra["paq:gaps"][0]["lost"], 2048);
     EXPECT_EQ(extra["paq:gaps"][0]["reason"], "lost-packets");
     EXPECT_EQ(extra["paq:receiver"], "receiver: {}");
+    // The link's bit rate, which paqd replay takes from the recording (issue 11).
+    EXPECT_EQ(extra["paq:bit_rate_hz"], 10.3125e6);
+    EXPECT_EQ(reader.info().meta.sample_rate_hz, 25e6);
 }
 
 // Issue 17: a flood of one-sample datagrams with skipping counts wrote 1.76 M gap entries
@@ -247,7 +250,7 @@ TEST(recording, a_gap_flood_is_merged_into_a_bounded_gap_list)
     cfg.format = io::sample_format::cf32_le;
     const std::size_t n = daemon::recorder::max_gap_entries + 5000;
     {
-        daemon::recorder r(cfg, 20.625e6, nlohmann::json::object());
+        daemon::recorder r(cfg, 20.625e6, 10.3125e6, nlohmann::json::object());
         const cf32 one[1] = {cf32(1.0f, 0.0f)};
         for (std::size_t k = 0; k < n; ++k) {
             r.gap(2, io::gap_reason::lost_packets);
@@ -277,7 +280,7 @@ TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_
     daemon::recording_config cfg;
     cfg.base = dir.path / "slow";
     cfg.queue_mib = 16;  // 2 M samples of queue
-    daemon::recorder r(cfg, 20.625e6, nlohmann::json::object());
+    daemon::recorder r(cfg, 20.625e6, 10.3125e6, nlohmann::json::object());
     // 40 M samples offered at once, far more than 16 MiB of queue: some must be dropped,
     // and everything offered is either recorded or counted as dropped.
     std::vector<cf32> chunk(1'000'000, cf32(0.5f, -0.5f));

@@ -587,3 +587,45 @@ TEST(detection, peak_search_matches_its_definition)
         ASSERT_EQ(got, expect) << "trial " << trial << " n " << n << " w " << w;
     }
 }
+
+// Issue 11: replay takes the link's bit rate from the recording (paq:bit_rate_hz, which paq-sim
+// and paqd write), --bit-rate overrides it, and a bit rate the input rate cannot serve is an
+// error naming both rates and where the bit rate came from.
+TEST(replay_rates, the_bit_rate_comes_from_the_recording_or_the_option)
+{
+    const auto dir = temp_dir("replay_rates");
+    sim_config sc;
+    sc.ebn0_db = 14.0;
+    sc.seed = 703;
+    sc.bit_rate_hz = 5e6;
+    sc.sample_rate_hz = 12.5e6;  // 2.5 samples per bit of a 5 Mbit/s link
+    const auto sim = test::simulate(sc, 8);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = sc.sample_rate_hz;
+    meta.extra_global = nlohmann::json{{"paq:bit_rate_hz", 5e6}};
+    {
+        auto w = io::sample_file_writer::create_sigmf(dir / "rec", meta);
+        w.write(sim.samples);
+        w.close();
+    }
+    daemon::replay_options opt;
+    opt.file = dir / "rec.sigmf-meta";
+    const auto r = daemon::run_replay(opt);
+    EXPECT_EQ(r.bit_rate_from, "paq:bit_rate_hz");
+    EXPECT_EQ(r.bit_rate_hz, 5e6);
+    EXPECT_TRUE(r.resampled);
+    EXPECT_GE(r.summary.packets_found, 4u);
+    for (const auto& p : r.summary.paths) EXPECT_LT(p.ber, 1e-2) << p.name;
+    // The option wins; 12.5 MS/s is 1.2 samples per bit at 10.3125 Mbit/s: refused, naming both.
+    opt.bit_rate_hz = 10.3125e6;
+    try {
+        (void)daemon::run_replay(opt);
+        ADD_FAILURE() << "1.2 samples per bit accepted";
+    } catch (const std::exception& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("12.5 MS/s"), std::string::npos) << what;
+        EXPECT_NE(what.find("10.3125 Mbit/s"), std::string::npos) << what;
+        EXPECT_NE(what.find("--bit-rate"), std::string::npos) << what;
+    }
+    std::filesystem::remove_all(dir);
+}

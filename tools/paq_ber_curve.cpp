@@ -78,8 +78,8 @@ struct options {
     double timing_offset = 0.37;
     std::string pattern = "pn15";
     std::vector<std::string> rays;  ///< extra rays, AMPLITUDE,DELAY_NS,PHASE_RAD
-    // Field impairments (dsp/simulator.hpp). The receiver still assumes 2 samples per bit, so
-    // the sample rate must be 2 x the bit rate (checked in main).
+    // Field impairments (dsp/simulator.hpp). A sample rate other than 2 x the bit rate is
+    // resampled by the receiver (2 .. 6.4 samples per bit; checked in main).
     double bit_rate_hz = paq::dsp::sim_config{}.bit_rate_hz;
     double sample_rate_hz = 0.0;  ///< 0: 2 x bit_rate_hz
     double clock_ppm = 0.0;
@@ -164,6 +164,11 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
     rcfg.cpu_threads = o.threads;
     rcfg.cma_mu = o.cma_mu;
     rcfg.cma_iterations = o.cma_iterations;
+    rcfg.bit_rate_hz = o.bit_rate_hz;
+    rcfg.input_sample_rate_hz = o.sample_rate_hz;  // any other rate than 2 x the bit rate is resampled
+    // Input samples per packet (L_pkt at 2 samples per bit).
+    const double spacing = static_cast<double>(waveform::L_pkt) * rcfg.input_ratio();
+    const auto input_samples = [spacing](std::size_t packets) { return static_cast<std::size_t>(std::ceil(static_cast<double>(packets) * spacing)); };
     if (const auto errors = rcfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
 
     paq::dsp::simulator sim(scfg);
@@ -171,7 +176,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
 
     double ebn0_lin_sum = 0.0, cfo_hz_sum = 0.0;
     // First run: N complete packets plus the one the random start offset cuts.
-    ebn0_lin_sum += run_chunk(sim, backend, rcfg, scfg, (o.packets + 1) * waveform::L_pkt, res, cfo_hz_sum);
+    ebn0_lin_sum += run_chunk(sim, backend, rcfg, scfg, input_samples(o.packets + 1), res, cfo_hz_sum);
     res.packets_simulated = o.packets;
     auto enough = [&] {
         if (o.min_errors == 0) return true;
@@ -182,7 +187,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
     // to both runs, and each run's PN checker resynchronises before it counts).
     while (!enough() && res.packets_simulated < o.max_packets) {
         const std::size_t n = std::min(chunk_packets, o.max_packets - res.packets_simulated);
-        ebn0_lin_sum += run_chunk(sim, backend, rcfg, scfg, n * waveform::L_pkt, res, cfo_hz_sum);
+        ebn0_lin_sum += run_chunk(sim, backend, rcfg, scfg, input_samples(n), res, cfo_hz_sum);
         res.packets_simulated += n;
     }
     if (res.packets_found) {
@@ -254,8 +259,7 @@ int main(int argc, char** argv)
         ->check(CLI::Range(0.0, 0.999999));
     app.add_option("--bit-rate", o.bit_rate_hz, "Transmitter bit rate in Hz (1e6 .. 30e6)");
     app.add_option("--sample-rate", o.sample_rate_hz,
-                   "Sample rate in Hz; must be 2 x --bit-rate for now (the receiver assumes 2 samples per bit; "
-                   "0: 2 x --bit-rate)");
+                   "Input sample rate in Hz, 2 .. 6.4 x --bit-rate (resampled by the receiver; 0: 2 x --bit-rate)");
     app.add_option("--clock-ppm", o.clock_ppm, "Transmitter bit clock offset against the sample clock, ppm (|x| <= 1000)");
     app.add_option("--clock-drift-ppm-per-s", o.clock_drift_ppm_per_s, "Clock offset change per second, ppm/s");
     app.add_option("--gain-db", o.gain_db, "Receiver gain for the whole run, dB (-60 .. 40)");
@@ -288,13 +292,15 @@ int main(int argc, char** argv)
     }
     if (o.max_packets < o.packets) o.max_packets = o.packets;
     if (o.sample_rate_hz == 0.0) o.sample_rate_hz = 2.0 * o.bit_rate_hz;
-    if (o.sample_rate_hz != 2.0 * o.bit_rate_hz) {
-        // The receiver (run_receiver, cpu_backend) still takes 2 samples per bit; its resampler
-        // comes with issue 11. Until then a resampled stream would only give "no packets".
-        std::cerr << "paq-ber-curve: --sample-rate " << o.sample_rate_hz << " is not 2 x --bit-rate " << o.bit_rate_hz
-                  << " (" << 2.0 * o.bit_rate_hz << "): the receiver does not resample yet, so only 2 samples per bit "
-                  << "is allowed here (paq-sim makes other rates)\n";
-        return 2;
+    {
+        // A rate the receiver cannot serve: its error, naming both rates, before any output.
+        paq::dsp::receiver_config rc;
+        rc.bit_rate_hz = o.bit_rate_hz;
+        rc.input_sample_rate_hz = o.sample_rate_hz;
+        if (const auto errors = rc.validate(); !errors.empty()) {
+            for (const auto& e : errors) std::cerr << "paq-ber-curve: " << e << "\n";
+            return 2;
+        }
     }
     try {
         (void)sim_config_for(o, o.ebn0_db.front(), o.seed);  // bad settings: an error before any output
