@@ -315,6 +315,7 @@ int run_live(const live_options& opt)
                     x.vita49_late = vc.late;
                     x.vita49_resyncs = vc.resyncs;
                     x.vita49_stream_changes = vc.stream_changes;
+                    x.vita49_context_rate_mismatches = vc.context_rate_mismatches;
                 }
                 if (records) {
                     x.record_rows = records->rows();
@@ -451,9 +452,9 @@ int run_live(const live_options& opt)
     if (vita) {
         const auto& vc = vita->vita_counters();
         spdlog::info("vita49: {} context packets skipped, {} of another stream, {} stream changes followed, "
-                     "{} duplicates, {} late, {} resyncs",
+                     "{} duplicates, {} late, {} resyncs, {} context packets with another sample rate",
                      vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(), vc.duplicates.load(),
-                     vc.late.load(), vc.resyncs.load());
+                     vc.late.load(), vc.resyncs.load(), vc.context_rate_mismatches.load());
     }
     if (!opt.json_out.empty()) {
         auto j = to_json(s, have_pattern);
@@ -473,7 +474,9 @@ int run_live(const live_options& opt)
                                      {"stream_changes", vc.stream_changes.load()},
                                      {"duplicates", vc.duplicates.load()},
                                      {"late", vc.late.load()},
-                                     {"resyncs", vc.resyncs.load()}};
+                                     {"resyncs", vc.resyncs.load()},
+                                     {"context_rate_mismatches", vc.context_rate_mismatches.load()},
+                                     {"context_sample_rate_hz", vc.context_sample_rate_hz.load()}};
         }
         if (udp) {
             nlohmann::json streams = nlohmann::json::array();

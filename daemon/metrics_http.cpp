@@ -309,6 +309,9 @@ std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, b
            "Datagrams or connections from senders outside the source's allow-list, dropped.", d(x.source_refused));
     if (x.vita49) {
         metric(o, "paqd_vita49_context_packets_total", "counter", "VITA-49 context packets skipped.", d(x.vita49_context));
+        metric(o, "paqd_vita49_context_rate_mismatches_total", "counter",
+               "VITA-49 context packets whose sample rate differs from source.vita49.sample_rate_hz.",
+               d(x.vita49_context_rate_mismatches));
         metric(o, "paqd_vita49_other_stream_total", "counter", "VITA-49 data packets of another stream id dropped.",
                d(x.vita49_other_stream));
         metric(o, "paqd_vita49_duplicates_total", "counter", "Repeated VITA-49 packets dropped.", d(x.vita49_duplicates));

@@ -120,6 +120,16 @@ public:
     template <class... Args>
     void warn(spdlog::format_string_t<Args...> fmt, Args&&... args)
     {
+        log(spdlog::level::warn, fmt, std::forward<Args>(args)...);
+    }
+    template <class... Args>
+    void error(spdlog::format_string_t<Args...> fmt, Args&&... args)
+    {
+        log(spdlog::level::err, fmt, std::forward<Args>(args)...);
+    }
+    template <class... Args>
+    void log(spdlog::level::level_enum level, spdlog::format_string_t<Args...> fmt, Args&&... args)
+    {
         const auto now = std::chrono::steady_clock::now();
         if (logged_ && now - last_ < interval_) {
             ++suppressed_;
@@ -127,8 +137,8 @@ public:
         }
         logged_ = true;
         last_ = now;
-        spdlog::warn(fmt, std::forward<Args>(args)...);
-        if (suppressed_ > 0) spdlog::warn("  ({} similar messages suppressed in the last interval)", suppressed_);
+        spdlog::log(level, fmt, std::forward<Args>(args)...);
+        if (suppressed_ > 0) spdlog::log(level, "  ({} similar messages suppressed in the last interval)", suppressed_);
         suppressed_ = 0;
     }
 
@@ -837,6 +847,16 @@ struct vita49_source::impl final : net_core {
         }
         if (pkt.is_context()) {
             vcounters.context_packets += 1;
+            if (const double r = pkt.context_sample_rate_hz; r != 0.0) {
+                vcounters.context_sample_rate_hz = r;
+                if (!(std::abs(r - cfg.sample_rate_hz) <= 1e-6 * cfg.sample_rate_hz)) {
+                    vcounters.context_rate_mismatches += 1;
+                    rate_log.error("{}: stream id 0x{:08x}'s context says the sample rate is {:.9g} MS/s, but the "
+                                   "receiver runs at sample_rate_hz {:.9g} MS/s: set source.vita49.sample_rate_hz to "
+                                   "the sender's rate (the packets are decoded at the configured rate)",
+                                   name, pkt.fields.stream_id, r / 1e6, cfg.sample_rate_hz / 1e6);
+                }
+            }
             return;
         }
         const std::uint32_t id = pkt.fields.stream_id;
@@ -931,6 +951,7 @@ struct vita49_source::impl final : net_core {
     // One limiter per kind of message, so that a flood of one kind hides none of the others
     // (net_core::limiter is the one for losses).
     log_limiter malformed_log, other_log, order_log;
+    log_limiter rate_log{std::chrono::seconds(10)};
     udp::socket socket{ioc};
 };
 

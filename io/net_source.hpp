@@ -165,6 +165,10 @@ struct vita49_counters {
     std::atomic<std::uint64_t> late{0};             ///< reordered packets dropped (their place was a gap)
     std::atomic<std::uint64_t> resyncs{0};          ///< timestamp jumped backwards: tracking restarted
     std::atomic<std::uint64_t> stream_changes{0};   ///< stream ids followed (stream_change: follow)
+    /// IF Context packets whose sample rate field differs from sample_rate_hz (by more than
+    /// 1e-6 of it): the receiver would decode at the wrong rate; each is counted and logged.
+    std::atomic<std::uint64_t> context_rate_mismatches{0};
+    std::atomic<double> context_sample_rate_hz{0.0};  ///< the last sample rate a context packet carried (0: none)
 };
 
 /// Raw IQ over TCP. Samples split across reads are reassembled; a partial sample left when

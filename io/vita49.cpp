@@ -203,6 +203,30 @@ std::string parse_packet(std::span<const std::byte> datagram, packet& out)
 
     out.type = static_cast<packet_type>(type);
     out.fields = f;
+    out.context_sample_rate_hz = 0.0;
+    if (type == 4 && size_words > w) {
+        // IF Context: CIF0, then the fields it announces in the order of its bits, 31 down
+        // (VITA 49.2 9.1): for the sample rate (bit 21) the words of bits 30 .. 22 come first.
+        const std::uint32_t cif0 = load_be_u32(p + 4 * w);
+        if ((cif0 & (1u << 21)) != 0) {
+            static constexpr unsigned words_of_bit[32] = {
+                // bits 0 .. 31; only 22 .. 30 are needed here
+                0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                1 /*22 over-range count*/, 1 /*23 gain*/, 1 /*24 reference level*/, 2 /*25 IF band offset*/,
+                2 /*26 RF offset*/, 2 /*27 RF frequency*/, 2 /*28 IF frequency*/, 2 /*29 bandwidth*/,
+                1 /*30 reference point*/, 0 /*31 change indicator*/};
+            std::size_t at = w + 1;
+            for (unsigned b = 30; b >= 22; --b) {
+                if ((cif0 & (1u << b)) != 0) at += words_of_bit[b];
+            }
+            if (at + 2 > size_words)
+                return "vita49: IF Context packet of " + std::to_string(size_words) +
+                       " words is too short for the sample rate field its CIF0 announces (needs " + std::to_string(at + 2) + ")";
+            const auto raw = static_cast<std::int64_t>((static_cast<std::uint64_t>(load_be_u32(p + 4 * at)) << 32) |
+                                                       load_be_u32(p + 4 * at + 4));
+            out.context_sample_rate_hz = static_cast<double>(raw) / 1048576.0;  // 2^20
+        }
+    }
     // The payload is size_words - fixed_words whole words, hence always a multiple of the
     // 4-byte sample; a datagram with a partial word fails the size check above.
     out.payload = is_data ? datagram.subspan(4 * prefix, 4 * (size_words - fixed_words)) : std::span<const std::byte>{};

@@ -103,6 +103,9 @@ struct packet {
     packet_type type = packet_type::if_data;  ///< if_data, if_context or ext_context
     packet_fields fields;                     ///< context packets: the prefix fields, never a trailer
     std::span<const std::byte> payload;       ///< IF Data: ci16 pairs, big-endian; empty for context
+    /// IF Context (type 4) whose CIF0 announces the sample rate field (bit 21): its value in Hz
+    /// (64-bit, 20 fractional bits); 0 otherwise.
+    double context_sample_rate_hz = 0.0;
     [[nodiscard]] bool is_context() const noexcept { return type != packet_type::if_data; }
     [[nodiscard]] std::size_t num_samples() const noexcept { return payload.size() / bytes_per_sample; }
 };

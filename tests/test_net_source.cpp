@@ -576,6 +576,24 @@ private:
     return cfg;
 }
 
+/// An IF Context packet (no timestamps) whose CIF0 announces the bandwidth and the sample rate.
+[[nodiscard]] std::vector<std::byte> context_with_rate(std::uint32_t stream, double sender_rate_hz)
+{
+    std::vector<std::byte> ctx(4 * 7);
+    auto word = [&](std::size_t i, std::uint32_t v) {
+        for (int b = 0; b < 4; ++b) ctx[4 * i + static_cast<std::size_t>(b)] = std::byte{static_cast<unsigned char>(v >> (24 - 8 * b))};
+    };
+    word(0, (4u << 28) | 7u);
+    word(1, stream);
+    word(2, (1u << 29) | (1u << 21));  // bandwidth (2 words), then the sample rate (2 words)
+    word(3, 0);
+    word(4, 0x12345u);
+    const auto raw = static_cast<std::uint64_t>(std::llround(sender_rate_hz * 1048576.0));
+    word(5, static_cast<std::uint32_t>(raw >> 32));
+    word(6, static_cast<std::uint32_t>(raw));
+    return ctx;
+}
+
 TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
 {
     constexpr std::size_t spp = 100, num_packets = 40;
@@ -601,6 +619,8 @@ TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
             ctx[0] = std::byte{0x40};
             ctx[3] = std::byte{2};
             tx.send(ctx);
+            tx.send(context_with_rate(7, rate_hz));   // the configured rate: fine
+            tx.send(context_with_rate(7, 30.72e6));   // another rate: counted and logged
             tx.send_packet(9, 0, s, true);                          // another stream
             const std::vector<std::byte> junk{std::byte{1}, std::byte{2}, std::byte{3}, std::byte{4}, std::byte{5}};
             tx.send(junk);  // malformed; the next timestamp shows nothing lost: no gap
@@ -620,10 +640,12 @@ TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
     EXPECT_EQ(c.samples.load(), expected.size());
     EXPECT_EQ(c.bytes.load(), expected.size() * 4);
     EXPECT_EQ(c.malformed.load(), 1u);
-    EXPECT_EQ(c.packets.load(), num_packets - dropped.size() + 4);  // + duplicate, context, other, junk
+    EXPECT_EQ(c.packets.load(), num_packets - dropped.size() + 6);  // + duplicate, 3 context, other, junk
     const auto& v = source.vita_counters();
     EXPECT_EQ(v.duplicates.load(), 1u);
-    EXPECT_EQ(v.context_packets.load(), 1u);
+    EXPECT_EQ(v.context_packets.load(), 3u);
+    EXPECT_EQ(v.context_rate_mismatches.load(), 1u);
+    EXPECT_EQ(v.context_sample_rate_hz.load(), 30.72e6);
     EXPECT_EQ(v.other_stream.load(), 1u);
 }
 

@@ -211,6 +211,33 @@ TEST(vita49, context_packets_are_recognised)
     }
 }
 
+TEST(vita49, the_sample_rate_of_an_if_context_packet_is_read)
+{
+    // Issue 11: CIF0 with the reference point (1 word), the gain (1 word) and the sample rate
+    // (bit 21: 64 bits, 20 fractional) after a GPS integer timestamp.
+    std::vector<std::byte> ctx(4 * 8);
+    set_word(ctx, 0, (4u << 28) | (1u << 22) | 8u);
+    set_word(ctx, 1, 0x42u);
+    set_word(ctx, 2, 1700000000u);
+    set_word(ctx, 3, (1u << 30) | (1u << 23) | (1u << 21));
+    set_word(ctx, 4, 0xdeadbeefu);  // reference point id
+    set_word(ctx, 5, 0x00010002u);  // gain
+    const auto raw = static_cast<std::uint64_t>(30.72e6 * 1048576.0);
+    set_word(ctx, 6, static_cast<std::uint32_t>(raw >> 32));
+    set_word(ctx, 7, static_cast<std::uint32_t>(raw));
+    packet p;
+    ASSERT_EQ(parse_packet(ctx, p), "");
+    EXPECT_EQ(p.context_sample_rate_hz, 30.72e6);
+    // The same CIF0 in a packet one word too short: an error naming the field.
+    std::vector<std::byte> short_ctx(ctx.begin(), ctx.end() - 4);
+    set_word(short_ctx, 0, (4u << 28) | (1u << 22) | 7u);
+    EXPECT_NE(parse_error(short_ctx).find("sample rate field"), std::string::npos) << parse_error(short_ctx);
+    // Extension context (type 5) layouts are the sender's own: no rate is read.
+    set_word(ctx, 0, (5u << 28) | (1u << 22) | 8u);
+    ASSERT_EQ(parse_packet(ctx, p), "");
+    EXPECT_EQ(p.context_sample_rate_hz, 0.0);
+}
+
 // ---- sequence tracker ------------------------------------------------------------------------
 
 [[nodiscard]] packet_fields seq(std::uint32_t stream, unsigned count, std::optional<std::uint64_t> sample_count = {})
