@@ -7,8 +7,12 @@
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
+#include <cstdio>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace paq::test {
@@ -58,6 +62,20 @@ inline dsp::batcher batched(std::span<const cf32> x, std::size_t batch_samples, 
     }
     bt.finish();
     return bt;
+}
+
+/// Every path of `got` locked and its BER within `bound` times `ref`'s (which must have more
+/// than 300 errors on every path, so that a ratio means something); prints each ratio.
+inline void expect_every_path_within(const dsp::run_summary& got, const dsp::run_summary& ref, double bound, const std::string& what)
+{
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        const auto& g = got.paths[static_cast<std::size_t>(p)];
+        const auto& r = ref.paths[static_cast<std::size_t>(p)];
+        ASSERT_GT(r.bit_errors, 300u) << what << " " << r.name << ": too few errors for a ratio";
+        EXPECT_TRUE(g.locked) << what << " " << g.name;
+        EXPECT_LE(g.ber, bound * r.ber) << what << " " << g.name << ": " << g.ber << " against " << r.ber;
+        std::printf("%s %s: %.3e against %.3e (%.3fx)\n", what.c_str(), g.name.c_str(), g.ber, r.ber, g.ber / r.ber);
+    }
 }
 
 inline dsp::receiver_config small_batches()

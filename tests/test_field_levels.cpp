@@ -39,13 +39,11 @@ sim_config channel(const char* preset, double ebn0_db, std::uint64_t seed)
 void expect_within(const run_summary& got, const run_summary& ref, double bound, const std::string& what)
 {
     EXPECT_EQ(got.packets_found, ref.packets_found) << what;
+    test::expect_every_path_within(got, ref, bound, what);
+    // Nothing lost to a resync: a broken packet shows as bits not checked, not as errors.
     for (int p = 0; p < chain::num_paths; ++p) {
-        const auto& g = got.paths[static_cast<std::size_t>(p)];
-        const auto& r = ref.paths[static_cast<std::size_t>(p)];
-        ASSERT_GT(r.bit_errors, 300u) << what << " " << r.name << ": too few errors for a ratio";
-        EXPECT_TRUE(g.locked) << what << " " << g.name;
-        EXPECT_LE(g.ber, bound * r.ber) << what << " " << g.name << ": " << g.ber << " against " << r.ber;
-        EXPECT_GE(g.bits_checked, r.bits_checked) << what << " " << g.name;
+        EXPECT_GE(got.paths[static_cast<std::size_t>(p)].bits_checked, ref.paths[static_cast<std::size_t>(p)].bits_checked)
+            << what << " " << got.paths[static_cast<std::size_t>(p)].name;
     }
     // CMA does its own work at every level: not MMSE's errors exactly.
     EXPECT_NE(got.paths[static_cast<std::size_t>(eq_path::cma)].bit_errors,

@@ -45,18 +45,6 @@ sim_config channel(const char* preset, double ebn0_db, std::uint64_t seed)
     return sc;
 }
 
-void expect_within(const run_summary& got, const run_summary& ref, double bound, const std::string& what)
-{
-    for (int p = 0; p < chain::num_paths; ++p) {
-        const auto& g = got.paths[static_cast<std::size_t>(p)];
-        const auto& r = ref.paths[static_cast<std::size_t>(p)];
-        ASSERT_GT(r.bit_errors, 300u) << what << " " << r.name << ": too few errors for a ratio";
-        EXPECT_TRUE(g.locked) << what << " " << g.name;
-        EXPECT_LE(g.ber, bound * r.ber) << what << " " << g.name << ": " << g.ber << " against " << r.ber;
-        std::printf("%s %s: %.3e against %.3e (%.3fx)\n", what.c_str(), g.name.c_str(), g.ber, r.ber, g.ber / r.ber);
-    }
-}
-
 }  // namespace
 
 TEST(iq_correction, estimates_the_mixer_and_undoes_it)
@@ -114,7 +102,7 @@ TEST(iq_correction, iq_2_db_10_deg_and_dc_minus_15_dbc_within_1_5x_of_clean)
         sc.iq_phase_deg = 10.0;
         sc.dc_offset_dbc = -15.0;
         const auto x = simulate_seconds(sc, 0.2);
-        expect_within(receive(x, 1), clean, 1.5, std::string(preset) + " IQ 2 dB 10 deg DC -15 dBc, corrected");
+        test::expect_every_path_within(receive(x, 1), clean, 1.5, std::string(preset) + " IQ 2 dB 10 deg DC -15 dBc, corrected");
         // Uncorrected, for the record (the issue measured 20-60x over multipath).
         const auto raw = receive(x, 0);
         for (int p = 0; p < chain::num_paths; ++p) {
@@ -129,6 +117,6 @@ TEST(iq_correction, no_loss_on_clean_input)
 {
     for (const auto& [preset, ebn0] : {std::pair{"awgn", 8.0}, std::pair{"edwards3", 12.0}}) {
         const auto x = simulate_seconds(channel(preset, ebn0, 1253), 0.2);
-        expect_within(receive(x, 1), receive(x, 0), 1.05, std::string(preset) + " clean, corrected");
+        test::expect_every_path_within(receive(x, 1), receive(x, 0), 1.05, std::string(preset) + " clean, corrected");
     }
 }
