@@ -460,6 +460,7 @@ daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view s
             }
             v.number("ci16_scale", vc.ci16_scale, 1e-6f, 1e9f);
             v.number("sample_rate_hz", vc.sample_rate_hz, 0.0, 1e9);
+            v.number("context_timeout_s", vc.context_timeout_s, 0.1, 3600.0);
             v.number("rcvbuf_bytes", vc.rcvbuf_bytes, 0, 1 << 30);
             v.allow_list("allow", vc.allow);
             v.choice("stream_change", vc.stream_change,
@@ -665,6 +666,7 @@ std::string to_yaml(const daemon_config& c)
     os << "    stream_timeout_ms: " << v.stream_timeout_ms << "\n"
        << "    ci16_scale: " << format_double(v.ci16_scale) << "\n"
        << "    sample_rate_hz: " << format_double(v.sample_rate_hz) << "\n"
+       << "    context_timeout_s: " << format_double(v.context_timeout_s) << "\n"
        << "    rcvbuf_bytes: " << v.rcvbuf_bytes << "\n";
     os << allow_yaml(v.allow);
     const auto& i = c.source.iio;

@@ -452,9 +452,11 @@ int run_live(const live_options& opt)
     if (vita) {
         const auto& vc = vita->vita_counters();
         spdlog::info("vita49: {} context packets skipped, {} of another stream, {} stream changes followed, "
-                     "{} duplicates, {} late, {} resyncs, {} context packets with another sample rate",
+                     "{} duplicates, {} late, {} resyncs, {} context packets with another sample rate, {} packets ({} "
+                     "samples) before the sample rate was known",
                      vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(), vc.duplicates.load(),
-                     vc.late.load(), vc.resyncs.load(), vc.context_rate_mismatches.load());
+                     vc.late.load(), vc.resyncs.load(), vc.context_rate_mismatches.load(), vc.packets_before_rate.load(),
+                     vc.samples_before_rate.load());
     }
     if (!opt.json_out.empty()) {
         auto j = to_json(s, have_pattern);
@@ -476,7 +478,9 @@ int run_live(const live_options& opt)
                                      {"late", vc.late.load()},
                                      {"resyncs", vc.resyncs.load()},
                                      {"context_rate_mismatches", vc.context_rate_mismatches.load()},
-                                     {"context_sample_rate_hz", vc.context_sample_rate_hz.load()}};
+                                     {"context_sample_rate_hz", vc.context_sample_rate_hz.load()},
+                                     {"packets_before_rate", vc.packets_before_rate.load()},
+                                     {"samples_before_rate", vc.samples_before_rate.load()}};
         }
         if (udp) {
             nlohmann::json streams = nlohmann::json::array();

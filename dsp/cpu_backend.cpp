@@ -103,11 +103,7 @@ struct cpu_backend::impl {
             // DC and IQ imbalance of the receiver's mixer, from the segment itself.
             const auto fe = estimate_iq_dc(w.seg.data(), static_cast<std::size_t>(seg_len));
             correct_iq_dc(w.seg.data(), static_cast<std::size_t>(seg_len), fe);
-            rec.front_end_estimated = fe.valid;
-            rec.front_end_corrected = fe.corrected;
-            rec.iq_gain_db = static_cast<float>(fe.gain_db);
-            rec.iq_phase_deg = static_cast<float>(fe.phase_deg);
-            rec.dc_dbc = static_cast<float>(fe.dc_dbc);
+            record_front_end(fe, rec);
         }
         cf64* r = w.seg.data() + pre;  // r[0] = packet start
 

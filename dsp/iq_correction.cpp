@@ -42,6 +42,15 @@ iq_dc_estimate estimate_iq_dc(const cf64* seg, std::size_t n) noexcept
     return iq_dc_from_sums(static_cast<double>(n), si, sq, sii, sqq, siq);
 }
 
+void record_front_end(const iq_dc_estimate& e, packet_record& rec) noexcept
+{
+    rec.front_end_estimated = e.valid;
+    rec.front_end_corrected = e.corrected;
+    rec.iq_gain_db = static_cast<float>(e.gain_db);
+    rec.iq_phase_deg = static_cast<float>(e.phase_deg);
+    rec.dc_dbc = static_cast<float>(e.dc_dbc);
+}
+
 void correct_iq_dc(cf64* seg, std::size_t n, const iq_dc_estimate& e) noexcept
 {
     if (!e.corrected) return;

@@ -20,6 +20,7 @@
 // The GPU does the same per packet (gpu/iq_correction.cu), with the sums in double.
 #pragma once
 
+#include "dsp/batch.hpp"
 #include "dsp/types.hpp"
 
 #include <cmath>
@@ -102,6 +103,9 @@ struct iq_dc_estimate {
 
 /// Estimates over seg[0, n).
 [[nodiscard]] iq_dc_estimate estimate_iq_dc(const cf64* seg, std::size_t n) noexcept;
+
+/// The estimate into a packet's record (front_end_estimated, front_end_corrected and the values).
+void record_front_end(const iq_dc_estimate& e, packet_record& rec) noexcept;
 
 /// Applies e to seg[0, n) in place: what stands above the gate (nothing when !e.corrected).
 void correct_iq_dc(cf64* seg, std::size_t n, const iq_dc_estimate& e) noexcept;

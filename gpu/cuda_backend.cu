@@ -7,12 +7,12 @@
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
 #include "dsp/input_stage.hpp"
+#include "dsp/iq_correction.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
 #include "gpu/cma.hpp"
 #include "gpu/iq_correction.hpp"
-#include "dsp/iq_correction.hpp"
 #include "gpu/detector.hpp"
 #include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
@@ -941,12 +941,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.front_end_estimated = rec.front_end_corrected = false;
         if (m.cfg.front_end_correction_on()) {
             const double* q = m.iq_sums_host.data() + p * iq_dc_sums_per_slot;
-            const auto fe = dsp::iq_dc_from_sums(q[0], q[1], q[2], q[3], q[4], q[5]);
-            rec.front_end_estimated = fe.valid;
-            rec.front_end_corrected = fe.corrected;
-            rec.iq_gain_db = static_cast<float>(fe.gain_db);
-            rec.iq_phase_deg = static_cast<float>(fe.phase_deg);
-            rec.dc_dbc = static_cast<float>(fe.dc_dbc);
+            dsp::record_front_end(dsp::iq_dc_from_sums(q[0], q[1], q[2], q[3], q[4], q[5]), rec);
         }
         rec.cfo_rad_per_sample = m.cfo_host[p];
         rec.sigma2 = m.sigma2_host[p];

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include <boost/asio.hpp>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
 namespace paq::io {
@@ -456,7 +457,8 @@ std::vector<std::string> vita49_source_config::validate() const
     check_bind_address(e, "bind_address", bind_address);
     check_port(e, port, true);
     check_scale(e, ci16_scale);
-    check_rate(e, sample_rate_hz);
+    if (sample_rate_hz != 0.0) check_rate(e, sample_rate_hz);  // 0: from the sender's context packets
+    if (!(context_timeout_s >= 0.1 && context_timeout_s <= 3600.0)) e.add("context_timeout_s", context_timeout_s, "0.1 .. 3600 s");
     check_rcvbuf(e, rcvbuf_bytes);
     if (stream_timeout_ms < 1 || stream_timeout_ms > 3'600'000)
         e.add("stream_timeout_ms", stream_timeout_ms, "1 .. 3600000 ms");
@@ -820,7 +822,67 @@ struct vita49_source::impl final : net_core {
         if (!c.stream_id && c.stream_change == stream_change_policy::follow)
             stream += ", follows a new one after " + std::to_string(c.stream_timeout_ms) + " ms of silence";
         return "vita49 udp " + endpoint_text(c.bind_address, c.port) + " (" + stream + ", ci16, " +
-               format_rate(c.sample_rate_hz) + (c.allow.empty() ? "" : ", allow-list") + ")";
+               (c.sample_rate_hz > 0.0 ? format_rate(c.sample_rate_hz) : std::string("rate from the sender's context")) +
+               (c.allow.empty() ? "" : ", allow-list") + ")";
+    }
+
+    /// sample_rate_hz 0: binds the socket and reads datagrams until an IF Context packet
+    /// (of stream_id, when set) carries a sample rate; then the tracker and the rate are set.
+    void learn_rate_from_context()
+    {
+        socket = open_udp(*this, cfg.bind_address, cfg.port, cfg.rcvbuf_bytes);
+        spdlog::info("{}: waiting up to {} s for the sender's IF Context packet with the sample rate", name,
+                     cfg.context_timeout_s);
+        std::vector<std::byte> buf(max_datagram_bytes + 1);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(cfg.context_timeout_s);
+        while (!stop_requested.load()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) break;
+            pollfd pfd{socket.native_handle(), POLLIN, 0};
+            if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 200))) <= 0) continue;
+            for (int k = 0; k < 256; ++k) {
+                udp::endpoint sender;
+                error_code ec;
+                const std::size_t n = socket.receive_from(asio::buffer(buf), sender, 0, ec);
+                if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+                if (ec == asio::error::connection_refused) continue;
+                if (ec) throw std::runtime_error(name + ": receive failed: " + ec.message());
+                if (!admit(sender.address(), sender.port(), "datagram")) continue;
+                counters.packets += 1;
+                vita49::packet p;
+                if (const std::string error = vita49::parse_packet(std::span<const std::byte>(buf.data(), n), p); !error.empty()) {
+                    counters.malformed += 1;
+                    malformed_log.warn("{}: malformed datagram dropped: {}", name, error);
+                    continue;
+                }
+                if (!p.is_context()) {
+                    vcounters.packets_before_rate += 1;
+                    vcounters.samples_before_rate += p.num_samples();
+                    continue;
+                }
+                vcounters.context_packets += 1;
+                if (p.context_sample_rate_hz == 0.0 || (cfg.stream_id && p.fields.stream_id != *cfg.stream_id)) continue;
+                const double r = p.context_sample_rate_hz;
+                vcounters.context_sample_rate_hz = r;
+                if (!(r >= 1e3 && r <= 1e9)) {
+                    throw std::runtime_error(name + ": the sender's IF Context packet (stream id " + std::to_string(p.fields.stream_id) +
+                                             ") says the sample rate is " + std::to_string(r) +
+                                             " Hz, outside 1 kHz .. 1 GHz; set source.vita49.sample_rate_hz");
+                }
+                cfg.sample_rate_hz = r;
+                tracker = vita49::sequence_tracker(integer_rate(r));
+                spdlog::info("{}: sample rate {:.9g} MS/s from stream id 0x{:08x}'s IF Context packet ({} IF Data packets, {} "
+                             "samples before it not delivered)",
+                             name, r / 1e6, p.fields.stream_id, vcounters.packets_before_rate.load(),
+                             vcounters.samples_before_rate.load());
+                return;
+            }
+        }
+        if (stop_requested.load()) throw std::runtime_error(name + ": stopped while waiting for the sender's sample rate");
+        throw std::runtime_error(name + ": no IF Context packet with a sample rate arrived within " +
+                                 std::to_string(cfg.context_timeout_s) +
+                                 " s (source.vita49.sample_rate_hz is 0: the rate is taken from the sender's context "
+                                 "packets); check that the sender sends them, or set sample_rate_hz");
     }
 
     /// Samples per second for TSI + sample-count timestamps; 0 (unknown) for a non-integer rate.
@@ -963,7 +1025,11 @@ vita49_source::vita49_source(vita49_source_config cfg)
 vita49_source::~vita49_source() = default;
 
 std::string vita49_source::describe() const { return impl_->name; }
-double vita49_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
+double vita49_source::sample_rate_hz() const
+{
+    if (impl_->cfg.sample_rate_hz == 0.0) impl_->learn_rate_from_context();
+    return impl_->cfg.sample_rate_hz;
+}
 std::uint16_t vita49_source::local_port() const noexcept { return impl_->local_port.load(); }
 const vita49_source_config& vita49_source::config() const noexcept { return impl_->cfg; }
 const vita49_counters& vita49_source::vita_counters() const noexcept { return impl_->vcounters; }
@@ -973,7 +1039,8 @@ void vita49_source::run(sample_sink& sink)
 {
     if (impl_->stop_requested.load()) return;
     auto& m = *impl_;
-    m.socket = open_udp(m, m.cfg.bind_address, m.cfg.port, m.cfg.rcvbuf_bytes);
+    if (m.cfg.sample_rate_hz == 0.0) m.learn_rate_from_context();  // nobody asked for the rate first
+    if (!m.socket.is_open()) m.socket = open_udp(m, m.cfg.bind_address, m.cfg.port, m.cfg.rcvbuf_bytes);
     auto on_datagram = [&m](std::span<const std::byte> d) { m.on_datagram(d); };
     datagram_pump<decltype(on_datagram)> pump(m, m.socket, on_datagram);
     pump.start();

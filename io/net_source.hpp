@@ -149,7 +149,11 @@ struct vita49_source_config {
     /// flip between them: the one it has stays while it keeps sending.
     int stream_timeout_ms = 1000;
     float ci16_scale = default_ci16_scale;  ///< > 0
-    double sample_rate_hz = 0;              ///< > 0 (required)
+    /// The sender's sample rate, 1e3 .. 1e9; 0: taken from the sender's IF Context packets
+    /// (CIF0 sample rate field): sample_rate_hz() then waits for the first one (of stream_id,
+    /// when set) for up to context_timeout_s.
+    double sample_rate_hz = 0;
+    double context_timeout_s = 10.0;        ///< 0.1 .. 3600
     int rcvbuf_bytes = 8 * 1024 * 1024;     ///< as udp_source_config::rcvbuf_bytes
     /// Datagrams accepted only from these addresses or CIDR prefixes (empty: any sender).
     std::vector<std::string> allow;
@@ -169,6 +173,10 @@ struct vita49_counters {
     /// 1e-6 of it): the receiver would decode at the wrong rate; each is counted and logged.
     std::atomic<std::uint64_t> context_rate_mismatches{0};
     std::atomic<double> context_sample_rate_hz{0.0};  ///< the last sample rate a context packet carried (0: none)
+    /// sample_rate_hz 0: IF Data packets received while waiting for the first context packet
+    /// with a rate, and their samples (not delivered: the rate they are at is not known yet).
+    std::atomic<std::uint64_t> packets_before_rate{0};
+    std::atomic<std::uint64_t> samples_before_rate{0};
 };
 
 /// Raw IQ over TCP. Samples split across reads are reassembled; a partial sample left when
@@ -214,6 +222,11 @@ public:
 
     /// "udp 0.0.0.0:5000 (raw ci16_le, 6.6 MHz, loss undetectable)".
     [[nodiscard]] std::string describe() const override;
+    /// The configured rate; with sample_rate_hz 0 the first call binds the socket and waits for
+    /// the sender's first IF Context packet with a sample rate (allow-list and stream_id
+    /// applied; IF Data before it counted in packets_before_rate), and throws
+    /// std::runtime_error naming the source and the setting when none comes within
+    /// context_timeout_s or the rate is outside 1 kHz .. 1 GHz.
     [[nodiscard]] double sample_rate_hz() const override;
     /// Throws std::runtime_error naming the source if it cannot bind or the socket fails.
     void run(sample_sink& sink) override;

@@ -776,6 +776,21 @@ TEST(DaemonYaml, Vita49StreamChangePolicy) {
     EXPECT_TRUE(contains(bad[1], "source.vita49.stream_timeout_ms = 0 is out of range (allowed: 1 .. 3600000)")) << bad[1];
 }
 
+TEST(DaemonYaml, Vita49SampleRateFromTheSendersContext) {
+    // Issue 11: sample_rate_hz 0 takes the rate from the sender's IF Context packets, waiting
+    // context_timeout_s at start; both round-trip, and a bad timeout names its range.
+    const auto ctx = paq::config::parse_daemon_config(
+        "source:\n  type: vita49\n  vita49:\n    sample_rate_hz: 0\n    context_timeout_s: 2.5\n");
+    EXPECT_EQ(ctx.source.vita49.sample_rate_hz, 0.0);
+    EXPECT_EQ(ctx.source.vita49.context_timeout_s, 2.5);
+    const auto again = paq::config::parse_daemon_config(paq::config::to_yaml(ctx));
+    EXPECT_EQ(again.source.vita49.sample_rate_hz, 0.0);
+    EXPECT_EQ(again.source.vita49.context_timeout_s, 2.5);
+    const auto bad = daemon_errors("source:\n  type: vita49\n  vita49:\n    context_timeout_s: 0\n");
+    ASSERT_EQ(bad.size(), 1u);
+    EXPECT_TRUE(contains(bad[0], "source.vita49.context_timeout_s = 0 is out of range (allowed: 0.1 .. 3600)")) << bad[0];
+}
+
 TEST(DaemonYaml, TheShippedConfigurationParses) {
     // config/paqd.yaml, as installed to /etc/paqd: its commented examples stay in sync with
     // the keys only by hand, so at least what is active must parse.

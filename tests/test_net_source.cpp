@@ -594,6 +594,59 @@ private:
     return ctx;
 }
 
+// Issue 11: sample_rate_hz 0 takes the rate from the sender's IF Context packets. Data before
+// the first one is counted, not delivered; a context packet of another stream id does not
+// count when stream_id is set; the samples after it are delivered at the learned rate.
+TEST(vita49_source, the_sample_rate_comes_from_the_senders_context_packet)
+{
+    constexpr std::size_t spp = 100;
+    const auto all = ci16_samples(spp * 6, 12);
+    auto cfg = vita_config(7);
+    cfg.sample_rate_hz = 0.0;
+    vita49_source source(cfg);
+    EXPECT_NE(source.describe().find("rate from the sender's context"), std::string::npos) << source.describe();
+    auto rate = std::async(std::launch::async, [&source] { return source.sample_rate_hz(); });
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+    vita49_sender tx(port);
+    tx.send_packet(7, 0, std::span<const cf32>(all.data(), spp), true);  // before the rate: counted
+    tx.send(context_with_rate(9, 5e6));                                  // another stream: ignored
+    tx.send(context_with_rate(7, 30.72e6));
+    ASSERT_EQ(rate.wait_for(5000ms), std::future_status::ready);
+    EXPECT_EQ(rate.get(), 30.72e6);
+    EXPECT_EQ(source.sample_rate_hz(), 30.72e6);
+    const auto& v = source.vita_counters();
+    EXPECT_EQ(v.packets_before_rate.load(), 1u);
+    EXPECT_EQ(v.samples_before_rate.load(), spp);
+    EXPECT_EQ(v.context_packets.load(), 2u);
+
+    recording_sink sink;
+    sink.stop_source_at(source, 5 * spp);
+    background_run run(source, sink);
+    for (std::size_t k = 1; k < 6; ++k) tx.send_packet(7, k, std::span<const cf32>(all.data() + k * spp, spp), true);
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), std::vector<cf32>(all.begin() + spp, all.end()));
+    EXPECT_EQ(v.context_rate_mismatches.load(), 0u);
+}
+
+TEST(vita49_source, no_context_packet_with_a_rate_is_a_clear_error)
+{
+    auto cfg = vita_config(std::nullopt);
+    cfg.sample_rate_hz = 0.0;
+    cfg.context_timeout_s = 0.3;
+    vita49_source source(cfg);
+    try {
+        (void)source.sample_rate_hz();
+        ADD_FAILURE() << "no rate, no error";
+    } catch (const std::runtime_error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("no IF Context packet with a sample rate"), std::string::npos) << what;
+        EXPECT_NE(what.find("sample_rate_hz"), std::string::npos) << what;
+    }
+    cfg.context_timeout_s = 0.0;
+    EXPECT_THROW(vita49_source{cfg}, std::invalid_argument);
+}
+
 TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
 {
     constexpr std::size_t spp = 100, num_packets = 40;
