@@ -88,6 +88,60 @@ double metric_value(const std::string& text, const std::string& name)
 
 }  // namespace
 
+// Issues 11 and 12: the records carry each packet's clock offset and front-end estimate.
+TEST(flight_records, rows_carry_the_clock_and_the_front_end)
+{
+    temp_dir dir;
+    dsp::sim_config sc;
+    sc.preset = "awgn";
+    sc.ebn0_db = 14.0;
+    sc.seed = 5151;
+    sc.clock_ppm = -90.0;
+    sc.iq_gain_db = 1.5;
+    sc.iq_phase_deg = -8.0;
+    sc.dc_offset_dbc = -20.0;
+    const auto sim = test::simulate(sc, 40);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = 20.625e6;
+    {
+        auto w = io::sample_file_writer::create_sigmf(dir.path / "rec", meta);
+        w.write(sim.samples);
+        w.close();
+    }
+    daemon::replay_options opt;
+    opt.file = dir.path / "rec.sigmf-meta";
+    opt.receiver.front_end_correction = 1;
+    opt.records.base = dir.path / "r";
+    const auto res = daemon::run_replay(opt);
+    ASSERT_GT(res.record_rows, 30u);
+    std::ifstream f(dir.path / "r-packets.csv");
+    std::string header, row;
+    std::getline(f, header);
+    std::getline(f, row);
+    std::getline(f, row);  // a packet in the middle, not the first
+    auto column = [](const std::string& line, std::size_t k) {
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < k; ++i) at = line.find(',', at) + 1;
+        return line.substr(at, line.find(',', at) - at);
+    };
+    auto index_of = [&](const std::string& name) {
+        std::size_t k = 0, at = 0;
+        while (true) {
+            const auto end = header.find(',', at);
+            if (header.substr(at, end - at) == name) return k;
+            if (end == std::string::npos) return std::string::npos;
+            at = end + 1;
+            ++k;
+        }
+    };
+    for (const char* name : {"clock_ppm", "iq_gain_db", "iq_phase_deg", "dc_dbc"}) ASSERT_NE(index_of(name), std::string::npos) << name;
+    EXPECT_NEAR(std::stod(column(row, index_of("clock_ppm"))), -90.0, 2.0) << row;
+    EXPECT_NEAR(std::stod(column(row, index_of("iq_gain_db"))), 1.5, 0.3) << row;
+    EXPECT_NEAR(std::stod(column(row, index_of("iq_phase_deg"))), -8.0, 2.0) << row;
+    EXPECT_NEAR(std::stod(column(row, index_of("dc_dbc"))), -20.0, 1.5) << row;
+    EXPECT_EQ(res.summary.packets_front_end_corrected, res.summary.packets_found);
+}
+
 TEST(flight_records, report_numbers_equal_the_replay_table)
 {
     temp_dir dir;
@@ -176,8 +230,22 @@ TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
         stats.tally.packets_found = 3104;
         stats.tally.paths[2].bit_errors = 17;
         stats.ring.samples_dropped = 5;
+        // Issues 11 and 12: the clock and front-end gauges and counters.
+        stats.clock_ppm_last_batch = -120.5;
+        stats.tally.packets_clock_corrected = 3000;
+        stats.tally.packets_front_end_corrected = 3104;
+        stats.iq_gain_db_last_batch = 2.0;
+        stats.iq_phase_deg_last_batch = 10.0;
+        stats.dc_dbc_last_batch = -15.0;
     }
+    EXPECT_NE(first.find("paqd_front_end_iq_gain_db NaN\n"), std::string::npos);  // none corrected yet
     const auto second = http_get(server.port(), "/metrics");
+    EXPECT_EQ(metric_value(second, "paqd_clock_offset_ppm"), -120.5);
+    EXPECT_EQ(metric_value(second, "paqd_packets_clock_corrected_total"), 3000.0);
+    EXPECT_EQ(metric_value(second, "paqd_packets_front_end_corrected_total"), 3104.0);
+    EXPECT_EQ(metric_value(second, "paqd_front_end_iq_gain_db"), 2.0);
+    EXPECT_EQ(metric_value(second, "paqd_front_end_iq_phase_deg"), 10.0);
+    EXPECT_EQ(metric_value(second, "paqd_front_end_dc_dbc"), -15.0);
     EXPECT_EQ(metric_value(second, "paqd_samples_in_total"), 41'250'000.0);
     EXPECT_EQ(metric_value(second, "paqd_packets_total"), 3104.0);
     EXPECT_EQ(metric_value(second, "paqd_ring_samples_dropped_total"), 5.0);
