@@ -22,7 +22,10 @@
 //                     12; the batch then carries IQ 2 dB / 10 deg and DC -15 dBc): its cost is
 //                     inside the stage `estimates`
 //
-//   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]
+//   --phase-smoother  the forward-backward phase smoother (receiver.phase_smoother, BnT 0.02;
+//                     the batch then carries a 1 kHz Wiener phase): its cost is in `detector`
+//
+//   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction] [--phase-smoother]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/input_stage.hpp"
@@ -113,7 +116,7 @@ int main(int argc, char** argv)
     std::string json_path;
     int n_gpus = 0;
     double input_rate_hz = 0.0, clock_ppm = 0.0;
-    bool front_end = false;
+    bool front_end = false, smoother = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--json" && i + 1 < argc) {
@@ -126,8 +129,10 @@ int main(int argc, char** argv)
             clock_ppm = std::atof(argv[++i]);
         } else if (a == "--front-end-correction") {
             front_end = true;
+        } else if (a == "--phase-smoother") {
+            smoother = true;
         } else {
-            std::fprintf(stderr, "usage: paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]\n");
+            std::fprintf(stderr, "usage: paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction] [--phase-smoother]\n");
             return 2;
         }
     }
@@ -154,6 +159,11 @@ int main(int argc, char** argv)
         sc.iq_gain_db = 2.0;
         sc.iq_phase_deg = 10.0;
         sc.dc_offset_dbc = -15.0;
+    }
+    if (smoother) {
+        rc.phase_smoother = 1;
+        rc.pll_bn_t = 0.02;
+        sc.phase_noise_linewidth_hz = 1000.0;
     }
     input_geometry geom;
     try {
@@ -291,6 +301,7 @@ int main(int argc, char** argv)
                      {"clock_ppm", clock_ppm},
                      {"clock_tracking", rc.clock_tracking},
                      {"front_end_correction", rc.front_end_correction},
+                     {"phase_smoother", rc.phase_smoother},
                      {"packets", packets},
                      {"window_bytes", window_bytes},
                      {"gpu_end_to_end_ms_median", gpu_ms},
@@ -323,8 +334,8 @@ int main(int argc, char** argv)
     j["end_to_end_ms_median_by_parts"] = sweep;
 
     std::printf("| what | value |\n|---|---|\n");
-    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s |\n",
-                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", front_end ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off");
+    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, phase smoother %s |\n",
+                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", front_end ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off", smoother ? "on (1 kHz Wiener)" : "off");
     std::printf("| packets in the batch | %zu |\n", packets);
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
     std::printf("| real-time factor (%.1f ms / time) | %.1fx |\n", batch_ms, batch_ms / gpu_ms);

@@ -42,7 +42,7 @@ struct field_binding {
     std::variant<size_member, int_member, double_member> member;
 };
 
-constexpr std::array<field_binding, 13> receiver_fields{{
+constexpr std::array<field_binding, 14> receiver_fields{{
     {"batch_samples", &dsp::receiver_config::batch_samples},
     {"detection_threshold", &dsp::receiver_config::detection_threshold},
     {"fft_size", &dsp::receiver_config::fft_size},
@@ -56,6 +56,7 @@ constexpr std::array<field_binding, 13> receiver_fields{{
     {"clock_tracking", &dsp::receiver_config::clock_tracking},
     {"clock_min_ppm", &dsp::receiver_config::clock_min_ppm},
     {"front_end_correction", &dsp::receiver_config::front_end_correction},
+    {"phase_smoother", &dsp::receiver_config::phase_smoother},
 }};
 
 constexpr std::string_view receiver_section = "receiver";

@@ -28,11 +28,12 @@ namespace {
 /// Per-thread scratch: everything one packet needs, allocated once.
 struct workspace {
     explicit workspace(std::size_t n)
-        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits)
+        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits), phase(phase_pairs)
     {
     }
     fft_buffer seg, r_spec, h_spec, c_spec, out, t1, t2;
     std::vector<cf64> v;
+    std::vector<float> phase;  ///< detect_packet_smoothed's forward phases
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
 };
@@ -162,7 +163,9 @@ struct cpu_backend::impl {
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
                 w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
-            rec.paths[static_cast<std::size_t>(p)] = detect_packet(w.v.data(), pll_acq, pll_track, bits_out + static_cast<std::size_t>(p) * packed_data_bytes);
+            std::uint8_t* path_bits = bits_out + static_cast<std::size_t>(p) * packed_data_bytes;
+            rec.paths[static_cast<std::size_t>(p)] = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_track, path_bits, w.phase.data())
+                                                                        : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
         }
     }
 };

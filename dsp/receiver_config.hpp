@@ -61,6 +61,11 @@ struct receiver_config {
     /// vita49, udp, tcp) and off for files and replay (`paqd replay --front-end-correction`);
     /// a backend given -1 treats it as off.
     int front_end_correction = -1;
+    /// Carrier phase: 0 the PLL alone (dsp::detect_packet), 1 a forward and a backward pass of
+    /// the PLL averaged per bit pair (dsp::detect_packet_smoothed): for links with oscillator
+    /// phase noise (a Wiener linewidth of 300 Hz .. 1 kHz: docs/SIGNAL-CHAIN.md), best with
+    /// pll_bn_t 0.02; costs the GPU about a millisecond per batch.
+    int phase_smoother = 0;
 
     /// Whether the backends correct the front end: front_end_correction == 1.
     [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction == 1; }

@@ -339,7 +339,7 @@ struct chain_part {
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets),
-          det(dev, max_packets * num_paths),
+          det(dev, max_packets * num_paths, c.phase_smoother != 0),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),

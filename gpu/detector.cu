@@ -109,6 +109,87 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     stats[s].bep_estimate = static_cast<float>(0.5 * erfc(mean / sqrt(2.0 * var)));
 }
 
+/// dsp::detect_packet_smoothed for every stream, step for step (one thread per stream; the
+/// forward phases as floats in `phase`, pair j of stream s at j * streams + s, so that the
+/// threads of a warp touch adjacent words).
+__device__ inline double wrap_2pi(double x)
+{
+    constexpr double two_pi = 2.0 * 3.14159265358979323846;
+    while (x > 0.5 * two_pi) x -= two_pi;
+    while (x < -0.5 * two_pi) x += two_pi;
+    return x;
+}
+
+__global__ void detect_smoothed_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
+                                       float* __restrict__ phase, unsigned char* __restrict__ bits,
+                                       dsp::path_stats* __restrict__ stats)
+{
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= streams) return;
+    const cuFloatComplex* row = v + static_cast<std::size_t>(s) * nbits;
+    double amp = 0.0;
+    for (int k = 0; k < nk; ++k) amp += cuCabs(make_cuDoubleComplex(row[k].x, row[k].y));
+    amp /= nk;
+    const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
+    auto pair_error = [&](int j, double theta, unsigned* known_errors) {
+        double sn, cs;
+        sincos(-theta, &sn, &cs);
+        const cuDoubleComplex rot = make_cuDoubleComplex(cs, sn);
+        const cuDoubleComplex y0 = cuCmul(make_cuDoubleComplex(row[2 * j].x, row[2 * j].y), rot);
+        const cuDoubleComplex y1 = cuCmul(make_cuDoubleComplex(row[2 * j + 1].x, row[2 * j + 1].y), rot);
+        const double d0 = y0.x >= 0.0 ? 1.0 : -1.0, d1 = y1.y >= 0.0 ? 1.0 : -1.0;
+        double a0 = d0, a1 = d1;
+        if (2 * j + 1 < nk) {
+            a0 = c_known[2 * j] ? 1.0 : -1.0;
+            a1 = c_known[2 * j + 1] ? 1.0 : -1.0;
+            if (known_errors) *known_errors += (d0 != a0) + (d1 != a1);
+        }
+        return (a0 * y0.y - a1 * y1.x) * e_scale;
+    };
+    constexpr int np2 = nbits / 2;
+    double theta = 0.0, nu = 0.0;
+    unsigned known_errors = 0;
+    for (int j = 0; j < np2; ++j) {
+        phase[static_cast<std::size_t>(j) * streams + s] = static_cast<float>(theta);
+        const double e = pair_error(j, theta, &known_errors);
+        const dsp::pll_gains& g = 2 * j + 1 < nk ? acq : track;
+        nu += g.k2 * e;
+        theta += g.k1 * e + nu;
+        theta = wrap_2pi(theta);
+    }
+    unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
+    for (int i = 0; i < data_bytes; ++i) out[i] = 0;
+    double tb = theta, nb = -nu, sum = 0.0, sum2 = 0.0;
+    for (int j = np2 - 1; j >= 0; --j) {
+        if (2 * j >= nk) {
+            const double tf = phase[static_cast<std::size_t>(j) * streams + s];
+            const double ts = tf + 0.5 * wrap_2pi(tb - tf);
+            double sn, cs;
+            sincos(-ts, &sn, &cs);
+            const cuDoubleComplex rot = make_cuDoubleComplex(cs, sn);
+            const double c0 = cuCmul(make_cuDoubleComplex(row[2 * j].x, row[2 * j].y), rot).x;
+            const double c1 = cuCmul(make_cuDoubleComplex(row[2 * j + 1].x, row[2 * j + 1].y), rot).y;
+            const int i = 2 * j - nk;
+            unsigned char byte = out[i / 8];
+            if (c0 >= 0.0) byte = static_cast<unsigned char>(byte | (0x80u >> (i % 8)));
+            if (c1 >= 0.0) byte = static_cast<unsigned char>(byte | (0x80u >> ((i + 1) % 8)));
+            out[i / 8] = byte;  // i is even: both bits in one byte
+            sum += fabs(c0) + fabs(c1);
+            sum2 += c0 * c0 + c1 * c1;
+        }
+        const double e = pair_error(j, tb, nullptr);
+        const dsp::pll_gains& g = 2 * j + 1 < nk ? acq : track;
+        nb += g.k2 * e;
+        tb += g.k1 * e + nb;
+        tb = wrap_2pi(tb);
+    }
+    const double n = static_cast<double>(waveform::data_bits);
+    const double mean = sum / n;
+    const double var = fmax(sum2 / n - mean * mean, 1e-300);
+    stats[s].known_bit_errors = static_cast<std::uint16_t>(known_errors);
+    stats[s].bep_estimate = static_cast<float>(0.5 * erfc(mean / sqrt(2.0 * var)));
+}
+
 }  // namespace
 
 struct stream_detector::impl {
@@ -118,17 +199,19 @@ struct stream_detector::impl {
     device_buffer<cuFloatComplex> v;
     device_buffer<unsigned char> bits;
     device_buffer<dsp::path_stats> stats;
+    device_buffer<float> phase;  ///< the smoother's forward phases (empty without it)
 
-    impl(int dev, std::size_t ms)
-        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms)
+    impl(int dev, std::size_t ms, bool smoother)
+        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms),
+          phase(smoother ? ms * static_cast<std::size_t>(nbits / 2) : 0)
     {
         const auto known = waveform::known_packet_bits();
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known.data(), known.size()));
     }
 };
 
-stream_detector::stream_detector(int device_id, std::size_t max_streams)
-    : impl_(std::make_unique<impl>(device_id, max_streams))
+stream_detector::stream_detector(int device_id, std::size_t max_streams, bool phase_smoother)
+    : impl_(std::make_unique<impl>(device_id, max_streams, phase_smoother))
 {
 }
 
@@ -144,8 +227,13 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     auto& m = *impl_;
     if (streams > m.max_streams) throw std::invalid_argument("stream_detector: more streams than at Create");
     if (streams == 0) return;
-    detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq,
-                                                                                   track, m.bits.data(), m.stats.data());
+    if (m.phase.size() != 0) {
+        detect_smoothed_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(
+            m.v.data(), static_cast<int>(streams), acq, track, m.phase.data(), m.bits.data(), m.stats.data());
+    } else {
+        detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq,
+                                                                                       track, m.bits.data(), m.stats.data());
+    }
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

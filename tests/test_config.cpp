@@ -47,6 +47,7 @@ void expect_same(const receiver_config& a, const receiver_config& b) {
     EXPECT_EQ(a.clock_tracking, b.clock_tracking);
     EXPECT_EQ(a.clock_min_ppm, b.clock_min_ppm);
     EXPECT_EQ(a.front_end_correction, b.front_end_correction);
+    EXPECT_EQ(a.phase_smoother, b.phase_smoother);
 }
 
 // The messages of the config_error that parsing `yaml` throws; fails the test if none.
@@ -229,6 +230,7 @@ TEST(ReceiverYaml, RoundTripEveryFieldChanged) {
     c.clock_tracking = 0;
     c.clock_min_ppm = 2.0 / 3.0;
     c.front_end_correction = 1;
+    c.phase_smoother = 1;
     ASSERT_TRUE(c.validate().empty());
     const std::string yaml = to_yaml(c);
     SCOPED_TRACE(yaml);
@@ -313,7 +315,7 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
                                   "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, clock_tracking, "
-                                  "clock_min_ppm, front_end_correction)"))
+                                  "clock_min_ppm, front_end_correction, phase_smoother)"))
         << message;
 }
 

@@ -212,6 +212,20 @@ TEST_F(gpu_backend, front_end_correction_matches_the_cpu)
     report_and_check("25 MS/s, +120 ppm, -30 dB, IQ -1 dB 5 deg, DC -20 dBc", c2);
 }
 
+TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
+{
+    // Issue 12: the forward-backward phase smoother on a 1 kHz Wiener phase, both backends.
+    auto sc = rate_signal(20.625e6, 0.0, 1231);
+    sc.phase_noise_linewidth_hz = 1000.0;
+    receiver_config rc;
+    rc.batch_samples = 400'000;
+    rc.phase_smoother = 1;
+    rc.pll_bn_t = 0.02;
+    const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
+    EXPECT_GE(c.packets, 50u);
+    report_and_check("phase smoother, 1 kHz", c);
+}
+
 TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)
 {
     // 0 ppm: the estimates stay below clock_min_ppm, nothing is re-timed, and the bits are
