@@ -6,8 +6,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 
 namespace paq::daemon {
 
@@ -297,20 +295,11 @@ void pipeline::publisher_loop()
             double sum = 0.0;
             for (const auto& rec : out.packets) sum += rec.clock_ppm;
             stats_.clock_ppm_last_batch = sum / static_cast<double>(out.packets.size());
-            double gain = 0.0, phase = 0.0, dc = 0.0;
-            std::size_t corrected = 0;
-            for (const auto& rec : out.packets) {
-                if (!rec.front_end_estimated) continue;
-                ++corrected;
-                gain += rec.iq_gain_db;
-                phase += rec.iq_phase_deg;
-                dc += std::pow(10.0, rec.dc_dbc / 10.0);
-            }
-            const double nan = std::numeric_limits<double>::quiet_NaN();
-            const double nc = static_cast<double>(corrected);
-            stats_.iq_gain_db_last_batch = corrected ? gain / nc : nan;
-            stats_.iq_phase_deg_last_batch = corrected ? phase / nc : nan;
-            stats_.dc_dbc_last_batch = corrected ? (dc > 0.0 ? 10.0 * std::log10(dc / nc) : -300.0) : nan;
+            dsp::front_end_means fe;
+            for (const auto& rec : out.packets) fe.add(rec);
+            stats_.iq_gain_db_last_batch = fe.iq_gain_db();
+            stats_.iq_phase_deg_last_batch = fe.iq_phase_deg();
+            stats_.dc_dbc_last_batch = fe.dc_dbc();
         }
         stats_.latency_last_ms = latency;
         stats_.latency_max_ms = std::max(stats_.latency_max_ms, latency);

@@ -2,6 +2,7 @@
 
 #include "dsp/waveform.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <cstring>
@@ -17,26 +18,46 @@ pll_gains make_pll_gains(double bn_t, double zeta) noexcept
     return {4.0 * zeta * theta_n / den / kp, 4.0 * theta_n * theta_n / den / kp};
 }
 
+namespace {
+
+/// The loop gains assume unit amplitude at the decision instants. Equalizers deliver
+/// different amplitudes (MMSE and the FDEs shrink by SNR, the unequalized path by the
+/// channel), so the phase error is normalized by the mean magnitude over the known bits:
+/// the loop bandwidth is then the configured one on every path.
+double error_scale(const cf64* v) noexcept
+{
+    double amp = 0.0;
+    for (std::size_t k = 0; k < waveform::known_bits; ++k) amp += std::abs(v[k]);
+    amp /= static_cast<double>(waveform::known_bits);
+    return amp > 0.0 ? 1.0 / amp : 0.0;
+}
+
+/// The packet's statistics from the data decisions' |statistic| sums: BEP = Q(mean / std).
+path_stats decision_stats(double sum, double sum2, unsigned known_errors) noexcept
+{
+    const double n = static_cast<double>(waveform::data_bits);
+    const double mean = sum / n;
+    const double var = std::max(sum2 / n - mean * mean, 1e-300);
+    path_stats st;
+    st.known_bit_errors = static_cast<std::uint16_t>(known_errors);
+    st.bep_estimate = static_cast<float>(0.5 * std::erfc(mean / std::sqrt(2.0 * var)));
+    return st;
+}
+
+}  // namespace
+
 path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out) noexcept
 {
     static const auto known = waveform::known_packet_bits();
     constexpr std::size_t nk = waveform::known_bits;
     std::memset(bits_out, 0, waveform::data_bits / 8);
-    path_stats st;
     double theta = 0.0, nu = 0.0;
     cf64 rot(1.0, 0.0);
     cf64 y_prev = 0.0;
     double a_prev = 0.0;
     double sum = 0.0, sum2 = 0.0;
     unsigned known_errors = 0;
-    // The loop gains assume unit amplitude at the decision instants. Equalizers deliver
-    // different amplitudes (MMSE and the FDEs shrink by SNR, the unequalized path by the
-    // channel), so the phase error is normalized by the mean magnitude over the known bits:
-    // the loop bandwidth is then the configured one on every path.
-    double amp = 0.0;
-    for (std::size_t k = 0; k < nk; ++k) amp += std::abs(v[k]);
-    amp /= static_cast<double>(nk);
-    const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
+    const double e_scale = error_scale(v);
     for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
         const cf64 y = v[k] * rot;
         const bool even = k % 2 == 0;
@@ -65,12 +86,7 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
         y_prev = y;
         a_prev = a;
     }
-    const double n = static_cast<double>(waveform::data_bits);
-    const double mean = sum / n;
-    const double var = std::max(sum2 / n - mean * mean, 1e-300);
-    st.known_bit_errors = static_cast<std::uint16_t>(known_errors);
-    st.bep_estimate = static_cast<float>(0.5 * std::erfc(mean / std::sqrt(2.0 * var)));
-    return st;
+    return decision_stats(sum, sum2, known_errors);
 }
 
 path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
@@ -81,11 +97,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
     constexpr std::size_t np2 = phase_pairs;
     constexpr double two_pi = 2.0 * std::numbers::pi;
     std::memset(bits_out, 0, waveform::data_bits / 8);
-    path_stats st;
-    double amp = 0.0;
-    for (std::size_t k = 0; k < nk; ++k) amp += std::abs(v[k]);
-    amp /= static_cast<double>(nk);
-    const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
+    const double e_scale = error_scale(v);
     // One loop step over pair j at phase theta: the pair's error and the decisions it used.
     auto pair_error = [&](std::size_t j, double theta, unsigned* known_errors) {
         const cf64 rot = std::polar(1.0, -theta);
@@ -129,12 +141,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         tb += g.k1 * e + nb;
         tb = std::remainder(tb, two_pi);
     }
-    const double n = static_cast<double>(waveform::data_bits);
-    const double mean = sum / n;
-    const double var = std::max(sum2 / n - mean * mean, 1e-300);
-    st.known_bit_errors = static_cast<std::uint16_t>(known_errors);
-    st.bep_estimate = static_cast<float>(0.5 * std::erfc(mean / std::sqrt(2.0 * var)));
-    return st;
+    return decision_stats(sum, sum2, known_errors);
 }
 
 }  // namespace paq::dsp

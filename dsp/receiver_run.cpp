@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <stdexcept>
 #include <string>
@@ -30,12 +31,7 @@ void run_tally::add(const batch_output& out)
         clock_ppm_sum_ += rec.clock_ppm;
         if (rec.clock_corrected) ++s_.packets_clock_corrected;
         if (rec.front_end_corrected) ++s_.packets_front_end_corrected;
-        if (rec.front_end_estimated) {
-            ++front_end_estimated_;
-            iq_gain_sum_ += rec.iq_gain_db;
-            iq_phase_sum_ += rec.iq_phase_deg;
-            dc_lin_sum_ += std::pow(10.0, rec.dc_dbc / 10.0);
-        }
+        front_end_.add(rec);
         ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
         for (int p = 0; p < chain::num_paths; ++p) {
@@ -43,6 +39,31 @@ void run_tally::add(const batch_output& out)
             bep_sum_[static_cast<std::size_t>(p)] += rec.paths[static_cast<std::size_t>(p)].bep_estimate;
         }
     }
+}
+
+void front_end_means::add(const packet_record& rec) noexcept
+{
+    if (!rec.front_end_estimated) return;
+    ++n_;
+    gain_ += rec.iq_gain_db;
+    phase_ += rec.iq_phase_deg;
+    dc_lin_ += std::pow(10.0, rec.dc_dbc / 10.0);
+}
+
+double front_end_means::iq_gain_db() const noexcept
+{
+    return n_ ? gain_ / static_cast<double>(n_) : std::numeric_limits<double>::quiet_NaN();
+}
+
+double front_end_means::iq_phase_deg() const noexcept
+{
+    return n_ ? phase_ / static_cast<double>(n_) : std::numeric_limits<double>::quiet_NaN();
+}
+
+double front_end_means::dc_dbc() const noexcept
+{
+    if (!n_) return std::numeric_limits<double>::quiet_NaN();
+    return dc_lin_ > 0.0 ? 10.0 * std::log10(dc_lin_ / static_cast<double>(n_)) : -300.0;
 }
 
 run_summary run_tally::summary() const
@@ -56,12 +77,11 @@ run_summary run_tally::summary() const
         s.mean_cfo_hz = s.mean_cfo_rad_per_sample * sample_rate_hz_ / (2.0 * std::numbers::pi);
         s.mean_ebn0_db = 10.0 * std::log10(ebn0_lin_sum_ / np);
     }
-    s.packets_front_end_estimated = front_end_estimated_;
-    if (front_end_estimated_) {
-        const double nc = static_cast<double>(front_end_estimated_);
-        s.mean_iq_gain_db = iq_gain_sum_ / nc;
-        s.mean_iq_phase_deg = iq_phase_sum_ / nc;
-        s.mean_dc_dbc = dc_lin_sum_ > 0.0 ? 10.0 * std::log10(dc_lin_sum_ / nc) : -300.0;
+    s.packets_front_end_estimated = front_end_.packets();
+    if (front_end_.packets()) {
+        s.mean_iq_gain_db = front_end_.iq_gain_db();
+        s.mean_iq_phase_deg = front_end_.iq_phase_deg();
+        s.mean_dc_dbc = front_end_.dc_dbc();
     }
     for (int p = 0; p < chain::num_paths; ++p) {
         const auto& c = counters_[static_cast<std::size_t>(p)];

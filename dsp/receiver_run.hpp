@@ -55,6 +55,23 @@ struct run_summary {
     std::array<path_summary, chain::num_paths> paths{};
 };
 
+/// The means of the front-end estimates (dsp/iq_correction) over the packets that carry one
+/// (front_end_estimated): IQ amplitude and phase as arithmetic means, the DC as 10 log10 of the
+/// mean power ratio. NaN while no packet was added. The run's summary and the daemon's
+/// last-batch gauges both use it.
+class front_end_means {
+public:
+    void add(const packet_record& rec) noexcept;
+    [[nodiscard]] std::uint64_t packets() const noexcept { return n_; }
+    [[nodiscard]] double iq_gain_db() const noexcept;
+    [[nodiscard]] double iq_phase_deg() const noexcept;
+    [[nodiscard]] double dc_dbc() const noexcept;  ///< -300 when every DC estimate was zero
+
+private:
+    std::uint64_t n_ = 0;
+    double gain_ = 0.0, phase_ = 0.0, dc_lin_ = 0.0;
+};
+
 /// The per-path PN counters and the estimate averages over a stream of batch outputs: what
 /// run_receiver() returns, kept up to date batch by batch (the daemon's status line and its
 /// final summary use the same). Not thread-safe.
@@ -80,8 +97,7 @@ private:
     double cfo_sum_ = 0.0;
     double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;
-    double iq_gain_sum_ = 0.0, iq_phase_sum_ = 0.0, dc_lin_sum_ = 0.0;
-    std::uint64_t front_end_estimated_ = 0;
+    front_end_means front_end_;
 };
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain.

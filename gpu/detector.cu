@@ -17,6 +17,19 @@ constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
 
 __constant__ unsigned char c_known[nk];
 
+/// The packet's statistics from the data decisions' |statistic| sums, as dsp/detector.cpp's
+/// decision_stats: BEP = Q(mean / std).
+__device__ inline dsp::path_stats decision_stats(double sum, double sum2, unsigned known_errors)
+{
+    const double n = static_cast<double>(waveform::data_bits);
+    const double mean = sum / n;
+    const double var = fmax(sum2 / n - mean * mean, 1e-300);
+    dsp::path_stats st;
+    st.known_bit_errors = static_cast<std::uint16_t>(known_errors);
+    st.bep_estimate = static_cast<float>(0.5 * erfc(mean / sqrt(2.0 * var)));
+    return st;
+}
+
 /// Mirrors dsp::detect_packet step for step (see dsp/detector.cpp for the why). The loop over
 /// the bits is a chain (each step's rotation comes from the last), but its loads are not:
 /// they are issued a chunk ahead into registers, so the chain does not wait on memory.
@@ -102,11 +115,7 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
 #pragma unroll
         for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
     }
-    const double n = static_cast<double>(waveform::data_bits);
-    const double mean = sum / n;
-    const double var = fmax(sum2 / n - mean * mean, 1e-300);
-    stats[s].known_bit_errors = static_cast<std::uint16_t>(known_errors);
-    stats[s].bep_estimate = static_cast<float>(0.5 * erfc(mean / sqrt(2.0 * var)));
+    stats[s] = decision_stats(sum, sum2, known_errors);
 }
 
 /// dsp::detect_packet_smoothed for every stream, step for step (one thread per stream; the
@@ -183,11 +192,7 @@ __global__ void detect_smoothed_kernel(const cuFloatComplex* __restrict__ v, int
         tb += g.k1 * e + nb;
         tb = wrap_2pi(tb);
     }
-    const double n = static_cast<double>(waveform::data_bits);
-    const double mean = sum / n;
-    const double var = fmax(sum2 / n - mean * mean, 1e-300);
-    stats[s].known_bit_errors = static_cast<std::uint16_t>(known_errors);
-    stats[s].bep_estimate = static_cast<float>(0.5 * erfc(mean / sqrt(2.0 * var)));
+    stats[s] = decision_stats(sum, sum2, known_errors);
 }
 
 }  // namespace
