@@ -113,6 +113,8 @@ struct cpu_backend::impl {
         rec.cfo_rad_per_sample = estimate_cfo(r);
         if (std::abs(rec.cfo_rad_per_sample) > 0.9 * std::numbers::pi / 32.0) rec.flags |= flag_cfo_near_limit;
         derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
+        // The offset that estimate is left with, measured over the channel estimator's window.
+        rec.cfo_rad_per_sample += refine_cfo(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), t);
 
         const auto ce = estimate_channel(r, t);
         rec.h = ce.h;

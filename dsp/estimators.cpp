@@ -3,7 +3,10 @@
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
+#include <vector>
 
 namespace paq::dsp {
 
@@ -85,6 +88,60 @@ channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexc
     }
     for (const auto& v : ce.h) ce.energy += std::norm(v);
     return ce;
+}
+
+double block_phase_slope(const cf64* block_sums, const double* centres, const double* weights, std::size_t blocks) noexcept
+{
+    double sw = 0.0, sx = 0.0, sy = 0.0, sxx = 0.0, sxy = 0.0, prev = 0.0;
+    for (std::size_t b = 0; b < blocks; ++b) {
+        double ph = std::arg(block_sums[b]);
+        if (b > 0) ph = prev + std::remainder(ph - prev, 2.0 * std::numbers::pi);
+        prev = ph;
+        const double w = weights[b], x = centres[b];
+        sw += w;
+        sx += w * x;
+        sy += w * ph;
+        sxx += w * x * x;
+        sxy += w * x * ph;
+    }
+    const double den = sw * sxx - sx * sx;
+    const double slope = den > 0.0 ? (sw * sxy - sx * sy) / den : 0.0;
+    return std::isfinite(slope) ? slope : 0.0;
+}
+
+double estimate_cfo_residual(const cf64* r, const receiver_tables& t) noexcept
+{
+    const std::size_t M = t.M;
+    const cf64* obs = r + t.obs_first;
+    std::array<cf64, chain::L_ch> pilot{};
+    apply_estimator(t.X_lpi.data(), obs, M, pilot);
+    constexpr std::size_t B = cfo_refine_block;
+    const std::size_t blocks = (M + B - 1) / B;
+    std::vector<cf64> sums(blocks, cf64(0.0));
+    std::vector<double> centres(blocks), weights(blocks);
+    for (std::size_t b = 0; b < blocks; ++b) {
+        const std::size_t i0 = b * B, i1 = std::min(M, i0 + B);
+        for (std::size_t i = i0; i < i1; ++i) {
+            cf64 s = 0.0;
+            const cf64* row = t.X.data() + i * chain::L_ch;
+            for (int a = 0; a < chain::L_ch; ++a) s += row[a] * pilot[static_cast<std::size_t>(a)];
+            sums[b] += obs[i] * std::conj(s);
+        }
+        centres[b] = static_cast<double>(t.obs_first) + 0.5 * static_cast<double>(i0 + i1 - 1);
+        weights[b] = static_cast<double>(i1 - i0);
+    }
+    return block_phase_slope(sums.data(), centres.data(), weights.data(), blocks);
+}
+
+double refine_cfo(cf64* r, int first, int last, const receiver_tables& t) noexcept
+{
+    double total = 0.0;
+    for (int pass = 0; pass < cfo_refine_passes; ++pass) {
+        const double dw = estimate_cfo_residual(r, t);
+        derotate(r, first, last, dw);
+        total += dw;
+    }
+    return total;
 }
 
 }  // namespace paq::dsp

@@ -2,6 +2,7 @@
 #include "gpu/iq_correction.hpp"
 
 #include "dsp/batch.hpp"
+#include "dsp/estimators.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
@@ -208,6 +209,63 @@ __global__ void derotate_kernel(cuFloatComplex* __restrict__ seg, const double* 
     v = make_cuFloatComplex(v.x * cs - v.y * sn, v.x * sn + v.y * cs);
 }
 
+/// One block per packet: dsp::estimate_cfo_residual. The phase of each 32-sample block of the
+/// observation range against the pilot fit X h_p (one warp per block, summed in double), then
+/// the weighted line through the unwrapped block phases as dsp::block_phase_slope: its slope
+/// goes to dw and is added to w0.
+constexpr int cfo_block = static_cast<int>(dsp::cfo_refine_block);
+constexpr int max_cfo_blocks = 32;
+static_assert(cfo_block == 32, "one warp per block");
+
+__global__ void cfo_residual_kernel(const cuFloatComplex* __restrict__ seg, int obs_first, int m_obs,
+                                    const cuFloatComplex* __restrict__ fit, double* __restrict__ dw, double* __restrict__ w0)
+{
+    const int p = blockIdx.x;
+    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_stride + pre + obs_first;
+    const cuFloatComplex* f = fit + static_cast<std::size_t>(p) * m_obs;
+    const int blocks = (m_obs + cfo_block - 1) / cfo_block;
+    __shared__ double sr[max_cfo_blocks], si[max_cfo_blocks];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+    for (int b = warp; b < blocks; b += warps) {
+        const int i = b * cfo_block + lane;
+        double ar = 0.0, ai = 0.0;
+        if (i < m_obs) {
+            // r f*
+            ar = static_cast<double>(r[i].x) * f[i].x + static_cast<double>(r[i].y) * f[i].y;
+            ai = static_cast<double>(r[i].y) * f[i].x - static_cast<double>(r[i].x) * f[i].y;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            ar += __shfl_down_sync(0xffffffffu, ar, o);
+            ai += __shfl_down_sync(0xffffffffu, ai, o);
+        }
+        if (lane == 0) {
+            sr[b] = ar;
+            si[b] = ai;
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    constexpr double two_pi = 2.0 * 3.14159265358979323846;
+    double sw = 0.0, sx = 0.0, sy = 0.0, sxx = 0.0, sxy = 0.0, prev = 0.0;
+    for (int b = 0; b < blocks; ++b) {
+        double ph = atan2(si[b], sr[b]);
+        if (b > 0) ph = prev + remainder(ph - prev, two_pi);
+        prev = ph;
+        const int i0 = b * cfo_block, i1 = min(m_obs, i0 + cfo_block);
+        const double w = static_cast<double>(i1 - i0), x = static_cast<double>(obs_first) + 0.5 * static_cast<double>(i0 + i1 - 1);
+        sw += w;
+        sx += w * x;
+        sy += w * ph;
+        sxx += w * x * x;
+        sxy += w * x * ph;
+    }
+    const double den = sw * sxx - sx * sx;
+    double slope = den > 0.0 ? (sw * sxy - sx * sy) / den : 0.0;
+    if (!isfinite(slope)) slope = 0.0;
+    dw[p] = slope;
+    w0[p] += slope;
+}
+
 /// One block per packet: sigma2 = sum |r - X h|^2 / (2 rho) over the observation range.
 __global__ void noise_kernel(const cuFloatComplex* __restrict__ seg, int obs_first, int m_obs,
                              const cuFloatComplex* __restrict__ fit, double rho, double* __restrict__ sigma2)
@@ -307,6 +365,7 @@ struct front_end::impl {
     device_buffer<float> metric;
     device_buffer<long long> starts;
     device_buffer<double> w0, sigma2;
+    device_buffer<double> dw;  ///< the residual offset of estimate_cfo_residual
     device_buffer<double> peak_metrics;  ///< 3 per slot: M around each peak, in double
     device_buffer<unsigned> nonfinite;
     pinned_buffer<cf32> h_host;
@@ -351,6 +410,7 @@ struct front_end::impl {
           metric(mw),
           starts(mp),
           w0(mp),
+          dw(mp),
           sigma2(mp),
           peak_metrics(3 * mp),
           nonfinite(mp),
@@ -378,6 +438,9 @@ struct front_end::impl {
         // The support estimators follow, each 38 x M row-major like X_lpi: stacked, they are
         // one column-major M x 38 (S + 1) matrix.
         if (n_supports < 1 || n_supports > max_supports) throw std::logic_error("gpu front_end: unexpected number of channel supports");
+        if ((t.M + cfo_block - 1) / cfo_block > static_cast<std::size_t>(max_cfo_blocks)) {
+            throw std::logic_error("gpu front_end: observation range longer than the residual-offset kernel's blocks");
+        }
         const std::size_t one = t.M * l_ch;
         std::vector<cuFloatComplex> a(one * (t.supports.size() + 1)), b(one);
         auto to_f = [](cf64 v) { return make_cuFloatComplex(static_cast<float>(v.real()), static_cast<float>(v.imag())); };
@@ -627,13 +690,27 @@ void front_end::impl::estimate_stages(std::size_t np)
     derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
     PAQ_CUDA_CHECK_LAUNCH();
 
-    // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
-    // column p is the packet's observation range inside its segment (leading dimension
-    // seg_stride).
     const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
     const int rows = l_ch * (m.n_supports + 1);
     const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
     const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
+    // dsp::refine_cfo: per pass the pilot estimate alone (the first 38 rows of H_all), its
+    // fit, the block phases against it (dsp::estimate_cfo_residual); then derotate by it.
+    for (int pass = 0; pass < dsp::cfo_refine_passes; ++pass) {
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs,
+                                     seg_stride, &zero, m.h_all.data(), rows));
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch,
+                                     m.h_all.data(), rows, &zero, m.fit.data(), M));
+        cfo_residual_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(),
+                                                                              m.dw.data(), m.w0.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.dw.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+
+    // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
+    // column p is the packet's observation range inside its segment (leading dimension
+    // seg_stride).
     PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs,
                                  seg_stride, &zero, m.h_all.data(), rows));
     // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|levels|frontend|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|levels|frontend|phasenoise|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -100,6 +100,24 @@ if [[ $mode == levels || $mode == frontend ]]; then
           | grep -E "^  (none|zf|mmse|cma|fde1|fde2|front) " || status=1
       done
       set -- $ch
+    done
+  done
+fi
+if [[ $mode == phasenoise ]]; then
+  # Issue 12, item 3: AWGN 11 dB, 2 s, seed 301 (docs/SIGNAL-CHAIN.md's table) with no phase
+  # noise, the IRIG 106 mask, Wiener 300 Hz and 1 kHz; the PLL (default) and the smoother
+  # (receiver.phase_smoother 1, pll_bn_t 0.02) on both backends.
+  printf 'receiver:\n  phase_smoother: 1\n  pll_bn_t: 0.02\n' > /tmp/paq-smoother.yaml
+  for pn in "" "--phase-noise irig106" "--phase-noise-linewidth 300" "--phase-noise-linewidth 1000"; do
+    # shellcheck disable=SC2086
+    ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed 301 $pn --output /tmp/paq-pn > /dev/null
+    for run in "cpu pll" "cuda pll" "cpu smoother" "cuda smoother"; do
+      set -- $run
+      cfg=()
+      [[ $2 == smoother ]] && cfg=(--config /tmp/paq-smoother.yaml)
+      echo
+      echo "=== ${pn:-no phase noise}, $1, $2"
+      ./.device/paqd replay /tmp/paq-pn.sigmf-meta --backend "$1" "${cfg[@]}" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
     done
   done
 fi

@@ -5,9 +5,14 @@
 // deviations"; this test holds what the smoother gains and what it costs without phase noise.
 #include "chain_fixture.hpp"
 
+#include "dsp/estimators.hpp"
+#include "dsp/receiver_tables.hpp"
+#include "dsp/soqpsk.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <numbers>
 
 using namespace paq;
 using namespace paq::dsp;
@@ -51,7 +56,139 @@ TEST(phase_noise, the_smoother_tracks_a_1_khz_wiener_phase_and_costs_little_with
         EXPECT_LE(sm0.paths[i].ber, 1.15 * pll0.paths[i].ber) << sm0.paths[i].name;
         EXPECT_TRUE(sm1k.paths[i].locked) << sm1k.paths[i].name;
         EXPECT_LE(sm1k.paths[i].ber, 0.25 * pll1k.paths[i].ber) << sm1k.paths[i].name;
-        // The PLL alone loses whole packets to cycle slips (bits not checked); the smoother keeps them.
-        EXPECT_GE(sm1k.paths[i].bits_checked, pll1k.paths[i].bits_checked) << sm1k.paths[i].name;
+        // No packet lost to a cycle slip: the smoother checks (within 0.1%) the bits it checks
+        // with no phase noise.
+        EXPECT_GE(static_cast<double>(sm1k.paths[i].bits_checked), 0.999 * static_cast<double>(sm0.paths[i].bits_checked))
+            << sm1k.paths[i].name;
+    }
+}
+
+namespace {
+
+/// The packet at `start` as the CPU backend cuts it: packet_margin samples each side, r[0] the
+/// packet start.
+struct segment {
+    std::vector<cf64> buf;
+    cf64* r() { return buf.data() + packet_margin; }
+    static constexpr int first = -static_cast<int>(packet_margin);
+    static constexpr int last = static_cast<int>(waveform::L_pkt + packet_margin);
+};
+
+segment cut(const std::vector<cf32>& x, std::size_t start)
+{
+    segment s;
+    s.buf.resize(waveform::L_pkt + 2 * packet_margin);
+    for (std::size_t i = 0; i < s.buf.size(); ++i) s.buf[i] = cf64(x[start - packet_margin + i].real(), x[start - packet_margin + i].imag());
+    return s;
+}
+
+/// 1 - |<h, g>|^2 / (<h, h> <g, g>) in the received-signal inner product (the one
+/// received_power is the norm of: what the SOQPSK-TG spectrum sees of a channel; the taps
+/// also describe frequencies the signal does not occupy): the channel's shape error, whatever
+/// its phase (a random phase makes the estimate's absolute phase arbitrary).
+double misalignment(const std::array<cf64, chain::L_ch>& h, const std::array<cf64, chain::L_ch>& g)
+{
+    auto power = [](const std::array<cf64, chain::L_ch>& a, const std::array<cf64, chain::L_ch>& b, cf64 w) {
+        std::array<cf64, chain::L_ch> v{};
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = a[i] + w * b[i];
+        return received_power(v.data(), v.size());
+    };
+    // Polarization: <h, g> from the norms of h + w g, w = 1, -1, j, -j.
+    const cf64 j(0.0, 1.0);
+    const cf64 ip = 0.25 * (power(h, g, 1.0) - power(h, g, -1.0) + j * (power(h, g, j) - power(h, g, -j)));
+    return 1.0 - std::norm(ip) / (received_power(h.data(), h.size()) * received_power(g.data(), g.size()));
+}
+
+}  // namespace
+
+TEST(phase_noise, the_residual_offset_is_measured_to_a_fraction_of_the_coarse_estimators_error)
+{
+    // A ramp put on a packet after the coarse estimate is what estimate_cfo_residual returns
+    // (AWGN 20 dB, seed 1301; bound 5e-5 rad/sample plus 4% of the ramp, what three passes
+    // leave of it).
+    sim_config sc;
+    sc.preset = "awgn";
+    sc.ebn0_db = 20.0;
+    sc.seed = 1301;
+    sc.start_offset_samples = 0;
+    simulator sim(sc);
+    std::vector<cf32> x;
+    sim.generate(12 * waveform::L_pkt, x);
+    const auto& t = get_receiver_tables(16384);
+    int n = 0;
+    for (const auto s0 : sim.truth().packet_starts) {
+        if (s0 < packet_margin || s0 + waveform::L_pkt + packet_margin > x.size()) continue;
+        auto seg = cut(x, s0);
+        derotate(seg.r(), segment::first, segment::last, estimate_cfo(seg.r()));
+        auto ref = seg;
+        const double base = refine_cfo(ref.r(), segment::first, segment::last, t);
+        for (const double ramp : {-3e-3, 6e-4, 2.5e-3}) {
+            auto s = seg;
+            derotate(s.r(), segment::first, segment::last, -ramp);
+            // One pass measures about two thirds of the ramp; the passes together all of it.
+            const double one = estimate_cfo_residual(s.r(), t) - base;
+            EXPECT_GT(one / ramp, 0.5);
+            EXPECT_LT(one / ramp, 0.9);
+            EXPECT_NEAR(refine_cfo(s.r(), segment::first, segment::last, t) - base, ramp, 5e-5 + 0.04 * std::abs(ramp))
+                << "packet at " << s0;
+        }
+        ++n;
+    }
+    EXPECT_GE(n, 8);
+}
+
+TEST(phase_noise, the_channel_estimate_survives_a_1_khz_wiener_phase)
+{
+    // Wiener phase noise ramps the phase across the channel estimator's window by what the
+    // coarse CFO estimator (a lag of 32 samples) leaves: the channel estimate takes the ramp
+    // for echoes and the equalizers insert them. Over edwards3 at 15 dB (seed 1303, 60
+    // packets) the shape error of the estimate against the simulator's channel (in the
+    // received-signal inner product), mean over packets: with the residual-offset step at
+    // 1 kHz below 0.65 of what it is without and within 1.4x of no phase noise; with no phase
+    // noise no worse (within 5%). Measured 2026-11-24: no phase noise 6.28e-3 -> 6.06e-3,
+    // 1 kHz 1.33e-2 -> 7.47e-3 (0.56x; 1.23x of no phase noise).
+    const auto& t = get_receiver_tables(16384);
+    double clean_after = 0.0;
+    for (const double linewidth : {0.0, 1000.0}) {
+        sim_config sc;
+        sc.preset = "edwards3";
+        sc.ebn0_db = 15.0;
+        sc.cfo_hz = 40e3;
+        sc.seed = 1303;
+        sc.phase_noise_linewidth_hz = linewidth;
+        sc.start_offset_samples = 0;  // the truth's channel on the receiver's sample grid
+        simulator sim(sc);
+        std::vector<cf32> x;
+        sim.generate(61 * waveform::L_pkt, x);
+        const auto taps = sim.channel_taps();
+        std::array<cf64, chain::L_ch> truth{};
+        for (int m = -chain::N1; m <= chain::N2; ++m) {
+            const int idx = simulator::channel_delay_samples() + m;
+            truth[static_cast<std::size_t>(m + chain::N1)] =
+                (idx >= 0 && idx < static_cast<int>(taps.size())) ? taps[static_cast<std::size_t>(idx)] : cf64(0.0);
+        }
+        double before = 0.0, after = 0.0;
+        int n = 0;
+        for (const auto s0 : sim.truth().packet_starts) {
+            if (s0 < packet_margin || s0 + waveform::L_pkt + packet_margin > x.size()) continue;
+            auto seg = cut(x, s0);
+            derotate(seg.r(), segment::first, segment::last, estimate_cfo(seg.r()));
+            before += misalignment(estimate_channel(seg.r(), t).h, truth);
+            (void)refine_cfo(seg.r(), segment::first, segment::last, t);
+            after += misalignment(estimate_channel(seg.r(), t).h, truth);
+            ++n;
+        }
+        ASSERT_GE(n, 50);
+        before /= n;
+        after /= n;
+        std::printf("Wiener %.0f Hz: channel shape error %.2e without the residual-offset step, %.2e with it (%d packets)\n",
+                    linewidth, before, after, n);
+        if (linewidth > 0.0) {
+            EXPECT_LT(after, 0.65 * before);
+            EXPECT_LT(after, 1.4 * clean_after);
+        } else {
+            EXPECT_LE(after, 1.05 * before);
+            clean_after = after;
+        }
     }
 }
