@@ -28,12 +28,12 @@ namespace {
 /// Per-thread scratch: everything one packet needs, allocated once.
 struct workspace {
     explicit workspace(std::size_t n)
-        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits), phase(phase_pairs)
+        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits)
     {
     }
     fft_buffer seg, r_spec, h_spec, c_spec, out, t1, t2;
     std::vector<cf64> v;
-    std::vector<float> phase;  ///< detect_packet_smoothed's forward phases
+    smoother_scratch smooth;  ///< detect_packet_smoothed's working memory
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
 };
@@ -46,6 +46,7 @@ struct cpu_backend::impl {
     fft_plan fwd, inv;
     fft_buffer hno_spec;
     pll_gains pll_acq, pll_track;
+    pll_gains pll_boot;  ///< the phase smoother's forward PLL over the data
     std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
     std::vector<double> metric;                   ///< preamble metric of the current batch
     int threads;
@@ -60,6 +61,7 @@ struct cpu_backend::impl {
           hno_spec(c.fft_size),
           pll_acq(make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
           pll_track(make_pll_gains(c.pll_bn_t, c.pll_damping)),
+          pll_boot(make_pll_gains(smoother::bootstrap_bn_t, c.pll_damping)),
           threads(c.cpu_threads > 0 ? c.cpu_threads : omp_get_max_threads()),
           geom(make_input_geometry(c)),
           clock_design(design_resampler(1.0))
@@ -112,9 +114,9 @@ struct cpu_backend::impl {
         rec.flags = nonfinite ? flag_nonfinite_input : 0u;
         rec.cfo_rad_per_sample = estimate_cfo(r);
         if (std::abs(rec.cfo_rad_per_sample) > 0.9 * std::numbers::pi / 32.0) rec.flags |= flag_cfo_near_limit;
-        derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
         // The offset that estimate is left with, measured over the channel estimator's window.
-        rec.cfo_rad_per_sample += refine_cfo(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), t);
+        rec.cfo_rad_per_sample += refine_cfo(r, rec.cfo_rad_per_sample, t);
+        derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
 
         const auto ce = estimate_channel(r, t);
         rec.h = ce.h;
@@ -166,7 +168,7 @@ struct cpu_backend::impl {
                 w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
             std::uint8_t* path_bits = bits_out + static_cast<std::size_t>(p) * packed_data_bytes;
-            rec.paths[static_cast<std::size_t>(p)] = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_track, path_bits, w.phase.data())
+            rec.paths[static_cast<std::size_t>(p)] = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth)
                                                                         : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
         }
     }

@@ -89,57 +89,163 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
     return decision_stats(sum, sum2, known_errors);
 }
 
-path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
-                                  float* scratch) noexcept
+smoother_scratch::smoother_scratch()
+    : theta(phase_pairs), z(phase_pairs), f(phase_pairs), pf(phase_pairs), b(phase_pairs), pb(phase_pairs), a(waveform::packet_bits)
+{
+}
+
+path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll_gains& boot, std::uint8_t* bits_out,
+                                  smoother_scratch& sc) noexcept
 {
     static const auto known = waveform::known_packet_bits();
     constexpr std::size_t nk = waveform::known_bits;
+    constexpr std::size_t n = waveform::packet_bits;
     constexpr std::size_t np2 = phase_pairs;
-    constexpr double two_pi = 2.0 * std::numbers::pi;
+    float* const th = sc.theta.data();
+    float* const z = sc.z.data();
+    std::int8_t* const a = sc.a.data();
     std::memset(bits_out, 0, waveform::data_bits / 8);
+    auto rotated = [&](std::size_t k) { return v[k] * std::polar(1.0, -static_cast<double>(th[k / 2])); };
+
+    // 1. The forward PLL, its phase unwrapped.
     const double e_scale = error_scale(v);
-    // One loop step over pair j at phase theta: the pair's error and the decisions it used.
-    auto pair_error = [&](std::size_t j, double theta, unsigned* known_errors) {
-        const cf64 rot = std::polar(1.0, -theta);
-        const cf64 y0 = v[2 * j] * rot, y1 = v[2 * j + 1] * rot;
-        const double d0 = y0.real() >= 0.0 ? 1.0 : -1.0, d1 = y1.imag() >= 0.0 ? 1.0 : -1.0;
-        double a0 = d0, a1 = d1;
-        if (2 * j + 1 < nk) {
-            a0 = known[2 * j] ? 1.0 : -1.0;
-            a1 = known[2 * j + 1] ? 1.0 : -1.0;
-            if (known_errors) *known_errors += (d0 != a0) + (d1 != a1);
-        }
-        return (a0 * y0.imag() - a1 * y1.real()) * e_scale;
-    };
-    double theta = 0.0, nu = 0.0;
     unsigned known_errors = 0;
-    for (std::size_t j = 0; j < np2; ++j) {
-        scratch[j] = static_cast<float>(theta);
-        const double e = pair_error(j, theta, &known_errors);
-        const pll_gains& g = 2 * j + 1 < nk ? acq : track;
-        nu += g.k2 * e;
-        theta += g.k1 * e + nu;
-        theta = std::remainder(theta, two_pi);
-    }
-    double tb = theta, nb = -nu, sum = 0.0, sum2 = 0.0;
-    for (std::size_t j = np2; j-- > 0;) {
-        if (2 * j >= nk) {
-            // The decisions of pair j on the mean of the two phases.
-            const double tf = scratch[j];
-            const double ts = tf + 0.5 * std::remainder(tb - tf, two_pi);
-            const cf64 rot = std::polar(1.0, -ts);
-            const double c0 = (v[2 * j] * rot).real(), c1 = (v[2 * j + 1] * rot).imag();
-            const std::size_t i = 2 * j - nk;
-            if (c0 >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
-            if (c1 >= 0.0) bits_out[(i + 1) / 8] = static_cast<std::uint8_t>(bits_out[(i + 1) / 8] | (0x80u >> ((i + 1) % 8)));
-            sum += std::abs(c0) + std::abs(c1);
-            sum2 += c0 * c0 + c1 * c1;
+    {
+        double theta = 0.0, nu = 0.0;
+        for (std::size_t j = 0; j < np2; ++j) {
+            th[j] = static_cast<float>(theta);
+            const cf64 rot = std::polar(1.0, -theta);
+            const cf64 y0 = v[2 * j] * rot, y1 = v[2 * j + 1] * rot;
+            const double d0 = y0.real() >= 0.0 ? 1.0 : -1.0, d1 = y1.imag() >= 0.0 ? 1.0 : -1.0;
+            double a0 = d0, a1 = d1;
+            if (2 * j + 1 < nk) {
+                a0 = known[2 * j] ? 1.0 : -1.0;
+                a1 = known[2 * j + 1] ? 1.0 : -1.0;
+                known_errors += (d0 != a0) + (d1 != a1);
+            }
+            const double e = (a0 * y0.imag() - a1 * y1.real()) * e_scale;
+            const pll_gains& g = 2 * j + 1 < nk ? acq : boot;
+            nu += g.k2 * e;
+            theta += g.k1 * e + nu;
         }
-        const double e = pair_error(j, tb, nullptr);
-        const pll_gains& g = 2 * j + 1 < nk ? acq : track;
-        nb += g.k2 * e;
-        tb += g.k1 * e + nb;
-        tb = std::remainder(tb, two_pi);
+    }
+
+    for (int it = 0; it < smoother::iterations; ++it) {
+        // a. Decisions.
+        for (std::size_t k = 0; k < n; ++k) {
+            if (k < nk) {
+                a[k] = known[k] ? 1 : -1;
+            } else {
+                const cf64 y = rotated(k);
+                a[k] = (k % 2 == 0 ? y.real() : y.imag()) >= 0.0 ? 1 : -1;
+            }
+        }
+        // b. The signal model: own axis g0 a_k, other axis c1 (a_{k-1} + a_{k+1}).
+        double own = 0.0, s11 = 0.0, s1y = 0.0;
+        for (std::size_t k = 1; k + 1 < n; ++k) {
+            const cf64 y = rotated(k);
+            const double m1 = a[k - 1] + a[k + 1];
+            own += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
+            s1y += (k % 2 == 0 ? y.imag() : y.real()) * m1;
+            s11 += m1 * m1;
+        }
+        const double g0 = own / static_cast<double>(n - 2), c1 = s11 > 0.0 ? s1y / s11 : 0.0;
+        // c. One phase observation per pair.
+        for (std::size_t j = 0; j < np2; ++j) {
+            cf64 acc = 0.0;
+            for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
+                const double m1 = (k > 0 ? a[k - 1] : 0) + (k + 1 < n ? a[k + 1] : 0);
+                const cf64 model = k % 2 == 0 ? cf64(g0 * a[k], c1 * m1) : cf64(c1 * m1, g0 * a[k]);
+                acc += rotated(k) * std::conj(model);
+            }
+            z[j] = static_cast<float>(static_cast<double>(th[j]) + std::arg(acc));
+        }
+        // d. The line through them.
+        double sj = 0.0, sz = 0.0, sjj = 0.0, sjz = 0.0;
+        for (std::size_t j = 0; j < np2; ++j) {
+            const double x = static_cast<double>(j), y = z[j];
+            sj += x;
+            sz += y;
+            sjj += x * x;
+            sjz += x * y;
+        }
+        const double cnt = static_cast<double>(np2);
+        const double slope = (cnt * sjz - sj * sz) / (cnt * sjj - sj * sj);
+        const double icpt = (sz - slope * sj) / cnt;
+        auto zd = [&](std::size_t j) { return static_cast<double>(z[j]) - (icpt + slope * static_cast<double>(j)); };
+        // e. lambda: the least squared one-step prediction errors, all candidates in one pass.
+        double gain[smoother::num_lambdas], x[smoother::num_lambdas], pe[smoother::num_lambdas];
+        for (int l = 0; l < smoother::num_lambdas; ++l) {
+            const double lam = smoother::lambdas[l];
+            const double p = 0.5 * (lam + std::sqrt(lam * lam + 4.0 * lam));
+            gain[l] = p / (p + 1.0);
+            x[l] = zd(0);
+            pe[l] = 0.0;
+        }
+        for (std::size_t j = 1; j < np2; ++j) {
+            const double y = zd(j);
+            for (int l = 0; l < smoother::num_lambdas; ++l) {
+                const double inn = y - x[l];
+                pe[l] += inn * inn;
+                x[l] += gain[l] * inn;
+            }
+        }
+        int best = 0;
+        for (int l = 1; l < smoother::num_lambdas; ++l) {
+            if (pe[l] < pe[best]) best = l;
+        }
+        const double lam = smoother::lambdas[best];
+        // f. Kalman filters forward and backward (variances in units of the observation noise).
+        {
+            double xf = zd(0), p = 1.0;
+            sc.f[0] = static_cast<float>(xf);
+            sc.pf[0] = 1.0f;
+            for (std::size_t j = 1; j < np2; ++j) {
+                const double pp = p + lam, k = pp / (pp + 1.0);
+                xf += k * (zd(j) - xf);
+                p = (1.0 - k) * pp;
+                sc.f[j] = static_cast<float>(xf);
+                sc.pf[j] = static_cast<float>(p);
+            }
+            double xb = zd(np2 - 1);
+            p = 1.0;
+            sc.b[np2 - 1] = static_cast<float>(xb);
+            sc.pb[np2 - 1] = 1.0f;
+            for (std::size_t j = np2 - 1; j-- > 0;) {
+                const double pp = p + lam, k = pp / (pp + 1.0);
+                xb += k * (zd(j) - xb);
+                p = (1.0 - k) * pp;
+                sc.b[j] = static_cast<float>(xb);
+                sc.pb[j] = static_cast<float>(p);
+            }
+        }
+        constexpr std::size_t gap = smoother::exclusion + 1;
+        const double drift = gap * lam;
+        for (std::size_t j = 0; j < np2; ++j) {
+            double num = 0.0, den = 0.0;
+            if (j >= gap) {
+                const double w = 1.0 / (static_cast<double>(sc.pf[j - gap]) + drift);
+                num += w * sc.f[j - gap];
+                den += w;
+            }
+            if (j + gap < np2) {
+                const double w = 1.0 / (static_cast<double>(sc.pb[j + gap]) + drift);
+                num += w * sc.b[j + gap];
+                den += w;
+            }
+            th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));
+        }
+    }
+
+    // 3. The data decisions.
+    double sum = 0.0, sum2 = 0.0;
+    for (std::size_t k = nk; k < n; ++k) {
+        const cf64 y = rotated(k);
+        const double c = k % 2 == 0 ? y.real() : y.imag();
+        const std::size_t i = k - nk;
+        if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
+        sum += std::abs(c);
+        sum2 += c * c;
     }
     return decision_stats(sum, sum2, known_errors);
 }

@@ -109,16 +109,16 @@ double block_phase_slope(const cf64* block_sums, const double* centres, const do
     return std::isfinite(slope) ? slope : 0.0;
 }
 
-double estimate_cfo_residual(const cf64* r, const receiver_tables& t) noexcept
+double estimate_cfo_residual(const cf64* obs, const receiver_tables& t) noexcept
 {
     const std::size_t M = t.M;
-    const cf64* obs = r + t.obs_first;
     std::array<cf64, chain::L_ch> pilot{};
     apply_estimator(t.X_lpi.data(), obs, M, pilot);
     constexpr std::size_t B = cfo_refine_block;
-    const std::size_t blocks = (M + B - 1) / B;
-    std::vector<cf64> sums(blocks, cf64(0.0));
-    std::vector<double> centres(blocks), weights(blocks);
+    constexpr std::size_t max_blocks = 32;
+    const std::size_t blocks = std::min(max_blocks, (M + B - 1) / B);
+    std::array<cf64, max_blocks> sums{};
+    std::array<double, max_blocks> centres{}, weights{};
     for (std::size_t b = 0; b < blocks; ++b) {
         const std::size_t i0 = b * B, i1 = std::min(M, i0 + B);
         for (std::size_t i = i0; i < i1; ++i) {
@@ -133,12 +133,18 @@ double estimate_cfo_residual(const cf64* r, const receiver_tables& t) noexcept
     return block_phase_slope(sums.data(), centres.data(), weights.data(), blocks);
 }
 
-double refine_cfo(cf64* r, int first, int last, const receiver_tables& t) noexcept
+double refine_cfo(const cf64* r, double w0, const receiver_tables& t)
 {
+    std::vector<cf64> obs(r + t.obs_first, r + t.obs_first + t.M);
+    // obs[i] is r(obs_first + i): derotated as derotate() does r(n), phase w n.
+    auto rotate = [&](double w) {
+        for (std::size_t i = 0; i < obs.size(); ++i) obs[i] *= std::polar(1.0, -w * static_cast<double>(t.obs_first + static_cast<int>(i)));
+    };
+    rotate(w0);
     double total = 0.0;
     for (int pass = 0; pass < cfo_refine_passes; ++pass) {
-        const double dw = estimate_cfo_residual(r, t);
-        derotate(r, first, last, dw);
+        const double dw = estimate_cfo_residual(obs.data(), t);
+        if (pass + 1 < cfo_refine_passes) rotate(dw);
         total += dw;
     }
     return total;

@@ -41,23 +41,27 @@ struct channel_estimate {
 
 /// Blocks of the observation range that estimate_cfo_residual measures a phase over.
 inline constexpr std::size_t cfo_refine_block = 32;
+
+/// The carrier offset left after estimate_cfo, in radians per sample (issue 12, phase noise),
+/// from `obs`, the channel estimator's observation range (M samples, r(obs_first) ..
+/// r(obs_last)): the pilot channel estimate X_lpi obs predicts the known samples; the phase of
+/// each block of 32 observed samples against that prediction, arg sum obs(n) (X h_p)*(n),
+/// unwrapped block to block, and the slope of a line fitted to those phases (weighted by the
+/// block lengths) is the residual offset. estimate_cfo sees the preamble through a lag of 32
+/// samples, so a random phase (oscillator phase noise) or thermal noise leaves an error in it
+/// that ramps the phase across the channel estimator's window; this measures that ramp over
+/// the whole window.
+[[nodiscard]] double estimate_cfo_residual(const cf64* obs, const receiver_tables& t) noexcept;
+
 /// Passes of refine_cfo: the pilot fit follows about a third of a ramp, so each pass measures
 /// about two thirds of what is left (measured 0.68 on AWGN); three leave about 3%.
 inline constexpr int cfo_refine_passes = 3;
 
-/// The carrier offset left after estimate_cfo, in radians per sample (issue 12, phase noise):
-/// the pilot channel estimate X_lpi r predicts the known samples; the phase of each block of
-/// 32 observed samples against that prediction, arg sum r(n) (X h_p)*(n), unwrapped block to
-/// block, and the slope of a line fitted to those phases (weighted by the block lengths) is
-/// the residual offset. estimate_cfo sees the preamble through a lag of 32 samples, so a
-/// random phase (oscillator phase noise) or thermal noise leaves an error in it that ramps
-/// the phase across the channel estimator's window; this measures that ramp over the whole
-/// window instead. The caller derotates by it and estimates the channel again.
-[[nodiscard]] double estimate_cfo_residual(const cf64* r, const receiver_tables& t) noexcept;
-
-/// cfo_refine_passes times: estimate_cfo_residual, then derotate r over [first, last) by it.
-/// Returns the sum, the correction to add to estimate_cfo's offset.
-double refine_cfo(cf64* r, int first, int last, const receiver_tables& t) noexcept;
+/// The correction to estimate_cfo's offset w0: the observation range of r derotated by w0
+/// (a copy; r is not changed), then cfo_refine_passes times estimate_cfo_residual on it and
+/// the copy derotated by the result. Returns the sum; the caller derotates the packet once,
+/// by w0 plus it.
+[[nodiscard]] double refine_cfo(const cf64* r, double w0, const receiver_tables& t);
 
 /// The slope of the block phases (as estimate_cfo_residual): the phases of block_sums[b] at
 /// centres[b] with weights[b], unwrapped in order (gpu/front_end.cu's cfo_residual_kernel

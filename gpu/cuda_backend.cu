@@ -291,7 +291,7 @@ struct chain_part {
     std::unique_ptr<batched_solver> solver;
     device_buffer<cuFloatComplex> c_zf_lev;
     device_buffer<std::uint8_t> ok_zf_lev;
-    dsp::pll_gains acq, track;
+    dsp::pll_gains acq, track;  ///< track: the PLL's over the data, or the phase smoother's forward PLL
     pinned_buffer<std::uint8_t> bits_host;
     pinned_buffer<dsp::path_stats> stats_host;
     pinned_buffer<cf32> h_host;
@@ -363,7 +363,7 @@ struct chain_part {
           c_zf_lev(solver ? max_packets * L_eq : 0),
           ok_zf_lev(solver ? max_packets : 0),
           acq(dsp::make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
-          track(dsp::make_pll_gains(c.pll_bn_t, c.pll_damping)),
+          track(dsp::make_pll_gains(c.phase_smoother != 0 ? dsp::smoother::bootstrap_bn_t : c.pll_bn_t, c.pll_damping)),
           bits_host(max_packets * num_paths * dsp::packed_data_bytes),
           stats_host(max_packets * num_paths),
           h_host(max_packets * L_ch),

@@ -20,7 +20,8 @@ namespace paq::gpu {
 class stream_detector {
 public:
     /// phase_smoother: detect as dsp::detect_packet_smoothed (receiver_config::phase_smoother;
-    /// a float per bit pair and stream of device memory more), else as dsp::detect_packet.
+    /// `track` is then its forward PLL's gains; per stream 101 KB of device memory more), else
+    /// as dsp::detect_packet.
     stream_detector(int device_id, std::size_t max_streams, bool phase_smoother = false);
     ~stream_detector();
     stream_detector(const stream_detector&) = delete;

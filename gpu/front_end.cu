@@ -209,19 +209,19 @@ __global__ void derotate_kernel(cuFloatComplex* __restrict__ seg, const double* 
     v = make_cuFloatComplex(v.x * cs - v.y * sn, v.x * sn + v.y * cs);
 }
 
-/// One block per packet: dsp::estimate_cfo_residual. The phase of each 32-sample block of the
-/// observation range against the pilot fit X h_p (one warp per block, summed in double), then
-/// the weighted line through the unwrapped block phases as dsp::block_phase_slope: its slope
-/// goes to dw and is added to w0.
+/// One block per packet: dsp::estimate_cfo_residual on the packet's copy of its observation
+/// range (obs, m_obs samples per packet). The phase of each 32-sample block against the pilot
+/// fit X h_p (one warp per block, summed in double), then the weighted line through the
+/// unwrapped block phases as dsp::block_phase_slope: its slope goes to dw and is added to w0.
 constexpr int cfo_block = static_cast<int>(dsp::cfo_refine_block);
 constexpr int max_cfo_blocks = 32;
 static_assert(cfo_block == 32, "one warp per block");
 
-__global__ void cfo_residual_kernel(const cuFloatComplex* __restrict__ seg, int obs_first, int m_obs,
+__global__ void cfo_residual_kernel(const cuFloatComplex* __restrict__ obs, int obs_first, int m_obs,
                                     const cuFloatComplex* __restrict__ fit, double* __restrict__ dw, double* __restrict__ w0)
 {
     const int p = blockIdx.x;
-    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_stride + pre + obs_first;
+    const cuFloatComplex* r = obs + static_cast<std::size_t>(p) * m_obs;
     const cuFloatComplex* f = fit + static_cast<std::size_t>(p) * m_obs;
     const int blocks = (m_obs + cfo_block - 1) / cfo_block;
     __shared__ double sr[max_cfo_blocks], si[max_cfo_blocks];
@@ -264,6 +264,21 @@ __global__ void cfo_residual_kernel(const cuFloatComplex* __restrict__ seg, int 
     if (!isfinite(slope)) slope = 0.0;
     dw[p] = slope;
     w0[p] += slope;
+}
+
+/// obs (m_obs per packet) <- the packet's observation range, r(obs_first + i), derotated by
+/// w[p] (phase w n as derotate_kernel); from the segment (from_seg) or in place.
+__global__ void obs_rotate_kernel(const cuFloatComplex* __restrict__ seg, bool from_seg, int obs_first, int m_obs,
+                                  const double* __restrict__ w, cuFloatComplex* __restrict__ obs)
+{
+    const int p = blockIdx.y;
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= m_obs) return;
+    cuFloatComplex& o = obs[static_cast<std::size_t>(p) * m_obs + i];
+    const cuFloatComplex v = from_seg ? seg[static_cast<std::size_t>(p) * seg_stride + pre + obs_first + i] : o;
+    double sn, cs;
+    sincos(-w[p] * static_cast<double>(obs_first + i), &sn, &cs);
+    o = make_cuFloatComplex(static_cast<float>(v.x * cs - v.y * sn), static_cast<float>(v.x * sn + v.y * cs));
 }
 
 /// One block per packet: sigma2 = sum |r - X h|^2 / (2 rho) over the observation range.
@@ -366,6 +381,7 @@ struct front_end::impl {
     device_buffer<long long> starts;
     device_buffer<double> w0, sigma2;
     device_buffer<double> dw;  ///< the residual offset of estimate_cfo_residual
+    device_buffer<cuFloatComplex> obs;  ///< refine_cfo's copies of the observation ranges (M per packet)
     device_buffer<double> peak_metrics;  ///< 3 per slot: M around each peak, in double
     device_buffer<unsigned> nonfinite;
     pinned_buffer<cf32> h_host;
@@ -411,6 +427,7 @@ struct front_end::impl {
           starts(mp),
           w0(mp),
           dw(mp),
+          obs(mp * t.M),
           sigma2(mp),
           peak_metrics(3 * mp),
           nonfinite(mp),
@@ -686,31 +703,38 @@ void front_end::impl::estimate_stages(std::size_t np)
     auto& m = *this;
     cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
     PAQ_CUDA_CHECK_LAUNCH();
-    const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
-    derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
-    PAQ_CUDA_CHECK_LAUNCH();
 
     const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
     const int rows = l_ch * (m.n_supports + 1);
     const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
-    const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
-    // dsp::refine_cfo: per pass the pilot estimate alone (the first 38 rows of H_all), its
-    // fit, the block phases against it (dsp::estimate_cfo_residual); then derotate by it.
+    // dsp::refine_cfo: the observation ranges copied out derotated by w0; per pass the pilot
+    // estimate alone (the first 38 rows of H_all), its fit, the block phases against it
+    // (dsp::estimate_cfo_residual: w0 += dw), the copies derotated by dw.
+    const dim3 ogrid(static_cast<unsigned>((M + 255) / 256), static_cast<unsigned>(np));
+    obs_rotate_kernel<<<ogrid, 256, 0, m.st.get()>>>(m.seg.data(), true, m.t.obs_first, M, m.w0.data(), m.obs.data());
+    PAQ_CUDA_CHECK_LAUNCH();
     for (int pass = 0; pass < dsp::cfo_refine_passes; ++pass) {
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs,
-                                     seg_stride, &zero, m.h_all.data(), rows));
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M,
+                                     m.obs.data(), M, &zero, m.h_all.data(), rows));
         PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch,
                                      m.h_all.data(), rows, &zero, m.fit.data(), M));
-        cfo_residual_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(),
+        cfo_residual_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.obs.data(), m.t.obs_first, M, m.fit.data(),
                                                                               m.dw.data(), m.w0.data());
         PAQ_CUDA_CHECK_LAUNCH();
-        derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.dw.data());
-        PAQ_CUDA_CHECK_LAUNCH();
+        if (pass + 1 < dsp::cfo_refine_passes) {
+            obs_rotate_kernel<<<ogrid, 256, 0, m.st.get()>>>(m.seg.data(), false, m.t.obs_first, M, m.dw.data(), m.obs.data());
+            PAQ_CUDA_CHECK_LAUNCH();
+        }
     }
+    // The packet derotated once, by w0 plus the correction.
+    const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
+    derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
+    PAQ_CUDA_CHECK_LAUNCH();
 
     // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
     // column p is the packet's observation range inside its segment (leading dimension
     // seg_stride).
+    const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
     PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs,
                                  seg_stride, &zero, m.h_all.data(), rows));
     // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.

@@ -106,8 +106,8 @@ fi
 if [[ $mode == phasenoise ]]; then
   # Issue 12, item 3: AWGN 11 dB, 2 s, seed 301 (docs/SIGNAL-CHAIN.md's table) with no phase
   # noise, the IRIG 106 mask, Wiener 300 Hz and 1 kHz; the PLL (default) and the smoother
-  # (receiver.phase_smoother 1, pll_bn_t 0.02) on both backends.
-  printf 'receiver:\n  phase_smoother: 1\n  pll_bn_t: 0.02\n' > /tmp/paq-smoother.yaml
+  # (receiver.phase_smoother 1) on both backends.
+  printf 'receiver:\n  phase_smoother: 1\n' > /tmp/paq-smoother.yaml
   for pn in "" "--phase-noise irig106" "--phase-noise-linewidth 300" "--phase-noise-linewidth 1000"; do
     # shellcheck disable=SC2086
     ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed 301 $pn --output /tmp/paq-pn > /dev/null

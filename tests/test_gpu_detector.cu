@@ -61,13 +61,13 @@ TEST(gpu_detector, bits_and_stats_match_the_cpu)
     EXPECT_EQ(stat_diff, 0u);
     EXPECT_LT(bep_worst, 1e-4);
 
-    // The phase smoother (issue 12) on the same samples, at the bandwidth it is meant for.
-    const auto wide = make_pll_gains(0.02, 0.7071);
+    // The phase smoother (issue 12) on the same samples, with its forward PLL's bandwidth.
+    const auto wide = make_pll_gains(smoother::bootstrap_bn_t, 0.7071);
     gpu::stream_detector sm(0, streams, true);
     sm.detect(v_gpu, streams, acq, wide, bits_gpu, st_gpu);
-    std::vector<float> scratch(phase_pairs);
+    smoother_scratch scratch;
     for (std::size_t s = 0; s < streams; ++s) {
-        st_cpu[s] = detect_packet_smoothed(v_cpu[s].data(), acq, wide, bits_cpu.data() + s * packed_data_bytes, scratch.data());
+        st_cpu[s] = detect_packet_smoothed(v_cpu[s].data(), acq, wide, bits_cpu.data() + s * packed_data_bytes, scratch);
     }
     bit_diff = stat_diff = 0;
     bep_worst = 0.0;

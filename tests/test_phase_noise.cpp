@@ -1,8 +1,7 @@
-// Field signals II (issue 12), item 3: carrier phase noise. The PLL alone (BnT 0.01, set for
-// the thermal noise) against the forward-backward smoother (receiver.phase_smoother, at the
-// BnT 0.02 it is meant for) on Wiener phase noise, AWGN 10 dB, 0.3 s. The issue's targets
-// (1 kHz within 2x of no phase noise) are not met yet: docs/SIGNAL-CHAIN.md, "Known
-// deviations"; this test holds what the smoother gains and what it costs without phase noise.
+// Field signals II (issue 12), item 3: carrier phase noise. The receiver with the PLL alone
+// (the default) against the phase smoother (receiver.phase_smoother) on Wiener phase noise
+// and the IRIG 106 mask, AWGN 10 dB, 0.3 s; and the residual carrier offset step that keeps
+// a random phase out of the channel estimate.
 #include "chain_fixture.hpp"
 
 #include "dsp/estimators.hpp"
@@ -19,7 +18,7 @@ using namespace paq::dsp;
 
 namespace {
 
-run_summary receive(double linewidth_hz, bool smoother)
+run_summary receive(double linewidth_hz, bool mask, bool smoother)
 {
     sim_config sc;
     sc.preset = "awgn";
@@ -27,39 +26,49 @@ run_summary receive(double linewidth_hz, bool smoother)
     sc.cfo_hz = 15e3;
     sc.seed = 1271;
     sc.phase_noise_linewidth_hz = linewidth_hz;
+    if (mask) sc.phase_noise = phase_noise_mask::irig106;
     simulator sim(sc);
     std::vector<cf32> x;
     sim.generate(static_cast<std::size_t>(0.3 * sc.sample_rate_hz), x);
     receiver_config rc;
     rc.batch_samples = 1'000'000;
-    if (smoother) {
-        rc.phase_smoother = 1;
-        rc.pll_bn_t = 0.02;
-    }
+    rc.phase_smoother = smoother ? 1 : 0;
     cpu_backend be(rc);
     return run_receiver(be, rc, pn_pattern::pn15, sc.sample_rate_hz, x);
 }
 
 }  // namespace
 
-TEST(phase_noise, the_smoother_tracks_a_1_khz_wiener_phase_and_costs_little_without_one)
+TEST(phase_noise, the_smoother_keeps_every_path_near_its_clean_ber)
 {
-    const auto pll0 = receive(0.0, false), sm0 = receive(0.0, true);
-    const auto pll1k = receive(1000.0, false), sm1k = receive(1000.0, true);
+    // The issue's targets are against the BER with no phase noise: IRIG 106 mask 1.2x,
+    // Wiener 300 Hz 1.3x, 1 kHz 2x, no lost lock. Bounds here, against the default receiver's
+    // (the PLL's) BER with no phase noise, every path (measured 2026-11-24 at 10 dB, seed 1271,
+    // 3.0 M bits, 200-480 errors per path): no phase noise 0.89-0.93x (bound 1.0x), IRIG
+    // mask 1.04-1.09x (1.2x), 300 Hz 1.26-1.34x (1.45x: the target is not met on every path),
+    // 1 kHz 1.50-1.83x (2x); the PLL alone at 1 kHz 55-75x with packets lost to cycle slips.
+    const auto pll0 = receive(0.0, false, false);
+    const auto sm0 = receive(0.0, false, true);
+    const auto mask = receive(0.0, true, true);
+    const auto w300 = receive(300.0, false, true);
+    const auto w1k = receive(1000.0, false, true);
     for (int p = 0; p < chain::num_paths; ++p) {
         const auto i = static_cast<std::size_t>(p);
-        std::printf("%s: no phase noise PLL %.3e smoother %.3e; 1 kHz PLL %.3e (%llu bits) smoother %.3e (%llu bits)\n",
-                    pll0.paths[i].name.c_str(), pll0.paths[i].ber, sm0.paths[i].ber, pll1k.paths[i].ber,
-                    static_cast<unsigned long long>(pll1k.paths[i].bits_checked), sm1k.paths[i].ber,
-                    static_cast<unsigned long long>(sm1k.paths[i].bits_checked));
-        ASSERT_GT(pll0.paths[i].bit_errors, 100u) << pll0.paths[i].name;
-        EXPECT_LE(sm0.paths[i].ber, 1.15 * pll0.paths[i].ber) << sm0.paths[i].name;
-        EXPECT_TRUE(sm1k.paths[i].locked) << sm1k.paths[i].name;
-        EXPECT_LE(sm1k.paths[i].ber, 0.25 * pll1k.paths[i].ber) << sm1k.paths[i].name;
-        // No packet lost to a cycle slip: the smoother checks (within 0.1%) the bits it checks
-        // with no phase noise.
-        EXPECT_GE(static_cast<double>(sm1k.paths[i].bits_checked), 0.999 * static_cast<double>(sm0.paths[i].bits_checked))
-            << sm1k.paths[i].name;
+        const double ref = pll0.paths[i].ber;
+        std::printf("%-5s PLL %.3e | smoother: none %.2fx, IRIG %.2fx, 300 Hz %.2fx, 1 kHz %.2fx (%llu of %llu bits)\n",
+                    pll0.paths[i].name.c_str(), ref, sm0.paths[i].ber / ref, mask.paths[i].ber / ref, w300.paths[i].ber / ref,
+                    w1k.paths[i].ber / ref, static_cast<unsigned long long>(w1k.paths[i].bits_checked),
+                    static_cast<unsigned long long>(pll0.paths[i].bits_checked));
+        ASSERT_GT(pll0.paths[i].bit_errors, 150u) << pll0.paths[i].name;
+        EXPECT_LE(sm0.paths[i].ber, 1.0 * ref) << sm0.paths[i].name;
+        EXPECT_LE(mask.paths[i].ber, 1.2 * ref) << mask.paths[i].name;
+        EXPECT_LE(w300.paths[i].ber, 1.45 * ref) << w300.paths[i].name;
+        EXPECT_LE(w1k.paths[i].ber, 2.0 * ref) << w1k.paths[i].name;
+        // No packet lost to a cycle slip: every bit checked that is checked with no phase noise.
+        for (const auto* r : {&mask, &w300, &w1k}) {
+            EXPECT_TRUE(r->paths[i].locked) << r->paths[i].name;
+            EXPECT_EQ(r->paths[i].bits_checked, pll0.paths[i].bits_checked) << r->paths[i].name;
+        }
     }
 }
 
@@ -119,18 +128,16 @@ TEST(phase_noise, the_residual_offset_is_measured_to_a_fraction_of_the_coarse_es
     for (const auto s0 : sim.truth().packet_starts) {
         if (s0 < packet_margin || s0 + waveform::L_pkt + packet_margin > x.size()) continue;
         auto seg = cut(x, s0);
-        derotate(seg.r(), segment::first, segment::last, estimate_cfo(seg.r()));
-        auto ref = seg;
-        const double base = refine_cfo(ref.r(), segment::first, segment::last, t);
+        const double w0 = estimate_cfo(seg.r());
+        const double base = refine_cfo(seg.r(), w0, t);
         for (const double ramp : {-3e-3, 6e-4, 2.5e-3}) {
-            auto s = seg;
-            derotate(s.r(), segment::first, segment::last, -ramp);
             // One pass measures about two thirds of the ramp; the passes together all of it.
-            const double one = estimate_cfo_residual(s.r(), t) - base;
+            auto s = seg;
+            derotate(s.r(), segment::first, segment::last, w0 - ramp);
+            const double one = estimate_cfo_residual(s.r() + t.obs_first, t) - base;
             EXPECT_GT(one / ramp, 0.5);
             EXPECT_LT(one / ramp, 0.9);
-            EXPECT_NEAR(refine_cfo(s.r(), segment::first, segment::last, t) - base, ramp, 5e-5 + 0.04 * std::abs(ramp))
-                << "packet at " << s0;
+            EXPECT_NEAR(refine_cfo(seg.r(), w0 - ramp, t) - base, ramp, 5e-5 + 0.04 * std::abs(ramp)) << "packet at " << s0;
         }
         ++n;
     }
@@ -172,9 +179,11 @@ TEST(phase_noise, the_channel_estimate_survives_a_1_khz_wiener_phase)
         for (const auto s0 : sim.truth().packet_starts) {
             if (s0 < packet_margin || s0 + waveform::L_pkt + packet_margin > x.size()) continue;
             auto seg = cut(x, s0);
-            derotate(seg.r(), segment::first, segment::last, estimate_cfo(seg.r()));
-            before += misalignment(estimate_channel(seg.r(), t).h, truth);
-            (void)refine_cfo(seg.r(), segment::first, segment::last, t);
+            const double w0 = estimate_cfo(seg.r());
+            auto plain = seg;
+            derotate(plain.r(), segment::first, segment::last, w0);
+            before += misalignment(estimate_channel(plain.r(), t).h, truth);
+            derotate(seg.r(), segment::first, segment::last, w0 + refine_cfo(seg.r(), w0, t));
             after += misalignment(estimate_channel(seg.r(), t).h, truth);
             ++n;
         }
