@@ -22,8 +22,8 @@
 //                     12; the batch then carries IQ 2 dB / 10 deg and DC -15 dBc): its cost is
 //                     inside the stage `estimates`
 //
-//   --phase-smoother  the forward-backward phase smoother (receiver.phase_smoother, BnT 0.02;
-//                     the batch then carries a 1 kHz Wiener phase): its cost is in `detector`
+//   --phase-smoother  the phase smoother (receiver.phase_smoother; the batch then carries a
+//                     1 kHz Wiener phase): its cost is in `detector`
 //
 //   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction] [--phase-smoother]
 #include "dsp/batcher.hpp"
@@ -162,7 +162,6 @@ int main(int argc, char** argv)
     }
     if (smoother) {
         rc.phase_smoother = 1;
-        rc.pll_bn_t = 0.02;
         sc.phase_noise_linewidth_hz = 1000.0;
     }
     input_geometry geom;

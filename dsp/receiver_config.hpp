@@ -61,10 +61,12 @@ struct receiver_config {
     /// vita49, udp, tcp) and off for files and replay (`paqd replay --front-end-correction`);
     /// a backend given -1 treats it as off.
     int front_end_correction = -1;
-    /// Carrier phase: 0 the PLL alone (dsp::detect_packet), 1 a forward and a backward pass of
-    /// the PLL averaged per bit pair (dsp::detect_packet_smoothed): for links with oscillator
-    /// phase noise (a Wiener linewidth of 300 Hz .. 1 kHz: docs/SIGNAL-CHAIN.md), best with
-    /// pll_bn_t 0.02; costs the GPU about a millisecond per batch.
+    /// Carrier phase: 0 the PLL alone (dsp::detect_packet), 1 the phase smoother
+    /// (dsp::detect_packet_smoothed: a data-aided Kalman smoother over each packet, started by
+    /// a forward PLL of its own bandwidth, dsp::smoother::bootstrap_bn_t; pll_bn_t is then not
+    /// used): for links with oscillator phase noise (docs/SIGNAL-CHAIN.md, "Phase noise").
+    /// About 10% fewer errors without phase noise; the GPU's detector stage goes from 1 to 18 ms
+    /// per default batch.
     int phase_smoother = 0;
 
     /// Whether the backends correct the front end: front_end_correction == 1.
