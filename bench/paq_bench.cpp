@@ -33,6 +33,7 @@
 #include "gpu/cuda_backend.hpp"
 #include "gpu/multi_gpu.hpp"
 #include "bench/bench_common.hpp"
+#include "config/cli.hpp"
 #include "gpu/device.hpp"
 
 #include <cuda_runtime_api.h>
@@ -117,25 +118,17 @@ int main(int argc, char** argv)
     int n_gpus = 0;
     double input_rate_hz = 0.0, clock_ppm = 0.0;
     bool front_end = false, smoother = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string a = argv[i];
-        if (a == "--json" && i + 1 < argc) {
-            json_path = argv[++i];
-        } else if (a == "--gpus" && i + 1 < argc) {
-            n_gpus = std::atoi(argv[++i]);
-        } else if (a == "--input-rate" && i + 1 < argc) {
-            input_rate_hz = std::atof(argv[++i]);
-        } else if (a == "--clock-ppm" && i + 1 < argc) {
-            clock_ppm = std::atof(argv[++i]);
-        } else if (a == "--front-end-correction") {
-            front_end = true;
-        } else if (a == "--phase-smoother") {
-            smoother = true;
-        } else {
-            std::fprintf(stderr, "usage: paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction] [--phase-smoother]\n");
-            return 2;
-        }
-    }
+    CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
+    cli::conventions(app, "paq-bench",
+                     "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
+                     "device count)");
+    app.add_option("--json", json_path, "Write the measurements as JSON to FILE");
+    app.add_option("--gpus", n_gpus, "Also time the multi-GPU pool over N devices (0: only one)")->check(CLI::Range(0, 64));
+    app.add_option("--input-rate", input_rate_hz, "Input sample rate in Hz (0: 2 samples per bit)")->check(CLI::Range(0.0, 1e9));
+    app.add_option("--clock-ppm", clock_ppm, "Transmitter clock offset in ppm");
+    app.add_flag("--front-end-correction", front_end, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
+    app.add_flag("--phase-smoother", smoother, "Turn the phase smoother on (input with a 1 kHz Wiener linewidth)");
+    if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     const auto devices = bench::require_devices("paq-bench");
     if (devices.empty()) return 1;
     if (n_gpus > static_cast<int>(devices.size())) {

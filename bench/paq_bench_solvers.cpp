@@ -10,6 +10,7 @@
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "bench/bench_common.hpp"
+#include "config/cli.hpp"
 #include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
 #include "gpu/solver.hpp"
@@ -29,9 +30,11 @@ using namespace paq::dsp;
 
 int main(int argc, char** argv)
 {
-    const auto json_opt = bench::parse_json_option(argc, argv, "paq-bench-solvers");
-    if (!json_opt) return 2;
-    const std::string json_path = *json_opt;
+    std::string json_path;
+    CLI::App app{"paq-bench-solvers: the batched ZF/MMSE solvers side by side on one batch's systems"};
+    cli::conventions(app, "paq-bench-solvers", "0 measured; 1 runtime failure (no CUDA device, solver error); 2 usage error");
+    app.add_option("--json", json_path, "Write the measurements as JSON to FILE");
+    if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     const auto devices = bench::require_devices("paq-bench-solvers");
     if (devices.empty()) return 1;
     constexpr std::size_t packets = 3104;

@@ -1,6 +1,7 @@
 // paqd: the PAQ receiver.
 //   paqd --config FILE [--check-config]   the service: source -> ring -> batcher -> backend -> UDP
 //   paqd replay FILE                      a recording through the chain, table per path
+#include "config/cli.hpp"
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
@@ -21,7 +22,9 @@ int main(int argc, char** argv)
     using namespace paq;
     CLI::App app{"paqd: PAQ aeronautical telemetry receiver (SOQPSK-TG, iNET, six equalizer paths)"};
     app.require_subcommand(0, 1);
-    app.set_version_flag("--version", "paqd 0.1.0");
+    cli::conventions(app, "paqd",
+                     "0 success; 1 runtime failure (input unreadable or corrupt, source, backend or output error); "
+                     "2 usage or configuration error; 3 replay: no packet found");
 
     // The service (no subcommand).
     std::string service_config;
@@ -44,7 +47,8 @@ int main(int argc, char** argv)
     std::size_t batch_samples = 0;
     int threads = -1;
     replay->add_option("file", file, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name) or raw")->required();
-    replay->add_option("--format", format, "Raw files: cf32_le or ci16_le");
+    replay->add_option("--datatype", format, "Raw files: sample type, cf32_le or ci16_le (SigMF core:datatype)");
+    replay->add_option("--format", format)->group("");  // the old name, kept hidden
     replay->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(CLI::PositiveNumber);
     double bit_rate = 0.0;
     replay->add_option("--bit-rate", bit_rate,
@@ -78,7 +82,7 @@ int main(int argc, char** argv)
         ->check(CLI::Range(1u, 1000000u))->capture_default_str();
     replay->add_option("--json-out", json_out, "Also write the JSON summary to this file");
 
-    CLI11_PARSE(app, argc, argv);
+    if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     // Logs go to stderr: stdout carries the table or the JSON document, nothing else.
     spdlog::set_default_logger(spdlog::stderr_color_mt("paqd"));
     spdlog::set_pattern("paqd: %l: %v");
@@ -120,7 +124,7 @@ int main(int argc, char** argv)
                         : cfg.log.destination == config::log_destination::console ? daemon::log_target::console
                                                                                   : daemon::log_target::automatic;
         spdlog::set_default_logger(daemon::make_logger(lo_log));
-        spdlog::info("paqd 0.1.0 starting with {}; effective configuration:", service_config);
+        spdlog::info("paqd {} starting with {}; effective configuration:", cli::version, service_config);
         std::istringstream lines(config::to_yaml(cfg));
         for (std::string line; std::getline(lines, line);) spdlog::info("  {}", line);
         daemon::live_options lo;

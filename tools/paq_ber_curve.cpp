@@ -10,6 +10,7 @@
 //
 // Output: a compact table on stdout (one line per point), a CSV (one row per point and
 // path) and optionally JSON with the same numbers plus the run settings.
+#include "config/cli.hpp"
 #include "dsp/ber.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/receiver_config.hpp"
@@ -220,6 +221,9 @@ int main(int argc, char** argv)
 {
     options o;
     CLI::App app{"paq-ber-curve: BER against Eb/N0 of every equalizer path (CPU backend, simulated channel)"};
+    paq::cli::conventions(app, "paq-ber-curve",
+                     "0 curve written; 1 runtime failure (output not writable, receiver error); 2 usage error or a setting "
+                     "out of range");
     app.option_defaults()->always_capture_default();
 
     std::vector<std::string> presets = paq::dsp::channel_preset_names();
@@ -287,8 +291,11 @@ int main(int argc, char** argv)
         app.parse(argc, argv);
         if (o.min_errors > 0 && maxp->count() > 0 && o.max_packets < o.packets)
             throw CLI::ValidationError("--max-packets", "must be >= --packets (" + std::to_string(o.packets) + ")");
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::Success& e) {
         return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        (void)app.exit(e);
+        return paq::cli::usage_error;
     }
     if (o.max_packets < o.packets) o.max_packets = o.packets;
     if (o.sample_rate_hz == 0.0) o.sample_rate_hz = 2.0 * o.bit_rate_hz;

@@ -9,8 +9,9 @@
 //
 // Exit codes: 0 clean run; 1 runtime failure (socket receive error, JSON not writable);
 // 2 configuration error (bad option value, port not bindable); 3 no datagram arrived;
-// 4 fewer streams than --expect-streams; 5 --bits not reached before the run ended;
-// CLI11's own codes (100 and up) for unknown or malformed options.
+// 4 fewer streams than --expect-streams; 5 --bits not reached before the run ended. Unknown
+// or malformed options are usage errors: 2 (config/cli.hpp).
+#include "config/cli.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "io/bert_monitor.hpp"
@@ -397,6 +398,10 @@ private:
 int main(int argc, char** argv)
 {
     CLI::App app{"paq-bert: software BER tester for paqd's UDP bitstreams (paq, dqe or bare DQE datagrams)"};
+    cli::conventions(app, "paq-bert",
+                     "0 clean run; 1 runtime failure (socket receive error, JSON not writable); 2 usage or configuration "
+                     "error (bad option value, port not bindable); 3 no datagram arrived; 4 fewer streams than "
+                     "--expect-streams; 5 --bits not reached before the run ended");
     options o;
     app.add_option("--port", o.port, "One port all streams share (0: any free port, printed at start)");
     app.add_option("--base-port", o.base_port, "Six ports P..P+5 for none, zf, mmse, cma, fde1, fde2");
@@ -416,7 +421,7 @@ int main(int argc, char** argv)
         ->capture_default_str();
     app.add_option("--json", o.json, "Write the summary as JSON to this file");
     app.add_option("--rcvbuf", o.rcvbuf_bytes, "SO_RCVBUF bytes per socket")->capture_default_str();
-    CLI11_PARSE(app, argc, argv);
+    if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
 
     try {
         io::bert_monitor_config mc;

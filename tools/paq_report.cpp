@@ -7,6 +7,7 @@
 //
 // Exit status: 0 written, 1 unreadable or malformed input (the message names file:line:column)
 // or output not writable, 2 bad arguments.
+#include "config/cli.hpp"
 #include "tools/report/aggregate.hpp"
 #include "tools/report/html.hpp"
 #include "tools/report/records.hpp"
@@ -85,6 +86,7 @@ int main(int argc, char** argv)
 {
     CLI::App app{"paq-report: side-by-side equalizer comparison (one self-contained HTML page) from paqd's "
                  "per-packet records"};
+    paq::cli::conventions(app, "paq-report", "0 page written; 1 runtime failure (records unreadable, page not writable); 2 usage error");
     std::string input, channel, output, title;
     std::vector<std::string> meta_args;
     bool no_channel = false;
@@ -106,12 +108,7 @@ int main(int argc, char** argv)
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.get_option("--no-channel")->excludes("--channel");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        const int rc = app.exit(e);
-        return rc == 0 ? 0 : 2;
-    }
+    if (const int rc = paq::cli::parse(app, argc, argv); rc >= 0) return rc;
 
     page_inputs page;
     try {

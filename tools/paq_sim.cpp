@@ -6,6 +6,7 @@
 //   paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50e3 --seconds 3 --seed 7 --output demo
 //   paq-sim --sample-rate 25e6 --clock-ppm 100 --iq-imbalance 2,10 --dc-offset -15
 //           --phase-noise irig106 --ebn0-db 11 --seconds 1 --output field   (one line)
+#include "config/cli.hpp"
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "io/sample_file.hpp"
@@ -56,6 +57,7 @@ int main(int argc, char** argv)
 {
     using namespace paq;
     CLI::App app{"paq-sim: simulated SOQPSK-TG iNET recordings with multipath, noise and offsets"};
+    cli::conventions(app, "paq-sim", "0 recording written; 1 runtime failure (output not writable); 2 usage error or a setting out of range");
     dsp::sim_config cfg;
     double seconds = 1.0;
     std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf";
@@ -98,7 +100,7 @@ int main(int argc, char** argv)
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
     app.add_option("--output,-o", output, "Output: base name for SigMF (writes .sigmf-data/.sigmf-meta), file for raw")
         ->required();
-    CLI11_PARSE(app, argc, argv);
+    if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
 
     try {
         cfg.pattern = dsp::parse_pn_pattern(pattern);

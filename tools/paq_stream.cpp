@@ -3,7 +3,8 @@
 // the recording's rate, with deliberate faults (dropped datagrams, a stall) for tests.
 //
 //   paq-stream demo.sigmf-meta --mode vita49 --host 127.0.0.1 --port 4991 --drop-every 100
-//   paq-stream capture.ci16 --raw-format ci16 --raw-rate 6.6e6 --mode tcp-listen --port 5000 --loop
+//   paq-stream capture.ci16 --datatype ci16_le --sample-rate 6.6e6 --mode tcp-listen --port 5000 --loop
+#include "config/cli.hpp"
 #include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
 #include "io/vita49.hpp"
@@ -183,6 +184,8 @@ int main(int argc, char** argv)
     using namespace paq;
     CLI::App app{"paq-stream: sends a recording as raw IQ over TCP/UDP or as VITA-49 over UDP, paced at its "
                  "sample rate"};
+    cli::conventions(app, "paq-stream",
+                     "0 recording sent; 1 runtime failure (recording unreadable, connection or send error); 2 usage error");
     options o;
     app.add_option("input", o.input, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name) or raw file")->required();
     app.add_option("--mode", o.mode, "tcp-connect, tcp-listen, udp (raw IQ datagrams) or vita49")
@@ -191,8 +194,10 @@ int main(int argc, char** argv)
     app.add_option("--host", o.host, "Peer (tcp-connect, udp, vita49) or local address to bind (tcp-listen)")
         ->capture_default_str();
     app.add_option("--port", o.port, "Port: 1..65535 (tcp-listen: 0 picks a free one and prints it)")->required();
-    app.add_option("--raw-format", o.raw_format, "Raw input only: cf32 or ci16 (SigMF gives its own)");
-    app.add_option("--raw-rate", o.raw_rate_hz, "Raw input only: sample rate in Hz");
+    app.add_option("--datatype", o.raw_format, "Raw input only: sample type, cf32_le or ci16_le (SigMF gives its own)");
+    app.add_option("--sample-rate", o.raw_rate_hz, "Raw input only: sample rate in Hz");
+    app.add_option("--raw-format", o.raw_format)->group("");  // the old names, kept hidden
+    app.add_option("--raw-rate", o.raw_rate_hz)->group("");
     app.add_option("--rate-factor", o.rate_factor, "Send at this multiple of the recording's rate")
         ->capture_default_str();
     app.add_flag("--fast", o.fast, "Send as fast as possible (no pacing)");
@@ -214,11 +219,7 @@ int main(int argc, char** argv)
     app.add_option("--stall-at", o.stall_at_s, "Fault: pause once at this stream time, in seconds of samples");
     app.add_option("--stall-for", o.stall_for_s, "Fault: length of the pause in seconds (with --stall-at)");
     app.add_flag("--loop", o.loop, "Start again at the end of the recording (until interrupted)");
-    try {
-        app.parse(argc, argv);
-    } catch (const CLI::ParseError& e) {
-        return app.exit(e) == 0 ? 0 : 2;
-    }
+    if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
 
     // Argument checks that CLI11 cannot express: exit 2 with every problem listed.
     std::vector<std::string> bad;

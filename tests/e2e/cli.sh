@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The command-line conventions (issue 13, item 5; config/cli.hpp), program by program:
+#   --version prints "<program> <version>" and exits 0;
+#   --help lists the exit codes and exits 0;
+#   an unknown option, a malformed value and a value outside an option's check exit 2;
+#   the old option names still work (hidden aliases).
+#
+#   tests/e2e/cli.sh BUILD_DIR
+set -uo pipefail
+build=$(cd "$1" && pwd)
+version=$(sed -n 's/^project(paqd VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
+work=$(mktemp -d "${TMPDIR:-/tmp}/paq-cli.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+expect_rc() {  # expected rc, description, command...
+  local want=$1 what=$2; shift 2
+  "$@" > "$work/out" 2> "$work/err"
+  local rc=$?
+  [[ $rc -eq $want ]] || fail "$what: exit $rc, expected $want ($(head -c 300 "$work/err"))"
+}
+
+declare -A malformed=(
+  [daemon/paqd]="replay x --batch-samples abc"
+  [tools/paq-sim]="--seconds abc"
+  [tools/paq-bert]="--seconds abc"
+  [tools/paq-stream]="x --mode udp --port abc"
+  [tools/paq-report]="x --sample-rate abc"
+  [tools/paq-ber-curve]="--packets abc"
+)
+declare -A out_of_check=(
+  [daemon/paqd]="replay x --bit-rate -1"
+  [tools/paq-sim]="--seconds -1"
+  [tools/paq-bert]="--port 70000"
+  [tools/paq-stream]="x --mode udp --port 1 --rate-factor -2"
+  [tools/paq-report]="x --sample-rate -5"
+  [tools/paq-ber-curve]="--packets 0"
+)
+programs=(daemon/paqd tools/paq-sim tools/paq-bert tools/paq-stream tools/paq-report tools/paq-ber-curve)
+# The benchmarks exist in CUDA builds only; their argument checks run without a device.
+malformed[bench/paq-bench]="--gpus abc"
+out_of_check[bench/paq-bench]="--gpus 65"
+malformed[bench/paq-bench-solvers]="--json"
+out_of_check[bench/paq-bench-solvers]="--json a b"
+for b in bench/paq-bench bench/paq-bench-solvers; do [[ -x $build/$b ]] && programs+=("$b"); done
+for prog in "${programs[@]}"; do
+  bin=$build/$prog
+  name=$(basename "$prog")
+  expect_rc 0 "$name --version" "$bin" --version
+  [[ "$(cat "$work/out")" == "$name $version" ]] || fail "$name --version printed '$(cat "$work/out")', expected '$name $version'"
+  expect_rc 0 "$name --help" "$bin" --help
+  grep -q "^Exit codes: 0 " "$work/out" || fail "$name --help does not list its exit codes"
+  grep -q "2 usage" "$work/out" || fail "$name --help does not name exit code 2 as a usage error"
+  expect_rc 2 "$name --no-such-option" "$bin" --no-such-option
+  # shellcheck disable=SC2086
+  expect_rc 2 "$name ${malformed[$prog]}" "$bin" ${malformed[$prog]}
+  # shellcheck disable=SC2086
+  expect_rc 2 "$name ${out_of_check[$prog]}" "$bin" ${out_of_check[$prog]}
+done
+
+# Old names, hidden from --help, still accepted.
+"$build/tools/paq-sim" --seconds 0.01 --datatype ci16_le --format raw --output "$work/rec.raw" > /dev/null 2>&1 || fail "paq-sim raw recording"
+expect_rc 0 "paqd replay --datatype" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6
+cp "$work/out" "$work/new-name"
+expect_rc 0 "paqd replay --format (old name)" "$build/daemon/paqd" replay "$work/rec.raw" --format ci16_le --sample-rate 20.625e6
+cmp -s "$work/out" "$work/new-name" || fail "paqd replay: --format and --datatype give different tables"
+"$build/daemon/paqd" replay --help | grep -q -- "--format" && fail "paqd replay --help shows the old name --format"
+"$build/tools/paq-stream" --help | grep -q -- "--raw-format\|--raw-rate" && fail "paq-stream --help shows the old names"
+"$build/tools/paq-stream" --help | grep -q -- "--datatype" || fail "paq-stream --help lacks --datatype"
+
+if [[ $failures -eq 0 ]]; then echo "cli: every program follows the conventions"; else exit 1; fi
