@@ -7,7 +7,7 @@
 namespace paq::dsp {
 
 stream_ber_counter::stream_ber_counter(pn_pattern pattern, double packet_spacing_samples)
-    : checker_(pattern), spacing_(packet_spacing_samples), learn_(packet_spacing_samples <= 0.0), unpacked_(waveform::data_bits)
+    : checker_(pattern), spacing_(packet_spacing_samples), learn_(packet_spacing_samples <= 0.0)
 {
     if (learn_) spacing_ = 0.0;
 }
@@ -29,10 +29,7 @@ void stream_ber_counter::add_packet(std::uint64_t start_sample, const std::uint8
         }
     }
     last_start_ = start_sample;
-    for (std::size_t i = 0; i < waveform::data_bits; ++i) {
-        unpacked_[i] = static_cast<std::uint8_t>((packed_bits[i / 8] >> (7 - i % 8)) & 1u);
-    }
-    checker_.push(unpacked_);
+    checker_.push_packed(packed_bits, waveform::data_bits);
     ++packets_;
 }
 

@@ -23,6 +23,7 @@ public:
 
     /// Adds one packet's 6144 data bits (packed, MSB first), in stream order. start_sample
     /// places the packet: a jump of more than one packet spacing means packets were missed.
+    /// The bits are checked 64 at a time (pn_checker::push_packed).
     void add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits);
 
     [[nodiscard]] pn_checker::counts counts() const noexcept { return checker_.get(); }
@@ -37,7 +38,6 @@ private:
     bool learn_;
     std::uint64_t packets_ = 0;
     std::uint64_t skipped_ = 0;
-    std::vector<std::uint8_t> unpacked_;
 };
 
 /// Q(sqrt(2 Eb/N0)): the OQPSK bit error probability in AWGN.

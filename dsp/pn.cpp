@@ -1,5 +1,6 @@
 #include "dsp/pn.hpp"
 
+#include <bit>
 #include <cctype>
 #include <stdexcept>
 #include <string>
@@ -188,7 +189,28 @@ pn_checker::pn_checker(pn_pattern pattern, std::uint32_t sync_bits) noexcept
       tap_shift_(pn_tap(pattern) - 1),
       invert_(pn_inverted(pattern) ? 1u : 0u),
       sync_bits_(sync_bits != 0 ? sync_bits
-                                : 2 * static_cast<std::uint32_t>(degree_) + default_sync_margin) {}
+                                : 2 * static_cast<std::uint32_t>(degree_) + default_sync_margin) {
+    // The reference's output is linear (over GF(2)) in its register: the 64 bits that follow
+    // each single-bit register, XORed together per byte value.
+    std::array<std::uint64_t, 32> basis{};
+    for (int i = 0; i < degree_; ++i) {
+        std::uint32_t reg = 1u << i;
+        for (int j = 0; j < 64; ++j) {
+            const std::uint32_t bit = ((reg >> tap_shift_) ^ (reg >> top_shift_)) & 1u;
+            basis[static_cast<std::size_t>(i)] |= static_cast<std::uint64_t>(bit) << j;
+            reg = ((reg << 1) | bit) & mask_;
+        }
+    }
+    for (std::size_t b = 0; b < next64_.size(); ++b) {
+        for (std::uint32_t v = 0; v < 256; ++v) {
+            std::uint64_t out = 0;
+            for (std::size_t i = 0; i < 8; ++i) {
+                if (((v >> i) & 1u) != 0) out ^= basis[8 * b + i];
+            }
+            next64_[b][v] = out;
+        }
+    }
+}
 
 void pn_checker::push(std::span<const std::uint8_t> bits) noexcept {
     // Each phase runs its own tight loop and hands over at the bit where the state flips.
@@ -223,36 +245,115 @@ std::size_t pn_checker::acquire(std::span<const std::uint8_t> bits) noexcept {
     return used;
 }
 
-std::size_t pn_checker::check(std::span<const std::uint8_t> bits) noexcept {
-    std::size_t used = 0;
-    std::uint64_t errors = 0;
-    bool lost = false;
-    for (const std::uint8_t b : bits) {
-        ++used;
-        const std::uint32_t expected = ((reg_ >> tap_shift_) ^ (reg_ >> top_shift_)) & 1u;
-        reg_ = ((reg_ << 1) | expected) & mask_;
-        const std::uint32_t error = (b != 0 ? 1u : 0u) ^ invert_ ^ expected;
-        errors += error;
+bool pn_checker::check_bit(std::uint32_t received) noexcept {
+    const std::uint32_t expected = ((reg_ >> tap_shift_) ^ (reg_ >> top_shift_)) & 1u;
+    reg_ = ((reg_ << 1) | expected) & mask_;
+    const std::uint32_t error = received ^ expected;
+    ++bits_checked_;
+    bit_errors_ += error;
 
-        // Sliding window: replace the flag of the bit checked loss_window_bits ago.
-        std::uint64_t& word = window_[window_pos_ >> 6];
-        const std::uint32_t shift = window_pos_ & 63u;
-        const auto old = static_cast<std::uint32_t>((word >> shift) & 1u);
-        word ^= static_cast<std::uint64_t>(old ^ error) << shift;
-        window_errors_ = window_errors_ + error - old;  // never below 0: old was counted
-        window_pos_ = (window_pos_ + 1) & (loss_window_bits - 1);
-        if (window_errors_ > loss_max_errors) {
-            lost = true;
-            break;
-        }
-    }
-    bits_checked_ += used;
-    bit_errors_ += errors;
-    if (lost) {
+    // Sliding window: replace the flag of the bit checked loss_window_bits ago.
+    std::uint64_t& word = window_[window_pos_ >> 6];
+    const std::uint32_t shift = window_pos_ & 63u;
+    const auto old = static_cast<std::uint32_t>((word >> shift) & 1u);
+    word ^= static_cast<std::uint64_t>(old ^ error) << shift;
+    window_errors_ = window_errors_ + error - old;  // never below 0: old was counted
+    window_pos_ = (window_pos_ + 1) & (loss_window_bits - 1);
+    if (window_errors_ > loss_max_errors) {
         ++resyncs_;
         restart_acquisition();
+        return true;
+    }
+    return false;
+}
+
+std::size_t pn_checker::check(std::span<const std::uint8_t> bits) noexcept {
+    std::size_t used = 0;
+    for (const std::uint8_t b : bits) {
+        ++used;
+        if (check_bit((b != 0 ? 1u : 0u) ^ invert_)) break;
     }
     return used;
+}
+
+namespace {
+
+std::uint64_t reverse64(std::uint64_t v) noexcept {
+    v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+    v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+    v = ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    v = ((v >> 8) & 0x00FF00FF00FF00FFULL) | ((v & 0x00FF00FF00FF00FFULL) << 8);
+    v = ((v >> 16) & 0x0000FFFF0000FFFFULL) | ((v & 0x0000FFFF0000FFFFULL) << 16);
+    return (v >> 32) | (v << 32);
+}
+
+// Bits [first, first + 64) of an MSB-first packed buffer holding at least first + 72 bits,
+// as a word whose bit j is bit first + j.
+std::uint64_t load64(const std::uint8_t* packed, std::size_t first) noexcept {
+    const std::uint8_t* p = packed + first / 8;
+    const unsigned shift = static_cast<unsigned>(first % 8);
+    std::uint64_t be = 0;  // bytes p[0..7] big-endian: stream bit first & ~7 at bit 63
+    for (int i = 0; i < 8; ++i) be = (be << 8) | p[i];
+    if (shift != 0) be = (be << shift) | (static_cast<std::uint64_t>(p[8]) >> (8 - shift));
+    return reverse64(be);  // bit 63 - j was stream bit first + j
+}
+
+std::uint32_t packed_bit(const std::uint8_t* packed, std::size_t i) noexcept {
+    return static_cast<std::uint32_t>((packed[i / 8] >> (7 - i % 8)) & 1u);
+}
+
+}  // namespace
+
+std::size_t pn_checker::check_packed(const std::uint8_t* packed, std::size_t first, std::size_t n) noexcept {
+    std::size_t used = 0;
+    const std::uint64_t invert_word = invert_ != 0 ? ~std::uint64_t{0} : 0;
+    while (used < n) {
+        const std::size_t pos = first + used;
+        // Whole words only where the loss window's word lines up with them; up to the next
+        // window-word boundary (and the tail), bit by bit.
+        if ((window_pos_ & 63u) != 0 || n - used < 64 || (pos + 64 + 8) / 8 > (first + n + 7) / 8) {
+            ++used;
+            if (check_bit(packed_bit(packed, pos) ^ invert_)) return used;
+            continue;
+        }
+        const std::uint64_t expected = next64_[0][reg_ & 0xFFu] ^ next64_[1][(reg_ >> 8) & 0xFFu] ^
+                                       next64_[2][(reg_ >> 16) & 0xFFu] ^ next64_[3][(reg_ >> 24) & 0xFFu];
+        const std::uint64_t errors = load64(packed, pos) ^ invert_word ^ expected;
+        std::uint64_t& old = window_[window_pos_ >> 6];
+        const auto e = static_cast<std::uint32_t>(std::popcount(errors));
+        if (window_errors_ + e > loss_max_errors) {
+            // Could drop the lock somewhere in this word: find where, bit by bit.
+            for (int j = 0; j < 64; ++j) {
+                ++used;
+                if (check_bit(packed_bit(packed, pos + static_cast<std::size_t>(j)) ^ invert_)) return used;
+            }
+            continue;
+        }
+        // Bit 63 - i of the reference's output is its register's bit i afterwards.
+        reg_ = static_cast<std::uint32_t>(reverse64(expected)) & mask_;
+        window_errors_ = window_errors_ + e - static_cast<std::uint32_t>(std::popcount(old));
+        old = errors;
+        window_pos_ = (window_pos_ + 64) & (loss_window_bits - 1);
+        bits_checked_ += 64;
+        bit_errors_ += e;
+        used += 64;
+    }
+    return used;
+}
+
+void pn_checker::push_packed(const std::uint8_t* packed, std::size_t nbits) noexcept {
+    std::size_t done = 0;
+    while (done < nbits) {
+        if (locked_) {
+            done += check_packed(packed, done, nbits - done);
+            continue;
+        }
+        // Acquisition, bit-serial, in chunks of unpacked bits.
+        std::array<std::uint8_t, 256> chunk{};
+        const std::size_t n = std::min<std::size_t>(chunk.size(), nbits - done);
+        for (std::size_t i = 0; i < n; ++i) chunk[i] = static_cast<std::uint8_t>(packed_bit(packed, done + i));
+        done += acquire(std::span<const std::uint8_t>(chunk.data(), n));
+    }
 }
 
 void pn_checker::restart_acquisition() noexcept {

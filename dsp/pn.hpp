@@ -139,8 +139,18 @@ public:
     /// 2 * pn_degree(pattern) + default_sync_margin.
     explicit pn_checker(pn_pattern pattern, std::uint32_t sync_bits = 0) noexcept;
 
-    /// Received data bits, in order; any non-zero byte is a one.
+    /// Received data bits, in order; any non-zero byte is a one. Bit-serial: the reference
+    /// the packed path is tested against.
     void push(std::span<const std::uint8_t> bits) noexcept;
+
+    /// The same nbits received bits packed eight to a byte, most significant bit first
+    /// (bit i is (packed[i / 8] >> (7 - i % 8)) & 1), as the receiver emits them. Counts
+    /// exactly what push() counts on the unpacked bits (errors, bits, lock, resyncs, bits
+    /// before lock, the loss window), but while locked compares 64 bits at a time: the
+    /// reference's next 64 bits come from its register through four byte tables, errors are
+    /// counted by popcount, and a word is walked bit by bit only when it could drop the lock.
+    /// Acquisition stays bit-serial (a few dozen bits once per lock).
+    void push_packed(const std::uint8_t* packed, std::size_t nbits) noexcept;
 
     /// nbits known to be lost (e.g. whole packets). Locked: the reference advances by
     /// nbits, so the next pushed bit is compared with the right one. Unlocked: nothing is
@@ -161,6 +171,11 @@ private:
     [[nodiscard]] std::size_t acquire(std::span<const std::uint8_t> bits) noexcept;
     // Compare bits until lock is lost or the span ends; returns how many were used.
     [[nodiscard]] std::size_t check(std::span<const std::uint8_t> bits) noexcept;
+    // check() on packed bits [first, first + n): whole words where the loss window cannot
+    // trip, bit by bit otherwise; returns how many were used.
+    [[nodiscard]] std::size_t check_packed(const std::uint8_t* packed, std::size_t first, std::size_t n) noexcept;
+    // Checks one bit (un-inverted received value); true when it drops the lock.
+    [[nodiscard]] bool check_bit(std::uint32_t received) noexcept;
     void restart_acquisition() noexcept;
 
     static constexpr std::uint32_t window_words_ = loss_window_bits / 64;
@@ -184,6 +199,10 @@ private:
     std::array<std::uint64_t, window_words_> window_{};  // error flag per checked bit
     std::uint32_t window_pos_ = 0;
     std::uint32_t window_errors_ = 0;
+
+    // next64_[b][v]: the reference's next 64 bits (bit j = the j-th) from a register whose
+    // byte b is v and other bytes zero; by linearity the XOR over the register's bytes.
+    std::array<std::array<std::uint64_t, 256>, 4> next64_{};
 
     std::uint64_t bits_checked_ = 0;
     std::uint64_t bit_errors_ = 0;

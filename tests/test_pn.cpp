@@ -636,3 +636,108 @@ TEST(PnChecker, ResetClearsEverything) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Packed (word-parallel) checking against the bit-serial reference (issue 15, item 3)
+
+std::vector<std::uint8_t> pack_msb_first(std::span<const std::uint8_t> bits) {
+    std::vector<std::uint8_t> packed((bits.size() + 7) / 8, 0);
+    for (std::size_t i = 0; i < bits.size(); ++i) {
+        if (bits[i] != 0) packed[i / 8] = static_cast<std::uint8_t>(packed[i / 8] | (0x80u >> (i % 8)));
+    }
+    return packed;
+}
+
+void expect_same_counts(const pn_checker& a, const pn_checker& b) {
+    const auto x = a.get();
+    const auto y = b.get();
+    EXPECT_EQ(x.bits_checked, y.bits_checked);
+    EXPECT_EQ(x.bit_errors, y.bit_errors);
+    EXPECT_EQ(x.bits_before_lock, y.bits_before_lock);
+    EXPECT_EQ(x.resyncs, y.resyncs);
+    EXPECT_EQ(x.locked, y.locked);
+}
+
+// Streams a BERT really sees, in pieces of uneven length (each piece packed on its own, as
+// a packet's data field is): clean stretches, isolated errors at 1e-3 .. 5e-2, a dead line, a
+// stretch of random bits that drops the lock, skips of whole pieces; every count compared
+// after every piece.
+TEST(PnChecker, PackedEqualsBitSerial) {
+    for (const pn_pattern p : all_patterns) {
+        for (const std::uint32_t seed : {1u, 77u, 4242u}) {
+            SCOPED_TRACE(std::string(paq::dsp::to_string(p)) + " seed " + std::to_string(seed));
+            std::mt19937_64 rng(seed * 2654435761u + static_cast<std::uint32_t>(p));
+            pn_generator gen(p, seed);
+            pn_checker serial(p);
+            pn_checker packed(p);
+            const double error_rates[] = {0.0, 1e-3, 1e-2, 5e-2, 0.0, 0.5, 0.0, 0.25};
+            const std::size_t lengths[] = {6144, 6143, 77, 6145, 1000, 64, 63, 6144, 129, 6144};
+            std::size_t piece = 0;
+            std::uint64_t total_errors_injected = 0;
+            for (int stretch = 0; stretch < 40; ++stretch) {
+                const double rate = error_rates[static_cast<std::size_t>(stretch) % std::size(error_rates)];
+                const bool dead = stretch % 13 == 6;
+                for (int k = 0; k < 3; ++k, ++piece) {
+                    const std::size_t len = lengths[piece % std::size(lengths)];
+                    if (piece % 17 == 9) {  // a lost piece: both skip it
+                        gen.advance(len);
+                        serial.skip(len);
+                        packed.skip(len);
+                        continue;
+                    }
+                    auto bits = generate(gen, len);
+                    std::bernoulli_distribution flip(rate);
+                    for (auto& b : bits) {
+                        if (dead) {
+                            b = 0;
+                        } else if (rate > 0.0 && flip(rng)) {
+                            b ^= 1;
+                            ++total_errors_injected;
+                        }
+                    }
+                    serial.push(bits);
+                    const auto bytes = pack_msb_first(bits);
+                    packed.push_packed(bytes.data(), bits.size());
+                    expect_same_counts(serial, packed);
+                }
+            }
+            EXPECT_GT(total_errors_injected, 0u);
+            EXPECT_GT(serial.get().resyncs, 0u);   // the 0.5 stretches drop the lock
+            EXPECT_GT(serial.get().bit_errors, 0u);
+        }
+    }
+}
+
+// Pieces of every awkward length, each in a buffer of exactly ceil(n / 8) bytes whose unused
+// low bits of the last byte are ones: the packed path reads only the bits it is given (the
+// sanitizer build catches a read past the buffer).
+TEST(PnChecker, PackedReadsOnlyItsBits) {
+    const std::size_t lengths[] = {1, 7, 9, 63, 64, 65, 71, 72, 73, 127, 136, 6144, 6150};
+    for (const std::size_t len : lengths) {
+        SCOPED_TRACE("length " + std::to_string(len));
+        pn_generator gen(pn_pattern::pn23, 5);
+        pn_checker serial(pn_pattern::pn23);
+        pn_checker packed(pn_pattern::pn23);
+        std::size_t pushed = 0, flipped = 0;
+        while (pushed < 30'000) {
+            auto bits = generate(gen, len);
+            for (std::size_t i = 0; i < bits.size(); ++i) {
+                if ((pushed + i) % 611 == 300) {
+                    bits[i] ^= 1;
+                    ++flipped;
+                }
+            }
+            serial.push(bits);
+            auto bytes = pack_msb_first(bits);
+            if (len % 8 != 0) bytes.back() = static_cast<std::uint8_t>(bytes.back() | (0xFFu >> (len % 8)));
+            std::vector<std::uint8_t> exact(bytes);  // its own allocation of exactly this size
+            packed.push_packed(exact.data(), len);
+            pushed += len;
+        }
+        expect_same_counts(serial, packed);
+        EXPECT_TRUE(packed.get().locked);
+        // Every flipped bit after acquisition is one error.
+        EXPECT_LE(packed.get().bit_errors, flipped);
+        EXPECT_GE(packed.get().bit_errors + 1, flipped);
+    }
+}
