@@ -7,6 +7,7 @@
 #include "gpu/device.hpp"
 #endif
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
@@ -39,6 +40,8 @@ std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, cons
 
 replay_result run_replay(const replay_options& opt)
 {
+    const auto t_start = std::chrono::steady_clock::now();
+    auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
     auto reader = io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz);
     const auto& info = reader.info();
     replay_result res;
@@ -75,6 +78,7 @@ replay_result run_replay(const replay_options& opt)
     res.backend = backend->name();
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
+    res.setup_s = since_start();
     res.summary = dsp::run_receiver(
         *backend, rc, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
         [&](const dsp::batch_output& out) {
@@ -84,6 +88,9 @@ replay_result run_replay(const replay_options& opt)
         records->close();
         res.record_rows = records->rows();
     }
+    res.elapsed_s = since_start();
+    const double duration_s = static_cast<double>(res.summary.samples) / info.sample_rate_hz;
+    res.realtime_factor = res.elapsed_s > 0.0 ? duration_s / res.elapsed_s : 0.0;
     const auto& s = res.summary;
     if (s.nonfinite_samples) {
         res.warnings.push_back(std::to_string(s.nonfinite_samples) +
@@ -127,6 +134,10 @@ void print_table(const replay_result& r, std::ostream& os)
                       p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK");
         os << line;
     }
+    const auto& t = s.timing;
+    os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(1) << r.realtime_factor
+       << "x real time (setup " << std::setprecision(2) << r.setup_s << " s; busy: read " << t.read_s << " s, batch "
+       << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
     for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
 }
 
@@ -173,6 +184,15 @@ nlohmann::json to_json(const replay_result& r)
             {"max_zf_condition", s.max_zf_condition},
             {"packets_ill_conditioned", s.packets_ill_conditioned},
             {"paths", paths},
+            {"elapsed_s", r.elapsed_s},
+            {"realtime_factor", r.realtime_factor},
+            {"timing",
+             {{"setup_s", r.setup_s},
+              {"run_s", s.timing.elapsed_s},
+              {"read_s", s.timing.read_s},
+              {"batch_s", s.timing.batch_s},
+              {"process_s", s.timing.process_s},
+              {"tally_s", s.timing.tally_s}}},
             {"warnings", r.warnings}};
 }
 

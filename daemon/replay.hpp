@@ -45,6 +45,11 @@ struct replay_result {
     std::string backend;
     std::vector<std::string> warnings;  ///< also in the JSON
     std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
+    /// Wall clock of the whole replay, opening the file and making the backend included.
+    double elapsed_s = 0.0;
+    /// Seconds of recording per second of wall clock (recording duration / elapsed_s).
+    double realtime_factor = 0.0;
+    double setup_s = 0.0;               ///< opening the file and making the backend
 };
 
 /// The backend by name: "cpu", or "cuda" (device `gpu`). Throws std::invalid_argument for an

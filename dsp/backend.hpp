@@ -8,6 +8,7 @@
 
 #include "dsp/batch.hpp"
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -18,6 +19,18 @@ public:
     virtual ~batch_processor() = default;
     [[nodiscard]] virtual batch_output process(const sample_batch& batch) = 0;
     [[nodiscard]] virtual std::string name() const = 0;
+
+    /// Host memory the caller will hand to process() again and again (the windows of a pool
+    /// that the batcher fills in place): a backend that uploads from the host may page-lock
+    /// it, once, so that uploads from it run at full speed. The range must stay allocated,
+    /// and not move, while the returned handle lives; destroying the handle undoes it.
+    /// nullptr when the backend does nothing with it (the CPU backend) or could not.
+    [[nodiscard]] virtual std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes)
+    {
+        static_cast<void>(data);
+        static_cast<void>(bytes);
+        return nullptr;
+    }
 };
 
 }  // namespace paq::dsp

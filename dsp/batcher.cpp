@@ -15,9 +15,44 @@ batcher::batcher(std::size_t batch_samples, std::size_t guard_before, std::size_
 
 void batcher::push(std::span<const cf32> samples)
 {
-    buf_.insert(buf_.end(), samples.begin(), samples.end());
     samples_in_ += samples.size();
-    emit_ready();
+    // In pieces that end where the next window does: the buffer never holds more than one
+    // window, so storage reserved for a window (and page-locked by a backend) never grows.
+    while (!samples.empty()) {
+        const std::uint64_t window_end = owned_next_ + batch_samples_ + guard_after_;
+        const std::uint64_t held_end = buf_start_ + buf_.size();
+        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(samples.size(), window_end - held_end));
+        if (buf_.capacity() == 0) buf_ = fresh_storage();
+        buf_.insert(buf_.end(), samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n));
+        samples = samples.subspan(n);
+        emit_ready();
+    }
+}
+
+std::vector<cf32> batcher::fresh_storage()
+{
+    std::vector<cf32> v;
+    if (!spares_.empty()) {
+        v = std::move(spares_.back());
+        spares_.pop_back();
+        v.clear();
+    }
+    v.reserve(max_window_samples());
+    return v;
+}
+
+std::vector<cf32> batcher::take_window(std::uint64_t w0, std::uint64_t window_end, std::uint64_t keep_from)
+{
+    // The buffer becomes the window (no copy of the window's samples); what the next window
+    // needs from keep_from on (its guard and samples already pushed) goes to new storage.
+    std::vector<cf32> next = fresh_storage();
+    next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(keep_from - buf_start_), buf_.end());
+    std::vector<cf32> window = std::move(buf_);
+    window.resize(static_cast<std::size_t>(window_end - buf_start_));
+    if (w0 > buf_start_) window.erase(window.begin(), window.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_));
+    buf_ = std::move(next);
+    buf_start_ = keep_from;
+    return window;
 }
 
 std::uint64_t batcher::window_start() const noexcept
@@ -25,7 +60,7 @@ std::uint64_t batcher::window_start() const noexcept
     return std::max(seg_start_, owned_next_ > guard_before_ ? owned_next_ - guard_before_ : 0);
 }
 
-void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end)
+void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from)
 {
     const std::uint64_t w0 = window_start();
     // The window must lie inside the samples held and own a range inside itself. The
@@ -38,11 +73,14 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
                                ") is outside the samples held [" + std::to_string(buf_start_) + ", " +
                                std::to_string(buf_end) + ")");
     }
+    if (keep_from < w0 || keep_from > buf_end) {
+        throw std::logic_error("batcher: keeping from " + std::to_string(keep_from) + " outside [" + std::to_string(w0) +
+                               ", " + std::to_string(buf_end) + ")");
+    }
     sample_batch b;
     b.index = next_index_++;
     b.first_sample = w0;
-    b.samples.assign(buf_.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_),
-                     buf_.begin() + static_cast<std::ptrdiff_t>(window_end - buf_start_));
+    b.samples = take_window(w0, window_end, keep_from);
     b.owned_begin = owned_next_ - w0;
     b.owned_end = owned_end - w0;
     // The window, not just the owned range, starts at the segment start: with B < W the
@@ -60,12 +98,10 @@ void batcher::emit_ready()
         const std::uint64_t owned_end = owned_next_ + batch_samples_;
         const std::uint64_t window_end = owned_end + guard_after_;
         if (buf_start_ + buf_.size() < window_end) return;
-        emit(window_end, owned_end, false);
-        owned_next_ = owned_end;
         // Keep only what the next window needs before its owned range.
-        const std::uint64_t keep_from = window_start();
-        buf_.erase(buf_.begin(), buf_.begin() + static_cast<std::ptrdiff_t>(keep_from - buf_start_));
-        buf_start_ = keep_from;
+        const std::uint64_t keep_from = std::max(seg_start_, owned_end > guard_before_ ? owned_end - guard_before_ : 0);
+        emit(window_end, owned_end, false, keep_from);
+        owned_next_ = owned_end;
     }
 }
 
@@ -79,7 +115,7 @@ void batcher::flush_segment(std::uint64_t lost_after)
             samples_short_ += buf_end - owned_next_;
             ++short_segments_;
         } else {
-            emit(buf_end, buf_end, true);
+            emit(buf_end, buf_end, true, buf_end);
         }
     }
     // Bounded advance (see gap()): absolute indices stay far below 2^64 whatever the input.
@@ -114,6 +150,13 @@ std::optional<sample_batch> batcher::pop()
     ready_.pop_front();
     return b;
 }
+
+void batcher::recycle(std::vector<cf32>&& storage)
+{
+    if (spares_.size() < max_spares && storage.capacity() != 0) spares_.push_back(std::move(storage));
+}
+
+std::size_t batcher::max_window_samples() const noexcept { return batch_samples_ + guard_before_ + guard_after_; }
 
 std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts)
 {

@@ -65,6 +65,18 @@ public:
     /// Next ready batch, in order.
     [[nodiscard]] std::optional<sample_batch> pop();
 
+    /// Hands back a batch's sample storage once the batch is done with: the next windows are
+    /// filled in it instead of in fresh allocations (a default window is ~315 MB, whose first
+    /// touch costs page faults every batch). At most max_spares are kept (more than a
+    /// pipeline ever has in flight, so none is freed while the run goes on).
+    void recycle(std::vector<cf32>&& storage);
+    static constexpr std::size_t max_spares = 16;
+
+    /// The largest window: batch_samples + both guards. The batcher fills windows in place,
+    /// in storage reserved for this many samples that never grows past it (a backend may
+    /// page-lock such storage once and see it again and again).
+    [[nodiscard]] std::size_t max_window_samples() const noexcept;
+
     [[nodiscard]] std::uint64_t samples_in() const noexcept { return samples_in_; }
     [[nodiscard]] std::uint64_t samples_lost() const noexcept { return samples_lost_; }
     /// Samples of segments shorter than one packet (between two gaps, or a gap and the end):
@@ -84,13 +96,19 @@ private:
     void flush_segment(std::uint64_t lost_after);
     /// First sample of the next window: guard_before ahead of owned_next_, not before the segment.
     [[nodiscard]] std::uint64_t window_start() const noexcept;
-    /// Queues the window [window_start(), window_end) owning [owned_next_, owned_end).
-    void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end);
+    /// Queues the window [window_start(), window_end) owning [owned_next_, owned_end); the
+    /// samples from keep_from on stay for the next window.
+    void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from);
+    /// Storage for the samples from buf_start_: a spare, or a new one with a window reserved.
+    [[nodiscard]] std::vector<cf32> fresh_storage();
+    /// The held samples [w0, window_end) as a window's storage (the buffer itself); buf_ then
+    /// holds [keep_from, end) in new storage.
+    [[nodiscard]] std::vector<cf32> take_window(std::uint64_t w0, std::uint64_t window_end, std::uint64_t keep_from);
 
     std::size_t batch_samples_;
     std::size_t guard_before_;
     std::size_t guard_after_;
-    std::vector<cf32> buf_;         ///< samples from absolute index buf_start_
+    std::vector<cf32> buf_;         ///< samples from absolute index buf_start_ (at most one window)
     std::uint64_t buf_start_ = 0;
     std::uint64_t seg_start_ = 0;   ///< absolute index where the current segment began
     std::uint64_t owned_next_ = 0;  ///< first absolute position not yet owned by a batch
@@ -101,6 +119,7 @@ private:
     std::uint64_t samples_short_ = 0;
     std::uint64_t short_segments_ = 0;
     std::deque<sample_batch> ready_;
+    std::vector<std::vector<cf32>> spares_;  ///< storage handed back by recycle()
 };
 
 }  // namespace paq::dsp

@@ -4,7 +4,15 @@
 #include "dsp/input_stage.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <limits>
 #include <numbers>
 #include <stdexcept>
@@ -102,6 +110,56 @@ run_summary run_tally::summary() const
     return s;
 }
 
+namespace {
+
+using run_clock = std::chrono::steady_clock;
+
+double seconds_since(run_clock::time_point t0) { return std::chrono::duration<double>(run_clock::now() - t0).count(); }
+
+// A bounded hand-over between two stages of the run. close() ends it: pop() then drains what is
+// queued and returns nullopt; push() after close() refuses the item and leaves it with the
+// caller (the run is ending early; a window must not be freed while it is page-locked).
+template <typename T>
+class handover {
+public:
+    explicit handover(std::size_t capacity) : capacity_(capacity) {}
+    [[nodiscard]] bool push(T& item)
+    {
+        std::unique_lock lock(m_);
+        not_full_.wait(lock, [&] { return closed_ || q_.size() < capacity_; });
+        if (closed_) return false;
+        q_.push_back(std::move(item));
+        not_empty_.notify_one();
+        return true;
+    }
+    std::optional<T> pop()
+    {
+        std::unique_lock lock(m_);
+        not_empty_.wait(lock, [&] { return closed_ || !q_.empty(); });
+        if (q_.empty()) return std::nullopt;
+        T item = std::move(q_.front());
+        q_.pop_front();
+        not_full_.notify_one();
+        return item;
+    }
+    void close()
+    {
+        std::lock_guard lock(m_);
+        closed_ = true;
+        not_empty_.notify_all();
+        not_full_.notify_all();
+    }
+
+private:
+    std::mutex m_;
+    std::condition_variable not_full_, not_empty_;
+    std::deque<T> q_;
+    std::size_t capacity_;
+    bool closed_ = false;
+};
+
+}  // namespace
+
 run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
                          double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
                          const std::function<void(const batch_output&)>& on_batch)
@@ -113,25 +171,123 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
                                     " Hz but the receiver is configured for an input at " + std::to_string(g.input_rate_hz) +
                                     " Hz (set receiver_config::input_sample_rate_hz)");
     }
+    const auto t_start = run_clock::now();
     run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples());
-    batcher bt(cfg.batch_samples, g.guard_before, g.guard_after);
-    auto consume = [&](const sample_batch& b) {
-        const auto out = backend.process(b);
-        tally.add(out);
-        if (on_batch) on_batch(out);
-    };
+    run_timing timing;
 
-    std::vector<cf32> buf(1 << 20);
-    for (;;) {
-        const std::size_t n = read(buf);
-        if (n == 0) break;
-        tally.add_samples(n);
-        bt.push(std::span<const cf32>(buf.data(), n));
-        while (auto b = bt.pop()) consume(*b);
+    // Three stages overlap, one thread each: reading and batching (`read` converts the file's
+    // samples), the backend (the calling thread: a GPU backend stays on the thread that made
+    // it), and the tally with `on_batch`. Batches go through in order. The batcher fills its
+    // windows in place; a window the backend is done with goes back to the batcher, so a few
+    // windows circulate (one filling, one waiting, one in the backend, one on its way back)
+    // and the backend page-locks each once, the first time it sees it. No window is freed
+    // before the run ends, and every lock is undone before the windows are freed: `pins` is
+    // declared last, so it is destroyed first, also when an exception ends the run.
+    batcher bt(cfg.batch_samples, g.guard_before, g.guard_after);
+    handover<sample_batch> to_backend(1);
+    handover<batch_output> to_tally(2);
+    std::mutex spares_m;
+    std::vector<std::vector<cf32>> spares;  // windows on their way back to the batcher
+    auto give_back = [&](std::vector<cf32>&& v) {
+        std::lock_guard lock(spares_m);
+        spares.push_back(std::move(v));
+    };
+    std::exception_ptr reader_error, tally_error;  // each read after its thread is joined
+    std::atomic<bool> tally_failed{false};
+    std::uint64_t samples_read = 0;
+    std::vector<std::pair<const void*, std::shared_ptr<void>>> pins;
+
+    std::thread reader([&] {
+        try {
+            auto hand_over = [&] {
+                {
+                    std::lock_guard lock(spares_m);
+                    for (auto& v : spares) bt.recycle(std::move(v));
+                    spares.clear();
+                }
+                while (auto b = bt.pop()) {
+                    if (!to_backend.push(*b)) give_back(std::move(b->samples));
+                }
+            };
+            std::vector<cf32> buf(1 << 20);
+            for (;;) {
+                const auto t0 = run_clock::now();
+                const std::size_t n = read(buf);
+                timing.read_s += seconds_since(t0);
+                if (n == 0) break;
+                samples_read += n;
+                // In pieces of at most half a window, each window handed over as soon as it is
+                // cut: the windows alive at once stay a handful whatever the batch size.
+                const std::size_t piece = std::max<std::size_t>(1, bt.max_window_samples() / 2);
+                for (std::size_t at = 0; at < n; at += piece) {
+                    const auto t1 = run_clock::now();
+                    bt.push(std::span<const cf32>(buf.data() + at, std::min(piece, n - at)));
+                    timing.batch_s += seconds_since(t1);
+                    hand_over();
+                }
+            }
+            bt.finish();
+            hand_over();
+        } catch (...) {
+            reader_error = std::current_exception();
+        }
+        to_backend.close();
+    });
+    std::thread tallier([&] {
+        try {
+            while (auto out = to_tally.pop()) {
+                const auto t0 = run_clock::now();
+                tally.add(*out);
+                if (on_batch) on_batch(*out);
+                timing.tally_s += seconds_since(t0);
+            }
+        } catch (...) {
+            tally_error = std::current_exception();
+            tally_failed = true;
+            to_tally.close();
+            to_backend.close();  // the reader stops at its next hand-over
+        }
+    });
+
+    std::exception_ptr backend_error;
+    const std::size_t window_bytes = bt.max_window_samples() * sizeof(cf32);
+    while (auto b = to_backend.pop()) {
+        if (tally_failed) {
+            give_back(std::move(b->samples));
+            break;
+        }
+        try {
+            // Page-locked once per window storage the batcher reserved (it never grows).
+            const void* data = b->samples.data();
+            if (b->samples.capacity() * sizeof(cf32) >= window_bytes &&
+                std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
+                pins.emplace_back(data, backend.pin_host_memory(data, b->samples.capacity() * sizeof(cf32)));
+            }
+            const auto t0 = run_clock::now();
+            auto out = backend.process(*b);
+            timing.process_s += seconds_since(t0);
+            give_back(std::move(b->samples));
+            if (!to_tally.push(out)) break;
+        } catch (...) {
+            backend_error = std::current_exception();
+            give_back(std::move(b->samples));
+            to_backend.close();
+            break;
+        }
     }
-    bt.finish();
-    while (auto b = bt.pop()) consume(*b);
-    return tally.summary();
+    to_backend.close();
+    to_tally.close();
+    reader.join();
+    tallier.join();
+    if (backend_error) std::rethrow_exception(backend_error);
+    if (reader_error) std::rethrow_exception(reader_error);
+    if (tally_error) std::rethrow_exception(tally_error);
+
+    tally.add_samples(samples_read);
+    run_summary s = tally.summary();
+    timing.elapsed_s = seconds_since(t_start);
+    s.timing = timing;
+    return s;
 }
 
 run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,

@@ -29,6 +29,16 @@ struct path_summary {
     double mean_bep_estimate = 0.0;
 };
 
+/// Where a run's time went (run_receiver). The stages overlap, so their busy times may sum to
+/// more than elapsed_s; the largest of them bounds how fast the run can go.
+struct run_timing {
+    double elapsed_s = 0.0;  ///< wall clock, first read to last tally
+    double read_s = 0.0;     ///< in `read` (file reading and sample conversion)
+    double batch_s = 0.0;    ///< cutting batch windows (copies into the windows)
+    double process_s = 0.0;  ///< in the backend's process()
+    double tally_s = 0.0;    ///< PN counting, estimate sums and `on_batch` (records)
+};
+
 struct run_summary {
     std::uint64_t samples = 0;
     std::uint64_t batches = 0;
@@ -53,6 +63,7 @@ struct run_summary {
     double mean_iq_phase_deg = 0.0;
     double mean_dc_dbc = -300.0;
     std::array<path_summary, chain::num_paths> paths{};
+    run_timing timing;  ///< filled by run_receiver
 };
 
 /// The means of the front-end estimates (dsp/iq_correction) over the packets that carry one
@@ -101,7 +112,11 @@ private:
 };
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain.
-/// `on_batch` (optional) sees every batch output in order.
+/// `on_batch` (optional) sees every batch output in order. Reading and batching, the backend,
+/// and the tally with on_batch run as a pipeline of three threads: `read` and `on_batch` are
+/// called from threads of their own (each from one thread only, never concurrently with
+/// itself), backend.process() from the calling thread. An exception from any of them ends
+/// the run and is rethrown here.
 run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
                          double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
                          const std::function<void(const batch_output&)>& on_batch = {});

@@ -562,6 +562,17 @@ host_pin::~host_pin()
     if (p_) PAQ_CUDA_CHECK_NOTHROW(cudaHostUnregister(p_));
 }
 
+std::shared_ptr<void> cuda_backend::pin_host_memory(const void* data, std::size_t bytes)
+{
+    if (data == nullptr || bytes == 0) return nullptr;
+    try {
+        return std::make_shared<host_pin>(data, bytes);
+    } catch (const std::exception&) {
+        cudaGetLastError();  // clear the failed registration's error; the range stays pageable
+        return nullptr;
+    }
+}
+
 bool cuda_backend::impl::plan_part(const dsp::sample_batch& batch, const dsp::batch_part& part, std::uint64_t batch_m_begin,
                                    chain_part::window_plan& w) const
 {

@@ -64,6 +64,9 @@ public:
 
     [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override;
     [[nodiscard]] std::string name() const override { return "cuda"; }
+    /// A host_pin of the range (page-locked for every device); nullptr when the system refuses
+    /// (the memlock limit): uploads from the range then go through pageable copies.
+    [[nodiscard]] std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override;
 
     /// Stages of process(), in order. Device stages are timed with CUDA events recorded on
     /// the backend's stream between them; `records` is the host filling the output.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|levels|frontend|phasenoise|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|levels|frontend|phasenoise|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -56,6 +56,22 @@ if [[ $mode == all || $mode == rates ]]; then
   for b in cpu cuda; do
     echo
     ./.device/paqd replay /tmp/paq-rates.sigmf-meta --backend "$b" --json-out "$out/replay-rates-$b.json" 2>&1 || status=1
+  done
+fi
+if [[ $mode == speed ]]; then
+  # Issue 15: what the user waits for. An 8 s ci16 edwards3 recording replayed by paqd with the
+  # CUDA backend (read once first: the file in the page cache), default batch and 1/4 of it;
+  # the JSON's elapsed_s, realtime_factor and per-stage busy times, and the tables equal.
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-speed > /dev/null
+  cat /tmp/paq-speed.sigmf-data > /dev/null
+  for batch in 39321600 9830400; do
+    for k in 1 2; do
+      echo
+      echo "=== paqd replay --backend cuda --batch-samples $batch (run $k)"
+      ./.device/paqd replay /tmp/paq-speed.sigmf-meta --backend cuda --batch-samples $batch \
+        --json-out "$out/speed-$batch-$k.json" 2>&1 | tail -10 || status=1
+    done
   done
 fi
 if [[ $mode == fieldtable ]]; then
