@@ -15,18 +15,35 @@ batcher::batcher(std::size_t batch_samples, std::size_t guard_before, std::size_
 
 void batcher::push(std::span<const cf32> samples)
 {
-    samples_in_ += samples.size();
-    // In pieces that end where the next window does: the buffer never holds more than one
-    // window, so storage reserved for a window (and page-locked by a backend) never grows.
     while (!samples.empty()) {
-        const std::uint64_t window_end = owned_next_ + batch_samples_ + guard_after_;
-        const std::uint64_t held_end = buf_start_ + buf_.size();
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(samples.size(), window_end - held_end));
-        if (buf_.capacity() == 0) buf_ = fresh_storage();
-        buf_.insert(buf_.end(), samples.begin(), samples.begin() + static_cast<std::ptrdiff_t>(n));
+        const auto space = write_space();
+        const std::size_t n = std::min(space.size(), samples.size());
+        std::copy_n(samples.begin(), n, space.begin());
+        commit(n);
         samples = samples.subspan(n);
-        emit_ready();
     }
+}
+
+std::span<cf32> batcher::write_space()
+{
+    // Up to where the next window ends: the buffer never holds more than one window, so
+    // storage reserved for a window (and page-locked by a backend) never grows.
+    if (buf_.empty()) buf_ = fresh_storage();
+    const std::uint64_t window_end = owned_next_ + batch_samples_ + guard_after_;
+    const std::uint64_t held_end = buf_start_ + held_;
+    const auto room = static_cast<std::size_t>(std::min<std::uint64_t>(window_end - held_end, buf_.size() - held_));
+    return std::span<cf32>(buf_).subspan(held_, room);
+}
+
+void batcher::commit(std::size_t n)
+{
+    if (n > buf_.size() - held_) {
+        throw std::invalid_argument("batcher::commit: " + std::to_string(n) + " samples but only " +
+                                    std::to_string(buf_.size() - held_) + " were given by write_space()");
+    }
+    held_ += n;
+    samples_in_ += n;
+    emit_ready();
 }
 
 std::vector<cf32> batcher::fresh_storage()
@@ -35,22 +52,24 @@ std::vector<cf32> batcher::fresh_storage()
     if (!spares_.empty()) {
         v = std::move(spares_.back());
         spares_.pop_back();
-        v.clear();
     }
-    v.reserve(max_window_samples());
+    v.resize(max_window_samples());  // touches only what a previous, shorter window left
     return v;
 }
 
 std::vector<cf32> batcher::take_window(std::uint64_t w0, std::uint64_t window_end, std::uint64_t keep_from)
 {
     // The buffer becomes the window (no copy of the window's samples); what the next window
-    // needs from keep_from on (its guard and samples already pushed) goes to new storage.
+    // needs from keep_from on (its guard and samples already written) goes to new storage.
     std::vector<cf32> next = fresh_storage();
-    next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(keep_from - buf_start_), buf_.end());
+    const auto keep = static_cast<std::size_t>(keep_from - buf_start_);
+    std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_),
+              next.begin());
     std::vector<cf32> window = std::move(buf_);
     window.resize(static_cast<std::size_t>(window_end - buf_start_));
     if (w0 > buf_start_) window.erase(window.begin(), window.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_));
     buf_ = std::move(next);
+    held_ -= keep;
     buf_start_ = keep_from;
     return window;
 }
@@ -66,7 +85,7 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
     // The window must lie inside the samples held and own a range inside itself. The
     // arithmetic above keeps this true for any input (indices are bounded in gap()); a
     // violation is a bug, and it must never become a read outside buf_.
-    const std::uint64_t buf_end = buf_start_ + buf_.size();
+    const std::uint64_t buf_end = buf_start_ + held_;
     if (w0 < buf_start_ || window_end > buf_end || w0 > owned_next_ || owned_next_ > owned_end || owned_end > window_end) {
         throw std::logic_error("batcher: window [" + std::to_string(w0) + ", " + std::to_string(window_end) +
                                ") owning [" + std::to_string(owned_next_) + ", " + std::to_string(owned_end) +
@@ -97,7 +116,7 @@ void batcher::emit_ready()
     for (;;) {
         const std::uint64_t owned_end = owned_next_ + batch_samples_;
         const std::uint64_t window_end = owned_end + guard_after_;
-        if (buf_start_ + buf_.size() < window_end) return;
+        if (buf_start_ + held_ < window_end) return;
         // Keep only what the next window needs before its owned range.
         const std::uint64_t keep_from = std::max(seg_start_, owned_end > guard_before_ ? owned_end - guard_before_ : 0);
         emit(window_end, owned_end, false, keep_from);
@@ -107,7 +126,7 @@ void batcher::emit_ready()
 
 void batcher::flush_segment(std::uint64_t lost_after)
 {
-    const std::uint64_t buf_end = buf_start_ + buf_.size();
+    const std::uint64_t buf_end = buf_start_ + held_;
     const bool empty_segment = buf_end == seg_start_;
     if (buf_end > owned_next_) {
         if (buf_end - seg_start_ < waveform::L_pkt) {
@@ -127,7 +146,7 @@ void batcher::flush_segment(std::uint64_t lost_after)
     }
     seg_start_ = buf_end + advance;
     owned_next_ = seg_start_;
-    buf_.clear();
+    held_ = 0;
     buf_start_ = seg_start_;
     // Back-to-back gaps (an empty segment between them): the next segment follows all of them.
     lost_before_segment_ = empty_segment ? saturating_add(lost_before_segment_, lost_after) : lost_after;

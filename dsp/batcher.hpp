@@ -53,8 +53,14 @@ public:
     explicit batcher(std::size_t batch_samples, std::size_t guard_before = batch_guard_before,
                      std::size_t guard_after = batch_guard_after);
 
-    /// Appends contiguous samples.
+    /// Appends contiguous samples (a copy into the window being filled).
     void push(std::span<const cf32> samples);
+    /// The same without the copy: where the next samples go, in the window being filled (at
+    /// least one sample, at most up to that window's end). Write k of them, then commit(k).
+    [[nodiscard]] std::span<cf32> write_space();
+    /// The first n samples of the last write_space() are the stream's next samples. Throws
+    /// std::invalid_argument if n is more than write_space() gave.
+    void commit(std::size_t n);
     /// The stream lost `lost_samples` samples here: the current segment is flushed and a new
     /// one starts after the gap (absolute indices keep counting through the gap, by at most
     /// max_index_advance per gap and never past max_absolute_index: `lost_samples` is counted
@@ -108,7 +114,8 @@ private:
     std::size_t batch_samples_;
     std::size_t guard_before_;
     std::size_t guard_after_;
-    std::vector<cf32> buf_;         ///< samples from absolute index buf_start_ (at most one window)
+    std::vector<cf32> buf_;         ///< sized to the largest window; the first held_ are samples from buf_start_
+    std::size_t held_ = 0;
     std::uint64_t buf_start_ = 0;
     std::uint64_t seg_start_ = 0;   ///< absolute index where the current segment began
     std::uint64_t owned_next_ = 0;  ///< first absolute position not yet owned by a batch

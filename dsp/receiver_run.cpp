@@ -209,22 +209,19 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
                     if (!to_backend.push(*b)) give_back(std::move(b->samples));
                 }
             };
-            std::vector<cf32> buf(1 << 20);
             for (;;) {
+                // Read straight into the window being filled (no copy); a window is handed
+                // over as soon as it is complete.
+                const auto space = bt.write_space();
                 const auto t0 = run_clock::now();
-                const std::size_t n = read(buf);
+                const std::size_t n = read(space.subspan(0, std::min<std::size_t>(space.size(), 1 << 22)));
                 timing.read_s += seconds_since(t0);
                 if (n == 0) break;
                 samples_read += n;
-                // In pieces of at most half a window, each window handed over as soon as it is
-                // cut: the windows alive at once stay a handful whatever the batch size.
-                const std::size_t piece = std::max<std::size_t>(1, bt.max_window_samples() / 2);
-                for (std::size_t at = 0; at < n; at += piece) {
-                    const auto t1 = run_clock::now();
-                    bt.push(std::span<const cf32>(buf.data() + at, std::min(piece, n - at)));
-                    timing.batch_s += seconds_since(t1);
-                    hand_over();
-                }
+                const auto t1 = run_clock::now();
+                bt.commit(n);
+                timing.batch_s += seconds_since(t1);
+                hand_over();
             }
             bt.finish();
             hand_over();
