@@ -74,7 +74,9 @@ replay_result run_replay(const replay_options& opt)
     }
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
+    const double t_backend = since_start();
     const auto backend = make_backend(opt.backend, rc, opt.gpu, opt.solver);
+    res.backend_s = since_start() - t_backend;
     res.backend = backend->name();
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
@@ -136,7 +138,7 @@ void print_table(const replay_result& r, std::ostream& os)
     }
     const auto& t = s.timing;
     os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(1) << r.realtime_factor
-       << "x real time (setup " << std::setprecision(2) << r.setup_s << " s; busy: read " << t.read_s << " s, batch "
+       << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
     for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
 }
@@ -188,6 +190,9 @@ nlohmann::json to_json(const replay_result& r)
             {"realtime_factor", r.realtime_factor},
             {"timing",
              {{"setup_s", r.setup_s},
+              {"backend_s", r.backend_s},
+              {"windows", s.timing.windows},
+              {"windows_locked", s.timing.windows_locked},
               {"run_s", s.timing.elapsed_s},
               {"read_s", s.timing.read_s},
               {"batch_s", s.timing.batch_s},

@@ -50,6 +50,7 @@ struct replay_result {
     /// Seconds of recording per second of wall clock (recording duration / elapsed_s).
     double realtime_factor = 0.0;
     double setup_s = 0.0;               ///< opening the file and making the backend
+    double backend_s = 0.0;             ///< of setup_s, making the backend (CUDA: context, plans, buffers)
 };
 
 /// The backend by name: "cpu", or "cuda" (device `gpu`). Throws std::invalid_argument for an

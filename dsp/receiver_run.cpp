@@ -42,10 +42,17 @@ void run_tally::add(const batch_output& out)
         front_end_.add(rec);
         ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
-        for (int p = 0; p < chain::num_paths; ++p) {
-            counters_[static_cast<std::size_t>(p)].add_packet(rec.start_sample, out.packet_bits(i, p));
-            bep_sum_[static_cast<std::size_t>(p)] += rec.paths[static_cast<std::size_t>(p)].bep_estimate;
+    }
+    // The paths' PN counters are independent: one thread each, every packet in order.
+#pragma omp parallel for schedule(static, 1) if (out.packets.size() >= 64)
+    for (int p = 0; p < chain::num_paths; ++p) {
+        auto& counter = counters_[static_cast<std::size_t>(p)];
+        double bep = 0.0;
+        for (std::size_t i = 0; i < out.packets.size(); ++i) {
+            counter.add_packet(out.packets[i].start_sample, out.packet_bits(i, p));
+            bep += out.packets[i].paths[static_cast<std::size_t>(p)].bep_estimate;
         }
+        bep_sum_[static_cast<std::size_t>(p)] += bep;
     }
 }
 
@@ -259,6 +266,8 @@ run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, p
             if (b->samples.capacity() * sizeof(cf32) >= window_bytes &&
                 std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
                 pins.emplace_back(data, backend.pin_host_memory(data, b->samples.capacity() * sizeof(cf32)));
+                ++timing.windows;
+                if (pins.back().second) ++timing.windows_locked;
             }
             const auto t0 = run_clock::now();
             auto out = backend.process(*b);
