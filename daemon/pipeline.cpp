@@ -113,7 +113,6 @@ void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 void pipeline::batcher_loop()
 {
     dsp::batcher bt(opt_.receiver.batch_samples, geometry_.guard_before, geometry_.guard_after);
-    std::vector<cf32> chunk(1u << 18);
     auto last_data = clock::now();
     bool stalled = false;
     bool any_data = false;  // before the first sample there is nothing to stall
@@ -125,6 +124,16 @@ void pipeline::batcher_loop()
     std::uint64_t short_segments_seen = 0;
     for (;;) {
         batcher_heartbeat_ns_ = now_ns();
+        {
+            // Windows the workers are done with: the batcher fills them again (no fresh
+            // ~315 MB allocation, and its page faults, per batch).
+            std::lock_guard sp(spare_mu_);
+            for (auto& v : spare_windows_) bt.recycle(std::move(v));
+            spare_windows_.clear();
+        }
+        // Straight from the ring into the window being filled (one copy, not two).
+        const auto space = bt.write_space();
+        const auto chunk = space.subspan(0, std::min<std::size_t>(space.size(), std::size_t{1} << 18));
         const auto r = ring_.read(chunk, std::chrono::milliseconds(100));
         using kind = io::sample_ring::read_result::kind;
         if (r.what == kind::end) break;
@@ -140,8 +149,9 @@ void pipeline::batcher_loop()
             last_data = clock::now();
             newest_written = r.written;
             any_data = true;
-            bt.push(std::span<const cf32>(chunk.data(), r.count));
+            // The recorder sees the samples before commit() may hand the window on.
             if (opt_.on_samples) opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
+            bt.commit(r.count);
             std::lock_guard s(s_mu_);
             stats_.samples_in += r.count;
             tally_.add_samples(r.count);
@@ -251,6 +261,10 @@ void pipeline::worker_loop(std::size_t w)
             }
         }
         worker_busy_since_ns_[w] = 0;
+        {
+            std::lock_guard sp(spare_mu_);
+            if (spare_windows_.size() < dsp::batcher::max_spares) spare_windows_.push_back(std::move(j.batch.samples));
+        }
         std::lock_guard lk(r_mu_);
         done_[j.batch.index] = std::move(res);
         r_cv_.notify_all();

@@ -158,6 +158,10 @@ private:
     std::deque<job> queue_;
     bool queue_closed_ = false;
 
+    // windows back from the workers, for the batcher to fill again
+    std::mutex spare_mu_;
+    std::vector<std::vector<cf32>> spare_windows_;
+
     // reorder buffer
     std::mutex r_mu_;
     std::condition_variable r_cv_;

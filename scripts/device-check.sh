@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|levels|frontend|phasenoise|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -168,6 +168,46 @@ if [[ $mode == live ]]; then
   wait $bert
   tail -9 "$out/live-bert.log"
   ./.device/paqd replay /tmp/paq-live.sigmf-meta --backend cuda --json-out "$out/live-replay.json" 2>&1 | tail -9
+fi
+if [[ $mode == soak ]]; then
+  # Issue 15: the live service as fast as it goes. The 8 s ci16 recording looped, unpaced; the
+  # CUDA backend; the six streams unpaced to paq-bert on this machine; the monitor on. Run for
+  # SOAK_S seconds (default 300); paqd's RSS every 10 s; its --json-out has the counters.
+  # SOAK_PUBLISHER=off: no bitstreams (to see what the publisher costs).
+  soak_s=${SOAK_S:-300}
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-soak > /dev/null
+  {
+    echo "source: {type: file, file: {path: /tmp/paq-soak.sigmf-meta, paced: false, loop: true}}"
+    echo "pipeline: {backend: cuda, gpus: [0]}"
+    if [[ ${SOAK_PUBLISHER:-on} == on ]]; then
+      echo "publisher: {max_datagrams_per_second: 0}"
+    else
+      echo "publisher: {enabled: false}"
+    fi
+    echo "metrics: {port: 0}"
+    echo "monitor: {status_interval_s: 10}"
+    echo "log: {destination: console}"
+  } > /tmp/paq-soak.yaml
+  ./.device/paq-bert --base-port 50000 --interval 0 --idle-timeout 600 --json "$out/soak-bert.json" \
+    > "$out/soak-bert.log" 2>&1 &
+  bert=$!
+  sleep 0.5
+  ./.device/paqd --config /tmp/paq-soak.yaml --duration "$soak_s" --json-out "$out/soak-paqd.json" > "$out/soak-paqd.log" 2>&1 &
+  paqd=$!
+  : > "$out/soak-rss.txt"
+  while kill -0 $paqd 2> /dev/null; do
+    echo "$(date +%s) $(awk '/VmRSS/{print $2}' /proc/$paqd/status 2> /dev/null)" >> "$out/soak-rss.txt"
+    sleep 10
+  done
+  wait $paqd || status=1
+  sleep 1
+  kill -TERM $bert
+  wait $bert
+  grep -v "info:    " "$out/soak-paqd.log" | tail -25
+  tail -9 "$out/soak-bert.log"
+  echo "RSS (kB) every 10 s:"
+  awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
 fi
 if [[ $mode == flight ]]; then
   # A three-minute flight replayed with the CUDA backend, with per-packet records and the
