@@ -173,12 +173,13 @@ if [[ $mode == soak ]]; then
   # Issue 15: the live service as fast as it goes. The 8 s ci16 recording looped, unpaced; the
   # CUDA backend; the six streams unpaced to paq-bert on this machine; the monitor on. Run for
   # SOAK_S seconds (default 300); paqd's RSS every 10 s; its --json-out has the counters.
-  # SOAK_PUBLISHER=off: no bitstreams (to see what the publisher costs).
+  # SOAK_PUBLISHER=off: no bitstreams (to see what the publisher costs); SOAK_CHUNK: the file
+  # source's chunk_samples (65536).
   soak_s=${SOAK_S:-300}
   ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
     --output /tmp/paq-soak > /dev/null
   {
-    echo "source: {type: file, file: {path: /tmp/paq-soak.sigmf-meta, paced: false, loop: true}}"
+    echo "source: {type: file, file: {path: /tmp/paq-soak.sigmf-meta, paced: false, loop: true, chunk_samples: ${SOAK_CHUNK:-65536}}}"
     echo "pipeline: {backend: cuda, gpus: [0]}"
     if [[ ${SOAK_PUBLISHER:-on} == on ]]; then
       echo "publisher: {max_datagrams_per_second: 0}"
