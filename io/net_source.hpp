@@ -246,7 +246,7 @@ private:
 };
 
 /// VITA-49 over UDP. Per packet of the accepted stream:
-///  - lost packets (packet count, and timestamps when TSF = sample count; see
+///  - lost packets (timestamps when TSF = sample count or picoseconds, else the packet count; see
 ///    vita49::sequence_tracker) -> gap(lost samples, lost_packets), counted in
 ///    source_counters::packets_lost and samples_lost (an estimate without timestamps);
 ///  - duplicate and late (reordered) packets are dropped and counted in vita49_counters;
