@@ -316,6 +316,7 @@ int run_live(const live_options& opt)
                     x.vita49_resyncs = vc.resyncs;
                     x.vita49_stream_changes = vc.stream_changes;
                     x.vita49_context_rate_mismatches = vc.context_rate_mismatches;
+                    x.vita49_count_mismatches = vc.count_mismatches;
                 }
                 if (records) {
                     x.record_rows = records->rows();
@@ -453,10 +454,10 @@ int run_live(const live_options& opt)
         const auto& vc = vita->vita_counters();
         spdlog::info("vita49: {} context packets skipped, {} of another stream, {} stream changes followed, "
                      "{} duplicates, {} late, {} resyncs, {} context packets with another sample rate, {} packets ({} "
-                     "samples) before the sample rate was known",
+                     "samples) before the sample rate was known, {} packet counts that disagree with the timestamps",
                      vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(), vc.duplicates.load(),
                      vc.late.load(), vc.resyncs.load(), vc.context_rate_mismatches.load(), vc.packets_before_rate.load(),
-                     vc.samples_before_rate.load());
+                     vc.samples_before_rate.load(), vc.count_mismatches.load());
     }
     if (!opt.json_out.empty()) {
         auto j = to_json(s, have_pattern);
@@ -480,7 +481,8 @@ int run_live(const live_options& opt)
                                      {"context_rate_mismatches", vc.context_rate_mismatches.load()},
                                      {"context_sample_rate_hz", vc.context_sample_rate_hz.load()},
                                      {"packets_before_rate", vc.packets_before_rate.load()},
-                                     {"samples_before_rate", vc.samples_before_rate.load()}};
+                                     {"samples_before_rate", vc.samples_before_rate.load()},
+                                     {"count_mismatches", vc.count_mismatches.load()}};
         }
         if (udp) {
             nlohmann::json streams = nlohmann::json::array();

@@ -312,6 +312,9 @@ std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, b
         metric(o, "paqd_vita49_context_rate_mismatches_total", "counter",
                "VITA-49 context packets whose sample rate differs from source.vita49.sample_rate_hz.",
                d(x.vita49_context_rate_mismatches));
+        metric(o, "paqd_vita49_count_mismatches_total", "counter",
+               "VITA-49 data packets whose 4-bit packet count disagrees with their timestamps (the timestamps are used).",
+               d(x.vita49_count_mismatches));
         metric(o, "paqd_vita49_other_stream_total", "counter", "VITA-49 data packets of another stream id dropped.",
                d(x.vita49_other_stream));
         metric(o, "paqd_vita49_duplicates_total", "counter", "Repeated VITA-49 packets dropped.", d(x.vita49_duplicates));

@@ -73,6 +73,7 @@ struct extra_metrics {
     bool vita49 = false;
     std::uint64_t vita49_context = 0, vita49_other_stream = 0, vita49_duplicates = 0, vita49_late = 0, vita49_resyncs = 0;
     std::uint64_t vita49_context_rate_mismatches = 0;  ///< context packets whose sample rate is not the configured one
+    std::uint64_t vita49_count_mismatches = 0;  ///< packets whose 4-bit count disagrees with their timestamps
     std::uint64_t vita49_stream_changes = 0;
     std::uint64_t datagrams_sent = 0, send_errors = 0;
     std::uint64_t record_rows = 0, record_rows_lost = 0;

@@ -806,9 +806,9 @@ void udp_source::run(sample_sink& sink)
 // ---- vita49_source -------------------------------------------------------------------------
 
 struct vita49_source::impl final : net_core {
-    impl(source_counters& c, vita49_source_config config)
-        : net_core(c, describe_config(config)), cfg(std::move(config)),
-          tracker(integer_rate(cfg.sample_rate_hz)), samples(max_datagram_bytes / vita49::bytes_per_sample + 1)
+    impl(source_counters& c, time_anchor_slot& anchor_slot, vita49_source_config config)
+        : net_core(c, describe_config(config)), anchor(anchor_slot), cfg(std::move(config)),
+          tracker(cfg.sample_rate_hz), samples(max_datagram_bytes / vita49::bytes_per_sample + 1)
     {
         locked_stream = cfg.stream_id;
         set_allow_list(cfg.allow);
@@ -870,7 +870,7 @@ struct vita49_source::impl final : net_core {
                                              " Hz, outside 1 kHz .. 1 GHz; set source.vita49.sample_rate_hz");
                 }
                 cfg.sample_rate_hz = r;
-                tracker = vita49::sequence_tracker(integer_rate(r));
+                tracker = vita49::sequence_tracker(r);
                 spdlog::info("{}: sample rate {:.9g} MS/s from stream id 0x{:08x}'s IF Context packet ({} IF Data packets, {} "
                              "samples before it not delivered)",
                              name, r / 1e6, p.fields.stream_id, vcounters.packets_before_rate.load(),
@@ -883,13 +883,6 @@ struct vita49_source::impl final : net_core {
                                  std::to_string(cfg.context_timeout_s) +
                                  " s (source.vita49.sample_rate_hz is 0: the rate is taken from the sender's context "
                                  "packets); check that the sender sends them, or set sample_rate_hz");
-    }
-
-    /// Samples per second for TSI + sample-count timestamps; 0 (unknown) for a non-integer rate.
-    static std::uint64_t integer_rate(double hz) noexcept
-    {
-        const double r = std::round(hz);
-        return std::abs(hz - r) < 1e-6 && r >= 1.0 ? static_cast<std::uint64_t>(r) : 0;
     }
 
     void close_all() noexcept override
@@ -909,7 +902,10 @@ struct vita49_source::impl final : net_core {
         }
         if (pkt.is_context()) {
             vcounters.context_packets += 1;
-            if (const double r = pkt.context_sample_rate_hz; r != 0.0) {
+            // Only the context of the stream received (or, before the first data packet, of
+            // any stream when none is configured) speaks for its rate.
+            const bool ours = locked_stream ? pkt.fields.stream_id == *locked_stream : true;
+            if (const double r = pkt.context_sample_rate_hz; r != 0.0 && ours) {
                 vcounters.context_sample_rate_hz = r;
                 if (!(std::abs(r - cfg.sample_rate_hz) <= 1e-6 * cfg.sample_rate_hz)) {
                     vcounters.context_rate_mismatches += 1;
@@ -970,7 +966,19 @@ struct vita49_source::impl final : net_core {
             // it may have carried samples of this stream (packet count mod 16).
             sink->gap(0, gap_reason::source_error);
         }
+        if (r.count_mismatch) {
+            vcounters.count_mismatches += 1;
+            order_log.warn("{}: packet count {} disagrees with the timestamps ({} packet(s) missing by timestamp): "
+                           "the timestamps are used",
+                           name, pkt.fields.packet_count, r.packets_lost);
+        }
         pending_malformed = false;
+        // The sender's time of this packet's first sample, the index it gets here.
+        if (const auto utc_ns = vita49::first_sample_utc_ns(pkt.fields, cfg.sample_rate_hz); utc_ns && n > 0) {
+            const time_anchor a{counters.samples.load(), *utc_ns};
+            anchor.set(a);
+            sink->timestamp(a);
+        }
         counters.bytes += pkt.payload.size();
         vita49::decode_payload(pkt, samples.data(), cfg.ci16_scale);
         deliver(samples.data(), n, false);
@@ -1000,6 +1008,7 @@ struct vita49_source::impl final : net_core {
         sink->gap(0, gap_reason::discontinuity);
     }
 
+    time_anchor_slot& anchor;
     vita49_source_config cfg;
     vita49_counters vcounters;
     vita49::sequence_tracker tracker;
@@ -1018,7 +1027,7 @@ struct vita49_source::impl final : net_core {
 };
 
 vita49_source::vita49_source(vita49_source_config cfg)
-    : impl_(std::make_unique<impl>(counters_, checked(std::move(cfg), "vita49 source")))
+    : impl_(std::make_unique<impl>(counters_, time_anchor_, checked(std::move(cfg), "vita49 source")))
 {
 }
 

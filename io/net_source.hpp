@@ -11,8 +11,9 @@
 //   vita49_source  bind -> one datagram = one VITA-49 packet; sequence tracking finds losses
 //
 // A reconnect is reported as gap(0, gap_reason::reconnect) before the new connection's first
-// samples; VITA-49 losses as gap(lost_samples, gap_reason::lost_packets). The network carries
-// no sample rate: sample_rate_hz() is the configured one.
+// samples; VITA-49 losses as gap(lost_samples, gap_reason::lost_packets). Raw IQ carries no
+// sample rate: sample_rate_hz() is the configured one (VITA-49: or its context packets').
+// Only VITA-49 carries time: its source gives time anchors (io/sample_source.hpp).
 //
 // Each source takes an optional allow-list of sender addresses (CIDR prefixes, IPv4 and
 // IPv6): a datagram from any other address is dropped, a TCP client from any other address
@@ -172,6 +173,9 @@ struct vita49_counters {
     /// IF Context packets whose sample rate field differs from sample_rate_hz (by more than
     /// 1e-6 of it): the receiver would decode at the wrong rate; each is counted and logged.
     std::atomic<std::uint64_t> context_rate_mismatches{0};
+    /// Packets whose 4-bit packet count disagrees with what their timestamps say is missing
+    /// (vita49::sequence_result::count_mismatch): the timestamps were used; each is logged.
+    std::atomic<std::uint64_t> count_mismatches{0};
     std::atomic<double> context_sample_rate_hz{0.0};  ///< the last sample rate a context packet carried (0: none)
     /// sample_rate_hz 0: IF Data packets received while waiting for the first context packet
     /// with a rate, and their samples (not delivered: the rate they are at is not known yet).
@@ -242,7 +246,7 @@ private:
 };
 
 /// VITA-49 over UDP. Per packet of the accepted stream:
-///  - lost packets (packet count, and timestamps when TSF = sample count; see
+///  - lost packets (timestamps when TSF = sample count or picoseconds, else the packet count; see
 ///    vita49::sequence_tracker) -> gap(lost samples, lost_packets), counted in
 ///    source_counters::packets_lost and samples_lost (an estimate without timestamps);
 ///  - duplicate and late (reordered) packets are dropped and counted in vita49_counters;
@@ -250,7 +254,12 @@ private:
 ///    and reported as a gap before the next accepted packet: the exact loss when that
 ///    packet's timestamp tells it (none if it shows nothing missing), else the packet-count
 ///    estimate, else gap(0, source_error);
-///  - context packets are counted and skipped;
+///  - a packet whose timestamps give its UTC time (vita49::first_sample_utc_ns: TSI UTC or
+///    GPS with a real-time or sample-count TSF) gives a time anchor, sink.timestamp() before
+///    its samples' write() and latest_time_anchor();
+///  - context packets are counted and skipped; the sample rate of the received stream's
+///    IF Context packets is checked against sample_rate_hz (context_rate_mismatches; the
+///    configured rate is kept);
 ///  - a packet of another stream id is counted (other_stream) and dropped, unless the
 ///    policy is follow, no stream_id is configured and the current stream has been silent
 ///    for stream_timeout_ms: then the source takes the new id (stream_changes), restarts

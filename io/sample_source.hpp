@@ -8,12 +8,27 @@
 // device overrun, a reconnect) says so with gap(), with the number of samples when it knows
 // it (0 when it cannot know, e.g. raw IQ over UDP); the batcher then ends the segment there
 // so that no packet spans the gap.
+//
+// A source whose samples carry absolute time (VITA-49 integer + fractional timestamps) says
+// so with time anchors: "the sample with this index was taken at this UTC time". The index
+// counts the samples the source has delivered with write() (source_counters::samples before
+// it), gaps not included, so an anchor names one sample exactly even across gaps of unknown
+// size. Anchors travel in band, through sample_sink::timestamp() just before the write() that
+// holds the sample (ordered with write() and gap()), and the latest one can be read from any
+// thread with sample_source::latest_time_anchor(). Sources without a time base never anchor.
+//
+//   source.run(sink)  --timestamp({i, utc_ns})--write(samples i ..)--gap(n)--timestamp(..)--> ..
+//
+// Between anchors a consumer extrapolates at sample_rate_hz() (utc_ns + (j - i) x 1e9 / rate);
+// after a gap it waits for the next anchor: the gap's sample count, when known, is not needed.
 #pragma once
 
 #include "dsp/types.hpp"
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -34,6 +49,17 @@ inline constexpr std::size_t num_gap_reasons = 6;
 
 [[nodiscard]] std::string_view to_string(gap_reason r) noexcept;
 
+/// The absolute time of one sample of a source's stream.
+struct time_anchor {
+    /// The sample: the number of samples the source delivered with write() before it
+    /// (source_counters::samples at that point; gaps not counted).
+    std::uint64_t sample_index = 0;
+    /// When it was taken: UTC in ns since 1970-01-01T00:00:00Z, leap seconds not counted (POSIX
+    /// time; int64 reaches 2262). GPS-based times are converted by the source.
+    std::int64_t utc_ns = 0;
+    friend bool operator==(const time_anchor&, const time_anchor&) = default;
+};
+
 /// The consumer of a source's samples. Called from the acquisition thread only.
 class sample_sink {
 public:
@@ -42,6 +68,33 @@ public:
     virtual void write(std::span<const cf32> samples) = 0;
     /// `lost_samples` samples are missing before the next write() (0: unknown count).
     virtual void gap(std::uint64_t lost_samples, gap_reason reason) = 0;
+    /// The sample anchor.sample_index, which the next write() holds, was taken at
+    /// anchor.utc_ns. Only sources with a time base call it; ignored unless overridden.
+    virtual void timestamp(const time_anchor& anchor) { (void)anchor; }
+};
+
+/// The latest time anchor of a source: set on the acquisition thread, read from any thread.
+class time_anchor_slot {
+public:
+    void set(const time_anchor& a)
+    {
+        const std::lock_guard lock(mutex_);
+        value_ = a;
+    }
+    void clear()
+    {
+        const std::lock_guard lock(mutex_);
+        value_.reset();
+    }
+    [[nodiscard]] std::optional<time_anchor> get() const
+    {
+        const std::lock_guard lock(mutex_);
+        return value_;
+    }
+
+private:
+    mutable std::mutex mutex_;  // uncontended: one set per packet, reads once a second
+    std::optional<time_anchor> value_;
 };
 
 /// Counters every source keeps (read from other threads while it runs).
@@ -73,9 +126,13 @@ public:
     /// Asks run() to return soon. Thread-safe; may be called before run() or more than once.
     virtual void stop() = 0;
     [[nodiscard]] const source_counters& counters() const noexcept { return counters_; }
+    /// The latest time anchor the source gave its sink; nullopt when it has no time base or
+    /// none yet. Thread-safe.
+    [[nodiscard]] std::optional<time_anchor> latest_time_anchor() const { return time_anchor_.get(); }
 
 protected:
     source_counters counters_;
+    time_anchor_slot time_anchor_;
 };
 
 }  // namespace paq::io

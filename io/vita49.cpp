@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
 namespace paq::io::vita49 {
 namespace {
+
+__extension__ typedef unsigned __int128 u128;
+__extension__ typedef __int128 i128;
 
 constexpr std::uint32_t bit_c = 1u << 27;
 constexpr std::uint32_t bit_t = 1u << 26;
@@ -37,6 +41,13 @@ void store_be_u32(std::byte* p, std::uint32_t v) noexcept
     return static_cast<std::int16_t>(std::rint(saturated));
 }
 
+[[nodiscard]] std::string hex32(std::uint32_t v)
+{
+    char text[9];
+    std::snprintf(text, sizeof text, "%08x", static_cast<unsigned>(v));
+    return text;
+}
+
 [[nodiscard]] const char* type_name(unsigned type) noexcept
 {
     switch (type) {
@@ -50,6 +61,20 @@ void store_be_u32(std::byte* p, std::uint32_t v) noexcept
     case 7: return "Extension Command";
     default: return "reserved";
     }
+}
+
+/// hz in units of 2^-20 Hz (the context packet's own resolution), 0 when not in (0, 10 GHz].
+/// The bound keeps every product below in 128 bits: 2^32 s x 10^12 ps x 10^10 x 2^20 < 2^127.
+[[nodiscard]] std::uint64_t rate_q20_of(double hz) noexcept
+{
+    if (!(hz > 0.0 && hz <= 1e10)) return 0;
+    return static_cast<std::uint64_t>(std::llround(hz * 1048576.0));
+}
+
+/// Rounds num / den (den > 0) to the nearest integer, halves away from zero.
+[[nodiscard]] i128 div_round(i128 num, i128 den) noexcept
+{
+    return num >= 0 ? (num + den / 2) / den : -((-num + den / 2) / den);
 }
 
 [[nodiscard]] std::size_t prefix_words_of(bool class_id, tsi_type tsi, tsf_type tsf) noexcept
@@ -83,6 +108,10 @@ std::size_t encode_packet(const packet_fields& fields, std::span<const cf32> sam
     if (fields.class_id_field && fields.class_id_field->oui > 0xFFFFFFu)
         throw std::invalid_argument("vita49: class id OUI = " + std::to_string(fields.class_id_field->oui) +
                                     " does not fit 24 bits");
+    if (fields.tsf == tsf_type::real_time_ps && fields.fractional_timestamp >= picoseconds_per_second)
+        throw std::invalid_argument("vita49: real-time fractional timestamp = " +
+                                    std::to_string(fields.fractional_timestamp) +
+                                    " ps is not below 10^12 ps (one second)");
     if (!(ci16_scale > 0.0f))
         throw std::invalid_argument("vita49: ci16_scale = " + std::to_string(ci16_scale) + " must be positive");
     if (samples.size() > max_samples(fields))
@@ -198,6 +227,9 @@ std::string parse_packet(std::span<const std::byte> datagram, packet& out)
     if (tsf != tsf_type::none) {
         f.fractional_timestamp = (static_cast<std::uint64_t>(load_be_u32(p + 4 * w)) << 32) | load_be_u32(p + 4 * w + 4);
         w += 2;
+        if (tsf == tsf_type::real_time_ps && f.fractional_timestamp >= picoseconds_per_second)
+            return "vita49: real-time fractional timestamp (TSF 2) " + std::to_string(f.fractional_timestamp) +
+                   " ps is not below 10^12 ps (one second)";
     }
     if (has_trailer) f.trailer = load_be_u32(p + size - 4);
 
@@ -205,17 +237,25 @@ std::string parse_packet(std::span<const std::byte> datagram, packet& out)
     out.fields = f;
     out.context_sample_rate_hz = 0.0;
     if (type == 4 && size_words > w) {
-        // IF Context: CIF0, then the fields it announces in the order of its bits, 31 down
-        // (VITA 49.2 9.1): for the sample rate (bit 21) the words of bits 30 .. 22 come first.
+        // IF Context: CIF0, the CIF1, CIF2, CIF3 (and CIF7) words its enable bits announce,
+        // then the CIF0 fields in the order of their bits, 31 down (VITA 49.2 9.1): for the
+        // sample rate (bit 21) the fields of bits 30 .. 22 come first.
         const std::uint32_t cif0 = load_be_u32(p + 4 * w);
         if ((cif0 & (1u << 21)) != 0) {
+            if ((cif0 & 0x70u) != 0)
+                return "vita49: IF Context CIF0 reserved bits 4 .. 6 are set (CIF0 = 0x" + hex32(cif0) +
+                       "): the position of the sample rate field is unknown";
+            if ((cif0 & 0x80u) != 0)
+                return "vita49: IF Context CIF0 bit 7 (CIF7, field attributes) is set with the sample rate field: "
+                       "not supported (the attributes change the size of every field)";
             static constexpr unsigned words_of_bit[32] = {
                 // bits 0 .. 31; only 22 .. 30 are needed here
                 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
                 1 /*22 over-range count*/, 1 /*23 gain*/, 1 /*24 reference level*/, 2 /*25 IF band offset*/,
                 2 /*26 RF offset*/, 2 /*27 RF frequency*/, 2 /*28 IF frequency*/, 2 /*29 bandwidth*/,
                 1 /*30 reference point*/, 0 /*31 change indicator*/};
-            std::size_t at = w + 1;
+            // CIF0, then one word per further CIF enabled by bits 1 (CIF1), 2 (CIF2), 3 (CIF3).
+            std::size_t at = w + 1 + ((cif0 >> 1) & 1u) + ((cif0 >> 2) & 1u) + ((cif0 >> 3) & 1u);
             for (unsigned b = 30; b >= 22; --b) {
                 if ((cif0 & (1u << b)) != 0) at += words_of_bit[b];
             }
@@ -224,6 +264,9 @@ std::string parse_packet(std::span<const std::byte> datagram, packet& out)
                        " words is too short for the sample rate field its CIF0 announces (needs " + std::to_string(at + 2) + ")";
             const auto raw = static_cast<std::int64_t>((static_cast<std::uint64_t>(load_be_u32(p + 4 * at)) << 32) |
                                                        load_be_u32(p + 4 * at + 4));
+            if (raw <= 0)
+                return "vita49: IF Context sample rate field " + std::to_string(static_cast<double>(raw) / 1048576.0) +
+                       " Hz (raw " + std::to_string(raw) + ") is not positive";
             out.context_sample_rate_hz = static_cast<double>(raw) / 1048576.0;  // 2^20
         }
     }
@@ -254,8 +297,66 @@ void decode_payload(const packet& p, cf32* dst, float ci16_scale) noexcept
     }
 }
 
+std::optional<std::int64_t> first_sample_utc_ns(const packet_fields& f, double sample_rate_hz) noexcept
+{
+    std::int64_t seconds = 0;
+    switch (f.tsi) {
+    case tsi_type::utc: seconds = f.integer_timestamp; break;
+    case tsi_type::gps: seconds = std::int64_t{f.integer_timestamp} + gps_epoch_unix_s - gps_minus_utc_s; break;
+    default: return std::nullopt;
+    }
+    u128 below_second_ns = 0;  // may exceed a second with a sample count past the rate
+    if (f.tsf == tsf_type::real_time_ps) {
+        if (f.fractional_timestamp >= picoseconds_per_second) return std::nullopt;
+        below_second_ns = (f.fractional_timestamp + 500) / 1000;
+    } else if (f.tsf == tsf_type::sample_count) {
+        const std::uint64_t q20 = rate_q20_of(sample_rate_hz);
+        if (q20 == 0) return std::nullopt;
+        // count x 10^9 x 2^20 < 2^114: no overflow.
+        below_second_ns = (u128{f.fractional_timestamp} * 1'000'000'000u * 1048576u + q20 / 2) / q20;
+    } else {
+        return std::nullopt;
+    }
+    if (below_second_ns > static_cast<u128>(std::int64_t{1} << 62)) return std::nullopt;
+    std::int64_t ns = 0;
+    if (__builtin_mul_overflow(seconds, std::int64_t{1'000'000'000}, &ns) ||
+        __builtin_add_overflow(ns, static_cast<std::int64_t>(below_second_ns), &ns))
+        return std::nullopt;
+    return ns;
+}
+
+sequence_tracker::sequence_tracker(double sample_rate_hz, std::uint64_t max_jump_samples) noexcept
+    : rate_q20_(rate_q20_of(sample_rate_hz)),
+      samples_per_second_(rate_q20_ != 0 && rate_q20_ % 1048576u == 0 ? rate_q20_ / 1048576u : 0),
+      max_jump_samples_(std::max<std::uint64_t>(max_jump_samples, 1))
+{
+}
+
 std::optional<std::uint64_t> sequence_tracker::position(const packet_fields& f, const stream_state* prev) const noexcept
 {
+    if (f.tsf == tsf_type::real_time_ps) {
+        if (f.tsi == tsi_type::none || rate_q20_ == 0 || f.fractional_timestamp >= picoseconds_per_second)
+            return std::nullopt;
+        // Time in ps with the integer second carried: < 2^32 x 10^12 < 2^72; x rate_q20_
+        // (< 2^54) stays below 2^127, so the signed products cannot overflow.
+        const auto t_ps = [](std::uint32_t s, std::uint64_t ps) {
+            return static_cast<i128>(u128{s} * picoseconds_per_second + ps);
+        };
+        const i128 den = static_cast<i128>(u128{picoseconds_per_second} << 20);
+        const i128 now = t_ps(f.integer_timestamp, f.fractional_timestamp);
+        i128 pos = 0;
+        if (prev != nullptr && prev->has_ps_time && prev->has_position) {
+            // From the last accepted packet: the rounding error is the time since then x the
+            // rate's error, not the time since 1970 x it.
+            const i128 dt = now - t_ps(prev->last_second, prev->last_ps);
+            pos = static_cast<i128>(prev->last_position) + div_round(dt * static_cast<i128>(rate_q20_), den);
+        } else {
+            pos = div_round(now * static_cast<i128>(rate_q20_), den);
+        }
+        if (pos < 0) return 0;  // just behind a start near zero: behind, never wrapped
+        if (pos > static_cast<i128>(~std::uint64_t{0})) return std::nullopt;
+        return static_cast<std::uint64_t>(pos);
+    }
     if (f.tsf != tsf_type::sample_count) return std::nullopt;
     if (f.tsi == tsi_type::none) return f.fractional_timestamp;
     if (samples_per_second_ > 0) {
@@ -294,6 +395,9 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
         st.next_position = saturating_add(st.last_position, num_samples);
         st.has_tsi_second = f.tsi != tsi_type::none;
         st.last_second = f.integer_timestamp;
+        st.has_ps_time = f.tsi != tsi_type::none && f.tsf == tsf_type::real_time_ps;
+        st.last_ps = f.fractional_timestamp;
+        st.uniform_size = true;
     };
     auto it = streams_.find(f.stream_id);
     if (it == streams_.end()) {
@@ -330,7 +434,12 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
         }
         r.samples_exact = true;
         r.samples_lost = lost;
-        if (lost > 0) {
+        if (st.uniform_size && st.last_samples > 0 && lost % st.last_samples == 0) {
+            // Every packet so far had this size: the timestamps say how many are missing; the
+            // 4-bit count only checks it.
+            r.packets_lost = lost / st.last_samples;
+            r.count_mismatch = (r.packets_lost & 0xFu) != count_gap;
+        } else if (lost > 0) {
             // The packet count says how many packets modulo 16; the sample count says roughly
             // how many (packets may differ in size): take the agreeing count nearest to it.
             const std::uint64_t estimate = st.last_samples > 0 ? (lost + st.last_samples / 2) / st.last_samples : 0;
@@ -342,6 +451,7 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
         r.packets_lost = count_gap;
         r.samples_lost = count_gap * st.last_samples;
     }
+    st.uniform_size = st.uniform_size && num_samples == st.last_samples;
     st.last_count = f.packet_count;
     st.last_samples = num_samples;
     const auto own = position(f, nullptr);
@@ -350,6 +460,8 @@ sequence_result sequence_tracker::update(const packet_fields& f, std::size_t num
     st.next_position = saturating_add(st.last_position, num_samples);
     st.has_tsi_second = f.tsi != tsi_type::none;
     st.last_second = f.integer_timestamp;
+    st.has_ps_time = f.tsi != tsi_type::none && f.tsf == tsf_type::real_time_ps;
+    st.last_ps = f.fractional_timestamp;
     return r;
 }
 

@@ -13,6 +13,20 @@
 //                 (first) 16 bits, Q in the lower 16 bits, each big-endian two's complement
 //   [1 word]      trailer (T = 1), carried but not interpreted
 //
+// Timestamps (VITA 49.2 5.1.4) give the time of the first payload sample:
+//   TSI 1 (UTC)   integer seconds since 1970-01-01T00:00:00Z, POSIX style (no leap seconds)
+//   TSI 2 (GPS)   integer seconds since the GPS epoch 1980-01-06T00:00:00Z (GPS time: no leap
+//                 seconds either, so it runs gps_minus_utc_s ahead of UTC)
+//   TSI 3 (other) seconds of an epoch the sender defines: used for ordering, never as UTC
+//   TSF 1         sample count: samples since the integer second (or, without TSI, since
+//                 an arbitrary start)
+//   TSF 2         real time: picoseconds within the integer second, 0 .. 10^12 - 1
+//   TSF 3         free-running count: carried, not interpreted
+//
+// IF Context packets (type 4) are read as far as the sample rate field (CIF0 bit 21): CIF0,
+// then the CIF1, CIF2 and CIF3 words its bits 1 .. 3 announce, then the CIF0 fields in the order
+// of their bits, 31 down; the rate is 64-bit two's complement Hz with 20 fractional bits.
+//
 // Only that payload format is accepted: packet type 1 (IF Data with stream id) carrying
 // time-domain (S = 0) ci16 I/Q pairs with no pad bits. Other data formats (real samples,
 // other widths, spectrum data, IF Data without stream id, extension data) are rejected
@@ -73,6 +87,16 @@ struct packet_fields {
     friend bool operator==(const packet_fields&, const packet_fields&) = default;
 };
 
+/// Real-time fractional timestamps (TSF 2) count picoseconds below this, then the second turns.
+inline constexpr std::uint64_t picoseconds_per_second = 1'000'000'000'000;
+/// The GPS epoch, 1980-01-06T00:00:00Z, in Unix seconds.
+inline constexpr std::int64_t gps_epoch_unix_s = 315'964'800;
+/// GPS time minus UTC in seconds: 18 since the leap second inserted at the end of 2016-12-31
+/// (in force from 2017-01-01T00:00:00Z; IERS Bulletin C had announced no later one when this
+/// was written). A future leap second makes GPS-stamped times 1 s off until this is updated;
+/// times before 2017 (GPS - UTC was 17 or less) are converted with it too.
+inline constexpr std::int64_t gps_minus_utc_s = 18;
+
 /// Bytes per payload sample (one ci16 I/Q pair).
 inline constexpr std::size_t bytes_per_sample = 4;
 /// The largest packet the 16-bit packet size field can describe, in 32-bit words.
@@ -89,8 +113,9 @@ inline constexpr std::size_t max_packet_words = 65535;
 /// ci16_scale, rounded and saturated as io::encode does for ci16. Writes
 /// packet_bytes(fields, samples.size()) bytes to `out` and returns that count. Returns through
 /// `clipped_components` (if not null) how many I or Q components saturated.
-/// Throws std::invalid_argument if packet_count > 15, class id OUI > 24 bits, ci16_scale is
-/// not positive, samples.size() > max_samples(fields) or `out` is too small.
+/// Throws std::invalid_argument if packet_count > 15, class id OUI > 24 bits, a real-time
+/// fractional timestamp is not below 10^12 ps, ci16_scale is not positive,
+/// samples.size() > max_samples(fields) or `out` is too small.
 std::size_t encode_packet(const packet_fields& fields, std::span<const cf32> samples, float ci16_scale,
                           std::span<std::byte> out, std::size_t* clipped_components = nullptr);
 
@@ -104,7 +129,8 @@ struct packet {
     packet_fields fields;                     ///< context packets: the prefix fields, never a trailer
     std::span<const std::byte> payload;       ///< IF Data: ci16 pairs, big-endian; empty for context
     /// IF Context (type 4) whose CIF0 announces the sample rate field (bit 21): its value in Hz
-    /// (64-bit, 20 fractional bits); 0 otherwise.
+    /// (64-bit two's complement, 20 fractional bits; always > 0, parse_packet rejects others);
+    /// 0 otherwise.
     double context_sample_rate_hz = 0.0;
     [[nodiscard]] bool is_context() const noexcept { return type != packet_type::if_data; }
     [[nodiscard]] std::size_t num_samples() const noexcept { return payload.size() / bytes_per_sample; }
@@ -114,7 +140,11 @@ struct packet {
 /// word; the packet type is 1 (IF Data with stream id), 4 or 5 (context); the packet size
 /// field equals the datagram length; the datagram holds the header fields that the header
 /// word announces (and the trailer); the payload is a whole number of 4-byte I/Q pairs;
-/// spectrum data (S bit) and pad bits (class id) are rejected. Returns an empty string and
+/// spectrum data (S bit) and pad bits (class id) are rejected; a real-time fractional
+/// timestamp (TSF 2) is below 10^12 ps. In an IF Context packet whose CIF0 announces the
+/// sample rate: CIF0's reserved bits 4 .. 6 and bit 7 (CIF7, field attributes, which change
+/// the size of every field) are clear, the packet holds the field, and the rate is positive.
+/// Returns an empty string and
 /// fills `out` on success, else a message naming the field and its value (`out` is then
 /// unspecified). Allocates only on error; safe for the receive path.
 [[nodiscard]] std::string parse_packet(std::span<const std::byte> datagram, packet& out);
@@ -132,6 +162,16 @@ public:
 /// (> 0). dst must hold p.num_samples() samples.
 void decode_payload(const packet& p, cf32* dst, float ci16_scale = default_ci16_scale) noexcept;
 
+/// The UTC time of the first sample of a packet with these fields, in ns since the Unix epoch
+/// (1970-01-01T00:00:00Z, leap seconds not counted, as POSIX time), or nullopt when its
+/// timestamps give none: TSI must be UTC or GPS (GPS seconds are converted with
+/// gps_epoch_unix_s and gps_minus_utc_s) and TSF real time (picoseconds, rounded to the
+/// nearest ns) or sample count (count / sample_rate_hz, rounded to the nearest ns; needs
+/// sample_rate_hz > 0). TSI alone (whole seconds), TSF 3 and TSI 3 give nullopt, as do
+/// values whose time would not fit an int64 of ns. The time is the sender's: its accuracy is
+/// that of the sender's clock, not of the network.
+[[nodiscard]] std::optional<std::int64_t> first_sample_utc_ns(const packet_fields& fields, double sample_rate_hz) noexcept;
+
 /// What sequence_tracker::update concluded about one packet.
 struct sequence_result {
     bool first = false;      ///< the first packet seen of this stream (nothing to compare with)
@@ -144,36 +184,51 @@ struct sequence_result {
     bool jumped_forward = false;  ///< resync by a forward jump (for the log)
     std::uint64_t packets_lost = 0;  ///< packets missing before this one
     std::uint64_t samples_lost = 0;  ///< samples missing before this one (see samples_exact)
-    bool samples_exact = false;      ///< samples_lost comes from sample-count timestamps
+    bool samples_exact = false;      ///< samples_lost comes from the timestamps
+    /// samples_exact, the packets so far all had the same size, and the 4-bit packet count
+    /// difference is not the number of packets the timestamps say are missing (mod 16): the
+    /// sender's count or its timestamps are wrong. The timestamps are believed.
+    bool count_mismatch = false;
     [[nodiscard]] bool accept() const noexcept { return !duplicate && !late; }
 };
 
 /// Tracks the packet count and timestamps of each stream id and reports what is missing.
 ///
-/// With a sample-count timestamp (TSF = sample_count) the position of each packet's first
-/// sample is known, so lost samples are exact, and a packet whose position is behind the
+/// Timestamps, when the packets carry usable ones, give the position of each packet's first
+/// sample in the stream, so lost samples are exact, and a packet whose position is behind the
 /// expected one is a duplicate (same position as the last packet) or late (reordered; the
-/// receiver drops it since its place in the stream is already filled). The position is the
-/// fractional timestamp itself when TSI = none (a free-running count); when TSI is set the
-/// count restarts each integer second, so the position is integer_timestamp * samples per
-/// second + count, which needs the sample rate (construct with samples_per_second > 0);
-/// without it, exactness holds only within one integer second and a packet across a second
-/// boundary falls back to the packet count. packets_lost is then the count n matching the
-/// 4-bit packet count difference (mod 16) that is closest to samples_lost / samples per packet.
+/// receiver drops it since its place in the stream is already filled). Usable timestamps:
+///  - TSF sample count without TSI: the count is the position (a free-running sample count);
+///  - TSF sample count with TSI: the count restarts each integer second, so the position is
+///    integer_timestamp x samples per second + count, which needs an integer sample rate
+///    (construct with it); without one, exactness holds only within one integer second and a
+///    packet across a second boundary falls back to the packet count;
+///  - TSF real time (picoseconds) with TSI: the time since the last accepted packet, in ps
+///    with the integer seconds carried (t = integer_timestamp x 10^12 + ps), times the sample
+///    rate, rounded to the nearest sample. Any rate works (30.72 MS/s is 32552.08 ps a
+///    sample); measuring from the last packet rather than from the epoch keeps a rate that
+///    is not exactly the sender's (a configured 10e6/3) from drifting the rounding. Needs the
+///    rate; without TSI the picoseconds wrap each second unseen, so they are not used.
+/// packets_lost is then the lost samples / the last packet's size when every packet so far
+/// had that size (the 4-bit packet count is only checked against it: count_mismatch), else
+/// the count n matching the packet count difference (mod 16) that is closest to
+/// samples_lost / the last packet's size. A burst of 20 lost packets is 20.
 ///
-/// Without a sample-count timestamp only the 4-bit packet count is known: packets_lost is the
-/// count difference modulo 16, so 16 lost packets look like none and 17 like one (the
-/// modulo-16 ambiguity), and a duplicate looks like 15 lost packets. samples_lost is then
+/// Without usable timestamps only the 4-bit packet count is known: packets_lost is the
+/// count difference modulo 16, so a burst of 16k + n lost packets looks like n (16 like none,
+/// 20 like 4), and a duplicate looks like 15 lost packets. samples_lost is then
 /// packets_lost x the sample count of the last packet, an estimate (samples_exact = false).
 class sequence_tracker {
 public:
-    /// samples_per_second: 0 when unknown; used only for TSI + sample-count timestamps.
-    /// max_jump_samples: the largest forward timestamp jump still taken as lost samples; a
-    /// larger one (a sender's clock reset, a corrupt or hostile timestamp) is a counted
-    /// discontinuity (resync), never a loss of 2^64 samples. >= 1.
-    explicit sequence_tracker(std::uint64_t samples_per_second = 0,
-                              std::uint64_t max_jump_samples = default_max_jump_samples) noexcept
-        : samples_per_second_(samples_per_second), max_jump_samples_(std::max<std::uint64_t>(max_jump_samples, 1)) {}
+    /// sample_rate_hz: the stream's rate, 0 when unknown (then only sample-count timestamps
+    /// without TSI, or within one second, are exact); used for TSI + sample-count timestamps
+    /// (integer rates only) and picosecond timestamps (any rate up to 10 GHz; a rate that is
+    /// not finite or not positive is unknown). It is held to 2^-20 Hz, as a context packet
+    /// carries it. max_jump_samples: the largest forward timestamp jump still taken as lost
+    /// samples; a larger one (a sender's clock reset, a corrupt or hostile timestamp) is a
+    /// counted discontinuity (resync), never a loss of 2^64 samples. >= 1.
+    explicit sequence_tracker(double sample_rate_hz = 0.0,
+                              std::uint64_t max_jump_samples = default_max_jump_samples) noexcept;
 
     /// The default bound on a forward jump: 2^32 samples (208 s at 20.625 MS/s, 70 s at
     /// 61.44 MS/s). Longer outages of a live link are reported as discontinuities.
@@ -203,10 +258,14 @@ private:
         std::uint64_t next_position = 0;  ///< expected first sample of the next packet
         bool has_tsi_second = false;
         std::uint32_t last_second = 0;    ///< integer timestamp of the last packet (TSI set)
+        bool has_ps_time = false;         ///< the last packet had TSI and a real-time TSF
+        std::uint64_t last_ps = 0;        ///< its fractional timestamp
+        bool uniform_size = true;         ///< every accepted packet had last_samples samples
     };
     [[nodiscard]] std::optional<std::uint64_t> position(const packet_fields& f, const stream_state* prev) const noexcept;
 
-    std::uint64_t samples_per_second_;
+    std::uint64_t rate_q20_;           ///< the sample rate in units of 2^-20 Hz; 0: unknown
+    std::uint64_t samples_per_second_; ///< the rate when it is a whole number of Hz, else 0
     std::uint64_t max_jump_samples_;
     std::unordered_map<std::uint32_t, stream_state> streams_;
 };

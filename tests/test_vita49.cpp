@@ -64,6 +64,8 @@ TEST(vita49, round_trip_every_combination_of_optional_fields)
                     if (tsi != 0) f.integer_timestamp = 1700000000u + static_cast<std::uint32_t>(seed);
                     f.tsf = static_cast<tsf_type>(tsf);
                     if (tsf != 0) f.fractional_timestamp = 0x0123456789ABCDEFull + seed;
+                    // Real-time picoseconds stay below one second (10^12).
+                    if (tsf == 2) f.fractional_timestamp %= picoseconds_per_second;
                     if (with_trailer) f.trailer = 0x40000000u | static_cast<std::uint32_t>(seed);
                     const auto samples = ci16_samples(37 + seed, seed);
                     const auto bytes = encode_packet(f, samples, scale);
