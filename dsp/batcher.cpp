@@ -28,10 +28,11 @@ std::span<cf32> batcher::write_space()
 {
     // Up to where the next window ends: the buffer never holds more than one window, so
     // storage reserved for a window (and page-locked by a backend) never grows.
-    if (buf_.empty()) buf_ = fresh_storage();
+    if (buf_.capacity() == 0) buf_ = fresh_storage();
     const std::uint64_t window_end = owned_next_ + batch_samples_ + guard_after_;
     const std::uint64_t held_end = buf_start_ + held_;
-    const auto room = static_cast<std::size_t>(std::min<std::uint64_t>(window_end - held_end, buf_.size() - held_));
+    const auto room = static_cast<std::size_t>(std::min<std::uint64_t>(window_end - held_end, max_window_samples() - held_));
+    if (buf_.size() < held_ + room) buf_.resize(held_ + room);  // within the reserved capacity
     return std::span<cf32>(buf_).subspan(held_, room);
 }
 
@@ -53,7 +54,8 @@ std::vector<cf32> batcher::fresh_storage()
         v = std::move(spares_.back());
         spares_.pop_back();
     }
-    v.resize(max_window_samples());  // touches only what a previous, shorter window left
+    v.clear();
+    v.reserve(max_window_samples());
     return v;
 }
 
@@ -63,8 +65,7 @@ std::vector<cf32> batcher::take_window(std::uint64_t w0, std::uint64_t window_en
     // needs from keep_from on (its guard and samples already written) goes to new storage.
     std::vector<cf32> next = fresh_storage();
     const auto keep = static_cast<std::size_t>(keep_from - buf_start_);
-    std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_),
-              next.begin());
+    next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_));
     std::vector<cf32> window = std::move(buf_);
     window.resize(static_cast<std::size_t>(window_end - buf_start_));
     if (w0 > buf_start_) window.erase(window.begin(), window.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_));

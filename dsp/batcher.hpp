@@ -114,7 +114,7 @@ private:
     std::size_t batch_samples_;
     std::size_t guard_before_;
     std::size_t guard_after_;
-    std::vector<cf32> buf_;         ///< sized to the largest window; the first held_ are samples from buf_start_
+    std::vector<cf32> buf_;         ///< capacity: the largest window; its first held_ are samples from buf_start_
     std::size_t held_ = 0;
     std::uint64_t buf_start_ = 0;
     std::uint64_t seg_start_ = 0;   ///< absolute index where the current segment began
