@@ -62,6 +62,37 @@ void add_gap(nlohmann::json& gaps, std::uint64_t at, std::uint64_t lost, std::st
 
 }  // namespace
 
+nlohmann::json gap_annotations(const nlohmann::json& gaps)
+{
+    nlohmann::json annotations = nlohmann::json::array();
+    for (const auto& g : gaps) {
+        const auto at = g["recording_sample"].get<std::uint64_t>();
+        const auto lost = g["lost"].get<std::uint64_t>();
+        const auto reason = g["reason"].get<std::string>();
+        const std::string lost_text = lost ? std::to_string(lost) + " samples" : "an unknown number of samples";
+        nlohmann::json a = {{"core:sample_start", at}, {"core:sample_count", 0}};
+        if (reason == "coalesced") {
+            // A flood of gaps merged into one entry: it spans the recording from the first to
+            // the last of them, and that span is what it annotates.
+            const auto until = g["until_recording_sample"].get<std::uint64_t>();
+            a["core:sample_count"] = until - at;
+            a["core:label"] = "gaps (coalesced)";
+            a["core:comment"] = std::to_string(g["gaps"].get<std::uint64_t>()) + " gaps from here to sample " +
+                                std::to_string(until) + " (the first: " + g["first_reason"].get<std::string>() +
+                                "), " + lost_text + " missing in all; merged beyond " +
+                                std::to_string(recorder::max_gap_entries) + " entries";
+        } else {
+            a["core:label"] = "gap (" + reason + ")";
+            a["core:comment"] = lost_text + " of the received stream missing before this sample (" + reason + ")";
+        }
+        a["core:generator"] = "paqd";
+        a["paq:gap_reason"] = reason;
+        a["paq:lost_samples"] = lost;
+        annotations.push_back(std::move(a));
+    }
+    return annotations;
+}
+
 void recorder::write(std::span<const cf32> samples)
 {
     std::lock_guard lk(mu_);
@@ -133,6 +164,8 @@ void recorder::close()
     auto& extra = writer_->pending_meta().extra_global;
     extra["paq:gaps"] = gaps_;
     extra["paq:recording_dropped_samples"] = dropped_.load();
+    // The same gaps as SigMF annotations, for tools that know nothing of paq:gaps.
+    writer_->pending_meta().annotations = gap_annotations(gaps_);
     writer_->close();
 }
 

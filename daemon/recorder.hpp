@@ -31,6 +31,13 @@ namespace paq::daemon {
 
 using config::recording_config;
 
+/// The SigMF annotations for a paq:gaps list (see recorder): one per entry, at the recording
+/// sample where the gap falls. core:sample_count is 0, because the lost samples are not in the
+/// recording (a coalesced entry spans the recording from its first gap to its last);
+/// core:label "gap (<reason>)", core:comment saying how many samples are missing,
+/// core:generator "paqd", and paq:gap_reason, paq:lost_samples (0: unknown) for programs.
+[[nodiscard]] nlohmann::json gap_annotations(const nlohmann::json& gaps);
+
 class recorder {
 public:
     /// Creates the data file now (throws naming it when it cannot). `settings` goes into the

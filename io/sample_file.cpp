@@ -1,5 +1,7 @@
 #include "io/sample_file.hpp"
 
+#include "io/sigmf_archive.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cerrno>
@@ -53,6 +55,7 @@ sample_file_reader::sample_file_reader(recording_info info, int fd) noexcept
 
 sample_file_reader::sample_file_reader(sample_file_reader&& other) noexcept
     : info_(std::move(other.info_)),
+      segments_(std::move(other.segments_)),
       fd_(std::exchange(other.fd_, -1)),
       position_(std::exchange(other.position_, 0)),
       buffer_(std::move(other.buffer_)) {}
@@ -61,6 +64,7 @@ sample_file_reader& sample_file_reader::operator=(sample_file_reader&& other) no
   if (this != &other) {
     if (fd_ >= 0) ::close(fd_);  // read-only: nothing to lose on a failed close
     info_ = std::move(other.info_);
+    segments_ = std::move(other.segments_);
     fd_ = std::exchange(other.fd_, -1);
     position_ = std::exchange(other.position_, 0);
     buffer_ = std::move(other.buffer_);
@@ -72,6 +76,28 @@ sample_file_reader::~sample_file_reader() {
   if (fd_ >= 0) ::close(fd_);
 }
 
+namespace {
+
+[[nodiscard]] int open_for_reading(const fs::path& path) {
+  int fd = -1;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) throw format_error(path.string() + ": cannot open: " + errno_text(errno));
+  return fd;
+}
+
+// The size of the regular file open on fd; sizes of pipes and devices are meaningless, and
+// num_samples must be known up front.
+[[nodiscard]] std::uint64_t regular_file_size(int fd, const fs::path& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw format_error(path.string() + ": cannot stat: " + errno_text(errno));
+  if (!S_ISREG(st.st_mode)) throw format_error(path.string() + ": is not a regular file");
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+}  // namespace
+
 sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
                                             std::optional<sample_format> raw_format,
                                             std::optional<double> raw_sample_rate_hz,
@@ -79,6 +105,30 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
   recording_info info;
   const sigmf_file_paths paths = sigmf_paths(path);
   std::error_code ec;
+  // "rec.sigmf" names an archive when such a file exists, else (as before archives were
+  // read) the recording rec.sigmf-meta + rec.sigmf-data.
+  if (has_sigmf_archive_suffix(path) && fs::exists(path, ec)) {
+    info.is_sigmf = true;
+    info.data_path = path;
+    sample_file_reader reader(std::move(info), open_for_reading(path));
+    recording_info& ri = reader.info_;
+    const std::uint64_t archive_bytes = regular_file_size(reader.fd_, path);
+    const sigmf_archive_recording rec = find_sigmf_archive_recording(reader.fd_, archive_bytes, path);
+    if (rec.meta.size_bytes > sigmf_max_meta_bytes) {
+      throw format_error(path.string() + ": member " + rec.meta.name + " is " +
+                         std::to_string(rec.meta.size_bytes) + " bytes, more than the " +
+                         std::to_string(sigmf_max_meta_bytes) + "-byte limit for SigMF metadata");
+    }
+    std::string text(static_cast<std::size_t>(rec.meta.size_bytes), '\0');
+    reader.read_exact(reinterpret_cast<std::byte*>(text.data()), text.size(), rec.meta.offset_bytes);
+    ri.meta = parse_sigmf_meta(text, path.string() + ": member " + rec.meta.name);
+    ri.format = ri.meta.format;
+    ri.sample_rate_hz = ri.meta.sample_rate_hz;
+    ri.data_offset_bytes = rec.data.offset_bytes;
+    ri.archive_member = rec.data.name;
+    reader.lay_out(rec.data.size_bytes);
+    return reader;
+  }
   info.is_sigmf = has_sigmf_suffix(path) || fs::exists(paths.meta, ec);
   if (info.is_sigmf) {
     info.meta = read_sigmf_meta(paths.meta);
@@ -108,32 +158,50 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
   info.format = info.meta.format;
   info.sample_rate_hz = info.meta.sample_rate_hz;
 
-  const std::string data_name = info.data_path.string();
-  int fd = -1;
-  do {
-    fd = ::open(info.data_path.c_str(), O_RDONLY | O_CLOEXEC);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) throw format_error(data_name + ": cannot open: " + errno_text(errno));
+  const fs::path data_path = info.data_path;
   // From here on the reader object owns fd and closes it if a check below throws.
-  sample_file_reader reader(std::move(info), fd);
-  recording_info& ri = reader.info_;
+  sample_file_reader reader(std::move(info), open_for_reading(data_path));
+  reader.lay_out(regular_file_size(reader.fd_, data_path));
+  return reader;
+}
 
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) throw format_error(data_name + ": cannot stat: " + errno_text(errno));
-  // Sizes of pipes and devices are meaningless, and num_samples must be known up front.
-  if (!S_ISREG(st.st_mode)) throw format_error(data_name + ": is not a regular file");
-  const auto size_bytes = static_cast<std::uint64_t>(st.st_size);
+void sample_file_reader::lay_out(std::uint64_t data_bytes) {
+  recording_info& ri = info_;
+  const std::string data_name =
+      ri.data_path.string() + (ri.archive_member.empty() ? "" : ": member " + ri.archive_member);
   const std::size_t sample_bytes = bytes_per_sample(ri.format);
-  ri.num_samples = size_bytes / sample_bytes;
-  ri.trailing_bytes = size_bytes % sample_bytes;
+  segments_.assign(1, segment{0, ri.data_offset_bytes});
+
+  // SigMF Non-Conforming Datasets: a capture's header_bytes lie right before its first sample,
+  // so sample n is at n * sample_bytes plus the headers of every capture starting at or
+  // before n. A header that would run past the end of the data is an error: its capture's
+  // samples cannot be where the metadata says. A capture starting beyond the data refers to
+  // samples that do not exist and is ignored (as SigMF says readers should).
+  std::uint64_t headers = 0;
+  for (const sigmf_header_chunk& chunk : ri.meta.header_chunks) {
+    if (chunk.sample_start > (data_bytes - headers) / sample_bytes) break;
+    const std::uint64_t at = chunk.sample_start * sample_bytes + headers;  // <= data_bytes
+    if (chunk.header_bytes > data_bytes - at) {
+      throw format_error(data_name + ": captures[" + std::to_string(chunk.capture_index) +
+                         "] core:header_bytes " + std::to_string(chunk.header_bytes) +
+                         " at byte offset " + std::to_string(at) + " (before sample " +
+                         std::to_string(chunk.sample_start) + ") run past the end of the data (" +
+                         std::to_string(data_bytes) + " bytes)");
+    }
+    headers += chunk.header_bytes;
+    segments_.push_back(segment{chunk.sample_start, ri.data_offset_bytes + at + chunk.header_bytes});
+  }
+  const std::uint64_t sample_data_bytes = data_bytes - headers;
+  ri.num_samples = sample_data_bytes / sample_bytes;
+  ri.trailing_bytes = sample_data_bytes % sample_bytes;
   if (ri.num_samples == 0) {
-    throw format_error(data_name + ": contains no samples (" + std::to_string(size_bytes) +
-                       " bytes; one " + std::string(to_sigmf_datatype(ri.format)) + " sample is " +
+    throw format_error(data_name + ": contains no samples (" + std::to_string(data_bytes) +
+                       " bytes" + (headers ? ", " + std::to_string(headers) + " of them headers" : "") +
+                       "; one " + std::string(to_sigmf_datatype(ri.format)) + " sample is " +
                        std::to_string(sample_bytes) + " bytes)");
   }
   // Advisory only: a failure costs read-ahead, not correctness, so the result is not checked.
-  (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  return reader;
+  (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
 }
 
 void sample_file_reader::read_exact(std::byte* dst, std::size_t num_bytes,
@@ -163,12 +231,25 @@ std::size_t sample_file_reader::read(std::span<cf32> out) {
   if (fd_ < 0) throw std::logic_error("sample_file_reader::read on a moved-from reader");
   const std::uint64_t remaining = info_.num_samples - position_;
   const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), remaining));
-  if (count == 0) return 0;
+  std::size_t done = 0;
+  while (done < count) done += read_contiguous(out.data() + done, count - done);
+  return count;
+}
+
+std::size_t sample_file_reader::read_contiguous(cf32* out, std::size_t count) {
+  // The segment holding position_: the last one starting at or before it (one for a
+  // conforming file, so this is a single comparison on the common path).
+  auto next = std::upper_bound(segments_.begin(), segments_.end(), position_,
+                               [](std::uint64_t pos, const segment& s) { return pos < s.sample_start; });
+  const segment& seg = *std::prev(next);
+  if (next != segments_.end()) {
+    count = static_cast<std::size_t>(std::min<std::uint64_t>(count, next->sample_start - position_));
+  }
   const std::size_t sample_bytes = bytes_per_sample(info_.format);
+  const std::uint64_t offset = seg.offset_bytes + (position_ - seg.sample_start) * sample_bytes;
 
   if (is_native_layout(info_.format)) {
-    read_exact(reinterpret_cast<std::byte*>(out.data()), count * sample_bytes,
-               position_ * sample_bytes);
+    read_exact(reinterpret_cast<std::byte*>(out), count * sample_bytes, offset);
     position_ += count;
     return count;
   }
@@ -178,16 +259,11 @@ std::size_t sample_file_reader::read(std::span<cf32> out) {
     const std::uint64_t file_bytes = info_.num_samples * sample_bytes;
     buffer_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(io_block_bytes, file_bytes)));
   }
-  const std::size_t block_samples = buffer_.size() / sample_bytes;
-  std::size_t done = 0;
-  while (done < count) {
-    const std::size_t chunk = std::min(block_samples, count - done);
-    read_exact(buffer_.data(), chunk * sample_bytes, position_ * sample_bytes);
-    decode(info_.format, buffer_.data(), chunk, out.data() + done, info_.meta.ci16_scale);
-    position_ += chunk;
-    done += chunk;
-  }
-  return count;
+  const std::size_t chunk = std::min(buffer_.size() / sample_bytes, count);
+  read_exact(buffer_.data(), chunk * sample_bytes, offset);
+  decode(info_.format, buffer_.data(), chunk, out, info_.meta.ci16_scale);
+  position_ += chunk;
+  return chunk;
 }
 
 // ---------------------------------------------------------------------------------------------

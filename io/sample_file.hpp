@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "dsp/types.hpp"
@@ -15,10 +16,13 @@
 namespace paq::io {
 
 struct recording_info {
-  std::filesystem::path data_path;
+  std::filesystem::path data_path;  ///< the .sigmf-data or raw file, or the .sigmf archive
+  /// Where the data starts in data_path: 0, or the data member's offset in a .sigmf archive.
+  std::uint64_t data_offset_bytes = 0;
+  std::string archive_member;  ///< the data member's name in a .sigmf archive; else empty
   sample_format format = sample_format::cf32_le;
   double sample_rate_hz = 0;
-  std::uint64_t num_samples = 0;     ///< whole samples in the data file
+  std::uint64_t num_samples = 0;     ///< whole samples in the data (header bytes excluded)
   std::uint64_t trailing_bytes = 0;  ///< bytes after the last whole sample: a truncated file
   bool is_sigmf = false;
   /// The SigMF metadata; for a raw file, format, sample_rate_hz and ci16_scale as given to
@@ -29,11 +33,16 @@ struct recording_info {
 /// Sequential reader of a recording, decoding to cf32. Move-only; not thread-safe.
 class sample_file_reader {
  public:
-  /// Opens a recording. SigMF when path ends in .sigmf-meta, .sigmf-data or .sigmf, or when
-  /// "<path>.sigmf-meta" exists; the metadata is then authoritative and the raw_* arguments
-  /// are ignored. Otherwise path is a raw file of raw_format samples at raw_sample_rate_hz,
-  /// and both must be given (ci16 components are divided by raw_ci16_scale).
-  /// Throws format_error (message starting with the path) for a missing or invalid meta file,
+  /// Opens a recording. A SigMF archive when path is an existing file ending in .sigmf (a tar
+  /// of one recording, read in place: io/sigmf_archive.hpp); SigMF when path ends in
+  /// .sigmf-meta, .sigmf-data or .sigmf, or when "<path>.sigmf-meta" exists; the metadata is
+  /// then authoritative and the raw_* arguments are ignored. Otherwise path is a raw file of
+  /// raw_format samples at raw_sample_rate_hz, and both must be given (ci16 components are
+  /// divided by raw_ci16_scale). Captures with core:header_bytes are read as SigMF lays them
+  /// out: that many bytes before the capture's first sample are skipped.
+  /// Throws format_error (message starting with the path) for a missing or invalid meta file
+  /// or archive (io/sigmf_archive.hpp), a capture whose header bytes run past the end of the
+  /// data (naming the capture and the key),
   /// a raw file without format or rate, a missing or unreadable data file, or one with no
   /// whole sample; std::invalid_argument for a raw rate outside [min_sample_rate_hz,
   /// max_sample_rate_hz] (NaN included) or a non-positive raw scale. A data file
@@ -62,10 +71,24 @@ class sample_file_reader {
   void rewind() noexcept { position_ = 0; }
 
  private:
+  /// A run of samples that lie contiguously in the file: from sample_start up to the next
+  /// segment's, the first at byte offset_bytes. One per capture with header bytes, after the
+  /// first segment {0, data_offset_bytes}.
+  struct segment {
+    std::uint64_t sample_start = 0;
+    std::uint64_t offset_bytes = 0;
+  };
+
   sample_file_reader(recording_info info, int fd) noexcept;
   void read_exact(std::byte* dst, std::size_t num_bytes, std::uint64_t offset_bytes);
+  /// Lays out the segments from the header chunks and sets num_samples and trailing_bytes,
+  /// given the bytes that hold the data (the file, or the archive member).
+  void lay_out(std::uint64_t data_bytes);
+  /// Reads up to count samples from position_ that lie in one segment, decoding into out.
+  [[nodiscard]] std::size_t read_contiguous(cf32* out, std::size_t count);
 
   recording_info info_;
+  std::vector<segment> segments_;  ///< never empty once open
   int fd_ = -1;
   std::uint64_t position_ = 0;
   std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first read that needs it

@@ -30,9 +30,10 @@ constexpr const char* ci16_scale_key = "paq:ci16_scale";
 
 [[nodiscard]] std::string errno_text(int err) { return std::generic_category().message(err); }
 
-[[noreturn]] void fail(const fs::path& path, const std::string& what) {
-  throw format_error(path.string() + ": " + what);
+[[noreturn]] void fail(const std::string& name, const std::string& what) {
+  throw format_error(name + ": " + what);
 }
+[[noreturn]] void fail(const fs::path& path, const std::string& what) { fail(path.string(), what); }
 
 struct file_closer {
   void operator()(std::FILE* f) const noexcept { std::fclose(f); }
@@ -138,7 +139,7 @@ void write_text_file_atomically(const fs::path& path, const std::string& text) {
   return std::string(is_complex ? "complex " : "real-valued ") + endian + kind + " samples";
 }
 
-[[nodiscard]] sample_format parse_sigmf_datatype(const fs::path& path, const json& global) {
+[[nodiscard]] sample_format parse_sigmf_datatype(const std::string& path, const json& global) {
   const auto it = global.find("core:datatype");
   if (it == global.end()) fail(path, "global core:datatype is missing");
   if (!it->is_string()) fail(path, "global core:datatype must be a string, got " + it->dump());
@@ -150,7 +151,7 @@ void write_text_file_atomically(const fs::path& path, const std::string& text) {
                  describe_datatype(dt));
 }
 
-[[nodiscard]] std::uint64_t get_count(const fs::path& path, const json& obj, const char* key,
+[[nodiscard]] std::uint64_t get_count(const std::string& path, const json& obj, const char* key,
                                       std::string_view where) {
   const auto it = obj.find(key);
   if (it == obj.end()) return 0;
@@ -162,7 +163,7 @@ void write_text_file_atomically(const fs::path& path, const std::string& text) {
                  it->dump());
 }
 
-[[nodiscard]] std::string get_string(const fs::path& path, const json& obj, const char* key,
+[[nodiscard]] std::string get_string(const std::string& path, const json& obj, const char* key,
                                      std::string_view where) {
   const auto it = obj.find(key);
   if (it == obj.end()) return {};
@@ -172,7 +173,43 @@ void write_text_file_atomically(const fs::path& path, const std::string& text) {
   return it->get<std::string>();
 }
 
-void validate_for_writing(const sigmf_meta& meta) {
+// The namespace of a key "ns:name"; empty when the key is not namespaced that way.
+[[nodiscard]] std::string_view key_namespace(std::string_view key) noexcept {
+  const auto colon = key.find(':');
+  if (colon == std::string_view::npos || colon == 0 || colon + 1 == key.size()) return {};
+  return key.substr(0, colon);
+}
+
+// Checks the keys of one object written into the metadata (extra_global, an annotation): each
+// namespaced, none reserved; collects their namespaces.
+void check_written_keys(const json& obj, std::string_view where, bool core_allowed,
+                        std::vector<std::string>& namespaces) {
+  for (const auto& [key, value] : obj.items()) {
+    const std::string_view ns = key_namespace(key);
+    if (ns.empty()) {
+      throw std::invalid_argument(std::string(where) + " key '" + key +
+                                  "' must be namespaced as 'namespace:name'");
+    }
+    // In global, core keys and paq:ci16_scale are written from the typed fields; a second
+    // source would silently overwrite one of them.
+    if ((ns == "core" && !core_allowed) || (!core_allowed && key == ci16_scale_key)) {
+      throw std::invalid_argument(std::string(where) + " key '" + key +
+                                  "' is reserved; set the sigmf_meta field instead");
+    }
+    if (ns != "core" && std::find(namespaces.begin(), namespaces.end(), ns) == namespaces.end()) {
+      namespaces.emplace_back(ns);
+    }
+  }
+}
+
+// A JSON integer >= 0 (nlohmann keeps literals such as 5 signed, parsed ones unsigned).
+[[nodiscard]] bool is_count(const json& v) noexcept {
+  return v.is_number_unsigned() || (v.is_number_integer() && v.get<std::int64_t>() >= 0);
+}
+
+// Validates meta for writing and returns the extensions to declare: paq first when a paq: key
+// is written, then meta.extensions.
+std::vector<sigmf_extension> validate_for_writing(const sigmf_meta& meta) {
   if (!is_positive_finite(meta.sample_rate_hz)) {
     throw std::invalid_argument("SigMF sample rate must be positive and finite, got " +
                                 std::to_string(meta.sample_rate_hz));
@@ -184,24 +221,77 @@ void validate_for_writing(const sigmf_meta& meta) {
   if (!std::isfinite(meta.center_frequency_hz)) {
     throw std::invalid_argument("center frequency must be finite");
   }
-  if (meta.extra_global.is_null()) return;
-  if (!meta.extra_global.is_object()) {
-    throw std::invalid_argument("extra SigMF global keys must be a JSON object, got " +
-                                meta.extra_global.dump());
+  if (!meta.header_chunks.empty()) {
+    throw std::invalid_argument("SigMF header_chunks must be empty: paqd writes samples only");
   }
-  for (const auto& [key, value] : meta.extra_global.items()) {
-    const auto colon = key.find(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == key.size()) {
-      throw std::invalid_argument("extra SigMF global key '" + key +
-                                  "' must be namespaced as 'namespace:name'");
+  std::vector<std::string> used;  // namespaces of the keys written, core excluded
+  if (meta.format == sample_format::ci16_le) used.emplace_back(paq_extension_name);
+  if (!meta.extra_global.is_null()) {
+    if (!meta.extra_global.is_object()) {
+      throw std::invalid_argument("extra SigMF global keys must be a JSON object, got " +
+                                  meta.extra_global.dump());
     }
-    // core keys and paq:ci16_scale are written from the typed fields; a second source would
-    // silently overwrite one of them.
-    if (key.compare(0, colon, "core") == 0 || key == ci16_scale_key) {
-      throw std::invalid_argument("extra SigMF global key '" + key +
-                                  "' is reserved; set the sigmf_meta field instead");
+    check_written_keys(meta.extra_global, "extra SigMF global", false, used);
+  }
+  if (!meta.annotations.is_null()) {
+    if (!meta.annotations.is_array()) {
+      throw std::invalid_argument("SigMF annotations must be a JSON array, got " +
+                                  meta.annotations.dump());
+    }
+    std::uint64_t previous_start = 0;
+    for (std::size_t i = 0; i < meta.annotations.size(); ++i) {
+      const json& a = meta.annotations[i];
+      const std::string where = "SigMF annotations[" + std::to_string(i) + "]";
+      if (!a.is_object()) throw std::invalid_argument(where + " must be a JSON object");
+      const auto start_it = a.find("core:sample_start");
+      if (start_it == a.end() || !is_count(*start_it)) {
+        throw std::invalid_argument(where + " needs an unsigned integer core:sample_start");
+      }
+      const auto start = start_it->get<std::uint64_t>();
+      // SigMF: annotations are sorted by core:sample_start.
+      if (start < previous_start) {
+        throw std::invalid_argument(where + " core:sample_start " + std::to_string(start) +
+                                    " is before the previous annotation's " +
+                                    std::to_string(previous_start));
+      }
+      previous_start = start;
+      if (const auto count_it = a.find("core:sample_count");
+          count_it != a.end() && !is_count(*count_it)) {
+        throw std::invalid_argument(where + " core:sample_count must be an unsigned integer");
+      }
+      check_written_keys(a, where, true, used);
     }
   }
+
+  std::vector<sigmf_extension> declared;
+  if (std::find(used.begin(), used.end(), paq_extension_name) != used.end()) {
+    declared.push_back({std::string(paq_extension_name), std::string(paq_extension_version), true});
+  }
+  for (const sigmf_extension& ext : meta.extensions) {
+    if (ext.name.empty() || ext.version.empty()) {
+      throw std::invalid_argument("SigMF extension entries need a name and a version");
+    }
+    if (ext.name == "core" || ext.name == paq_extension_name) {
+      throw std::invalid_argument("SigMF extension '" + ext.name +
+                                  "' is declared by the writer itself; do not list it");
+    }
+    for (const sigmf_extension& other : declared) {
+      if (other.name == ext.name) {
+        throw std::invalid_argument("SigMF extension '" + ext.name + "' is listed twice");
+      }
+    }
+    declared.push_back(ext);
+  }
+  // SigMF: a namespace other than core must be declared in core:extensions.
+  for (const std::string& ns : used) {
+    const bool is_declared = std::any_of(declared.begin(), declared.end(),
+                                         [&](const sigmf_extension& e) { return e.name == ns; });
+    if (!is_declared) {
+      throw std::invalid_argument("SigMF namespace '" + ns +
+                                  "' is used but not declared (add it to sigmf_meta::extensions)");
+    }
+  }
+  return declared;
 }
 
 // Formats a double for a message: %g, so 1e300 reads as 1e+300, not 300 digits.
@@ -265,7 +355,7 @@ sigmf_file_paths sigmf_paths(const std::filesystem::path& path) {
 }
 
 std::string to_sigmf_json(const sigmf_meta& meta) {
-  validate_for_writing(meta);
+  const std::vector<sigmf_extension> extensions = validate_for_writing(meta);
 
   // ordered_json: core keys first, in the order the SigMF spec lists them, for human readers.
   ordered_json global = ordered_json::object();
@@ -274,6 +364,17 @@ std::string to_sigmf_json(const sigmf_meta& meta) {
   global["core:version"] = sigmf_version;
   if (!meta.description.empty()) global["core:description"] = meta.description;
   if (!meta.recorder.empty()) global["core:recorder"] = meta.recorder;
+  if (!extensions.empty()) {
+    ordered_json list = ordered_json::array();
+    for (const sigmf_extension& ext : extensions) {
+      ordered_json entry = ordered_json::object();
+      entry["name"] = ext.name;
+      entry["version"] = ext.version;
+      entry["optional"] = ext.optional;
+      list.push_back(std::move(entry));
+    }
+    global["core:extensions"] = std::move(list);
+  }
   if (meta.format == sample_format::ci16_le) {
     global[ci16_scale_key] = static_cast<double>(meta.ci16_scale);
   }
@@ -286,10 +387,24 @@ std::string to_sigmf_json(const sigmf_meta& meta) {
   if (meta.center_frequency_hz != 0) capture["core:frequency"] = meta.center_frequency_hz;
   if (!meta.datetime_iso8601.empty()) capture["core:datetime"] = meta.datetime_iso8601;
 
+  ordered_json annotations = ordered_json::array();
+  if (meta.annotations.is_array()) {
+    for (const json& a : meta.annotations) {
+      // core:sample_start and core:sample_count first, as in the spec's examples.
+      ordered_json entry = ordered_json::object();
+      entry["core:sample_start"] = a.at("core:sample_start");
+      if (a.contains("core:sample_count")) entry["core:sample_count"] = a.at("core:sample_count");
+      for (const auto& [key, value] : a.items()) {
+        if (key != "core:sample_start" && key != "core:sample_count") entry[key] = ordered_json(value);
+      }
+      annotations.push_back(std::move(entry));
+    }
+  }
+
   ordered_json doc = ordered_json::object();
   doc["global"] = std::move(global);
   doc["captures"] = ordered_json::array({std::move(capture)});
-  doc["annotations"] = ordered_json::array();
+  doc["annotations"] = std::move(annotations);
   return doc.dump(2) + "\n";
 }
 
@@ -298,34 +413,109 @@ void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& 
 }
 
 sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
-  const std::string text = read_text_file(meta_path, sigmf_max_meta_bytes);
+  return parse_sigmf_meta(read_text_file(meta_path, sigmf_max_meta_bytes), meta_path.string());
+}
+
+namespace {
+
+// core:extensions: well formed (SigMF: objects of exactly name, version, optional), and no
+// extension paqd would have to understand to read the samples (optional: false, not paq).
+[[nodiscard]] std::vector<sigmf_extension> parse_extensions(const std::string& name,
+                                                            const json& global) {
+  std::vector<sigmf_extension> extensions;
+  const auto it = global.find("core:extensions");
+  if (it == global.end()) return extensions;
+  if (!it->is_array()) fail(name, "global core:extensions must be a JSON array, got " + it->dump());
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const json& e = (*it)[i];
+    const std::string where = "global core:extensions[" + std::to_string(i) + "]";
+    if (!e.is_object()) fail(name, where + " must be a JSON object, got " + e.dump());
+    const auto name_it = e.find("name");
+    const auto version_it = e.find("version");
+    const auto optional_it = e.find("optional");
+    if (name_it == e.end() || !name_it->is_string() || version_it == e.end() ||
+        !version_it->is_string() || optional_it == e.end() || !optional_it->is_boolean()) {
+      fail(name, where + " must have a string name, a string version and a boolean optional, got " +
+                     e.dump());
+    }
+    sigmf_extension ext{name_it->get<std::string>(), version_it->get<std::string>(),
+                        optional_it->get<bool>()};
+    if (ext.name == paq_extension_name) continue;  // ours: understood, declared again on write
+    if (!ext.optional) {
+      fail(name, "the recording requires the SigMF extension '" + ext.name + "' version " +
+                     ext.version + " (" + where +
+                     " has optional: false), which paqd does not support (supported: paq)");
+    }
+    extensions.push_back(std::move(ext));
+  }
+  return extensions;
+}
+
+// Every capture's core:sample_start (in order, as SigMF requires) and core:header_bytes; the
+// first capture's core:frequency and core:datetime go into meta.
+void parse_captures(const std::string& name, const json& captures, sigmf_meta& meta) {
+  if (!captures.is_array()) fail(name, "\"captures\" must be a JSON array");
+  std::uint64_t previous_start = 0;
+  for (std::size_t i = 0; i < captures.size(); ++i) {
+    const json& capture = captures[i];
+    const std::string where = "captures[" + std::to_string(i) + "]";
+    if (!capture.is_object()) fail(name, where + " must be a JSON object");
+    const std::uint64_t start = get_count(name, capture, "core:sample_start", where);
+    if (start < previous_start) {
+      fail(name, where + " core:sample_start " + std::to_string(start) +
+                     " is before the previous capture's " + std::to_string(previous_start) +
+                     " (SigMF captures are in sample order)");
+    }
+    previous_start = start;
+    if (const std::uint64_t header = get_count(name, capture, "core:header_bytes", where);
+        header != 0) {
+      meta.header_chunks.push_back({start, header, i});
+    }
+    if (i != 0) continue;
+    // Frequency and time of the first capture only: paqd treats the data file as one
+    // continuous stream, and later captures merely re-tune or re-timestamp parts of it.
+    const auto freq_it = capture.find("core:frequency");
+    if (freq_it != capture.end()) {
+      if (!freq_it->is_number() || !std::isfinite(freq_it->get<double>())) {
+        fail(name, where + " core:frequency must be a finite number, got " + freq_it->dump());
+      }
+      meta.center_frequency_hz = freq_it->get<double>();
+    }
+    const std::string datetime = get_string(name, capture, "core:datetime", where);
+    if (!datetime.empty()) meta.datetime_iso8601 = datetime;
+  }
+}
+
+}  // namespace
+
+sigmf_meta parse_sigmf_meta(std::string_view text, const std::string& name) {
   // nlohmann::json parses iteratively but copies, compares and prints recursively: a deep
   // document would overflow the stack later, far from here. Refuse it before building it.
   if (const std::size_t depth = json_nesting_depth(text);
       depth > static_cast<std::size_t>(sigmf_max_json_depth)) {
-    fail(meta_path, "JSON nesting depth " + std::to_string(depth) + " exceeds the limit of " +
-                        std::to_string(sigmf_max_json_depth));
+    fail(name, "JSON nesting depth " + std::to_string(depth) + " exceeds the limit of " +
+                   std::to_string(sigmf_max_json_depth));
   }
   json doc;
   try {
     doc = json::parse(text);
   } catch (const json::exception& e) {
     // parse_error for syntax, out_of_range for numbers such as 1e999 that overflow a double.
-    fail(meta_path, std::string("invalid JSON: ") + e.what());
+    fail(name, std::string("invalid JSON: ") + e.what());
   }
-  if (!doc.is_object()) fail(meta_path, "top level must be a JSON object");
+  if (!doc.is_object()) fail(name, "top level must be a JSON object");
   const auto global_it = doc.find("global");
-  if (global_it == doc.end()) fail(meta_path, "\"global\" object is missing");
-  if (!global_it->is_object()) fail(meta_path, "\"global\" must be a JSON object");
+  if (global_it == doc.end()) fail(name, "\"global\" object is missing");
+  if (!global_it->is_object()) fail(name, "\"global\" must be a JSON object");
   const json& global = *global_it;
 
   sigmf_meta meta;
-  meta.format = parse_sigmf_datatype(meta_path, global);
+  meta.format = parse_sigmf_datatype(name, global);
 
   const auto rate_it = global.find("core:sample_rate");
-  if (rate_it == global.end()) fail(meta_path, "global core:sample_rate is missing");
+  if (rate_it == global.end()) fail(name, "global core:sample_rate is missing");
   if (!rate_it->is_number()) {
-    fail(meta_path, "global core:sample_rate must be a number, got " + rate_it->dump());
+    fail(name, "global core:sample_rate must be a number, got " + rate_it->dump());
   }
   // The range is checked here, before anything multiplies the rate by seconds and converts
   // the product to a sample count: 1e300 would make that conversion undefined behaviour.
@@ -333,31 +523,32 @@ sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
   // future parser map overflow to it.)
   const double rate_hz = rate_it->get<double>();
   if (!is_supported_sample_rate(rate_hz)) {
-    fail(meta_path, "global core:sample_rate " + rate_it->dump() + " is out of range (" +
-                        number_text(min_sample_rate_hz) + " .. " +
-                        number_text(max_sample_rate_hz) + " Hz)");
+    fail(name, "global core:sample_rate " + rate_it->dump() + " is out of range (" +
+                   number_text(min_sample_rate_hz) + " .. " + number_text(max_sample_rate_hz) +
+                   " Hz)");
   }
   meta.sample_rate_hz = rate_hz;
 
-  (void)get_string(meta_path, global, "core:version", "global");  // type check only
-  meta.description = get_string(meta_path, global, "core:description", "global");
-  meta.recorder = get_string(meta_path, global, "core:recorder", "global");
+  (void)get_string(name, global, "core:version", "global");  // type check only
+  meta.description = get_string(name, global, "core:description", "global");
+  meta.recorder = get_string(name, global, "core:recorder", "global");
+  meta.extensions = parse_extensions(name, global);
 
   // Layouts that would make us decode the wrong bytes: refuse rather than produce noise.
   const auto channels_it = global.find("core:num_channels");
-  if (channels_it != global.end() && get_count(meta_path, global, "core:num_channels", "global") > 1) {
-    fail(meta_path, "multi-channel recordings (core:num_channels " + channels_it->dump() +
-                        ") are not supported (allowed: 1)");
+  if (channels_it != global.end() && get_count(name, global, "core:num_channels", "global") > 1) {
+    fail(name, "multi-channel recordings (core:num_channels " + channels_it->dump() +
+                   ") are not supported (allowed: 1)");
   }
-  if (const std::uint64_t trailing = get_count(meta_path, global, "core:trailing_bytes", "global");
+  if (const std::uint64_t trailing = get_count(name, global, "core:trailing_bytes", "global");
       trailing != 0) {
-    fail(meta_path, "data files with core:trailing_bytes " + std::to_string(trailing) +
-                        " are not supported (allowed: 0)");
+    fail(name, "data files with core:trailing_bytes " + std::to_string(trailing) +
+                   " are not supported (allowed: 0)");
   }
   const auto metadata_only_it = global.find("core:metadata_only");
   if (metadata_only_it != global.end() && metadata_only_it->is_boolean() &&
       metadata_only_it->get<bool>()) {
-    fail(meta_path, "recording is core:metadata_only and has no samples");
+    fail(name, "recording is core:metadata_only and has no samples");
   }
 
   if (meta.format == sample_format::ci16_le) {
@@ -365,8 +556,8 @@ sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
     if (scale_it != global.end()) {
       if (!scale_it->is_number() || !is_positive_finite(scale_it->get<double>()) ||
           scale_it->get<double>() > std::numeric_limits<float>::max()) {
-        fail(meta_path, std::string("global ") + ci16_scale_key +
-                            " must be a positive finite number, got " + scale_it->dump());
+        fail(name, std::string("global ") + ci16_scale_key +
+                       " must be a positive finite number, got " + scale_it->dump());
       }
       meta.ci16_scale = static_cast<float>(scale_it->get<double>());
     }
@@ -380,32 +571,15 @@ sigmf_meta read_sigmf_meta(const std::filesystem::path& meta_path) {
   }
 
   // Some writers put core:datetime in global; take it as a fallback for the capture's.
-  meta.datetime_iso8601 = get_string(meta_path, global, "core:datetime", "global");
+  meta.datetime_iso8601 = get_string(name, global, "core:datetime", "global");
 
-  const auto captures_it = doc.find("captures");
-  if (captures_it != doc.end()) {
-    if (!captures_it->is_array()) fail(meta_path, "\"captures\" must be a JSON array");
-    // Only the first capture matters: paqd treats the data file as one continuous stream, and
-    // later captures merely re-tune or re-timestamp parts of it.
-    if (!captures_it->empty()) {
-      const json& first = captures_it->front();
-      if (!first.is_object()) fail(meta_path, "captures[0] must be a JSON object");
-      if (const std::uint64_t header = get_count(meta_path, first, "core:header_bytes", "captures[0]");
-          header != 0) {
-        fail(meta_path, "captures with core:header_bytes " + std::to_string(header) +
-                            " are not supported (allowed: 0)");
-      }
-      const auto freq_it = first.find("core:frequency");
-      if (freq_it != first.end()) {
-        if (!freq_it->is_number() || !std::isfinite(freq_it->get<double>())) {
-          fail(meta_path, "captures[0] core:frequency must be a finite number, got " +
-                              freq_it->dump());
-        }
-        meta.center_frequency_hz = freq_it->get<double>();
-      }
-      const std::string datetime = get_string(meta_path, first, "core:datetime", "captures[0]");
-      if (!datetime.empty()) meta.datetime_iso8601 = datetime;
-    }
+  if (const auto captures_it = doc.find("captures"); captures_it != doc.end()) {
+    parse_captures(name, *captures_it, meta);
+  }
+  meta.annotations = json::array();
+  if (const auto annotations_it = doc.find("annotations"); annotations_it != doc.end()) {
+    if (!annotations_it->is_array()) fail(name, "\"annotations\" must be a JSON array");
+    meta.annotations = std::move(*annotations_it);
   }
   return meta;
 }

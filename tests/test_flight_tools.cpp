@@ -302,6 +302,20 @@ TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
     EXPECT_EQ(extra["paq:gaps"][0]["recording_sample"], 10'000);
     EXPECT_EQ(extra["paq:gaps"][0]["lost"], 2048);
     EXPECT_EQ(extra["paq:gaps"][0]["reason"], "lost-packets");
+    // Issue 13: the same gap as a SigMF annotation, for tools that know nothing of paq:gaps:
+    // a point (no recorded sample is missing) with the count lost before it.
+    const auto& annotations = reader.info().meta.annotations;
+    ASSERT_EQ(annotations.size(), 1u);
+    EXPECT_EQ(annotations[0]["core:sample_start"], 10'000);
+    EXPECT_EQ(annotations[0]["core:sample_count"], 0);
+    EXPECT_EQ(annotations[0]["core:label"], "gap (lost-packets)");
+    EXPECT_EQ(annotations[0]["core:comment"], "2048 samples of the received stream missing before this sample (lost-packets)");
+    EXPECT_EQ(annotations[0]["paq:lost_samples"], 2048);
+    EXPECT_EQ(annotations[0]["paq:gap_reason"], "lost-packets");
+    std::ifstream meta_file(dir.path / "rec.sigmf-meta");
+    const auto doc = nlohmann::json::parse(meta_file);
+    EXPECT_EQ(doc["global"]["core:extensions"],
+              nlohmann::json::parse(R"([{"name": "paq", "version": "1.0.0", "optional": true}])"));
     EXPECT_EQ(extra["paq:receiver"], "receiver: {}");
     // The link's bit rate, which paqd replay takes from the recording (issue 11).
     EXPECT_EQ(extra["paq:bit_rate_hz"], 10.3125e6);
@@ -339,7 +353,17 @@ TEST(recording, a_gap_flood_is_merged_into_a_bounded_gap_list)
     EXPECT_EQ(last["first_reason"], "lost-packets");
     EXPECT_EQ(last["gaps"], 5001u);
     EXPECT_EQ(last["until_recording_sample"], n - 1);
-    EXPECT_LT(std::filesystem::file_size(dir.path / "flood.sigmf-meta"), 2u << 20);
+    // One annotation per entry; the coalesced one spans the recording its gaps fell in.
+    const auto& annotations = reader.info().meta.annotations;
+    ASSERT_EQ(annotations.size(), daemon::recorder::max_gap_entries);
+    EXPECT_EQ(annotations.back()["core:label"], "gaps (coalesced)");
+    EXPECT_EQ(annotations.back()["core:sample_start"], last["recording_sample"]);
+    EXPECT_EQ(annotations.back()["core:sample_count"],
+              n - 1 - last["recording_sample"].get<std::uint64_t>());
+    EXPECT_EQ(annotations.back()["paq:lost_samples"], last["lost"]);
+    // Bounded: each entry is in paq:gaps and again as an annotation (about 4.2 MB for the
+    // 10,000), far under the 16 MiB the reader takes (io::sigmf_max_meta_bytes).
+    EXPECT_LT(std::filesystem::file_size(dir.path / "flood.sigmf-meta"), io::sigmf_max_meta_bytes / 3);
 }
 
 TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_marked)

@@ -22,6 +22,7 @@
 #include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
 #include "io/sigmf.hpp"
+#include "io/sigmf_archive.hpp"
 
 namespace {
 
@@ -266,6 +267,7 @@ TEST_F(io_test, meta_fields_and_extra_keys_round_trip) {
                        {"paq:ebn0_db", 4.25},
                        {"paq:seed", std::uint64_t{0xFEDCBA9876543210ull}},
                        {"other:nested", {{"a", 1}, {"b", {1, 2, 3}}}}};
+  meta.extensions = {{"other", "0.3.0", true}};
   const fs::path meta_path = path("m.sigmf-meta");
   write_sigmf_meta(meta_path, meta);
   EXPECT_FALSE(fs::exists(path("m.sigmf-meta.tmp")));
@@ -280,6 +282,7 @@ TEST_F(io_test, meta_fields_and_extra_keys_round_trip) {
   EXPECT_EQ(back.datetime_iso8601, meta.datetime_iso8601);
   EXPECT_EQ(back.extra_global, meta.extra_global);
   EXPECT_EQ(back.extra_global["paq:seed"].get<std::uint64_t>(), 0xFEDCBA9876543210ull);
+  EXPECT_EQ(back.extensions, meta.extensions);  // paq is the writer's own, not listed back
 
   // The SigMF structure itself, as other tools will see it.
   const nlohmann::json doc = read_json(meta_path);
@@ -289,6 +292,9 @@ TEST_F(io_test, meta_fields_and_extra_keys_round_trip) {
   EXPECT_EQ(global.at("core:sample_rate").get<double>(), meta.sample_rate_hz);
   EXPECT_EQ(global.at("paq:ci16_scale").get<double>(), 1234.5);
   EXPECT_EQ(global.at("paq:preset"), "ebn0-sweep");
+  EXPECT_EQ(global.at("core:extensions"),
+            nlohmann::json::parse(R"([{"name": "paq", "version": "1.0.0", "optional": true},
+                                      {"name": "other", "version": "0.3.0", "optional": true}])"));
   EXPECT_FALSE(global.contains("core:datetime"));  // a capture field in SigMF
   ASSERT_EQ(doc.at("captures").size(), 1u);
   const auto& capture = doc.at("captures")[0];
@@ -305,6 +311,7 @@ TEST_F(io_test, minimal_cf32_meta_omits_optional_fields) {
   const nlohmann::json doc = read_json(meta_path);
   EXPECT_FALSE(doc.at("global").contains("paq:ci16_scale"));
   EXPECT_FALSE(doc.at("global").contains("core:description"));
+  EXPECT_FALSE(doc.at("global").contains("core:extensions")) << "no paq: key, nothing to declare";
   EXPECT_FALSE(doc.at("captures")[0].contains("core:frequency"));
   EXPECT_FALSE(doc.at("captures")[0].contains("core:datetime"));
 
@@ -692,10 +699,11 @@ TEST_F(io_test, layouts_that_would_be_misread_are_refused) {
   write_meta_with_global(meta, global);
   expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:trailing_bytes"});
 
+  // Header bytes are a layout paqd reads (header_bytes_are_skipped_in_every_capture).
   nlohmann::json doc = {{"global", ok},
                         {"captures", {{{"core:sample_start", 0}, {"core:header_bytes", 64}}}}};
   write_text(meta, doc.dump());
-  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:header_bytes"});
+  EXPECT_EQ(read_sigmf_meta(meta).header_chunks, (std::vector<sigmf_header_chunk>{{0, 64, 0}}));
 
   // A later capture starting elsewhere is fine: only the first one is used.
   doc = {{"global", ok},
@@ -854,16 +862,378 @@ TEST_F(io_test, integer_layout_fields_name_the_value_and_the_allowed_one) {
                                {"captures[0] core:header_bytes must be a non-negative integer, got " +
                                 header.dump()});
   }
+  // The largest header a file can state: read, then refused where it meets the data file.
   write_text(meta, nlohmann::json({{"global", global},
                                    {"captures", {{{"core:header_bytes", 18446744073709551615ull}}}}})
                        .dump());
-  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
-                             {"core:header_bytes 18446744073709551615 are not supported (allowed: 0)"});
+  EXPECT_EQ(read_sigmf_meta(meta).header_chunks.at(0).header_bytes, 18446744073709551615ull);
+  write_text(path("hb.sigmf-data"), std::string(64, '\0'));
+  expect_error<format_error>([&] { (void)sample_file_reader::open(meta); },
+                             {path("hb.sigmf-data").string() + ": captures[0] core:header_bytes "
+                              "18446744073709551615 at byte offset 0", "run past the end of the data (64 bytes)"});
   nlohmann::json g = global;
   g["core:trailing_bytes"] = 3;
   write_meta_with_global(meta, g);
   expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
                              {"core:trailing_bytes 3 are not supported (allowed: 0)"});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 13: SigMF conformance (extensions, annotations, header bytes, archives)
+
+TEST_F(io_test, every_namespace_written_is_declared_in_core_extensions) {
+  const fs::path meta_path = path("x.sigmf-meta");
+  sigmf_meta meta = basic_meta(sample_format::cf32_le);
+  meta.extra_global = {{"paq:seed", 7}};
+  write_sigmf_meta(meta_path, meta);
+  EXPECT_EQ(read_json(meta_path).at("global").at("core:extensions"),
+            nlohmann::json::parse(R"([{"name": "paq", "version": "1.0.0", "optional": true}])"));
+
+  // A namespace nobody declared: the file would not be SigMF, so it is not written.
+  meta.extra_global = {{"paq:seed", 7}, {"vendor:gain_db", 30}};
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); },
+                                      {"namespace 'vendor'", "not declared"});
+  meta.annotations = nlohmann::json::array({{{"core:sample_start", 1}, {"acme:x", 1}}});
+  meta.extensions = {{"vendor", "2.0.0", false}};
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"namespace 'acme'"});
+  meta.annotations = nullptr;
+  write_sigmf_meta(meta_path, meta);
+  EXPECT_EQ(read_json(meta_path).at("global").at("core:extensions").at(1),
+            nlohmann::json::parse(R"({"name": "vendor", "version": "2.0.0", "optional": false})"));
+  // ... but paqd itself refuses to read it: it does not support the required extension.
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta_path); },
+                             {meta_path.string() + ": ", "requires the SigMF extension 'vendor' version 2.0.0",
+                              "optional: false", "(supported: paq)"});
+
+  // paq is the writer's own to declare; a second entry or an empty one is a mistake.
+  for (const sigmf_extension& bad : {sigmf_extension{"paq", "9.9.9", true}, sigmf_extension{"core", "1", true},
+                                     sigmf_extension{"", "1", true}, sigmf_extension{"v", "", true}}) {
+    meta.extensions = {bad};
+    meta.extra_global = {{"paq:seed", 7}};
+    EXPECT_THROW(write_sigmf_meta(meta_path, meta), std::invalid_argument) << bad.name;
+  }
+  meta.extensions = {{"vendor", "1", true}, {"vendor", "2", true}};
+  expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {"listed twice"});
+}
+
+TEST_F(io_test, malformed_or_required_extensions_are_refused_on_read) {
+  const fs::path meta = path("e.sigmf-meta");
+  const nlohmann::json ok = {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}};
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {nlohmann::json("paq"), "core:extensions must be a JSON array"},
+      {nlohmann::json::array({7}), "core:extensions[0] must be a JSON object"},
+      {nlohmann::json::parse(R"([{"name": "a", "version": "1"}])"), "a boolean optional"},
+      {nlohmann::json::parse(R"([{"name": 1, "version": "1", "optional": true}])"), "a string name"},
+      {nlohmann::json::parse(R"([{"name": "a", "version": "1", "optional": true},
+                                 {"name": "b", "version": "3", "optional": false}])"),
+       "requires the SigMF extension 'b' version 3 (global core:extensions[1]"},
+  };
+  for (const auto& [extensions, message] : bad) {
+    nlohmann::json g = ok;
+    g["core:extensions"] = extensions;
+    write_meta_with_global(meta, g);
+    expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {meta.string() + ": ", message});
+  }
+  // Ours, required or not, and foreign optional ones are fine.
+  nlohmann::json g = ok;
+  g["core:extensions"] = nlohmann::json::parse(R"([{"name": "paq", "version": "1.0.0", "optional": false},
+                                                   {"name": "antenna", "version": "1.0.0", "optional": true}])");
+  write_meta_with_global(meta, g);
+  EXPECT_EQ(read_sigmf_meta(meta).extensions, (std::vector<sigmf_extension>{{"antenna", "1.0.0", true}}));
+}
+
+TEST_F(io_test, annotations_are_written_in_order_and_read_back) {
+  const fs::path meta_path = path("a.sigmf-meta");
+  sigmf_meta meta = basic_meta(sample_format::ci16_le);
+  meta.annotations = nlohmann::json::array(
+      {{{"core:sample_start", 10}, {"core:sample_count", 0}, {"core:label", "gap (stall)"}, {"paq:lost_samples", 0}},
+       {{"core:sample_start", 10}, {"core:comment", "second at the same place"}},
+       {{"core:sample_start", 900}, {"core:sample_count", 5}, {"core:label", "x"}}});
+  write_sigmf_meta(meta_path, meta);
+  const nlohmann::json doc = read_json(meta_path);
+  EXPECT_EQ(doc.at("annotations"), meta.annotations);
+  EXPECT_EQ(read_sigmf_meta(meta_path).annotations, meta.annotations);
+  // core:sample_start first in each, as other tools print them.
+  EXPECT_LT(to_sigmf_json(meta).find("\"core:sample_start\": 900"), to_sigmf_json(meta).find("\"core:label\": \"x\""));
+
+  const std::vector<std::pair<nlohmann::json, std::string>> bad = {
+      {nlohmann::json::object(), "must be a JSON array"},
+      {nlohmann::json::array({1}), "annotations[0] must be a JSON object"},
+      {nlohmann::json::array({{{"core:label", "no start"}}}), "annotations[0] needs an unsigned integer core:sample_start"},
+      {nlohmann::json::array({{{"core:sample_start", -1}}}), "unsigned integer core:sample_start"},
+      {nlohmann::json::array({{{"core:sample_start", 5}}, {{"core:sample_start", 4}}}),
+       "annotations[1] core:sample_start 4 is before the previous annotation's 5"},
+      {nlohmann::json::array({{{"core:sample_start", 5}, {"core:sample_count", 1.5}}}), "core:sample_count"},
+      {nlohmann::json::array({{{"core:sample_start", 5}, {"label", "x"}}}), "'label' must be namespaced"},
+  };
+  for (const auto& [annotations, message] : bad) {
+    meta.annotations = annotations;
+    expect_error<std::invalid_argument>([&] { write_sigmf_meta(meta_path, meta); }, {message});
+  }
+
+  // Read: absent means none; anything but an array is refused.
+  write_meta_with_global(meta_path, {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}});
+  EXPECT_EQ(read_sigmf_meta(meta_path).annotations, nlohmann::json::array());
+  write_text(meta_path, R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6}, "annotations": {}})");
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta_path); }, {"\"annotations\" must be a JSON array"});
+}
+
+// The layout SigMF gives Non-Conforming Datasets: a capture's header bytes lie right before
+// its first sample. Before issue 13, the 73 bytes of a later capture's header were read as
+// samples (NaNs, and every later sample shifted).
+void write_with_headers(const fs::path& data, sample_format format, const std::vector<cf32>& samples,
+                        const std::vector<std::pair<std::size_t, std::size_t>>& headers /* sample, bytes */) {
+  const std::size_t sb = bytes_per_sample(format);
+  std::vector<std::byte> encoded(samples.size() * sb);
+  (void)encode(format, samples.data(), samples.size(), encoded.data(), default_ci16_scale);
+  std::ofstream f(data, std::ios::binary | std::ios::trunc);
+  std::size_t next = 0;
+  for (std::size_t k = 0; k <= samples.size(); ++k) {
+    for (; next < headers.size() && headers[next].first == k; ++next) {
+      // 0xFF bytes: NaNs as cf32, -1 as ci16: loud if read as samples.
+      f << std::string(headers[next].second, static_cast<char>(0xFF));
+    }
+    if (k < samples.size()) f.write(reinterpret_cast<const char*>(encoded.data() + k * sb), static_cast<std::streamsize>(sb));
+  }
+  ASSERT_TRUE(f.good());
+}
+
+TEST_F(io_test, header_bytes_are_skipped_in_every_capture) {
+  for (const sample_format format : {sample_format::cf32_le, sample_format::ci16_le}) {
+    const auto samples = random_samples(1000, 0x5EED0013);
+    const std::vector<std::pair<std::size_t, std::size_t>> headers = {{0, 16}, {500, 73}, {501, 4}, {640, 3}};
+    write_with_headers(path("h.sigmf-data"), format, samples, headers);
+    nlohmann::json captures = nlohmann::json::array();
+    for (const auto& [start, bytes] : headers) {
+      captures.push_back({{"core:sample_start", start}, {"core:header_bytes", bytes}});
+    }
+    captures.insert(captures.begin() + 2, nlohmann::json::object({{"core:sample_start", 500}}));  // no header
+    write_text(path("h.sigmf-meta"),
+               nlohmann::json({{"global", {{"core:datatype", std::string(to_sigmf_datatype(format))},
+                                           {"core:sample_rate", 1e6}, {"core:version", "1.2.0"}}},
+                               {"captures", captures},
+                               {"annotations", nlohmann::json::array()}})
+                   .dump());
+    auto reader = sample_file_reader::open(path("h"));
+    EXPECT_EQ(reader.info().num_samples, 1000u);
+    EXPECT_EQ(reader.info().trailing_bytes, 0u);
+    // Odd chunk sizes, so that reads start and end inside segments and across their bounds.
+    for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{499}, std::size_t{4096}}) {
+      reader.rewind();
+      const auto back = read_all(reader, chunk);
+      if (format == sample_format::cf32_le) {
+        EXPECT_TRUE(bit_identical(samples, back)) << "chunk " << chunk;
+      } else {
+        EXPECT_TRUE(within(samples, back, ci16_tolerance(default_ci16_scale))) << "chunk " << chunk;
+      }
+    }
+  }
+}
+
+TEST_F(io_test, header_bytes_past_the_data_or_captures_out_of_order_are_refused) {
+  const auto samples = random_samples(100, 0x5EED0014);
+  write_with_headers(path("p.sigmf-data"), sample_format::cf32_le, samples, {{50, 8}});
+  const auto write_meta = [&](const nlohmann::json& captures) {
+    write_text(path("p.sigmf-meta"),
+               nlohmann::json({{"global", {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}}},
+                               {"captures", captures}})
+                   .dump());
+  };
+  // The header says 1000 bytes where 408 are left: the capture cannot be where it says.
+  write_meta({{{"core:sample_start", 0}}, {{"core:sample_start", 50}, {"core:header_bytes", 1000}}});
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("p")); },
+                             {path("p.sigmf-data").string() + ": captures[1] core:header_bytes 1000 at byte offset 400",
+                              "(before sample 50) run past the end of the data (808 bytes)"});
+  // A capture beyond the data refers to samples that do not exist: ignored (SigMF).
+  write_meta({{{"core:sample_start", 0}}, {{"core:sample_start", 50}, {"core:header_bytes", 8}},
+              {{"core:sample_start", 5000}, {"core:header_bytes", 1u << 30}}});
+  auto reader = sample_file_reader::open(path("p"));
+  EXPECT_EQ(reader.info().num_samples, 100u);
+  EXPECT_TRUE(bit_identical(samples, read_all(reader, 33)));
+  // SigMF captures are in sample order.
+  write_meta({{{"core:sample_start", 50}}, {{"core:sample_start", 10}, {"core:header_bytes", 8}}});
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("p")); },
+                             {"captures[1] core:sample_start 10 is before the previous capture's 50"});
+  // Headers that leave less than one sample.
+  write_text(path("p.sigmf-data"), std::string(12, '\0'));
+  write_meta({{{"core:sample_start", 0}, {"core:header_bytes", 8}}});
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("p")); },
+                             {"contains no samples (12 bytes, 8 of them headers"});
+}
+
+// A tar member for the hand-made archives below: POSIX ustar header, checksum filled in.
+struct tar_entry {
+  tar_entry(std::string n, std::string b, char t = '0', std::string sf = {})
+      : name(std::move(n)), bytes(std::move(b)), type(t), size_field(std::move(sf)) {}
+  std::string name;
+  std::string bytes;
+  char type;
+  std::string size_field;  // empty: the octal size of bytes
+};
+
+[[nodiscard]] std::string tar_header(const tar_entry& e) {
+  std::string h(512, '\0');
+  std::memcpy(h.data(), e.name.data(), std::min<std::size_t>(e.name.size(), 100));
+  std::memcpy(h.data() + 100, "0000644", 7);
+  std::memcpy(h.data() + 108, "0000000", 7);
+  std::memcpy(h.data() + 116, "0000000", 7);
+  char size[16];
+  std::snprintf(size, sizeof size, "%011llo", static_cast<unsigned long long>(e.bytes.size()));
+  const std::string size_text = e.size_field.empty() ? std::string(size) : e.size_field;
+  std::memcpy(h.data() + 124, size_text.data(), std::min<std::size_t>(size_text.size(), 12));
+  std::memcpy(h.data() + 136, "00000000000", 11);
+  h[156] = e.type;
+  std::memcpy(h.data() + 257, "ustar\0" "00", 8);
+  std::memset(h.data() + 148, ' ', 8);
+  unsigned sum = 0;
+  for (const char c : h) sum += static_cast<unsigned char>(c);
+  std::snprintf(h.data() + 148, 8, "%06o", sum);
+  return h;
+}
+
+[[nodiscard]] std::string tar_of(const std::vector<tar_entry>& entries, bool end_blocks = true) {
+  std::string tar;
+  for (const auto& e : entries) {
+    tar += tar_header(e) + e.bytes;
+    tar.append((512 - e.bytes.size() % 512) % 512, '\0');
+  }
+  if (end_blocks) tar.append(1024, '\0');
+  return tar;
+}
+
+// One pax record, "<length> <key>=<value>\n", its length counting its own digits.
+[[nodiscard]] std::string pax_record(const std::string& key, const std::string& value) {
+  const std::string body = " " + key + "=" + value + "\n";
+  std::size_t n = body.size() + 1;
+  while (std::to_string(n).size() + body.size() != n) ++n;
+  return std::to_string(n) + body;
+}
+
+[[nodiscard]] std::string file_text(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+TEST_F(io_test, archives_are_read_in_place) {
+  const auto samples = random_samples(3000, 0x5EED0015);
+  {
+    sigmf_meta meta = basic_meta(sample_format::ci16_le);
+    meta.extra_global = {{"paq:seed", 9}};
+    auto writer = sample_file_writer::create_sigmf(path("rec"), meta);
+    writer.write(samples);
+    writer.close();
+  }
+  const std::string meta_text = file_text(path("rec.sigmf-meta"));
+  const std::string data = file_text(path("rec.sigmf-data"));
+  // A directory entry first, as SigMF tools make them; any member order works.
+  write_text(path("a.sigmf"), tar_of({{"rec/", "", '5'}, {"rec/rec.sigmf-data", data}, {"rec/rec.sigmf-meta", meta_text}}));
+  auto reader = sample_file_reader::open(path("a.sigmf"));
+  EXPECT_TRUE(reader.info().is_sigmf);
+  EXPECT_EQ(reader.info().data_path, path("a.sigmf"));
+  EXPECT_EQ(reader.info().archive_member, "rec/rec.sigmf-data");
+  EXPECT_EQ(reader.info().data_offset_bytes, 1024u);
+  EXPECT_EQ(reader.info().meta.extra_global.at("paq:seed"), 9);
+  EXPECT_TRUE(within(samples, read_all(reader, 1000), ci16_tolerance(default_ci16_scale)));
+
+  // A pax extended header naming the members (what Python's tarfile writes by default), an
+  // unrelated member, and a trailing-bytes data member.
+  const std::string long_dir(120, 'd');
+  write_text(path("pax.sigmf"),
+             tar_of({{"README", "not sigmf"}, {"PaxHeader", pax_record("path", long_dir + "/r.sigmf-meta"), 'x'},
+                     {"ignored-name", meta_text}, {long_dir.substr(0, 99), "", '5'},
+                     {"PaxHeader", pax_record("path", long_dir + "/r.sigmf-data"), 'x'}, {"x", data + "ab"}}));
+  auto pax_reader = sample_file_reader::open(path("pax.sigmf"));
+  EXPECT_EQ(pax_reader.info().trailing_bytes, 2u);
+  EXPECT_EQ(pax_reader.info().archive_member, std::string(120, 'd') + "/r.sigmf-data");
+  EXPECT_TRUE(within(samples, read_all(pax_reader, 777), ci16_tolerance(default_ci16_scale)));
+
+  // No archive of that name: ".sigmf" still spells the base name of a recording.
+  EXPECT_EQ(sample_file_reader::open(path("rec.sigmf")).info().num_samples, 3000u);
+}
+
+TEST_F(io_test, archives_made_by_tar_are_read) {
+  if (std::system("tar --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no tar program";
+  const auto samples = random_samples(2000, 0x5EED0016);
+  fs::create_directories(path("t/flight-7"));
+  {
+    auto writer = sample_file_writer::create_sigmf(path("t/flight-7/flight-7"), basic_meta(sample_format::cf32_le));
+    writer.write(samples);
+    writer.close();
+  }
+  for (const char* format : {"ustar", "pax", "gnu"}) {
+    const fs::path archive = path(std::string("flight-") + format + ".sigmf");
+    const std::string cmd = "tar --format=" + std::string(format) + " -cf '" + archive.string() + "' -C '" +
+                            path("t").string() + "' flight-7";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto reader = sample_file_reader::open(archive);
+    EXPECT_EQ(reader.info().archive_member, "flight-7/flight-7.sigmf-data") << format;
+    EXPECT_TRUE(bit_identical(samples, read_all(reader, 4096))) << format;
+  }
+  // Compressed archives are named as such.
+  const std::string cmd = "tar -czf '" + path("c.sigmf").string() + "' -C '" + path("t").string() + "' flight-7";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  expect_error<format_error>([&] { (void)sample_file_reader::open(path("c.sigmf")); },
+                             {path("c.sigmf").string() + ": is gzip-compressed", "decompress it first"});
+}
+
+TEST_F(io_test, hostile_or_broken_archives_are_refused_with_the_reason) {
+  sigmf_meta m = basic_meta(sample_format::cf32_le);
+  const std::string meta_text = to_sigmf_json(m);
+  const std::string data(800, '\0');
+  const tar_entry meta{"r.sigmf-meta", meta_text};
+  const tar_entry good_data{"r.sigmf-data", data};
+  const std::string good = tar_of({meta, good_data});
+  const fs::path a = path("h.sigmf");
+  const std::string name = a.string() + ": ";
+
+  const auto refused = [&](const std::string& bytes, const std::vector<std::string>& parts) {
+    write_text(a, bytes);
+    std::vector<std::string> all = {name};
+    all.insert(all.end(), parts.begin(), parts.end());
+    expect_error<format_error>([&] { (void)sample_file_reader::open(a); }, all);
+  };
+  write_text(a, good);
+  ASSERT_NO_THROW((void)sample_file_reader::open(a));
+
+  refused("", {"is 0 bytes, too short for a tar archive"});
+  refused(std::string(4096, 'x'), {"tar header at byte offset 0: no ustar magic: not a POSIX tar archive"});
+  std::string bad_sum = good;
+  bad_sum[10] ^= 1;  // a bit of the first member's name
+  refused(bad_sum, {"tar header at byte offset 0: checksum mismatch"});
+  std::string bad_second = good;
+  bad_second[512 + 512 * ((meta_text.size() + 511) / 512) + 130] ^= 1;  // the data header's size
+  refused(bad_second, {"tar header at byte offset " + std::to_string(512 + 512 * ((meta_text.size() + 511) / 512))});
+  refused(good.substr(0, good.size() - 1024 - 512 + 100), {"truncated: the member at tar header at byte offset",
+                                                          "needs 800 bytes"});
+  refused(good.substr(0, 512 + 100), {"truncated", "needs " + std::to_string(meta_text.size()) + " bytes"});
+  // Cut inside the metadata, zeros after it: an end marker where the data member should be.
+  refused(good.substr(0, 700) + std::string(1024, '\0'), {"no member r.sigmf-data"});
+  refused(good.substr(0, 512 * ((meta_text.size() + 511) / 512 + 1) + 200), {"is cut short"});
+  refused(tar_of({meta, {"r.sigmf-data", data, '0', "9999999999999"}}), {"malformed size field"});
+  refused(tar_of({meta, {"r.sigmf-data", data, '0', "77777777777"}}), {"truncated", "needs 8589934591 bytes"});
+  refused(tar_of({meta}), {"no member r.sigmf-data for r.sigmf-meta"});
+  refused(tar_of({good_data}), {"holds no .sigmf-meta member"});
+  refused(tar_of({meta, good_data, {"s.sigmf-meta", meta_text}, {"s.sigmf-data", data}}),
+          {"holds 2 recordings (r.sigmf-meta, s.sigmf-meta)", "extract it"});
+  refused(tar_of({meta, good_data, good_data}), {"member r.sigmf-data appears twice"});
+  refused(tar_of({meta, {"r.sigmf-data", "", '2'}}), {"member r.sigmf-data is a symbolic link, not a regular file"});
+  refused(tar_of({{"PaxHeader", "5 pa\n", 'x'}, meta, good_data}), {"pax extended header: malformed record"});
+  refused(tar_of({{"PaxHeader", "99 path=x\n", 'x'}, meta, good_data}), {"pax extended header: malformed record"});
+  refused(tar_of({{"PaxHeader", pax_record("size", "1234567"), 'x'}, meta, good_data}), {"truncated", "needs 1234567 bytes"});
+  refused(tar_of({{"PaxHeader", "14 size=12a45\n", 'x'}, meta, good_data}), {"malformed size '12a45'"});
+  refused(tar_of({{"PaxHeader", std::string(2u << 20, 'x'), 'x'}, meta, good_data}), {"extended header of 2097152 bytes"});
+  // The metadata inside is checked as a .sigmf-meta file is, and named by its member.
+  refused(tar_of({{"r.sigmf-meta", "{"}, good_data}), {"member r.sigmf-meta: invalid JSON"});
+  // A header in a capture that runs past the data member (not into the rest of the archive).
+  nlohmann::json doc = nlohmann::json::parse(meta_text);
+  doc["captures"][0]["core:header_bytes"] = 801;
+  refused(tar_of({{"r.sigmf-meta", doc.dump()}, good_data, {"pad.bin", std::string(4096, 'p')}}),
+          {"member r.sigmf-data: captures[0] core:header_bytes 801", "run past the end of the data (800 bytes)"});
+
+  // Headers inside an archive are skipped as in a plain data file.
+  doc["captures"][0]["core:header_bytes"] = 8;
+  write_text(a, tar_of({{"r.sigmf-meta", doc.dump()}, good_data}));
+  EXPECT_EQ(sample_file_reader::open(a).info().num_samples, 99u);
 }
 
 }  // namespace

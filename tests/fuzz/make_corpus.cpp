@@ -259,6 +259,71 @@ void sample_file_corpus()
     put(t, "empty-file", {0x02});
 }
 
+// ---- SigMF archives ----------------------------------------------------------------------
+
+// A ustar member: header (checksum filled in), the bytes, padding to 512.
+void tar_member(bytes& tar, const std::string& name, const std::string& content, char type = '0')
+{
+    std::string h(512, '\0');
+    h.replace(0, std::min<std::size_t>(name.size(), 100), name.substr(0, 100));
+    char field[16];
+    std::snprintf(field, sizeof field, "%011llo", static_cast<unsigned long long>(content.size()));
+    h.replace(124, 11, field);
+    h.replace(100, 7, "0000644");
+    h[156] = type;
+    h.replace(257, 8, std::string("ustar\0" "00", 8));
+    h.replace(148, 8, "        ");
+    unsigned sum = 0;
+    for (const char c : h) sum += static_cast<unsigned char>(c);
+    std::snprintf(field, sizeof field, "%06o", sum);
+    h.replace(148, 7, std::string(field, 7));
+    tar.insert(tar.end(), h.begin(), h.end());
+    tar.insert(tar.end(), content.begin(), content.end());
+    tar.resize(tar.size() + (512 - content.size() % 512) % 512, 0);
+}
+
+void archive_corpus()
+{
+    const std::string t = "fuzz_sigmf_archive";
+    io::sigmf_meta m;
+    m.format = io::sample_format::ci16_le;
+    m.sample_rate_hz = 1e6;
+    m.extra_global = {{"paq:seed", 1}};
+    const std::vector<cf32> s = samples(40);
+    std::string data(s.size() * 4, '\0');
+    (void)io::encode(m.format, s.data(), s.size(), reinterpret_cast<std::byte*>(data.data()), io::default_ci16_scale);
+
+    bytes plain;
+    tar_member(plain, "rec/", "", '5');
+    tar_member(plain, "rec/rec.sigmf-meta", io::to_sigmf_json(m));
+    tar_member(plain, "rec/rec.sigmf-data", data);
+    plain.resize(plain.size() + 1024, 0);
+    put(t, "one-recording", plain);
+
+    // pax names, and a second capture with header bytes (read in place, skipped).
+    const std::string long_dir(110, 'd');
+    const auto pax = [](const std::string& value) {
+        const std::string body = " path=" + value + "\n";
+        std::size_t n = body.size() + 1;
+        while (std::to_string(n).size() + body.size() != n) ++n;
+        return std::to_string(n) + body;
+    };
+    auto doc = nlohmann::json::parse(io::to_sigmf_json(m));
+    doc["captures"] = nlohmann::json::parse(R"([{"core:sample_start": 0, "core:header_bytes": 4},
+                                                {"core:sample_start": 20, "core:header_bytes": 7}])");
+    const std::string meta_text = doc.dump(2);
+    bytes headers;
+    tar_member(headers, "PaxHeader", pax(long_dir + "/r.sigmf-meta"), 'x');
+    tar_member(headers, "m", meta_text);
+    tar_member(headers, "PaxHeader", pax(long_dir + "/r.sigmf-data"), 'x');
+    tar_member(headers, "d", "HDR!" + data.substr(0, 80) + "HEADER!" + data.substr(80));
+    headers.resize(headers.size() + 1024, 0);
+    put(t, "pax-names-and-header-bytes", headers);
+
+    bytes truncated(plain.begin(), plain.begin() + 1024 + 100);
+    put(t, "truncated-member", truncated);
+}
+
 // ---- YAML configuration ------------------------------------------------------------------
 
 void config_corpus(const fs::path& source_dir)
@@ -387,6 +452,7 @@ int main(int argc, char** argv)
     vita49_corpus();
     sigmf_corpus();
     sample_file_corpus();
+    archive_corpus();
     config_corpus(source_dir);
     metrics_corpus();
     bitstream_corpus();
