@@ -46,7 +46,7 @@ int main(int argc, char** argv)
     bool json = false;
     std::size_t batch_samples = 0;
     int threads = -1;
-    replay->add_option("file", file, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name) or raw")->required();
+    replay->add_option("file", file, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name, or a .sigmf archive) or raw")->required();
     replay->add_option("--datatype", format, "Raw files: sample type, cf32_le or ci16_le (SigMF core:datatype)");
     replay->add_option("--format", format)->group("");  // the old name, kept hidden
     replay->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(CLI::PositiveNumber);

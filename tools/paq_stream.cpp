@@ -187,7 +187,7 @@ int main(int argc, char** argv)
     cli::conventions(app, "paq-stream",
                      "0 recording sent; 1 runtime failure (recording unreadable, connection or send error); 2 usage error");
     options o;
-    app.add_option("input", o.input, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name) or raw file")->required();
+    app.add_option("input", o.input, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name, or a .sigmf archive) or raw file")->required();
     app.add_option("--mode", o.mode, "tcp-connect, tcp-listen, udp (raw IQ datagrams) or vita49")
         ->required()
         ->check(CLI::IsMember({"tcp-connect", "tcp-listen", "udp", "vita49"}));
