@@ -59,7 +59,7 @@ std::vector<cf32> batcher::fresh_storage()
     return v;
 }
 
-std::vector<cf32> batcher::take_window(std::uint64_t w0, std::uint64_t window_end, std::uint64_t keep_from)
+std::vector<cf32> batcher::take_window(std::uint64_t window_end, std::uint64_t keep_from)
 {
     // The buffer becomes the window (no copy of the window's samples); what the next window
     // needs from keep_from on (its guard and samples already written) goes to new storage.
@@ -68,7 +68,6 @@ std::vector<cf32> batcher::take_window(std::uint64_t w0, std::uint64_t window_en
     next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_));
     std::vector<cf32> window = std::move(buf_);
     window.resize(static_cast<std::size_t>(window_end - buf_start_));
-    if (w0 > buf_start_) window.erase(window.begin(), window.begin() + static_cast<std::ptrdiff_t>(w0 - buf_start_));
     buf_ = std::move(next);
     held_ -= keep;
     buf_start_ = keep_from;
@@ -87,7 +86,8 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
     // arithmetic above keeps this true for any input (indices are bounded in gap()); a
     // violation is a bug, and it must never become a read outside buf_.
     const std::uint64_t buf_end = buf_start_ + held_;
-    if (w0 < buf_start_ || window_end > buf_end || w0 > owned_next_ || owned_next_ > owned_end || owned_end > window_end) {
+    // The held samples start where the window does (trimmed to keep_from after each window).
+    if (w0 != buf_start_ || window_end > buf_end || w0 > owned_next_ || owned_next_ > owned_end || owned_end > window_end) {
         throw std::logic_error("batcher: window [" + std::to_string(w0) + ", " + std::to_string(window_end) +
                                ") owning [" + std::to_string(owned_next_) + ", " + std::to_string(owned_end) +
                                ") is outside the samples held [" + std::to_string(buf_start_) + ", " +
@@ -100,7 +100,7 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
     sample_batch b;
     b.index = next_index_++;
     b.first_sample = w0;
-    b.samples = take_window(w0, window_end, keep_from);
+    b.samples = take_window(window_end, keep_from);
     b.owned_begin = owned_next_ - w0;
     b.owned_end = owned_end - w0;
     // The window, not just the owned range, starts at the segment start: with B < W the

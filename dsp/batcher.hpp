@@ -107,9 +107,9 @@ private:
     void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from);
     /// Storage for the samples from buf_start_: a spare, or a new one with a window reserved.
     [[nodiscard]] std::vector<cf32> fresh_storage();
-    /// The held samples [w0, window_end) as a window's storage (the buffer itself); buf_ then
-    /// holds [keep_from, end) in new storage.
-    [[nodiscard]] std::vector<cf32> take_window(std::uint64_t w0, std::uint64_t window_end, std::uint64_t keep_from);
+    /// The held samples [buf_start_, window_end) as a window's storage (the buffer itself);
+    /// buf_ then holds [keep_from, end) in new storage.
+    [[nodiscard]] std::vector<cf32> take_window(std::uint64_t window_end, std::uint64_t keep_from);
 
     std::size_t batch_samples_;
     std::size_t guard_before_;

@@ -196,9 +196,8 @@ pn_checker::pn_checker(pn_pattern pattern, std::uint32_t sync_bits) noexcept
     for (int i = 0; i < degree_; ++i) {
         std::uint32_t reg = 1u << i;
         for (int j = 0; j < 64; ++j) {
-            const std::uint32_t bit = ((reg >> tap_shift_) ^ (reg >> top_shift_)) & 1u;
-            basis[static_cast<std::size_t>(i)] |= static_cast<std::uint64_t>(bit) << j;
-            reg = ((reg << 1) | bit) & mask_;
+            reg = lfsr_step(reg, top_shift_, tap_shift_, mask_);  // the new bit 0 is the output
+            basis[static_cast<std::size_t>(i)] |= static_cast<std::uint64_t>(reg & 1u) << j;
         }
     }
     for (std::size_t b = 0; b < next64_.size(); ++b) {

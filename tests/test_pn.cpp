@@ -317,6 +317,16 @@ void push_packets(pn_checker& c, const std::vector<std::uint8_t>& bits) {
     }
 }
 
+void expect_same_counts(const pn_checker& a, const pn_checker& b) {
+    const auto x = a.get();
+    const auto y = b.get();
+    EXPECT_EQ(x.bits_checked, y.bits_checked);
+    EXPECT_EQ(x.bit_errors, y.bit_errors);
+    EXPECT_EQ(x.bits_before_lock, y.bits_before_lock);
+    EXPECT_EQ(x.resyncs, y.resyncs);
+    EXPECT_EQ(x.locked, y.locked);
+}
+
 TEST(PnChecker, DefaultSyncLength) {
     EXPECT_EQ(pn_checker(pn_pattern::pn9).sync_bits(), 2u * 9 + pn_checker::default_sync_margin);
     EXPECT_EQ(pn_checker(pn_pattern::pn31).sync_bits(), 2u * 31 + pn_checker::default_sync_margin);
@@ -348,14 +358,8 @@ TEST(PnChecker, BitByBitEqualsBulk) {
     pn_checker single(pn_pattern::pn15);
     bulk.push(bits);
     for (const std::uint8_t b : bits) single.push(std::span<const std::uint8_t>(&b, 1));
-    const auto x = bulk.get();
-    const auto y = single.get();
-    EXPECT_EQ(x.bits_checked, y.bits_checked);
-    EXPECT_EQ(x.bit_errors, y.bit_errors);
-    EXPECT_EQ(x.bits_before_lock, y.bits_before_lock);
-    EXPECT_EQ(x.resyncs, y.resyncs);
-    EXPECT_EQ(x.locked, y.locked);
-    EXPECT_EQ(x.bit_errors, (bits.size() - 5'000 + 996) / 997);
+    expect_same_counts(bulk, single);
+    EXPECT_EQ(bulk.get().bit_errors, (bits.size() - 5'000 + 996) / 997);
 }
 
 TEST(PnChecker, NonBinaryBytesAreOnes) {
@@ -646,16 +650,6 @@ std::vector<std::uint8_t> pack_msb_first(std::span<const std::uint8_t> bits) {
         if (bits[i] != 0) packed[i / 8] = static_cast<std::uint8_t>(packed[i / 8] | (0x80u >> (i % 8)));
     }
     return packed;
-}
-
-void expect_same_counts(const pn_checker& a, const pn_checker& b) {
-    const auto x = a.get();
-    const auto y = b.get();
-    EXPECT_EQ(x.bits_checked, y.bits_checked);
-    EXPECT_EQ(x.bit_errors, y.bit_errors);
-    EXPECT_EQ(x.bits_before_lock, y.bits_before_lock);
-    EXPECT_EQ(x.resyncs, y.resyncs);
-    EXPECT_EQ(x.locked, y.locked);
 }
 
 // Streams a BERT really sees, in pieces of uneven length (each piece packed on its own, as
