@@ -7,9 +7,9 @@
 //   per stage      the backend's stage timing (CUDA events between stages), median of 20
 //   pageable       the same window from ordinary (pageable) memory, median of 5
 //   CPU            the CPU backend on a subset of the batch (stated), scaled, for the ratio
-//   --gpus N       N workers (gpu::multi_gpu_runner, one backend per GPU, round robin,
+//   --gpus N       N workers (runtime::worker_pool, the pool paqd runs: one backend per GPU,
 //                  results in batch order): aggregate throughput over 10 N batches, against
-//                  the same runner with one GPU
+//                  the same pool with one GPU
 //
 //   --input-rate HZ   the batch simulated at this input sample rate (default 2 x the bit
 //                     rate: no resampling) and the receiver told so: the resampler's cost is
@@ -31,10 +31,11 @@
 #include "dsp/input_stage.hpp"
 #include "dsp/simulator.hpp"
 #include "gpu/cuda_backend.hpp"
-#include "gpu/multi_gpu.hpp"
 #include "bench/bench_common.hpp"
 #include "config/cli.hpp"
 #include "gpu/device.hpp"
+#include "runtime/backend_factory.hpp"
+#include "runtime/worker_pool.hpp"
 
 #include <cuda_runtime_api.h>
 #include <omp.h>
@@ -44,6 +45,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <deque>
+#include <stdexcept>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -83,30 +86,44 @@ struct throughput {
     std::size_t packets_per_batch = 0;
 };
 
-throughput run_workers(const receiver_config& rc, int n_gpus, const std::vector<std::shared_ptr<const sample_batch>>& inputs,
-                       std::size_t batches)
+/// `batches` batches through runtime::worker_pool (the pool paqd runs) on CUDA devices
+/// 0 .. n_gpus - 1, after a warm-up of two per worker. The input batches circulate: each
+/// result's batch is submitted again, so as many are in flight as the pool holds.
+throughput run_workers(const receiver_config& rc, int n_gpus, std::vector<sample_batch>& inputs, std::size_t batches)
 {
     std::vector<int> devs;
     for (int i = 0; i < n_gpus; ++i) devs.push_back(i);
-    gpu::multi_gpu_runner runner(rc, devs, 2);
-    // Warm-up: two batches per worker.
-    for (std::size_t i = 0; i < 2 * devs.size(); ++i) runner.submit(inputs[i % inputs.size()]);
-    for (std::size_t i = 0; i < 2 * devs.size(); ++i) static_cast<void>(runner.next());
+    constexpr std::size_t queue_depth = 2;
+    runtime::worker_pool pool(runtime::make_backends(runtime::backend_kind::cuda, devs, 0, runtime::solver_kind::levinson, rc), {},
+                              queue_depth);
+    const std::size_t in_flight = std::min(inputs.size(), queue_depth + devs.size());
+    std::vector<sample_batch> stash = std::move(inputs);
+    std::deque<std::uint64_t> expected;
     throughput t;
-    t.batches = batches;
-    const std::size_t in_flight = 2 * devs.size();
-    const auto t0 = clock_type::now();
-    std::size_t submitted = 0;
-    for (std::size_t done = 0; done < batches; ++done) {
-        while (submitted < batches && submitted < done + in_flight) {
-            runner.submit(inputs[submitted % inputs.size()]);
-            ++submitted;
+    auto run = [&](std::size_t count) {
+        std::size_t submitted = 0;
+        for (std::size_t done = 0; done < count; ++done) {
+            while (submitted < count && submitted - done < in_flight && !stash.empty()) {
+                expected.push_back(stash.back().index);
+                pool.submit(std::move(stash.back()));
+                stash.pop_back();
+                ++submitted;
+            }
+            auto r = pool.next();
+            if (!r || !r->out) throw std::runtime_error("run_workers: a batch was lost");
+            if (r->out->batch_index != expected.front()) t.in_order = false;
+            expected.pop_front();
+            t.packets_per_batch = r->out->packets.size();
+            stash.push_back(std::move(r->batch));
         }
-        const auto out = runner.next();
-        if (out.batch_index != inputs[done % inputs.size()]->index) t.in_order = false;
-        t.packets_per_batch = out.packets.size();
-    }
+    };
+    run(2 * devs.size());
+    t.batches = batches;
+    const auto t0 = clock_type::now();
+    run(batches);
     t.wall_ms = ms_since(t0);
+    pool.close();
+    inputs = std::move(stash);
     return t;
 }
 
@@ -359,14 +376,14 @@ int main(int argc, char** argv)
     }
 
     if (n_gpus >= 1) {
-        // Three batch objects with distinct indices, so the order of the results is checked.
-        std::vector<std::shared_ptr<const sample_batch>> inputs{batch};
+        // As many batch objects as the pool holds in flight (its queue of 2 and one per
+        // worker), page-locked, with distinct indices so that the order of the results is checked.
+        std::vector<sample_batch> inputs;
         std::vector<std::unique_ptr<gpu::host_pin>> pins;
-        for (std::uint64_t k = 1; k < 3; ++k) {
-            auto b = std::make_shared<sample_batch>(*batch);
-            b->index = batch->index + k;
-            pins.push_back(std::make_unique<gpu::host_pin>(b->samples.data(), b->samples.size() * sizeof(cf32)));
-            inputs.push_back(std::move(b));
+        for (std::uint64_t k = 0; k < 2 + static_cast<std::uint64_t>(n_gpus); ++k) {
+            inputs.push_back(*batch);
+            inputs.back().index = batch->index + k;
+            pins.push_back(std::make_unique<gpu::host_pin>(inputs.back().samples.data(), inputs.back().samples.size() * sizeof(cf32)));
         }
         const std::size_t n_batches = 10 * static_cast<std::size_t>(n_gpus);
         const auto one = run_workers(rc, 1, inputs, n_batches);

@@ -10,12 +10,7 @@
 #include "daemon/recorder.hpp"
 #include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
-#include "dsp/cpu_backend.hpp"
-#ifdef PAQ_HAVE_CUDA
-#include "gpu/device.hpp"
-
-#include <cuda_runtime_api.h>
-#endif
+#include "runtime/backend_factory.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -43,45 +38,6 @@ std::string si(double v)
     return buf;
 }
 
-io::ring_allocator make_ring_allocator(bool lock_memory, config::backend_kind backend)
-{
-#ifdef PAQ_HAVE_CUDA
-    if (lock_memory && backend == config::backend_kind::cuda) {
-        io::ring_allocator a;
-        a.allocate = [](std::size_t bytes) -> void* {
-            void* p = nullptr;
-            const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
-            if (e != cudaSuccess) {
-                throw std::runtime_error("ring buffer: cudaHostAlloc of " + std::to_string(bytes >> 20) +
-                                         " MiB failed: " + cudaGetErrorString(e));
-            }
-            return p;
-        };
-        a.release = [](void* p, std::size_t) { cudaFreeHost(p); };
-        a.kind = "pinned (cudaHostAlloc)";
-        return a;
-    }
-#else
-    static_cast<void>(backend);
-#endif
-    return io::host_ring_allocator(lock_memory);
-}
-
-std::vector<std::unique_ptr<dsp::batch_processor>> make_workers(const config::daemon_config& cfg,
-                                                                const dsp::receiver_config& rc,
-                                                                config::backend_kind backend)
-{
-    std::vector<std::unique_ptr<dsp::batch_processor>> workers;
-    if (backend == config::backend_kind::cuda) {
-        std::vector<int> gpus = cfg.pipeline.gpus;
-        if (gpus.empty()) gpus.push_back(0);
-        for (const int g : gpus) workers.push_back(make_backend("cuda", rc, g, cfg.pipeline.solver));
-    } else {
-        for (int i = 0; i < cfg.pipeline.cpu_workers; ++i) workers.push_back(make_backend("cpu", rc, 0));
-    }
-    return workers;
-}
-
 struct send_totals {
     std::uint64_t sent = 0, errors = 0;
 };
@@ -98,23 +54,6 @@ send_totals publisher_totals(const io::udp_publisher& udp)
 }
 
 }  // namespace
-
-config::backend_kind resolve_backend(config::backend_kind requested)
-{
-    if (requested != config::backend_kind::automatic) return requested;
-#ifdef PAQ_HAVE_CUDA
-    try {
-        const auto devices = gpu::list_gpu_devices();
-        for (const auto& d : devices) {
-            if (gpu::backend_unsupported_reason(d).empty()) return config::backend_kind::cuda;
-        }
-        for (const auto& d : devices) spdlog::warn("{}; using the CPU backend", gpu::backend_unsupported_reason(d));
-    } catch (const std::exception& e) {
-        spdlog::warn("CUDA devices could not be listed ({}); using the CPU backend", e.what());
-    }
-#endif
-    return config::backend_kind::cpu;
-}
 
 std::string status_line(const pipeline_stats& s, const pipeline_stats* prev, double interval_s, bool have_pattern)
 {
@@ -225,7 +164,7 @@ int run_live(const live_options& opt)
     std::unique_ptr<io::udp_publisher> udp;
     service_notifier notifier;
     notifier.status("starting");
-    const auto backend = resolve_backend(cfg.pipeline.backend);
+    const auto backend = runtime::resolve_backend(cfg.pipeline.backend);
     try {
         source = make_source(cfg.source);
         const double rate = source->sample_rate_hz();
@@ -255,7 +194,7 @@ int run_live(const live_options& opt)
         }
         const auto capacity = static_cast<std::size_t>(cfg.ring.capacity_s * rate);
         const io::overflow_policy policy = overflow_for(cfg);
-        ring = std::make_unique<io::sample_ring>(capacity, policy, make_ring_allocator(cfg.ring.lock_memory, backend));
+        ring = std::make_unique<io::sample_ring>(capacity, policy, runtime::make_ring_allocator(cfg.ring.lock_memory, backend));
         spdlog::info("source: {}", source->describe());
         if (const auto* f = dynamic_cast<const io::file_source*>(source.get()); f && f->trailing_bytes()) {
             spdlog::warn("truncated recording: {} trailing bytes after the last whole sample are ignored",
@@ -264,11 +203,12 @@ int run_live(const live_options& opt)
         spdlog::info("ring: {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
                      static_cast<double>(capacity) / rate, capacity * sizeof(cf32) >> 20, io::to_string(policy),
                      ring->memory_kind());
-        auto workers = make_workers(cfg, rc, backend);
+        auto workers = runtime::make_backends(backend, cfg.pipeline.gpus, cfg.pipeline.cpu_workers,
+                                              runtime::parse_solver(cfg.pipeline.solver), rc);
         spdlog::info("workers: {} x {} backend", workers.size(), workers.front()->name());
         pipeline::backend_factory fallback;
         if (cfg.pipeline.cpu_fallback && backend == config::backend_kind::cuda) {
-            fallback = [rc] { return make_backend("cpu", rc, 0); };
+            fallback = [rc] { return runtime::make_backend({config::backend_kind::cpu}, rc); };
         }
         pipeline_options po;
         po.receiver = rc;

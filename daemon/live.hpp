@@ -34,7 +34,5 @@ struct live_options {
 /// The final summary (counters and per-path tally).
 [[nodiscard]] nlohmann::json to_json(const pipeline_stats& s, bool have_pattern);
 
-/// The backend kind "auto" resolves to: cuda when built with CUDA and a device is present.
-[[nodiscard]] config::backend_kind resolve_backend(config::backend_kind requested);
 
 }  // namespace paq::daemon

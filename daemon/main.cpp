@@ -7,6 +7,7 @@
 #include "daemon/live.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/replay.hpp"
+#include "runtime/backend_factory.hpp"
 #include "io/sample_format.hpp"
 
 #include <CLI/CLI.hpp>
@@ -65,9 +66,13 @@ int main(int argc, char** argv)
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
     replay->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)");
     std::string backend = "cpu";
-    int gpu = 0;
-    replay->add_option("--backend", backend, "Signal-chain backend: cpu or cuda")->capture_default_str();
-    replay->add_option("--gpu", gpu, "CUDA device for --backend cuda")->capture_default_str();
+    std::vector<int> gpus;
+    replay->add_option("--backend", backend, "Signal-chain backend: cpu, cuda, or auto (cuda when a GPU can run it)")
+        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+        ->capture_default_str();
+    replay->add_option("--gpu,--gpus", gpus, "CUDA device(s) for --backend cuda, one worker each, e.g. 0 or 0,1 (default 0)")
+        ->delimiter(',')
+        ->check(CLI::NonNegativeNumber);
     std::string solver = "levinson";
     replay->add_option("--solver", solver, "ZF/MMSE solver of the cuda backend: levinson, cusolver-dn-chol, cusolver-sp-qr")
         ->check(CLI::IsMember({"levinson", "cusolver-dn-chol", "cusolver-sp-qr"}))
@@ -96,10 +101,11 @@ int main(int argc, char** argv)
         try {
             cfg = config::load_daemon_config(service_config);
             if (!backend_override.empty()) {
-                if (backend_override == "auto") cfg.pipeline.backend = config::backend_kind::automatic;
-                else if (backend_override == "cpu") cfg.pipeline.backend = config::backend_kind::cpu;
-                else if (backend_override == "cuda") cfg.pipeline.backend = config::backend_kind::cuda;
-                else throw config::config_error({"--backend: got '" + backend_override + "' (allowed: auto, cpu, cuda)"});
+                try {
+                    cfg.pipeline.backend = runtime::parse_backend(backend_override);
+                } catch (const std::invalid_argument& e) {
+                    throw config::config_error({std::string("--backend: ") + e.what()});
+                }
             }
             if (!log_level.empty()) {
                 try {
@@ -138,9 +144,9 @@ int main(int argc, char** argv)
         daemon::replay_options opt;
         opt.file = file;
         opt.pattern = dsp::parse_pn_pattern(pattern);
-        opt.backend = backend;
-        opt.gpu = gpu;
-        opt.solver = solver;
+        opt.backend = runtime::parse_backend(backend);
+        opt.gpus = gpus;
+        opt.solver = runtime::parse_solver(solver);
         opt.records.base = records_base;
         opt.records.decimation = records_decimation;
         opt.records.channel_decimation = channel_decimation;

@@ -31,14 +31,15 @@ pipeline::pipeline(pipeline_options opt, io::sample_source& source, io::sample_r
     : opt_(std::move(opt)),
       source_(source),
       ring_(ring),
-      workers_(std::move(workers)),
-      fallback_factory_(std::move(fallback)),
+      pool_(std::move(workers), std::move(fallback), static_cast<std::size_t>(std::max(opt_.queue_depth, 1)),
+            [this](std::vector<cf32> window) {
+                std::lock_guard sp(spare_mu_);
+                if (spare_windows_.size() < dsp::batcher::max_spares) spare_windows_.push_back(std::move(window));
+            }),
       publish_(std::move(publish)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),
-      tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples()),
-      worker_busy_since_ns_(workers_.size())
+      tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples())
 {
-    if (workers_.empty()) throw std::invalid_argument("pipeline: at least one worker backend is needed");
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("pipeline: the sample rate must be positive");
 }
 
@@ -53,10 +54,8 @@ pipeline::~pipeline()
 void pipeline::start()
 {
     batcher_heartbeat_ns_ = now_ns();
-    workers_running_ = workers_.size();
     threads_.emplace_back([this] { acquisition_loop(); });
     threads_.emplace_back([this] { batcher_loop(); });
-    for (std::size_t w = 0; w < workers_.size(); ++w) threads_.emplace_back([this, w] { worker_loop(w); });
     threads_.emplace_back([this] { publisher_loop(); });
 }
 
@@ -67,8 +66,7 @@ void pipeline::abort()
     aborted_ = true;
     source_.stop();
     ring_.abort();
-    std::lock_guard lk(q_mu_);
-    q_space_.notify_all();
+    pool_.abort();
 }
 
 void pipeline::acquisition_loop()
@@ -86,28 +84,9 @@ void pipeline::acquisition_loop()
 
 void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 {
-    std::unique_lock lk(q_mu_);
-    // Wait for room, ticking the heartbeat: a full queue is back-pressure, not a hang.
-    while (queue_.size() >= static_cast<std::size_t>(opt_.queue_depth) && !aborted_) {
-        q_space_.wait_for(lk, std::chrono::milliseconds(200));
-        batcher_heartbeat_ns_ = now_ns();
-    }
-    if (aborted_) {
-        // Aborting: the batch is not processed; its samples are counted as lost.
-        std::lock_guard s(s_mu_);
-        ++stats_.batches_lost;
-        stats_.samples_in_lost_batches += b.owned_end - b.owned_begin;
-        std::lock_guard r(r_mu_);
-        done_[b.index] = result{std::nullopt, ready, b.owned_end - b.owned_begin};
-        r_cv_.notify_all();
-        return;
-    }
-    queue_.push_back(job{std::move(b), ready});
-    {
-        std::lock_guard s(s_mu_);
-        ++stats_.batches_dispatched;
-    }
-    q_cv_.notify_one();
+    // A full queue is back-pressure, not a hang: the heartbeat ticks while submit waits.
+    // Aborting, the pool processes nothing new; the batch comes back lost and is counted.
+    pool_.submit(std::move(b), ready, [this] { batcher_heartbeat_ns_ = now_ns(); });
 }
 
 void pipeline::batcher_loop()
@@ -211,96 +190,20 @@ void pipeline::batcher_loop()
     }
     while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
     batcher_done_ = true;
-    std::lock_guard lk(q_mu_);
-    queue_closed_ = true;
-    q_cv_.notify_all();
-}
-
-void pipeline::worker_loop(std::size_t w)
-{
-    auto& backend = *workers_[w];
-    for (;;) {
-        job j;
-        {
-            std::unique_lock lk(q_mu_);
-            q_cv_.wait(lk, [&] { return !queue_.empty() || queue_closed_; });
-            if (queue_.empty()) break;
-            j = std::move(queue_.front());
-            queue_.pop_front();
-            q_space_.notify_one();
-        }
-        const std::uint64_t owned = j.batch.owned_end - j.batch.owned_begin;
-        result res{std::nullopt, j.ready, owned};
-        worker_busy_since_ns_[w] = now_ns();
-        try {
-            res.out = backend.process(j.batch);
-        } catch (const std::exception& e) {
-            spdlog::error("batch {}: {} backend failed: {}", j.batch.index, backend.name(), e.what());
-            {
-                std::lock_guard s(s_mu_);
-                ++stats_.backend_errors;
-            }
-            if (fallback_factory_) {
-                try {
-                    std::lock_guard f(fallback_mu_);
-                    if (!fallback_) fallback_ = fallback_factory_();
-                    res.out = fallback_->process(j.batch);
-                    spdlog::warn("batch {}: processed on the CPU fallback instead", j.batch.index);
-                    std::lock_guard s(s_mu_);
-                    ++stats_.batches_on_fallback;
-                } catch (const std::exception& e2) {
-                    spdlog::error("batch {}: the CPU fallback failed too: {}", j.batch.index, e2.what());
-                }
-            }
-            if (!res.out) {
-                spdlog::error("batch {} lost: {} samples ({:.3f} s) not processed", j.batch.index, owned,
-                              static_cast<double>(owned) / opt_.sample_rate_hz);
-                std::lock_guard s(s_mu_);
-                ++stats_.batches_lost;
-                stats_.samples_in_lost_batches += owned;
-            }
-        }
-        worker_busy_since_ns_[w] = 0;
-        {
-            std::lock_guard sp(spare_mu_);
-            if (spare_windows_.size() < dsp::batcher::max_spares) spare_windows_.push_back(std::move(j.batch.samples));
-        }
-        std::lock_guard lk(r_mu_);
-        done_[j.batch.index] = std::move(res);
-        r_cv_.notify_all();
-    }
-    std::lock_guard lk(r_mu_);
-    --workers_running_;
-    r_cv_.notify_all();
+    pool_.close();
 }
 
 void pipeline::publisher_loop()
 {
-    std::uint64_t next = 0;
-    for (;;) {
-        result res;
-        {
-            std::unique_lock lk(r_mu_);
-            r_cv_.wait(lk, [&] {
-                return done_.count(next) || (workers_running_ == 0 && done_.empty());
-            });
-            if (!done_.count(next)) {
-                // Workers are gone and nothing is pending. Batches lost at abort may have left
-                // a hole only if the map is not empty, which the predicate excludes.
-                break;
-            }
-            res = std::move(done_[next]);
-            done_.erase(next);
-        }
-        ++next;
-        if (!res.out) continue;  // lost: counted where it failed
-        const auto& out = *res.out;
+    while (auto res = pool_.next()) {
+        if (!res->out) continue;  // lost: counted by the pool
+        const auto& out = *res->out;
         try {
             if (publish_) publish_(out);
         } catch (const std::exception& e) {
             spdlog::error("batch {}: publishing failed: {}", out.batch_index, e.what());
         }
-        const double latency = ms_since(res.ready);
+        const double latency = ms_since(res->ready);
         std::lock_guard s(s_mu_);
         tally_.add(out);
         ++stats_.batches_published;
@@ -355,6 +258,12 @@ pipeline_stats pipeline::stats() const
         s = stats_;
         s.tally = tally_.summary();
     }
+    const auto pc = pool_.stats();
+    s.batches_dispatched = pc.batches_submitted;
+    s.batches_lost = pc.batches_lost;
+    s.samples_in_lost_batches = pc.samples_in_lost_batches;
+    s.backend_errors = pc.backend_errors;
+    s.batches_on_fallback = pc.batches_on_fallback;
     s.ring = ring_.counters();
     s.finished = finished();
     return s;
@@ -365,11 +274,7 @@ bool pipeline::healthy(std::chrono::seconds worker_limit) const
     const std::int64_t now = now_ns();
     if (finished()) return true;
     if (!batcher_done_ && now - batcher_heartbeat_ns_.load() > std::chrono::nanoseconds(std::chrono::seconds(10)).count()) return false;
-    for (const auto& busy : worker_busy_since_ns_) {
-        const std::int64_t since = busy.load();
-        if (since && now - since > std::chrono::nanoseconds(worker_limit).count()) return false;
-    }
-    return true;
+    return pool_.healthy(worker_limit);
 }
 
 }  // namespace paq::daemon

@@ -2,7 +2,7 @@
 //
 //   acquisition   source.run(ring_sink)          -> ring (samples + gap markers)
 //   batcher       ring.read -> dsp::batcher       -> dispatch queue (bounded)
-//   workers x N   backend.process(batch)          -> reorder buffer (by batch index)
+//   workers x N   backend.process(batch)          (runtime::worker_pool: results in batch order)
 //   publisher     in batch order: publish(out), run tally, latency
 //
 // Every sample is accounted for: read from the ring, dropped by the ring (overflow, counted),
@@ -21,6 +21,7 @@
 #include "dsp/receiver_run.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_source.hpp"
+#include "runtime/worker_pool.hpp"
 
 #include <array>
 #include <atomic>
@@ -96,7 +97,7 @@ struct pipeline_stats {
 class pipeline {
 public:
     using publish_fn = std::function<void(const dsp::batch_output&)>;
-    using backend_factory = std::function<std::unique_ptr<dsp::batch_processor>()>;
+    using backend_factory = runtime::worker_pool::backend_factory;
 
     /// workers: one backend per worker thread (at least one). fallback: makes the CPU
     /// backend used when a worker's backend throws (empty: no fallback, the batch is lost).
@@ -123,50 +124,25 @@ public:
     [[nodiscard]] bool healthy(std::chrono::seconds worker_limit) const;
 
 private:
-    struct job {
-        dsp::sample_batch batch;
-        std::chrono::steady_clock::time_point ready;  ///< its last sample entered the ring
-    };
-    struct result {
-        std::optional<dsp::batch_output> out;  ///< empty: the batch was lost
-        std::chrono::steady_clock::time_point ready;
-        std::uint64_t samples = 0;
-    };
-
     void acquisition_loop();
     void batcher_loop();
-    void worker_loop(std::size_t w);
     void publisher_loop();
     void dispatch(dsp::sample_batch&& b, std::chrono::steady_clock::time_point ready);
 
     pipeline_options opt_;
     io::sample_source& source_;
     io::sample_ring& ring_;
-    std::vector<std::unique_ptr<dsp::batch_processor>> workers_;
-    backend_factory fallback_factory_;
-    std::unique_ptr<dsp::batch_processor> fallback_;
-    std::mutex fallback_mu_;
+    // windows back from the workers, for the batcher to fill again (before pool_: its
+    // workers hand windows back until it is destroyed)
+    std::mutex spare_mu_;
+    std::vector<std::vector<cf32>> spare_windows_;
+    /// The backends and the CPU fallback: batches in, results out in batch order; the
+    /// backend errors, fallbacks and lost batches are counted there.
+    runtime::worker_pool pool_;
     publish_fn publish_;
 
     std::vector<std::thread> threads_;
     std::atomic<bool> aborted_{false};
-
-    // dispatch queue
-    std::mutex q_mu_;
-    std::condition_variable q_cv_;      ///< workers wait for jobs
-    std::condition_variable q_space_;   ///< batcher waits for room
-    std::deque<job> queue_;
-    bool queue_closed_ = false;
-
-    // windows back from the workers, for the batcher to fill again
-    std::mutex spare_mu_;
-    std::vector<std::vector<cf32>> spare_windows_;
-
-    // reorder buffer
-    std::mutex r_mu_;
-    std::condition_variable r_cv_;
-    std::map<std::uint64_t, result> done_;
-    std::size_t workers_running_ = 0;
 
     // stats
     mutable std::mutex s_mu_;
@@ -176,7 +152,6 @@ private:
     double latency_sum_ms_ = 0.0;
     std::atomic<std::int64_t> batcher_heartbeat_ns_{0};
     std::atomic<bool> batcher_done_{false};
-    std::vector<std::atomic<std::int64_t>> worker_busy_since_ns_;  ///< 0: idle
 
     mutable std::mutex end_mu_;
     std::condition_variable end_cv_;

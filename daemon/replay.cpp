@@ -1,11 +1,8 @@
 #include "daemon/replay.hpp"
 
-#include "dsp/cpu_backend.hpp"
 #include "io/sample_file.hpp"
-#ifdef PAQ_HAVE_CUDA
-#include "gpu/cuda_backend.hpp"
-#include "gpu/device.hpp"
-#endif
+#include "runtime/receiver_run.hpp"
+#include "runtime/worker_pool.hpp"
 
 #include <chrono>
 #include <cmath>
@@ -14,29 +11,6 @@
 #include <sstream>
 
 namespace paq::daemon {
-
-std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu,
-                                                   const std::string& solver)
-{
-    if (solver != "levinson" && solver != "cusolver-dn-chol" && solver != "cusolver-sp-qr") {
-        throw std::invalid_argument("unknown solver '" + solver + "' (allowed: levinson, cusolver-dn-chol, cusolver-sp-qr)");
-    }
-    if (name == "cpu") return std::make_unique<dsp::cpu_backend>(cfg);
-    if (name == "cuda") {
-#ifdef PAQ_HAVE_CUDA
-        const auto devices = gpu::list_gpu_devices();
-        if (gpu < 0 || static_cast<std::size_t>(gpu) >= devices.size()) {
-            throw std::runtime_error("--backend cuda: no CUDA device " + std::to_string(gpu) + " (" +
-                                     std::to_string(devices.size()) + " found); use --backend cpu");
-        }
-        return std::make_unique<gpu::cuda_backend>(cfg, gpu, solver);
-#else
-        static_cast<void>(gpu);
-        throw std::runtime_error("--backend cuda: this paqd was built without CUDA; use --backend cpu");
-#endif
-    }
-    throw std::invalid_argument("unknown backend '" + name + "' (allowed: cpu, cuda)");
-}
 
 replay_result run_replay(const replay_options& opt)
 {
@@ -75,14 +49,17 @@ replay_result run_replay(const replay_options& opt)
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
     const double t_backend = since_start();
-    const auto backend = make_backend(opt.backend, rc, opt.gpu, opt.solver);
+    const auto kind = runtime::resolve_backend(opt.backend);
+    // One worker per GPU; the CPU backend is one worker using receiver.cpu_threads threads.
+    runtime::worker_pool pool(runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc), {}, 2);
     res.backend_s = since_start() - t_backend;
-    res.backend = backend->name();
+    res.backend = pool.names().front();
+    res.workers = pool.workers();
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
     res.setup_s = since_start();
-    res.summary = dsp::run_receiver(
-        *backend, rc, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
+    res.summary = runtime::run_receiver(
+        pool, rc, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
         [&](const dsp::batch_output& out) {
             if (records) records->add(out);
         });
@@ -109,7 +86,9 @@ replay_result run_replay(const replay_options& opt)
 void print_table(const replay_result& r, std::ostream& os)
 {
     const auto& s = r.summary;
-    os << "paqd replay: " << r.file << " (" << r.backend << " backend)\n";
+    os << "paqd replay: " << r.file << " (" << r.backend << " backend";
+    if (r.workers > 1) os << ", " << r.workers << " workers";
+    os << ")\n";
     os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
        << s.packets_found << ", flagged " << s.packets_flagged << ", truncated " << s.packets_truncated
@@ -160,6 +139,7 @@ nlohmann::json to_json(const replay_result& r)
     }
     return {{"file", r.file},
             {"backend", r.backend},
+            {"workers", r.workers},
             {"sample_rate_hz", r.sample_rate_hz},
             {"bit_rate_hz", r.bit_rate_hz},
             {"bit_rate_from", r.bit_rate_from},

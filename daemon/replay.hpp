@@ -2,7 +2,9 @@
 #pragma once
 
 #include "daemon/records.hpp"
+#include "config/daemon_config.hpp"
 #include "dsp/backend.hpp"
+#include "runtime/backend_factory.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
 #include "dsp/receiver_run.hpp"
@@ -25,9 +27,11 @@ struct replay_options {
     std::optional<double> raw_sample_rate_hz;      ///< raw files only
     dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
     dsp::receiver_config receiver;
-    std::string backend = "cpu";  ///< "cpu" or "cuda"
-    int gpu = 0;                  ///< CUDA device for the cuda backend
-    std::string solver = "levinson";  ///< ZF/MMSE solver of the cuda backend
+    config::backend_kind backend = config::backend_kind::cpu;  ///< automatic: cuda when a GPU can run it
+    /// CUDA devices, one worker each (cuda backend); empty: device 0. Batches go to them in
+    /// turn and are tallied in order.
+    std::vector<int> gpus;
+    runtime::solver_kind solver = runtime::solver_kind::levinson;  ///< ZF/MMSE solver of the cuda backend
     records_config records;       ///< per-packet CSV records (base empty: none)
     /// --bit-rate: the link's bit rate. Unset: the recording's paq:bit_rate_hz (paq-sim and
     /// paqd recordings carry it), else receiver.bit_rate_hz.
@@ -43,6 +47,7 @@ struct replay_result {
     std::uint64_t trailing_bytes = 0;   ///< truncated file: bytes after the last whole sample
     std::string file;
     std::string backend;
+    std::size_t workers = 1;            ///< backends the batches went to (one per GPU)
     std::vector<std::string> warnings;  ///< also in the JSON
     std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
     /// Wall clock of the whole replay, opening the file and making the backend included.
@@ -53,14 +58,6 @@ struct replay_result {
     double backend_s = 0.0;             ///< of setup_s, making the backend (CUDA: context, plans, buffers)
 };
 
-/// The backend by name: "cpu", or "cuda" (device `gpu`). Throws std::invalid_argument for an
-/// unknown name and std::runtime_error when CUDA is not built in or the device is unusable.
-/// `solver` (cuda only): levinson, cusolver-dn-chol or cusolver-sp-qr (gpu::cuda_backend); the
-/// CPU backend always solves in double precision (band Cholesky) and ignores it.
-[[nodiscard]] std::unique_ptr<dsp::batch_processor> make_backend(const std::string& name, const dsp::receiver_config& cfg, int gpu,
-                                                               const std::string& solver = "levinson");
-
-/// Throws on unreadable input (the message names the file and what is wrong).
 [[nodiscard]] replay_result run_replay(const replay_options& opt);
 
 void print_table(const replay_result& r, std::ostream& os);

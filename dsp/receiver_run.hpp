@@ -1,7 +1,7 @@
-// Runs the whole chain over a finite sample stream and keeps the per-path tallies: the engine
-// behind `paqd replay`, the BER-curve tool and the end-to-end tests.
-//
-//   pull samples -> batcher -> backend.process(batch) -> per-path PN counters + estimates
+// What a run of the chain adds up to: the per-path PN counters and the estimates' averages
+// over a stream of batch outputs (run_tally, run_summary), and where the run's time went
+// (run_timing). runtime::run_receiver runs the chain over a finite stream with them; the
+// live pipeline keeps a run_tally of its own.
 #pragma once
 
 #include "dsp/backend.hpp"
@@ -112,20 +112,5 @@ private:
     double ebn0_lin_sum_ = 0.0;
     front_end_means front_end_;
 };
-
-/// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain.
-/// `on_batch` (optional) sees every batch output in order. Reading and batching, the backend,
-/// and the tally with on_batch run as a pipeline of three threads: `read` and `on_batch` are
-/// called from threads of their own (each from one thread only, never concurrently with
-/// itself), backend.process() from the calling thread. An exception from any of them ends
-/// the run and is rethrown here.
-run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
-                         double sample_rate_hz, const std::function<std::size_t(std::span<cf32>)>& read,
-                         const std::function<void(const batch_output&)>& on_batch = {});
-
-/// The same over samples already in memory (simulations, tests).
-run_summary run_receiver(batch_processor& backend, const receiver_config& cfg, pn_pattern pattern,
-                         double sample_rate_hz, std::span<const cf32> samples,
-                         const std::function<void(const batch_output&)>& on_batch = {});
 
 }  // namespace paq::dsp

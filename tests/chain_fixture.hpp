@@ -4,6 +4,7 @@
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/receiver_run.hpp"
+#include "runtime/receiver_run.hpp"
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
 
@@ -45,7 +46,7 @@ inline dsp::run_summary run_chain(std::span<const cf32> samples, const dsp::rece
                                   dsp::pn_pattern pattern = dsp::pn_pattern::pn15)
 {
     dsp::cpu_backend be(rc);
-    return dsp::run_receiver(be, rc, pattern, 20.625e6, samples);
+    return runtime::run_receiver(be, rc, pattern, 20.625e6, samples);
 }
 
 /// A finished batcher over x, with `lost` samples dropped after the first `cut` (a gap; none

@@ -5,6 +5,7 @@
 // +-20 dB. Before the CMA step was normalized, CMA did nothing at -20 dB (its errors equal to
 // MMSE's) and lost lock at +17 dB.
 #include "chain_fixture.hpp"
+#include "runtime/receiver_run.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,7 +24,7 @@ run_summary receive(const sim_config& sc, double seconds)
     receiver_config rc;
     rc.batch_samples = 1'000'000;
     cpu_backend be(rc);
-    return run_receiver(be, rc, pn_pattern::pn15, sc.sample_rate_hz, x);
+    return runtime::run_receiver(be, rc, pn_pattern::pn15, sc.sample_rate_hz, x);
 }
 
 sim_config channel(const char* preset, double ebn0_db, std::uint64_t seed)

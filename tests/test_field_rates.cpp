@@ -4,6 +4,7 @@
 // ratio bounds are not counting noise). The issue's own operating points (11 dB, edwards3
 // 15 dB) are measured with paqd replay in docs/SIGNAL-CHAIN.md.
 #include "chain_fixture.hpp"
+#include "runtime/receiver_run.hpp"
 #include "dsp/input_stage.hpp"
 
 #include <gtest/gtest.h>
@@ -41,7 +42,7 @@ run_summary receive(const field_run& r, double bit_rate_hz, std::size_t batch = 
     rc.bit_rate_hz = bit_rate_hz;
     rc.input_sample_rate_hz = r.rate_hz;
     cpu_backend be(rc);
-    return run_receiver(be, rc, pn_pattern::pn15, r.rate_hz, r.samples, on_batch);
+    return runtime::run_receiver(be, rc, pn_pattern::pn15, r.rate_hz, r.samples, on_batch);
 }
 
 sim_config awgn8(std::uint64_t seed)
@@ -162,7 +163,7 @@ TEST(field_rates, rates_that_cannot_be_served_are_a_clear_error)
     receiver_config two;
     cpu_backend be(two);
     std::vector<cf32> x(100'000);
-    EXPECT_THROW((void)run_receiver(be, two, pn_pattern::pn15, 25e6, x), std::invalid_argument);
+    EXPECT_THROW((void)runtime::run_receiver(be, two, pn_pattern::pn15, 25e6, x), std::invalid_argument);
 }
 
 TEST(field_rates, every_packet_once_with_its_input_start_across_batches_and_a_gap)

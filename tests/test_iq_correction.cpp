@@ -5,6 +5,7 @@
 // ratios to mean something); the issue's own operating points are measured with paqd replay
 // in docs/SIGNAL-CHAIN.md.
 #include "chain_fixture.hpp"
+#include "runtime/receiver_run.hpp"
 #include "dsp/iq_correction.hpp"
 
 #include <gtest/gtest.h>
@@ -32,7 +33,7 @@ run_summary receive(const std::vector<cf32>& x, int correction)
     rc.batch_samples = 1'000'000;
     rc.front_end_correction = correction;
     cpu_backend be(rc);
-    return run_receiver(be, rc, pn_pattern::pn15, waveform::default_sample_rate_hz, x);
+    return runtime::run_receiver(be, rc, pn_pattern::pn15, waveform::default_sample_rate_hz, x);
 }
 
 sim_config channel(const char* preset, double ebn0_db, std::uint64_t seed)

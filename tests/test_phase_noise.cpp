@@ -3,6 +3,7 @@
 // and the IRIG 106 mask, AWGN 10 dB, 0.3 s; and the residual carrier offset step that keeps
 // a random phase out of the channel estimate.
 #include "chain_fixture.hpp"
+#include "runtime/receiver_run.hpp"
 
 #include "dsp/estimators.hpp"
 #include "dsp/receiver_tables.hpp"
@@ -34,7 +35,7 @@ run_summary receive(double linewidth_hz, bool mask, bool smoother)
     rc.batch_samples = 1'000'000;
     rc.phase_smoother = smoother ? 1 : 0;
     cpu_backend be(rc);
-    return run_receiver(be, rc, pn_pattern::pn15, sc.sample_rate_hz, x);
+    return runtime::run_receiver(be, rc, pn_pattern::pn15, sc.sample_rate_hz, x);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 // Output: a compact table on stdout (one line per point), a CSV (one row per point and
 // path) and optionally JSON with the same numbers plus the run settings.
 #include "config/cli.hpp"
+#include "runtime/receiver_run.hpp"
 #include "dsp/ber.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/receiver_config.hpp"
@@ -108,7 +109,7 @@ double run_chunk(paq::dsp::simulator& sim, paq::dsp::cpu_backend& backend, const
     samples.reserve(n_samples);
     sim.generate(n_samples, samples);
 
-    const auto s = paq::dsp::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, samples);
+    const auto s = paq::runtime::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, samples);
 
     ++res.runs;
     res.packets_found += s.packets_found;

@@ -1,0 +1,70 @@
+// The runtime layer's backend factory (issue 15, item 1): the only code above gpu/ that
+// knows the CUDA backend exists. paqd (live and replay) and paq-bench make their backends
+// here, by enum; a build without CUDA says so with an error that names the way out.
+//
+// Plain C++ header: nothing of CUDA leaks to the callers.
+#pragma once
+
+#include "config/daemon_config.hpp"
+#include "dsp/backend.hpp"
+#include "dsp/receiver_config.hpp"
+#include "io/ring_buffer.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paq::runtime {
+
+using config::backend_kind;
+
+/// The ZF/MMSE solver of the CUDA backend (gpu::cuda_backend): Levinson in double (default),
+/// or cuSOLVER's dense Cholesky / sparse QR in float (baselines; ill-conditioned ZF packets
+/// fall back to Levinson). The CPU backend always solves in double and ignores it.
+enum class solver_kind : std::uint8_t { levinson, cusolver_dn_chol, cusolver_sp_qr };
+
+/// "levinson", "cusolver-dn-chol", "cusolver-sp-qr"; anything else throws
+/// std::invalid_argument naming the value and the allowed ones.
+[[nodiscard]] solver_kind parse_solver(std::string_view text);
+[[nodiscard]] std::string_view to_string(solver_kind s) noexcept;
+/// "auto", "cpu", "cuda"; anything else throws std::invalid_argument naming the allowed ones.
+[[nodiscard]] backend_kind parse_backend(std::string_view text);
+
+/// What to make: the kind (cpu or cuda; `automatic` is resolved by resolve_backend first),
+/// the CUDA device and the solver (cuda only).
+struct backend_spec {
+    backend_kind kind = backend_kind::cpu;
+    int gpu = 0;
+    solver_kind solver = solver_kind::levinson;
+};
+
+/// True when this build has the CUDA backend.
+[[nodiscard]] bool built_with_cuda() noexcept;
+
+/// One backend. Throws std::invalid_argument for an invalid receiver configuration or
+/// `automatic`, std::runtime_error for a CUDA device that is not there or cannot run the
+/// backend, or a build without CUDA (each message says to use the CPU backend instead).
+[[nodiscard]] std::unique_ptr<dsp::batch_processor> make_backend(const backend_spec& spec, const dsp::receiver_config& cfg);
+
+/// The backends of a worker pool: one per CUDA device in `gpus` (empty: device 0), or
+/// `cpu_workers` CPU backends.
+[[nodiscard]] std::vector<std::unique_ptr<dsp::batch_processor>> make_backends(backend_kind kind, const std::vector<int>& gpus,
+                                                                               int cpu_workers, solver_kind solver,
+                                                                               const dsp::receiver_config& cfg);
+
+/// `automatic`: cuda when a device can run the CUDA backend, else cpu (the reason logged
+/// as a warning). cpu and cuda are returned as they are.
+[[nodiscard]] backend_kind resolve_backend(backend_kind requested);
+
+/// One line per CUDA device this process sees ("GPU 0: NVIDIA H100 ..."); empty without
+/// CUDA or without a device.
+[[nodiscard]] std::vector<std::string> describe_gpus();
+
+/// The ring buffer's memory: page-locked by the CUDA driver (cudaHostAlloc, portable) with
+/// the CUDA backend and lock_memory on, so that windows upload at full bandwidth; otherwise
+/// io::host_ring_allocator (mlock when lock_memory, else pageable).
+[[nodiscard]] io::ring_allocator make_ring_allocator(bool lock_memory, backend_kind backend);
+
+}  // namespace paq::runtime

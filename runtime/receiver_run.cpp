@@ -1,0 +1,174 @@
+#include "runtime/receiver_run.hpp"
+
+#include "dsp/batcher.hpp"
+#include "dsp/input_stage.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace paq::runtime {
+
+namespace {
+
+using run_clock = std::chrono::steady_clock;
+
+double seconds_since(run_clock::time_point t0) { return std::chrono::duration<double>(run_clock::now() - t0).count(); }
+
+/// A backend the caller owns, lent to a pool.
+class borrowed_backend final : public dsp::batch_processor {
+public:
+    explicit borrowed_backend(dsp::batch_processor& b) : b_(b) {}
+    [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override { return b_.process(batch); }
+    [[nodiscard]] std::string name() const override { return b_.name(); }
+    [[nodiscard]] std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
+    {
+        return b_.pin_host_memory(data, bytes);
+    }
+
+private:
+    dsp::batch_processor& b_;
+};
+
+}  // namespace
+
+dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
+{
+    // The backends were made from cfg: the recording's rate must be the one they resample from.
+    const dsp::input_geometry g = dsp::make_input_geometry(cfg);
+    if (std::abs(sample_rate_hz - g.input_rate_hz) > 1e-6 * g.input_rate_hz) {
+        pool.close();
+        throw std::invalid_argument("run_receiver: the samples are at " + std::to_string(sample_rate_hz) +
+                                    " Hz but the receiver is configured for an input at " + std::to_string(g.input_rate_hz) +
+                                    " Hz (set receiver_config::input_sample_rate_hz)");
+    }
+    const auto t_start = run_clock::now();
+    dsp::run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples());
+    dsp::run_timing timing;
+
+    // The batcher fills its windows in place; a window whose result has been tallied goes back
+    // to it, so a few windows circulate (filling, queued, in a backend, on the way back) and
+    // each is page-locked once, the first time the reader hands it over. No window is freed
+    // before every result is back: the pins are undone first (declared last), the windows
+    // after.
+    dsp::batcher bt(cfg.batch_samples, g.guard_before, g.guard_after);
+    std::mutex spares_m;
+    std::vector<std::vector<cf32>> spares;  // windows on their way back to the batcher
+    std::atomic<bool> stop{false};
+    std::exception_ptr reader_error;  // read after the reader is joined
+    std::uint64_t samples_read = 0;
+    std::vector<std::pair<const void*, std::shared_ptr<void>>> pins;
+
+    std::thread reader([&] {
+        try {
+            const std::size_t window_bytes = bt.max_window_samples() * sizeof(cf32);
+            auto hand_over = [&] {
+                {
+                    std::lock_guard lock(spares_m);
+                    for (auto& v : spares) bt.recycle(std::move(v));
+                    spares.clear();
+                }
+                while (auto b = bt.pop()) {
+                    const void* data = b->samples.data();
+                    if (b->samples.capacity() * sizeof(cf32) >= window_bytes &&
+                        std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
+                        pins.emplace_back(data, pool.pin_host_memory(data, b->samples.capacity() * sizeof(cf32)));
+                        ++timing.windows;
+                        if (pins.back().second) ++timing.windows_locked;
+                    }
+                    pool.submit(std::move(*b));
+                }
+            };
+            while (!stop) {
+                // Read straight into the window being filled (no copy); a window is handed
+                // over as soon as it is complete.
+                const auto space = bt.write_space();
+                const auto t0 = run_clock::now();
+                const std::size_t n = read(space.subspan(0, std::min<std::size_t>(space.size(), 1 << 22)));
+                timing.read_s += seconds_since(t0);
+                if (n == 0) break;
+                samples_read += n;
+                const auto t1 = run_clock::now();
+                bt.commit(n);
+                timing.batch_s += seconds_since(t1);
+                hand_over();
+            }
+            if (!stop) {
+                bt.finish();
+                hand_over();
+            }
+        } catch (...) {
+            reader_error = std::current_exception();
+        }
+        pool.close();
+    });
+
+    std::exception_ptr first_error;
+    while (auto r = pool.next()) {
+        if (!first_error) {
+            try {
+                if (!r->out) {
+                    if (r->error) std::rethrow_exception(r->error);
+                    throw std::runtime_error("batch " + std::to_string(r->batch.index) + " was not processed");
+                }
+                const auto t0 = run_clock::now();
+                tally.add(*r->out);
+                if (on_batch) on_batch(*r->out);
+                timing.tally_s += seconds_since(t0);
+            } catch (...) {
+                // End the run: the reader stops at its next read, the pool processes nothing
+                // new, and what is under way is drained here.
+                first_error = std::current_exception();
+                stop = true;
+                pool.abort();
+            }
+        }
+        std::lock_guard lock(spares_m);
+        spares.push_back(std::move(r->batch.samples));
+    }
+    reader.join();
+    pins.clear();
+    if (reader_error && !first_error) first_error = reader_error;
+    if (first_error) std::rethrow_exception(first_error);
+
+    tally.add_samples(samples_read);
+    dsp::run_summary s = tally.summary();
+    timing.process_s = pool.stats().process_s;
+    timing.elapsed_s = seconds_since(t_start);
+    s.timing = timing;
+    return s;
+}
+
+dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> one;
+    one.push_back(std::make_unique<borrowed_backend>(backend));
+    worker_pool pool(std::move(one), {}, 1);
+    return run_receiver(pool, cfg, pattern, sample_rate_hz, read, on_batch);
+}
+
+dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, std::span<const cf32> samples, const batch_fn& on_batch)
+{
+    std::size_t pos = 0;
+    return run_receiver(
+        backend, cfg, pattern, sample_rate_hz,
+        [&](std::span<cf32> out) {
+            const std::size_t n = std::min(out.size(), samples.size() - pos);
+            std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
+            pos += n;
+            return n;
+        },
+        on_batch);
+}
+
+}  // namespace paq::runtime

@@ -1,0 +1,40 @@
+// Runs the whole chain over a finite sample stream and keeps the per-path tallies: the engine
+// behind `paqd replay`, the BER-curve tool and the end-to-end tests.
+//
+//   read samples -> batcher -> worker_pool (one or more backends) -> in order: PN counters,
+//   estimates, on_batch
+#pragma once
+
+#include "dsp/backend.hpp"
+#include "dsp/receiver_config.hpp"
+#include "dsp/receiver_run.hpp"
+#include "runtime/worker_pool.hpp"
+
+#include <cstddef>
+#include <functional>
+#include <span>
+
+namespace paq::runtime {
+
+using read_fn = std::function<std::size_t(std::span<cf32>)>;
+using batch_fn = std::function<void(const dsp::batch_output&)>;
+
+/// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain on
+/// `pool`'s workers. `on_batch` (optional) sees every batch output in batch order. Reading and
+/// batching run on a thread of their own, the backends on the pool's, the tally and on_batch
+/// on the calling thread; `read` and `on_batch` are each called from one thread only. The
+/// first error (from `read`, a backend, the tally or on_batch) ends the run and is rethrown
+/// here; a backend error the pool's fallback recovered from is not one. The run closes the
+/// pool: one run per pool.
+dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {});
+
+/// The same on one backend the caller owns (a pool of one worker, no fallback).
+dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {});
+
+/// The same over samples already in memory (simulations, tests).
+dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, std::span<const cf32> samples, const batch_fn& on_batch = {});
+
+}  // namespace paq::runtime

@@ -1,0 +1,252 @@
+// runtime::worker_pool (issue 15, item 1): the one pool under paqd (live and replay) and
+// paq-bench --gpus. Results in submission order whatever order the workers finish in, the
+// CPU fallback, nothing lost uncounted, a producer held back by a slow consumer, the
+// watchdog's view of a stuck worker, and every window handed back.
+#include "runtime/worker_pool.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+using namespace paq;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Returns the batch index; sleeps longer for earlier batches (so later ones finish first),
+/// throws for the indices in `fail`, blocks on `hold` while it is set.
+class scripted final : public dsp::batch_processor {
+public:
+    explicit scripted(std::string name = "scripted", std::set<std::uint64_t> fail = {}) : name_(std::move(name)), fail_(std::move(fail)) {}
+    std::atomic<int> calls{0};
+    std::atomic<bool>* hold = nullptr;
+
+    dsp::batch_output process(const dsp::sample_batch& b) override
+    {
+        ++calls;
+        while (hold && *hold) std::this_thread::sleep_for(1ms);
+        if (fail_.count(b.index)) throw std::runtime_error(name_ + " failed on batch " + std::to_string(b.index));
+        std::this_thread::sleep_for(std::chrono::milliseconds(b.index % 4 == 0 ? 6 : 1));
+        dsp::batch_output out;
+        out.batch_index = b.index;
+        return out;
+    }
+    std::string name() const override { return name_; }
+
+private:
+    std::string name_;
+    std::set<std::uint64_t> fail_;
+};
+
+dsp::sample_batch make_batch(std::uint64_t index, std::size_t samples = 100)
+{
+    dsp::sample_batch b;
+    b.index = index;
+    b.samples.assign(samples, cf32(static_cast<float>(index), 0.0f));
+    b.owned_begin = 10;
+    b.owned_end = samples - 10;
+    return b;
+}
+
+/// Submits batches 0 .. n - 1 of `samples` samples from a thread of its own (submit blocks
+/// while the consumer has not taken enough), then closes the pool.
+std::thread produce(runtime::worker_pool& pool, std::uint64_t n, std::size_t samples = 100)
+{
+    return std::thread([&pool, n, samples] {
+        for (std::uint64_t i = 0; i < n; ++i) pool.submit(make_batch(i, samples));
+        pool.close();
+    });
+}
+
+std::vector<std::unique_ptr<dsp::batch_processor>> backends(int n, std::set<std::uint64_t> fail = {})
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> v;
+    for (int i = 0; i < n; ++i) v.push_back(std::make_unique<scripted>("w" + std::to_string(i), fail));
+    return v;
+}
+
+}  // namespace
+
+TEST(worker_pool, results_come_out_in_submission_order_whatever_order_the_workers_finish_in)
+{
+    for (const int workers : {1, 3, 4}) {
+        runtime::worker_pool pool(backends(workers), {}, 2);
+        EXPECT_EQ(pool.workers(), static_cast<std::size_t>(workers));
+        constexpr std::uint64_t n = 40;
+        auto producer = produce(pool, n);
+        std::uint64_t expect = 0;
+        while (auto r = pool.next()) {
+            ASSERT_TRUE(r->out);
+            EXPECT_EQ(r->out->batch_index, expect);
+            EXPECT_EQ(r->batch.index, expect);
+            EXPECT_EQ(r->batch.samples.size(), 100u);  // no recycle function: the window comes back
+            ++expect;
+        }
+        producer.join();
+        EXPECT_EQ(expect, n);
+        const auto c = pool.stats();
+        EXPECT_EQ(c.batches_submitted, n);
+        EXPECT_EQ(c.batches_done, n);
+        EXPECT_EQ(c.batches_lost, 0u);
+        EXPECT_GT(c.process_s, 0.0);
+    }
+}
+
+TEST(worker_pool, a_failing_backend_falls_back_and_without_a_fallback_its_batch_is_lost_and_counted)
+{
+    {
+        std::atomic<int> fallbacks_made{0};
+        runtime::worker_pool pool(backends(2, {3, 7}), [&] {
+            ++fallbacks_made;
+            return std::make_unique<scripted>("cpu");
+        }, 2);
+        auto producer = produce(pool, 10);
+        std::uint64_t expect = 0;
+        while (auto r = pool.next()) {
+            ASSERT_TRUE(r->out) << expect;
+            EXPECT_EQ(r->out->batch_index, expect);
+            EXPECT_EQ(r->on_fallback, expect == 3 || expect == 7);
+            EXPECT_FALSE(r->error);
+            ++expect;
+        }
+        producer.join();
+        EXPECT_EQ(expect, 10u);
+        const auto c = pool.stats();
+        EXPECT_EQ(c.backend_errors, 2u);
+        EXPECT_EQ(c.batches_on_fallback, 2u);
+        EXPECT_EQ(c.batches_lost, 0u);
+        EXPECT_EQ(fallbacks_made, 1);  // made once, when first needed
+    }
+    {
+        runtime::worker_pool pool(backends(2, {5}), {}, 2);
+        auto producer = produce(pool, 8, 1000);
+        std::uint64_t seen = 0;
+        while (auto r = pool.next()) {
+            if (r->batch.index == 5) {
+                EXPECT_FALSE(r->out);
+                ASSERT_TRUE(r->error);
+                try {
+                    std::rethrow_exception(r->error);
+                } catch (const std::runtime_error& e) {
+                    const std::string what = e.what();
+                    EXPECT_TRUE(what == "w0 failed on batch 5" || what == "w1 failed on batch 5") << what;
+                } catch (...) {
+                    ADD_FAILURE() << "not the backend's exception";
+                }
+            } else {
+                EXPECT_TRUE(r->out);
+            }
+            ++seen;
+        }
+        producer.join();
+        EXPECT_EQ(seen, 8u);  // the lost batch comes out too, in its place
+        const auto c = pool.stats();
+        EXPECT_EQ(c.backend_errors, 1u);
+        EXPECT_EQ(c.batches_lost, 1u);
+        EXPECT_EQ(c.samples_in_lost_batches, 980u);  // its owned samples
+    }
+}
+
+TEST(worker_pool, after_abort_nothing_new_is_processed_and_every_batch_is_still_accounted_for)
+{
+    std::atomic<bool> hold{true};
+    std::vector<std::unique_ptr<dsp::batch_processor>> v;
+    auto b = std::make_unique<scripted>();
+    b->hold = &hold;
+    auto* raw = b.get();
+    v.push_back(std::move(b));
+    runtime::worker_pool pool(std::move(v), {}, 1);
+    pool.submit(make_batch(0));  // taken by the worker, held
+    while (raw->calls == 0) std::this_thread::sleep_for(1ms);
+    pool.submit(make_batch(1));  // queued
+    std::thread producer([&] {
+        pool.submit(make_batch(2));  // blocks: the queue is full
+        pool.submit(make_batch(3));  // after abort: not even queued
+        pool.close();
+    });
+    std::this_thread::sleep_for(50ms);
+    pool.abort();
+    hold = false;
+    producer.join();
+    std::vector<std::uint64_t> done, lost;
+    while (auto r = pool.next()) (r->out ? done : lost).push_back(r->batch.index);
+    EXPECT_EQ(done, (std::vector<std::uint64_t>{0, 1}));  // what was under way finishes
+    EXPECT_EQ(lost, (std::vector<std::uint64_t>{2, 3}));
+    const auto c = pool.stats();
+    EXPECT_EQ(c.batches_submitted, 4u);
+    EXPECT_EQ(c.batches_lost, 2u);
+    EXPECT_EQ(c.samples_in_lost_batches, 160u);
+    EXPECT_EQ(raw->calls, 2);
+}
+
+TEST(worker_pool, a_slow_consumer_holds_the_producer_back)
+{
+    // queue_depth 2 and 2 workers: at most 4 batches between submit() and next().
+    runtime::worker_pool pool(backends(2), {}, 2);
+    std::atomic<int> submitted{0};
+    std::thread producer([&] {
+        for (std::uint64_t i = 0; i < 12; ++i) {
+            pool.submit(make_batch(i));
+            ++submitted;
+        }
+        pool.close();
+    });
+    std::this_thread::sleep_for(200ms);
+    EXPECT_EQ(submitted, 4);
+    int taken = 0;
+    while (auto r = pool.next()) {
+        ++taken;
+        EXPECT_LE(submitted - taken, 4);
+    }
+    producer.join();
+    EXPECT_EQ(taken, 12);
+}
+
+TEST(worker_pool, the_watchdog_sees_a_stuck_worker_and_every_window_is_handed_back)
+{
+    std::atomic<bool> hold{true};
+    std::vector<std::unique_ptr<dsp::batch_processor>> v;
+    auto b = std::make_unique<scripted>();
+    b->hold = &hold;
+    v.push_back(std::move(b));
+    std::mutex m;
+    std::set<float> windows;
+    runtime::worker_pool pool(std::move(v), {}, 2, [&](std::vector<cf32> w) {
+        std::lock_guard lk(m);
+        windows.insert(w.front().real());
+    });
+    EXPECT_TRUE(pool.healthy(20ms));
+    pool.submit(make_batch(0));
+    std::this_thread::sleep_for(60ms);
+    EXPECT_FALSE(pool.healthy(20ms));
+    EXPECT_TRUE(pool.healthy(10s));
+    hold = false;
+    std::thread producer([&] {
+        for (std::uint64_t i = 1; i < 5; ++i) pool.submit(make_batch(i));
+        pool.close();
+    });
+    int n = 0;
+    while (auto r = pool.next()) {
+        EXPECT_TRUE(r->batch.samples.empty());  // the recycle function has it
+        ++n;
+    }
+    producer.join();
+    EXPECT_EQ(n, 5);
+    EXPECT_TRUE(pool.healthy(20ms));
+    EXPECT_EQ(windows, (std::set<float>{0.0f, 1.0f, 2.0f, 3.0f, 4.0f}));
+}
+
+TEST(worker_pool, refuses_no_workers_and_a_zero_queue)
+{
+    EXPECT_THROW(runtime::worker_pool(backends(0), {}, 2), std::invalid_argument);
+    EXPECT_THROW(runtime::worker_pool(backends(1), {}, 0), std::invalid_argument);
+    runtime::worker_pool pool(backends(1), {}, 1);
+    pool.close();
+    EXPECT_FALSE(pool.next());
+    EXPECT_THROW(pool.submit(make_batch(0)), std::logic_error);
+}
