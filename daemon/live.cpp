@@ -1,6 +1,7 @@
 #include "daemon/live.hpp"
 
 #include "config/receiver_yaml.hpp"
+#include "daemon/counters.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/notify.hpp"
 #include "io/file_source.hpp"
@@ -20,124 +21,6 @@
 #include <fstream>
 
 namespace paq::daemon {
-
-namespace {
-
-std::string si(double v)
-{
-    char buf[32];
-    if (v >= 1e9) {
-        std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
-    } else if (v >= 1e6) {
-        std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
-    } else if (v >= 1e3) {
-        std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
-    } else {
-        std::snprintf(buf, sizeof buf, "%.0f", v);
-    }
-    return buf;
-}
-
-struct send_totals {
-    std::uint64_t sent = 0, errors = 0;
-};
-
-/// Datagrams sent and refused over the six streams.
-send_totals publisher_totals(const io::udp_publisher& udp)
-{
-    send_totals t;
-    for (int k = 0; k < dsp::chain::num_paths; ++k) {
-        t.sent += udp.counters(k).datagrams_sent;
-        t.errors += udp.counters(k).send_errors;
-    }
-    return t;
-}
-
-}  // namespace
-
-std::string status_line(const pipeline_stats& s, const pipeline_stats* prev, double interval_s, bool have_pattern)
-{
-    std::string line;
-    const double rate = prev && interval_s > 0
-                            ? static_cast<double>(s.samples_in - prev->samples_in) / interval_s
-                            : 0.0;
-    line += "in " + si(static_cast<double>(s.samples_in)) + " (" + si(rate) + "/s)";
-    line += " drop " + std::to_string(s.ring.samples_dropped);
-    line += " gaps " + std::to_string(s.gaps);
-    if (s.stalled) line += " STALLED";
-    line += " | batches " + std::to_string(s.batches_published);
-    if (s.batches_lost) line += " (" + std::to_string(s.batches_lost) + " lost)";
-    line += " pkts " + std::to_string(s.packets_last_batch) + "/batch " + std::to_string(s.tally.packets_found);
-    line += " |";
-    for (const auto& p : s.tally.paths) {
-        char buf[48];
-        if (have_pattern) {
-            if (p.locked) {
-                std::snprintf(buf, sizeof buf, " %s %.1e", p.name.c_str(), p.ber);
-            } else {
-                std::snprintf(buf, sizeof buf, " %s nolock", p.name.c_str());
-            }
-        } else {
-            std::snprintf(buf, sizeof buf, " %s ~%.1e", p.name.c_str(), p.mean_bep_estimate);
-        }
-        line += buf;
-    }
-    char lat[64];
-    std::snprintf(lat, sizeof lat, " | latency %.0f ms (max %.0f)", s.latency_last_ms, s.latency_max_ms);
-    line += lat;
-    return line;
-}
-
-nlohmann::json to_json(const pipeline_stats& s, bool have_pattern)
-{
-    nlohmann::json gaps = nlohmann::json::object();
-    for (std::size_t r = 0; r < num_gap_reasons; ++r) {
-        gaps[std::string(io::to_string(static_cast<io::gap_reason>(r)))] = s.gaps_by_reason[r];
-    }
-    nlohmann::json paths = nlohmann::json::array();
-    for (const auto& p : s.tally.paths) {
-        nlohmann::json j = {{"path", p.name}, {"packets", p.packets}, {"mean_bep_estimate", p.mean_bep_estimate}};
-        if (have_pattern) {
-            j["bits"] = p.bits_checked;
-            j["bit_errors"] = p.bit_errors;
-            j["ber"] = p.ber;
-            j["locked"] = p.locked;
-            j["resyncs"] = p.resyncs;
-        }
-        paths.push_back(j);
-    }
-    return {{"samples_in", s.samples_in},
-            {"ring",
-             {{"capacity", s.ring.capacity},
-              {"high_water", s.ring.high_water},
-              {"samples_dropped", s.ring.samples_dropped},
-              {"overflows", s.ring.overflows},
-              {"producer_waits", s.ring.producer_waits},
-              {"gaps_coalesced", s.ring.gaps_coalesced}}},
-            {"gaps", s.gaps},
-            {"gaps_by_reason", gaps},
-            {"samples_lost_in_gaps", s.samples_lost_in_gaps},
-            {"short_segments", s.short_segments},
-            {"samples_in_short_segments", s.samples_in_short_segments},
-            {"stalls", s.stalls},
-            {"batches_dispatched", s.batches_dispatched},
-            {"batches_published", s.batches_published},
-            {"batches_lost", s.batches_lost},
-            {"samples_in_lost_batches", s.samples_in_lost_batches},
-            {"backend_errors", s.backend_errors},
-            {"batches_on_fallback", s.batches_on_fallback},
-            {"packets_found", s.tally.packets_found},
-            {"packets_truncated", s.tally.packets_truncated},
-            {"packets_flagged", s.tally.packets_flagged},
-            {"packets_missed_in_sequence", s.tally.packets_skipped},
-            {"mean_cfo_hz", s.tally.mean_cfo_hz},
-            {"mean_ebn0_db", s.tally.mean_ebn0_db},
-            {"mean_clock_ppm", s.tally.mean_clock_ppm},
-            {"packets_clock_corrected", s.tally.packets_clock_corrected},
-            {"latency_ms", {{"last", s.latency_last_ms}, {"mean", s.latency_mean_ms}, {"max", s.latency_max_ms}}},
-            {"paths", paths},
-            {"source_error", s.source_error ? nlohmann::json(*s.source_error) : nlohmann::json(nullptr)}};
-}
 
 int run_live(const live_options& opt)
 {
@@ -163,6 +46,36 @@ int run_live(const live_options& opt)
     std::unique_ptr<metrics_server> metrics;
     std::unique_ptr<io::udp_publisher> udp;
     service_notifier notifier;
+    // Every counter, gathered at one moment for the registry (daemon/counters.hpp): the
+    // status line, the metrics endpoint, the final log and --json-out all read it.
+    auto snapshot = [&] {
+        service_snapshot snap;
+        snap.pipeline = pipe->stats();
+        snap.have_pattern = have_pattern;
+        const auto& sc = source->counters();
+        snap.source = {source->describe(), sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
+                       sc.malformed.load(), sc.refused.load(), sc.reconnects.load(), sc.nonfinite.load()};
+        if (const auto* v = dynamic_cast<const io::vita49_source*>(source.get())) {
+            const auto& vc = v->vita_counters();
+            snap.vita49 = service_snapshot::vita49_values{vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(),
+                                                          vc.duplicates.load(), vc.late.load(), vc.resyncs.load(),
+                                                          vc.context_rate_mismatches.load(), vc.packets_before_rate.load(),
+                                                          vc.samples_before_rate.load(), vc.count_mismatches.load(),
+                                                          vc.context_sample_rate_hz.load()};
+        }
+        if (udp) {
+            service_snapshot::publisher_values pv;
+            for (int k = 0; k < dsp::chain::num_paths; ++k) {
+                pv.datagrams_sent[static_cast<std::size_t>(k)] = udp->counters(k).datagrams_sent.load();
+                pv.send_errors[static_cast<std::size_t>(k)] = udp->counters(k).send_errors.load();
+            }
+            pv.packets_published = udp->packets_published();
+            snap.publisher = pv;
+        }
+        if (records) snap.records = service_snapshot::records_values{records->rows(), records->rows_lost()};
+        if (rec) snap.recording = service_snapshot::recording_values{rec->samples_recorded(), rec->samples_dropped()};
+        return snap;
+    };
     notifier.status("starting");
     const auto backend = runtime::resolve_backend(cfg.pipeline.backend);
     try {
@@ -238,41 +151,7 @@ int run_live(const live_options& opt)
         };
         pipe = std::make_unique<pipeline>(po, *source, *ring, std::move(workers), std::move(fallback), publish);
         if (cfg.metrics.enabled) {
-            metrics = std::make_unique<metrics_server>(cfg.metrics, [&] {
-                extra_metrics x;
-                const auto& sc = source->counters();
-                x.source_packets = sc.packets;
-                x.source_packets_lost = sc.packets_lost;
-                x.source_malformed = sc.malformed;
-                x.source_reconnects = sc.reconnects;
-                x.source_refused = sc.refused;
-                if (const auto* v = dynamic_cast<const io::vita49_source*>(source.get())) {
-                    const auto& vc = v->vita_counters();
-                    x.vita49 = true;
-                    x.vita49_context = vc.context_packets;
-                    x.vita49_other_stream = vc.other_stream;
-                    x.vita49_duplicates = vc.duplicates;
-                    x.vita49_late = vc.late;
-                    x.vita49_resyncs = vc.resyncs;
-                    x.vita49_stream_changes = vc.stream_changes;
-                    x.vita49_context_rate_mismatches = vc.context_rate_mismatches;
-                    x.vita49_count_mismatches = vc.count_mismatches;
-                }
-                if (records) {
-                    x.record_rows = records->rows();
-                    x.record_rows_lost = records->rows_lost();
-                }
-                if (udp) {
-                    const auto t = publisher_totals(*udp);
-                    x.datagrams_sent = t.sent;
-                    x.send_errors = t.errors;
-                }
-                if (rec) {
-                    x.recorded_samples = rec->samples_recorded();
-                    x.recording_dropped_samples = rec->samples_dropped();
-                }
-                return render_prometheus(pipe->stats(), x, have_pattern);
-            });
+            metrics = std::make_unique<metrics_server>(cfg.metrics, [&] { return render_prometheus(snapshot()); });
             spdlog::info("metrics: http://{}:{}/metrics", cfg.metrics.bind, metrics->port());
         }
     } catch (const std::exception& e) {
@@ -293,7 +172,7 @@ int run_live(const live_options& opt)
         std::max(120.0, 30.0 * static_cast<double>(cfg.receiver.batch_samples) / source->sample_rate_hz())));
     const auto t_start = std::chrono::steady_clock::now();
     const double interval = cfg.monitor.status_interval_s;
-    pipeline_stats prev = pipe->stats();
+    service_snapshot prev = snapshot();
     int stop_requests = 0;
     auto next_status = t_start + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                      std::chrono::duration<double>(interval));
@@ -336,11 +215,11 @@ int run_live(const live_options& opt)
             next_ping = std::chrono::steady_clock::now() + *ping;
         }
         if (std::chrono::steady_clock::now() >= next_status) {
-            const auto s = pipe->stats();
-            const auto line = status_line(s, &prev, interval, have_pattern);
+            auto s = snapshot();
+            const auto line = status_line(s, &prev, interval);
             spdlog::info("{}", line);
             notifier.status(line);
-            prev = s;
+            prev = std::move(s);
             next_status += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                 std::chrono::duration<double>(interval));
         }
@@ -348,23 +227,6 @@ int run_live(const live_options& opt)
     // The source ended by itself (end of file, peer closed): tell the service manager too.
     if (stop_requests == 0) notifier.stopping();
     pipe->join();
-    const auto s = pipe->stats();
-    if (udp) {
-        const auto t = publisher_totals(*udp);
-        spdlog::info("publisher: {} datagrams sent, {} send errors, {} packets published", t.sent, t.errors,
-                     udp->packets_published());
-    }
-    spdlog::info("final: {}", status_line(s, nullptr, 0.0, have_pattern));
-    for (std::size_t r = 0; r < num_gap_reasons; ++r) {
-        if (s.gaps_by_reason[r]) spdlog::info("gaps ({}): {}", io::to_string(static_cast<io::gap_reason>(r)), s.gaps_by_reason[r]);
-    }
-    spdlog::info("samples in {}, dropped by the ring {}, lost in gaps {} (counted), in lost batches {}, in segments "
-                 "shorter than a packet {}; "
-                 "packets {} (truncated {}, missed in sequence {}); batches {} published, {} lost, {} on fallback",
-                 s.samples_in, s.ring.samples_dropped, s.samples_lost_in_gaps, s.samples_in_lost_batches,
-                 s.samples_in_short_segments,
-                 s.tally.packets_found, s.tally.packets_truncated, s.tally.packets_skipped, s.batches_published,
-                 s.batches_lost, s.batches_on_fallback);
     metrics.reset();
     if (records) {
         try {
@@ -384,68 +246,18 @@ int run_live(const live_options& opt)
             spdlog::error("{}", e.what());
         }
     }
-    const auto& sc = source->counters();
-    spdlog::info("source: {} samples, {} datagrams/blocks, {} lost ({} samples), {} malformed, {} refused (allow-list), "
-                 "{} reconnects, {} non-finite",
-                 sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
-                 sc.malformed.load(), sc.refused.load(), sc.reconnects.load(), sc.nonfinite.load());
-    const auto* vita = dynamic_cast<const io::vita49_source*>(source.get());
-    if (vita) {
-        const auto& vc = vita->vita_counters();
-        spdlog::info("vita49: {} context packets skipped, {} of another stream, {} stream changes followed, "
-                     "{} duplicates, {} late, {} resyncs, {} context packets with another sample rate, {} packets ({} "
-                     "samples) before the sample rate was known, {} packet counts that disagree with the timestamps",
-                     vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(), vc.duplicates.load(),
-                     vc.late.load(), vc.resyncs.load(), vc.context_rate_mismatches.load(), vc.packets_before_rate.load(),
-                     vc.samples_before_rate.load(), vc.count_mismatches.load());
-    }
+    // The final counters, every one from the registry, after the records and the recording
+    // are closed (their counts are final).
+    const auto s = snapshot();
+    spdlog::info("final: {}", status_line(s, nullptr, 0.0));
+    for (const auto& line : final_log_lines(s)) spdlog::info("{}", line);
     if (!opt.json_out.empty()) {
-        auto j = to_json(s, have_pattern);
-        j["source"] = {{"description", source->describe()},
-                       {"samples", sc.samples.load()},
-                       {"packets", sc.packets.load()},
-                       {"packets_lost", sc.packets_lost.load()},
-                       {"samples_lost", sc.samples_lost.load()},
-                       {"malformed", sc.malformed.load()},
-                       {"refused", sc.refused.load()},
-                       {"reconnects", sc.reconnects.load()},
-                       {"nonfinite", sc.nonfinite.load()}};
-        if (vita) {
-            const auto& vc = vita->vita_counters();
-            j["source"]["vita49"] = {{"context_packets", vc.context_packets.load()},
-                                     {"other_stream", vc.other_stream.load()},
-                                     {"stream_changes", vc.stream_changes.load()},
-                                     {"duplicates", vc.duplicates.load()},
-                                     {"late", vc.late.load()},
-                                     {"resyncs", vc.resyncs.load()},
-                                     {"context_rate_mismatches", vc.context_rate_mismatches.load()},
-                                     {"context_sample_rate_hz", vc.context_sample_rate_hz.load()},
-                                     {"packets_before_rate", vc.packets_before_rate.load()},
-                                     {"samples_before_rate", vc.samples_before_rate.load()},
-                                     {"count_mismatches", vc.count_mismatches.load()}};
-        }
-        if (udp) {
-            nlohmann::json streams = nlohmann::json::array();
-            for (int k = 0; k < dsp::chain::num_paths; ++k) {
-                streams.push_back({{"path", dsp::path_name(k)},
-                                   {"datagrams_sent", udp->counters(k).datagrams_sent.load()},
-                                   {"send_errors", udp->counters(k).send_errors.load()}});
-            }
-            j["publisher"] = streams;
-        }
-        if (records) {
-            j["record_rows"] = records->rows();
-            j["record_rows_lost"] = records->rows_lost();
-        }
-        if (rec) {
-            j["recorded_samples"] = rec->samples_recorded();
-            j["recording_dropped_samples"] = rec->samples_dropped();
-        }
+        const auto j = to_json(s);
         std::ofstream f(opt.json_out);
         f << j.dump(2) << "\n";
         if (!f) spdlog::error("cannot write {}", opt.json_out.string());
     }
-    return s.source_error ? 1 : 0;
+    return s.pipeline.source_error ? 1 : 0;
 }
 
 }  // namespace paq::daemon

@@ -12,8 +12,6 @@
 #include <optional>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 namespace paq::daemon {
 
 struct live_options {
@@ -27,12 +25,6 @@ struct live_options {
 /// 0 clean end, 1 the source failed for good (or nothing could be started).
 [[nodiscard]] int run_live(const live_options& opt);
 
-/// The status line (also sent to systemd as STATUS=).
-[[nodiscard]] std::string status_line(const pipeline_stats& s, const pipeline_stats* previous, double interval_s,
-                                      bool have_pattern);
-
-/// The final summary (counters and per-path tally).
-[[nodiscard]] nlohmann::json to_json(const pipeline_stats& s, bool have_pattern);
 
 
 }  // namespace paq::daemon

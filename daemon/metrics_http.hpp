@@ -65,22 +65,4 @@ private:
     std::unique_ptr<impl> impl_;
 };
 
-/// Extra counters that live outside the pipeline (source, publisher).
-struct extra_metrics {
-    std::uint64_t source_packets = 0, source_packets_lost = 0, source_malformed = 0, source_reconnects = 0;
-    std::uint64_t source_refused = 0;  ///< datagrams / connections from senders outside the allow-list
-    /// VITA-49 only (absent for other sources).
-    bool vita49 = false;
-    std::uint64_t vita49_context = 0, vita49_other_stream = 0, vita49_duplicates = 0, vita49_late = 0, vita49_resyncs = 0;
-    std::uint64_t vita49_context_rate_mismatches = 0;  ///< context packets whose sample rate is not the configured one
-    std::uint64_t vita49_count_mismatches = 0;  ///< packets whose 4-bit count disagrees with their timestamps
-    std::uint64_t vita49_stream_changes = 0;
-    std::uint64_t datagrams_sent = 0, send_errors = 0;
-    std::uint64_t record_rows = 0, record_rows_lost = 0;
-    std::uint64_t recorded_samples = 0, recording_dropped_samples = 0;
-};
-
-/// The pipeline's counters and gauges in the Prometheus text format.
-[[nodiscard]] std::string render_prometheus(const pipeline_stats& s, const extra_metrics& x, bool have_pattern);
-
 }  // namespace paq::daemon

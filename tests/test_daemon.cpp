@@ -4,6 +4,7 @@
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
+#include "daemon/counters.hpp"
 #include "daemon/pipeline.hpp"
 #include "daemon/sources.hpp"
 #include "io/file_source.hpp"
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -604,9 +606,10 @@ TEST(pipeline, a_missing_file_is_a_clear_error_before_anything_starts)
     }
 }
 
-TEST(pipeline, status_line_shows_counters_ber_and_latency)
+TEST(counters, the_status_line_shows_counters_ber_and_latency)
 {
-    daemon::pipeline_stats s;
+    daemon::service_snapshot snap;
+    auto& s = snap.pipeline;
     s.samples_in = 41'250'000;
     s.ring.samples_dropped = 7;
     s.gaps = 2;
@@ -620,11 +623,91 @@ TEST(pipeline, status_line_shows_counters_ber_and_latency)
         s.tally.paths[p].locked = p != 0;
         s.tally.paths[p].ber = 1e-3 * (p + 1);
     }
-    const auto line = daemon::status_line(s, nullptr, 1.0, true);
+    const auto line = daemon::status_line(snap, nullptr, 1.0);
     EXPECT_NE(line.find("drop 7"), std::string::npos) << line;
     EXPECT_NE(line.find("gaps 2"), std::string::npos) << line;
     EXPECT_NE(line.find("pkts 3104/batch"), std::string::npos) << line;
     EXPECT_NE(line.find("none nolock"), std::string::npos) << line;
     EXPECT_NE(line.find("mmse 3.0e-03"), std::string::npos) << line;
     EXPECT_NE(line.find("latency 512 ms (max 700)"), std::string::npos) << line;
+}
+
+TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_log)
+{
+    // Every output is made from the registry: each counter present in one is present in all,
+    // under the same name, with the same value; names are unique.
+    daemon::service_snapshot snap;
+    snap.pipeline.samples_in = 123;
+    snap.pipeline.samples_in_lost_batches = 4567;  // once missing from the metrics
+    snap.pipeline.tally.packets_skipped = 9;       // once three names
+    snap.source.refused = 3;
+    snap.vita49 = daemon::service_snapshot::vita49_values{};
+    snap.vita49->count_mismatches = 2;
+    snap.publisher = daemon::service_snapshot::publisher_values{};
+    snap.publisher->send_errors[2] = 5;
+    snap.publisher->send_errors[4] = 6;
+    snap.records = daemon::service_snapshot::records_values{10, 1};
+    snap.recording = daemon::service_snapshot::recording_values{1000, 0};
+    for (int p = 0; p < dsp::chain::num_paths; ++p) snap.pipeline.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);
+
+    const auto prom = daemon::render_prometheus(snap);
+    const auto j = daemon::to_json(snap);
+    std::string log;
+    for (const auto& l : daemon::final_log_lines(snap)) log += l + "\n";
+    std::set<std::string> names;
+    for (const auto& m : daemon::scalar_metrics()) {
+        EXPECT_TRUE(names.insert(m.name).second) << "two counters named " << m.name;
+        const std::string prom_name = std::string("paqd_") + m.name + (m.type == daemon::metric_type::counter ? "_total" : "");
+        EXPECT_NE(prom.find("\n" + prom_name + " "), std::string::npos) << prom_name;
+        ASSERT_TRUE(j.contains(m.name)) << m.name;
+        EXPECT_NE(log.find(std::string(" ") + m.name + "="), std::string::npos) << m.name;
+    }
+    for (const auto& m : daemon::path_metrics()) {
+        const std::string prom_name = std::string("paqd_path_") + m.name + (m.type == daemon::metric_type::counter ? "_total" : "");
+        EXPECT_NE(prom.find(prom_name + "{path=\"mmse\"} "), std::string::npos) << prom_name;
+        EXPECT_TRUE(j["paths"][2].contains(m.name)) << m.name;
+    }
+    EXPECT_EQ(j["samples_in_lost_batches"], 4567);
+    EXPECT_NE(prom.find("paqd_samples_in_lost_batches_total 4567\n"), std::string::npos);
+    EXPECT_NE(log.find(" samples_in_lost_batches=4567"), std::string::npos);
+    EXPECT_EQ(j["packets_missed_in_sequence"], 9);
+    EXPECT_NE(prom.find("paqd_packets_missed_in_sequence_total 9\n"), std::string::npos);
+    EXPECT_EQ(j["send_errors"], 11);
+    EXPECT_EQ(j["paths"][4]["send_errors"], 6);
+    EXPECT_NE(prom.find("paqd_path_send_errors_total{path=\"fde1\"} 6\n"), std::string::npos);
+    EXPECT_EQ(j["paths"][5]["bit_errors"], 105);
+    EXPECT_EQ(j["vita49_count_mismatches"], 2);
+    EXPECT_EQ(j["gaps_by_reason"]["stall"], 0);
+    EXPECT_NE(prom.find("paqd_gaps_by_reason_total{reason=\"stall\"} 0\n"), std::string::npos);
+    EXPECT_DOUBLE_EQ(daemon::value_of(snap, "record_rows_lost"), 1.0);
+    // A counter that does not apply is absent everywhere: no VITA-49 source, no publisher,
+    // no pattern (then no PN counts).
+    snap.vita49.reset();
+    snap.publisher.reset();
+    snap.have_pattern = false;
+    const auto prom2 = daemon::render_prometheus(snap);
+    const auto j2 = daemon::to_json(snap);
+    EXPECT_EQ(prom2.find("vita49"), std::string::npos);
+    EXPECT_EQ(prom2.find("send_errors"), std::string::npos);
+    EXPECT_EQ(prom2.find("paqd_path_bit_errors_total"), std::string::npos);
+    EXPECT_FALSE(j2.contains("vita49_count_mismatches"));
+    EXPECT_FALSE(j2["paths"][0].contains("bit_errors"));
+    EXPECT_TRUE(j2["paths"][0].contains("mean_bep_estimate"));
+    EXPECT_THROW((void)daemon::value_of(snap, "send_errors"), std::out_of_range);
+    EXPECT_THROW((void)daemon::value_of(snap, "no_such_counter"), std::out_of_range);
+}
+
+TEST(counters, daemon_md_lists_the_registry)
+{
+    // docs/DAEMON.md's counter table is the registry's (daemon::counters_markdown), between
+    // its markers; regenerate it from the printed text when a counter changes.
+    std::ifstream f(std::string(PAQ_TEST_DATA_DIR) + "/../../docs/DAEMON.md");
+    ASSERT_TRUE(f) << "docs/DAEMON.md not found";
+    const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::string begin = "<!-- counters:begin (generated: daemon::counters_markdown) -->\n", end = "<!-- counters:end -->";
+    const auto b = doc.find(begin), e = doc.find(end);
+    ASSERT_NE(b, std::string::npos);
+    ASSERT_NE(e, std::string::npos);
+    const std::string table = daemon::counters_markdown();
+    EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), table) << "the table should read:\n" << table;
 }

@@ -2,6 +2,7 @@
 // recording (the report's numbers equal the replay table's), the Prometheus endpoint (it
 // answers, its counters move), and the SigMF recording made while receiving.
 #include "chain_fixture.hpp"
+#include "daemon/counters.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/recorder.hpp"
 #include "daemon/records.hpp"
@@ -210,14 +211,15 @@ TEST(flight_records, channel_rows_and_delay_spread)
 
 TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
 {
-    daemon::pipeline_stats stats;
+    daemon::service_snapshot snap;
+    auto& stats = snap.pipeline;
     stats.tally.paths[2].name = "mmse";
     std::mutex mu;
     daemon::metrics_config cfg;
     cfg.port = 0;  // any free port
     daemon::metrics_server server(cfg, [&] {
         std::lock_guard lk(mu);
-        return daemon::render_prometheus(stats, {}, true);
+        return daemon::render_prometheus(snap);
     });
     const auto first = http_get(server.port(), "/metrics");
     EXPECT_EQ(first.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << first.substr(0, 200);
@@ -238,19 +240,19 @@ TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
         stats.iq_phase_deg_last_batch = 10.0;
         stats.dc_dbc_last_batch = -15.0;
     }
-    EXPECT_NE(first.find("paqd_front_end_iq_gain_db NaN\n"), std::string::npos);  // none corrected yet
+    EXPECT_NE(first.find("paqd_iq_gain_db_last_batch NaN\n"), std::string::npos);  // none corrected yet
     const auto second = http_get(server.port(), "/metrics");
-    EXPECT_EQ(metric_value(second, "paqd_clock_offset_ppm"), -120.5);
+    EXPECT_EQ(metric_value(second, "paqd_clock_ppm_last_batch"), -120.5);
     EXPECT_EQ(metric_value(second, "paqd_packets_clock_corrected_total"), 3000.0);
     EXPECT_EQ(metric_value(second, "paqd_packets_front_end_corrected_total"), 3104.0);
-    EXPECT_EQ(metric_value(second, "paqd_front_end_iq_gain_db"), 2.0);
-    EXPECT_EQ(metric_value(second, "paqd_front_end_iq_phase_deg"), 10.0);
-    EXPECT_EQ(metric_value(second, "paqd_front_end_dc_dbc"), -15.0);
+    EXPECT_EQ(metric_value(second, "paqd_iq_gain_db_last_batch"), 2.0);
+    EXPECT_EQ(metric_value(second, "paqd_iq_phase_deg_last_batch"), 10.0);
+    EXPECT_EQ(metric_value(second, "paqd_dc_dbc_last_batch"), -15.0);
     EXPECT_EQ(metric_value(second, "paqd_samples_in_total"), 41'250'000.0);
-    EXPECT_EQ(metric_value(second, "paqd_packets_total"), 3104.0);
+    EXPECT_EQ(metric_value(second, "paqd_packets_found_total"), 3104.0);
     EXPECT_EQ(metric_value(second, "paqd_ring_samples_dropped_total"), 5.0);
     EXPECT_NE(second.find("paqd_path_bit_errors_total{path=\"mmse\"} 17"), std::string::npos);
-    EXPECT_NE(second.find("paqd_gaps_total{reason=\"lost-packets\"} 0"), std::string::npos);
+    EXPECT_NE(second.find("paqd_gaps_by_reason_total{reason=\"lost-packets\"} 0"), std::string::npos);
     const auto missing = http_get(server.port(), "/other");
     EXPECT_EQ(missing.rfind("HTTP/1.1 404", 0), 0u);
     EXPECT_GE(server.requests(), 3u);

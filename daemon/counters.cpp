@@ -1,0 +1,326 @@
+#include "daemon/counters.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace paq::daemon {
+
+namespace {
+
+using S = service_snapshot;
+constexpr metric_type C = metric_type::counter;
+constexpr metric_type G = metric_type::gauge;
+
+double d(std::uint64_t v) { return static_cast<double>(v); }
+bool with_vita(const S& s) { return s.vita49.has_value(); }
+bool with_publisher(const S& s) { return s.publisher.has_value(); }
+bool with_records(const S& s) { return s.records.has_value(); }
+bool with_recording(const S& s) { return s.recording.has_value(); }
+bool with_pattern(const S& s) { return s.have_pattern; }
+
+std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::num_paths>& a)
+{
+    std::uint64_t t = 0;
+    for (const auto v : a) t += v;
+    return t;
+}
+
+const std::vector<scalar_metric> scalars = {
+    // intake and the ring
+    {"samples_in", C, "Samples the batcher received from the ring.", [](const S& s) { return d(s.pipeline.samples_in); }, nullptr, true},
+    {"ring_samples_dropped", C, "Samples dropped because the ring was full.", [](const S& s) { return d(s.pipeline.ring.samples_dropped); }, nullptr, true},
+    {"ring_overflows", C, "Ring overflow episodes.", [](const S& s) { return d(s.pipeline.ring.overflows); }, nullptr, true},
+    {"ring_producer_waits", C, "Times the source waited for room in the ring (block policy).", [](const S& s) { return d(s.pipeline.ring.producer_waits); }, nullptr, true},
+    {"ring_gaps_coalesced", C, "Gaps merged into others because too many were queued in the ring.", [](const S& s) { return d(s.pipeline.ring.gaps_coalesced); }, nullptr, true},
+    {"ring_fill_samples", G, "Samples waiting in the ring.", [](const S& s) { return d(s.pipeline.ring.fill); }, nullptr, true},
+    {"ring_high_water_samples", G, "The most samples the ring has held.", [](const S& s) { return d(s.pipeline.ring.high_water); }, nullptr, true},
+    {"ring_capacity_samples", G, "Ring capacity.", [](const S& s) { return d(s.pipeline.ring.capacity); }, nullptr, true},
+    // gaps and stalls
+    {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.pipeline.gaps); }, nullptr, true},
+    {"samples_lost_in_gaps", C, "Samples the gaps said were lost (ring overflows included).", [](const S& s) { return d(s.pipeline.samples_lost_in_gaps); }, nullptr, true},
+    {"short_segments", C, "Segments between gaps shorter than one packet.", [](const S& s) { return d(s.pipeline.short_segments); }, nullptr, true},
+    {"samples_in_short_segments", C, "Samples in segments shorter than one packet (no packet fits).", [](const S& s) { return d(s.pipeline.samples_in_short_segments); }, nullptr, true},
+    {"stalls", C, "Times the source gave no samples for longer than the stall timeout.", [](const S& s) { return d(s.pipeline.stalls); }, nullptr, true},
+    {"source_stalled", G, "1 while the source is stalled.", [](const S& s) { return s.pipeline.stalled ? 1.0 : 0.0; }, nullptr, true},
+    // the source
+    {"source_samples", C, "Samples the source delivered.", [](const S& s) { return d(s.source.samples); }, nullptr, true},
+    {"source_packets", C, "Datagrams or blocks the source received.", [](const S& s) { return d(s.source.packets); }, nullptr, true},
+    {"source_packets_lost", C, "Datagrams the source found missing.", [](const S& s) { return d(s.source.packets_lost); }, nullptr, true},
+    {"source_samples_lost", C, "Samples in the datagrams the source found missing.", [](const S& s) { return d(s.source.samples_lost); }, nullptr, true},
+    {"source_malformed", C, "Malformed datagrams the source rejected.", [](const S& s) { return d(s.source.malformed); }, nullptr, true},
+    {"source_refused", C, "Datagrams and connections refused: the sender is not in the allow-list.", [](const S& s) { return d(s.source.refused); }, nullptr, true},
+    {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source.reconnects); }, nullptr, true},
+    {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source.nonfinite); }, nullptr, true},
+    // VITA-49
+    {"vita49_context_packets", C, "VITA-49 context packets skipped.", [](const S& s) { return d(s.vita49->context_packets); }, with_vita, true},
+    {"vita49_other_stream", C, "VITA-49 data packets of another stream id dropped.", [](const S& s) { return d(s.vita49->other_stream); }, with_vita, true},
+    {"vita49_stream_changes", C, "VITA-49 stream ids followed (stream_change: follow).", [](const S& s) { return d(s.vita49->stream_changes); }, with_vita, true},
+    {"vita49_duplicates", C, "Repeated VITA-49 packets dropped.", [](const S& s) { return d(s.vita49->duplicates); }, with_vita, true},
+    {"vita49_late", C, "Reordered VITA-49 packets dropped (their place was a gap).", [](const S& s) { return d(s.vita49->late); }, with_vita, true},
+    {"vita49_resyncs", C, "VITA-49 timestamps that jumped backwards: tracking restarted.", [](const S& s) { return d(s.vita49->resyncs); }, with_vita, true},
+    {"vita49_context_rate_mismatches", C, "VITA-49 context packets whose sample rate is not the configured one.", [](const S& s) { return d(s.vita49->context_rate_mismatches); }, with_vita, true},
+    {"vita49_count_mismatches", C, "VITA-49 packets whose 4-bit count disagrees with their timestamps.", [](const S& s) { return d(s.vita49->count_mismatches); }, with_vita, true},
+    {"vita49_packets_before_rate", C, "VITA-49 data packets received before a context packet gave the sample rate.", [](const S& s) { return d(s.vita49->packets_before_rate); }, with_vita, true},
+    {"vita49_samples_before_rate", C, "Their samples (not delivered).", [](const S& s) { return d(s.vita49->samples_before_rate); }, with_vita, true},
+    {"vita49_context_sample_rate_hz", G, "The last sample rate a VITA-49 context packet carried (0: none).", [](const S& s) { return s.vita49->context_sample_rate_hz; }, with_vita, false},
+    // batches and backends
+    {"batches_dispatched", C, "Batches handed to the worker pool.", [](const S& s) { return d(s.pipeline.batches_dispatched); }, nullptr, true},
+    {"batches_published", C, "Batches processed and published.", [](const S& s) { return d(s.pipeline.batches_published); }, nullptr, true},
+    {"batches_lost", C, "Batches lost: their backend and the fallback failed, or paqd was aborted.", [](const S& s) { return d(s.pipeline.batches_lost); }, nullptr, true},
+    {"samples_in_lost_batches", C, "Samples of the lost batches.", [](const S& s) { return d(s.pipeline.samples_in_lost_batches); }, nullptr, true},
+    {"backend_errors", C, "Backend (e.g. GPU) errors.", [](const S& s) { return d(s.pipeline.backend_errors); }, nullptr, true},
+    {"batches_on_fallback", C, "Batches processed on the CPU fallback.", [](const S& s) { return d(s.pipeline.batches_on_fallback); }, nullptr, true},
+    {"batch_latency_last_seconds", G, "The last batch: its last sample in to its last bit published.", [](const S& s) { return s.pipeline.latency_last_ms / 1e3; }, nullptr, false},
+    {"batch_latency_mean_seconds", G, "Mean batch latency.", [](const S& s) { return s.pipeline.latency_mean_ms / 1e3; }, nullptr, false},
+    {"batch_latency_max_seconds", G, "Largest batch latency.", [](const S& s) { return s.pipeline.latency_max_ms / 1e3; }, nullptr, false},
+    // packets
+    {"packets_found", C, "Packets found and decoded.", [](const S& s) { return d(s.pipeline.tally.packets_found); }, nullptr, true},
+    {"packets_last_batch", G, "Packets in the last published batch.", [](const S& s) { return d(s.pipeline.packets_last_batch); }, nullptr, true},
+    {"packets_truncated", C, "Packets cut by a gap or the end of the stream (not decoded).", [](const S& s) { return d(s.pipeline.tally.packets_truncated); }, nullptr, true},
+    {"packets_flagged", C, "Packets with any flag set.", [](const S& s) { return d(s.pipeline.tally.packets_flagged); }, nullptr, true},
+    {"packets_missed_in_sequence", C, "Packets missing from the sequence.", [](const S& s) { return d(s.pipeline.tally.packets_skipped); }, nullptr, true},
+    {"packets_ill_conditioned", C, "Packets whose ZF condition number was above 1e6.", [](const S& s) { return d(s.pipeline.tally.packets_ill_conditioned); }, nullptr, true},
+    {"packets_clock_corrected", C, "Packets re-timed for the transmitter's clock offset.", [](const S& s) { return d(s.pipeline.tally.packets_clock_corrected); }, nullptr, true},
+    {"packets_front_end_estimated", C, "Packets whose DC offset and IQ imbalance were estimated.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_estimated); }, nullptr, true},
+    {"packets_front_end_corrected", C, "Packets whose DC offset or IQ imbalance stood above the gate (-30 dB) and was removed.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_corrected); }, nullptr, true},
+    // estimates
+    {"mean_cfo_hz", G, "Mean carrier frequency offset estimate.", [](const S& s) { return s.pipeline.tally.mean_cfo_hz; }, nullptr, false},
+    {"mean_ebn0_db", G, "Mean estimated Eb/N0.", [](const S& s) { return s.pipeline.tally.mean_ebn0_db; }, nullptr, false},
+    {"mean_clock_ppm", G, "Mean transmitter clock offset against the sample clock.", [](const S& s) { return s.pipeline.tally.mean_clock_ppm; }, nullptr, false},
+    {"clock_ppm_last_batch", G, "Mean transmitter clock offset over the last published batch's packets.", [](const S& s) { return s.pipeline.clock_ppm_last_batch; }, nullptr, false},
+    {"iq_gain_db_last_batch", G, "IQ amplitude imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.iq_gain_db_last_batch; }, nullptr, false},
+    {"iq_phase_deg_last_batch", G, "IQ phase imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.iq_phase_deg_last_batch; }, nullptr, false},
+    {"dc_dbc_last_batch", G, "DC offset, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.dc_dbc_last_batch; }, nullptr, false},
+    // outputs
+    {"packets_published", C, "Datagrams built for the testers (sent + send errors).", [](const S& s) { return d(s.publisher->packets_published); }, with_publisher, true},
+    {"datagrams_sent", C, "UDP datagrams sent to the testers, all streams.", [](const S& s) { return d(sum(s.publisher->datagrams_sent)); }, with_publisher, true},
+    {"send_errors", C, "UDP sends refused by the kernel, all streams (e.g. ECONNREFUSED after an ICMP port unreachable).", [](const S& s) { return d(sum(s.publisher->send_errors)); }, with_publisher, true},
+    {"record_rows", C, "Per-packet record rows written.", [](const S& s) { return d(s.records->rows); }, with_records, true},
+    {"record_rows_lost", C, "Per-packet record rows that could not be written (disk full).", [](const S& s) { return d(s.records->rows_lost); }, with_records, true},
+    {"recorded_samples", C, "Samples written to the SigMF recording.", [](const S& s) { return d(s.recording->samples); }, with_recording, true},
+    {"recording_dropped_samples", C, "Samples not recorded (disk too slow or failed).", [](const S& s) { return d(s.recording->dropped); }, with_recording, true},
+    {"up", G, "1 while paqd runs.", [](const S& s) { return s.pipeline.finished ? 0.0 : 1.0; }, nullptr, true},
+};
+
+const dsp::path_summary& path(const S& s, int p) { return s.pipeline.tally.paths[static_cast<std::size_t>(p)]; }
+
+const std::vector<path_metric> per_path = {
+    {"packets", C, "Packets decoded per path.", [](const S& s, int p) { return d(path(s, p).packets); }, nullptr, true},
+    {"mean_bep_estimate", G, "Mean estimated bit error probability per path.", [](const S& s, int p) { return path(s, p).mean_bep_estimate; }, nullptr, false},
+    {"bits", C, "Data bits checked against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bits_checked); }, with_pattern, true},
+    {"bit_errors", C, "Bit errors against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bit_errors); }, with_pattern, true},
+    {"ber", G, "Bit error rate against the PN pattern per path.", [](const S& s, int p) { return path(s, p).ber; }, with_pattern, false},
+    {"bits_before_lock", C, "Bits before the PN checker locked, per path.", [](const S& s, int p) { return d(path(s, p).bits_before_lock); }, with_pattern, true},
+    {"resyncs", C, "Times the PN checker lost lock and locked again, per path.", [](const S& s, int p) { return d(path(s, p).resyncs); }, with_pattern, true},
+    {"locked", G, "1 when the path's PN checker is locked.", [](const S& s, int p) { return path(s, p).locked ? 1.0 : 0.0; }, with_pattern, true},
+    {"datagrams_sent", C, "UDP datagrams sent per stream.", [](const S& s, int p) { return d(s.publisher->datagrams_sent[static_cast<std::size_t>(p)]); }, with_publisher, true},
+    {"send_errors", C, "UDP sends refused per stream.", [](const S& s, int p) { return d(s.publisher->send_errors[static_cast<std::size_t>(p)]); }, with_publisher, true},
+};
+
+bool present(const S& s, bool (*p)(const S&)) { return p == nullptr || p(s); }
+
+std::string number(double v, bool integral)
+{
+    char buf[64];
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+    if (integral) std::snprintf(buf, sizeof buf, "%.0f", v);
+    else std::snprintf(buf, sizeof buf, "%.17g", v);
+    return buf;
+}
+
+nlohmann::json json_number(double v, bool integral)
+{
+    if (!std::isfinite(v)) return nullptr;  // JSON has no NaN
+    if (integral) return static_cast<std::uint64_t>(v);
+    return v;
+}
+
+std::string prom_name(const char* prefix, const char* name, metric_type t)
+{
+    std::string n = std::string("paqd_") + prefix + name;
+    if (t == metric_type::counter) n += "_total";
+    return n;
+}
+
+void header(std::string& out, const std::string& name, metric_type t, const char* help)
+{
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + (t == metric_type::counter ? " counter\n" : " gauge\n");
+}
+
+std::string si(double v)
+{
+    char buf[32];
+    if (v >= 1e9) std::snprintf(buf, sizeof buf, "%.2fG", v / 1e9);
+    else if (v >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", v / 1e6);
+    else if (v >= 1e3) std::snprintf(buf, sizeof buf, "%.1fk", v / 1e3);
+    else std::snprintf(buf, sizeof buf, "%.0f", v);
+    return buf;
+}
+
+}  // namespace
+
+const std::vector<scalar_metric>& scalar_metrics() { return scalars; }
+const std::vector<path_metric>& path_metrics() { return per_path; }
+
+double value_of(const service_snapshot& s, std::string_view name)
+{
+    for (const auto& m : scalars) {
+        if (name == m.name) {
+            if (!present(s, m.present)) break;
+            return m.value(s);
+        }
+    }
+    throw std::out_of_range("no counter '" + std::string(name) + "' in this snapshot");
+}
+
+double path_value_of(const service_snapshot& s, std::string_view name, int p)
+{
+    for (const auto& m : per_path) {
+        if (name == m.name) {
+            if (!present(s, m.present)) break;
+            return m.value(s, p);
+        }
+    }
+    throw std::out_of_range("no per-path counter '" + std::string(name) + "' in this snapshot");
+}
+
+std::string render_prometheus(const service_snapshot& s)
+{
+    std::string o;
+    o.reserve(16384);
+    for (const auto& m : scalars) {
+        if (!present(s, m.present)) continue;
+        const auto n = prom_name("", m.name, m.type);
+        header(o, n, m.type, m.help);
+        o += n + " " + number(m.value(s), false) + "\n";
+    }
+    {
+        const auto n = prom_name("", gaps_by_reason_name, metric_type::counter);
+        header(o, n, metric_type::counter, "Gaps in the sample stream, by reason.");
+        for (std::size_t r = 0; r < num_gap_reasons; ++r) {
+            o += n + "{reason=\"" + std::string(io::to_string(static_cast<io::gap_reason>(r))) + "\"} " +
+                 number(d(s.pipeline.gaps_by_reason[r]), true) + "\n";
+        }
+    }
+    for (const auto& m : per_path) {
+        if (!present(s, m.present)) continue;
+        const auto n = prom_name("path_", m.name, m.type);
+        header(o, n, m.type, m.help);
+        for (int p = 0; p < dsp::chain::num_paths; ++p) {
+            o += n + "{path=\"" + std::string(dsp::path_name(p)) + "\"} " + number(m.value(s, p), false) + "\n";
+        }
+    }
+    return o;
+}
+
+nlohmann::json to_json(const service_snapshot& s)
+{
+    nlohmann::json j = nlohmann::json::object();
+    for (const auto& m : scalars) {
+        if (present(s, m.present)) j[m.name] = json_number(m.value(s), m.integral);
+    }
+    nlohmann::json gaps = nlohmann::json::object();
+    for (std::size_t r = 0; r < num_gap_reasons; ++r) {
+        gaps[std::string(io::to_string(static_cast<io::gap_reason>(r)))] = s.pipeline.gaps_by_reason[r];
+    }
+    j[gaps_by_reason_name] = gaps;
+    nlohmann::json paths = nlohmann::json::array();
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        nlohmann::json e = {{"path", dsp::path_name(p)}};
+        for (const auto& m : per_path) {
+            if (present(s, m.present)) e[m.name] = json_number(m.value(s, p), m.integral);
+        }
+        paths.push_back(e);
+    }
+    j["paths"] = paths;
+    j["source_description"] = s.source.description;
+    j["source_error"] = s.pipeline.source_error ? nlohmann::json(*s.pipeline.source_error) : nlohmann::json(nullptr);
+    return j;
+}
+
+std::vector<std::string> final_log_lines(const service_snapshot& s)
+{
+    std::vector<std::string> lines;
+    std::string line = "counters:";
+    for (const auto& m : scalars) {
+        if (!present(s, m.present)) continue;
+        const std::string item = std::string(" ") + m.name + "=" + number(m.value(s), m.integral);
+        if (line.size() + item.size() > 200) {
+            lines.push_back(line);
+            line = "counters:";
+        }
+        line += item;
+    }
+    lines.push_back(line);
+    line = std::string(gaps_by_reason_name) + ":";
+    for (std::size_t r = 0; r < num_gap_reasons; ++r) {
+        line += " " + std::string(io::to_string(static_cast<io::gap_reason>(r))) + "=" + std::to_string(s.pipeline.gaps_by_reason[r]);
+    }
+    lines.push_back(line);
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        line = "path " + std::string(dsp::path_name(p)) + ":";
+        for (const auto& m : per_path) {
+            if (present(s, m.present)) line += std::string(" ") + m.name + "=" + number(m.value(s, p), m.integral);
+        }
+        lines.push_back(line);
+    }
+    return lines;
+}
+
+std::string counters_markdown()
+{
+    auto when = [](bool (*p)(const S&)) -> std::string {
+        if (p == with_vita) return " (VITA-49 source)";
+        if (p == with_publisher) return " (publisher on)";
+        if (p == with_records) return " (records on)";
+        if (p == with_recording) return " (recording on)";
+        if (p == with_pattern) return " (with a pattern)";
+        return "";
+    };
+    std::string o = "| name (`--json-out`, final log) | Prometheus | type | meaning |\n|---|---|---|---|\n";
+    for (const auto& m : scalars) {
+        o += std::string("| `") + m.name + "` | `" + prom_name("", m.name, m.type) + "` | " +
+             (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
+    }
+    o += std::string("| `") + gaps_by_reason_name + "` {reason: n} | `" + prom_name("", gaps_by_reason_name, metric_type::counter) +
+         "{reason}` | counter | Gaps by reason: overflow, lost-packets, stall, reconnect, source-error, discontinuity. |\n";
+    for (const auto& m : per_path) {
+        o += std::string("| `paths[].") + m.name + "` | `" + prom_name("path_", m.name, m.type) + "{path}` | " +
+             (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
+    }
+    return o;
+}
+
+std::string status_line(const service_snapshot& s, const service_snapshot* prev, double interval_s)
+{
+    auto v = [&](const char* name) { return value_of(s, name); };
+    auto n = [&](const char* name) { return number(v(name), true); };
+    const double rate = prev && interval_s > 0 ? (v("samples_in") - value_of(*prev, "samples_in")) / interval_s : 0.0;
+    std::string line = "in " + si(v("samples_in")) + " (" + si(rate) + "/s)";
+    line += " drop " + n("ring_samples_dropped");
+    line += " gaps " + n("gaps");
+    if (v("source_stalled") != 0.0) line += " STALLED";
+    line += " | batches " + n("batches_published");
+    if (v("batches_lost") != 0.0) line += " (" + n("batches_lost") + " lost)";
+    line += " pkts " + n("packets_last_batch") + "/batch " + n("packets_found");
+    line += " |";
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        char buf[48];
+        const char* name = dsp::path_name(p);
+        if (s.have_pattern) {
+            if (path_value_of(s, "locked", p) != 0.0) std::snprintf(buf, sizeof buf, " %s %.1e", name, path_value_of(s, "ber", p));
+            else std::snprintf(buf, sizeof buf, " %s nolock", name);
+        } else {
+            std::snprintf(buf, sizeof buf, " %s ~%.1e", name, path_value_of(s, "mean_bep_estimate", p));
+        }
+        line += buf;
+    }
+    char lat[64];
+    std::snprintf(lat, sizeof lat, " | latency %.0f ms (max %.0f)", 1e3 * v("batch_latency_last_seconds"), 1e3 * v("batch_latency_max_seconds"));
+    line += lat;
+    return line;
+}
+
+}  // namespace paq::daemon

@@ -1,0 +1,102 @@
+// The service's counters: one registry (issue 15, item 1). Every counter and gauge paqd
+// reports while it runs has one entry here, under one name, and the status line, the
+// --json-out summary, the Prometheus endpoint and the final log all read them from here:
+//
+//   Prometheus   paqd_<name> (a counter: paqd_<name>_total); per path
+//                paqd_path_<name>{path="mmse"}; by gap reason paqd_<name>_total{reason="stall"}
+//   --json-out   "<name>": value; per path in "paths": [{"path": "mmse", "<name>": value}];
+//                by gap reason "<name>": {"stall": n, ...}
+//   final log    "counters: <name>=<value> ..." (every counter present), per path one line
+//   status line  a fixed selection, read by name (value_of)
+//
+// A counter that does not apply (VITA-49 counters for another source, the publisher's when it
+// is off, the PN counts without a pattern) is absent from all of them.
+#pragma once
+
+#include "daemon/pipeline.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paq::daemon {
+
+/// Everything the registry reads, gathered at one moment.
+struct service_snapshot {
+    pipeline_stats pipeline;
+    bool have_pattern = true;
+    struct source_values {
+        std::string description;
+        std::uint64_t samples = 0, packets = 0, packets_lost = 0, samples_lost = 0, malformed = 0, refused = 0,
+                      reconnects = 0, nonfinite = 0;
+    } source;
+    struct vita49_values {
+        std::uint64_t context_packets = 0, other_stream = 0, stream_changes = 0, duplicates = 0, late = 0, resyncs = 0,
+                      context_rate_mismatches = 0, packets_before_rate = 0, samples_before_rate = 0, count_mismatches = 0;
+        double context_sample_rate_hz = 0.0;
+    };
+    std::optional<vita49_values> vita49;  ///< VITA-49 sources only
+    struct publisher_values {
+        std::array<std::uint64_t, dsp::chain::num_paths> datagrams_sent{}, send_errors{};
+        std::uint64_t packets_published = 0;
+    };
+    std::optional<publisher_values> publisher;  ///< publisher enabled
+    struct records_values {
+        std::uint64_t rows = 0, rows_lost = 0;
+    };
+    std::optional<records_values> records;  ///< per-packet records on
+    struct recording_values {
+        std::uint64_t samples = 0, dropped = 0;
+    };
+    std::optional<recording_values> recording;  ///< SigMF recording on
+};
+
+enum class metric_type : std::uint8_t { counter, gauge };
+
+/// One number.
+struct scalar_metric {
+    const char* name;
+    metric_type type;
+    const char* help;
+    double (*value)(const service_snapshot&);
+    bool (*present)(const service_snapshot&);  ///< nullptr: always
+    bool integral;                              ///< an integer count (JSON and log print it so)
+};
+
+/// One number per path (none, zf, mmse, cma, fde1, fde2).
+struct path_metric {
+    const char* name;
+    metric_type type;
+    const char* help;
+    double (*value)(const service_snapshot&, int path);
+    bool (*present)(const service_snapshot&);
+    bool integral;
+};
+
+[[nodiscard]] const std::vector<scalar_metric>& scalar_metrics();
+[[nodiscard]] const std::vector<path_metric>& path_metrics();
+/// The by-reason family: gaps_by_reason (reasons: io::to_string(io::gap_reason)).
+inline constexpr const char* gaps_by_reason_name = "gaps_by_reason";
+
+/// A scalar's value by name; throws std::out_of_range for a name not in the registry or not
+/// present in this snapshot.
+[[nodiscard]] double value_of(const service_snapshot& s, std::string_view name);
+/// A per-path value by name.
+[[nodiscard]] double path_value_of(const service_snapshot& s, std::string_view name, int path);
+
+[[nodiscard]] std::string render_prometheus(const service_snapshot& s);
+[[nodiscard]] nlohmann::json to_json(const service_snapshot& s);
+/// The final log's counter lines (without the "final: <status line>" before them).
+[[nodiscard]] std::vector<std::string> final_log_lines(const service_snapshot& s);
+/// The registry as the markdown table in docs/DAEMON.md (a test keeps the two equal).
+[[nodiscard]] std::string counters_markdown();
+/// The status line (also sent to systemd as STATUS=): the intake rate over the last
+/// `interval_s` when `previous` is given.
+[[nodiscard]] std::string status_line(const service_snapshot& s, const service_snapshot* previous, double interval_s);
+
+}  // namespace paq::daemon
