@@ -222,6 +222,7 @@ void pipeline::publisher_loop()
         stats_.latency_max_ms = std::max(stats_.latency_max_ms, latency);
         latency_sum_ms_ += latency;
         stats_.latency_mean_ms = latency_sum_ms_ / static_cast<double>(stats_.batches_published);
+        pool_.give_back(std::move(*res->out));
     }
     // The batcher may still be closing (it ends before the workers); join order is not
     // needed here: finished_ is set only when every other thread has returned (join()).

@@ -177,7 +177,9 @@ nlohmann::json to_json(const replay_result& r)
               {"read_s", s.timing.read_s},
               {"batch_s", s.timing.batch_s},
               {"process_s", s.timing.process_s},
-              {"tally_s", s.timing.tally_s}}},
+              {"tally_s", s.timing.tally_s},
+              {"lock_s", s.timing.lock_s},
+              {"submit_wait_s", s.timing.submit_wait_s}}},
             {"warnings", r.warnings}};
 }
 

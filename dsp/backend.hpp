@@ -2,8 +2,9 @@
 //
 //   Create (constructor: tables, plans, buffers)  ->  process(batch) ... process(batch)
 //
-// process() takes one batch window and returns every packet it owns, with the bits of all
-// six paths. It is called from one thread at a time per instance.
+// process() takes one batch window and writes every packet it owns, with the bits of all
+// six paths, into an output the caller may reuse. It is called from one thread at a time per
+// instance.
 #pragma once
 
 #include "dsp/batch.hpp"
@@ -17,7 +18,17 @@ namespace paq::dsp {
 class batch_processor {
 public:
     virtual ~batch_processor() = default;
-    [[nodiscard]] virtual batch_output process(const sample_batch& batch) = 0;
+    /// Processes one batch into `out`, replacing everything it held. Its vectors keep their
+    /// capacity, so an output object handed back batch after batch (runtime::worker_pool does)
+    /// allocates nothing once it has grown to a full batch.
+    virtual void process(const sample_batch& batch, batch_output& out) = 0;
+    /// The same into a fresh output.
+    [[nodiscard]] batch_output process(const sample_batch& batch)
+    {
+        batch_output out;
+        process(batch, out);
+        return out;
+    }
     [[nodiscard]] virtual std::string name() const = 0;
 
     /// Host memory the caller will hand to process() again and again (the windows of a pool

@@ -93,6 +93,16 @@ struct batch_output {
     std::uint64_t truncated_packets = 0;        ///< preambles whose packet a gap or the end cut
     std::uint64_t nonfinite_samples = 0;        ///< in the owned range's packets
 
+    /// Empty again for batch `index`, the vectors' capacity kept (a backend's process() starts so).
+    void reset(std::uint64_t index) noexcept
+    {
+        batch_index = index;
+        packets.clear();
+        bits.clear();
+        truncated_packets = 0;
+        nonfinite_samples = 0;
+    }
+
     [[nodiscard]] const std::uint8_t* packet_bits(std::size_t packet, int path) const noexcept
     {
         return bits.data() + (packet * chain::num_paths + static_cast<std::size_t>(path)) * packed_data_bytes;

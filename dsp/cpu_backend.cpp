@@ -71,7 +71,7 @@ struct cpu_backend::impl {
     }
 
     /// The chain on a window at 2 samples per bit.
-    [[nodiscard]] batch_output process_chain(const sample_batch& batch);
+    void process_chain(const sample_batch& batch, batch_output& out);
 
     void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
                 workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits) const
@@ -193,23 +193,24 @@ void cpu_backend::process_packet(const cf32* window, std::size_t window_len, lon
     impl_->packet(window, window_len, start, rec, bits_out, *impl_->ws[0]);
 }
 
-batch_output cpu_backend::process(const sample_batch& batch)
+void cpu_backend::process(const sample_batch& batch, batch_output& out)
 {
-    if (!impl_->geom.resampling) return impl_->process_chain(batch);
+    if (!impl_->geom.resampling) {
+        impl_->process_chain(batch, out);
+        return;
+    }
     // The input stage: the window at 2 samples per bit, then its packets' starts as input
     // sample indices again.
     const sample_batch chain_batch = resample_batch(batch, impl_->geom);
-    batch_output out = impl_->process_chain(chain_batch);
+    impl_->process_chain(chain_batch, out);
     for (auto& rec : out.packets) rec.start_sample = input_index(batch, rec.start_sample, impl_->geom);
-    return out;
 }
 
-batch_output cpu_backend::impl::process_chain(const sample_batch& batch)
+void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& out)
 {
-    batch_output out;
-    out.batch_index = batch.index;
+    out.reset(batch.index);
     const std::size_t len = batch.samples.size();
-    if (len < detector_span) return out;
+    if (len < detector_span) return;
 
     // Kept across batches: a full window's metric is ~300 MB, not to be allocated per batch.
     metric.resize(len - detector_span + 1);
@@ -234,7 +235,6 @@ batch_output cpu_backend::impl::process_chain(const sample_batch& batch)
         rec.clock_corrected = steps[i] != fixed_pos{1} << fixed_frac_bits;
     }
     for (const auto& rec : out.packets) out.nonfinite_samples += rec.nonfinite_samples;
-    return out;
 }
 
 }  // namespace paq::dsp

@@ -15,7 +15,8 @@ public:
     explicit cpu_backend(const receiver_config& cfg);
     ~cpu_backend() override;
 
-    [[nodiscard]] batch_output process(const sample_batch& batch) override;
+    using batch_processor::process;
+    void process(const sample_batch& batch, batch_output& out) override;
     [[nodiscard]] std::string name() const override { return "cpu"; }
 
     /// One packet whose start is at window index `start` (may be near the window's edges:

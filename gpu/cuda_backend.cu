@@ -695,13 +695,20 @@ void cuda_backend::impl::clock_for_part(std::size_t k, std::size_t n_active, lon
     }
 }
 
-dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
+void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& out)
 {
     auto& m = *impl_;
-    dsp::batch_output out;
+    // The packet records start value-initialized; the bits keep their contents (every
+    // packet's six paths are written below), so a reused output costs no memset.
     out.batch_index = batch.index;
+    out.packets.clear();
+    out.truncated_packets = 0;
+    out.nonfinite_samples = 0;
     const std::size_t len = batch.samples.size();
-    if (len < dsp::detector_span) return out;
+    if (len < dsp::detector_span) {
+        out.bits.clear();
+        return;
+    }
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const bool timed = m.timing_on;
@@ -789,7 +796,6 @@ dsp::batch_output cuda_backend::process(const dsp::sample_batch& batch)
         m.last.ms[static_cast<std::size_t>(stage::records)] = records_ms;
         m.last.valid = true;
     }
-    return out;
 }
 
 void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)

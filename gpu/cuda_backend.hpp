@@ -62,7 +62,8 @@ public:
     static constexpr int max_parts = 16;
     ~cuda_backend() override;
 
-    [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override;
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& batch, dsp::batch_output& out) override;
     [[nodiscard]] std::string name() const override { return "cuda"; }
     /// A host_pin of the range (page-locked for every device); nullptr when the system refuses
     /// (the memlock limit): uploads from the range then go through pageable copies.

@@ -26,7 +26,8 @@ double seconds_since(run_clock::time_point t0) { return std::chrono::duration<do
 class borrowed_backend final : public dsp::batch_processor {
 public:
     explicit borrowed_backend(dsp::batch_processor& b) : b_(b) {}
-    [[nodiscard]] dsp::batch_output process(const dsp::sample_batch& batch) override { return b_.process(batch); }
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& batch, dsp::batch_output& out) override { b_.process(batch, out); }
     [[nodiscard]] std::string name() const override { return b_.name(); }
     [[nodiscard]] std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
     {
@@ -80,11 +81,15 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
                     const void* data = b->samples.data();
                     if (b->samples.capacity() * sizeof(cf32) >= window_bytes &&
                         std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
+                        const auto t0 = run_clock::now();
                         pins.emplace_back(data, pool.pin_host_memory(data, b->samples.capacity() * sizeof(cf32)));
+                        timing.lock_s += seconds_since(t0);
                         ++timing.windows;
                         if (pins.back().second) ++timing.windows_locked;
                     }
+                    const auto t1 = run_clock::now();
                     pool.submit(std::move(*b));
+                    timing.submit_wait_s += seconds_since(t1);
                 }
             };
             while (!stop) {
@@ -123,6 +128,7 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
                 tally.add(*r->out);
                 if (on_batch) on_batch(*r->out);
                 timing.tally_s += seconds_since(t0);
+                pool.give_back(std::move(*r->out));
             } catch (...) {
                 // End the run: the reader stops at its next read, the pool processes nothing
                 // new, and what is under way is drained here.

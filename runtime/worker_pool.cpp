@@ -70,6 +70,12 @@ void worker_pool::submit(dsp::sample_batch&& batch, clock::time_point ready, con
     q_cv_.notify_one();
 }
 
+void worker_pool::give_back(dsp::batch_output&& out)
+{
+    std::lock_guard lk(out_mu_);
+    if (spare_outputs_.size() < queue_depth_ + workers_.size()) spare_outputs_.push_back(std::move(out));
+}
+
 void worker_pool::close()
 {
     {
@@ -117,11 +123,20 @@ void worker_pool::worker_loop(std::size_t w)
             q_space_.notify_one();
         }
         result res{std::nullopt, std::move(j.batch), j.ready, false, nullptr};
+        dsp::batch_output out;
+        {
+            std::lock_guard lk(out_mu_);
+            if (!spare_outputs_.empty()) {
+                out = std::move(spare_outputs_.back());
+                spare_outputs_.pop_back();
+            }
+        }
         const std::int64_t t0 = now_ns();
         busy_since_ns_[w] = t0;
         try {
             try {
-                res.out = backend.process(res.batch);
+                backend.process(res.batch, out);
+                res.out = std::move(out);
             } catch (const std::exception&) {
                 throw;
             } catch (...) {
@@ -138,7 +153,8 @@ void worker_pool::worker_loop(std::size_t w)
                 try {
                     std::lock_guard f(fallback_mu_);
                     if (!fallback_) fallback_ = fallback_factory_();
-                    res.out = fallback_->process(res.batch);
+                    fallback_->process(res.batch, out);
+                    res.out = std::move(out);
                     res.on_fallback = true;
                     res.error = nullptr;
                     spdlog::warn("batch {}: processed on the {} fallback instead", res.batch.index, fallback_->name());
@@ -152,6 +168,7 @@ void worker_pool::worker_loop(std::size_t w)
             }
             if (!res.out) {
                 spdlog::error("batch {} lost: {} samples not processed", res.batch.index, owned_samples(res.batch));
+                give_back(std::move(out));
             }
         }
         busy_since_ns_[w] = 0;

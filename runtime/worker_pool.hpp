@@ -75,6 +75,9 @@ public:
     /// 200 ms (a caller's heartbeat: back-pressure is not a hang). After abort() the batch
     /// is not processed: it comes out of next() lost, and is counted.
     void submit(dsp::sample_batch&& batch, clock::time_point ready = clock::now(), const std::function<void()>& waiting = {});
+    /// An output the caller is done with (a result's `out`): the next batch is written into
+    /// it, so that no batch allocates its output afresh. Optional.
+    void give_back(dsp::batch_output&& out);
     /// No more batches: the workers end once the queue is empty.
     void close();
     /// submit() stops waiting and processes nothing new; batches already queued finish.
@@ -126,6 +129,9 @@ private:
     std::uint64_t submitted_ = 0;      ///< mirror of next_seq_ for next() (under r_mu_)
     bool closed_out_ = false;          ///< close() seen (under r_mu_)
     counters counters_;                ///< under r_mu_
+
+    std::mutex out_mu_;
+    std::vector<dsp::batch_output> spare_outputs_;  ///< given back, to be written again
 
     std::vector<std::atomic<std::int64_t>> busy_since_ns_;  ///< 0: idle
     std::vector<std::thread> threads_;

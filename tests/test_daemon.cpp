@@ -391,10 +391,11 @@ private:
 class failing_backend final : public dsp::batch_processor {
 public:
     failing_backend(const dsp::receiver_config& rc, std::set<std::uint64_t> fail) : cpu_(rc), fail_(std::move(fail)) {}
-    dsp::batch_output process(const dsp::sample_batch& b) override
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
     {
         if (fail_.count(b.index)) throw std::runtime_error("injected device fault");
-        return cpu_.process(b);
+        cpu_.process(b, out);
     }
     std::string name() const override { return "failing"; }
 

@@ -695,14 +695,13 @@ public:
     std::set<const void*> pinned;
     std::size_t unpinned_batches = 0;
 
-    batch_output process(const sample_batch& b) override
+    using batch_processor::process;
+    void process(const sample_batch& b, batch_output& out) override
     {
         if (b.index == fail_at) throw std::runtime_error("scripted failure at batch " + std::to_string(b.index));
         seen.push_back(b.index);
         if (pinned.count(b.samples.data()) == 0) ++unpinned_batches;
-        batch_output out;
-        out.batch_index = b.index;
-        return out;
+        out.reset(b.index);
     }
     std::string name() const override { return "scripted"; }
     std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override

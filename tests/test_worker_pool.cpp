@@ -26,15 +26,15 @@ public:
     std::atomic<int> calls{0};
     std::atomic<bool>* hold = nullptr;
 
-    dsp::batch_output process(const dsp::sample_batch& b) override
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
     {
         ++calls;
         while (hold && *hold) std::this_thread::sleep_for(1ms);
         if (fail_.count(b.index)) throw std::runtime_error(name_ + " failed on batch " + std::to_string(b.index));
         std::this_thread::sleep_for(std::chrono::milliseconds(b.index % 4 == 0 ? 6 : 1));
-        dsp::batch_output out;
-        out.batch_index = b.index;
-        return out;
+        out.reset(b.index);
+        out.bits.assign(8, static_cast<std::uint8_t>(b.index));
     }
     std::string name() const override { return name_; }
 
@@ -249,4 +249,24 @@ TEST(worker_pool, refuses_no_workers_and_a_zero_queue)
     pool.close();
     EXPECT_FALSE(pool.next());
     EXPECT_THROW(pool.submit(make_batch(0)), std::logic_error);
+}
+
+TEST(worker_pool, an_output_given_back_is_written_again)
+{
+    // paqd hands each result's output back after publishing it: the next batch is written
+    // into the same vectors, so no batch allocates its output afresh.
+    runtime::worker_pool pool(backends(1), {}, 1);
+    pool.submit(make_batch(0));
+    auto first = pool.next();
+    ASSERT_TRUE(first && first->out);
+    const auto* storage = first->out->bits.data();
+    pool.give_back(std::move(*first->out));
+    pool.submit(make_batch(1));
+    auto second = pool.next();
+    ASSERT_TRUE(second && second->out);
+    EXPECT_EQ(second->out->bits.data(), storage);
+    EXPECT_EQ(second->out->batch_index, 1u);
+    EXPECT_EQ(second->out->bits, std::vector<std::uint8_t>(8, 1));
+    pool.close();
+    EXPECT_FALSE(pool.next());
 }
