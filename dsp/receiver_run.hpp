@@ -34,7 +34,7 @@ struct path_summary {
 struct run_timing {
     double elapsed_s = 0.0;  ///< wall clock, first read to last tally
     double read_s = 0.0;     ///< in `read` (file reading and sample conversion)
-    double batch_s = 0.0;    ///< cutting batch windows (copies into the windows)
+    double batch_s = 0.0;    ///< cutting batch windows: committing samples, taking complete windows, recycling
     double process_s = 0.0;  ///< in the backend's process()
     double tally_s = 0.0;    ///< PN counting, estimate sums and `on_batch` (records)
     double lock_s = 0.0;     ///< page-locking windows (pin_host_memory), on the reader's thread

@@ -16,6 +16,7 @@
 #include "gpu/detector.hpp"
 #include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
+#include "gpu/nvtx.hpp"
 #include "gpu/packet_locator.hpp"
 #include "gpu/resources.cuh"
 #include "gpu/smem_fft.cuh"
@@ -25,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <cmath>
 #include <limits>
@@ -698,6 +700,7 @@ void cuda_backend::impl::clock_for_part(std::size_t k, std::size_t n_active, lon
 void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& out)
 {
     auto& m = *impl_;
+    const nvtx_range nvtx_batch("paq cuda_backend::process");
     // The packet records start value-initialized; the bits keep their contents (every
     // packet's six paths are written below), so a reused output costs no memset.
     out.batch_index = batch.index;
@@ -777,7 +780,10 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.bits.resize(capacity * num_paths * dsp::packed_data_bytes);
     double records_ms = 0.0;
     std::size_t filled = 0;
-    for (std::size_t k = 0; k < n_active; ++k) records_ms += m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
+    {
+        const nvtx_range nvtx_records("paq records (host)");
+        for (std::size_t k = 0; k < n_active; ++k) records_ms += m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
+    }
     out.packets.resize(filled);
     out.bits.resize(filled * num_paths * dsp::packed_data_bytes);
 
@@ -807,6 +813,7 @@ void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)
     m.next_ev = 0;
     m.events_recorded = 0;
     if (timed) m.mark(s, cuda_backend::stage::count, m.next_ev);  // the start
+    nvtx_stages nvtx("paq upload_metric");
 
     // Window up (resampled on the way when the input is not at 2 samples per bit) and metric,
     // then packet location, all on the device.
@@ -817,10 +824,12 @@ void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)
         m.fe.upload_and_metric_device(w.input, upload_after);
     }
     if (timed) m.mark(s, cuda_backend::stage::upload_metric, m.next_ev);
+    nvtx.next("paq locate");
     const std::size_t n_metric = w.n_out - dsp::detector_span + 1;
     m.loc.locate_device(m.fe.device_metric(), n_metric, w.params, s);
     if (timed) m.mark(s, cuda_backend::stage::locate, m.next_ev);
     if (clock) {
+        nvtx.next("paq clock (peaks)");
         // What the host's clock estimate needs: the count, the starts and M around each peak.
         const auto found = m.loc.device();
         const std::size_t np = m.max_packets;
@@ -839,13 +848,22 @@ void chain_part::enqueue_back(bool timed, bool clock)
     const auto d = m.fe.device();
     const cudaStream_t s = d.stream;
     const auto found = m.loc.device();
+    nvtx_stages nvtx(clock ? "paq clock (steps)" : "paq estimates");
     if (clock) {
         PAQ_CUDA_CHECK(cudaMemcpyAsync(m.steps_dev.data(), m.steps_host.data(), m.max_packets * sizeof(dsp::fixed_pos), cudaMemcpyHostToDevice, s));
         if (timed) m.mark(s, cuda_backend::stage::clock, m.next_ev);
     }
+    // Each stage's events (timing on) and NVTX range: the range of the stage after `st` starts.
     const auto stage_done = [&](cuda_backend::stage st) {
         if (timed) m.mark(s, st, m.next_ev);
+        if (st != cuda_backend::stage::copy_back) {
+            static thread_local char name[40];
+            std::snprintf(name, sizeof name, "paq %s",
+                          cuda_backend::stage_name(static_cast<cuda_backend::stage>(static_cast<int>(st) + 1)));
+            nvtx.next(name);
+        }
     };
+    if (clock) nvtx.next("paq estimates");
 
     // Every stage over all slots; slots past the count carry zeros.
     const std::size_t np = m.max_packets;

@@ -72,12 +72,16 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
         try {
             const std::size_t window_bytes = bt.max_window_samples() * sizeof(cf32);
             auto hand_over = [&] {
+                auto t_pop = run_clock::now();
                 {
                     std::lock_guard lock(spares_m);
                     for (auto& v : spares) bt.recycle(std::move(v));
                     spares.clear();
                 }
-                while (auto b = bt.pop()) {
+                for (;;) {
+                    auto b = bt.pop();
+                    timing.batch_s += seconds_since(t_pop);
+                    if (!b) break;
                     const void* data = b->samples.data();
                     if (b->samples.capacity() * sizeof(cf32) >= window_bytes &&
                         std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
@@ -90,6 +94,7 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
                     const auto t1 = run_clock::now();
                     pool.submit(std::move(*b));
                     timing.submit_wait_s += seconds_since(t1);
+                    t_pop = run_clock::now();
                 }
             };
             while (!stop) {
