@@ -14,7 +14,9 @@
 #include "dsp/waveform.hpp"
 
 #include <array>
+#include <cmath>
 #include <cstdint>
+#include <numbers>
 #include <vector>
 
 namespace paq::dsp {
@@ -47,6 +49,25 @@ enum packet_flag : std::uint32_t {
     flag_cfo_near_limit = 1u << 3,    ///< |w0| above 90% of the estimator's range
     flag_low_snr = 1u << 4,           ///< estimated Eb/N0 below 3 dB
 };
+
+/// The flags' thresholds, in one place for both backends.
+inline constexpr double cfo_near_limit_rad_per_sample = 0.9 * std::numbers::pi / 32.0;  ///< 90% of the CFO estimator's range (lag 32 samples)
+inline constexpr double low_snr_ebn0_db = 3.0;
+inline constexpr double ill_conditioned_zf_condition = 1e6;
+
+/// A packet's flags from its estimates (both backends): the CFO is the packet's (coarse and
+/// residual), zf_condition the ZF equalizer's condition number, regularized whether the ZF or
+/// MMSE system had to be loaded.
+[[nodiscard]] inline std::uint32_t packet_flags(std::uint32_t nonfinite_samples, double cfo_rad_per_sample, double ebn0_db,
+                                                double zf_condition, bool regularized) noexcept
+{
+    std::uint32_t f = nonfinite_samples ? flag_nonfinite_input : 0u;
+    if (std::abs(cfo_rad_per_sample) > cfo_near_limit_rad_per_sample) f |= flag_cfo_near_limit;
+    if (ebn0_db < low_snr_ebn0_db) f |= flag_low_snr;
+    if (!(zf_condition <= ill_conditioned_zf_condition)) f |= flag_ill_conditioned;
+    if (regularized) f |= flag_zf_regularized;
+    return f;
+}
 
 struct path_stats {
     std::uint16_t known_bit_errors = 0;  ///< preamble+ASM bits the detector got wrong (of 192)

@@ -111,9 +111,7 @@ struct cpu_backend::impl {
         cf64* r = w.seg.data() + pre;  // r[0] = packet start
 
         rec.nonfinite_samples = nonfinite;
-        rec.flags = nonfinite ? flag_nonfinite_input : 0u;
         rec.cfo_rad_per_sample = estimate_cfo(r);
-        if (std::abs(rec.cfo_rad_per_sample) > 0.9 * std::numbers::pi / 32.0) rec.flags |= flag_cfo_near_limit;
         // The offset that estimate is left with, measured over the channel estimator's window.
         rec.cfo_rad_per_sample += refine_cfo(r, rec.cfo_rad_per_sample, t);
         derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
@@ -127,7 +125,6 @@ struct cpu_backend::impl {
         rec.channel_energy = ce.energy;
         // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition.
         rec.ebn0_db = 10.0 * std::log10(std::max(received_power(ce.h.data(), L_ch), 1e-300) / std::max(ce.sigma2, 1e-300));
-        if (rec.ebn0_db < 3.0) rec.flags |= flag_low_snr;
 
         fwd.execute(w.seg.data(), w.r_spec.data());
 
@@ -143,8 +140,7 @@ struct cpu_backend::impl {
         const auto rh = channel_autocorrelation(ce.h);
         const auto zf = solve_equalizer(ce.h, rh, 0.0, c_zf, w.solve_work);
         const auto mm = solve_equalizer(ce.h, rh, 2.0 * ce.sigma2, c_mmse, w.solve_work);
-        if (zf.regularized || mm.regularized) rec.flags |= flag_zf_regularized;
-        if (!(rec.zf_condition <= 1e6)) rec.flags |= flag_ill_conditioned;
+        rec.flags = packet_flags(nonfinite, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition, zf.regularized || mm.regularized);
         eq_taps c_cma = c_mmse;
         cma_refine(c_cma, w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
 

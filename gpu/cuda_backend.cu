@@ -261,7 +261,7 @@ __global__ void zf_fallback_kernel(const double* __restrict__ cond, const cuFloa
                                    std::uint8_t* __restrict__ ok)
 {
     const int p = blockIdx.x;
-    if (cond[p] <= 1e6 && ok[p]) return;
+    if (cond[p] <= dsp::ill_conditioned_zf_condition && ok[p]) return;
     for (int i = threadIdx.x; i < L_eq; i += blockDim.x) {
         c[static_cast<std::size_t>(p) * L_eq + i] = c_lev[static_cast<std::size_t>(p) * L_eq + i];
     }
@@ -994,11 +994,8 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         }
         rec.channel_energy = energy;
         rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
-        rec.flags = rec.nonfinite_samples ? dsp::flag_nonfinite_input : 0u;
-        if (std::abs(rec.cfo_rad_per_sample) > 0.9 * std::numbers::pi / 32.0) rec.flags |= dsp::flag_cfo_near_limit;
-        if (rec.ebn0_db < 3.0) rec.flags |= dsp::flag_low_snr;
-        if (!(rec.zf_condition <= 1e6)) rec.flags |= dsp::flag_ill_conditioned;
-        if (!m.ok_zf_host[p] || !m.ok_mmse_host[p]) rec.flags |= dsp::flag_zf_regularized;
+        rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
+                                      !m.ok_zf_host[p] || !m.ok_mmse_host[p]);
         for (int path = 0; path < num_paths; ++path) rec.paths[static_cast<std::size_t>(path)] = m.stats_host[p * num_paths + static_cast<std::size_t>(path)];
         nonfinite_total += rec.nonfinite_samples;
     }
