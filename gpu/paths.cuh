@@ -1,0 +1,27 @@
+// The six filter paths of the CUDA backend, a stage of its own (issue 15, item 6): the GPU
+// side of the CPU backend's per-path filter (dsp/cpu_backend.cpp). For each packet and path,
+// R x C x H_NO (R: the packet's spectrum; C: the path's equalizer: ZF, MMSE and CMA taps'
+// spectra, the single path's inverse for none, the FDE formulas on H for FDE1 and FDE2;
+// H_NO: the detection filter), folded so that one N/2-point inverse transform in shared
+// memory gives the decision samples, written to the detector's input, stream p * 6 + path.
+// CUDA code only (.cu).
+#pragma once
+
+#include <cuComplex.h>
+#include <cuda_runtime_api.h>
+
+namespace paq::gpu {
+
+/// Once per backend, on its device: the kernel's shared-memory opt-in.
+void paths_setup_device();
+
+/// The paths of `packets` packets on stream `s`. r: the packets' spectra (N per packet);
+/// hno: H_NO (N); spec_*: the taps' spectra (N per packet); hspec: the channel estimates'
+/// spectra; psi: the FDE2 weights (N); sigma2, tau, gain: per packet (noise, and the single
+/// path's delay and gain); bit k of a packet is decided at sample 2 (m0 + k) + parity of the
+/// segment; v: the detector's input, packets x 6 x 6336 samples.
+void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
+                  const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
+                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s);
+
+}  // namespace paq::gpu
