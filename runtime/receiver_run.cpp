@@ -67,6 +67,12 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
     std::exception_ptr reader_error;  // read after the reader is joined
     std::uint64_t samples_read = 0;
     std::vector<std::pair<const void*, std::shared_ptr<void>>> pins;
+    // A window goes back to the batcher as soon as its backend is done with it (not after the
+    // tally), so the reader rarely needs a new one.
+    pool.set_recycle([&](std::vector<cf32> window) {
+        std::lock_guard lock(spares_m);
+        spares.push_back(std::move(window));
+    });
 
     std::thread reader([&] {
         try {
@@ -100,7 +106,9 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
             while (!stop) {
                 // Read straight into the window being filled (no copy); a window is handed
                 // over as soon as it is complete.
-                const auto space = bt.write_space();
+                const auto tw = run_clock::now();
+                const auto space = bt.write_space();  // a fresh window's storage is sized (zero-filled) here
+                timing.batch_s += seconds_since(tw);
                 const auto t0 = run_clock::now();
                 const std::size_t n = read(space.subspan(0, std::min<std::size_t>(space.size(), 1 << 22)));
                 timing.read_s += seconds_since(t0);
@@ -142,8 +150,6 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
                 pool.abort();
             }
         }
-        std::lock_guard lock(spares_m);
-        spares.push_back(std::move(r->batch.samples));
     }
     reader.join();
     pins.clear();

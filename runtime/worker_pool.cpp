@@ -70,6 +70,13 @@ void worker_pool::submit(dsp::sample_batch&& batch, clock::time_point ready, con
     q_cv_.notify_one();
 }
 
+void worker_pool::set_recycle(recycle_fn recycle)
+{
+    std::lock_guard lk(q_mu_);
+    if (next_seq_ != 0) throw std::logic_error("worker_pool::set_recycle after the first submit");
+    recycle_ = std::move(recycle);
+}
+
 void worker_pool::give_back(dsp::batch_output&& out)
 {
     std::lock_guard lk(out_mu_);

@@ -75,6 +75,9 @@ public:
     /// 200 ms (a caller's heartbeat: back-pressure is not a hang). After abort() the batch
     /// is not processed: it comes out of next() lost, and is counted.
     void submit(dsp::sample_batch&& batch, clock::time_point ready = clock::now(), const std::function<void()>& waiting = {});
+    /// Sets the recycle function (see the constructor) of a pool made without one; before the
+    /// first submit().
+    void set_recycle(recycle_fn recycle);
     /// An output the caller is done with (a result's `out`): the next batch is written into
     /// it, so that no batch allocates its output afresh. Optional.
     void give_back(dsp::batch_output&& out);
