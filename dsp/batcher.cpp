@@ -32,16 +32,21 @@ std::span<cf32> batcher::write_space()
     const std::uint64_t window_end = owned_next_ + batch_samples_ + guard_after_;
     const std::uint64_t held_end = buf_start_ + held_;
     const auto room = static_cast<std::size_t>(std::min<std::uint64_t>(window_end - held_end, max_window_samples() - held_));
-    if (buf_.size() < held_ + room) buf_.resize(held_ + room);  // within the reserved capacity
+    // The storage stays at a window's full size; held_ says how much of it holds samples.
+    // (Growing a std::vector value-initializes: sizing each window as it filled zeroed ~300 MB
+    // per default batch, a second of a 32 s replay.)
+    if (buf_.size() < held_ + room) buf_.resize(max_window_samples());
+    given_ = room;
     return std::span<cf32>(buf_).subspan(held_, room);
 }
 
 void batcher::commit(std::size_t n)
 {
-    if (n > buf_.size() - held_) {
-        throw std::invalid_argument("batcher::commit: " + std::to_string(n) + " samples but only " +
-                                    std::to_string(buf_.size() - held_) + " were given by write_space()");
+    if (n > given_) {
+        throw std::invalid_argument("batcher::commit: " + std::to_string(n) + " samples but only " + std::to_string(given_) +
+                                    " were given by write_space()");
     }
+    given_ = 0;
     held_ += n;
     samples_in_ += n;
     emit_ready();
@@ -54,8 +59,12 @@ std::vector<cf32> batcher::fresh_storage()
         v = std::move(spares_.back());
         spares_.pop_back();
     }
-    v.clear();
-    v.reserve(max_window_samples());
+    // At a window's full size: a new storage is zero-filled once in its life, a spare only
+    // where it was shorter than a full window.
+    if (v.size() < max_window_samples()) {
+        v.reserve(max_window_samples());
+        v.resize(max_window_samples());
+    }
     return v;
 }
 
@@ -65,7 +74,7 @@ std::vector<cf32> batcher::take_window(std::uint64_t window_end, std::uint64_t k
     // needs from keep_from on (its guard and samples already written) goes to new storage.
     std::vector<cf32> next = fresh_storage();
     const auto keep = static_cast<std::size_t>(keep_from - buf_start_);
-    next.assign(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_));
+    std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_), next.begin());
     std::vector<cf32> window = std::move(buf_);
     window.resize(static_cast<std::size_t>(window_end - buf_start_));
     buf_ = std::move(next);

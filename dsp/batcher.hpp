@@ -114,8 +114,9 @@ private:
     std::size_t batch_samples_;
     std::size_t guard_before_;
     std::size_t guard_after_;
-    std::vector<cf32> buf_;         ///< capacity: the largest window; its first held_ are samples from buf_start_
+    std::vector<cf32> buf_;         ///< a full window's size; its first held_ are samples from buf_start_
     std::size_t held_ = 0;
+    std::size_t given_ = 0;         ///< room handed out by the last write_space(), for commit()
     std::uint64_t buf_start_ = 0;
     std::uint64_t seg_start_ = 0;   ///< absolute index where the current segment began
     std::uint64_t owned_next_ = 0;  ///< first absolute position not yet owned by a batch
