@@ -1,14 +1,11 @@
 #include "config/daemon_config.hpp"
 
 #include "config/receiver_yaml.hpp"
-#include "config/yaml_support.hpp"
+#include "config/schema_support.hpp"
 
-#include <cerrno>
-#include <fstream>
-#include <iterator>
-#include <set>
-#include <sstream>
-#include <system_error>
+#include <array>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace paq::config {
@@ -59,554 +56,594 @@ std::string_view to_string(log_destination d) noexcept
 
 namespace {
 
-template <typename T>
-std::string number_text(T v)
+const choice_list<io::sample_format> sample_formats{{"cf32_le", io::sample_format::cf32_le},
+                                                   {"cf32", io::sample_format::cf32_le},
+                                                   {"ci16_le", io::sample_format::ci16_le},
+                                                   {"ci16", io::sample_format::ci16_le}};
+
+/// A port number; a TCP source in connect mode needs 1 .. 65535 (its own check).
+const numeric_range port_range = between(0, 65535);
+const numeric_range rcvbuf_range = between(0, 1 << 30);
+const numeric_range ci16_scale_range = between(1e-6, 1e9);
+
+/// A list of sender addresses / CIDR prefixes (io::check_allow_list), each error at its own
+/// line. Absent: every sender. An empty list is an error: it would refuse every sender,
+/// which is never what a configuration means. Left out of to_yaml when empty.
+template <typename S, typename Get>
+field<S> allow_list(Get get, std::string allowed, std::string doc)
 {
-    if constexpr (std::is_floating_point_v<T>) {
-        return format_double(static_cast<double>(v));
-    } else {
-        return std::to_string(v);
-    }
-}
-
-/// One mapping of the document: typed field readers that record which keys are known, so
-/// that finish() can report every unknown or duplicated key with a suggestion.
-class section {
-public:
-    section(const YAML::Node& node, std::string path, const YAML::Mark& mark, error_list& errors)
-        : node_(node), path_(std::move(path)), mark_(mark), errors_(errors)
-    {
-        if (node_.IsDefined() && !node_.IsNull() && !node_.IsMap()) {
-            errors_.add(node_.Mark().is_null() ? mark_ : node_.Mark(),
-                        "'" + path_ + "' must be a mapping of field: value, got a " + node_kind(node_));
-            bad_ = true;
-        }
-    }
-
-    template <typename T>
-    void number(std::string_view key, T& target, T lo, T hi)
-    {
-        YAML::Mark key_mark;
-        const YAML::Node v = find(key, key_mark);
-        if (!v.IsDefined()) return;
-        const std::string field = path_ + "." + std::string(key);
-        const YAML::Mark mark = v.IsNull() || v.Mark().is_null() ? key_mark : v.Mark();
-        if (!v.IsScalar() || !numeric_tag<T>(v)) {
-            errors_.add(mark, field + ": expected " + expected_type_name<T>() + ", got " + describe_value(v) +
-                                  (v.IsScalar() && v.Tag() == "!" ? " (a quoted string; write the number without quotes)" : ""));
-            return;
-        }
-        T parsed{};
-        number_status st;
-        if constexpr (std::is_floating_point_v<T>) {
-            double d = 0;
-            st = parse_double(v.Scalar(), d);
-            parsed = static_cast<T>(d);
-        } else {
-            st = parse_integer(v.Scalar(), parsed);
-        }
-        if (st != number_status::ok) {
-            errors_.add(mark, field + ": expected " + expected_type_name<T>() + ", got '" + v.Scalar() + "'");
-            return;
-        }
-        if (!(parsed >= lo && parsed <= hi)) {
-            errors_.add(mark, field + " = " + v.Scalar() + " is out of range (allowed: " + number_text(lo) + " .. " +
-                                  number_text(hi) + ")");
-            return;
-        }
-        target = parsed;
-    }
-
-    void boolean(std::string_view key, bool& target)
-    {
-        YAML::Mark key_mark;
-        const YAML::Node v = find(key, key_mark);
-        if (!v.IsDefined()) return;
-        const std::string s = v.IsScalar() ? v.Scalar() : "";
-        if (v.IsScalar() && v.Tag() != "!" && (s == "true" || s == "True" || s == "TRUE")) {
-            target = true;
-        } else if (v.IsScalar() && v.Tag() != "!" && (s == "false" || s == "False" || s == "FALSE")) {
-            target = false;
-        } else {
-            errors_.add(v.Mark().is_null() ? key_mark : v.Mark(),
-                        path_ + "." + std::string(key) + ": expected true or false, got " + describe_value(v));
-        }
-    }
-
-    /// A string; `required_nonempty` rejects an empty value.
-    bool text(std::string_view key, std::string& target, bool required_nonempty = false)
-    {
-        YAML::Mark key_mark;
-        const YAML::Node v = find(key, key_mark);
-        if (!v.IsDefined()) return false;
-        if (!v.IsScalar() || (required_nonempty && v.Scalar().empty())) {
-            errors_.add(v.Mark().is_null() ? key_mark : v.Mark(),
-                        path_ + "." + std::string(key) + ": expected a " + (required_nonempty ? "non-empty " : "") +
-                            "string, got " + describe_value(v));
-            return false;
-        }
-        target = v.Scalar();
-        return true;
-    }
-
-    template <typename E>
-    void choice(std::string_view key, E& target, std::initializer_list<std::pair<std::string_view, E>> options)
-    {
-        YAML::Mark key_mark;
-        const YAML::Node v = find(key, key_mark);
-        if (!v.IsDefined()) return;
-        std::string allowed;
-        for (const auto& [name, value] : options) {
-            if (v.IsScalar() && v.Scalar() == name) {
-                target = value;
+    return leaf<S>(
+        make_info("allow", "list", std::move(allowed), {"", std::move(doc), "unset (any sender)"}),
+        [get](const YAML::Node& v, const YAML::Mark& km, const std::string& path, S& s, parse_context& ctx) {
+            const YAML::Mark mark = v.Mark().is_null() ? km : v.Mark();
+            if (!v.IsSequence()) {
+                ctx.errors.add(mark, path + ": expected a list of addresses or CIDR prefixes such as "
+                                            "[192.168.10.0/24, 10.0.0.5, \"::1/128\"], got " + describe_value(v));
                 return;
             }
-            allowed += (allowed.empty() ? "" : ", ") + std::string(name);
-        }
-        errors_.add(v.Mark().is_null() ? key_mark : v.Mark(),
-                    path_ + "." + std::string(key) + ": got " + describe_value(v) + " (allowed: " + allowed + ")");
-    }
-
-    void int_list(std::string_view key, std::vector<int>& target, int lo, int hi)
-    {
-        YAML::Mark key_mark;
-        const YAML::Node v = find(key, key_mark);
-        if (!v.IsDefined()) return;
-        const std::string field = path_ + "." + std::string(key);
-        if (!v.IsSequence()) {
-            errors_.add(v.Mark().is_null() ? key_mark : v.Mark(),
-                        field + ": expected a list of integers such as [0, 1], got " + describe_value(v));
-            return;
-        }
-        std::vector<int> out;
-        std::set<int> seen;
-        for (const auto& item : v) {
-            int x = 0;
-            if (!item.IsScalar() || !numeric_tag<int>(item) || parse_integer(item.Scalar(), x) != number_status::ok) {
-                errors_.add(item.Mark(), field + ": expected integers, got " + describe_value(item));
+            if (v.size() == 0) {
+                ctx.errors.add(mark, path + ": an empty list would refuse every sender (leave the key out to accept any)");
                 return;
             }
-            if (x < lo || x > hi) {
-                errors_.add(item.Mark(), field + ": " + item.Scalar() + " is out of range (allowed: " +
-                                             std::to_string(lo) + " .. " + std::to_string(hi) + ")");
-                return;
-            }
-            if (!seen.insert(x).second) {
-                errors_.add(item.Mark(), field + ": " + item.Scalar() + " is listed twice");
-                return;
-            }
-            out.push_back(x);
-        }
-        target = std::move(out);
-    }
-
-    /// A list of sender addresses / CIDR prefixes (io::check_allow_list), each error at its
-    /// own line. Absent: target unchanged (every sender). An empty list is an error: it would
-    /// refuse every sender, which is never what a configuration means.
-    void allow_list(std::string_view key, std::vector<std::string>& target)
-    {
-        YAML::Mark key_mark;
-        const YAML::Node v = find(key, key_mark);
-        if (!v.IsDefined()) return;
-        const std::string field = path_ + "." + std::string(key);
-        const YAML::Mark mark = v.Mark().is_null() ? key_mark : v.Mark();
-        if (!v.IsSequence()) {
-            errors_.add(mark, field + ": expected a list of addresses or CIDR prefixes such as "
-                                      "[192.168.10.0/24, 10.0.0.5, \"::1/128\"], got " + describe_value(v));
-            return;
-        }
-        if (v.size() == 0) {
-            errors_.add(mark, field + ": an empty list would refuse every sender (leave the key out to accept any)");
-            return;
-        }
-        std::vector<std::string> out;
-        bool ok = true;
-        for (std::size_t i = 0; i < v.size(); ++i) {
-            const YAML::Node item = v[i];
-            const std::string item_field = field + "[" + std::to_string(i) + "]";
-            if (!item.IsScalar()) {
-                errors_.add(item.Mark(), item_field + ": expected an address or CIDR prefix, got " + describe_value(item));
-                ok = false;
-                continue;
-            }
-            if (const std::string e = io::allow_entry_error(item.Scalar()); !e.empty()) {
-                errors_.add(item.Mark(), item_field + " = " + e);
-                ok = false;
-            }
-            out.push_back(item.Scalar());
-        }
-        if (ok) target = std::move(out);
-    }
-
-    [[nodiscard]] section sub(std::string_view key)
-    {
-        YAML::Mark key_mark = mark_;
-        const YAML::Node v = find(key, key_mark);
-        return section(v, path_.empty() ? std::string(key) : path_ + "." + std::string(key), key_mark, errors_);
-    }
-
-    /// Reports keys nobody asked for, and duplicated keys.
-    void finish()
-    {
-        if (bad_ || !node_.IsMap()) return;
-        std::set<std::string> seen;
-        for (const auto& entry : node_) {
-            if (!entry.first.IsScalar()) {
-                errors_.add(entry.first.Mark(), "keys in '" + path_ + "' must be names, got a " + node_kind(entry.first));
-                continue;
-            }
-            const std::string& k = entry.first.Scalar();
-            if (!seen.insert(k).second) {
-                errors_.add(entry.first.Mark(), "duplicate key '" + k + "' " + (path_.empty() ? std::string("at the top level") : "in '" + path_ + "'"));
-                continue;
-            }
-            if (known_.count(k)) continue;
-            std::string msg = "unknown key '" + k + "' " + (path_.empty() ? std::string("at the top level") : "in '" + path_ + "'");
-            std::size_t best = 3;
-            std::string suggestion;
-            std::string list;
-            for (const auto& name : known_) {
-                const std::size_t d = edit_distance(k, name);
-                if (d < best) {
-                    best = d;
-                    suggestion = name;
+            std::vector<std::string> out;
+            bool ok = true;
+            for (std::size_t i = 0; i < v.size(); ++i) {
+                const YAML::Node item = v[i];
+                const std::string item_path = path + "[" + std::to_string(i) + "]";
+                if (!item.IsScalar()) {
+                    ctx.errors.add(item.Mark(), item_path + ": expected an address or CIDR prefix, got " + describe_value(item));
+                    ok = false;
+                    continue;
                 }
-                list += (list.empty() ? "" : ", ") + name;
+                if (const std::string e = io::allow_entry_error(item.Scalar()); !e.empty()) {
+                    ctx.errors.add(item.Mark(), item_path + " = " + e);
+                    ok = false;
+                }
+                out.push_back(item.Scalar());
             }
-            if (!suggestion.empty()) msg += ", did you mean '" + suggestion + "'?";
-            msg += " (known: " + list + ")";
-            errors_.add(entry.first.Mark(), msg);
-        }
-    }
-
-    [[nodiscard]] bool present() const { return node_.IsDefined() && !node_.IsNull(); }
-    /// Whether the document sets `key` here (does not mark it known).
-    [[nodiscard]] bool has(std::string_view key) const
-    {
-        if (bad_ || !node_.IsMap()) return false;
-        for (const auto& entry : node_) {
-            if (entry.first.IsScalar() && entry.first.Scalar() == key) return true;
-        }
-        return false;
-    }
-    [[nodiscard]] const std::string& path() const { return path_; }
-    [[nodiscard]] YAML::Mark mark() const { return mark_; }
-    /// Records a key as known without reading it (read by another parser).
-    void known(std::string_view key) { known_.insert(std::string(key)); }
-
-private:
-    YAML::Node find(std::string_view key, YAML::Mark& key_mark)
-    {
-        known_.insert(std::string(key));
-        if (bad_ || !node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-        for (const auto& entry : node_) {
-            if (entry.first.IsScalar() && entry.first.Scalar() == key) {
-                key_mark = entry.first.Mark();
-                return entry.second;
-            }
-        }
-        return YAML::Node(YAML::NodeType::Undefined);
-    }
-
-    YAML::Node node_;
-    std::string path_;
-    YAML::Mark mark_;
-    error_list& errors_;
-    std::set<std::string> known_;
-    bool bad_ = false;
-};
-
-/// A sample format by the project's own names (io::parse_sample_format); true when set.
-bool sample_format_field(section& sec, std::string_view key, io::sample_format& target, error_list& errors)
-{
-    std::string text;
-    if (!sec.text(key, text, true)) return false;
-    try {
-        target = io::parse_sample_format(text);
-        return true;
-    } catch (const std::invalid_argument& e) {
-        errors.add(sec.mark(), sec.path() + "." + std::string(key) + ": " + e.what());
-        return false;
-    }
+            if (ok) get(s) = std::move(out);
+        },
+        [get](const S& s) -> std::optional<std::string> {
+            const auto& allow = get(s);
+            if (allow.empty()) return std::nullopt;
+            std::string out = "[";
+            for (std::size_t i = 0; i < allow.size(); ++i) out += (i ? ", " : "") + yaml_quoted(allow[i]);
+            return out + "]";
+        });
 }
 
-/// A YAML double-quoted scalar: backslash, the quote and control characters escaped, so
-/// that to_yaml's output reads back as the same string whatever it holds (a fuzzed bind
-/// address with a newline in it did not).
-std::string yaml_quoted(std::string_view text)
+const section<io::file_source_config>& file_schema()
 {
-    std::string out = "\"";
-    for (const char ch : text) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (ch) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\t': out += "\\t"; break;
-        case '\r': out += "\\r"; break;
-        default:
-            if (c < 0x20 || c == 0x7f) {
-                char buf[8];
-                std::snprintf(buf, sizeof buf, "\\x%02x", c);
-                out += buf;
-            } else {
-                out += ch;
+    using C = io::file_source_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            path<C>("path", at(&C::path),
+                    {"", "SigMF (`.sigmf-meta`, `.sigmf-data`, base name, or a `.sigmf` archive) or raw file. For SigMF "
+                         "the metadata is authoritative and `format`/`sample_rate_hz`/`ci16_scale` are ignored. The "
+                         "`.sigmf-meta` must be a regular file of at most 16 MiB with JSON nesting at most 64 deep, "
+                         "and its `core:sample_rate` (like a raw file's rate) within 1 kHz .. 1 GHz; otherwise paqd "
+                         "does not start",
+                     "unset; required when `type: file`"}),
+            optional_choice<C>("format", at(&C::raw_format), sample_formats, {"", "raw files only (required for raw)"}),
+            optional_number<C>("sample_rate_hz", at(&C::raw_sample_rate_hz), between(1e3, 1e9),
+                               {"Hz", "raw files only (required for raw)"}),
+            number<C>("ci16_scale", at(&C::raw_ci16_scale), ci16_scale_range, {"", "raw ci16 counts per unit amplitude"}),
+            boolean<C>("paced", at(&C::paced),
+                       {"", "true: deliver at the recorded rate × `rate_factor`; false: as fast as the ring takes samples"}),
+            number<C>("rate_factor", at(&C::rate_factor), between(1e-3, 1000), {"", "pacing multiplier"}),
+            boolean<C>("loop", at(&C::loop), {"", "start again at the end; each seam is a `discontinuity` gap"}),
+            number<C>("chunk_samples", at(&C::chunk_samples), between(1, 1 << 24), {"samples", "samples per delivery"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<io::tcp_source_config>& tcp_schema()
+{
+    using C = io::tcp_source_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            choice<C>("mode", at(&C::mode), choice_list<io::tcp_mode>{{"connect", io::tcp_mode::connect}, {"listen", io::tcp_mode::listen}},
+                      {"", "dial out to the sender, or wait for it"}),
+            text<C>("host", at(&C::host), "non-empty; listen: a numeric address",
+                    {"", "connect: peer name or address; listen: local address to bind"}),
+            number<C>("port", at(&C::port), port_range,
+                      {"", "connect: 1 .. 65535; listen: 0 is an ephemeral port, logged"}),
+            choice<C>("format", at(&C::format), sample_formats, {"", "wire format"}),
+            number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
+            number<C>("sample_rate_hz", at(&C::sample_rate_hz), above(0, 1e9), {"Hz", "the sender's rate (TCP carries none)"}),
+            number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range,
+                      {"bytes", "SO_RCVBUF; 0 keeps the kernel default and autotuning"}),
+            number<C>("retry_initial_s", at(&C::retry_initial_s), between(0.001, 60),
+                      {"s", "first reconnect delay, doubles per failure"}),
+            number<C>("retry_max_s", at(&C::retry_max_s), between(0.001, 600),
+                      {"s", "longest reconnect delay; at least `retry_initial_s`"}),
+            boolean<C>("end_on_close", at(&C::end_on_close),
+                       {"", "end the run (exit 0) at the first disconnect instead of reconnecting"}),
+            allow_list<C>(at(&C::allow), "listen mode only: a non-empty list of addresses / CIDR prefixes",
+                          "clients from other addresses are reset at once and counted (§3, \"Restricting senders\")"),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<io::udp_source_config>& udp_schema()
+{
+    using C = io::udp_source_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            text<C>("bind", at(&C::bind_address), "a numeric IPv4/IPv6 address", {"", "local address (errors call it `bind_address`)"}),
+            number<C>("port", at(&C::port), port_range, {"", "0: an ephemeral port, logged"}),
+            choice<C>("format", at(&C::format), sample_formats, {"", "wire format"}),
+            number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
+            number<C>("sample_rate_hz", at(&C::sample_rate_hz), above(0, 1e9), {"Hz", "the sender's rate (raw UDP carries none)"}),
+            number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range,
+                      {"bytes", "SO_RCVBUF, capped by `net.core.rmem_max` (§7)"}),
+            allow_list<C>(at(&C::allow), "a non-empty list of addresses / CIDR prefixes",
+                          "datagrams from other senders are dropped and counted (§3, \"Restricting senders\")"),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<io::vita49_source_config>& vita49_schema()
+{
+    using C = io::vita49_source_config;
+    static const section<C> table = [] {
+        section<C> s;
+        auto stream_change =
+            choice<C>("stream_change", at(&C::stream_change),
+                      choice_list<io::stream_change_policy>{{"follow", io::stream_change_policy::follow},
+                                                            {"stay", io::stream_change_policy::stay}},
+                      {"", "without `stream_id`: take a new stream id once the current one is silent (follow), or "
+                           "keep the first (stay). `follow` beside `stream_id` is an error (§3)"});
+        // With a stream id the policy does not apply (and an explicit follow beside it is an error).
+        stream_change.emit = [inner = stream_change.emit](const C& c, int indent, std::string& out) {
+            if (!c.stream_id) inner(c, indent, out);
+        };
+        s.fields = {
+            text<C>("bind", at(&C::bind_address), "a numeric IPv4/IPv6 address", {"", "local address (errors call it `bind_address`)"}),
+            number<C>("port", at(&C::port), port_range, {"", "0: an ephemeral port, logged"}),
+            optional_number<C>("stream_id", at(&C::stream_id), between(0, 4294967295.0),
+                               {"", "accept only this stream id, always; unset: lock onto the first IF Data stream id seen"}),
+            std::move(stream_change),
+            number<C>("stream_timeout_ms", at(&C::stream_timeout_ms), between(1, 3'600'000),
+                      {"ms", "follow: how long the current stream must be silent before another id is taken"}),
+            number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
+            number<C>("sample_rate_hz", at(&C::sample_rate_hz), or_between(0, "from the sender", 1e3, 1e9),
+                      {"Hz",
+                       "the sender's rate; also used to make sample-count timestamps exact across integer seconds "
+                       "and to turn picosecond timestamps into samples (§3). **0: from the sender's IF Context "
+                       "packets**: at start paqd binds the port and waits up to `context_timeout_s` for the first IF "
+                       "Context packet (of `stream_id`, when set; allow-list applied) whose CIF0 carries the sample "
+                       "rate, logs `sample rate 30.72 MS/s from stream id 0x... IF Context packet`, and counts the IF "
+                       "Data packets that came before it (`packets_before_rate`, `samples_before_rate`: not "
+                       "delivered, their rate was not known); none within the timeout stops paqd with an error "
+                       "naming the setting (exit 1, so systemd retries). With a rate set, an IF Context packet of "
+                       "the received stream whose CIF0 carries a sample rate (bit 21) is checked against it: a rate "
+                       "that differs by more than 1e-6 is logged as an error naming both rates (at most every 10 s) "
+                       "and counted (`paqd_vita49_context_rate_mismatches_total`, `context_rate_mismatches` in the "
+                       "JSON, with the last rate a context carried as `context_sample_rate_hz`); the receiver keeps "
+                       "the configured rate (it cannot change the chain's rate while running)"}),
+            number<C>("context_timeout_s", at(&C::context_timeout_s), between(0.1, 3600),
+                      {"s", "with `sample_rate_hz: 0`: how long paqd waits at start for the sender's sample rate"}),
+            number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range, {"bytes", "as for udp"}),
+            allow_list<C>(at(&C::allow), "a non-empty list of addresses / CIDR prefixes", "as for udp"),
+        };
+        s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
+            if (ctx.has(path + ".stream_id") && ctx.has(path + ".stream_change") &&
+                c.stream_change == io::stream_change_policy::follow) {
+                ctx.errors.add(mark, path + ".stream_change: follow cannot be combined with stream_id (a configured "
+                                            "stream id is the only one ever accepted; remove one of the two)");
             }
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<io::iio_config>& iio_schema()
+{
+    using C = io::iio_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            text<C>("uri", at(&C::uri), "`ip:HOST[:PORT]`, `usb:[BUS.DEV.INTF]`, `local:`, `serial:PORT,BAUD`",
+                    {"", "libiio context (default: a Pluto on its USB-Ethernet link)"}),
+            text<C>("phy_device", at(&C::phy_device), "non-empty", {"", "control device"}),
+            text<C>("rx_device", at(&C::rx_device), "non-empty", {"", "capture device (voltage0/voltage1 = RX1 I/Q)"}),
+            number<C>("sample_rate_hz", at(&C::sample_rate_hz), between(2'083'333, 61'440'000),
+                      {"Hz", "baseband rate; lower rates need the AD9361 FIR decimation, which paqd does not load"}),
+            number<C>("lo_hz", at(&C::lo_hz), between(70e6, 6e9),
+                      {"Hz", "RX LO (an AD9363 accepts only 325 MHz .. 3.8 GHz and refuses the rest when written)"}),
+            number<C>("rf_bandwidth_hz", at(&C::rf_bandwidth_hz), between(200e3, 56e6), {"Hz", "RX analog filter bandwidth"}),
+            choice<C>("gain_mode", at(&C::gain_mode),
+                      choice_list<io::iio_gain_mode>{{"manual", io::iio_gain_mode::manual},
+                                                     {"slow_attack", io::iio_gain_mode::slow_attack},
+                                                     {"fast_attack", io::iio_gain_mode::fast_attack},
+                                                     {"hybrid", io::iio_gain_mode::hybrid}},
+                      {"", "AGC mode"}),
+            // The AD9361's manual gain range at the default LO (its gain table for 1.3 .. 4 GHz);
+            // the phy narrows it further with the LO (up to 62 dB above 4 GHz) and refuses a
+            // value outside when it is written, naming gain_db.
+            number<C>("gain_db", at(&C::gain_db), between(-3, 71),
+                      {"dB", "manual gain; written only when `gain_mode: manual` (the phy narrows it with the LO)"}),
+            number<C>("buffer_samples", at(&C::buffer_samples), between(4096, 1 << 24),
+                      {"samples", "samples per libiio refill (12.7 ms at 20.625 MS/s)"}),
+            number<C>("reconnect_interval_s", at(&C::reconnect_interval_s), between(0.1, 60),
+                      {"s", "first wait before reconnecting a lost radio; doubles per failure"}),
+            number<C>("reconnect_max_interval_s", at(&C::reconnect_max_interval_s), between(0.1, 600),
+                      {"s", "longest wait; at least `reconnect_interval_s`"}),
+            number<C>("timeout_ms", at(&C::timeout_ms), between(100, 60'000),
+                      {"ms", "libiio I/O timeout; longer than `buffer_samples / sample_rate_hz`"}),
+            number<C>("scale", at(&C::scale), between(1e-6, 1e9),
+                      {"", "samples are (I + jQ) / scale after sign extension from the device's bits"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<source_config>& source_schema()
+{
+    using C = source_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            choice<C>("type", at(&C::type),
+                      choice_list<source_type>{{"file", source_type::file},
+                                               {"tcp", source_type::tcp},
+                                               {"udp", source_type::udp},
+                                               {"vita49", source_type::vita49},
+                                               {"iio", source_type::iio}},
+                      {"", "which sub-section is used", "`file` (paqd.yaml: `vita49`)"}),
+            number<C>("stall_timeout_s", at(&C::stall_timeout_s), between(0.05, 3600),
+                      {"s", "no samples for this long: the segment is ended and a stall counted (§5)"}),
+            subsection<C>("file", file_schema(), at(&C::file)),
+            subsection<C>("tcp", tcp_schema(), at(&C::tcp)),
+            subsection<C>("udp", udp_schema(), at(&C::udp)),
+            subsection<C>("vita49", vita49_schema(), at(&C::vita49)),
+            subsection<C>("iio", iio_schema(), at(&C::iio)),
+        };
+        // The selected source's own checks: those that involve several keys (a TCP port 0 in
+        // connect mode, retry_max_s below retry_initial_s, a buffer longer than the timeout,
+        // an allow-list in connect mode) or the form of an address.
+        s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
+            const std::string sub = path + "." + std::string(to_string(c.type));
+            switch (c.type) {
+            case source_type::file:
+                if (c.file.path.empty()) ctx.errors.add(mark, sub + ".path: must be set when source.type is file");
+                break;
+            case source_type::tcp: ctx.report(sub, c.tcp.validate(), mark); break;
+            case source_type::udp: ctx.report(sub, c.udp.validate(), mark); break;
+            case source_type::vita49: ctx.report(sub, c.vita49.validate(), mark); break;
+            case source_type::iio: ctx.report(sub, c.iio.validate(), mark); break;
+            }
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<ring_config>& ring_schema()
+{
+    using C = ring_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            number<C>("capacity_s", at(&C::capacity_s), between(0.1, 60),
+                      {"s", "capacity in seconds at the source's rate (2 s at 20.625 MS/s = 41.25 M samples = 314 MiB)"}),
+            choice<C>("overflow", at(&C::overflow),
+                      choice_list<ring_overflow>{{"auto", ring_overflow::automatic},
+                                                 {"drop", ring_overflow::drop},
+                                                 {"block", ring_overflow::block}},
+                      {"", "what a full ring does (§5). auto: `block` for file and tcp, `drop` for udp, vita49 and iio"}),
+            boolean<C>("lock_memory", at(&C::lock_memory),
+                       {"", "pinned memory: `cudaHostAlloc` with the cuda backend (failure is fatal), else `mlock` "
+                            "(failure falls back to pageable memory, said in the `ring:` log line)"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<pipeline_config>& pipeline_schema()
+{
+    using C = pipeline_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            choice<C>("backend", at(&C::backend),
+                      choice_list<backend_kind>{{"auto", backend_kind::automatic},
+                                                {"cpu", backend_kind::cpu},
+                                                {"cuda", backend_kind::cuda}},
+                      {"", "auto: cuda when paqd was built with CUDA and a listed device has the 138 KiB of shared "
+                           "memory per block the backend needs (H100, H200, A100), else cpu (a device without it is "
+                           "named in a warning); cuda on such a device fails at start naming what it has and needs"}),
+            int_list<C>("gpus", at(&C::gpus), between(0, 63), {"", "cuda: one worker per listed device; empty means [0]"}),
+            choice<C>("solver", at(&C::solver),
+                      choice_list<std::string>{{"levinson", "levinson"},
+                                               {"cusolver-dn-chol", "cusolver-dn-chol"},
+                                               {"cusolver-sp-qr", "cusolver-sp-qr"}},
+                      {"", "cuda: the ZF/MMSE solver. levinson is the project's (double precision, 22x faster than "
+                           "sp-qr); the two cuSOLVER ones (float) are the thesis' baselines, kept for comparison; "
+                           "with them, ZF packets above condition number 1e6 (flagged ill-conditioned) or not "
+                           "factorable fall back to Levinson. The CPU backend always solves in double and ignores this"}),
+            number<C>("cpu_workers", at(&C::cpu_workers), between(1, 64),
+                      {"", "cpu backend: number of workers (each uses `receiver.cpu_threads`)"}),
+            number<C>("queue_depth", at(&C::queue_depth), between(1, 16),
+                      {"batches", "batches queued for the workers beyond those being processed"}),
+            boolean<C>("cpu_fallback", at(&C::cpu_fallback),
+                       {"", "cuda backend only: a batch whose GPU processing throws is redone on a CPU backend"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+using destination_list = std::array<std::string, dsp::chain::num_paths>;
+
+/// publisher.destinations: one host:port per path name; only the paths listed are enabled.
+const section<destination_list>& destinations_schema()
+{
+    static const section<destination_list> table = [] {
+        section<destination_list> s;
+        for (int i = 0; i < dsp::chain::num_paths; ++i) {
+            const auto k = static_cast<std::size_t>(i);
+            s.fields.push_back(leaf<destination_list>(
+                make_info(dsp::path_name(i), "string", "host:port", {}),
+                [k](const YAML::Node& v, const YAML::Mark& km, const std::string& path, destination_list& d,
+                    parse_context& ctx) { (void)read_text(v, km, path, d[k], ctx.errors); },
+                [k](const destination_list& d) -> std::optional<std::string> {
+                    return d[k].empty() ? std::nullopt : std::optional(yaml_quoted(d[k]));
+                }));
         }
-    }
-    out += '"';
-    return out;
+        return s;
+    }();
+    return table;
 }
 
-/// "    allow: [\"a\", \"b\"]\n", or "" for an empty list (the key left out: any sender).
-std::string allow_yaml(const std::vector<std::string>& allow)
+const section<publisher_config>& publisher_schema()
 {
-    if (allow.empty()) return {};
-    std::string out = "    allow: [";
-    for (std::size_t i = 0; i < allow.size(); ++i) { out += i ? ", " : ""; out += yaml_quoted(allow[i]); }
-    return out + "]\n";
+    using C = publisher_config;
+    static const section<C> table = [] {
+        section<C> s;
+        const numeric_range dqe_range = [] {
+            numeric_range r = between(0, 65535);
+            r.integer = true;
+            return r;
+        }();
+        field_info dqe = make_info("dqe_id", "integer", "`stream` or " + dqe_range.text(),
+                                   {"", "DQE ID word (dqe, dqe-raw); `stream` puts the stream id 0..5 there (not "
+                                        "IRIG-conformant)"});
+        dqe.range = dqe_range;
+        field<C> destinations;
+        destinations.info = make_info(
+            "destinations", "mapping",
+            "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2` to `host:port` or `[ipv6]:port` (port 1 .. 65535)",
+            {"", "if present, exactly the listed paths are enabled (at least one). Host names are resolved once, at start",
+             "all six, `127.0.0.1:50000` (none) .. `:50005` (fde2)"});
+        destinations.parse = [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c,
+                                parse_context& ctx) {
+            destination_list d{};
+            destinations_schema().parse(v, km, path, d, ctx);
+            c.udp.destinations = d;
+        };
+        destinations.emit = [](const C& c, int indent, std::string& out) {
+            out.append(static_cast<std::size_t>(indent), ' ');
+            out += "destinations:\n";
+            destinations_schema().emit(c.udp.destinations, indent + 2, out);
+        };
+        destinations.describe = [info = destinations.info](const C&, const std::string& section, std::vector<field_info>& out) {
+            field_info i = info;
+            i.section = section;
+            out.push_back(std::move(i));
+        };
+        s.fields = {
+            boolean<C>("enabled", at(&C::enabled),
+                       {"", "false: no bitstreams (a warning says so); the destinations are then not checked beyond "
+                            "their YAML types"}),
+            choice<C>("format", [](auto& c) -> auto& { return c.udp.format; },
+                      choice_list<io::bitstream_format>{{"paq", io::bitstream_format::paq},
+                                                        {"dqe", io::bitstream_format::dqe},
+                                                        {"dqe-raw", io::bitstream_format::dqe_raw}},
+                      {"", "datagram format"}),
+            leaf<C>(
+                std::move(dqe),
+                [dqe_range](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c, parse_context& ctx) {
+                    if (v.IsScalar() && v.Scalar() == "stream") {
+                        c.udp.dqe_id.use_stream_id = true;
+                        return;
+                    }
+                    std::uint16_t fixed = 0;
+                    if (read_number(v, km, path, dqe_range, fixed, ctx.errors)) {
+                        c.udp.dqe_id.use_stream_id = false;
+                        c.udp.dqe_id.fixed_id = fixed;
+                    }
+                },
+                [](const C& c) -> std::optional<std::string> {
+                    return c.udp.dqe_id.use_stream_id ? std::string("stream") : std::to_string(c.udp.dqe_id.fixed_id);
+                }),
+            number<C>("send_buffer_bytes", [](auto& c) -> auto& { return c.udp.send_buffer_bytes; }, between(4096, 1 << 30),
+                      {"bytes", "SO_SNDBUF per socket, capped by `net.core.wmem_max` (§7)"}),
+            number<C>("max_datagrams_per_second", [](auto& c) -> auto& { return c.udp.max_datagrams_per_second; },
+                      or_between(0, "unpaced", 1, 1e8),
+                      {"1/s", "pacing over all streams: a full batch (~18600 datagrams) leaves over ~0.9 s instead of "
+                              "in one burst that overruns a tester's socket buffer"}),
+            std::move(destinations),
+        };
+        s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
+            if (c.enabled) ctx.report(path, c.udp.validate(), mark);
+        };
+        return s;
+    }();
+    return table;
 }
 
-/// A file path; relative ones resolve against the configuration file's directory.
-void path_field(section& sec, std::string_view key, const std::filesystem::path& base_dir, std::filesystem::path& target)
+const choice_list<dsp::pn_pattern> pn_patterns{{"pn9", dsp::pn_pattern::pn9},   {"pn11", dsp::pn_pattern::pn11},
+                                               {"pn15", dsp::pn_pattern::pn15}, {"pn20", dsp::pn_pattern::pn20},
+                                               {"pn23", dsp::pn_pattern::pn23}, {"pn31", dsp::pn_pattern::pn31}};
+
+const section<monitor_config>& monitor_schema()
 {
-    std::string text;
-    if (!sec.text(key, text, true)) return;
-    const std::filesystem::path p(text);
-    target = p.is_relative() && !base_dir.empty() ? base_dir / p : p;
+    using C = monitor_config;
+    static const section<C> table = [] {
+        section<C> s;
+        field_info pattern = make_info("pattern", "choice", "none, " + choice_names(pn_patterns),
+                                       {"", "known data pattern for the live BER; `none`: estimated BEP only"});
+        pattern.choices.push_back("none");
+        for (const auto& p : pn_patterns) pattern.choices.push_back(p.first);
+        s.fields = {
+            // Any spelling dsp::parse_pn_pattern reads (PN15, prbs-15, ...), written back as pn15.
+            leaf<C>(
+                std::move(pattern),
+                [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c, parse_context& ctx) {
+                    std::string text;
+                    if (!read_text(v, km, path, text, ctx.errors)) return;
+                    if (text == "none") {
+                        c.pattern.reset();
+                        return;
+                    }
+                    try {
+                        c.pattern = dsp::parse_pn_pattern(text);
+                    } catch (const std::invalid_argument&) {
+                        ctx.errors.add(value_mark(v, km), path + ": got '" + text + "' (allowed: none, " +
+                                                              choice_names(pn_patterns) + ")");
+                    }
+                },
+                [](const C& c) -> std::optional<std::string> {
+                    return c.pattern ? std::string(dsp::to_string(*c.pattern)) : std::string("none");
+                }),
+            number<C>("status_interval_s", at(&C::status_interval_s), between(0.1, 3600),
+                      {"s", "status line period (also the systemd STATUS= period)"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<records_config>& records_schema()
+{
+    using C = records_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            path<C>("path", at(&C::base),
+                    {"", "base name: writes `<base>-packets.csv` and `<base>-channel.csv` (created, or truncated, at "
+                         "start; parent directories are created)",
+                     "unset (no records)"}),
+            number<C>("decimation", at(&C::decimation), between(1, 1'000'000),
+                      {"packets", "one row per this many packets (counts summed exactly)"}),
+            number<C>("channel_decimation", at(&C::channel_decimation), between(1, 1'000'000),
+                      {"packets", "channel estimate of every this-many-th packet"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<recording_config>& recording_schema()
+{
+    using C = recording_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            path<C>("path", at(&C::base),
+                    {"", "base name: `<base>.sigmf-data` and `<base>.sigmf-meta` (parent directories are created)",
+                     "unset (no recording)"}),
+            choice<C>("format", at(&C::format), sample_formats,
+                      {"", "sample type on disk (ci16: 82.5 MB/s at 20.625 MS/s; cf32: 165 MB/s)"}),
+            number<C>("queue_mib", at(&C::queue_mib), between(16, 65536),
+                      {"MiB", "most samples waiting for the disk (256 MiB ≈ 1.6 s at 20.625 MS/s)"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<metrics_config>& metrics_schema()
+{
+    using C = metrics_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            boolean<C>("enabled", at(&C::enabled), {"", "false: no metrics endpoint"}),
+            text<C>("bind", at(&C::bind), "an IP address (checked at start)",
+                    {"", "`0.0.0.0`: every interface (there is no authentication)"}),
+            number<C>("port", at(&C::port), port_range, {"", "0: any free port, shown in the `metrics:` log line"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
+const section<log_config>& log_schema()
+{
+    using C = log_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            choice<C>("level", at(&C::level),
+                      choice_list<std::string>{{"trace", "trace"}, {"debug", "debug"}, {"info", "info"},
+                                               {"warn", "warn"}, {"warning", "warning"}, {"error", "error"},
+                                               {"err", "err"}, {"critical", "critical"}, {"off", "off"}},
+                      {"", "messages below this level are not logged; `--log-level` overrides it"}),
+            choice<C>("destination", at(&C::destination),
+                      choice_list<log_destination>{{"auto", log_destination::automatic},
+                                                   {"console", log_destination::console},
+                                                   {"journal", log_destination::journal}},
+                      {"", "auto: the journal when systemd connected stderr to it (JOURNAL_STREAM names fd 2), "
+                           "stderr otherwise. console: `paqd: <level>: <message>` on stderr"}),
+        };
+        return s;
+    }();
+    return table;
 }
 
 }  // namespace
 
+namespace detail {
+
+const section<daemon_config>& daemon_schema()
+{
+    using C = daemon_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            subsection<C>("receiver", receiver_schema(), at(&C::receiver)),
+            subsection<C>("source", source_schema(), at(&C::source)),
+            subsection<C>("ring", ring_schema(), at(&C::ring)),
+            subsection<C>("pipeline", pipeline_schema(), at(&C::pipeline)),
+            subsection<C>("publisher", publisher_schema(), at(&C::publisher)),
+            subsection<C>("monitor", monitor_schema(), at(&C::monitor)),
+            subsection<C>("records", records_schema(), at(&C::records)),
+            subsection<C>("recording", recording_schema(), at(&C::recording)),
+            subsection<C>("metrics", metrics_schema(), at(&C::metrics)),
+            subsection<C>("log", log_schema(), at(&C::log)),
+        };
+        return s;
+    }();
+    return table;
+}
+
+}  // namespace detail
+
 daemon_config parse_daemon_config(std::string_view yaml_text, std::string_view source_name,
                                   const std::filesystem::path& base_dir)
 {
-    daemon_config cfg;
+    const YAML::Node root = load_document(yaml_text, source_name);
     error_list errors(source_name);
-    // The receiver section has its own parser (and its own tests).
-    // Its errors (a YAML syntax error among them) are thrown from there, before the rest.
-    cfg.receiver = parse_receiver_config(yaml_text, source_name);
-    const std::vector<YAML::Node> docs = load_yaml_documents(yaml_text, source_name);  // passed above
-    // An empty document is all defaults, which still must pass the checks below (a file
-    // source needs its path).
-    const YAML::Node top = docs.empty() ? YAML::Node(YAML::NodeType::Null) : docs.front();
-    section root(top, "", YAML::Mark::null_mark(), errors);
-    root.known("receiver");
-
-    {
-        auto src = root.sub("source");
-        src.choice("type", cfg.source.type,
-                   {{"file", source_type::file}, {"tcp", source_type::tcp}, {"udp", source_type::udp},
-                    {"vita49", source_type::vita49}, {"iio", source_type::iio}});
-        src.number("stall_timeout_s", cfg.source.stall_timeout_s, 0.05, 3600.0);
-        auto f = src.sub("file");
-        auto& fc = cfg.source.file;
-        path_field(f, "path", base_dir, fc.path);
-        if (io::sample_format raw{}; sample_format_field(f, "format", raw, errors)) fc.raw_format = raw;
-        double rate = 0.0;
-        f.number("sample_rate_hz", rate, 1e3, 1e9);
-        if (rate > 0.0) fc.raw_sample_rate_hz = rate;
-        f.number("ci16_scale", fc.raw_ci16_scale, 1e-6f, 1e9f);
-        f.boolean("paced", fc.paced);
-        f.number("rate_factor", fc.rate_factor, 1e-3, 1000.0);
-        f.boolean("loop", fc.loop);
-        f.number<std::size_t>("chunk_samples", fc.chunk_samples, 1, std::size_t{1} << 24);
-        f.finish();
-        {
-            auto t = src.sub("tcp");
-            auto& tc = cfg.source.tcp;
-            t.choice("mode", tc.mode, {{"connect", io::tcp_mode::connect}, {"listen", io::tcp_mode::listen}});
-            t.text("host", tc.host, true);
-            t.number("port", tc.port, 0, 65535);
-            sample_format_field(t, "format", tc.format, errors);
-            t.number("ci16_scale", tc.ci16_scale, 1e-6f, 1e9f);
-            t.number("sample_rate_hz", tc.sample_rate_hz, 0.0, 1e9);
-            t.number("rcvbuf_bytes", tc.rcvbuf_bytes, 0, 1 << 30);
-            t.number("retry_initial_s", tc.retry_initial_s, 0.001, 60.0);
-            t.number("retry_max_s", tc.retry_max_s, 0.001, 600.0);
-            t.boolean("end_on_close", tc.end_on_close);
-            t.allow_list("allow", tc.allow);
-            t.finish();
-            if (cfg.source.type == source_type::tcp) {
-                for (const auto& m : tc.validate()) errors.add(src.mark(), "source.tcp." + m);
-            }
-        }
-        {
-            auto u = src.sub("udp");
-            auto& uc = cfg.source.udp;
-            u.text("bind", uc.bind_address, true);
-            u.number("port", uc.port, 0, 65535);
-            sample_format_field(u, "format", uc.format, errors);
-            u.number("ci16_scale", uc.ci16_scale, 1e-6f, 1e9f);
-            u.number("sample_rate_hz", uc.sample_rate_hz, 0.0, 1e9);
-            u.number("rcvbuf_bytes", uc.rcvbuf_bytes, 0, 1 << 30);
-            u.allow_list("allow", uc.allow);
-            u.finish();
-            if (cfg.source.type == source_type::udp) {
-                for (const auto& m : uc.validate()) errors.add(src.mark(), "source.udp." + m);
-            }
-        }
-        {
-            auto v = src.sub("vita49");
-            auto& vc = cfg.source.vita49;
-            v.text("bind", vc.bind_address, true);
-            v.number("port", vc.port, 0, 65535);
-            if (v.has("stream_id")) {
-                std::uint32_t sid = 0;
-                v.number<std::uint32_t>("stream_id", sid, 0, 0xffffffffu);
-                vc.stream_id = sid;
-            } else {
-                v.known("stream_id");
-            }
-            v.number("ci16_scale", vc.ci16_scale, 1e-6f, 1e9f);
-            v.number("sample_rate_hz", vc.sample_rate_hz, 0.0, 1e9);
-            v.number("context_timeout_s", vc.context_timeout_s, 0.1, 3600.0);
-            v.number("rcvbuf_bytes", vc.rcvbuf_bytes, 0, 1 << 30);
-            v.allow_list("allow", vc.allow);
-            v.choice("stream_change", vc.stream_change,
-                     {{"follow", io::stream_change_policy::follow}, {"stay", io::stream_change_policy::stay}});
-            v.number("stream_timeout_ms", vc.stream_timeout_ms, 1, 3'600'000);
-            if (v.has("stream_id") && v.has("stream_change") && vc.stream_change == io::stream_change_policy::follow) {
-                errors.add(v.mark(), "source.vita49.stream_change: follow cannot be combined with stream_id (a "
-                                     "configured stream id is the only one ever accepted; remove one of the two)");
-            }
-            v.finish();
-            if (cfg.source.type == source_type::vita49) {
-                for (const auto& m : vc.validate()) errors.add(src.mark(), "source.vita49." + m);
-            }
-        }
-        {
-            auto i = src.sub("iio");
-            auto& ic = cfg.source.iio;
-            i.text("uri", ic.uri, true);
-            i.text("phy_device", ic.phy_device, true);
-            i.text("rx_device", ic.rx_device, true);
-            i.number("sample_rate_hz", ic.sample_rate_hz, 0.0, 1e9);
-            i.number("lo_hz", ic.lo_hz, 0.0, 1e11);
-            i.number("rf_bandwidth_hz", ic.rf_bandwidth_hz, 0.0, 1e10);
-            i.choice("gain_mode", ic.gain_mode,
-                     {{"manual", io::iio_gain_mode::manual}, {"slow_attack", io::iio_gain_mode::slow_attack},
-                      {"fast_attack", io::iio_gain_mode::fast_attack}, {"hybrid", io::iio_gain_mode::hybrid}});
-            i.number("gain_db", ic.gain_db, -100.0, 100.0);
-            i.number<std::size_t>("buffer_samples", ic.buffer_samples, 1, std::size_t{1} << 30);
-            i.number("reconnect_interval_s", ic.reconnect_interval_s, 0.0, 3600.0);
-            i.number("reconnect_max_interval_s", ic.reconnect_max_interval_s, 0.0, 3600.0);
-            i.number("timeout_ms", ic.timeout_ms, 0u, 3'600'000u);
-            i.number("scale", ic.scale, 1e-6f, 1e9f);
-            i.finish();
-            if (cfg.source.type == source_type::iio) {
-                for (const auto& m : ic.validate()) errors.add(src.mark(), "source.iio." + m);
-            }
-        }
-        if (cfg.source.type == source_type::file && fc.path.empty()) {
-            errors.add(src.mark(), "source.file.path: must be set when source.type is file");
-        }
-        src.finish();
-    }
-    {
-        auto r = root.sub("ring");
-        r.number("capacity_s", cfg.ring.capacity_s, 0.1, 60.0);
-        r.choice("overflow", cfg.ring.overflow,
-                 {{"auto", ring_overflow::automatic}, {"drop", ring_overflow::drop}, {"block", ring_overflow::block}});
-        r.boolean("lock_memory", cfg.ring.lock_memory);
-        r.finish();
-    }
-    {
-        auto p = root.sub("pipeline");
-        p.choice("backend", cfg.pipeline.backend,
-                 {{"auto", backend_kind::automatic}, {"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}});
-        p.int_list("gpus", cfg.pipeline.gpus, 0, 63);
-        p.choice("solver", cfg.pipeline.solver,
-                 {{"levinson", std::string("levinson")}, {"cusolver-dn-chol", std::string("cusolver-dn-chol")},
-                  {"cusolver-sp-qr", std::string("cusolver-sp-qr")}});
-        p.number("cpu_workers", cfg.pipeline.cpu_workers, 1, 64);
-        p.number("queue_depth", cfg.pipeline.queue_depth, 1, 16);
-        p.boolean("cpu_fallback", cfg.pipeline.cpu_fallback);
-        p.finish();
-    }
-    {
-        auto p = root.sub("publisher");
-        auto& pc = cfg.publisher;
-        p.boolean("enabled", pc.enabled);
-        p.choice("format", pc.udp.format,
-                 {{"paq", io::bitstream_format::paq}, {"dqe", io::bitstream_format::dqe},
-                  {"dqe-raw", io::bitstream_format::dqe_raw}});
-        std::string dqe_id;
-        if (p.has("dqe_id")) {
-            std::uint16_t fixed = 0;
-            if (p.text("dqe_id", dqe_id, true) && dqe_id == "stream") {
-                pc.udp.dqe_id.use_stream_id = true;
-            } else {
-                p.number<std::uint16_t>("dqe_id", fixed, 0, 65535);
-                pc.udp.dqe_id.use_stream_id = false;
-                pc.udp.dqe_id.fixed_id = fixed;
-            }
-        }
-        p.number<std::size_t>("send_buffer_bytes", pc.udp.send_buffer_bytes, 4096, std::size_t{1} << 30);
-        p.number("max_datagrams_per_second", pc.udp.max_datagrams_per_second, 0.0, 1e8);
-        if (p.has("destinations")) {
-            auto d = p.sub("destinations");
-            std::array<std::string, dsp::chain::num_paths> dest{};
-            for (int i = 0; i < dsp::chain::num_paths; ++i) d.text(dsp::path_name(i), dest[static_cast<std::size_t>(i)], true);
-            d.finish();
-            pc.udp.destinations = dest;
-        }
-        p.finish();
-        if (pc.enabled) {
-            for (const auto& m : pc.udp.validate()) errors.add(p.mark(), "publisher." + m);
-        }
-    }
-    {
-        auto m = root.sub("monitor");
-        std::string pattern;
-        if (m.text("pattern", pattern, true)) {
-            if (pattern == "none") {
-                cfg.monitor.pattern.reset();
-            } else {
-                try {
-                    cfg.monitor.pattern = dsp::parse_pn_pattern(pattern);
-                } catch (const std::invalid_argument&) {
-                    errors.add(m.mark(), "monitor.pattern: got '" + pattern + "' (allowed: none, pn9, pn11, pn15, pn20, pn23, pn31)");
-                }
-            }
-        }
-        m.number("status_interval_s", cfg.monitor.status_interval_s, 0.1, 3600.0);
-        m.finish();
-    }
-    {
-        auto r = root.sub("records");
-        path_field(r, "path", base_dir, cfg.records.base);
-        r.number<std::uint32_t>("decimation", cfg.records.decimation, 1, 1'000'000);
-        r.number<std::uint32_t>("channel_decimation", cfg.records.channel_decimation, 1, 1'000'000);
-        r.finish();
-    }
-    {
-        auto r = root.sub("recording");
-        path_field(r, "path", base_dir, cfg.recording.base);
-        sample_format_field(r, "format", cfg.recording.format, errors);
-        r.number<std::size_t>("queue_mib", cfg.recording.queue_mib, 16, 65536);
-        r.finish();
-    }
-    {
-        auto m = root.sub("metrics");
-        m.boolean("enabled", cfg.metrics.enabled);
-        m.text("bind", cfg.metrics.bind, true);
-        m.number<std::uint16_t>("port", cfg.metrics.port, 0, 65535);
-        m.finish();
-    }
-    {
-        auto l = root.sub("log");
-        l.choice("level", cfg.log.level,
-                 {{"trace", std::string("trace")}, {"debug", std::string("debug")}, {"info", std::string("info")},
-                  {"warn", std::string("warn")}, {"warning", std::string("warning")}, {"error", std::string("error")},
-                  {"err", std::string("err")}, {"critical", std::string("critical")},
-                  {"off", std::string("off")}});
-        l.choice("destination", cfg.log.destination,
-                 {{"auto", log_destination::automatic}, {"console", log_destination::console},
-                  {"journal", log_destination::journal}});
-        l.finish();
-    }
-    root.finish();
+    parse_context ctx{errors, base_dir, {}};
+    daemon_config cfg;
+    // An empty document is all defaults, which still must pass the checks (a file source
+    // needs its path).
+    daemon_schema().parse(root, YAML::Mark::null_mark(), "", cfg, ctx);
     errors.throw_if_any();
     return cfg;
 }
@@ -618,117 +655,9 @@ daemon_config load_daemon_config(const std::filesystem::path& file)
 
 std::string to_yaml(const daemon_config& c)
 {
-    std::ostringstream os;
-    os << to_yaml(c.receiver);
-    const auto& f = c.source.file;
-    os << "source:\n"
-       << "  type: " << to_string(c.source.type) << "\n"
-       << "  stall_timeout_s: " << format_double(c.source.stall_timeout_s) << "\n"
-       << "  file:\n";
-    if (!f.path.empty()) os << "    path: " << yaml_quoted(f.path.string()) << "\n";
-    if (f.raw_format) os << "    format: " << io::to_sigmf_datatype(*f.raw_format) << "\n";
-    if (f.raw_sample_rate_hz) os << "    sample_rate_hz: " << format_double(*f.raw_sample_rate_hz) << "\n";
-    os << "    ci16_scale: " << format_double(f.raw_ci16_scale) << "\n"
-       << "    paced: " << (f.paced ? "true" : "false") << "\n"
-       << "    rate_factor: " << format_double(f.rate_factor) << "\n"
-       << "    loop: " << (f.loop ? "true" : "false") << "\n"
-       << "    chunk_samples: " << f.chunk_samples << "\n";
-    const auto fmt = [](io::sample_format sf) { return std::string(io::to_sigmf_datatype(sf)); };
-    const auto& t = c.source.tcp;
-    os << "  tcp:\n"
-       << "    mode: " << (t.mode == io::tcp_mode::connect ? "connect" : "listen") << "\n"
-       << "    host: " << yaml_quoted(t.host) << "\n"
-       << "    port: " << t.port << "\n"
-       << "    format: " << fmt(t.format) << "\n"
-       << "    ci16_scale: " << format_double(t.ci16_scale) << "\n"
-       << "    sample_rate_hz: " << format_double(t.sample_rate_hz) << "\n"
-       << "    rcvbuf_bytes: " << t.rcvbuf_bytes << "\n"
-       << "    retry_initial_s: " << format_double(t.retry_initial_s) << "\n"
-       << "    retry_max_s: " << format_double(t.retry_max_s) << "\n"
-       << "    end_on_close: " << (t.end_on_close ? "true" : "false") << "\n";
-    os << allow_yaml(t.allow);
-    const auto& u = c.source.udp;
-    os << "  udp:\n"
-       << "    bind: " << yaml_quoted(u.bind_address) << "\n"
-       << "    port: " << u.port << "\n"
-       << "    format: " << fmt(u.format) << "\n"
-       << "    ci16_scale: " << format_double(u.ci16_scale) << "\n"
-       << "    sample_rate_hz: " << format_double(u.sample_rate_hz) << "\n"
-       << "    rcvbuf_bytes: " << u.rcvbuf_bytes << "\n";
-    os << allow_yaml(u.allow);
-    const auto& v = c.source.vita49;
-    os << "  vita49:\n"
-       << "    bind: " << yaml_quoted(v.bind_address) << "\n"
-       << "    port: " << v.port << "\n";
-    if (v.stream_id) os << "    stream_id: " << *v.stream_id << "\n";
-    // With a stream id the policy does not apply (and an explicit follow beside it is an error).
-    if (!v.stream_id) os << "    stream_change: " << io::to_string(v.stream_change) << "\n";
-    os << "    stream_timeout_ms: " << v.stream_timeout_ms << "\n"
-       << "    ci16_scale: " << format_double(v.ci16_scale) << "\n"
-       << "    sample_rate_hz: " << format_double(v.sample_rate_hz) << "\n"
-       << "    context_timeout_s: " << format_double(v.context_timeout_s) << "\n"
-       << "    rcvbuf_bytes: " << v.rcvbuf_bytes << "\n";
-    os << allow_yaml(v.allow);
-    const auto& i = c.source.iio;
-    os << "  iio:\n"
-       << "    uri: " << yaml_quoted(i.uri) << "\n"
-       << "    phy_device: " << yaml_quoted(i.phy_device) << "\n"
-       << "    rx_device: " << yaml_quoted(i.rx_device) << "\n"
-       << "    sample_rate_hz: " << format_double(i.sample_rate_hz) << "\n"
-       << "    lo_hz: " << format_double(i.lo_hz) << "\n"
-       << "    rf_bandwidth_hz: " << format_double(i.rf_bandwidth_hz) << "\n"
-       << "    gain_mode: " << io::to_string(i.gain_mode) << "\n"
-       << "    gain_db: " << format_double(i.gain_db) << "\n"
-       << "    buffer_samples: " << i.buffer_samples << "\n"
-       << "    reconnect_interval_s: " << format_double(i.reconnect_interval_s) << "\n"
-       << "    reconnect_max_interval_s: " << format_double(i.reconnect_max_interval_s) << "\n"
-       << "    timeout_ms: " << i.timeout_ms << "\n"
-       << "    scale: " << format_double(i.scale) << "\n";
-    const auto& pb = c.publisher;
-    os << "publisher:\n"
-       << "  enabled: " << (pb.enabled ? "true" : "false") << "\n"
-       << "  format: " << io::to_string(pb.udp.format) << "\n"
-       << "  dqe_id: " << (pb.udp.dqe_id.use_stream_id ? std::string("stream") : std::to_string(pb.udp.dqe_id.fixed_id)) << "\n"
-       << "  send_buffer_bytes: " << pb.udp.send_buffer_bytes << "\n"
-       << "  max_datagrams_per_second: " << format_double(pb.udp.max_datagrams_per_second) << "\n"
-       << "  destinations:\n";
-    for (std::size_t k = 0; k < pb.udp.destinations.size(); ++k) {
-        if (!pb.udp.destinations[k].empty()) {
-            os << "    " << dsp::path_name(static_cast<int>(k)) << ": " << yaml_quoted(pb.udp.destinations[k]) << "\n";
-        }
-    }
-    os << "ring:\n"
-       << "  capacity_s: " << format_double(c.ring.capacity_s) << "\n"
-       << "  overflow: " << to_string(c.ring.overflow) << "\n"
-       << "  lock_memory: " << (c.ring.lock_memory ? "true" : "false") << "\n";
-    os << "pipeline:\n"
-       << "  backend: " << to_string(c.pipeline.backend) << "\n"
-       << "  gpus: [";
-    for (std::size_t g = 0; g < c.pipeline.gpus.size(); ++g) os << (g ? ", " : "") << c.pipeline.gpus[g];
-    os << "]\n"
-       << "  solver: " << c.pipeline.solver << "\n"
-       << "  cpu_workers: " << c.pipeline.cpu_workers << "\n"
-       << "  queue_depth: " << c.pipeline.queue_depth << "\n"
-       << "  cpu_fallback: " << (c.pipeline.cpu_fallback ? "true" : "false") << "\n";
-    os << "monitor:\n"
-       << "  pattern: " << (c.monitor.pattern ? std::string(dsp::to_string(*c.monitor.pattern)) : std::string("none")) << "\n"
-       << "  status_interval_s: " << format_double(c.monitor.status_interval_s) << "\n";
-    os << "records:\n";
-    if (!c.records.base.empty()) os << "  path: " << yaml_quoted(c.records.base.string()) << "\n";
-    os << "  decimation: " << c.records.decimation << "\n"
-       << "  channel_decimation: " << c.records.channel_decimation << "\n";
-    os << "recording:\n";
-    if (!c.recording.base.empty()) os << "  path: " << yaml_quoted(c.recording.base.string()) << "\n";
-    os << "  format: " << io::to_sigmf_datatype(c.recording.format) << "\n"
-       << "  queue_mib: " << c.recording.queue_mib << "\n";
-    os << "metrics:\n"
-       << "  enabled: " << (c.metrics.enabled ? "true" : "false") << "\n"
-       << "  bind: " << yaml_quoted(c.metrics.bind) << "\n"
-       << "  port: " << c.metrics.port << "\n";
-    os << "log:\n"
-       << "  level: " << c.log.level << "\n"
-       << "  destination: " << to_string(c.log.destination) << "\n";
-    return os.str();
+    std::string out;
+    daemon_schema().emit(c, 0, out);
+    return out;
 }
 
 }  // namespace paq::config

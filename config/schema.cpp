@@ -1,0 +1,168 @@
+#include "config/schema.hpp"
+
+#include "config/schema_support.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+
+namespace paq::config {
+
+namespace {
+
+/// A bound as a person writes it: integers with every digit; other numbers in their
+/// shortest form, round thousands and millions as 200e3, 30e6, 1e9, small ones as 1e-6.
+std::string bound_text(double v, bool integer)
+{
+    if (integer || (v == std::floor(v) && std::fabs(v) < 1e18)) {
+        const auto n = static_cast<long long>(v);
+        if (!integer && n != 0) {
+            int zeros = 0;
+            for (long long m = n; m % 10 == 0; m /= 10) ++zeros;
+            // The largest power of 1000 that leaves a mantissa of at most three digits (1e8
+            // rather than 100e6).
+            for (int e = zeros - zeros % 3; e >= 3; e -= 3) {
+                const long long m = n / static_cast<long long>(std::pow(10.0, e));
+                if (std::llabs(m) == 10 || std::llabs(m) == 100) return (m < 0 ? "-1e" : "1e") + std::to_string(zeros);
+                if (std::llabs(m) < 1000) return std::to_string(m) + "e" + std::to_string(e);
+            }
+        }
+        return std::to_string(n);
+    }
+    std::string s = detail::format_double(v);  // "1e-06"
+    if (const auto e = s.find('e'); e != std::string::npos) {
+        std::string exponent = s.substr(e + 1);
+        const bool negative = exponent.front() == '-';
+        exponent.erase(0, exponent.find_first_not_of("+-0"));
+        s = s.substr(0, e + 1) + (negative ? "-" : "") + exponent;
+    }
+    return s;
+}
+
+bool is_power_of_two(double x)
+{
+    if (!(x >= 1.0) || x != std::floor(x) || x > 9.0e15) return false;
+    const auto n = static_cast<std::uint64_t>(x);
+    return (n & (n - 1)) == 0;
+}
+
+std::string labelled(double v, bool integer, const std::string& label)
+{
+    return bound_text(v, integer) + (label.empty() ? "" : " (" + label + ")");
+}
+
+std::string cell(std::string text)
+{
+    std::string out;
+    for (const char c : text) {
+        if (c == '|') out += '\\';
+        out += c;
+    }
+    return out;
+}
+
+}  // namespace
+
+bool numeric_range::allows(double x) const noexcept
+{
+    if (!values.empty()) return std::find(values.begin(), values.end(), x) != values.end();
+    if (also && x == *also) return true;
+    const bool in = (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);  // false for NaN
+    return in && (!power_of_two || is_power_of_two(x));
+}
+
+std::string numeric_range::text() const
+{
+    if (!values.empty()) {
+        std::string out;
+        for (std::size_t i = 0; i < values.size(); ++i) {
+            if (i > 0) out += i + 1 == values.size() ? " or " : ", ";
+            out += labelled(values[i], true, i < labels.size() ? labels[i] : std::string());
+        }
+        return out;
+    }
+    std::string out;
+    if (also) out += labelled(*also, integer, also_label) + " or ";
+    if (power_of_two) out += "a power of two, ";
+    const std::string l = bound_text(lo, integer);
+    const std::string h = bound_text(hi, integer);
+    if (!lo_open && !hi_open) return out + l + " .. " + h;
+    return out + l + (lo_open ? " < x " : " <= x ") + (hi_open ? "< " : "<= ") + h;
+}
+
+const std::vector<field_info>& schema()
+{
+    static const std::vector<field_info> fields = [] {
+        std::vector<field_info> out;
+        detail::daemon_schema().describe(daemon_config{}, "", out);
+        return out;
+    }();
+    return fields;
+}
+
+std::vector<std::string> schema_sections()
+{
+    std::vector<std::string> out;
+    for (const auto& f : schema()) {
+        if (out.empty() || out.back() != f.section) out.push_back(f.section);
+    }
+    return out;
+}
+
+std::string schema_markdown(std::string_view section)
+{
+    std::string out = "| key | default | allowed | unit | meaning |\n|---|---|---|---|---|\n";
+    bool any = false;
+    for (const auto& f : schema()) {
+        if (f.section != section) continue;
+        any = true;
+        out += "| `" + f.key + "` | " + cell(f.default_text) + " | " + cell(f.allowed) + " | " + cell(f.unit) + " | " +
+               cell(f.doc) + " |\n";
+    }
+    if (!any) throw std::invalid_argument("no configuration section '" + std::string(section) + "'");
+    return out;
+}
+
+std::string update_schema_markdown(std::string_view markdown)
+{
+    constexpr std::string_view begin = "<!-- schema:begin ";
+    constexpr std::string_view end = "<!-- schema:end -->";
+    std::vector<std::string> seen;
+    std::string out;
+    std::istringstream in{std::string(markdown)};
+    std::string line;
+    int line_number = 0;
+    while (std::getline(in, line)) {
+        ++line_number;
+        out += line + "\n";
+        if (!line.starts_with(begin) || !line.ends_with(" -->")) continue;
+        const std::string section = line.substr(begin.size(), line.size() - begin.size() - 4);
+        const int begin_line = line_number;
+        out += schema_markdown(section);
+        seen.push_back(section);
+        bool closed = false;
+        while (std::getline(in, line)) {
+            ++line_number;
+            if (line == end) {
+                out += line + "\n";
+                closed = true;
+                break;
+            }
+        }
+        if (!closed) {
+            throw std::invalid_argument("line " + std::to_string(begin_line) + ": '<!-- schema:begin " + section +
+                                        " -->' has no '" + std::string(end) + "' after it");
+        }
+    }
+    if (!markdown.empty() && markdown.back() != '\n') out.pop_back();
+    for (const auto& s : schema_sections()) {
+        if (std::find(seen.begin(), seen.end(), s) == seen.end()) {
+            throw std::invalid_argument("no '<!-- schema:begin " + s + " -->' region for section " + s);
+        }
+    }
+    return out;
+}
+
+}  // namespace paq::config
