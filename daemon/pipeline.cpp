@@ -32,9 +32,9 @@ pipeline::pipeline(pipeline_options opt, io::sample_source& source, io::sample_r
       source_(source),
       ring_(ring),
       pool_(std::move(workers), std::move(fallback), static_cast<std::size_t>(std::max(opt_.queue_depth, 1)),
-            [this](std::vector<cf32> window) {
+            [this](dsp::sample_batch& b) {
                 std::lock_guard sp(spare_mu_);
-                if (spare_windows_.size() < dsp::batcher::max_spares) spare_windows_.push_back(std::move(window));
+                if (spare_windows_.size() < dsp::batcher::max_spares) spare_windows_.push_back(std::move(b.samples));
             }),
       publish_(std::move(publish)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),

@@ -58,11 +58,19 @@ replay_result run_replay(const replay_options& opt)
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
     res.setup_s = since_start();
-    res.summary = runtime::run_receiver(
-        pool, rc, opt.pattern, info.sample_rate_hz, [&](std::span<cf32> out) { return reader.read(out); },
-        [&](const dsp::batch_output& out) {
-            if (records) records->add(out);
-        });
+    auto on_batch = [&](const dsp::batch_output& out) {
+        if (records) records->add(out);
+    };
+    // A ci16 recording stays ci16 up to the backend (half the bytes through the windows and
+    // the upload; the backend converts); a cf32 one is read as it is.
+    res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
+    if (info.format == io::sample_format::ci16_le) {
+        res.summary = runtime::run_receiver_ci16(pool, rc, opt.pattern, info.sample_rate_hz, info.meta.ci16_scale,
+                                                 [&](std::span<ci16> out) { return reader.read(out); }, on_batch);
+    } else {
+        res.summary = runtime::run_receiver(pool, rc, opt.pattern, info.sample_rate_hz,
+                                            [&](std::span<cf32> out) { return reader.read(out); }, on_batch);
+    }
     if (records) {
         records->close();
         res.record_rows = records->rows();
@@ -88,6 +96,7 @@ void print_table(const replay_result& r, std::ostream& os)
     const auto& s = r.summary;
     os << "paqd replay: " << r.file << " (" << r.backend << " backend";
     if (r.workers > 1) os << ", " << r.workers << " workers";
+    if (!r.input_width.empty()) os << ", " << r.input_width << " input";
     os << ")\n";
     os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
@@ -140,6 +149,7 @@ nlohmann::json to_json(const replay_result& r)
     return {{"file", r.file},
             {"backend", r.backend},
             {"workers", r.workers},
+            {"input_width", r.input_width},
             {"sample_rate_hz", r.sample_rate_hz},
             {"bit_rate_hz", r.bit_rate_hz},
             {"bit_rate_from", r.bit_rate_from},

@@ -48,6 +48,7 @@ struct replay_result {
     std::string file;
     std::string backend;
     std::size_t workers = 1;            ///< backends the batches went to (one per GPU)
+    std::string input_width;            ///< "ci16" (kept up to the backend) or "cf32"
     std::vector<std::string> warnings;  ///< also in the JSON
     std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
     /// Wall clock of the whole replay, opening the file and making the backend included.

@@ -29,7 +29,13 @@ inline constexpr std::size_t packed_data_bytes = waveform::data_bits / 8;  // 76
 struct sample_batch {
     std::uint64_t index = 0;          ///< batch sequence number
     std::uint64_t first_sample = 0;   ///< absolute index of samples[0] (gaps included)
+    /// The window's samples, unless the input is ci16 (then empty: see samples_ci16).
     std::vector<cf32> samples;
+    /// A ci16 input's window as the source delivered it (4 bytes a sample, issue 15): the
+    /// backend converts, each sample to_cf32(s, ci16_scale). Exactly one of samples and
+    /// samples_ci16 holds the window; size() is its length either way.
+    std::vector<ci16> samples_ci16;
+    float ci16_scale = 0.0f;
     std::size_t owned_begin = 0;      ///< preamble peaks in [owned_begin, owned_end) belong here
     std::size_t owned_end = 0;
     bool segment_start = false;       ///< samples[0] follows a gap or the stream start
@@ -39,6 +45,10 @@ struct sample_batch {
     /// of the resampler's output grid (dsp/input_stage.hpp), so that every batch of a segment
     /// resamples at the same positions.
     std::uint64_t segment_first_sample = 0;
+
+    [[nodiscard]] bool is_ci16() const noexcept { return !samples_ci16.empty(); }
+    /// Samples in the window, whichever width holds them.
+    [[nodiscard]] std::size_t size() const noexcept { return is_ci16() ? samples_ci16.size() : samples.size(); }
 };
 
 /// Packet flags.

@@ -1,19 +1,26 @@
 #include "dsp/batcher.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <stdexcept>
 #include <string>
 
 namespace paq::dsp {
 
 
-batcher::batcher(std::size_t batch_samples, std::size_t guard_before, std::size_t guard_after)
-    : batch_samples_(batch_samples), guard_before_(guard_before), guard_after_(guard_after)
+template <class T>
+basic_batcher<T>::basic_batcher(std::size_t batch_samples, std::size_t guard_before, std::size_t guard_after, float ci16_scale)
+    : batch_samples_(batch_samples), guard_before_(guard_before), guard_after_(guard_after), ci16_scale_(ci16_scale)
 {
     if (batch_samples == 0) throw std::invalid_argument("batcher: batch_samples must be >= 1");
+    if (!(ci16_scale > 0.0f) || !std::isfinite(ci16_scale)) {
+        throw std::invalid_argument("batcher: the ci16 scale must be positive and finite, not " + std::to_string(ci16_scale));
+    }
 }
 
-void batcher::push(std::span<const cf32> samples)
+template <class T>
+void basic_batcher<T>::push(std::span<const T> samples)
 {
     while (!samples.empty()) {
         const auto space = write_space();
@@ -24,7 +31,8 @@ void batcher::push(std::span<const cf32> samples)
     }
 }
 
-std::span<cf32> batcher::write_space()
+template <class T>
+std::span<T> basic_batcher<T>::write_space()
 {
     // Up to where the next window ends: the buffer never holds more than one window, so
     // storage reserved for a window (and page-locked by a backend) never grows.
@@ -37,10 +45,11 @@ std::span<cf32> batcher::write_space()
     // per default batch, a second of a 32 s replay.)
     if (buf_.size() < held_ + room) buf_.resize(max_window_samples());
     given_ = room;
-    return std::span<cf32>(buf_).subspan(held_, room);
+    return std::span<T>(buf_).subspan(held_, room);
 }
 
-void batcher::commit(std::size_t n)
+template <class T>
+void basic_batcher<T>::commit(std::size_t n)
 {
     if (n > given_) {
         throw std::invalid_argument("batcher::commit: " + std::to_string(n) + " samples but only " + std::to_string(given_) +
@@ -52,9 +61,10 @@ void batcher::commit(std::size_t n)
     emit_ready();
 }
 
-std::vector<cf32> batcher::fresh_storage()
+template <class T>
+std::vector<T> basic_batcher<T>::fresh_storage()
 {
-    std::vector<cf32> v;
+    std::vector<T> v;
     if (!spares_.empty()) {
         v = std::move(spares_.back());
         spares_.pop_back();
@@ -68,14 +78,15 @@ std::vector<cf32> batcher::fresh_storage()
     return v;
 }
 
-std::vector<cf32> batcher::take_window(std::uint64_t window_end, std::uint64_t keep_from)
+template <class T>
+std::vector<T> basic_batcher<T>::take_window(std::uint64_t window_end, std::uint64_t keep_from)
 {
     // The buffer becomes the window (no copy of the window's samples); what the next window
     // needs from keep_from on (its guard and samples already written) goes to new storage.
-    std::vector<cf32> next = fresh_storage();
+    std::vector<T> next = fresh_storage();
     const auto keep = static_cast<std::size_t>(keep_from - buf_start_);
     std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_), next.begin());
-    std::vector<cf32> window = std::move(buf_);
+    std::vector<T> window = std::move(buf_);
     window.resize(static_cast<std::size_t>(window_end - buf_start_));
     buf_ = std::move(next);
     held_ -= keep;
@@ -83,12 +94,14 @@ std::vector<cf32> batcher::take_window(std::uint64_t window_end, std::uint64_t k
     return window;
 }
 
-std::uint64_t batcher::window_start() const noexcept
+template <class T>
+std::uint64_t basic_batcher<T>::window_start() const noexcept
 {
     return std::max(seg_start_, owned_next_ > guard_before_ ? owned_next_ - guard_before_ : 0);
 }
 
-void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from)
+template <class T>
+void basic_batcher<T>::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from)
 {
     const std::uint64_t w0 = window_start();
     // The window must lie inside the samples held and own a range inside itself. The
@@ -109,7 +122,12 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
     sample_batch b;
     b.index = next_index_++;
     b.first_sample = w0;
-    b.samples = take_window(window_end, keep_from);
+    if constexpr (std::is_same_v<T, ci16>) {
+        b.samples_ci16 = take_window(window_end, keep_from);
+        b.ci16_scale = ci16_scale_;
+    } else {
+        b.samples = take_window(window_end, keep_from);
+    }
     b.owned_begin = owned_next_ - w0;
     b.owned_end = owned_end - w0;
     // The window, not just the owned range, starts at the segment start: with B < W the
@@ -121,7 +139,8 @@ void batcher::emit(std::uint64_t window_end, std::uint64_t owned_end, bool segme
     ready_.push_back(std::move(b));
 }
 
-void batcher::emit_ready()
+template <class T>
+void basic_batcher<T>::emit_ready()
 {
     for (;;) {
         const std::uint64_t owned_end = owned_next_ + batch_samples_;
@@ -134,7 +153,8 @@ void batcher::emit_ready()
     }
 }
 
-void batcher::flush_segment(std::uint64_t lost_after)
+template <class T>
+void basic_batcher<T>::flush_segment(std::uint64_t lost_after)
 {
     const std::uint64_t buf_end = buf_start_ + held_;
     const bool empty_segment = buf_end == seg_start_;
@@ -162,7 +182,8 @@ void batcher::flush_segment(std::uint64_t lost_after)
     lost_before_segment_ = empty_segment ? saturating_add(lost_before_segment_, lost_after) : lost_after;
 }
 
-void batcher::gap(std::uint64_t lost_samples)
+template <class T>
+void basic_batcher<T>::gap(std::uint64_t lost_samples)
 {
     // Saturating: the count is what the source said (bounded by the sources), but a sum of
     // hostile counts must not wrap to a small number.
@@ -170,9 +191,11 @@ void batcher::gap(std::uint64_t lost_samples)
     flush_segment(lost_samples);
 }
 
-void batcher::finish() { flush_segment(0); }
+template <class T>
+void basic_batcher<T>::finish() { flush_segment(0); }
 
-std::optional<sample_batch> batcher::pop()
+template <class T>
+std::optional<sample_batch> basic_batcher<T>::pop()
 {
     if (ready_.empty()) return std::nullopt;
     auto b = std::move(ready_.front());
@@ -180,12 +203,17 @@ std::optional<sample_batch> batcher::pop()
     return b;
 }
 
-void batcher::recycle(std::vector<cf32>&& storage)
+template <class T>
+void basic_batcher<T>::recycle(std::vector<T>&& storage)
 {
     if (spares_.size() < max_spares && storage.capacity() != 0) spares_.push_back(std::move(storage));
 }
 
-std::size_t batcher::max_window_samples() const noexcept { return batch_samples_ + guard_before_ + guard_after_; }
+template <class T>
+std::size_t basic_batcher<T>::max_window_samples() const noexcept { return batch_samples_ + guard_before_ + guard_after_; }
+
+template class basic_batcher<cf32>;
+template class basic_batcher<ci16>;
 
 std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts)
 {
@@ -196,7 +224,7 @@ std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts
                                     std::size_t guard_after)
 {
     if (parts == 0) throw std::invalid_argument("split_batch: parts must be >= 1");
-    const std::size_t len = batch.samples.size();
+    const std::size_t len = batch.size();
     if (batch.owned_begin > batch.owned_end || batch.owned_end > len) {
         throw std::invalid_argument("split_batch: owned range [" + std::to_string(batch.owned_begin) + ", " +
                                     std::to_string(batch.owned_end) + ") outside the window of " + std::to_string(len) + " samples");
@@ -224,12 +252,17 @@ std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts
 
 sample_batch part_batch(const sample_batch& batch, const batch_part& part)
 {
-    if (part.offset + part.length > batch.samples.size()) throw std::invalid_argument("part_batch: part outside the batch window");
+    if (part.offset + part.length > batch.size()) throw std::invalid_argument("part_batch: part outside the batch window");
     sample_batch b;
     b.index = batch.index;
     b.first_sample = batch.first_sample + part.offset;
-    b.samples.assign(batch.samples.begin() + static_cast<std::ptrdiff_t>(part.offset),
-                     batch.samples.begin() + static_cast<std::ptrdiff_t>(part.offset + part.length));
+    const auto from = static_cast<std::ptrdiff_t>(part.offset), to = static_cast<std::ptrdiff_t>(part.offset + part.length);
+    if (batch.is_ci16()) {
+        b.samples_ci16.assign(batch.samples_ci16.begin() + from, batch.samples_ci16.begin() + to);
+        b.ci16_scale = batch.ci16_scale;
+    } else {
+        b.samples.assign(batch.samples.begin() + from, batch.samples.begin() + to);
+    }
     b.owned_begin = part.owned_begin;
     b.owned_end = part.owned_end;
     b.segment_start = part.segment_start;
@@ -251,6 +284,29 @@ std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, std::s
     // is its share plus the guards, and never more than the whole window.
     const std::size_t max_window = batch_samples + guard_before + guard_after;
     return std::min(max_window, (max_window + parts - 1) / parts + guard_before + guard_after);
+}
+
+void widen_batch(const sample_batch& in, sample_batch& out)
+{
+    if (!in.is_ci16()) throw std::invalid_argument("widen_batch: the batch is not ci16");
+    out.index = in.index;
+    out.first_sample = in.first_sample;
+    out.samples_ci16.clear();
+    out.ci16_scale = 0.0f;
+    out.owned_begin = in.owned_begin;
+    out.owned_end = in.owned_end;
+    out.segment_start = in.segment_start;
+    out.segment_end = in.segment_end;
+    out.lost_samples_before = in.lost_samples_before;
+    out.segment_first_sample = in.segment_first_sample;
+    const std::size_t n = in.samples_ci16.size();
+    out.samples.resize(n);
+    const ci16* src = in.samples_ci16.data();
+    cf32* dst = out.samples.data();
+    const float scale = in.ci16_scale;
+    const auto n_signed = static_cast<std::ptrdiff_t>(n);
+#pragma omp parallel for schedule(static) if (n >= (std::size_t{1} << 20))
+    for (std::ptrdiff_t k = 0; k < n_signed; ++k) dst[k] = to_cf32(src[k], scale);
 }
 
 }  // namespace paq::dsp

@@ -39,25 +39,35 @@ struct batch_part {
 /// would be given. For tests and the CPU reference.
 [[nodiscard]] sample_batch part_batch(const sample_batch& batch, const batch_part& part);
 
+/// A ci16 batch as cf32, into `out` (its storage reused): the samples converted with
+/// to_cf32, everything else copied. What a backend that computes on cf32 (the CPU reference)
+/// does first with a ci16 window. Throws std::invalid_argument for a batch that is not ci16.
+void widen_batch(const sample_batch& in, sample_batch& out);
+
 /// Largest part window when windows of at most batch_samples + both guards are split into
 /// `parts` (for one part: that whole window).
 [[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts);
 [[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, std::size_t guard_before,
                                           std::size_t guard_after);
 
-class batcher {
+/// The batcher for samples of type T: cf32, or ci16 kept at the source's width (its windows
+/// go out in sample_batch::samples_ci16 with the scale given here; issue 15).
+template <class T>
+class basic_batcher {
 public:
     /// \param batch_samples new samples per batch (B), >= 1
     /// \param guard_before, guard_after the guards around the owned range (dsp/batch.hpp);
     /// larger than batch_guard_before/after when the input is resampled (input_geometry)
-    explicit batcher(std::size_t batch_samples, std::size_t guard_before = batch_guard_before,
-                     std::size_t guard_after = batch_guard_after);
+    /// \param ci16_scale (ci16 only) counts per unit of amplitude, stamped on every window;
+    /// must be positive and finite
+    explicit basic_batcher(std::size_t batch_samples, std::size_t guard_before = batch_guard_before,
+                           std::size_t guard_after = batch_guard_after, float ci16_scale = 1.0f);
 
     /// Appends contiguous samples (a copy into the window being filled).
-    void push(std::span<const cf32> samples);
+    void push(std::span<const T> samples);
     /// The same without the copy: where the next samples go, in the window being filled (at
     /// least one sample, at most up to that window's end). Write k of them, then commit(k).
-    [[nodiscard]] std::span<cf32> write_space();
+    [[nodiscard]] std::span<T> write_space();
     /// The first n samples of the last write_space() are the stream's next samples. Throws
     /// std::invalid_argument if n is more than write_space() gave.
     void commit(std::size_t n);
@@ -75,7 +85,7 @@ public:
     /// filled in it instead of in fresh allocations (a default window is ~315 MB, whose first
     /// touch costs page faults every batch). At most max_spares are kept (more than a
     /// pipeline ever has in flight, so none is freed while the run goes on).
-    void recycle(std::vector<cf32>&& storage);
+    void recycle(std::vector<T>&& storage);
     static constexpr std::size_t max_spares = 16;
 
     /// The largest window: batch_samples + both guards. The batcher fills windows in place,
@@ -106,15 +116,15 @@ private:
     /// samples from keep_from on stay for the next window.
     void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from);
     /// Storage for the samples from buf_start_: a spare, or a new one with a window reserved.
-    [[nodiscard]] std::vector<cf32> fresh_storage();
+    [[nodiscard]] std::vector<T> fresh_storage();
     /// The held samples [buf_start_, window_end) as a window's storage (the buffer itself);
     /// buf_ then holds [keep_from, end) in new storage.
-    [[nodiscard]] std::vector<cf32> take_window(std::uint64_t window_end, std::uint64_t keep_from);
+    [[nodiscard]] std::vector<T> take_window(std::uint64_t window_end, std::uint64_t keep_from);
 
     std::size_t batch_samples_;
     std::size_t guard_before_;
     std::size_t guard_after_;
-    std::vector<cf32> buf_;         ///< a full window's size; its first held_ are samples from buf_start_
+    std::vector<T> buf_;            ///< a full window's size; its first held_ are samples from buf_start_
     std::size_t held_ = 0;
     std::size_t given_ = 0;         ///< room handed out by the last write_space(), for commit()
     std::uint64_t buf_start_ = 0;
@@ -127,7 +137,13 @@ private:
     std::uint64_t samples_short_ = 0;
     std::uint64_t short_segments_ = 0;
     std::deque<sample_batch> ready_;
-    std::vector<std::vector<cf32>> spares_;  ///< storage handed back by recycle()
+    std::vector<std::vector<T>> spares_;  ///< storage handed back by recycle()
+    float ci16_scale_ = 1.0f;
 };
+
+using batcher = basic_batcher<cf32>;
+using batcher_ci16 = basic_batcher<ci16>;
+extern template class basic_batcher<cf32>;
+extern template class basic_batcher<ci16>;
 
 }  // namespace paq::dsp

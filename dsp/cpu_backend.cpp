@@ -49,6 +49,7 @@ struct cpu_backend::impl {
     pll_gains pll_boot;  ///< the phase smoother's forward PLL over the data
     std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
     std::vector<double> metric;                   ///< preamble metric of the current batch
+    sample_batch widened;                         ///< a ci16 batch as cf32 (process())
     int threads;
     input_geometry geom;                          ///< the input's rate against 2 samples per bit
     resampler_design clock_design;                ///< ratio-1 table for re-timing packets
@@ -189,8 +190,12 @@ void cpu_backend::process_packet(const cf32* window, std::size_t window_len, lon
     impl_->packet(window, window_len, start, rec, bits_out, *impl_->ws[0]);
 }
 
-void cpu_backend::process(const sample_batch& batch, batch_output& out)
+void cpu_backend::process(const sample_batch& in, batch_output& out)
 {
+    // A ci16 window is converted first (the same to_cf32 as every other conversion), into
+    // storage kept across batches.
+    if (in.is_ci16()) widen_batch(in, impl_->widened);
+    const sample_batch& batch = in.is_ci16() ? impl_->widened : in;
     if (!impl_->geom.resampling) {
         impl_->process_chain(batch, out);
         return;

@@ -54,7 +54,7 @@ void first_output(const window_span& in, const input_geometry& g, std::uint64_t&
 
 resampled_window map_window(const sample_batch& in, const input_geometry& g)
 {
-    return map_window(window_span{in.first_sample, in.samples.size(), in.owned_begin, in.owned_end, in.segment_start,
+    return map_window(window_span{in.first_sample, in.size(), in.owned_begin, in.owned_end, in.segment_start,
                                   in.segment_end, in.segment_first_sample},
                       g);
 }

@@ -118,7 +118,7 @@ packet_candidates locate_packets(const sample_batch& batch, std::span<const doub
                                  int template_offset)
 {
     packet_candidates c;
-    const auto len = static_cast<long long>(batch.samples.size());
+    const auto len = static_cast<long long>(batch.size());
     for (const auto& pk : find_preamble_peaks(metric, batch.owned_begin, batch.owned_end, threshold,
                                               detector_half_window, batch.segment_start)) {
         const long long s = static_cast<long long>(pk.u) - template_offset;

@@ -218,7 +218,7 @@ struct chain_part {
 
     /// What one part of one batch is: its input samples and its 2-samples-per-bit window.
     struct window_plan {
-        std::span<const cf32> input;        ///< the part's samples as uploaded (input width)
+        host_window input{std::span<const cf32>{}};  ///< the part's samples as uploaded (input width; cf32 or ci16)
         bool resampling = false;
         dsp::fixed_pos first_pos = 0;       ///< resampling: window[0]'s position relative to input[0]
         std::size_t n_out = 0;              ///< the 2-samples-per-bit window (input.size() without resampling)
@@ -475,7 +475,8 @@ std::shared_ptr<void> cuda_backend::pin_host_memory(const void* data, std::size_
 bool cuda_backend::impl::plan_part(const dsp::sample_batch& batch, const dsp::batch_part& part, std::uint64_t batch_m_begin,
                                    chain_part::window_plan& w) const
 {
-    w.input = std::span<const cf32>(batch.samples).subspan(part.offset, part.length);
+    w.input = batch.is_ci16() ? host_window(std::span<const ci16>(batch.samples_ci16).subspan(part.offset, part.length), batch.ci16_scale)
+                              : host_window(std::span<const cf32>(batch.samples).subspan(part.offset, part.length));
     w.resampling = geom.resampling;
     if (!geom.resampling) {
         w.n_out = part.length;
@@ -604,7 +605,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.packets.clear();
     out.truncated_packets = 0;
     out.nonfinite_samples = 0;
-    const std::size_t len = batch.samples.size();
+    const std::size_t len = batch.size();
     if (len < dsp::detector_span) {
         out.bits.clear();
         return;
@@ -615,7 +616,8 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
-        PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.samples.data()));
+        PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.is_ci16() ? static_cast<const void*>(batch.samples_ci16.data())
+                                                                        : static_cast<const void*>(batch.samples.data())));
         m.last.pinned_input = attr.type == cudaMemoryTypeHost;
     }
 

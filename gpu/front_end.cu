@@ -44,6 +44,16 @@ __device__ inline cuFloatComplex finite_or_zero(cuFloatComplex s)
 constexpr int metric_block = 1024;
 constexpr int metric_span = static_cast<int>(dsp::detector_span);             // 256
 constexpr int metric_v = metric_block + metric_span - 32;                   // c(v) per block
+/// A ci16 chunk as cf32: each component divided by the scale, correctly rounded (paq::to_cf32).
+__global__ void ci16_to_cf32_kernel(const short2* __restrict__ in, std::size_t n, float scale, cuFloatComplex* __restrict__ out)
+{
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const short2 v = in[i];
+        out[i] = make_cuFloatComplex(__fdiv_rn(static_cast<float>(v.x), scale), __fdiv_rn(static_cast<float>(v.y), scale));
+    }
+}
+
 __global__ void __launch_bounds__(metric_block) metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric,
                                                               float* __restrict__ out)
 {
@@ -396,6 +406,9 @@ struct front_end::impl {
     std::unique_ptr<device_resampler> input_rs;
     std::size_t max_input = 0;
     device_buffer<cuFloatComplex> input;
+    /// A ci16 window as uploaded (input width), converted into `window` or `input` chunk by
+    /// chunk.
+    device_buffer<short2> raw16;
     /// Upload in chunks on its own stream, so the metric of chunk k runs while k+1 copies.
     static constexpr int upload_chunks = 8;
     stream copy_st;
@@ -439,7 +452,8 @@ struct front_end::impl {
           clock_table(dsp::design_resampler(1.0)),
           input_rs(input_design ? std::make_unique<device_resampler>(*input_design) : nullptr),
           max_input(input_design ? mi : 0),
-          input(input_design ? mi : 0)
+          input(input_design ? mi : 0),
+          raw16(input_design ? std::max(mw, mi) : mw)
     {
         std::array<cuFloatComplex, 32> tmpl{};
         for (int l = 0; l < 32; ++l) {
@@ -498,6 +512,29 @@ struct front_end::impl {
         PAQ_CUDA_CHECK(cudaMemcpyAsync(window.data(), w.data(), w.size() * sizeof(cf32), cudaMemcpyHostToDevice, st.get()));
         window_len = w.size();
     }
+
+    /// Chunk [b, e) of the host window up on the copy stream: into dst, or for ci16 into
+    /// raw16 (converted by convert_chunk once the copy is in).
+    void copy_chunk(const host_window& w, cuFloatComplex* dst, std::size_t b, std::size_t e)
+    {
+        if (e <= b) return;
+        if (w.is_ci16()) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(raw16.data() + b, static_cast<const ci16*>(w.data) + b, (e - b) * sizeof(ci16),
+                                           cudaMemcpyHostToDevice, copy_st.get()));
+        } else {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(dst + b, static_cast<const cf32*>(w.data) + b, (e - b) * sizeof(cf32), cudaMemcpyHostToDevice,
+                                           copy_st.get()));
+        }
+    }
+    /// For ci16: chunk [b, e) converted into dst, on the compute stream (after its copy).
+    void convert_chunk(const host_window& w, cuFloatComplex* dst, std::size_t b, std::size_t e)
+    {
+        if (e <= b || !w.is_ci16()) return;
+        const std::size_t n = e - b;
+        const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 65535));
+        ci16_to_cf32_kernel<<<blocks, 256, 0, st.get()>>>(raw16.data() + b, n, w.ci16_scale, dst + b);
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
 };
 
 front_end::front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets, const dsp::resampler_design* input_design,
@@ -527,13 +564,13 @@ void front_end::upload_window(std::span<const cf32> window)
     impl_->upload(window);
 }
 
-void front_end::upload_and_metric_device(std::span<const cf32> window, cuda_event_t upload_after)
+void front_end::upload_and_metric_device(host_window window, cuda_event_t upload_after)
 {
     auto& m = *impl_;
-    if (window.size() > m.max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
-    if (window.size() < dsp::detector_span) throw std::invalid_argument("gpu front_end: window shorter than the metric span");
+    if (window.size > m.max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
+    if (window.size < dsp::detector_span) throw std::invalid_argument("gpu front_end: window shorter than the metric span");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
-    const std::size_t len = window.size();
+    const std::size_t len = window.size;
     const std::size_t n_metric = len - dsp::detector_span + 1;
     m.window_len = len;
     // The copy stream waits for the compute stream: the window buffer is free again.
@@ -543,12 +580,10 @@ void front_end::upload_and_metric_device(std::span<const cf32> window, cuda_even
     std::size_t metric_done = 0;
     for (int c = 0; c < impl::upload_chunks; ++c) {
         const std::size_t b = len * c / impl::upload_chunks, e = len * (c + 1) / impl::upload_chunks;
-        if (e > b) {
-            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.window.data() + b, window.data() + b, (e - b) * sizeof(cf32), cudaMemcpyHostToDevice,
-                                           m.copy_st.get()));
-        }
+        m.copy_chunk(window, m.window.data(), b, e);
         PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
         PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
+        m.convert_chunk(window, m.window.data(), b, e);
         // Metric values whose 256 samples have all arrived.
         const std::size_t ready = c + 1 == impl::upload_chunks ? n_metric : (e >= dsp::detector_span ? std::min(n_metric, e - dsp::detector_span + 1) : 0);
         if (ready > metric_done) {
@@ -561,16 +596,16 @@ void front_end::upload_and_metric_device(std::span<const cf32> window, cuda_even
     }
 }
 
-void front_end::upload_resample_and_metric_device(std::span<const cf32> input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
+void front_end::upload_resample_and_metric_device(host_window input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
                                                  std::size_t n_out, cuda_event_t upload_after)
 {
     auto& m = *impl_;
     if (!m.input_rs) throw std::logic_error("gpu front_end: resampling upload without an input design at Create");
-    if (input.size() > m.max_input) throw std::invalid_argument("gpu front_end: input window larger than at Create");
+    if (input.size > m.max_input) throw std::invalid_argument("gpu front_end: input window larger than at Create");
     if (n_out > m.max_window) throw std::invalid_argument("gpu front_end: resampled window larger than at Create");
     if (n_out < dsp::detector_span) throw std::invalid_argument("gpu front_end: resampled window shorter than the metric span");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
-    const std::size_t len = input.size();
+    const std::size_t len = input.size;
     const std::size_t n_metric = n_out - dsp::detector_span + 1;
     const int taps = m.input_rs->taps();
     m.window_len = n_out;
@@ -583,12 +618,10 @@ void front_end::upload_resample_and_metric_device(std::span<const cf32> input, d
     m.resample_pairs = 0;
     for (int c = 0; c < impl::upload_chunks; ++c) {
         const std::size_t b = len * c / impl::upload_chunks, e = len * (c + 1) / impl::upload_chunks;
-        if (e > b) {
-            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.input.data() + b, input.data() + b, (e - b) * sizeof(cf32), cudaMemcpyHostToDevice,
-                                           m.copy_st.get()));
-        }
+        m.copy_chunk(input, m.input.data(), b, e);
         PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
         PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
+        m.convert_chunk(input, m.input.data(), b, e);
         // Outputs whose filter has all its inputs (the last chunk: all, edges reading zeros),
         // then the metric values whose 256 outputs are there.
         const bool last = c + 1 == impl::upload_chunks;

@@ -33,6 +33,20 @@ struct packet_estimate {
     int support = 0;  ///< index into dsp::receiver_tables::supports
 };
 
+/// An input window as the host holds it: cf32 samples, or ci16 samples (issue 15: 4 bytes a
+/// sample over the link) that the device converts after the upload, each component divided
+/// by ci16_scale as paq::to_cf32 does, bit for bit.
+struct host_window {
+    const void* data = nullptr;
+    std::size_t size = 0;
+    float ci16_scale = 0.0f;  ///< > 0: the samples are ci16
+
+    host_window(std::span<const cf32> w) noexcept : data(w.data()), size(w.size()) {}  // NOLINT(google-explicit-constructor)
+    host_window(const std::vector<cf32>& w) noexcept : host_window(std::span<const cf32>(w)) {}  // NOLINT(google-explicit-constructor)
+    host_window(std::span<const ci16> w, float scale) noexcept : data(w.data()), size(w.size()), ci16_scale(scale) {}
+    [[nodiscard]] bool is_ci16() const noexcept { return ci16_scale > 0.0f; }
+};
+
 class front_end {
 public:
     /// Distance between packet segments in the device buffer: the filter stage's FFT size.
@@ -66,14 +80,16 @@ public:
     /// and computes M(u) into device_metric() as the chunks arrive; ordered on device().stream.
     /// With `upload_after` (an event already recorded), the copies start only once it has
     /// completed: several front ends then take the PCIe link in turn instead of sharing it.
-    void upload_and_metric_device(std::span<const cf32> window, cuda_event_t upload_after = nullptr);
+    /// A ci16 window goes up at its own width and is converted on the device as each chunk
+    /// arrives.
+    void upload_and_metric_device(host_window window, cuda_event_t upload_after = nullptr);
     /// As upload_and_metric_device for an input not at 2 samples per bit: the INPUT window
     /// goes up in chunks (the link carries input samples), and as they arrive the resampler
     /// (the input design of Create) writes the 2-samples-per-bit window, outputs m = 0 ..
     /// n_out-1 at positions first_pos + m step relative to input[0] (dsp::resample's values
     /// bit for bit), then M(u) over it. Throws std::logic_error without an input design,
     /// std::invalid_argument for windows larger than at Create or n_out below the metric span.
-    void upload_resample_and_metric_device(std::span<const cf32> input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
+    void upload_resample_and_metric_device(host_window input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
                                            std::size_t n_out, cuda_event_t upload_after = nullptr);
     /// For the clock estimator: M(peak - 1), M(peak), M(peak + 1), peak = starts[p] +
     /// template_offset, for slots p < *count (count may be null: all slots), into

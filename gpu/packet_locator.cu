@@ -124,7 +124,7 @@ locate_params make_locate_params(const dsp::batch_part& part, double threshold, 
 
 locate_params make_locate_params(const dsp::sample_batch& batch, double threshold, int template_offset)
 {
-    return make_locate_params(dsp::batch_part{0, batch.samples.size(), batch.owned_begin, batch.owned_end, batch.segment_start,
+    return make_locate_params(dsp::batch_part{0, batch.size(), batch.owned_begin, batch.owned_end, batch.segment_start,
                                               batch.segment_end},
                               threshold, template_offset);
 }

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <utility>
 
 #include <fcntl.h>
@@ -236,7 +237,7 @@ std::size_t sample_file_reader::read(std::span<cf32> out) {
   return count;
 }
 
-std::size_t sample_file_reader::read_contiguous(cf32* out, std::size_t count) {
+std::pair<std::size_t, std::uint64_t> sample_file_reader::contiguous_run(std::size_t count) const {
   // The segment holding position_: the last one starting at or before it (one for a
   // conforming file, so this is a single comparison on the common path).
   auto next = std::upper_bound(segments_.begin(), segments_.end(), position_,
@@ -245,8 +246,31 @@ std::size_t sample_file_reader::read_contiguous(cf32* out, std::size_t count) {
   if (next != segments_.end()) {
     count = static_cast<std::size_t>(std::min<std::uint64_t>(count, next->sample_start - position_));
   }
+  return {count, seg.offset_bytes + (position_ - seg.sample_start) * bytes_per_sample(info_.format)};
+}
+
+std::size_t sample_file_reader::read(std::span<ci16> out) {
+  if (fd_ < 0) throw std::logic_error("sample_file_reader::read on a moved-from reader");
+  if (info_.format != sample_format::ci16_le) {
+    throw std::logic_error("sample_file_reader: " + info_.data_path.string() + " is not ci16_le; read it as cf32");
+  }
+  static_assert(std::endian::native == std::endian::little, "ci16 samples are read as stored: a little-endian host");
+  const std::uint64_t remaining = info_.num_samples - position_;
+  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), remaining));
+  std::size_t done = 0;
+  while (done < count) {
+    const auto [n, offset] = contiguous_run(count - done);
+    read_exact(reinterpret_cast<std::byte*>(out.data() + done), n * sizeof(ci16), offset);
+    position_ += n;
+    done += n;
+  }
+  return count;
+}
+
+std::size_t sample_file_reader::read_contiguous(cf32* out, std::size_t count) {
   const std::size_t sample_bytes = bytes_per_sample(info_.format);
-  const std::uint64_t offset = seg.offset_bytes + (position_ - seg.sample_start) * sample_bytes;
+  std::uint64_t offset = 0;
+  std::tie(count, offset) = contiguous_run(count);
 
   if (is_native_layout(info_.format)) {
     read_exact(reinterpret_cast<std::byte*>(out), count * sample_bytes, offset);

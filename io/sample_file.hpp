@@ -7,6 +7,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "dsp/types.hpp"
@@ -63,6 +64,10 @@ class sample_file_reader {
   /// returns the trailing partial sample. Throws std::runtime_error naming the file and byte
   /// offset on an I/O error or when the file ends early (it shrank after open).
   [[nodiscard]] std::size_t read(std::span<cf32> out);
+  /// The same for a ci16_le recording, its samples as stored (no conversion: each stands for
+  /// to_cf32(s, info().meta.ci16_scale)), for a chain that takes ci16 at its own width.
+  /// Throws std::logic_error for a recording that is not ci16_le.
+  [[nodiscard]] std::size_t read(std::span<ci16> out);
 
   [[nodiscard]] const recording_info& info() const noexcept { return info_; }
   /// Samples read so far (since open or the last rewind).
@@ -86,6 +91,9 @@ class sample_file_reader {
   void lay_out(std::uint64_t data_bytes);
   /// Reads up to count samples from position_ that lie in one segment, decoding into out.
   [[nodiscard]] std::size_t read_contiguous(cf32* out, std::size_t count);
+  /// How many of count samples from position_ lie in one segment, and the byte offset of
+  /// the first.
+  [[nodiscard]] std::pair<std::size_t, std::uint64_t> contiguous_run(std::size_t count) const;
 
   recording_info info_;
   std::vector<segment> segments_;  ///< never empty once open

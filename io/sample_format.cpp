@@ -107,7 +107,7 @@ void decode(sample_format format, const std::byte* src, std::size_t n, cf32* dst
       for (std::ptrdiff_t k = 0; k < n_signed; ++k) {
         const auto i = static_cast<std::int16_t>(load_le_u16(src + 4 * k));
         const auto q = static_cast<std::int16_t>(load_le_u16(src + 4 * k + 2));
-        dst[k] = cf32(static_cast<float>(i) / ci16_scale, static_cast<float>(q) / ci16_scale);
+        dst[k] = to_cf32(ci16{i, q}, ci16_scale);
       }
       return;
     }

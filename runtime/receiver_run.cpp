@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace paq::runtime {
@@ -38,10 +39,10 @@ private:
     dsp::batch_processor& b_;
 };
 
-}  // namespace
-
-dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
-                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
+/// The run for samples of type T (cf32, or ci16 kept at its width up to the backend).
+template <class T>
+dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern, double sample_rate_hz,
+                                float ci16_scale, const std::function<std::size_t(std::span<T>)>& read, const batch_fn& on_batch)
 {
     // The backends were made from cfg: the recording's rate must be the one they resample from.
     const dsp::input_geometry g = dsp::make_input_geometry(cfg);
@@ -60,23 +61,27 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
     // each is page-locked once, the first time the reader hands it over. No window is freed
     // before every result is back: the pins are undone first (declared last), the windows
     // after.
-    dsp::batcher bt(cfg.batch_samples, g.guard_before, g.guard_after);
+    dsp::basic_batcher<T> bt(cfg.batch_samples, g.guard_before, g.guard_after, ci16_scale);
     std::mutex spares_m;
-    std::vector<std::vector<cf32>> spares;  // windows on their way back to the batcher
+    std::vector<std::vector<T>> spares;  // windows on their way back to the batcher
     std::atomic<bool> stop{false};
     std::exception_ptr reader_error;  // read after the reader is joined
     std::uint64_t samples_read = 0;
     std::vector<std::pair<const void*, std::shared_ptr<void>>> pins;
     // A window goes back to the batcher as soon as its backend is done with it (not after the
     // tally), so the reader rarely needs a new one.
-    pool.set_recycle([&](std::vector<cf32> window) {
+    pool.set_recycle([&](dsp::sample_batch& b) {
         std::lock_guard lock(spares_m);
-        spares.push_back(std::move(window));
+        if constexpr (std::is_same_v<T, ci16>) {
+            spares.push_back(std::move(b.samples_ci16));
+        } else {
+            spares.push_back(std::move(b.samples));
+        }
     });
 
     std::thread reader([&] {
         try {
-            const std::size_t window_bytes = bt.max_window_samples() * sizeof(cf32);
+            const std::size_t window_bytes = bt.max_window_samples() * sizeof(T);
             auto hand_over = [&] {
                 auto t_pop = run_clock::now();
                 {
@@ -88,11 +93,18 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
                     auto b = bt.pop();
                     timing.batch_s += seconds_since(t_pop);
                     if (!b) break;
-                    const void* data = b->samples.data();
-                    if (b->samples.capacity() * sizeof(cf32) >= window_bytes &&
+                    const auto& storage = [&]() -> const std::vector<T>& {
+                        if constexpr (std::is_same_v<T, ci16>) {
+                            return b->samples_ci16;
+                        } else {
+                            return b->samples;
+                        }
+                    }();
+                    const void* data = storage.data();
+                    if (storage.capacity() * sizeof(T) >= window_bytes &&
                         std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
                         const auto t0 = run_clock::now();
-                        pins.emplace_back(data, pool.pin_host_memory(data, b->samples.capacity() * sizeof(cf32)));
+                        pins.emplace_back(data, pool.pin_host_memory(data, storage.capacity() * sizeof(T)));
                         timing.lock_s += seconds_since(t0);
                         ++timing.windows;
                         if (pins.back().second) ++timing.windows_locked;
@@ -162,6 +174,29 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
     timing.elapsed_s = seconds_since(t_start);
     s.timing = timing;
     return s;
+}
+
+}  // namespace
+
+dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
+{
+    return run_receiver_t<cf32>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch);
+}
+
+dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch)
+{
+    return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch);
+}
+
+dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch)
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> one;
+    one.push_back(std::make_unique<borrowed_backend>(backend));
+    worker_pool pool(std::move(one), {}, 1);
+    return run_receiver_ci16(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch);
 }
 
 dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

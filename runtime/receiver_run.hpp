@@ -17,6 +17,7 @@
 namespace paq::runtime {
 
 using read_fn = std::function<std::size_t(std::span<cf32>)>;
+using read_ci16_fn = std::function<std::size_t(std::span<ci16>)>;
 using batch_fn = std::function<void(const dsp::batch_output&)>;
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain on
@@ -28,6 +29,17 @@ using batch_fn = std::function<void(const dsp::batch_output&)>;
 /// pool: one run per pool.
 dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {});
+
+/// The same for a ci16 input kept at its width up to the backend (issue 15, item 2): the
+/// windows carry the samples as read (4 bytes each, sample_batch::samples_ci16) and each
+/// backend converts them, to_cf32(s, ci16_scale): the CPU before its chain, the GPU on the
+/// device after the upload. Bits equal those of run_receiver over the converted samples.
+dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
+                                   const batch_fn& on_batch = {});
+dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
+                                   const batch_fn& on_batch = {});
 
 /// The same on one backend the caller owns (a pool of one worker, no fallback).
 dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

@@ -57,14 +57,16 @@ public:
         double process_s = 0.0;                  ///< in process(), summed over the workers
     };
 
-    using recycle_fn = std::function<void(std::vector<cf32>)>;
+    /// Sees each batch once its backend is done with it; may take its window's storage
+    /// (samples or samples_ci16) for the batcher to fill again.
+    using recycle_fn = std::function<void(dsp::sample_batch&)>;
 
     /// workers: one backend per worker thread (at least one). fallback: makes the backend
     /// used when a worker's backend throws (empty: no fallback, the batch is lost).
     /// queue_depth: batches waiting for a worker; submit() blocks while that many wait, or
     /// while queue_depth + workers batches are not yet returned by next() (a slow consumer
-    /// holds the producer back instead of results piling up). recycle (optional): gets each
-    /// batch's window as soon as its backend is done with it (from a worker thread).
+    /// holds the producer back instead of results piling up). recycle (optional): sees each
+    /// batch as soon as its backend is done with it (from a worker thread).
     worker_pool(std::vector<std::unique_ptr<dsp::batch_processor>> workers, backend_factory fallback, std::size_t queue_depth,
                 recycle_fn recycle = {});
     ~worker_pool();

@@ -216,7 +216,8 @@ TEST(worker_pool, the_watchdog_sees_a_stuck_worker_and_every_window_is_handed_ba
     v.push_back(std::move(b));
     std::mutex m;
     std::set<float> windows;
-    runtime::worker_pool pool(std::move(v), {}, 2, [&](std::vector<cf32> w) {
+    runtime::worker_pool pool(std::move(v), {}, 2, [&](dsp::sample_batch& done) {
+        const std::vector<cf32> w = std::move(done.samples);
         std::lock_guard lk(m);
         windows.insert(w.front().real());
     });
