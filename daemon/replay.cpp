@@ -7,8 +7,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <iomanip>
+#include <memory>
 #include <sstream>
+#include <thread>
 
 namespace paq::daemon {
 
@@ -48,16 +51,28 @@ replay_result run_replay(const replay_options& opt)
     }
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const double t_backend = since_start();
     const auto kind = runtime::resolve_backend(opt.backend);
-    // One worker per GPU; the CPU backend is one worker using receiver.cpu_threads threads.
-    runtime::worker_pool pool(runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc), {}, 2);
-    res.backend_s = since_start() - t_backend;
-    res.backend = pool.names().front();
-    res.workers = pool.workers();
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
-    res.setup_s = since_start();
+    // The backends are made on a thread of their own (a CUDA context, plans and buffers take
+    // most of a second) while the run reads the first windows. One worker per GPU; the CPU
+    // backend is one worker using receiver.cpu_threads threads. The maker is joined before
+    // the pool is destroyed (declared after it).
+    std::unique_ptr<runtime::worker_pool> pool;
+    std::promise<runtime::worker_pool*> made;
+    const runtime::pool_future pool_ready = made.get_future().share();
+    std::jthread maker([&] {
+        try {
+            const double t_backend = since_start();
+            pool = std::make_unique<runtime::worker_pool>(runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc),
+                                                          runtime::worker_pool::backend_factory{}, 2);
+            res.backend_s = since_start() - t_backend;
+            res.setup_s = since_start();
+            made.set_value(pool.get());
+        } catch (...) {
+            made.set_exception(std::current_exception());
+        }
+    });
     auto on_batch = [&](const dsp::batch_output& out) {
         if (records) records->add(out);
     };
@@ -65,12 +80,15 @@ replay_result run_replay(const replay_options& opt)
     // the upload; the backend converts); a cf32 one is read as it is.
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     if (info.format == io::sample_format::ci16_le) {
-        res.summary = runtime::run_receiver_ci16(pool, rc, opt.pattern, info.sample_rate_hz, info.meta.ci16_scale,
+        res.summary = runtime::run_receiver_ci16(pool_ready, rc, opt.pattern, info.sample_rate_hz, info.meta.ci16_scale,
                                                  [&](std::span<ci16> out) { return reader.read(out); }, on_batch);
     } else {
-        res.summary = runtime::run_receiver(pool, rc, opt.pattern, info.sample_rate_hz,
+        res.summary = runtime::run_receiver(pool_ready, rc, opt.pattern, info.sample_rate_hz,
                                             [&](std::span<cf32> out) { return reader.read(out); }, on_batch);
     }
+    maker.join();
+    res.backend = pool->names().front();
+    res.workers = pool->workers();
     if (records) {
         records->close();
         res.record_rows = records->rows();
@@ -126,7 +144,8 @@ void print_table(const replay_result& r, std::ostream& os)
     }
     const auto& t = s.timing;
     os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(1) << r.realtime_factor
-       << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s << " s; busy: read " << t.read_s << " s, batch "
+       << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
+       << " s, read meanwhile: the reader waited " << t.pool_wait_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
     for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
 }
@@ -189,7 +208,8 @@ nlohmann::json to_json(const replay_result& r)
               {"process_s", s.timing.process_s},
               {"tally_s", s.timing.tally_s},
               {"lock_s", s.timing.lock_s},
-              {"submit_wait_s", s.timing.submit_wait_s}}},
+              {"submit_wait_s", s.timing.submit_wait_s},
+              {"pool_wait_s", s.timing.pool_wait_s}}},
             {"warnings", r.warnings}};
 }
 

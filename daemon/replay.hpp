@@ -55,7 +55,9 @@ struct replay_result {
     double elapsed_s = 0.0;
     /// Seconds of recording per second of wall clock (recording duration / elapsed_s).
     double realtime_factor = 0.0;
-    double setup_s = 0.0;               ///< opening the file and making the backend
+    /// From the start until the backend was made (opening the file and making the backend;
+    /// the run reads its first windows meanwhile: timing.pool_wait_s is what it waited).
+    double setup_s = 0.0;
     double backend_s = 0.0;             ///< of setup_s, making the backend (CUDA: context, plans, buffers)
 };
 

@@ -12,6 +12,7 @@
 #include "dsp/receiver_tables.hpp"
 #include "dsp/types.hpp"
 #include "dsp/waveform.hpp"
+#include "dsp/window_allocator.hpp"
 
 #include <array>
 #include <cmath>
@@ -34,7 +35,7 @@ struct sample_batch {
     /// A ci16 input's window as the source delivered it (4 bytes a sample, issue 15): the
     /// backend converts, each sample to_cf32(s, ci16_scale). Exactly one of samples and
     /// samples_ci16 holds the window; size() is its length either way.
-    std::vector<ci16> samples_ci16;
+    window_vector<ci16> samples_ci16;
     float ci16_scale = 0.0f;
     std::size_t owned_begin = 0;      ///< preamble peaks in [owned_begin, owned_end) belong here
     std::size_t owned_end = 0;

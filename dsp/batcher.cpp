@@ -62,15 +62,16 @@ void basic_batcher<T>::commit(std::size_t n)
 }
 
 template <class T>
-std::vector<T> basic_batcher<T>::fresh_storage()
+auto basic_batcher<T>::fresh_storage() -> storage
 {
-    std::vector<T> v;
+    storage v;
     if (!spares_.empty()) {
         v = std::move(spares_.back());
         spares_.pop_back();
     }
-    // At a window's full size: a new storage is zero-filled once in its life, a spare only
-    // where it was shorter than a full window.
+    // At a window's full size: a new cf32 storage is zero-filled once in its life, a spare
+    // only where it was shorter than a full window; ci16 storage is not written when it grows
+    // (dsp/window_allocator.hpp): its pages fault in where the reader first writes them.
     if (v.size() < max_window_samples()) {
         v.reserve(max_window_samples());
         v.resize(max_window_samples());
@@ -79,14 +80,14 @@ std::vector<T> basic_batcher<T>::fresh_storage()
 }
 
 template <class T>
-std::vector<T> basic_batcher<T>::take_window(std::uint64_t window_end, std::uint64_t keep_from)
+auto basic_batcher<T>::take_window(std::uint64_t window_end, std::uint64_t keep_from) -> storage
 {
     // The buffer becomes the window (no copy of the window's samples); what the next window
     // needs from keep_from on (its guard and samples already written) goes to new storage.
-    std::vector<T> next = fresh_storage();
+    storage next = fresh_storage();
     const auto keep = static_cast<std::size_t>(keep_from - buf_start_);
     std::copy(buf_.begin() + static_cast<std::ptrdiff_t>(keep), buf_.begin() + static_cast<std::ptrdiff_t>(held_), next.begin());
-    std::vector<T> window = std::move(buf_);
+    storage window = std::move(buf_);
     window.resize(static_cast<std::size_t>(window_end - buf_start_));
     buf_ = std::move(next);
     held_ -= keep;
@@ -204,9 +205,9 @@ std::optional<sample_batch> basic_batcher<T>::pop()
 }
 
 template <class T>
-void basic_batcher<T>::recycle(std::vector<T>&& storage)
+void basic_batcher<T>::recycle(storage&& window)
 {
-    if (spares_.size() < max_spares && storage.capacity() != 0) spares_.push_back(std::move(storage));
+    if (spares_.size() < max_spares && window.capacity() != 0) spares_.push_back(std::move(window));
 }
 
 template <class T>

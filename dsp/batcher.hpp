@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <optional>
+#include <type_traits>
 #include <span>
 #include <vector>
 
@@ -50,11 +51,18 @@ void widen_batch(const sample_batch& in, sample_batch& out);
 [[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, std::size_t guard_before,
                                           std::size_t guard_after);
 
+/// Where a batcher of T keeps its windows: cf32 in std::vector (sample_batch::samples), ci16
+/// in storage that is not written when it grows (sample_batch::samples_ci16).
+template <class T>
+using window_storage_t = std::conditional_t<std::is_same_v<T, ci16>, window_vector<ci16>, std::vector<T>>;
+
 /// The batcher for samples of type T: cf32, or ci16 kept at the source's width (its windows
 /// go out in sample_batch::samples_ci16 with the scale given here; issue 15).
 template <class T>
 class basic_batcher {
 public:
+    using storage = window_storage_t<T>;
+
     /// \param batch_samples new samples per batch (B), >= 1
     /// \param guard_before, guard_after the guards around the owned range (dsp/batch.hpp);
     /// larger than batch_guard_before/after when the input is resampled (input_geometry)
@@ -85,7 +93,7 @@ public:
     /// filled in it instead of in fresh allocations (a default window is ~315 MB, whose first
     /// touch costs page faults every batch). At most max_spares are kept (more than a
     /// pipeline ever has in flight, so none is freed while the run goes on).
-    void recycle(std::vector<T>&& storage);
+    void recycle(storage&& window);
     static constexpr std::size_t max_spares = 16;
 
     /// The largest window: batch_samples + both guards. The batcher fills windows in place,
@@ -116,15 +124,15 @@ private:
     /// samples from keep_from on stay for the next window.
     void emit(std::uint64_t window_end, std::uint64_t owned_end, bool segment_end, std::uint64_t keep_from);
     /// Storage for the samples from buf_start_: a spare, or a new one with a window reserved.
-    [[nodiscard]] std::vector<T> fresh_storage();
+    [[nodiscard]] storage fresh_storage();
     /// The held samples [buf_start_, window_end) as a window's storage (the buffer itself);
     /// buf_ then holds [keep_from, end) in new storage.
-    [[nodiscard]] std::vector<T> take_window(std::uint64_t window_end, std::uint64_t keep_from);
+    [[nodiscard]] storage take_window(std::uint64_t window_end, std::uint64_t keep_from);
 
     std::size_t batch_samples_;
     std::size_t guard_before_;
     std::size_t guard_after_;
-    std::vector<T> buf_;            ///< a full window's size; its first held_ are samples from buf_start_
+    storage buf_;                   ///< a full window's size; its first held_ are samples from buf_start_
     std::size_t held_ = 0;
     std::size_t given_ = 0;         ///< room handed out by the last write_space(), for commit()
     std::uint64_t buf_start_ = 0;
@@ -137,7 +145,7 @@ private:
     std::uint64_t samples_short_ = 0;
     std::uint64_t short_segments_ = 0;
     std::deque<sample_batch> ready_;
-    std::vector<std::vector<T>> spares_;  ///< storage handed back by recycle()
+    std::vector<storage> spares_;   ///< storage handed back by recycle()
     float ci16_scale_ = 1.0f;
 };
 

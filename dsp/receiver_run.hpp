@@ -39,6 +39,7 @@ struct run_timing {
     double tally_s = 0.0;    ///< PN counting, estimate sums and `on_batch` (records)
     double lock_s = 0.0;     ///< page-locking windows (pin_host_memory), on the reader's thread
     double submit_wait_s = 0.0;  ///< the reader waiting for room in the worker pool (back-pressure)
+    double pool_wait_s = 0.0;    ///< the reader waiting for the pool to be made (its windows read meanwhile)
     std::uint64_t windows = 0;         ///< distinct window storages the backend was given
     std::uint64_t windows_locked = 0;  ///< of them, page-locked by the backend (pin_host_memory)
 };

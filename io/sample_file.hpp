@@ -86,6 +86,8 @@ class sample_file_reader {
 
   sample_file_reader(recording_info info, int fd) noexcept;
   void read_exact(std::byte* dst, std::size_t num_bytes, std::uint64_t offset_bytes);
+  /// read_exact, a large read split over several threads.
+  void read_exact_parallel(std::byte* dst, std::size_t num_bytes, std::uint64_t offset_bytes);
   /// Lays out the segments from the header chunks and sets num_samples and trailing_bytes,
   /// given the bytes that hold the data (the file, or the archive member).
   void lay_out(std::uint64_t data_bytes);

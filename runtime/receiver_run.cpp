@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <future>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -39,15 +40,23 @@ private:
     dsp::batch_processor& b_;
 };
 
-/// The run for samples of type T (cf32, or ci16 kept at its width up to the backend).
+/// How many complete windows the reader keeps while the pool is still being made.
+constexpr std::size_t pending_pool_read_ahead = 3;
+
+/// The run for samples of type T (cf32, or ci16 kept at its width up to the backend), on a
+/// pool that may still be in the making.
 template <class T>
-dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern, double sample_rate_hz,
-                                float ci16_scale, const std::function<std::size_t(std::span<T>)>& read, const batch_fn& on_batch)
+dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                double sample_rate_hz, float ci16_scale, const std::function<std::size_t(std::span<T>)>& read,
+                                const batch_fn& on_batch)
 {
     // The backends were made from cfg: the recording's rate must be the one they resample from.
     const dsp::input_geometry g = dsp::make_input_geometry(cfg);
     if (std::abs(sample_rate_hz - g.input_rate_hz) > 1e-6 * g.input_rate_hz) {
-        pool.close();
+        try {
+            if (worker_pool* p = pool_f.get()) p->close();
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the rate error is the one to report
+        }
         throw std::invalid_argument("run_receiver: the samples are at " + std::to_string(sample_rate_hz) +
                                     " Hz but the receiver is configured for an input at " + std::to_string(g.input_rate_hz) +
                                     " Hz (set receiver_config::input_sample_rate_hz)");
@@ -55,6 +64,14 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
     const auto t_start = run_clock::now();
     dsp::run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples());
     dsp::run_timing timing;
+    using storage_t = typename dsp::basic_batcher<T>::storage;
+    auto window_of = [](dsp::sample_batch& b) -> storage_t& {
+        if constexpr (std::is_same_v<T, ci16>) {
+            return b.samples_ci16;
+        } else {
+            return b.samples;
+        }
+    };
 
     // The batcher fills its windows in place; a window whose result has been tallied goes back
     // to it, so a few windows circulate (filling, queued, in a backend, on the way back) and
@@ -63,25 +80,47 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
     // after.
     dsp::basic_batcher<T> bt(cfg.batch_samples, g.guard_before, g.guard_after, ci16_scale);
     std::mutex spares_m;
-    std::vector<std::vector<T>> spares;  // windows on their way back to the batcher
+    std::vector<storage_t> spares;  // windows on their way back to the batcher
     std::atomic<bool> stop{false};
     std::exception_ptr reader_error;  // read after the reader is joined
     std::uint64_t samples_read = 0;
     std::vector<std::pair<const void*, std::shared_ptr<void>>> pins;
-    // A window goes back to the batcher as soon as its backend is done with it (not after the
-    // tally), so the reader rarely needs a new one.
-    pool.set_recycle([&](dsp::sample_batch& b) {
-        std::lock_guard lock(spares_m);
-        if constexpr (std::is_same_v<T, ci16>) {
-            spares.push_back(std::move(b.samples_ci16));
-        } else {
-            spares.push_back(std::move(b.samples));
-        }
-    });
 
     std::thread reader([&] {
+        worker_pool* pool = nullptr;
+        // Complete windows read while the pool is still being made (its backends' setup).
+        std::vector<dsp::sample_batch> waiting;
+        const std::size_t window_bytes = bt.max_window_samples() * sizeof(T);
+        auto submit = [&](dsp::sample_batch&& b) {
+            const storage_t& storage = window_of(b);
+            const void* data = storage.data();
+            if (storage.capacity() * sizeof(T) >= window_bytes &&
+                std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
+                const auto t0 = run_clock::now();
+                pins.emplace_back(data, pool->pin_host_memory(data, storage.capacity() * sizeof(T)));
+                timing.lock_s += seconds_since(t0);
+                ++timing.windows;
+                if (pins.back().second) ++timing.windows_locked;
+            }
+            const auto t1 = run_clock::now();
+            pool->submit(std::move(b));
+            timing.submit_wait_s += seconds_since(t1);
+        };
+        // The pool, once made: windows go back to the batcher as soon as their backend is done
+        // with them (not after the tally), so the reader rarely needs a new one; then the
+        // windows read meanwhile go in.
+        auto acquire = [&] {
+            const auto t0 = run_clock::now();
+            pool = pool_f.get();
+            timing.pool_wait_s += seconds_since(t0);
+            pool->set_recycle([&](dsp::sample_batch& b) {
+                std::lock_guard lock(spares_m);
+                spares.push_back(std::move(window_of(b)));
+            });
+            for (auto& b : waiting) submit(std::move(b));
+            waiting.clear();
+        };
         try {
-            const std::size_t window_bytes = bt.max_window_samples() * sizeof(T);
             auto hand_over = [&] {
                 auto t_pop = run_clock::now();
                 {
@@ -93,25 +132,16 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
                     auto b = bt.pop();
                     timing.batch_s += seconds_since(t_pop);
                     if (!b) break;
-                    const auto& storage = [&]() -> const std::vector<T>& {
-                        if constexpr (std::is_same_v<T, ci16>) {
-                            return b->samples_ci16;
-                        } else {
-                            return b->samples;
+                    if (pool == nullptr) {
+                        if (waiting.size() < pending_pool_read_ahead &&
+                            pool_f.wait_for(std::chrono::seconds(0)) != std::future_status::ready) {
+                            waiting.push_back(std::move(*b));
+                            t_pop = run_clock::now();
+                            continue;
                         }
-                    }();
-                    const void* data = storage.data();
-                    if (storage.capacity() * sizeof(T) >= window_bytes &&
-                        std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
-                        const auto t0 = run_clock::now();
-                        pins.emplace_back(data, pool.pin_host_memory(data, storage.capacity() * sizeof(T)));
-                        timing.lock_s += seconds_since(t0);
-                        ++timing.windows;
-                        if (pins.back().second) ++timing.windows_locked;
+                        acquire();
                     }
-                    const auto t1 = run_clock::now();
-                    pool.submit(std::move(*b));
-                    timing.submit_wait_s += seconds_since(t1);
+                    submit(std::move(*b));
                     t_pop = run_clock::now();
                 }
             };
@@ -119,7 +149,7 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
                 // Read straight into the window being filled (no copy); a window is handed
                 // over as soon as it is complete.
                 const auto tw = run_clock::now();
-                const auto space = bt.write_space();  // a fresh window's storage is sized (zero-filled) here
+                const auto space = bt.write_space();  // a fresh cf32 window's storage is zero-filled here
                 timing.batch_s += seconds_since(tw);
                 const auto t0 = run_clock::now();
                 const std::size_t n = read(space.subspan(0, std::min<std::size_t>(space.size(), 1 << 22)));
@@ -134,15 +164,33 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
             if (!stop) {
                 bt.finish();
                 hand_over();
+                if (pool == nullptr) acquire();
             }
         } catch (...) {
             reader_error = std::current_exception();
         }
-        pool.close();
+        // The pool is closed by the reader in every case (made later or not at all: the
+        // error comes out of the calling thread's get()).
+        if (pool == nullptr) {
+            try {
+                pool = pool_f.get();
+            } catch (...) {  // NOLINT(bugprone-empty-catch): rethrown by the calling thread
+            }
+        }
+        if (pool != nullptr) pool->close();
     });
 
+    worker_pool* pool = nullptr;
     std::exception_ptr first_error;
-    while (auto r = pool.next()) {
+    try {
+        pool = pool_f.get();
+    } catch (...) {
+        first_error = std::current_exception();
+        stop = true;
+    }
+    while (pool != nullptr) {
+        auto r = pool->next();
+        if (!r) break;
         if (!first_error) {
             try {
                 if (!r->out) {
@@ -153,13 +201,13 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
                 tally.add(*r->out);
                 if (on_batch) on_batch(*r->out);
                 timing.tally_s += seconds_since(t0);
-                pool.give_back(std::move(*r->out));
+                pool->give_back(std::move(*r->out));
             } catch (...) {
                 // End the run: the reader stops at its next read, the pool processes nothing
                 // new, and what is under way is drained here.
                 first_error = std::current_exception();
                 stop = true;
-                pool.abort();
+                pool->abort();
             }
         }
     }
@@ -170,10 +218,18 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
 
     tally.add_samples(samples_read);
     dsp::run_summary s = tally.summary();
-    timing.process_s = pool.stats().process_s;
+    timing.process_s = pool->stats().process_s;
     timing.elapsed_s = seconds_since(t_start);
     s.timing = timing;
     return s;
+}
+
+/// A pool already made, as a future.
+pool_future ready(worker_pool& pool)
+{
+    std::promise<worker_pool*> p;
+    p.set_value(&pool);
+    return p.get_future().share();
 }
 
 }  // namespace
@@ -181,10 +237,22 @@ dsp::run_summary run_receiver_t(worker_pool& pool, const dsp::receiver_config& c
 dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
 {
+    return run_receiver_t<cf32>(ready(pool), cfg, pattern, sample_rate_hz, 1.0f, read, on_batch);
+}
+
+dsp::run_summary run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
+{
     return run_receiver_t<cf32>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch);
 }
 
 dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch)
+{
+    return run_receiver_t<ci16>(ready(pool), cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch);
+}
+
+dsp::run_summary run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch)
 {
     return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch);

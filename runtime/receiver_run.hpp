@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <future>
 #include <span>
 
 namespace paq::runtime {
@@ -19,6 +20,9 @@ namespace paq::runtime {
 using read_fn = std::function<std::size_t(std::span<cf32>)>;
 using read_ci16_fn = std::function<std::size_t(std::span<ci16>)>;
 using batch_fn = std::function<void(const dsp::batch_output&)>;
+/// A worker pool still being made (its backends' setup: a CUDA context, plans and buffers
+/// take most of a second), or the error that made it fail.
+using pool_future = std::shared_future<worker_pool*>;
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain on
 /// `pool`'s workers. `on_batch` (optional) sees every batch output in batch order. Reading and
@@ -38,6 +42,15 @@ dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
                                    const batch_fn& on_batch = {});
 dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
+                                   const batch_fn& on_batch = {});
+
+/// The same on a pool still being made: reading and batching start at once and up to three
+/// complete windows wait for the pool (reading overlaps the backends' setup). The pool must
+/// outlive the run; an error making it ends the run and is rethrown here.
+dsp::run_summary run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {});
+dsp::run_summary run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
                                    const batch_fn& on_batch = {});
 

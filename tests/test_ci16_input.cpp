@@ -235,7 +235,8 @@ TEST(ci16_input, reader_gives_the_stored_samples_and_refuses_cf32)
 {
     const auto dir = std::filesystem::temp_directory_path() / ("paq_ci16_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    std::vector<cf32> x(100'003);
+    // Large enough that reads of a million samples are split over threads (2 MiB pieces).
+    std::vector<cf32> x(2'500'003);
     std::mt19937 rng(1504);
     std::normal_distribution<float> n(0.0f, 1.0f);
     for (auto& s : x) s = cf32(n(rng), n(rng));
@@ -255,12 +256,20 @@ TEST(ci16_input, reader_gives_the_stored_samples_and_refuses_cf32)
         if (format == io::sample_format::cf32_le) {
             std::vector<ci16> q(10);
             EXPECT_THROW((void)r.read(std::span<ci16>(q)), std::logic_error);
+            // cf32 as stored, read in pieces large enough to be split over threads.
+            std::vector<cf32> y(x.size());
+            std::size_t got = 0;
+            while (const std::size_t k = r2.read(std::span<cf32>(y).subspan(got, std::min<std::size_t>(1'100'000, y.size() - got)))) got += k;
+            ASSERT_EQ(got, x.size());
+            EXPECT_EQ(std::memcmp(y.data(), x.data(), x.size() * sizeof(cf32)), 0);
             continue;
         }
         std::vector<ci16> q(x.size() + 10);
         std::vector<cf32> y(x.size() + 10);
-        std::size_t got = 0;
-        while (const std::size_t k = r.read(std::span<ci16>(q).subspan(got, std::min<std::size_t>(7777, q.size() - got)))) got += k;
+        std::size_t got = 0, reads = 0;
+        while (const std::size_t k = r.read(std::span<ci16>(q).subspan(got, std::min<std::size_t>(reads++ % 2 ? 7777 : 1'234'567, q.size() - got)))) {
+            got += k;
+        }
         ASSERT_EQ(got, x.size());
         ASSERT_EQ(r2.read(std::span<cf32>(y)), x.size());
         for (std::size_t k = 0; k < x.size(); ++k) ASSERT_EQ(to_cf32(q[k], r.info().meta.ci16_scale), y[k]) << k;

@@ -11,13 +11,16 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <future>
 #include <fstream>
 #include <map>
 #include <numbers>
 #include <random>
 #include <set>
+#include <thread>
 
 using namespace paq;
 using namespace paq::dsp;
@@ -700,7 +703,8 @@ public:
     {
         if (b.index == fail_at) throw std::runtime_error("scripted failure at batch " + std::to_string(b.index));
         seen.push_back(b.index);
-        if (pinned.count(b.samples.data()) == 0) ++unpinned_batches;
+        const void* window = b.is_ci16() ? static_cast<const void*>(b.samples_ci16.data()) : static_cast<const void*>(b.samples.data());
+        if (pinned.count(window) == 0) ++unpinned_batches;
         out.reset(b.index);
     }
     std::string name() const override { return "scripted"; }
@@ -786,5 +790,95 @@ TEST(run_receiver, an_error_in_any_stage_ends_the_run_and_is_rethrown)
                          }),
                      std::invalid_argument);
         for (const auto& p : be.pins) EXPECT_TRUE(p.expired());
+    }
+}
+
+// A pool still being made (replay makes its backends on a thread of their own): the reader
+// reads ahead, at most three complete windows wait, and the run is the same as on a pool made
+// before; an error making the pool ends the run with that error.
+TEST(run_receiver, reads_ahead_while_the_pool_is_made)
+{
+    using namespace std::chrono_literals;
+    receiver_config rc;
+    rc.batch_samples = 50'000;
+    std::vector<cf32> samples(1'234'567, cf32(0.1f, -0.1f));
+    for (const bool ci16_input : {false, true}) {
+        scripted_backend be;
+        std::vector<std::unique_ptr<batch_processor>> one;
+        struct lent final : batch_processor {
+            explicit lent(batch_processor& b) : b_(b) {}
+            using batch_processor::process;
+            void process(const sample_batch& batch, batch_output& out) override { b_.process(batch, out); }
+            std::string name() const override { return b_.name(); }
+            std::shared_ptr<void> pin_host_memory(const void* d, std::size_t n) override { return b_.pin_host_memory(d, n); }
+            batch_processor& b_;
+        };
+        one.push_back(std::make_unique<lent>(be));
+        runtime::worker_pool pool(std::move(one), {}, 2);
+        std::promise<runtime::worker_pool*> made;
+        std::atomic<std::size_t> read_before_made{0};
+        std::atomic<std::size_t> pos{0};
+        std::thread maker([&] {
+            std::this_thread::sleep_for(300ms);
+            read_before_made = pos.load();  // the reader is parked by now (read-ahead bound)
+            made.set_value(&pool);
+        });
+        std::vector<std::uint64_t> order;
+        const auto on_batch = [&](const batch_output& o) { order.push_back(o.batch_index); };
+        run_summary s;
+        if (ci16_input) {
+            s = runtime::run_receiver_ci16(made.get_future().share(), rc, pn_pattern::pn15, 20.625e6, 8192.0f,
+                                           [&](std::span<ci16> out) {
+                                               const std::size_t n = std::min(out.size(), samples.size() - pos.load());
+                                               std::fill_n(out.begin(), n, ci16{819, -819});
+                                               pos += n;
+                                               return n;
+                                           },
+                                           on_batch);
+        } else {
+            s = runtime::run_receiver(made.get_future().share(), rc, pn_pattern::pn15, 20.625e6,
+                                      [&](std::span<cf32> out) {
+                                          const std::size_t n = std::min(out.size(), samples.size() - pos.load());
+                                          std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos.load()), n, out.begin());
+                                          pos += n;
+                                          return n;
+                                      },
+                                      on_batch);
+        }
+        maker.join();
+        ASSERT_EQ(order.size(), (samples.size() + 49'999) / 50'000);
+        for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], i);
+        EXPECT_EQ(s.samples, samples.size());
+        // Three windows and the one being filled, at most, were read before the pool existed.
+        EXPECT_GE(read_before_made.load(), 3 * rc.batch_samples);
+        EXPECT_LE(read_before_made.load(), 4 * rc.batch_samples + 100'000);
+        std::printf("run_receiver: %zu samples read before the pool was made\n", read_before_made.load());
+        EXPECT_GT(s.timing.pool_wait_s, 0.1);
+        EXPECT_EQ(be.unpinned_batches, 0u);
+        for (const auto& p : be.pins) EXPECT_TRUE(p.expired());
+    }
+    {
+        std::promise<runtime::worker_pool*> made;
+        std::thread maker([&] {
+            std::this_thread::sleep_for(100ms);
+            made.set_exception(std::make_exception_ptr(std::runtime_error("no CUDA device 3")));
+        });
+        std::size_t pos = 0;
+        EXPECT_THROW(
+            {
+                try {
+                    (void)runtime::run_receiver(made.get_future().share(), rc, pn_pattern::pn15, 20.625e6, [&](std::span<cf32> out) {
+                        const std::size_t n = std::min(out.size(), samples.size() - pos);
+                        std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
+                        pos += n;
+                        return n;
+                    });
+                } catch (const std::runtime_error& e) {
+                    EXPECT_STREQ(e.what(), "no CUDA device 3");
+                    throw;
+                }
+            },
+            std::runtime_error);
+        maker.join();
     }
 }
