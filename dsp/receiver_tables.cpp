@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -126,9 +127,18 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
     const std::size_t M = t.M;
     double diag_max = 0.0;
     for (int a = 0; a < L_ch; ++a) diag_max = std::max(diag_max, g[static_cast<std::size_t>(a * L_ch + a)].real());
-    t.supports.clear();
+    // The supports are independent: computed in parallel (each serially, so the tables are
+    // the same bit for bit whatever the threads), in the order of the loops below.
+    std::vector<std::pair<int, int>> spans;
     for (int first : support_first_taps) {
-        for (int last : support_last_taps) {
+        for (int last : support_last_taps) spans.emplace_back(first, last);
+    }
+    t.supports.assign(spans.size(), {});
+    const auto n_spans = static_cast<std::ptrdiff_t>(spans.size());
+#pragma omp parallel for schedule(dynamic)
+    for (std::ptrdiff_t k = 0; k < n_spans; ++k) {
+        {
+            const auto [first, last] = spans[static_cast<std::size_t>(k)];
             std::vector<cf64> gp = g;
             for (int a = 0; a < L_ch; ++a) {
                 const int m = a - N1;
@@ -142,7 +152,7 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
             s.first_tap = first;
             s.last_tap = last;
             s.G = times_x_herm(inv, t.X, M);
-            t.supports.push_back(std::move(s));
+            t.supports[static_cast<std::size_t>(k)] = std::move(s);
         }
     }
     // Widest last: first tap -N1, last tap N2.
@@ -170,7 +180,10 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
         return c;
     };
     const auto cw = gram(wide.G);
-    for (auto& s : t.supports) {
+    const auto n_supports = static_cast<std::ptrdiff_t>(t.supports.size());
+#pragma omp parallel for schedule(dynamic)
+    for (std::ptrdiff_t k = 0; k < n_supports; ++k) {
+        auto& s = t.supports[static_cast<std::size_t>(k)];
         const auto c = gram(s.G);
         double all = 0.0, outside = 0.0;
         for (int a = 0; a < L_ch; ++a) {
@@ -243,8 +256,17 @@ void design_detection_filter(receiver_tables& t)
     const int off = static_cast<int>(soqpsk_modulator::delay_samples);
     constexpr int nu = 2 * L_hno;  // real unknowns: Re h_j, Im h_j
 
-    double best_cost = 1e300;
-    for (int delay = -2; delay <= 8; ++delay) {
+    // Each delay's design is independent: computed in parallel, then the best chosen in delay
+    // order (the first of equal costs), so the result does not depend on the threads.
+    constexpr int delay_lo = -2, delay_hi = 8;
+    struct design {
+        bool ok = false;
+        double cost = 0.0;
+        std::vector<cf64> sol;
+    };
+    std::vector<design> designs(delay_hi - delay_lo + 1);
+#pragma omp parallel for schedule(dynamic)
+    for (int delay = delay_lo; delay <= delay_hi; ++delay) {
         std::vector<double> ata(nu * nu, 0.0), atb(nu, 0.0);
         std::size_t rows = 0;
         double bb = 0.0;
@@ -276,13 +298,19 @@ void design_detection_filter(receiver_tables& t)
         // cost = (b'b - 2 h'A'b + h'(A'A + reg)h) / rows = (b'b - h' A'b) / rows at the optimum
         double hb = 0.0;
         for (int a = 0; a < nu; ++a) hb += sol[static_cast<std::size_t>(a)].real() * atb[static_cast<std::size_t>(a)];
-        const double cost = (bb - hb) / static_cast<double>(rows);
-        if (cost < best_cost) {
-            best_cost = cost;
-            t.decision_delay = delay;
-            for (int j = 0; j < L_hno; ++j) {
-                t.h_no[static_cast<std::size_t>(j)] = cf64(sol[static_cast<std::size_t>(j)].real(), sol[static_cast<std::size_t>(L_hno + j)].real());
-            }
+        auto& d = designs[static_cast<std::size_t>(delay - delay_lo)];
+        d.cost = (bb - hb) / static_cast<double>(rows);
+        d.sol = std::move(sol);
+        d.ok = true;
+    }
+    double best_cost = 1e300;
+    for (int delay = delay_lo; delay <= delay_hi; ++delay) {
+        const auto& d = designs[static_cast<std::size_t>(delay - delay_lo)];
+        if (!d.ok || !(d.cost < best_cost)) continue;
+        best_cost = d.cost;
+        t.decision_delay = delay;
+        for (int j = 0; j < L_hno; ++j) {
+            t.h_no[static_cast<std::size_t>(j)] = cf64(d.sol[static_cast<std::size_t>(j)].real(), d.sol[static_cast<std::size_t>(L_hno + j)].real());
         }
     }
     // Noise-free RMS error of the chosen design, for the record.
@@ -365,11 +393,15 @@ std::unique_ptr<receiver_tables> build(std::size_t fft_size)
     auto t = std::make_unique<receiver_tables>();
     t->fft_size = fft_size;
     t->preamble_template = quantized_preamble_template();
+    // Three independent parts at once (each writes its own fields): the detection filter and
+    // the spectrum beside the channel estimators (the longest), then the template offset.
+    auto filter = std::async(std::launch::async, [&] { design_detection_filter(*t); });
+    auto psd = std::async(std::launch::async, [&] { build_psd(*t); });
     find_known_samples(*t);
     build_channel_estimator(*t);
-    design_detection_filter(*t);
-    build_psd(*t);
     find_template_offset(*t);
+    filter.get();
+    psd.get();
     return t;
 }
 

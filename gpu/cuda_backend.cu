@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cmath>
+#include <future>
 #include <limits>
 #include <numbers>
 #include <span>
@@ -420,7 +421,13 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
+    // The receiver tables (CPU, double, a few hundred ms the first time) while the device's
+    // context is made (another few hundred).
+    auto tables = std::async(std::launch::async, [&cfg] { return &dsp::get_receiver_tables(cfg.fft_size); });
     impl::check_device(device_id);  // before anything is allocated there
+    PAQ_CUDA_CHECK(cudaSetDevice(device_id));
+    PAQ_CUDA_CHECK(cudaFree(nullptr));  // creates the context
+    (void)tables.get();
     impl_ = std::make_unique<impl>(cfg, device_id, solver, parts);
 }
 
