@@ -143,9 +143,13 @@ clock_estimate estimate_clock(std::span<const double> starts, const clock_params
     est.on_grid = used.size();
     est.off_grid = n - used.size();
 
-    // 4. Least squares over the batch, then around each packet.
+    // 4. Least squares over the batch, then around each packet. A slope beyond the offsets
+    // looked for is not a clock: a jump in the packet grid (recordings joined end to end, a
+    // source that skipped without saying so) lies across the fit. The batch then has no
+    // estimate (nothing re-timed), a packet whose local fit spans the jump the batch mean.
+    const auto plausible = [&](double slope) { return std::abs(ppm_of_period(slope)) <= params.max_abs_ppm; };
     const auto whole = fit_slope(starts, est.packet_number, used);
-    if (!whole.ok) {
+    if (!whole.ok || !plausible(whole.slope)) {
         for (auto& v : est.packet_number) v = -1;
         est.on_grid = 0;
         est.off_grid = n;
@@ -164,7 +168,7 @@ clock_estimate estimate_clock(std::span<const double> starts, const clock_params
         while (hi < used.size() && est.packet_number[used[hi]] <= nu + k_half) ++hi;
         local.assign(used.begin() + static_cast<std::ptrdiff_t>(lo), used.begin() + static_cast<std::ptrdiff_t>(hi));
         const auto f = fit_slope(starts, est.packet_number, local);
-        if (f.ok) est.packet_ppm[used[u]] = ppm_of_period(f.slope);
+        if (f.ok && plausible(f.slope)) est.packet_ppm[used[u]] = ppm_of_period(f.slope);
     }
     return est;
 }

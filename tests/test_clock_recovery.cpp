@@ -434,3 +434,30 @@ TEST(clock_correct_packet, restores_the_ber_at_200_ppm)
         }
     }
 }
+
+// A jump in the packet grid (recordings joined end to end: found replaying 16 copies of an 8 s
+// recording, where a local fit across a join gave 10408 ppm and clock_step refused it, ending
+// the replay). No fit beyond max_abs_ppm is reported: across the jump a packet gets the
+// batch mean, and a batch whose whole fit is implausible has no estimate (nothing re-timed).
+TEST(clock_estimate, a_jump_in_the_packet_grid_is_not_a_clock)
+{
+    for (const double jump : {0.31, 0.5, 0.77}) {
+        for (const std::size_t at : {std::size_t{3}, std::size_t{40}, std::size_t{97}}) {
+            auto s = synthetic_starts(120, 80.0, 80.0, 0.05, 31 + at, nullptr);
+            for (std::size_t k = at; k < s.size(); ++k) s[k] += jump * static_cast<double>(waveform::L_pkt);
+            const auto est = estimate_clock(s);
+            for (std::size_t i = 0; i < s.size(); ++i) {
+                EXPECT_LE(std::abs(est.packet_ppm[i]), 1000.0) << "jump " << jump << " at " << at << ", start " << i;
+                EXPECT_NO_THROW((void)clock_step(est.packet_ppm[i]));
+            }
+            if (est.valid) {
+                EXPECT_LE(std::abs(est.ppm), 1000.0);
+            }
+            // Far from the jump the local fits still see the clock.
+            const std::size_t far = at < 60 ? s.size() - 1 : 0;
+            if (est.valid && est.packet_number[far] >= 0) {
+                EXPECT_NEAR(est.packet_ppm[far], 80.0, 5.0) << "jump " << jump << " at " << at;
+            }
+        }
+    }
+}
