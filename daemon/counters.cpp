@@ -4,6 +4,16 @@
 #include <cstdio>
 #include <stdexcept>
 
+#ifndef PAQ_VERSION
+#define PAQ_VERSION "unknown"
+#endif
+#ifndef PAQ_GIT_COMMIT
+#define PAQ_GIT_COMMIT "unknown"
+#endif
+#ifndef PAQ_BUILT_WITH_CUDA
+#define PAQ_BUILT_WITH_CUDA 0
+#endif
+
 namespace paq::daemon {
 
 namespace {
@@ -86,7 +96,9 @@ const std::vector<scalar_metric> scalars = {
     {"packets_front_end_corrected", C, "Packets whose DC offset or IQ imbalance stood above the gate (-30 dB) and was removed.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_corrected); }, nullptr, true},
     // estimates
     {"mean_cfo_hz", G, "Mean carrier frequency offset estimate.", [](const S& s) { return s.pipeline.tally.mean_cfo_hz; }, nullptr, false},
+    {"cfo_sum_hz", G, "Sum of the packets' CFO estimates; signed, so a gauge: its change over a window divided by packets_found's is the window's mean CFO.", [](const S& s) { return s.pipeline.tally.cfo_hz_sum; }, nullptr, false},
     {"mean_ebn0_db", G, "Mean estimated Eb/N0.", [](const S& s) { return s.pipeline.tally.mean_ebn0_db; }, nullptr, false},
+    {"ebn0_linear_sum", C, "Sum of the packets' Eb/N0 estimates as linear ratios: 10 log10 of its increase over packets_found's is the window's mean Eb/N0 in dB.", [](const S& s) { return s.pipeline.tally.ebn0_linear_sum; }, nullptr, false},
     {"mean_clock_ppm", G, "Mean transmitter clock offset against the sample clock.", [](const S& s) { return s.pipeline.tally.mean_clock_ppm; }, nullptr, false},
     {"clock_ppm_last_batch", G, "Mean transmitter clock offset over the last published batch's packets.", [](const S& s) { return s.pipeline.clock_ppm_last_batch; }, nullptr, false},
     {"iq_gain_db_last_batch", G, "IQ amplitude imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.iq_gain_db_last_batch; }, nullptr, false},
@@ -108,14 +120,31 @@ const dsp::path_summary& path(const S& s, int p) { return s.pipeline.tally.paths
 const std::vector<path_metric> per_path = {
     {"packets", C, "Packets decoded per path.", [](const S& s, int p) { return d(path(s, p).packets); }, nullptr, true},
     {"mean_bep_estimate", G, "Mean estimated bit error probability per path.", [](const S& s, int p) { return path(s, p).mean_bep_estimate; }, nullptr, false},
-    {"bits", C, "Data bits checked against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bits_checked); }, with_pattern, true},
+    {"bep_estimate_sum", C, "Sum of the packets' BEP estimates per path: its increase over packets_found's is the window's mean BEP.", [](const S& s, int p) { return path(s, p).bep_estimate_sum; }, nullptr, false},
+    // promtool reads "bits" in a name as a unit and wants bytes: the Prometheus names say bit.
+    {"bits", C, "Data bits checked against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bits_checked); }, with_pattern, true, "paqd_path_checked_bit_count_total"},
     {"bit_errors", C, "Bit errors against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bit_errors); }, with_pattern, true},
     {"ber", G, "Bit error rate against the PN pattern per path.", [](const S& s, int p) { return path(s, p).ber; }, with_pattern, false},
-    {"bits_before_lock", C, "Bits before the PN checker locked, per path.", [](const S& s, int p) { return d(path(s, p).bits_before_lock); }, with_pattern, true},
+    {"bits_before_lock", C, "Bits before the PN checker locked, per path.", [](const S& s, int p) { return d(path(s, p).bits_before_lock); }, with_pattern, true, "paqd_path_bit_count_before_lock_total"},
     {"resyncs", C, "Times the PN checker lost lock and locked again, per path.", [](const S& s, int p) { return d(path(s, p).resyncs); }, with_pattern, true},
     {"locked", G, "1 when the path's PN checker is locked.", [](const S& s, int p) { return path(s, p).locked ? 1.0 : 0.0; }, with_pattern, true},
     {"datagrams_sent", C, "UDP datagrams sent per stream.", [](const S& s, int p) { return d(s.publisher->datagrams_sent[static_cast<std::size_t>(p)]); }, with_publisher, true},
     {"send_errors", C, "UDP sends refused per stream.", [](const S& s, int p) { return d(s.publisher->send_errors[static_cast<std::size_t>(p)]); }, with_publisher, true},
+};
+
+histogram_values latency_histogram(const S& s)
+{
+    histogram_values h;
+    h.bounds.assign(latency_bucket_bounds_s.begin(), latency_bucket_bounds_s.end());
+    std::uint64_t below = 0;
+    for (const auto n : s.pipeline.latency_buckets) h.cumulative.push_back(below += n);
+    h.count = s.pipeline.batches_published;
+    h.sum = s.pipeline.latency_sum_s;
+    return h;
+}
+
+const std::vector<histogram_metric> histograms = {
+    {"batch_latency_seconds", "Batch latency: a batch's last sample in to its last bit published.", latency_histogram},
 };
 
 bool present(const S& s, bool (*p)(const S&)) { return p == nullptr || p(s); }
@@ -163,6 +192,36 @@ std::string si(double v)
 
 const std::vector<scalar_metric>& scalar_metrics() { return scalars; }
 const std::vector<path_metric>& path_metrics() { return per_path; }
+const std::vector<histogram_metric>& histogram_metrics() { return histograms; }
+
+std::string prometheus_name(const scalar_metric& m) { return m.prom ? m.prom : prom_name("", m.name, m.type); }
+std::string prometheus_name(const path_metric& m) { return m.prom ? m.prom : prom_name("path_", m.name, m.type); }
+
+build_info_values build_info() { return {PAQ_VERSION, PAQ_GIT_COMMIT, PAQ_BUILT_WITH_CUDA != 0}; }
+
+namespace {
+
+/// A label value in the text format: backslash, double quote and newline escaped.
+std::string label_value(std::string_view v)
+{
+    std::string o;
+    for (const char c : v) {
+        if (c == '\\') o += "\\\\";
+        else if (c == '"') o += "\\\"";
+        else if (c == '\n') o += "\\n";
+        else o += c;
+    }
+    return o;
+}
+
+std::string le_label(double bound)
+{
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", bound);
+    return buf;
+}
+
+}  // namespace
 
 double value_of(const service_snapshot& s, std::string_view name)
 {
@@ -190,9 +249,16 @@ std::string render_prometheus(const service_snapshot& s)
 {
     std::string o;
     o.reserve(16384);
+    {
+        const auto b = build_info();
+        o += "# HELP paqd_build_info paqd's version, commit and whether the CUDA backend is compiled in; always 1.\n"
+             "# TYPE paqd_build_info gauge\n";
+        o += "paqd_build_info{version=\"" + label_value(b.version) + "\",commit=\"" + label_value(b.commit) + "\",cuda=\"" +
+             (b.cuda ? "yes" : "no") + "\"} 1\n";
+    }
     for (const auto& m : scalars) {
         if (!present(s, m.present)) continue;
-        const auto n = prom_name("", m.name, m.type);
+        const auto n = prometheus_name(m);
         header(o, n, m.type, m.help);
         o += n + " " + number(m.value(s), false) + "\n";
     }
@@ -206,11 +272,22 @@ std::string render_prometheus(const service_snapshot& s)
     }
     for (const auto& m : per_path) {
         if (!present(s, m.present)) continue;
-        const auto n = prom_name("path_", m.name, m.type);
+        const auto n = prometheus_name(m);
         header(o, n, m.type, m.help);
         for (int p = 0; p < dsp::chain::num_paths; ++p) {
             o += n + "{path=\"" + std::string(dsp::path_name(p)) + "\"} " + number(m.value(s, p), false) + "\n";
         }
+    }
+    for (const auto& m : histograms) {
+        const auto n = std::string("paqd_") + m.name;
+        const auto h = m.value(s);
+        o += "# HELP " + n + " " + m.help + "\n# TYPE " + n + " histogram\n";
+        for (std::size_t b = 0; b < h.bounds.size(); ++b) {
+            o += n + "_bucket{le=\"" + le_label(h.bounds[b]) + "\"} " + number(d(h.cumulative[b]), true) + "\n";
+        }
+        o += n + "_bucket{le=\"+Inf\"} " + number(d(h.count), true) + "\n";
+        o += n + "_sum " + number(h.sum, false) + "\n";
+        o += n + "_count " + number(d(h.count), true) + "\n";
     }
     return o;
 }
@@ -235,6 +312,12 @@ nlohmann::json to_json(const service_snapshot& s)
         paths.push_back(e);
     }
     j["paths"] = paths;
+    for (const auto& m : histograms) {
+        const auto h = m.value(s);
+        j[m.name] = {{"le", h.bounds}, {"counts", h.cumulative}, {"count", h.count}, {"sum", json_number(h.sum, false)}};
+    }
+    const auto b = build_info();
+    j[build_info_name] = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
     j["source_description"] = s.source.description;
     j["source_error"] = s.pipeline.source_error ? nlohmann::json(*s.pipeline.source_error) : nlohmann::json(nullptr);
     return j;
@@ -266,6 +349,14 @@ std::vector<std::string> final_log_lines(const service_snapshot& s)
         }
         lines.push_back(line);
     }
+    for (const auto& m : histograms) {
+        const auto h = m.value(s);
+        line = std::string(m.name) + ": count=" + std::to_string(h.count) + " sum=" + number(h.sum, false);
+        for (std::size_t k = 0; k < h.bounds.size(); ++k) line += " le" + le_label(h.bounds[k]) + "=" + std::to_string(h.cumulative[k]);
+        lines.push_back(line);
+    }
+    const auto b = build_info();
+    lines.push_back("build: version=" + b.version + " commit=" + b.commit + " cuda=" + (b.cuda ? "yes" : "no"));
     return lines;
 }
 
@@ -281,15 +372,21 @@ std::string counters_markdown()
     };
     std::string o = "| name (`--json-out`, final log) | Prometheus | type | meaning |\n|---|---|---|---|\n";
     for (const auto& m : scalars) {
-        o += std::string("| `") + m.name + "` | `" + prom_name("", m.name, m.type) + "` | " +
+        o += std::string("| `") + m.name + "` | `" + prometheus_name(m) + "` | " +
              (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
     }
     o += std::string("| `") + gaps_by_reason_name + "` {reason: n} | `" + prom_name("", gaps_by_reason_name, metric_type::counter) +
          "{reason}` | counter | Gaps by reason: overflow, lost-packets, stall, reconnect, source-error, discontinuity. |\n";
     for (const auto& m : per_path) {
-        o += std::string("| `paths[].") + m.name + "` | `" + prom_name("path_", m.name, m.type) + "{path}` | " +
+        o += std::string("| `paths[].") + m.name + "` | `" + prometheus_name(m) + "{path}` | " +
              (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
     }
+    for (const auto& m : histograms) {
+        o += std::string("| `") + m.name + "` {le, counts, count, sum} | `paqd_" + m.name + "_bucket{le}`, `_sum`, `_count` | histogram | " +
+             m.help + " |\n";
+    }
+    o += std::string("| `") + build_info_name +
+         "` {version, commit, cuda} | `paqd_build_info{version,commit,cuda}` | gauge | Always 1; the labels say what was built (cuda: yes or no). |\n";
     return o;
 }
 

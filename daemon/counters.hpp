@@ -3,10 +3,15 @@
 // --json-out summary, the Prometheus endpoint and the final log all read them from here:
 //
 //   Prometheus   paqd_<name> (a counter: paqd_<name>_total); per path
-//                paqd_path_<name>{path="mmse"}; by gap reason paqd_<name>_total{reason="stall"}
+//                paqd_path_<name>{path="mmse"}; by gap reason paqd_<name>_total{reason="stall"};
+//                a histogram paqd_<name>_bucket{le="..."}, _sum, _count; paqd_build_info{...} 1.
+//                An entry may name its Prometheus metric itself (`prom`) where the derived
+//                name breaks Prometheus's naming rules (promtool check metrics).
 //   --json-out   "<name>": value; per path in "paths": [{"path": "mmse", "<name>": value}];
-//                by gap reason "<name>": {"stall": n, ...}
-//   final log    "counters: <name>=<value> ..." (every counter present), per path one line
+//                by gap reason "<name>": {"stall": n, ...}; a histogram "<name>": {"le": [...],
+//                "counts": [cumulative], "sum": s, "count": n}; "build_info": {...}
+//   final log    "counters: <name>=<value> ..." (every counter present), per path one line,
+//                a histogram and the build one line each
 //   status line  a fixed selection, read by name (value_of)
 //
 // A counter that does not apply (VITA-49 counters for another source, the publisher's when it
@@ -66,6 +71,7 @@ struct scalar_metric {
     double (*value)(const service_snapshot&);
     bool (*present)(const service_snapshot&);  ///< nullptr: always
     bool integral;                              ///< an integer count (JSON and log print it so)
+    const char* prom = nullptr;                 ///< the Prometheus name, when not the derived one
 };
 
 /// One number per path (none, zf, mmse, cma, fde1, fde2).
@@ -76,10 +82,41 @@ struct path_metric {
     double (*value)(const service_snapshot&, int path);
     bool (*present)(const service_snapshot&);
     bool integral;
+    const char* prom = nullptr;  ///< the Prometheus name (with {path}), when not the derived one
+};
+
+/// A histogram's state at one moment: counts per bucket, cumulative (counts[i]: observations
+/// <= bounds[i]), then the total count (the +Inf bucket) and the sum of the observations.
+struct histogram_values {
+    std::vector<double> bounds;
+    std::vector<std::uint64_t> cumulative;
+    std::uint64_t count = 0;
+    double sum = 0.0;
+};
+
+/// A distribution (Prometheus histogram): paqd_<name>_bucket{le}, _sum, _count.
+struct histogram_metric {
+    const char* name;  ///< with its unit, e.g. batch_latency_seconds
+    const char* help;
+    histogram_values (*value)(const service_snapshot&);
 };
 
 [[nodiscard]] const std::vector<scalar_metric>& scalar_metrics();
 [[nodiscard]] const std::vector<path_metric>& path_metrics();
+[[nodiscard]] const std::vector<histogram_metric>& histogram_metrics();
+/// The Prometheus name of an entry: its `prom`, or paqd_[path_]<name>[_total].
+[[nodiscard]] std::string prometheus_name(const scalar_metric& m);
+[[nodiscard]] std::string prometheus_name(const path_metric& m);
+
+/// What was built: paqd_build_info{version,commit,cuda} 1 (a gauge, the Prometheus idiom for
+/// labels that describe the process), "build_info": {...} in the JSON, "build: ..." in the log.
+struct build_info_values {
+    std::string version;  ///< the project version (--version)
+    std::string commit;   ///< `git describe --always --dirty` when CMake configured the build; "unknown" outside git
+    bool cuda = false;    ///< the CUDA backend is compiled in
+};
+[[nodiscard]] build_info_values build_info();
+inline constexpr const char* build_info_name = "build_info";
 /// The by-reason family: gaps_by_reason (reasons: io::to_string(io::gap_reason)).
 inline constexpr const char* gaps_by_reason_name = "gaps_by_reason";
 

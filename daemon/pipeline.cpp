@@ -222,6 +222,14 @@ void pipeline::publisher_loop()
         stats_.latency_max_ms = std::max(stats_.latency_max_ms, latency);
         latency_sum_ms_ += latency;
         stats_.latency_mean_ms = latency_sum_ms_ / static_cast<double>(stats_.batches_published);
+        stats_.latency_sum_s = latency_sum_ms_ / 1e3;
+        const double latency_s = latency / 1e3;
+        for (std::size_t b = 0; b < latency_bucket_bounds_s.size(); ++b) {
+            if (latency_s <= latency_bucket_bounds_s[b]) {
+                ++stats_.latency_buckets[b];
+                break;
+            }
+        }
         pool_.give_back(std::move(*res->out));
     }
     // The batcher may still be closing (it ends before the workers); join order is not

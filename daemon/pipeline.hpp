@@ -43,6 +43,13 @@ namespace paq::daemon {
 
 inline constexpr std::size_t num_gap_reasons = io::num_gap_reasons;
 
+/// Upper bounds (seconds) of the batch latency histogram's buckets (Prometheus `le`), +Inf
+/// implied. A batch's latency is its window's fill time (batch_samples / rate: tens to
+/// hundreds of ms) plus processing, so the buckets run from 1 ms to 10 s with the 1-2.5-5
+/// steps Prometheus's own defaults use; a latency above 10 s lands in +Inf only.
+inline constexpr std::array<double, 13> latency_bucket_bounds_s = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                                                   0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+
 struct pipeline_options {
     dsp::receiver_config receiver;
     std::optional<dsp::pn_pattern> pattern = dsp::pn_pattern::pn15;  ///< live BER; none: BEP only
@@ -88,6 +95,11 @@ struct pipeline_stats {
     double latency_last_ms = 0.0;
     double latency_max_ms = 0.0;
     double latency_mean_ms = 0.0;
+    /// Batches whose latency was <= latency_bucket_bounds_s[i], per bucket (not cumulative:
+    /// the exposition sums them); the rest (above the last bound) are batches_published
+    /// minus their total. The sum of all latencies, seconds.
+    std::array<std::uint64_t, latency_bucket_bounds_s.size()> latency_buckets{};
+    double latency_sum_s = 0.0;
     // the receiver's tally (packets, per-path BER / BEP, estimates)
     dsp::run_summary tally;
     std::optional<std::string> source_error;

@@ -77,6 +77,8 @@ run_summary run_tally::summary() const
 {
     run_summary s = s_;
     s.samples = samples_;
+    s.cfo_hz_sum = cfo_sum_ * sample_rate_hz_ / (2.0 * std::numbers::pi);
+    s.ebn0_linear_sum = ebn0_lin_sum_;
     if (s.packets_found) {
         const double np = static_cast<double>(s.packets_found);
         s.mean_cfo_rad_per_sample = cfo_sum_ / np;
@@ -102,6 +104,7 @@ run_summary run_tally::summary() const
         ps.resyncs = k.resyncs;
         ps.locked = k.locked;
         ps.ber = c.ber();
+        ps.bep_estimate_sum = bep_sum_[static_cast<std::size_t>(p)];
         ps.mean_bep_estimate =
             s.packets_found ? bep_sum_[static_cast<std::size_t>(p)] / static_cast<double>(s.packets_found) : 0.0;
     }

@@ -27,6 +27,9 @@ struct path_summary {
     bool locked = false;
     double ber = 0.0;
     double mean_bep_estimate = 0.0;
+    /// Sum over the run's packets of this path's BEP estimate (a running sum: with
+    /// run_summary::packets_found it gives the mean over any window, e.g. a Prometheus rate).
+    double bep_estimate_sum = 0.0;
 };
 
 /// Where a run's time went (run_receiver). The stages overlap, so their busy times may sum to
@@ -55,6 +58,10 @@ struct run_summary {
     double mean_cfo_rad_per_sample = 0.0;
     double mean_cfo_hz = 0.0;
     double mean_ebn0_db = 0.0;            ///< 10 log10 of the mean linear estimate
+    /// Running sums over the packets found (means over a window: their increase divided by
+    /// packets_found's). The CFO sum is signed, so it may go down; the Eb/N0 sum (linear) never does.
+    double cfo_hz_sum = 0.0;
+    double ebn0_linear_sum = 0.0;
     double max_zf_condition = 0.0;        ///< largest ZF condition number seen
     std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
     double mean_clock_ppm = 0.0;          ///< transmitter clock against the sample clock, mean over packets

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev
   gnuplot-nox
   python3-jsonschema  # the SigMF schema check of every file paqd writes (ctest sigmf.schema)
+  prometheus  # promtool: `promtool check metrics` on a live scrape (ctest metrics.promtool)
   # The fuzz targets (scripts/fuzz.sh): Clang with libFuzzer and the sanitizer runtimes, the
   # OpenMP runtime Clang links, and llvm-symbolizer for readable stack traces.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14

@@ -13,7 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <iterator>
+#include <limits>
+#include <map>
+#include <sstream>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -658,13 +662,13 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     std::set<std::string> names;
     for (const auto& m : daemon::scalar_metrics()) {
         EXPECT_TRUE(names.insert(m.name).second) << "two counters named " << m.name;
-        const std::string prom_name = std::string("paqd_") + m.name + (m.type == daemon::metric_type::counter ? "_total" : "");
+        const std::string prom_name = daemon::prometheus_name(m);
         EXPECT_NE(prom.find("\n" + prom_name + " "), std::string::npos) << prom_name;
         ASSERT_TRUE(j.contains(m.name)) << m.name;
         EXPECT_NE(log.find(std::string(" ") + m.name + "="), std::string::npos) << m.name;
     }
     for (const auto& m : daemon::path_metrics()) {
-        const std::string prom_name = std::string("paqd_path_") + m.name + (m.type == daemon::metric_type::counter ? "_total" : "");
+        const std::string prom_name = daemon::prometheus_name(m);
         EXPECT_NE(prom.find(prom_name + "{path=\"mmse\"} "), std::string::npos) << prom_name;
         EXPECT_TRUE(j["paths"][2].contains(m.name)) << m.name;
     }
@@ -691,11 +695,105 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     EXPECT_EQ(prom2.find("vita49"), std::string::npos);
     EXPECT_EQ(prom2.find("send_errors"), std::string::npos);
     EXPECT_EQ(prom2.find("paqd_path_bit_errors_total"), std::string::npos);
+    EXPECT_EQ(prom2.find("paqd_path_checked_bit_count_total"), std::string::npos);
     EXPECT_FALSE(j2.contains("vita49_count_mismatches"));
     EXPECT_FALSE(j2["paths"][0].contains("bit_errors"));
     EXPECT_TRUE(j2["paths"][0].contains("mean_bep_estimate"));
     EXPECT_THROW((void)daemon::value_of(snap, "send_errors"), std::out_of_range);
     EXPECT_THROW((void)daemon::value_of(snap, "no_such_counter"), std::out_of_range);
+}
+
+TEST(counters, the_exposition_has_a_cumulative_latency_histogram_build_info_and_window_sums)
+{
+    // The text a scrape gets, parsed line by line: every family declared once (HELP, TYPE),
+    // the latency histogram's buckets cumulative and monotone up to +Inf, _count equal to the
+    // +Inf bucket, paqd_build_info present, and the sums a windowed mean is taken from.
+    daemon::service_snapshot snap;
+    snap.pipeline.batches_published = 10;
+    // 2 batches <= 5 ms, 3 <= 0.25 s, 4 <= 1 s, 1 above 10 s (only in +Inf)
+    snap.pipeline.latency_buckets[2] = 2;
+    snap.pipeline.latency_buckets[7] = 3;
+    snap.pipeline.latency_buckets[9] = 4;
+    snap.pipeline.latency_sum_s = 17.5;
+    snap.pipeline.tally.packets_found = 4;
+    snap.pipeline.tally.ebn0_linear_sum = 40.0;
+    snap.pipeline.tally.cfo_hz_sum = -2000.0;
+    snap.pipeline.tally.paths[2].bep_estimate_sum = 0.004;
+    snap.publisher = daemon::service_snapshot::publisher_values{};
+    snap.publisher->send_errors[4] = 3;
+    const auto prom = daemon::render_prometheus(snap);
+
+    std::map<std::string, std::string> types;
+    std::vector<std::pair<double, double>> buckets;  // le, count
+    double count = -1, sum = -1;
+    std::istringstream in(prom);
+    std::string line;
+    while (std::getline(in, line)) {
+        ASSERT_FALSE(line.empty());
+        if (line.starts_with("# TYPE ")) {
+            std::istringstream t(line.substr(7));
+            std::string name, type;
+            t >> name >> type;
+            EXPECT_TRUE(types.emplace(name, type).second) << "declared twice: " << name;
+            continue;
+        }
+        if (line.starts_with("#")) continue;
+        const auto sp = line.rfind(' ');
+        const std::string series = line.substr(0, sp);
+        const double v = std::stod(line.substr(sp + 1));
+        const std::string family = series.substr(0, series.find('{'));
+        if (family == "paqd_batch_latency_seconds_bucket") {
+            const auto le = series.substr(series.find("le=\"") + 4, series.find("\"}") - series.find("le=\"") - 4);
+            buckets.emplace_back(le == "+Inf" ? std::numeric_limits<double>::infinity() : std::stod(le), v);
+        } else if (family == "paqd_batch_latency_seconds_count") {
+            count = v;
+        } else if (family == "paqd_batch_latency_seconds_sum") {
+            sum = v;
+        } else {
+            EXPECT_TRUE(types.contains(family)) << "no TYPE before " << family;
+        }
+    }
+    EXPECT_EQ(types["paqd_batch_latency_seconds"], "histogram");
+    ASSERT_EQ(buckets.size(), daemon::latency_bucket_bounds_s.size() + 1);
+    for (std::size_t k = 1; k < buckets.size(); ++k) {
+        EXPECT_GT(buckets[k].first, buckets[k - 1].first) << "le not increasing at " << k;
+        EXPECT_GE(buckets[k].second, buckets[k - 1].second) << "not cumulative at le=" << buckets[k].first;
+    }
+    EXPECT_TRUE(std::isinf(buckets.back().first));
+    EXPECT_DOUBLE_EQ(buckets.back().second, count);
+    EXPECT_DOUBLE_EQ(count, 10.0);
+    EXPECT_DOUBLE_EQ(sum, 17.5);
+    EXPECT_DOUBLE_EQ(buckets[1].second, 0.0);  // le=0.0025
+    EXPECT_DOUBLE_EQ(buckets[2].second, 2.0);  // le=0.005
+    EXPECT_DOUBLE_EQ(buckets[7].second, 5.0);  // le=0.25
+    EXPECT_DOUBLE_EQ(buckets[12].second, 9.0); // le=10
+    EXPECT_NE(prom.find("paqd_batch_latency_seconds_bucket{le=\"0.001\"} 0\n"), std::string::npos);
+
+    EXPECT_EQ(types["paqd_build_info"], "gauge");
+    const auto b = daemon::build_info();
+    EXPECT_FALSE(b.version.empty());
+    EXPECT_FALSE(b.commit.empty());
+    EXPECT_NE(prom.find("paqd_build_info{version=\"" + b.version + "\",commit=\"" + b.commit + "\",cuda=\"" +
+                        (b.cuda ? "yes" : "no") + "\"} 1\n"),
+              std::string::npos)
+        << prom;
+
+    EXPECT_EQ(types["paqd_ebn0_linear_sum_total"], "counter");
+    EXPECT_NE(prom.find("paqd_ebn0_linear_sum_total 40\n"), std::string::npos);
+    EXPECT_EQ(types["paqd_cfo_sum_hz"], "gauge");  // signed: may go down
+    EXPECT_NE(prom.find("paqd_cfo_sum_hz -2000\n"), std::string::npos);
+    EXPECT_NE(prom.find("paqd_path_bep_estimate_sum_total{path=\"mmse\"} 0.004"), std::string::npos);
+    EXPECT_NE(prom.find("paqd_path_send_errors_total{path=\"fde1\"} 3\n"), std::string::npos) << "per-stream send errors";
+
+    // The JSON and the final log carry the same histogram and build.
+    const auto j = daemon::to_json(snap);
+    EXPECT_EQ(j["batch_latency_seconds"]["count"], 10);
+    EXPECT_EQ(j["batch_latency_seconds"]["counts"][7], 5);
+    EXPECT_EQ(j["build_info"]["version"], b.version);
+    std::string log;
+    for (const auto& l : daemon::final_log_lines(snap)) log += l + "\n";
+    EXPECT_NE(log.find("batch_latency_seconds: count=10 sum=17.5 le0.001=0"), std::string::npos) << log;
+    EXPECT_NE(log.find("build: version=" + b.version), std::string::npos) << log;
 }
 
 TEST(counters, daemon_md_lists_the_registry)

@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
+#include <optional>
+#include <regex>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -108,11 +111,26 @@ struct expected_sums {
 
 using row_maker = std::function<void(std::uint64_t row, packet_record& r)>;
 
+/// An ISO 8601 UTC time with 9 fraction digits, made with gmtime_r (not the code under test).
+[[nodiscard]] std::string iso_utc(std::int64_t ns)
+{
+    const auto s = static_cast<std::time_t>(ns / 1'000'000'000);
+    std::tm tm{};
+    gmtime_r(&s, &tm);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%09lldZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                  tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<long long>(ns % 1'000'000'000));
+    return buf;
+}
+
 /// Writes n_rows rows made by make() to path; has_pattern false leaves _bits / _errors empty.
-expected_sums write_packets(const fs::path& path, std::uint64_t n_rows, const row_maker& make, bool has_pattern = true)
+/// With utc_origin_ns a `time_utc` column is added: the origin plus the row's time_s.
+expected_sums write_packets(const fs::path& path, std::uint64_t n_rows, const row_maker& make, bool has_pattern = true,
+                            std::optional<std::int64_t> utc_origin_ns = std::nullopt)
 {
     csv_writer w(path);
     w.raw(packets_header());
+    if (utc_origin_ns) w.raw(",time_utc");
     w.end_row();
     expected_sums e;
     packet_record r;
@@ -151,6 +169,7 @@ expected_sums write_packets(const fs::path& path, std::uint64_t n_rows, const ro
             e.known_errors[p] += pr.known_errors;
             e.bep_sum[p] += pr.bep * static_cast<double>(r.packets);
         }
+        if (utc_origin_ns) w.field(iso_utc(*utc_origin_ns + std::llround(r.time_s * 1e9)));
         w.end_row();
     }
     return e;
@@ -518,6 +537,278 @@ TEST_F(report_test, html_is_self_contained_and_names_every_path)
     EXPECT_EQ(count(html, "How to read this."), 4u);  // the table and figures 1-3 (no channel figure)
     EXPECT_NE(html.find("Flight &lt;7&gt; &amp; &quot;co&quot;"), std::string::npos);
     EXPECT_NE(html.find("<th>preset</th><td>edwards3</td>"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// the page's layout, checked structurally (issue 13, item 7): numbers that do not wrap, short
+// runs, gaps and losses on the time axes, UTC axes
+
+/// The elements that start with `start` (e.g. "<rect class=\"gap\""), each up to its '>'.
+[[nodiscard]] std::vector<std::string> elements(const std::string& html, const std::string& start)
+{
+    std::vector<std::string> out;
+    for (auto pos = html.find(start); pos != std::string::npos; pos = html.find(start, pos + 1)) {
+        out.push_back(html.substr(pos, html.find('>', pos) - pos + 1));
+    }
+    return out;
+}
+
+[[nodiscard]] std::string attr_text(const std::string& element, const std::string& name)
+{
+    const auto key = " " + name + "=\"";
+    const auto pos = element.find(key);
+    if (pos == std::string::npos) return {};
+    const auto b = pos + key.size();
+    return element.substr(b, element.find('"', b) - b);
+}
+
+[[nodiscard]] double attr(const std::string& element, const std::string& name)
+{
+    const auto v = attr_text(element, name);
+    return v.empty() ? std::nan("") : std::stod(v);
+}
+
+/// The <text ...> element whose content starts at `content_pos`.
+[[nodiscard]] std::string text_element_before(const std::string& html, std::size_t content_pos)
+{
+    const auto open = html.rfind("<text", content_pos);
+    return html.substr(open, content_pos - open);
+}
+
+/// The x of time t (s) in a time figure's panel: the layout of html.cpp (left 70, width 870
+/// of 960, from the first bin's start over all bins).
+[[nodiscard]] double x_of(const report_data& d, double t)
+{
+    const double lo = d.bin_start_s, hi = d.bin_start_s + static_cast<double>(d.bins.size()) * d.bin_width_s;
+    return 70 + (t - lo) / (hi - lo) * 870;
+}
+
+/// Rows one packet apart from t0 (s) for n packets, packet indices from `first`, a few errors.
+void regular_rows(std::vector<packet_record>& rows, std::uint64_t first, double t0, std::uint64_t n)
+{
+    for (std::uint64_t k = 0; k < n; ++k) {
+        packet_record r;
+        fill_estimates(r, first + k, t0 + static_cast<double>(k) / packets_per_s);
+        for (std::size_t p = 0; p < n_paths; ++p) {
+            r.paths[p].bits = bits_per_packet;
+            r.paths[p].errors = (first + k + p) % 7 == 0 ? 1 : 0;
+            r.paths[p].bep = 1e-4;
+        }
+        rows.push_back(r);
+    }
+}
+
+/// Writes rows as a packets file.
+void write_rows(const fs::path& file, const std::vector<packet_record>& rows,
+                std::optional<std::int64_t> utc_origin_ns = std::nullopt)
+{
+    (void)write_packets(file, rows.size(), [&](std::uint64_t i, packet_record& r) { r = rows[i]; }, true, utc_origin_ns);
+}
+
+TEST_F(report_test, summary_numbers_do_not_wrap)
+{
+    // Users saw "3.64e-" / "3" and "1 799" / "658 345" split over two lines: counts were
+    // grouped with thin spaces (U+2009, a break opportunity) and cells could wrap at '-'.
+    const auto file = path("nowrap-packets.csv");
+    (void)write_packets(file, 20000, random_rows(11));
+    const auto html = render_html(read_packets_file(file), page_inputs{});
+    EXPECT_NE(html.find("td{white-space:nowrap;font-variant-numeric:tabular-nums}"), std::string::npos);
+    EXPECT_EQ(html.find("&#8201;"), std::string::npos) << "a breaking thin space is left";
+    EXPECT_EQ(format_count(1234567), "1&#8239;234&#8239;567");
+    const auto b = html.find("<table class=\"summary\">"), e = html.find("</table>", b);
+    ASSERT_NE(b, std::string::npos);
+    const std::string table = html.substr(b, e - b);
+    // Each number lies whole in one text node: no number goes on after a tag inside its cell
+    // ("3.64e-<span>3"), and no ordinary space sits between digits.
+    const std::regex split_number(R"([0-9][.e\-]{0,2}(<(?!/?t[dhr][ >])[^>]*>)+[.e\-]{0,2}[0-9])");
+    const std::regex spaced_digits(R"([0-9] [0-9])");
+    EXPECT_FALSE(std::regex_search(table, split_number)) << table;
+    EXPECT_FALSE(std::regex_search(table, spaced_digits)) << table;
+    EXPECT_EQ(count(table, "<tr"), 1 + n_paths);
+    EXPECT_TRUE(std::regex_search(table, std::regex(R"(<td>[0-9]\.[0-9]{2}e-[0-9]+</td>)"))) << table;
+    // A wide table scrolls instead of squeezing its cells.
+    EXPECT_NE(html.find("<div class=\"scroll\"><table class=\"summary\">"), std::string::npos);
+}
+
+TEST_F(report_test, gaps_and_losses_are_marked_on_every_time_axis_where_they_are)
+{
+    // 2 s of packets with: 5 packets found at ~0.3 s whose rows were lost (the index jumps),
+    // a gap from ~0.8 s to 1.0 s (no packet found: samples lost), one packet missed at ~1.5 s.
+    std::vector<packet_record> rows;
+    regular_rows(rows, 0, 0.0, 489);
+    regular_rows(rows, 494, 494 / packets_per_s, 1302 - 494);
+    const double gap_t0 = 1301 / packets_per_s, gap_t1 = 1.0;
+    regular_rows(rows, 1302, gap_t1, 814);
+    regular_rows(rows, 1302 + 814, gap_t1 + 815 / packets_per_s, 813);
+    const auto file = path("gaps-packets.csv");
+    write_rows(file, rows);
+    const auto d = read_packets_file(file);
+
+    EXPECT_NEAR(d.packet_spacing_s, 1 / packets_per_s, 1e-9);
+    EXPECT_EQ(d.gaps, 1u);
+    EXPECT_EQ(d.unrecorded_packets, 5u);
+    const auto gap_slots = static_cast<std::uint64_t>(std::llround((gap_t1 - gap_t0) * packets_per_s));
+    EXPECT_EQ(d.missing_packets, (gap_slots - 1) + 1);  // the gap's empty slots, and the one at 1.5 s
+    ASSERT_EQ(d.marks.size(), 3u);
+    EXPECT_FALSE(d.marks[0].gap);
+    EXPECT_EQ(d.marks[0].unrecorded_packets, 5u);
+    EXPECT_EQ(d.marks[0].missing_packets, 0u);
+    EXPECT_TRUE(d.marks[1].gap);
+    EXPECT_NEAR(d.marks[1].start_s, gap_t0, 1e-9);
+    EXPECT_NEAR(d.marks[1].end_s, gap_t1, 1e-9);
+    EXPECT_FALSE(d.marks[2].gap);
+    EXPECT_EQ(d.marks[2].missing_packets, 1u);
+
+    const auto html = render_html(d, page_inputs{});
+    // Figure 1 and the three panels of figure 3: the gap's band in each, at its time.
+    const auto gaps = elements(html, "<rect x=");
+    std::size_t bands = 0;
+    for (const auto& g : gaps) {
+        if (g.find("class=\"gap\"") == std::string::npos) continue;
+        ++bands;
+        const double x0 = attr(g, "x"), w = attr(g, "width");
+        EXPECT_NEAR(x0 + w / 2, (x_of(d, gap_t0) + x_of(d, gap_t1)) / 2, 0.2) << g;
+        EXPECT_NEAR(w, std::max(2.0, x_of(d, gap_t1) - x_of(d, gap_t0)), 0.2) << g;
+        EXPECT_NEAR(attr(g, "data-t0"), gap_t0, 1e-6);
+        EXPECT_NEAR(attr(g, "data-t1"), gap_t1, 1e-6);
+    }
+    EXPECT_EQ(bands, 4u);
+    // The two losses as ticks in each of the four panels, at their times.
+    std::vector<double> tick_x;
+    for (const auto& l : elements(html, "<line x1=")) {
+        if (l.find("class=\"lost\"") == std::string::npos) continue;
+        tick_x.push_back(attr(l, "x1"));
+        EXPECT_NEAR(attr(l, "x1"), (x_of(d, attr(l, "data-t0")) + x_of(d, attr(l, "data-t1"))) / 2, 0.2) << l;
+    }
+    ASSERT_EQ(tick_x.size(), 8u);
+    EXPECT_NEAR(tick_x[0], x_of(d, 0.3), 1.0);
+    EXPECT_NEAR(tick_x[1], x_of(d, 1.5), 1.0);
+    EXPECT_EQ(count(html, "class=\"legend-gap\""), 2u);
+    EXPECT_EQ(count(html, "class=\"legend-lost\""), 2u);
+    EXPECT_NE(html.find("<th>Gaps and losses</th>"), std::string::npos);
+
+    // A run without any: no marks, no legend.
+    std::vector<packet_record> clean;
+    regular_rows(clean, 0, 0.0, 2000);
+    const auto plain = path("plain-packets.csv");
+    write_rows(plain, clean);
+    const auto html2 = render_html(read_packets_file(plain), page_inputs{});
+    EXPECT_EQ(html2.find("class=\"gap\""), std::string::npos);
+    EXPECT_EQ(html2.find("class=\"lost\""), std::string::npos);
+    EXPECT_EQ(html2.find("legend-gap"), std::string::npos);
+}
+
+/// The bounding boxes of figure 1's window labels, from their x, anchor and text (11 px bold:
+/// at most 6.6 px per character), checked to lie within the plot's width and not to overlap.
+void expect_window_labels_apart(const std::string& html, std::size_t expected)
+{
+    std::vector<std::pair<double, double>> boxes;
+    const std::string key = "class=\"window-label\"";
+    for (auto pos = html.find(key); pos != std::string::npos; pos = html.find(key, pos + 1)) {
+        const auto gt = html.find('>', pos);
+        const std::string el = text_element_before(html, gt + 1);
+        const std::string label = html.substr(gt + 1, html.find("</text>", gt) - gt - 1);
+        const double x = attr(el, "x"), w = 6.6 * static_cast<double>(label.size());
+        const std::string anchor = attr_text(el, "text-anchor");
+        const double x0 = anchor == "start" ? x : anchor == "end" ? x - w : x - w / 2;
+        boxes.emplace_back(x0, x0 + w);
+        EXPECT_GE(x0, 70 - 0.5) << el << label;
+        EXPECT_LE(x0 + w, 940 + 0.5) << el << label;
+    }
+    ASSERT_EQ(boxes.size(), expected);
+    std::sort(boxes.begin(), boxes.end());
+    for (std::size_t k = 1; k < boxes.size(); ++k) {
+        EXPECT_LE(boxes[k - 1].second, boxes[k].first + 0.5) << "labels overlap";
+    }
+}
+
+TEST_F(report_test, a_run_shorter_than_the_window_gets_one_clipped_column_and_one_label)
+{
+    // 0.2 s of packets, 1 s windows: one window, best and worst at once. It was drawn twice,
+    // wider than the plot, with "best" and "worst" over each other.
+    std::vector<packet_record> rows;
+    regular_rows(rows, 0, 0.0, 326);
+    const auto file = path("short-packets.csv");
+    write_rows(file, rows);
+    const auto d = read_packets_file(file);
+    ASSERT_TRUE(d.best_window && d.worst_window);
+    EXPECT_EQ(*d.best_window, *d.worst_window);
+    const auto html = render_html(d, page_inputs{});
+    expect_window_labels_apart(html, 1);
+    EXPECT_NE(html.find(">best = worst (one window)</text>"), std::string::npos);
+    // The column stays inside the plot (left 70, width 870).
+    const auto col = html.find("fill=\"#999999\" fill-opacity=\"0.25\"");
+    ASSERT_NE(col, std::string::npos);
+    const std::string el = html.substr(html.rfind("<rect", col), col - html.rfind("<rect", col));
+    EXPECT_GE(attr(el, "x"), 70 - 0.05);
+    EXPECT_LE(attr(el, "x") + attr(el, "width"), 940 + 0.05);
+}
+
+TEST_F(report_test, best_and_worst_windows_side_by_side_get_labels_that_do_not_overlap)
+{
+    // 1.2 s in 10 ms windows (7 px each): the best (no errors) and the worst (many) are
+    // neighbours; their labels were centred on each, over each other.
+    std::vector<packet_record> rows;
+    regular_rows(rows, 0, 0.0, 1954);
+    for (auto& r : rows) {
+        const auto w = static_cast<int>(std::floor(r.time_s / 0.01));
+        for (auto& p : r.paths) p.errors = w == 60 ? 0 : w == 61 ? 200 : 1;
+    }
+    const auto file = path("adjacent-packets.csv");
+    write_rows(file, rows);
+    report_options o;
+    o.window_s = 0.01;
+    const auto d = read_packets_file(file, o);
+    ASSERT_TRUE(d.best_window && d.worst_window);
+    EXPECT_NEAR(d.windows[*d.best_window].start_s, 0.60, 1e-9);
+    EXPECT_NEAR(d.windows[*d.worst_window].start_s, 0.61, 1e-9);
+    expect_window_labels_apart(render_html(d, page_inputs{}), 2);
+}
+
+TEST_F(report_test, utc_axes_when_the_rows_carry_time_utc)
+{
+    EXPECT_EQ(parse_utc_ns("1970-01-01T00:00:01.5Z"), 1'500'000'000);
+    EXPECT_EQ(parse_utc_ns("2000-03-01T00:00:00Z"), 951'868'800LL * 1'000'000'000);
+    EXPECT_EQ(parse_utc_ns("2026-11-25T07:50:29.123456789Z"), 1'795'593'029'123'456'789LL);
+    for (const auto* bad : {"2026-11-25 07:50:29Z", "2026-11-25T07:50:29", "2026-11-25T07:50:29+01:00",
+                            "2026-13-25T07:50:29Z", "2026-11-25T07:50:29.Z", "2026-11-25T07:50:29.1234567890Z", ""}) {
+        EXPECT_FALSE(parse_utc_ns(bad)) << bad;
+    }
+    const std::int64_t origin = *parse_utc_ns("2026-11-25T07:50:29.5Z");
+    std::vector<packet_record> rows;
+    regular_rows(rows, 0, 0.0, 30 * 1628);  // 30 s
+    const auto file = path("utc-packets.csv");
+    write_rows(file, rows, origin);
+    const auto d = read_packets_file(file);
+    ASSERT_TRUE(d.utc_origin_ns);
+    EXPECT_LE(std::abs(*d.utc_origin_ns - origin), 2);  // the column rounds to 1 ns
+    const auto html = render_html(d, page_inputs{});
+    EXPECT_NE(html.find("UTC (the run started 2026-11-25 07:50:29.500 UTC)"), std::string::npos);
+    EXPECT_EQ(html.find("time since the start of the run"), std::string::npos);
+    // Ticks on whole UTC seconds, at the x of their time.
+    for (const auto* label : {"07:50:30", "07:50:35", "07:50:55"}) {
+        const auto pos = html.find(std::string(">") + label + "</text>");
+        ASSERT_NE(pos, std::string::npos) << label;
+        const std::string el = text_element_before(html, pos + 1);
+        const double t = static_cast<double>(*parse_utc_ns(std::string("2026-11-25T") + label + "Z") - origin) / 1e9;
+        EXPECT_NEAR(attr(el, "x"), x_of(d, t), 0.1) << label;
+    }
+    // Without the column: seconds since the start, and the header says why.
+    const auto plain = path("no-utc-packets.csv");
+    write_rows(plain, rows);
+    const auto html2 = render_html(read_packets_file(plain), page_inputs{});
+    EXPECT_NE(html2.find("time since the start of the run (s)"), std::string::npos);
+    EXPECT_NE(html2.find("no <code>time_utc</code>"), std::string::npos);
+    // A malformed time_utc names its place.
+    const auto broken = path("broken-utc-packets.csv");
+    std::string text = read_text(file);
+    const auto at = text.find("T07:50:29.5");
+    ASSERT_NE(at, std::string::npos);
+    text.replace(at, 1, " ");
+    std::ofstream(broken, std::ios::binary) << text;
+    EXPECT_NE(packets_error(broken).find("column 'time_utc': '2026-11-25 07:50:29.500000000Z' is not a UTC time"),
+              std::string::npos)
+        << packets_error(broken);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -209,6 +209,26 @@ void report_builder::add(const packet_record& r)
         d.min_time_s = std::min(d.min_time_s, r.time_s);
         d.max_time_s = std::max(d.max_time_s, r.time_s);
     }
+    if (d.rows > 0 && r.time_s >= last_time_s_) {
+        const interval iv{last_time_s_, r.time_s, r.packets, r.packet > last_packet_ ? r.packet - last_packet_ : 0};
+        if (spacing_s_ > 0) {
+            classify(iv, spacing_s_, d);
+        } else {
+            pending_.push_back(iv);
+            if (pending_.size() >= spacing_intervals) {
+                spacing_s_ = median_spacing(pending_);
+                if (spacing_s_ > 0) {
+                    for (const auto& p : pending_) classify(p, spacing_s_, d);
+                    d.packet_spacing_s = spacing_s_;
+                }
+                pending_.clear();  // no spacing in them (times all equal): try the next ones
+            }
+        }
+    }
+    if (!d.utc_origin_ns && r.time_utc_ns) {
+        d.utc_origin_ns = *r.time_utc_ns - static_cast<std::int64_t>(std::llround(r.time_s * 1e9));
+    }
+    last_packet_ = r.packet;
     last_time_s_ = r.time_s;
     ++d.rows;
     d.packets += r.packets;
@@ -248,10 +268,49 @@ void report_builder::add(const packet_record& r)
     last_window_->second.add(r);
 }
 
+double report_builder::median_spacing(const std::vector<interval>& iv)
+{
+    std::vector<double> per_packet;
+    for (const auto& i : iv) {
+        // Only intervals whose packets all have rows, and that moved forward, say the spacing.
+        if (i.t1 > i.t0 && i.index_jump == i.row_packets) {
+            per_packet.push_back((i.t1 - i.t0) / static_cast<double>(i.row_packets));
+        }
+    }
+    if (per_packet.empty()) return 0;
+    const auto mid = per_packet.begin() + static_cast<std::ptrdiff_t>(per_packet.size() / 2);
+    std::nth_element(per_packet.begin(), mid, per_packet.end());
+    return *mid;
+}
+
+void report_builder::classify(const interval& iv, double spacing_s, report_data& d)
+{
+    time_mark m{iv.t0, iv.t1, 0, 0, false};
+    if (iv.index_jump > iv.row_packets) m.unrecorded_packets = iv.index_jump - iv.row_packets;
+    const auto slots = static_cast<std::uint64_t>(std::llround((iv.t1 - iv.t0) / spacing_s));
+    // Packets without a row took their slots too: they were found, not missed.
+    const std::uint64_t accounted = std::max(iv.row_packets, iv.index_jump);
+    if (slots > accounted) m.missing_packets = slots - accounted;
+    if (m.missing_packets == 0 && m.unrecorded_packets == 0) return;
+    m.gap = m.missing_packets >= gap_min_missing;
+    if (m.gap) ++d.gaps;
+    d.missing_packets += m.missing_packets;
+    d.unrecorded_packets += m.unrecorded_packets;
+    if (d.marks.size() < max_marks) d.marks.push_back(m);
+    else ++d.marks_dropped;
+}
+
 report_data report_builder::finish() const
 {
     if (data_.rows == 0) throw std::invalid_argument("report_builder: no rows");
     report_data d = data_;
+    if (spacing_s_ == 0) {  // a short run: the spacing from the intervals it has
+        const double s = median_spacing(pending_);
+        if (s > 0) {
+            d.packet_spacing_s = s;
+            for (const auto& p : pending_) classify(p, s, d);
+        }
+    }
 
     for (auto& s : d.paths) {
         const auto zero_whole = d.ber_mode ? s.sums.checked_packets : s.sums.packets;

@@ -116,6 +116,29 @@ struct window_stat {
     time_bin bin;
 };
 
+/// Where packets are missing, marked on the page's time axes. The rows say where packets were
+/// found; between two rows the time holds round(dt / spacing) packet slots (spacing: the
+/// median per-packet spacing of the run's first intervals), of which the row accounts for
+/// `packets`; the rest are missing: a gap in the samples, a fade, or detections missed. A
+/// jump of the `packet` index beyond `packets` is packets found whose rows were not written
+/// (paqd's record_rows_lost).
+struct time_mark {
+    double start_s = 0;  ///< time of the row before
+    double end_s = 0;    ///< time of the row after
+    std::uint64_t missing_packets = 0;     ///< slots with no packet found
+    std::uint64_t unrecorded_packets = 0;  ///< packets found without a row
+    /// At least gap_min_missing packets missing in a row: a gap (drawn as a band); otherwise
+    /// a few packets lost (drawn as a tick).
+    bool gap = false;
+};
+
+/// Missing packets in one interval from which it counts as a gap rather than a loss.
+inline constexpr std::uint64_t gap_min_missing = 3;
+/// Intervals whose median per-packet spacing is the run's packet spacing.
+inline constexpr std::size_t spacing_intervals = 63;
+/// Marks kept for drawing (every missing packet is counted regardless).
+inline constexpr std::size_t max_marks = 20000;
+
 struct report_options {
     std::size_t max_points = 1000;  ///< most points per line in the time plots, 2..100000
     double window_s = 1.0;          ///< window for the worst / best moments, >= 0.001 s
@@ -156,6 +179,16 @@ struct report_data {
     double min_time_s = 0;
     double max_time_s = 0;
     std::uint64_t out_of_order_rows = 0; ///< rows whose time is before the previous row's
+    /// The packet spacing (s) gaps are measured in; NaN with fewer than two rows in time order.
+    double packet_spacing_s = std::numeric_limits<double>::quiet_NaN();
+    std::vector<time_mark> marks;            ///< in time order, at most max_marks
+    std::uint64_t gaps = 0;                  ///< marks with gap set (all, not only those kept)
+    std::uint64_t missing_packets = 0;       ///< sum over all intervals
+    std::uint64_t unrecorded_packets = 0;    ///< sum over all intervals
+    std::uint64_t marks_dropped = 0;         ///< beyond max_marks
+    /// time_s = 0 as ns since the Unix epoch (UTC), when the rows carry `time_utc`: the page's
+    /// time axes are then in UTC.
+    std::optional<std::int64_t> utc_origin_ns;
     std::array<std::uint64_t, 5> flag_rows{};  ///< rows with flag bit b (1 << b) set
     std::uint64_t other_flag_rows = 0;         ///< rows with a flag bit above 16
 
@@ -200,6 +233,16 @@ private:
     std::map<std::int64_t, time_bin>::iterator last_window_;
     std::int64_t last_window_key_ = 0;
     double last_time_s_ = 0;
+    // gap detection: the intervals between consecutive rows, held until the spacing is known
+    struct interval {
+        double t0, t1;
+        std::uint64_t row_packets, index_jump;
+    };
+    std::vector<interval> pending_;
+    double spacing_s_ = 0;  ///< 0 until spacing_intervals intervals were seen
+    std::uint64_t last_packet_ = 0;
+    static double median_spacing(const std::vector<interval>& iv);
+    static void classify(const interval& iv, double spacing_s, report_data& d);
 };
 
 /// Reads a packets file through report_builder. Throws input_error.

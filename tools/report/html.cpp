@@ -6,6 +6,7 @@
 #include <cstdarg>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string_view>
 
 namespace paq::report {
@@ -387,16 +388,102 @@ void legend(std::string& s, double x, double y, const std::vector<std::size_t>& 
     }
 }
 
-/// The time axis: seconds, or minutes for runs longer than 10 minutes.
+/// The time axis: UTC when the rows carry absolute time (report_data::utc_origin_ns), else
+/// seconds since the start of the run, or minutes for runs longer than 10 minutes.
 struct time_axis {
     double scale = 1;  ///< divide seconds by this
     std::string title;
+    std::optional<std::int64_t> utc_origin_ns;  ///< time_s = 0 in UTC
+
+    /// Ticks over [lo, hi] (in seconds / scale), about n of them.
+    [[nodiscard]] std::vector<tick> ticks(double lo, double hi, int n) const
+    {
+        if (!utc_origin_ns) return linear_ticks(lo, hi, n);
+        // Steps a clock reads well: 1-2-5 below a second, then 1, 2, 5, 10, 15, 30 s, 1, 2,
+        // 5, 10, 15, 30 min, 1, 2, 3, 6, 12 h; ticks on whole multiples of the step in UTC.
+        static constexpr std::array<double, 23> steps{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2,
+                                                      0.5,   1,     2,     5,    10,   15,   30,  60,
+                                                      120,   300,   600,   900,  1800, 3600, 21600};
+        const double raw = (hi - lo) / n;
+        double step = steps.back();
+        for (const double s : steps) {
+            if (s >= raw) {
+                step = s;
+                break;
+            }
+        }
+        const int decimals = step < 1 ? static_cast<int>(std::lround(-std::log10(step) + 0.49)) : 0;
+        const auto step_ns = static_cast<std::int64_t>(std::llround(step * 1e9));
+        const std::int64_t origin = *utc_origin_ns;
+        const auto lo_ns = origin + static_cast<std::int64_t>(std::floor(lo * 1e9));
+        const auto hi_ns = origin + static_cast<std::int64_t>(std::ceil(hi * 1e9));
+        std::int64_t k = lo_ns / step_ns;
+        if (k * step_ns < lo_ns) ++k;
+        std::vector<tick> out;
+        for (std::int64_t t = k * step_ns; t <= hi_ns && out.size() < 100; t += step_ns) {
+            out.push_back({static_cast<double>(t - origin) / 1e9, format_utc_time(t, decimals)});
+        }
+        return out;
+    }
+    /// A moment (seconds since the start) as the page names it: UTC time or "12.3 s".
+    [[nodiscard]] std::string moment(double t_s) const
+    {
+        if (utc_origin_ns) return format_utc_time(*utc_origin_ns + static_cast<std::int64_t>(std::llround(t_s * 1e9)));
+        return printf_string("%.0f&#8239;s", t_s);
+    }
 };
 
-[[nodiscard]] time_axis choose_time_axis(double span_s)
+[[nodiscard]] time_axis choose_time_axis(double span_s, const report_data& d)
 {
-    if (span_s > 600) return {60, "time since the start of the run (min)"};
-    return {1, "time since the start of the run (s)"};
+    if (d.utc_origin_ns) {
+        return {1, "UTC (the run started " + format_utc_datetime(*d.utc_origin_ns + static_cast<std::int64_t>(std::llround(d.min_time_s * 1e9))) + ")",
+                d.utc_origin_ns};
+    }
+    if (span_s > 600) return {60, "time since the start of the run (min)", std::nullopt};
+    return {1, "time since the start of the run (s)", std::nullopt};
+}
+
+/// Gaps (bands) and lost packets (ticks at the bottom) behind a time panel's lines, from
+/// report_data::marks. Marks closer than a pixel merge, so the SVG stays small however many
+/// the run has. Each carries data-t0 / data-t1 (seconds since the start) for tests and tools.
+void draw_marks(std::string& s, const panel& p, const report_data& d, const time_axis& ta)
+{
+    double last_gap_x1 = -1e9, last_tick_x = -1e9;
+    for (const auto& m : d.marks) {
+        const double x0 = std::clamp(p.px(m.start_s / ta.scale), p.left, p.right());
+        const double x1 = std::clamp(p.px(m.end_s / ta.scale), p.left, p.right());
+        const std::string data = "data-t0=\"" + printf_string("%.6f", m.start_s) + "\" data-t1=\"" +
+                                 printf_string("%.6f", m.end_s) + "\" data-missing=\"" + std::to_string(m.missing_packets) +
+                                 "\" data-unrecorded=\"" + std::to_string(m.unrecorded_packets) + "\"";
+        if (m.gap) {
+            if (x1 <= last_gap_x1 + 1) continue;
+            // At least 2 px wide, so that a gap shorter than a pixel is still seen.
+            const double w = std::max(2.0, x1 - x0);
+            const double xc = (x0 + x1) / 2;
+            rect(s, xc - w / 2, p.top, w, p.height, "class=\"gap\" fill=\"#888\" fill-opacity=\"0.3\" stroke=\"none\" " + data);
+            last_gap_x1 = xc + w / 2;
+        } else {
+            const double x = (x0 + x1) / 2;
+            if (x < last_tick_x + 1) continue;
+            line(s, x, p.bottom() - 7, x, p.bottom(), "class=\"lost\" stroke=\"#c00\" stroke-width=\"1.5\" " + data);
+            last_tick_x = x;
+        }
+    }
+}
+
+/// The legend of draw_marks, right-aligned at (x_right, y); nothing when the run has no mark.
+void marks_legend(std::string& s, double x_right, double y, const report_data& d)
+{
+    if (d.marks.empty()) return;
+    std::string g = "gap (no packet in " + std::to_string(gap_min_missing) + "+ slots)";
+    const std::string l = "packets lost";
+    const double wl = 6.2 * static_cast<double>(l.size()), wg = 6.2 * static_cast<double>(g.size());
+    double x = x_right - wl;
+    text(s, x, y, "start", l, "class=\"legend-lost\"");
+    line(s, x - 6, y - 9, x - 6, y + 1, "stroke=\"#c00\" stroke-width=\"1.5\"");
+    x -= 20 + wg;
+    text(s, x, y, "start", g, "class=\"legend-gap\"");
+    rect(s, x - 14, y - 9, 10, 10, "fill=\"#888\" fill-opacity=\"0.3\" stroke=\"none\"");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -407,8 +494,10 @@ color:#222;max-width:1000px;margin:0 auto;padding:16px 20px 40px;line-height:1.4
 h1{font-size:1.6em;margin:.3em 0 .2em}h2{font-size:1.25em;margin:1.6em 0 .4em;border-bottom:1px solid #ccc;padding-bottom:.15em}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}
+td{white-space:nowrap;font-variant-numeric:tabular-nums}.scroll{overflow-x:auto}
+td .note{white-space:normal}
 th{background:#f2f2f2}td.l,th.l{text-align:left}
-table.facts td,table.facts th{text-align:left;border:none;padding:1px 10px 1px 0}table.facts th{background:none;font-weight:600}
+table.facts td,table.facts th{text-align:left;border:none;padding:1px 10px 1px 0;white-space:normal}table.facts th{background:none;font-weight:600}
 tr.best td{background:#eef7ee;font-weight:600}
 .swatch{display:inline-block;width:22px;height:0;border-top:3px solid;vertical-align:middle;margin-right:5px}
 .note{font-size:.88em;color:#555}.warn{background:#fff4e0;border-left:4px solid #e69f00;padding:4px 10px}
@@ -457,8 +546,21 @@ void header(std::string& h, const report_data& d, const page_inputs& in)
               format_count(d.max_row_packets) + " each)";
     }
     fact("Packets", pk);
-    fact("Time span", format_time(d.min_time_s) + " to " + format_time(d.max_time_s) + " (" +
-                          format_duration(d.max_time_s - d.min_time_s) + ")");
+    std::string span = format_time(d.min_time_s) + " to " + format_time(d.max_time_s) + " (" +
+                       format_duration(d.max_time_s - d.min_time_s) + ")";
+    if (d.utc_origin_ns) {
+        const auto at = [&](double t) { return *d.utc_origin_ns + static_cast<std::int64_t>(std::llround(t * 1e9)); };
+        span += "; UTC " + format_utc_datetime(at(d.min_time_s)) + " to " + format_utc_time(at(d.max_time_s), 3);
+    } else {
+        span += "; the records carry no absolute time (no <code>time_utc</code>), so the axes count from the start";
+    }
+    fact("Time span", span);
+    if (!d.marks.empty()) {
+        std::string g = format_count(d.gaps) + (d.gaps == 1 ? " gap, " : " gaps, ") + format_count(d.missing_packets) +
+                        " packets missing (packet spacing " + format_width(d.packet_spacing_s) + ")";
+        if (d.unrecorded_packets > 0) g += ", " + format_count(d.unrecorded_packets) + " packets without a row (rows lost)";
+        fact("Gaps and losses", g + "; marked on the time axes of figures 1 and 3");
+    }
     fact("Measure", d.ber_mode ? "bit error rate (BER) against the PN pattern: errors / bits, summed exactly over the rows"
                                : "<b>estimated BEP</b>: no PN pattern was configured (the <code>_bits</code> and "
                                  "<code>_errors</code> columns are empty), so paths are compared by their estimated "
@@ -510,7 +612,7 @@ void summary(std::string& h, const report_data& d)
         h += " <span class=\"note\">With fewer than 10 errors the best path's BER is uncertain by a factor of two or "
              "more; a longer run decides between close paths.</span>";
     }
-    h += "</p>\n<table>\n<tr><th>rank</th><th class=\"l\">path</th><th>packets</th>";
+    h += "</p>\n<div class=\"scroll\"><table class=\"summary\">\n<tr><th>rank</th><th class=\"l\">path</th><th>packets</th>";
     if (ber) h += "<th>PN locked<sup>a</sup></th><th>bits</th><th>errors</th><th>BER<sup>b</sup></th>";
     h += "<th>mean est. BEP</th>";
     h += ber ? "<th>packets with 0 errors<sup>c</sup></th>" : "<th>packets with 0 known-bit errors<sup>c</sup></th>";
@@ -527,7 +629,7 @@ void summary(std::string& h, const report_data& d)
             h += "<td>" + format_count(s.sums.bits) + "</td><td>" + format_count(s.sums.errors) + "</td>";
             h += "<td>" + format_rate(s.sums.ber());
             if (s.sums.bits > 0 && s.sums.errors == 0) {
-                h += " <span class=\"note\">(&lt;" + format_rate(3.0 / static_cast<double>(s.sums.bits)) + ")</span>";
+                h += "<span class=\"note\"> (&lt;" + format_rate(3.0 / static_cast<double>(s.sums.bits)) + ")</span>";
             }
             h += "</td>";
         }
@@ -535,14 +637,14 @@ void summary(std::string& h, const report_data& d)
         h += "<td>" + format_share(s.zero_share) + "</td><td>" + format_share(s.bad_share) + "</td>";
         h += "<td>";
         if (s.worst_window) {
-            h += format_rate(s.worst_window_value) + " <span class=\"note\">at " +
-                 printf_string("%.0f&#8239;s", d.windows[*s.worst_window].start_s) + "</span>";
+            h += format_rate(s.worst_window_value) + "<span class=\"note\"> at&nbsp;" +
+                 choose_time_axis(0, d).moment(d.windows[*s.worst_window].start_s) + "</span>";
         } else {
             h += "n/a";
         }
         h += "</td><td>" + format_rate(s.sums.known_ber()) + "</td></tr>\n";
     }
-    h += "</table>\n<p class=\"note\">";
+    h += "</table></div>\n<p class=\"note\">";
     if (ber) {
         h += "<sup>a</sup> Share of packets whose PN checker was locked (bits &gt; 0); only these are counted in bits, "
              "errors and BER. "
@@ -577,6 +679,22 @@ void summary(std::string& h, const report_data& d)
          "also has a low worst window.</p>\n";
 }
 
+/// The sentence under a time figure that explains its gap bands and loss ticks.
+[[nodiscard]] std::string marks_caption(const report_data& d)
+{
+    std::string c = " Grey bands mark gaps: stretches where " + std::to_string(gap_min_missing) +
+                    " or more packets in a row were due (one every " + format_width(d.packet_spacing_s) +
+                    ", the run's packet spacing) and none was found: samples lost before the receiver, or the "
+                    "signal gone. Red ticks at the bottom mark packets lost singly or in pairs";
+    if (d.unrecorded_packets > 0) c += ", and packets found whose rows were not written";
+    c += ". In all, " + format_count(d.gaps) + (d.gaps == 1 ? " gap and " : " gaps and ") + format_count(d.missing_packets) +
+         " packets missing";
+    if (d.unrecorded_packets > 0) c += ", " + format_count(d.unrecorded_packets) + " without a row";
+    c += ".";
+    if (d.marks_dropped > 0) c += " Only the first " + format_count(max_marks) + " are drawn.";
+    return c;
+}
+
 void ber_figure(std::string& h, const report_data& d)
 {
     const bool ber = d.ber_mode;
@@ -587,7 +705,7 @@ void ber_figure(std::string& h, const report_data& d)
 
     const auto n = d.bins.size();
     const double span = static_cast<double>(n) * d.bin_width_s;
-    const auto ta = choose_time_axis(span);
+    const auto ta = choose_time_axis(span, d);
     std::vector<double> x(n);
     for (std::size_t i = 0; i < n; ++i) {
         x[i] = (d.bin_start_s + (static_cast<double>(i) + 0.5) * d.bin_width_s) / ta.scale;
@@ -614,22 +732,58 @@ void ber_figure(std::string& h, const report_data& d)
     p.zero_strip = true;
     p.y_lo = lo;
     p.y_hi = hi;
-    draw_axes(s, p, linear_ticks(p.x_lo, p.x_hi, 10), log_ticks(lo, hi), ta.title,
+    draw_axes(s, p, ta.ticks(p.x_lo, p.x_hi, 10), log_ticks(lo, hi), ta.title,
               ber ? "BER (errors / bits per bin)" : "estimated BEP (mean per bin)");
+    draw_marks(s, p, d, ta);
+    marks_legend(s, p.right(), p.bottom() + 30, d);
 
-    // The best and worst windows of the best path, as shaded columns behind the lines.
-    const auto mark = [&](const std::optional<std::size_t>& w, std::string_view color, std::string_view label) {
-        if (!w) return;
-        const double x0 = p.px(d.windows[*w].start_s / ta.scale);
-        const double x1 = p.px((d.windows[*w].start_s + d.options.window_s) / ta.scale);
-        const double wpx = std::max(3.0, x1 - x0);
-        const double xc = (x0 + x1) / 2;
-        rect(s, xc - wpx / 2, p.top, wpx, p.height,
-             "fill=\"" + std::string(color) + "\" fill-opacity=\"0.25\" stroke=\"none\"");
-        text(s, xc, p.top - 4, "middle", label, "font-weight=\"600\"");
+    // The best and worst windows of the best path, as shaded columns behind the lines. A run
+    // shorter than the window has one window, wider than the plot: the column is clipped to
+    // the plot, and when best and worst are the same window it is drawn once, labelled so.
+    // Labels that would overlap (windows a few pixels apart) are set side by side.
+    struct column {
+        double x0, x1, xc;
     };
-    mark(d.best_window, "#009E73", "best");
-    mark(d.worst_window, "#D55E00", "worst");
+    const auto place = [&](std::size_t w) {
+        double x0 = std::clamp(p.px(d.windows[w].start_s / ta.scale), p.left, p.right());
+        double x1 = std::clamp(p.px((d.windows[w].start_s + d.options.window_s) / ta.scale), p.left, p.right());
+        if (x1 - x0 < 3) {
+            const double c = std::clamp((x0 + x1) / 2, p.left + 1.5, p.right() - 1.5);
+            x0 = c - 1.5;
+            x1 = c + 1.5;
+        }
+        return column{x0, x1, (x0 + x1) / 2};
+    };
+    const auto shade = [&](const column& c, std::string_view color) {
+        rect(s, c.x0, p.top, c.x1 - c.x0, p.height, "fill=\"" + std::string(color) + "\" fill-opacity=\"0.25\" stroke=\"none\"");
+    };
+    const auto label = [&](double at_x, std::string_view anchor, std::string_view which, std::string_view text_) {
+        text(s, at_x, p.top - 4, anchor, text_,
+             "font-weight=\"600\" class=\"window-label\" data-window=\"" + std::string(which) + "\"");
+    };
+    constexpr double char_px = 6.6;  // an 11 px bold label's width per character, generously
+    if (d.best_window && d.worst_window && *d.best_window == *d.worst_window) {
+        const auto c = place(*d.best_window);
+        shade(c, "#999999");
+        const std::string t = "best = worst (one window)";
+        const double half = char_px * static_cast<double>(t.size()) / 2;
+        label(std::clamp(c.xc, p.left + half, p.right() - half), "middle", "both", t);
+    } else {
+        std::optional<column> b, w;
+        if (d.best_window) shade(*(b = place(*d.best_window)), "#009E73");
+        if (d.worst_window) shade(*(w = place(*d.worst_window)), "#D55E00");
+        const double wb = char_px * 4, ww = char_px * 5;  // "best", "worst"
+        if (b && w && std::abs(b->xc - w->xc) < (wb + ww) / 2 + 6) {
+            // Side by side around their middle, the left window's label on the left.
+            const double mid = std::clamp((b->xc + w->xc) / 2, p.left + wb + 3, p.right() - ww - 3);
+            const bool best_left = b->xc <= w->xc;
+            label(mid - 3, "end", best_left ? "best" : "worst", best_left ? "best" : "worst");
+            label(mid + 3, "start", best_left ? "worst" : "best", best_left ? "worst" : "best");
+        } else {
+            if (b) label(std::clamp(b->xc, p.left + wb / 2, p.right() - wb / 2), "middle", "best", "best");
+            if (w) label(std::clamp(w->xc, p.left + ww / 2, p.right() - ww / 2), "middle", "worst", "worst");
+        }
+    }
 
     // Worst-ranked first, so that the best path is drawn on top.
     for (std::size_t r = n_paths; r-- > 0;) {
@@ -653,7 +807,9 @@ void ber_figure(std::string& h, const report_data& d)
              : "estimated BEP above 0 (the estimate underflowed); gaps mean there were no packets. ";
     h += "Lines that run together mean the equalizers behave alike; where one lifts away from the others, that path "
          "struggles with the channel at that moment. The shaded columns mark the best and worst " +
-         format_width(d.options.window_s) + " windows of the best path, whose channels are shown in figure 4.</figcaption>\n";
+         format_width(d.options.window_s) + " windows of the best path, whose channels are shown in figure 4.";
+    if (!d.marks.empty()) h += marks_caption(d);
+    h += "</figcaption>\n";
     h += "</figure>\n";
 }
 
@@ -748,7 +904,7 @@ void estimates_figure(std::string& h, const report_data& d)
 
     const auto n = d.bins.size();
     const double span = static_cast<double>(n) * d.bin_width_s;
-    const auto ta = choose_time_axis(span);
+    const auto ta = choose_time_axis(span, d);
     std::vector<double> x(n);
     for (std::size_t i = 0; i < n; ++i) {
         x[i] = (d.bin_start_s + (static_cast<double>(i) + 0.5) * d.bin_width_s) / ta.scale;
@@ -792,11 +948,13 @@ void estimates_figure(std::string& h, const report_data& d)
         p.x_hi = (d.bin_start_s + span) / ta.scale;
         p.y_lo = ylo;
         p.y_hi = yhi;
-        auto xt = linear_ticks(p.x_lo, p.x_hi, 10);
+        auto xt = ta.ticks(p.x_lo, p.x_hi, 10);
         if (k + 1 < rows.size()) {
             for (auto& t : xt) t.label.clear();  // one set of time labels, under the last panel
         }
         draw_axes(s, p, xt, linear_ticks(ylo, yhi, 4), k + 1 == rows.size() ? ta.title : "", rows[k].title);
+        draw_marks(s, p, d, ta);
+        if (k + 1 == rows.size()) marks_legend(s, p.right(), p.bottom() + 30, d);
         band(s, p, x, lo, hi, rows[k].color);
         series(s, p, x, mean, rows[k].color, "", 1.4);
     }
@@ -812,6 +970,7 @@ void estimates_figure(std::string& h, const report_data& d)
          "its strength. <i>Delay spread</i> is the RMS spread of the channel impulse response: the larger it is, the "
          "more the equalizers have to undo, and the more their results differ.";
     if (d.decimated_rows > 0) h += " With decimation, the estimates are those of one packet per row.";
+    if (!d.marks.empty()) h += marks_caption(d);
     h += "</figcaption>\n</figure>\n";
 }
 
@@ -929,8 +1088,49 @@ std::string format_count(std::uint64_t n)
     std::string out;
     const std::size_t lead = digits.size() % 3 == 0 ? 3 : digits.size() % 3;
     out += digits.substr(0, lead);
-    for (std::size_t i = lead; i < digits.size(); i += 3) out += "&#8201;" + digits.substr(i, 3);
+    for (std::size_t i = lead; i < digits.size(); i += 3) out += "&#8239;" + digits.substr(i, 3);
     return out;
+}
+
+std::string format_utc_time(std::int64_t ns, int decimals)
+{
+    constexpr std::int64_t ns_per_s = 1'000'000'000;
+    std::int64_t s = ns / ns_per_s, frac = ns % ns_per_s;
+    if (frac < 0) {
+        frac += ns_per_s;
+        --s;
+    }
+    std::int64_t day_s = s % 86400;
+    if (day_s < 0) day_s += 86400;
+    std::string out = printf_string("%02lld:%02lld:%02lld", static_cast<long long>(day_s / 3600),
+                                    static_cast<long long>(day_s / 60 % 60), static_cast<long long>(day_s % 60));
+    if (decimals > 0) {
+        const int d = std::min(decimals, 9);
+        std::int64_t div = 1;
+        for (int i = d; i < 9; ++i) div *= 10;
+        out += printf_string(".%0*lld", d, static_cast<long long>(frac / div));
+    }
+    return out;
+}
+
+std::string format_utc_datetime(std::int64_t ns)
+{
+    constexpr std::int64_t ns_per_day = 86400LL * 1'000'000'000;
+    std::int64_t days = ns / ns_per_day;
+    if (ns % ns_per_day < 0) --days;
+    // civil_from_days (H. Hinnant)
+    const std::int64_t z = days + 719468;
+    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const std::int64_t doe = z - era * 146097;
+    const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const std::int64_t mp = (5 * doy + 2) / 153;
+    const std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    const std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    const std::int64_t y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+    return printf_string("%04lld-%02lld-%02lld ", static_cast<long long>(y), static_cast<long long>(m),
+                         static_cast<long long>(d)) +
+           format_utc_time(ns, 3) + " UTC";
 }
 
 std::string format_rate(double x)

@@ -52,12 +52,17 @@ struct page_inputs {
 /// worst_window, for those that exist (0, 1 or 2 values).
 [[nodiscard]] std::vector<double> snapshot_times(const report_data& data);
 
-/// An integer with thin spaces between groups of three digits, as the page prints counts:
-/// 1234567 -> "1&#8201;234&#8201;567".
+/// An integer with narrow no-break spaces between groups of three digits, as the page prints
+/// counts: 1234567 -> "1&#8239;234&#8239;567" (a thin space, U+2009, let a number wrap).
 [[nodiscard]] std::string format_count(std::uint64_t n);
 
 /// A rate (BER, BEP) as the page prints it: "0", "1.23e-5", "0.0123"; "n/a" for NaN.
 [[nodiscard]] std::string format_rate(double x);
+
+/// A UTC time as the axes label it: "HH:MM:SS", with `decimals` digits of the second.
+[[nodiscard]] std::string format_utc_time(std::int64_t ns_since_epoch, int decimals = 0);
+/// "YYYY-MM-DD HH:MM:SS.mmm UTC".
+[[nodiscard]] std::string format_utc_datetime(std::int64_t ns_since_epoch);
 
 /// Text with &, <, >, " and ' escaped for HTML.
 [[nodiscard]] std::string html_escape(std::string_view text);

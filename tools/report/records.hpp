@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -63,6 +64,10 @@ struct packet_record {
     double delay_spread_ns = 0;
     double zf_condition = 0;
     std::uint64_t flags = 0;
+    /// The packet's absolute time, ns since 1970-01-01 00:00:00 UTC, from the optional
+    /// `time_utc` column (docs/RECORDS.md); absent when the file has no such column or the
+    /// field is empty (the source gave no absolute time).
+    std::optional<std::int64_t> time_utc_ns;
     /// False when the row's `_bits` / `_errors` fields are empty (no PN pattern configured).
     bool has_pattern = true;
     std::array<path_record, n_paths> paths{};
@@ -117,6 +122,11 @@ private:
     std::vector<std::string_view> fields_;
 };
 
+/// Parses an ISO 8601 UTC time as `time_utc` holds it: "YYYY-MM-DDTHH:MM:SS[.f...]Z", 0 to
+/// 9 fraction digits, the 'Z' required (no other offset). Returns ns since the Unix epoch, or
+/// nullopt when the text is not such a time.
+[[nodiscard]] std::optional<std::int64_t> parse_utc_ns(std::string_view text);
+
 /// Reads <base>-packets.csv row by row. The constructor reads and checks the header (every
 /// column of docs/RECORDS.md must be present); next() parses and checks one row:
 /// integers are non-negative decimal integers, `packets` >= 1, `time_s` finite (|t| <= 1e12 s),
@@ -139,6 +149,7 @@ private:
     // Column index of each field, looked up once from the header.
     std::size_t packet_ = 0, packets_ = 0, time_ = 0, batch_ = 0, start_ = 0, metric_ = 0, cfo_ = 0, sigma2_ = 0,
                 ebn0_ = 0, energy_ = 0, spread_ = 0, zf_cond_ = 0, flags_ = 0;
+    std::optional<std::size_t> time_utc_;  ///< the optional `time_utc` column
     std::array<std::array<std::size_t, 4>, n_paths> path_cols_{};  ///< bits, errors, bep, known_errors
     int pattern_state_ = -1;  ///< -1: not known yet (no row read), 0: no pattern, 1: pattern
 };
