@@ -76,6 +76,8 @@ const std::vector<scalar_metric> scalars = {
     {"vita49_context_sample_rate_hz", G, "The last sample rate a VITA-49 context packet carried (0: none).", [](const S& s) { return s.vita49->context_sample_rate_hz; }, with_vita, false},
     // batches and backends
     {"batches_dispatched", C, "Batches handed to the worker pool.", [](const S& s) { return d(s.pipeline.batches_dispatched); }, nullptr, true},
+    {"windows", C, "Distinct batch-window storages dispatched (a few, constant once they circulate).", [](const S& s) { return d(s.pipeline.windows); }, nullptr, true},
+    {"windows_locked", C, "Of them, windows the backend page-locked once for full-speed uploads (0 on the CPU backend).", [](const S& s) { return d(s.pipeline.windows_locked); }, nullptr, true},
     {"batches_published", C, "Batches processed and published.", [](const S& s) { return d(s.pipeline.batches_published); }, nullptr, true},
     {"batches_lost", C, "Batches lost: their backend and the fallback failed, or paqd was aborted.", [](const S& s) { return d(s.pipeline.batches_lost); }, nullptr, true},
     {"samples_in_lost_batches", C, "Samples of the lost batches.", [](const S& s) { return d(s.pipeline.samples_in_lost_batches); }, nullptr, true},

@@ -1,4 +1,5 @@
 #include "daemon/metrics_http.hpp"
+#include "io/thread_name.hpp"
 
 #include <cmath>
 #include <boost/asio/ip/tcp.hpp>
@@ -221,7 +222,10 @@ metrics_server::metrics_server(const metrics_config& cfg, std::function<std::str
                                  ": " + ec.message() + " (set metrics.port, or metrics.enabled: false)");
     }
     impl_->accept();
-    impl_->thread = std::thread([this] { impl_->io.run(); });
+    impl_->thread = std::thread([this] {
+        io::name_this_thread("paq-metrics");
+        impl_->io.run();
+    });
 }
 
 metrics_server::~metrics_server()

@@ -1,4 +1,5 @@
 #include "daemon/pipeline.hpp"
+#include "io/thread_name.hpp"
 
 #include "dsp/batcher.hpp"
 #include "dsp/input_stage.hpp"
@@ -33,8 +34,10 @@ pipeline::pipeline(pipeline_options opt, io::sample_source& source, io::sample_r
       ring_(ring),
       pool_(std::move(workers), std::move(fallback), static_cast<std::size_t>(std::max(opt_.queue_depth, 1)),
             [this](dsp::sample_batch& b) {
+                // Every window comes back here (never dropped: it may be page-locked; their
+                // number is bounded by what is in flight).
                 std::lock_guard sp(spare_mu_);
-                if (spare_windows_.size() < dsp::batcher::max_spares) spare_windows_.push_back(std::move(b.samples));
+                if (b.samples.capacity() != 0) spare_windows_.push_back(std::move(b.samples));
             }),
       publish_(std::move(publish)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),
@@ -54,9 +57,18 @@ pipeline::~pipeline()
 void pipeline::start()
 {
     batcher_heartbeat_ns_ = now_ns();
-    threads_.emplace_back([this] { acquisition_loop(); });
-    threads_.emplace_back([this] { batcher_loop(); });
-    threads_.emplace_back([this] { publisher_loop(); });
+    threads_.emplace_back([this] {
+        io::name_this_thread("paq-source");
+        acquisition_loop();
+    });
+    threads_.emplace_back([this] {
+        io::name_this_thread("paq-batcher");
+        batcher_loop();
+    });
+    threads_.emplace_back([this] {
+        io::name_this_thread("paq-publisher");
+        publisher_loop();
+    });
 }
 
 void pipeline::request_stop() { source_.stop(); }
@@ -84,6 +96,17 @@ void pipeline::acquisition_loop()
 
 void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 {
+    // A window storage the backend has not seen yet is page-locked once (a few circulate).
+    const void* data = b.samples.data();
+    const std::size_t window_bytes =
+        (opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after) * sizeof(cf32);
+    if (b.samples.capacity() * sizeof(cf32) >= window_bytes &&
+        std::none_of(pins_.begin(), pins_.end(), [&](const auto& p) { return p.first == data; })) {
+        pins_.emplace_back(data, pool_.pin_host_memory(data, b.samples.capacity() * sizeof(cf32)));
+        std::lock_guard s(s_mu_);
+        ++stats_.windows;
+        if (pins_.back().second) ++stats_.windows_locked;
+    }
     // A full queue is back-pressure, not a hang: the heartbeat ticks while submit waits.
     // Aborting, the pool processes nothing new; the batch comes back lost and is counted.
     pool_.submit(std::move(b), ready, [this] { batcher_heartbeat_ns_ = now_ns(); });
@@ -189,6 +212,11 @@ void pipeline::batcher_loop()
         stats_.samples_in_short_segments = bt.samples_in_short_segments();
     }
     while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
+    {
+        // The batcher's storage outlives this loop: it may be page-locked (pins_).
+        std::lock_guard sp(spare_mu_);
+        for (auto& v : bt.release_storage()) spare_windows_.push_back(std::move(v));
+    }
     batcher_done_ = true;
     pool_.close();
 }

@@ -1,4 +1,5 @@
 #include "daemon/recorder.hpp"
+#include "io/thread_name.hpp"
 
 #include "io/sample_file.hpp"
 
@@ -19,7 +20,10 @@ recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bi
     meta.extra_global["paq:bit_rate_hz"] = bit_rate_hz;
     if (cfg.base.has_parent_path()) std::filesystem::create_directories(cfg.base.parent_path());
     writer_ = std::make_unique<io::sample_file_writer>(io::sample_file_writer::create_sigmf(cfg.base, meta));
-    thread_ = std::thread([this] { writer_loop(); });
+    thread_ = std::thread([this] {
+        io::name_this_thread("paq-recorder");
+        writer_loop();
+    });
 }
 
 recorder::~recorder()

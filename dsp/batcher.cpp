@@ -211,6 +211,18 @@ void basic_batcher<T>::recycle(storage&& window)
 }
 
 template <class T>
+auto basic_batcher<T>::release_storage() -> std::vector<storage>
+{
+    std::vector<storage> out = std::move(spares_);
+    spares_.clear();
+    if (buf_.capacity() != 0) out.push_back(std::move(buf_));
+    buf_ = storage{};
+    held_ = 0;
+    given_ = 0;
+    return out;
+}
+
+template <class T>
 std::size_t basic_batcher<T>::max_window_samples() const noexcept { return batch_samples_ + guard_before_ + guard_after_; }
 
 template class basic_batcher<cf32>;

@@ -95,6 +95,11 @@ public:
     /// pipeline ever has in flight, so none is freed while the run goes on).
     void recycle(storage&& window);
     static constexpr std::size_t max_spares = 16;
+    /// Every storage the batcher holds (the window being filled, its samples dropped, and the
+    /// spares), for an owner that must outlive them: the live pipeline page-locks its windows
+    /// and undoes that only when all of them are back. For a batcher that is done (after
+    /// finish() and the last pop()): nothing is cut from it afterwards.
+    [[nodiscard]] std::vector<storage> release_storage();
 
     /// The largest window: batch_samples + both guards. The batcher fills windows in place,
     /// in storage reserved for this many samples that never grows past it (a backend may

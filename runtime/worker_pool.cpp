@@ -1,4 +1,5 @@
 #include "runtime/worker_pool.hpp"
+#include "io/thread_name.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -31,7 +32,10 @@ worker_pool::worker_pool(std::vector<std::unique_ptr<dsp::batch_processor>> work
         if (!w) throw std::invalid_argument("worker_pool: a worker backend is missing");
     }
     threads_.reserve(workers_.size());
-    for (std::size_t w = 0; w < workers_.size(); ++w) threads_.emplace_back([this, w] { worker_loop(w); });
+    for (std::size_t w = 0; w < workers_.size(); ++w) threads_.emplace_back([this, w] {
+        io::name_this_thread("paq-worker" + std::to_string(w));
+        worker_loop(w);
+    });
 }
 
 worker_pool::~worker_pool()

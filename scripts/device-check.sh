@@ -205,8 +205,21 @@ if [[ $mode == soak ]]; then
   ./.device/paqd --config /tmp/paq-soak.yaml --duration "$soak_s" --json-out "$out/soak-paqd.json" > "$out/soak-paqd.log" 2>&1 &
   paqd=$!
   : > "$out/soak-rss.txt"
+  # CPU seconds per thread (the threads are named: paq-source, paq-batcher, paq-worker0,
+  # paq-publisher, ...), the last snapshot before paqd ends: which thread bounds the rate.
+  thread_cpu() {
+    local tck
+    tck=$(getconf CLK_TCK)
+    for t in /proc/"$1"/task/*; do
+      [[ -r $t/stat ]] || continue
+      awk -v tck="$tck" -v name="$(cat "$t/comm" 2> /dev/null)" '{sub(/^.*\) /, ""); printf "%-16s %8.1f s\n", name, ($12 + $13) / tck}' "$t/stat" 2> /dev/null
+    done | sort -k2 -n -r | head -12
+  }
   while kill -0 $paqd 2> /dev/null; do
     echo "$(date +%s) $(awk '/VmRSS/{print $2}' /proc/$paqd/status 2> /dev/null)" >> "$out/soak-rss.txt"
+    snap=$(thread_cpu $paqd)
+    [[ -n $snap ]] && echo "$snap" > "$out/soak-threads.txt"
+    bert_cpu=$(awk -v tck="$(getconf CLK_TCK)" '{sub(/^.*\) /, ""); printf "%.1f", ($12 + $13) / tck}' /proc/$bert/stat 2> /dev/null)
     sleep 10
   done
   wait $paqd || status=1
@@ -215,6 +228,8 @@ if [[ $mode == soak ]]; then
   wait $bert
   grep -v "info:    " "$out/soak-paqd.log" | tail -25
   tail -9 "$out/soak-bert.log"
+  echo "CPU seconds per thread of paqd (10 s before its end); paq-bert: ${bert_cpu:-?} s"
+  cat "$out/soak-threads.txt" 2> /dev/null
   echo "RSS (kB) every 10 s:"
   awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
 fi

@@ -810,3 +810,86 @@ TEST(counters, daemon_md_lists_the_registry)
     const std::string table = daemon::counters_markdown();
     EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), table) << "the table should read:\n" << table;
 }
+
+namespace {
+
+/// The CPU chain, recording what it was asked to page-lock and whether every batch came in a
+/// window it had locked.
+class pinning_backend final : public dsp::batch_processor {
+public:
+    explicit pinning_backend(const dsp::receiver_config& rc) : cpu_(rc) {}
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
+    {
+        {
+            std::lock_guard lk(mu);
+            if (!pinned.count(b.samples.data())) ++unpinned_batches;
+            ++batches;
+        }
+        cpu_.process(b, out);
+    }
+    std::string name() const override { return "pinning"; }
+    std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
+    {
+        std::lock_guard lk(mu);
+        EXPECT_GE(bytes, 1u);
+        pinned.insert(data);
+        auto handle = std::make_shared<int>(0);
+        pins.push_back(handle);
+        return handle;
+    }
+    std::mutex mu;
+    std::set<const void*> pinned;
+    std::vector<std::weak_ptr<void>> pins;
+    std::size_t unpinned_batches = 0, batches = 0;
+
+private:
+    dsp::cpu_backend cpu_;
+};
+
+}  // namespace
+
+// The live pipeline page-locks each window storage once, when first dispatched (its uploads
+// then run at full speed), and undoes it only once the pipeline is gone; a few windows
+// circulate. Counted in windows / windows_locked.
+TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
+{
+    dsp::sim_config sc;
+    sc.preset = "awgn";
+    sc.ebn0_db = 10.0;
+    sc.seed = 4107;
+    const auto sim = test::simulate(sc, 140);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    std::vector<std::unique_ptr<dsp::batch_processor>> w;
+    auto backend = std::make_unique<pinning_backend>(rc);
+    auto* be = backend.get();
+    w.push_back(std::move(backend));
+    std::vector<std::weak_ptr<void>> pins;
+    std::size_t unpinned = 0, batches = 0;
+    {
+        scripted_source src(sim.samples, {{0, sim.samples.size()}});
+        io::sample_ring ring(1'000'000, io::overflow_policy::block, io::host_ring_allocator(false));
+        daemon::pipeline_options po;
+        po.receiver = rc;
+        po.sample_rate_hz = 20.625e6;
+        daemon::pipeline p(po, src, ring, std::move(w), {}, [](const dsp::batch_output&) {});
+        p.start();
+        p.join();
+        const auto st = p.stats();
+        {
+            std::lock_guard lk(be->mu);
+            pins = be->pins;
+            unpinned = be->unpinned_batches;
+            batches = be->batches;
+        }
+        EXPECT_GT(batches, 8u);
+        EXPECT_EQ(unpinned, 0u);
+        EXPECT_GE(pins.size(), 2u);
+        EXPECT_LE(pins.size(), 8u);
+        EXPECT_EQ(st.windows, pins.size());
+        EXPECT_EQ(st.windows_locked, pins.size());
+        for (const auto& h : pins) EXPECT_FALSE(h.expired()) << "a window was unlocked while the pipeline lives";
+    }
+    for (const auto& h : pins) EXPECT_TRUE(h.expired());
+}
