@@ -40,8 +40,9 @@ grep -q "^ExecStart=$prefix/bin/paqd --config $prefix/etc/paqd/paqd.yaml\$" "$pr
 #    _CPack_Packages/ and packages/ stay as they are.
 (cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/cpack") > "$work/cpack.log" 2>&1 \
   || { fail "cpack -G DEB failed: $(tail -20 "$work/cpack.log")"; exit 1; }
-deb=$(ls "$work"/cpack/paqd_"$version"_*.deb 2>/dev/null | head -1)
-[[ -n $deb ]] || { fail "no paqd_${version}_*.deb in $(ls "$work/cpack")"; exit 1; }
+debs=("$work"/cpack/paqd_"$version"_*.deb)
+deb=${debs[0]}
+[[ -f $deb ]] || { fail "no paqd_${version}_*.deb in $(ls "$work/cpack")"; exit 1; }
 dpkg -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/contents"
 expected=(/etc/paqd/paqd.yaml
           /usr/lib/systemd/system/paqd.service /usr/lib/systemd/system/paqd@.service
@@ -84,8 +85,9 @@ done
 # The man pages list every option of --help (paqd's also those of `paqd replay --help`).
 options_of() { grep -oE -- '(^|[ ,])--?[A-Za-z0-9][A-Za-z0-9-]*' | sed 's/^[ ,]//' | sort -u; }
 for p in "${programs[@]}"; do
-  man=$(ls "$root"/usr/share/man/man?/"$p".?.gz 2>/dev/null | head -1)
-  [[ -n $man ]] || continue
+  mans=("$root"/usr/share/man/man?/"$p".?.gz)
+  man=${mans[0]}
+  [[ -f $man ]] || continue  # missing: reported above
   zcat "$man" | sed 's/\\-/-/g; s/\\f[BIR]//g; s/\\&//g' > "$work/man.txt"
   { "$root/usr/bin/$p" --help; [[ $p != paqd ]] || "$root/usr/bin/paqd" replay --help; } | options_of > "$work/options"
   while read -r o; do
