@@ -10,6 +10,7 @@ packages=(
   systemd  # systemd.pc (the unit directory) and systemd-analyze (the unit verification test)
   libgtest-dev libgmock-dev
   gnuplot-nox
+  help2man dpkg-dev  # the man pages from --help; dpkg-shlibdeps for the Debian package's Depends
   python3-jsonschema  # the SigMF schema check of every file paqd writes (ctest sigmf.schema)
   prometheus  # promtool: `promtool check metrics` on a live scrape (ctest metrics.promtool)
   # The fuzz targets (scripts/fuzz.sh): Clang with libFuzzer and the sanitizer runtimes, the
