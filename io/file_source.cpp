@@ -115,9 +115,12 @@ void file_source::run(sample_sink& sink)
         }
         timer.async_wait([&](const boost::system::error_code& ec) {
             if (ec || m.stopping) return;
+            // Only cf32 can hold NaN or Inf (a ci16 sample converts to a finite value).
             std::uint64_t nonfinite = 0;
-            for (std::size_t i = 0; i < n; ++i) {
-                if (!std::isfinite(chunk[i].real()) || !std::isfinite(chunk[i].imag())) ++nonfinite;
+            if (m.reader.info().format == sample_format::cf32_le) {
+                for (std::size_t i = 0; i < n; ++i) {
+                    if (!std::isfinite(chunk[i].real()) || !std::isfinite(chunk[i].imag())) ++nonfinite;
+                }
             }
             sink.write(std::span<const cf32>(chunk.data(), n));
             delivered += n;

@@ -78,9 +78,11 @@ std::size_t bytes_per_sample(sample_format format) noexcept {
 }
 
 namespace {
-// Below this many samples a block is converted on the calling thread (a thread team's start
-// costs more than converting it).
-constexpr std::size_t parallel_decode_min_samples = std::size_t{1} << 16;
+// Below this many samples a block is converted on the calling thread: a thread team's start
+// and its idle spinning cost more than converting it. (At 2^16 the live file source, which
+// converts 64 Ki-sample chunks, started a 16-thread team per chunk: 9 OpenMP threads at 11 s
+// of CPU each over a 150 s soak, the source thread at 116 s; docs/PERFORMANCE.md.)
+constexpr std::size_t parallel_decode_min_samples = std::size_t{1} << 20;
 }  // namespace
 
 void decode(sample_format format, const std::byte* src, std::size_t n, cf32* dst,
