@@ -186,6 +186,13 @@ const section<io::udp_source_config>& udp_schema()
                       {"bytes", "SO_RCVBUF, capped by `net.core.rmem_max` (§7)"}),
             allow_list<C>(at(&C::allow), "a non-empty list of addresses / CIDR prefixes",
                           "datagrams from other senders are dropped and counted (§3, \"Restricting senders\")"),
+            choice<C>("header", at(&C::header),
+                      choice_list<io::udp_header>{{"none", io::udp_header::none},
+                                                  {"gnuradio-seq", io::udp_header::gnuradio_seq},
+                                                  {"gnuradio-seq-size", io::udp_header::gnuradio_seq_size}},
+                      {"", "what precedes the samples: GNU Radio UDP Sink's Header \"None\", \"Sequence Number\" "
+                           "(8 bytes) or \"Seq + Size\" (16 bytes); with a header lost datagrams are counted "
+                           "(§3, \"GNU Radio\")"}),
         };
         return s;
     }();

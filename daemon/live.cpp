@@ -63,6 +63,10 @@ int run_live(const live_options& opt)
                                                           vc.samples_before_rate.load(), vc.count_mismatches.load(),
                                                           vc.context_sample_rate_hz.load()};
         }
+        if (const auto* u = dynamic_cast<const io::udp_source*>(source.get())) {
+            const auto& uc = u->udp_counts();
+            snap.udp = service_snapshot::udp_values{uc.stale.load(), uc.restarts.load(), uc.header_suspected.load()};
+        }
         if (udp) {
             service_snapshot::publisher_values pv;
             for (int k = 0; k < dsp::chain::num_paths; ++k) {

@@ -778,6 +778,21 @@ TEST(DaemonYaml, Vita49StreamChangePolicy) {
     EXPECT_TRUE(contains(bad[1], "source.vita49.stream_timeout_ms = 0 is out of range (allowed: 1 .. 3600000)")) << bad[1];
 }
 
+TEST(DaemonYaml, UdpGnuRadioHeader) {
+    // Issue 13, item 8: GNU Radio's UDP Sink header is named, never guessed silently.
+    const auto defaults = paq::config::parse_daemon_config("source:\n  type: udp\n");
+    EXPECT_EQ(defaults.source.udp.header, paq::io::udp_header::none);
+    for (const auto h : {paq::io::udp_header::gnuradio_seq, paq::io::udp_header::gnuradio_seq_size}) {
+        const auto cfg = paq::config::parse_daemon_config("source:\n  type: udp\n  udp:\n    header: " +
+                                                          std::string(paq::io::to_string(h)) + "\n");
+        EXPECT_EQ(cfg.source.udp.header, h);
+        EXPECT_EQ(paq::config::parse_daemon_config(paq::config::to_yaml(cfg)).source.udp.header, h);
+    }
+    const auto bad = daemon_errors("source:\n  type: udp\n  udp:\n    header: seqnum\n");
+    ASSERT_EQ(bad.size(), 1u);
+    EXPECT_TRUE(contains(bad[0], "source.udp.header: got 'seqnum' (allowed: none, gnuradio-seq, gnuradio-seq-size)")) << bad[0];
+}
+
 TEST(DaemonYaml, Vita49SampleRateFromTheSendersContext) {
     // Issue 11: sample_rate_hz 0 takes the rate from the sender's IF Context packets, waiting
     // context_timeout_s at start; both round-trip, and a bad timeout names its range.
@@ -856,6 +871,7 @@ void expect_same(const daemon_config& a, const daemon_config& b) {
     EXPECT_EQ(sa.udp.sample_rate_hz, sb.udp.sample_rate_hz);
     EXPECT_EQ(sa.udp.rcvbuf_bytes, sb.udp.rcvbuf_bytes);
     EXPECT_EQ(sa.udp.allow, sb.udp.allow);
+    EXPECT_EQ(sa.udp.header, sb.udp.header);
     EXPECT_EQ(sa.vita49.bind_address, sb.vita49.bind_address);
     EXPECT_EQ(sa.vita49.port, sb.vita49.port);
     EXPECT_EQ(sa.vita49.stream_id, sb.vita49.stream_id);
@@ -979,6 +995,7 @@ daemon_config every_field_changed() {
     s.udp.sample_rate_hz = 1e3;
     s.udp.rcvbuf_bytes = 0;
     s.udp.allow = {"192.168.1.0/24"};
+    s.udp.header = paq::io::udp_header::gnuradio_seq_size;
     s.vita49.bind_address = "::";
     s.vita49.port = 4992;
     s.vita49.stream_change = paq::io::stream_change_policy::stay;

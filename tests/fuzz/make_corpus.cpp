@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <fstream>
 #include <random>
 #include <string>
@@ -437,6 +438,18 @@ void net_corpus()
         add_record(udp, std::vector<std::byte>(enc.begin() + 400, enc.begin() + 1600));
         put("fuzz_udp_source", "datagrams-" + suffix, udp);
     }
+    // GNU Radio UDP Sink sequence numbers (u64 little-endian): in order from 1, two lost, a
+    // duplicate, a reordered one, a restart at 1, and a jump to the top of the range.
+    auto seqs = [](std::initializer_list<std::uint64_t> list) {
+        bytes b;
+        for (const std::uint64_t v : list)
+            for (int i = 0; i < 8; ++i) b.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+        return b;
+    };
+    put("fuzz_udp_sequence", "in-order", seqs({1, 2, 3, 4, 5}));
+    put("fuzz_udp_sequence", "lost-dup-reorder", seqs({1, 2, 5, 5, 4, 6, 9}));
+    put("fuzz_udp_sequence", "restart", seqs({1, 2, 3, 1, 2, 1, 1}));
+    put("fuzz_udp_sequence", "extremes", seqs({0, UINT64_MAX, 1, UINT64_MAX - 1, UINT64_MAX}));
 }
 
 }  // namespace
