@@ -19,6 +19,7 @@
 #include "io/file_source.hpp"
 #include "io/iio_source.hpp"
 #include "io/net_source.hpp"
+#include "io/zmq_source.hpp"
 #include "io/udp_publisher.hpp"
 #include "io/ring_buffer.hpp"
 
@@ -30,7 +31,7 @@
 
 namespace paq::config {
 
-enum class source_type : std::uint8_t { file, tcp, udp, vita49, iio };
+enum class source_type : std::uint8_t { file, tcp, udp, vita49, iio, zmq };
 
 struct source_config {
     source_type type = source_type::file;
@@ -43,6 +44,7 @@ struct source_config {
     io::udp_source_config udp = with_rate(io::udp_source_config{});
     io::vita49_source_config vita49 = with_rate(io::vita49_source_config{});
     io::iio_config iio;
+    io::zmq_source_config zmq = with_rate(io::zmq_source_config{});
 
     template <typename C>
     [[nodiscard]] static C with_rate(C c)

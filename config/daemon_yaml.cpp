@@ -20,6 +20,7 @@ std::string_view to_string(source_type t) noexcept
     case source_type::udp: return "udp";
     case source_type::vita49: return "vita49";
     case source_type::iio: return "iio";
+    case source_type::zmq: return "zmq";
     }
     return "?";
 }
@@ -186,6 +187,13 @@ const section<io::udp_source_config>& udp_schema()
                       {"bytes", "SO_RCVBUF, capped by `net.core.rmem_max` (§7)"}),
             allow_list<C>(at(&C::allow), "a non-empty list of addresses / CIDR prefixes",
                           "datagrams from other senders are dropped and counted (§3, \"Restricting senders\")"),
+            choice<C>("header", at(&C::header),
+                      choice_list<io::udp_header>{{"none", io::udp_header::none},
+                                                  {"gnuradio-seq", io::udp_header::gnuradio_seq},
+                                                  {"gnuradio-seq-size", io::udp_header::gnuradio_seq_size}},
+                      {"", "what precedes the samples: GNU Radio UDP Sink's Header \"None\", \"Sequence Number\" "
+                           "(8 bytes) or \"Seq + Size\" (16 bytes); with a header lost datagrams are counted "
+                           "(§3, \"GNU Radio\")"}),
         };
         return s;
     }();
@@ -290,6 +298,33 @@ const section<io::iio_config>& iio_schema()
     return table;
 }
 
+const section<io::zmq_source_config>& zmq_schema()
+{
+    using C = io::zmq_source_config;
+    static const section<C> table = [] {
+        section<C> s;
+        s.fields = {
+            text<C>("endpoint", at(&C::endpoint), "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
+                    {"", "where the sender's ZMQ sink is bound; paqd connects"}),
+            choice<C>("pattern", at(&C::pattern),
+                      choice_list<io::zmq_pattern>{{"sub", io::zmq_pattern::sub}, {"pull", io::zmq_pattern::pull}},
+                      {"", "sub for GNU Radio's ZMQ PUB Sink, pull for its ZMQ PUSH Sink"}),
+            choice<C>("format", at(&C::format), sample_formats, {"", "wire format (GNU Radio's complex: cf32_le)"}),
+            number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
+            number<C>("sample_rate_hz", at(&C::sample_rate_hz), above(0, 1e9), {"Hz", "the sender's rate (ZeroMQ carries none)"}),
+            number<C>("high_water_mark", at(&C::high_water_mark), between(1, 1'000'000),
+                      {"messages", "ZMQ_RCVHWM: SUB drops beyond it, silently without tags (§3, \"ZeroMQ\")"}),
+            number<C>("max_message_bytes", at(&C::max_message_bytes), between(1024, 268'435'456),
+                      {"bytes", "ZMQ_MAXMSGSIZE: a larger message drops the connection (libzmq reconnects)"}),
+            choice<C>("tags", at(&C::tags),
+                      choice_list<io::zmq_tags>{{"none", io::zmq_tags::none}, {"gnuradio", io::zmq_tags::gnuradio}},
+                      {"", "the sink's Pass Tags: gnuradio reads its tag header and counts lost samples exactly"}),
+        };
+        return s;
+    }();
+    return table;
+}
+
 const section<source_config>& source_schema()
 {
     using C = source_config;
@@ -301,7 +336,8 @@ const section<source_config>& source_schema()
                                                {"tcp", source_type::tcp},
                                                {"udp", source_type::udp},
                                                {"vita49", source_type::vita49},
-                                               {"iio", source_type::iio}},
+                                               {"iio", source_type::iio},
+                                               {"zmq", source_type::zmq}},
                       {"", "which sub-section is used", "`file` (paqd.yaml: `vita49`)"}),
             number<C>("stall_timeout_s", at(&C::stall_timeout_s), between(0.05, 3600),
                       {"s", "no samples for this long: the segment is ended and a stall counted (§5)"}),
@@ -310,6 +346,7 @@ const section<source_config>& source_schema()
             subsection<C>("udp", udp_schema(), at(&C::udp)),
             subsection<C>("vita49", vita49_schema(), at(&C::vita49)),
             subsection<C>("iio", iio_schema(), at(&C::iio)),
+            subsection<C>("zmq", zmq_schema(), at(&C::zmq)),
         };
         // The selected source's own checks: those that involve several keys (a TCP port 0 in
         // connect mode, retry_max_s below retry_initial_s, a buffer longer than the timeout,
@@ -324,6 +361,7 @@ const section<source_config>& source_schema()
             case source_type::udp: ctx.report(sub, c.udp.validate(), mark); break;
             case source_type::vita49: ctx.report(sub, c.vita49.validate(), mark); break;
             case source_type::iio: ctx.report(sub, c.iio.validate(), mark); break;
+            case source_type::zmq: ctx.report(sub, c.zmq.validate(), mark); break;
             }
         };
         return s;
@@ -343,7 +381,7 @@ const section<ring_config>& ring_schema()
                       choice_list<ring_overflow>{{"auto", ring_overflow::automatic},
                                                  {"drop", ring_overflow::drop},
                                                  {"block", ring_overflow::block}},
-                      {"", "what a full ring does (§5). auto: `block` for file and tcp, `drop` for udp, vita49 and iio"}),
+                      {"", "what a full ring does (§5). auto: `block` for file and tcp, `drop` for udp, vita49, iio and zmq"}),
             boolean<C>("lock_memory", at(&C::lock_memory),
                        {"", "pinned memory: `cudaHostAlloc` with the cuda backend (failure is fatal), else `mlock` "
                             "(failure falls back to pageable memory, said in the `ring:` log line)"}),

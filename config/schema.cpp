@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -96,7 +97,10 @@ const std::vector<field_info>& schema()
 {
     static const std::vector<field_info> fields = [] {
         std::vector<field_info> out;
-        detail::daemon_schema().describe(daemon_config{}, "", out);
+        // A named, heap-held default (not a temporary): GCC 12 at -O3 warns maybe-uninitialized
+        // on the temporary's inlined string members, a false positive.
+        const auto defaults = std::make_unique<const daemon_config>();
+        detail::daemon_schema().describe(*defaults, "", out);
         return out;
     }();
     return fields;

@@ -24,6 +24,8 @@ constexpr metric_type G = metric_type::gauge;
 
 double d(std::uint64_t v) { return static_cast<double>(v); }
 bool with_vita(const S& s) { return s.vita49.has_value(); }
+bool with_udp(const S& s) { return s.udp.has_value(); }
+bool with_zmq(const S& s) { return s.zmq.has_value(); }
 bool with_publisher(const S& s) { return s.publisher.has_value(); }
 bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
@@ -62,6 +64,13 @@ const std::vector<scalar_metric> scalars = {
     {"source_refused", C, "Datagrams and connections refused: the sender is not in the allow-list.", [](const S& s) { return d(s.source.refused); }, nullptr, true},
     {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source.reconnects); }, nullptr, true},
     {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source.nonfinite); }, nullptr, true},
+    // raw UDP (GNU Radio sequence header)
+    {"udp_stale", C, "Raw UDP datagrams with a GNU Radio sequence number not after the last (duplicate or reordered) dropped.", [](const S& s) { return d(s.udp->stale); }, with_udp, true},
+    {"udp_restarts", C, "Raw UDP GNU Radio sequence numbers back to 1 (the sender restarted).", [](const S& s) { return d(s.udp->restarts); }, with_udp, true},
+    {"udp_header_suspected", G, "1: header none, but the datagrams carry what looks like GNU Radio's sequence number (set source.udp.header).", [](const S& s) { return d(s.udp->header_suspected); }, with_udp, true},
+    // ZeroMQ (GNU Radio tag header)
+    {"zmq_messages_with_tags", C, "ZeroMQ messages carrying GNU Radio stream tags (not decoded) dropped.", [](const S& s) { return d(s.zmq->messages_with_tags); }, with_zmq, true},
+    {"zmq_tag_header_suspected", G, "1: tags none, but the messages start with GNU Radio's tag header (set source.zmq.tags).", [](const S& s) { return d(s.zmq->tag_header_suspected); }, with_zmq, true},
     // VITA-49
     {"vita49_context_packets", C, "VITA-49 context packets skipped.", [](const S& s) { return d(s.vita49->context_packets); }, with_vita, true},
     {"vita49_other_stream", C, "VITA-49 data packets of another stream id dropped.", [](const S& s) { return d(s.vita49->other_stream); }, with_vita, true},
@@ -366,6 +375,8 @@ std::string counters_markdown()
 {
     auto when = [](bool (*p)(const S&)) -> std::string {
         if (p == with_vita) return " (VITA-49 source)";
+        if (p == with_udp) return " (raw UDP source)";
+        if (p == with_zmq) return " (ZeroMQ source)";
         if (p == with_publisher) return " (publisher on)";
         if (p == with_records) return " (records on)";
         if (p == with_recording) return " (recording on)";

@@ -6,6 +6,7 @@
 #include "daemon/notify.hpp"
 #include "io/file_source.hpp"
 #include "io/net_source.hpp"
+#include "io/zmq_source.hpp"
 #include "io/udp_publisher.hpp"
 #include "daemon/records.hpp"
 #include "daemon/recorder.hpp"
@@ -62,6 +63,14 @@ int run_live(const live_options& opt)
                                                           vc.context_rate_mismatches.load(), vc.packets_before_rate.load(),
                                                           vc.samples_before_rate.load(), vc.count_mismatches.load(),
                                                           vc.context_sample_rate_hz.load()};
+        }
+        if (const auto* u = dynamic_cast<const io::udp_source*>(source.get())) {
+            const auto& uc = u->udp_counts();
+            snap.udp = service_snapshot::udp_values{uc.stale.load(), uc.restarts.load(), uc.header_suspected.load()};
+        }
+        if (const auto* z = dynamic_cast<const io::zmq_source*>(source.get())) {
+            const auto& zc = z->zmq_counts();
+            snap.zmq = service_snapshot::zmq_values{zc.messages_with_tags.load(), zc.tag_header_suspected.load()};
         }
         if (udp) {
             service_snapshot::publisher_values pv;

@@ -3,6 +3,7 @@
 #include "io/file_source.hpp"
 #include "io/iio_source.hpp"
 #include "io/net_source.hpp"
+#include "io/zmq_source.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -22,6 +23,8 @@ std::unique_ptr<io::sample_source> make_source(const config::source_config& cfg)
         return std::make_unique<io::vita49_source>(cfg.vita49);
     case config::source_type::iio:
         return std::make_unique<io::iio_source>(cfg.iio);
+    case config::source_type::zmq:
+        return std::make_unique<io::zmq_source>(cfg.zmq);
     }
     throw std::runtime_error("source type '" + std::string(config::to_string(cfg.type)) +
                              "' is not available in this build");

@@ -407,6 +407,37 @@ bool sender_allow_list::allows(std::string_view numeric_address) const
     return !ec && allows(v6_bytes(a));
 }
 
+std::string_view to_string(udp_header h) noexcept
+{
+    switch (h) {
+    case udp_header::none: return "none";
+    case udp_header::gnuradio_seq: return "gnuradio-seq";
+    case udp_header::gnuradio_seq_size: return "gnuradio-seq-size";
+    }
+    return "?";
+}
+
+std::size_t header_bytes(udp_header h) noexcept
+{
+    switch (h) {
+    case udp_header::none: return 0;
+    case udp_header::gnuradio_seq: return 8;
+    case udp_header::gnuradio_seq_size: return 16;  // u64 + i16, padded to the u64's alignment
+    }
+    return 0;
+}
+
+udp_seq_result check_udp_sequence(std::optional<std::uint64_t> last, std::uint64_t seq) noexcept
+{
+    if (!last) return {};
+    // A sink restarted mid-stream numbers from 1 again; a stale 1 right after 1 is a duplicate.
+    if (seq == 1 && *last != 0 && *last != 1) return {udp_seq_verdict::restart, 0};
+    if (seq <= *last) return {udp_seq_verdict::stale, 0};
+    const std::uint64_t missing = seq - *last - 1;
+    if (missing == 0) return {};
+    return {udp_seq_verdict::lost, missing};
+}
+
 std::string_view to_string(stream_change_policy p) noexcept
 {
     switch (p) {
@@ -744,9 +775,12 @@ struct udp_source::impl final : net_core {
     impl(source_counters& c, udp_source_config config)
         : net_core(c, "udp " + endpoint_text(config.bind_address, config.port) + " (raw " +
                           std::string(to_sigmf_datatype(config.format)) + ", " +
-                          format_rate(config.sample_rate_hz) + ", loss undetectable" +
+                          format_rate(config.sample_rate_hz) +
+                          (config.header == udp_header::none
+                               ? std::string(", loss undetectable")
+                               : ", header " + std::string(to_string(config.header))) +
                           (config.allow.empty() ? "" : ", allow-list") + ")"),
-          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)),
+          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)), head_bytes(header_bytes(cfg.header)),
           samples(max_datagram_bytes / sample_bytes + 1)
     {
         set_allow_list(cfg.allow);
@@ -758,25 +792,102 @@ struct udp_source::impl final : net_core {
         socket.close(ec);
     }
 
+    [[nodiscard]] static std::uint64_t read_u64_le(const std::byte* p) noexcept
+    {
+        std::uint64_t v = 0;
+        for (int i = 7; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
+        return v;
+    }
+
+    // header none: GNU Radio's sequence number is 1, 2, 3, ... in the first 8 bytes. Random IQ
+    // (or noise) does not count up by exactly one over several datagrams, so a run of
+    // suspect_run consecutive +1 steps among the first suspect_window datagrams is taken as
+    // the mistake and said once; the samples are still delivered (as configured).
+    static constexpr int suspect_run = 4;
+    static constexpr int suspect_window = 64;
+    void watch_for_header(std::span<const std::byte> d)
+    {
+        if (suspect_done || d.size() < 8) return;
+        const std::uint64_t first = read_u64_le(d.data());
+        if (suspect_last && first == *suspect_last + 1 && first < (std::uint64_t{1} << 48)) ++suspect_steps;
+        else suspect_steps = 0;
+        suspect_last = first;
+        if (suspect_steps >= suspect_run) {
+            suspect_done = true;
+            udp_counts.header_suspected.store(1);
+            spdlog::warn("{}: the first 8 bytes of each datagram count up by one ({} at the last): this looks like "
+                         "GNU Radio's UDP Sink with Header \"Sequence Number\" or \"Seq + Size\", read here as "
+                         "samples. Set source.udp.header to gnuradio-seq or gnuradio-seq-size (DAEMON.md §3)",
+                         name, first);
+        }
+        if (++suspect_seen >= suspect_window) suspect_done = true;
+    }
+
     void on_datagram(std::span<const std::byte> d)
     {
         counters.bytes += d.size();
-        if (d.size() % sample_bytes != 0) {
+        if (d.empty()) return;  // GNU Radio's end-of-stream marker (or an empty probe)
+        if (cfg.header == udp_header::none) watch_for_header(d);
+        if (d.size() < head_bytes) {
             counters.malformed += 1;
-            limiter.warn("{}: datagram of {} bytes is not a whole number of {}-byte {} samples; dropped", name,
-                         d.size(), sample_bytes, to_sigmf_datatype(cfg.format));
+            limiter.warn("{}: datagram of {} bytes is shorter than its {}-byte {} header; dropped", name, d.size(),
+                         head_bytes, to_string(cfg.header));
             sink->gap(0, gap_reason::source_error);
             return;
         }
-        const std::size_t n = d.size() / sample_bytes;
-        decode(cfg.format, d.data(), n, samples.data(), cfg.ci16_scale);
+        const auto body = d.subspan(head_bytes);
+        if (body.size() % sample_bytes != 0) {
+            counters.malformed += 1;
+            limiter.warn("{}: datagram of {} bytes ({}-byte header) is not a whole number of {}-byte {} samples; dropped",
+                         name, d.size(), head_bytes, sample_bytes, to_sigmf_datatype(cfg.format));
+            sink->gap(0, gap_reason::source_error);
+            return;
+        }
+        const std::size_t n = body.size() / sample_bytes;
+        if (head_bytes != 0) {
+            const std::uint64_t seq = read_u64_le(d.data());
+            const auto r = check_udp_sequence(last_seq, seq);
+            switch (r.verdict) {
+            case udp_seq_verdict::in_order: break;
+            case udp_seq_verdict::lost:
+            {
+                // A hostile jump could overflow the product: then the count is unknown (0).
+                const std::uint64_t lost_samples =
+                    n != 0 && r.lost <= std::numeric_limits<std::uint64_t>::max() / n ? r.lost * n : 0;
+                counters.packets_lost += r.lost;
+                counters.samples_lost += lost_samples;
+                limiter.warn("{}: {} datagram(s) missing before sequence number {}", name, r.lost, seq);
+                sink->gap(lost_samples, gap_reason::lost_packets);
+            }
+                break;
+            case udp_seq_verdict::restart:
+                udp_counts.restarts += 1;
+                spdlog::warn("{}: sequence number back to 1 after {}: the sender restarted", name, *last_seq);
+                sink->gap(0, gap_reason::discontinuity);
+                break;
+            case udp_seq_verdict::stale:
+                udp_counts.stale += 1;
+                limiter.warn("{}: sequence number {} not after {} (duplicate or reordered); dropped", name, seq,
+                             *last_seq);
+                return;
+            }
+            last_seq = seq;
+        }
+        decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
         deliver(samples.data(), n, cfg.format == sample_format::cf32_le);
     }
 
     udp_source_config cfg;
     std::size_t sample_bytes;
+    std::size_t head_bytes;
     std::vector<cf32> samples;
     udp::socket socket{ioc};
+    udp_counters udp_counts;
+    std::optional<std::uint64_t> last_seq;
+    std::optional<std::uint64_t> suspect_last;
+    int suspect_steps = 0;
+    int suspect_seen = 0;
+    bool suspect_done = false;
 };
 
 udp_source::udp_source(udp_source_config cfg)
@@ -790,6 +901,7 @@ std::string udp_source::describe() const { return impl_->name; }
 double udp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t udp_source::local_port() const noexcept { return impl_->local_port.load(); }
 const udp_source_config& udp_source::config() const noexcept { return impl_->cfg; }
+const udp_counters& udp_source::udp_counts() const noexcept { return impl_->udp_counts; }
 void udp_source::stop() { impl_->request_stop(); }
 
 void udp_source::run(sample_sink& sink)

@@ -7,7 +7,8 @@
 //   tcp_source     connect: resolve -> connect --fail--> wait (backoff) -> resolve ...
 //                                        \--ok--> read ... peer gone --> reconnect
 //                  listen:  bind -> accept one client -> read ... client gone --> accept next
-//   udp_source     bind -> one datagram = whole raw samples (loss cannot be detected)
+//   udp_source     bind -> one datagram = [GNU Radio sequence header] + whole raw samples
+//                  (loss counted only with the header; see udp_header)
 //   vita49_source  bind -> one datagram = one VITA-49 packet; sequence tracking finds losses
 //
 // A reconnect is reported as gap(0, gap_reason::reconnect) before the new connection's first
@@ -107,7 +108,46 @@ struct tcp_source_config {
     [[nodiscard]] std::vector<std::string> validate() const;
 };
 
-/// Raw interleaved IQ datagrams over UDP: each datagram holds whole samples.
+/// What precedes the samples in each raw UDP datagram. The GNU Radio forms are those of
+/// gr-network's UDP Sink block ("Header" parameter; gr-network/lib/udp_sink_impl.cc and
+/// include/gnuradio/network/packet_headers.h), written in the sender's byte order, which paqd
+/// reads as little-endian (x86, ARM):
+///
+///   gnuradio_seq       | seqnum u64 | samples ...             8-byte header
+///   gnuradio_seq_size  | seqnum u64 | length i16 | pad 6 | samples ...   16-byte header
+///                        (sizeof of GNU Radio's struct; `length` is the sink's configured
+///                        payload size, not checked)
+///
+/// The sink numbers its datagrams 1, 2, 3, ... from the start of the flowgraph.
+enum class udp_header : std::uint8_t {
+    none,               ///< samples only (GNU Radio: Header "None"); loss cannot be detected
+    gnuradio_seq,       ///< GNU Radio "Sequence Number"
+    gnuradio_seq_size,  ///< GNU Radio "Seq + Size"
+};
+
+[[nodiscard]] std::string_view to_string(udp_header h) noexcept;
+/// The header's size in bytes (0, 8, 16).
+[[nodiscard]] std::size_t header_bytes(udp_header h) noexcept;
+
+/// What a GNU Radio sequence number says about one datagram, given the last one accepted.
+enum class udp_seq_verdict : std::uint8_t {
+    in_order,  ///< the next one (or the first)
+    lost,      ///< later than the next one: `lost` datagrams are missing before it
+    restart,   ///< back to 1: the sender's flowgraph restarted
+    stale,     ///< not later than the last one (duplicate or reordered): dropped
+};
+
+struct udp_seq_result {
+    udp_seq_verdict verdict = udp_seq_verdict::in_order;
+    std::uint64_t lost = 0;  ///< verdict lost: datagrams missing
+};
+
+/// The sequence check (pure, for the source, the tests and the fuzz target). `last`: the last
+/// accepted sequence number, nullopt before the first.
+[[nodiscard]] udp_seq_result check_udp_sequence(std::optional<std::uint64_t> last, std::uint64_t seq) noexcept;
+
+/// Raw interleaved IQ datagrams over UDP: each datagram holds whole samples, after the
+/// configured header.
 struct udp_source_config {
     std::string bind_address = "0.0.0.0";  ///< numeric IPv4 or IPv6 address
     int port = 5000;                        ///< 0 .. 65535 (0: ephemeral, see udp_source::local_port)
@@ -119,8 +159,20 @@ struct udp_source_config {
     int rcvbuf_bytes = 8 * 1024 * 1024;
     /// Datagrams accepted only from these addresses or CIDR prefixes (empty: any sender).
     std::vector<std::string> allow;
+    /// The header before the samples (GNU Radio's UDP Sink "Header" setting). With none, the
+    /// source watches the first datagrams: if their first 8 bytes count up by one like GNU
+    /// Radio's sequence number it warns once, naming this setting (udp_counters::header_suspected).
+    udp_header header = udp_header::none;
 
     [[nodiscard]] std::vector<std::string> validate() const;
+};
+
+/// Raw UDP events beyond source_counters (read from other threads while the source runs).
+struct udp_counters {
+    std::atomic<std::uint64_t> stale{0};     ///< header: duplicate or reordered datagrams dropped
+    std::atomic<std::uint64_t> restarts{0};  ///< header: sequence back to 1 (sender restarted)
+    /// header none: 1 once the datagrams looked like they carry GNU Radio's sequence number.
+    std::atomic<std::uint64_t> header_suspected{0};
 };
 
 /// What a VITA-49 source does when data packets of another stream id arrive.
@@ -212,10 +264,15 @@ private:
     std::unique_ptr<impl> impl_;
 };
 
-/// Raw IQ datagrams over UDP. Raw UDP carries no sequence number, so lost datagrams cannot be
-/// detected: they vanish without a gap. Use VITA-49 where loss matters. A datagram that is
-/// not a whole number of samples is counted as malformed, dropped, and reported as
-/// gap(0, gap_reason::source_error).
+/// Raw IQ datagrams over UDP. Without a header raw UDP carries no sequence number, so lost
+/// datagrams cannot be detected: they vanish without a gap (use VITA-49 or a GNU Radio header
+/// where loss matters). With a GNU Radio header (udp_header): missing sequence numbers ->
+/// gap(missing x this datagram's samples, lost_packets), counted in packets_lost and
+/// samples_lost (GNU Radio sends equal datagrams, so the count is exact for it); a stale
+/// sequence number is dropped (udp_counters::stale); a restart at 1 -> gap(0, discontinuity).
+/// A datagram shorter than the header or whose samples are not whole is counted as malformed,
+/// dropped, and reported as gap(0, gap_reason::source_error). Empty datagrams (GNU Radio's
+/// end-of-stream marker) are ignored.
 class udp_source final : public sample_source {
 public:
     /// Throws std::invalid_argument listing cfg.validate()'s messages.
@@ -239,6 +296,7 @@ public:
     /// The bound local port once run() has bound the socket; 0 before.
     [[nodiscard]] std::uint16_t local_port() const noexcept;
     [[nodiscard]] const udp_source_config& config() const noexcept;
+    [[nodiscard]] const udp_counters& udp_counts() const noexcept;
 
 private:
     struct impl;

@@ -1,4 +1,4 @@
-// Where samples come from (file, TCP, UDP, VITA-49, libiio) and where they go (the ring
+// Where samples come from (file, TCP, UDP, VITA-49, ZeroMQ, libiio) and where they go (the ring
 // buffer's producer side). A source runs on the acquisition thread: run() blocks until the
 // stream ends, stop() is called, or the source fails for good.
 //

@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libfftw3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libboost-dev libiio-dev libsystemd-dev
+  libzmq3-dev  # the ZeroMQ source (source.type: zmq, GNU Radio's ZMQ sinks; libzmq's C API)
   systemd  # systemd.pc (the unit directory) and systemd-analyze (the unit verification test)
   libgtest-dev libgmock-dev
   gnuplot-nox

@@ -778,6 +778,37 @@ TEST(DaemonYaml, Vita49StreamChangePolicy) {
     EXPECT_TRUE(contains(bad[1], "source.vita49.stream_timeout_ms = 0 is out of range (allowed: 1 .. 3600000)")) << bad[1];
 }
 
+TEST(DaemonYaml, UdpGnuRadioHeader) {
+    // Issue 13, item 8: GNU Radio's UDP Sink header is named, never guessed silently.
+    const auto defaults = paq::config::parse_daemon_config("source:\n  type: udp\n");
+    EXPECT_EQ(defaults.source.udp.header, paq::io::udp_header::none);
+    for (const auto h : {paq::io::udp_header::gnuradio_seq, paq::io::udp_header::gnuradio_seq_size}) {
+        const auto cfg = paq::config::parse_daemon_config("source:\n  type: udp\n  udp:\n    header: " +
+                                                          std::string(paq::io::to_string(h)) + "\n");
+        EXPECT_EQ(cfg.source.udp.header, h);
+        EXPECT_EQ(paq::config::parse_daemon_config(paq::config::to_yaml(cfg)).source.udp.header, h);
+    }
+    const auto bad = daemon_errors("source:\n  type: udp\n  udp:\n    header: seqnum\n");
+    ASSERT_EQ(bad.size(), 1u);
+    EXPECT_TRUE(contains(bad[0], "source.udp.header: got 'seqnum' (allowed: none, gnuradio-seq, gnuradio-seq-size)")) << bad[0];
+}
+
+TEST(DaemonYaml, ZmqSource) {
+    // Issue 13, item 8: source.zmq binds through the schema; bad values name the key.
+    const auto cfg = paq::config::parse_daemon_config(
+        "source:\n  type: zmq\n  zmq:\n    endpoint: tcp://10.0.0.5:5555\n    pattern: pull\n    tags: gnuradio\n");
+    EXPECT_EQ(cfg.source.type, paq::config::source_type::zmq);
+    EXPECT_EQ(cfg.source.zmq.endpoint, "tcp://10.0.0.5:5555");
+    EXPECT_EQ(cfg.source.zmq.pattern, paq::io::zmq_pattern::pull);
+    EXPECT_EQ(cfg.source.zmq.tags, paq::io::zmq_tags::gnuradio);
+    EXPECT_EQ(cfg.source.zmq.format, paq::io::sample_format::cf32_le);
+    const auto bad = daemon_errors("source:\n  type: zmq\n  zmq:\n    endpoint: tcp://host\n    pattern: pub\n");
+    ASSERT_EQ(bad.size(), 2u);
+    // Sorted by line: the endpoint (line 4) first, the pattern (line 5) next.
+    EXPECT_TRUE(contains(bad[0], "source.zmq.endpoint = 'tcp://host' is not a ZeroMQ endpoint")) << bad[0];
+    EXPECT_TRUE(contains(bad[1], "source.zmq.pattern: got 'pub' (allowed: sub, pull)")) << bad[1];
+}
+
 TEST(DaemonYaml, Vita49SampleRateFromTheSendersContext) {
     // Issue 11: sample_rate_hz 0 takes the rate from the sender's IF Context packets, waiting
     // context_timeout_s at start; both round-trip, and a bad timeout names its range.
@@ -856,6 +887,15 @@ void expect_same(const daemon_config& a, const daemon_config& b) {
     EXPECT_EQ(sa.udp.sample_rate_hz, sb.udp.sample_rate_hz);
     EXPECT_EQ(sa.udp.rcvbuf_bytes, sb.udp.rcvbuf_bytes);
     EXPECT_EQ(sa.udp.allow, sb.udp.allow);
+    EXPECT_EQ(sa.udp.header, sb.udp.header);
+    EXPECT_EQ(sa.zmq.endpoint, sb.zmq.endpoint);
+    EXPECT_EQ(sa.zmq.pattern, sb.zmq.pattern);
+    EXPECT_EQ(sa.zmq.format, sb.zmq.format);
+    EXPECT_EQ(sa.zmq.ci16_scale, sb.zmq.ci16_scale);
+    EXPECT_EQ(sa.zmq.sample_rate_hz, sb.zmq.sample_rate_hz);
+    EXPECT_EQ(sa.zmq.high_water_mark, sb.zmq.high_water_mark);
+    EXPECT_EQ(sa.zmq.max_message_bytes, sb.zmq.max_message_bytes);
+    EXPECT_EQ(sa.zmq.tags, sb.zmq.tags);
     EXPECT_EQ(sa.vita49.bind_address, sb.vita49.bind_address);
     EXPECT_EQ(sa.vita49.port, sb.vita49.port);
     EXPECT_EQ(sa.vita49.stream_id, sb.vita49.stream_id);
@@ -979,6 +1019,15 @@ daemon_config every_field_changed() {
     s.udp.sample_rate_hz = 1e3;
     s.udp.rcvbuf_bytes = 0;
     s.udp.allow = {"192.168.1.0/24"};
+    s.udp.header = paq::io::udp_header::gnuradio_seq_size;
+    s.zmq.endpoint = "ipc:///run/gr.sock";
+    s.zmq.pattern = paq::io::zmq_pattern::pull;
+    s.zmq.format = paq::io::sample_format::ci16_le;
+    s.zmq.ci16_scale = 3.0f;
+    s.zmq.sample_rate_hz = 2e6;
+    s.zmq.high_water_mark = 50;
+    s.zmq.max_message_bytes = 4096;
+    s.zmq.tags = paq::io::zmq_tags::gnuradio;
     s.vita49.bind_address = "::";
     s.vita49.port = 4992;
     s.vita49.stream_change = paq::io::stream_change_policy::stay;
@@ -1196,7 +1245,7 @@ TEST(ConfigSchema, EveryFieldIsDocumented) {
     }
     EXPECT_EQ(paq::config::schema_sections(),
               (std::vector<std::string>{"receiver", "source", "source.file", "source.tcp", "source.udp",
-                                        "source.vita49", "source.iio", "ring", "pipeline", "publisher", "monitor",
+                                        "source.vita49", "source.iio", "source.zmq", "ring", "pipeline", "publisher", "monitor",
                                         "records", "recording", "metrics", "log"}));
 }
 

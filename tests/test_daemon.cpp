@@ -648,6 +648,8 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     snap.source.refused = 3;
     snap.vita49 = daemon::service_snapshot::vita49_values{};
     snap.vita49->count_mismatches = 2;
+    snap.udp = daemon::service_snapshot::udp_values{4, 1, 1};
+    snap.zmq = daemon::service_snapshot::zmq_values{2, 1};
     snap.publisher = daemon::service_snapshot::publisher_values{};
     snap.publisher->send_errors[2] = 5;
     snap.publisher->send_errors[4] = 6;

@@ -517,6 +517,145 @@ TEST(udp_source, delivers_exactly_the_samples_sent_and_rejects_partial_samples)
     EXPECT_EQ(source.counters().malformed.load(), 1u);
 }
 
+// GNU Radio's UDP Sink headers (gr-network packet_headers.h): seqnum u64 in the sender's
+// byte order (little-endian here), then for "Seq + Size" an i16 length and padding to 16.
+[[nodiscard]] std::vector<std::byte> gnuradio_datagram(udp_header h, std::uint64_t seq, std::span<const std::byte> body)
+{
+    std::vector<std::byte> d(header_bytes(h));
+    for (std::size_t i = 0; i < 8 && i < d.size(); ++i) d[i] = static_cast<std::byte>(seq >> (8 * i));
+    if (h == udp_header::gnuradio_seq_size) {
+        const auto len = static_cast<std::uint16_t>(d.size() + body.size());
+        d[8] = static_cast<std::byte>(len & 0xff);
+        d[9] = static_cast<std::byte>(len >> 8);
+    }
+    d.insert(d.end(), body.begin(), body.end());
+    return d;
+}
+
+TEST(udp_sequence, verdicts)
+{
+    EXPECT_EQ(check_udp_sequence(std::nullopt, 7).verdict, udp_seq_verdict::in_order);
+    EXPECT_EQ(check_udp_sequence(7, 8).verdict, udp_seq_verdict::in_order);
+    const auto lost = check_udp_sequence(7, 10);
+    EXPECT_EQ(lost.verdict, udp_seq_verdict::lost);
+    EXPECT_EQ(lost.lost, 2u);
+    EXPECT_EQ(check_udp_sequence(7, 7).verdict, udp_seq_verdict::stale);
+    EXPECT_EQ(check_udp_sequence(7, 3).verdict, udp_seq_verdict::stale);
+    EXPECT_EQ(check_udp_sequence(7, 1).verdict, udp_seq_verdict::restart);
+    EXPECT_EQ(check_udp_sequence(1, 1).verdict, udp_seq_verdict::stale);
+    const auto wrap = check_udp_sequence(0, UINT64_MAX);
+    EXPECT_EQ(wrap.verdict, udp_seq_verdict::lost);
+    EXPECT_EQ(wrap.lost, UINT64_MAX - 1);
+    EXPECT_EQ(header_bytes(udp_header::none), 0u);
+    EXPECT_EQ(header_bytes(udp_header::gnuradio_seq), 8u);
+    EXPECT_EQ(header_bytes(udp_header::gnuradio_seq_size), 16u);
+}
+
+class udp_gnuradio_header : public ::testing::TestWithParam<udp_header> {};
+
+TEST_P(udp_gnuradio_header, counts_lost_datagrams_from_sequence_numbers_and_drops_stale_ones)
+{
+    const udp_header h = GetParam();
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    cfg.header = h;
+    udp_source source(cfg);
+    EXPECT_NE(source.describe().find("header " + std::string(to_string(h))), std::string::npos);
+    recording_sink sink;
+    const auto all = ci16_samples(20 * 256, 11);
+    const auto bytes = encode_le(sample_format::ci16_le, all);
+    // Datagrams 1 .. 20 (256 samples each); 6 and 7 are "lost", 9 arrives twice.
+    std::vector<cf32> expected;
+    for (std::size_t k = 0; k < 20; ++k)
+        if (k != 5 && k != 6) expected.insert(expected.end(), all.begin() + k * 256, all.begin() + (k + 1) * 256);
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < 20; ++k) {
+        if (k == 5 || k == 6) continue;
+        const auto d = gnuradio_datagram(h, k + 1, std::span(bytes).subspan(k * 1024, 1024));
+        tx.send_to(asio::buffer(d), dst);
+        if (k == 8) tx.send_to(asio::buffer(d), dst);  // a duplicate
+        if (k == 10) tx.send_to(asio::buffer(d.data(), 5), dst);  // shorter than any header
+        std::this_thread::sleep_for(1ms);
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{5 * 256, 2 * 256, gap_reason::lost_packets},
+                                                   {9 * 256, 0, gap_reason::source_error}}));
+    EXPECT_EQ(source.counters().packets_lost.load(), 2u);
+    EXPECT_EQ(source.counters().samples_lost.load(), 512u);
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
+    EXPECT_EQ(source.udp_counts().stale.load(), 1u);
+    EXPECT_EQ(source.udp_counts().header_suspected.load(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(gnuradio, udp_gnuradio_header,
+                         ::testing::Values(udp_header::gnuradio_seq, udp_header::gnuradio_seq_size));
+
+TEST(udp_source, header_none_with_gnuradio_sequence_numbers_is_flagged_not_silent)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    udp_source source(cfg);
+    recording_sink sink;
+    const auto all = ci16_samples(10 * 256, 12);
+    const auto bytes = encode_le(sample_format::ci16_le, all);
+    sink.stop_source_at(source, 10 * 258);  // the 8-byte header reads as 2 more ci16 samples each
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < 10; ++k) {
+        const auto d = gnuradio_datagram(udp_header::gnuradio_seq, k + 1, std::span(bytes).subspan(k * 1024, 1024));
+        tx.send_to(asio::buffer(d), dst);
+        std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(source.udp_counts().header_suspected.load(), 1u);
+}
+
+TEST(udp_source, header_none_with_plain_samples_is_not_flagged)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    udp_source source(cfg);
+    recording_sink sink;
+    const auto all = ci16_samples(20 * 256, 13);
+    const auto bytes = encode_le(sample_format::ci16_le, all);
+    sink.stop_source_at(source, all.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < 20; ++k) {
+        tx.send_to(asio::buffer(bytes.data() + k * 1024, 1024), dst);
+        std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), all);
+    EXPECT_EQ(source.udp_counts().header_suspected.load(), 0u);
+}
+
 TEST(udp_source, bind_failure_throws_naming_the_source)
 {
     asio::io_context ioc;

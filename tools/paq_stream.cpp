@@ -4,6 +4,7 @@
 //
 //   paq-stream demo.sigmf-meta --mode vita49 --host 127.0.0.1 --port 4991 --drop-every 100
 //   paq-stream capture.ci16 --datatype ci16_le --sample-rate 6.6e6 --mode tcp-listen --port 5000 --loop
+//   paq-stream demo.sigmf-meta --mode zmq-pub --host 127.0.0.1 --port 5555 --format cf32 --gnuradio-tags
 #include "config/cli.hpp"
 #include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
@@ -26,6 +27,7 @@
 #include <CLI/CLI.hpp>
 #include <signal.h>
 #include <boost/asio.hpp>
+#include <zmq.h>
 
 namespace {
 
@@ -62,6 +64,8 @@ struct options {
     std::optional<double> stall_at_s;
     double stall_for_s = 0;
     bool loop = false;
+    bool gnuradio_tags = false;       ///< zmq-*: GNU Radio's tag header (Pass Tags on) before each message
+    std::string gnuradio_udp_header = "none";  ///< udp: none, seq or seq-size (GNU Radio UDP Sink)
 };
 
 struct totals {
@@ -92,6 +96,29 @@ public:
 
     void open()
     {
+        if (o_.mode == "zmq-pub" || o_.mode == "zmq-push") {
+            // As GNU Radio's ZMQ PUB / PUSH Sinks: bind, the receiver connects. PUB is an XPUB
+            // here so that sending starts once the receiver has subscribed (PUB/SUB drops what
+            // is sent before, which would make runs differ).
+            const bool pub = o_.mode == "zmq-pub";
+            zctx_ = zmq_ctx_new();
+            zsock_ = zmq_socket(zctx_, pub ? ZMQ_XPUB : ZMQ_PUSH);
+            const int linger = 5000;
+            zmq_setsockopt(zsock_, ZMQ_LINGER, &linger, sizeof linger);
+            const std::string ep = "tcp://" + o_.host + ":" + std::to_string(o_.port);
+            if (zmq_bind(zsock_, ep.c_str()) != 0)
+                throw std::runtime_error("cannot bind " + ep + ": " + zmq_strerror(zmq_errno()));
+            std::cout << "paq-stream: " << o_.mode << " bound to " << ep << (pub ? ", waiting for a subscriber" : "")
+                      << std::endl;
+            if (pub) {
+                const int poll_ms = 200;
+                zmq_setsockopt(zsock_, ZMQ_RCVTIMEO, &poll_ms, sizeof poll_ms);
+                char b[8];
+                while (zmq_recv(zsock_, b, sizeof b, 0) < 1 || b[0] != 1)
+                    if (interrupted) throw std::runtime_error("interrupted while waiting for a subscriber");
+            }
+            return;
+        }
         if (o_.mode == "udp" || o_.mode == "vita49") {
             udp::resolver r(ioc_);
             dst_ = *r.resolve(o_.host, std::to_string(o_.port)).begin();
@@ -126,7 +153,7 @@ public:
     /// Sends samples starting at stream position `position`, as unit number `index` (from 0).
     bool send(std::span<const paq::cf32> samples, std::uint64_t position, std::uint64_t index, totals& t)
     {
-        const bool datagrams = sock_udp_.is_open();
+        const bool datagrams = sock_udp_.is_open() || zsock_ != nullptr;
         if (datagrams && o_.drop_every > 0 && (index + 1) % o_.drop_every == 0) {
             ++t.datagrams_dropped;
             t.samples_dropped += samples.size();
@@ -144,10 +171,34 @@ public:
             buf_.resize(paq::io::vita49::packet_bytes(f, samples.size()));
             (void)paq::io::vita49::encode_packet(f, samples, scale_, buf_, &clipped);
         } else {
-            buf_.resize(samples.size() * paq::io::bytes_per_sample(format_));
-            clipped = paq::io::encode(format_, samples.data(), samples.size(), buf_.data(), scale_);
+            // GNU Radio's headers, little-endian: the UDP Sink's sequence number (from 1, u64;
+            // seq-size adds the i16 payload size and pads to 16 bytes), or gr-zeromq's tag
+            // header (u16 0x5FF0, u8 1, u64 item offset, u64 tag count 0).
+            std::vector<std::byte> head;
+            auto put_le = [&head](std::uint64_t v, int bytes) {
+                for (int i = 0; i < bytes; ++i) head.push_back(static_cast<std::byte>(v >> (8 * i)));
+            };
+            const std::size_t body = samples.size() * paq::io::bytes_per_sample(format_);
+            if (zsock_ && o_.gnuradio_tags) {
+                put_le(0x5FF0, 2);
+                put_le(1, 1);
+                put_le(position, 8);
+                put_le(0, 8);
+            } else if (o_.mode == "udp" && o_.gnuradio_udp_header != "none") {
+                put_le(index + 1, 8);
+                if (o_.gnuradio_udp_header == "seq-size") {
+                    put_le(16 + body, 2);
+                    put_le(0, 6);
+                }
+            }
+            buf_.resize(head.size() + body);
+            std::copy(head.begin(), head.end(), buf_.begin());
+            clipped = paq::io::encode(format_, samples.data(), samples.size(), buf_.data() + head.size(), scale_);
         }
-        if (datagrams)
+        if (zsock_) {
+            if (zmq_send(zsock_, buf_.data(), buf_.size(), 0) < 0)
+                throw std::runtime_error(std::string("zmq send failed: ") + zmq_strerror(zmq_errno()));
+        } else if (datagrams)
             sock_udp_.send_to(asio::buffer(buf_), dst_);
         else
             asio::write(sock_tcp_, asio::buffer(buf_));
@@ -164,6 +215,9 @@ public:
         if (sock_tcp_.is_open()) sock_tcp_.shutdown(tcp::socket::shutdown_send, ec);
         sock_tcp_.close(ec);
         sock_udp_.close(ec);
+        if (zsock_) zmq_close(zsock_);  // lingers until what is queued is sent (ZMQ_LINGER)
+        if (zctx_) zmq_ctx_term(zctx_);
+        zsock_ = zctx_ = nullptr;
     }
 
 private:
@@ -175,6 +229,8 @@ private:
     tcp::socket sock_tcp_;
     udp::endpoint dst_;
     std::vector<std::byte> buf_;
+    void* zctx_ = nullptr;
+    void* zsock_ = nullptr;
 };
 
 }  // namespace
@@ -188,10 +244,13 @@ int main(int argc, char** argv)
                      "0 recording sent; 1 runtime failure (recording unreadable, connection or send error); 2 usage error");
     options o;
     app.add_option("input", o.input, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name, or a .sigmf archive) or raw file")->required();
-    app.add_option("--mode", o.mode, "tcp-connect, tcp-listen, udp (raw IQ datagrams) or vita49")
+    app.add_option("--mode", o.mode,
+                   "tcp-connect, tcp-listen, udp (raw IQ datagrams), vita49, or zmq-pub / zmq-push (bind "
+                   "tcp://HOST:PORT as GNU Radio's ZMQ PUB / PUSH Sinks do; zmq-pub waits for a subscriber)")
         ->required()
-        ->check(CLI::IsMember({"tcp-connect", "tcp-listen", "udp", "vita49"}));
-    app.add_option("--host", o.host, "Peer (tcp-connect, udp, vita49) or local address to bind (tcp-listen)")
+        ->check(CLI::IsMember({"tcp-connect", "tcp-listen", "udp", "vita49", "zmq-pub", "zmq-push"}));
+    app.add_option("--host", o.host,
+                   "Peer (tcp-connect, udp, vita49) or local address to bind (tcp-listen, zmq-pub, zmq-push)")
         ->capture_default_str();
     app.add_option("--port", o.port, "Port: 1..65535 (tcp-listen: 0 picks a free one and prints it)")->required();
     app.add_option("--datatype", o.raw_format, "Raw input only: sample type, cf32_le or ci16_le (SigMF gives its own)");
@@ -218,12 +277,23 @@ int main(int argc, char** argv)
         ->capture_default_str();
     app.add_option("--stall-at", o.stall_at_s, "Fault: pause once at this stream time, in seconds of samples");
     app.add_option("--stall-for", o.stall_for_s, "Fault: length of the pause in seconds (with --stall-at)");
+    app.add_flag("--gnuradio-tags", o.gnuradio_tags,
+                 "zmq-*: put GNU Radio's tag header (Pass Tags on, no tags) before each message: the receiver "
+                 "counts --drop-every losses exactly");
+    app.add_option("--gnuradio-udp-header", o.gnuradio_udp_header,
+                   "udp: GNU Radio UDP Sink's Header: none, seq (Sequence Number) or seq-size (Seq + Size)")
+        ->check(CLI::IsMember({"none", "seq", "seq-size"}))
+        ->capture_default_str();
     app.add_flag("--loop", o.loop, "Start again at the end of the recording (until interrupted)");
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
 
     // Argument checks that CLI11 cannot express: exit 2 with every problem listed.
     std::vector<std::string> bad;
-    const bool datagrams = o.mode == "udp" || o.mode == "vita49";
+    const bool datagrams = o.mode == "udp" || o.mode == "vita49" || o.mode == "zmq-pub" || o.mode == "zmq-push";
+    if (o.gnuradio_tags && o.mode != "zmq-pub" && o.mode != "zmq-push")
+        bad.emplace_back("--gnuradio-tags applies to --mode zmq-pub and zmq-push only");
+    if (o.gnuradio_udp_header != "none" && o.mode != "udp")
+        bad.emplace_back("--gnuradio-udp-header applies to --mode udp only");
     if (o.port < (o.mode == "tcp-listen" ? 0 : 1) || o.port > 65535)
         bad.push_back("--port " + std::to_string(o.port) + " is out of range (allowed: 1 .. 65535" +
                       (o.mode == "tcp-listen" ? ", or 0 for tcp-listen)" : ")"));

@@ -182,6 +182,52 @@ for p_off, p_live in zip(off["paths"], live["paths"]):
         assert p_live["ber"] < 2 * p_off["ber"] + 1e-3, (p_off, p_live)
 EOF
   ;;
+zmq-drops|udp-gnuradio-drops)
+  # GNU Radio interop (issue 13, item 8): the sender plays GNU Radio's ZMQ PUSH Sink with
+  # Pass Tags on (the tag header's item offsets), or its UDP Sink with Header "Sequence
+  # Number"; every 50th message is dropped, and paqd counts each loss exactly from the
+  # header, as for VITA-49.
+  offline
+  if [[ $case_name == zmq-drops ]]; then
+    write_config "  type: zmq
+  zmq: {endpoint: 'tcp://127.0.0.1:$src_port', pattern: pull, format: cf32_le, sample_rate_hz: 20625000, tags: gnuradio}
+  stall_timeout_s: 1.0"
+    sender_args=(--mode zmq-push --format cf32 --gnuradio-tags)
+  else
+    write_config "  type: udp
+  udp: {bind: 127.0.0.1, port: $src_port, format: ci16_le, sample_rate_hz: 20625000, header: gnuradio-seq}
+  stall_timeout_s: 1.0"
+    sender_args=(--mode udp --format ci16 --gnuradio-udp-header seq)
+  fi
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" "${sender_args[@]}" --host 127.0.0.1 --port "$src_port" --samples-per-packet 2048 \
+    --rate-factor 0.5 --drop-every 50 > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
+  sleep 1.5   # the stall timeout ends the last segment
+  kill -TERM "$paqd_pid"
+  wait_paqd
+  wait_bert
+  compare subset
+  python3 - "$work" <<'EOF' || fail "loss accounting"
+import json, sys, re
+work = sys.argv[1]
+live = json.load(open(f"{work}/live.json"))
+total = 5156250  # 0.25 s at 20.625 MS/s
+m = re.search(r"dropped (\d+)", open(f"{work}/stream.log").read())
+dropped = int(m.group(1))
+lost = live["samples_lost_in_gaps"]
+print(f"sender dropped {dropped} messages; paqd: gaps {live['gaps']}, samples lost {lost}, samples in {live['samples_in']}")
+assert dropped > 0
+assert live["gaps_by_reason"]["lost-packets"] == dropped, live["gaps_by_reason"]
+assert live["samples_in"] + lost == total, (live["samples_in"], lost, total)
+assert lost == dropped * 2048, (lost, dropped)
+assert live["source_malformed"] == 0, live
+off = json.load(open(f"{work}/offline.json"))
+for p_off, p_live in zip(off["paths"], live["paths"]):
+    if p_off["path"] in ("mmse", "cma", "fde1"):
+        assert p_live["ber"] < 2 * p_off["ber"] + 1e-3, (p_off, p_live)
+EOF
+  ;;
 stall)
   # The sender pauses 2.5 s in the middle (stall timeout 1 s): the stall is counted, the
   # packets before it are published without waiting for more samples, and reception resumes.

@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
+#include <utility>
 #include <fstream>
 #include <random>
 #include <string>
@@ -437,6 +439,37 @@ void net_corpus()
         add_record(udp, std::vector<std::byte>(enc.begin() + 400, enc.begin() + 1600));
         put("fuzz_udp_source", "datagrams-" + suffix, udp);
     }
+    // GNU Radio UDP Sink sequence numbers (u64 little-endian): in order from 1, two lost, a
+    // duplicate, a reordered one, a restart at 1, and a jump to the top of the range.
+    auto seqs = [](std::initializer_list<std::uint64_t> list) {
+        bytes b;
+        for (const std::uint64_t v : list)
+            for (int i = 0; i < 8; ++i) b.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+        return b;
+    };
+    put("fuzz_udp_sequence", "in-order", seqs({1, 2, 3, 4, 5}));
+    put("fuzz_udp_sequence", "lost-dup-reorder", seqs({1, 2, 5, 5, 4, 6, 9}));
+    put("fuzz_udp_sequence", "restart", seqs({1, 2, 3, 1, 2, 1, 1}));
+    put("fuzz_udp_sequence", "extremes", seqs({0, UINT64_MAX, 1, UINT64_MAX - 1, UINT64_MAX}));
+    // GNU Radio ZeroMQ tag headers (magic f0 5f, version 1, offset u64, ntags u64).
+    auto tag_header = [](std::uint64_t offset, std::uint64_t ntags) {
+        bytes b{0xf0, 0x5f, 0x01};
+        for (const std::uint64_t v : {offset, ntags})
+            for (int i = 0; i < 8; ++i) b.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+        return b;
+    };
+    bytes no_tags = tag_header(1000, 0);
+    no_tags.resize(no_tags.size() + 800);
+    put("fuzz_zmq_tag_header", "no-tags-100-samples", no_tags);
+    bytes two_tags = tag_header(0, 2);
+    two_tags.resize(two_tags.size() + 42 + 80);
+    put("fuzz_zmq_tag_header", "two-tags", two_tags);
+    bytes short_header = tag_header(5, 0);
+    short_header.resize(18);
+    put("fuzz_zmq_tag_header", "short", short_header);
+    bytes swapped = tag_header(1, 0);
+    std::swap(swapped[0], swapped[1]);
+    put("fuzz_zmq_tag_header", "big-endian-magic", swapped);
 }
 
 }  // namespace

@@ -1,0 +1,265 @@
+#include "io/zmq_source.hpp"
+
+#include <spdlog/spdlog.h>
+#include <zmq.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+namespace paq::io {
+
+std::string_view to_string(zmq_pattern p) noexcept
+{
+    switch (p) {
+    case zmq_pattern::sub: return "sub";
+    case zmq_pattern::pull: return "pull";
+    }
+    return "?";
+}
+
+std::string_view to_string(zmq_tags t) noexcept
+{
+    switch (t) {
+    case zmq_tags::none: return "none";
+    case zmq_tags::gnuradio: return "gnuradio";
+    }
+    return "?";
+}
+
+namespace {
+
+[[nodiscard]] std::uint64_t le64(const std::byte* p) noexcept
+{
+    std::uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = (v << 8) | std::to_integer<std::uint64_t>(p[i]);
+    return v;
+}
+
+[[nodiscard]] bool endpoint_ok(const std::string& e)
+{
+    for (const char* scheme : {"tcp://", "ipc://", "inproc://"}) {
+        const std::string s(scheme);
+        if (e.rfind(s, 0) == 0 && e.size() > s.size()) {
+            if (s != "tcp://") return true;
+            // tcp://HOST:PORT with a port 1 .. 65535
+            const auto colon = e.rfind(':');
+            if (colon == std::string::npos || colon < s.size() + 1) return false;
+            const std::string port = e.substr(colon + 1);
+            if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
+            const int p = std::stoi(port);
+            return p >= 1 && p <= 65535;
+        }
+    }
+    return false;
+}
+
+[[nodiscard]] std::string format_rate(double hz)
+{
+    std::ostringstream os;
+    os << hz / 1e6 << " MHz";
+    return os.str();
+}
+
+}  // namespace
+
+std::optional<gnuradio_tag_header> parse_gnuradio_tag_header(std::span<const std::byte> msg) noexcept
+{
+    if (msg.size() < gnuradio_tag_header_bytes) return std::nullopt;
+    // magic 0x5FF0 as a little-endian u16: f0 5f; version 1
+    if (msg[0] != std::byte{0xf0} || msg[1] != std::byte{0x5f} || msg[2] != std::byte{0x01}) return std::nullopt;
+    return gnuradio_tag_header{le64(msg.data() + 3), le64(msg.data() + 11)};
+}
+
+std::vector<std::string> zmq_source_config::validate() const
+{
+    std::vector<std::string> e;
+    auto out_of_range = [&](const std::string& field, const auto& value, const std::string& allowed) {
+        std::ostringstream os;
+        os << field << " = " << value << " is out of range (allowed: " << allowed << ")";
+        e.push_back(os.str());
+    };
+    if (!endpoint_ok(endpoint))
+        e.push_back("endpoint = '" + endpoint +
+                    "' is not a ZeroMQ endpoint (allowed: tcp://HOST:PORT with PORT 1 .. 65535, ipc://PATH, inproc://NAME)");
+    if (!(ci16_scale > 0.0f) || !std::isfinite(ci16_scale)) out_of_range("ci16_scale", ci16_scale, "> 0");
+    if (!(sample_rate_hz > 0.0) || !std::isfinite(sample_rate_hz) || sample_rate_hz > 1e9)
+        out_of_range("sample_rate_hz", sample_rate_hz, "0 < x <= 1e9, the sender's rate; ZeroMQ carries none");
+    if (high_water_mark < 1 || high_water_mark > 1'000'000) out_of_range("high_water_mark", high_water_mark, "1 .. 1000000");
+    if (max_message_bytes < 1024 || max_message_bytes > (256 << 20))
+        out_of_range("max_message_bytes", max_message_bytes, "1024 .. 268435456");
+    return e;
+}
+
+struct zmq_source::impl {
+    explicit impl(source_counters& c, zmq_source_config config)
+        : counters(c), cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)),
+          name("zmq " + std::string(to_string(cfg.pattern)) + " " + cfg.endpoint + " (" +
+               std::string(to_sigmf_datatype(cfg.format)) + ", " + format_rate(cfg.sample_rate_hz) +
+               (cfg.tags == zmq_tags::gnuradio ? ", GNU Radio tag header" : ", tags none: loss undetectable") + ")")
+    {
+    }
+
+    template <class... Args>
+    void warn_limited(spdlog::format_string_t<Args...> fmt, Args&&... args)
+    {
+        const auto now = std::chrono::steady_clock::now();
+        if (warned_ && now - last_warn_ < std::chrono::seconds(1)) return;
+        warned_ = true;
+        last_warn_ = now;
+        spdlog::warn(fmt, std::forward<Args>(args)...);
+    }
+
+    void malformed(sample_sink& sink)
+    {
+        counters.malformed += 1;
+        sink.gap(0, gap_reason::source_error);
+    }
+
+    void on_message(std::span<const std::byte> msg, sample_sink& sink)
+    {
+        counters.packets += 1;
+        counters.bytes += msg.size();
+        std::span<const std::byte> body = msg;
+        std::optional<std::uint64_t> offset;
+        if (cfg.tags == zmq_tags::gnuradio) {
+            const auto h = parse_gnuradio_tag_header(msg);
+            if (!h) {
+                warn_limited("{}: message of {} bytes does not start with GNU Radio's tag header (magic 0x5FF0, "
+                             "version 1) though source.zmq.tags is gnuradio (Pass Tags off at the sender?); dropped",
+                             name, msg.size());
+                malformed(sink);
+                return;
+            }
+            if (h->ntags != 0) {
+                counts.messages_with_tags += 1;
+                warn_limited("{}: message carries {} stream tag(s); paqd does not decode GNU Radio's PMT tags, so it "
+                             "cannot find the samples after them: dropped. Remove the tags upstream (e.g. a Tag Gate) "
+                             "or turn the sink's Pass Tags off and set source.zmq.tags: none",
+                             name, h->ntags);
+                malformed(sink);
+                return;
+            }
+            offset = h->offset;
+            body = msg.subspan(gnuradio_tag_header_bytes);
+        } else if (counts.tag_header_suspected.load() == 0 && parse_gnuradio_tag_header(msg)) {
+            counts.tag_header_suspected.store(1);
+            spdlog::warn("{}: messages start with GNU Radio's tag header (0x5FF0, version 1): the sink's Pass Tags "
+                         "looks on, and its header is read here as samples. Set source.zmq.tags: gnuradio (DAEMON.md §3)",
+                         name);
+        }
+        if (body.size() % sample_bytes != 0) {
+            warn_limited("{}: message of {} bytes ({} after the header) is not a whole number of {}-byte {} samples; "
+                         "dropped",
+                         name, msg.size(), body.size(), sample_bytes, to_sigmf_datatype(cfg.format));
+            malformed(sink);
+            return;
+        }
+        const std::size_t n = body.size() / sample_bytes;
+        if (offset) {
+            if (next_offset && *offset > *next_offset) {
+                const std::uint64_t lost = *offset - *next_offset;
+                counters.samples_lost += lost;
+                counters.packets_lost += 1;  // at least one message; their number is not known
+                warn_limited("{}: {} samples missing before item offset {}", name, lost, *offset);
+                sink.gap(lost, gap_reason::lost_packets);
+            } else if (next_offset && *offset < *next_offset) {
+                // The sender restarted (its offset starts at 0 again) or the stream went back.
+                spdlog::warn("{}: item offset {} is before the expected {}: the sender restarted", name, *offset,
+                             *next_offset);
+                sink.gap(0, gap_reason::discontinuity);
+            }
+            next_offset = *offset + n;
+        }
+        if (n == 0) return;
+        if (samples.size() < n) samples.resize(n);
+        decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
+        if (cfg.format == sample_format::cf32_le)
+            for (std::size_t i = 0; i < n; ++i)
+                if (!std::isfinite(samples[i].real()) || !std::isfinite(samples[i].imag())) counters.nonfinite += 1;
+        counters.samples += n;
+        sink.write(std::span<const cf32>(samples.data(), n));
+    }
+
+    source_counters& counters;
+    zmq_source_config cfg;
+    std::size_t sample_bytes;
+    std::string name;
+    zmq_counters counts;
+    std::atomic<bool> stop_requested{false};
+    std::optional<std::uint64_t> next_offset;
+    std::vector<cf32> samples;
+    bool warned_ = false;
+    std::chrono::steady_clock::time_point last_warn_{};
+};
+
+zmq_source::zmq_source(zmq_source_config cfg)
+{
+    const auto errors = cfg.validate();
+    if (!errors.empty()) {
+        std::string m = "zmq source: ";
+        for (std::size_t i = 0; i < errors.size(); ++i) m += (i ? "; " : "") + errors[i];
+        throw std::invalid_argument(m);
+    }
+    impl_ = std::make_unique<impl>(counters_, std::move(cfg));
+}
+
+zmq_source::~zmq_source() = default;
+
+std::string zmq_source::describe() const { return impl_->name; }
+double zmq_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
+void zmq_source::stop() { impl_->stop_requested.store(true); }
+const zmq_source_config& zmq_source::config() const noexcept { return impl_->cfg; }
+const zmq_counters& zmq_source::zmq_counts() const noexcept { return impl_->counts; }
+
+void zmq_source::run(sample_sink& sink)
+{
+    auto& m = *impl_;
+    if (m.stop_requested.load()) return;
+    struct context {
+        void* p = zmq_ctx_new();
+        ~context() { if (p) zmq_ctx_term(p); }
+    } ctx;
+    struct socket {
+        void* p = nullptr;
+        ~socket() { if (p) zmq_close(p); }
+    } sock;
+    auto fail = [&](const char* what) {
+        throw std::runtime_error(m.name + ": " + what + ": " + zmq_strerror(zmq_errno()));
+    };
+    if (!ctx.p) fail("cannot create a ZeroMQ context");
+    sock.p = zmq_socket(ctx.p, m.cfg.pattern == zmq_pattern::sub ? ZMQ_SUB : ZMQ_PULL);
+    if (!sock.p) fail("cannot create the socket");
+    const int linger = 0;
+    const int hwm = m.cfg.high_water_mark;
+    const std::int64_t max_bytes = m.cfg.max_message_bytes;
+    const int poll_ms = 100;  // how soon stop() is seen
+    if (zmq_setsockopt(sock.p, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_setsockopt(sock.p, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
+        zmq_setsockopt(sock.p, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) != 0 ||
+        zmq_setsockopt(sock.p, ZMQ_RCVTIMEO, &poll_ms, sizeof poll_ms) != 0)
+        fail("cannot set socket options");
+    if (m.cfg.pattern == zmq_pattern::sub && zmq_setsockopt(sock.p, ZMQ_SUBSCRIBE, "", 0) != 0) fail("cannot subscribe");
+    if (zmq_connect(sock.p, m.cfg.endpoint.c_str()) != 0) fail("cannot connect");
+    spdlog::info("{}: connected (high-water mark {} messages, largest message {} bytes)", m.name, hwm, max_bytes);
+
+    zmq_msg_t msg;
+    zmq_msg_init(&msg);
+    while (!m.stop_requested.load()) {
+        const int rc = zmq_msg_recv(&msg, sock.p, 0);
+        if (rc < 0) {
+            const int err = zmq_errno();
+            if (err == EAGAIN || err == EINTR) continue;  // nothing within poll_ms: the stall detector watches
+            zmq_msg_close(&msg);
+            fail("receive failed");
+        }
+        const auto* data = static_cast<const std::byte*>(zmq_msg_data(&msg));
+        m.on_message(std::span<const std::byte>(data, zmq_msg_size(&msg)), sink);
+    }
+    zmq_msg_close(&msg);
+}
+
+}  // namespace paq::io

@@ -1,0 +1,283 @@
+// Tests of io/zmq_source against senders built on libzmq here, as GNU Radio's gr-zeromq sinks
+// send: PUSH -> PULL and PUB -> SUB, with and without GNU Radio's tag header
+// (gr-zeromq/lib/tag_headers.cc: magic u16 0x5FF0, version u8 1, offset u64, ntags u64, tags).
+#include <gtest/gtest.h>
+
+#include "io/sample_format.hpp"
+#include "io/zmq_source.hpp"
+
+#include <zmq.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace paq::io;
+using paq::cf32;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct gap_event {
+    std::size_t at;
+    std::uint64_t lost;
+    gap_reason reason;
+    friend bool operator==(const gap_event&, const gap_event&) = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const gap_event& g)
+{
+    return os << "{at " << g.at << ", lost " << g.lost << ", " << to_string(g.reason) << "}";
+}
+
+class recording_sink final : public sample_sink {
+public:
+    void write(std::span<const cf32> s) override
+    {
+        std::lock_guard lock(m_);
+        samples_.insert(samples_.end(), s.begin(), s.end());
+        if (source_ && samples_.size() >= stop_at_) source_->stop();
+        cv_.notify_all();
+    }
+    void gap(std::uint64_t lost, gap_reason r) override
+    {
+        std::lock_guard lock(m_);
+        gaps_.push_back({samples_.size(), lost, r});
+    }
+    void stop_source_at(sample_source& s, std::size_t n) { source_ = &s, stop_at_ = n; }
+    std::vector<cf32> samples() { std::lock_guard lock(m_); return samples_; }
+    std::vector<gap_event> gaps() { std::lock_guard lock(m_); return gaps_; }
+
+private:
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::vector<cf32> samples_;
+    std::vector<gap_event> gaps_;
+    sample_source* source_ = nullptr;
+    std::size_t stop_at_ = 0;
+};
+
+[[nodiscard]] std::vector<cf32> random_samples(std::size_t n, unsigned seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> d(0.0f, 0.5f);
+    std::vector<cf32> s(n);
+    for (auto& x : s) x = {d(rng), d(rng)};
+    return s;
+}
+
+[[nodiscard]] std::vector<std::byte> cf32_bytes(std::span<const cf32> s)
+{
+    std::vector<std::byte> b(s.size() * 8);
+    (void)encode(sample_format::cf32_le, s.data(), s.size(), b.data(), default_ci16_scale);
+    return b;
+}
+
+/// GNU Radio's tag header with `ntags` tags (their bodies: junk bytes, paqd does not read them).
+[[nodiscard]] std::vector<std::byte> tag_header(std::uint64_t offset, std::uint64_t ntags = 0)
+{
+    std::vector<std::byte> h{std::byte{0xf0}, std::byte{0x5f}, std::byte{0x01}};
+    for (int i = 0; i < 8; ++i) h.push_back(static_cast<std::byte>(offset >> (8 * i)));
+    for (int i = 0; i < 8; ++i) h.push_back(static_cast<std::byte>(ntags >> (8 * i)));
+    for (std::uint64_t t = 0; t < ntags; ++t) h.insert(h.end(), 21, std::byte{0x02});
+    return h;
+}
+
+/// A GNU Radio-like sink: PUSH, or XPUB (a PUB that also sees the subscription, so the test
+/// sends only once the SUB is listening: PUB/SUB drops what is sent before).
+class sender {
+public:
+    explicit sender(zmq_pattern p) : pub_(p == zmq_pattern::sub)
+    {
+        ctx_ = zmq_ctx_new();
+        sock_ = zmq_socket(ctx_, pub_ ? ZMQ_XPUB : ZMQ_PUSH);
+        const int linger = 1000;
+        zmq_setsockopt(sock_, ZMQ_LINGER, &linger, sizeof linger);
+        EXPECT_EQ(zmq_bind(sock_, "tcp://127.0.0.1:*"), 0);
+        char ep[256];
+        std::size_t len = sizeof ep;
+        zmq_getsockopt(sock_, ZMQ_LAST_ENDPOINT, ep, &len);
+        endpoint = ep;
+    }
+    ~sender()
+    {
+        zmq_close(sock_);
+        zmq_ctx_term(ctx_);
+    }
+    /// PUB: waits for the subscription (up to 5 s).
+    bool wait_subscriber()
+    {
+        if (!pub_) return true;
+        const int timeout = 5000;
+        zmq_setsockopt(sock_, ZMQ_RCVTIMEO, &timeout, sizeof timeout);
+        char buf[16];
+        return zmq_recv(sock_, buf, sizeof buf, 0) >= 1 && buf[0] == 1;
+    }
+    void send(const std::vector<std::byte>& m) { ASSERT_EQ(zmq_send(sock_, m.data(), m.size(), 0), static_cast<int>(m.size())); }
+
+    std::string endpoint;
+
+private:
+    bool pub_;
+    void* ctx_ = nullptr;
+    void* sock_ = nullptr;
+};
+
+struct run_in_background {
+    run_in_background(sample_source& s, sample_sink& k) : t([&] { s.run(k); }) {}
+    ~run_in_background() { if (t.joinable()) t.join(); }
+    std::thread t;
+};
+
+[[nodiscard]] zmq_source_config config_for(const std::string& endpoint, zmq_pattern p, zmq_tags tags)
+{
+    zmq_source_config c;
+    c.endpoint = endpoint;
+    c.pattern = p;
+    c.tags = tags;
+    c.sample_rate_hz = 1e6;
+    return c;
+}
+
+}  // namespace
+
+TEST(zmq_tag_header, parses_gnuradio_header_and_rejects_others)
+{
+    const auto h = tag_header(0x0102030405060708ull, 3);
+    const auto p = parse_gnuradio_tag_header(h);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->offset, 0x0102030405060708ull);
+    EXPECT_EQ(p->ntags, 3u);
+    EXPECT_FALSE(parse_gnuradio_tag_header(std::span(h).first(18)));
+    auto bad = h;
+    bad[2] = std::byte{0x02};  // version 2
+    EXPECT_FALSE(parse_gnuradio_tag_header(bad));
+    bad = h;
+    bad[0] = std::byte{0x5f};  // big-endian magic
+    EXPECT_FALSE(parse_gnuradio_tag_header(bad));
+}
+
+TEST(zmq_source_config, bad_values_are_named)
+{
+    zmq_source_config c;
+    c.sample_rate_hz = 1e6;
+    EXPECT_TRUE(c.validate().empty());
+    for (const char* e : {"", "tcp://host", "tcp://host:0", "tcp://host:70000", "udp://host:5", "tcp://:5555x"}) {
+        c.endpoint = e;
+        const auto errors = c.validate();
+        ASSERT_EQ(errors.size(), 1u) << e;
+        EXPECT_NE(errors[0].find("endpoint"), std::string::npos) << errors[0];
+    }
+    c.endpoint = "ipc:///tmp/x";
+    c.high_water_mark = 0;
+    c.max_message_bytes = 10;
+    c.sample_rate_hz = 0;
+    EXPECT_EQ(c.validate().size(), 3u);
+    EXPECT_THROW(zmq_source{c}, std::invalid_argument);
+}
+
+class zmq_patterns : public ::testing::TestWithParam<zmq_pattern> {};
+
+TEST_P(zmq_patterns, delivers_exactly_the_samples_sent_without_tags)
+{
+    sender tx(GetParam());
+    zmq_source source(config_for(tx.endpoint, GetParam(), zmq_tags::none));
+    EXPECT_NE(source.describe().find("loss undetectable"), std::string::npos);
+    recording_sink sink;
+    const auto sent = random_samples(10 * 183, 1);
+    const auto bytes = cf32_bytes(sent);
+    sink.stop_source_at(source, sent.size());
+    run_in_background run(source, sink);
+    ASSERT_TRUE(tx.wait_subscriber());
+    for (std::size_t k = 0; k < 10; ++k)
+        tx.send(std::vector<std::byte>(bytes.begin() + k * 1464, bytes.begin() + (k + 1) * 1464));
+    run.t.join();
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_TRUE(sink.gaps().empty());
+    EXPECT_EQ(source.counters().packets.load(), 10u);
+}
+
+TEST_P(zmq_patterns, tag_header_offsets_count_lost_samples_exactly)
+{
+    sender tx(GetParam());
+    zmq_source source(config_for(tx.endpoint, GetParam(), zmq_tags::gnuradio));
+    recording_sink sink;
+    const auto all = random_samples(10 * 100, 2);
+    const auto bytes = cf32_bytes(all);
+    std::vector<cf32> expected;
+    for (std::size_t k = 0; k < 10; ++k)
+        if (k != 3 && k != 4) expected.insert(expected.end(), all.begin() + k * 100, all.begin() + (k + 1) * 100);
+    sink.stop_source_at(source, expected.size());
+    run_in_background run(source, sink);
+    ASSERT_TRUE(tx.wait_subscriber());
+    for (std::size_t k = 0; k < 10; ++k) {
+        if (k == 3 || k == 4) continue;  // lost at the high-water mark
+        auto m = tag_header(k * 100);
+        m.insert(m.end(), bytes.begin() + k * 800, bytes.begin() + (k + 1) * 800);
+        tx.send(m);
+    }
+    run.t.join();
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{300, 200, gap_reason::lost_packets}}));
+    EXPECT_EQ(source.counters().samples_lost.load(), 200u);
+}
+
+INSTANTIATE_TEST_SUITE_P(gnuradio, zmq_patterns, ::testing::Values(zmq_pattern::sub, zmq_pattern::pull));
+
+TEST(zmq_source, hostile_messages_are_counted_and_dropped)
+{
+    sender tx(zmq_pattern::pull);
+    zmq_source source(config_for(tx.endpoint, zmq_pattern::pull, zmq_tags::gnuradio));
+    recording_sink sink;
+    const auto s = random_samples(300, 3);
+    const auto bytes = cf32_bytes(s);
+    sink.stop_source_at(source, 200);
+    run_in_background run(source, sink);
+    auto good = [&](std::uint64_t offset, std::size_t k) {
+        auto m = tag_header(offset);
+        m.insert(m.end(), bytes.begin() + k * 800, bytes.begin() + (k + 1) * 800);
+        return m;
+    };
+    tx.send(good(0, 0));
+    tx.send(std::vector<std::byte>(5, std::byte{0xf0}));           // shorter than the header
+    auto wrong_magic = good(100, 1);
+    wrong_magic[0] = std::byte{0};
+    tx.send(wrong_magic);                                          // not GNU Radio's header
+    auto with_tags = tag_header(100, 2);
+    with_tags.insert(with_tags.end(), bytes.begin(), bytes.begin() + 800);
+    tx.send(with_tags);                                            // tags paqd cannot skip
+    auto partial = good(100, 1);
+    partial.pop_back();
+    tx.send(partial);                                              // not whole samples
+    tx.send(good(100, 1));
+    run.t.join();
+    EXPECT_EQ(sink.samples(), std::vector<cf32>(s.begin(), s.begin() + 200));
+    EXPECT_EQ(source.counters().malformed.load(), 4u);
+    EXPECT_EQ(source.zmq_counts().messages_with_tags.load(), 1u);
+    EXPECT_EQ(sink.gaps().size(), 4u);
+    for (const auto& g : sink.gaps()) EXPECT_EQ(g, (gap_event{100, 0, gap_reason::source_error}));
+}
+
+TEST(zmq_source, tag_header_while_tags_none_is_flagged)
+{
+    sender tx(zmq_pattern::pull);
+    zmq_source source(config_for(tx.endpoint, zmq_pattern::pull, zmq_tags::none));
+    recording_sink sink;
+    const auto s = random_samples(100, 4);
+    const auto bytes = cf32_bytes(s);
+    sink.stop_source_at(source, 100);
+    run_in_background run(source, sink);
+    auto m = tag_header(0);
+    m.insert(m.end(), bytes.begin(), bytes.end());
+    tx.send(m);  // 19 + 800 bytes: not whole samples either
+    tx.send(bytes);
+    run.t.join();
+    EXPECT_EQ(source.zmq_counts().tag_header_suspected.load(), 1u);
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
+    EXPECT_EQ(sink.samples(), s);
+}
