@@ -97,15 +97,13 @@ void pipeline::acquisition_loop()
 void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 {
     // A window storage the backend has not seen yet is page-locked once (a few circulate).
-    const void* data = b.samples.data();
     const std::size_t window_bytes =
         (opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after) * sizeof(cf32);
-    if (b.samples.capacity() * sizeof(cf32) >= window_bytes &&
-        std::none_of(pins_.begin(), pins_.end(), [&](const auto& p) { return p.first == data; })) {
-        pins_.emplace_back(data, pool_.pin_host_memory(data, b.samples.capacity() * sizeof(cf32)));
+    (void)pins_.lock_once(pool_, b.samples.data(), b.samples.capacity() * sizeof(cf32), window_bytes);
+    {
         std::lock_guard s(s_mu_);
-        ++stats_.windows;
-        if (pins_.back().second) ++stats_.windows_locked;
+        stats_.windows = pins_.windows();
+        stats_.windows_locked = pins_.locked();
     }
     // A full queue is back-pressure, not a hang: the heartbeat ticks while submit waits.
     // Aborting, the pool processes nothing new; the batch comes back lost and is counted.

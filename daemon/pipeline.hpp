@@ -157,7 +157,7 @@ private:
     /// Undone after pool_ is destroyed (declared after it: nothing in flight) and before the
     /// windows are freed (spare_windows_, declared before): by then every window is back
     /// there (the publisher drains the pool, the batcher hands its storage back).
-    std::vector<std::pair<const void*, std::shared_ptr<void>>> pins_;
+    runtime::window_pins pins_;
     /// The backends and the CPU fallback: batches in, results out in batch order; the
     /// backend errors, fallbacks and lost batches are counted there.
     runtime::worker_pool pool_;

@@ -84,7 +84,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
     std::atomic<bool> stop{false};
     std::exception_ptr reader_error;  // read after the reader is joined
     std::uint64_t samples_read = 0;
-    std::vector<std::pair<const void*, std::shared_ptr<void>>> pins;
+    window_pins pins;
 
     std::thread reader([&] {
         worker_pool* pool = nullptr;
@@ -93,15 +93,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
         const std::size_t window_bytes = bt.max_window_samples() * sizeof(T);
         auto submit = [&](dsp::sample_batch&& b) {
             const storage_t& storage = window_of(b);
-            const void* data = storage.data();
-            if (storage.capacity() * sizeof(T) >= window_bytes &&
-                std::none_of(pins.begin(), pins.end(), [&](const auto& p) { return p.first == data; })) {
-                const auto t0 = run_clock::now();
-                pins.emplace_back(data, pool->pin_host_memory(data, storage.capacity() * sizeof(T)));
-                timing.lock_s += seconds_since(t0);
-                ++timing.windows;
-                if (pins.back().second) ++timing.windows_locked;
-            }
+            timing.lock_s += pins.lock_once(*pool, storage.data(), storage.capacity() * sizeof(T), window_bytes);
             const auto t1 = run_clock::now();
             pool->submit(std::move(b));
             timing.submit_wait_s += seconds_since(t1);
@@ -212,6 +204,8 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
         }
     }
     reader.join();
+    timing.windows = pins.windows();
+    timing.windows_locked = pins.locked();
     pins.clear();
     if (reader_error && !first_error) first_error = reader_error;
     if (first_error) std::rethrow_exception(first_error);
