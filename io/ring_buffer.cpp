@@ -91,6 +91,23 @@ void sample_ring::flush_pending_drop_locked(bool force)
     pending_drop_ = 0;
 }
 
+void sample_ring::timestamp(std::int64_t utc_ns, std::uint64_t offset)
+{
+    std::lock_guard lk(mu_);
+    if (closed_ || aborted_) return;
+    // One pending at most: a later anchor supersedes one whose sample has not come yet.
+    if (pending_anchor_) ++stats_.anchors_dropped;
+    pending_anchor_ = anchor_marker{offset, utc_ns};
+}
+
+void sample_ring::drop_pending_anchor_locked(std::size_t dropped_from, std::size_t n)
+{
+    if (pending_anchor_ && pending_anchor_->position >= dropped_from && pending_anchor_->position < n) {
+        ++stats_.anchors_dropped;
+        pending_anchor_.reset();
+    }
+}
+
 std::size_t sample_ring::write(std::span<const cf32> samples)
 {
     std::size_t accepted = 0;
@@ -105,6 +122,7 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
             if (pending_drop_ == 0) ++stats_.overflows;
             pending_drop_ += dropped;
             stats_.samples_dropped += dropped;
+            drop_pending_anchor_locked(accepted, n);
             break;
         }
         std::size_t space = capacity_ - static_cast<std::size_t>(head_ - tail_);
@@ -118,6 +136,7 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
             if (pending_drop_ == 0) ++stats_.overflows;
             pending_drop_ += dropped;
             stats_.samples_dropped += dropped;
+            drop_pending_anchor_locked(accepted, n);
             break;
         }
         flush_pending_drop_locked();
@@ -130,6 +149,14 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
         std::memcpy(data_ + at, samples.data() + accepted, first * sizeof(cf32));
         if (first < m) std::memcpy(data_, samples.data() + accepted + first, (m - first) * sizeof(cf32));
         lk.lock();
+        if (pending_anchor_ && pending_anchor_->position >= accepted && pending_anchor_->position < accepted + m) {
+            if (anchors_.size() < max_markers_) {
+                anchors_.push_back({pos + (pending_anchor_->position - accepted), pending_anchor_->utc_ns});
+            } else {
+                ++stats_.anchors_dropped;
+            }
+            pending_anchor_.reset();
+        }
         head_ += m;
         writes_.emplace_back(head_, std::chrono::steady_clock::now());
         stats_.samples_written += m;
@@ -137,6 +164,9 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
         accepted += m;
         data_cv_.notify_one();
     }
+    std::lock_guard lk(mu_);
+    // An anchor for a sample of a later write: count this one's samples off.
+    if (pending_anchor_ && pending_anchor_->position >= n) pending_anchor_->position -= n;
     return accepted;
 }
 
@@ -215,6 +245,13 @@ sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::mil
         while (!writes_.empty() && writes_.front().first < tail_) writes_.pop_front();
         r.written = writes_.empty() ? std::chrono::steady_clock::now() : writes_.front().second;
         if (!writes_.empty() && writes_.front().first == tail_) writes_.pop_front();
+        while (!anchors_.empty() && anchors_.front().position < tail_) {
+            if (anchors_.front().position >= pos) {
+                r.time = read_result::anchor{static_cast<std::size_t>(anchors_.front().position - pos), anchors_.front().utc_ns};
+                ++stats_.anchors;
+            }
+            anchors_.pop_front();
+        }
         r.what = read_result::kind::samples;
         r.count = m;
         return r;
