@@ -1225,3 +1225,68 @@ TEST(time, host_clock_anchors_are_now_less_the_block_duration)
     const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     EXPECT_LT(std::llabs(wall - a.utc_ns), 5'000'000'000LL);
 }
+
+// Issue 13 item 1, the live daemon's recorder (run_live, as `paqd --config`): a SigMF source
+// with core:datetime and core:frequency gives a recording whose core:datetime is the UTC of
+// its first sample, exact to the ns as written, and whose core:frequency is the configured
+// one, else the source's; a raw source (no time, no frequency) gives neither key.
+TEST(time, a_live_recording_gets_core_datetime_and_core_frequency_from_its_source_or_the_config)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4135;
+    const auto sim = test::simulate(sc, 12);
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-time-rec-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string datetime = "2026-11-25T10:47:40.123456789Z";
+    {
+        io::sigmf_meta meta;
+        meta.sample_rate_hz = sc.sample_rate_hz;
+        meta.center_frequency_hz = 2.2505e9;
+        meta.datetime_iso8601 = datetime;
+        auto w = io::sample_file_writer::create_sigmf(dir / "src", meta);
+        w.write(sim.samples);
+        w.close();
+        auto raw = io::sample_file_writer::create_raw(dir / "src.raw", io::sample_format::cf32_le);
+        raw.write(sim.samples);
+        raw.close();
+    }
+    const auto run = [&](const std::string& source, const std::string& recording) {
+        const std::string yaml = "source: {type: file, file: " + source + "}\n" +
+                                 "ring: {capacity_s: 0.5, lock_memory: false}\n"
+                                 "pipeline: {backend: cpu, cpu_workers: 1}\n"
+                                 "publisher: {enabled: false}\n"
+                                 "metrics: {enabled: false}\n"
+                                 "log: {destination: console, level: warn}\n"
+                                 "recording: " + recording + "\n";
+        daemon::live_options lo;
+        lo.config = config::parse_daemon_config(yaml);
+        EXPECT_EQ(daemon::run_live(lo), 0) << yaml;
+    };
+    const auto capture = [&](const std::string& base) {
+        std::ifstream f(dir / (base + ".sigmf-meta"));
+        const auto j = nlohmann::json::parse(f);
+        EXPECT_EQ(j["captures"].size(), 1u);
+        return j["captures"][0];
+    };
+    const std::string sigmf = "{path: " + (dir / "src.sigmf-meta").string() + ", paced: false}";
+    run(sigmf, "{path: " + (dir / "from_source").string() + "}");
+    auto c = capture("from_source");
+    EXPECT_EQ(c.value("core:datetime", ""), datetime) << c.dump();
+    EXPECT_EQ(c.value("core:frequency", 0.0), 2.2505e9) << c.dump();
+    // Every sample recorded: the recording's first sample is the source's first.
+    EXPECT_EQ(io::sample_file_reader::open(dir / "from_source.sigmf-meta").info().num_samples, sim.samples.size());
+
+    run(sigmf, "{path: " + (dir / "configured").string() + ", center_frequency_hz: 1.4855e9}");
+    c = capture("configured");
+    EXPECT_EQ(c.value("core:datetime", ""), datetime) << c.dump();
+    EXPECT_EQ(c.value("core:frequency", 0.0), 1.4855e9) << c.dump();
+
+    run("{path: " + (dir / "src.raw").string() + ", format: cf32_le, sample_rate_hz: 20.625e6, paced: false}",
+        "{path: " + (dir / "untimed").string() + "}");
+    c = capture("untimed");
+    EXPECT_FALSE(c.contains("core:datetime")) << c.dump();
+    EXPECT_FALSE(c.contains("core:frequency")) << c.dump();
+    EXPECT_EQ(io::sample_file_reader::open(dir / "untimed.sigmf-meta").info().num_samples, sim.samples.size());
+    std::filesystem::remove_all(dir);
+}

@@ -8,6 +8,7 @@
 #include "daemon/records.hpp"
 #include "daemon/replay.hpp"
 #include "io/sample_file.hpp"
+#include "io/utc_time.hpp"
 #include "tools/report/aggregate.hpp"
 #include "tools/report/html.hpp"
 
@@ -390,3 +391,82 @@ TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_
         EXPECT_EQ(extra["paq:gaps"][0]["reason"], "recording-dropped");
     }
 }
+
+// Issue 13 item 1: a recording's core:datetime is the UTC of its first sample, from the first
+// time anchor the source gave (extrapolated back at the recording's rate, exact to the ns),
+// and core:frequency the configured centre frequency, else the source's, else none.
+TEST(recording, core_datetime_is_the_first_sample_utc_and_core_frequency_the_configured_or_source_one)
+{
+    temp_dir dir;
+    const auto meta_of = [&](const std::string& name) {
+        std::ifstream f(dir.path / (name + ".sigmf-meta"));
+        return nlohmann::json::parse(f);
+    };
+    std::vector<cf32> x(10'000, cf32(0.25f, -0.25f));
+    const std::int64_t t = *io::parse_utc_ns("2026-11-25T10:47:40.123456789Z");
+    daemon::recording_config cfg;
+    cfg.format = io::sample_format::cf32_le;
+    {
+        // The first anchor names sample 300 of the second write (recording sample 10'300): at
+        // 25 MS/s (40 ns a sample) sample 0 was taken 412'000 ns earlier. Later anchors (a
+        // time jump here) do not move it.
+        cfg.base = dir.path / "timed";
+        daemon::recorder r(cfg, 25e6, 10.3125e6, nlohmann::json::object(), 2.2505e9);
+        r.write(x);
+        r.timestamp(t, 300);
+        r.write(x);
+        r.timestamp(t + 60'000'000'000, 0);
+        r.write(x);
+        r.close();
+    }
+    const auto timed = meta_of("timed");
+    ASSERT_EQ(timed["captures"].size(), 1u);
+    EXPECT_EQ(timed["captures"][0]["core:datetime"], "2026-11-25T10:47:40.123044789Z");
+    EXPECT_EQ(io::parse_utc_ns(timed["captures"][0]["core:datetime"].get<std::string>()), t - 10'300 * 40);
+    EXPECT_EQ(timed["captures"][0]["core:frequency"], 2.2505e9);  // the source's: none configured
+    // The reader takes the recording's time back: one anchor at sample 0.
+    std::vector<std::string> warnings;
+    const auto anchors = io::recording_anchors(io::read_sigmf_meta(dir.path / "timed.sigmf-meta"), warnings);
+    EXPECT_TRUE(warnings.empty());
+    ASSERT_EQ(anchors.size(), 1u);
+    EXPECT_EQ(anchors[0], (dsp::stream_anchor{0, t - 10'300 * 40, false}));
+    {
+        // A rate that is not a whole number of ns a sample (20.625 MS/s), anchor at sample 0;
+        // the configured frequency wins over the source's.
+        cfg.base = dir.path / "configured";
+        cfg.center_frequency_hz = 1.4855e9;
+        daemon::recorder r(cfg, 20.625e6, 10.3125e6, nlohmann::json::object(), 2.2505e9);
+        r.timestamp(t, 0);
+        r.write(x);
+        r.close();
+    }
+    const auto configured = meta_of("configured");
+    EXPECT_EQ(configured["captures"][0]["core:datetime"], "2026-11-25T10:47:40.123456789Z");
+    EXPECT_EQ(configured["captures"][0]["core:frequency"], 1.4855e9);
+    {
+        // No time from the source, no frequency anywhere: neither key.
+        cfg.base = dir.path / "untimed";
+        cfg.center_frequency_hz.reset();
+        daemon::recorder r(cfg, 20.625e6, 10.3125e6, nlohmann::json::object());
+        r.write(x);
+        r.close();
+    }
+    const auto untimed = meta_of("untimed");
+    ASSERT_EQ(untimed["captures"].size(), 1u);
+    EXPECT_FALSE(untimed["captures"][0].contains("core:datetime")) << untimed.dump();
+    EXPECT_FALSE(untimed["captures"][0].contains("core:frequency")) << untimed.dump();
+    EXPECT_FALSE(untimed["global"].contains("core:datetime"));
+    {
+        // A gap before the first anchor: the recording's index no longer counts the stream's
+        // samples, so no anchor after it can time sample 0 (none is better than a wrong one).
+        cfg.base = dir.path / "gap_first";
+        daemon::recorder r(cfg, 25e6, 10.3125e6, nlohmann::json::object());
+        r.write(x);
+        r.gap(0, io::gap_reason::discontinuity);
+        r.timestamp(t, 0);
+        r.write(x);
+        r.close();
+    }
+    EXPECT_FALSE(meta_of("gap_first")["captures"][0].contains("core:datetime"));
+}
+
