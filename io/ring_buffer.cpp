@@ -81,7 +81,11 @@ void sample_ring::flush_pending_drop_locked(bool force)
         for (std::size_t r = 0; r < num_gap_reasons; ++r) {
             if (!pending_gap_[r]) continue;
             markers_.push_back({head_, pending_lost_[r], static_cast<gap_reason>(r)});
+            // The sum counts what the known gaps lost; an unknown one among them makes the
+            // span uncountable, which a gap of 0 says (time is not carried across it).
+            if (pending_unknown_[r] && pending_lost_[r] != 0) markers_.push_back({head_, 0, static_cast<gap_reason>(r)});
             pending_gap_[r] = false;
+            pending_unknown_[r] = false;
             pending_lost_[r] = 0;
         }
         data_cv_.notify_one();
@@ -185,6 +189,7 @@ void sample_ring::gap(std::uint64_t lost_samples, gap_reason reason)
         ++stats_.gaps_coalesced;
         const auto r = static_cast<std::size_t>(reason);
         pending_gap_[r] = true;
+        if (lost_samples == 0) pending_unknown_[r] = true;
         // Saturating: a source's count is bounded, but the sum of a long flood must not wrap.
         pending_lost_[r] = saturating_add(pending_lost_[r], lost_samples);
         return;

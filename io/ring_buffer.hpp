@@ -22,7 +22,9 @@
 // sample returns the anchor with it (the latest one, when several fall in one read). An
 // anchor whose sample is dropped (overflow) is dropped with it, and one beyond max_markers
 // queued anchors is dropped: both counted (anchors_dropped); the consumer keeps the time of
-// the anchors it has, across the overflow's gap of known size.
+// the anchors it has, across the overflow's gap of known size. A flood that merged a gap of
+// unknown size (0) with known ones places the known sum and then a gap of 0 of that reason,
+// so that the consumer does not carry time across a span it cannot count.
 //
 // The storage comes from an allocator hook, so that the daemon can put it in pinned (page-
 // locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
@@ -173,6 +175,9 @@ private:
     /// whether any gap of that reason was merged (a gap of 0 = unknown samples counts too).
     std::array<std::uint64_t, num_gap_reasons> pending_lost_{};
     std::array<bool, num_gap_reasons> pending_gap_{};
+    /// A gap of unknown size (0) was merged: the sum is then no exact count of the samples
+    /// lost, and a second marker of 0 follows it (the consumer drops the time, see timestamp).
+    std::array<bool, num_gap_reasons> pending_unknown_{};
     bool coalescing_ = false;
     bool closed_ = false;
     bool aborted_ = false;
