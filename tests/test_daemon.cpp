@@ -9,6 +9,7 @@
 #include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
 #include "io/file_source.hpp"
+#include "io/net_source.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_file.hpp"
 #include "io/utc_time.hpp"
@@ -25,6 +26,9 @@
 #include <numeric>
 #include <set>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <thread>
 
@@ -948,6 +952,74 @@ TEST(time, anchors_travel_through_the_ring_with_their_sample)
     EXPECT_EQ(small.counters().anchors, 1u);
 }
 
+// A gap flood merged by the ring (drop policy, markers full) that holds a gap of unknown size
+// among gaps of known size: the merged count is no exact count, so the consumer must not carry
+// time across it. The ring places the known sum, then a gap of 0 (unknown) of that reason; the
+// batcher, fed as the pipeline feeds it, cuts the windows after the flood without time.
+TEST(time, a_merged_gap_flood_with_an_unknown_gap_does_not_carry_time)
+{
+    io::sample_ring ring(100'000, io::overflow_policy::drop, io::host_ring_allocator(false), 8);
+    const auto x = ramp(30'000);
+    ring.timestamp(1'000'000'000, 0);
+    ring.write(x);
+    for (int k = 0; k < 20; ++k) {
+        ring.gap(k == 10 ? 0 : 7, io::gap_reason::lost_packets);  // the 11th: count unknown
+        ring.write(ramp(1));
+    }
+    std::vector<cf32> buf(100'000);
+    dsp::batcher bt(10'000);
+    using kind = io::sample_ring::read_result::kind;
+    std::vector<std::pair<std::uint64_t, std::string>> gaps;  // (lost, reason) in order
+    bool drained = false;
+    for (;;) {
+        const auto r = ring.read(buf, 10ms);
+        if (r.what == kind::end) break;
+        if (r.what == kind::timeout) {
+            ASSERT_FALSE(drained) << "the ring never ended";
+            // The consumer has drained the flood's markers: samples after it end the merge,
+            // then the end of the stream.
+            ring.write(std::span<const cf32>(x).first(25'000));
+            ring.close();
+            drained = true;
+            continue;
+        }
+        if (r.what == kind::gap) {
+            gaps.emplace_back(r.lost_samples, std::string(io::to_string(r.reason)));
+            bt.gap(r.lost_samples);
+            continue;
+        }
+        if (r.time) bt.timestamp(r.time->utc_ns, 25e6, r.time->offset);
+        bt.push(std::span<const cf32>(buf.data(), r.count));
+    }
+    bt.finish();
+    // Some gaps went in as markers, the rest merged: the merged lost-packets marker (a sum of
+    // sevens) is followed at once by a lost-packets gap of 0.
+    ASSERT_GE(gaps.size(), 2u);
+    bool unknown_after_sum = false;
+    for (std::size_t i = 0; i + 1 < gaps.size(); ++i) {
+        if (gaps[i].second == "lost-packets" && gaps[i].first > 7 && gaps[i + 1] == std::pair<std::uint64_t, std::string>{0, "lost-packets"}) {
+            unknown_after_sum = true;
+        }
+    }
+    EXPECT_TRUE(unknown_after_sum) << "no gap of 0 after the merged sum";
+    std::uint64_t lost_packets = 0;
+    for (const auto& [lost, reason] : gaps) lost_packets += reason == "lost-packets" ? lost : 0;
+    EXPECT_EQ(lost_packets, 7u * 19u);  // the known counts kept exact
+    std::size_t timed = 0, untimed_after = 0;
+    while (auto b = bt.pop()) {
+        if (b->first_sample < 30'000) {
+            ASSERT_TRUE(b->time);
+            EXPECT_EQ(dsp::utc_ns_at(*b->time, b->first_sample), 1'000'000'000 + static_cast<std::int64_t>(b->first_sample) * 40);
+            ++timed;
+        } else {
+            EXPECT_FALSE(b->time) << "window at " << b->first_sample << " after an uncountable gap has a time";
+            ++untimed_after;
+        }
+    }
+    EXPECT_GE(timed, 1u);
+    EXPECT_GE(untimed_after, 1u);
+}
+
 TEST(time, utc_at_a_sample_is_exact_for_integer_rates_and_any_offset)
 {
     const dsp::sample_time t{1'000'000, 1'795'603'660'123'456'789, 25e6};  // 40 ns a sample
@@ -1289,4 +1361,78 @@ TEST(time, a_live_recording_gets_core_datetime_and_core_frequency_from_its_sourc
     EXPECT_FALSE(c.contains("core:frequency")) << c.dump();
     EXPECT_EQ(io::sample_file_reader::open(dir / "untimed.sigmf-meta").info().num_samples, sim.samples.size());
     std::filesystem::remove_all(dir);
+}
+
+// Issue 13 item 1, raw network IQ (no time of its own): a real UDP source on loopback, through
+// the ring, the batcher and the worker pool, stamps each packet with the host's clock: close
+// to CLOCK_REALTIME at the test, and never earlier than the packet before. The sender is paced
+// well below the nominal rate (1024 samples, 50 us of signal, every >= 1 ms), so each
+// datagram's host-clock anchor is later than the previous one extrapolated: a later window's
+// time can only move forward.
+TEST(time, a_udp_source_stamps_packets_with_the_host_clock_close_to_now_and_monotonic)
+{
+    const auto wall_ns = [] {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4137;
+    const auto sim = test::simulate(sc, 24);
+    const std::size_t n = sim.samples.size();
+    io::udp_source_config uc;
+    uc.bind_address = "127.0.0.1";
+    uc.port = 0;
+    uc.format = io::sample_format::cf32_le;
+    uc.sample_rate_hz = sc.sample_rate_hz;
+    io::udp_source src(uc);
+    auto rc = test::small_batches();
+    rc.batch_samples = 50'000;
+    rc.cpu_threads = 1;
+    const std::int64_t before = wall_ns();
+    std::thread tx([&] {
+        for (int k = 0; k < 500 && src.local_port() == 0; ++k) std::this_thread::sleep_for(2ms);
+        const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(src.local_port());
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        constexpr std::size_t per = 1024;
+        for (std::size_t p = 0; p < n; p += per) {
+            const std::size_t m = std::min(per, n - p);
+            (void)::sendto(fd, sim.samples.data() + p, m * sizeof(cf32), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+            std::this_thread::sleep_for(1ms);
+        }
+        ::close(fd);
+        // Every sample in (loopback does not lose them at this pace), or give up after 5 s.
+        for (int k = 0; k < 2500 && src.counters().samples.load() < n; ++k) std::this_thread::sleep_for(2ms);
+        src.stop();
+    });
+    const auto live = run_timed_pipeline(src, rc);
+    tx.join();
+    const std::int64_t after = wall_ns();
+    EXPECT_EQ(src.counters().samples.load(), n);
+    std::size_t checked = 0;
+    std::int64_t previous = std::numeric_limits<std::int64_t>::min();
+    std::uint64_t previous_start = 0;
+    for (const auto& out : live.published) {
+        for (const auto& rec : out.packets) {
+            ASSERT_NE(rec.utc_ns, dsp::unknown_utc_ns) << rec.start_sample;
+            // The host's clock while the test ran (2 s of slack either side).
+            EXPECT_GT(rec.utc_ns, before - 2'000'000'000) << rec.start_sample;
+            EXPECT_LT(rec.utc_ns, after + 2'000'000'000) << rec.start_sample;
+            EXPECT_GE(rec.start_sample, previous_start);
+            EXPECT_GE(rec.utc_ns, previous) << "packet at " << rec.start_sample << " is earlier than the one before";
+            previous = rec.utc_ns;
+            previous_start = rec.start_sample;
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 18u);
+    EXPECT_GE(live.published.size(), 4u) << "several windows, each timed by its own latest anchor";
+    EXPECT_EQ(live.stats.first_packet_utc_ns, live.published.front().packets.front().utc_ns);
+    const auto latest = src.latest_time_anchor();
+    ASSERT_TRUE(latest);
+    EXPECT_GE(latest->utc_ns, before - 2'000'000'000);
+    EXPECT_LE(latest->utc_ns, after);
+    EXPECT_GE(latest->utc_ns, previous - 2'000'000'000);
 }
