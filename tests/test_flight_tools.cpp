@@ -45,7 +45,8 @@ struct temp_dir {
     }
 };
 
-std::filesystem::path write_flight_recording(const std::filesystem::path& dir, std::size_t packets)
+std::filesystem::path write_flight_recording(const std::filesystem::path& dir, std::size_t packets,
+                                             const std::string& datetime = {})
 {
     dsp::sim_config sc;
     sc.preset = "flight";
@@ -56,6 +57,7 @@ std::filesystem::path write_flight_recording(const std::filesystem::path& dir, s
     const auto sim = test::simulate(sc, packets);
     io::sigmf_meta meta;
     meta.sample_rate_hz = 20.625e6;
+    meta.datetime_iso8601 = datetime;  // empty: no core:datetime
     auto w = io::sample_file_writer::create_sigmf(dir / "flight", meta);
     w.write(sim.samples);
     w.close();
@@ -198,6 +200,60 @@ TEST(flight_records, report_numbers_equal_the_replay_table)
     std::size_t svgs = 0;
     for (auto at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
     EXPECT_GE(svgs, 4u);
+}
+
+// Issue 13 items 1 and 7 end to end: a recording with core:datetime, replayed with records
+// (decimated), gives rows with time_utc, and paq-report's page UTC axes that start at the
+// run's first packet, the span in the header in UTC; the same recording without core:datetime
+// gives axes in seconds since the start.
+TEST(flight_records, a_recording_with_core_datetime_gives_the_report_utc_axes_from_the_first_packet)
+{
+    temp_dir dir;
+    const std::string datetime = "2026-11-25T10:47:40.123456789Z";
+    const auto rec = write_flight_recording(dir.path, 40, datetime);
+    daemon::replay_options opt;
+    opt.file = rec;
+    opt.receiver = test::small_batches();
+    opt.records.base = dir.path / "timed";
+    opt.records.decimation = 4;
+    const auto res = daemon::run_replay(opt);
+    ASSERT_GT(res.summary.packets_found, 30u);
+    ASSERT_NE(res.first_packet_utc_ns, dsp::unknown_utc_ns);
+    const std::int64_t t0 = *io::parse_utc_ns(datetime);
+    // The first packet's time is the recording's plus its start sample at 20.625 MS/s.
+    EXPECT_GT(res.first_packet_utc_ns, t0);
+    EXPECT_LT(res.first_packet_utc_ns, t0 + 1'000'000'000);
+
+    const auto data = report::read_packets_file(dir.path / "timed-packets.csv");
+    ASSERT_TRUE(data.utc_origin_ns);
+    // time_s = 0 is the recording's first sample: its core:datetime (time_s is printed to
+    // about 1 ns at these times; the origin within 1 us).
+    EXPECT_LE(std::llabs(*data.utc_origin_ns - t0), 1000);
+    const auto html = report::render_html(data, report::page_inputs{});
+    const std::string start = report::format_utc_datetime(*data.utc_origin_ns + std::llround(data.min_time_s * 1e9));
+    EXPECT_EQ(start.substr(0, 20), "2026-11-25 10:47:40.");
+    // Each time axis says UTC and when the run started; the header gives the span in UTC.
+    std::size_t axes = 0;
+    const std::string axis = ">UTC (the run started " + start + ")</text>";
+    for (auto at = html.find(axis); at != std::string::npos; at = html.find(axis, at + 1)) ++axes;
+    EXPECT_GE(axes, 2u) << "figures 1 and 3";
+    EXPECT_EQ(html.find("time since the start of the run"), std::string::npos);
+    const std::string span = "; " + start.substr(0, start.size() - 4) + " to 10:47:40.";
+    EXPECT_NE(html.find(span), std::string::npos) << span;
+    // Ticks are UTC times of day (HH:MM:SS.fff within this 25 ms run).
+    EXPECT_NE(html.find(">10:47:40."), std::string::npos);
+
+    // The same samples without core:datetime: no time_utc, axes from the start.
+    temp_dir plain_dir;
+    opt.file = write_flight_recording(plain_dir.path, 40);
+    opt.records.base = plain_dir.path / "plain";
+    const auto plain = daemon::run_replay(opt);
+    EXPECT_EQ(plain.first_packet_utc_ns, dsp::unknown_utc_ns);
+    const auto plain_data = report::read_packets_file(plain_dir.path / "plain-packets.csv");
+    EXPECT_FALSE(plain_data.utc_origin_ns);
+    const auto plain_html = report::render_html(plain_data, report::page_inputs{});
+    EXPECT_NE(plain_html.find("time since the start of the run"), std::string::npos);
+    EXPECT_EQ(plain_html.find("the run started"), std::string::npos);
 }
 
 TEST(flight_records, channel_rows_and_delay_spread)
