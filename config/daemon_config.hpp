@@ -133,6 +133,9 @@ struct recording_config {
     std::filesystem::path base;  ///< <base>.sigmf-data / .sigmf-meta; empty: no recording
     io::sample_format format = io::sample_format::ci16_le;
     std::size_t queue_mib = 256;  ///< samples waiting for the disk, at most, 16 <= x <= 65536
+    /// The recording's core:frequency, Hz (0 < f <= 1e12); unset: the source's (an iio radio's
+    /// LO, a SigMF file's core:frequency), else none is written.
+    std::optional<double> center_frequency_hz;
 };
 
 struct metrics_config {

@@ -599,6 +599,9 @@ const section<recording_config>& recording_schema()
                       {"", "sample type on disk (ci16: 82.5 MB/s at 20.625 MS/s; cf32: 165 MB/s)"}),
             number<C>("queue_mib", at(&C::queue_mib), between(16, 65536),
                       {"MiB", "most samples waiting for the disk (256 MiB ≈ 1.6 s at 20.625 MS/s)"}),
+            optional_number<C>("center_frequency_hz", at(&C::center_frequency_hz), between(1, 1e12),
+                               {"Hz", "the recording's `core:frequency` (the RF centre the samples were taken at)",
+                                "unset: the source's (`iio`: `lo_hz`; `file`: the recording's own), else none"}),
         };
         return s;
     }();

@@ -1,5 +1,7 @@
 #include "daemon/counters.hpp"
 
+#include "io/utc_time.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -330,6 +332,11 @@ nlohmann::json to_json(const service_snapshot& s)
     const auto b = build_info();
     j[build_info_name] = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
     j["source_description"] = s.source.description;
+    // When the run's first packet was received (its first sample, UTC), where the source
+    // gives time (docs/DAEMON.md, "Time"); null otherwise.
+    j["first_packet_utc"] = s.pipeline.first_packet_utc_ns != dsp::unknown_utc_ns
+                                ? nlohmann::json(io::format_utc_ns(s.pipeline.first_packet_utc_ns))
+                                : nlohmann::json(nullptr);
     j["source_error"] = s.pipeline.source_error ? nlohmann::json(*s.pipeline.source_error) : nlohmann::json(nullptr);
     return j;
 }

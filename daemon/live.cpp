@@ -8,6 +8,7 @@
 #include "io/net_source.hpp"
 #include "io/zmq_source.hpp"
 #include "io/udp_publisher.hpp"
+#include "io/utc_time.hpp"
 #include "daemon/records.hpp"
 #include "daemon/recorder.hpp"
 #include "daemon/replay.hpp"
@@ -110,7 +111,8 @@ int run_live(const live_options& opt)
                          records->packets_path().string(), cfg.records.decimation, cfg.records.channel_decimation);
         }
         if (!cfg.recording.base.empty()) {
-            rec = std::make_unique<recorder>(cfg.recording, rate, rc.bit_rate_hz, nlohmann::json(config::to_yaml(cfg)));
+            rec = std::make_unique<recorder>(cfg.recording, rate, rc.bit_rate_hz, nlohmann::json(config::to_yaml(cfg)),
+                                             source->center_frequency_hz());
             spdlog::info("recording the received samples to {} ({})", rec->meta_path().string(),
                          io::to_sigmf_datatype(cfg.recording.format));
         }
@@ -141,6 +143,7 @@ int run_live(const live_options& opt)
         if (rec) {
             po.on_samples = [r = rec.get()](std::span<const cf32> x) { r->write(x); };
             po.on_gap = [r = rec.get()](std::uint64_t lost, io::gap_reason why) { r->gap(lost, why); };
+            po.on_time = [r = rec.get()](std::int64_t utc_ns, std::size_t offset) { r->timestamp(utc_ns, offset); };
         }
         if (cfg.publisher.enabled) {
             udp = std::make_unique<io::udp_publisher>(cfg.publisher.udp);
@@ -259,6 +262,9 @@ int run_live(const live_options& opt)
     // are closed (their counts are final).
     const auto s = snapshot();
     spdlog::info("final: {}", status_line(s, nullptr, 0.0));
+    if (s.pipeline.first_packet_utc_ns != dsp::unknown_utc_ns) {
+        spdlog::info("first packet at {} UTC", io::format_utc_ns(s.pipeline.first_packet_utc_ns));
+    }
     for (const auto& line : final_log_lines(s)) spdlog::info("{}", line);
     if (!opt.json_out.empty()) {
         const auto j = to_json(s);

@@ -149,6 +149,11 @@ void pipeline::batcher_loop()
             last_data = clock::now();
             newest_written = r.written;
             any_data = true;
+            // A time anchor among them: the windows cut from now on carry it.
+            if (r.time) {
+                bt.timestamp(r.time->utc_ns, opt_.sample_rate_hz, r.time->offset);
+                if (opt_.on_time) opt_.on_time(r.time->utc_ns, r.time->offset);
+            }
             // The recorder sees the samples before commit() may hand the window on.
             if (opt_.on_samples) opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
             bt.commit(r.count);
@@ -234,6 +239,13 @@ void pipeline::publisher_loop()
         tally_.add(out);
         ++stats_.batches_published;
         stats_.packets_last_batch = out.packets.size();
+        if (stats_.first_packet_utc_ns == dsp::unknown_utc_ns) {
+            for (const auto& rec : out.packets) {
+                if (rec.utc_ns == dsp::unknown_utc_ns) continue;
+                stats_.first_packet_utc_ns = rec.utc_ns;
+                break;
+            }
+        }
         if (!out.packets.empty()) {
             double sum = 0.0;
             for (const auto& rec : out.packets) sum += rec.clock_ppm;

@@ -60,6 +60,8 @@ struct pipeline_options {
     /// and every gap, in stream order. They must not block for long.
     std::function<void(std::span<const cf32>)> on_samples;
     std::function<void(std::uint64_t lost, io::gap_reason reason)> on_gap;
+    /// A time anchor, before the on_samples call whose samples[offset] it times (UTC ns).
+    std::function<void(std::int64_t utc_ns, std::size_t offset)> on_time;
 };
 
 struct pipeline_stats {
@@ -106,6 +108,9 @@ struct pipeline_stats {
     double latency_sum_s = 0.0;
     // the receiver's tally (packets, per-path BER / BEP, estimates)
     dsp::run_summary tally;
+    /// UTC of the first published packet whose time is known (packet_record::utc_ns);
+    /// unknown_utc_ns until then, or for a source without time.
+    std::int64_t first_packet_utc_ns = dsp::unknown_utc_ns;
     std::optional<std::string> source_error;
     bool finished = false;
 };

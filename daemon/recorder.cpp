@@ -1,14 +1,17 @@
 #include "daemon/recorder.hpp"
 #include "io/thread_name.hpp"
 
+#include "dsp/batcher.hpp"
 #include "io/sample_file.hpp"
+#include "io/utc_time.hpp"
 
 #include <spdlog/spdlog.h>
 
 namespace paq::daemon {
 
-recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings)
-    : max_queued_(cfg.queue_mib * (std::size_t{1} << 20) / sizeof(cf32))
+recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings,
+                   std::optional<double> center_frequency_hz)
+    : max_queued_(cfg.queue_mib * (std::size_t{1} << 20) / sizeof(cf32)), sample_rate_hz_(sample_rate_hz)
 {
     io::sigmf_meta meta;
     meta.format = cfg.format;
@@ -18,6 +21,9 @@ recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bi
     meta.extra_global = nlohmann::json::object();
     meta.extra_global["paq:receiver"] = std::move(settings);
     meta.extra_global["paq:bit_rate_hz"] = bit_rate_hz;
+    // core:frequency: the configured one, else the source's (an iio radio's LO).
+    if (cfg.center_frequency_hz) center_frequency_hz = cfg.center_frequency_hz;
+    if (center_frequency_hz) meta.center_frequency_hz = *center_frequency_hz;
     if (cfg.base.has_parent_path()) std::filesystem::create_directories(cfg.base.parent_path());
     writer_ = std::make_unique<io::sample_file_writer>(io::sample_file_writer::create_sigmf(cfg.base, meta));
     thread_ = std::thread([this] {
@@ -120,6 +126,15 @@ void recorder::write(std::span<const cf32> samples)
     cv_.notify_one();
 }
 
+void recorder::timestamp(std::int64_t utc_ns, std::size_t offset)
+{
+    std::lock_guard lk(mu_);
+    // The first anchor times the recording's first sample, unless a gap or a drop lies
+    // between them (then the recording's index no longer counts the stream's samples).
+    if (datetime_utc_ns_ != dsp::unknown_utc_ns || !gaps_.empty() || dropped_ != 0) return;
+    datetime_utc_ns_ = dsp::utc_ns_at({accepted_ + offset, utc_ns, sample_rate_hz_}, 0);
+}
+
 void recorder::gap(std::uint64_t lost_samples, io::gap_reason reason)
 {
     std::lock_guard lk(mu_);
@@ -170,6 +185,8 @@ void recorder::close()
     extra["paq:recording_dropped_samples"] = dropped_.load();
     // The same gaps as SigMF annotations, for tools that know nothing of paq:gaps.
     writer_->pending_meta().annotations = gap_annotations(gaps_);
+    // core:datetime: the UTC of the first recorded sample, when the source gave time.
+    if (datetime_utc_ns_ != dsp::unknown_utc_ns) writer_->pending_meta().datetime_iso8601 = io::format_utc_ns(datetime_utc_ns_);
     writer_->close();
 }
 

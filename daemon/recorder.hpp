@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -42,8 +43,10 @@ class recorder {
 public:
     /// Creates the data file now (throws naming it when it cannot). `settings` goes into the
     /// metadata as paq:receiver (e.g. the effective configuration), the link's bit rate as
-    /// paq:bit_rate_hz (what paqd replay of the recording then takes).
-    recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings);
+    /// paq:bit_rate_hz (what paqd replay of the recording then takes). core:frequency is
+    /// cfg.center_frequency_hz, else `center_frequency_hz` (the source's), else not written.
+    recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings,
+             std::optional<double> center_frequency_hz = std::nullopt);
     ~recorder();
     recorder(const recorder&) = delete;
     recorder& operator=(const recorder&) = delete;
@@ -51,6 +54,10 @@ public:
     /// Queues samples (a copy); when the queue is full they are dropped from the recording,
     /// counted, and marked as a gap in the metadata.
     void write(std::span<const cf32> samples);
+    /// A time anchor: samples[offset] of the next write() was taken at utc_ns (UTC ns). The
+    /// first one, unless a gap or a drop came before it, gives the metadata's core:datetime
+    /// (the UTC of the recording's first sample).
+    void timestamp(std::int64_t utc_ns, std::size_t offset);
     /// A gap in the received stream, marked in the metadata at the current position.
     void gap(std::uint64_t lost_samples, io::gap_reason reason);
     /// Drains the queue, closes the data file and writes the metadata. Throws on an I/O error.
@@ -81,6 +88,8 @@ private:
     bool closing_ = false;
     std::uint64_t accepted_ = 0;  ///< samples queued so far: the position in the recording
     nlohmann::json gaps_ = nlohmann::json::array();
+    double sample_rate_hz_;
+    std::int64_t datetime_utc_ns_ = INT64_MIN;  ///< the first sample's UTC (dsp::unknown_utc_ns: none)
     std::atomic<std::uint64_t> recorded_{0}, dropped_{0};
     std::atomic<bool> failed_{false};
     std::string error_;

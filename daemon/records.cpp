@@ -1,5 +1,7 @@
 #include "daemon/records.hpp"
 
+#include "io/utc_time.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 namespace paq::daemon {
+
+static_assert(io::unknown_utc_ns == dsp::unknown_utc_ns, "one sentinel for an unknown UTC");
 
 double rms_delay_spread_samples(const std::array<cf64, dsp::chain::L_ch>& h) noexcept
 {
@@ -96,7 +100,8 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
         const std::string n = dsp::path_name(p);
         ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
     }
-    ph += '\n';
+    // The packet start in UTC when the source gives time (docs/RECORDS.md); empty otherwise.
+    ph += ",time_utc\n";
     std::string& ch = channel_file_.header;
     ch = "packet,time_s,tap_offset";
     for (int k = 0; k < dsp::chain::L_ch; ++k) ch += ",h" + std::to_string(k) + "_re,h" + std::to_string(k) + "_im";
@@ -184,6 +189,8 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
         }
         out += buf;
     }
+    out += ',';
+    out += io::format_utc_ns(rec.utc_ns);  // empty when unknown
     out += '\n';
     ++packets_file_.pending_rows;
     g_ = group{};

@@ -1,6 +1,7 @@
 #include "daemon/replay.hpp"
 
 #include "io/sample_file.hpp"
+#include "io/utc_time.hpp"
 #include "runtime/receiver_run.hpp"
 #include "runtime/worker_pool.hpp"
 
@@ -74,17 +75,23 @@ replay_result run_replay(const replay_options& opt)
         }
     });
     auto on_batch = [&](const dsp::batch_output& out) {
+        if (res.first_packet_utc_ns == dsp::unknown_utc_ns && !out.packets.empty()) {
+            res.first_packet_utc_ns = out.packets.front().utc_ns;
+        }
         if (records) records->add(out);
     };
+    // Absolute time from the recording's core:datetime (each capture's); raw files have none.
+    const auto anchors = io::recording_anchors(info.meta, res.warnings);
+    res.has_time = !anchors.empty();
     // A ci16 recording stays ci16 up to the backend (half the bytes through the windows and
     // the upload; the backend converts); a cf32 one is read as it is.
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     if (info.format == io::sample_format::ci16_le) {
         res.summary = runtime::run_receiver_ci16(pool_ready, rc, opt.pattern, info.sample_rate_hz, info.meta.ci16_scale,
-                                                 [&](std::span<ci16> out) { return reader.read(out); }, on_batch);
+                                                 [&](std::span<ci16> out) { return reader.read(out); }, on_batch, anchors);
     } else {
         res.summary = runtime::run_receiver(pool_ready, rc, opt.pattern, info.sample_rate_hz,
-                                            [&](std::span<cf32> out) { return reader.read(out); }, on_batch);
+                                            [&](std::span<cf32> out) { return reader.read(out); }, on_batch, anchors);
     }
     maker.join();
     res.backend = pool->names().front();
@@ -123,6 +130,7 @@ void print_table(const replay_result& r, std::ostream& os)
     os << "  rates: input " << std::setprecision(6) << r.sample_rate_hz / 1e6 << " MS/s, bit rate " << r.bit_rate_hz / 1e6
        << " Mbit/s (from " << r.bit_rate_from << "), " << std::setprecision(4) << r.sample_rate_hz / r.bit_rate_hz
        << " samples per bit" << (r.resampled ? ", resampled to 2" : "") << "\n";
+    if (r.first_packet_utc_ns != dsp::unknown_utc_ns) os << "  first packet at " << io::format_utc_ns(r.first_packet_utc_ns) << " UTC\n";
     os << "  mean CFO " << std::setprecision(1) << s.mean_cfo_hz << " Hz, estimated Eb/N0 " << std::setprecision(2)
        << s.mean_ebn0_db << " dB, clock " << std::setprecision(1) << s.mean_clock_ppm << " ppm (" << s.packets_clock_corrected
        << " packets re-timed)\n";
@@ -189,6 +197,9 @@ nlohmann::json to_json(const replay_result& r)
             {"packets_missed_in_sequence", s.packets_skipped},
             {"nonfinite_samples", s.nonfinite_samples},
             {"trailing_bytes", r.trailing_bytes},
+            {"time_source", r.has_time ? "sigmf-datetime" : "none"},
+            {"first_packet_utc", r.first_packet_utc_ns != dsp::unknown_utc_ns ? nlohmann::json(io::format_utc_ns(r.first_packet_utc_ns))
+                                                                               : nlohmann::json()},
             {"mean_cfo_hz", s.mean_cfo_hz},
             {"mean_cfo_rad_per_sample", s.mean_cfo_rad_per_sample},
             {"mean_ebn0_db", s.mean_ebn0_db},

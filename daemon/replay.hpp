@@ -50,6 +50,10 @@ struct replay_result {
     std::size_t workers = 1;            ///< backends the batches went to (one per GPU)
     std::string input_width;            ///< "ci16" (kept up to the backend) or "cf32"
     std::vector<std::string> warnings;  ///< also in the JSON
+    /// UTC of the run's first packet's first sample (ns since 1970), from the recording's
+    /// core:datetime; unknown_utc_ns when it has none (raw files) or no packet was found.
+    std::int64_t first_packet_utc_ns = dsp::unknown_utc_ns;
+    bool has_time = false;  ///< the recording carries absolute time (a core:datetime)
     std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
     /// Wall clock of the whole replay, opening the file and making the backend included.
     double elapsed_s = 0.0;

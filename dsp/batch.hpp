@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <optional>
 #include <vector>
 
 namespace paq::dsp {
@@ -26,6 +27,31 @@ inline constexpr std::size_t batch_guard_before = waveform::L_pkt / 2;
 inline constexpr std::size_t packet_margin = 256;  ///< samples each side of a packet the filters read
 inline constexpr std::size_t batch_guard_after = waveform::L_pkt + packet_margin;
 inline constexpr std::size_t packed_data_bytes = waveform::data_bits / 8;  // 768
+
+/// A UTC time not known (packet_record::utc_ns; the same sentinel as io::unknown_utc_ns).
+inline constexpr std::int64_t unknown_utc_ns = INT64_MIN;
+
+/// The absolute time of a stream's samples, from the source's time anchors
+/// (io/sample_source.hpp): the sample with absolute index `sample` (gaps included, as
+/// sample_batch::first_sample counts) was taken at utc_ns (ns since 1970-01-01T00:00:00Z, UTC),
+/// and the samples are sample_rate_hz apart (the input's rate, before any resampling).
+/// dsp::utc_ns_at (dsp/batcher.hpp) extrapolates it to any sample of the same segment.
+struct sample_time {
+    std::uint64_t sample = 0;
+    std::int64_t utc_ns = 0;
+    double sample_rate_hz = 0.0;
+    friend bool operator==(const sample_time&, const sample_time&) = default;
+};
+
+/// A time anchor of a finite stream known ahead (a recording's captures, io::recording_anchors):
+/// sample `sample` (absolute index) was taken at utc_ns. discontinuity: its time does not
+/// continue that of the samples before it, which the batcher then ends a segment at.
+struct stream_anchor {
+    std::uint64_t sample = 0;
+    std::int64_t utc_ns = 0;
+    bool discontinuity = false;
+    friend bool operator==(const stream_anchor&, const stream_anchor&) = default;
+};
 
 struct sample_batch {
     std::uint64_t index = 0;          ///< batch sequence number
@@ -46,6 +72,11 @@ struct sample_batch {
     /// of the resampler's output grid (dsp/input_stage.hpp), so that every batch of a segment
     /// resamples at the same positions.
     std::uint64_t segment_first_sample = 0;
+    /// The window's absolute time: the latest time anchor of its segment when it was cut (it
+    /// may name a sample before or after the window: a segment's samples are contiguous, so
+    /// one anchor times all of them). Empty when the source has no time base, or none since
+    /// the last gap of unknown size.
+    std::optional<sample_time> time;
 
     [[nodiscard]] bool is_ci16() const noexcept { return !samples_ci16.empty(); }
     /// Samples in the window, whichever width holds them.
@@ -87,6 +118,9 @@ struct path_stats {
 
 struct packet_record {
     std::uint64_t start_sample = 0;  ///< absolute index of the packet start
+    /// UTC of the packet's first sample, ns since 1970 (sample_batch::time at start_sample);
+    /// unknown_utc_ns when the window had no time. Set by the worker pool, not the backends.
+    std::int64_t utc_ns = unknown_utc_ns;
     double metric = 0.0;             ///< preamble detector M(u) at the peak
     double cfo_rad_per_sample = 0.0;
     double sigma2 = 0.0;             ///< noise variance per real dimension

@@ -8,6 +8,30 @@
 
 namespace paq::dsp {
 
+std::int64_t utc_ns_at(const sample_time& t, std::uint64_t sample) noexcept
+{
+    const double rate = t.sample_rate_hz;
+    if (!(rate > 0.0) || !std::isfinite(rate)) return unknown_utc_ns;
+    const bool after = sample >= t.sample;
+    const std::uint64_t offset = after ? sample - t.sample : t.sample - sample;
+    constexpr std::uint64_t ns_per_s = 1'000'000'000u;
+    long double d = 0.0L;  // |offset| x 1e9 / rate, ns
+    if (rate == std::floor(rate) && rate <= 1.8e10) {
+        // Whole seconds and the remainder apart, in integers: exact, and no product leaves 64
+        // bits (the remainder is below the rate, and rate x 1e9 < 2^64).
+        const auto r = static_cast<std::uint64_t>(rate);
+        const std::uint64_t secs = offset / r;
+        const std::uint64_t frac = ((offset % r) * ns_per_s + r / 2) / r;
+        if (secs >= static_cast<std::uint64_t>(INT64_MAX) / ns_per_s) return unknown_utc_ns;
+        d = static_cast<long double>(secs * ns_per_s + frac);
+    } else {
+        d = std::roundl(static_cast<long double>(offset) * 1.0e9L / static_cast<long double>(rate));
+    }
+    const long double r = static_cast<long double>(t.utc_ns) + (after ? d : -d);
+    // int64's range as long double (64-bit mantissa: both bounds exact).
+    if (!(r > -9223372036854775808.0L && r < 9223372036854775807.0L)) return unknown_utc_ns;
+    return static_cast<std::int64_t>(r);
+}
 
 template <class T>
 basic_batcher<T>::basic_batcher(std::size_t batch_samples, std::size_t guard_before, std::size_t guard_after, float ci16_scale)
@@ -137,6 +161,7 @@ void basic_batcher<T>::emit(std::uint64_t window_end, std::uint64_t owned_end, b
     b.segment_end = segment_end;
     b.lost_samples_before = owned_next_ == seg_start_ ? lost_before_segment_ : 0;
     b.segment_first_sample = seg_start_;
+    b.time = time_;
     ready_.push_back(std::move(b));
 }
 
@@ -176,6 +201,9 @@ void basic_batcher<T>::flush_segment(std::uint64_t lost_after)
         advance = std::min(advance, max_absolute_index - buf_end);
     }
     seg_start_ = buf_end + advance;
+    // Time carries on across a gap whose samples the index counts; otherwise it is unknown
+    // until the next anchor.
+    if (lost_after == 0 || advance != lost_after) time_.reset();
     owned_next_ = seg_start_;
     held_ = 0;
     buf_start_ = seg_start_;
@@ -190,6 +218,16 @@ void basic_batcher<T>::gap(std::uint64_t lost_samples)
     // hostile counts must not wrap to a small number.
     samples_lost_ = saturating_add(samples_lost_, lost_samples);
     flush_segment(lost_samples);
+}
+
+template <class T>
+void basic_batcher<T>::timestamp(std::int64_t utc_ns, double sample_rate_hz, std::size_t offset)
+{
+    if (!(sample_rate_hz > 0.0) || !std::isfinite(sample_rate_hz)) {
+        throw std::invalid_argument("batcher::timestamp: the sample rate must be positive and finite, not " +
+                                    std::to_string(sample_rate_hz));
+    }
+    time_ = sample_time{buf_start_ + held_ + offset, utc_ns, sample_rate_hz};
 }
 
 template <class T>

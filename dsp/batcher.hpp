@@ -84,6 +84,14 @@ public:
     /// max_index_advance per gap and never past max_absolute_index: `lost_samples` is counted
     /// whole, but a hostile or corrupt count near 2^64 cannot wrap the indices).
     void gap(std::uint64_t lost_samples);
+    /// Time anchor (io/sample_source.hpp): the sample `offset` samples after the last one
+    /// pushed or committed (0: the next one) was taken at utc_ns (UTC, ns since 1970), and the
+    /// stream's samples are sample_rate_hz apart (> 0). Every window cut from now on in this
+    /// segment carries the latest such time (sample_batch::time). A gap of unknown size
+    /// (gap(0)), or one whose size the index cannot follow (beyond max_index_advance), makes
+    /// the time unknown until the next anchor; across a gap of known size it carries on.
+    /// Throws std::invalid_argument for a rate that is not positive and finite.
+    void timestamp(std::int64_t utc_ns, double sample_rate_hz, std::size_t offset = 0);
     /// End of stream: flushes what is left.
     void finish();
     /// Next ready batch, in order.
@@ -150,9 +158,16 @@ private:
     std::uint64_t samples_short_ = 0;
     std::uint64_t short_segments_ = 0;
     std::deque<sample_batch> ready_;
+    std::optional<sample_time> time_;  ///< the latest anchor of the current segment
     std::vector<storage> spares_;   ///< storage handed back by recycle()
     float ci16_scale_ = 1.0f;
 };
+
+/// The UTC of absolute sample `sample` by time `t` (t.utc_ns plus the samples between, before or
+/// after t.sample, at t.sample_rate_hz), rounded to the nearest ns. Exact in integers for an
+/// integer rate (25 MS/s, 20.625 MS/s: any offset, no overflow); long double otherwise.
+/// unknown_utc_ns when the result lies outside int64 or t's rate is not positive.
+[[nodiscard]] std::int64_t utc_ns_at(const sample_time& t, std::uint64_t sample) noexcept;
 
 using batcher = basic_batcher<cf32>;
 using batcher_ci16 = basic_batcher<ci16>;

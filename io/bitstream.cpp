@@ -27,7 +27,9 @@ constexpr std::size_t off_bep = 48;
 constexpr std::size_t off_cfo = 52;
 constexpr std::size_t off_ebn0 = 56;
 constexpr std::size_t off_payload_bits = 60;
-static_assert(off_payload_bits + 4 == bitstream_header_bytes);
+static_assert(off_payload_bits + 4 == bitstream_header_bytes_v1);
+constexpr std::size_t off_utc = 64;  // version 2
+static_assert(off_utc + 8 == bitstream_header_bytes);
 
 void put16(std::uint8_t* p, std::uint16_t v) noexcept
 {
@@ -176,6 +178,7 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
     put32(p + off_cfo, std::bit_cast<std::uint32_t>(header.cfo_rad_per_sample));
     put32(p + off_ebn0, std::bit_cast<std::uint32_t>(header.ebn0_db));
     put32(p + off_payload_bits, bitstream_payload_bits);
+    put64(p + off_utc, static_cast<std::uint64_t>(header.utc_ns));
     std::uint8_t* payload = p + bitstream_header_bytes;
     if (format == bitstream_format::dqe) {
         put_dqe(payload, dqe_id, header.bep_estimate);
@@ -199,9 +202,9 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
         r.datagram.bits = datagram.subspan(dqe_header_bytes);
         return r;
     }
-    if (n < bitstream_header_bytes) {
+    if (n < bitstream_header_bytes_v1) {
         r.error = "datagram of " + std::to_string(n) + " bytes is shorter than the " +
-                  std::to_string(bitstream_header_bytes) + "-byte paq header and is no DQE frame";
+                  std::to_string(bitstream_header_bytes_v1) + "-byte paq header (version 1) and is no DQE frame";
         return r;
     }
     if (get32(p + off_magic) != bitstream_magic) {
@@ -209,15 +212,18 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
                   ", expected 0x50415142 ('PAQB'), and the first word is no DQE sync 0xFAC4";
         return r;
     }
-    if (p[off_version] != bitstream_version) {
-        r.error = "version is " + std::to_string(p[off_version]) + ", this decoder reads version " +
+    const std::uint8_t version = p[off_version];
+    if (version < 1 || version > bitstream_version) {
+        r.error = "version is " + std::to_string(version) + ", this decoder reads versions 1 .. " +
                   std::to_string(bitstream_version);
         return r;
     }
     const std::size_t header_length = get16(p + off_header_length);
-    if (header_length < bitstream_header_bytes || header_length > n) {
-        r.error = "header length is " + std::to_string(header_length) + ", allowed " +
-                  std::to_string(bitstream_header_bytes) + " .. datagram length " + std::to_string(n);
+    const std::size_t min_header = version == 1 ? bitstream_header_bytes_v1 : bitstream_header_bytes;
+    if (header_length < min_header || header_length > n) {
+        r.error = "header length is " + std::to_string(header_length) + ", allowed for version " +
+                  std::to_string(version) + ": " + std::to_string(min_header) + " .. datagram length " +
+                  std::to_string(n);
         return r;
     }
     if (p[off_stream_id] >= bitstream_streams) {
@@ -268,6 +274,9 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
     h.bep_estimate = std::bit_cast<float>(get32(p + off_bep));
     h.cfo_rad_per_sample = std::bit_cast<float>(get32(p + off_cfo));
     h.ebn0_db = std::bit_cast<float>(get32(p + off_ebn0));
+    h.utc_ns = version >= 2 ? static_cast<std::int64_t>(get64(p + off_utc)) : bitstream_unknown_utc_ns;
+    r.datagram.version = version;
+    r.datagram.header_length = header_length;
     return r;
 }
 

@@ -4,16 +4,17 @@
 //
 //   format paq                format dqe                  format dqe-raw
 //   +--------------------+    +--------------------+      +--------------------+
-//   | paq header   64 B  |    | paq header   64 B  |      | DQE sync/ID/DQM 6 B|
+//   | paq header   72 B  |    | paq header   72 B  |      | DQE sync/ID/DQM 6 B|
 //   +--------------------+    +--------------------+      +--------------------+
 //   | data bits   768 B  |    | DQE sync/ID/DQM 6 B|      | data bits   768 B  |
 //   +--------------------+    | data bits   768 B  |      +--------------------+
-//        832 B                +--------------------+           774 B
-//                                  838 B
+//        840 B                +--------------------+           774 B
+//                                  846 B
 //
 // The paq header carries what a tester needs to count exactly: a per-stream sequence number
 // (losses, duplicates, reordering) and the packet's absolute start sample (a PN checker skips
-// packets the receiver missed, as dsp::stream_ber_counter does). dqe-raw is the bare IRIG 106
+// packets the receiver missed, as dsp::stream_ber_counter does) and, since version 2, the UTC
+// of the packet's first sample (version 1, 64 bytes, without it, is still decoded). dqe-raw is the bare IRIG 106
 // DQE frame for consumers that frame-sync on 0xFAC4 and know nothing of paq (see
 // docs/BITSTREAM.md for why it exists and what it loses).
 #pragma once
@@ -31,8 +32,12 @@
 namespace paq::io {
 
 inline constexpr std::uint32_t bitstream_magic = 0x50415142;  ///< "PAQB"
-inline constexpr std::uint8_t bitstream_version = 1;
-inline constexpr std::size_t bitstream_header_bytes = 64;
+/// The version the encoder writes; the decoder reads it and every earlier one (1).
+inline constexpr std::uint8_t bitstream_version = 2;
+inline constexpr std::size_t bitstream_header_bytes = 72;     ///< version 2: + UTC at 64
+inline constexpr std::size_t bitstream_header_bytes_v1 = 64;  ///< version 1
+/// The UTC field's "not known" (a source without a time base): INT64_MIN, 0x8000000000000000.
+inline constexpr std::int64_t bitstream_unknown_utc_ns = dsp::unknown_utc_ns;
 inline constexpr std::size_t bitstream_payload_bytes = dsp::packed_data_bytes;  // 768
 inline constexpr std::uint32_t bitstream_payload_bits = 8 * bitstream_payload_bytes;  // 6144
 inline constexpr int bitstream_streams = dsp::chain::num_paths;  ///< stream id = path index
@@ -59,7 +64,7 @@ enum class bitstream_format : std::uint8_t {
 [[nodiscard]] bitstream_format parse_bitstream_format(std::string_view text);
 [[nodiscard]] std::string_view to_string(bitstream_format f) noexcept;
 
-/// Datagram size in bytes: 832 (paq), 838 (dqe), 774 (dqe-raw).
+/// Datagram size in bytes as the encoder writes it: 840 (paq), 846 (dqe), 774 (dqe-raw).
 [[nodiscard]] constexpr std::size_t datagram_bytes(bitstream_format f) noexcept
 {
     switch (f) {
@@ -122,6 +127,9 @@ struct datagram_header {
     float bep_estimate = 0.5f;        ///< this path's BEP estimate (unclamped)
     float cfo_rad_per_sample = 0.0f;  ///< the packet's CFO estimate
     float ebn0_db = 0.0f;             ///< the packet's Eb/N0 estimate
+    /// UTC of the packet's first sample, ns since 1970 (packet_record::utc_ns); version 2
+    /// only; bitstream_unknown_utc_ns when unknown (and always in a version 1 datagram).
+    std::int64_t utc_ns = bitstream_unknown_utc_ns;
 
     friend bool operator==(const datagram_header&, const datagram_header&) = default;
 };
@@ -145,7 +153,9 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
 /// A datagram as the decoder found it. `bits` points into the decoded buffer.
 struct decoded_datagram {
     bitstream_format format = bitstream_format::paq;
-    datagram_header header{};        ///< all zero for dqe-raw (no paq header)
+    datagram_header header{};        ///< defaults for dqe-raw (no paq header)
+    std::uint8_t version = 0;        ///< the paq header's version (1 or 2); 0 for dqe-raw
+    std::size_t header_length = 0;   ///< the paq header's length field; 0 for dqe-raw
     std::optional<dqe_words> dqe;    ///< present for dqe and dqe-raw
     std::span<const std::uint8_t> bits;  ///< the 768 data bytes, MSB first
 };
@@ -159,7 +169,8 @@ struct decode_result {
 
 /// Decodes and validates one datagram of any format: a paq header is recognised by its magic,
 /// a bare DQE frame by its sync word. Rejected, with the field named: too short, unknown
-/// magic/sync, version, header length, stream id, reserved bytes not zero, payload type,
+/// magic/sync, version (1 and 2 are read), header length (at least 64 for version 1, 72 for
+/// version 2; more is skipped), stream id, reserved bytes not zero, payload type,
 /// payload bit count, datagram length not matching the payload, DQE sync inside a dqe
 /// payload. Never throws except std::bad_alloc for the message.
 [[nodiscard]] decode_result decode_datagram(std::span<const std::uint8_t> datagram);

@@ -2,6 +2,8 @@
 
 #include "io/sample_file.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -43,7 +45,12 @@ struct file_source::impl {
         : cfg(std::move(c)),
           reader(sample_file_reader::open(cfg.path, cfg.raw_format, cfg.raw_sample_rate_hz, cfg.raw_ci16_scale))
     {
+        std::vector<std::string> warnings;
+        anchors = recording_anchors(reader.info().meta, warnings);
+        for (const auto& w : warnings) spdlog::warn("{}: {}", cfg.path.string(), w);
     }
+    /// The recording's time: one anchor per capture with a core:datetime (none for raw files).
+    std::vector<dsp::stream_anchor> anchors;
 };
 
 file_source::file_source(file_source_config cfg)
@@ -77,6 +84,12 @@ std::string file_source::describe() const
 
 double file_source::sample_rate_hz() const { return impl_->reader.info().sample_rate_hz; }
 
+std::optional<double> file_source::center_frequency_hz() const
+{
+    const double f = impl_->reader.info().meta.center_frequency_hz;
+    return f != 0.0 ? std::optional<double>(f) : std::nullopt;
+}
+
 std::uint64_t file_source::trailing_bytes() const { return impl_->reader.info().trailing_bytes; }
 
 void file_source::stop()
@@ -98,14 +111,34 @@ void file_source::run(sample_sink& sink)
     // One chunk per timer tick: a chunk leaves when the wall clock reaches the time its last
     // sample would have arrived on a live link. Unpaced, ticks follow each other at once.
     std::size_t n = 0;
+    std::size_t next_anchor = 0;  // the first of m.anchors not yet given to the sink
+    // A chunk from the reader's position, up to the next capture time: an anchor names the
+    // first sample of a write (and a capture's time jump ends the segment before it).
+    auto read_chunk = [&] {
+        const std::uint64_t pos = m.reader.position();
+        while (next_anchor < m.anchors.size() && m.anchors[next_anchor].sample <= pos) {
+            const auto& a = m.anchors[next_anchor++];
+            if (a.sample < pos) continue;
+            if (a.discontinuity && pos > 0) sink.gap(0, gap_reason::discontinuity);
+            const time_anchor t{counters_.samples.load(), a.utc_ns};
+            time_anchor_.set(t);
+            sink.timestamp(t);
+        }
+        std::size_t want = chunk.size();
+        if (next_anchor < m.anchors.size()) {
+            want = static_cast<std::size_t>(std::min<std::uint64_t>(want, m.anchors[next_anchor].sample - pos));
+        }
+        return m.reader.read(std::span<cf32>(chunk.data(), want));
+    };
     std::function<void()> tick = [&] {
         if (m.stopping) return;
-        n = m.reader.read(chunk);
+        n = read_chunk();
         if (n == 0) {
             if (!m.cfg.loop || m.reader.info().num_samples == 0) return;  // end of stream
             m.reader.rewind();
+            next_anchor = 0;
             sink.gap(0, gap_reason::discontinuity);
-            n = m.reader.read(chunk);
+            n = read_chunk();
         }
         if (m.cfg.paced) {
             timer.expires_at(t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(

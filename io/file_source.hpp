@@ -40,6 +40,10 @@ public:
 
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] double sample_rate_hz() const override;
+    /// The recording's core:frequency (its first capture's), when it has one.
+    [[nodiscard]] std::optional<double> center_frequency_hz() const override;
+    /// Runs the recording; a SigMF recording with core:datetime gives a time anchor at each
+    /// capture's first sample (io::recording_anchors; again after each loop seam).
     void run(sample_sink& sink) override;
     void stop() override;
     /// Bytes after the last whole sample (a truncated file), as found at open.

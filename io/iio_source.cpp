@@ -268,6 +268,11 @@ void iio_source::run(sample_sink& sink)
         }
         const std::span<cf32> out(samples.data(), n);
         convert_iq(block.iq, device_->sample_bits(), config_.scale, out);
+        // The radio's samples carry no time here: the host's clock when the buffer came back,
+        // less its duration (io/sample_source.hpp; docs/DAEMON.md, "Time").
+        const time_anchor a = host_clock_anchor(counters_.samples.load(std::memory_order_relaxed), n, config_.sample_rate_hz);
+        time_anchor_.set(a);
+        sink.timestamp(a);
         sink.write(out);
         counters_.samples.fetch_add(n, std::memory_order_relaxed);
         counters_.bytes.fetch_add(block.iq.size_bytes(), std::memory_order_relaxed);

@@ -137,6 +137,8 @@ public:
     /// "iio ip:192.168.2.1 (ad9361-phy / cf-ad9361-lpc, 20.625 MS/s, LO 2250 MHz, slow_attack)"
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] double sample_rate_hz() const override { return config_.sample_rate_hz; }
+    /// The LO the radio is tuned to (iio_source_config::lo_hz).
+    [[nodiscard]] std::optional<double> center_frequency_hz() const override { return config_.lo_hz; }
     /// See the diagram above. Throws std::runtime_error for a failure before the first
     /// buffer; afterwards only stop() ends it.
     void run(sample_sink& sink) override;

@@ -225,6 +225,12 @@ struct net_core {
     {
         if (n == 0) return;
         if (may_be_nonfinite) counters.nonfinite += count_nonfinite(samples, n);
+        if (host_clock) {
+            // Raw IQ carries no time: the host's clock at arrival (io/sample_source.hpp).
+            const time_anchor a = host_clock_anchor(counters.samples.load(), n, host_clock_rate_hz);
+            host_clock->set(a);
+            sink->timestamp(a);
+        }
         counters.samples += n;
         sink->write(std::span<const cf32>(samples, n));
     }
@@ -235,6 +241,10 @@ struct net_core {
     source_counters& counters;
     std::string name;  ///< describe(), the prefix of every log line and exception
     sample_sink* sink = nullptr;
+    /// Set for sources without a time base of their own (raw TCP and UDP): deliver() anchors
+    /// each block on the host's clock at this rate and keeps the latest anchor here.
+    time_anchor_slot* host_clock = nullptr;
+    double host_clock_rate_hz = 0.0;
     std::atomic<std::uint16_t> local_port{0};
     log_limiter limiter;
     sender_allow_list allow;  ///< empty: every sender
@@ -751,6 +761,8 @@ Config checked(Config cfg, const char* what)
 tcp_source::tcp_source(tcp_source_config cfg)
     : impl_(std::make_unique<impl>(counters_, checked(std::move(cfg), "tcp source")))
 {
+    impl_->host_clock = &time_anchor_;
+    impl_->host_clock_rate_hz = impl_->cfg.sample_rate_hz;
 }
 
 tcp_source::~tcp_source() = default;
@@ -893,6 +905,8 @@ struct udp_source::impl final : net_core {
 udp_source::udp_source(udp_source_config cfg)
     : impl_(std::make_unique<impl>(counters_, checked(std::move(cfg), "udp source")))
 {
+    impl_->host_clock = &time_anchor_;
+    impl_->host_clock_rate_hz = impl_->cfg.sample_rate_hz;
 }
 
 udp_source::~udp_source() = default;

@@ -81,7 +81,11 @@ void sample_ring::flush_pending_drop_locked(bool force)
         for (std::size_t r = 0; r < num_gap_reasons; ++r) {
             if (!pending_gap_[r]) continue;
             markers_.push_back({head_, pending_lost_[r], static_cast<gap_reason>(r)});
+            // The sum counts what the known gaps lost; an unknown one among them makes the
+            // span uncountable, which a gap of 0 says (time is not carried across it).
+            if (pending_unknown_[r] && pending_lost_[r] != 0) markers_.push_back({head_, 0, static_cast<gap_reason>(r)});
             pending_gap_[r] = false;
+            pending_unknown_[r] = false;
             pending_lost_[r] = 0;
         }
         data_cv_.notify_one();
@@ -89,6 +93,23 @@ void sample_ring::flush_pending_drop_locked(bool force)
     if (pending_drop_ == 0) return;
     push_marker_locked(pending_drop_, gap_reason::overflow);
     pending_drop_ = 0;
+}
+
+void sample_ring::timestamp(std::int64_t utc_ns, std::uint64_t offset)
+{
+    std::lock_guard lk(mu_);
+    if (closed_ || aborted_) return;
+    // One pending at most: a later anchor supersedes one whose sample has not come yet.
+    if (pending_anchor_) ++stats_.anchors_dropped;
+    pending_anchor_ = anchor_marker{offset, utc_ns};
+}
+
+void sample_ring::drop_pending_anchor_locked(std::size_t dropped_from, std::size_t n)
+{
+    if (pending_anchor_ && pending_anchor_->position >= dropped_from && pending_anchor_->position < n) {
+        ++stats_.anchors_dropped;
+        pending_anchor_.reset();
+    }
 }
 
 std::size_t sample_ring::write(std::span<const cf32> samples)
@@ -105,6 +126,7 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
             if (pending_drop_ == 0) ++stats_.overflows;
             pending_drop_ += dropped;
             stats_.samples_dropped += dropped;
+            drop_pending_anchor_locked(accepted, n);
             break;
         }
         std::size_t space = capacity_ - static_cast<std::size_t>(head_ - tail_);
@@ -118,6 +140,7 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
             if (pending_drop_ == 0) ++stats_.overflows;
             pending_drop_ += dropped;
             stats_.samples_dropped += dropped;
+            drop_pending_anchor_locked(accepted, n);
             break;
         }
         flush_pending_drop_locked();
@@ -130,6 +153,14 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
         std::memcpy(data_ + at, samples.data() + accepted, first * sizeof(cf32));
         if (first < m) std::memcpy(data_, samples.data() + accepted + first, (m - first) * sizeof(cf32));
         lk.lock();
+        if (pending_anchor_ && pending_anchor_->position >= accepted && pending_anchor_->position < accepted + m) {
+            if (anchors_.size() < max_markers_) {
+                anchors_.push_back({pos + (pending_anchor_->position - accepted), pending_anchor_->utc_ns});
+            } else {
+                ++stats_.anchors_dropped;
+            }
+            pending_anchor_.reset();
+        }
         head_ += m;
         writes_.emplace_back(head_, std::chrono::steady_clock::now());
         stats_.samples_written += m;
@@ -137,6 +168,9 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
         accepted += m;
         data_cv_.notify_one();
     }
+    std::lock_guard lk(mu_);
+    // An anchor for a sample of a later write: count this one's samples off.
+    if (pending_anchor_ && pending_anchor_->position >= n) pending_anchor_->position -= n;
     return accepted;
 }
 
@@ -155,6 +189,7 @@ void sample_ring::gap(std::uint64_t lost_samples, gap_reason reason)
         ++stats_.gaps_coalesced;
         const auto r = static_cast<std::size_t>(reason);
         pending_gap_[r] = true;
+        if (lost_samples == 0) pending_unknown_[r] = true;
         // Saturating: a source's count is bounded, but the sum of a long flood must not wrap.
         pending_lost_[r] = saturating_add(pending_lost_[r], lost_samples);
         return;
@@ -215,6 +250,13 @@ sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::mil
         while (!writes_.empty() && writes_.front().first < tail_) writes_.pop_front();
         r.written = writes_.empty() ? std::chrono::steady_clock::now() : writes_.front().second;
         if (!writes_.empty() && writes_.front().first == tail_) writes_.pop_front();
+        while (!anchors_.empty() && anchors_.front().position < tail_) {
+            if (anchors_.front().position >= pos) {
+                r.time = read_result::anchor{static_cast<std::size_t>(anchors_.front().position - pos), anchors_.front().utc_ns};
+                ++stats_.anchors;
+            }
+            anchors_.pop_front();
+        }
         r.what = read_result::kind::samples;
         r.count = m;
         return r;

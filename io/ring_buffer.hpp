@@ -17,6 +17,15 @@
 // markers to half are merged into one gap (the samples counted as dropped, the sources'
 // lost counts kept exact, reason by reason); block waits for the consumer, as for space.
 //
+// Time anchors travel in order too: timestamp(utc_ns, k) before a write says "sample k of the
+// next write (or of a later one, counting on) was taken at utc_ns"; the read that returns that
+// sample returns the anchor with it (the latest one, when several fall in one read). An
+// anchor whose sample is dropped (overflow) is dropped with it, and one beyond max_markers
+// queued anchors is dropped: both counted (anchors_dropped); the consumer keeps the time of
+// the anchors it has, across the overflow's gap of known size. A flood that merged a gap of
+// unknown size (0) with known ones places the known sum and then a gap of 0 of that reason,
+// so that the consumer does not carry time across a span it cannot count.
+//
 // The storage comes from an allocator hook, so that the daemon can put it in pinned (page-
 // locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
 #pragma once
@@ -33,6 +42,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +77,8 @@ struct ring_counters {
     std::uint64_t gaps = 0;              ///< gap markers read, any reason
     std::uint64_t producer_waits = 0;    ///< times the producer waited for space (block policy)
     std::uint64_t gaps_coalesced = 0;    ///< gaps merged into others because max_markers were queued
+    std::uint64_t anchors = 0;           ///< time anchors read
+    std::uint64_t anchors_dropped = 0;   ///< with their sample (overflow), or beyond max_markers queued
     std::size_t fill = 0;                ///< samples in the ring now
     std::size_t high_water = 0;          ///< largest fill seen
     std::size_t capacity = 0;
@@ -90,6 +102,9 @@ public:
     std::size_t write(std::span<const cf32> samples);
     /// A gap in the stream before the next samples.
     void gap(std::uint64_t lost_samples, gap_reason reason);
+    /// A time anchor: sample `offset` of the next write() (0: its first; beyond its end: of
+    /// the writes after it, counting on) was taken at utc_ns (UTC, ns since 1970).
+    void timestamp(std::int64_t utc_ns, std::uint64_t offset = 0);
     /// End of stream: the consumer reads what is left, then `end`.
     void close();
 
@@ -102,6 +117,13 @@ public:
         /// kind::samples: when the last of them was written into the ring (for latency
         /// from the moment a sample arrived, time in the ring included).
         std::chrono::steady_clock::time_point written{};
+        /// kind::samples: the latest time anchor among them: out[anchor_offset] was taken at
+        /// anchor_utc_ns (UTC, ns since 1970).
+        struct anchor {
+            std::size_t offset = 0;
+            std::int64_t utc_ns = 0;
+        };
+        std::optional<anchor> time;
     };
     /// Copies up to out.size() contiguous samples (never across a gap), or returns the next
     /// gap, waiting at most `timeout` for either.
@@ -124,6 +146,8 @@ private:
     /// Places the overflow marker and, once the markers have drained to half (or `force`,
     /// at close), the coalesced gaps.
     void flush_pending_drop_locked(bool force = false);
+    /// The pending anchor's sample is among samples [dropped_from, n) of this write, dropped.
+    void drop_pending_anchor_locked(std::size_t dropped_from, std::size_t n);
 
     const std::size_t capacity_;
     const std::size_t max_markers_;
@@ -137,6 +161,13 @@ private:
     std::uint64_t head_ = 0;            ///< total samples written (producer position)
     std::uint64_t tail_ = 0;            ///< total samples read (consumer position)
     std::deque<marker> markers_;
+    struct anchor_marker {
+        std::uint64_t position;  ///< the sample's index in samples written
+        std::int64_t utc_ns;
+    };
+    std::deque<anchor_marker> anchors_;
+    /// timestamp() given, its sample not yet written: its offset into the next write.
+    std::optional<anchor_marker> pending_anchor_;
     /// (head after a write, when): the arrival time of every sample still in the ring.
     std::deque<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> writes_;
     std::uint64_t pending_drop_ = 0;    ///< dropped, marker not yet placed (drop policy)
@@ -144,6 +175,9 @@ private:
     /// whether any gap of that reason was merged (a gap of 0 = unknown samples counts too).
     std::array<std::uint64_t, num_gap_reasons> pending_lost_{};
     std::array<bool, num_gap_reasons> pending_gap_{};
+    /// A gap of unknown size (0) was merged: the sum is then no exact count of the samples
+    /// lost, and a second marker of 0 follows it (the consumer drops the time, see timestamp).
+    std::array<bool, num_gap_reasons> pending_unknown_{};
     bool coalescing_ = false;
     bool closed_ = false;
     bool aborted_ = false;
@@ -151,14 +185,26 @@ private:
 };
 
 /// The source-facing side of a ring: a sample_sink that writes into it.
+/// The source's time anchors (their sample_index counts the samples it wrote) become the
+/// ring's (an offset into the next write); an anchor for a sample already written is ignored
+/// (sources anchor the write that holds the sample: io/sample_source.hpp).
 class ring_sink final : public sample_sink {
 public:
     explicit ring_sink(sample_ring& ring) : ring_(ring) {}
-    void write(std::span<const cf32> samples) override { ring_.write(samples); }
+    void write(std::span<const cf32> samples) override
+    {
+        ring_.write(samples);
+        written_ += samples.size();
+    }
     void gap(std::uint64_t lost_samples, gap_reason reason) override { ring_.gap(lost_samples, reason); }
+    void timestamp(const time_anchor& anchor) override
+    {
+        if (anchor.sample_index >= written_) ring_.timestamp(anchor.utc_ns, anchor.sample_index - written_);
+    }
 
 private:
     sample_ring& ring_;
+    std::uint64_t written_ = 0;  ///< samples the source wrote (accepted or dropped by the ring)
 };
 
 }  // namespace paq::io

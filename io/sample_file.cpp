@@ -1,5 +1,8 @@
 #include "io/sample_file.hpp"
 
+#include "dsp/batcher.hpp"
+#include "io/utc_time.hpp"
+
 #include "io/sigmf_archive.hpp"
 
 #include <algorithm>
@@ -20,6 +23,30 @@
 #include <unistd.h>
 
 namespace paq::io {
+
+std::vector<dsp::stream_anchor> recording_anchors(const sigmf_meta& meta, std::vector<std::string>& warnings)
+{
+  std::vector<sigmf_capture_time> times = meta.capture_times;
+  if (times.empty() && !meta.datetime_iso8601.empty()) times.push_back({0, meta.datetime_iso8601, 0});
+  std::vector<dsp::stream_anchor> out;
+  for (const auto& c : times) {
+    const auto utc = parse_utc_ns(c.datetime);
+    if (!utc) {
+      warnings.push_back("captures[" + std::to_string(c.capture_index) + "] core:datetime '" + c.datetime +
+                         "' is not a UTC time (YYYY-MM-DDTHH:MM:SS[.fffffffff]Z): no absolute time from it");
+      continue;
+    }
+    dsp::stream_anchor a{c.sample_start, *utc, false};
+    if (!out.empty()) {
+      const auto& p = out.back();
+      const std::int64_t expected = dsp::utc_ns_at({p.sample, p.utc_ns, meta.sample_rate_hz}, c.sample_start);
+      a.discontinuity = expected == dsp::unknown_utc_ns || *utc - expected > 1000 || expected - *utc > 1000;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
 namespace {
 
 namespace fs = std::filesystem;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "dsp/batch.hpp"
 #include "dsp/types.hpp"
 #include "io/sample_format.hpp"
 #include "io/sigmf.hpp"
@@ -103,6 +104,15 @@ class sample_file_reader {
   std::uint64_t position_ = 0;
   std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first read that needs it
 };
+
+/// A recording's absolute time (docs/DAEMON.md, "Time"): one anchor per capture with a
+/// core:datetime, at its core:sample_start (a global core:datetime, which some writers use,
+/// when no capture has one); none for a raw file or a recording without datetime. A capture
+/// whose time is more than 1 us off the previous anchor's, extrapolated at the recording's
+/// rate, is a discontinuity (the recording paused there): the receiver ends a segment at it.
+/// A core:datetime that is not "YYYY-MM-DDTHH:MM:SS[.f...]Z" gives no anchor and a message in
+/// `warnings` naming the capture.
+[[nodiscard]] std::vector<dsp::stream_anchor> recording_anchors(const sigmf_meta& meta, std::vector<std::string>& warnings);
 
 /// Writer of a recording, encoding from cf32. Move-only; not thread-safe.
 class sample_file_writer {

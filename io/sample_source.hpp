@@ -20,7 +20,16 @@
 //   source.run(sink)  --timestamp({i, utc_ns})--write(samples i ..)--gap(n)--timestamp(..)--> ..
 //
 // Between anchors a consumer extrapolates at sample_rate_hz() (utc_ns + (j - i) x 1e9 / rate);
-// after a gap it waits for the next anchor: the gap's sample count, when known, is not needed.
+// after a gap of unknown size it waits for the next anchor; across a gap of known size it
+// carries on (the receiver's absolute sample index counts the lost samples).
+//
+// Time bases (docs/DAEMON.md, "Time"):
+//   vita49            the sender's integer + fractional timestamps, one anchor per packet
+//   file (SigMF)      each capture's core:datetime, at the capture's first sample
+//   tcp, udp, zmq,    the host's clock at the arrival of each block, less the block's duration
+//   iio               at the nominal rate (host_clock_anchor): arrival jitter and buffering
+//                     latency included, ~ms, not sample-exact
+//   file (raw)        none
 #pragma once
 
 #include "dsp/types.hpp"
@@ -59,6 +68,16 @@ struct time_anchor {
     std::int64_t utc_ns = 0;
     friend bool operator==(const time_anchor&, const time_anchor&) = default;
 };
+
+/// The host's clock (CLOCK_REALTIME), ns since 1970 (UTC as far as the host is synchronised).
+[[nodiscard]] std::int64_t host_utc_ns() noexcept;
+
+/// The host-clock anchor of a block of n samples that has just arrived, whose first sample is
+/// the source's sample `first_sample_index`: taken n / sample_rate_hz before now, as if the
+/// block had been sampled at the nominal rate and handed over the moment its last sample was.
+/// The time of the first sample is thus late by the latency from the antenna to this call and
+/// jitters with it (docs/DAEMON.md, "Time").
+[[nodiscard]] time_anchor host_clock_anchor(std::uint64_t first_sample_index, std::size_t n, double sample_rate_hz) noexcept;
 
 /// The consumer of a source's samples. Called from the acquisition thread only.
 class sample_sink {
@@ -129,6 +148,9 @@ public:
     /// The latest time anchor the source gave its sink; nullopt when it has no time base or
     /// none yet. Thread-safe.
     [[nodiscard]] std::optional<time_anchor> latest_time_anchor() const { return time_anchor_.get(); }
+    /// The centre (RF) frequency the samples were taken at, Hz, when the source knows it (a
+    /// radio's LO, a SigMF recording's core:frequency); nullopt otherwise.
+    [[nodiscard]] virtual std::optional<double> center_frequency_hz() const { return std::nullopt; }
 
 protected:
     source_counters counters_;

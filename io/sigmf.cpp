@@ -471,9 +471,12 @@ void parse_captures(const std::string& name, const json& captures, sigmf_meta& m
         header != 0) {
       meta.header_chunks.push_back({start, header, i});
     }
+    if (const std::string datetime = get_string(name, capture, "core:datetime", where); !datetime.empty()) {
+      meta.capture_times.push_back({start, datetime, i});
+    }
     if (i != 0) continue;
-    // Frequency and time of the first capture only: paqd treats the data file as one
-    // continuous stream, and later captures merely re-tune or re-timestamp parts of it.
+    // Frequency of the first capture only: paqd treats the data file as one continuous stream,
+    // and later captures merely re-tune parts of it (their times are in capture_times).
     const auto freq_it = capture.find("core:frequency");
     if (freq_it != capture.end()) {
       if (!freq_it->is_number() || !std::isfinite(freq_it->get<double>())) {

@@ -46,6 +46,14 @@ struct sigmf_header_chunk {
   bool operator==(const sigmf_header_chunk&) const = default;
 };
 
+/// A capture's core:datetime, as the file has it (read only).
+struct sigmf_capture_time {
+  std::uint64_t sample_start = 0;  ///< the capture's core:sample_start
+  std::string datetime;            ///< its core:datetime text
+  std::size_t capture_index = 0;   ///< its index in "captures", for messages
+  bool operator==(const sigmf_capture_time&) const = default;
+};
+
 /// The part of a SigMF description that paqd uses. Fields map to SigMF keys as follows:
 /// format -> global core:datatype, sample_rate_hz -> global core:sample_rate,
 /// description -> global core:description, recorder -> global core:recorder,
@@ -76,6 +84,9 @@ struct sigmf_meta {
   /// On read: the captures with header bytes, by sample_start; the reader skips those bytes.
   /// Must be empty on write: paqd writes conforming datasets, samples only.
   std::vector<sigmf_header_chunk> header_chunks;
+  /// On read: every capture's core:datetime, in capture order (the first one is also in
+  /// datetime_iso8601). Ignored on write (datetime_iso8601 goes into the only capture).
+  std::vector<sigmf_capture_time> capture_times;
 };
 
 /// Limits on a .sigmf-meta file read from outside (read_sigmf_meta). paqd's own metadata is a

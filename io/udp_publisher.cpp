@@ -203,6 +203,7 @@ void udp_publisher::publish(const dsp::batch_output& batch)
         h.flags = rec.flags;
         h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
         h.ebn0_db = static_cast<float>(rec.ebn0_db);
+        h.utc_ns = rec.utc_ns;
         for (int s = 0; s < dsp::chain::num_paths; ++s) {
             auto& st = m.streams[static_cast<std::size_t>(s)];
             if (!st.socket) continue;

@@ -180,11 +180,16 @@ struct zmq_source::impl {
         if (cfg.format == sample_format::cf32_le)
             for (std::size_t i = 0; i < n; ++i)
                 if (!std::isfinite(samples[i].real()) || !std::isfinite(samples[i].imag())) counters.nonfinite += 1;
+        // Raw IQ carries no time: the host's clock at arrival (io/sample_source.hpp).
+        const time_anchor a = host_clock_anchor(counters.samples.load(), n, cfg.sample_rate_hz);
+        anchor->set(a);
+        sink.timestamp(a);
         counters.samples += n;
         sink.write(std::span<const cf32>(samples.data(), n));
     }
 
     source_counters& counters;
+    time_anchor_slot* anchor = nullptr;  ///< the source's latest (host-clock) anchor
     zmq_source_config cfg;
     std::size_t sample_bytes;
     std::string name;
@@ -205,6 +210,7 @@ zmq_source::zmq_source(zmq_source_config cfg)
         throw std::invalid_argument(m);
     }
     impl_ = std::make_unique<impl>(counters_, std::move(cfg));
+    impl_->anchor = &time_anchor_;
 }
 
 zmq_source::~zmq_source() = default;

@@ -48,7 +48,7 @@ constexpr std::size_t pending_pool_read_ahead = 3;
 template <class T>
 dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                 double sample_rate_hz, float ci16_scale, const std::function<std::size_t(std::span<T>)>& read,
-                                const batch_fn& on_batch)
+                                const batch_fn& on_batch, std::span<const dsp::stream_anchor> anchors = {})
 {
     // The backends were made from cfg: the recording's rate must be the one they resample from.
     const dsp::input_geometry g = dsp::make_input_geometry(cfg);
@@ -84,6 +84,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
     std::atomic<bool> stop{false};
     std::exception_ptr reader_error;  // read after the reader is joined
     std::uint64_t samples_read = 0;
+    std::size_t next_anchor = 0;  // the first of `anchors` not yet given to the batcher
     window_pins pins;
 
     std::thread reader([&] {
@@ -143,8 +144,20 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
                 const auto tw = run_clock::now();
                 const auto space = bt.write_space();  // a fresh cf32 window's storage is zero-filled here
                 timing.batch_s += seconds_since(tw);
+                // A time anchor at the next sample: a discontinuity ends the segment first.
+                while (next_anchor < anchors.size() && anchors[next_anchor].sample <= samples_read) {
+                    const auto& a = anchors[next_anchor++];
+                    if (a.sample < samples_read) continue;  // out of order: already past it
+                    if (a.discontinuity && samples_read > 0) bt.gap(0);
+                    bt.timestamp(a.utc_ns, sample_rate_hz);
+                }
+                // Reads stop at the next anchor, which then names the next read's first sample.
+                std::size_t want = std::min<std::size_t>(space.size(), 1 << 22);
+                if (next_anchor < anchors.size()) {
+                    want = static_cast<std::size_t>(std::min<std::uint64_t>(want, anchors[next_anchor].sample - samples_read));
+                }
                 const auto t0 = run_clock::now();
-                const std::size_t n = read(space.subspan(0, std::min<std::size_t>(space.size(), 1 << 22)));
+                const std::size_t n = read(space.subspan(0, want));
                 timing.read_s += seconds_since(t0);
                 if (n == 0) break;
                 samples_read += n;
@@ -235,9 +248,10 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
 }
 
 dsp::run_summary run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
-                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
+                              double sample_rate_hz, const read_fn& read, const batch_fn& on_batch,
+                              std::span<const dsp::stream_anchor> anchors)
 {
-    return run_receiver_t<cf32>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch);
+    return run_receiver_t<cf32>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch, anchors);
 }
 
 dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
@@ -247,9 +261,10 @@ dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config
 }
 
 dsp::run_summary run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
-                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch)
+                                   double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch,
+                                   std::span<const dsp::stream_anchor> anchors)
 {
-    return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch);
+    return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch, anchors);
 }
 
 dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

@@ -184,6 +184,7 @@ void worker_pool::worker_loop(std::size_t w)
             }
         }
         busy_since_ns_[w] = 0;
+        if (res.out) stamp_utc(res.batch, *res.out);
         {
             std::lock_guard r(r_mu_);
             counters_.process_s += static_cast<double>(now_ns() - t0) * 1e-9;
@@ -191,6 +192,11 @@ void worker_pool::worker_loop(std::size_t w)
         if (recycle_) recycle_(res.batch);
         finish(j.seq, std::move(res));
     }
+}
+
+void stamp_utc(const dsp::sample_batch& batch, dsp::batch_output& out) noexcept
+{
+    for (auto& rec : out.packets) rec.utc_ns = batch.time ? dsp::utc_ns_at(*batch.time, rec.start_sample) : dsp::unknown_utc_ns;
 }
 
 std::optional<worker_pool::result> worker_pool::next()

@@ -14,6 +14,7 @@
 
 #include "dsp/backend.hpp"
 #include "dsp/batch.hpp"
+#include "dsp/batcher.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -141,6 +142,11 @@ private:
     std::vector<std::atomic<std::int64_t>> busy_since_ns_;  ///< 0: idle
     std::vector<std::thread> threads_;
 };
+
+/// Each packet's UTC (packet_record::utc_ns) from its window's time (sample_batch::time) and
+/// its start sample; unknown_utc_ns without one. The pool does it for every output, whichever
+/// backend made it: the one place packets get their time.
+void stamp_utc(const dsp::sample_batch& batch, dsp::batch_output& out) noexcept;
 
 /// The window storages a producer has had page-locked for a pool's uploads, each once: a few
 /// circulate (filling, queued, in a backend, on the way back). The pins are undone when this

@@ -88,19 +88,21 @@ TEST(bitstream, layout_is_big_endian_at_the_documented_offsets)
     h.bep_estimate = 1.0f;  // 0x3F800000
     h.cfo_rad_per_sample = -2.0f;  // 0xC0000000
     h.ebn0_db = 0.5f;  // 0x3F000000
+    h.utc_ns = 1'795'603'660'123'456'789;  // 0x18EB4403EF0CC515
     std::vector<std::uint8_t> bits(768);
     bits[0] = 0xAB;
     bits[767] = 0xCD;
     std::vector<std::uint8_t> d(io::datagram_bytes(bitstream_format::dqe));
     io::encode_datagram(bitstream_format::dqe, h, 0x1234, bits, d);
     const std::vector<std::uint8_t> head = {
-        'P', 'A', 'Q', 'B', 1, 1, 0, 64, 4, 0, 0, 0, 0x41, 0x42, 0x43, 0x44,
+        'P', 'A', 'Q', 'B', 2, 1, 0, 72, 4, 0, 0, 0, 0x41, 0x42, 0x43, 0x44,
         1, 2, 3, 4, 5, 6, 7, 8, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
         0x21, 0x22, 0x23, 0x24, 0x25, 0x26, 0x27, 0x28, 0x31, 0x32, 0x33, 0x34, 0x35, 0x36, 0x37, 0x38,
         0x3F, 0x80, 0, 0, 0xC0, 0, 0, 0, 0x3F, 0, 0, 0, 0, 0, 0x18, 0x00,  // payload bits 6144 = 0x1800
+        0x18, 0xEB, 0x44, 0x03, 0xEF, 0x0C, 0xC5, 0x15,  // version 2: UTC 1795603660123456789 ns
         0xFA, 0xC4, 0x12, 0x34, 0, 0,  // DQE: sync, ID, DQM (BEP 1 clamps to 0.5: DQM 0)
         0xAB};
-    ASSERT_EQ(d.size(), 838u);
+    ASSERT_EQ(d.size(), 846u);
     EXPECT_EQ(std::vector<std::uint8_t>(d.begin(), d.begin() + static_cast<long>(head.size())), head);
     EXPECT_EQ(d.back(), 0xCD);
 }
@@ -189,18 +191,20 @@ const malformed_case malformed_cases[] = {
     {"empty", bitstream_format::paq, [](auto& d) { d.clear(); }, "shorter than the 64-byte paq header"},
     {"short_header", bitstream_format::paq, [](auto& d) { d.resize(40); }, "40 bytes is shorter"},
     {"magic", bitstream_format::paq, [](auto& d) { d[0] = 'X'; }, "magic is 0x58415142"},
-    {"version", bitstream_format::paq, [](auto& d) { d[4] = 2; }, "version is 2"},
+    {"version", bitstream_format::paq, [](auto& d) { d[4] = 3; }, "version is 3, this decoder reads versions 1 .. 2"},
+    {"version_0", bitstream_format::paq, [](auto& d) { d[4] = 0; }, "version is 0"},
+    {"v2_header_of_v1_length", bitstream_format::paq, [](auto& d) { d[7] = 64; }, "header length is 64, allowed for version 2: 72"},
     {"header_length_small", bitstream_format::paq, [](auto& d) { d[7] = 60; }, "header length is 60"},
-    {"header_length_beyond", bitstream_format::paq, [](auto& d) { d[6] = 4; }, "header length is 1088"},
+    {"header_length_beyond", bitstream_format::paq, [](auto& d) { d[6] = 4; }, "header length is 1096"},
     {"stream_id", bitstream_format::paq, [](auto& d) { d[8] = 6; }, "stream id is 6"},
     {"reserved", bitstream_format::paq, [](auto& d) { d[10] = 1; }, "reserved bytes"},
     {"payload_type", bitstream_format::paq, [](auto& d) { d[5] = 2; }, "payload type is 2"},
     {"payload_bits", bitstream_format::paq, [](auto& d) { d[63] = 0x01; }, "payload bit count is 6145"},
-    {"truncated", bitstream_format::paq, [](auto& d) { d.pop_back(); }, "datagram length is 831"},
-    {"extra_byte", bitstream_format::paq, [](auto& d) { d.push_back(0); }, "datagram length is 833"},
-    {"dqe_sync", bitstream_format::dqe, [](auto& d) { d[65] = 0xC5; }, "DQE payload: DQE sync is 0xFAC5"},
+    {"truncated", bitstream_format::paq, [](auto& d) { d.pop_back(); }, "datagram length is 839"},
+    {"extra_byte", bitstream_format::paq, [](auto& d) { d.push_back(0); }, "datagram length is 841"},
+    {"dqe_sync", bitstream_format::dqe, [](auto& d) { d[73] = 0xC5; }, "DQE payload: DQE sync is 0xFAC5"},
     {"dqe_truncated", bitstream_format::dqe, [](auto& d) { d.pop_back(); }, "DQE payload is 773 bytes"},
-    {"dqe_without_frame", bitstream_format::dqe, [](auto& d) { d.resize(64 + 768); }, "DQE payload is 768 bytes"},
+    {"dqe_without_frame", bitstream_format::dqe, [](auto& d) { d.resize(72 + 768); }, "DQE payload is 768 bytes"},
     {"raw_truncated", bitstream_format::dqe_raw, [](auto& d) { d.resize(100); }, "bare DQE frame (dqe-raw) is 100 bytes"},
     {"raw_sync_only", bitstream_format::dqe_raw, [](auto& d) { d.resize(2); }, "is 2 bytes, expected 774"},
 };
@@ -211,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(cases, bitstream_malformed, ::testing::ValuesIn(malform
 TEST(bitstream, encoder_rejects_caller_bugs)
 {
     io::datagram_header h;
-    std::vector<std::uint8_t> bits(768), out(838);
+    std::vector<std::uint8_t> bits(768), out(846);
     EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, {bits.data(), 767}, out), std::invalid_argument);
     EXPECT_THROW(io::encode_datagram(bitstream_format::dqe, h, 0, bits, {out.data(), 837}), std::invalid_argument);
     h.stream_id = 6;
@@ -465,3 +469,82 @@ TEST(bert_monitor, other_patterns_lock_and_count)
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Header versions (docs/BITSTREAM.md): version 2 carries the UTC of the packet's first sample;
+// version 1 datagrams (64-byte header, no time) are still read, by the decoder and paq-bert.
+
+namespace {
+
+/// A version 2 datagram rewritten as version 1 would have sent it: no time, a 64-byte header
+/// (or a longer one, which a version 1 receiver skips).
+std::vector<std::uint8_t> as_version_1(const std::vector<std::uint8_t>& v2, std::size_t header = 64)
+{
+    std::vector<std::uint8_t> v1(header + (v2.size() - 72), 0);
+    for (std::size_t i = 0; i < 64; ++i) v1[i] = v2[i];
+    for (std::size_t i = 72; i < v2.size(); ++i) v1[header + i - 72] = v2[i];
+    v1[4] = 1;
+    v1[6] = static_cast<std::uint8_t>(header >> 8);
+    v1[7] = static_cast<std::uint8_t>(header);
+    return v1;
+}
+
+}  // namespace
+
+TEST(bitstream, version_2_carries_the_utc_and_version_1_is_still_read)
+{
+    for (const auto format : {bitstream_format::paq, bitstream_format::dqe}) {
+        for (const std::int64_t utc : {std::int64_t{1'795'603'660'123'456'789}, io::bitstream_unknown_utc_ns, std::int64_t{-5}}) {
+            io::datagram_header h;
+            h.stream_id = 3;
+            h.sequence = 9;
+            h.start_sample = 123'456;
+            h.utc_ns = utc;
+            std::vector<std::uint8_t> bits(768, 0x5A), d(io::datagram_bytes(format));
+            ASSERT_EQ(io::encode_datagram(format, h, 0, bits, d), d.size());
+            auto r = io::decode_datagram(d);
+            ASSERT_TRUE(r.ok()) << r.error;
+            EXPECT_EQ(r.datagram.version, 2);
+            EXPECT_EQ(r.datagram.header_length, 72u);
+            EXPECT_EQ(r.datagram.header, h);
+            for (const std::size_t header : {std::size_t{64}, std::size_t{68}}) {
+                const auto v1 = as_version_1(d, header);
+                r = io::decode_datagram(v1);
+                ASSERT_TRUE(r.ok()) << r.error;
+                EXPECT_EQ(r.datagram.version, 1);
+                EXPECT_EQ(r.datagram.header.utc_ns, io::bitstream_unknown_utc_ns);
+                EXPECT_EQ(r.datagram.header.start_sample, 123'456u);
+                EXPECT_EQ(std::vector<std::uint8_t>(r.datagram.bits.begin(), r.datagram.bits.end()), bits);
+            }
+        }
+    }
+    EXPECT_EQ(io::datagram_bytes(bitstream_format::paq), 840u);
+    EXPECT_EQ(io::datagram_bytes(bitstream_format::dqe), 846u);
+}
+
+TEST(bitstream, paq_bert_counts_version_1_and_version_2_datagrams_alike)
+{
+    // One stream: datagrams 0..3 as version 2, 4..7 as version 1 (a receiver upgraded
+    // mid-run would not do this, but a tester must take either): all checked, no error.
+    io::bert_monitor monitor({});
+    dsp::pn_generator gen(dsp::pn_pattern::pn15);
+    for (std::uint64_t k = 0; k < 8; ++k) {
+        std::vector<std::uint8_t> bits(768, 0);
+        for (std::size_t i = 0; i < 6144; ++i) bits[i / 8] |= static_cast<std::uint8_t>(gen.next() << (7 - i % 8));
+        io::datagram_header h;
+        h.stream_id = 1;
+        h.sequence = k;
+        h.start_sample = 1000 + k * 12672;
+        h.utc_ns = 1'795'603'660'000'000'000 + static_cast<std::int64_t>(k) * 614'400;
+        std::vector<std::uint8_t> d(io::datagram_bytes(bitstream_format::paq));
+        io::encode_datagram(bitstream_format::paq, h, 0, bits, d);
+        monitor.ingest(k < 4 ? d : as_version_1(d), 1);
+    }
+    const auto st = monitor.stats(1);
+    EXPECT_EQ(monitor.malformed_total(), 0u);
+    EXPECT_EQ(st.datagrams, 8u);
+    EXPECT_EQ(st.lost, 0u);
+    EXPECT_EQ(st.packets_checked, 8u);
+    EXPECT_EQ(st.pn.bit_errors, 0u);
+    EXPECT_GT(st.pn.bits_checked, 6144u * 4);
+}

@@ -6,10 +6,13 @@
 #include "daemon/live.hpp"
 #include "daemon/counters.hpp"
 #include "daemon/pipeline.hpp"
+#include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
 #include "io/file_source.hpp"
+#include "io/net_source.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_file.hpp"
+#include "io/utc_time.hpp"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +26,9 @@
 #include <numeric>
 #include <set>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <thread>
 
@@ -894,4 +900,539 @@ TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
         for (const auto& h : pins) EXPECT_FALSE(h.expired()) << "a window was unlocked while the pipeline lives";
     }
     for (const auto& h : pins) EXPECT_TRUE(h.expired());
+}
+
+// ------------------------------------------------------------------------------------- time
+// Issue 13 item 1: absolute time from the source's anchors, through the ring and the batcher
+// into the windows, onto each packet (docs/DAEMON.md, "Time").
+
+TEST(time, anchors_travel_through_the_ring_with_their_sample)
+{
+    auto ring = make_ring(1000, io::overflow_policy::drop);
+    io::ring_sink sink(ring);
+    // An anchor for the next write's first sample, one for sample 30 of a later write.
+    sink.timestamp({0, 1'000'000'000});
+    sink.write(ramp(100));
+    sink.timestamp({130, 2'000'000'000});
+    sink.write(ramp(100, 100.0f));
+    std::vector<cf32> buf(60);
+    auto r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+    ASSERT_TRUE(r.time);
+    EXPECT_EQ(r.time->offset, 0u);
+    EXPECT_EQ(r.time->utc_ns, 1'000'000'000);
+    r = ring.read(buf, 10ms);  // samples 60 .. 119: no anchor among them
+    EXPECT_FALSE(r.time);
+    buf.resize(200);
+    r = ring.read(buf, 10ms);  // 120 .. 199: the anchor of sample 130
+    ASSERT_EQ(r.count, 80u);
+    ASSERT_TRUE(r.time);
+    EXPECT_EQ(r.time->offset, 10u);
+    EXPECT_EQ(r.time->utc_ns, 2'000'000'000);
+    // Overflow: an anchor whose sample is dropped goes with it (counted); the gap before the
+    // next samples has an exact count, so time carries on from the anchors the reader has.
+    auto small = make_ring(50, io::overflow_policy::drop);
+    io::ring_sink s2(small);
+    s2.write(ramp(50));
+    s2.timestamp({50, 7});
+    s2.write(ramp(10));  // dropped, and its anchor
+    buf.resize(100);
+    r = small.read(buf, 10ms);
+    EXPECT_EQ(r.count, 50u);
+    EXPECT_FALSE(r.time);
+    s2.timestamp({60, 8});
+    s2.write(ramp(5));
+    r = small.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::gap);
+    EXPECT_EQ(r.lost_samples, 10u);
+    r = small.read(buf, 10ms);
+    ASSERT_TRUE(r.time);
+    EXPECT_EQ(r.time->utc_ns, 8);
+    EXPECT_EQ(small.counters().anchors_dropped, 1u);
+    EXPECT_EQ(small.counters().anchors, 1u);
+}
+
+// A gap flood merged by the ring (drop policy, markers full) that holds a gap of unknown size
+// among gaps of known size: the merged count is no exact count, so the consumer must not carry
+// time across it. The ring places the known sum, then a gap of 0 (unknown) of that reason; the
+// batcher, fed as the pipeline feeds it, cuts the windows after the flood without time.
+TEST(time, a_merged_gap_flood_with_an_unknown_gap_does_not_carry_time)
+{
+    io::sample_ring ring(100'000, io::overflow_policy::drop, io::host_ring_allocator(false), 8);
+    const auto x = ramp(30'000);
+    ring.timestamp(1'000'000'000, 0);
+    ring.write(x);
+    for (int k = 0; k < 20; ++k) {
+        ring.gap(k == 10 ? 0 : 7, io::gap_reason::lost_packets);  // the 11th: count unknown
+        ring.write(ramp(1));
+    }
+    std::vector<cf32> buf(100'000);
+    dsp::batcher bt(10'000);
+    using kind = io::sample_ring::read_result::kind;
+    std::vector<std::pair<std::uint64_t, std::string>> gaps;  // (lost, reason) in order
+    bool drained = false;
+    for (;;) {
+        const auto r = ring.read(buf, 10ms);
+        if (r.what == kind::end) break;
+        if (r.what == kind::timeout) {
+            ASSERT_FALSE(drained) << "the ring never ended";
+            // The consumer has drained the flood's markers: samples after it end the merge,
+            // then the end of the stream.
+            ring.write(std::span<const cf32>(x).first(25'000));
+            ring.close();
+            drained = true;
+            continue;
+        }
+        if (r.what == kind::gap) {
+            gaps.emplace_back(r.lost_samples, std::string(io::to_string(r.reason)));
+            bt.gap(r.lost_samples);
+            continue;
+        }
+        if (r.time) bt.timestamp(r.time->utc_ns, 25e6, r.time->offset);
+        bt.push(std::span<const cf32>(buf.data(), r.count));
+    }
+    bt.finish();
+    // Some gaps went in as markers, the rest merged: the merged lost-packets marker (a sum of
+    // sevens) is followed at once by a lost-packets gap of 0.
+    ASSERT_GE(gaps.size(), 2u);
+    bool unknown_after_sum = false;
+    for (std::size_t i = 0; i + 1 < gaps.size(); ++i) {
+        if (gaps[i].second == "lost-packets" && gaps[i].first > 7 && gaps[i + 1] == std::pair<std::uint64_t, std::string>{0, "lost-packets"}) {
+            unknown_after_sum = true;
+        }
+    }
+    EXPECT_TRUE(unknown_after_sum) << "no gap of 0 after the merged sum";
+    std::uint64_t lost_packets = 0;
+    for (const auto& [lost, reason] : gaps) lost_packets += reason == "lost-packets" ? lost : 0;
+    EXPECT_EQ(lost_packets, 7u * 19u);  // the known counts kept exact
+    std::size_t timed = 0, untimed_after = 0;
+    while (auto b = bt.pop()) {
+        if (b->first_sample < 30'000) {
+            ASSERT_TRUE(b->time);
+            EXPECT_EQ(dsp::utc_ns_at(*b->time, b->first_sample), 1'000'000'000 + static_cast<std::int64_t>(b->first_sample) * 40);
+            ++timed;
+        } else {
+            EXPECT_FALSE(b->time) << "window at " << b->first_sample << " after an uncountable gap has a time";
+            ++untimed_after;
+        }
+    }
+    EXPECT_GE(timed, 1u);
+    EXPECT_GE(untimed_after, 1u);
+}
+
+TEST(time, utc_at_a_sample_is_exact_for_integer_rates_and_any_offset)
+{
+    const dsp::sample_time t{1'000'000, 1'795'603'660'123'456'789, 25e6};  // 40 ns a sample
+    EXPECT_EQ(dsp::utc_ns_at(t, 1'000'000), t.utc_ns);
+    EXPECT_EQ(dsp::utc_ns_at(t, 1'000'001), t.utc_ns + 40);
+    EXPECT_EQ(dsp::utc_ns_at(t, 999'999), t.utc_ns - 40);
+    EXPECT_EQ(dsp::utc_ns_at(t, 1'000'000 + 25'000'000ull * 3600), t.utc_ns + 3600'000'000'000LL);
+    // 20.625 MS/s: 48.48... ns a sample; 33 samples = 1600 ns exactly; 1 sample rounds to 48.
+    const dsp::sample_time u{0, 0, 20.625e6};
+    EXPECT_EQ(dsp::utc_ns_at(u, 33), 1600);
+    EXPECT_EQ(dsp::utc_ns_at(u, 1), 48);
+    EXPECT_EQ(dsp::utc_ns_at(u, 20'625'000ull * 86400 * 365), 86400LL * 365 * 1'000'000'000);
+    // A huge offset (2^62 samples) at 1 MS/s leaves int64: unknown, never a wrapped time.
+    EXPECT_EQ(dsp::utc_ns_at({0, 0, 1e6}, std::uint64_t{1} << 62), dsp::unknown_utc_ns);
+    EXPECT_EQ(dsp::utc_ns_at({0, 0, 0.0}, 5), dsp::unknown_utc_ns);
+    // A rate that is not an integer: long double, rounded to the ns.
+    EXPECT_EQ(dsp::utc_ns_at({0, 100, 2.5e6 + 0.5}, 2'500'000), 100 + 999'999'800);
+}
+
+TEST(time, windows_carry_the_segment_time_across_known_gaps_not_unknown_ones)
+{
+    const double rate = 25e6;
+    const std::int64_t t0 = 1'795'603'660'000'000'000;
+    dsp::batcher bt(40'000);
+    const auto x = ramp(200'000);
+    bt.timestamp(t0, rate);
+    bt.push(std::span<const cf32>(x).first(100'000));
+    bt.gap(1'000);  // known: the index counts them, the time carries on
+    bt.push(std::span<const cf32>(x).subspan(100'000, 50'000));
+    bt.gap(0);      // unknown: no time until the next anchor
+    bt.push(std::span<const cf32>(x).subspan(150'000, 20'000));
+    bt.gap(0);
+    bt.timestamp(t0 + 5'000'000'000, rate, 7);  // sample 7 of the next push
+    bt.push(std::span<const cf32>(x).subspan(170'000, 30'000));
+    bt.finish();
+    std::vector<dsp::sample_batch> windows;
+    while (auto b = bt.pop()) windows.push_back(std::move(*b));
+    ASSERT_GE(windows.size(), 5u);
+    for (const auto& w : windows) {
+        const std::uint64_t first = w.first_sample;
+        if (first < 151'000) {  // the first two segments: one time, across the known gap
+            ASSERT_TRUE(w.time) << first;
+            EXPECT_EQ(dsp::utc_ns_at(*w.time, first), t0 + static_cast<std::int64_t>(first) * 40) << first;
+        } else if (first < 171'000) {
+            EXPECT_FALSE(w.time) << "after a gap of unknown size, before an anchor: " << first;
+        } else {
+            ASSERT_TRUE(w.time) << first;
+            EXPECT_EQ(w.time->sample, 171'007u);
+            EXPECT_EQ(dsp::utc_ns_at(*w.time, first), t0 + 5'000'000'000 - static_cast<std::int64_t>(171'007 - first) * 40);
+        }
+    }
+    EXPECT_THROW(bt.timestamp(0, 0.0), std::invalid_argument);
+}
+
+namespace {
+
+/// A VITA-49-like source at 25 MS/s: samples in chunks, each segment's chunks anchored (or
+/// not) on the sender's clock, gaps of known and unknown size between segments.
+class timed_source final : public io::sample_source {
+public:
+    struct segment {
+        std::size_t from = 0, to = 0;   ///< samples [from, to) of `data`
+        std::uint64_t gap_before = 0;   ///< lost samples before it (0 with `gap`: unknown count)
+        bool gap = false;
+        std::optional<std::int64_t> t_first;  ///< the sender's time of sample `from` (none: no anchors)
+    };
+    timed_source(std::vector<cf32> data, std::vector<segment> segs, double rate)
+        : data_(std::move(data)), segs_(std::move(segs)), rate_(rate)
+    {
+    }
+    std::string describe() const override { return "timed"; }
+    double sample_rate_hz() const override { return rate_; }
+    void run(io::sample_sink& sink) override
+    {
+        std::uint64_t delivered = 0;
+        for (const auto& s : segs_) {
+            if (s.gap) sink.gap(s.gap_before, io::gap_reason::lost_packets);
+            for (std::size_t p = s.from; p < s.to; p += 4'096) {
+                const std::size_t n = std::min<std::size_t>(4'096, s.to - p);
+                if (s.t_first) {
+                    // 40 ns a sample at 25 MS/s: every anchor exact.
+                    sink.timestamp({delivered, *s.t_first + static_cast<std::int64_t>(p - s.from) * 40});
+                }
+                sink.write(std::span<const cf32>(data_.data() + p, n));
+                delivered += n;
+                counters_.samples += n;
+            }
+        }
+    }
+    void stop() override {}
+
+private:
+    std::vector<cf32> data_;
+    std::vector<segment> segs_;
+    double rate_;
+};
+
+live_result run_timed_pipeline(io::sample_source& src, const dsp::receiver_config& rc)
+{
+    io::sample_ring ring(4'000'000, io::overflow_policy::block, io::host_ring_allocator(false));
+    daemon::pipeline_options po;
+    po.receiver = rc;
+    po.sample_rate_hz = src.sample_rate_hz();
+    live_result res;
+    daemon::pipeline p(po, src, ring, cpu_workers(rc, 2), {}, [&](const dsp::batch_output& out) { res.published.push_back(out); });
+    p.start();
+    p.join();
+    res.stats = p.stats();
+    return res;
+}
+
+}  // namespace
+
+// Per-packet time from a VITA-49-like stream at 25 MS/s (resampled to 20.625 MS/s): exact to
+// the ns on the sender's clock, across a gap of known size (no anchor after it) and a gap of
+// unknown size (unknown until the next anchor, then from it).
+TEST(time, packets_get_the_utc_of_their_first_sample_across_gaps_at_25_msps)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4131;
+    sc.sample_rate_hz = 25e6;
+    const auto sim = test::simulate(sc, 56);  // 722k samples, ~46 packets
+    const std::size_t n = sim.samples.size();
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    rc.input_sample_rate_hz = 25e6;
+    const std::int64_t t0 = 1'795'603'660'000'000'000;  // 2026-11-25T10:47:40Z
+    const std::int64_t t1 = 1'795'603'700'250'000'000;
+    const std::uint64_t known = 40'000;
+    const std::size_t a = n / 4, b = n / 2, c = 3 * n / 4;
+    // seg 1 anchored at t0; seg 2 after a known gap, not anchored: continues from seg 1; seg 3
+    // after an unknown gap, not anchored: unknown; seg 4 after an unknown gap, anchored at t1.
+    timed_source src(sim.samples,
+                     {{0, a, 0, false, t0}, {a, b, known, true, std::nullopt}, {b, c, 0, true, std::nullopt}, {c, n, 0, true, t1}},
+                     25e6);
+    const auto live = run_timed_pipeline(src, rc);
+    std::size_t seen[4] = {};
+    for (const auto& out : live.published) {
+        for (const auto& rec : out.packets) {
+            const std::uint64_t s = rec.start_sample;  // absolute: the known gap's samples counted
+            if (s < b + known) {
+                // Segments 1 and 2: sample s was taken at t0 + 40 s ns (the lost ones took their time).
+                EXPECT_EQ(rec.utc_ns, t0 + static_cast<std::int64_t>(s) * 40) << s;
+                ++seen[s < a ? 0 : 1];
+            } else if (s < c + known) {
+                EXPECT_EQ(rec.utc_ns, dsp::unknown_utc_ns) << s;
+                ++seen[2];
+            } else {
+                EXPECT_EQ(rec.utc_ns, t1 + static_cast<std::int64_t>(s - (c + known)) * 40) << s;
+                ++seen[3];
+            }
+        }
+    }
+    for (int k = 0; k < 4; ++k) EXPECT_GE(seen[k], 5u) << "segment " << k + 1 << " must hold packets";
+    EXPECT_EQ(live.stats.first_packet_utc_ns, live.published.front().packets.front().utc_ns);
+    EXPECT_NE(live.stats.first_packet_utc_ns, dsp::unknown_utc_ns);
+}
+
+// A SigMF recording with two captures, each with its own core:datetime (the second a jump: the
+// recording paused), through the live file source and through paqd replay: each packet's time
+// from its own capture; a raw file of the same samples has none.
+TEST(time, sigmf_captures_time_the_packets_live_and_in_replay_and_raw_files_have_none)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4133;
+    sc.sample_rate_hz = 25e6;
+    const auto sim = test::simulate(sc, 40);
+    const std::size_t n = sim.samples.size();
+    const std::uint64_t second = n / 2;
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-time-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = 25e6;
+    {
+        auto w = io::sample_file_writer::create_sigmf(dir / "rec", meta);
+        w.write(sim.samples);
+        w.close();
+    }
+    {
+        // Two captures, as another SigMF writer would make them.
+        auto j = nlohmann::json::parse(std::ifstream(dir / "rec.sigmf-meta"));
+        j["captures"] = nlohmann::json::array(
+            {{{"core:sample_start", 0}, {"core:datetime", "2026-11-25T10:47:40.123456789Z"}},
+             {{"core:sample_start", second}, {"core:datetime", "2026-11-25T10:48:00Z"}}});
+        std::ofstream(dir / "rec.sigmf-meta") << j.dump(2);
+    }
+    const std::int64_t t0 = *io::parse_utc_ns("2026-11-25T10:47:40.123456789Z");
+    const std::int64_t t1 = *io::parse_utc_ns("2026-11-25T10:48:00Z");
+    auto expected = [&](std::uint64_t s) {
+        return s < second ? t0 + static_cast<std::int64_t>(s) * 40 : t1 + static_cast<std::int64_t>(s - second) * 40;
+    };
+    std::vector<std::string> warnings;
+    const auto anchors = io::recording_anchors(io::read_sigmf_meta(dir / "rec.sigmf-meta"), warnings);
+    ASSERT_EQ(anchors.size(), 2u);
+    EXPECT_TRUE(warnings.empty());
+    EXPECT_EQ(anchors[1], (dsp::stream_anchor{second, t1, true}));  // 20 s later than the samples say
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    rc.input_sample_rate_hz = 25e6;
+
+    io::file_source_config fc;
+    fc.path = dir / "rec.sigmf-meta";
+    fc.paced = false;
+    fc.chunk_samples = 30'000;
+    io::file_source src(fc);
+    const auto live = run_timed_pipeline(src, rc);
+    std::size_t checked = 0;
+    for (const auto& out : live.published) {
+        for (const auto& rec : out.packets) {
+            EXPECT_EQ(rec.utc_ns, expected(rec.start_sample)) << rec.start_sample;
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 20u);
+    EXPECT_EQ(src.latest_time_anchor()->utc_ns, t1);
+
+    daemon::replay_options ro;
+    ro.file = dir / "rec.sigmf-meta";
+    ro.receiver = rc;
+    ro.receiver.bit_rate_hz = 10.3125e6;
+    ro.backend = config::backend_kind::cpu;
+    ro.records.base = dir / "rec";
+    const auto rr = daemon::run_replay(ro);
+    EXPECT_EQ(rr.first_packet_utc_ns, expected(live.published.front().packets.front().start_sample));
+    EXPECT_EQ(daemon::to_json(rr)["first_packet_utc"], io::format_utc_ns(rr.first_packet_utc_ns));
+    // The records' time_utc column: what paq-report reads back.
+    std::ifstream csv(dir / "rec-packets.csv");
+    std::string header, row;
+    std::getline(csv, header);
+    ASSERT_TRUE(header.ends_with(",time_utc")) << header;
+    std::size_t rows = 0;
+    while (std::getline(csv, row)) {
+        std::vector<std::string> f;
+        std::stringstream ss(row);
+        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+        const std::uint64_t start = std::stoull(f.at(4));  // start_sample
+        const std::string utc = row.substr(row.rfind(',') + 1);
+        EXPECT_EQ(io::parse_utc_ns(utc), expected(start)) << row;
+        EXPECT_EQ(utc, io::format_utc_ns(expected(start)));
+        ++rows;
+    }
+    EXPECT_EQ(rows, rr.summary.packets_found);
+
+    // The same samples as a raw file: no time anywhere, the column empty.
+    {
+        auto w = io::sample_file_writer::create_raw(dir / "rec.raw", io::sample_format::cf32_le);
+        w.write(sim.samples);
+        w.close();
+    }
+    ro.file = dir / "rec.raw";
+    ro.raw_format = io::sample_format::cf32_le;
+    ro.raw_sample_rate_hz = 25e6;
+    ro.records.base = dir / "raw";
+    const auto raw = daemon::run_replay(ro);
+    EXPECT_GT(raw.summary.packets_found, 20u);
+    EXPECT_EQ(raw.first_packet_utc_ns, dsp::unknown_utc_ns);
+    EXPECT_TRUE(daemon::to_json(raw)["first_packet_utc"].is_null());
+    std::ifstream raw_csv(dir / "raw-packets.csv");
+    std::getline(raw_csv, header);
+    while (std::getline(raw_csv, row)) EXPECT_TRUE(row.ends_with(",")) << "time_utc must be empty: " << row;
+    std::filesystem::remove_all(dir);
+}
+
+TEST(time, host_clock_anchors_are_now_less_the_block_duration)
+{
+    const std::int64_t before = io::host_utc_ns();
+    const auto a = io::host_clock_anchor(1234, 25'000, 25e6);  // a 1 ms block
+    const std::int64_t after = io::host_utc_ns();
+    EXPECT_EQ(a.sample_index, 1234u);
+    EXPECT_GE(a.utc_ns, before - 1'000'000);
+    EXPECT_LE(a.utc_ns, after - 1'000'000);
+    // Roughly now (the host's clock is UTC, within the test's own run).
+    const auto wall = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    EXPECT_LT(std::llabs(wall - a.utc_ns), 5'000'000'000LL);
+}
+
+// Issue 13 item 1, the live daemon's recorder (run_live, as `paqd --config`): a SigMF source
+// with core:datetime and core:frequency gives a recording whose core:datetime is the UTC of
+// its first sample, exact to the ns as written, and whose core:frequency is the configured
+// one, else the source's; a raw source (no time, no frequency) gives neither key.
+TEST(time, a_live_recording_gets_core_datetime_and_core_frequency_from_its_source_or_the_config)
+{
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4135;
+    const auto sim = test::simulate(sc, 12);
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-time-rec-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string datetime = "2026-11-25T10:47:40.123456789Z";
+    {
+        io::sigmf_meta meta;
+        meta.sample_rate_hz = sc.sample_rate_hz;
+        meta.center_frequency_hz = 2.2505e9;
+        meta.datetime_iso8601 = datetime;
+        auto w = io::sample_file_writer::create_sigmf(dir / "src", meta);
+        w.write(sim.samples);
+        w.close();
+        auto raw = io::sample_file_writer::create_raw(dir / "src.raw", io::sample_format::cf32_le);
+        raw.write(sim.samples);
+        raw.close();
+    }
+    const auto run = [&](const std::string& source, const std::string& recording) {
+        const std::string yaml = "source: {type: file, file: " + source + "}\n" +
+                                 "ring: {capacity_s: 0.5, lock_memory: false}\n"
+                                 "pipeline: {backend: cpu, cpu_workers: 1}\n"
+                                 "publisher: {enabled: false}\n"
+                                 "metrics: {enabled: false}\n"
+                                 "log: {destination: console, level: warn}\n"
+                                 "recording: " + recording + "\n";
+        daemon::live_options lo;
+        lo.config = config::parse_daemon_config(yaml);
+        EXPECT_EQ(daemon::run_live(lo), 0) << yaml;
+    };
+    const auto capture = [&](const std::string& base) {
+        std::ifstream f(dir / (base + ".sigmf-meta"));
+        const auto j = nlohmann::json::parse(f);
+        EXPECT_EQ(j["captures"].size(), 1u);
+        return j["captures"][0];
+    };
+    const std::string sigmf = "{path: " + (dir / "src.sigmf-meta").string() + ", paced: false}";
+    run(sigmf, "{path: " + (dir / "from_source").string() + "}");
+    auto c = capture("from_source");
+    EXPECT_EQ(c.value("core:datetime", ""), datetime) << c.dump();
+    EXPECT_EQ(c.value("core:frequency", 0.0), 2.2505e9) << c.dump();
+    // Every sample recorded: the recording's first sample is the source's first.
+    EXPECT_EQ(io::sample_file_reader::open(dir / "from_source.sigmf-meta").info().num_samples, sim.samples.size());
+
+    run(sigmf, "{path: " + (dir / "configured").string() + ", center_frequency_hz: 1.4855e9}");
+    c = capture("configured");
+    EXPECT_EQ(c.value("core:datetime", ""), datetime) << c.dump();
+    EXPECT_EQ(c.value("core:frequency", 0.0), 1.4855e9) << c.dump();
+
+    run("{path: " + (dir / "src.raw").string() + ", format: cf32_le, sample_rate_hz: 20.625e6, paced: false}",
+        "{path: " + (dir / "untimed").string() + "}");
+    c = capture("untimed");
+    EXPECT_FALSE(c.contains("core:datetime")) << c.dump();
+    EXPECT_FALSE(c.contains("core:frequency")) << c.dump();
+    EXPECT_EQ(io::sample_file_reader::open(dir / "untimed.sigmf-meta").info().num_samples, sim.samples.size());
+    std::filesystem::remove_all(dir);
+}
+
+// Issue 13 item 1, raw network IQ (no time of its own): a real UDP source on loopback, through
+// the ring, the batcher and the worker pool, stamps each packet with the host's clock: close
+// to CLOCK_REALTIME at the test, and never earlier than the packet before. The sender is paced
+// well below the nominal rate (1024 samples, 50 us of signal, every >= 1 ms), so each
+// datagram's host-clock anchor is later than the previous one extrapolated: a later window's
+// time can only move forward.
+TEST(time, a_udp_source_stamps_packets_with_the_host_clock_close_to_now_and_monotonic)
+{
+    const auto wall_ns = [] {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+    dsp::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4137;
+    const auto sim = test::simulate(sc, 24);
+    const std::size_t n = sim.samples.size();
+    io::udp_source_config uc;
+    uc.bind_address = "127.0.0.1";
+    uc.port = 0;
+    uc.format = io::sample_format::cf32_le;
+    uc.sample_rate_hz = sc.sample_rate_hz;
+    io::udp_source src(uc);
+    auto rc = test::small_batches();
+    rc.batch_samples = 50'000;
+    rc.cpu_threads = 1;
+    const std::int64_t before = wall_ns();
+    std::thread tx([&] {
+        for (int k = 0; k < 500 && src.local_port() == 0; ++k) std::this_thread::sleep_for(2ms);
+        const int fd = ::socket(AF_INET, SOCK_DGRAM, 0);
+        sockaddr_in to{};
+        to.sin_family = AF_INET;
+        to.sin_port = htons(src.local_port());
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        constexpr std::size_t per = 1024;
+        for (std::size_t p = 0; p < n; p += per) {
+            const std::size_t m = std::min(per, n - p);
+            (void)::sendto(fd, sim.samples.data() + p, m * sizeof(cf32), 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
+            std::this_thread::sleep_for(1ms);
+        }
+        ::close(fd);
+        // Every sample in (loopback does not lose them at this pace), or give up after 5 s.
+        for (int k = 0; k < 2500 && src.counters().samples.load() < n; ++k) std::this_thread::sleep_for(2ms);
+        src.stop();
+    });
+    const auto live = run_timed_pipeline(src, rc);
+    tx.join();
+    const std::int64_t after = wall_ns();
+    EXPECT_EQ(src.counters().samples.load(), n);
+    std::size_t checked = 0;
+    std::int64_t previous = std::numeric_limits<std::int64_t>::min();
+    std::uint64_t previous_start = 0;
+    for (const auto& out : live.published) {
+        for (const auto& rec : out.packets) {
+            ASSERT_NE(rec.utc_ns, dsp::unknown_utc_ns) << rec.start_sample;
+            // The host's clock while the test ran (2 s of slack either side).
+            EXPECT_GT(rec.utc_ns, before - 2'000'000'000) << rec.start_sample;
+            EXPECT_LT(rec.utc_ns, after + 2'000'000'000) << rec.start_sample;
+            EXPECT_GE(rec.start_sample, previous_start);
+            EXPECT_GE(rec.utc_ns, previous) << "packet at " << rec.start_sample << " is earlier than the one before";
+            previous = rec.utc_ns;
+            previous_start = rec.start_sample;
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 18u);
+    EXPECT_GE(live.published.size(), 4u) << "several windows, each timed by its own latest anchor";
+    EXPECT_EQ(live.stats.first_packet_utc_ns, live.published.front().packets.front().utc_ns);
+    const auto latest = src.latest_time_anchor();
+    ASSERT_TRUE(latest);
+    EXPECT_GE(latest->utc_ns, before - 2'000'000'000);
+    EXPECT_LE(latest->utc_ns, after);
+    EXPECT_GE(latest->utc_ns, previous - 2'000'000'000);
 }

@@ -8,6 +8,7 @@
 #include "daemon/records.hpp"
 #include "daemon/replay.hpp"
 #include "io/sample_file.hpp"
+#include "io/utc_time.hpp"
 #include "tools/report/aggregate.hpp"
 #include "tools/report/html.hpp"
 
@@ -44,7 +45,8 @@ struct temp_dir {
     }
 };
 
-std::filesystem::path write_flight_recording(const std::filesystem::path& dir, std::size_t packets)
+std::filesystem::path write_flight_recording(const std::filesystem::path& dir, std::size_t packets,
+                                             const std::string& datetime = {})
 {
     dsp::sim_config sc;
     sc.preset = "flight";
@@ -55,6 +57,7 @@ std::filesystem::path write_flight_recording(const std::filesystem::path& dir, s
     const auto sim = test::simulate(sc, packets);
     io::sigmf_meta meta;
     meta.sample_rate_hz = 20.625e6;
+    meta.datetime_iso8601 = datetime;  // empty: no core:datetime
     auto w = io::sample_file_writer::create_sigmf(dir / "flight", meta);
     w.write(sim.samples);
     w.close();
@@ -197,6 +200,60 @@ TEST(flight_records, report_numbers_equal_the_replay_table)
     std::size_t svgs = 0;
     for (auto at = html.find("<svg"); at != std::string::npos; at = html.find("<svg", at + 1)) ++svgs;
     EXPECT_GE(svgs, 4u);
+}
+
+// Issue 13 items 1 and 7 end to end: a recording with core:datetime, replayed with records
+// (decimated), gives rows with time_utc, and paq-report's page UTC axes that start at the
+// run's first packet, the span in the header in UTC; the same recording without core:datetime
+// gives axes in seconds since the start.
+TEST(flight_records, a_recording_with_core_datetime_gives_the_report_utc_axes_from_the_first_packet)
+{
+    temp_dir dir;
+    const std::string datetime = "2026-11-25T10:47:40.123456789Z";
+    const auto rec = write_flight_recording(dir.path, 40, datetime);
+    daemon::replay_options opt;
+    opt.file = rec;
+    opt.receiver = test::small_batches();
+    opt.records.base = dir.path / "timed";
+    opt.records.decimation = 4;
+    const auto res = daemon::run_replay(opt);
+    ASSERT_GT(res.summary.packets_found, 30u);
+    ASSERT_NE(res.first_packet_utc_ns, dsp::unknown_utc_ns);
+    const std::int64_t t0 = *io::parse_utc_ns(datetime);
+    // The first packet's time is the recording's plus its start sample at 20.625 MS/s.
+    EXPECT_GT(res.first_packet_utc_ns, t0);
+    EXPECT_LT(res.first_packet_utc_ns, t0 + 1'000'000'000);
+
+    const auto data = report::read_packets_file(dir.path / "timed-packets.csv");
+    ASSERT_TRUE(data.utc_origin_ns);
+    // time_s = 0 is the recording's first sample: its core:datetime (time_s is printed to
+    // about 1 ns at these times; the origin within 1 us).
+    EXPECT_LE(std::llabs(*data.utc_origin_ns - t0), 1000);
+    const auto html = report::render_html(data, report::page_inputs{});
+    const std::string start = report::format_utc_datetime(*data.utc_origin_ns + std::llround(data.min_time_s * 1e9));
+    EXPECT_EQ(start.substr(0, 20), "2026-11-25 10:47:40.");
+    // Each time axis says UTC and when the run started; the header gives the span in UTC.
+    std::size_t axes = 0;
+    const std::string axis = ">UTC (the run started " + start + ")</text>";
+    for (auto at = html.find(axis); at != std::string::npos; at = html.find(axis, at + 1)) ++axes;
+    EXPECT_GE(axes, 2u) << "figures 1 and 3";
+    EXPECT_EQ(html.find("time since the start of the run"), std::string::npos);
+    const std::string span = "; " + start.substr(0, start.size() - 4) + " to 10:47:40.";
+    EXPECT_NE(html.find(span), std::string::npos) << span;
+    // Ticks are UTC times of day (HH:MM:SS.fff within this 25 ms run).
+    EXPECT_NE(html.find(">10:47:40."), std::string::npos);
+
+    // The same samples without core:datetime: no time_utc, axes from the start.
+    temp_dir plain_dir;
+    opt.file = write_flight_recording(plain_dir.path, 40);
+    opt.records.base = plain_dir.path / "plain";
+    const auto plain = daemon::run_replay(opt);
+    EXPECT_EQ(plain.first_packet_utc_ns, dsp::unknown_utc_ns);
+    const auto plain_data = report::read_packets_file(plain_dir.path / "plain-packets.csv");
+    EXPECT_FALSE(plain_data.utc_origin_ns);
+    const auto plain_html = report::render_html(plain_data, report::page_inputs{});
+    EXPECT_NE(plain_html.find("time since the start of the run"), std::string::npos);
+    EXPECT_EQ(plain_html.find("the run started"), std::string::npos);
 }
 
 TEST(flight_records, channel_rows_and_delay_spread)
@@ -390,3 +447,82 @@ TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_
         EXPECT_EQ(extra["paq:gaps"][0]["reason"], "recording-dropped");
     }
 }
+
+// Issue 13 item 1: a recording's core:datetime is the UTC of its first sample, from the first
+// time anchor the source gave (extrapolated back at the recording's rate, exact to the ns),
+// and core:frequency the configured centre frequency, else the source's, else none.
+TEST(recording, core_datetime_is_the_first_sample_utc_and_core_frequency_the_configured_or_source_one)
+{
+    temp_dir dir;
+    const auto meta_of = [&](const std::string& name) {
+        std::ifstream f(dir.path / (name + ".sigmf-meta"));
+        return nlohmann::json::parse(f);
+    };
+    std::vector<cf32> x(10'000, cf32(0.25f, -0.25f));
+    const std::int64_t t = *io::parse_utc_ns("2026-11-25T10:47:40.123456789Z");
+    daemon::recording_config cfg;
+    cfg.format = io::sample_format::cf32_le;
+    {
+        // The first anchor names sample 300 of the second write (recording sample 10'300): at
+        // 25 MS/s (40 ns a sample) sample 0 was taken 412'000 ns earlier. Later anchors (a
+        // time jump here) do not move it.
+        cfg.base = dir.path / "timed";
+        daemon::recorder r(cfg, 25e6, 10.3125e6, nlohmann::json::object(), 2.2505e9);
+        r.write(x);
+        r.timestamp(t, 300);
+        r.write(x);
+        r.timestamp(t + 60'000'000'000, 0);
+        r.write(x);
+        r.close();
+    }
+    const auto timed = meta_of("timed");
+    ASSERT_EQ(timed["captures"].size(), 1u);
+    EXPECT_EQ(timed["captures"][0]["core:datetime"], "2026-11-25T10:47:40.123044789Z");
+    EXPECT_EQ(io::parse_utc_ns(timed["captures"][0]["core:datetime"].get<std::string>()), t - 10'300 * 40);
+    EXPECT_EQ(timed["captures"][0]["core:frequency"], 2.2505e9);  // the source's: none configured
+    // The reader takes the recording's time back: one anchor at sample 0.
+    std::vector<std::string> warnings;
+    const auto anchors = io::recording_anchors(io::read_sigmf_meta(dir.path / "timed.sigmf-meta"), warnings);
+    EXPECT_TRUE(warnings.empty());
+    ASSERT_EQ(anchors.size(), 1u);
+    EXPECT_EQ(anchors[0], (dsp::stream_anchor{0, t - 10'300 * 40, false}));
+    {
+        // A rate that is not a whole number of ns a sample (20.625 MS/s), anchor at sample 0;
+        // the configured frequency wins over the source's.
+        cfg.base = dir.path / "configured";
+        cfg.center_frequency_hz = 1.4855e9;
+        daemon::recorder r(cfg, 20.625e6, 10.3125e6, nlohmann::json::object(), 2.2505e9);
+        r.timestamp(t, 0);
+        r.write(x);
+        r.close();
+    }
+    const auto configured = meta_of("configured");
+    EXPECT_EQ(configured["captures"][0]["core:datetime"], "2026-11-25T10:47:40.123456789Z");
+    EXPECT_EQ(configured["captures"][0]["core:frequency"], 1.4855e9);
+    {
+        // No time from the source, no frequency anywhere: neither key.
+        cfg.base = dir.path / "untimed";
+        cfg.center_frequency_hz.reset();
+        daemon::recorder r(cfg, 20.625e6, 10.3125e6, nlohmann::json::object());
+        r.write(x);
+        r.close();
+    }
+    const auto untimed = meta_of("untimed");
+    ASSERT_EQ(untimed["captures"].size(), 1u);
+    EXPECT_FALSE(untimed["captures"][0].contains("core:datetime")) << untimed.dump();
+    EXPECT_FALSE(untimed["captures"][0].contains("core:frequency")) << untimed.dump();
+    EXPECT_FALSE(untimed["global"].contains("core:datetime"));
+    {
+        // A gap before the first anchor: the recording's index no longer counts the stream's
+        // samples, so no anchor after it can time sample 0 (none is better than a wrong one).
+        cfg.base = dir.path / "gap_first";
+        daemon::recorder r(cfg, 25e6, 10.3125e6, nlohmann::json::object());
+        r.write(x);
+        r.gap(0, io::gap_reason::discontinuity);
+        r.timestamp(t, 0);
+        r.write(x);
+        r.close();
+    }
+    EXPECT_FALSE(meta_of("gap_first")["captures"][0].contains("core:datetime"));
+}
+

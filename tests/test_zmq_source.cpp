@@ -49,15 +49,23 @@ public:
         std::lock_guard lock(m_);
         gaps_.push_back({samples_.size(), lost, r});
     }
+    void timestamp(const time_anchor& a) override
+    {
+        std::lock_guard lock(m_);
+        anchors_.push_back({a, samples_.size()});
+    }
     void stop_source_at(sample_source& s, std::size_t n) { source_ = &s, stop_at_ = n; }
     std::vector<cf32> samples() { std::lock_guard lock(m_); return samples_; }
     std::vector<gap_event> gaps() { std::lock_guard lock(m_); return gaps_; }
+    /// Each time anchor with the number of samples written before it.
+    std::vector<std::pair<time_anchor, std::size_t>> anchors() { std::lock_guard lock(m_); return anchors_; }
 
 private:
     std::mutex m_;
     std::condition_variable cv_;
     std::vector<cf32> samples_;
     std::vector<gap_event> gaps_;
+    std::vector<std::pair<time_anchor, std::size_t>> anchors_;
     sample_source* source_ = nullptr;
     std::size_t stop_at_ = 0;
 };
@@ -280,4 +288,48 @@ TEST(zmq_source, tag_header_while_tags_none_is_flagged)
     EXPECT_EQ(source.zmq_counts().tag_header_suspected.load(), 1u);
     EXPECT_EQ(source.counters().malformed.load(), 1u);
     EXPECT_EQ(sink.samples(), s);
+}
+
+// Issue 13 item 1: ZeroMQ IQ carries no time (GNU Radio's tag header gives an offset, not a
+// time), so each message is anchored on the host's clock at arrival, less its duration at the
+// nominal rate: close to CLOCK_REALTIME at the test, one anchor per message naming its first
+// sample, non-decreasing (the messages, 100 us of signal, come >= 1 ms apart).
+TEST_P(zmq_patterns, messages_get_host_clock_time_close_to_now_and_monotonic)
+{
+    const auto wall_ns = [] {
+        return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+    };
+    sender tx(GetParam());
+    zmq_source source(config_for(tx.endpoint, GetParam(), zmq_tags::none));  // 1 MS/s
+    recording_sink sink;
+    constexpr std::size_t per = 100, messages = 20;
+    const auto sent = random_samples(messages * per, 3);
+    const auto bytes = cf32_bytes(sent);
+    sink.stop_source_at(source, sent.size());
+    EXPECT_FALSE(source.latest_time_anchor());
+    const std::int64_t before = wall_ns();
+    run_in_background run(source, sink);
+    ASSERT_TRUE(tx.wait_subscriber());
+    for (std::size_t k = 0; k < messages; ++k) {
+        tx.send(std::vector<std::byte>(bytes.begin() + k * per * 8, bytes.begin() + (k + 1) * per * 8));
+        std::this_thread::sleep_for(1ms);
+    }
+    run.t.join();
+    const std::int64_t after = wall_ns();
+    ASSERT_EQ(sink.samples(), sent);
+    const auto anchors = sink.anchors();
+    ASSERT_EQ(anchors.size(), messages);
+    for (std::size_t k = 0; k < anchors.size(); ++k) {
+        const auto& [a, written_before] = anchors[k];
+        EXPECT_EQ(a.sample_index, k * per) << "the anchor names the first sample of the message's write";
+        EXPECT_EQ(written_before, k * per);
+        // Arrival less the message's 100 us, within the test's run (2 s of slack before it).
+        EXPECT_GT(a.utc_ns, before - 2'000'000'000) << k;
+        EXPECT_LE(a.utc_ns, after - 100'000) << k;
+        if (k > 0) {
+            EXPECT_GE(a.utc_ns, anchors[k - 1].first.utc_ns) << k;
+        }
+    }
+    ASSERT_TRUE(source.latest_time_anchor());
+    EXPECT_EQ(*source.latest_time_anchor(), anchors.back().first);
 }

@@ -2,7 +2,8 @@
 # Every kind of .sigmf-meta paqd and its tools write, checked against the official SigMF JSON
 # schema (tests/data/sigmf, draft 2020-12) and the spec's other rules (tests/e2e/sigmf_check.py):
 #   paq-sim, cf32, no impairments; paq-sim, ci16, every impairment; a recording the live daemon
-#   writes (file source looped, so it holds gaps: paq:gaps and SigMF annotations).
+#   writes (file source looped, so it holds gaps: paq:gaps and SigMF annotations; the source
+#   has core:datetime and core:frequency, so the recording carries both, issue 13 item 1).
 # Then the paq-sim recording as a SigMF archive (.sigmf, made by tar) through paqd replay: the
 # same packets and errors as the .sigmf-meta.
 #
@@ -45,6 +46,14 @@ paqd=$build/daemon/paqd
 # The live daemon's recorder: a 1 Mbit/s recording (2 MS/s) looped for a second and a half,
 # paced, so each seam is a discontinuity gap in the recording it writes.
 "$sim" --bit-rate 1e6 --seconds 0.1 --seed 5 --output "$work/slow" > /dev/null || fail "paq-sim (slow)"
+# A capture time and an RF centre, as a radio's recording has them: the live recording gets
+# core:datetime (the UTC of its first sample: the source's first) and core:frequency from them.
+"$python" - "$work/slow.sigmf-meta" <<'PY' || fail "could not add core:datetime to the source"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+doc["captures"][0].update({"core:datetime": "2026-11-25T10:47:40.123456789Z", "core:frequency": 2.2505e9})
+json.dump(doc, open(sys.argv[1], "w"), indent=2)
+PY
 printf '%s\n' "receiver: {bit_rate_hz: 1e6, batch_samples: 400000}" \
   "source: {type: file, file: {path: $work/slow.sigmf-meta, paced: true, loop: true}}" \
   "pipeline: {backend: cpu}" "publisher: {enabled: false}" "metrics: {port: 0}" \
@@ -70,6 +79,14 @@ for gap, note in zip(gaps, notes):
     assert note["core:sample_start"] == gap["recording_sample"] and note["paq:gap_reason"] == gap["reason"]
     assert note["core:label"] == f"gap ({gap['reason']})"
 print(f"live recording: {len(gaps)} gaps, as many annotations ({notes[0]['core:label']} at {notes[0]['core:sample_start']})")
+# Time and frequency (issue 13 item 1): the live recording's from its source; paq-sim writes none.
+capture = live["captures"][0]
+assert capture.get("core:datetime") == "2026-11-25T10:47:40.123456789Z", capture
+assert capture.get("core:frequency") == 2.2505e9, capture
+for name in ("plain", "impaired"):
+    c = json.load(open(f"{work}/{name}.sigmf-meta"))["captures"][0]
+    assert "core:datetime" not in c and "core:frequency" not in c, (name, c)
+print(f"live recording: core:datetime {capture['core:datetime']}, core:frequency {capture['core:frequency']:.6g} Hz")
 PY
 
 # A SigMF archive, as SigMF tools make them: a directory of the recording, tarred.

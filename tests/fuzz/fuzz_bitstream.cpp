@@ -6,7 +6,8 @@
 // port; bits 3..4: the expected format, none, paq, dqe or dqe-raw), then the datagrams.
 //
 // Checked, besides the sanitizers: a decoded datagram's bits lie inside it and are 768 bytes;
-// a paq-format datagram the decoder accepts encodes back to the same bytes; the monitor counts
+// a current-version paq-format datagram the decoder accepts (header of the current length)
+// encodes back to the same bytes; a version 1 datagram (64-byte header) decodes without a time; the monitor counts
 // every datagram once, valid or malformed, and never checks more packets than it received.
 #include "io/bert_monitor.hpp"
 #include "io/bitstream.hpp"
@@ -41,8 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             PAQ_FUZZ_CHECK(d.bits.size() == io::bitstream_payload_bytes, "bits of " + std::to_string(d.bits.size()) + " bytes");
             PAQ_FUZZ_CHECK(d.bits.data() >= datagram.data() && d.bits.data() + d.bits.size() <= datagram.data() + datagram.size(),
                            "bits outside the datagram");
-            PAQ_FUZZ_CHECK(datagram.size() == io::datagram_bytes(d.format), "accepted a datagram of the wrong length");
-            if (d.format == io::bitstream_format::paq) {
+            // A paq header may be longer than its version's (receivers skip the rest).
+            const std::size_t expected = d.format == io::bitstream_format::dqe_raw ? io::datagram_bytes(d.format)
+                                         : d.header_length + io::datagram_bytes(d.format) - io::bitstream_header_bytes;
+            PAQ_FUZZ_CHECK(datagram.size() == expected, "accepted a datagram of the wrong length");
+            PAQ_FUZZ_CHECK(d.version != 1 || d.header.utc_ns == io::bitstream_unknown_utc_ns, "a version 1 datagram with a time");
+            if (d.format == io::bitstream_format::paq && d.version == io::bitstream_version &&
+                d.header_length == io::bitstream_header_bytes) {
                 std::vector<std::uint8_t> again(io::bitstream_max_datagram_bytes);
                 const std::size_t n = io::encode_datagram(d.format, d.header, 0, d.bits, again);
                 PAQ_FUZZ_CHECK(n == datagram.size() && std::memcmp(again.data(), datagram.data(), n) == 0,

@@ -409,6 +409,32 @@ void bitstream_corpus()
         add_record(b, datagram(io::bitstream_format::paq, h));
         put(t, "sequence-events", b);
     }
+    {  // header versions: 2 with a time and with "unknown", 1 (64 bytes, no time), 1 with a longer header
+        bytes b{1 << 3};
+        io::datagram_header h;
+        h.stream_id = 1;
+        h.start_sample = 7000;
+        h.utc_ns = 1'795'603'660'123'456'789;
+        add_record(b, datagram(io::bitstream_format::paq, h));
+        h.sequence = 1;
+        h.start_sample += 12672;
+        h.utc_ns = io::bitstream_unknown_utc_ns;
+        add_record(b, datagram(io::bitstream_format::paq, h));
+        for (const std::size_t header : {io::bitstream_header_bytes_v1, io::bitstream_header_bytes_v1 + 4}) {
+            h.sequence += 1;
+            h.start_sample += 12672;
+            auto d = datagram(io::bitstream_format::paq, h);
+            // Version 1: the same fields without the time, the payload right after `header` bytes.
+            std::vector<std::uint8_t> v1(d.begin(), d.begin() + io::bitstream_header_bytes_v1);
+            v1.resize(header, 0);
+            v1.insert(v1.end(), d.begin() + io::bitstream_header_bytes, d.end());
+            v1[4] = 1;
+            v1[6] = static_cast<std::uint8_t>(header >> 8);
+            v1[7] = static_cast<std::uint8_t>(header);
+            add_record(b, v1);
+        }
+        put(t, "header-versions", b);
+    }
 }
 
 // ---- TCP and UDP sources -----------------------------------------------------------------

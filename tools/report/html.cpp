@@ -550,7 +550,10 @@ void header(std::string& h, const report_data& d, const page_inputs& in)
                        format_duration(d.max_time_s - d.min_time_s) + ")";
     if (d.utc_origin_ns) {
         const auto at = [&](double t) { return *d.utc_origin_ns + static_cast<std::int64_t>(std::llround(t * 1e9)); };
-        span += "; UTC " + format_utc_datetime(at(d.min_time_s)) + " to " + format_utc_time(at(d.max_time_s), 3);
+        // "2026-11-25 10:47:40.123 to 10:47:42.122 UTC": the zone once, after both times.
+        std::string from = format_utc_datetime(at(d.min_time_s));
+        from.resize(from.size() - std::string_view(" UTC").size());
+        span += "; " + from + " to " + format_utc_time(at(d.max_time_s), 3) + " UTC";
     } else {
         span += "; the records carry no absolute time (no <code>time_utc</code>), so the axes count from the start";
     }

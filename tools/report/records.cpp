@@ -242,50 +242,6 @@ void csv_reader::fail(std::size_t column, std::string_view name, const std::stri
     throw input_error(msg + what);
 }
 
-std::optional<std::int64_t> parse_utc_ns(std::string_view t)
-{
-    // YYYY-MM-DDTHH:MM:SS = 19 characters, then an optional fraction, then Z.
-    if (t.size() < 20 || t.back() != 'Z') return std::nullopt;
-    const auto digits = [&](std::size_t at, std::size_t n, int& out) {
-        out = 0;
-        for (std::size_t i = at; i < at + n; ++i) {
-            if (t[i] < '0' || t[i] > '9') return false;
-            out = out * 10 + (t[i] - '0');
-        }
-        return true;
-    };
-    int y = 0, mo = 0, d = 0, h = 0, mi = 0, s = 0;
-    if (!digits(0, 4, y) || t[4] != '-' || !digits(5, 2, mo) || t[7] != '-' || !digits(8, 2, d) ||
-        (t[10] != 'T' && t[10] != 't') || !digits(11, 2, h) || t[13] != ':' || !digits(14, 2, mi) || t[16] != ':' ||
-        !digits(17, 2, s)) {
-        return std::nullopt;
-    }
-    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return std::nullopt;
-    std::int64_t frac_ns = 0;
-    std::size_t i = 19;
-    if (t[i] == '.') {
-        ++i;
-        std::int64_t scale = 100000000;
-        const std::size_t first = i;
-        while (i < t.size() - 1) {
-            if (t[i] < '0' || t[i] > '9' || i - first >= 9) return std::nullopt;
-            frac_ns += (t[i] - '0') * scale;
-            scale /= 10;
-            ++i;
-        }
-        if (i == first) return std::nullopt;
-    }
-    if (i != t.size() - 1) return std::nullopt;
-    // Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's days_from_civil).
-    const int yy = mo <= 2 ? y - 1 : y;
-    const int era = (yy >= 0 ? yy : yy - 399) / 400;
-    const int yoe = yy - era * 400;
-    const int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    const int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    const std::int64_t days = static_cast<std::int64_t>(era) * 146097 + doe - 719468;
-    return ((days * 24 + h) * 60 + mi) * 60 * 1'000'000'000LL + s * 1'000'000'000LL + frac_ns;
-}
-
 // ---------------------------------------------------------------------------------------------
 // packet_reader
 

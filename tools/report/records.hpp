@@ -11,6 +11,8 @@
 //   ^file           ^line ^column (1-based field number, as a spreadsheet counts columns)
 #pragma once
 
+#include "io/utc_time.hpp"
+
 #include <array>
 #include <complex>
 #include <cstdint>
@@ -122,10 +124,9 @@ private:
     std::vector<std::string_view> fields_;
 };
 
-/// Parses an ISO 8601 UTC time as `time_utc` holds it: "YYYY-MM-DDTHH:MM:SS[.f...]Z", 0 to
-/// 9 fraction digits, the 'Z' required (no other offset). Returns ns since the Unix epoch, or
-/// nullopt when the text is not such a time.
-[[nodiscard]] std::optional<std::int64_t> parse_utc_ns(std::string_view text);
+/// Parses an ISO 8601 UTC time as `time_utc` holds it (io/utc_time.hpp: the parser paqd itself
+/// uses for SigMF core:datetime, and the inverse of the formatter that writes the column).
+using io::parse_utc_ns;
 
 /// Reads <base>-packets.csv row by row. The constructor reads and checks the header (every
 /// column of docs/RECORDS.md must be present); next() parses and checks one row:
