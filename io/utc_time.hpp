@@ -41,6 +41,12 @@ inline constexpr std::int64_t unknown_utc_ns = INT64_MIN;
     }
     if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60) return std::nullopt;
     if (y < 1678 || y > 2261) return std::nullopt;  // int64 ns since 1970 reach 1677-09 .. 2262-04
+    {
+        // The month's own length: 2026-02-31 is not a date (it is not read as 3 March).
+        const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+        constexpr int month_days[12] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        if (d > month_days[mo - 1] + (mo == 2 && leap ? 1 : 0)) return std::nullopt;
+    }
     std::int64_t frac_ns = 0;
     std::size_t i = 19;
     if (t[i] == '.') {

@@ -1020,6 +1020,21 @@ TEST(time, a_merged_gap_flood_with_an_unknown_gap_does_not_carry_time)
     EXPECT_GE(untimed_after, 1u);
 }
 
+TEST(time, utc_text_round_trips_and_impossible_dates_are_refused)
+{
+    EXPECT_EQ(io::parse_utc_ns("1970-01-01T00:00:00Z"), 0);
+    EXPECT_EQ(io::parse_utc_ns("2026-11-25T10:47:40.123456789Z"), 1'795'603'660'123'456'789);
+    EXPECT_EQ(io::format_utc_ns(1'795'603'660'123'456'789), "2026-11-25T10:47:40.123456789Z");
+    EXPECT_EQ(io::parse_utc_ns("2024-02-29T00:00:00Z"), 1'709'164'800'000'000'000);  // a leap day
+    EXPECT_EQ(io::parse_utc_ns("2000-02-29T00:00:00Z"), 951'782'400'000'000'000);    // 400-year leap
+    // Days the month does not have are refused, not carried into the next month.
+    for (const char* bad : {"2026-02-29T00:00:00Z", "2100-02-29T00:00:00Z", "2026-02-31T00:00:00Z",
+                            "2026-04-31T00:00:00Z", "2026-11-31T12:00:00Z", "2026-13-01T00:00:00Z",
+                            "2026-11-25T24:00:00Z", "2026-11-25T10:47:40+01:00", "2026-11-25T10:47:40.1234567891Z"}) {
+        EXPECT_FALSE(io::parse_utc_ns(bad).has_value()) << bad;
+    }
+}
+
 TEST(time, utc_at_a_sample_is_exact_for_integer_rates_and_any_offset)
 {
     const dsp::sample_time t{1'000'000, 1'795'603'660'123'456'789, 25e6};  // 40 ns a sample
