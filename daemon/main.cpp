@@ -61,6 +61,11 @@ int main(int argc, char** argv)
                        "Remove each packet's DC offset and IQ imbalance: on or off (default: receiver.front_end_correction; "
                        "its default, auto, is off for recordings)")
         ->check(CLI::IsMember({"on", "off"}));
+    std::string detector;
+    replay->add_option("--detector", detector,
+                       "How the bits are decided: sxs (symbol by symbol) or trellis (sequence detection, CPU backend "
+                       "only) (default: receiver.detector, sxs)")
+        ->check(CLI::IsMember({"sxs", "trellis"}));
     replay->add_option("--pattern", pattern, "Data pattern for BER counting: pn9 .. pn31")->capture_default_str();
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
@@ -157,6 +162,7 @@ int main(int argc, char** argv)
         if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
         if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
         if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;
+        if (!detector.empty()) opt.receiver.detector = detector == "trellis" ? dsp::detector_kind::trellis : dsp::detector_kind::sxs;
         const auto errors = opt.receiver.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) spdlog::error("{}", e);

@@ -52,7 +52,7 @@ replay_result run_replay(const replay_options& opt)
     }
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const auto kind = runtime::resolve_backend(opt.backend);
+    const auto kind = runtime::resolve_backend(opt.backend, rc);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
@@ -86,6 +86,7 @@ replay_result run_replay(const replay_options& opt)
     // A ci16 recording stays ci16 up to the backend (half the bytes through the windows and
     // the upload; the backend converts); a cf32 one is read as it is.
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
+    res.detector = std::string(dsp::to_string(rc.detector));
     if (info.format == io::sample_format::ci16_le) {
         res.summary = runtime::run_receiver_ci16(pool_ready, rc, opt.pattern, info.sample_rate_hz, info.meta.ci16_scale,
                                                  [&](std::span<ci16> out) { return reader.read(out); }, on_batch, anchors);
@@ -122,6 +123,7 @@ void print_table(const replay_result& r, std::ostream& os)
     os << "paqd replay: " << r.file << " (" << r.backend << " backend";
     if (r.workers > 1) os << ", " << r.workers << " workers";
     if (!r.input_width.empty()) os << ", " << r.input_width << " input";
+    if (r.detector != "sxs") os << ", " << r.detector << " detector";
     os << ")\n";
     os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
@@ -177,6 +179,7 @@ nlohmann::json to_json(const replay_result& r)
             {"backend", r.backend},
             {"workers", r.workers},
             {"input_width", r.input_width},
+            {"detector", r.detector},
             {"sample_rate_hz", r.sample_rate_hz},
             {"bit_rate_hz", r.bit_rate_hz},
             {"bit_rate_from", r.bit_rate_from},

@@ -49,6 +49,7 @@ struct replay_result {
     std::string backend;
     std::size_t workers = 1;            ///< backends the batches went to (one per GPU)
     std::string input_width;            ///< "ci16" (kept up to the backend) or "cf32"
+    std::string detector = "sxs";       ///< receiver.detector: "sxs" or "trellis"
     std::vector<std::string> warnings;  ///< also in the JSON
     /// UTC of the run's first packet's first sample (ns since 1970), from the recording's
     /// core:datetime; unknown_utc_ns when it has none (raw files) or no packet was found.

@@ -11,6 +11,7 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
+#include "dsp/trellis.hpp"
 
 #include <omp.h>
 
@@ -28,12 +29,15 @@ namespace {
 /// Per-thread scratch: everything one packet needs, allocated once.
 struct workspace {
     explicit workspace(std::size_t n)
-        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits)
+        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits), eq(n)
     {
     }
     fft_buffer seg, r_spec, h_spec, c_spec, out, t1, t2;
     std::vector<cf64> v;
     smoother_scratch smooth;  ///< detect_packet_smoothed's working memory
+    sxs_trace trace;          ///< detect_packet's phase and bits, for the trellis
+    trellis_scratch trellis;  ///< detect_packet_trellis's working memory
+    fft_buffer eq;            ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
 };
@@ -45,6 +49,7 @@ struct cpu_backend::impl {
     const receiver_tables& t;
     fft_plan fwd, inv;
     fft_buffer hno_spec;
+    std::vector<double> trellis_lp;  ///< trellis::lowpass_gain per FFT bin, over the FFT size (the inverse's 1/n)
     pll_gains pll_acq, pll_track;
     pll_gains pll_boot;  ///< the phase smoother's forward PLL over the data
     std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
@@ -68,6 +73,14 @@ struct cpu_backend::impl {
           clock_design(design_resampler(1.0))
     {
         taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_spec);
+        if (c.detector == detector_kind::trellis) {
+            const double n = static_cast<double>(c.fft_size);
+            trellis_lp.resize(c.fft_size);
+            for (std::size_t k = 0; k < c.fft_size; ++k) {
+                const double kk = static_cast<double>(k);
+                trellis_lp[k] = trellis::lowpass_gain((k < c.fft_size / 2 ? kk : kk - n) / n) / n;
+            }
+        }
         for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
     }
 
@@ -165,6 +178,14 @@ struct cpu_backend::impl {
                 w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
             std::uint8_t* path_bits = bits_out + static_cast<std::size_t>(p) * packed_data_bytes;
+            if (cfg.detector == detector_kind::trellis) {
+                detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
+                for (std::size_t k = 0; k < n; ++k) w.eq[k] = w.r_spec[k] * w.c_spec[k] * trellis_lp[k];
+                inv.execute(w.eq.data(), w.eq.data());
+                rec.paths[static_cast<std::size_t>(p)] =
+                    detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace, w.trace.known_errors, path_bits, w.trellis);
+                continue;
+            }
             rec.paths[static_cast<std::size_t>(p)] = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth)
                                                                         : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
         }

@@ -46,7 +46,26 @@ path_stats decision_stats(double sum, double sum2, unsigned known_errors) noexce
 
 }  // namespace
 
+namespace {
+path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
+                              sxs_trace* trace) noexcept;
+}  // namespace
+
 path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out) noexcept
+{
+    return detect_packet_impl(v, acq, track, bits_out, nullptr);
+}
+
+path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
+                         sxs_trace& trace) noexcept
+{
+    return detect_packet_impl(v, acq, track, bits_out, &trace);
+}
+
+namespace {
+
+path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
+                              sxs_trace* trace) noexcept
 {
     static const auto known = waveform::known_packet_bits();
     constexpr std::size_t nk = waveform::known_bits;
@@ -59,6 +78,7 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
     unsigned known_errors = 0;
     const double e_scale = error_scale(v);
     for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
+        if (trace) trace->theta[k] = theta;  // the phase rot derotates by
         const cf64 y = v[k] * rot;
         const bool even = k % 2 == 0;
         const double comp = even ? y.real() : y.imag();
@@ -83,11 +103,15 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
             theta = std::remainder(theta, 2.0 * std::numbers::pi);
             rot = std::polar(1.0, -theta);
         }
+        if (trace) trace->bits[k] = a > 0.0 ? 1 : -1;
         y_prev = y;
         a_prev = a;
     }
+    if (trace) trace->known_errors = known_errors;
     return decision_stats(sum, sum2, known_errors);
 }
+
+}  // namespace
 
 smoother_scratch::smoother_scratch()
     : theta(phase_pairs), z(phase_pairs), f(phase_pairs), pf(phase_pairs), b(phase_pairs), pb(phase_pairs), a(waveform::packet_bits)

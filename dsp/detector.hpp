@@ -27,6 +27,19 @@ struct pll_gains {
 /// Writes the 6144 data bits, MSB first, to bits_out (768 bytes).
 path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out) noexcept;
 
+/// What detect_packet leaves for a second detector (dsp/trellis.hpp): the carrier phase it
+/// derotated each bit by, its bits as +-1 (the known ones over preamble and ASM, its decisions
+/// over the data), and its errors on the known bits.
+struct sxs_trace {
+    std::vector<double> theta = std::vector<double>(waveform::packet_bits);
+    std::vector<std::int8_t> bits = std::vector<std::int8_t>(waveform::packet_bits);
+    unsigned known_errors = 0;
+};
+
+/// The same, leaving its trace.
+path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
+                         sxs_trace& trace) noexcept;
+
 /// Phase pairs of a packet: one phase per bit pair (an even and an odd bit).
 inline constexpr std::size_t phase_pairs = waveform::packet_bits / 2;
 

@@ -5,7 +5,9 @@
 #include "dsp/waveform.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace paq::dsp {
@@ -13,6 +15,10 @@ namespace paq::dsp {
 /// The most input samples per 2-samples-per-bit sample the chain takes: 6.4 samples per bit
 /// (dsp::resampler_max_ratio).
 inline constexpr double max_input_ratio = 3.2;
+
+/// receiver_config::detector.
+enum class detector_kind : std::uint8_t { sxs, trellis };
+[[nodiscard]] std::string_view to_string(detector_kind d) noexcept;
 
 struct receiver_config {
     /// New samples per batch window (SPEC 3). 1 <= batch_samples; default 1.9065 s.
@@ -68,6 +74,11 @@ struct receiver_config {
     /// About 10% fewer errors without phase noise; the GPU's detector stage goes from 1 to 18 ms
     /// per default batch.
     int phase_smoother = 0;
+    /// How the bits are decided (issue 14; docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the
+    /// symbol-by-symbol OQPSK detector (dsp::detect_packet), or trellis, sequence detection on
+    /// the equalized signal (dsp::detect_packet_trellis, carrier phase from the same PLL). The
+    /// trellis runs on the CPU backend only for now; not with phase_smoother.
+    detector_kind detector = detector_kind::sxs;
 
     /// Whether the backends correct the front end: front_end_correction == 1.
     [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction == 1; }

@@ -421,6 +421,9 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
+    if (cfg.detector != dsp::detector_kind::sxs) {
+        throw std::invalid_argument("cuda backend: receiver.detector trellis runs on the CPU backend only");
+    }
     // The receiver tables (CPU, double, a few hundred ms the first time) while the device's
     // context is made (another few hundred).
     auto tables = std::async(std::launch::async, [&cfg] { return &dsp::get_receiver_tables(cfg.fft_size); });
