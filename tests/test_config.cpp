@@ -48,6 +48,7 @@ void expect_same(const receiver_config& a, const receiver_config& b) {
     EXPECT_EQ(a.clock_min_ppm, b.clock_min_ppm);
     EXPECT_EQ(a.front_end_correction, b.front_end_correction);
     EXPECT_EQ(a.phase_smoother, b.phase_smoother);
+    EXPECT_EQ(a.detector, b.detector);
 }
 
 // The messages of the config_error that parsing `yaml` throws; fails the test if none.
@@ -237,6 +238,16 @@ TEST(ReceiverYaml, RoundTripEveryFieldChanged) {
     expect_same(parse_receiver_config(yaml), c);
 }
 
+TEST(ReceiverYaml, TheTrellisDetectorRoundTrips) {
+    paq::dsp::receiver_config c;
+    c.detector = paq::dsp::detector_kind::trellis;
+    ASSERT_TRUE(c.validate().empty());
+    const std::string yaml = to_yaml(c);
+    SCOPED_TRACE(yaml);
+    EXPECT_NE(yaml.find("detector: trellis"), std::string::npos);
+    expect_same(parse_receiver_config(yaml), c);
+}
+
 TEST(ReceiverYaml, ToYamlIsReadable) {
     // The daemon logs this text; short decimal values stay short.
     receiver_config c;
@@ -315,7 +326,7 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
                                   "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, clock_tracking, "
-                                  "clock_min_ppm, front_end_correction, phase_smoother)"))
+                                  "clock_min_ppm, front_end_correction, phase_smoother, detector)"))
         << message;
 }
 
