@@ -179,7 +179,13 @@ struct cpu_backend::impl {
             }
             std::uint8_t* path_bits = bits_out + static_cast<std::size_t>(p) * packed_data_bytes;
             if (cfg.detector == detector_kind::trellis) {
-                detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
+                // The trellis takes its carrier phase (and the bits its pulse is fitted from)
+                // from the symbol-by-symbol detector: the PLL's, or the phase smoother's.
+                if (cfg.phase_smoother) {
+                    (void)detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth, &w.trace);
+                } else {
+                    (void)detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
+                }
                 for (std::size_t k = 0; k < n; ++k) w.eq[k] = w.r_spec[k] * w.c_spec[k] * trellis_lp[k];
                 inv.execute(w.eq.data(), w.eq.data());
                 rec.paths[static_cast<std::size_t>(p)] =

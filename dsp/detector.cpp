@@ -119,7 +119,7 @@ smoother_scratch::smoother_scratch()
 }
 
 path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll_gains& boot, std::uint8_t* bits_out,
-                                  smoother_scratch& sc) noexcept
+                                  smoother_scratch& sc, sxs_trace* trace) noexcept
 {
     static const auto known = waveform::known_packet_bits();
     constexpr std::size_t nk = waveform::known_bits;
@@ -270,6 +270,18 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
         sum += std::abs(c);
         sum2 += c * c;
+    }
+    if (trace) {
+        for (std::size_t k = 0; k < n; ++k) {
+            trace->theta[k] = static_cast<double>(th[k / 2]);
+            if (k < nk) {
+                trace->bits[k] = known[k] ? 1 : -1;
+            } else {
+                const cf64 y = rotated(k);
+                trace->bits[k] = (k % 2 == 0 ? y.real() : y.imag()) >= 0.0 ? 1 : -1;
+            }
+        }
+        trace->known_errors = known_errors;
     }
     return decision_stats(sum, sum2, known_errors);
 }

@@ -89,8 +89,10 @@ struct smoother_scratch {
 ///        (smoother::exclusion), combined by their variances, plus the line;
 ///  3. the data decisions at theta.
 /// known_bit_errors are the forward PLL's, the BEP estimate from the final decisions.
+/// With `trace`, its final phase per bit (the pair's) and its bits are left there for the
+/// trellis (dsp/trellis.hpp), as detect_packet leaves its own.
 path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll_gains& boot, std::uint8_t* bits_out,
-                                  smoother_scratch& scratch) noexcept;
+                                  smoother_scratch& scratch, sxs_trace* trace = nullptr) noexcept;
 
 
 }  // namespace paq::dsp

@@ -68,7 +68,7 @@ trellis_axis_model fit_axis(const std::vector<cf64>& r, const std::int8_t* a, in
             const long md = m - (t - half_span);  // 2k
             if (md % 2 != 0) continue;
             const long k = md / 2;
-            if (k % 2 != p) continue;
+            if (((k % 2) + 2) % 2 != p) continue;  // k may be negative
             if (k < 0 || k >= n_bits) {
                 inside = false;
                 break;

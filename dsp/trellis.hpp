@@ -18,8 +18,9 @@
 // hard decisions as the Viterbi algorithm, plus a log-likelihood ratio per bit), started in the
 // state the known bits set.
 //
-// The carrier phase is the symbol-by-symbol detector's PLL's (dsp::detect_packet's trace),
-// bit by bit.
+// The carrier phase is the symbol-by-symbol detector's, bit by bit (its sxs_trace): the PLL's
+// (dsp::detect_packet), or the phase smoother's (dsp::detect_packet_smoothed) with
+// receiver.phase_smoother 1.
 #pragma once
 
 #include "dsp/batch.hpp"

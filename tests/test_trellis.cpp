@@ -166,9 +166,8 @@ TEST(trellis, the_config_chooses_it_and_refuses_what_it_cannot_do)
     receiver_config rc;
     rc.detector = detector_kind::trellis;
     EXPECT_TRUE(rc.validate().empty());
-    rc.phase_smoother = 1;
-    ASSERT_EQ(rc.validate().size(), 1u);
-    EXPECT_NE(rc.validate()[0].find("phase_smoother"), std::string::npos);
+    rc.phase_smoother = 1;  // the trellis then takes the smoother's phase
+    EXPECT_TRUE(rc.validate().empty());
     rc.phase_smoother = 0;
     // The CUDA backend does not have it: refused by name whatever the build; `auto` takes the CPU.
     try {
