@@ -268,19 +268,13 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         const double c = k % 2 == 0 ? y.real() : y.imag();
         const std::size_t i = k - nk;
         if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
+        if (trace) trace->bits[k] = c >= 0.0 ? 1 : -1;
         sum += std::abs(c);
         sum2 += c * c;
     }
     if (trace) {
-        for (std::size_t k = 0; k < n; ++k) {
-            trace->theta[k] = static_cast<double>(th[k / 2]);
-            if (k < nk) {
-                trace->bits[k] = known[k] ? 1 : -1;
-            } else {
-                const cf64 y = rotated(k);
-                trace->bits[k] = (k % 2 == 0 ? y.real() : y.imag()) >= 0.0 ? 1 : -1;
-            }
-        }
+        for (std::size_t k = 0; k < n; ++k) trace->theta[k] = static_cast<double>(th[k / 2]);
+        for (std::size_t k = 0; k < nk; ++k) trace->bits[k] = known[k] ? 1 : -1;
         trace->known_errors = known_errors;
     }
     return decision_stats(sum, sum2, known_errors);

@@ -72,6 +72,23 @@ inline constexpr std::int64_t unknown_utc_ns = INT64_MIN;
     return ((days * 24 + h) * 60 + mi) * 60 * 1'000'000'000LL + s * 1'000'000'000LL + frac_ns;
 }
 
+/// The proleptic Gregorian date of a day count since 1970-01-01 (H. Hinnant's civil_from_days).
+struct civil_date {
+    std::int64_t year, month, day;
+};
+[[nodiscard]] inline civil_date civil_from_days(std::int64_t days) noexcept
+{
+    const std::int64_t z = days + 719468;
+    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+    const std::int64_t doe = z - era * 146097;
+    const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+    const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    const std::int64_t mp = (5 * doy + 2) / 153;
+    const std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
+    const std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
+    return {yoe + era * 400 + (m <= 2 ? 1 : 0), m, d};
+}
+
 /// "YYYY-MM-DDTHH:MM:SS.fffffffffZ" (always 9 fraction digits) for ns since the Unix epoch;
 /// empty for unknown_utc_ns.
 [[nodiscard]] inline std::string format_utc_ns(std::int64_t utc_ns)
@@ -90,16 +107,7 @@ inline constexpr std::int64_t unknown_utc_ns = INT64_MIN;
         rem += 86400;
         --days;
     }
-    // H. Hinnant's civil_from_days.
-    const std::int64_t z = days + 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const std::int64_t doe = z - era * 146097;
-    const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const std::int64_t mp = (5 * doy + 2) / 153;
-    const std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
-    const std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
-    const std::int64_t y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+    const auto [y, m, d] = civil_from_days(days);
     char buf[40];
     std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%09lldZ", static_cast<long long>(y),
                   static_cast<long long>(m), static_cast<long long>(d), static_cast<long long>(rem / 3600),

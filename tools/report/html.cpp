@@ -1,5 +1,7 @@
 #include "tools/report/html.hpp"
 
+#include "io/utc_time.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -1121,16 +1123,7 @@ std::string format_utc_datetime(std::int64_t ns)
     constexpr std::int64_t ns_per_day = 86400LL * 1'000'000'000;
     std::int64_t days = ns / ns_per_day;
     if (ns % ns_per_day < 0) --days;
-    // civil_from_days (H. Hinnant)
-    const std::int64_t z = days + 719468;
-    const std::int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-    const std::int64_t doe = z - era * 146097;
-    const std::int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-    const std::int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    const std::int64_t mp = (5 * doy + 2) / 153;
-    const std::int64_t d = doy - (153 * mp + 2) / 5 + 1;
-    const std::int64_t m = mp < 10 ? mp + 3 : mp - 9;
-    const std::int64_t y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+    const auto [y, m, d] = io::civil_from_days(days);
     return printf_string("%04lld-%02lld-%02lld ", static_cast<long long>(y), static_cast<long long>(m),
                          static_cast<long long>(d)) +
            format_utc_time(ns, 3) + " UTC";
