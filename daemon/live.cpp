@@ -87,7 +87,7 @@ int run_live(const live_options& opt)
         return snap;
     };
     notifier.status("starting");
-    const auto backend = runtime::resolve_backend(cfg.pipeline.backend, cfg.receiver);
+    const auto backend = runtime::resolve_backend(cfg.pipeline.backend);
     try {
         source = make_source(cfg.source);
         const double rate = source->sample_rate_hz();

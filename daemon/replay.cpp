@@ -52,7 +52,7 @@ replay_result run_replay(const replay_options& opt)
     }
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const auto kind = runtime::resolve_backend(opt.backend, rc);
+    const auto kind = runtime::resolve_backend(opt.backend);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take

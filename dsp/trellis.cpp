@@ -1,5 +1,7 @@
 #include "dsp/trellis.hpp"
 
+#include "dsp/trellis_math.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -20,35 +22,6 @@ constexpr long n_bits = static_cast<long>(waveform::packet_bits);
 constexpr long n_known = static_cast<long>(waveform::known_bits);
 constexpr long n_symbols = n_bits / 2;  // per axis
 constexpr double inf = std::numeric_limits<double>::infinity();
-
-/// Solves the symmetric positive definite system a x = b (n x n, row-major) in place by
-/// Cholesky; false when it is not positive definite (too few distinct regressors).
-bool solve_spd(double* a, double* b, int n) noexcept
-{
-    for (int j = 0; j < n; ++j) {
-        double d = a[j * n + j];
-        for (int k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-        if (!(d > 0.0)) return false;
-        d = std::sqrt(d);
-        a[j * n + j] = d;
-        for (int i = j + 1; i < n; ++i) {
-            double s = a[i * n + j];
-            for (int k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
-            a[i * n + j] = s / d;
-        }
-    }
-    for (int i = 0; i < n; ++i) {
-        double s = b[i];
-        for (int k = 0; k < i; ++k) s -= a[i * n + k] * b[k];
-        b[i] = s / a[i * n + i];
-    }
-    for (int i = n - 1; i >= 0; --i) {
-        double s = b[i];
-        for (int k = i + 1; k < n; ++k) s -= a[k * n + i] * b[k];
-        b[i] = s / a[i * n + i];
-    }
-    return true;
-}
 
 /// Axis p's component of sample m (real for the even bits, imaginary for the odd).
 double component(const cf64& z, int p) noexcept { return p == 0 ? z.real() : z.imag(); }
@@ -87,7 +60,7 @@ trellis_axis_model fit_axis(const std::vector<cf64>& r, const std::int8_t* a, in
     for (int t = 0; t < taps; ++t) {
         if (g[t * taps + t] == 0.0) g[t * taps + t] = 1.0;
     }
-    if (!solve_spd(g, rhs, taps)) return model;
+    if (!trellis_math::solve_spd(g, rhs, taps)) return model;
     std::copy(rhs, rhs + taps, model.taps);
     // Residual variance per sample.
     double se = 0.0;

@@ -9,6 +9,7 @@
 #include "dsp/input_stage.hpp"
 #include "dsp/iq_correction.hpp"
 #include "dsp/preamble_detector.hpp"
+#include "dsp/trellis.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
 #include "gpu/cma.hpp"
@@ -19,6 +20,7 @@
 #include "gpu/nvtx.hpp"
 #include "gpu/packet_locator.hpp"
 #include "gpu/paths.cuh"
+#include "gpu/trellis.cuh"
 #include "gpu/resources.cuh"
 #include "gpu/smem_fft.cuh"
 #include "gpu/solver.hpp"
@@ -183,6 +185,8 @@ struct chain_part {
     device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, pad_channel, pad_taps, hspec, c_zf, c_mmse, c_cma;
     const cuFloatComplex* hno;  ///< H_NO on the FFT grid, and Psi: the backend's, shared by its parts
     const float* psi;
+    const float2* lp;                        ///< the trellis's low-pass on the FFT grid (the backend's; null with sxs)
+    std::unique_ptr<stream_trellis> trellis;  ///< receiver.detector trellis
     device_buffer<double> zero_load, load, tau, cond;
     device_buffer<cuDoubleComplex> gain;
     device_buffer<std::uint8_t> ok_zf, ok_mmse;
@@ -231,7 +235,7 @@ struct chain_part {
     window_plan plan_now;  ///< of the batch being processed
 
     chain_part(const dsp::receiver_config& c, int dev, std::size_t window, const std::string& solver_name, const cuFloatComplex* hno_dev,
-               const float* psi_dev, const dsp::resampler_design* input_design, std::size_t max_input)
+               const float* psi_dev, const float2* lp_dev, const dsp::resampler_design* input_design, std::size_t max_input)
         : cfg(c),
           t(dsp::get_receiver_tables(c.fft_size)),
           device(select_device(dev)),
@@ -239,7 +243,7 @@ struct chain_part {
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets),
-          det(dev, max_packets * num_paths, c.phase_smoother != 0),
+          det(dev, max_packets * num_paths, c.phase_smoother != 0, c.detector == dsp::detector_kind::trellis),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
@@ -252,6 +256,8 @@ struct chain_part {
           c_cma(max_packets * L_eq),
           hno(hno_dev),
           psi(psi_dev),
+          lp(lp_dev),
+          trellis(c.detector == dsp::detector_kind::trellis ? std::make_unique<stream_trellis>(max_packets * num_paths) : nullptr),
           zero_load(max_packets),
           load(max_packets),
           tau(max_packets),
@@ -336,6 +342,7 @@ struct cuda_backend::impl {
     std::size_t n_parts;
     device_buffer<cuFloatComplex> hno;  ///< H_NO on the FFT grid, for every part
     device_buffer<float> psi;           ///< Psi on the FFT grid, for every part
+    device_buffer<float2> lp;           ///< the trellis's low-pass on the FFT grid (receiver.detector trellis), for every part
     std::vector<std::unique_ptr<chain_part>> parts;
     bool timing_on = false;
     cuda_backend::timing last;
@@ -354,6 +361,7 @@ struct cuda_backend::impl {
           n_parts(static_cast<std::size_t>(np)),
           hno(n_fft),
           psi(n_fft),
+          lp(c.detector == dsp::detector_kind::trellis ? n_fft : 0),
           geom(dsp::make_input_geometry(c)),
           clock(c.clock_tracking != 0)
     {
@@ -372,6 +380,16 @@ struct cuda_backend::impl {
         }
         PAQ_CUDA_CHECK(cudaMemcpy(hno.data(), hno_f.data(), n_fft * sizeof(cuFloatComplex), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemcpy(psi.data(), psi_f.data(), n_fft * sizeof(float), cudaMemcpyHostToDevice));
+        if (lp.size() > 0) {
+            // dsp::trellis::lowpass_gain per bin, as the CPU backend's (which folds in 1/N;
+            // the kernel scales its outputs by 1/N instead).
+            std::vector<float2> lp_f(n_fft);
+            for (int k = 0; k < n_fft; ++k) {
+                const double f = static_cast<double>(k < n_fft / 2 ? k : k - n_fft) / n_fft;
+                lp_f[static_cast<std::size_t>(k)] = make_float2(static_cast<float>(dsp::trellis::lowpass_gain(f)), 0.0f);
+            }
+            PAQ_CUDA_CHECK(cudaMemcpy(lp.data(), lp_f.data(), n_fft * sizeof(float2), cudaMemcpyHostToDevice));
+        }
         // Part windows: input samples, and (resampling) the 2-samples-per-bit window they give,
         // at most ceil(input / R) + 1 outputs.
         const std::size_t part_input = dsp::max_part_window(c.batch_samples, n_parts, geom.guard_before, geom.guard_after);
@@ -379,7 +397,7 @@ struct cuda_backend::impl {
             geom.resampling ? static_cast<std::size_t>(std::ceil(static_cast<double>(part_input) / geom.ratio)) + 2 : part_input;
         for (std::size_t k = 0; k < n_parts; ++k) {
             parts.push_back(std::make_unique<chain_part>(cfg, dev, part_window, solver_name, hno.data(), psi.data(),
-                                                         geom.resampling ? geom.design.get() : nullptr, part_input));
+                                                         lp.size() > 0 ? lp.data() : nullptr, geom.resampling ? geom.design.get() : nullptr, part_input));
         }
         std::size_t capacity = 0;
         for (const auto& p : parts) capacity += p->max_packets;
@@ -421,9 +439,6 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    if (cfg.detector != dsp::detector_kind::sxs) {
-        throw std::invalid_argument("cuda backend: receiver.detector trellis runs on the CPU backend only");
-    }
     // The receiver tables (CPU, double, a few hundred ms the first time) while the device's
     // context is made (another few hundred).
     auto tables = std::async(std::launch::async, [&cfg] { return &dsp::get_receiver_tables(cfg.fft_size); });
@@ -453,6 +468,7 @@ const char* cuda_backend::stage_name(stage st) noexcept
     case stage::cma: return "cma";
     case stage::paths: return "paths";
     case stage::detector: return "detector";
+    case stage::trellis: return "trellis";
     case stage::copy_back: return "copy_back";
     case stage::records: return "records";
     case stage::count: break;
@@ -767,8 +783,9 @@ void chain_part::enqueue_back(bool timed, bool clock)
         if (timed) m.mark(s, st, m.next_ev);
         if (st != cuda_backend::stage::copy_back) {
             static thread_local char name[40];
-            std::snprintf(name, sizeof name, "paq %s",
-                          cuda_backend::stage_name(static_cast<cuda_backend::stage>(static_cast<int>(st) + 1)));
+            auto next = static_cast<cuda_backend::stage>(static_cast<int>(st) + 1);
+            if (next == cuda_backend::stage::trellis && !m.trellis) next = cuda_backend::stage::copy_back;
+            std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
             nvtx.next(name);
         }
     };
@@ -827,6 +844,14 @@ void chain_part::enqueue_back(bool timed, bool clock)
     stage_done(cuda_backend::stage::paths);
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
     stage_done(cuda_backend::stage::detector);
+    if (m.trellis) {
+        // The trellis: the same paths low-passed at 2 samples per bit, then detected with the
+        // symbol-by-symbol detector's phase; its bits and BEP estimates replace the detector's.
+        paths_trellis_device(seg, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
+                             m.tau.data(), m.gain.data(), parity, m0, m.trellis->device_input(), P, s);
+        m.trellis->detect_device(np * num_paths, m.det.device_theta(), m.det.device_bits(), m.det.device_stats(), s);
+        stage_done(cuda_backend::stage::trellis);
+    }
 
     // Only bits, per-packet estimates and the packet starts come back (pinned, asynchronous).
     const auto back = [&](void* dst, const void* src, std::size_t bytes) {

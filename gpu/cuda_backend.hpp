@@ -82,6 +82,7 @@ public:
         cma,            ///< CMA iterations
         paths,          ///< six filter paths: tap spectra, then per packet on chip the folded products, inverse transforms, decision samples
         detector,       ///< PLL / OQPSK detector
+        trellis,        ///< receiver.detector trellis: the low-passed paths at 2 samples per bit, then the trellis detector (gpu/trellis.cuh); 0 with sxs
         copy_back,      ///< bits, estimates and starts to pinned host memory
         records,        ///< host: batch_output filled (host clock)
         count

@@ -38,7 +38,7 @@ constexpr int prefetch = 16;
 static_assert(nbits % prefetch == 0 && nk % prefetch == 0 && prefetch % 2 == 0);
 
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
-                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats)
+                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
@@ -76,6 +76,8 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
             const int k = k0 + j;
             const cuDoubleComplex y = cuCmul(make_cuDoubleComplex(cur[j].x, cur[j].y), rot);
             const bool even = (k % 2) == 0;
+            // The phase both bits of the pair are derotated by (sxs_trace::theta), for the trellis.
+            if (even && theta_out) theta_out[static_cast<std::size_t>(k / 2) * static_cast<std::size_t>(streams) + s] = static_cast<float>(theta);
             const double comp = even ? y.x : y.y;
             const double dec = comp >= 0.0 ? 1.0 : -1.0;
             double a;
@@ -447,15 +449,16 @@ struct stream_detector::impl {
     device_buffer<cuFloatComplex> v;
     device_buffer<unsigned char> bits;
     device_buffer<dsp::path_stats> stats;
-    bool smoother;
+    bool smoother, keep_phase;
     // The smoother's per-stream arrays (empty without it): the transposed decision samples,
-    // phase, observation, forward filter and its variance per pair.
+    // phase, observation, forward filter and its variance per pair. The phase is kept by the
+    // PLL too when asked (keep_phase).
     device_buffer<float2> vt;
     device_buffer<float> theta, z, f, pf;
 
-    impl(int dev, std::size_t ms, bool sm)
-        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), smoother(sm),
-          vt(sm ? ms * nbits : 0), theta(sm ? ms * dsp::phase_pairs : 0), z(sm ? ms * dsp::phase_pairs : 0),
+    impl(int dev, std::size_t ms, bool sm, bool kp)
+        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), smoother(sm), keep_phase(kp),
+          vt(sm ? ms * nbits : 0), theta(sm || kp ? ms * dsp::phase_pairs : 0), z(sm ? ms * dsp::phase_pairs : 0),
           f(sm ? ms * dsp::phase_pairs : 0), pf(sm ? ms * dsp::phase_pairs : 0)
     {
         const auto known = waveform::known_packet_bits();
@@ -464,8 +467,8 @@ struct stream_detector::impl {
     }
 };
 
-stream_detector::stream_detector(int device_id, std::size_t max_streams, bool phase_smoother)
-    : impl_(std::make_unique<impl>(device_id, max_streams, phase_smoother))
+stream_detector::stream_detector(int device_id, std::size_t max_streams, bool phase_smoother, bool keep_phase)
+    : impl_(std::make_unique<impl>(device_id, max_streams, phase_smoother, keep_phase))
 {
 }
 
@@ -474,6 +477,7 @@ stream_detector::~stream_detector() = default;
 cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(impl_->v.data()); }
 std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
 dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
+const float* stream_detector::device_theta() const noexcept { return impl_->theta.size() > 0 ? impl_->theta.data() : nullptr; }
 
 void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
                                     cuda_stream_t stream)
@@ -491,7 +495,8 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
                                                                                              m.bits.data(), m.stats.data());
     } else {
         detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq,
-                                                                                       track, m.bits.data(), m.stats.data());
+                                                                                       track, m.bits.data(), m.stats.data(),
+                                                                                       m.keep_phase ? m.theta.data() : nullptr);
     }
     PAQ_CUDA_CHECK_LAUNCH();
 }

@@ -21,8 +21,9 @@ class stream_detector {
 public:
     /// phase_smoother: detect as dsp::detect_packet_smoothed (receiver_config::phase_smoother;
     /// `track` is then its forward PLL's gains; per stream 101 KB of device memory more), else
-    /// as dsp::detect_packet.
-    stream_detector(int device_id, std::size_t max_streams, bool phase_smoother = false);
+    /// as dsp::detect_packet. keep_phase: the PLL keeps its phase per bit pair too (the
+    /// smoother always does): device_theta().
+    stream_detector(int device_id, std::size_t max_streams, bool phase_smoother = false, bool keep_phase = false);
     ~stream_detector();
     stream_detector(const stream_detector&) = delete;
     stream_detector& operator=(const stream_detector&) = delete;
@@ -37,6 +38,10 @@ public:
     [[nodiscard]] cf32* device_input() noexcept;
     [[nodiscard]] std::uint8_t* device_bits() noexcept;
     [[nodiscard]] dsp::path_stats* device_stats() noexcept;
+    /// The phase each bit pair was derotated by (dsp::sxs_trace::theta, in float): pair j of
+    /// stream s at [j * streams + s] for the streams of the last detect_device(); nullptr
+    /// without the smoother or keep_phase.
+    [[nodiscard]] const float* device_theta() const noexcept;
     void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, cuda_stream_t stream);
 
 private:

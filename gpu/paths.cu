@@ -10,6 +10,7 @@
 #include "gpu/smem_fft.cuh"
 
 #include <cstddef>
+#include <stdexcept>
 
 namespace paq::gpu {
 
@@ -122,11 +123,59 @@ __global__ void __launch_bounds__(paths_threads, 3)
     }
 }
 
+/// The trellis detector's input (dsp/cpu_backend.cpp: R x C x LP, inverse transform, 2
+/// samples per bit from the first bit's instant): the same paths with the trellis's low-pass
+/// LP in place of H_NO, and both samples of each bit: sample 2k + d of a stream is
+/// y(2 (m0 + k) + parity + d), an N/2-point transform of the spectrum folded for that sample's
+/// parity. Out: x, packets x 6 streams of 2 x 6336 samples.
+__global__ void __launch_bounds__(paths_threads, 3)
+    paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
+                         const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
+                         const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
+                         const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ x)
+{
+    extern __shared__ float2 f[];
+    const int p = blockIdx.x;
+    const std::size_t row = static_cast<std::size_t>(p) * n_fft;
+    const float noise = static_cast<float>(2.0 * sigma2[p]);
+    const double tp = tau[p];
+    const cuDoubleComplex g = gain[p];
+    const double gg = g.x * g.x + g.y * g.y;
+    const cuDoubleComplex inv_gain = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
+    const float inv_n = 1.0f / static_cast<float>(n_fft);
+    for (int path = 0; path < num_paths; ++path) {
+        for (int d = 0; d < 2; ++d) {
+            // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
+            // parity + d = 2 it is the even sample one further on.
+            const int fold_parity = (parity + d) & 1;
+            const int first = m0 + ((parity + d) >> 1);
+            switch (path) {
+            case 0: fold_path<0>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 1: fold_path<1>(r, lp, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 2: fold_path<2>(r, lp, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 3: fold_path<3>(r, lp, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 4: fold_path<4>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            default: fold_path<5>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            }
+            __syncthreads();
+            smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
+            float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
+            for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
+                const float2 y = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(first + k))];
+                out[2 * k + d] = make_float2(y.x * inv_n, y.y * inv_n);
+            }
+            __syncthreads();
+        }
+    }
+}
+
 }  // namespace
 
 void paths_setup_device()
 {
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
+    PAQ_CUDA_CHECK(
+        cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
 }
 
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
@@ -137,6 +186,20 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
     paths_kernel<<<static_cast<unsigned>(packets), paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), hno, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v);
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
+                          const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
+                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, float2* x, int packets, cudaStream_t s)
+{
+    if (packets <= 0) return;
+    // The last sample read, y(2 (m0 + 6335) + parity + 1), must lie inside the N/2 transform's
+    // index range (the CPU reads the same samples from its full transform).
+    if (m0 < 0 || m0 + ((parity + 1) >> 1) + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
+    paths_trellis_kernel<<<static_cast<unsigned>(packets), paths_threads, paths_smem_bytes, s>>>(
+        reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
+        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, x);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

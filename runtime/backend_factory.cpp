@@ -54,10 +54,6 @@ std::unique_ptr<dsp::batch_processor> make_backend(const backend_spec& spec, con
     switch (spec.kind) {
     case backend_kind::cpu: return std::make_unique<dsp::cpu_backend>(cfg);
     case backend_kind::cuda: {
-        if (cfg.detector == dsp::detector_kind::trellis) {
-            throw std::invalid_argument("--backend cuda: receiver.detector trellis runs on the CPU backend only (the GPU "
-                                        "trellis is not written yet); use --backend cpu or receiver.detector sxs");
-        }
 #ifdef PAQ_HAVE_CUDA
         const auto devices = gpu::list_gpu_devices();
         if (spec.gpu < 0 || static_cast<std::size_t>(spec.gpu) >= devices.size()) {
@@ -85,15 +81,6 @@ std::vector<std::unique_ptr<dsp::batch_processor>> make_backends(backend_kind ki
         for (int i = 0; i < cpu_workers; ++i) out.push_back(make_backend({kind, 0, solver}, cfg));
     }
     return out;
-}
-
-backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config& cfg)
-{
-    if (requested == backend_kind::automatic && cfg.detector == dsp::detector_kind::trellis) {
-        spdlog::warn("receiver.detector trellis runs on the CPU backend only; using the CPU backend");
-        return backend_kind::cpu;
-    }
-    return resolve_backend(requested);
 }
 
 backend_kind resolve_backend(backend_kind requested)

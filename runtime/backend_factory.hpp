@@ -57,9 +57,6 @@ struct backend_spec {
 /// `automatic`: cuda when a device can run the CUDA backend, else cpu (the reason logged
 /// as a warning). cpu and cuda are returned as they are.
 [[nodiscard]] backend_kind resolve_backend(backend_kind requested);
-/// The same for this receiver configuration: `automatic` is cpu when cfg needs the CPU backend
-/// (receiver.detector trellis; logged as a warning).
-[[nodiscard]] backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config& cfg);
 
 /// One line per CUDA device this process sees ("GPU 0: NVIDIA H100 ..."); empty without
 /// CUDA or without a device.

@@ -27,6 +27,8 @@ struct comparison {
     std::size_t support_diff = 0;  ///< packets whose channel support differs (a near tie, float vs double)
     std::vector<std::size_t> per_batch;  ///< packets of each batch (CPU backend)
     std::size_t clock_corrected = 0;     ///< packets the CPU re-timed
+    std::size_t known_diff = 0;          ///< (packet, path) pairs whose known-bit error counts differ
+    double worst_bep = 0.0;              ///< largest |GPU / CPU - 1| of a path's BEP estimate (paths whose CPU estimate is > 1e-12)
 };
 
 /// The GPU backend (default: 4 parts) against the CPU on the same batches (cut with the input
@@ -77,6 +79,13 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
                 for (std::size_t i = 0; i < packed_data_bytes; ++i) {
                     c.bit_diff[static_cast<std::size_t>(path)] += static_cast<std::size_t>(__builtin_popcount(x[i] ^ y[i]));
                 }
+                const double bep_cpu = a.packets[p].paths[static_cast<std::size_t>(path)].bep_estimate;
+                const double bep_gpu = g.packets[p].paths[static_cast<std::size_t>(path)].bep_estimate;
+                if (bep_cpu > 1e-12) c.worst_bep = std::max(c.worst_bep, std::abs(bep_gpu / bep_cpu - 1.0));
+                if (a.packets[p].paths[static_cast<std::size_t>(path)].known_bit_errors !=
+                    g.packets[p].paths[static_cast<std::size_t>(path)].known_bit_errors) {
+                    ++c.known_diff;
+                }
             }
         }
         c.packets += n;
@@ -89,9 +98,10 @@ void report_and_check(const char* what, const comparison& c)
 {
     std::printf("backend %s: %zu packets; bits differing per path:", what, c.packets);
     for (int p = 0; p < chain::num_paths; ++p) std::printf(" %s %zu", path_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
-    std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e; channel support differs on %zu\n", c.worst_cfo, c.worst_sigma2,
-                c.support_diff);
+    std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e, max rel. BEP estimate %.1e; channel support differs on %zu, "
+                "known-bit errors on %zu\n", c.worst_cfo, c.worst_sigma2, c.worst_bep, c.support_diff, c.known_diff);
     EXPECT_LE(c.support_diff, c.packets / 20);
+    EXPECT_LE(c.known_diff, c.packets / 20) << "known-bit error counts differ";
     const double bits = static_cast<double>(c.packets * waveform::data_bits);
     for (int p = 0; p < chain::num_paths; ++p) {
         EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 2e-4 * bits) << path_name(p);
@@ -223,6 +233,49 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
     const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
     EXPECT_GE(c.packets, 50u);
     report_and_check("phase smoother, 1 kHz", c);
+}
+
+TEST_F(gpu_backend, trellis_matches_the_cpu)
+{
+    // Issue 14: the trellis detector on both backends, its bits and BEP estimates: edwards3
+    // 12 dB (every equalizer); AWGN 9 dB at 25 MS/s with a +80 ppm clock (resampled, re-timed);
+    // AWGN 11 dB with a 1 kHz Wiener phase and the phase smoother's phase.
+    {
+        receiver_config rc;
+        rc.batch_samples = 400'000;
+        rc.detector = detector_kind::trellis;
+        const auto c = compare_backends(test::simulate(rate_signal(20.625e6, 0.0, 1241), 60).samples, rc);
+        EXPECT_GE(c.packets, 50u);
+        report_and_check("trellis, edwards3 12 dB", c);
+        EXPECT_LT(c.worst_bep, 0.05);
+    }
+    {
+        auto sc = rate_signal(25e6, 80.0, 1242);
+        sc.preset = "awgn";
+        sc.ebn0_db = 9.0;
+        receiver_config rc;
+        rc.batch_samples = 400'000;
+        rc.detector = detector_kind::trellis;
+        rc.input_sample_rate_hz = 25e6;
+        const auto c = compare_backends(test::simulate(sc, samples_for(60, 25e6)).samples, rc);
+        EXPECT_GE(c.packets, 50u);
+        report_and_check("trellis, AWGN 9 dB, 25 MS/s, +80 ppm", c);
+        EXPECT_LT(c.worst_bep, 0.05);
+    }
+    {
+        auto sc = rate_signal(20.625e6, 0.0, 1243);
+        sc.preset = "awgn";
+        sc.ebn0_db = 11.0;
+        sc.phase_noise_linewidth_hz = 1000.0;
+        receiver_config rc;
+        rc.batch_samples = 400'000;
+        rc.detector = detector_kind::trellis;
+        rc.phase_smoother = 1;
+        const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
+        EXPECT_GE(c.packets, 50u);
+        report_and_check("trellis on the smoother's phase, AWGN 11 dB, 1 kHz Wiener", c);
+        EXPECT_LT(c.worst_bep, 0.05);
+    }
 }
 
 TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)

@@ -1,0 +1,48 @@
+// Trellis detection on the GPU (issue 14): dsp::detect_packet_trellis (dsp/trellis.hpp, the
+// CPU reference) for every (packet, path) stream of a batch at once. Same model (the principal
+// PAM pulse fitted per packet and axis by least squares on the symbol-by-symbol bits), same
+// max-log BCJR over 8 states per axis, same soft outputs; the input is the stage before's
+// low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device), the metrics in
+// double as on the CPU.
+//
+// One warp per stream: the phase alignment and the derotated samples with the whole warp, then
+// each half-warp one axis (its 16 lanes are the 16 state sequences of a trellis step). The
+// forward metrics are kept per step in device memory for the backward pass.
+// CUDA code only (.cu).
+#pragma once
+
+#include "dsp/batch.hpp"
+#include "gpu/resources.cuh"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace paq::gpu {
+
+class stream_trellis {
+public:
+    /// Buffers for max_streams streams on the current device.
+    explicit stream_trellis(std::size_t max_streams);
+
+    /// The input the stage before writes: streams x 2 x 6336 samples, stream by stream
+    /// (sample 2k is bit k's instant; the derotated samples replace it).
+    [[nodiscard]] float2* device_input() noexcept { return x_.data(); }
+    /// Per stream and packet bit: log P(a = +1) / P(a = -1), max-log (streams x 6336).
+    [[nodiscard]] const float* device_llr() const noexcept { return llr_.data(); }
+
+    /// Detects `streams` streams on `s`. theta: the symbol-by-symbol detector's phase per bit
+    /// pair, pair j of stream i at [j * streams + i] (stream_detector::device_theta); bits:
+    /// its data bits (streams x 768, MSB first), read for the pulse fit and then replaced by
+    /// the trellis's; stats: bep_estimate replaced (known_bit_errors stay the detector's).
+    void detect_device(std::size_t streams, const float* theta, std::uint8_t* bits, dsp::path_stats* stats, cudaStream_t s);
+
+private:
+    std::size_t max_streams_;
+    device_buffer<float2> x_;
+    device_buffer<double> alpha_;
+    device_buffer<float> llr_;
+};
+
+}  // namespace paq::gpu
