@@ -137,7 +137,7 @@ int main(int argc, char** argv)
     std::string json_path;
     int n_gpus = 0;
     double input_rate_hz = 0.0, clock_ppm = 0.0;
-    bool front_end = false, smoother = false;
+    bool front_end = false, smoother = false, trellis = false;
     CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
     cli::conventions(app, "paq-bench",
                      "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
@@ -148,6 +148,7 @@ int main(int argc, char** argv)
     app.add_option("--clock-ppm", clock_ppm, "Transmitter clock offset in ppm");
     app.add_flag("--front-end-correction", front_end, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
     app.add_flag("--phase-smoother", smoother, "Turn the phase smoother on (input with a 1 kHz Wiener linewidth)");
+    app.add_flag("--trellis", trellis, "Detect with the trellis (receiver.detector trellis) instead of symbol by symbol");
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     const auto devices = bench::require_devices("paq-bench");
     if (devices.empty()) return 1;
@@ -177,6 +178,7 @@ int main(int argc, char** argv)
         rc.phase_smoother = 1;
         sc.phase_noise_linewidth_hz = 1000.0;
     }
+    if (trellis) rc.detector = detector_kind::trellis;
     input_geometry geom;
     try {
         geom = make_input_geometry(rc);
@@ -333,6 +335,7 @@ int main(int argc, char** argv)
                      {"clock_tracking", rc.clock_tracking},
                      {"front_end_correction", rc.front_end_correction},
                      {"phase_smoother", rc.phase_smoother},
+                     {"detector", std::string(to_string(rc.detector))},
                      {"packets", packets},
                      {"window_bytes", window_bytes},
                      {"gpu_end_to_end_ms_median", gpu_ms},
@@ -367,8 +370,9 @@ int main(int argc, char** argv)
     j["end_to_end_ms_median_by_parts"] = sweep;
 
     std::printf("| what | value |\n|---|---|\n");
-    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, phase smoother %s |\n",
-                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", front_end ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off", smoother ? "on (1 kHz Wiener)" : "off");
+    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, phase smoother %s, detector %s |\n",
+                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", front_end ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off", smoother ? "on (1 kHz Wiener)" : "off",
+                std::string(to_string(rc.detector)).c_str());
     std::printf("| packets in the batch | %zu |\n", packets);
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
     std::printf("| real-time factor (%.1f ms / time) | %.1fx |\n", batch_ms, batch_ms / gpu_ms);

@@ -71,9 +71,9 @@ const section<dsp::receiver_config>& receiver_schema()
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs}, {"trellis", dsp::detector_kind::trellis}},
                       {"", "how the bits are decided (SIGNAL-CHAIN.md, \"Trellis detection\"): `sxs`, the symbol-by-symbol "
                            "OQPSK detector; `trellis`, sequence detection (max-log BCJR over 8 states per axis on a pulse "
-                           "fitted per packet), 1.5-2x fewer errors on AWGN. The trellis runs on the CPU backend only "
-                           "(`pipeline.backend: auto` then takes the CPU; `cuda` is refused); its carrier phase is the PLL's, or "
-                           "the phase smoother's with `phase_smoother: 1`"}),
+                           "fitted per packet), 1.5-2x fewer errors on AWGN. Both backends (the GPU's bits are the CPU's "
+                           "but where two paths' metrics are within rounding); its carrier phase is the PLL's, or the phase "
+                           "smoother's with `phase_smoother: 1`"}),
         };
         // Fields that failed to parse keep their (valid) defaults, so this reports only what
         // the schema cannot see on its own (today nothing: the ranges are validate()'s).

@@ -63,8 +63,8 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({"on", "off"}));
     std::string detector;
     replay->add_option("--detector", detector,
-                       "How the bits are decided: sxs (symbol by symbol) or trellis (sequence detection, CPU backend "
-                       "only) (default: receiver.detector, sxs)")
+                       "How the bits are decided: sxs (symbol by symbol) or trellis (sequence detection) (default: "
+                       "receiver.detector, sxs)")
         ->check(CLI::IsMember({"sxs", "trellis"}));
     replay->add_option("--pattern", pattern, "Data pattern for BER counting: pn9 .. pn31")->capture_default_str();
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");

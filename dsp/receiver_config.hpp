@@ -77,7 +77,7 @@ struct receiver_config {
     /// How the bits are decided (issue 14; docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the
     /// symbol-by-symbol OQPSK detector (dsp::detect_packet), or trellis, sequence detection on
     /// the equalized signal (dsp::detect_packet_trellis, carrier phase from the PLL, or from
-    /// the phase smoother with phase_smoother 1). The trellis runs on the CPU backend only for now.
+    /// the phase smoother with phase_smoother 1). Both backends (gpu/trellis.cu on the GPU).
     detector_kind detector = detector_kind::sxs;
 
     /// Whether the backends correct the front end: front_end_correction == 1.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -150,6 +150,49 @@ if [[ $mode == phasenoise ]]; then
       echo "=== ${pn:-no phase noise}, $1, $2"
       ./.device/paqd replay /tmp/paq-pn.sigmf-meta --backend "$1" "${cfg[@]}" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
     done
+  done
+fi
+if [[ $mode == trellis ]]; then
+  # Issue 14: the trellis detector on the GPU. The benchmark's default batch with symbol-by-
+  # symbol and trellis detection (and the trellis on the phase smoother's phase); then BER on
+  # AWGN (docs/SIGNAL-CHAIN.md's table: CFO 12 kHz, seed 5101, 1 s) with both detectors on the
+  # GPU, 10 dB on the CPU too; then issue 12's phase-noise recordings with the trellis on the
+  # smoother's phase on the GPU.
+  for b in "" "--trellis" "--phase-smoother" "--trellis --phase-smoother"; do
+    echo
+    echo "=== paq-bench $b"
+    k=$(echo "bench$b" | tr -d ' -')
+    # shellcheck disable=SC2086
+    ./.device/paq-bench $b --json "$out/$k.json" > "$out/$k.log" 2>&1 || status=1
+    grep -E "end to end|real time|stage (paths|detector|trellis)" "$out/$k.log" | head -8
+  done
+  printf 'receiver:\n  detector: trellis\n' > /tmp/paq-trellis.yaml
+  printf 'receiver:\n  detector: trellis\n  phase_smoother: 1\n' > /tmp/paq-trellis-smoother.yaml
+  for snr in 8 9 10 11; do
+    ./.device/paq-sim --preset awgn --ebn0-db $snr --cfo-hz 12000 --seconds 1 --seed 5101 --output /tmp/paq-awgn > /dev/null
+    runs=("cuda sxs" "cuda trellis")
+    [[ $snr == 10 ]] && runs+=("cpu trellis")
+    for run in "${runs[@]}"; do
+      set -- $run
+      echo
+      echo "=== AWGN $snr dB, $1, $2"
+      ./.device/paqd replay /tmp/paq-awgn.sigmf-meta --backend "$1" --detector "$2" --json-out "$out/awgn-$snr-$1-$2.json" 2>&1 \
+        | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) |elapsed|real time" || status=1
+    done
+  done
+  ./.device/paq-sim --preset edwards3 --ebn0-db 13 --cfo-hz 12000 --seconds 1 --seed 3319 --output /tmp/paq-e3 > /dev/null
+  for d in sxs trellis; do
+    echo
+    echo "=== edwards3 13 dB, cuda, $d"
+    ./.device/paqd replay /tmp/paq-e3.sigmf-meta --backend cuda --detector "$d" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
+  done
+  for pn in "" "--phase-noise irig106" "--phase-noise-linewidth 300" "--phase-noise-linewidth 1000"; do
+    # shellcheck disable=SC2086
+    ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed 301 $pn --output /tmp/paq-pn > /dev/null
+    echo
+    echo "=== ${pn:-no phase noise}, cuda, trellis on the smoother's phase"
+    ./.device/paqd replay /tmp/paq-pn.sigmf-meta --backend cuda --config /tmp/paq-trellis-smoother.yaml 2>&1 \
+      | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
   done
 fi
 if [[ $mode == live ]]; then
