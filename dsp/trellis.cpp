@@ -82,32 +82,6 @@ trellis_axis_model fit_axis(const std::vector<cf64>& r, const std::int8_t* a, in
     return model;
 }
 
-/// The samples of axis p whose newest bit of that axis is symbol i (bit 2i + p): m from
-/// 4i + 2p - half_span, four of them (the axis's symbols are 4 samples apart).
-constexpr long first_sample(long i, int p) noexcept { return 4 * i + 2 * p - half_span; }
-
-/// Branch metric of axis p at symbol i: the squared distance of its four samples from the
-/// model, given the symbols i - memory .. i (bit q of `seq`: symbol i - q; 1 = +1).
-double branch_metric(const std::vector<cf64>& r, const trellis_axis_model& model, long i, int p, int seq) noexcept
-{
-    double bm = 0.0;
-    const long m0 = first_sample(i, p);
-    for (long m = m0; m < m0 + 4; ++m) {
-        if (m < 0 || m >= 2 * n_bits) continue;
-        double pred = 0.0;
-        for (int q = 0; q <= memory; ++q) {
-            const long k = 2 * (i - q) + p;
-            if (k < 0 || k >= n_bits) continue;
-            const long d = m - 2 * k;
-            if (d < -half_span || d > half_span) continue;
-            pred += (((seq >> q) & 1) != 0 ? 1.0 : -1.0) * model.taps[d + half_span];
-        }
-        const double e = component(r[static_cast<std::size_t>(m)], p) - pred;
-        bm += e * e;
-    }
-    return bm;
-}
-
 /// Max-log BCJR over axis p: LLRs of its data bits into llr (by packet bit), known bits fixed.
 void detect_axis(const std::vector<cf64>& r, const trellis_axis_model& model, const std::int8_t* known_and_sxs, int p,
                  std::vector<double>& alpha, std::vector<double>& beta, std::vector<double>& branch, std::vector<float>& llr) noexcept
@@ -136,8 +110,18 @@ void detect_axis(const std::vector<cf64>& r, const trellis_axis_model& model, co
     constexpr int seqs = 2 * states;
     branch.resize(static_cast<std::size_t>(steps * seqs));
     auto BM = [&](long i, int seq) -> double& { return branch[static_cast<std::size_t>(i * seqs + seq)]; };
+    // Ungerboeck's form (dsp/trellis_math.hpp): per step the matched filter's outputs, per
+    // sequence the prediction's energy (the same at every step inside the packet).
+    double interior[seqs];
+    for (int seq = 0; seq < seqs; ++seq) interior[seq] = trellis_math::pattern_energy(memory, p, seq, model.taps);
+    const auto c = [&](long m) { return component(r[static_cast<std::size_t>(m)], p); };
     for (long i = memory; i < steps; ++i) {
-        for (int seq = 0; seq < seqs; ++seq) BM(i, seq) = scale * branch_metric(r, model, i, p, seq);
+        double cc = 0.0, z[memory + 1];
+        trellis_math::step_terms(c, i, p, model.taps, cc, z);
+        for (int seq = 0; seq < seqs; ++seq) {
+            const double pattern = i < n_symbols ? interior[seq] : trellis_math::pattern_energy(i, p, seq, model.taps);
+            BM(i, seq) = scale * trellis_math::branch_metric(cc, z, pattern, seq);
+        }
     }
     A(memory - 1, start) = 0.0;
     for (long i = memory; i < steps; ++i) {

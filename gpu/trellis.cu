@@ -41,8 +41,9 @@ static_assert(seqs == 16 && memory == 3 && half_span == 6,
 __constant__ signed char c_known_pm[n_known];  ///< the known bits, +-1
 
 /// Per half-warp (one axis): the pulse fit's normal equations, then (the same memory) the
-/// forward metrics of one block of rows; the fitted taps. Per warp: the two halves and the
-/// symbol-by-symbol data bits.
+/// forward metrics of one block of rows; the fitted taps; the sequence-independent terms of
+/// the branch metrics (dsp/trellis_math.hpp: cc, z_q) of a chunk of steps. Per warp: the two
+/// halves and the symbol-by-symbol data bits.
 struct half_shared {
     union {
         struct {
@@ -52,6 +53,8 @@ struct half_shared {
         double alpha[block_rows][states];
     } u;
     double taps_[taps];
+    double cc[block_rows];
+    double z[block_rows][memory + 1];
 };
 struct warp_shared {
     half_shared axis[2];
@@ -122,7 +125,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(half, v, o, 16);
         return v;
     };
-    auto comp = [&](int m) -> double {
+    auto comp = [&](long m) -> double {
         const float2 z = xs[m];
         return p == 0 ? z.x : z.y;
     };
@@ -134,6 +137,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     for (int i = l; i < taps * taps; i += 16) G[i] = 0.0;
     if (l < taps) rhs[l] = 0.0;
     __syncwarp(half);
+#pragma unroll
     for (int c = 0; c < 4; ++c) {
         const int nq = c == 0 ? 4 : 3;  // taps c + 4q <= 12
         double g[4][4] = {}, rr[4] = {};
@@ -166,8 +170,10 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             for (int v = 0; v < 4; ++v) g[q][v] = sum16(g[q][v]);
         }
         if (l == 0) {
+#pragma unroll
             for (int q = 0; q < nq; ++q) {
                 rhs[c + 4 * q] = rr[q];
+#pragma unroll
                 for (int v = 0; v < nq; ++v) G[(c + 4 * q) * taps + c + 4 * v] = g[q][v];
             }
         }
@@ -185,13 +191,15 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     // The residual variance per sample.
     double se = 0.0;
     for (int m = 2 * half_span + l; m + 2 * half_span < n_samples; m += 16) {
+        // The taps of the sample's class in ascending order (the CPU's loop over every tap
+        // adds the same terms in the same order).
+        const int c = (m + 2 + 2 * p) & 3;
         double pred = 0.0;
-        for (int t = 0; t < taps; ++t) {
-            const int md = m - (t - half_span);
-            if (md % 2 != 0) continue;
-            const int k = md / 2;
-            if (k % 2 != p) continue;
-            pred += bit(k) * tp[t];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int t = c + 4 * q;
+            if (t >= taps) break;
+            pred += bit((m - t + half_span) / 2) * tp[t];
         }
         const double e = comp(m) - pred;
         se += e * e;
@@ -207,31 +215,25 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         for (int k = p + 2 * l; k < n_bits; k += 2 * 16) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
     } else {
         // 4. Max-log BCJR (dsp/trellis.cpp, detect_axis). Lane l is the state sequence l:
-        // bit q = symbol i - q, state s = l >> 1 before, l & 7 after.
+        // bit q = symbol i - q, state s = l >> 1 before, l & 7 after. The branch metrics in
+        // Ungerboeck's form (dsp/trellis_math.hpp): the half-warp computes a chunk of steps'
+        // cc and z_q in parallel into shared memory; each step then costs a lane its sign
+        // pattern's sum and the add-compare-select.
         const double scale = 0.5 / (2.0 * sigma2);
         const double inf = CUDART_INF;
-        double sgn[memory + 1];
-#pragma unroll
-        for (int q = 0; q <= memory; ++q) sgn[q] = ((l >> q) & 1) != 0 ? 1.0 : -1.0;
-        auto branch = [&](int i) {
-            double bm = 0.0;
-            const int m0 = 4 * i + 2 * p - half_span;
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int m = m0 + u;
-                if (m < 0 || m >= n_samples) continue;
-                double pred = 0.0;
-#pragma unroll
-                for (int q = 0; q <= memory; ++q) {
-                    const int k = 2 * (i - q) + p;
-                    if (k < 0 || k >= n_bits) continue;
-                    if (u + 4 * q > 2 * half_span) continue;  // d = m - 2k = u - 6 + 4q beyond the pulse
-                    pred += sgn[q] * tq[u + 4 * q];
-                }
-                const double e = comp(m) - pred;
-                bm += e * e;
+        const double interior = dsp::trellis_math::pattern_energy(memory, p, l, tq);
+        half_shared& hs = sh.axis[p];
+        auto fill = [&](int i0) {  // steps i0 .. i0 + block_rows - 1
+            __syncwarp(half);
+            for (int j = l; j < block_rows; j += 16) {
+                const int i = i0 + j;
+                if (i < steps) dsp::trellis_math::step_terms(comp, i, p, tp, hs.cc[j], hs.z[j]);
             }
-            return scale * bm;
+            __syncwarp(half);
+        };
+        auto branch = [&](int i, int j) {  // step i, chunk entry j
+            const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, l, tq);
+            return scale * dsp::trellis_math::branch_metric(hs.cc[j], hs.z[j], pattern, l);
         };
         auto forced = [&](int i) -> int {
             const int k = 2 * i + p;
@@ -241,8 +243,8 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         for (int i = 0; i < memory; ++i) start |= (bit(2 * i + p) > 0.0 ? 1 : 0) << (memory - 1 - i);
         // One forward step: lanes 0..7 hold the metrics of the states after symbol i - 1 in,
         // after symbol i out.
-        auto forward = [&](int i, double a_prev) {
-            const double bm = branch(i);
+        auto forward = [&](int i, int j, double a_prev) {
+            const double bm = branch(i, j);
             const int f = forced(i);
             const double am = __shfl_sync(half, a_prev, l >> 1, 16);
             const double cand = (am == inf || (f >= 0 && (l & 1) != f)) ? inf : am + bm;
@@ -252,28 +254,35 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         double* ck = checkpoint + (static_cast<std::size_t>(s) * 2 + static_cast<std::size_t>(p)) * checkpoints * states;
         double a = l == start ? 0.0 : inf;
         if (l < states) ck[l] = a;
-        for (int r = 1; r < rows; ++r) {
-            a = forward(r + memory - 1, a);
-            if (r % block_rows == 0 && l < states) ck[(r / block_rows) * states + l] = a;
+        for (int i0 = memory; i0 < steps; i0 += block_rows) {
+            fill(i0);
+            const int i1 = min(i0 + block_rows, steps);
+            for (int i = i0; i < i1; ++i) {
+                a = forward(i, i - i0, a);
+                const int r = i - memory + 1;
+                if (r % block_rows == 0 && l < states) ck[(r / block_rows) * states + l] = a;
+            }
         }
         // Backward, a block of rows at a time: the block's forward metrics again from its
         // checkpoint (the same steps, so the same values), then the backward steps that read
-        // them. Step i reads row i - memory.
-        double (*A)[states] = sh.axis[p].u.alpha;
+        // them. Step i reads row i - memory; the block's steps are i0 = r0 + memory onwards.
+        double (*A)[states] = hs.u.alpha;
         double b_next = 0.0;  // lanes 0..7: the metrics of the states after symbol i
         for (int blk = (rows - 2) / block_rows; blk >= 0; --blk) {
             const int r0 = blk * block_rows;
             const int r1 = min(r0 + block_rows - 1, rows - 2);  // the last row this block's steps read
-            __syncwarp(half);
+            const int i0 = r0 + memory;
+            fill(i0);
             double a_blk = l < states ? ck[blk * states + l] : 0.0;
             if (l < states) A[0][l] = a_blk;
             for (int r = r0 + 1; r <= r1; ++r) {
-                a_blk = forward(r + memory - 1, a_blk);
+                const int i = r + memory - 1;
+                a_blk = forward(i, i - i0, a_blk);
                 if (l < states) A[r - r0][l] = a_blk;
             }
             __syncwarp(half);
-            for (int i = r1 + memory; i >= r0 + memory; --i) {
-                const double bm = branch(i);
+            for (int i = r1 + memory; i >= i0; --i) {
+                const double bm = branch(i, i - i0);
                 const int f = forced(i);
                 const bool allowed = !(f >= 0 && (l & 1) != f);
                 const double bn = __shfl_sync(half, b_next, l & 7, 16);

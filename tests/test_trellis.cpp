@@ -7,12 +7,17 @@
 #include "runtime/receiver_run.hpp"
 
 #include "dsp/trellis.hpp"
+#include "dsp/trellis_math.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <random>
 #include <stdexcept>
+#include <vector>
 
 using namespace paq;
 using namespace paq::dsp;
@@ -173,4 +178,49 @@ TEST(trellis, the_config_chooses_it_and_refuses_what_it_cannot_do)
     EXPECT_NO_THROW((void)runtime::make_backend({runtime::backend_kind::cpu, 0, runtime::solver_kind::levinson}, rc));
     EXPECT_EQ(to_string(detector_kind::trellis), "trellis");
     EXPECT_EQ(to_string(detector_kind::sxs), "sxs");
+}
+
+TEST(trellis, the_branch_metrics_ungerboeck_form_is_the_squared_distance)
+{
+    // dsp/trellis_math.hpp: cc - 2 sum_q (+-1) z_q + P(seq) against sum_m (c_m - pred_m)^2 written
+    // out, at every step (inside the packet and the two past it), both axes, every sequence, on
+    // random samples and taps; and P(seq) the same at every step inside the packet.
+    std::mt19937_64 rng(1409);
+    std::normal_distribution<double> g(0.0, 1.0);
+    std::vector<double> c(2 * waveform::packet_bits);
+    for (auto& v : c) v = g(rng);
+    double taps[trellis::taps];
+    for (auto& t : taps) t = g(rng);
+    const auto comp = [&](long m) { return c[static_cast<std::size_t>(m)]; };
+    constexpr long n_bits = static_cast<long>(waveform::packet_bits);
+    constexpr long steps = n_bits / 2 + (trellis::half_span + 3) / 4;
+    double worst = 0.0;
+    for (int p = 0; p < 2; ++p) {
+        for (long i = trellis::memory; i < steps; ++i) {
+            double cc = 0.0, z[trellis::memory + 1];
+            trellis_math::step_terms(comp, i, p, taps, cc, z);
+            for (int seq = 0; seq < 2 * trellis::states; ++seq) {
+                double direct = 0.0;
+                for (int u = 0; u < 4; ++u) {
+                    const long m = 4 * i + 2 * p - trellis::half_span + u;
+                    if (m < 0 || m >= 2 * n_bits) continue;
+                    double pred = 0.0;
+                    for (int q = 0; q <= trellis::memory; ++q) {
+                        const long k = 2 * (i - q) + p;
+                        const long d = m - 2 * k;
+                        if (k < 0 || k >= n_bits || d < -trellis::half_span || d > trellis::half_span) continue;
+                        pred += (((seq >> q) & 1) != 0 ? 1.0 : -1.0) * taps[d + trellis::half_span];
+                    }
+                    direct += (c[static_cast<std::size_t>(m)] - pred) * (c[static_cast<std::size_t>(m)] - pred);
+                }
+                const double pattern = trellis_math::pattern_energy(i, p, seq, taps);
+                if (i < n_bits / 2) {
+                    EXPECT_EQ(pattern, trellis_math::pattern_energy(trellis::memory, p, seq, taps)) << i;
+                }
+                const double ung = trellis_math::branch_metric(cc, z, pattern, seq);
+                worst = std::max(worst, std::abs(ung - direct) / std::max(1.0, direct));
+            }
+        }
+    }
+    EXPECT_LT(worst, 1e-12);
 }
