@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -691,4 +692,117 @@ TEST(live_ci16, file_source_delivers_a_ci16_recording_at_its_width)
         EXPECT_THROW(daemon::pipeline(po, src, ring16, std::move(w), {}, {}), std::invalid_argument);
     }
     std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+/// A ci16 source that writes its samples in uneven chunks (block policy: nothing dropped).
+class ci16_chunks_source final : public io::sample_source {
+public:
+    ci16_chunks_source(std::vector<ci16> q, float scale) : q_(std::move(q)), scale_(scale) {}
+    std::string describe() const override { return "ci16 chunks"; }
+    double sample_rate_hz() const override { return 20.625e6; }
+    std::optional<float> ci16_scale() const override { return scale_; }
+    void stop() override { stop_ = true; }
+    void run(io::sample_sink& sink) override
+    {
+        for (std::size_t pos = 0, k = 0; pos < q_.size() && !stop_; ++k) {
+            const std::size_t n = std::min<std::size_t>(20'000 + 3'001 * (k % 9), q_.size() - pos);
+            sink.write_ci16(std::span<const ci16>(q_.data() + pos, n), scale_);
+            counters_.samples += n;
+            pos += n;
+        }
+    }
+
+private:
+    std::vector<ci16> q_;
+    float scale_;
+    std::atomic<bool> stop_{false};
+};
+
+/// The CPU chain, recording the windows it was asked to page-lock (and how many bytes) and
+/// whether every batch came as a ci16 window it had locked.
+class ci16_pinning_backend final : public dsp::batch_processor {
+public:
+    explicit ci16_pinning_backend(const dsp::receiver_config& rc) : cpu_(rc) {}
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
+    {
+        {
+            std::lock_guard lk(mu);
+            if (!b.is_ci16() || !b.samples.empty()) ++not_ci16;
+            if (!pinned.count(b.samples_ci16.data())) ++unpinned;
+            ++batches;
+        }
+        cpu_.process(b, out);
+    }
+    std::string name() const override { return "pinning"; }
+    std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
+    {
+        std::lock_guard lk(mu);
+        pinned.insert(data);
+        pinned_bytes.push_back(bytes);
+        auto handle = std::make_shared<int>(0);
+        pins.push_back(handle);
+        return handle;
+    }
+    std::mutex mu;
+    std::set<const void*> pinned;
+    std::vector<std::size_t> pinned_bytes;
+    std::vector<std::weak_ptr<void>> pins;
+    std::size_t not_ci16 = 0, unpinned = 0, batches = 0;
+
+private:
+    dsp::cpu_backend cpu_;
+};
+
+}  // namespace
+
+// The windows of a ci16 ring are ci16 (4 bytes a sample), page-locked once each at that size,
+// recycled, and unlocked only once the pipeline is gone.
+TEST(live_ci16, windows_are_ci16_locked_once_at_4_bytes_a_sample_and_recycled)
+{
+    dsp::sim_config sc;
+    sc.preset = "awgn";
+    sc.ebn0_db = 11.0;
+    sc.seed = 1534;
+    const auto sim = test::simulate(sc, 110);
+    const float scale = 5000.0f;
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    std::vector<std::unique_ptr<dsp::batch_processor>> w;
+    auto backend = std::make_unique<ci16_pinning_backend>(rc);
+    auto* be = backend.get();
+    w.push_back(std::move(backend));
+    std::vector<std::weak_ptr<void>> pins;
+    {
+        ci16_chunks_source src(quantize(sim.samples, scale), scale);
+        io::sample_ring ring(300'000, io::overflow_policy::block, io::host_ring_allocator(false),
+                             io::sample_ring::default_max_markers, scale);
+        daemon::pipeline_options po;
+        po.receiver = rc;
+        po.sample_rate_hz = 20.625e6;
+        daemon::pipeline p(po, src, ring, std::move(w), {}, [](const dsp::batch_output&) {});
+        p.start();
+        p.join();
+        const auto st = p.stats();
+        const std::size_t window = rc.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after;
+        std::lock_guard lk(be->mu);
+        pins = be->pins;
+        EXPECT_TRUE(st.input_ci16);
+        EXPECT_EQ(st.samples_in, sim.samples.size());
+        EXPECT_EQ(st.ring.samples_dropped, 0u);
+        EXPECT_GT(st.ring.producer_waits, 0u);  // the ring (300k) is smaller than the stream
+        EXPECT_GT(be->batches, 8u);
+        EXPECT_EQ(be->not_ci16, 0u);
+        EXPECT_EQ(be->unpinned, 0u);
+        EXPECT_GE(pins.size(), 2u);
+        EXPECT_LE(pins.size(), 8u);  // a few circulate
+        EXPECT_EQ(st.windows, pins.size());
+        EXPECT_EQ(st.windows_locked, pins.size());
+        for (const auto bytes : be->pinned_bytes) EXPECT_EQ(bytes, window * sizeof(ci16));
+        EXPECT_GT(st.tally.packets_found, 90u);
+        for (const auto& h : pins) EXPECT_FALSE(h.expired()) << "a window was unlocked while the pipeline lives";
+    }
+    for (const auto& h : pins) EXPECT_TRUE(h.expired());
 }
