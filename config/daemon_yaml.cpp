@@ -376,7 +376,7 @@ const section<ring_config>& ring_schema()
         section<C> s;
         s.fields = {
             number<C>("capacity_s", at(&C::capacity_s), between(0.1, 60),
-                      {"s", "capacity in seconds at the source's rate (2 s at 20.625 MS/s = 41.25 M samples = 314 MiB)"}),
+                      {"s", "capacity in seconds at the source's rate (2 s at 20.625 MS/s = 41.25 M samples = 314 MiB of cf32, 157 MiB of ci16: the ring holds the source's width)"}),
             choice<C>("overflow", at(&C::overflow),
                       choice_list<ring_overflow>{{"auto", ring_overflow::automatic},
                                                  {"drop", ring_overflow::drop},

@@ -50,6 +50,8 @@ const std::vector<scalar_metric> scalars = {
     {"ring_fill_samples", G, "Samples waiting in the ring.", [](const S& s) { return d(s.pipeline.ring.fill); }, nullptr, true},
     {"ring_high_water_samples", G, "The most samples the ring has held.", [](const S& s) { return d(s.pipeline.ring.high_water); }, nullptr, true},
     {"ring_capacity_samples", G, "Ring capacity.", [](const S& s) { return d(s.pipeline.ring.capacity); }, nullptr, true},
+    {"input_sample_bytes", G, "Bytes an input sample takes in the ring and the upload: 4 (ci16, converted on the backend) or 8 (cf32); input_width in the JSON says which.",
+     [](const S& s) { return s.pipeline.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
     // gaps and stalls
     {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.pipeline.gaps); }, nullptr, true},
     {"samples_lost_in_gaps", C, "Samples the gaps said were lost (ring overflows included).", [](const S& s) { return d(s.pipeline.samples_lost_in_gaps); }, nullptr, true},
@@ -332,6 +334,8 @@ nlohmann::json to_json(const service_snapshot& s)
     const auto b = build_info();
     j[build_info_name] = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
     j["source_description"] = s.source.description;
+    // As paqd replay's summary says it: the width the samples travel at to the backend.
+    j["input_width"] = s.pipeline.input_ci16 ? "ci16" : "cf32";
     // When the run's first packet was received (its first sample, UTC), where the source
     // gives time (docs/DAEMON.md, "Time"); null otherwise.
     j["first_packet_utc"] = s.pipeline.first_packet_utc_ns != dsp::unknown_utc_ns

@@ -118,15 +118,21 @@ int run_live(const live_options& opt)
         }
         const auto capacity = static_cast<std::size_t>(cfg.ring.capacity_s * rate);
         const io::overflow_policy policy = overflow_for(cfg);
-        ring = std::make_unique<io::sample_ring>(capacity, policy, runtime::make_ring_allocator(cfg.ring.lock_memory, backend));
+        // The ring holds the source's samples at their width: a ci16 source's stay ci16 (4 bytes
+        // a sample) through the ring and the upload and are converted by the backend.
+        const std::optional<float> ci16_scale = source->ci16_scale();
+        ring = std::make_unique<io::sample_ring>(capacity, policy, runtime::make_ring_allocator(cfg.ring.lock_memory, backend),
+                                                 io::sample_ring::default_max_markers, ci16_scale);
         spdlog::info("source: {}", source->describe());
         if (const auto* f = dynamic_cast<const io::file_source*>(source.get()); f && f->trailing_bytes()) {
             spdlog::warn("truncated recording: {} trailing bytes after the last whole sample are ignored",
                          f->trailing_bytes());
         }
-        spdlog::info("ring: {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
-                     static_cast<double>(capacity) / rate, capacity * sizeof(cf32) >> 20, io::to_string(policy),
-                     ring->memory_kind());
+        spdlog::info("ring: {} {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
+                     ring->is_ci16() ? "ci16" : "cf32", static_cast<double>(capacity) / rate,
+                     capacity * ring->sample_bytes() >> 20, io::to_string(policy), ring->memory_kind());
+        spdlog::info("input width: {}", ring->is_ci16() ? fmt::format("ci16 (scale {}), converted on the backend", *ci16_scale)
+                                                        : std::string("cf32"));
         auto workers = runtime::make_backends(backend, cfg.pipeline.gpus, cfg.pipeline.cpu_workers,
                                               runtime::parse_solver(cfg.pipeline.solver), rc);
         spdlog::info("workers: {} x {} backend", workers.size(), workers.front()->name());

@@ -7,6 +7,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <string>
+#include <type_traits>
 
 namespace paq::daemon {
 
@@ -38,12 +40,21 @@ pipeline::pipeline(pipeline_options opt, io::sample_source& source, io::sample_r
                 // number is bounded by what is in flight).
                 std::lock_guard sp(spare_mu_);
                 if (b.samples.capacity() != 0) spare_windows_.push_back(std::move(b.samples));
+                if (b.samples_ci16.capacity() != 0) spare_windows_ci16_.push_back(std::move(b.samples_ci16));
             }),
       publish_(std::move(publish)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),
       tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples())
 {
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("pipeline: the sample rate must be positive");
+    // The ring's width is the source's (a source never switches: sample_source::ci16_scale()).
+    const auto source_scale = source_.ci16_scale();
+    if (ring_.is_ci16() && (!source_scale || *source_scale != *ring_.ci16_scale())) {
+        throw std::invalid_argument("pipeline: the ring holds ci16 samples at scale " + std::to_string(*ring_.ci16_scale()) +
+                                    " but the source delivers " +
+                                    (source_scale ? "ci16 at scale " + std::to_string(*source_scale) : std::string("cf32")));
+    }
+    stats_.input_ci16 = ring_.is_ci16();
 }
 
 pipeline::~pipeline()
@@ -63,7 +74,11 @@ void pipeline::start()
     });
     threads_.emplace_back([this] {
         io::name_this_thread("paq-batcher");
-        batcher_loop();
+        if (ring_.is_ci16()) {
+            batcher_loop<ci16>();
+        } else {
+            batcher_loop<cf32>();
+        }
     });
     threads_.emplace_back([this] {
         io::name_this_thread("paq-publisher");
@@ -94,12 +109,17 @@ void pipeline::acquisition_loop()
     ring_.close();
 }
 
+template <class T>
 void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
 {
     // A window storage the backend has not seen yet is page-locked once (a few circulate).
     const std::size_t window_bytes =
-        (opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after) * sizeof(cf32);
-    (void)pins_.lock_once(pool_, b.samples.data(), b.samples.capacity() * sizeof(cf32), window_bytes);
+        (opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after) * sizeof(T);
+    if constexpr (std::is_same_v<T, ci16>) {
+        (void)pins_.lock_once(pool_, b.samples_ci16.data(), b.samples_ci16.capacity() * sizeof(T), window_bytes);
+    } else {
+        (void)pins_.lock_once(pool_, b.samples.data(), b.samples.capacity() * sizeof(T), window_bytes);
+    }
     {
         std::lock_guard s(s_mu_);
         stats_.windows = pins_.windows();
@@ -110,9 +130,15 @@ void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
     pool_.submit(std::move(b), ready, [this] { batcher_heartbeat_ns_ = now_ns(); });
 }
 
+template <class T>
 void pipeline::batcher_loop()
 {
-    dsp::batcher bt(opt_.receiver.batch_samples, geometry_.guard_before, geometry_.guard_after);
+    constexpr bool narrow = std::is_same_v<T, ci16>;
+    // A ci16 ring fills ci16 windows (converted by the backend); its scale rides on them.
+    dsp::basic_batcher<T> bt(opt_.receiver.batch_samples, geometry_.guard_before, geometry_.guard_after,
+                             ring_.ci16_scale().value_or(1.0f));
+    // The recorder's tap takes cf32: a ci16 chunk is converted for it here (only when tapped).
+    std::vector<cf32> tap;
     auto last_data = clock::now();
     bool stalled = false;
     bool any_data = false;  // before the first sample there is nothing to stall
@@ -128,8 +154,13 @@ void pipeline::batcher_loop()
             // Windows the workers are done with: the batcher fills them again (no fresh
             // ~315 MB allocation, and its page faults, per batch).
             std::lock_guard sp(spare_mu_);
-            for (auto& v : spare_windows_) bt.recycle(std::move(v));
-            spare_windows_.clear();
+            if constexpr (narrow) {
+                for (auto& v : spare_windows_ci16_) bt.recycle(std::move(v));
+                spare_windows_ci16_.clear();
+            } else {
+                for (auto& v : spare_windows_) bt.recycle(std::move(v));
+                spare_windows_.clear();
+            }
         }
         // Straight from the ring into the window being filled (one copy, not two).
         const auto space = bt.write_space();
@@ -155,7 +186,16 @@ void pipeline::batcher_loop()
                 if (opt_.on_time) opt_.on_time(r.time->utc_ns, r.time->offset);
             }
             // The recorder sees the samples before commit() may hand the window on.
-            if (opt_.on_samples) opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
+            if (opt_.on_samples) {
+                if constexpr (narrow) {
+                    const float scale = *ring_.ci16_scale();
+                    tap.resize(r.count);
+                    for (std::size_t k = 0; k < r.count; ++k) tap[k] = to_cf32(chunk[k], scale);
+                    opt_.on_samples(std::span<const cf32>(tap.data(), r.count));
+                } else {
+                    opt_.on_samples(std::span<const cf32>(chunk.data(), r.count));
+                }
+            }
             bt.commit(r.count);
             std::lock_guard s(s_mu_);
             stats_.samples_in += r.count;
@@ -206,7 +246,7 @@ void pipeline::batcher_loop()
             stats_.short_segments = bt.short_segments();
             stats_.samples_in_short_segments = bt.samples_in_short_segments();
         }
-        while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
+        while (auto b = bt.pop()) dispatch<T>(std::move(*b), newest_written);
     }
     bt.finish();
     {
@@ -214,11 +254,17 @@ void pipeline::batcher_loop()
         stats_.short_segments = bt.short_segments();
         stats_.samples_in_short_segments = bt.samples_in_short_segments();
     }
-    while (auto b = bt.pop()) dispatch(std::move(*b), newest_written);
+    while (auto b = bt.pop()) dispatch<T>(std::move(*b), newest_written);
     {
         // The batcher's storage outlives this loop: it may be page-locked (pins_).
         std::lock_guard sp(spare_mu_);
-        for (auto& v : bt.release_storage()) spare_windows_.push_back(std::move(v));
+        for (auto& v : bt.release_storage()) {
+            if constexpr (narrow) {
+                spare_windows_ci16_.push_back(std::move(v));
+            } else {
+                spare_windows_.push_back(std::move(v));
+            }
+        }
     }
     batcher_done_ = true;
     pool_.close();

@@ -5,6 +5,13 @@
 //   workers x N   backend.process(batch)          (runtime::worker_pool: results in batch order)
 //   publisher     in batch order: publish(out), run tally, latency
 //
+// The ring and the batch windows hold the source's samples at its width (issue 15): ci16 for a
+// source that delivers ci16 (sample_source::ci16_scale(); the ring must be made so), cf32
+// otherwise. A ci16 stream is never converted on the host on its way to the backend, whatever
+// the rates: the backends convert each window (to_cf32) before their input stage resamples it
+// (dsp/input_stage.hpp), as in replay. Only the on_samples tap (the recorder) takes cf32: the
+// batcher converts what it hands the tap, on its own thread.
+//
 // Every sample is accounted for: read from the ring, dropped by the ring (overflow, counted),
 // lost before it (gaps reported by the source, counted), or in a batch that failed on its
 // backend and on the CPU fallback (counted). A stall (no samples for stall_timeout) ends the
@@ -57,7 +64,8 @@ struct pipeline_options {
     std::chrono::milliseconds stall_timeout{2000};
     int queue_depth = 2;
     /// Taps on the batcher thread (e.g. the SigMF recorder): every sample read from the ring
-    /// and every gap, in stream order. They must not block for long.
+    /// and every gap, in stream order. They must not block for long. A ci16 ring's samples
+    /// reach on_samples converted (to_cf32 with the ring's scale), on the batcher thread.
     std::function<void(std::span<const cf32>)> on_samples;
     std::function<void(std::uint64_t lost, io::gap_reason reason)> on_gap;
     /// A time anchor, before the on_samples call whose samples[offset] it times (UTC ns).
@@ -66,6 +74,9 @@ struct pipeline_options {
 
 struct pipeline_stats {
     // acquisition and ring
+    /// The input's width through the ring and the upload: ci16 (4 bytes a sample, converted
+    /// by the backend) when the source delivers ci16, else cf32 (8 bytes).
+    bool input_ci16 = false;
     std::uint64_t samples_in = 0;           ///< samples the batcher received
     io::ring_counters ring;                 ///< incl. samples dropped by overflow
     std::uint64_t gaps = 0;                 ///< gaps of any reason, stalls included
@@ -122,6 +133,9 @@ public:
 
     /// workers: one backend per worker thread (at least one). fallback: makes the CPU
     /// backend used when a worker's backend throws (empty: no fallback, the batch is lost).
+    /// The ring must be of the source's width: ci16 at the source's scale when
+    /// source.ci16_scale() is set, else cf32 or ci16 (a ci16 source into a cf32 ring is
+    /// converted on the source thread by io::ring_sink); std::invalid_argument otherwise.
     pipeline(pipeline_options opt, io::sample_source& source, io::sample_ring& ring,
              std::vector<std::unique_ptr<dsp::batch_processor>> workers, backend_factory fallback, publish_fn publish);
     ~pipeline();
@@ -146,8 +160,11 @@ public:
 
 private:
     void acquisition_loop();
+    /// The batcher for the ring's width: T = cf32 or ci16 (windows in samples / samples_ci16).
+    template <class T>
     void batcher_loop();
     void publisher_loop();
+    template <class T>
     void dispatch(dsp::sample_batch&& b, std::chrono::steady_clock::time_point ready);
 
     pipeline_options opt_;
@@ -157,6 +174,7 @@ private:
     // workers hand windows back until it is destroyed)
     std::mutex spare_mu_;
     std::vector<std::vector<cf32>> spare_windows_;
+    std::vector<dsp::window_vector<ci16>> spare_windows_ci16_;  ///< the same for a ci16 ring
     /// Windows page-locked by the backend (pin_host_memory), once each when first dispatched:
     /// uploads from them run at full speed (pageable: ~53 ms a default batch against 14 ms).
     /// Undone after pool_ is destroyed (declared after it: nothing in flight) and before the

@@ -98,10 +98,21 @@ void file_source::stop()
     boost::asio::post(impl_->io, [this] { impl_->io.stop(); });
 }
 
+std::optional<float> file_source::ci16_scale() const
+{
+    const auto& info = impl_->reader.info();
+    if (info.format != sample_format::ci16_le) return std::nullopt;
+    return info.meta.ci16_scale;
+}
+
 void file_source::run(sample_sink& sink)
 {
     auto& m = *impl_;
-    std::vector<cf32> chunk(m.cfg.chunk_samples);
+    // A ci16 recording is delivered as stored (write_ci16: no conversion on this thread, half
+    // the bytes into the ring); a cf32 one as cf32.
+    const std::optional<float> scale16 = ci16_scale();
+    std::vector<cf32> chunk(scale16 ? 0 : m.cfg.chunk_samples);
+    std::vector<ci16> chunk16(scale16 ? m.cfg.chunk_samples : 0);
     using clock = std::chrono::steady_clock;
     const double rate = m.reader.info().sample_rate_hz * m.cfg.rate_factor;
     const auto t0 = clock::now();
@@ -124,11 +135,11 @@ void file_source::run(sample_sink& sink)
             time_anchor_.set(t);
             sink.timestamp(t);
         }
-        std::size_t want = chunk.size();
+        std::size_t want = m.cfg.chunk_samples;
         if (next_anchor < m.anchors.size()) {
             want = static_cast<std::size_t>(std::min<std::uint64_t>(want, m.anchors[next_anchor].sample - pos));
         }
-        return m.reader.read(std::span<cf32>(chunk.data(), want));
+        return scale16 ? m.reader.read(std::span<ci16>(chunk16.data(), want)) : m.reader.read(std::span<cf32>(chunk.data(), want));
     };
     std::function<void()> tick = [&] {
         if (m.stopping) return;
@@ -148,14 +159,16 @@ void file_source::run(sample_sink& sink)
         }
         timer.async_wait([&](const boost::system::error_code& ec) {
             if (ec || m.stopping) return;
-            // Only cf32 can hold NaN or Inf (a ci16 sample converts to a finite value).
+            // Only cf32 can hold NaN or Inf: ci16 is never scanned (every sample is finite).
             std::uint64_t nonfinite = 0;
-            if (m.reader.info().format == sample_format::cf32_le) {
+            if (scale16) {
+                sink.write_ci16(std::span<const ci16>(chunk16.data(), n), *scale16);
+            } else {
                 for (std::size_t i = 0; i < n; ++i) {
                     if (!std::isfinite(chunk[i].real()) || !std::isfinite(chunk[i].imag())) ++nonfinite;
                 }
+                sink.write(std::span<const cf32>(chunk.data(), n));
             }
-            sink.write(std::span<const cf32>(chunk.data(), n));
             delivered += n;
             counters_.samples += n;
             counters_.packets += 1;

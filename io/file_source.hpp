@@ -44,8 +44,11 @@ public:
     [[nodiscard]] std::optional<double> center_frequency_hz() const override;
     /// Runs the recording; a SigMF recording with core:datetime gives a time anchor at each
     /// capture's first sample (io::recording_anchors; again after each loop seam).
+    /// A ci16_le recording is delivered at its width (write_ci16, its metadata's scale).
     void run(sample_sink& sink) override;
     void stop() override;
+    /// The recording's scale when it is ci16_le (its samples go out as ci16); nullopt for cf32.
+    [[nodiscard]] std::optional<float> ci16_scale() const override;
     /// Bytes after the last whole sample (a truncated file), as found at open.
     [[nodiscard]] std::uint64_t trailing_bytes() const;
 

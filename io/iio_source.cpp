@@ -133,6 +133,16 @@ void convert_iq(std::span<const std::int16_t> iq, unsigned bits, float scale, st
     }
 }
 
+void extend_iq(std::span<const std::int16_t> iq, unsigned bits, std::span<ci16> out) noexcept
+{
+    const std::size_t n = std::min(iq.size() / 2, out.size());
+    const int up = 16 - static_cast<int>(std::clamp(bits, 1u, 16u));
+    const auto extend = [up](std::int16_t w) {
+        return static_cast<std::int16_t>(static_cast<std::int16_t>(static_cast<std::uint16_t>(w) << up) >> up);
+    };
+    for (std::size_t k = 0; k < n; ++k) out[k] = ci16{extend(iq[2 * k]), extend(iq[2 * k + 1])};
+}
+
 iio_source::iio_source(iio_config config, std::unique_ptr<iio_device_api> device)
     : config_(std::move(config)), device_(device ? std::move(device) : make_libiio_device())
 {
@@ -246,7 +256,9 @@ void iio_source::run(sample_sink& sink)
         return;
     }
     open_and_configure();
-    std::vector<cf32> samples(config_.buffer_samples);
+    // The radio's words, sign-extended, go out as ci16 (4 bytes a sample, converted by the
+    // backend: issue 15), at the configured scale.
+    std::vector<ci16> samples(config_.buffer_samples);
     while (!stop_.load()) {
         const iio_refill_result block = device_->refill();
         if (stop_.load()) {
@@ -266,14 +278,14 @@ void iio_source::run(sample_sink& sink)
         if (n > samples.size()) {
             samples.resize(n);
         }
-        const std::span<cf32> out(samples.data(), n);
-        convert_iq(block.iq, device_->sample_bits(), config_.scale, out);
+        const std::span<ci16> out(samples.data(), n);
+        extend_iq(block.iq, device_->sample_bits(), out);
         // The radio's samples carry no time here: the host's clock when the buffer came back,
         // less its duration (io/sample_source.hpp; docs/DAEMON.md, "Time").
         const time_anchor a = host_clock_anchor(counters_.samples.load(std::memory_order_relaxed), n, config_.sample_rate_hz);
         time_anchor_.set(a);
         sink.timestamp(a);
-        sink.write(out);
+        sink.write_ci16(out, config_.scale);
         counters_.samples.fetch_add(n, std::memory_order_relaxed);
         counters_.bytes.fetch_add(block.iq.size_bytes(), std::memory_order_relaxed);
         counters_.packets.fetch_add(1, std::memory_order_relaxed);

@@ -124,6 +124,9 @@ public:
 /// (I + jQ) / scale for each interleaved pair in `iq`, after sign-extending each word from
 /// its low `bits` bits (1 .. 16). `out` must hold iq.size() / 2 samples.
 void convert_iq(std::span<const std::int16_t> iq, unsigned bits, float scale, std::span<cf32> out) noexcept;
+/// The same pairs as ci16, sign-extended from their low `bits` bits and not scaled: what the
+/// source delivers (each stands for to_cf32(s, scale), issue 15). `out` must hold iq.size() / 2.
+void extend_iq(std::span<const std::int16_t> iq, unsigned bits, std::span<ci16> out) noexcept;
 
 class iio_source final : public sample_source {
 public:
@@ -137,6 +140,8 @@ public:
     /// "iio ip:192.168.2.1 (ad9361-phy / cf-ad9361-lpc, 20.625 MS/s, LO 2250 MHz, slow_attack)"
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] double sample_rate_hz() const override { return config_.sample_rate_hz; }
+    /// The radio's samples are ci16 (sign-extended, delivered at their width): config.scale.
+    [[nodiscard]] std::optional<float> ci16_scale() const override { return config_.scale; }
     /// The LO the radio is tuned to (iio_source_config::lo_hz).
     [[nodiscard]] std::optional<double> center_frequency_hz() const override { return config_.lo_hz; }
     /// See the diagram above. Throws std::runtime_error for a failure before the first

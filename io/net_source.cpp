@@ -225,14 +225,28 @@ struct net_core {
     {
         if (n == 0) return;
         if (may_be_nonfinite) counters.nonfinite += count_nonfinite(samples, n);
-        if (host_clock) {
-            // Raw IQ carries no time: the host's clock at arrival (io/sample_source.hpp).
-            const time_anchor a = host_clock_anchor(counters.samples.load(), n, host_clock_rate_hz);
-            host_clock->set(a);
-            sink->timestamp(a);
-        }
+        anchor_on_host_clock(n);
         counters.samples += n;
         sink->write(std::span<const cf32>(samples, n));
+    }
+
+    /// ci16 samples as received (no conversion here, and nothing to scan: every ci16 sample
+    /// is finite); the sink keeps them at their width (a ci16 ring) or converts them.
+    void deliver(const ci16* samples, std::size_t n, float scale)
+    {
+        if (n == 0) return;
+        anchor_on_host_clock(n);
+        counters.samples += n;
+        sink->write_ci16(std::span<const ci16>(samples, n), scale);
+    }
+
+    /// Raw IQ carries no time: the host's clock at arrival (io/sample_source.hpp).
+    void anchor_on_host_clock(std::size_t n)
+    {
+        if (!host_clock) return;
+        const time_anchor a = host_clock_anchor(counters.samples.load(), n, host_clock_rate_hz);
+        host_clock->set(a);
+        sink->timestamp(a);
     }
 
     asio::io_context ioc{1};
@@ -513,7 +527,8 @@ struct tcp_source::impl final : net_core {
     impl(source_counters& c, tcp_source_config config)
         : net_core(c, describe_config(config)), cfg(std::move(config)),
           sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
-          samples(cfg.read_bytes / sample_bytes + 1), backoff_s(cfg.retry_initial_s)
+          samples(cfg.format == sample_format::ci16_le ? 0 : cfg.read_bytes / sample_bytes + 1),
+          samples16(cfg.format == sample_format::ci16_le ? cfg.read_bytes / sample_bytes + 1 : 0), backoff_s(cfg.retry_initial_s)
     {
         set_allow_list(cfg.allow);
     }
@@ -701,11 +716,20 @@ struct tcp_source::impl final : net_core {
         counters.bytes += n;
         const std::size_t total = carry + n;
         const std::size_t whole = total / sample_bytes;
-        decode(cfg.format, buf.data(), whole, samples.data(), cfg.ci16_scale);
+        // ci16 stays ci16 (issue 15: converted by the backend); cf32 is decoded and scanned.
+        if (cfg.format == sample_format::ci16_le) {
+            decode_ci16(buf.data(), whole, samples16.data());
+        } else {
+            decode(cfg.format, buf.data(), whole, samples.data(), cfg.ci16_scale);
+        }
         carry = total - whole * sample_bytes;
         // A sample split across reads: keep its first bytes for the next read.
         if (carry > 0) std::memmove(buf.data(), buf.data() + whole * sample_bytes, carry);
-        deliver(samples.data(), whole, cfg.format == sample_format::cf32_le);
+        if (cfg.format == sample_format::ci16_le) {
+            deliver(samples16.data(), whole, cfg.ci16_scale);
+        } else {
+            deliver(samples.data(), whole, true);
+        }
     }
 
     void on_disconnect(const error_code& ec)
@@ -735,7 +759,8 @@ struct tcp_source::impl final : net_core {
     tcp_source_config cfg;
     std::size_t sample_bytes;
     std::vector<std::byte> buf;  ///< [carry bytes of a partial sample | up to read_bytes new]
-    std::vector<cf32> samples;
+    std::vector<cf32> samples;    ///< decoded cf32 read (cf32_le)
+    std::vector<ci16> samples16;  ///< a ci16_le read as received
     std::size_t carry = 0;
     double backoff_s;
     bool connected_once = false;
@@ -768,6 +793,10 @@ tcp_source::tcp_source(tcp_source_config cfg)
 tcp_source::~tcp_source() = default;
 
 std::string tcp_source::describe() const { return impl_->name; }
+std::optional<float> tcp_source::ci16_scale() const
+{
+    return impl_->cfg.format == sample_format::ci16_le ? std::optional<float>(impl_->cfg.ci16_scale) : std::nullopt;
+}
 double tcp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port.load(); }
 bool tcp_source::connected() const noexcept { return impl_->peer_connected.load(); }
@@ -793,7 +822,8 @@ struct udp_source::impl final : net_core {
                                : ", header " + std::string(to_string(config.header))) +
                           (config.allow.empty() ? "" : ", allow-list") + ")"),
           cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)), head_bytes(header_bytes(cfg.header)),
-          samples(max_datagram_bytes / sample_bytes + 1)
+          samples(cfg.format == sample_format::ci16_le ? 0 : max_datagram_bytes / sample_bytes + 1),
+          samples16(cfg.format == sample_format::ci16_le ? max_datagram_bytes / sample_bytes + 1 : 0)
     {
         set_allow_list(cfg.allow);
     }
@@ -885,14 +915,20 @@ struct udp_source::impl final : net_core {
             }
             last_seq = seq;
         }
-        decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
-        deliver(samples.data(), n, cfg.format == sample_format::cf32_le);
+        if (cfg.format == sample_format::ci16_le) {
+            decode_ci16(body.data(), n, samples16.data());
+            deliver(samples16.data(), n, cfg.ci16_scale);
+        } else {
+            decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
+            deliver(samples.data(), n, true);
+        }
     }
 
     udp_source_config cfg;
     std::size_t sample_bytes;
     std::size_t head_bytes;
-    std::vector<cf32> samples;
+    std::vector<cf32> samples;    ///< decoded cf32 datagram (cf32_le)
+    std::vector<ci16> samples16;  ///< a ci16_le datagram as received
     udp::socket socket{ioc};
     udp_counters udp_counts;
     std::optional<std::uint64_t> last_seq;
@@ -912,6 +948,10 @@ udp_source::udp_source(udp_source_config cfg)
 udp_source::~udp_source() = default;
 
 std::string udp_source::describe() const { return impl_->name; }
+std::optional<float> udp_source::ci16_scale() const
+{
+    return impl_->cfg.format == sample_format::ci16_le ? std::optional<float>(impl_->cfg.ci16_scale) : std::nullopt;
+}
 double udp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t udp_source::local_port() const noexcept { return impl_->local_port.load(); }
 const udp_source_config& udp_source::config() const noexcept { return impl_->cfg; }
@@ -1106,8 +1146,9 @@ struct vita49_source::impl final : net_core {
             sink->timestamp(a);
         }
         counters.bytes += pkt.payload.size();
-        vita49::decode_payload(pkt, samples.data(), cfg.ci16_scale);
-        deliver(samples.data(), n, false);
+        // VITA-49 IF data is ci16: delivered as received (byte order fixed), not converted.
+        vita49::decode_payload(pkt, samples.data());
+        deliver(samples.data(), n, cfg.ci16_scale);
     }
 
     /// Whether another stream id may replace the current one (never with a configured id).
@@ -1144,7 +1185,7 @@ struct vita49_source::impl final : net_core {
         std::chrono::milliseconds(cfg.stream_timeout_ms);
     std::chrono::steady_clock::time_point locked_seen{};  ///< last packet of locked_stream
     bool pending_malformed = false;
-    std::vector<cf32> samples;
+    std::vector<ci16> samples;  ///< a packet's payload as received (ci16, host byte order)
     // One limiter per kind of message, so that a flood of one kind hides none of the others
     // (net_core::limiter is the one for losses).
     log_limiter malformed_log, other_log, order_log;
@@ -1160,6 +1201,7 @@ vita49_source::vita49_source(vita49_source_config cfg)
 vita49_source::~vita49_source() = default;
 
 std::string vita49_source::describe() const { return impl_->name; }
+std::optional<float> vita49_source::ci16_scale() const { return impl_->cfg.ci16_scale; }
 double vita49_source::sample_rate_hz() const
 {
     if (impl_->cfg.sample_rate_hz == 0.0) impl_->learn_rate_from_context();

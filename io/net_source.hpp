@@ -247,6 +247,8 @@ public:
 
     /// "tcp connect 10.0.0.5:5000 (ci16_le, 6.6 MHz)" or "tcp listen 0.0.0.0:5000 (...)".
     [[nodiscard]] std::string describe() const override;
+    /// The configured ci16 scale when the samples are ci16 (delivered at their width, write_ci16).
+    [[nodiscard]] std::optional<float> ci16_scale() const override;
     [[nodiscard]] double sample_rate_hz() const override;
     /// Throws std::runtime_error (naming the source) if listen mode cannot bind or listen.
     /// Connection failures in connect mode are retried, never thrown.
@@ -283,6 +285,8 @@ public:
 
     /// "udp 0.0.0.0:5000 (raw ci16_le, 6.6 MHz, loss undetectable)".
     [[nodiscard]] std::string describe() const override;
+    /// The configured ci16 scale when the samples are ci16 (delivered at their width, write_ci16).
+    [[nodiscard]] std::optional<float> ci16_scale() const override;
     /// The configured rate; with sample_rate_hz 0 the first call binds the socket and waits for
     /// the sender's first IF Context packet with a sample rate (allow-list and stream_id
     /// applied; IF Data before it counted in packets_before_rate), and throws
@@ -332,6 +336,8 @@ public:
 
     /// "vita49 udp 0.0.0.0:4991 (stream id 0x00000001, ci16, 6.6 MHz)".
     [[nodiscard]] std::string describe() const override;
+    /// The configured ci16 scale when the samples are ci16 (delivered at their width, write_ci16).
+    [[nodiscard]] std::optional<float> ci16_scale() const override;
     [[nodiscard]] double sample_rate_hz() const override;
     /// Throws std::runtime_error naming the source if it cannot bind or the socket fails.
     void run(sample_sink& sink) override;

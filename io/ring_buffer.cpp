@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -49,19 +50,34 @@ ring_allocator host_ring_allocator(bool try_lock)
 }
 
 sample_ring::sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc,
-                         std::size_t max_markers)
-    : capacity_(capacity_samples), max_markers_(max_markers), policy_(policy), alloc_(std::move(alloc))
+                         std::size_t max_markers, std::optional<float> ci16_scale)
+    : capacity_(capacity_samples),
+      max_markers_(max_markers),
+      policy_(policy),
+      ci16_scale_(ci16_scale),
+      sample_bytes_(ci16_scale ? sizeof(ci16) : sizeof(cf32)),
+      alloc_(std::move(alloc))
 {
     if (capacity_ == 0) throw std::invalid_argument("ring buffer: capacity must be at least 1 sample");
     if (max_markers_ < 2) throw std::invalid_argument("ring buffer: max_markers must be at least 2");
-    data_ = static_cast<cf32*>(alloc_.allocate(capacity_ * sizeof(cf32)));
+    if (ci16_scale_ && (!(*ci16_scale_ > 0.0f) || !std::isfinite(*ci16_scale_))) {
+        throw std::invalid_argument("ring buffer: the ci16 scale must be positive and finite, not " + std::to_string(*ci16_scale_));
+    }
+    data_ = static_cast<std::byte*>(alloc_.allocate(capacity_ * sample_bytes_));
     if (alloc_.describe) alloc_.kind = alloc_.describe();
     stats_.capacity = capacity_;
 }
 
 sample_ring::~sample_ring()
 {
-    if (data_) alloc_.release(data_, capacity_ * sizeof(cf32));
+    if (data_) alloc_.release(data_, capacity_ * sample_bytes_);
+}
+
+void sample_ring::check_width(std::size_t bytes, const char* what) const
+{
+    if (bytes == sample_bytes_) return;
+    throw std::logic_error(std::string("ring buffer: ") + what + " of " + (bytes == sizeof(ci16) ? "ci16" : "cf32") +
+                           " samples on a ring of " + (is_ci16() ? "ci16" : "cf32") + " samples");
 }
 
 void sample_ring::push_marker_locked(std::uint64_t lost, gap_reason reason)
@@ -114,6 +130,20 @@ void sample_ring::drop_pending_anchor_locked(std::size_t dropped_from, std::size
 
 std::size_t sample_ring::write(std::span<const cf32> samples)
 {
+    check_width(sizeof(cf32), "write");
+    return write_samples(samples);
+}
+
+std::size_t sample_ring::write(std::span<const ci16> samples)
+{
+    check_width(sizeof(ci16), "write");
+    return write_samples(samples);
+}
+
+template <class T>
+std::size_t sample_ring::write_samples(std::span<const T> samples)
+{
+    T* const data = reinterpret_cast<T*>(data_);
     std::size_t accepted = 0;
     const std::size_t n = samples.size();
     while (accepted < n) {
@@ -150,8 +180,8 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
         // Only this thread moves head_, and tail_ only grows: [pos, pos + m) stays free.
         const std::size_t at = static_cast<std::size_t>(pos % capacity_);
         const std::size_t first = std::min(m, capacity_ - at);
-        std::memcpy(data_ + at, samples.data() + accepted, first * sizeof(cf32));
-        if (first < m) std::memcpy(data_, samples.data() + accepted + first, (m - first) * sizeof(cf32));
+        std::memcpy(data + at, samples.data() + accepted, first * sizeof(T));
+        if (first < m) std::memcpy(data, samples.data() + accepted + first, (m - first) * sizeof(T));
         lk.lock();
         if (pending_anchor_ && pending_anchor_->position >= accepted && pending_anchor_->position < accepted + m) {
             if (anchors_.size() < max_markers_) {
@@ -216,6 +246,20 @@ void sample_ring::abort()
 
 sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::milliseconds timeout)
 {
+    check_width(sizeof(cf32), "read");
+    return read_samples(out, timeout);
+}
+
+sample_ring::read_result sample_ring::read(std::span<ci16> out, std::chrono::milliseconds timeout)
+{
+    check_width(sizeof(ci16), "read");
+    return read_samples(out, timeout);
+}
+
+template <class T>
+sample_ring::read_result sample_ring::read_samples(std::span<T> out, std::chrono::milliseconds timeout)
+{
+    const T* const data = reinterpret_cast<const T*>(data_);
     std::unique_lock lk(mu_);
     const auto ready = [&] {
         return head_ > tail_ || (!markers_.empty() && markers_.front().position == tail_) || closed_;
@@ -240,8 +284,8 @@ sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::mil
         // Only this thread moves tail_, and head_ only grows: [pos, pos + m) stays filled.
         const std::size_t at = static_cast<std::size_t>(pos % capacity_);
         const std::size_t first = std::min(m, capacity_ - at);
-        std::memcpy(out.data(), data_ + at, first * sizeof(cf32));
-        if (first < m) std::memcpy(out.data() + first, data_, (m - first) * sizeof(cf32));
+        std::memcpy(out.data(), data + at, first * sizeof(T));
+        if (first < m) std::memcpy(out.data() + first, data, (m - first) * sizeof(T));
         lk.lock();
         tail_ += m;
         stats_.samples_read += m;

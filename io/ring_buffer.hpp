@@ -26,6 +26,14 @@
 // unknown size (0) with known ones places the known sum and then a gap of 0 of that reason,
 // so that the consumer does not carry time across a span it cannot count.
 //
+// The samples are of one width, fixed when the ring is made: cf32 (8 bytes), or ci16 with the
+// scale that converts them (4 bytes; to_cf32(s, ci16_scale()), issue 15), made so for a source
+// that delivers ci16 (sample_source::ci16_scale()): nothing is converted on the way in or out,
+// and both copies (source -> ring, ring -> batch window) move half the bytes. write() and
+// read() of the other width are refused (std::logic_error): a ring never holds both. Gaps,
+// overflow, markers, anchors and counters are the same whatever the width (they count
+// samples, not bytes).
+//
 // The storage comes from an allocator hook, so that the daemon can put it in pinned (page-
 // locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
 #pragma once
@@ -44,6 +52,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -90,8 +99,10 @@ public:
     static constexpr std::size_t default_max_markers = 65536;
 
     /// \param max_markers gap markers queued at most, >= 2
+    /// \param ci16_scale set: the ring holds ci16 samples standing for to_cf32(s, *ci16_scale)
+    /// (> 0 and finite, else std::invalid_argument); unset: cf32 samples
     sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc,
-                std::size_t max_markers = default_max_markers);
+                std::size_t max_markers = default_max_markers, std::optional<float> ci16_scale = std::nullopt);
     ~sample_ring();
     sample_ring(const sample_ring&) = delete;
     sample_ring& operator=(const sample_ring&) = delete;
@@ -100,6 +111,8 @@ public:
     /// Copies samples in (blocking or dropping when full, by policy). Returns the number
     /// accepted. After close() or abort() nothing is accepted.
     std::size_t write(std::span<const cf32> samples);
+    /// The same for a ci16 ring. Each write throws std::logic_error on a ring of the other width.
+    std::size_t write(std::span<const ci16> samples);
     /// A gap in the stream before the next samples.
     void gap(std::uint64_t lost_samples, gap_reason reason);
     /// A time anchor: sample `offset` of the next write() (0: its first; beyond its end: of
@@ -128,6 +141,8 @@ public:
     /// Copies up to out.size() contiguous samples (never across a gap), or returns the next
     /// gap, waiting at most `timeout` for either.
     read_result read(std::span<cf32> out, std::chrono::milliseconds timeout);
+    /// The same for a ci16 ring. Each read throws std::logic_error on a ring of the other width.
+    read_result read(std::span<ci16> out, std::chrono::milliseconds timeout);
 
     // ---- either thread
     /// Wakes a producer blocked on a full ring (shutdown); later writes are refused.
@@ -135,8 +150,20 @@ public:
     [[nodiscard]] ring_counters counters() const;
     [[nodiscard]] overflow_policy policy() const noexcept { return policy_; }
     [[nodiscard]] const std::string& memory_kind() const noexcept { return alloc_.kind; }
+    /// The samples' width: ci16 (with this scale), or cf32 (nullopt).
+    [[nodiscard]] std::optional<float> ci16_scale() const noexcept { return ci16_scale_; }
+    [[nodiscard]] bool is_ci16() const noexcept { return ci16_scale_.has_value(); }
+    /// Bytes a sample takes in the ring: 4 (ci16) or 8 (cf32).
+    [[nodiscard]] std::size_t sample_bytes() const noexcept { return sample_bytes_; }
 
 private:
+    template <class T>
+    std::size_t write_samples(std::span<const T> samples);
+    template <class T>
+    read_result read_samples(std::span<T> out, std::chrono::milliseconds timeout);
+    /// Throws std::logic_error unless the ring holds samples of width `bytes` (`what` names the call).
+    void check_width(std::size_t bytes, const char* what) const;
+
     struct marker {
         std::uint64_t position;  ///< in samples written before it
         std::uint64_t lost;
@@ -152,8 +179,10 @@ private:
     const std::size_t capacity_;
     const std::size_t max_markers_;
     const overflow_policy policy_;
+    const std::optional<float> ci16_scale_;
+    const std::size_t sample_bytes_;
     ring_allocator alloc_;
-    cf32* data_ = nullptr;
+    std::byte* data_ = nullptr;  ///< capacity_ samples of sample_bytes_ each
 
     mutable std::mutex mu_;
     std::condition_variable data_cv_;   ///< consumer waits for samples / markers / close
@@ -188,11 +217,29 @@ private:
 /// The source's time anchors (their sample_index counts the samples it wrote) become the
 /// ring's (an offset into the next write); an anchor for a sample already written is ignored
 /// (sources anchor the write that holds the sample: io/sample_source.hpp).
+/// Widths: ci16 samples go into a ci16 ring as they are (their scale must be the ring's), and
+/// into a cf32 ring converted (to_cf32, on the source's thread); cf32 samples into a ci16 ring
+/// are refused (std::logic_error: the ring is made in the source's width, ci16_scale(), so
+/// this is a source that broke its word, and ends the run as a source error).
 class ring_sink final : public sample_sink {
 public:
     explicit ring_sink(sample_ring& ring) : ring_(ring) {}
     void write(std::span<const cf32> samples) override
     {
+        if (ring_.is_ci16()) throw std::logic_error("the source delivered cf32 samples into a ring made for its ci16 samples");
+        ring_.write(samples);
+        written_ += samples.size();
+    }
+    void write_ci16(std::span<const ci16> samples, float scale) override
+    {
+        if (!ring_.is_ci16()) {
+            sample_sink::write_ci16(samples, scale);  // converted, through write()
+            return;
+        }
+        if (scale != *ring_.ci16_scale()) {
+            throw std::logic_error("the source delivered ci16 samples at scale " + std::to_string(scale) +
+                                   " into a ring made for scale " + std::to_string(*ring_.ci16_scale()));
+        }
         ring_.write(samples);
         written_ += samples.size();
     }

@@ -116,6 +116,17 @@ void decode(sample_format format, const std::byte* src, std::size_t n, cf32* dst
   }
 }
 
+void decode_ci16(const std::byte* src, std::size_t n, ci16* dst) noexcept {
+  if constexpr (std::endian::native == std::endian::little) {
+    if (n != 0) std::memcpy(dst, src, n * sizeof(ci16));
+  } else {
+    for (std::size_t k = 0; k < n; ++k) {
+      dst[k] = ci16{static_cast<std::int16_t>(load_le_u16(src + 4 * k)),
+                    static_cast<std::int16_t>(load_le_u16(src + 4 * k + 2))};
+    }
+  }
+}
+
 std::size_t encode(sample_format format, const cf32* src, std::size_t n, std::byte* dst,
                    float ci16_scale) noexcept {
   std::size_t clipped = 0;

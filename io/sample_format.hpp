@@ -32,6 +32,10 @@ inline constexpr float default_ci16_scale = 8192.0f;
 void decode(sample_format format, const std::byte* src, std::size_t n, cf32* dst,
             float ci16_scale) noexcept;
 
+/// Reads n little-endian ci16 samples at src (4n bytes, any alignment) as they are, without
+/// conversion (each stands for to_cf32(s, scale)): a copy on a little-endian host.
+void decode_ci16(const std::byte* src, std::size_t n, ci16* dst) noexcept;
+
 /// Converts n cf32 samples to little-endian bytes at dst (n * bytes_per_sample(format) bytes,
 /// any alignment). For ci16 each component is multiplied by ci16_scale, rounded to nearest
 /// and saturated to [-32767, 32767] (symmetric, so that negating a sample never overflows);

@@ -41,6 +41,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace paq::io {
 
@@ -85,6 +86,15 @@ public:
     virtual ~sample_sink() = default;
     /// Contiguous samples, in stream order.
     virtual void write(std::span<const cf32> samples) = 0;
+    /// The same for a source whose samples are ci16 (sample_source::ci16_scale()): each stands
+    /// for to_cf32(s, scale). A sink that keeps them at their width (io::ring_sink into a ci16
+    /// ring) overrides it; by default they are converted here and given to one write().
+    virtual void write_ci16(std::span<const ci16> samples, float scale)
+    {
+        std::vector<cf32> wide(samples.size());
+        for (std::size_t k = 0; k < samples.size(); ++k) wide[k] = to_cf32(samples[k], scale);
+        write(std::span<const cf32>(wide));
+    }
     /// `lost_samples` samples are missing before the next write() (0: unknown count).
     virtual void gap(std::uint64_t lost_samples, gap_reason reason) = 0;
     /// The sample anchor.sample_index, which the next write() holds, was taken at
@@ -144,6 +154,13 @@ public:
     virtual void run(sample_sink& sink) = 0;
     /// Asks run() to return soon. Thread-safe; may be called before run() or more than once.
     virtual void stop() = 0;
+    /// The width run() delivers its samples at, fixed for the source's life (known before
+    /// run()): a scale (counts per unit of amplitude, > 0) when they are ci16 and go to the
+    /// sink with write_ci16(samples, that scale) only; nullopt when they are cf32 and go with
+    /// write() only. A source never mixes the two: the live pipeline makes its ring in this
+    /// width (issue 15: ci16 stays 4 bytes a sample up to the backend), and the ring's sink
+    /// refuses the other one (io::ring_sink).
+    [[nodiscard]] virtual std::optional<float> ci16_scale() const { return std::nullopt; }
     [[nodiscard]] const source_counters& counters() const noexcept { return counters_; }
     /// The latest time anchor the source gave its sink; nullopt when it has no time base or
     /// none yet. Thread-safe.

@@ -297,6 +297,17 @@ void decode_payload(const packet& p, cf32* dst, float ci16_scale) noexcept
     }
 }
 
+void decode_payload(const packet& p, ci16* dst) noexcept
+{
+    const std::byte* src = p.payload.data();
+    const std::size_t n = p.num_samples();
+    for (std::size_t k = 0; k < n; ++k, src += 4) {
+        const std::uint32_t v = load_be_u32(src);
+        dst[k] = ci16{static_cast<std::int16_t>(static_cast<std::uint16_t>(v >> 16)),
+                      static_cast<std::int16_t>(static_cast<std::uint16_t>(v & 0xFFFFu))};
+    }
+}
+
 std::optional<std::int64_t> first_sample_utc_ns(const packet_fields& f, double sample_rate_hz) noexcept
 {
     std::int64_t seconds = 0;

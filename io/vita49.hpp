@@ -161,6 +161,9 @@ public:
 /// Converts the payload of an IF Data packet to cf32, dividing each component by ci16_scale
 /// (> 0). dst must hold p.num_samples() samples.
 void decode_payload(const packet& p, cf32* dst, float ci16_scale = default_ci16_scale) noexcept;
+/// The payload's samples as ci16, unconverted (big-endian I/Q pairs to host order): what the
+/// VITA-49 source delivers (each stands for to_cf32(s, ci16_scale)).
+void decode_payload(const packet& p, ci16* dst) noexcept;
 
 /// The UTC time of the first sample of a packet with these fields, in ns since the Unix epoch
 /// (1970-01-01T00:00:00Z, leap seconds not counted, as POSIX time), or nullopt when its

@@ -175,17 +175,28 @@ struct zmq_source::impl {
             next_offset = *offset + n;
         }
         if (n == 0) return;
-        if (samples.size() < n) samples.resize(n);
-        decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
-        if (cfg.format == sample_format::cf32_le)
+        // ci16 stays ci16 (converted by the backend, issue 15; never NaN: not scanned); cf32
+        // is decoded and scanned for NaN/Inf.
+        const bool narrow = cfg.format == sample_format::ci16_le;
+        if (narrow) {
+            if (samples16.size() < n) samples16.resize(n);
+            decode_ci16(body.data(), n, samples16.data());
+        } else {
+            if (samples.size() < n) samples.resize(n);
+            decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
             for (std::size_t i = 0; i < n; ++i)
                 if (!std::isfinite(samples[i].real()) || !std::isfinite(samples[i].imag())) counters.nonfinite += 1;
+        }
         // Raw IQ carries no time: the host's clock at arrival (io/sample_source.hpp).
         const time_anchor a = host_clock_anchor(counters.samples.load(), n, cfg.sample_rate_hz);
         anchor->set(a);
         sink.timestamp(a);
         counters.samples += n;
-        sink.write(std::span<const cf32>(samples.data(), n));
+        if (narrow) {
+            sink.write_ci16(std::span<const ci16>(samples16.data(), n), cfg.ci16_scale);
+        } else {
+            sink.write(std::span<const cf32>(samples.data(), n));
+        }
     }
 
     source_counters& counters;
@@ -196,7 +207,8 @@ struct zmq_source::impl {
     zmq_counters counts;
     std::atomic<bool> stop_requested{false};
     std::optional<std::uint64_t> next_offset;
-    std::vector<cf32> samples;
+    std::vector<cf32> samples;    ///< a cf32_le message, decoded
+    std::vector<ci16> samples16;  ///< a ci16_le message as received
     bool warned_ = false;
     std::chrono::steady_clock::time_point last_warn_{};
 };
@@ -217,6 +229,10 @@ zmq_source::~zmq_source() = default;
 
 std::string zmq_source::describe() const { return impl_->name; }
 double zmq_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
+std::optional<float> zmq_source::ci16_scale() const
+{
+    return impl_->cfg.format == sample_format::ci16_le ? std::optional<float>(impl_->cfg.ci16_scale) : std::nullopt;
+}
 void zmq_source::stop() { impl_->stop_requested.store(true); }
 const zmq_source_config& zmq_source::config() const noexcept { return impl_->cfg; }
 const zmq_counters& zmq_source::zmq_counts() const noexcept { return impl_->counts; }

@@ -92,6 +92,8 @@ public:
     /// "zmq sub tcp://10.0.0.5:5555 (cf32_le, 6.6 MHz, tags none: loss undetectable)".
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] double sample_rate_hz() const override;
+    /// The configured ci16 scale when the samples are ci16 (delivered at their width, write_ci16).
+    [[nodiscard]] std::optional<float> ci16_scale() const override;
     /// Throws std::runtime_error naming the source if the socket cannot be made or connected.
     void run(sample_sink& sink) override;
     void stop() override;

@@ -411,6 +411,49 @@ TEST(iio_source, streams_converted_blocks_and_counts_them)
     EXPECT_EQ(n.reconnects.load(), 0u);
 }
 
+// Issue 15: the radio's words go out as ci16 at their width (sign-extended, not scaled:
+// write_ci16 with the configured scale), for the live ring to keep them 4 bytes wide; a sink
+// that converts gets what convert_iq gives.
+TEST(iio_source, delivers_sign_extended_ci16_at_the_configured_scale)
+{
+    struct width_sink final : sample_sink {
+        std::vector<ci16> narrow;
+        std::vector<float> scales;
+        std::size_t wide_writes = 0;
+        void write(std::span<const cf32>) override { ++wide_writes; }
+        void write_ci16(std::span<const ci16> s, float scale) override
+        {
+            narrow.insert(narrow.end(), s.begin(), s.end());
+            scales.push_back(scale);
+        }
+        void gap(std::uint64_t, gap_reason) override {}
+    };
+    auto config = test_config();
+    config.scale = 300.0f;
+    fixture f(config);
+    ASSERT_TRUE(f.source->ci16_scale().has_value());
+    EXPECT_EQ(*f.source->ci16_scale(), 300.0f);
+    // 12-bit words as the HDL gives them unextended (0x800 .. 0xFFF are negative).
+    std::vector<std::int16_t> raw(2 * 4096);
+    std::mt19937 rng(1541);
+    std::uniform_int_distribution<int> v(0, 4095);
+    for (auto& w : raw) w = static_cast<std::int16_t>(v(rng));
+    f.radio->script = {raw};
+    width_sink sink;
+    f.source->run(sink);
+    EXPECT_EQ(sink.wide_writes, 0u);
+    ASSERT_EQ(sink.narrow.size(), 4096u);
+    ASSERT_EQ(sink.scales, std::vector<float>{300.0f});
+    std::vector<cf32> ref(4096);
+    convert_iq(raw, 12, 1.0f, ref);  // scale 1: the sign-extended counts themselves
+    for (std::size_t k = 0; k < 4096; ++k) {
+        ASSERT_EQ(static_cast<float>(sink.narrow[k].re), ref[k].real()) << k;
+        ASSERT_EQ(static_cast<float>(sink.narrow[k].im), ref[k].imag()) << k;
+        ASSERT_GE(sink.narrow[k].re, -2048);
+        ASSERT_LE(sink.narrow[k].re, 2047);
+    }
+}
+
 TEST(iio_source, refill_error_reports_gap_reconnects_and_resumes)
 {
     fixture f;

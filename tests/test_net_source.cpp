@@ -102,10 +102,32 @@ public:
         if (stop_at_ > 0 && samples_.size() >= stop_at_ && source_ != nullptr) source_->stop();
         cv_.notify_all();
     }
+    /// ci16 samples arrive at their width (issue 15): counted, then converted (to_cf32) into
+    /// samples() by the base sink.
+    void write_ci16(std::span<const paq::ci16> s, float counts_per_unit) override
+    {
+        {
+            std::lock_guard lock(m_);
+            narrow_ += s.size();
+            last_scale_ = counts_per_unit;
+        }
+        sample_sink::write_ci16(s, counts_per_unit);
+    }
     void gap(std::uint64_t lost, gap_reason reason) override
     {
         std::lock_guard lock(m_);
         gaps_.push_back({samples_.size(), lost, reason});
+    }
+    /// Samples that came through write_ci16, and the scale of the last of them.
+    std::size_t narrow_samples()
+    {
+        std::lock_guard lock(m_);
+        return narrow_;
+    }
+    float last_scale()
+    {
+        std::lock_guard lock(m_);
+        return last_scale_;
     }
     void stop_source_at(sample_source& src, std::size_t n)
     {
@@ -136,6 +158,8 @@ private:
     std::vector<gap_event> gaps_;
     sample_source* source_ = nullptr;
     std::size_t stop_at_ = 0;
+    std::size_t narrow_ = 0;
+    float last_scale_ = 0.0f;
 };
 
 /// Runs source.run(sink) on its own thread.
@@ -313,6 +337,12 @@ TEST(tcp_source, connect_delivers_exactly_the_samples_sent_with_samples_split_ac
 
         ASSERT_TRUE(run.finished_within(5000ms));
         EXPECT_EQ(sink.samples(), sent);
+        // ci16 goes to the sink at its width (write_ci16, the configured scale), cf32 as cf32.
+        EXPECT_EQ(sink.narrow_samples(), format == sample_format::ci16_le ? sent.size() : 0u);
+        EXPECT_EQ(source.ci16_scale().has_value(), format == sample_format::ci16_le);
+        if (format == sample_format::ci16_le) {
+            EXPECT_EQ(sink.last_scale(), cfg.ci16_scale);
+        }
         EXPECT_TRUE(sink.gaps().empty());
         EXPECT_EQ(source.counters().samples.load(), sent.size());
         EXPECT_EQ(source.counters().bytes.load(), bytes.size());
@@ -512,6 +542,8 @@ TEST(udp_source, delivers_exactly_the_samples_sent_and_rejects_partial_samples)
 
     ASSERT_TRUE(run.finished_within(5000ms));
     EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.narrow_samples(), sent.size());  // ci16 at its width
+    EXPECT_EQ(source.ci16_scale(), std::optional<float>(cfg.ci16_scale));
     EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{10 * 256, 0, gap_reason::source_error}}));
     EXPECT_EQ(source.counters().packets.load(), 21u);
     EXPECT_EQ(source.counters().malformed.load(), 1u);
@@ -823,6 +855,7 @@ TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
 
     ASSERT_TRUE(run.finished_within(5000ms));
     EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.narrow_samples(), expected.size());  // VITA-49's ci16 at its width
     EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{3 * spp, 2 * spp, gap_reason::lost_packets},
                                                    {8 * spp, spp, gap_reason::lost_packets},
                                                    {17 * spp, spp, gap_reason::lost_packets}}));
