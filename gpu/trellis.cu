@@ -34,18 +34,17 @@ constexpr int steps = n_symbols + tail;        // trellis steps memory .. steps 
 constexpr int rows = steps - memory + 1;       // forward metrics: row r = after symbol r + memory - 1
 constexpr int block_rows = 32;                 // forward metrics kept every block_rows rows
 constexpr int checkpoints = (rows + block_rows - 1) / block_rows;
-constexpr int warps = 2;                       // per block
-constexpr int streams_per_block = 2 * warps;   // 16 lanes per stream, 8 per axis
-static_assert(seqs == 16 && states == 8 && memory == 3 && half_span == 6,
-              "8 lanes per axis, one per state; a sample's taps are u + 4 q");
+constexpr int warps = 4;                       // streams per block
+static_assert(seqs == 16 && memory == 3 && half_span == 6,
+              "one half-warp per axis: its 16 lanes are the state sequences; a sample's taps are u + 4 q");
 
 __constant__ signed char c_known_pm[n_known];  ///< the known bits, +-1
 
-/// Per axis (8 lanes): the pulse fit's normal equations, then (the same memory) the forward
-/// metrics of one block of rows; the fitted taps; the sequence-independent terms of the branch
-/// metrics (dsp/trellis_math.hpp: cc, z_q) of a chunk of steps. Per stream: the two axes and
-/// the symbol-by-symbol data bits.
-struct axis_shared {
+/// Per half-warp (one axis): the pulse fit's normal equations, then (the same memory) the
+/// forward metrics of one block of rows; the fitted taps; the sequence-independent terms of
+/// the branch metrics (dsp/trellis_math.hpp: cc, z_q) of a chunk of steps. Per warp: the two
+/// halves and the symbol-by-symbol data bits.
+struct half_shared {
     union {
         struct {
             double g[taps * taps];
@@ -57,8 +56,8 @@ struct axis_shared {
     double cc[block_rows];
     double z[block_rows][memory + 1];
 };
-struct stream_shared {
-    axis_shared axis[2];
+struct warp_shared {
+    half_shared axis[2];
     unsigned char sxs[data_bytes];
 };
 
@@ -68,20 +67,17 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                                                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
                                                              double* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
-    __shared__ stream_shared shm[streams_per_block];
-    const int lane = static_cast<int>(threadIdx.x) % 32;
-    const int local = static_cast<int>(threadIdx.x) / 16;  // the stream within the block
-    const int s = static_cast<int>(blockIdx.x) * streams_per_block + local;
-    if (s >= streams) return;  // the stream's 16 lanes together: every collective below is within a stream
-    const int sl = lane & 15;  // lane within the stream
-    const unsigned smask = 0xffffu << (lane & 16);
-    stream_shared& sh = shm[local];
+    __shared__ warp_shared shm[warps];
+    const int w = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const int s = static_cast<int>(blockIdx.x) * warps + w;
+    if (s >= streams) return;  // the whole warp
+    warp_shared& sh = shm[w];
     const std::size_t S = static_cast<std::size_t>(streams);
     float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
-    for (int i = sl; i < data_bytes; i += 16) sh.sxs[i] = bs[i];
-    __syncwarp(smask);
+    for (int i = lane; i < data_bytes; i += 32) sh.sxs[i] = bs[i];
+    __syncwarp();
     // a_k: the known bits, then the symbol-by-symbol detector's decisions.
     auto bit = [&](int k) -> double {
         if (k < n_known) return static_cast<double>(c_known_pm[k]);
@@ -92,7 +88,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     // 1. The signal's phase against the detector's: the bits' correlation at their instants,
     // after the detector's phase (pair j = bits 2j, 2j + 1 = samples 4j .. 4j + 3).
     double cr = 0.0, ci = 0.0;
-    for (int j = sl; j < n_bits / 2; j += 16) {
+    for (int j = lane; j < n_bits / 2; j += 32) {
         double sn, cs;
         sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
         const float2 x0 = xs[4 * j], x1 = xs[4 * j + 2];
@@ -103,14 +99,14 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         cr += r0x * a0 + r1y * a1;
         ci += r0y * a0 - r1x * a1;
     }
-    for (int o = 8; o > 0; o >>= 1) {
-        cr += __shfl_xor_sync(smask, cr, o, 16);
-        ci += __shfl_xor_sync(smask, ci, o, 16);
+    for (int o = 16; o > 0; o >>= 1) {
+        cr += __shfl_xor_sync(0xffffffffu, cr, o);
+        ci += __shfl_xor_sync(0xffffffffu, ci, o);
     }
     const double mag = sqrt(cr * cr + ci * ci);
     const double rotx = mag > 0.0 ? cr / mag : 1.0, roty = mag > 0.0 ? -ci / mag : 0.0;
     // 2. The packet derotated, in place.
-    for (int j = sl; j < n_bits / 2; j += 16) {
+    for (int j = lane; j < n_bits / 2; j += 32) {
         double sn, cs;
         sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
 #pragma unroll
@@ -120,34 +116,32 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             xs[4 * j + u] = make_float2(static_cast<float>(rx * rotx - ry * roty), static_cast<float>(rx * roty + ry * rotx));
         }
     }
-    __syncwarp(smask);
+    __syncwarp();
 
-    // From here each group of 8 lanes detects one axis: p = 0 the even bits (real), 1 the odd
-    // (imaginary); lane l is a trellis state.
-    const int p = (lane >> 3) & 1, l = lane & 7;
-    const unsigned amask = 0xffu << (lane & 24);
-    auto sum8 = [&](double v) {
-        for (int o = 4; o > 0; o >>= 1) v += __shfl_xor_sync(amask, v, o, 8);
+    // From here each half-warp detects one axis: p = 0 the even bits (real), 1 the odd (imaginary).
+    const int p = lane >> 4, l = lane & 15;
+    const unsigned half = p == 0 ? 0x0000ffffu : 0xffff0000u;
+    auto sum16 = [&](double v) {
+        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(half, v, o, 16);
         return v;
     };
     auto comp = [&](long m) -> double {
         const float2 z = xs[m];
         return p == 0 ? z.x : z.y;
     };
-    axis_shared& as = sh.axis[p];
 
     // 3. The pulse by least squares: sample m sees the axis's bits through the taps of one
     // class t = c + 4 q (c = m + 2 + 2p mod 4), so the normal equations are built class by class.
-    double* G = as.u.fit.g;
-    double* rhs = as.u.fit.rhs;
-    for (int i = l; i < taps * taps; i += 8) G[i] = 0.0;
-    for (int i = l; i < taps; i += 8) rhs[i] = 0.0;
-    __syncwarp(amask);
+    double* G = sh.axis[p].u.fit.g;
+    double* rhs = sh.axis[p].u.fit.rhs;
+    for (int i = l; i < taps * taps; i += 16) G[i] = 0.0;
+    if (l < taps) rhs[l] = 0.0;
+    __syncwarp(half);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const int nq = c == 0 ? 4 : 3;  // taps c + 4q <= 12
         double g[4][4] = {}, rr[4] = {};
-        for (int m = ((c + 2 + 2 * p) & 3) + 4 * l; m < n_samples; m += 32) {
+        for (int m = ((c + 2 + 2 * p) & 3) + 4 * l; m < n_samples; m += 64) {
             double a[4] = {};
             bool inside = true;
 #pragma unroll
@@ -171,9 +165,9 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            rr[q] = sum8(rr[q]);
+            rr[q] = sum16(rr[q]);
 #pragma unroll
-            for (int v = 0; v < 4; ++v) g[q][v] = sum8(g[q][v]);
+            for (int v = 0; v < 4; ++v) g[q][v] = sum16(g[q][v]);
         }
         if (l == 0) {
 #pragma unroll
@@ -184,8 +178,8 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             }
         }
     }
-    __syncwarp(amask);
-    double* tp = as.taps_;
+    __syncwarp(half);
+    double* tp = sh.axis[p].taps_;
     if (l == 0) {
         for (int t = 0; t < taps; ++t) {
             if (G[t * taps + t] == 0.0) G[t * taps + t] = 1.0;
@@ -193,10 +187,10 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         const bool ok = dsp::trellis_math::solve_spd(G, rhs, taps);
         for (int t = 0; t < taps; ++t) tp[t] = ok ? rhs[t] : 0.0;
     }
-    __syncwarp(amask);
+    __syncwarp(half);
     // The residual variance per sample.
     double se = 0.0;
-    for (int m = 2 * half_span + l; m + 2 * half_span < n_samples; m += 8) {
+    for (int m = 2 * half_span + l; m + 2 * half_span < n_samples; m += 16) {
         // The taps of the sample's class in ascending order (the CPU's loop over every tap
         // adds the same terms in the same order).
         const int c = (m + 2 + 2 * p) & 3;
@@ -210,7 +204,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         const double e = comp(m) - pred;
         se += e * e;
     }
-    se = sum8(se);
+    se = sum16(se);
     const double sigma2 = se / static_cast<double>(n_samples - 4 * half_span);
     double tq[taps];
 #pragma unroll
@@ -218,32 +212,28 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
 
     if (!(sigma2 > 0.0) || !(tq[half_span] > 0.0)) {
         // No usable model: this axis keeps the symbol-by-symbol bits.
-        for (int k = p + 2 * l; k < n_bits; k += 2 * 8) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
+        for (int k = p + 2 * l; k < n_bits; k += 2 * 16) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
     } else {
-        // 4. Max-log BCJR (dsp/trellis.cpp, detect_axis), lane l being state l. A state
-        // sequence seq (bit q: symbol i - q) goes from state seq >> 1 to state seq & 7: into
-        // state l come the sequences l and l | 8, out of state l go (l << 1) | b. The branch
-        // metrics in Ungerboeck's form (dsp/trellis_math.hpp): the group computes a chunk of
-        // steps' cc and z_q in parallel into shared memory; a step then costs a lane two sign
-        // patterns' sums and the add-compare-select.
+        // 4. Max-log BCJR (dsp/trellis.cpp, detect_axis). Lane l is the state sequence l:
+        // bit q = symbol i - q, state s = l >> 1 before, l & 7 after. The branch metrics in
+        // Ungerboeck's form (dsp/trellis_math.hpp): the half-warp computes a chunk of steps'
+        // cc and z_q in parallel into shared memory; each step then costs a lane its sign
+        // pattern's sum and the add-compare-select.
         const double scale = 0.5 / (2.0 * sigma2);
         const double inf = CUDART_INF;
-        const int in0 = l, in1 = l | 8, out0 = l << 1, out1 = (l << 1) | 1;
-        const double p_in0 = dsp::trellis_math::pattern_energy(memory, p, in0, tq);
-        const double p_in1 = dsp::trellis_math::pattern_energy(memory, p, in1, tq);
-        const double p_out0 = dsp::trellis_math::pattern_energy(memory, p, out0, tq);
-        const double p_out1 = dsp::trellis_math::pattern_energy(memory, p, out1, tq);
+        const double interior = dsp::trellis_math::pattern_energy(memory, p, l, tq);
+        half_shared& hs = sh.axis[p];
         auto fill = [&](int i0) {  // steps i0 .. i0 + block_rows - 1
-            __syncwarp(amask);
-            for (int j = l; j < block_rows; j += 8) {
+            __syncwarp(half);
+            for (int j = l; j < block_rows; j += 16) {
                 const int i = i0 + j;
-                if (i < steps) dsp::trellis_math::step_terms(comp, i, p, tp, as.cc[j], as.z[j]);
+                if (i < steps) dsp::trellis_math::step_terms(comp, i, p, tp, hs.cc[j], hs.z[j]);
             }
-            __syncwarp(amask);
+            __syncwarp(half);
         };
-        auto branch = [&](int i, int j, int seq, double interior) {  // step i, chunk entry j
-            const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, seq, tq);
-            return scale * dsp::trellis_math::branch_metric(as.cc[j], as.z[j], pattern, seq);
+        auto branch = [&](int i, int j) {  // step i, chunk entry j
+            const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, l, tq);
+            return scale * dsp::trellis_math::branch_metric(hs.cc[j], hs.z[j], pattern, l);
         };
         auto forced = [&](int i) -> int {
             const int k = 2 * i + p;
@@ -251,64 +241,67 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         };
         int start = 0;
         for (int i = 0; i < memory; ++i) start |= (bit(2 * i + p) > 0.0 ? 1 : 0) << (memory - 1 - i);
-        // One forward step: lane l holds the metric of state l after symbol i - 1 in, after
-        // symbol i out (the sequences into it both end in bit l & 1).
+        // One forward step: lanes 0..7 hold the metrics of the states after symbol i - 1 in,
+        // after symbol i out.
         auto forward = [&](int i, int j, double a_prev) {
-            const double a0 = __shfl_sync(amask, a_prev, in0 >> 1, 8);
-            const double a1 = __shfl_sync(amask, a_prev, in1 >> 1, 8);
+            const double bm = branch(i, j);
             const int f = forced(i);
-            if (f >= 0 && (l & 1) != f) return inf;
-            const double c0 = a0 == inf ? inf : a0 + branch(i, j, in0, p_in0);
-            const double c1 = a1 == inf ? inf : a1 + branch(i, j, in1, p_in1);
-            return dmin(c0, c1);
+            const double am = __shfl_sync(half, a_prev, l >> 1, 16);
+            const double cand = (am == inf || (f >= 0 && (l & 1) != f)) ? inf : am + bm;
+            const double other = __shfl_sync(half, cand, (l + 8) & 15, 16);
+            return dmin(cand, other);
         };
         double* ck = checkpoint + (static_cast<std::size_t>(s) * 2 + static_cast<std::size_t>(p)) * checkpoints * states;
         double a = l == start ? 0.0 : inf;
-        ck[l] = a;
+        if (l < states) ck[l] = a;
         for (int i0 = memory; i0 < steps; i0 += block_rows) {
             fill(i0);
             const int i1 = min(i0 + block_rows, steps);
+#pragma unroll 4
             for (int i = i0; i < i1; ++i) {
                 a = forward(i, i - i0, a);
                 const int r = i - memory + 1;
-                if (r % block_rows == 0) ck[(r / block_rows) * states + l] = a;
+                if (r % block_rows == 0 && l < states) ck[(r / block_rows) * states + l] = a;
             }
         }
         // Backward, a block of rows at a time: the block's forward metrics again from its
         // checkpoint (the same steps, so the same values), then the backward steps that read
         // them. Step i reads row i - memory; the block's steps are i0 = r0 + memory onwards.
-        // Each lane keeps only its own state's metrics.
-        double* A = as.u.alpha[0];
-        double b_next = 0.0;  // lane l: the metric of state l after symbol i
+        double (*A)[states] = hs.u.alpha;
+        double b_next = 0.0;  // lanes 0..7: the metrics of the states after symbol i
         for (int blk = (rows - 2) / block_rows; blk >= 0; --blk) {
             const int r0 = blk * block_rows;
             const int r1 = min(r0 + block_rows - 1, rows - 2);  // the last row this block's steps read
             const int i0 = r0 + memory;
             fill(i0);
-            double a_blk = ck[blk * states + l];
-            A[l] = a_blk;
+            double a_blk = l < states ? ck[blk * states + l] : 0.0;
+            if (l < states) A[0][l] = a_blk;
+#pragma unroll 4
             for (int r = r0 + 1; r <= r1; ++r) {
                 const int i = r + memory - 1;
                 a_blk = forward(i, i - i0, a_blk);
-                A[(r - r0) * states + l] = a_blk;
+                if (l < states) A[r - r0][l] = a_blk;
             }
+            __syncwarp(half);
+#pragma unroll 4
             for (int i = r1 + memory; i >= i0; --i) {
+                const double bm = branch(i, i - i0);
                 const int f = forced(i);
-                const double bn0 = __shfl_sync(amask, b_next, out0 & 7, 8);
-                const double bn1 = __shfl_sync(amask, b_next, out1 & 7, 8);
-                const double t0 = f == 1 ? inf : branch(i, i - i0, out0, p_out0) + bn0;
-                const double t1 = f == 0 ? inf : branch(i, i - i0, out1, p_out1) + bn1;
-                const double am = A[(i - memory - r0) * states + l];
-                double v0 = am != inf ? am + t0 : inf;  // the best path through this state with bit -1
-                double v1 = am != inf ? am + t1 : inf;  // ... with bit +1
-                for (int o = 4; o > 0; o >>= 1) {
-                    v0 = dmin(v0, __shfl_xor_sync(amask, v0, o, 8));
-                    v1 = dmin(v1, __shfl_xor_sync(amask, v1, o, 8));
-                }
+                const bool allowed = !(f >= 0 && (l & 1) != f);
+                const double bn = __shfl_sync(half, b_next, l & 7, 16);
+                const double through = allowed ? bm + bn : inf;
+                const double t0 = __shfl_sync(half, through, (2 * l) & 15, 16);
+                const double t1 = __shfl_sync(half, through, (2 * l + 1) & 15, 16);
+                const double am = A[i - memory - r0][l >> 1];
+                double v = (allowed && am != inf) ? am + through : inf;
+                v = dmin(v, __shfl_xor_sync(half, v, 2, 16));
+                v = dmin(v, __shfl_xor_sync(half, v, 4, 16));
+                v = dmin(v, __shfl_xor_sync(half, v, 8, 16));
+                const double best1 = __shfl_sync(half, v, 1, 16);  // lane 0: the best -1 path; lane 1: the best +1
                 const int k = 2 * i + p;
                 if (l == 0 && k < n_bits) {
-                    const double d = v0 - v1;
-                    llr[k] = static_cast<float>(isfinite(d) ? d : (v1 < v0 ? 1e30 : -1e30));
+                    const double d = v - best1;
+                    llr[k] = static_cast<float>(isfinite(d) ? d : (best1 < v ? 1e30 : -1e30));
                 }
                 b_next = dmin(t0, t1);
             }
@@ -318,11 +311,11 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             llr[k] = bit(k) > 0.0 ? 1e30f : -1e30f;
         }
     }
-    __syncwarp(smask);
+    __syncwarp();
 
     // 5. Hard bits and the BEP estimate from the LLRs of the data bits.
     double bep = 0.0;
-    for (int byte = sl; byte < data_bytes; byte += 16) {
+    for (int byte = lane; byte < data_bytes; byte += 32) {
         unsigned v = 0;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
@@ -332,8 +325,8 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         }
         bs[byte] = static_cast<unsigned char>(v);
     }
-    for (int o = 8; o > 0; o >>= 1) bep += __shfl_xor_sync(smask, bep, o, 16);
-    if (sl == 0) stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
+    for (int o = 16; o > 0; o >>= 1) bep += __shfl_xor_sync(0xffffffffu, bep, o);
+    if (lane == 0) stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
 }
 
 }  // namespace
@@ -357,7 +350,7 @@ void stream_trellis::detect_device(std::size_t streams, const float* theta, std:
     }
     if (streams == 0) return;
     if (theta == nullptr) throw std::invalid_argument("stream_trellis: no phase from the detector (stream_detector keep_phase)");
-    trellis_kernel<<<static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block), 32 * warps, 0, s>>>(
+    trellis_kernel<<<static_cast<unsigned>((streams + warps - 1) / warps), 32 * warps, 0, s>>>(
         x_.data(), theta, static_cast<int>(streams), bits, stats, alpha_.data(), llr_.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }

@@ -5,10 +5,9 @@
 // low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device), the metrics in
 // double as on the CPU.
 //
-// Sixteen lanes per stream (two streams per warp): the phase alignment and the derotated
-// samples with all sixteen, then eight lanes per axis, one per trellis state. The forward
-// metrics are kept every 32 steps in device memory; the backward pass computes each block's
-// again from its checkpoint.
+// One warp per stream: the phase alignment and the derotated samples with the whole warp, then
+// each half-warp one axis (its 16 lanes are the 16 state sequences of a trellis step). The
+// forward metrics are kept per step in device memory for the backward pass.
 // CUDA code only (.cu).
 #pragma once
 
