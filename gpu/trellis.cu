@@ -63,7 +63,7 @@ struct warp_shared {
 
 __device__ inline double dmin(double a, double b) { return a < b ? a : b; }
 
-__global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
+__global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
                                                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
                                                              double* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
@@ -85,19 +85,25 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         return ((sh.sxs[i >> 3] >> (7 - (i & 7))) & 1) != 0 ? 1.0 : -1.0;
     };
 
-    // 1. The signal's phase against the detector's: the bits' correlation at their instants,
-    // after the detector's phase (pair j = bits 2j, 2j + 1 = samples 4j .. 4j + 3).
+    // 1. The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
+    // samples 4j .. 4j + 3; the phases are read once, they lie a stream apart), and the
+    // signal's phase against the detector's: the bits' correlation at their instants.
     double cr = 0.0, ci = 0.0;
     for (int j = lane; j < n_bits / 2; j += 32) {
         double sn, cs;
         sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
-        const float2 x0 = xs[4 * j], x1 = xs[4 * j + 2];
-        const double r0x = x0.x * cs - x0.y * sn, r0y = x0.x * sn + x0.y * cs;
-        const double r1x = x1.x * cs - x1.y * sn, r1y = x1.x * sn + x1.y * cs;
+        double rx[4], ry[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const float2 z = xs[4 * j + u];
+            rx[u] = z.x * cs - z.y * sn;
+            ry[u] = z.x * sn + z.y * cs;
+            xs[4 * j + u] = make_float2(static_cast<float>(rx[u]), static_cast<float>(ry[u]));
+        }
         const double a0 = bit(2 * j), a1 = bit(2 * j + 1);
-        // r conj(b): b = a (even bits), j a (odd bits).
-        cr += r0x * a0 + r1y * a1;
-        ci += r0y * a0 - r1x * a1;
+        // r conj(b): b = a (even bits, sample 4j), j a (odd bits, sample 4j + 2).
+        cr += rx[0] * a0 + ry[2] * a1;
+        ci += ry[0] * a0 - rx[2] * a1;
     }
     for (int o = 16; o > 0; o >>= 1) {
         cr += __shfl_xor_sync(0xffffffffu, cr, o);
@@ -105,14 +111,12 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     }
     const double mag = sqrt(cr * cr + ci * ci);
     const double rotx = mag > 0.0 ? cr / mag : 1.0, roty = mag > 0.0 ? -ci / mag : 0.0;
-    // 2. The packet derotated, in place.
+    // 2. Turned by the common phase (each lane the samples it wrote).
     for (int j = lane; j < n_bits / 2; j += 32) {
-        double sn, cs;
-        sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const float2 z = xs[4 * j + u];
-            const double rx = z.x * cs - z.y * sn, ry = z.x * sn + z.y * cs;
+            const double rx = z.x, ry = z.y;
             xs[4 * j + u] = make_float2(static_cast<float>(rx * rotx - ry * roty), static_cast<float>(rx * roty + ry * rotx));
         }
     }
@@ -206,11 +210,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     }
     se = sum16(se);
     const double sigma2 = se / static_cast<double>(n_samples - 4 * half_span);
-    double tq[taps];
-#pragma unroll
-    for (int t = 0; t < taps; ++t) tq[t] = tp[t];
-
-    if (!(sigma2 > 0.0) || !(tq[half_span] > 0.0)) {
+    if (!(sigma2 > 0.0) || !(tp[half_span] > 0.0)) {
         // No usable model: this axis keeps the symbol-by-symbol bits.
         for (int k = p + 2 * l; k < n_bits; k += 2 * 16) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
     } else {
@@ -221,7 +221,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         // pattern's sum and the add-compare-select.
         const double scale = 0.5 / (2.0 * sigma2);
         const double inf = CUDART_INF;
-        const double interior = dsp::trellis_math::pattern_energy(memory, p, l, tq);
+        const double interior = dsp::trellis_math::pattern_energy(memory, p, l, tp);
         half_shared& hs = sh.axis[p];
         auto fill = [&](int i0) {  // steps i0 .. i0 + block_rows - 1
             __syncwarp(half);
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             __syncwarp(half);
         };
         auto branch = [&](int i, int j) {  // step i, chunk entry j
-            const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, l, tq);
+            const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, l, tp);
             return scale * dsp::trellis_math::branch_metric(hs.cc[j], hs.z[j], pattern, l);
         };
         auto forced = [&](int i) -> int {
