@@ -3,6 +3,7 @@
 #include "gpu/paths.cuh"
 
 #include "dsp/receiver_tables.hpp"
+#include "dsp/trellis.hpp"
 #include "dsp/waveform.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device.hpp"
@@ -72,6 +73,32 @@ __device__ __forceinline__ void fold_path(const float2* __restrict__ r, const fl
         f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
     }
 }
+
+/// The same fold for a spectrum the trellis's low-pass limits to |f| < 1/4 (LP is zero from
+/// lowpass_stop = 0.25 cycles per sample on): of the two bins k and k + N/2 a folded bin adds,
+/// one is always out of band (k + N/2 for k < N/4, k for k >= N/4), so only the other is
+/// loaded and computed. The result is the full fold's (the term skipped is an exact zero).
+template <int path>
+__device__ __forceinline__ void fold_path_band(const float2* __restrict__ r, const float2* __restrict__ lp, float2* f, std::size_t row,
+                                               const float2* __restrict__ spec, const float2* __restrict__ hspec,
+                                               const float* __restrict__ psi, float noise, double tau, cuDoubleComplex inv_gain, int parity)
+{
+#pragma unroll 4
+    for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
+        const bool low = k < n_fft / 4;
+        const int kb = low ? k : k + n_fft / 2;  // the bin in band
+        const float2 y = smem_fft::cmul(smem_fft::cmul(r[row + kb], lp[kb]),
+                                        path_coefficient<path>(row + kb, kb, spec, hspec, psi, noise, tau, inv_gain));
+        float2 v = low ? y : (parity == 0 ? y : make_float2(-y.x, -y.y));  // fold_bins(lo, hi): lo + hi, or (lo - hi) x twiddle
+        if (parity != 0) {
+            float sn, cs;
+            sincospif(2.0f * static_cast<float>(k) / static_cast<float>(n_fft), &sn, &cs);
+            v = smem_fft::cmul(v, make_float2(cs, sn));
+        }
+        f[smem_fft::pad<true>(k)] = v;
+    }
+}
+static_assert(dsp::trellis::lowpass_stop <= 0.25, "fold_path_band keeps |f| < 1/4 only");
 
 /// The six filter paths of one packet per block, on chip: for each path the folded spectrum
 /// of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
@@ -150,12 +177,12 @@ __global__ void __launch_bounds__(paths_threads, 3)
             const int fold_parity = (parity + d) & 1;
             const int first = m0 + ((parity + d) >> 1);
             switch (path) {
-            case 0: fold_path<0>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 1: fold_path<1>(r, lp, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 2: fold_path<2>(r, lp, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 3: fold_path<3>(r, lp, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 4: fold_path<4>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            default: fold_path<5>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 0: fold_path_band<0>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 1: fold_path_band<1>(r, lp, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 2: fold_path_band<2>(r, lp, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 3: fold_path_band<3>(r, lp, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            case 4: fold_path_band<4>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
+            default: fold_path_band<5>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
             }
             __syncthreads();
             smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
