@@ -31,61 +31,53 @@ constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
 constexpr int seqs = 2 * states;               // the lanes of a half-warp
 constexpr int tail = (half_span + 3) / 4;      // symbols past the packet the last samples see
 constexpr int steps = n_symbols + tail;        // trellis steps memory .. steps - 1
-constexpr int meet = (memory + steps) / 2;     // where the forward and the backward pass meet
-constexpr int chunk = 32;                      // steps whose branch terms are computed at once
+constexpr int rows = steps - memory + 1;       // forward metrics: row r = after symbol r + memory - 1
+constexpr int block_rows = 32;                 // forward metrics kept every block_rows rows
+constexpr int checkpoints = (rows + block_rows - 1) / block_rows;
+constexpr int warps = 4;                       // streams per block
 static_assert(seqs == 16 && memory == 3 && half_span == 6,
-              "a half-warp per pass: its 16 lanes are the state sequences; a sample's taps are u + 4 q");
+              "one half-warp per axis: its 16 lanes are the state sequences; a sample's taps are u + 4 q");
 
 __constant__ signed char c_known_pm[n_known];  ///< the known bits, +-1
 
-/// Per half-warp (one pass of one axis): the sequence-independent terms of the branch metrics
-/// (dsp/trellis_math.hpp: cc, z_q) of a chunk of steps.
-struct pass_shared {
-    double cc[chunk];
-    double z[chunk][memory + 1];
-};
-/// Per axis (one warp): the pulse fit's normal equations, the fitted taps, the two passes'.
-struct axis_shared {
-    double g[taps * taps];
-    double rhs[taps];
+/// Per half-warp (one axis): the pulse fit's normal equations, then (the same memory) the
+/// forward metrics of one block of rows; the fitted taps; the sequence-independent terms of
+/// the branch metrics (dsp/trellis_math.hpp: cc, z_q) of a chunk of steps. Per warp: the two
+/// halves and the symbol-by-symbol data bits.
+struct half_shared {
+    union {
+        struct {
+            double g[taps * taps];
+            double rhs[taps];
+        } fit;
+        double alpha[block_rows][states];
+    } u;
     double taps_[taps];
-    pass_shared pass[2];
+    double cc[block_rows];
+    double z[block_rows][memory + 1];
 };
-/// Per stream (one block of two warps): the two axes, the symbol-by-symbol data bits, sums.
-struct stream_shared {
-    axis_shared axis[2];
+struct warp_shared {
+    half_shared axis[2];
     unsigned char sxs[data_bytes];
-    double sums[2][2];
 };
 
 __device__ inline double dmin(double a, double b) { return a < b ? a : b; }
 
-__device__ inline double warp_sum(double v, unsigned mask)
+__global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
+                                                             unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
+                                                             double* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o);
-    return v;
-}
-
-/// One block per stream: warp p detects axis p (0: the even bits, on the real part; 1: the
-/// odd, on the imaginary part). The max-log BCJR runs its two passes at once: the warp's first
-/// half-warp forward from the start, the second backward from the end, each storing its state
-/// metrics (`metrics`: per axis a row of 8 per symbol) until they meet in the middle; then each
-/// goes on into the other's half and gives the LLRs there from its own metrics and the other's
-/// stored ones. Each half-warp's 16 lanes are the 16 state sequences of a step.
-__global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
-                                                     unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
-                                                     double* __restrict__ metrics, float* __restrict__ llr_out)
-{
-    __shared__ stream_shared sh;
-    const int s = static_cast<int>(blockIdx.x);
-    if (s >= streams) return;
-    const int tid = static_cast<int>(threadIdx.x), lane = tid % 32;
+    __shared__ warp_shared shm[warps];
+    const int w = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const int s = static_cast<int>(blockIdx.x) * warps + w;
+    if (s >= streams) return;  // the whole warp
+    warp_shared& sh = shm[w];
     const std::size_t S = static_cast<std::size_t>(streams);
     float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
-    for (int i = tid; i < data_bytes; i += 64) sh.sxs[i] = bs[i];
-    __syncthreads();
+    for (int i = lane; i < data_bytes; i += 32) sh.sxs[i] = bs[i];
+    __syncwarp();
     // a_k: the known bits, then the symbol-by-symbol detector's decisions.
     auto bit = [&](int k) -> double {
         if (k < n_known) return static_cast<double>(c_known_pm[k]);
@@ -94,10 +86,10 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
     };
 
     // 1. The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
-    // samples 4j .. 4j + 3), and the signal's phase against the detector's: the bits'
-    // correlation at their instants.
+    // samples 4j .. 4j + 3; the phases are read once, they lie a stream apart), and the
+    // signal's phase against the detector's: the bits' correlation at their instants.
     double cr = 0.0, ci = 0.0;
-    for (int j = tid; j < n_bits / 2; j += 64) {
+    for (int j = lane; j < n_bits / 2; j += 32) {
         double sn, cs;
         sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
         double rx[4], ry[4];
@@ -113,19 +105,14 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
         cr += rx[0] * a0 + ry[2] * a1;
         ci += ry[0] * a0 - rx[2] * a1;
     }
-    cr = warp_sum(cr, 0xffffffffu);
-    ci = warp_sum(ci, 0xffffffffu);
-    if (lane == 0) {
-        sh.sums[tid / 32][0] = cr;
-        sh.sums[tid / 32][1] = ci;
+    for (int o = 16; o > 0; o >>= 1) {
+        cr += __shfl_xor_sync(0xffffffffu, cr, o);
+        ci += __shfl_xor_sync(0xffffffffu, ci, o);
     }
-    __syncthreads();
-    cr = sh.sums[0][0] + sh.sums[1][0];
-    ci = sh.sums[0][1] + sh.sums[1][1];
     const double mag = sqrt(cr * cr + ci * ci);
     const double rotx = mag > 0.0 ? cr / mag : 1.0, roty = mag > 0.0 ? -ci / mag : 0.0;
-    // 2. Turned by the common phase (each thread the samples it wrote).
-    for (int j = tid; j < n_bits / 2; j += 64) {
+    // 2. Turned by the common phase (each lane the samples it wrote).
+    for (int j = lane; j < n_bits / 2; j += 32) {
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const float2 z = xs[4 * j + u];
@@ -133,10 +120,15 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
             xs[4 * j + u] = make_float2(static_cast<float>(rx * rotx - ry * roty), static_cast<float>(rx * roty + ry * rotx));
         }
     }
-    __syncthreads();
+    __syncwarp();
 
-    const int p = tid / 32;
-    axis_shared& as = sh.axis[p];
+    // From here each half-warp detects one axis: p = 0 the even bits (real), 1 the odd (imaginary).
+    const int p = lane >> 4, l = lane & 15;
+    const unsigned half = p == 0 ? 0x0000ffffu : 0xffff0000u;
+    auto sum16 = [&](double v) {
+        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(half, v, o, 16);
+        return v;
+    };
     auto comp = [&](long m) -> double {
         const float2 z = xs[m];
         return p == 0 ? z.x : z.y;
@@ -144,16 +136,16 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
 
     // 3. The pulse by least squares: sample m sees the axis's bits through the taps of one
     // class t = c + 4 q (c = m + 2 + 2p mod 4), so the normal equations are built class by class.
-    double* G = as.g;
-    double* rhs = as.rhs;
-    for (int i = lane; i < taps * taps; i += 32) G[i] = 0.0;
-    if (lane < taps) rhs[lane] = 0.0;
-    __syncwarp();
+    double* G = sh.axis[p].u.fit.g;
+    double* rhs = sh.axis[p].u.fit.rhs;
+    for (int i = l; i < taps * taps; i += 16) G[i] = 0.0;
+    if (l < taps) rhs[l] = 0.0;
+    __syncwarp(half);
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
         const int nq = c == 0 ? 4 : 3;  // taps c + 4q <= 12
         double g[4][4] = {}, rr[4] = {};
-        for (int m = ((c + 2 + 2 * p) & 3) + 4 * lane; m < n_samples; m += 128) {
+        for (int m = ((c + 2 + 2 * p) & 3) + 4 * l; m < n_samples; m += 64) {
             double a[4] = {};
             bool inside = true;
 #pragma unroll
@@ -177,11 +169,11 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
         }
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-            rr[q] = warp_sum(rr[q], 0xffffffffu);
+            rr[q] = sum16(rr[q]);
 #pragma unroll
-            for (int v = 0; v < 4; ++v) g[q][v] = warp_sum(g[q][v], 0xffffffffu);
+            for (int v = 0; v < 4; ++v) g[q][v] = sum16(g[q][v]);
         }
-        if (lane == 0) {
+        if (l == 0) {
 #pragma unroll
             for (int q = 0; q < nq; ++q) {
                 rhs[c + 4 * q] = rr[q];
@@ -190,19 +182,19 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
             }
         }
     }
-    __syncwarp();
-    double* tp = as.taps_;
-    if (lane == 0) {
+    __syncwarp(half);
+    double* tp = sh.axis[p].taps_;
+    if (l == 0) {
         for (int t = 0; t < taps; ++t) {
             if (G[t * taps + t] == 0.0) G[t * taps + t] = 1.0;
         }
         const bool ok = dsp::trellis_math::solve_spd(G, rhs, taps);
         for (int t = 0; t < taps; ++t) tp[t] = ok ? rhs[t] : 0.0;
     }
-    __syncwarp();
+    __syncwarp(half);
     // The residual variance per sample.
     double se = 0.0;
-    for (int m = 2 * half_span + lane; m + 2 * half_span < n_samples; m += 32) {
+    for (int m = 2 * half_span + l; m + 2 * half_span < n_samples; m += 16) {
         // The taps of the sample's class in ascending order (the CPU's loop over every tap
         // adds the same terms in the same order).
         const int c = (m + 2 + 2 * p) & 3;
@@ -216,137 +208,114 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
         const double e = comp(m) - pred;
         se += e * e;
     }
-    se = warp_sum(se, 0xffffffffu);
+    se = sum16(se);
     const double sigma2 = se / static_cast<double>(n_samples - 4 * half_span);
-
     if (!(sigma2 > 0.0) || !(tp[half_span] > 0.0)) {
         // No usable model: this axis keeps the symbol-by-symbol bits.
-        for (int k = p + 2 * lane; k < n_bits; k += 2 * 32) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
+        for (int k = p + 2 * l; k < n_bits; k += 2 * 16) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
     } else {
-        // 4. Max-log BCJR (dsp/trellis.cpp, detect_axis). Lane l of a half-warp is the state
-        // sequence l: bit q = symbol i - q, from state l >> 1 to state l & 7. The branch
-        // metrics in Ungerboeck's form (dsp/trellis_math.hpp): the half-warp computes a chunk
-        // of steps' cc and z_q in parallel into shared memory; a step then costs a lane its
-        // sign pattern's sum and the add-compare-select.
-        const int h = lane >> 4, l = lane & 15;  // h 0: the forward pass, 1: the backward
-        const unsigned half = h == 0 ? 0x0000ffffu : 0xffff0000u;
-        pass_shared& ps = as.pass[h];
+        // 4. Max-log BCJR (dsp/trellis.cpp, detect_axis). Lane l is the state sequence l:
+        // bit q = symbol i - q, state s = l >> 1 before, l & 7 after. The branch metrics in
+        // Ungerboeck's form (dsp/trellis_math.hpp): the half-warp computes a chunk of steps'
+        // cc and z_q in parallel into shared memory; each step then costs a lane its sign
+        // pattern's sum and the add-compare-select.
         const double scale = 0.5 / (2.0 * sigma2);
         const double inf = CUDART_INF;
         const double interior = dsp::trellis_math::pattern_energy(memory, p, l, tp);
-        double* M = metrics + (static_cast<std::size_t>(s) * 2 + static_cast<std::size_t>(p)) * steps * states;  // row i: after symbol i
-        auto fill = [&](int i0) {  // steps i0 .. i0 + chunk - 1
+        half_shared& hs = sh.axis[p];
+        auto fill = [&](int i0) {  // steps i0 .. i0 + block_rows - 1
             __syncwarp(half);
-            for (int j = l; j < chunk; j += 16) {
+            for (int j = l; j < block_rows; j += 16) {
                 const int i = i0 + j;
-                if (i < steps) dsp::trellis_math::step_terms(comp, i, p, tp, ps.cc[j], ps.z[j]);
+                if (i < steps) dsp::trellis_math::step_terms(comp, i, p, tp, hs.cc[j], hs.z[j]);
             }
             __syncwarp(half);
         };
         auto branch = [&](int i, int j) {  // step i, chunk entry j
             const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, l, tp);
-            return scale * dsp::trellis_math::branch_metric(ps.cc[j], ps.z[j], pattern, l);
+            return scale * dsp::trellis_math::branch_metric(hs.cc[j], hs.z[j], pattern, l);
         };
-        auto allowed = [&](int i) {
+        auto forced = [&](int i) -> int {
             const int k = 2 * i + p;
-            return k >= n_known || ((bit(k) > 0.0 ? 1 : 0) == (l & 1));
+            return k < n_known ? (bit(k) > 0.0 ? 1 : 0) : -1;
         };
-        // A forward step: lanes 0..7 hold the metrics of the states after symbol i - 1 in,
+        int start = 0;
+        for (int i = 0; i < memory; ++i) start |= (bit(2 * i + p) > 0.0 ? 1 : 0) << (memory - 1 - i);
+        // One forward step: lanes 0..7 hold the metrics of the states after symbol i - 1 in,
         // after symbol i out.
-        auto forward = [&](double bm, bool ok, double a_prev) {
+        auto forward = [&](int i, int j, double a_prev) {
+            const double bm = branch(i, j);
+            const int f = forced(i);
             const double am = __shfl_sync(half, a_prev, l >> 1, 16);
-            const double cand = (am == inf || !ok) ? inf : am + bm;
+            const double cand = (am == inf || (f >= 0 && (l & 1) != f)) ? inf : am + bm;
             const double other = __shfl_sync(half, cand, (l + 8) & 15, 16);
             return dmin(cand, other);
         };
-        // A backward step's metrics through each sequence, and the states' after symbol i - 1.
-        auto through = [&](double bm, bool ok, double bn) { return ok ? bm + bn : inf; };
-        auto backward = [&](double t) {
-            const double t0 = __shfl_sync(half, t, (2 * l) & 15, 16);
-            const double t1 = __shfl_sync(half, t, (2 * l + 1) & 15, 16);
-            return dmin(t0, t1);
-        };
-        // The LLR of symbol i from the metric into each sequence's start state (am) and through it.
-        auto decide = [&](int i, double am, double t, bool ok) {
-            double v = (ok && am != inf) ? am + t : inf;
-            v = dmin(v, __shfl_xor_sync(half, v, 2, 16));
-            v = dmin(v, __shfl_xor_sync(half, v, 4, 16));
-            v = dmin(v, __shfl_xor_sync(half, v, 8, 16));
-            const double best1 = __shfl_sync(half, v, 1, 16);  // lane 0: the best -1 path; lane 1: the best +1
-            const int k = 2 * i + p;
-            if (l == 0 && k < n_bits) {
-                const double d = v - best1;
-                llr[k] = static_cast<float>(isfinite(d) ? d : (best1 < v ? 1e30 : -1e30));
-            }
-        };
-        double mv;  // forward: alpha of state l (lanes 0..7); backward: beta of state l
-        if (h == 0) {
-            int start = 0;
-            for (int i = 0; i < memory; ++i) start |= (bit(2 * i + p) > 0.0 ? 1 : 0) << (memory - 1 - i);
-            mv = l == start ? 0.0 : inf;
-            // Up to the meeting point, the metrics stored for the backward pass.
-            for (int i0 = memory; i0 < meet; i0 += chunk) {
-                fill(i0);
-                const int i1 = min(i0 + chunk, meet);
+        double* ck = checkpoint + (static_cast<std::size_t>(s) * 2 + static_cast<std::size_t>(p)) * checkpoints * states;
+        double a = l == start ? 0.0 : inf;
+        if (l < states) ck[l] = a;
+        for (int i0 = memory; i0 < steps; i0 += block_rows) {
+            fill(i0);
+            const int i1 = min(i0 + block_rows, steps);
 #pragma unroll 4
-                for (int i = i0; i < i1; ++i) {
-                    if (l < states) M[(i - 1) * states + l] = mv;
-                    mv = forward(branch(i, i - i0), allowed(i), mv);
-                }
-            }
-        } else {
-            mv = 0.0;
-            for (int hi = steps - 1; hi >= meet; hi -= chunk) {
-                const int lo = max(meet, hi - chunk + 1);
-                fill(lo);
-#pragma unroll 4
-                for (int i = hi; i >= lo; --i) {
-                    if (l < states) M[i * states + l] = mv;
-                    const double bn = __shfl_sync(half, mv, l & 7, 16);
-                    mv = backward(through(branch(i, i - lo), allowed(i), bn));
-                }
+            for (int i = i0; i < i1; ++i) {
+                a = forward(i, i - i0, a);
+                const int r = i - memory + 1;
+                if (r % block_rows == 0 && l < states) ck[(r / block_rows) * states + l] = a;
             }
         }
-        __syncwarp();  // the stored metrics are visible to the other half
-        if (h == 0) {
-            // On through the backward pass's half: alpha live, beta stored.
-            for (int i0 = meet; i0 < steps; i0 += chunk) {
-                fill(i0);
-                const int i1 = min(i0 + chunk, steps);
+        // Backward, a block of rows at a time: the block's forward metrics again from its
+        // checkpoint (the same steps, so the same values), then the backward steps that read
+        // them. Step i reads row i - memory; the block's steps are i0 = r0 + memory onwards.
+        double (*A)[states] = hs.u.alpha;
+        double b_next = 0.0;  // lanes 0..7: the metrics of the states after symbol i
+        for (int blk = (rows - 2) / block_rows; blk >= 0; --blk) {
+            const int r0 = blk * block_rows;
+            const int r1 = min(r0 + block_rows - 1, rows - 2);  // the last row this block's steps read
+            const int i0 = r0 + memory;
+            fill(i0);
+            double a_blk = l < states ? ck[blk * states + l] : 0.0;
+            if (l < states) A[0][l] = a_blk;
 #pragma unroll 4
-                for (int i = i0; i < i1; ++i) {
-                    const double bm = branch(i, i - i0);
-                    const bool ok = allowed(i);
-                    const double am = __shfl_sync(half, mv, l >> 1, 16);
-                    decide(i, am, through(bm, ok, M[i * states + (l & 7)]), ok);
-                    mv = forward(bm, ok, mv);
-                }
+            for (int r = r0 + 1; r <= r1; ++r) {
+                const int i = r + memory - 1;
+                a_blk = forward(i, i - i0, a_blk);
+                if (l < states) A[r - r0][l] = a_blk;
             }
-        } else {
-            // Back through the forward pass's half: beta live, alpha stored.
-            for (int hi = meet - 1; hi >= memory; hi -= chunk) {
-                const int lo = max(memory, hi - chunk + 1);
-                fill(lo);
+            __syncwarp(half);
 #pragma unroll 4
-                for (int i = hi; i >= lo; --i) {
-                    const bool ok = allowed(i);
-                    const double bn = __shfl_sync(half, mv, l & 7, 16);
-                    const double t = through(branch(i, i - lo), ok, bn);
-                    decide(i, M[(i - 1) * states + (l >> 1)], t, ok);
-                    mv = backward(t);
+            for (int i = r1 + memory; i >= i0; --i) {
+                const double bm = branch(i, i - i0);
+                const int f = forced(i);
+                const bool allowed = !(f >= 0 && (l & 1) != f);
+                const double bn = __shfl_sync(half, b_next, l & 7, 16);
+                const double through = allowed ? bm + bn : inf;
+                const double t0 = __shfl_sync(half, through, (2 * l) & 15, 16);
+                const double t1 = __shfl_sync(half, through, (2 * l + 1) & 15, 16);
+                const double am = A[i - memory - r0][l >> 1];
+                double v = (allowed && am != inf) ? am + through : inf;
+                v = dmin(v, __shfl_xor_sync(half, v, 2, 16));
+                v = dmin(v, __shfl_xor_sync(half, v, 4, 16));
+                v = dmin(v, __shfl_xor_sync(half, v, 8, 16));
+                const double best1 = __shfl_sync(half, v, 1, 16);  // lane 0: the best -1 path; lane 1: the best +1
+                const int k = 2 * i + p;
+                if (l == 0 && k < n_bits) {
+                    const double d = v - best1;
+                    llr[k] = static_cast<float>(isfinite(d) ? d : (best1 < v ? 1e30 : -1e30));
                 }
+                b_next = dmin(t0, t1);
             }
         }
-        if (lane < memory) {
-            const int k = 2 * lane + p;
+        if (l < memory) {
+            const int k = 2 * l + p;
             llr[k] = bit(k) > 0.0 ? 1e30f : -1e30f;
         }
     }
-    __syncthreads();
+    __syncwarp();
 
     // 5. Hard bits and the BEP estimate from the LLRs of the data bits.
     double bep = 0.0;
-    for (int byte = tid; byte < data_bytes; byte += 64) {
+    for (int byte = lane; byte < data_bytes; byte += 32) {
         unsigned v = 0;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
@@ -356,10 +325,8 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
         }
         bs[byte] = static_cast<unsigned char>(v);
     }
-    bep = warp_sum(bep, 0xffffffffu);
-    if (lane == 0) sh.sums[tid / 32][0] = bep;
-    __syncthreads();
-    if (tid == 0) stats[s].bep_estimate = static_cast<float>((sh.sums[0][0] + sh.sums[1][0]) / static_cast<double>(waveform::data_bits));
+    for (int o = 16; o > 0; o >>= 1) bep += __shfl_xor_sync(0xffffffffu, bep, o);
+    if (lane == 0) stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
 }
 
 }  // namespace
@@ -367,7 +334,7 @@ __global__ void __launch_bounds__(64) trellis_kernel(float2* __restrict__ x, con
 stream_trellis::stream_trellis(std::size_t max_streams)
     : max_streams_(max_streams),
       x_(max_streams * n_samples),
-      alpha_(max_streams * 2 * steps * states),
+      alpha_(max_streams * 2 * checkpoints * states),
       llr_(max_streams * n_bits)
 {
     const auto known = waveform::known_packet_bits();
@@ -383,7 +350,7 @@ void stream_trellis::detect_device(std::size_t streams, const float* theta, std:
     }
     if (streams == 0) return;
     if (theta == nullptr) throw std::invalid_argument("stream_trellis: no phase from the detector (stream_detector keep_phase)");
-    trellis_kernel<<<static_cast<unsigned>(streams), 64, 0, s>>>(
+    trellis_kernel<<<static_cast<unsigned>((streams + warps - 1) / warps), 32 * warps, 0, s>>>(
         x_.data(), theta, static_cast<int>(streams), bits, stats, alpha_.data(), llr_.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
