@@ -157,14 +157,17 @@ if [[ $mode == trellis ]]; then
   # symbol and trellis detection (and the trellis on the phase smoother's phase); then BER on
   # AWGN (docs/SIGNAL-CHAIN.md's table: CFO 12 kHz, seed 5101, 1 s) with both detectors on the
   # GPU, 10 dB on the CPU too; then issue 12's phase-noise recordings with the trellis on the
-  # smoother's phase on the GPU.
+  # smoother's phase on the GPU. Files: the four benches' JSON and trellis.log (the device tool
+  # brings back at most eight).
+  : > "$out/trellis.log"
   for b in "" "--trellis" "--phase-smoother" "--trellis --phase-smoother"; do
     echo
     echo "=== paq-bench $b"
     k=$(echo "bench$b" | tr -d ' -')
     # shellcheck disable=SC2086
-    ./.device/paq-bench $b --json "$out/$k.json" > "$out/$k.log" 2>&1 || status=1
-    grep -E "end to end|real time|stage (paths|detector|trellis)" "$out/$k.log" | head -8
+    ./.device/paq-bench $b --json "$out/$k.json" > /tmp/paq-$k.log 2>&1 || status=1
+    cat /tmp/paq-$k.log >> "$out/trellis.log"
+    grep -E "end to end|real time|stage (paths|detector|trellis)" /tmp/paq-$k.log | head -8
   done
   printf 'receiver:\n  detector: trellis\n' > /tmp/paq-trellis.yaml
   printf 'receiver:\n  detector: trellis\n  phase_smoother: 1\n' > /tmp/paq-trellis-smoother.yaml
@@ -178,7 +181,7 @@ if [[ $mode == trellis ]]; then
       [[ $2 == trellis-smoother ]] && cfg=(--config /tmp/paq-trellis-smoother.yaml)
       echo
       echo "=== AWGN $snr dB, $1, $2"
-      ./.device/paqd replay /tmp/paq-awgn.sigmf-meta --backend "$1" "${cfg[@]}" --json-out "$out/awgn-$snr-$1-$2.json" 2>&1 \
+      ./.device/paqd replay /tmp/paq-awgn.sigmf-meta --backend "$1" "${cfg[@]}" 2>&1 | tee -a "$out/trellis.log" \
         | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) |^  took " || status=1
     done
   done
