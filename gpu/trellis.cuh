@@ -7,7 +7,8 @@
 //
 // One warp per stream: the phase alignment and the derotated samples with the whole warp, then
 // each half-warp one axis (its 16 lanes are the 16 state sequences of a trellis step). The
-// forward metrics are kept per step in device memory for the backward pass.
+// forward metrics are kept every 32 steps in device memory; the backward pass computes each
+// block's again from its checkpoint into shared memory (the same arithmetic, the same values).
 // CUDA code only (.cu).
 #pragma once
 
