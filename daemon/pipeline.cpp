@@ -115,11 +115,14 @@ void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
     // A window storage the backend has not seen yet is page-locked once (a few circulate).
     const std::size_t window_bytes =
         (opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after) * sizeof(T);
-    if constexpr (std::is_same_v<T, ci16>) {
-        (void)pins_.lock_once(pool_, b.samples_ci16.data(), b.samples_ci16.capacity() * sizeof(T), window_bytes);
-    } else {
-        (void)pins_.lock_once(pool_, b.samples.data(), b.samples.capacity() * sizeof(T), window_bytes);
-    }
+    const auto& window = [&]() -> const dsp::window_storage_t<T>& {
+        if constexpr (std::is_same_v<T, ci16>) {
+            return b.samples_ci16;
+        } else {
+            return b.samples;
+        }
+    }();
+    (void)pins_.lock_once(pool_, window.data(), window.capacity() * sizeof(T), window_bytes);
     {
         std::lock_guard s(s_mu_);
         stats_.windows = pins_.windows();
@@ -154,13 +157,8 @@ void pipeline::batcher_loop()
             // Windows the workers are done with: the batcher fills them again (no fresh
             // ~315 MB allocation, and its page faults, per batch).
             std::lock_guard sp(spare_mu_);
-            if constexpr (narrow) {
-                for (auto& v : spare_windows_ci16_) bt.recycle(std::move(v));
-                spare_windows_ci16_.clear();
-            } else {
-                for (auto& v : spare_windows_) bt.recycle(std::move(v));
-                spare_windows_.clear();
-            }
+            for (auto& v : spare_windows<T>()) bt.recycle(std::move(v));
+            spare_windows<T>().clear();
         }
         // Straight from the ring into the window being filled (one copy, not two).
         const auto space = bt.write_space();
@@ -258,13 +256,7 @@ void pipeline::batcher_loop()
     {
         // The batcher's storage outlives this loop: it may be page-locked (pins_).
         std::lock_guard sp(spare_mu_);
-        for (auto& v : bt.release_storage()) {
-            if constexpr (narrow) {
-                spare_windows_ci16_.push_back(std::move(v));
-            } else {
-                spare_windows_.push_back(std::move(v));
-            }
-        }
+        for (auto& v : bt.release_storage()) spare_windows<T>().push_back(std::move(v));
     }
     batcher_done_ = true;
     pool_.close();

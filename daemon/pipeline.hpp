@@ -23,6 +23,7 @@
 #pragma once
 
 #include "dsp/backend.hpp"
+#include "dsp/batcher.hpp"
 #include "dsp/receiver_config.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/receiver_run.hpp"
@@ -43,6 +44,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -166,6 +168,16 @@ private:
     void publisher_loop();
     template <class T>
     void dispatch(dsp::sample_batch&& b, std::chrono::steady_clock::time_point ready);
+    /// The spare windows of width T (call with spare_mu_ held).
+    template <class T>
+    std::vector<dsp::window_storage_t<T>>& spare_windows()
+    {
+        if constexpr (std::is_same_v<T, ci16>) {
+            return spare_windows_ci16_;
+        } else {
+            return spare_windows_;
+        }
+    }
 
     pipeline_options opt_;
     io::sample_source& source_;

@@ -56,49 +56,76 @@ __device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __
     }
 }
 
-/// f(k), k < N/2: the folded R x C x H_NO of one path (r: the packet's R), one path per
+/// f(k), k < N/2: the folded R x C x filter of one path (r: the packet's R), one path per
 /// instantiation and unrolled, so that each thread has the global loads of several bins in
-/// flight.
-template <int path>
-__device__ __forceinline__ void fold_path(const float2* __restrict__ r, const float2* __restrict__ hno, float2* f, std::size_t row,
+/// flight. band: the filter is the trellis's low-pass, zero from lowpass_stop = 0.25 cycles per
+/// sample on; of the two bins k and k + N/2 a folded bin adds, one is then always out of band
+/// (k + N/2 for k < N/4, k for k >= N/4), so only the other is loaded and computed (the result
+/// is the full fold's: the term skipped is an exact zero).
+template <int path, bool band>
+__device__ __forceinline__ void fold_path(const float2* __restrict__ r, const float2* __restrict__ filter, float2* f, std::size_t row,
                                           const float2* __restrict__ spec, const float2* __restrict__ hspec,
                                           const float* __restrict__ psi, float noise, double tau, cuDoubleComplex inv_gain, int parity)
 {
+    const auto product = [&](int k) {
+        return smem_fft::cmul(smem_fft::cmul(r[row + k], filter[k]),
+                              path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
+    };
 #pragma unroll 4
     for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-        const int k2 = k + n_fft / 2;
-        const float2 rh_lo = smem_fft::cmul(r[row + k], hno[k]), rh_hi = smem_fft::cmul(r[row + k2], hno[k2]);
-        const float2 lo = smem_fft::cmul(rh_lo, path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
-        const float2 hi = smem_fft::cmul(rh_hi, path_coefficient<path>(row + k2, k2, spec, hspec, psi, noise, tau, inv_gain));
-        f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
+        if constexpr (band) {
+            const bool low = k < n_fft / 4;
+            const float2 y = product(low ? k : k + n_fft / 2);
+            f[smem_fft::pad<true>(k)] = low ? fold_bins(y, make_float2(0.0f, 0.0f), k, parity) : fold_bins(make_float2(0.0f, 0.0f), y, k, parity);
+        } else {
+            f[smem_fft::pad<true>(k)] = fold_bins(product(k), product(k + n_fft / 2), k, parity);
+        }
     }
+}
+static_assert(dsp::trellis::lowpass_stop <= 0.25, "fold_path<path, true> keeps |f| < 1/4 only");
+
+/// What the paths of one packet read: its R, the filter (H_NO, or the trellis's LP), the tap
+/// spectra, H, Psi; and the packet's own terms (noise, the single path's delay and 1 / gain).
+struct path_inputs {
+    const float2* __restrict__ r;
+    const float2* __restrict__ filter;
+    const float2* __restrict__ spec_zf;
+    const float2* __restrict__ spec_mmse;
+    const float2* __restrict__ spec_cma;
+    const float2* __restrict__ hspec;
+    const float* __restrict__ psi;
+};
+struct packet_terms {
+    std::size_t row;  ///< the packet's first bin in r, the tap spectra and H
+    float noise;
+    double tau;
+    cuDoubleComplex inv_gain;
+};
+
+__device__ inline packet_terms packet_terms_of(int p, const double* __restrict__ sigma2, const double* __restrict__ tau,
+                                               const cuDoubleComplex* __restrict__ gain)
+{
+    const cuDoubleComplex g = gain[p];
+    const double gg = g.x * g.x + g.y * g.y;
+    return {static_cast<std::size_t>(p) * n_fft, static_cast<float>(2.0 * sigma2[p]), tau[p],
+            gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0)};
 }
 
-/// The same fold for a spectrum the trellis's low-pass limits to |f| < 1/4 (LP is zero from
-/// lowpass_stop = 0.25 cycles per sample on): of the two bins k and k + N/2 a folded bin adds,
-/// one is always out of band (k + N/2 for k < N/4, k for k >= N/4), so only the other is
-/// loaded and computed. The result is the full fold's (the term skipped is an exact zero).
-template <int path>
-__device__ __forceinline__ void fold_path_band(const float2* __restrict__ r, const float2* __restrict__ lp, float2* f, std::size_t row,
-                                               const float2* __restrict__ spec, const float2* __restrict__ hspec,
-                                               const float* __restrict__ psi, float noise, double tau, cuDoubleComplex inv_gain, int parity)
+/// f: the folded R x C x filter of path `path` for sample parity `parity` (band: the filter is
+/// the trellis's low-pass). A switch, not six inlined copies: six copies made the paths kernel
+/// 2.4x larger and the stage 3.80 ms instead of 3.30 on the H100 (a350130).
+template <bool band>
+__device__ __forceinline__ void fold(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity)
 {
-#pragma unroll 4
-    for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-        const bool low = k < n_fft / 4;
-        const int kb = low ? k : k + n_fft / 2;  // the bin in band
-        const float2 y = smem_fft::cmul(smem_fft::cmul(r[row + kb], lp[kb]),
-                                        path_coefficient<path>(row + kb, kb, spec, hspec, psi, noise, tau, inv_gain));
-        float2 v = low ? y : (parity == 0 ? y : make_float2(-y.x, -y.y));  // fold_bins(lo, hi): lo + hi, or (lo - hi) x twiddle
-        if (parity != 0) {
-            float sn, cs;
-            sincospif(2.0f * static_cast<float>(k) / static_cast<float>(n_fft), &sn, &cs);
-            v = smem_fft::cmul(v, make_float2(cs, sn));
-        }
-        f[smem_fft::pad<true>(k)] = v;
+    switch (path) {
+    case 0: fold_path<0, band>(in.r, in.filter, f, t.row, nullptr, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
+    case 1: fold_path<1, band>(in.r, in.filter, f, t.row, in.spec_zf, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
+    case 2: fold_path<2, band>(in.r, in.filter, f, t.row, in.spec_mmse, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
+    case 3: fold_path<3, band>(in.r, in.filter, f, t.row, in.spec_cma, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
+    case 4: fold_path<4, band>(in.r, in.filter, f, t.row, nullptr, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
+    default: fold_path<5, band>(in.r, in.filter, f, t.row, nullptr, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
     }
 }
-static_assert(dsp::trellis::lowpass_stop <= 0.25, "fold_path_band keeps |f| < 1/4 only");
 
 /// The six filter paths of one packet per block, on chip: for each path the folded spectrum
 /// of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
@@ -120,25 +147,11 @@ __global__ void __launch_bounds__(paths_threads, 3)
 {
     extern __shared__ float2 f[];  // one path's folded spectrum, N/2 points (smem_fft layout)
     const int p = blockIdx.x;
-    const std::size_t row = static_cast<std::size_t>(p) * n_fft;
-    const float noise = static_cast<float>(2.0 * sigma2[p]);
-    const double tp = tau[p];
-    const cuDoubleComplex g = gain[p];
-    const double gg = g.x * g.x + g.y * g.y;
-    const cuDoubleComplex inv_gain = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
+    const path_inputs in{r, hno, spec_zf, spec_mmse, spec_cma, hspec, psi};
+    const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    // A loop with a switch for the fold only: the transform and the decision samples appear
-    // once in the code. Six inlined copies (one function per path) made the kernel 2.4x
-    // larger and the paths stage 3.80 ms instead of 3.30 on the H100 (a350130).
     for (int path = 0; path < num_paths; ++path) {
-        switch (path) {
-        case 0: fold_path<0>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 1: fold_path<1>(r, hno, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 2: fold_path<2>(r, hno, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 3: fold_path<3>(r, hno, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, parity); break;
-        case 4: fold_path<4>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        default: fold_path<5>(r, hno, f, row, nullptr, hspec, psi, noise, tp, inv_gain, parity); break;
-        }
+        fold<false>(path, in, t, f, parity);
         __syncthreads();
         smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
         float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
@@ -163,27 +176,15 @@ __global__ void __launch_bounds__(paths_threads, 3)
 {
     extern __shared__ float2 f[];
     const int p = blockIdx.x;
-    const std::size_t row = static_cast<std::size_t>(p) * n_fft;
-    const float noise = static_cast<float>(2.0 * sigma2[p]);
-    const double tp = tau[p];
-    const cuDoubleComplex g = gain[p];
-    const double gg = g.x * g.x + g.y * g.y;
-    const cuDoubleComplex inv_gain = gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0);
+    const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
+    const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
     for (int path = 0; path < num_paths; ++path) {
         for (int d = 0; d < 2; ++d) {
             // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
             // parity + d = 2 it is the even sample one further on.
-            const int fold_parity = (parity + d) & 1;
             const int first = m0 + ((parity + d) >> 1);
-            switch (path) {
-            case 0: fold_path_band<0>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 1: fold_path_band<1>(r, lp, f, row, spec_zf, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 2: fold_path_band<2>(r, lp, f, row, spec_mmse, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 3: fold_path_band<3>(r, lp, f, row, spec_cma, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            case 4: fold_path_band<4>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            default: fold_path_band<5>(r, lp, f, row, nullptr, hspec, psi, noise, tp, inv_gain, fold_parity); break;
-            }
+            fold<true>(path, in, t, f, (parity + d) & 1);
             __syncthreads();
             smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
             float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);

@@ -101,8 +101,7 @@ void file_source::stop()
 std::optional<float> file_source::ci16_scale() const
 {
     const auto& info = impl_->reader.info();
-    if (info.format != sample_format::ci16_le) return std::nullopt;
-    return info.meta.ci16_scale;
+    return ci16_scale_of(info.format, info.meta.ci16_scale);
 }
 
 void file_source::run(sample_sink& sink)

@@ -221,10 +221,35 @@ struct net_core {
         return false;
     }
 
-    void deliver(const cf32* samples, std::size_t n, bool may_be_nonfinite)
+    /// n whole raw IQ samples of `format` at `bytes`: ci16 delivered as received (converted by
+    /// the backend, issue 15), cf32 decoded and scanned for NaN/Inf. raw_capacity(n) first
+    /// sizes the buffers, so that no delivery allocates.
+    void deliver_raw(sample_format format, float ci16_scale, const std::byte* bytes, std::size_t n)
+    {
+        if (format == sample_format::ci16_le) {
+            if (raw16.size() < n) raw16.resize(n);
+            decode_ci16(bytes, n, raw16.data());
+            deliver(raw16.data(), n, ci16_scale);
+        } else {
+            if (raw.size() < n) raw.resize(n);
+            decode(format, bytes, n, raw.data(), ci16_scale);
+            deliver(raw.data(), n);
+        }
+    }
+    void raw_capacity(sample_format format, std::size_t n)
+    {
+        if (format == sample_format::ci16_le) {
+            raw16.resize(n);
+        } else {
+            raw.resize(n);
+        }
+    }
+
+    /// cf32 samples, counted and scanned for NaN/Inf (source_nonfinite).
+    void deliver(const cf32* samples, std::size_t n)
     {
         if (n == 0) return;
-        if (may_be_nonfinite) counters.nonfinite += count_nonfinite(samples, n);
+        counters.nonfinite += count_nonfinite(samples, n);
         anchor_on_host_clock(n);
         counters.samples += n;
         sink->write(std::span<const cf32>(samples, n));
@@ -260,6 +285,8 @@ struct net_core {
     time_anchor_slot* host_clock = nullptr;
     double host_clock_rate_hz = 0.0;
     std::atomic<std::uint16_t> local_port{0};
+    std::vector<cf32> raw;    ///< deliver_raw(): a cf32_le block, decoded
+    std::vector<ci16> raw16;  ///< deliver_raw(): a ci16_le block as received
     log_limiter limiter;
     sender_allow_list allow;  ///< empty: every sender
     std::string allow_text;   ///< its entries, for the log
@@ -527,10 +554,10 @@ struct tcp_source::impl final : net_core {
     impl(source_counters& c, tcp_source_config config)
         : net_core(c, describe_config(config)), cfg(std::move(config)),
           sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
-          samples(cfg.format == sample_format::ci16_le ? 0 : cfg.read_bytes / sample_bytes + 1),
-          samples16(cfg.format == sample_format::ci16_le ? cfg.read_bytes / sample_bytes + 1 : 0), backoff_s(cfg.retry_initial_s)
+          backoff_s(cfg.retry_initial_s)
     {
         set_allow_list(cfg.allow);
+        raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1);
     }
 
     static std::string describe_config(const tcp_source_config& c)
@@ -716,20 +743,10 @@ struct tcp_source::impl final : net_core {
         counters.bytes += n;
         const std::size_t total = carry + n;
         const std::size_t whole = total / sample_bytes;
-        // ci16 stays ci16 (issue 15: converted by the backend); cf32 is decoded and scanned.
-        if (cfg.format == sample_format::ci16_le) {
-            decode_ci16(buf.data(), whole, samples16.data());
-        } else {
-            decode(cfg.format, buf.data(), whole, samples.data(), cfg.ci16_scale);
-        }
+        deliver_raw(cfg.format, cfg.ci16_scale, buf.data(), whole);
         carry = total - whole * sample_bytes;
         // A sample split across reads: keep its first bytes for the next read.
         if (carry > 0) std::memmove(buf.data(), buf.data() + whole * sample_bytes, carry);
-        if (cfg.format == sample_format::ci16_le) {
-            deliver(samples16.data(), whole, cfg.ci16_scale);
-        } else {
-            deliver(samples.data(), whole, true);
-        }
     }
 
     void on_disconnect(const error_code& ec)
@@ -759,8 +776,6 @@ struct tcp_source::impl final : net_core {
     tcp_source_config cfg;
     std::size_t sample_bytes;
     std::vector<std::byte> buf;  ///< [carry bytes of a partial sample | up to read_bytes new]
-    std::vector<cf32> samples;    ///< decoded cf32 read (cf32_le)
-    std::vector<ci16> samples16;  ///< a ci16_le read as received
     std::size_t carry = 0;
     double backoff_s;
     bool connected_once = false;
@@ -795,7 +810,7 @@ tcp_source::~tcp_source() = default;
 std::string tcp_source::describe() const { return impl_->name; }
 std::optional<float> tcp_source::ci16_scale() const
 {
-    return impl_->cfg.format == sample_format::ci16_le ? std::optional<float>(impl_->cfg.ci16_scale) : std::nullopt;
+    return ci16_scale_of(impl_->cfg.format, impl_->cfg.ci16_scale);
 }
 double tcp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port.load(); }
@@ -821,11 +836,10 @@ struct udp_source::impl final : net_core {
                                ? std::string(", loss undetectable")
                                : ", header " + std::string(to_string(config.header))) +
                           (config.allow.empty() ? "" : ", allow-list") + ")"),
-          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)), head_bytes(header_bytes(cfg.header)),
-          samples(cfg.format == sample_format::ci16_le ? 0 : max_datagram_bytes / sample_bytes + 1),
-          samples16(cfg.format == sample_format::ci16_le ? max_datagram_bytes / sample_bytes + 1 : 0)
+          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)), head_bytes(header_bytes(cfg.header))
     {
         set_allow_list(cfg.allow);
+        raw_capacity(cfg.format, max_datagram_bytes / sample_bytes + 1);
     }
 
     void close_all() noexcept override
@@ -915,20 +929,12 @@ struct udp_source::impl final : net_core {
             }
             last_seq = seq;
         }
-        if (cfg.format == sample_format::ci16_le) {
-            decode_ci16(body.data(), n, samples16.data());
-            deliver(samples16.data(), n, cfg.ci16_scale);
-        } else {
-            decode(cfg.format, body.data(), n, samples.data(), cfg.ci16_scale);
-            deliver(samples.data(), n, true);
-        }
+        deliver_raw(cfg.format, cfg.ci16_scale, body.data(), n);
     }
 
     udp_source_config cfg;
     std::size_t sample_bytes;
     std::size_t head_bytes;
-    std::vector<cf32> samples;    ///< decoded cf32 datagram (cf32_le)
-    std::vector<ci16> samples16;  ///< a ci16_le datagram as received
     udp::socket socket{ioc};
     udp_counters udp_counts;
     std::optional<std::uint64_t> last_seq;
@@ -950,7 +956,7 @@ udp_source::~udp_source() = default;
 std::string udp_source::describe() const { return impl_->name; }
 std::optional<float> udp_source::ci16_scale() const
 {
-    return impl_->cfg.format == sample_format::ci16_le ? std::optional<float>(impl_->cfg.ci16_scale) : std::nullopt;
+    return ci16_scale_of(impl_->cfg.format, impl_->cfg.ci16_scale);
 }
 double udp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t udp_source::local_port() const noexcept { return impl_->local_port.load(); }

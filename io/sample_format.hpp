@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 #include "dsp/types.hpp"
@@ -35,6 +36,13 @@ void decode(sample_format format, const std::byte* src, std::size_t n, cf32* dst
 /// Reads n little-endian ci16 samples at src (4n bytes, any alignment) as they are, without
 /// conversion (each stands for to_cf32(s, scale)): a copy on a little-endian host.
 void decode_ci16(const std::byte* src, std::size_t n, ci16* dst) noexcept;
+
+/// The width a source of this format delivers (sample_source::ci16_scale()): ci16 at
+/// ci16_scale for ci16_le, cf32 (nullopt) otherwise.
+[[nodiscard]] inline std::optional<float> ci16_scale_of(sample_format format, float ci16_scale) noexcept
+{
+    return format == sample_format::ci16_le ? std::optional<float>(ci16_scale) : std::nullopt;
+}
 
 /// Converts n cf32 samples to little-endian bytes at dst (n * bytes_per_sample(format) bytes,
 /// any alignment). For ci16 each component is multiplied by ci16_scale, rounded to nearest

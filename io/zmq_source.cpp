@@ -231,7 +231,7 @@ std::string zmq_source::describe() const { return impl_->name; }
 double zmq_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::optional<float> zmq_source::ci16_scale() const
 {
-    return impl_->cfg.format == sample_format::ci16_le ? std::optional<float>(impl_->cfg.ci16_scale) : std::nullopt;
+    return ci16_scale_of(impl_->cfg.format, impl_->cfg.ci16_scale);
 }
 void zmq_source::stop() { impl_->stop_requested.store(true); }
 const zmq_source_config& zmq_source::config() const noexcept { return impl_->cfg; }

@@ -3,6 +3,7 @@
 // device, tests/test_gpu_backend.cu). Everything must come out as if the samples had been
 // converted on reading: the same windows, the same packets, the same bits, the same counters.
 #include "chain_fixture.hpp"
+#include "ci16_fixture.hpp"
 
 #include "daemon/replay.hpp"
 #include "dsp/batcher.hpp"
@@ -24,24 +25,6 @@ using namespace paq;
 using namespace paq::dsp;
 
 namespace {
-
-/// x as ci16 little-endian bytes (io::encode: rounded, saturated) and read back as ci16.
-std::vector<ci16> quantize(const std::vector<cf32>& x, float scale)
-{
-    std::vector<std::byte> bytes(x.size() * sizeof(ci16));
-    (void)io::encode(io::sample_format::ci16_le, x.data(), x.size(), bytes.data(), scale);
-    std::vector<ci16> q(x.size());
-    std::memcpy(q.data(), bytes.data(), bytes.size());
-    return q;
-}
-
-/// What reading the ci16 samples as cf32 gives (io::decode, the path before issue 15).
-std::vector<cf32> decoded(const std::vector<ci16>& q, float scale)
-{
-    std::vector<cf32> x(q.size());
-    io::decode(io::sample_format::ci16_le, reinterpret_cast<const std::byte*>(q.data()), q.size(), x.data(), scale);
-    return x;
-}
 
 /// A run over the ci16 samples kept at their width, read in uneven pieces.
 run_summary run_ci16(batch_processor& be, const receiver_config& rc, double rate_hz, const std::vector<ci16>& q, float scale,
@@ -114,7 +97,7 @@ TEST(ci16_input, to_cf32_is_what_decode_gives_for_every_value_and_odd_scales)
     std::vector<ci16> all;
     for (int v = -32768; v <= 32767; v += 1) all.push_back(ci16{static_cast<std::int16_t>(v), static_cast<std::int16_t>(-1 - v)});
     for (const float scale : {8192.0f, 1.0f, 3.0f, 1234.567f, 32767.0f, 1e-3f}) {
-        const auto x = decoded(all, scale);
+        const auto x = test::decoded(all, scale);
         for (std::size_t k = 0; k < all.size(); ++k) {
             const cf32 y = to_cf32(all[k], scale);
             ASSERT_EQ(std::memcmp(&x[k], &y, sizeof y), 0) << "sample " << all[k].re << " scale " << scale;
@@ -129,7 +112,7 @@ TEST(ci16_input, batcher_cuts_the_windows_the_cf32_batcher_cuts)
     std::vector<ci16> q(3'456'789);
     for (auto& s : q) s = ci16{static_cast<std::int16_t>(v(rng)), static_cast<std::int16_t>(v(rng))};
     const float scale = 777.0f;
-    const auto x = decoded(q, scale);
+    const auto x = test::decoded(q, scale);
     // A gap and uneven pieces, the guards of a resampled input.
     batcher_ci16 b16(400'000, 9000, 20000, scale);
     batcher b32(400'000, 9000, 20000);
@@ -215,8 +198,8 @@ TEST(ci16_input, chain_gives_the_bits_of_the_converted_input)
         simulator sim(sc);
         std::vector<cf32> x;
         sim.generate(static_cast<std::size_t>(0.03 * c.rate_hz), x);
-        const auto q = quantize(x, c.scale);
-        const auto xq = decoded(q, c.scale);
+        const auto q = test::quantize(x, c.scale);
+        const auto xq = test::decoded(q, c.scale);
         receiver_config rc;
         rc.batch_samples = 200'000;
         rc.input_sample_rate_hz = c.rate_hz;
@@ -292,7 +275,7 @@ TEST(ci16_input, replay_of_a_ci16_recording_equals_its_cf32_twin)
     std::vector<cf32> x;
     sim.generate(static_cast<std::size_t>(0.02 * sc.sample_rate_hz), x);
     const float scale = 2000.0f;
-    const auto xq = decoded(quantize(x, scale), scale);
+    const auto xq = test::decoded(test::quantize(x, scale), scale);
     daemon::replay_result res[2];
     for (int k = 0; k < 2; ++k) {
         io::sigmf_meta meta;

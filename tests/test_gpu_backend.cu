@@ -240,42 +240,27 @@ TEST_F(gpu_backend, trellis_matches_the_cpu)
     // Issue 14: the trellis detector on both backends, its bits and BEP estimates: edwards3
     // 12 dB (every equalizer); AWGN 9 dB at 25 MS/s with a +80 ppm clock (resampled, re-timed);
     // AWGN 11 dB with a 1 kHz Wiener phase and the phase smoother's phase.
-    {
+    const auto check = [](const sim_config& sc, double input_rate_hz, int phase_smoother, const char* what) {
         receiver_config rc;
         rc.batch_samples = 400'000;
         rc.detector = detector_kind::trellis;
-        const auto c = compare_backends(test::simulate(rate_signal(20.625e6, 0.0, 1241), 60).samples, rc);
-        EXPECT_GE(c.packets, 50u);
-        report_and_check("trellis, edwards3 12 dB", c);
-        EXPECT_LT(c.worst_bep, 0.05);
-    }
-    {
-        auto sc = rate_signal(25e6, 80.0, 1242);
-        sc.preset = "awgn";
-        sc.ebn0_db = 9.0;
-        receiver_config rc;
-        rc.batch_samples = 400'000;
-        rc.detector = detector_kind::trellis;
-        rc.input_sample_rate_hz = 25e6;
-        const auto c = compare_backends(test::simulate(sc, samples_for(60, 25e6)).samples, rc);
-        EXPECT_GE(c.packets, 50u);
-        report_and_check("trellis, AWGN 9 dB, 25 MS/s, +80 ppm", c);
-        EXPECT_LT(c.worst_bep, 0.05);
-    }
-    {
-        auto sc = rate_signal(20.625e6, 0.0, 1243);
-        sc.preset = "awgn";
-        sc.ebn0_db = 11.0;
-        sc.phase_noise_linewidth_hz = 1000.0;
-        receiver_config rc;
-        rc.batch_samples = 400'000;
-        rc.detector = detector_kind::trellis;
-        rc.phase_smoother = 1;
-        const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
-        EXPECT_GE(c.packets, 50u);
-        report_and_check("trellis on the smoother's phase, AWGN 11 dB, 1 kHz Wiener", c);
-        EXPECT_LT(c.worst_bep, 0.05);
-    }
+        rc.phase_smoother = phase_smoother;
+        if (input_rate_hz != 20.625e6) rc.input_sample_rate_hz = input_rate_hz;
+        const auto c = compare_backends(test::simulate(sc, samples_for(60, input_rate_hz)).samples, rc);
+        EXPECT_GE(c.packets, 50u) << what;
+        report_and_check(what, c);
+        EXPECT_LT(c.worst_bep, 0.05) << what;
+    };
+    check(rate_signal(20.625e6, 0.0, 1241), 20.625e6, 0, "trellis, edwards3 12 dB");
+    auto awgn = rate_signal(25e6, 80.0, 1242);
+    awgn.preset = "awgn";
+    awgn.ebn0_db = 9.0;
+    check(awgn, 25e6, 0, "trellis, AWGN 9 dB, 25 MS/s, +80 ppm");
+    auto wiener = rate_signal(20.625e6, 0.0, 1243);
+    wiener.preset = "awgn";
+    wiener.ebn0_db = 11.0;
+    wiener.phase_noise_linewidth_hz = 1000.0;
+    check(wiener, 20.625e6, 1, "trellis on the smoother's phase, AWGN 11 dB, 1 kHz Wiener");
 }
 
 TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)

@@ -4,6 +4,7 @@
 // delivered as cf32: the ring's events and counters, the windows, the packets, the bits and
 // the pipeline's counters, at 2 samples per bit and resampled, across a gap and an overflow.
 #include "chain_fixture.hpp"
+#include "ci16_fixture.hpp"
 
 #include "daemon/counters.hpp"
 #include "daemon/pipeline.hpp"
@@ -35,24 +36,6 @@ using namespace std::chrono_literals;
 namespace {
 
 using kind = io::sample_ring::read_result::kind;
-
-/// x as ci16 (io::encode: rounded, saturated), and those ci16 read back as cf32 (io::decode,
-/// the conversion a cf32 path makes): the two widths of the same samples.
-std::vector<ci16> quantize(const std::vector<cf32>& x, float scale)
-{
-    std::vector<std::byte> bytes(x.size() * sizeof(ci16));
-    (void)io::encode(io::sample_format::ci16_le, x.data(), x.size(), bytes.data(), scale);
-    std::vector<ci16> q(x.size());
-    std::memcpy(q.data(), bytes.data(), bytes.size());
-    return q;
-}
-
-std::vector<cf32> widened(const std::vector<ci16>& q, float scale)
-{
-    std::vector<cf32> x(q.size());
-    io::decode(io::sample_format::ci16_le, reinterpret_cast<const std::byte*>(q.data()), q.size(), x.data(), scale);
-    return x;
-}
 
 std::vector<ci16> random_ci16(std::size_t n, std::uint32_t seed)
 {
@@ -557,7 +540,7 @@ TEST(live_ci16, pipeline_gives_the_bits_records_and_counters_of_the_cf32_stream)
         dsp::simulator sim(sc);
         std::vector<cf32> x;
         sim.generate(static_cast<std::size_t>(0.045 * c.rate_hz), x);
-        const auto q = quantize(x, c.scale);
+        const auto q = test::quantize(x, c.scale);
         dsp::receiver_config rc = test::small_batches();
         rc.cpu_threads = 1;
         rc.input_sample_rate_hz = c.rate_hz;
@@ -583,7 +566,7 @@ TEST(live_ci16, pipeline_gives_the_bits_records_and_counters_of_the_cf32_stream)
         EXPECT_NE(a.stats.first_packet_utc_ns, dsp::unknown_utc_ns);
         expect_same_live(a, b);
         // The recorder's tap saw the ci16 samples converted, exactly as the cf32 source gave them.
-        const auto xq = widened(q, c.scale);
+        const auto xq = test::decoded(q, c.scale);
         for (std::size_t k : {std::size_t{0}, gap_at - 1, hold_at - 1}) EXPECT_TRUE(same_bits(a.tapped[k], xq[k])) << k;
     }
 }
@@ -624,7 +607,7 @@ TEST(live_ci16, file_source_delivers_a_ci16_recording_at_its_width)
     std::vector<cf32> x;
     sim.generate(static_cast<std::size_t>(0.02 * sc.sample_rate_hz), x);
     const float scale = 3000.0f;
-    const auto xq = widened(quantize(x, scale), scale);
+    const auto xq = test::decoded(test::quantize(x, scale), scale);
     dsp::receiver_config rc = test::small_batches();
     rc.cpu_threads = 1;
     rc.input_sample_rate_hz = sc.sample_rate_hz;
@@ -778,7 +761,7 @@ TEST(live_ci16, windows_are_ci16_locked_once_at_4_bytes_a_sample_and_recycled)
     w.push_back(std::move(backend));
     std::vector<std::weak_ptr<void>> pins;
     {
-        ci16_chunks_source src(quantize(sim.samples, scale), scale);
+        ci16_chunks_source src(test::quantize(sim.samples, scale), scale);
         io::sample_ring ring(300'000, io::overflow_policy::block, io::host_ring_allocator(false),
                              io::sample_ring::default_max_markers, scale);
         daemon::pipeline_options po;
