@@ -137,7 +137,7 @@ int main(int argc, char** argv)
     std::string json_path;
     int n_gpus = 0;
     double input_rate_hz = 0.0, clock_ppm = 0.0;
-    bool front_end = false, smoother = false, trellis = false;
+    bool front_end = false, smoother = false, trellis = false, both = false;
     CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
     cli::conventions(app, "paq-bench",
                      "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
@@ -149,6 +149,7 @@ int main(int argc, char** argv)
     app.add_flag("--front-end-correction", front_end, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
     app.add_flag("--phase-smoother", smoother, "Turn the phase smoother on (input with a 1 kHz Wiener linewidth)");
     app.add_flag("--trellis", trellis, "Detect with the trellis (receiver.detector trellis) instead of symbol by symbol");
+    app.add_flag("--both-detectors", both, "Detect both ways (receiver.detector both: twelve streams)")->excludes("--trellis");
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     const auto devices = bench::require_devices("paq-bench");
     if (devices.empty()) return 1;
@@ -179,6 +180,7 @@ int main(int argc, char** argv)
         sc.phase_noise_linewidth_hz = 1000.0;
     }
     if (trellis) rc.detector = detector_kind::trellis;
+    if (both) rc.detector = detector_kind::both;
     input_geometry geom;
     try {
         geom = make_input_geometry(rc);

@@ -54,13 +54,23 @@ struct source_config {
     }
 };
 
-/// The six UDP bitstreams. Default: every path to 127.0.0.1, ports 50000 (none) .. 50005
-/// (fde2), paced at 20000 datagrams/s in all: a batch's ~18600 datagrams leave over ~0.9 s
-/// (the batch period is 1.9 s) instead of in one 15 MB burst that overruns a tester's
-/// socket buffer. A `destinations:` mapping in the file enables exactly the paths it lists.
+/// The UDP bitstreams. Default: every stream to 127.0.0.1, ports 50000 (none) .. 50005 (fde2)
+/// and, when receiver.detector is both, 50006 (none_trellis) .. 50011 (fde2_trellis); paced at
+/// 20000 datagrams/s in all: a batch's ~18600 datagrams leave over ~0.9 s (the batch period is
+/// 1.9 s) instead of in one 15 MB burst that overruns a tester's socket buffer. A
+/// `destinations:` mapping in the file enables exactly the streams it lists.
 struct publisher_config {
     bool enabled = true;
     io::udp_publisher_config udp = default_udp();
+
+    /// The publisher's config for a receiver making `streams` streams (6, or 12 with detector
+    /// both): the destinations of the streams it does not make cleared.
+    [[nodiscard]] io::udp_publisher_config for_streams(int streams) const
+    {
+        io::udp_publisher_config c = udp;
+        for (std::size_t i = static_cast<std::size_t>(streams); i < c.destinations.size(); ++i) c.destinations[i].clear();
+        return c;
+    }
 
     [[nodiscard]] static io::udp_publisher_config default_udp()
     {

@@ -425,17 +425,18 @@ const section<pipeline_config>& pipeline_schema()
     return table;
 }
 
-using destination_list = std::array<std::string, dsp::chain::num_paths>;
+using destination_list = std::array<std::string, dsp::chain::max_streams>;
 
-/// publisher.destinations: one host:port per path name; only the paths listed are enabled.
+/// publisher.destinations: one host:port per stream name (dsp::stream_name); only the streams
+/// listed are enabled.
 const section<destination_list>& destinations_schema()
 {
     static const section<destination_list> table = [] {
         section<destination_list> s;
-        for (int i = 0; i < dsp::chain::num_paths; ++i) {
+        for (int i = 0; i < dsp::chain::max_streams; ++i) {
             const auto k = static_cast<std::size_t>(i);
             s.fields.push_back(leaf<destination_list>(
-                make_info(dsp::path_name(i), "string", "host:port", {}),
+                make_info(dsp::stream_name(i), "string", "host:port", {}),
                 [k](const YAML::Node& v, const YAML::Mark& km, const std::string& path, destination_list& d,
                     parse_context& ctx) { (void)read_text(v, km, path, d[k], ctx.errors); },
                 [k](const destination_list& d) -> std::optional<std::string> {
@@ -458,15 +459,19 @@ const section<publisher_config>& publisher_schema()
             return r;
         }();
         field_info dqe = make_info("dqe_id", "integer", "`stream` or " + dqe_range.text(),
-                                   {"", "DQE ID word (dqe, dqe-raw); `stream` puts the stream id 0..5 there (not "
+                                   {"", "DQE ID word (dqe, dqe-raw); `stream` puts the stream id 0..11 there (not "
                                         "IRIG-conformant)"});
         dqe.range = dqe_range;
         field<C> destinations;
         destinations.info = make_info(
             "destinations", "mapping",
-            "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2` to `host:port` or `[ipv6]:port` (port 1 .. 65535)",
-            {"", "if present, exactly the listed paths are enabled (at least one). Host names are resolved once, at start",
-             "all six, `127.0.0.1:50000` (none) .. `:50005` (fde2)"});
+            "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2`, `none_trellis` .. `fde2_trellis` to `host:port` "
+            "or `[ipv6]:port` (port 1 .. 65535)",
+            {"", "if present, exactly the listed streams are enabled (at least one). The `_trellis` streams exist with "
+                 "`receiver.detector: both`; listing one with another detector is an error. Host names are resolved "
+                 "once, at start",
+             "every stream the receiver makes, `127.0.0.1:50000` (none) .. `:50005` (fde2), with `detector: both` "
+             "also `:50006` (none_trellis) .. `:50011` (fde2_trellis)"});
         destinations.parse = [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c,
                                 parse_context& ctx) {
             destination_list d{};
@@ -668,6 +673,18 @@ const section<daemon_config>& daemon_schema()
             subsection<C>("metrics", metrics_schema(), at(&C::metrics)),
             subsection<C>("log", log_schema(), at(&C::log)),
         };
+        // Across sections: a trellis stream's destination needs the detector that makes it.
+        s.check = [](const C& c, const std::string&, const YAML::Mark&, parse_context& ctx) {
+            if (!c.publisher.enabled || c.receiver.detector == dsp::detector_kind::both) return;
+            for (int st = dsp::chain::num_paths; st < dsp::chain::max_streams; ++st) {
+                const std::string key = std::string("publisher.destinations.") + dsp::stream_name(st);
+                if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
+                    ctx.errors.add(it->second, key + ": a trellis stream, but receiver.detector is " +
+                                                   std::string(dsp::to_string(c.receiver.detector)) +
+                                                   " (the `_trellis` streams exist with `detector: both`)");
+                }
+            }
+        };
         return s;
     }();
     return table;
@@ -696,8 +713,12 @@ daemon_config load_daemon_config(const std::filesystem::path& file)
 
 std::string to_yaml(const daemon_config& c)
 {
+    // The destinations in effect: a stream the receiver does not make (a `_trellis` one
+    // without detector both) is not written, so the document reads back to the same streams.
+    daemon_config effective = c;
+    effective.publisher.udp = c.publisher.for_streams(c.receiver.streams());
     std::string out;
-    daemon_schema().emit(c, 0, out);
+    daemon_schema().emit(effective, 0, out);
     return out;
 }
 

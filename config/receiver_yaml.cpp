@@ -68,12 +68,16 @@ const section<dsp::receiver_config>& receiver_schema()
                            "`pll_bn_t` is not used with it. Costs the GPU backend about 17 ms per default batch (55x "
                            "real time instead of 130x)"}),
             choice<C>("detector", at(&C::detector),
-                      choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs}, {"trellis", dsp::detector_kind::trellis}},
+                      choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
+                                                      {"trellis", dsp::detector_kind::trellis},
+                                                      {"both", dsp::detector_kind::both}},
                       {"", "how the bits are decided (SIGNAL-CHAIN.md, \"Trellis detection\"): `sxs`, the symbol-by-symbol "
                            "OQPSK detector; `trellis`, sequence detection (max-log BCJR over 8 states per axis on a pulse "
                            "fitted per packet), 1.5-2x fewer errors on AWGN. Both backends (the GPU's bits are the CPU's "
                            "but where two paths' metrics are within rounding); its carrier phase is the PLL's, or the phase "
-                           "smoother's with `phase_smoother: 1`"}),
+                           "smoother's with `phase_smoother: 1`; `both`, every path decided both ways: twelve "
+                           "streams, `none` .. `fde2` symbol by symbol and `none_trellis` .. `fde2_trellis` (records, "
+                           "summaries, metrics, bitstreams 6 .. 11), for comparing the detectors side by side"}),
         };
         // Fields that failed to parse keep their (valid) defaults, so this reports only what
         // the schema cannot see on its own (today nothing: the ranges are validate()'s).

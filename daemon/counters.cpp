@@ -33,7 +33,7 @@ bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
 bool with_pattern(const S& s) { return s.have_pattern; }
 
-std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::num_paths>& a)
+std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::max_streams>& a)
 {
     std::uint64_t t = 0;
     for (const auto v : a) t += v;
@@ -131,6 +131,8 @@ const std::vector<scalar_metric> scalars = {
 };
 
 const dsp::path_summary& path(const S& s, int p) { return s.pipeline.tally.paths[static_cast<std::size_t>(p)]; }
+/// The run's output streams (the tally's: 6, or 12 with receiver.detector both).
+int streams(const S& s) { return static_cast<int>(s.pipeline.tally.paths.size()); }
 
 const std::vector<path_metric> per_path = {
     {"packets", C, "Packets decoded per path.", [](const S& s, int p) { return d(path(s, p).packets); }, nullptr, true},
@@ -289,8 +291,8 @@ std::string render_prometheus(const service_snapshot& s)
         if (!present(s, m.present)) continue;
         const auto n = prometheus_name(m);
         header(o, n, m.type, m.help);
-        for (int p = 0; p < dsp::chain::num_paths; ++p) {
-            o += n + "{path=\"" + std::string(dsp::path_name(p)) + "\"} " + number(m.value(s, p), false) + "\n";
+        for (int p = 0; p < streams(s); ++p) {
+            o += n + "{path=\"" + path(s, p).name + "\"} " + number(m.value(s, p), false) + "\n";
         }
     }
     for (const auto& m : histograms) {
@@ -319,8 +321,8 @@ nlohmann::json to_json(const service_snapshot& s)
     }
     j[gaps_by_reason_name] = gaps;
     nlohmann::json paths = nlohmann::json::array();
-    for (int p = 0; p < dsp::chain::num_paths; ++p) {
-        nlohmann::json e = {{"path", dsp::path_name(p)}};
+    for (int p = 0; p < streams(s); ++p) {
+        nlohmann::json e = {{"path", path(s, p).name}};
         for (const auto& m : per_path) {
             if (present(s, m.present)) e[m.name] = json_number(m.value(s, p), m.integral);
         }
@@ -364,8 +366,8 @@ std::vector<std::string> final_log_lines(const service_snapshot& s)
         line += " " + std::string(io::to_string(static_cast<io::gap_reason>(r))) + "=" + std::to_string(s.pipeline.gaps_by_reason[r]);
     }
     lines.push_back(line);
-    for (int p = 0; p < dsp::chain::num_paths; ++p) {
-        line = "path " + std::string(dsp::path_name(p)) + ":";
+    for (int p = 0; p < streams(s); ++p) {
+        line = "path " + path(s, p).name + ":";
         for (const auto& m : per_path) {
             if (present(s, m.present)) line += std::string(" ") + m.name + "=" + number(m.value(s, p), m.integral);
         }
@@ -427,9 +429,9 @@ std::string status_line(const service_snapshot& s, const service_snapshot* prev,
     if (v("batches_lost") != 0.0) line += " (" + n("batches_lost") + " lost)";
     line += " pkts " + n("packets_last_batch") + "/batch " + n("packets_found");
     line += " |";
-    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+    for (int p = 0; p < streams(s); ++p) {
         char buf[48];
-        const char* name = dsp::path_name(p);
+        const char* name = path(s, p).name.c_str();
         if (s.have_pattern) {
             if (path_value_of(s, "locked", p) != 0.0) std::snprintf(buf, sizeof buf, " %s %.1e", name, path_value_of(s, "ber", p));
             else std::snprintf(buf, sizeof buf, " %s nolock", name);

@@ -14,6 +14,9 @@
 //                a histogram and the build one line each
 //   status line  a fixed selection, read by name (value_of)
 //
+// "Per path" is per output stream: the six paths, or twelve with receiver.detector both (the
+// trellis's named `mmse_trellis` etc., dsp::stream_name), as many as the tally has.
+//
 // A counter that does not apply (VITA-49 counters for another source, the publisher's when it
 // is off, the PN counts without a pattern) is absent from all of them.
 #pragma once
@@ -55,7 +58,7 @@ struct service_snapshot {
     };
     std::optional<zmq_values> zmq;  ///< ZeroMQ sources only
     struct publisher_values {
-        std::array<std::uint64_t, dsp::chain::num_paths> datagrams_sent{}, send_errors{};
+        std::array<std::uint64_t, dsp::chain::max_streams> datagrams_sent{}, send_errors{};  ///< per stream
         std::uint64_t packets_published = 0;
     };
     std::optional<publisher_values> publisher;  ///< publisher enabled

@@ -75,7 +75,7 @@ int run_live(const live_options& opt)
         }
         if (udp) {
             service_snapshot::publisher_values pv;
-            for (int k = 0; k < dsp::chain::num_paths; ++k) {
+            for (int k = 0; k < dsp::chain::max_streams; ++k) {
                 pv.datagrams_sent[static_cast<std::size_t>(k)] = udp->counters(k).datagrams_sent.load();
                 pv.send_errors[static_cast<std::size_t>(k)] = udp->counters(k).send_errors.load();
             }
@@ -106,7 +106,7 @@ int run_live(const live_options& opt)
         spdlog::info("rates: input {:.6g} MS/s, bit rate {:.6g} Mbit/s: {:.4g} samples per bit{}", rate / 1e6,
                      rc.bit_rate_hz / 1e6, rate / rc.bit_rate_hz, rc.input_ratio() != 1.0 ? ", resampled to 2" : "");
         if (!cfg.records.base.empty()) {
-            records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate, 2.0 * rc.bit_rate_hz);
+            records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate, 2.0 * rc.bit_rate_hz, rc.streams());
             spdlog::info("records: {} (one row per {} packet(s)), channel every {} packet(s)",
                          records->packets_path().string(), cfg.records.decimation, cfg.records.channel_decimation);
         }
@@ -152,7 +152,7 @@ int run_live(const live_options& opt)
             po.on_time = [r = rec.get()](std::int64_t utc_ns, std::size_t offset) { r->timestamp(utc_ns, offset); };
         }
         if (cfg.publisher.enabled) {
-            udp = std::make_unique<io::udp_publisher>(cfg.publisher.udp);
+            udp = std::make_unique<io::udp_publisher>(cfg.publisher.for_streams(rc.streams()));
             spdlog::info("publisher: {}", udp->describe());
         } else {
             spdlog::warn("publisher disabled: no bitstreams go out (publisher.enabled: false)");

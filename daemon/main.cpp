@@ -63,9 +63,9 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({"on", "off"}));
     std::string detector;
     replay->add_option("--detector", detector,
-                       "How the bits are decided: sxs (symbol by symbol) or trellis (sequence detection) (default: "
-                       "receiver.detector, sxs)")
-        ->check(CLI::IsMember({"sxs", "trellis"}));
+                       "How the bits are decided: sxs (symbol by symbol), trellis (sequence detection), or both (twelve "
+                       "streams, side by side) (default: receiver.detector, sxs)")
+        ->check(CLI::IsMember({"sxs", "trellis", "both"}));
     replay->add_option("--pattern", pattern, "Data pattern for BER counting: pn9 .. pn31")->capture_default_str();
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
@@ -162,7 +162,11 @@ int main(int argc, char** argv)
         if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
         if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
         if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;
-        if (!detector.empty()) opt.receiver.detector = detector == "trellis" ? dsp::detector_kind::trellis : dsp::detector_kind::sxs;
+        if (!detector.empty()) {
+            opt.receiver.detector = detector == "both"      ? dsp::detector_kind::both
+                                    : detector == "trellis" ? dsp::detector_kind::trellis
+                                                            : dsp::detector_kind::sxs;
+        }
         const auto errors = opt.receiver.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) spdlog::error("{}", e);

@@ -44,7 +44,8 @@ pipeline::pipeline(pipeline_options opt, io::sample_source& source, io::sample_r
             }),
       publish_(std::move(publish)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),
-      tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples())
+      tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples(),
+             opt_.receiver.streams())
 {
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("pipeline: the sample rate must be positive");
     // The ring's width is the source's (a source never switches: sample_source::ci16_scale()).

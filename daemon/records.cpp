@@ -71,9 +71,13 @@ int write_all(int fd, std::string_view data)
 }  // namespace
 
 records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern,
-                               double sample_rate_hz, double chain_rate_hz)
-    : cfg_(cfg), pattern_(pattern), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz)
+                               double sample_rate_hz, double chain_rate_hz, int streams)
+    : cfg_(cfg), pattern_(pattern), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz),
+      streams_(streams)
 {
+    if (streams != dsp::chain::num_paths && streams != dsp::chain::max_streams) {
+        throw std::invalid_argument("records: " + std::to_string(streams) + " streams (6 or 12)");
+    }
     if (cfg.decimation < 1 || cfg.channel_decimation < 1) {
         throw std::invalid_argument("records: decimation and channel_decimation must be >= 1");
     }
@@ -89,15 +93,15 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
     }
     if (pattern_) {
         // Packets are L_pkt chain samples apart: L_pkt x fs / chain_fs input samples.
-        for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        for (int p = 0; p < streams_; ++p) {
             counters_.emplace_back(*pattern_, static_cast<double>(waveform::L_pkt) * fs_ / chain_fs_);
         }
     }
     std::string& ph = packets_file_.header;
     ph = "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
          "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags,clock_ppm,iq_gain_db,iq_phase_deg,dc_dbc";
-    for (int p = 0; p < dsp::chain::num_paths; ++p) {
-        const std::string n = dsp::path_name(p);
+    for (int p = 0; p < streams_; ++p) {
+        const std::string n = dsp::stream_name(p);
         ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
     }
     // The packet start in UTC when the source gives time (docs/RECORDS.md); empty otherwise.
@@ -178,7 +182,7 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
                   rec.clock_ppm, fe[0], fe[1], fe[2]);
     std::string& out = packets_file_.pending;
     out += buf;
-    for (std::size_t p = 0; p < dsp::chain::num_paths; ++p) {
+    for (std::size_t p = 0; p < static_cast<std::size_t>(streams_); ++p) {
         if (pattern_) {
             std::snprintf(buf, sizeof buf, ",%llu,%llu,%.4g,%llu", static_cast<unsigned long long>(g_.bits[p]),
                           static_cast<unsigned long long>(g_.errors[p]), g_.bep_sum[p] / g_.packets,
@@ -199,12 +203,16 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
 void records_writer::add(const dsp::batch_output& out)
 {
     if (closed_) return;
+    if (out.streams != streams_) {
+        throw std::invalid_argument("records: a batch with " + std::to_string(out.streams) + " streams, the files have columns for " +
+                                    std::to_string(streams_));
+    }
     for (std::size_t i = 0; i < out.packets.size(); ++i) {
         const auto& rec = out.packets[i];
         ++packets_;
         ++g_.packets;
         g_.flags |= rec.flags;
-        for (std::size_t p = 0; p < dsp::chain::num_paths; ++p) {
+        for (std::size_t p = 0; p < static_cast<std::size_t>(streams_); ++p) {
             if (pattern_) {
                 auto& c = counters_[p];
                 const auto before = c.counts();

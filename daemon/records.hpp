@@ -30,13 +30,16 @@ public:
     /// \param sample_rate_hz the input's rate (start samples are input indices)
     /// \param chain_rate_hz the chain's rate, 2 x the bit rate (CFO and channel taps refer to
     /// it); 0: the same as sample_rate_hz
+    /// \param streams output streams per packet (receiver_config::streams(): 6, or 12 with
+    /// detector both), one group of columns each
     records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern, double sample_rate_hz,
-                   double chain_rate_hz = 0.0);
+                   double chain_rate_hz = 0.0, int streams = dsp::chain::num_paths);
     ~records_writer();
     records_writer(const records_writer&) = delete;
     records_writer& operator=(const records_writer&) = delete;
 
-    /// The packets of one batch, in batch order. The batch's rows reach the files before
+    /// The packets of one batch, in batch order, with the writer's number of streams
+    /// (std::invalid_argument otherwise). The batch's rows reach the files before
     /// add() returns (one write per file per batch), so rows() counts only rows that are in
     /// the file. A failed write (disk full) does not throw: the batch's rows are counted in
     /// rows_lost(), the file is cut back to its last whole row, the failure is logged once
@@ -62,8 +65,8 @@ private:
     struct group {
         std::uint32_t packets = 0;
         std::uint32_t flags = 0;
-        std::array<std::uint64_t, dsp::chain::num_paths> bits{}, errors{}, known_errors{};
-        std::array<double, dsp::chain::num_paths> bep_sum{};
+        std::array<std::uint64_t, dsp::chain::max_streams> bits{}, errors{}, known_errors{};
+        std::array<double, dsp::chain::max_streams> bep_sum{};
     };
     /// One CSV file written with plain write(2): no hidden buffer between a counted row and
     /// the file. Counters are atomic: the metrics thread reads them while add() runs.
@@ -86,6 +89,7 @@ private:
     std::optional<dsp::pn_pattern> pattern_;
     double fs_;
     double chain_fs_;
+    int streams_;
     csv_file packets_file_, channel_file_;
     std::vector<dsp::stream_ber_counter> counters_;
     group g_;

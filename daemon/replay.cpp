@@ -54,7 +54,7 @@ replay_result run_replay(const replay_options& opt)
     res.resampled = rc.input_ratio() != 1.0;
     const auto kind = runtime::resolve_backend(opt.backend);
     std::unique_ptr<records_writer> records;
-    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz);
+    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams());
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
     // most of a second) while the run reads the first windows. One worker per GPU; the CPU
     // backend is one worker using receiver.cpu_threads threads. The maker is joined before
@@ -143,10 +143,15 @@ void print_table(const replay_result& r, std::ostream& os)
            << " dBc\n";
     }
     os << "\n";
-    os << "  path   packets        bits    errors         BER   sync\n";
+    // The name column as wide as the longest stream name (mmse_trellis with detector both).
+    int name_w = 5;
+    for (const auto& p : s.paths) name_w = std::max(name_w, static_cast<int>(p.name.size()));
+    char head[96];
+    std::snprintf(head, sizeof head, "  %-*s %8s %11s %9s %11s   sync\n", name_w, "path", "packets", "bits", "errors", "BER");
+    os << head;
     for (const auto& p : s.paths) {
         char line[160];
-        std::snprintf(line, sizeof line, "  %-5s %8llu %11llu %9llu %11.3e   %s\n", p.name.c_str(),
+        std::snprintf(line, sizeof line, "  %-*s %8llu %11llu %9llu %11.3e   %s\n", name_w, p.name.c_str(),
                       static_cast<unsigned long long>(p.packets), static_cast<unsigned long long>(p.bits_checked),
                       static_cast<unsigned long long>(p.bit_errors), p.ber,
                       p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK");

@@ -135,7 +135,9 @@ struct packet_record {
     std::int32_t channel_first_tap = 0;  ///< that support's first tap (-12 .. 0, relative to the main path)
     std::int32_t channel_last_tap = 0;   ///< and its last tap (0 .. 25)
     std::array<cf64, chain::L_ch> h{};  ///< channel estimate, taps -N1 .. N2
-    std::array<path_stats, chain::num_paths> paths{};
+    /// Per output stream (batch_output::streams of them are set: the six paths, or twelve with
+    /// receiver.detector both, dsp::stream_name).
+    std::array<path_stats, chain::max_streams> paths{};
     /// The transmitter's bit clock against the sample clock at this packet (ppm, > 0: the
     /// transmitter is fast), from the spacing of the packet starts (dsp/clock_recovery.hpp);
     /// 0 when not estimated.
@@ -154,24 +156,32 @@ struct packet_record {
 
 struct batch_output {
     std::uint64_t batch_index = 0;
+    /// Output streams per packet: 6 (the paths), or 12 with receiver.detector both (streams
+    /// 6 .. 11 the paths decided by the trellis; dsp::output_streams, dsp::stream_name).
+    int streams = chain::num_paths;
     std::vector<packet_record> packets;         ///< in start order
-    std::vector<std::uint8_t> bits;             ///< [packet][path][768 bytes], MSB first
+    std::vector<std::uint8_t> bits;             ///< [packet][stream][768 bytes], MSB first
     std::uint64_t truncated_packets = 0;        ///< preambles whose packet a gap or the end cut
     std::uint64_t nonfinite_samples = 0;        ///< in the owned range's packets
 
-    /// Empty again for batch `index`, the vectors' capacity kept (a backend's process() starts so).
-    void reset(std::uint64_t index) noexcept
+    /// Empty again for batch `index` with `streams_per_packet` streams, the vectors' capacity
+    /// kept (a backend's process() starts so).
+    void reset(std::uint64_t index, int streams_per_packet) noexcept
     {
         batch_index = index;
+        streams = streams_per_packet;
         packets.clear();
         bits.clear();
         truncated_packets = 0;
         nonfinite_samples = 0;
     }
 
-    [[nodiscard]] const std::uint8_t* packet_bits(std::size_t packet, int path) const noexcept
+    /// Bytes of bits per packet: streams x 768.
+    [[nodiscard]] std::size_t packet_bytes() const noexcept { return static_cast<std::size_t>(streams) * packed_data_bytes; }
+
+    [[nodiscard]] const std::uint8_t* packet_bits(std::size_t packet, int stream) const noexcept
     {
-        return bits.data() + (packet * chain::num_paths + static_cast<std::size_t>(path)) * packed_data_bytes;
+        return bits.data() + (packet * static_cast<std::size_t>(streams) + static_cast<std::size_t>(stream)) * packed_data_bytes;
     }
 };
 

@@ -73,7 +73,7 @@ struct cpu_backend::impl {
           clock_design(design_resampler(1.0))
     {
         taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_spec);
-        if (c.detector == detector_kind::trellis) {
+        if (c.trellis_on()) {
             const double n = static_cast<double>(c.fft_size);
             trellis_lp.resize(c.fft_size);
             for (std::size_t k = 0; k < c.fft_size; ++k) {
@@ -178,22 +178,24 @@ struct cpu_backend::impl {
                 w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
             std::uint8_t* path_bits = bits_out + static_cast<std::size_t>(p) * packed_data_bytes;
-            if (cfg.detector == detector_kind::trellis) {
-                // The trellis takes its carrier phase (and the bits its pulse is fitted from)
-                // from the symbol-by-symbol detector: the PLL's, or the phase smoother's.
-                if (cfg.phase_smoother) {
-                    (void)detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth, &w.trace);
-                } else {
-                    (void)detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
-                }
-                for (std::size_t k = 0; k < n; ++k) w.eq[k] = w.r_spec[k] * w.c_spec[k] * trellis_lp[k];
-                inv.execute(w.eq.data(), w.eq.data());
-                rec.paths[static_cast<std::size_t>(p)] =
-                    detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace, w.trace.known_errors, path_bits, w.trellis);
+            auto& sxs_stats = rec.paths[static_cast<std::size_t>(p)];
+            if (!cfg.trellis_on()) {
+                sxs_stats = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth)
+                                               : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
                 continue;
             }
-            rec.paths[static_cast<std::size_t>(p)] = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth)
-                                                                        : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
+            // The trellis takes its carrier phase (and the bits its pulse is fitted from) from
+            // the symbol-by-symbol detector: the PLL's, or the phase smoother's. With `both`
+            // the symbol-by-symbol bits are stream p and the trellis's stream p + 6; with
+            // `trellis` the trellis's replace them.
+            sxs_stats = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth, &w.trace)
+                                           : detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
+            const bool both = cfg.detector == detector_kind::both;
+            const std::size_t ts = both ? static_cast<std::size_t>(p + num_paths) : static_cast<std::size_t>(p);
+            for (std::size_t k = 0; k < n; ++k) w.eq[k] = w.r_spec[k] * w.c_spec[k] * trellis_lp[k];
+            inv.execute(w.eq.data(), w.eq.data());
+            rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace, w.trace.known_errors,
+                                                  bits_out + ts * packed_data_bytes, w.trellis);
         }
     }
 };
@@ -236,7 +238,7 @@ void cpu_backend::process(const sample_batch& in, batch_output& out)
 
 void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& out)
 {
-    out.reset(batch.index);
+    out.reset(batch.index, cfg.streams());
     const std::size_t len = batch.samples.size();
     if (len < detector_span) return;
 
@@ -250,13 +252,13 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
     std::vector<double> ppm;
     const auto steps = clock_steps(batch, metric, found, t.template_offset, cfg, ppm);
     out.packets.resize(np);
-    out.bits.assign(np * num_paths * packed_data_bytes, 0);
+    out.bits.assign(np * out.packet_bytes(), 0);
     const int nthreads = threads;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads)
     for (std::size_t i = 0; i < np; ++i) {
         auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
-        packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * num_paths * packed_data_bytes, w, steps[i]);
+        packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i]);
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];

@@ -20,7 +20,8 @@ public:
     [[nodiscard]] std::string name() const override { return "cpu"; }
 
     /// One packet whose start is at window index `start` (may be near the window's edges:
-    /// samples outside are read as zero). Used by process() and by the tests.
+    /// samples outside are read as zero). bits_out: the packet's streams, receiver_config::streams()
+    /// x 768 bytes. Used by process() and by the tests.
     void process_packet(const cf32* window, std::size_t window_len, long long start, packet_record& rec,
                         std::uint8_t* bits_out);
 

@@ -63,7 +63,9 @@ std::vector<std::string> receiver_config::validate() const
     if (clock_tracking != 0 && clock_tracking != 1) e.push_back(bad("clock_tracking", clock_tracking, "0 (off) or 1 (on)"));
     if (!(clock_min_ppm >= 0.0 && clock_min_ppm <= 100.0)) e.push_back(bad("clock_min_ppm", clock_min_ppm, "0 .. 100"));
     if (phase_smoother != 0 && phase_smoother != 1) e.push_back(bad("phase_smoother", phase_smoother, "0 (the PLL alone) or 1 (the phase smoother)"));
-    if (detector != detector_kind::sxs && detector != detector_kind::trellis) e.push_back("detector: not sxs or trellis");
+    if (detector != detector_kind::sxs && detector != detector_kind::trellis && detector != detector_kind::both) {
+        e.push_back("detector: not sxs, trellis or both");
+    }
     if (front_end_correction < -1 || front_end_correction > 1) {
         e.push_back(bad("front_end_correction", front_end_correction, "-1 (auto: on for radio and network sources), 0 (off) or 1 (on)"));
     }
@@ -75,6 +77,7 @@ std::string_view to_string(detector_kind d) noexcept
     switch (d) {
     case detector_kind::sxs: return "sxs";
     case detector_kind::trellis: return "trellis";
+    case detector_kind::both: return "both";
     }
     return "?";
 }

@@ -2,6 +2,7 @@
 // measurements behind each default are in docs/SIGNAL-CHAIN.md. config/ binds it to YAML.
 #pragma once
 
+#include "dsp/receiver_tables.hpp"
 #include "dsp/waveform.hpp"
 
 #include <cstddef>
@@ -17,8 +18,16 @@ namespace paq::dsp {
 inline constexpr double max_input_ratio = 3.2;
 
 /// receiver_config::detector.
-enum class detector_kind : std::uint8_t { sxs, trellis };
+enum class detector_kind : std::uint8_t { sxs, trellis, both };
 [[nodiscard]] std::string_view to_string(detector_kind d) noexcept;
+
+/// Output streams per packet (batch_output::streams): the six paths, each decided once by the
+/// detector; with `both`, twelve: streams 0 .. 5 decided symbol by symbol, 6 .. 11 the same
+/// paths by the trellis (dsp::stream_name).
+[[nodiscard]] constexpr int output_streams(detector_kind d) noexcept
+{
+    return d == detector_kind::both ? chain::max_streams : chain::num_paths;
+}
 
 struct receiver_config {
     /// New samples per batch window (SPEC 3). 1 <= batch_samples; default 1.9065 s.
@@ -77,8 +86,14 @@ struct receiver_config {
     /// How the bits are decided (issue 14; docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the
     /// symbol-by-symbol OQPSK detector (dsp::detect_packet), or trellis, sequence detection on
     /// the equalized signal (dsp::detect_packet_trellis, carrier phase from the PLL, or from
-    /// the phase smoother with phase_smoother 1). Both backends (gpu/trellis.cu on the GPU).
+    /// the phase smoother with phase_smoother 1), or both: every path decided both ways,
+    /// twelve output streams (output_streams). Both backends (gpu/trellis.cu on the GPU).
     detector_kind detector = detector_kind::sxs;
+
+    /// Output streams per packet: output_streams(detector).
+    [[nodiscard]] int streams() const noexcept { return output_streams(detector); }
+    /// Whether the trellis runs (detector trellis or both).
+    [[nodiscard]] bool trellis_on() const noexcept { return detector != detector_kind::sxs; }
 
     /// Whether the backends correct the front end: front_end_correction == 1.
     [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction == 1; }

@@ -12,13 +12,29 @@
 
 namespace paq::dsp {
 
-run_tally::run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples) : sample_rate_hz_(chain_rate_hz)
+std::vector<path_summary> stream_summaries(int streams)
 {
-    for (int p = 0; p < chain::num_paths; ++p) counters_.emplace_back(pattern, packet_spacing_samples);
+    std::vector<path_summary> v(static_cast<std::size_t>(std::max(streams, 0)));
+    for (std::size_t p = 0; p < v.size(); ++p) v[p].name = stream_name(static_cast<int>(p));
+    return v;
+}
+
+run_tally::run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams)
+    : sample_rate_hz_(chain_rate_hz)
+{
+    if (streams != chain::num_paths && streams != chain::max_streams) {
+        throw std::invalid_argument("run_tally: " + std::to_string(streams) + " streams (6 or 12)");
+    }
+    for (int p = 0; p < streams; ++p) counters_.emplace_back(pattern, packet_spacing_samples);
+    bep_sum_.assign(static_cast<std::size_t>(streams), 0.0);
 }
 
 void run_tally::add(const batch_output& out)
 {
+    if (static_cast<std::size_t>(out.streams) != counters_.size()) {
+        throw std::invalid_argument("run_tally: a batch with " + std::to_string(out.streams) + " streams, the tally counts " +
+                                    std::to_string(counters_.size()));
+    }
     ++s_.batches;
     s_.packets_truncated += out.truncated_packets;
     s_.nonfinite_samples += out.nonfinite_samples;
@@ -35,9 +51,9 @@ void run_tally::add(const batch_output& out)
         ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
     }
-    // The paths' PN counters are independent: one thread each, every packet in order.
+    // The streams' PN counters are independent: one thread each, every packet in order.
 #pragma omp parallel for schedule(static, 1) if (out.packets.size() >= 64)
-    for (int p = 0; p < chain::num_paths; ++p) {
+    for (int p = 0; p < out.streams; ++p) {
         auto& counter = counters_[static_cast<std::size_t>(p)];
         double bep = 0.0;
         for (std::size_t i = 0; i < out.packets.size(); ++i) {
@@ -92,11 +108,12 @@ run_summary run_tally::summary() const
         s.mean_iq_phase_deg = front_end_.iq_phase_deg();
         s.mean_dc_dbc = front_end_.dc_dbc();
     }
-    for (int p = 0; p < chain::num_paths; ++p) {
-        const auto& c = counters_[static_cast<std::size_t>(p)];
+    s.paths = stream_summaries(static_cast<int>(counters_.size()));
+    for (std::size_t p = 0; p < counters_.size(); ++p) {
+        const auto& c = counters_[p];
         const auto k = c.counts();
-        auto& ps = s.paths[static_cast<std::size_t>(p)];
-        ps.name = path_name(p);
+        auto& ps = s.paths[p];
+        ps.name = stream_name(static_cast<int>(p));
         ps.packets = c.packets();
         ps.bits_checked = k.bits_checked;
         ps.bit_errors = k.bit_errors;
@@ -104,9 +121,8 @@ run_summary run_tally::summary() const
         ps.resyncs = k.resyncs;
         ps.locked = k.locked;
         ps.ber = c.ber();
-        ps.bep_estimate_sum = bep_sum_[static_cast<std::size_t>(p)];
-        ps.mean_bep_estimate =
-            s.packets_found ? bep_sum_[static_cast<std::size_t>(p)] / static_cast<double>(s.packets_found) : 0.0;
+        ps.bep_estimate_sum = bep_sum_[p];
+        ps.mean_bep_estimate = s.packets_found ? bep_sum_[p] / static_cast<double>(s.packets_found) : 0.0;
     }
     s.packets_skipped = counters_[0].packets_skipped();
     return s;

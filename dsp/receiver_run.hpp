@@ -47,6 +47,9 @@ struct run_timing {
     std::uint64_t windows_locked = 0;  ///< of them, page-locked by the backend (pin_host_memory)
 };
 
+/// `streams` empty path summaries named by dsp::stream_name (none .. fde2[_trellis]).
+[[nodiscard]] std::vector<path_summary> stream_summaries(int streams);
+
 struct run_summary {
     std::uint64_t samples = 0;
     std::uint64_t batches = 0;
@@ -74,7 +77,9 @@ struct run_summary {
     double mean_iq_gain_db = 0.0;
     double mean_iq_phase_deg = 0.0;
     double mean_dc_dbc = -300.0;
-    std::array<path_summary, chain::num_paths> paths{};
+    /// One per output stream (run_tally's streams: the six paths, or twelve with detector both),
+    /// named by dsp::stream_name.
+    std::vector<path_summary> paths = stream_summaries(chain::num_paths);
     run_timing timing;  ///< filled by run_receiver
 };
 
@@ -103,9 +108,10 @@ public:
     /// \param chain_rate_hz the chain's sample rate, 2 x the bit rate (CFOs in rad/sample refer
     /// to it, whatever the input's rate)
     /// \param packet_spacing_samples input samples between packet starts (input_geometry)
-    run_tally(pn_pattern pattern, double chain_rate_hz,
-              double packet_spacing_samples = static_cast<double>(waveform::L_pkt));
-    /// One batch output, in batch order.
+    /// \param streams output streams per packet (receiver_config::streams(): 6, or 12)
+    run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams);
+    /// One batch output, in batch order, with the tally's number of streams
+    /// (std::invalid_argument otherwise).
     void add(const batch_output& out);
     /// Samples that went into the receiver (for the summary's sample count).
     void add_samples(std::uint64_t n) noexcept { samples_ += n; }
@@ -116,7 +122,7 @@ private:
     run_summary s_;
     std::uint64_t samples_ = 0;
     std::vector<stream_ber_counter> counters_;
-    std::array<double, chain::num_paths> bep_sum_{};
+    std::vector<double> bep_sum_;
     double cfo_sum_ = 0.0;
     double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;

@@ -34,6 +34,15 @@ const char* path_name(eq_path p) noexcept
     return "?";
 }
 
+const char* stream_name(int stream) noexcept
+{
+    static constexpr const char* trellis_names[chain::num_paths] = {"none_trellis", "zf_trellis",   "mmse_trellis",
+                                                                     "cma_trellis",  "fde1_trellis", "fde2_trellis"};
+    if (stream >= 0 && stream < chain::num_paths) return path_name(stream);
+    if (stream >= chain::num_paths && stream < chain::max_streams) return trellis_names[stream - chain::num_paths];
+    return "?";
+}
+
 std::array<cf64, 32> quantized_preamble_template()
 {
     // Thesis eq. 3.5. L1: +1, L2: -1, L3: +j, L4: -j; L5/L6: real part +-0.7071;

@@ -22,12 +22,22 @@ inline constexpr int L_eq = L1 + L2 + 1;      ///< 186
 inline constexpr int hno_half = 10;           ///< h_NO taps -10 .. 10
 inline constexpr int L_hno = 2 * hno_half + 1;
 inline constexpr int num_paths = 6;
+/// Output streams a packet can have: the six paths detected twice (receiver.detector: both).
+inline constexpr int max_streams = 2 * num_paths;
 }  // namespace chain
 
 /// The six output paths, in output order.
 enum class eq_path : int { none = 0, zf = 1, mmse = 2, cma = 3, fde1 = 4, fde2 = 5 };
 [[nodiscard]] const char* path_name(eq_path p) noexcept;
 [[nodiscard]] inline const char* path_name(int p) noexcept { return path_name(static_cast<eq_path>(p)); }
+
+/// An output stream's name (bitstream ids, records columns, metrics labels, summaries):
+/// streams 0 .. 5 are the paths by their names, whichever detector decided them; with
+/// receiver.detector both, streams 6 .. 11 are the same paths decided by the trellis:
+/// `none_trellis` .. `fde2_trellis`. "?" outside 0 .. 11.
+[[nodiscard]] const char* stream_name(int stream) noexcept;
+/// The path a stream carries: stream mod 6.
+[[nodiscard]] constexpr eq_path stream_path(int stream) noexcept { return static_cast<eq_path>(stream % chain::num_paths); }
 
 struct receiver_tables {
     // --- preamble detection (SPEC 3, thesis eqs. 3.2-3.5)

@@ -243,7 +243,7 @@ struct chain_part {
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets),
-          det(dev, max_packets * num_paths, c.phase_smoother != 0, c.detector == dsp::detector_kind::trellis),
+          det(dev, max_packets * num_paths, c.phase_smoother != 0, c.trellis_on()),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
@@ -257,7 +257,7 @@ struct chain_part {
           hno(hno_dev),
           psi(psi_dev),
           lp(lp_dev),
-          trellis(c.detector == dsp::detector_kind::trellis ? std::make_unique<stream_trellis>(max_packets * num_paths) : nullptr),
+          trellis(c.trellis_on() ? std::make_unique<stream_trellis>(max_packets * num_paths) : nullptr),
           zero_load(max_packets),
           load(max_packets),
           tau(max_packets),
@@ -270,8 +270,8 @@ struct chain_part {
           ok_zf_lev(solver ? max_packets : 0),
           acq(dsp::make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
           track(dsp::make_pll_gains(c.phase_smoother != 0 ? dsp::smoother::bootstrap_bn_t : c.pll_bn_t, c.pll_damping)),
-          bits_host(max_packets * num_paths * dsp::packed_data_bytes),
-          stats_host(max_packets * num_paths),
+          bits_host(max_packets * static_cast<std::size_t>(c.streams()) * dsp::packed_data_bytes),
+          stats_host(max_packets * static_cast<std::size_t>(c.streams())),
           h_host(max_packets * L_ch),
           cfo_host(max_packets),
           sigma2_host(max_packets),
@@ -361,7 +361,7 @@ struct cuda_backend::impl {
           n_parts(static_cast<std::size_t>(np)),
           hno(n_fft),
           psi(n_fft),
-          lp(c.detector == dsp::detector_kind::trellis ? n_fft : 0),
+          lp(c.trellis_on() ? n_fft : 0),
           geom(dsp::make_input_geometry(c)),
           clock(c.clock_tracking != 0)
     {
@@ -628,6 +628,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     // The packet records start value-initialized; the bits keep their contents (every
     // packet's six paths are written below), so a reused output costs no memset.
     out.batch_index = batch.index;
+    out.streams = m.cfg.streams();
     out.packets.clear();
     out.truncated_packets = 0;
     out.nonfinite_samples = 0;
@@ -702,7 +703,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     // pages are touched now and not while the last part's records are filled (a full batch
     // is about 17 MB of fresh memory; faulting it in took 3 ms at the end before).
     out.packets.resize(capacity);
-    out.bits.resize(capacity * num_paths * dsp::packed_data_bytes);
+    out.bits.resize(capacity * out.packet_bytes());
     double records_ms = 0.0;
     std::size_t filled = 0;
     {
@@ -710,7 +711,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         for (std::size_t k = 0; k < n_active; ++k) records_ms += m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
     }
     out.packets.resize(filled);
-    out.bits.resize(filled * num_paths * dsp::packed_data_bytes);
+    out.bits.resize(filled * out.packet_bytes());
 
     if (timed && n_active > 0) {
         m.last.parts = static_cast<int>(n_active);
@@ -850,8 +851,8 @@ void chain_part::enqueue_back(bool timed, bool clock)
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
-        // Detected with the symbol-by-symbol detector's phase; its bits and BEP estimates
-        // replace the detector's.
+        // Detected with the symbol-by-symbol detector's phase, its pulse fitted on that
+        // detector's bits.
         m.trellis->detect_device(np * num_paths, m.det.device_theta(), m.det.device_bits(), m.det.device_stats(), s);
         stage_done(cuda_backend::stage::trellis);
     }
@@ -864,8 +865,21 @@ void chain_part::enqueue_back(bool timed, bool clock)
     back(m.truncated_host.data(), found.truncated, sizeof(unsigned long long));
     back(m.starts_host.data(), found.starts, np * sizeof(long long));
     back(m.metrics_host.data(), found.metrics, np * sizeof(float));
-    back(m.bits_host.data(), m.det.device_bits(), np * num_paths * dsp::packed_data_bytes);
-    back(m.stats_host.data(), m.det.device_stats(), np * num_paths * sizeof(dsp::path_stats));
+    // The bits and stats of each detector the config asks for (sxs, trellis, or sxs then
+    // trellis): host layout [detector][packet][path].
+    {
+        const std::size_t n_bits = np * num_paths * dsp::packed_data_bytes, n_stats = np * num_paths;
+        std::size_t d = 0;
+        if (m.cfg.detector != dsp::detector_kind::trellis) {
+            back(m.bits_host.data(), m.det.device_bits(), n_bits);
+            back(m.stats_host.data(), m.det.device_stats(), n_stats * sizeof(dsp::path_stats));
+            ++d;
+        }
+        if (m.trellis) {
+            back(m.bits_host.data() + d * n_bits, m.trellis->device_bits(), n_bits);
+            back(m.stats_host.data() + d * n_stats, m.trellis->device_stats(), n_stats * sizeof(dsp::path_stats));
+        }
+    }
     back(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32));
     back(m.cfo_host.data(), d.cfo, np * sizeof(double));
     back(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
@@ -893,14 +907,20 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
     const std::size_t first_packet = filled;
     if (first_packet + found_np > out.packets.size()) throw std::logic_error("cuda backend: output smaller than the parts' packets");
     filled += found_np;
-    constexpr std::size_t packet_bytes = num_paths * dsp::packed_data_bytes;
+    // Per packet, each detector's six paths (host layout [detector][packet][path]) to the
+    // output's [packet][stream].
+    constexpr std::size_t path_block = num_paths * dsp::packed_data_bytes;
+    const std::size_t detectors = static_cast<std::size_t>(out.streams / num_paths);
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
     // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
 #pragma omp parallel for schedule(static) reduction(+ : nonfinite_total)
     for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
         const auto p = static_cast<std::size_t>(pi);
-        std::memcpy(out.bits.data() + (first_packet + p) * packet_bytes, m.bits_host.data() + p * packet_bytes, packet_bytes);
+        for (std::size_t d = 0; d < detectors; ++d) {
+            std::memcpy(out.bits.data() + ((first_packet + p) * detectors + d) * path_block, m.bits_host.data() + (d * m.max_packets + p) * path_block,
+                        path_block);
+        }
         auto& rec = out.packets[first_packet + p];
         // Resampling: the start as an input sample index (dsp::input_index, as the CPU's).
         rec.start_sample = m.plan_now.resampling ? dsp::input_index(batch, m.plan_now.m_begin + static_cast<std::uint64_t>(m.starts_host[p]), geom)
@@ -931,7 +951,11 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
         rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
                                       !m.ok_zf_host[p] || !m.ok_mmse_host[p]);
-        for (int path = 0; path < num_paths; ++path) rec.paths[static_cast<std::size_t>(path)] = m.stats_host[p * num_paths + static_cast<std::size_t>(path)];
+        for (std::size_t d = 0; d < detectors; ++d) {
+            for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
+                rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];
+            }
+        }
         nonfinite_total += rec.nonfinite_samples;
     }
     out.nonfinite_samples += nonfinite_total;

@@ -64,6 +64,8 @@ struct warp_shared {
 __device__ inline double dmin(double a, double b) { return a < b ? a : b; }
 
 __global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
+                                                             const unsigned char* __restrict__ sxs_bits,
+                                                             const dsp::path_stats* __restrict__ sxs_stats,
                                                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
                                                              double* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
@@ -76,7 +78,8 @@ __global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restri
     float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
-    for (int i = lane; i < data_bytes; i += 32) sh.sxs[i] = bs[i];
+    const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(s) * data_bytes;
+    for (int i = lane; i < data_bytes; i += 32) sh.sxs[i] = sxs[i];
     __syncwarp();
     // a_k: the known bits, then the symbol-by-symbol detector's decisions.
     auto bit = [&](int k) -> double {
@@ -326,7 +329,10 @@ __global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restri
         bs[byte] = static_cast<unsigned char>(v);
     }
     for (int o = 16; o > 0; o >>= 1) bep += __shfl_xor_sync(0xffffffffu, bep, o);
-    if (lane == 0) stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
+    if (lane == 0) {
+        stats[s].known_bit_errors = sxs_stats[s].known_bit_errors;
+        stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
+    }
 }
 
 }  // namespace
@@ -335,7 +341,9 @@ stream_trellis::stream_trellis(std::size_t max_streams)
     : max_streams_(max_streams),
       x_(max_streams * n_samples),
       alpha_(max_streams * 2 * checkpoints * states),
-      llr_(max_streams * n_bits)
+      llr_(max_streams * n_bits),
+      bits_(max_streams * data_bytes),
+      stats_(max_streams)
 {
     const auto known = waveform::known_packet_bits();
     signed char pm[n_known];
@@ -343,7 +351,8 @@ stream_trellis::stream_trellis(std::size_t max_streams)
     PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known_pm, pm, sizeof pm));
 }
 
-void stream_trellis::detect_device(std::size_t streams, const float* theta, std::uint8_t* bits, dsp::path_stats* stats, cudaStream_t s)
+void stream_trellis::detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits,
+                                   const dsp::path_stats* sxs_stats, cudaStream_t s)
 {
     if (streams > max_streams_) {
         throw std::invalid_argument("stream_trellis: " + std::to_string(streams) + " streams, made for " + std::to_string(max_streams_));
@@ -351,7 +360,7 @@ void stream_trellis::detect_device(std::size_t streams, const float* theta, std:
     if (streams == 0) return;
     if (theta == nullptr) throw std::invalid_argument("stream_trellis: no phase from the detector (stream_detector keep_phase)");
     trellis_kernel<<<static_cast<unsigned>((streams + warps - 1) / warps), 32 * warps, 0, s>>>(
-        x_.data(), theta, static_cast<int>(streams), bits, stats, alpha_.data(), llr_.data());
+        x_.data(), theta, static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

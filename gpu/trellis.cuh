@@ -33,17 +33,25 @@ public:
     /// Per stream and packet bit: log P(a = +1) / P(a = -1), max-log (streams x 6336).
     [[nodiscard]] const float* device_llr() const noexcept { return llr_.data(); }
 
+    /// The trellis's data bits (streams x 768, MSB first) and stats (its BEP estimate, the
+    /// symbol-by-symbol detector's known_bit_errors) of the last detect_device().
+    [[nodiscard]] const std::uint8_t* device_bits() const noexcept { return bits_.data(); }
+    [[nodiscard]] const dsp::path_stats* device_stats() const noexcept { return stats_.data(); }
+
     /// Detects `streams` streams on `s`. theta: the symbol-by-symbol detector's phase per bit
-    /// pair, pair j of stream i at [j * streams + i] (stream_detector::device_theta); bits:
-    /// its data bits (streams x 768, MSB first), read for the pulse fit and then replaced by
-    /// the trellis's; stats: bep_estimate replaced (known_bit_errors stay the detector's).
-    void detect_device(std::size_t streams, const float* theta, std::uint8_t* bits, dsp::path_stats* stats, cudaStream_t s);
+    /// pair, pair j of stream i at [j * streams + i] (stream_detector::device_theta);
+    /// sxs_bits, sxs_stats: its data bits (streams x 768, MSB first; the pulse is fitted on
+    /// them) and its stats (known_bit_errors), left as they are.
+    void detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats,
+                       cudaStream_t s);
 
 private:
     std::size_t max_streams_;
     device_buffer<float2> x_;
     device_buffer<double> alpha_;
     device_buffer<float> llr_;
+    device_buffer<std::uint8_t> bits_;
+    device_buffer<dsp::path_stats> stats_;
 };
 
 }  // namespace paq::gpu

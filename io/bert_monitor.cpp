@@ -51,7 +51,7 @@ void bert_monitor::ingest(std::span<const std::uint8_t> datagram, int port_strea
             stream = d.dqe->id;
         } else {
             char buf[96];
-            std::snprintf(buf, sizeof buf, "bare DQE frame with DQE ID 0x%04X on a shared port: no stream 0 .. 5 to count it in",
+            std::snprintf(buf, sizeof buf, "bare DQE frame with DQE ID 0x%04X on a shared port: no stream 0 .. 11 to count it in",
                           static_cast<unsigned>(d.dqe->id));
             malformed(-1, buf);
             return;
@@ -155,7 +155,7 @@ void bert_monitor::track_sequence(stream_state& st, const decoded_datagram& d)
 bert_stream_stats bert_monitor::stats(int stream) const
 {
     if (stream < 0 || stream >= bitstream_streams) {
-        throw std::out_of_range("bert_monitor::stats: stream " + std::to_string(stream) + " (allowed: 0 .. 5)");
+        throw std::out_of_range("bert_monitor::stats: stream " + std::to_string(stream) + " (allowed: 0 .. 11)");
     }
     const stream_state& st = streams_[static_cast<std::size_t>(stream)];
     bert_stream_stats s = st.s;

@@ -1,4 +1,4 @@
-// The counting side of paq-bert (tools/paq_bert.cpp): datagrams of the six bitstreams in,
+// The counting side of paq-bert (tools/paq_bert.cpp): datagrams of the bitstreams in,
 // per-stream PN bit errors and datagram losses, duplicates and reordering out. No sockets
 // here, so the counts can be tested datagram by datagram.
 //
@@ -79,12 +79,12 @@ public:
     explicit bert_monitor(const bert_monitor_config& config);
 
     /// One received datagram. port_stream: the stream the receiving port is dedicated to
-    /// (one port per stream, 0 .. 5), or -1 for a port all streams share. It names the stream
-    /// of a bare DQE frame (on a shared port: the DQE ID word when it is 0 .. 5) and of a
+    /// (one port per stream, 0 .. 11), or -1 for a port all streams share. It names the stream
+    /// of a bare DQE frame (on a shared port: the DQE ID word when it is 0 .. 11) and of a
     /// malformed datagram (on a shared port those count as unattributed).
     void ingest(std::span<const std::uint8_t> datagram, int port_stream = -1);
 
-    /// stream: 0 .. 5.
+    /// stream: 0 .. 11.
     [[nodiscard]] bert_stream_stats stats(int stream) const;
     /// Streams that received at least one valid datagram.
     [[nodiscard]] int active_streams() const noexcept;

@@ -154,7 +154,7 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
     }
     if (header.stream_id >= bitstream_streams) {
         throw std::invalid_argument("encode_datagram: stream id " + std::to_string(header.stream_id) +
-                                    " is out of range (allowed: 0 .. 5)");
+                                    " is out of range (allowed: 0 .. 11)");
     }
     std::uint8_t* p = out.data();
     if (format == bitstream_format::dqe_raw) {
@@ -227,7 +227,7 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
         return r;
     }
     if (p[off_stream_id] >= bitstream_streams) {
-        r.error = "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 5";
+        r.error = "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 11";
         return r;
     }
     if (p[off_reserved8] != 0 || get16(p + off_reserved16) != 0) {

@@ -1,4 +1,4 @@
-// The UDP datagram format of the six output bitstreams (SPEC 6): one datagram carries the
+// The UDP datagram format of the output bitstreams (SPEC 6): one datagram carries the
 // 6144 data bits of one packet of one equalizer path. docs/BITSTREAM.md has the layout byte
 // by byte; every multi-byte field is big-endian (network order).
 //
@@ -40,7 +40,9 @@ inline constexpr std::size_t bitstream_header_bytes_v1 = 64;  ///< version 1
 inline constexpr std::int64_t bitstream_unknown_utc_ns = dsp::unknown_utc_ns;
 inline constexpr std::size_t bitstream_payload_bytes = dsp::packed_data_bytes;  // 768
 inline constexpr std::uint32_t bitstream_payload_bits = 8 * bitstream_payload_bytes;  // 6144
-inline constexpr int bitstream_streams = dsp::chain::num_paths;  ///< stream id = path index
+/// Stream ids 0 .. 11 (dsp::stream_name): the path index, + 6 for the paths decided by the
+/// trellis when paqd runs receiver.detector both.
+inline constexpr int bitstream_streams = dsp::chain::max_streams;
 
 /// IRIG 106 chapter 2 appendix G data-quality encapsulation: sync, ID word, DQM, then data.
 inline constexpr std::uint16_t dqe_sync = 0xFAC4;
@@ -101,7 +103,7 @@ inline constexpr double dqm_bep_max = 0.5;
 /// What goes into the DQE ID word. SPEC 6 calls the word "ID"; IRIG 106-17 appendix 2-G (as
 /// transcribed in receiver manuals) splits it into 12 reserved bits and a 4-bit version, all
 /// zero. So the default is 0, which a conformant consumer expects; use_stream_id puts the
-/// stream id 0..5 there instead, which lets a tester tell bare DQE frames of several streams
+/// stream id 0..11 there instead, which lets a tester tell bare DQE frames of several streams
 /// apart on one port but is not conformant.
 struct dqe_id_config {
     bool use_stream_id = false;
@@ -118,13 +120,13 @@ struct dqe_id_config {
 /// The paq header's per-datagram fields (the constant ones, magic/version/lengths, are
 /// written and checked by the codec).
 struct datagram_header {
-    std::uint8_t stream_id = 0;       ///< path index: 0 none, 1 zf, 2 mmse, 3 cma, 4 fde1, 5 fde2
+    std::uint8_t stream_id = 0;       ///< 0 none, 1 zf, 2 mmse, 3 cma, 4 fde1, 5 fde2; 6 .. 11 the same by the trellis (detector both)
     std::uint64_t sequence = 0;       ///< per stream, consecutive from 0
-    std::uint64_t packet_index = 0;   ///< packets published since start; same in all six streams
+    std::uint64_t packet_index = 0;   ///< packets published since start; same in all streams
     std::uint64_t batch_index = 0;    ///< dsp::batch_output::batch_index
     std::uint64_t start_sample = 0;   ///< absolute sample index of the packet start
     std::uint32_t flags = 0;          ///< dsp::packet_flag bits
-    float bep_estimate = 0.5f;        ///< this path's BEP estimate (unclamped)
+    float bep_estimate = 0.5f;        ///< this stream's BEP estimate (unclamped)
     float cfo_rad_per_sample = 0.0f;  ///< the packet's CFO estimate
     float ebn0_db = 0.0f;             ///< the packet's Eb/N0 estimate
     /// UTC of the packet's first sample, ns since 1970 (packet_record::utc_ns); version 2

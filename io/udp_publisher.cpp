@@ -74,11 +74,11 @@ std::vector<std::string> udp_publisher_config::validate() const
         try {
             (void)parse_host_port(destinations[i]);
         } catch (const std::invalid_argument& ex) {
-            e.push_back("destinations[" + std::to_string(i) + "] (" + dsp::path_name(static_cast<int>(i)) +
+            e.push_back("destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) +
                         "): " + ex.what());
         }
     }
-    if (!any) e.emplace_back("destinations: all six are empty (allowed: at least one host:port)");
+    if (!any) e.emplace_back("destinations: all are empty (allowed: at least one host:port)");
     if (send_buffer_bytes < min_send_buffer || send_buffer_bytes > max_send_buffer) {
         e.push_back(bad("send_buffer_bytes", send_buffer_bytes, "4096 .. 1073741824"));
     }
@@ -106,7 +106,7 @@ struct udp_publisher::impl {
 
     udp_publisher_config config;
     asio::io_context io;
-    std::array<stream, dsp::chain::num_paths> streams;
+    std::array<stream, dsp::chain::max_streams> streams;
     std::array<std::uint8_t, bitstream_max_datagram_bytes> buffer{};
     // Pacing: the earliest time the next datagram may go out.
     clock_type::duration interval{};
@@ -126,7 +126,7 @@ struct udp_publisher::impl {
         ++st.unlogged_errors;
         const auto now = clock_type::now();
         if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
-        spdlog::warn("bitstream {} -> {}: send failed: {} ({} error(s) since the last report)", dsp::path_name(s),
+        spdlog::warn("bitstream {} -> {}: send failed: {} ({} error(s) since the last report)", dsp::stream_name(s),
                      st.destination, ec.message(), st.unlogged_errors);
         st.last_log = now;
         st.unlogged_errors = 0;
@@ -142,7 +142,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         throw std::invalid_argument(msg);
     }
     udp::resolver resolver(impl_->io);
-    for (int s = 0; s < dsp::chain::num_paths; ++s) {
+    for (int s = 0; s < dsp::chain::max_streams; ++s) {
         const std::string& dest = config.destinations[static_cast<std::size_t>(s)];
         if (dest.empty()) continue;
         auto& st = impl_->streams[static_cast<std::size_t>(s)];
@@ -151,7 +151,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         boost::system::error_code ec;
         const auto results = resolver.resolve(hp.host, std::to_string(hp.port), udp::resolver::numeric_service, ec);
         if (ec || results.empty()) {
-            throw std::runtime_error("bitstream " + std::string(dsp::path_name(s)) + ": destination '" + dest +
+            throw std::runtime_error("bitstream " + std::string(dsp::stream_name(s)) + ": destination '" + dest +
                                      "' does not resolve: " + (ec ? ec.message() : std::string("no address")));
         }
         const udp::endpoint endpoint = results.begin()->endpoint();
@@ -160,7 +160,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         if (!ec) st.socket->set_option(asio::socket_base::send_buffer_size(static_cast<int>(config.send_buffer_bytes)), ec);
         if (!ec) st.socket->connect(endpoint, ec);
         if (ec) {
-            throw std::runtime_error("bitstream " + std::string(dsp::path_name(s)) + ": cannot open a UDP socket to '" +
+            throw std::runtime_error("bitstream " + std::string(dsp::stream_name(s)) + ": cannot open a UDP socket to '" +
                                      dest + "': " + ec.message());
         }
         asio::socket_base::send_buffer_size granted;
@@ -171,7 +171,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         if (st.send_buffer_granted < config.send_buffer_bytes) {
             spdlog::warn("bitstream {} -> {}: SO_SNDBUF {} bytes requested, the kernel granted {} "
                          "(raise net.core.wmem_max)",
-                         dsp::path_name(s), dest, config.send_buffer_bytes, st.send_buffer_granted);
+                         dsp::stream_name(s), dest, config.send_buffer_bytes, st.send_buffer_granted);
         }
     }
     if (config.max_datagrams_per_second > 0.0) {
@@ -185,7 +185,11 @@ udp_publisher::~udp_publisher() = default;
 
 void udp_publisher::publish(const dsp::batch_output& batch)
 {
-    const std::size_t needed = batch.packets.size() * dsp::chain::num_paths * dsp::packed_data_bytes;
+    if (batch.streams != dsp::chain::num_paths && batch.streams != dsp::chain::max_streams) {
+        throw std::invalid_argument("udp_publisher::publish: batch " + std::to_string(batch.batch_index) + " has " +
+                                    std::to_string(batch.streams) + " streams (6 or 12)");
+    }
+    const std::size_t needed = batch.packets.size() * batch.packet_bytes();
     if (batch.bits.size() < needed) {
         throw std::invalid_argument("udp_publisher::publish: batch " + std::to_string(batch.batch_index) + " has " +
                                     std::to_string(batch.bits.size()) + " bit bytes for " +
@@ -204,7 +208,7 @@ void udp_publisher::publish(const dsp::batch_output& batch)
         h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
         h.ebn0_db = static_cast<float>(rec.ebn0_db);
         h.utc_ns = rec.utc_ns;
-        for (int s = 0; s < dsp::chain::num_paths; ++s) {
+        for (int s = 0; s < batch.streams; ++s) {
             auto& st = m.streams[static_cast<std::size_t>(s)];
             if (!st.socket) continue;
             h.stream_id = static_cast<std::uint8_t>(s);
@@ -231,15 +235,15 @@ void udp_publisher::publish(const dsp::batch_output& batch)
 
 const stream_send_counters& udp_publisher::counters(int stream) const
 {
-    if (stream < 0 || stream >= dsp::chain::num_paths) {
-        throw std::out_of_range("udp_publisher::counters: stream " + std::to_string(stream) + " (allowed: 0 .. 5)");
+    if (stream < 0 || stream >= dsp::chain::max_streams) {
+        throw std::out_of_range("udp_publisher::counters: stream " + std::to_string(stream) + " (allowed: 0 .. 11)");
     }
     return counters_[static_cast<std::size_t>(stream)];
 }
 
 bool udp_publisher::enabled(int stream) const noexcept
 {
-    return stream >= 0 && stream < dsp::chain::num_paths && impl_->streams[static_cast<std::size_t>(stream)].socket;
+    return stream >= 0 && stream < dsp::chain::max_streams && impl_->streams[static_cast<std::size_t>(stream)].socket;
 }
 
 std::size_t udp_publisher::send_buffer_granted(int stream) const noexcept
@@ -251,8 +255,8 @@ std::string udp_publisher::describe() const
 {
     std::ostringstream os;
     os << to_string(impl_->config.format) << " to";
-    for (int s = 0; s < dsp::chain::num_paths; ++s) {
-        if (enabled(s)) os << ' ' << dsp::path_name(s) << '=' << impl_->streams[static_cast<std::size_t>(s)].destination;
+    for (int s = 0; s < dsp::chain::max_streams; ++s) {
+        if (enabled(s)) os << ' ' << dsp::stream_name(s) << '=' << impl_->streams[static_cast<std::size_t>(s)].destination;
     }
     os << ", SO_SNDBUF " << impl_->config.send_buffer_bytes << " bytes, ";
     if (impl_->config.max_datagrams_per_second > 0.0) {

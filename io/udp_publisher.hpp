@@ -1,7 +1,8 @@
-// Sends the six output bitstreams as UDP datagrams (io/bitstream.hpp, docs/BITSTREAM.md):
-// one datagram per packet per enabled path, each path to its own destination.
+// Sends the output bitstreams as UDP datagrams (io/bitstream.hpp, docs/BITSTREAM.md): one
+// datagram per packet per enabled stream, each stream to its own destination. The streams are
+// the six paths, and with receiver.detector both the six paths decided by the trellis.
 //
-//   batch_output --publish()--> for each packet, for each enabled path (none .. fde2):
+//   batch_output --publish()--> for each packet, for each enabled stream (none .. fde2_trellis):
 //                                   encode (paq | dqe | dqe-raw) -> [pacing] -> send()
 //
 // Lifecycle: construct (validate, resolve, open and connect the sockets: everything that can
@@ -36,9 +37,11 @@ struct host_port {
 [[nodiscard]] host_port parse_host_port(std::string_view text);
 
 struct udp_publisher_config {
-    /// Destination per path, indexed by stream id (none, zf, mmse, cma, fde1, fde2):
-    /// "host:port" or "[ipv6]:port"; an empty string disables that stream.
-    std::array<std::string, dsp::chain::num_paths> destinations{};
+    /// Destination per stream, indexed by stream id (dsp::stream_name: none, zf, mmse, cma,
+    /// fde1, fde2, then none_trellis .. fde2_trellis): "host:port" or "[ipv6]:port"; an empty
+    /// string disables that stream. A batch's streams beyond batch_output::streams have
+    /// nothing to send.
+    std::array<std::string, dsp::chain::max_streams> destinations{};
     bitstream_format format = bitstream_format::paq;
     dqe_id_config dqe_id{};                               ///< the DQE ID word (dqe, dqe-raw)
     std::size_t send_buffer_bytes = std::size_t{8} << 20;  ///< SO_SNDBUF per socket, 4096 .. 1 GiB
@@ -71,12 +74,12 @@ public:
     udp_publisher(const udp_publisher&) = delete;
     udp_publisher& operator=(const udp_publisher&) = delete;
 
-    /// Sends every packet of the batch, in order, on every enabled stream (the six datagrams
-    /// of one packet go out together). Call from one thread. Network errors are counted, not
+    /// Sends every packet of the batch, in order, on every enabled stream of the batch's
+    /// streams (the datagrams of one packet go out together). Call from one thread. Network errors are counted, not
     /// thrown; std::invalid_argument only when batch.bits is smaller than the packets need.
     void publish(const dsp::batch_output& batch);
 
-    /// stream: 0 .. 5 (path index).
+    /// stream: 0 .. 11 (dsp::stream_name).
     [[nodiscard]] const stream_send_counters& counters(int stream) const;
     /// Packets published since construction: the next packet's packet_index.
     [[nodiscard]] std::uint64_t packets_published() const noexcept
@@ -93,7 +96,7 @@ public:
 private:
     struct impl;
     std::unique_ptr<impl> impl_;
-    std::array<stream_send_counters, dsp::chain::num_paths> counters_{};
+    std::array<stream_send_counters, dsp::chain::max_streams> counters_{};
     std::atomic<std::uint64_t> packets_published_{0};
 };
 

@@ -62,7 +62,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
                                     " Hz (set receiver_config::input_sample_rate_hz)");
     }
     const auto t_start = run_clock::now();
-    dsp::run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples());
+    dsp::run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples(), cfg.streams());
     dsp::run_timing timing;
     using storage_t = typename dsp::basic_batcher<T>::storage;
     auto window_of = [](dsp::sample_batch& b) -> storage_t& {

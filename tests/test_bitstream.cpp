@@ -196,7 +196,7 @@ const malformed_case malformed_cases[] = {
     {"v2_header_of_v1_length", bitstream_format::paq, [](auto& d) { d[7] = 64; }, "header length is 64, allowed for version 2: 72"},
     {"header_length_small", bitstream_format::paq, [](auto& d) { d[7] = 60; }, "header length is 60"},
     {"header_length_beyond", bitstream_format::paq, [](auto& d) { d[6] = 4; }, "header length is 1096"},
-    {"stream_id", bitstream_format::paq, [](auto& d) { d[8] = 6; }, "stream id is 6"},
+    {"stream_id", bitstream_format::paq, [](auto& d) { d[8] = 12; }, "stream id is 12"},
     {"reserved", bitstream_format::paq, [](auto& d) { d[10] = 1; }, "reserved bytes"},
     {"payload_type", bitstream_format::paq, [](auto& d) { d[5] = 2; }, "payload type is 2"},
     {"payload_bits", bitstream_format::paq, [](auto& d) { d[63] = 0x01; }, "payload bit count is 6145"},
@@ -218,7 +218,7 @@ TEST(bitstream, encoder_rejects_caller_bugs)
     std::vector<std::uint8_t> bits(768), out(846);
     EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, {bits.data(), 767}, out), std::invalid_argument);
     EXPECT_THROW(io::encode_datagram(bitstream_format::dqe, h, 0, bits, {out.data(), 837}), std::invalid_argument);
-    h.stream_id = 6;
+    h.stream_id = 12;
     EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, bits, out), std::invalid_argument);
 }
 

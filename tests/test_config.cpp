@@ -940,7 +940,8 @@ void expect_same(const daemon_config& a, const daemon_config& b) {
     EXPECT_EQ(a.pipeline.queue_depth, b.pipeline.queue_depth);
     EXPECT_EQ(a.pipeline.cpu_fallback, b.pipeline.cpu_fallback);
     EXPECT_EQ(a.publisher.enabled, b.publisher.enabled);
-    EXPECT_EQ(a.publisher.udp.destinations, b.publisher.udp.destinations);
+    // The destinations in effect (to_yaml writes only the streams the receiver makes).
+    EXPECT_EQ(a.publisher.for_streams(a.receiver.streams()).destinations, b.publisher.for_streams(b.receiver.streams()).destinations);
     EXPECT_EQ(a.publisher.udp.format, b.publisher.udp.format);
     EXPECT_EQ(a.publisher.udp.dqe_id.use_stream_id, b.publisher.udp.dqe_id.use_stream_id);
     EXPECT_EQ(a.publisher.udp.dqe_id.fixed_id, b.publisher.udp.dqe_id.fixed_id);
@@ -1312,3 +1313,45 @@ TEST(ConfigSchema, MarkdownRegionsAreReplacedAndChecked) {
 }
 
 }  // namespace
+
+// receiver.detector both: twelve streams. The trellis streams' destinations default to ports
+// 50006 .. 50011 and are written only when the receiver makes them; a file that lists one
+// with another detector is refused at its line.
+TEST(daemon_config, detector_both_and_the_trellis_streams_destinations)
+{
+    const auto both = paq::config::parse_daemon_config("source:\n  type: vita49\nreceiver:\n  detector: both\n");
+    EXPECT_EQ(both.receiver.streams(), 12);
+    const auto effective = both.publisher.for_streams(both.receiver.streams());
+    EXPECT_EQ(effective.destinations[0], "127.0.0.1:50000");
+    EXPECT_EQ(effective.destinations[6], "127.0.0.1:50006");
+    EXPECT_EQ(effective.destinations[11], "127.0.0.1:50011");
+    const auto text = paq::config::to_yaml(both);
+    EXPECT_TRUE(contains(text, "    mmse_trellis: \"127.0.0.1:50008\"\n")) << text;
+    EXPECT_EQ(paq::config::to_yaml(paq::config::parse_daemon_config(text)), text);
+
+    const auto sxs = paq::config::parse_daemon_config("source:\n  type: vita49\n");
+    EXPECT_EQ(sxs.receiver.streams(), 6);
+    EXPECT_TRUE(sxs.publisher.for_streams(6).destinations[6].empty());
+    EXPECT_FALSE(contains(paq::config::to_yaml(sxs), "_trellis")) << paq::config::to_yaml(sxs);
+
+    // Only the listed streams, trellis ones included, with detector both.
+    const auto listed = paq::config::parse_daemon_config(
+        "source:\n  type: vita49\nreceiver:\n  detector: both\npublisher:\n  destinations:\n    mmse: 10.0.0.1:6002\n"
+        "    mmse_trellis: 10.0.0.1:6008\n");
+    const auto l = listed.publisher.for_streams(12);
+    for (std::size_t i = 0; i < l.destinations.size(); ++i) {
+        EXPECT_EQ(l.destinations[i].empty(), i != 2 && i != 8) << i;
+    }
+    EXPECT_EQ(l.destinations[8], "10.0.0.1:6008");
+    try {
+        (void)paq::config::parse_daemon_config(
+            "source:\n  type: vita49\nreceiver:\n  detector: trellis\npublisher:\n  destinations:\n    mmse: 10.0.0.1:6002\n"
+            "    fde2_trellis: 10.0.0.1:6011\n",
+            "t.yaml");
+        ADD_FAILURE() << "a trellis stream's destination was accepted with detector trellis";
+    } catch (const std::exception& e) {
+        const std::string what = e.what();
+        EXPECT_TRUE(contains(what, "t.yaml:8: publisher.destinations.fde2_trellis: a trellis stream, but receiver.detector is trellis"))
+            << what;
+    }
+}

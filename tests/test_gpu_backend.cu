@@ -21,7 +21,8 @@ namespace {
 
 struct comparison {
     std::size_t packets = 0;
-    std::array<std::size_t, chain::num_paths> bit_diff{};
+    int streams = chain::num_paths;  ///< output streams per packet (12 with detector both)
+    std::array<std::size_t, chain::max_streams> bit_diff{};
     double worst_cfo = 0.0, worst_sigma2 = 0.0;
     std::size_t truncated_cpu = 0, truncated_gpu = 0;
     std::size_t support_diff = 0;  ///< packets whose channel support differs (a near tie, float vs double)
@@ -55,6 +56,8 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
         c.truncated_cpu += a.truncated_packets;
         c.truncated_gpu += g.truncated_packets;
         EXPECT_EQ(a.packets.size(), g.packets.size()) << "batch " << b->index;
+        EXPECT_EQ(a.streams, g.streams) << "batch " << b->index;
+        c.streams = a.streams;
         const std::size_t n = std::min(a.packets.size(), g.packets.size());
         for (std::size_t p = 0; p < n; ++p) {
             EXPECT_EQ(a.packets[p].start_sample, g.packets[p].start_sample);
@@ -73,7 +76,7 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
             c.worst_cfo = std::max(c.worst_cfo, std::abs(a.packets[p].cfo_rad_per_sample - g.packets[p].cfo_rad_per_sample));
             c.worst_sigma2 = std::max(c.worst_sigma2, std::abs(g.packets[p].sigma2 / a.packets[p].sigma2 - 1.0));
             if (a.packets[p].channel_support != g.packets[p].channel_support) ++c.support_diff;
-            for (int path = 0; path < chain::num_paths; ++path) {
+            for (int path = 0; path < std::min(a.streams, g.streams); ++path) {
                 const auto* x = a.packet_bits(p, path);
                 const auto* y = g.packet_bits(p, path);
                 for (std::size_t i = 0; i < packed_data_bytes; ++i) {
@@ -97,14 +100,14 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
 void report_and_check(const char* what, const comparison& c)
 {
     std::printf("backend %s: %zu packets; bits differing per path:", what, c.packets);
-    for (int p = 0; p < chain::num_paths; ++p) std::printf(" %s %zu", path_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
+    for (int p = 0; p < c.streams; ++p) std::printf(" %s %zu", stream_name(p), c.bit_diff[static_cast<std::size_t>(p)]);
     std::printf("; max |dw0| %.1e, max rel. sigma2 %.1e, max rel. BEP estimate %.1e; channel support differs on %zu, "
                 "known-bit errors on %zu\n", c.worst_cfo, c.worst_sigma2, c.worst_bep, c.support_diff, c.known_diff);
     EXPECT_LE(c.support_diff, c.packets / 20);
     EXPECT_LE(c.known_diff, c.packets / 20) << "known-bit error counts differ";
     const double bits = static_cast<double>(c.packets * waveform::data_bits);
-    for (int p = 0; p < chain::num_paths; ++p) {
-        EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 2e-4 * bits) << path_name(p);
+    for (int p = 0; p < c.streams; ++p) {
+        EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 2e-4 * bits) << stream_name(p);
     }
     EXPECT_LT(c.worst_cfo, 1e-6);
     EXPECT_LT(c.worst_sigma2, 1e-3);
@@ -239,15 +242,19 @@ TEST_F(gpu_backend, trellis_matches_the_cpu)
 {
     // Issue 14: the trellis detector on both backends, its bits and BEP estimates: edwards3
     // 12 dB (every equalizer); AWGN 9 dB at 25 MS/s with a +80 ppm clock (resampled, re-timed);
-    // AWGN 11 dB with a 1 kHz Wiener phase and the phase smoother's phase.
-    const auto check = [](const sim_config& sc, double input_rate_hz, int phase_smoother, const char* what) {
+    // AWGN 11 dB with a 1 kHz Wiener phase and the phase smoother's phase; and detector both
+    // (twelve streams: the symbol-by-symbol and the trellis bits side by side) on two-ray at
+    // 27 MS/s, -90 ppm, -18 dB.
+    const auto check = [](const sim_config& sc, double input_rate_hz, int phase_smoother, const char* what,
+                          detector_kind detector = detector_kind::trellis) {
         receiver_config rc;
         rc.batch_samples = 400'000;
-        rc.detector = detector_kind::trellis;
+        rc.detector = detector;
         rc.phase_smoother = phase_smoother;
         if (input_rate_hz != 20.625e6) rc.input_sample_rate_hz = input_rate_hz;
         const auto c = compare_backends(test::simulate(sc, samples_for(60, input_rate_hz)).samples, rc);
         EXPECT_GE(c.packets, 50u) << what;
+        EXPECT_EQ(c.streams, output_streams(detector)) << what;
         report_and_check(what, c);
         EXPECT_LT(c.worst_bep, 0.05) << what;
     };
@@ -261,6 +268,11 @@ TEST_F(gpu_backend, trellis_matches_the_cpu)
     wiener.ebn0_db = 11.0;
     wiener.phase_noise_linewidth_hz = 1000.0;
     check(wiener, 20.625e6, 1, "trellis on the smoother's phase, AWGN 11 dB, 1 kHz Wiener");
+    auto two_ray = rate_signal(27e6, -90.0, 1244);
+    two_ray.preset = "two-ray";
+    two_ray.ebn0_db = 10.5;
+    two_ray.gain_db = -18.0;
+    check(two_ray, 27e6, 0, "both detectors, two-ray 10.5 dB, 27 MS/s, -90 ppm, -18 dB", detector_kind::both);
 }
 
 TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)

@@ -82,7 +82,7 @@ TEST(udp_publisher_config, validate_names_field_value_and_range)
     io::udp_publisher_config c;
     auto e = c.validate();
     ASSERT_EQ(e.size(), 1u);
-    EXPECT_NE(e[0].find("destinations: all six are empty"), std::string::npos) << e[0];
+    EXPECT_NE(e[0].find("destinations: all are empty"), std::string::npos) << e[0];
 
     c.destinations[1] = "localhost";
     c.destinations[4] = "127.0.0.1:70000";

@@ -705,7 +705,7 @@ public:
         seen.push_back(b.index);
         const void* window = b.is_ci16() ? static_cast<const void*>(b.samples_ci16.data()) : static_cast<const void*>(b.samples.data());
         if (pinned.count(window) == 0) ++unpinned_batches;
-        out.reset(b.index);
+        out.reset(b.index, dsp::chain::num_paths);
     }
     std::string name() const override { return "scripted"; }
     std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override

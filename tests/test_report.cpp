@@ -89,12 +89,12 @@ private:
     bool first_ = true;
 };
 
-[[nodiscard]] std::string packets_header()
+[[nodiscard]] std::string packets_header(std::size_t streams = n_paths)
 {
     std::string h = "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
                     "delay_spread_ns,zf_condition,flags";
-    for (const auto p : path_names) {
-        const std::string n(p);
+    for (std::size_t k = 0; k < streams; ++k) {
+        const std::string n(path_names[k]);
         h += "," + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
     }
     return h;
@@ -104,8 +104,8 @@ private:
 struct expected_sums {
     std::uint64_t rows = 0;
     std::uint64_t packets = 0;
-    std::array<std::uint64_t, n_paths> bits{}, errors{}, known_errors{}, checked_packets{};
-    std::array<double, n_paths> bep_sum{};
+    std::array<std::uint64_t, max_streams> bits{}, errors{}, known_errors{}, checked_packets{};
+    std::array<double, max_streams> bep_sum{};
 };
 
 using row_maker = std::function<void(std::uint64_t row, packet_record& r)>;
@@ -123,12 +123,13 @@ using row_maker = std::function<void(std::uint64_t row, packet_record& r)>;
 }
 
 /// Writes n_rows rows made by make() to path; has_pattern false leaves _bits / _errors empty.
-/// With utc_origin_ns a `time_utc` column is added: the origin plus the row's time_s.
+/// With utc_origin_ns a `time_utc` column is added: the origin plus the row's time_s. streams:
+/// 6, or 12 (paqd's receiver.detector both: the `_trellis` columns too).
 expected_sums write_packets(const fs::path& path, std::uint64_t n_rows, const row_maker& make, bool has_pattern = true,
-                            std::optional<std::int64_t> utc_origin_ns = std::nullopt)
+                            std::optional<std::int64_t> utc_origin_ns = std::nullopt, std::size_t streams = n_paths)
 {
     csv_writer w(path);
-    w.raw(packets_header());
+    w.raw(packets_header(streams));
     if (utc_origin_ns) w.raw(",time_utc");
     w.end_row();
     expected_sums e;
@@ -151,7 +152,7 @@ expected_sums write_packets(const fs::path& path, std::uint64_t n_rows, const ro
         w.num(r.flags);
         ++e.rows;
         e.packets += r.packets;
-        for (std::size_t p = 0; p < n_paths; ++p) {
+        for (std::size_t p = 0; p < streams; ++p) {
             const auto& pr = r.paths[p];
             if (has_pattern) {
                 w.num(pr.bits);
@@ -379,6 +380,67 @@ TEST_F(report_test, time_bins_double_and_sum_exactly)
     EXPECT_LE(b.start_s(), -1000.0);
 }
 
+// paqd's receiver.detector both writes twelve column groups: the paths decided symbol by
+// symbol, then by the trellis. The report reads all twelve, ranks them together, sums each
+// exactly, and sets the two detectors side by side (the trellis here with a third of the
+// symbol-by-symbol errors on every path but none). A file whose trellis columns are partial is
+// refused, naming the missing column.
+TEST_F(report_test, twelve_streams_of_detector_both_are_ranked_and_set_side_by_side)
+{
+    const std::array<std::uint64_t, n_paths> errors_per_packet{30, 12, 6, 9, 7, 8};
+    const auto file = path("both-packets.csv");
+    const auto e = write_packets(
+        file, 2500,
+        [&](std::uint64_t i, packet_record& r) {
+            fill_estimates(r, i, static_cast<double>(i) / packets_per_s);
+            r.streams = max_streams;
+            for (std::size_t p = 0; p < max_streams; ++p) {
+                const std::uint64_t sxs = errors_per_packet[p % n_paths];
+                r.paths[p].bits = bits_per_packet;
+                r.paths[p].errors = p < n_paths || p == n_paths ? sxs : sxs / 3;
+                r.paths[p].bep = 1e-4 * static_cast<double>(p + 1);
+                r.paths[p].known_errors = i % 7 == 0 ? 1 : 0;
+            }
+        },
+        true, std::nullopt, max_streams);
+    const auto d = read_packets_file(file);
+    ASSERT_EQ(d.streams, max_streams);
+    ASSERT_EQ(d.ranking.size(), max_streams);
+    for (std::size_t p = 0; p < max_streams; ++p) {
+        SCOPED_TRACE(std::string(path_names[p]));
+        EXPECT_EQ(d.paths[p].sums.bits, e.bits[p]);
+        EXPECT_EQ(d.paths[p].sums.errors, e.errors[p]);
+        EXPECT_EQ(d.paths[p].sums.known_errors, e.known_errors[p]);
+    }
+    // mmse_trellis (2 errors a packet) first, none and none_trellis (30) last.
+    EXPECT_EQ(d.ranking[0], 8u);
+    EXPECT_EQ(d.paths[8].rank, 1u);
+    EXPECT_GE(d.paths[0].rank, 11u);
+    EXPECT_GE(d.paths[6].rank, 11u);
+    page_inputs in;
+    in.packets_path = file;
+    in.no_channel_reason = "none";
+    const auto html = render_html(d, in);
+    for (const auto n : path_names) EXPECT_GE(count(html, ">" + std::string(n)), 2u) << n;
+    EXPECT_NE(html.find("The two detectors side by side"), std::string::npos);
+    // MMSE: 6 errors a packet against 2: the ratio 0.333.
+    EXPECT_NE(html.find("<td>0.333</td>"), std::string::npos);
+
+    // A file with only some trellis columns.
+    {
+        csv_writer w(path("partial-packets.csv"));
+        std::string h = packets_header(n_paths) + ",none_trellis_bits,none_trellis_errors,none_trellis_bep,none_trellis_known_errors";
+        w.raw(h);
+        w.end_row();
+    }
+    try {
+        (void)read_packets_file(path("partial-packets.csv"));
+        ADD_FAILURE() << "a file with partial trellis columns was read";
+    } catch (const input_error& x) {
+        EXPECT_NE(std::string(x.what()).find("missing column 'zf_trellis_bits'"), std::string::npos) << x.what();
+    }
+}
+
 TEST_F(report_test, ranking_follows_ber_and_puts_never_locked_paths_last)
 {
     // Error rates per path: fde1 best, then mmse, fde2, zf, cma; none never locks (0 bits).
@@ -394,7 +456,7 @@ TEST_F(report_test, ranking_follows_ber_and_puts_never_locked_paths_last)
         }
     });
     const auto d = read_packets_file(file);
-    const std::array<std::size_t, n_paths> expected{4, 2, 5, 1, 3, 0};
+    const std::vector<std::size_t> expected{4, 2, 5, 1, 3, 0};
     EXPECT_EQ(d.ranking, expected);
     EXPECT_EQ(d.paths[4].rank, 1u);
     EXPECT_EQ(d.paths[0].rank, 6u);
@@ -491,7 +553,7 @@ TEST_F(report_test, no_pattern_switches_to_bep_mode)
         false);
     const auto d = read_packets_file(file);
     EXPECT_FALSE(d.ber_mode);
-    const std::array<std::size_t, n_paths> expected{2, 4, 5, 1, 3, 0};
+    const std::vector<std::size_t> expected{2, 4, 5, 1, 3, 0};
     EXPECT_EQ(d.ranking, expected);
     for (std::size_t p = 0; p < n_paths; ++p) {
         EXPECT_EQ(d.paths[p].sums.bits, 0u);
@@ -530,7 +592,8 @@ TEST_F(report_test, html_is_self_contained_and_names_every_path)
     for (const auto* bad : {"http://", "https://", "src=", "<script", "<link", "@import", "url("}) {
         EXPECT_EQ(html.find(bad), std::string::npos) << bad;
     }
-    for (const auto p : path_names) EXPECT_GE(count(html, ">" + std::string(p)), 2u) << p;
+    for (std::size_t k = 0; k < n_paths; ++k) EXPECT_GE(count(html, ">" + std::string(path_names[k])), 2u) << path_names[k];
+    EXPECT_EQ(html.find("_trellis"), std::string::npos);
     EXPECT_EQ(count(html, "<svg"), 3u);
     EXPECT_EQ(count(html, "<svg"), count(html, "</svg>"));
     EXPECT_EQ(count(html, "How to read this."), 4u);  // the table and figures 1-3 (no channel figure)

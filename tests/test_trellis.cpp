@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -110,6 +111,95 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_equaliz
         const double bound = s.name == "zf" ? 0.9 : 0.7;
         EXPECT_LE(static_cast<double>(t.bit_errors), bound * static_cast<double>(s.bit_errors)) << t.name;
     }
+}
+
+// receiver.detector both: every packet's twelve streams are the symbol-by-symbol run's six
+// then the trellis run's six, bit for bit, with their stats, on one recording made away from
+// the defaults (two-ray at 10.5 dB, input at 27 MS/s, -90 ppm clock, +35 kHz, gain -18 dB,
+// seed 4409, two batches); and the tally names and counts the twelve streams the same way.
+TEST(trellis, both_gives_the_symbol_by_symbol_and_the_trellis_streams_side_by_side)
+{
+    sim_config sc;
+    sc.preset = "two-ray";
+    sc.ebn0_db = 10.5;
+    sc.cfo_hz = 35e3;
+    sc.seed = 4409;
+    sc.sample_rate_hz = 27e6;
+    sc.clock_ppm = -90.0;
+    sc.gain_db = -18.0;
+    simulator sim(sc);
+    std::vector<cf32> x;
+    sim.generate(static_cast<std::size_t>(0.12 * sc.sample_rate_hz), x);
+
+    receiver_config rc;
+    rc.batch_samples = 1'500'000;
+    rc.input_sample_rate_hz = sc.sample_rate_hz;
+    auto with = [&](detector_kind d) {
+        receiver_config c = rc;
+        c.detector = d;
+        return c;
+    };
+    cpu_backend be_sxs(with(detector_kind::sxs)), be_trellis(with(detector_kind::trellis)), be_both(with(detector_kind::both));
+    EXPECT_EQ(with(detector_kind::both).streams(), 12);
+    EXPECT_EQ(with(detector_kind::trellis).streams(), 6);
+
+    auto bt = test::batched(x, rc.batch_samples);
+    std::size_t packets = 0, batches = 0;
+    while (auto b = bt.pop()) {
+        ++batches;
+        const auto s = be_sxs.process(*b);
+        const auto t = be_trellis.process(*b);
+        const auto o = be_both.process(*b);
+        ASSERT_EQ(s.streams, 6);
+        ASSERT_EQ(t.streams, 6);
+        ASSERT_EQ(o.streams, 12);
+        ASSERT_EQ(o.packets.size(), s.packets.size());
+        ASSERT_EQ(o.packets.size(), t.packets.size());
+        ASSERT_EQ(o.bits.size(), 2 * s.bits.size());
+        for (std::size_t i = 0; i < o.packets.size(); ++i) {
+            EXPECT_EQ(o.packets[i].start_sample, s.packets[i].start_sample);
+            for (int p = 0; p < chain::num_paths; ++p) {
+                const auto q = static_cast<std::size_t>(p);
+                EXPECT_EQ(std::memcmp(o.packet_bits(i, p), s.packet_bits(i, p), packed_data_bytes), 0) << "packet " << i << " " << stream_name(p);
+                EXPECT_EQ(std::memcmp(o.packet_bits(i, p + chain::num_paths), t.packet_bits(i, p), packed_data_bytes), 0)
+                    << "packet " << i << " " << stream_name(p + chain::num_paths);
+                EXPECT_EQ(o.packets[i].paths[q].bep_estimate, s.packets[i].paths[q].bep_estimate);
+                EXPECT_EQ(o.packets[i].paths[q].known_bit_errors, s.packets[i].paths[q].known_bit_errors);
+                EXPECT_EQ(o.packets[i].paths[q + chain::num_paths].bep_estimate, t.packets[i].paths[q].bep_estimate);
+                EXPECT_EQ(o.packets[i].paths[q + chain::num_paths].known_bit_errors, t.packets[i].paths[q].known_bit_errors);
+            }
+        }
+        packets += o.packets.size();
+    }
+    EXPECT_EQ(batches, 3u);
+    EXPECT_GT(packets, 150u);
+
+    // The tally of a run: twelve streams named none .. fde2, none_trellis .. fde2_trellis,
+    // counting what the two single-detector runs count.
+    const auto sxs = runtime::run_receiver(be_sxs, with(detector_kind::sxs), pn_pattern::pn15, sc.sample_rate_hz, x);
+    const auto tre = runtime::run_receiver(be_trellis, with(detector_kind::trellis), pn_pattern::pn15, sc.sample_rate_hz, x);
+    const auto all = runtime::run_receiver(be_both, with(detector_kind::both), pn_pattern::pn15, sc.sample_rate_hz, x);
+    ASSERT_EQ(all.paths.size(), 12u);
+    ASSERT_EQ(sxs.paths.size(), 6u);
+    for (std::size_t p = 0; p < 6; ++p) {
+        const auto& a = all.paths[p];
+        const auto& b = all.paths[p + 6];
+        EXPECT_EQ(a.name, sxs.paths[p].name);
+        EXPECT_EQ(b.name, std::string(path_name(static_cast<int>(p))) + "_trellis");
+        EXPECT_EQ(a.bit_errors, sxs.paths[p].bit_errors) << a.name;
+        EXPECT_EQ(a.bits_checked, sxs.paths[p].bits_checked) << a.name;
+        EXPECT_EQ(a.resyncs, sxs.paths[p].resyncs) << a.name;
+        EXPECT_EQ(a.bep_estimate_sum, sxs.paths[p].bep_estimate_sum) << a.name;
+        EXPECT_EQ(b.bit_errors, tre.paths[p].bit_errors) << b.name;
+        EXPECT_EQ(b.bits_checked, tre.paths[p].bits_checked) << b.name;
+        EXPECT_EQ(b.resyncs, tre.paths[p].resyncs) << b.name;
+        EXPECT_EQ(b.bep_estimate_sum, tre.paths[p].bep_estimate_sum) << b.name;
+        EXPECT_GT(a.bits_checked, 0u) << a.name;
+        std::printf("two-ray 10.5 dB, 27 MS/s, -90 ppm: %-5s sxs %llu errors, trellis %llu, of %llu bits\n", a.name.c_str(),
+                    static_cast<unsigned long long>(a.bit_errors), static_cast<unsigned long long>(b.bit_errors),
+                    static_cast<unsigned long long>(a.bits_checked));
+    }
+    EXPECT_EQ(all.packets_found, sxs.packets_found);
 }
 
 // Without noise the trellis is exact, at an input level far from nominal: on every path of an

@@ -33,7 +33,7 @@ public:
         while (hold && *hold) std::this_thread::sleep_for(1ms);
         if (fail_.count(b.index)) throw std::runtime_error(name_ + " failed on batch " + std::to_string(b.index));
         std::this_thread::sleep_for(std::chrono::milliseconds(b.index % 4 == 0 ? 6 : 1));
-        out.reset(b.index);
+        out.reset(b.index, dsp::chain::num_paths);
         out.bits.assign(8, static_cast<std::uint8_t>(b.index));
     }
     std::string name() const override { return name_; }

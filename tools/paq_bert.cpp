@@ -1,10 +1,11 @@
-// paq-bert: a software bit-error-rate tester for paqd's six UDP bitstreams (docs/BITSTREAM.md).
+// paq-bert: a software bit-error-rate tester for paqd's UDP bitstreams (docs/BITSTREAM.md).
 //
 //   paq-bert --base-port 5000 --pattern pn15 --seconds 60 --json bert.json
 //
 // Listens on one port (all streams share it; the paq header names the stream) or on one port
-// per stream (--base-port P: P..P+5 for none, zf, mmse, cma, fde1, fde2; --ports a,b,...: in
-// that order). The counting is io::bert_monitor; this file holds the sockets, the gates
+// per stream (--base-port P: P..P+5 for none, zf, mmse, cma, fde1, fde2, and with --streams 12
+// P+6..P+11 for the same paths decided by paqd's trellis (receiver.detector both); --ports
+// a,b,...: in that order). The counting is io::bert_monitor; this file holds the sockets, the gates
 // (--seconds, --bits, --idle-timeout, signals), the table and the JSON summary.
 //
 // Exit codes: 0 clean run; 1 runtime failure (socket receive error, JSON not writable);
@@ -67,6 +68,7 @@ struct options {
     std::uint64_t bits = 0;
     double idle_timeout_s = 5.0;
     int expect_streams = 0;
+    int streams = 6;  ///< ports --base-port binds
     std::string json;
     std::size_t rcvbuf_bytes = std::size_t{8} << 20;
 };
@@ -97,11 +99,14 @@ struct listen_slot {
         }
         slots.push_back({static_cast<std::uint16_t>(*o.port), -1});
     } else if (o.base_port) {
-        if (*o.base_port < 1 || *o.base_port > 65535 - 5) {
-            throw std::invalid_argument("--base-port = " + std::to_string(*o.base_port) +
-                                        " is out of range (allowed: 1 .. 65530)");
+        if (o.streams != dsp::chain::num_paths && o.streams != dsp::chain::max_streams) {
+            throw std::invalid_argument("--streams = " + std::to_string(o.streams) + " is out of range (allowed: 6 or 12)");
         }
-        for (int s = 0; s < io::bitstream_streams; ++s) {
+        if (*o.base_port < 1 || *o.base_port > 65536 - o.streams) {
+            throw std::invalid_argument("--base-port = " + std::to_string(*o.base_port) + " is out of range (allowed: 1 .. " +
+                                        std::to_string(65536 - o.streams) + " for " + std::to_string(o.streams) + " streams)");
+        }
+        for (int s = 0; s < o.streams; ++s) {
             slots.push_back({static_cast<std::uint16_t>(*o.base_port + s), s});
         }
     } else {
@@ -109,7 +114,7 @@ struct listen_slot {
         while (begin <= o.ports.size()) {
             const std::size_t comma = std::min(o.ports.find(',', begin), o.ports.size());
             if (static_cast<int>(slots.size()) == io::bitstream_streams) {
-                throw std::invalid_argument("--ports: '" + o.ports + "' lists more than 6 ports");
+                throw std::invalid_argument("--ports: '" + o.ports + "' lists more than 12 ports");
             }
             slots.push_back({parse_port(o.ports.substr(begin, comma - begin), "--ports"), static_cast<int>(slots.size())});
             begin = comma + 1;
@@ -148,7 +153,7 @@ public:
                              o.rcvbuf_bytes, static_cast<unsigned>(bound), got);
             }
             std::printf("paq-bert: listening on %s:%u (%s)\n", o.bind.c_str(), static_cast<unsigned>(bound),
-                        slot.stream < 0 ? "all streams" : dsp::path_name(slot.stream));
+                        slot.stream < 0 ? "all streams" : dsp::stream_name(slot.stream));
             ports_.push_back(bound);
         }
         std::fflush(stdout);
@@ -280,13 +285,13 @@ private:
                     static_cast<unsigned long long>(monitor_.datagrams_total()),
                     static_cast<unsigned long long>(monitor_.malformed_total()),
                     static_cast<unsigned long long>(monitor_.malformed_unattributed()));
-        std::printf("%-4s %-5s %10s %13s %10s %10s %8s %6s %6s %6s %5s %6s %7s\n", "id", "path", "packets", "bits",
+        std::printf("%-4s %-12s %10s %13s %10s %10s %8s %6s %6s %6s %5s %6s %7s\n", "id", "path", "packets", "bits",
                     "errors", "BER", "lost", "dup", "reord", "malf", "lock", "resync", "restart");
         for (int s = 0; s < io::bitstream_streams; ++s) {
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
-            std::printf("%-4d %-5s %10llu %13llu %10llu %10.3e %8llu %6llu %6llu %6llu %5s %6llu %7llu\n", s,
-                        dsp::path_name(s), static_cast<unsigned long long>(st.datagrams),
+            std::printf("%-4d %-12s %10llu %13llu %10llu %10.3e %8llu %6llu %6llu %6llu %5s %6llu %7llu\n", s,
+                        dsp::stream_name(s), static_cast<unsigned long long>(st.datagrams),
                         static_cast<unsigned long long>(st.pn.bits_checked),
                         static_cast<unsigned long long>(st.pn.bit_errors), st.ber(),
                         static_cast<unsigned long long>(st.lost), static_cast<unsigned long long>(st.duplicated),
@@ -305,7 +310,7 @@ private:
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
             streams.push_back({{"stream", s},
-                               {"path", dsp::path_name(s)},
+                               {"path", dsp::stream_name(s)},
                                {"datagrams", st.datagrams},
                                {"bytes", st.bytes},
                                {"bits_checked", st.pn.bits_checked},
@@ -404,8 +409,13 @@ int main(int argc, char** argv)
                      "--expect-streams; 5 --bits not reached before the run ended");
     options o;
     app.add_option("--port", o.port, "One port all streams share (0: any free port, printed at start)");
-    app.add_option("--base-port", o.base_port, "Six ports P..P+5 for none, zf, mmse, cma, fde1, fde2");
-    app.add_option("--ports", o.ports, "Comma-separated ports, one per stream in path order (up to 6)");
+    app.add_option("--base-port", o.base_port,
+                   "Ports P..P+5 for none, zf, mmse, cma, fde1, fde2 (with --streams 12 also P+6..P+11 for "
+                   "none_trellis .. fde2_trellis)");
+    app.add_option("--streams", o.streams,
+                   "Ports --base-port binds: 6, or 12 for paqd's receiver.detector both")
+        ->capture_default_str();
+    app.add_option("--ports", o.ports, "Comma-separated ports, one per stream in stream-id order (up to 12)");
     app.add_option("--bind", o.bind, "Local address to listen on")->capture_default_str();
     app.add_option("--pattern", o.pattern, "PN pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--format", o.format, "Accepted datagrams: auto, paq, dqe, dqe-raw (others count as malformed)")
@@ -417,7 +427,7 @@ int main(int argc, char** argv)
     app.add_option("--idle-timeout", o.idle_timeout_s,
                    "Stop when nothing arrived for this many seconds after the first datagram, 0 = off")
         ->capture_default_str();
-    app.add_option("--expect-streams", o.expect_streams, "Streams that must be active for a clean run, 0 .. 6")
+    app.add_option("--expect-streams", o.expect_streams, "Streams that must be active for a clean run, 0 .. 12")
         ->capture_default_str();
     app.add_option("--json", o.json, "Write the summary as JSON to this file");
     app.add_option("--rcvbuf", o.rcvbuf_bytes, "SO_RCVBUF bytes per socket")->capture_default_str();
@@ -434,7 +444,7 @@ int main(int argc, char** argv)
         }
         if (o.expect_streams < 0 || o.expect_streams > io::bitstream_streams) {
             throw std::invalid_argument("--expect-streams = " + std::to_string(o.expect_streams) +
-                                        " is out of range (allowed: 0 .. 6)");
+                                        " is out of range (allowed: 0 .. 12)");
         }
         if (o.rcvbuf_bytes < 4096 || o.rcvbuf_bytes > (std::size_t{1} << 30)) {
             throw std::invalid_argument("--rcvbuf = " + std::to_string(o.rcvbuf_bytes) +

@@ -164,7 +164,7 @@ int main(int argc, char** argv)
         const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
         const auto& best = data.paths[data.ranking[0]];
-        const auto& worst = data.paths[data.ranking[n_paths - 1]];
+        const auto& worst = data.paths[data.ranking[data.streams - 1]];
         const char* measure = data.ber_mode ? "BER" : "BEP";
         const auto rate = [](double x) { return std::isnan(x) ? std::string("n/a") : format_rate(x); };
         std::printf("paq-report: %llu packets in %llu rows, %.1f s, %s mode; best %s (%s %s), worst %s (%s %s); "

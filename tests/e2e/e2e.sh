@@ -26,16 +26,17 @@ fail() { echo "FAIL ($case_name): $*" >&2; echo "--- paqd log:" >&2; tail -40 "$
 
 # Ports: distinct per case and per run (several ctest jobs may run at once).
 base=$((20000 + ($$ % 2000) * 10))
-bert_port=$base          # .. base+5
+bert_port=$base          # .. base+5 (base+11 with twelve streams)
 src_port=$((base + 8))
 
 batch=1000000
 "$sim" --preset edwards3 --ebn0-db 12 --cfo-hz 40000 --seconds 0.25 --seed 77 --output "$work/rec" > /dev/null
 
-write_config() {  # $1: source section (YAML), rest appended
+write_config() {  # $1: source section (YAML); DETECTOR: receiver.detector (sxs)
   cat > "$work/paqd.yaml" <<EOF
 receiver:
   batch_samples: $batch
+  detector: ${DETECTOR:-sxs}
 source:
 $1
 pipeline:
@@ -48,6 +49,10 @@ publisher:
     cma: "127.0.0.1:$((bert_port + 3))"
     fde1: "127.0.0.1:$((bert_port + 4))"
     fde2: "127.0.0.1:$((bert_port + 5))"
+$(if [[ ${DETECTOR:-sxs} == both ]]; then
+    k=6
+    for p in none zf mmse cma fde1 fde2; do echo "    ${p}_trellis: \"127.0.0.1:$((bert_port + k))\""; k=$((k + 1)); done
+  fi)
 metrics:
   port: 0
 monitor:
@@ -57,8 +62,8 @@ log:
 EOF
 }
 
-start_bert() {
-  "$bert" --base-port "$bert_port" --idle-timeout 20 --interval 0 --json "$work/bert.json" > "$work/bert.log" 2>&1 &
+start_bert() {  # BERT_STREAMS: ports paq-bert binds (6)
+  "$bert" --base-port "$bert_port" --streams "${BERT_STREAMS:-6}" --idle-timeout 20 --interval 0 --json "$work/bert.json" > "$work/bert.log" 2>&1 &
   bert_pid=$!
   pids+=("$bert_pid")
   sleep 0.3
@@ -441,6 +446,51 @@ for a, b in zip(live["paths"], off["paths"]):
     assert (a["bits"], a["bit_errors"], a["locked"]) == (b["bits"], b["bit_errors"], b["locked"]), (a, b)
     print(f"  {a['path']:5} {a['bit_errors']:7}/{a['bits']}")
 EOF2
+  ;;
+both)
+  # receiver.detector both (issue 14): twelve streams, the six paths decided symbol by symbol
+  # and again by the trellis, over TCP to paq-bert on twelve ports. Each stream's bits and
+  # errors equal the offline replay's with --detector both, whose streams equal a plain sxs
+  # replay's (0 .. 5) and a trellis replay's (6 .. 11); the records have the twelve columns.
+  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --detector both \
+    --records "$work/both" --json-out "$work/offline.json" > "$work/offline.txt" 2>&1 || fail "offline replay failed"
+  for d in sxs trellis; do
+    "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --detector "$d" \
+      --json-out "$work/offline-$d.json" > /dev/null 2>&1 || fail "offline replay ($d) failed"
+  done
+  grep -q "mmse_trellis" "$work/offline.txt" || fail "the replay's table has no mmse_trellis row: $(cat "$work/offline.txt")"
+  DETECTOR=both write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 20625000, end_on_close: true}"
+  BERT_STREAMS=12 start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
+    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
+  wait_paqd
+  wait_bert
+  compare exact
+  python3 - "$work" <<'EOF2' || fail "twelve streams against the single-detector replays"
+import csv, json, sys
+work = sys.argv[1]
+both = json.load(open(f"{work}/offline.json"))
+sxs, tre = json.load(open(f"{work}/offline-sxs.json")), json.load(open(f"{work}/offline-trellis.json"))
+live, bert = json.load(open(f"{work}/live.json")), json.load(open(f"{work}/bert.json"))
+names = [p["path"] for p in both["paths"]]
+assert names == ["none", "zf", "mmse", "cma", "fde1", "fde2"] + [n + "_trellis" for n in ["none", "zf", "mmse", "cma", "fde1", "fde2"]], names
+assert [p["path"] for p in live["paths"]] == names and [s["path"] for s in bert["streams"]] == names
+assert both["detector"] == "both" and len(sxs["paths"]) == 6 == len(tre["paths"])
+for i, p in enumerate(both["paths"]):
+    ref = (sxs if i < 6 else tre)["paths"][i % 6]
+    assert (p["bits"], p["bit_errors"], p["resyncs"]) == (ref["bits"], ref["bit_errors"], ref["resyncs"]), (p, ref)
+    print(f"  {p['path']:12} {p['bit_errors']:7}/{p['bits']}")
+header = next(csv.reader(open(f"{work}/both-packets.csv")))
+for n in names:
+    assert n + "_errors" in header and n + "_bep" in header, n
+print("records: twelve column groups; streams 0-5 = the sxs replay, 6-11 = the trellis replay")
+EOF2
+  "$build/tools/paq-report" "$work/both" -o "$work/both.html" > "$work/report.log" 2>&1 || fail "paq-report: $(cat "$work/report.log")"
+  grep -q "The two detectors side by side" "$work/both.html" || fail "the report has no detectors table"
+  grep -q ">mmse_trellis" "$work/both.html" || fail "the report does not name mmse_trellis"
+  echo "paq-report: twelve streams ranked, the detectors side by side"
   ;;
 *)
   echo "unknown case $case_name" >&2

@@ -2,8 +2,8 @@
 // io::decode_datagram, then all of them through io::bert_monitor::ingest, the counting side
 // of paq-bert.
 //
-// Input: byte 0 holds options (bits 0..2: the port's stream, 0 .. 5, or 6 and 7 for a shared
-// port; bits 3..4: the expected format, none, paq, dqe or dqe-raw), then the datagrams.
+// Input: byte 0 holds options (bits 0..3: the port's stream, 0 .. 11, or 12 .. 15 for a shared
+// port; bits 4..5: the expected format, none, paq, dqe or dqe-raw), then the datagrams.
 //
 // Checked, besides the sanitizers: a decoded datagram's bits lie inside it and are 768 bytes;
 // a current-version paq-format datagram the decoder accepts (header of the current length)
@@ -21,9 +21,9 @@ using namespace paq;
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
     if (size < 1) return 0;
-    const int port_stream = (data[0] & 7) < 6 ? (data[0] & 7) : -1;
+    const int port_stream = (data[0] & 15) < io::bitstream_streams ? (data[0] & 15) : -1;
     io::bert_monitor_config mc;
-    switch ((data[0] >> 3) & 3) {
+    switch ((data[0] >> 4) & 3) {
     case 1: mc.expected_format = io::bitstream_format::paq; break;
     case 2: mc.expected_format = io::bitstream_format::dqe; break;
     case 3: mc.expected_format = io::bitstream_format::dqe_raw; break;

@@ -99,7 +99,7 @@ void time_bin::add(const packet_record& r) noexcept
 {
     ++rows;
     packets += r.packets;
-    for (std::size_t p = 0; p < n_paths; ++p) paths[p].add(r.paths[p], r.packets);
+    for (std::size_t p = 0; p < r.streams; ++p) paths[p].add(r.paths[p], r.packets);
     cfo_hz.add(r.cfo_hz);
     ebn0_db.add(r.ebn0_db);
     delay_spread_ns.add(r.delay_spread_ns);
@@ -109,7 +109,7 @@ void time_bin::merge(const time_bin& o) noexcept
 {
     rows += o.rows;
     packets += o.packets;
-    for (std::size_t p = 0; p < n_paths; ++p) paths[p].merge(o.paths[p]);
+    for (std::size_t p = 0; p < max_streams; ++p) paths[p].merge(o.paths[p]);
     cfo_hz.merge(o.cfo_hz);
     ebn0_db.merge(o.ebn0_db);
     delay_spread_ns.merge(o.delay_spread_ns);
@@ -190,7 +190,7 @@ report_builder::report_builder(const report_options& options)
         throw std::invalid_argument("bad_threshold must be in (0, 1)");
     }
     data_.options = options;
-    for (std::size_t p = 0; p < n_paths; ++p) data_.paths[p].index = p;
+    for (std::size_t p = 0; p < max_streams; ++p) data_.paths[p].index = p;
     last_window_ = windows_.end();
 }
 
@@ -198,12 +198,20 @@ void report_builder::add(const packet_record& r)
 {
     auto& d = data_;
     if (d.rows == 0) {
+        if (r.streams != n_paths && r.streams != max_streams) {
+            throw std::invalid_argument("report_builder: a row with " + std::to_string(r.streams) + " streams (6 or 12)");
+        }
         d.ber_mode = r.has_pattern;
+        d.streams = r.streams;
         d.first_packet = r.packet;
         d.min_time_s = d.max_time_s = r.time_s;
     } else {
         if (r.has_pattern != d.ber_mode) {
             throw std::invalid_argument("report_builder: rows with and without a PN pattern mixed");
+        }
+        if (r.streams != d.streams) {
+            throw std::invalid_argument("report_builder: rows with " + std::to_string(d.streams) + " and " +
+                                        std::to_string(r.streams) + " streams mixed");
         }
         if (r.time_s < last_time_s_) ++d.out_of_order_rows;
         d.min_time_s = std::min(d.min_time_s, r.time_s);
@@ -240,7 +248,7 @@ void report_builder::add(const packet_record& r)
     }
     if (r.flags >> d.flag_rows.size()) ++d.other_flag_rows;
 
-    for (std::size_t p = 0; p < n_paths; ++p) {
+    for (std::size_t p = 0; p < d.streams; ++p) {
         const auto& pr = r.paths[p];
         auto& s = d.paths[p];
         s.sums.add(pr, r.packets);
@@ -329,7 +337,7 @@ report_data report_builder::finish() const
     }
 
     // Which windows count, per path: at least half the median weight.
-    for (std::size_t p = 0; p < n_paths; ++p) {
+    for (std::size_t p = 0; p < d.streams; ++p) {
         std::vector<std::uint64_t> w;
         for (const auto& win : d.windows) {
             const auto x = d.weight(win.bin.paths[p]);
@@ -386,12 +394,13 @@ report_data report_builder::finish() const
         return best;
     };
 
-    for (std::size_t p = 0; p < n_paths; ++p) {
+    for (std::size_t p = 0; p < d.streams; ++p) {
         auto& s = d.paths[p];
         s.worst_window = find_worst(p);
         if (s.worst_window) s.worst_window_value = d.value(d.windows[*s.worst_window].bin.paths[p]);
     }
 
+    d.ranking.resize(d.streams);
     std::iota(d.ranking.begin(), d.ranking.end(), std::size_t{0});
     std::stable_sort(d.ranking.begin(), d.ranking.end(), [&](std::size_t a, std::size_t b) {
         const auto& sa = d.paths[a].sums;
@@ -399,7 +408,7 @@ report_data report_builder::finish() const
         return std::pair(nan_high(d.value(sa)), nan_high(secondary(sa))) <
                std::pair(nan_high(d.value(sb)), nan_high(secondary(sb)));
     });
-    for (std::size_t r = 0; r < n_paths; ++r) d.paths[d.ranking[r]].rank = r + 1;
+    for (std::size_t r = 0; r < d.streams; ++r) d.paths[d.ranking[r]].rank = r + 1;
 
     const auto best_path = d.ranking[0];
     d.best_window = find_best(best_path);

@@ -76,7 +76,7 @@ struct estimate_stats {
 struct time_bin {
     std::uint64_t rows = 0;
     std::uint64_t packets = 0;
-    std::array<path_sums, n_paths> paths{};
+    std::array<path_sums, max_streams> paths{};  ///< per stream; beyond report_data::streams all zero
     estimate_stats cfo_hz;
     estimate_stats ebn0_db;
     estimate_stats delay_spread_ns;
@@ -147,7 +147,7 @@ struct report_options {
 
 /// What the summary table shows for one path.
 struct path_summary {
-    std::size_t index = 0;  ///< into path_names
+    std::size_t index = 0;  ///< into path_names (a stream)
     std::size_t rank = 0;   ///< 1 = best
     path_sums sums;
     /// BER mode: packets of rows with bits > 0 and no errors, out of sums.checked_packets.
@@ -192,8 +192,11 @@ struct report_data {
     std::array<std::uint64_t, 5> flag_rows{};  ///< rows with flag bit b (1 << b) set
     std::uint64_t other_flag_rows = 0;         ///< rows with a flag bit above 16
 
-    std::array<path_summary, n_paths> paths{};
-    std::array<std::size_t, n_paths> ranking{};  ///< path indices, best first
+    /// Streams of the run: 6 paths, or 12 when paqd ran receiver.detector both (the six paths
+    /// decided symbol by symbol, then by the trellis). paths[0 .. streams) are used.
+    std::size_t streams = n_paths;
+    std::array<path_summary, max_streams> paths{};
+    std::vector<std::size_t> ranking;  ///< stream indices, best first (streams of them)
 
     double bin_start_s = 0;
     double bin_width_s = 0;
@@ -203,7 +206,7 @@ struct report_data {
     /// A path's window counts for worst / best only with at least this weight (bits in BER
     /// mode, packets with a BEP in BEP mode): half the median weight of the path's non-empty
     /// windows, so that a partial window at the edge of the run does not win on a handful of bits.
-    std::array<std::uint64_t, n_paths> window_min_weight{};
+    std::array<std::uint64_t, max_streams> window_min_weight{};
     /// Windows with the lowest and highest value (BER, or BEP) of the best-ranked path.
     std::optional<std::size_t> best_window;
     std::optional<std::size_t> worst_window;

@@ -16,11 +16,13 @@ namespace {
 
 constexpr double nan = std::numeric_limits<double>::quiet_NaN();
 
-/// One colour and dash pattern per path, in path order: the Okabe-Ito palette (readable with
-/// colour-blindness), `none` (no equalizer, the baseline) dashed grey.
-constexpr std::array<std::string_view, n_paths> path_colors{"#777777", "#E69F00", "#56B4E9",
-                                                             "#009E73", "#0072B2", "#D55E00"};
-constexpr std::array<std::string_view, n_paths> path_dashes{"6 3", "", "", "", "", ""};
+/// One colour and dash pattern per stream, in stream order: the Okabe-Ito palette (readable
+/// with colour-blindness), `none` (no equalizer, the baseline) dashed grey; a path decided by
+/// the trellis (receiver.detector both) in its path's colour, dotted.
+constexpr std::array<std::string_view, max_streams> path_colors{"#777777", "#E69F00", "#56B4E9", "#009E73",
+                                                                "#0072B2", "#D55E00", "#777777", "#E69F00",
+                                                                "#56B4E9", "#009E73", "#0072B2", "#D55E00"};
+constexpr std::array<std::string_view, max_streams> path_dashes{"6 3", "", "", "", "", "", "6 2 2 2", "2 2", "2 2", "2 2", "2 2", "2 2"};
 
 constexpr double svg_width = 960;
 
@@ -377,14 +379,20 @@ void band(std::string& s, const panel& p, const std::vector<double>& x, const st
 
 /// Legend entries in a row, from (x, y); ranks (1-based) are added to the names when given.
 void legend(std::string& s, double x, double y, const std::vector<std::size_t>& order,
-            const std::array<std::size_t, n_paths>* ranks)
+            const std::array<std::size_t, max_streams>* ranks)
 {
+    const double x0 = x;
     for (const auto p : order) {
         std::string attrs = "stroke=\"" + std::string(path_colors[p]) + "\" stroke-width=\"2.5\"";
         if (!path_dashes[p].empty()) attrs += " stroke-dasharray=\"" + std::string(path_dashes[p]) + "\"";
         line(s, x, y - 4, x + 22, y - 4, attrs);
         std::string label = name_of(p);
         if (ranks) label += " (#" + std::to_string((*ranks)[p]) + ")";
+        // Twelve streams do not fit one row: wrap.
+        if (x > x0 && x + 36 + 7.5 * static_cast<double>(label.size()) > svg_width - 10) {
+            x = x0;
+            y += 15;
+        }
         text(s, x + 27, y, "start", label);
         x += 36 + 7.5 * static_cast<double>(label.size());
     }
@@ -590,6 +598,32 @@ void header(std::string& h, const report_data& d, const page_inputs& in)
     }
 }
 
+/// With receiver.detector both: each path's two detectors side by side, and their ratio.
+void detectors_table(std::string& h, const report_data& d)
+{
+    const bool ber = d.ber_mode;
+    h += "<h3>The two detectors side by side</h3>\n<div class=\"scroll\"><table class=\"summary\">\n<tr><th class=\"l\">path</th>";
+    h += "<th>" + rate_name(d) + ", symbol by symbol</th><th>" + rate_name(d) + ", trellis</th><th>trellis / symbol by symbol</th>";
+    if (ber) h += "<th>errors, symbol by symbol</th><th>errors, trellis</th>";
+    h += "</tr>\n";
+    for (std::size_t p = 0; p < n_paths; ++p) {
+        const auto& a = d.paths[p].sums;
+        const auto& b = d.paths[p + n_paths].sums;
+        const double va = d.value(a), vb = d.value(b);
+        h += "<tr><td class=\"l\">" + name_of(p) + "</td><td>" + swatch(p) + format_rate(va) + "</td><td>" + swatch(p + n_paths) +
+             format_rate(vb) + "</td><td>";
+        h += va > 0 && std::isfinite(va) && std::isfinite(vb) ? printf_string("%.3g", vb / va) : std::string("n/a");
+        h += "</td>";
+        if (ber) h += "<td>" + format_count(a.errors) + "</td><td>" + format_count(b.errors) + "</td>";
+        h += "</tr>\n";
+    }
+    h += "</table></div>\n<p class=\"read\"><b>How to read this.</b> paqd decided every path twice "
+         "(<code>receiver.detector: both</code>): symbol by symbol, and by sequence (trellis) detection on the same "
+         "equalized samples. A ratio below 1 is what the trellis gains on that path; the streams " +
+         std::string(ber ? "are counted on the same packets against the same PN data" : "are estimated on the same packets") +
+         ", so the ratio compares the detectors and nothing else.</p>\n";
+}
+
 void summary(std::string& h, const report_data& d)
 {
     const bool ber = d.ber_mode;
@@ -682,6 +716,7 @@ void summary(std::string& h, const report_data& d)
     h += "The shares tell whether errors are spread thinly (many packets with a few errors) or concentrated in bad "
          "packets; the worst window tells how bad the hardest second was. Prefer a path that is best overall and "
          "also has a low worst window.</p>\n";
+    if (d.streams == max_streams) detectors_table(h, d);
 }
 
 /// The sentence under a time figure that explains its gap bands and loss ticks.
@@ -715,9 +750,9 @@ void ber_figure(std::string& h, const report_data& d)
     for (std::size_t i = 0; i < n; ++i) {
         x[i] = (d.bin_start_s + (static_cast<double>(i) + 0.5) * d.bin_width_s) / ta.scale;
     }
-    std::array<std::vector<double>, n_paths> y;
+    std::array<std::vector<double>, max_streams> y;
     std::vector<double> all;
-    for (std::size_t p = 0; p < n_paths; ++p) {
+    for (std::size_t p = 0; p < d.streams; ++p) {
         y[p].resize(n);
         for (std::size_t i = 0; i < n; ++i) {
             const auto& ps = d.bins[i].paths[p];
@@ -791,12 +826,12 @@ void ber_figure(std::string& h, const report_data& d)
     }
 
     // Worst-ranked first, so that the best path is drawn on top.
-    for (std::size_t r = n_paths; r-- > 0;) {
+    for (std::size_t r = d.streams; r-- > 0;) {
         const auto q = d.ranking[r];
         series(s, p, x, y[q], path_colors[q], path_dashes[q], r == 0 ? 2.0 : 1.3);
     }
-    std::array<std::size_t, n_paths> ranks{};
-    for (std::size_t q = 0; q < n_paths; ++q) ranks[q] = d.paths[q].rank;
+    std::array<std::size_t, max_streams> ranks{};
+    for (std::size_t q = 0; q < d.streams; ++q) ranks[q] = d.paths[q].rank;
     legend(s, p.left, 16, std::vector<std::size_t>(d.ranking.begin(), d.ranking.end()), &ranks);
     s += "</svg>\n";
     h += s;
@@ -831,7 +866,7 @@ void errors_figure(std::string& h, const report_data& d)
 
     std::size_t last = 1;
     std::vector<double> shares;
-    for (std::size_t q = 0; q < n_paths; ++q) {
+    for (std::size_t q = 0; q < d.streams; ++q) {
         const auto& ps = d.paths[q];
         for (std::size_t c = 0; c < n_error_classes; ++c) {
             if (ps.error_rows[c] > 0) last = std::max(last, c);
@@ -863,9 +898,9 @@ void errors_figure(std::string& h, const report_data& d)
     for (const auto& t : xt) text(s, p.px(t.value), p.bottom() + 13, "middle", t.label);
 
     const double group = p.width / static_cast<double>(n_cls);
-    const double bar = group * 0.8 / static_cast<double>(n_paths);
+    const double bar = group * 0.8 / static_cast<double>(d.streams);
     for (std::size_t c = 0; c < n_cls; ++c) {
-        for (std::size_t r = 0; r < n_paths; ++r) {
+        for (std::size_t r = 0; r < d.streams; ++r) {
             const auto q = d.ranking[r];
             const auto& ps = d.paths[q];
             if (ps.classified_rows == 0 || ps.error_rows[c] == 0) continue;
@@ -877,8 +912,8 @@ void errors_figure(std::string& h, const report_data& d)
             rect(s, x0, y0, bar * 0.92, p.bottom() - y0, attrs);
         }
     }
-    std::array<std::size_t, n_paths> ranks{};
-    for (std::size_t q = 0; q < n_paths; ++q) ranks[q] = d.paths[q].rank;
+    std::array<std::size_t, max_streams> ranks{};
+    for (std::size_t q = 0; q < d.streams; ++q) ranks[q] = d.paths[q].rank;
     legend(s, p.left, 16, std::vector<std::size_t>(d.ranking.begin(), d.ranking.end()), &ranks);
     s += "</svg>\n";
     h += s;

@@ -265,7 +265,8 @@ packet_reader::packet_reader(fs::path path)
     zf_cond_ = h.at("zf_condition");
     flags_ = h.at("flags");
     time_utc_ = h.find("time_utc");
-    for (std::size_t p = 0; p < n_paths; ++p) {
+    streams_ = h.find("none_trellis_bits") ? max_streams : n_paths;
+    for (std::size_t p = 0; p < streams_; ++p) {
         const std::string n(path_names[p]);
         path_cols_[p] = {h.at(n + "_bits"), h.at(n + "_errors"), h.at(n + "_bep"), h.at(n + "_known_errors")};
     }
@@ -307,7 +308,8 @@ bool packet_reader::next(packet_record& r)
     // other _bits / _errors field must agree, or the row would be counted inconsistently.
     if (pattern_state_ < 0) pattern_state_ = f[path_cols_[0][1]].empty() ? 0 : 1;
     r.has_pattern = pattern_state_ == 1;
-    for (std::size_t p = 0; p < n_paths; ++p) {
+    r.streams = streams_;
+    for (std::size_t p = 0; p < streams_; ++p) {
         auto& pr = r.paths[p];
         const auto [bits_col, errors_col, bep_col, known_col] = path_cols_[p];
         for (const auto col : {bits_col, errors_col}) {

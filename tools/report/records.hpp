@@ -29,9 +29,13 @@ namespace paq::report {
 
 /// Number of equalizer paths in a record, in file order.
 inline constexpr std::size_t n_paths = 6;
+/// Streams a record can have: the six paths, and with paqd's receiver.detector both the same
+/// six decided by the trellis (`none_trellis` .. `fde2_trellis`).
+inline constexpr std::size_t max_streams = 2 * n_paths;
 
-/// The paths' names as they appear in the column names (`<path>_bits`, ...), in file order.
-inline constexpr std::array<std::string_view, n_paths> path_names{"none", "zf", "mmse", "cma", "fde1", "fde2"};
+/// The streams' names as they appear in the column names (`<stream>_bits`, ...), in file order.
+inline constexpr std::array<std::string_view, max_streams> path_names{
+    "none", "zf", "mmse", "cma", "fde1", "fde2", "none_trellis", "zf_trellis", "mmse_trellis", "cma_trellis", "fde1_trellis", "fde2_trellis"};
 
 /// Known (preamble + ASM) bits per packet that `<path>_known_errors` counts errors among.
 inline constexpr std::uint64_t known_bits_per_packet = 192;
@@ -72,7 +76,9 @@ struct packet_record {
     std::optional<std::int64_t> time_utc_ns;
     /// False when the row's `_bits` / `_errors` fields are empty (no PN pattern configured).
     bool has_pattern = true;
-    std::array<path_record, n_paths> paths{};
+    /// Streams of the file: 6, or 12 when it has the `_trellis` columns (paths[0 .. streams)).
+    std::size_t streams = n_paths;
+    std::array<path_record, max_streams> paths{};
 };
 
 /// One row of <base>-channel.csv.
@@ -129,7 +135,7 @@ private:
 using io::parse_utc_ns;
 
 /// Reads <base>-packets.csv row by row. The constructor reads and checks the header (every
-/// column of docs/RECORDS.md must be present); next() parses and checks one row:
+/// column of docs/RECORDS.md must be present; the twelve streams' when `none_trellis_bits` is); next() parses and checks one row:
 /// integers are non-negative decimal integers, `packets` >= 1, `time_s` finite (|t| <= 1e12 s),
 /// `known_errors` <= 192 * `packets`, `errors` <=
 /// `bits`, and the `_bits` / `_errors` fields are all empty or all filled, the same way in
@@ -151,7 +157,8 @@ private:
     std::size_t packet_ = 0, packets_ = 0, time_ = 0, batch_ = 0, start_ = 0, metric_ = 0, cfo_ = 0, sigma2_ = 0,
                 ebn0_ = 0, energy_ = 0, spread_ = 0, zf_cond_ = 0, flags_ = 0;
     std::optional<std::size_t> time_utc_;  ///< the optional `time_utc` column
-    std::array<std::array<std::size_t, 4>, n_paths> path_cols_{};  ///< bits, errors, bep, known_errors
+    std::size_t streams_ = n_paths;  ///< 12 when the header has the `_trellis` columns
+    std::array<std::array<std::size_t, 4>, max_streams> path_cols_{};  ///< bits, errors, bep, known_errors
     int pattern_state_ = -1;  ///< -1: not known yet (no row read), 0: no pattern, 1: pattern
 };
 
