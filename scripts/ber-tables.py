@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Markdown tables from paq-ber-curve CSVs: BER per path and Eb/N0, and for AWGN the
-implementation loss at BER 1e-4 against OQPSK theory (log10 BER interpolated linearly in dB).
-A cell marked †NN% rests on NN% of the data bits: the PN checker was out of lock for the rest.
+"""Markdown tables from paq-ber-curve CSVs: BER per stream and Eb/N0, and for AWGN the
+implementation loss at BER 1e-4 and 1e-5 against OQPSK theory (log10 BER interpolated linearly
+in dB). A cell marked †NN% rests on NN% of the data bits: the PN checker was out of lock for
+the rest. A CSV of --detector both (twelve streams) also gets each path's trellis gain: the
+dB between its symbol-by-symbol and trellis curves at 1e-4 (and 1e-5).
 
 usage: scripts/ber-tables.py docs/figures/ber-awgn.csv [more.csv ...]
 """
@@ -9,7 +11,6 @@ import csv
 import math
 import sys
 
-PATHS = ["none", "zf", "mmse", "cma", "fde1", "fde2"]
 
 
 def theory_ber(ebn0_db):
@@ -43,6 +44,7 @@ def main(files):
             found = int(r["packets_found"])
             coverage = int(r["bits"]) / (found * 6144) if found else 0.0
             table.setdefault(float(r["ebn0_db"]), {})[r["path"]] = (float(r["ber"]), int(r["errors"]), int(r["bits"]), coverage)
+        PATHS = list(dict.fromkeys(r["path"] for r in rows))  # the CSV's streams, in order
         print(f"### {preset}\n")
         head = "| Eb/N0 dB | " + " | ".join(PATHS) + (" | theory |" if preset == "awgn" else " |")
         print(head)
@@ -59,13 +61,29 @@ def main(files):
             line += f" | {theory_ber(e):.2e} |" if preset == "awgn" else " |"
             print(line)
         print()
+        at = {(p, target): crossing([(e, table[e][p][0]) for e in table], target) for p in PATHS for target in (1e-4, 1e-5)}
         if preset == "awgn":
-            t = theory_crossing()
-            print(f"Loss at BER 1e-4 (theory reaches 1e-4 at {t:.2f} dB):\n")
-            print("| path | Eb/N0 at 1e-4 | loss dB |\n|---|---|---|")
+            t4, t5 = theory_crossing(1e-4), theory_crossing(1e-5)
+            print(f"Loss against theory (theory reaches 1e-4 at {t4:.2f} dB, 1e-5 at {t5:.2f} dB):\n")
+            print("| path | Eb/N0 at 1e-4 | loss dB | Eb/N0 at 1e-5 | loss dB |\n|---|---|---|---|---|")
             for p in PATHS:
-                c = crossing([(e, table[e][p][0]) for e in table])
-                print(f"| {p} | {c:.2f} | {c - t:.2f} |" if c is not None else f"| {p} | not bracketed | |")
+                cells = []
+                for target, t in ((1e-4, t4), (1e-5, t5)):
+                    c = at[(p, target)]
+                    cells += [f"{c:.2f}", f"{c - t:.2f}"] if c is not None else ["not bracketed", ""]
+                print(f"| {p} | " + " | ".join(cells) + " |")
+            print()
+        trellis = [p for p in PATHS if p.endswith("_trellis")]
+        if trellis:
+            print("Trellis gain (dB from the symbol-by-symbol curve to the trellis curve, same packets):\n")
+            print("| path | at 1e-4 | at 1e-5 |\n|---|---|---|")
+            for p in trellis:
+                base = p[: -len("_trellis")]
+                cells = []
+                for target in (1e-4, 1e-5):
+                    a, b = at[(base, target)], at[(p, target)]
+                    cells.append(f"{a - b:.2f}" if a is not None and b is not None else "not bracketed")
+                print(f"| {base} | " + " | ".join(cells) + " |")
             print()
 
 

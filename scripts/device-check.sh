@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|curves|live|flight] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -88,6 +88,18 @@ if [[ $mode == speed ]]; then
   ./.device/paqd replay /tmp/paq-speed128.ci16 --datatype ci16_le --sample-rate 20.625e6 --backend cuda \
     --json-out "$out/speed-128s.json" 2>&1 | tail -3 || status=1
   rm -f /tmp/paq-speed128.ci16
+fi
+if [[ $mode == curves ]]; then
+  # Issue 14: BER against Eb/N0 with both detectors (twelve streams), on the CUDA backend, the
+  # points and seeds of scripts/ber-figures.sh; CSV and JSON to $OUT (docs/figures/ber-*-both.*
+  # and BER-RESULTS.md from them: scripts/plot-ber.sh, scripts/ber-tables.py).
+  ./.device/paq-ber-curve --backend cuda --detector both --preset awgn --ebn0-db 4,6,8,9,9.5,10,10.5,11,11.5,12 \
+    --packets 1000 --min-errors 100 --max-packets 20000 --seed 1 \
+    --output "$out/ber-awgn-both.csv" --json "$out/ber-awgn-both.json" 2>&1 | tee "$out/curves.log" || status=1
+  for p in two-ray edwards3; do
+    ./.device/paq-ber-curve --backend cuda --detector both --preset $p --ebn0-db 6,9,12,15,18,21 --packets 1000 --seed 1 \
+      --output "$out/ber-$p-both.csv" --json "$out/ber-$p-both.json" 2>&1 | tee -a "$out/curves.log" || status=1
+  done
 fi
 if [[ $mode == fieldtable ]]; then
   # Issue 11's table (rate x ppm x path), received by the CUDA backend.

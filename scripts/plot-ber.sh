@@ -93,10 +93,13 @@ set samples 400
 theory(x) = 0.5*erfc(sqrt(10**(x/10.0)))
 paths = "$paths"
 colors = "#7b2cbf #1b9e77 #1f78b4 #e66101 #d7191c #555555 #b8860b #ff69b4"
-color(i) = word(colors, (i-1) % 8 + 1)
+# Twelve streams (paq-ber-curve --detector both): a _trellis stream in its path's colour, dashed.
+n6 = ($npaths == 12) ? 6 : 8
+color(i) = word(colors, (i-1) % n6 + 1)
+dash(i) = ($npaths == 12 && i > 6) ? 3 : 1
 set label 1 "points with 0 errors\nare not drawn" at graph 1.03, graph 0.55 font ",9"
-plot for [i=1:$npaths] "$tmp/ber.dat" index (i-1) using 1:2 with linespoints lw 2 lc rgb color(i) \
-       pt (i+3) ps 1.3 title word(paths, i), \
+plot for [i=1:$npaths] "$tmp/ber.dat" index (i-1) using 1:2 with linespoints lw 2 dt dash(i) lc rgb color(i) \
+       pt (i+3) ps 1.3 title word(paths, i) noenhanced, \
      theory(x) with lines lw 2 dt 2 lc rgb "black" title "OQPSK theory"
 GP
 echo "wrote $out"

@@ -1,9 +1,10 @@
-// paq-ber-curve: bit error rate against Eb/N0 for every equalizer path of the CPU chain.
+// paq-ber-curve: bit error rate against Eb/N0 for every output stream of the chain (the six
+// paths; twelve with --detector both), on the CPU backend or, with --backend cuda, the GPU's.
 //
 //   for each Eb/N0 point i:  simulator(preset, Eb/N0, CFO, timing offset, field impairments,
 //                                      seed = S + i)
 //       -> N packets (+1 for the partial packet the random start offset cuts)
-//       -> run_receiver(cpu_backend) -> per-path bits / errors
+//       -> run_receiver(backend) -> per-stream bits / errors
 //       [--min-errors E: further chunks of 100 packets from the same simulator stream,
 //        each through a fresh run_receiver, until every path has >= E errors or the
 //        point holds --max-packets packets]
@@ -11,6 +12,7 @@
 // Output: a compact table on stdout (one line per point), a CSV (one row per point and
 // path) and optionally JSON with the same numbers plus the run settings.
 #include "config/cli.hpp"
+#include "runtime/backend_factory.hpp"
 #include "runtime/receiver_run.hpp"
 #include "dsp/ber.hpp"
 #include "dsp/cpu_backend.hpp"
@@ -66,7 +68,7 @@ struct point_result {
     double est_cfo_hz = std::numeric_limits<double>::quiet_NaN();
     double theory_ber = 0.0;
     double seconds = 0.0;
-    std::array<path_tally, chain::num_paths> paths{};
+    std::vector<path_tally> paths;  ///< per output stream
 };
 
 struct options {
@@ -95,6 +97,8 @@ struct options {
     double cma_mu = paq::dsp::receiver_config{}.cma_mu;
     int cma_iterations = paq::dsp::receiver_config{}.cma_iterations;
     int threads = 0;
+    std::string detector = "sxs";
+    std::string backend = "cpu";
     std::string output;
     std::string json;
 };
@@ -102,7 +106,7 @@ struct options {
 /// Runs `n_packets` packets' worth of samples (plus `extra_samples`) from `sim` through a
 /// fresh run_receiver and adds the tallies to `res`. Returns the linear Eb/N0 estimate summed
 /// over the packets found (to average over the runs of a point).
-double run_chunk(paq::dsp::simulator& sim, paq::dsp::cpu_backend& backend, const paq::dsp::receiver_config& rcfg,
+double run_chunk(paq::dsp::simulator& sim, paq::dsp::batch_processor& backend, const paq::dsp::receiver_config& rcfg,
                  const paq::dsp::sim_config& scfg, std::size_t n_samples, point_result& res, double& cfo_hz_sum)
 {
     std::vector<cf32> samples;
@@ -112,6 +116,7 @@ double run_chunk(paq::dsp::simulator& sim, paq::dsp::cpu_backend& backend, const
     const auto s = paq::runtime::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, samples);
 
     ++res.runs;
+    res.paths.resize(s.paths.size());
     res.packets_found += s.packets_found;
     res.packets_skipped += s.packets_skipped;
     for (std::size_t p = 0; p < res.paths.size(); ++p) {
@@ -152,6 +157,14 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     return scfg;
 }
 
+paq::dsp::detector_kind detector_of(const std::string& text)
+{
+    if (text == "sxs") return paq::dsp::detector_kind::sxs;
+    if (text == "trellis") return paq::dsp::detector_kind::trellis;
+    if (text == "both") return paq::dsp::detector_kind::both;
+    throw std::invalid_argument("--detector " + text + " (allowed: sxs, trellis, both)");
+}
+
 point_result run_point(const options& o, std::size_t index, double ebn0_db)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -164,6 +177,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
 
     paq::dsp::receiver_config rcfg;
     rcfg.cpu_threads = o.threads;
+    rcfg.detector = detector_of(o.detector);
     rcfg.cma_mu = o.cma_mu;
     rcfg.cma_iterations = o.cma_iterations;
     rcfg.bit_rate_hz = o.bit_rate_hz;
@@ -174,7 +188,9 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
     if (const auto errors = rcfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
 
     paq::dsp::simulator sim(scfg);
-    paq::dsp::cpu_backend backend(rcfg);
+    const auto made = paq::runtime::make_backend({paq::runtime::parse_backend(o.backend), 0, paq::runtime::solver_kind::levinson}, rcfg);
+    paq::dsp::batch_processor& backend = *made;
+    res.paths.resize(static_cast<std::size_t>(rcfg.streams()));
 
     double ebn0_lin_sum = 0.0, cfo_hz_sum = 0.0;
     // First run: N complete packets plus the one the random start offset cuts.
@@ -221,7 +237,7 @@ std::string fmt_double(double v, const char* f)
 int main(int argc, char** argv)
 {
     options o;
-    CLI::App app{"paq-ber-curve: BER against Eb/N0 of every equalizer path (CPU backend, simulated channel)"};
+    CLI::App app{"paq-ber-curve: BER against Eb/N0 of every output stream (CPU or CUDA backend, simulated channel)"};
     paq::cli::conventions(app, "paq-ber-curve",
                      "0 curve written; 1 runtime failure (output not writable, receiver error); 2 usage error or a setting "
                      "out of range");
@@ -285,6 +301,11 @@ int main(int argc, char** argv)
             },
             "PATTERN", "pn pattern"));
     app.add_option("--threads", o.threads, "CPU worker threads (0: all cores)")->check(CLI::Range(0, 1024));
+    app.add_option("--detector", o.detector,
+                   "How the bits are decided: sxs, trellis, or both (twelve streams: none .. fde2, none_trellis .. fde2_trellis)")
+        ->check(CLI::IsMember({"sxs", "trellis", "both"}));
+    app.add_option("--backend", o.backend, "Receiver backend: cpu, or cuda (GPU 0; a build with CUDA)")
+        ->check(CLI::IsMember({"cpu", "cuda"}));
     app.add_option("--output", o.output, "CSV output file")->required();
     app.add_option("--json", o.json, "Optional JSON output file");
 
@@ -340,8 +361,11 @@ int main(int argc, char** argv)
                                        .c_str()
                                  : "",
                     o.cfo_hz, o.timing_offset, o.pattern.c_str());
+        const int streams = paq::dsp::output_streams(detector_of(o.detector));
+        std::printf("# detector %s, backend %s\n", o.detector.c_str(), o.backend.c_str());
         std::printf("%7s %5s %6s %6s", "ebn0_dB", "seed", "pkts", "found");
-        for (int p = 0; p < chain::num_paths; ++p) std::printf(" %10s", paq::dsp::path_name(p));
+        const int col = streams > chain::num_paths ? 12 : 10;  // mmse_trellis
+        for (int p = 0; p < streams; ++p) std::printf(" %*s", col, paq::dsp::stream_name(p));
         std::printf(" %10s %7s %6s\n", "theory", "est_dB", "sec");
         std::fflush(stdout);
 
@@ -350,7 +374,7 @@ int main(int argc, char** argv)
             std::printf("%7.2f %5llu %6llu %6llu", r.ebn0_db, static_cast<unsigned long long>(r.seed),
                         static_cast<unsigned long long>(r.packets_simulated),
                         static_cast<unsigned long long>(r.packets_found));
-            for (const auto& t : r.paths) std::printf(" %s", fmt_ber(t.ber(), t.errors).c_str());
+            for (const auto& t : r.paths) std::printf(" %*s", col, fmt_ber(t.ber(), t.errors).c_str());
             std::printf(" %10.3e %7.2f %6.1f\n", r.theory_ber, r.est_ebn0_db, r.seconds);
             std::fflush(stdout);
             results.push_back(std::move(r));
@@ -399,7 +423,8 @@ int main(int argc, char** argv)
                          {"dc_offset_dbc", std::isfinite(o.dc_offset_dbc) ? nlohmann::json(o.dc_offset_dbc) : nlohmann::json("none")},
                          {"phase_noise_linewidth_hz", o.phase_noise_linewidth_hz},
                          {"phase_noise_mask", o.phase_noise},
-                         {"backend", "cpu"}};
+                         {"backend", o.backend},
+                         {"detector", o.detector}};
         auto pts = nlohmann::json::array();
         for (const auto& r : results) {
             nlohmann::json pj;

@@ -491,6 +491,25 @@ EOF2
   grep -q "The two detectors side by side" "$work/both.html" || fail "the report has no detectors table"
   grep -q ">mmse_trellis" "$work/both.html" || fail "the report does not name mmse_trellis"
   echo "paq-report: twelve streams ranked, the detectors side by side"
+  # paq-ber-curve --detector both: twelve rows per point, the first six those of --detector sxs
+  # and the last six those of --detector trellis (same seeds, two points, two-ray, 25 MS/s).
+  for d in sxs trellis both; do
+    "$build/tools/paq-ber-curve" --preset two-ray --ebn0-db 9,12 --packets 40 --seed 31 --sample-rate 25e6 --detector "$d" \
+      --output "$work/curve-$d.csv" > /dev/null 2>&1 || fail "paq-ber-curve --detector $d"
+  done
+  python3 - "$work" <<'EOF2' || fail "paq-ber-curve --detector both against sxs and trellis"
+import csv, sys
+work = sys.argv[1]
+rows = {d: list(csv.DictReader(open(f"{work}/curve-{d}.csv"))) for d in ("sxs", "trellis", "both")}
+assert len(rows["both"]) == 24 and len(rows["sxs"]) == 12 == len(rows["trellis"]), {d: len(r) for d, r in rows.items()}
+for pt in range(2):
+    b = rows["both"][12 * pt:12 * pt + 12]
+    for k in range(6):
+        s, t = rows["sxs"][6 * pt + k], rows["trellis"][6 * pt + k]
+        assert (b[k]["path"], b[k]["bits"], b[k]["errors"]) == (s["path"], s["bits"], s["errors"]), (b[k], s)
+        assert (b[k + 6]["path"], b[k + 6]["bits"], b[k + 6]["errors"]) == (t["path"] + "_trellis", t["bits"], t["errors"]), (b[k + 6], t)
+print("paq-ber-curve --detector both: twelve streams per point, equal to the sxs and trellis curves")
+EOF2
   ;;
 *)
   echo "unknown case $case_name" >&2
