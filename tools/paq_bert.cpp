@@ -38,6 +38,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -299,8 +300,31 @@ private:
                         st.pn.locked ? "yes" : "no", static_cast<unsigned long long>(st.pn.resyncs),
                         static_cast<unsigned long long>(st.sender_restarts));
         }
+        // paqd's receiver.detector both: each path's two detectors side by side, on the same
+        // packets (the ratio is the trellis's BER over the symbol-by-symbol detector's).
+        bool header = false;
+        for (const auto& [p, sxs, trellis] : detector_pairs()) {
+            if (!header) {
+                std::printf("detectors side by side:\n%-6s %12s %12s %10s\n", "path", "BER sxs", "BER trellis", "ratio");
+                header = true;
+            }
+            std::printf("%-6s %12.3e %12.3e %10.3g\n", dsp::path_name(p), sxs, trellis, sxs > 0.0 ? trellis / sxs : 0.0);
+        }
         if (!monitor_.last_error().empty()) std::printf("last malformed: %s\n", monitor_.last_error().c_str());
         std::fflush(stdout);
+    }
+
+    /// The paths whose symbol-by-symbol stream (0 .. 5) and trellis stream (6 .. 11) both
+    /// checked bits: (path, BER of the first, BER of the second).
+    [[nodiscard]] std::vector<std::tuple<int, double, double>> detector_pairs() const
+    {
+        std::vector<std::tuple<int, double, double>> v;
+        for (int p = 0; p < dsp::chain::num_paths; ++p) {
+            const io::bert_stream_stats a = monitor_.stats(p);
+            const io::bert_stream_stats b = monitor_.stats(p + dsp::chain::num_paths);
+            if (a.pn.bits_checked > 0 && b.pn.bits_checked > 0) v.emplace_back(p, a.ber(), b.ber());
+        }
+        return v;
     }
 
     [[nodiscard]] nlohmann::json summary(int code) const
@@ -329,6 +353,13 @@ private:
                                {"last_bep_estimate", st.last_bep_estimate},
                                {"last_dqm", st.last_dqm ? nlohmann::json(*st.last_dqm) : nlohmann::json(nullptr)}});
         }
+        nlohmann::json detectors = nlohmann::json::array();
+        for (const auto& [p, sxs, trellis] : detector_pairs()) {
+            detectors.push_back({{"path", dsp::path_name(p)},
+                                 {"ber_sxs", sxs},
+                                 {"ber_trellis", trellis},
+                                 {"ratio", sxs > 0.0 ? nlohmann::json(trellis / sxs) : nlohmann::json(nullptr)}});
+        }
         return {{"tool", "paq-bert"},
                 {"pattern", std::string(dsp::to_string(monitor_.pattern()))},
                 {"bind", opt_.bind},
@@ -342,7 +373,8 @@ private:
                 {"last_malformed_error", monitor_.last_error()},
                 {"receive_errors", receive_errors_},
                 {"active_streams", monitor_.active_streams()},
-                {"streams", streams}};
+                {"streams", streams},
+                {"detectors", detectors}};
     }
 
     int finish()

@@ -485,6 +485,12 @@ for i, p in enumerate(both["paths"]):
 header = next(csv.reader(open(f"{work}/both-packets.csv")))
 for n in names:
     assert n + "_errors" in header and n + "_bep" in header, n
+det = {d["path"]: d for d in bert["detectors"]}
+assert sorted(det) == sorted(names[:6]), det
+for k, n in enumerate(names[:6]):
+    s, t = bert["streams"][k], bert["streams"][k + 6]
+    assert abs(det[n]["ber_sxs"] - s["ber"]) < 1e-15 and abs(det[n]["ber_trellis"] - t["ber"]) < 1e-15, (det[n], s, t)
+print("paq-bert: the two detectors side by side, " + ", ".join(f"{n} {det[n]['ratio']:.2f}x" for n in names[:6]))
 print("records: twelve column groups; streams 0-5 = the sxs replay, 6-11 = the trellis replay")
 EOF2
   "$build/tools/paq-report" "$work/both" -o "$work/both.html" > "$work/report.log" 2>&1 || fail "paq-report: $(cat "$work/report.log")"
