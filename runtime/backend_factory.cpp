@@ -62,7 +62,7 @@ std::unique_ptr<dsp::batch_processor> make_backend(const backend_spec& spec, con
         }
         return std::make_unique<gpu::cuda_backend>(cfg, spec.gpu, std::string(to_string(spec.solver)));
 #else
-        throw std::runtime_error("--backend cuda: this paqd was built without CUDA; use --backend cpu");
+        throw std::runtime_error("--backend cuda: this build has no CUDA (built without it); use --backend cpu");
 #endif
     }
     case backend_kind::automatic: break;

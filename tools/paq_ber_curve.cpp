@@ -331,6 +331,10 @@ int main(int argc, char** argv)
             return 2;
         }
     }
+    if (o.backend == "cuda" && !paq::runtime::built_with_cuda()) {
+        std::cerr << "paq-ber-curve: --backend cuda: this build has no CUDA (built without it); use --backend cpu\n";
+        return 2;
+    }
     try {
         (void)sim_config_for(o, o.ebn0_db.front(), o.seed);  // bad settings: an error before any output
     } catch (const std::invalid_argument& e) {
