@@ -112,8 +112,7 @@ run_summary run_tally::summary() const
     for (std::size_t p = 0; p < counters_.size(); ++p) {
         const auto& c = counters_[p];
         const auto k = c.counts();
-        auto& ps = s.paths[p];
-        ps.name = stream_name(static_cast<int>(p));
+        auto& ps = s.paths[p];  // named by stream_summaries
         ps.packets = c.packets();
         ps.bits_checked = k.bits_checked;
         ps.bit_errors = k.bit_errors;

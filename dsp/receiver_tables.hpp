@@ -36,8 +36,6 @@ enum class eq_path : int { none = 0, zf = 1, mmse = 2, cma = 3, fde1 = 4, fde2 =
 /// receiver.detector both, streams 6 .. 11 are the same paths decided by the trellis:
 /// `none_trellis` .. `fde2_trellis`. "?" outside 0 .. 11.
 [[nodiscard]] const char* stream_name(int stream) noexcept;
-/// The path a stream carries: stream mod 6.
-[[nodiscard]] constexpr eq_path stream_path(int stream) noexcept { return static_cast<eq_path>(stream % chain::num_paths); }
 
 struct receiver_tables {
     // --- preamble detection (SPEC 3, thesis eqs. 3.2-3.5)
