@@ -162,11 +162,7 @@ int main(int argc, char** argv)
         if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
         if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
         if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;
-        if (!detector.empty()) {
-            opt.receiver.detector = detector == "both"      ? dsp::detector_kind::both
-                                    : detector == "trellis" ? dsp::detector_kind::trellis
-                                                            : dsp::detector_kind::sxs;
-        }
+        if (!detector.empty()) opt.receiver.detector = dsp::parse_detector(detector);
         const auto errors = opt.receiver.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) spdlog::error("{}", e);

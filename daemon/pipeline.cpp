@@ -116,13 +116,7 @@ void pipeline::dispatch(dsp::sample_batch&& b, clock::time_point ready)
     // A window storage the backend has not seen yet is page-locked once (a few circulate).
     const std::size_t window_bytes =
         (opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after) * sizeof(T);
-    const auto& window = [&]() -> const dsp::window_storage_t<T>& {
-        if constexpr (std::is_same_v<T, ci16>) {
-            return b.samples_ci16;
-        } else {
-            return b.samples;
-        }
-    }();
+    const auto& window = dsp::window_of<T>(b);
     (void)pins_.lock_once(pool_, window.data(), window.capacity() * sizeof(T), window_bytes);
     {
         std::lock_guard s(s_mu_);

@@ -75,7 +75,7 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
     : cfg_(cfg), pattern_(pattern), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz),
       streams_(streams)
 {
-    if (streams != dsp::chain::num_paths && streams != dsp::chain::max_streams) {
+    if (!dsp::chain::valid_streams(streams)) {
         throw std::invalid_argument("records: " + std::to_string(streams) + " streams (6 or 12)");
     }
     if (cfg.decimation < 1 || cfg.channel_decimation < 1) {

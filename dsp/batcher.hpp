@@ -56,6 +56,17 @@ void widen_batch(const sample_batch& in, sample_batch& out);
 template <class T>
 using window_storage_t = std::conditional_t<std::is_same_v<T, ci16>, window_vector<ci16>, std::vector<T>>;
 
+/// The window of width T a batch holds: samples_ci16 for ci16, samples for cf32.
+template <class T>
+[[nodiscard]] window_storage_t<T>& window_of(sample_batch& b) noexcept
+{
+    if constexpr (std::is_same_v<T, ci16>) {
+        return b.samples_ci16;
+    } else {
+        return b.samples;
+    }
+}
+
 /// The batcher for samples of type T: cf32, or ci16 kept at the source's width (its windows
 /// go out in sample_batch::samples_ci16 with the scale given here; issue 15).
 template <class T>

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 namespace paq::dsp {
 
@@ -70,6 +72,14 @@ std::vector<std::string> receiver_config::validate() const
         e.push_back(bad("front_end_correction", front_end_correction, "-1 (auto: on for radio and network sources), 0 (off) or 1 (on)"));
     }
     return e;
+}
+
+detector_kind parse_detector(std::string_view text)
+{
+    for (const auto d : {detector_kind::sxs, detector_kind::trellis, detector_kind::both}) {
+        if (text == to_string(d)) return d;
+    }
+    throw std::invalid_argument("detector '" + std::string(text) + "' (allowed: sxs, trellis, both)");
 }
 
 std::string_view to_string(detector_kind d) noexcept

@@ -20,6 +20,8 @@ inline constexpr double max_input_ratio = 3.2;
 /// receiver_config::detector.
 enum class detector_kind : std::uint8_t { sxs, trellis, both };
 [[nodiscard]] std::string_view to_string(detector_kind d) noexcept;
+/// "sxs", "trellis", "both"; anything else throws std::invalid_argument naming the allowed ones.
+[[nodiscard]] detector_kind parse_detector(std::string_view text);
 
 /// Output streams per packet (batch_output::streams): the six paths, each decided once by the
 /// detector; with `both`, twelve: streams 0 .. 5 decided symbol by symbol, 6 .. 11 the same

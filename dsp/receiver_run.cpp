@@ -22,7 +22,7 @@ std::vector<path_summary> stream_summaries(int streams)
 run_tally::run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams)
     : sample_rate_hz_(chain_rate_hz)
 {
-    if (streams != chain::num_paths && streams != chain::max_streams) {
+    if (!chain::valid_streams(streams)) {
         throw std::invalid_argument("run_tally: " + std::to_string(streams) + " streams (6 or 12)");
     }
     for (int p = 0; p < streams; ++p) counters_.emplace_back(pattern, packet_spacing_samples);

@@ -24,6 +24,8 @@ inline constexpr int L_hno = 2 * hno_half + 1;
 inline constexpr int num_paths = 6;
 /// Output streams a packet can have: the six paths detected twice (receiver.detector: both).
 inline constexpr int max_streams = 2 * num_paths;
+/// Whether n is a number of output streams a receiver makes: 6, or 12 with detector both.
+[[nodiscard]] constexpr bool valid_streams(int n) noexcept { return n == num_paths || n == max_streams; }
 }  // namespace chain
 
 /// The six output paths, in output order.

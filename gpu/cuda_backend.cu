@@ -626,7 +626,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     auto& m = *impl_;
     const nvtx_range nvtx_batch("paq cuda_backend::process");
     // The packet records start value-initialized; the bits keep their contents (every
-    // packet's six paths are written below), so a reused output costs no memset.
+    // packet's streams are written below), so a reused output costs no memset.
     out.batch_index = batch.index;
     out.streams = m.cfg.streams();
     out.packets.clear();

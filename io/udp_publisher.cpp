@@ -185,7 +185,7 @@ udp_publisher::~udp_publisher() = default;
 
 void udp_publisher::publish(const dsp::batch_output& batch)
 {
-    if (batch.streams != dsp::chain::num_paths && batch.streams != dsp::chain::max_streams) {
+    if (!dsp::chain::valid_streams(batch.streams)) {
         throw std::invalid_argument("udp_publisher::publish: batch " + std::to_string(batch.batch_index) + " has " +
                                     std::to_string(batch.streams) + " streams (6 or 12)");
     }

@@ -65,13 +65,6 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
     dsp::run_tally tally(pattern, g.chain_rate_hz(), g.packet_spacing_samples(), cfg.streams());
     dsp::run_timing timing;
     using storage_t = typename dsp::basic_batcher<T>::storage;
-    auto window_of = [](dsp::sample_batch& b) -> storage_t& {
-        if constexpr (std::is_same_v<T, ci16>) {
-            return b.samples_ci16;
-        } else {
-            return b.samples;
-        }
-    };
 
     // The batcher fills its windows in place; a window whose result has been tallied goes back
     // to it, so a few windows circulate (filling, queued, in a backend, on the way back) and
@@ -93,7 +86,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
         std::vector<dsp::sample_batch> waiting;
         const std::size_t window_bytes = bt.max_window_samples() * sizeof(T);
         auto submit = [&](dsp::sample_batch&& b) {
-            const storage_t& storage = window_of(b);
+            const storage_t& storage = dsp::window_of<T>(b);
             timing.lock_s += pins.lock_once(*pool, storage.data(), storage.capacity() * sizeof(T), window_bytes);
             const auto t1 = run_clock::now();
             pool->submit(std::move(b));
@@ -108,7 +101,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
             timing.pool_wait_s += seconds_since(t0);
             pool->set_recycle([&](dsp::sample_batch& b) {
                 std::lock_guard lock(spares_m);
-                spares.push_back(std::move(window_of(b)));
+                spares.push_back(std::move(dsp::window_of<T>(b)));
             });
             for (auto& b : waiting) submit(std::move(b));
             waiting.clear();

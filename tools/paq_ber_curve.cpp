@@ -116,7 +116,6 @@ double run_chunk(paq::dsp::simulator& sim, paq::dsp::batch_processor& backend, c
     const auto s = paq::runtime::run_receiver(backend, rcfg, scfg.pattern, scfg.sample_rate_hz, samples);
 
     ++res.runs;
-    res.paths.resize(s.paths.size());
     res.packets_found += s.packets_found;
     res.packets_skipped += s.packets_skipped;
     for (std::size_t p = 0; p < res.paths.size(); ++p) {
@@ -157,14 +156,6 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     return scfg;
 }
 
-paq::dsp::detector_kind detector_of(const std::string& text)
-{
-    if (text == "sxs") return paq::dsp::detector_kind::sxs;
-    if (text == "trellis") return paq::dsp::detector_kind::trellis;
-    if (text == "both") return paq::dsp::detector_kind::both;
-    throw std::invalid_argument("--detector " + text + " (allowed: sxs, trellis, both)");
-}
-
 point_result run_point(const options& o, std::size_t index, double ebn0_db)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -177,7 +168,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
 
     paq::dsp::receiver_config rcfg;
     rcfg.cpu_threads = o.threads;
-    rcfg.detector = detector_of(o.detector);
+    rcfg.detector = paq::dsp::parse_detector(o.detector);
     rcfg.cma_mu = o.cma_mu;
     rcfg.cma_iterations = o.cma_iterations;
     rcfg.bit_rate_hz = o.bit_rate_hz;
@@ -365,7 +356,7 @@ int main(int argc, char** argv)
                                        .c_str()
                                  : "",
                     o.cfo_hz, o.timing_offset, o.pattern.c_str());
-        const int streams = paq::dsp::output_streams(detector_of(o.detector));
+        const int streams = paq::dsp::output_streams(paq::dsp::parse_detector(o.detector));
         std::printf("# detector %s, backend %s\n", o.detector.c_str(), o.backend.c_str());
         std::printf("%7s %5s %6s %6s", "ebn0_dB", "seed", "pkts", "found");
         const int col = streams > chain::num_paths ? 12 : 10;  // mmse_trellis

@@ -100,7 +100,7 @@ struct listen_slot {
         }
         slots.push_back({static_cast<std::uint16_t>(*o.port), -1});
     } else if (o.base_port) {
-        if (o.streams != dsp::chain::num_paths && o.streams != dsp::chain::max_streams) {
+        if (!dsp::chain::valid_streams(o.streams)) {
             throw std::invalid_argument("--streams = " + std::to_string(o.streams) + " is out of range (allowed: 6 or 12)");
         }
         if (*o.base_port < 1 || *o.base_port > 65536 - o.streams) {

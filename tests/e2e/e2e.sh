@@ -98,9 +98,25 @@ wait_bert() {
 
 # The cases that compare with it receive over the network, where the front-end correction is
 # on by default (receiver.front_end_correction auto): the replay does the same.
+# offline [NAME [replay options...]]: NAME.json (offline.json), the options added.
 offline() {
-  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --json-out "$work/offline.json" > /dev/null 2>&1 \
-    || fail "offline replay failed"
+  local name=${1:-offline}
+  shift || true
+  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --json-out "$work/$name.json" "$@" \
+    > "$work/$name.txt" 2>&1 || fail "offline replay ($name) failed: $(tail -5 "$work/$name.txt")"
+}
+
+# The whole recording over TCP to paqd (DETECTOR: receiver.detector), its bitstreams to
+# paq-bert (BERT_STREAMS ports), both run to their end.
+tcp_live() {
+  write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 20625000, end_on_close: true}"
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
+    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
+  wait_paqd
+  wait_bert
 }
 
 # Compares per-path bits and errors of paq-bert, paqd's own tally and the offline replay.
@@ -134,14 +150,7 @@ case $case_name in
 tcp)
   # The whole recording over TCP: BER per path equal to the offline replay, nothing lost.
   offline
-  write_config "  type: tcp
-  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 20625000, end_on_close: true}"
-  start_bert
-  start_paqd
-  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
-    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
-  wait_paqd
-  wait_bert
+  tcp_live
   compare exact
   python3 -c "
 import json; j = json.load(open('$work/live.json'))
@@ -452,21 +461,11 @@ both)
   # and again by the trellis, over TCP to paq-bert on twelve ports. Each stream's bits and
   # errors equal the offline replay's with --detector both, whose streams equal a plain sxs
   # replay's (0 .. 5) and a trellis replay's (6 .. 11); the records have the twelve columns.
-  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --detector both \
-    --records "$work/both" --json-out "$work/offline.json" > "$work/offline.txt" 2>&1 || fail "offline replay failed"
-  for d in sxs trellis; do
-    "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --detector "$d" \
-      --json-out "$work/offline-$d.json" > /dev/null 2>&1 || fail "offline replay ($d) failed"
-  done
+  offline offline --detector both --records "$work/both"
+  offline offline-sxs --detector sxs
+  offline offline-trellis --detector trellis
   grep -q "mmse_trellis" "$work/offline.txt" || fail "the replay's table has no mmse_trellis row: $(cat "$work/offline.txt")"
-  DETECTOR=both write_config "  type: tcp
-  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 20625000, end_on_close: true}"
-  BERT_STREAMS=12 start_bert
-  start_paqd
-  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
-    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
-  wait_paqd
-  wait_bert
+  DETECTOR=both BERT_STREAMS=12 tcp_live
   compare exact
   python3 - "$work" <<'EOF2' || fail "twelve streams against the single-detector replays"
 import csv, json, sys
