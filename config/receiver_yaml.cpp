@@ -72,8 +72,9 @@ const section<dsp::receiver_config>& receiver_schema()
                                                       {"trellis", dsp::detector_kind::trellis},
                                                       {"both", dsp::detector_kind::both}},
                       {"", "how the bits are decided (SIGNAL-CHAIN.md, \"Trellis detection\"): `sxs`, the symbol-by-symbol "
-                           "OQPSK detector; `trellis`, sequence detection (max-log BCJR over 8 states per axis on a pulse "
-                           "fitted per packet), 1.5-2x fewer errors on AWGN. Both backends (the GPU's bits are the CPU's "
+                           "OQPSK detector; `trellis`, sequence detection (max-log BCJR over 16 states on a table of the "
+                           "signal over five bits, fitted per packet), 2-2.5x fewer errors on AWGN, 3-14x fewer over "
+                           "multipath. Both backends (the GPU's bits are the CPU's "
                            "but where two paths' metrics are within rounding); its carrier phase is the PLL's, or the phase "
                            "smoother's with `phase_smoother: 1`; `both`, every path decided both ways: twelve "
                            "streams, `none` .. `fde2` symbol by symbol and `none_trellis` .. `fde2_trellis` (records, "

@@ -184,7 +184,7 @@ struct cpu_backend::impl {
                                                : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
                 continue;
             }
-            // The trellis takes its carrier phase (and the bits its pulse is fitted from) from
+            // The trellis takes its carrier phase (and the bits its table is fitted from) from
             // the symbol-by-symbol detector: the PLL's, or the phase smoother's. With `both`
             // the symbol-by-symbol bits are stream p and the trellis's stream p + 6; with
             // `trellis` the trellis's replace them.

@@ -851,7 +851,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     m.det.detect_device(np * num_paths, m.acq, m.track, s);
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
-        // Detected with the symbol-by-symbol detector's phase, its pulse fitted on that
+        // Detected with the symbol-by-symbol detector's phase, its table fitted on that
         // detector's bits.
         m.trellis->detect_device(np * num_paths, m.det.device_theta(), m.det.device_bits(), m.det.device_stats(), s);
         stage_done(cuda_backend::stage::trellis);

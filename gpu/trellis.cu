@@ -1,8 +1,9 @@
 // Trellis detection on the GPU (gpu/trellis.cuh): dsp/trellis.cpp's detector, one warp per
 // stream. The arithmetic follows the CPU's step for step (the same loops in the same order, the
-// same Cholesky solve: dsp/trellis_math.hpp); what differs is the input (float here, double
-// there) and the order of a few sums (over lanes instead of in sequence), so bits may differ
-// where two paths' metrics are within rounding of each other.
+// table's sums in the order of k, the same index and metric code: dsp/trellis_math.hpp); what
+// differs is the input (float here, double there) and the order of the residual's sum (over
+// lanes instead of in sequence), so bits may differ where two paths' metrics are within
+// rounding of each other.
 #include "gpu/trellis.cuh"
 
 #include "dsp/trellis.hpp"
@@ -18,56 +19,46 @@ namespace paq::gpu {
 
 namespace {
 
-using dsp::trellis::half_span;
+using dsp::trellis::after;
+using dsp::trellis::before;
 using dsp::trellis::memory;
+using dsp::trellis::patterns;
 using dsp::trellis::states;
-using dsp::trellis::taps;
 
 constexpr int n_bits = static_cast<int>(waveform::packet_bits);
 constexpr int n_known = static_cast<int>(waveform::known_bits);
-constexpr int n_symbols = n_bits / 2;  // per axis
 constexpr int n_samples = 2 * n_bits;
 constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
-constexpr int seqs = 2 * states;               // the lanes of a half-warp
-constexpr int tail = (half_span + 3) / 4;      // symbols past the packet the last samples see
-constexpr int steps = n_symbols + tail;        // trellis steps memory .. steps - 1
-constexpr int rows = steps - memory + 1;       // forward metrics: row r = after symbol r + memory - 1
+constexpr int seqs = 2 * states;               // the lanes of a warp
+constexpr int steps = n_bits + after;          // trellis steps memory .. steps - 1 (bit j, the pair of bit j - after)
+constexpr int rows = steps - memory + 1;       // forward metrics: row r = after bit r + memory - 1
 constexpr int block_rows = 32;                 // forward metrics kept every block_rows rows
 constexpr int checkpoints = (rows + block_rows - 1) / block_rows;
 constexpr int warps = 4;                       // streams per block
-static_assert(seqs == 16 && memory == 3 && half_span == 6,
-              "one half-warp per axis: its 16 lanes are the state sequences; a sample's taps are u + 4 q");
+static_assert(seqs == 32 && patterns == 16, "one warp per stream: its 32 lanes are the state sequences of a step");
 
 __constant__ signed char c_known_pm[n_known];  ///< the known bits, +-1
 
-/// Per half-warp (one axis): the pulse fit's normal equations, then (the same memory) the
-/// forward metrics of one block of rows; the fitted taps; the sequence-independent terms of
-/// the branch metrics (dsp/trellis_math.hpp: cc, z_q) of a chunk of steps. Per warp: the two
-/// halves and the symbol-by-symbol data bits.
-struct half_shared {
+/// Per warp (one stream): each bit's window as a state sequence (dsp/trellis_math.hpp), the
+/// symbol-by-symbol data bits, the table; then (the windows' memory) the forward metrics of
+/// one block of rows.
+struct warp_shared {
     union {
-        struct {
-            double g[taps * taps];
-            double rhs[taps];
-        } fit;
+        unsigned char window[n_bits];
         double alpha[block_rows][states];
     } u;
-    double taps_[taps];
-    double cc[block_rows];
-    double z[block_rows][memory + 1];
-};
-struct warp_shared {
-    half_shared axis[2];
+    double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
+    float2 pair[block_rows][2];       // the sample pairs of a chunk of steps
     unsigned char sxs[data_bytes];
 };
 
 __device__ inline double dmin(double a, double b) { return a < b ? a : b; }
 
-__global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
-                                                             const unsigned char* __restrict__ sxs_bits,
-                                                             const dsp::path_stats* __restrict__ sxs_stats,
-                                                             unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
-                                                             double* __restrict__ checkpoint, float* __restrict__ llr_out)
+__global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
+                                                          const unsigned char* __restrict__ sxs_bits,
+                                                          const dsp::path_stats* __restrict__ sxs_stats,
+                                                          unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
+                                                          double* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
     __shared__ warp_shared shm[warps];
     const int w = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -79,244 +70,189 @@ __global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restri
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
     const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(s) * data_bytes;
+    constexpr unsigned all = 0xffffffffu;
     for (int i = lane; i < data_bytes; i += 32) sh.sxs[i] = sxs[i];
     __syncwarp();
-    // a_k: the known bits, then the symbol-by-symbol detector's decisions.
-    auto bit = [&](int k) -> double {
-        if (k < n_known) return static_cast<double>(c_known_pm[k]);
+    // a_k: the known bits, then the symbol-by-symbol detector's decisions (1 = +1).
+    auto bit = [&](int k) -> int {
+        if (k < n_known) return c_known_pm[k] > 0 ? 1 : 0;
         const int i = k - n_known;
-        return ((sh.sxs[i >> 3] >> (7 - (i & 7))) & 1) != 0 ? 1.0 : -1.0;
+        return (sh.sxs[i >> 3] >> (7 - (i & 7))) & 1;
     };
 
     // 1. The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
-    // samples 4j .. 4j + 3; the phases are read once, they lie a stream apart), and the
-    // signal's phase against the detector's: the bits' correlation at their instants.
-    double cr = 0.0, ci = 0.0;
+    // samples 4j .. 4j + 3; the phases lie a stream apart, read once); each bit's window.
     for (int j = lane; j < n_bits / 2; j += 32) {
         double sn, cs;
         sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
-        double rx[4], ry[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const float2 z = xs[4 * j + u];
-            rx[u] = z.x * cs - z.y * sn;
-            ry[u] = z.x * sn + z.y * cs;
-            xs[4 * j + u] = make_float2(static_cast<float>(rx[u]), static_cast<float>(ry[u]));
+            xs[4 * j + u] = make_float2(static_cast<float>(z.x * cs - z.y * sn), static_cast<float>(z.x * sn + z.y * cs));
         }
-        const double a0 = bit(2 * j), a1 = bit(2 * j + 1);
-        // r conj(b): b = a (even bits, sample 4j), j a (odd bits, sample 4j + 2).
-        cr += rx[0] * a0 + ry[2] * a1;
-        ci += ry[0] * a0 - rx[2] * a1;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        cr += __shfl_xor_sync(0xffffffffu, cr, o);
-        ci += __shfl_xor_sync(0xffffffffu, ci, o);
-    }
-    const double mag = sqrt(cr * cr + ci * ci);
-    const double rotx = mag > 0.0 ? cr / mag : 1.0, roty = mag > 0.0 ? -ci / mag : 0.0;
-    // 2. Turned by the common phase (each lane the samples it wrote).
-    for (int j = lane; j < n_bits / 2; j += 32) {
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const float2 z = xs[4 * j + u];
-            const double rx = z.x, ry = z.y;
-            xs[4 * j + u] = make_float2(static_cast<float>(rx * rotx - ry * roty), static_cast<float>(rx * roty + ry * rotx));
-        }
+    for (int k = before + lane; k + after < n_bits; k += 32) {
+        int seq = 0;
+        for (int i = k - before; i <= k + after; ++i) seq = (seq << 1) | bit(i);
+        sh.u.window[k] = static_cast<unsigned char>(seq);
     }
     __syncwarp();
 
-    // From here each half-warp detects one axis: p = 0 the even bits (real), 1 the odd (imaginary).
-    const int p = lane >> 4, l = lane & 15;
-    const unsigned half = p == 0 ? 0x0000ffffu : 0xffff0000u;
-    auto sum16 = [&](double v) {
-        for (int o = 8; o > 0; o >>= 1) v += __shfl_xor_sync(half, v, o, 16);
-        return v;
-    };
-    auto comp = [&](long m) -> double {
-        const float2 z = xs[m];
-        return p == 0 ? z.x : z.y;
-    };
-
-    // 3. The pulse by least squares: sample m sees the axis's bits through the taps of one
-    // class t = c + 4 q (c = m + 2 + 2p mod 4), so the normal equations are built class by class.
-    double* G = sh.axis[p].u.fit.g;
-    double* rhs = sh.axis[p].u.fit.rhs;
-    for (int i = l; i < taps * taps; i += 16) G[i] = 0.0;
-    if (l < taps) rhs[l] = 0.0;
-    __syncwarp(half);
+    // 2. The table (dsp/trellis.cpp, fit): lane l computes entry l & 15 of parity l >> 4,
+    // adding its samples in the order of k as the CPU does.
+    bool complete = false;
+    {
+        const int par = lane >> 4, idx = lane & 15;
+        double sum[2][2] = {};
+        long count = 0;
+        for (int k = before + ((before & 1) != par ? 1 : 0); k + after < n_bits; k += 2) {
+            const int seq = sh.u.window[k];
+            if (dsp::trellis_math::pattern_index(seq) != idx) continue;
+            const double sg = dsp::trellis_math::pattern_sign(seq);
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-        const int nq = c == 0 ? 4 : 3;  // taps c + 4q <= 12
-        double g[4][4] = {}, rr[4] = {};
-        for (int m = ((c + 2 + 2 * p) & 3) + 4 * l; m < n_samples; m += 64) {
-            double a[4] = {};
-            bool inside = true;
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                if (q >= nq) continue;
-                const int k = (m - c - 4 * q + half_span) / 2;
-                if (k < 0 || k >= n_bits) {
-                    inside = false;
-                } else {
-                    a[q] = bit(k);
-                }
+            for (int d = 0; d < 2; ++d) {
+                const float2 z = xs[2 * k + d];
+                sum[d][0] += sg * static_cast<double>(z.x);
+                sum[d][1] += sg * static_cast<double>(z.y);
             }
-            if (!inside) continue;
-            const double y = comp(m);
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                rr[q] += a[q] * y;
-#pragma unroll
-                for (int v = 0; v < 4; ++v) g[q][v] += a[q] * a[v];
-            }
+            ++count;
         }
+        complete = __all_sync(all, count > 0);
+        const double n = count > 0 ? static_cast<double>(count) : 1.0;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            rr[q] = sum16(rr[q]);
-#pragma unroll
-            for (int v = 0; v < 4; ++v) g[q][v] = sum16(g[q][v]);
-        }
-        if (l == 0) {
-#pragma unroll
-            for (int q = 0; q < nq; ++q) {
-                rhs[c + 4 * q] = rr[q];
-#pragma unroll
-                for (int v = 0; v < nq; ++v) G[(c + 4 * q) * taps + c + 4 * v] = g[q][v];
-            }
+        for (int d = 0; d < 2; ++d) {
+            sh.table[par][d][idx][0] = sum[d][0] / n;
+            sh.table[par][d][idx][1] = sum[d][1] / n;
         }
     }
-    __syncwarp(half);
-    double* tp = sh.axis[p].taps_;
-    if (l == 0) {
-        for (int t = 0; t < taps; ++t) {
-            if (G[t * taps + t] == 0.0) G[t * taps + t] = 1.0;
-        }
-        const bool ok = dsp::trellis_math::solve_spd(G, rhs, taps);
-        for (int t = 0; t < taps; ++t) tp[t] = ok ? rhs[t] : 0.0;
-    }
-    __syncwarp(half);
-    // The residual variance per sample.
+    __syncwarp();
+    // The residual variance per real component, over the bits the table is fitted on.
     double se = 0.0;
-    for (int m = 2 * half_span + l; m + 2 * half_span < n_samples; m += 16) {
-        // The taps of the sample's class in ascending order (the CPU's loop over every tap
-        // adds the same terms in the same order).
-        const int c = (m + 2 + 2 * p) & 3;
-        double pred = 0.0;
+    for (int k = before + lane; k + after < n_bits; k += 32) {
+        const int seq = sh.u.window[k];
+        const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
+        const double sg = dsp::trellis_math::pattern_sign(seq);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int t = c + 4 * q;
-            if (t >= taps) break;
-            pred += bit((m - t + half_span) / 2) * tp[t];
+        for (int d = 0; d < 2; ++d) {
+            const float2 z = xs[2 * k + d];
+            const double ex = static_cast<double>(z.x) - sg * sh.table[par][d][idx][0];
+            const double ey = static_cast<double>(z.y) - sg * sh.table[par][d][idx][1];
+            se += ex * ex + ey * ey;
         }
-        const double e = comp(m) - pred;
-        se += e * e;
     }
-    se = sum16(se);
-    const double sigma2 = se / static_cast<double>(n_samples - 4 * half_span);
-    if (!(sigma2 > 0.0) || !(tp[half_span] > 0.0)) {
-        // No usable model: this axis keeps the symbol-by-symbol bits.
-        for (int k = p + 2 * l; k < n_bits; k += 2 * 16) llr[k] = bit(k) > 0.0 ? 1.0f : -1.0f;
+    for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(all, se, o);
+    __syncwarp();  // the windows' memory becomes the forward metrics'
+    const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
+    if (!complete || !(sigma2 > 0.0)) {
+        // No usable model (a degenerate packet): the symbol-by-symbol bits stand.
+        for (int k = lane; k < n_bits; k += 32) llr[k] = bit(k) != 0 ? 1.0f : -1.0f;
     } else {
-        // 4. Max-log BCJR (dsp/trellis.cpp, detect_axis). Lane l is the state sequence l:
-        // bit q = symbol i - q, state s = l >> 1 before, l & 7 after. The branch metrics in
-        // Ungerboeck's form (dsp/trellis_math.hpp): the half-warp computes a chunk of steps'
-        // cc and z_q in parallel into shared memory; each step then costs a lane its sign
-        // pattern's sum and the add-compare-select.
+        // 3. Max-log BCJR (dsp/trellis.cpp, detect). Lane l is the state sequence l: state
+        // s = l >> 1 before the step, l & 15 after, the new bit l & 1. Each lane holds its
+        // sequence's table entry of both parities; a step costs it the entry's correlation with
+        // the step's two samples and the add-compare-select.
         const double scale = 0.5 / (2.0 * sigma2);
         const double inf = CUDART_INF;
-        const double interior = dsp::trellis_math::pattern_energy(memory, p, l, tp);
-        half_shared& hs = sh.axis[p];
-        auto fill = [&](int i0) {  // steps i0 .. i0 + block_rows - 1
-            __syncwarp(half);
-            for (int j = l; j < block_rows; j += 16) {
-                const int i = i0 + j;
-                if (i < steps) dsp::trellis_math::step_terms(comp, i, p, tp, hs.cc[j], hs.z[j]);
+        const int idx = dsp::trellis_math::pattern_index(lane);
+        double tb[2][2][2], energy[2];
+#pragma unroll
+        for (int par = 0; par < 2; ++par) {
+            energy[par] = 0.0;
+#pragma unroll
+            for (int d = 0; d < 2; ++d) {
+                tb[par][d][0] = sh.table[par][d][idx][0];
+                tb[par][d][1] = sh.table[par][d][idx][1];
+                energy[par] += tb[par][d][0] * tb[par][d][0] + tb[par][d][1] * tb[par][d][1];
             }
-            __syncwarp(half);
+        }
+        auto fill = [&](int j0) {  // the sample pairs of steps j0 .. j0 + block_rows - 1
+            __syncwarp();
+            const int j = j0 + lane;
+            if (j < steps) {
+                const int k = j - after;
+                sh.pair[lane][0] = xs[2 * k];
+                sh.pair[lane][1] = xs[2 * k + 1];
+            }
+            __syncwarp();
         };
-        auto branch = [&](int i, int j) {  // step i, chunk entry j
-            const double pattern = i < n_symbols ? interior : dsp::trellis_math::pattern_energy(i, p, l, tp);
-            return scale * dsp::trellis_math::branch_metric(hs.cc[j], hs.z[j], pattern, l);
+        auto branch = [&](int j, int c) {  // step j, chunk entry c
+            const int par = (j - after) & 1;
+            const float2 z0 = sh.pair[c][0], z1 = sh.pair[c][1];
+            const double corr = (static_cast<double>(z0.x) * tb[par][0][0] + static_cast<double>(z0.y) * tb[par][0][1]) +
+                                (static_cast<double>(z1.x) * tb[par][1][0] + static_cast<double>(z1.y) * tb[par][1][1]);
+            return scale * dsp::trellis_math::branch_metric(corr, energy[par], lane);
         };
-        auto forced = [&](int i) -> int {
-            const int k = 2 * i + p;
-            return k < n_known ? (bit(k) > 0.0 ? 1 : 0) : -1;
-        };
+        auto forced = [&](int j) -> int { return j < n_known ? bit(j) : -1; };
         int start = 0;
-        for (int i = 0; i < memory; ++i) start |= (bit(2 * i + p) > 0.0 ? 1 : 0) << (memory - 1 - i);
-        // One forward step: lanes 0..7 hold the metrics of the states after symbol i - 1 in,
-        // after symbol i out.
-        auto forward = [&](int i, int j, double a_prev) {
-            const double bm = branch(i, j);
-            const int f = forced(i);
-            const double am = __shfl_sync(half, a_prev, l >> 1, 16);
-            const double cand = (am == inf || (f >= 0 && (l & 1) != f)) ? inf : am + bm;
-            const double other = __shfl_sync(half, cand, (l + 8) & 15, 16);
-            return dmin(cand, other);
+        for (int j = 0; j < memory; ++j) start = (start << 1) | bit(j);
+        // One forward step: lanes l and l + 16 both hold the metric of state l & 15.
+        auto forward = [&](int j, int c, double a_prev) {
+            const double bm = branch(j, c);
+            const int f = forced(j);
+            const double am = __shfl_sync(all, a_prev, lane >> 1);
+            const double cand = (am == inf || (f >= 0 && (lane & 1) != f)) ? inf : am + bm;
+            return dmin(cand, __shfl_xor_sync(all, cand, 16));
         };
-        double* ck = checkpoint + (static_cast<std::size_t>(s) * 2 + static_cast<std::size_t>(p)) * checkpoints * states;
-        double a = l == start ? 0.0 : inf;
-        if (l < states) ck[l] = a;
-        for (int i0 = memory; i0 < steps; i0 += block_rows) {
-            fill(i0);
-            const int i1 = min(i0 + block_rows, steps);
+        double* ck = checkpoint + static_cast<std::size_t>(s) * checkpoints * states;
+        double a = (lane & 15) == start ? 0.0 : inf;
+        if (lane < states) ck[lane] = a;
+        for (int j0 = memory; j0 < steps; j0 += block_rows) {
+            fill(j0);
+            const int j1 = min(j0 + block_rows, steps);
 #pragma unroll 4
-            for (int i = i0; i < i1; ++i) {
-                a = forward(i, i - i0, a);
-                const int r = i - memory + 1;
-                if (r % block_rows == 0 && l < states) ck[(r / block_rows) * states + l] = a;
+            for (int j = j0; j < j1; ++j) {
+                a = forward(j, j - j0, a);
+                const int r = j - memory + 1;
+                if (r % block_rows == 0 && lane < states) ck[(r / block_rows) * states + lane] = a;
             }
         }
         // Backward, a block of rows at a time: the block's forward metrics again from its
         // checkpoint (the same steps, so the same values), then the backward steps that read
-        // them. Step i reads row i - memory; the block's steps are i0 = r0 + memory onwards.
-        double (*A)[states] = hs.u.alpha;
-        double b_next = 0.0;  // lanes 0..7: the metrics of the states after symbol i
+        // them. Step j reads row j - memory; the block's steps are j0 = r0 + memory onwards.
+        double b_next = 0.0;  // lanes l, l + 16: the metric of state l & 15 after bit j
         for (int blk = (rows - 2) / block_rows; blk >= 0; --blk) {
             const int r0 = blk * block_rows;
             const int r1 = min(r0 + block_rows - 1, rows - 2);  // the last row this block's steps read
-            const int i0 = r0 + memory;
-            fill(i0);
-            double a_blk = l < states ? ck[blk * states + l] : 0.0;
-            if (l < states) A[0][l] = a_blk;
+            const int j0 = r0 + memory;
+            fill(j0);
+            double a_blk = ck[blk * states + (lane & 15)];
+            if (lane < states) sh.u.alpha[0][lane] = a_blk;
 #pragma unroll 4
             for (int r = r0 + 1; r <= r1; ++r) {
-                const int i = r + memory - 1;
-                a_blk = forward(i, i - i0, a_blk);
-                if (l < states) A[r - r0][l] = a_blk;
+                const int j = r + memory - 1;
+                a_blk = forward(j, j - j0, a_blk);
+                if (lane < states) sh.u.alpha[r - r0][lane] = a_blk;
             }
-            __syncwarp(half);
+            __syncwarp();
 #pragma unroll 4
-            for (int i = r1 + memory; i >= i0; --i) {
-                const double bm = branch(i, i - i0);
-                const int f = forced(i);
-                const bool allowed = !(f >= 0 && (l & 1) != f);
-                const double bn = __shfl_sync(half, b_next, l & 7, 16);
+            for (int j = r1 + memory; j >= j0; --j) {
+                const double bm = branch(j, j - j0);
+                const int f = forced(j);
+                const bool allowed = !(f >= 0 && (lane & 1) != f);
+                const double bn = __shfl_sync(all, b_next, lane & 15);
                 const double through = allowed ? bm + bn : inf;
-                const double t0 = __shfl_sync(half, through, (2 * l) & 15, 16);
-                const double t1 = __shfl_sync(half, through, (2 * l + 1) & 15, 16);
-                const double am = A[i - memory - r0][l >> 1];
+                const double t0 = __shfl_sync(all, through, (2 * lane) & 31);
+                const double t1 = __shfl_sync(all, through, (2 * lane + 1) & 31);
+                const double am = sh.u.alpha[j - memory - r0][lane >> 1];
                 double v = (allowed && am != inf) ? am + through : inf;
-                v = dmin(v, __shfl_xor_sync(half, v, 2, 16));
-                v = dmin(v, __shfl_xor_sync(half, v, 4, 16));
-                v = dmin(v, __shfl_xor_sync(half, v, 8, 16));
-                const double best1 = __shfl_sync(half, v, 1, 16);  // lane 0: the best -1 path; lane 1: the best +1
-                const int k = 2 * i + p;
-                if (l == 0 && k < n_bits) {
+                v = dmin(v, __shfl_xor_sync(all, v, 2));
+                v = dmin(v, __shfl_xor_sync(all, v, 4));
+                v = dmin(v, __shfl_xor_sync(all, v, 8));
+                v = dmin(v, __shfl_xor_sync(all, v, 16));
+                const double best1 = __shfl_sync(all, v, 1);  // lane 0: the best -1 path; lane 1: the best +1
+                if (lane == 0 && j < n_bits) {
                     const double d = v - best1;
-                    llr[k] = static_cast<float>(isfinite(d) ? d : (best1 < v ? 1e30 : -1e30));
+                    llr[j] = static_cast<float>(isfinite(d) ? d : (best1 < v ? 1e30 : -1e30));
                 }
                 b_next = dmin(t0, t1);
             }
+            __syncwarp();
         }
-        if (l < memory) {
-            const int k = 2 * l + p;
-            llr[k] = bit(k) > 0.0 ? 1e30f : -1e30f;
-        }
+        if (lane < memory) llr[lane] = bit(lane) != 0 ? 1e30f : -1e30f;
     }
     __syncwarp();
 
-    // 5. Hard bits and the BEP estimate from the LLRs of the data bits.
+    // 4. Hard bits and the BEP estimate from the LLRs of the data bits.
     double bep = 0.0;
     for (int byte = lane; byte < data_bytes; byte += 32) {
         unsigned v = 0;
@@ -328,7 +264,7 @@ __global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restri
         }
         bs[byte] = static_cast<unsigned char>(v);
     }
-    for (int o = 16; o > 0; o >>= 1) bep += __shfl_xor_sync(0xffffffffu, bep, o);
+    for (int o = 16; o > 0; o >>= 1) bep += __shfl_xor_sync(all, bep, o);
     if (lane == 0) {
         stats[s].known_bit_errors = sxs_stats[s].known_bit_errors;
         stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
@@ -340,7 +276,7 @@ __global__ void __launch_bounds__(32 * warps, 7) trellis_kernel(float2* __restri
 stream_trellis::stream_trellis(std::size_t max_streams)
     : max_streams_(max_streams),
       x_(max_streams * n_samples),
-      alpha_(max_streams * 2 * checkpoints * states),
+      alpha_(max_streams * checkpoints * states),
       llr_(max_streams * n_bits),
       bits_(max_streams * data_bytes),
       stats_(max_streams)

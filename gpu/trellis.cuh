@@ -1,15 +1,14 @@
 // Trellis detection on the GPU (issue 14): dsp::detect_packet_trellis (dsp/trellis.hpp, the
-// CPU reference) for every (packet, path) stream of a batch at once. Same model (the principal
-// PAM pulse fitted per packet and axis by least squares on the symbol-by-symbol bits), same
-// max-log BCJR over 8 states per axis, same soft outputs; the input is the stage before's
+// CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
+// signal's sample pairs over a window of five bits, fitted per packet on the symbol-by-symbol
+// bits), same max-log BCJR over 16 states, same soft outputs; the input is the stage before's
 // low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device), the metrics in
 // double as on the CPU.
 //
-// One warp per stream: the phase alignment and the derotated samples with the whole warp, then
-// each half-warp one axis (its 16 lanes are the 16 state sequences of a trellis step). The
-// forward metrics are kept every 32 steps in device memory; the backward pass computes each
-// block's again from its checkpoint into shared memory (the same arithmetic, the same values).
-// CUDA code only (.cu).
+// One warp per stream: the derotation and the table with the whole warp, then the BCJR with
+// its 32 lanes as the 32 state sequences of a step. The forward metrics are kept every 32 steps
+// in device memory; the backward pass computes each block's again from its checkpoint into
+// shared memory (the same arithmetic, the same values). CUDA code only (.cu).
 #pragma once
 
 #include "dsp/batch.hpp"
@@ -40,7 +39,7 @@ public:
 
     /// Detects `streams` streams on `s`. theta: the symbol-by-symbol detector's phase per bit
     /// pair, pair j of stream i at [j * streams + i] (stream_detector::device_theta);
-    /// sxs_bits, sxs_stats: its data bits (streams x 768, MSB first; the pulse is fitted on
+    /// sxs_bits, sxs_stats: its data bits (streams x 768, MSB first; the table is fitted on
     /// them) and its stats (known_bit_errors), left as they are.
     void detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats,
                        cudaStream_t s);

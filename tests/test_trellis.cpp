@@ -6,6 +6,8 @@
 #include "runtime/backend_factory.hpp"
 #include "runtime/receiver_run.hpp"
 
+#include "dsp/fft.hpp"
+#include "dsp/soqpsk.hpp"
 #include "dsp/trellis.hpp"
 #include "dsp/trellis_math.hpp"
 
@@ -61,9 +63,10 @@ void print(const pair_of_runs& r, const char* what)
 }  // namespace
 
 // AWGN at 9.5 dB, input at 25 MS/s (resampled to 2 samples per bit), 20 kHz carrier offset:
-// the trellis makes 0.55-0.67x the symbol-by-symbol detector's errors on every path (measured
-// 2026-11-25, 0.25 s, seed 2207: none 395 -> 218, ZF 723 -> 401, MMSE 491 -> 327, FDE2 607 ->
-// 357); bound 0.8x. Every bit is checked by both, both locked.
+// the trellis makes 0.41-0.53x the symbol-by-symbol detector's errors on every path (measured
+// 2026-11-25, 0.25 s, seed 2207: none 396 -> 176, ZF 723 -> 300, MMSE 491 -> 245, CMA 440 ->
+// 231, FDE2 607 -> 301; the earlier linear pulse model 0.55-0.67x); bound 0.65x. Every bit is
+// checked by both, both locked.
 TEST(trellis, fewer_errors_than_symbol_by_symbol_on_awgn_on_every_path)
 {
     sim_config sc;
@@ -81,19 +84,20 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_on_awgn_on_every_path)
         EXPECT_TRUE(t.locked) << t.name;
         EXPECT_EQ(t.bits_checked, s.bits_checked) << t.name;
         EXPECT_EQ(t.resyncs, 0u) << t.name;
-        EXPECT_LE(static_cast<double>(t.bit_errors), 0.8 * static_cast<double>(s.bit_errors)) << t.name;
+        EXPECT_LE(static_cast<double>(t.bit_errors), 0.65 * static_cast<double>(s.bit_errors)) << t.name;
         // Soft values: the BEP estimate (mean of 1 / (1 + e^|LLR|)) follows the measured BER
-        // (0.60-0.70x measured).
+        // (0.52-0.62x measured).
         EXPECT_GT(t.mean_bep_estimate, 0.4 * t.ber) << t.name;
         EXPECT_LT(t.mean_bep_estimate, 1.5 * t.ber) << t.name;
     }
 }
 
-// Multipath (edwards3, 13 dB, -20 kHz): every equalized path has fewer errors with the trellis
-// (measured 0.25 s, seed 3319: ZF 23429 -> 17379, MMSE 4089 -> 1285, CMA 4184 -> 1235, FDE1
-// 4083 -> 1285, FDE2 5593 -> 2479). The unequalized path is not held to it: over edwards3 its
-// BER is 0.07 either way and the pulse fitted from such decisions is wrong (91k -> 119k).
-TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_equalized_path)
+// Multipath (edwards3, 13 dB, -20 kHz): every path has fewer errors with the trellis (measured
+// 0.25 s, seed 3319: MMSE 4089 -> 291, CMA 4184 -> 321, FDE1 4083 -> 291, FDE2 5593 -> 1566,
+// ZF 23429 -> 18537). The table the trellis fits per packet holds whatever ISI is left within
+// two bits either side, the channel's own included: on the unequalized path (BER 0.037 symbol
+// by symbol) it makes 16 errors where symbol-by-symbol detection makes 91181.
+TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_path)
 {
     sim_config sc;
     sc.preset = "edwards3";
@@ -102,13 +106,13 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_equaliz
     sc.seed = 3319;
     const auto r = both(sc, 0.25);
     print(r, "edwards3 13 dB");
-    for (std::size_t i = 1; i < r.sxs.paths.size(); ++i) {
+    for (std::size_t i = 0; i < r.sxs.paths.size(); ++i) {
         const auto& s = r.sxs.paths[i];
         const auto& t = r.trellis.paths[i];
         ASSERT_GT(s.bit_errors, 300u) << s.name;
         EXPECT_TRUE(t.locked) << t.name;
         EXPECT_EQ(t.bits_checked, s.bits_checked) << t.name;
-        const double bound = s.name == "zf" ? 0.9 : 0.7;
+        const double bound = s.name == "zf" ? 0.9 : s.name == "fde2" ? 0.4 : s.name == "none" ? 0.01 : 0.15;
         EXPECT_LE(static_cast<double>(t.bit_errors), bound * static_cast<double>(s.bit_errors)) << t.name;
     }
 }
@@ -203,9 +207,8 @@ TEST(trellis, both_gives_the_symbol_by_symbol_and_the_trellis_streams_side_by_si
 }
 
 // Without noise the trellis is exact, at an input level far from nominal: on every path of an
-// AWGN link, and on every equalized path over two-ray (the unequalized path's two-ray echo lies
-// outside the pulse the detector models, as it lies outside what symbol-by-symbol detection
-// can take: both make errors there).
+// AWGN link and of a two-ray link, the unequalized one included (its echo lies within the
+// table's five bits; symbol-by-symbol detection makes 20971 errors there).
 TEST(trellis, noiseless_gives_no_errors)
 {
     for (const char* preset : {"awgn", "two-ray"}) {
@@ -220,7 +223,6 @@ TEST(trellis, noiseless_gives_no_errors)
             const auto& t = r.trellis.paths[i];
             std::printf("%s %s: sxs %llu, trellis %llu errors\n", preset, t.name.c_str(),
                         static_cast<unsigned long long>(r.sxs.paths[i].bit_errors), static_cast<unsigned long long>(t.bit_errors));
-            if (i == 0 && std::string(preset) != "awgn") continue;
             EXPECT_GT(t.bits_checked, 400'000u) << preset << " " << t.name;
             EXPECT_EQ(t.bit_errors, 0u) << preset << " " << t.name;
             EXPECT_TRUE(t.locked) << preset << " " << t.name;
@@ -270,47 +272,82 @@ TEST(trellis, the_config_chooses_it_and_refuses_what_it_cannot_do)
     EXPECT_EQ(to_string(detector_kind::sxs), "sxs");
 }
 
-TEST(trellis, the_branch_metrics_ungerboeck_form_is_the_squared_distance)
+TEST(trellis, the_branch_metric_is_the_squared_distance_and_a_pattern_shares_its_entry_with_its_negation)
 {
-    // dsp/trellis_math.hpp: cc - 2 sum_q (+-1) z_q + P(seq) against sum_m (c_m - pred_m)^2 written
-    // out, at every step (inside the packet and the two past it), both axes, every sequence, on
-    // random samples and taps; and P(seq) the same at every step inside the packet.
+    // dsp/trellis_math.hpp: every sequence's entry is its centre-positive form, the negation of
+    // a sequence has the same entry and the other sign, and energy - 2 sign corr is
+    // |x0 - sign t0|^2 + |x1 - sign t1|^2 less |x0|^2 + |x1|^2, on random samples and entries.
+    constexpr int all = (1 << trellis::window) - 1;
+    std::vector<int> seen(trellis::patterns, 0);
+    for (int seq = 0; seq <= all; ++seq) {
+        const int idx = trellis_math::pattern_index(seq);
+        ASSERT_GE(idx, 0);
+        ASSERT_LT(idx, trellis::patterns);
+        EXPECT_EQ(idx, trellis_math::pattern_index(seq ^ all)) << seq;
+        EXPECT_EQ(trellis_math::pattern_sign(seq), -trellis_math::pattern_sign(seq ^ all)) << seq;
+        EXPECT_EQ(trellis_math::pattern_sign(seq), ((seq >> trellis::after) & 1) != 0 ? 1 : -1) << seq;
+        if (trellis_math::pattern_sign(seq) > 0) ++seen[static_cast<std::size_t>(idx)];
+    }
+    for (int idx = 0; idx < trellis::patterns; ++idx) EXPECT_EQ(seen[static_cast<std::size_t>(idx)], 1) << idx;
     std::mt19937_64 rng(1409);
     std::normal_distribution<double> g(0.0, 1.0);
-    std::vector<double> c(2 * waveform::packet_bits);
-    for (auto& v : c) v = g(rng);
-    double taps[trellis::taps];
-    for (auto& t : taps) t = g(rng);
-    const auto comp = [&](long m) { return c[static_cast<std::size_t>(m)]; };
-    constexpr long n_bits = static_cast<long>(waveform::packet_bits);
-    constexpr long steps = n_bits / 2 + (trellis::half_span + 3) / 4;
     double worst = 0.0;
-    for (int p = 0; p < 2; ++p) {
-        for (long i = trellis::memory; i < steps; ++i) {
-            double cc = 0.0, z[trellis::memory + 1];
-            trellis_math::step_terms(comp, i, p, taps, cc, z);
-            for (int seq = 0; seq < 2 * trellis::states; ++seq) {
-                double direct = 0.0;
-                for (int u = 0; u < 4; ++u) {
-                    const long m = 4 * i + 2 * p - trellis::half_span + u;
-                    if (m < 0 || m >= 2 * n_bits) continue;
-                    double pred = 0.0;
-                    for (int q = 0; q <= trellis::memory; ++q) {
-                        const long k = 2 * (i - q) + p;
-                        const long d = m - 2 * k;
-                        if (k < 0 || k >= n_bits || d < -trellis::half_span || d > trellis::half_span) continue;
-                        pred += (((seq >> q) & 1) != 0 ? 1.0 : -1.0) * taps[d + trellis::half_span];
-                    }
-                    direct += (c[static_cast<std::size_t>(m)] - pred) * (c[static_cast<std::size_t>(m)] - pred);
-                }
-                const double pattern = trellis_math::pattern_energy(i, p, seq, taps);
-                if (i < n_bits / 2) {
-                    EXPECT_EQ(pattern, trellis_math::pattern_energy(trellis::memory, p, seq, taps)) << i;
-                }
-                const double ung = trellis_math::branch_metric(cc, z, pattern, seq);
-                worst = std::max(worst, std::abs(ung - direct) / std::max(1.0, direct));
-            }
-        }
+    for (int n = 0; n < 1000; ++n) {
+        const cf64 x0(g(rng), g(rng)), x1(g(rng), g(rng)), t0(g(rng), g(rng)), t1(g(rng), g(rng));
+        const int seq = static_cast<int>(rng() & all);
+        const double sg = trellis_math::pattern_sign(seq);
+        const double direct = std::norm(x0 - sg * t0) + std::norm(x1 - sg * t1) - std::norm(x0) - std::norm(x1);
+        const double m = trellis_math::branch_metric((x0 * std::conj(t0) + x1 * std::conj(t1)).real(), std::norm(t0) + std::norm(t1), seq);
+        worst = std::max(worst, std::abs(m - direct));
     }
     EXPECT_LT(worst, 1e-12);
+}
+
+// The model: on a noiseless SOQPSK-TG packet (the project's modulator, random bits, the
+// low-pass of the detector's input) the table of five bits leaves -25 dB of the signal
+// unexplained where the principal PAM pulse of a linear model leaves -17 dB (measured
+// 2026-11-25 over 200 000 bits: -25.3 / -24.8 dB for the two samples of a bit). Here, one packet
+// through detect_packet_trellis with the exact bits: sigma2 below -23 dB of the signal.
+TEST(trellis, the_table_explains_a_noiseless_packet_to_within_minus_23_db)
+{
+    constexpr std::size_t n_bits = waveform::packet_bits;
+    std::mt19937_64 rng(6007);
+    std::vector<std::uint8_t> bits(n_bits + 64);
+    for (auto& b : bits) b = static_cast<std::uint8_t>(rng() & 1u);
+    const auto x = modulate_bits(bits, 0.7);
+    // Bit k's instant is modulated sample 2k + 10 (the pulse's centre is 2k + 8; the OQPSK-like
+    // instant half a bit later), turned by a constant the table absorbs. Low-pass it as the
+    // backends do, in the frequency domain over the whole record.
+    const std::size_t n = 16384;
+    std::vector<cf64> y(n, cf64{});
+    for (std::size_t m = 0; m < n && m + 10 < x.size(); ++m) y[m] = x[m + 10];
+    fft_buffer spec(n);
+    std::copy(y.begin(), y.end(), spec.data());
+    const fft_plan fwd(n, fft_plan::direction::forward), inv(n, fft_plan::direction::inverse);
+    fwd.execute(spec.data(), spec.data());
+    for (std::size_t f = 0; f < n; ++f) {
+        const double ff = (f < n / 2 ? static_cast<double>(f) : static_cast<double>(f) - static_cast<double>(n)) / static_cast<double>(n);
+        spec[f] *= trellis::lowpass_gain(ff) / static_cast<double>(n);
+    }
+    inv.execute(spec.data(), spec.data());
+    sxs_trace trace;
+    trace.theta.assign(n_bits, 0.0);
+    trace.bits.resize(n_bits);
+    for (std::size_t k = 0; k < n_bits; ++k) trace.bits[k] = static_cast<std::int8_t>(bits[k] != 0 ? 1 : -1);
+    trellis_scratch sc;
+    trellis_model model;
+    std::vector<std::uint8_t> out(packed_data_bytes);
+    (void)detect_packet_trellis(spec.data(), trace, 0, out.data(), sc, &model);
+    EXPECT_TRUE(model.complete);
+    double power = 0.0;
+    for (std::size_t m = 64; m < 2 * n_bits - 64; ++m) power += std::norm(spec[m]);
+    power /= static_cast<double>(2 * n_bits - 128);
+    const double rel_db = 10.0 * std::log10(2.0 * model.sigma2 / power);
+    std::printf("noiseless packet: model residual %.1f dB of the signal\n", rel_db);
+    EXPECT_LT(rel_db, -23.0);
+    // And its data bits are the transmitted ones.
+    for (std::size_t i = 0; i < waveform::data_bits; ++i) {
+        const bool got = (out[i / 8] >> (7 - i % 8)) & 1u;
+        ASSERT_EQ(got, bits[waveform::known_bits + i] != 0) << i;
+    }
 }
