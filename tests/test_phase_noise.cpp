@@ -78,9 +78,10 @@ TEST(phase_noise, the_smoother_keeps_every_path_near_its_clean_ber)
 // the same recordings: against the default receiver's BER with no phase noise (the reference
 // of the test above) it is below 1 with the IRIG mask and at 300 Hz, and below 2 at 1 kHz, on
 // every path; against its own BER with no phase noise the ratios are higher (printed).
-// Measured here (10 dB, 0.3 s, seed 1271) over the default clean: no phase noise 0.47-0.62x,
-// IRIG 0.46-0.69x, 300 Hz 0.69-0.96x, 1 kHz 0.94-1.31x; over its own clean: IRIG 0.98-1.17x,
-// 300 Hz 1.48-1.58x, 1 kHz 1.95-2.33x.
+// Measured here (10 dB, 0.3 s, seed 1271; the five-bit table trellis) over the default clean:
+// no phase noise 0.29-0.42x, IRIG 0.35-0.51x, 300 Hz 0.48-0.68x, 1 kHz 0.76-1.18x; over its
+// own clean: IRIG 1.14-1.28x, 300 Hz 1.62-1.78x, 1 kHz 2.29-2.82x (the linear-pulse trellis
+// before it: 0.47-0.62x clean, 0.94-1.31x at 1 kHz over the default clean).
 TEST(phase_noise, the_trellis_on_the_smoothers_phase_stays_below_the_default_receivers_clean_ber)
 {
     const auto pll0 = receive(0.0, false, false);
@@ -97,10 +98,10 @@ TEST(phase_noise, the_trellis_on_the_smoothers_phase_stays_below_the_default_rec
                     pll0.paths[i].name.c_str(), ref, own, mask.paths[i].ber / ref, w300.paths[i].ber / ref, w1k.paths[i].ber / ref,
                     mask.paths[i].ber / own, w300.paths[i].ber / own, w1k.paths[i].ber / own);
         ASSERT_GT(pll0.paths[i].bit_errors, 150u) << pll0.paths[i].name;
-        EXPECT_LE(t0.paths[i].ber, 0.8 * ref) << t0.paths[i].name;
-        EXPECT_LE(mask.paths[i].ber, 1.0 * ref) << mask.paths[i].name;
-        EXPECT_LE(w300.paths[i].ber, 1.1 * ref) << w300.paths[i].name;
-        EXPECT_LE(w1k.paths[i].ber, 2.0 * ref) << w1k.paths[i].name;
+        EXPECT_LE(t0.paths[i].ber, 0.6 * ref) << t0.paths[i].name;
+        EXPECT_LE(mask.paths[i].ber, 0.75 * ref) << mask.paths[i].name;
+        EXPECT_LE(w300.paths[i].ber, 0.9 * ref) << w300.paths[i].name;
+        EXPECT_LE(w1k.paths[i].ber, 1.6 * ref) << w1k.paths[i].name;
         for (const auto* r : {&mask, &w300, &w1k}) {
             EXPECT_TRUE(r->paths[i].locked) << r->paths[i].name;
             EXPECT_EQ(r->paths[i].bits_checked, pll0.paths[i].bits_checked) << r->paths[i].name;

@@ -111,7 +111,10 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_path)
         const auto& t = r.trellis.paths[i];
         ASSERT_GT(s.bit_errors, 300u) << s.name;
         EXPECT_TRUE(t.locked) << t.name;
-        EXPECT_EQ(t.bits_checked, s.bits_checked) << t.name;
+        // The symbol-by-symbol PN checker loses a few packets on the unequalized path (BER
+        // 0.037); the trellis's checks every bit.
+        EXPECT_GE(t.bits_checked, s.bits_checked) << t.name;
+        EXPECT_GT(t.bits_checked, 2'490'000u) << t.name;
         const double bound = s.name == "zf" ? 0.9 : s.name == "fde2" ? 0.4 : s.name == "none" ? 0.01 : 0.15;
         EXPECT_LE(static_cast<double>(t.bit_errors), bound * static_cast<double>(s.bit_errors)) << t.name;
     }
