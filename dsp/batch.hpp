@@ -90,6 +90,7 @@ enum packet_flag : std::uint32_t {
     flag_ill_conditioned = 1u << 2,   ///< ZF condition number above 1e6
     flag_cfo_near_limit = 1u << 3,    ///< |w0| above 90% of the estimator's range
     flag_low_snr = 1u << 4,           ///< estimated Eb/N0 below 3 dB
+    flag_start_realigned = 1u << 5,   ///< the detector's peak was a side lobe: the start moved by whole preamble periods (dsp/start_check.hpp)
 };
 
 /// The flags' thresholds, in one place for both backends.

@@ -245,7 +245,8 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
     // Kept across batches: a full window's metric is ~300 MB, not to be allocated per batch.
     metric.resize(len - detector_span + 1);
     preamble_metric(batch.samples, metric, t.preamble_template);
-    const auto found = locate_packets(batch, metric, cfg.detection_threshold, t.template_offset);
+    auto found = locate_packets(batch, metric, cfg.detection_threshold, t.template_offset);
+    check_packet_starts(batch.samples, found, t);
     out.truncated_packets = found.truncated;
     const auto& starts = found.starts;
     const std::size_t np = starts.size();
@@ -259,6 +260,7 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
         auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
         packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i]);
+        if (found.moved_periods[i] != 0) rec.flags |= flag_start_realigned;
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];

@@ -50,11 +50,18 @@ struct packet_candidates {
     std::vector<long long> starts;
     std::vector<double> metrics;
     std::uint64_t truncated = 0;
+    /// Per start, the periods check_packet_starts moved it by (0: the peak was the start).
+    std::vector<int> moved_periods;
 };
 
 /// Applies find_preamble_peaks to the batch's owned range and sorts the peaks into complete
 /// and truncated packets. Every backend locates packets with this one rule.
 [[nodiscard]] packet_candidates locate_packets(const sample_batch& batch, std::span<const double> metric,
                                                double threshold, int template_offset);
+
+/// Checks every start against its neighbours one and two preamble periods away with the whole
+/// known sequence (dsp/start_check.hpp; a side lobe of L(u) moves to the true start) and
+/// fills moved_periods. window: the samples the metric was computed on.
+void check_packet_starts(std::span<const cf32> window, packet_candidates& c, const receiver_tables& t);
 
 }  // namespace paq::dsp

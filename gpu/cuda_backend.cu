@@ -205,6 +205,7 @@ struct chain_part {
     pinned_buffer<std::uint8_t> ok_zf_host, ok_mmse_host;
     pinned_buffer<long long> starts_host;
     pinned_buffer<float> metrics_host;
+    pinned_buffer<int> moved_host;  ///< per packet: the periods the start check moved its start by
     pinned_buffer<int> count_host;
     pinned_buffer<unsigned long long> truncated_host;
     /// Clock tracking: M around each peak and the steps (pinned), the steps on the device, and
@@ -242,7 +243,7 @@ struct chain_part {
           max_window(window),
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
-          loc(dev, max_window, max_packets),
+          loc(dev, max_window, max_packets, t),
           det(dev, max_packets * num_paths, c.phase_smoother != 0, c.trellis_on()),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
@@ -282,6 +283,7 @@ struct chain_part {
           ok_mmse_host(max_packets),
           starts_host(max_packets),
           metrics_host(max_packets),
+          moved_host(max_packets),
           count_host(1),
           truncated_host(1),
           peak3_host(3 * max_packets),
@@ -753,6 +755,9 @@ void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)
     nvtx.next("paq locate");
     const std::size_t n_metric = w.n_out - dsp::detector_span + 1;
     m.loc.locate_device(m.fe.device_metric(), n_metric, w.params, s);
+    // Each start checked against its neighbours a preamble period or two away with the whole
+    // known sequence (dsp/start_check.hpp), as the CPU's dsp::check_packet_starts.
+    m.loc.check_starts_device(m.fe.device_window(), static_cast<long long>(w.n_out), s);
     if (timed) m.mark(s, cuda_backend::stage::locate, m.next_ev);
     if (clock) {
         nvtx.next("paq clock (peaks)");
@@ -865,6 +870,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     back(m.truncated_host.data(), found.truncated, sizeof(unsigned long long));
     back(m.starts_host.data(), found.starts, np * sizeof(long long));
     back(m.metrics_host.data(), found.metrics, np * sizeof(float));
+    back(m.moved_host.data(), found.moved_periods, np * sizeof(int));
     // The bits and stats of each detector the config asks for (sxs, trellis, or sxs then
     // trellis): host layout [detector][packet][path].
     {
@@ -951,6 +957,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
         rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
                                       !m.ok_zf_host[p] || !m.ok_mmse_host[p]);
+        if (m.moved_host[p] != 0) rec.flags |= dsp::flag_start_realigned;
         for (std::size_t d = 0; d < detectors; ++d) {
             for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];

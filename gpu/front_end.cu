@@ -679,6 +679,7 @@ std::vector<cf32> front_end::window_to_host()
 }
 
 const float* front_end::device_metric() const noexcept { return impl_->metric.data(); }
+const cf32* front_end::device_window() const noexcept { return reinterpret_cast<const cf32*>(impl_->window.data()); }
 
 cuda_event_t front_end::upload_done() const noexcept { return impl_->chunk_done[impl::upload_chunks - 1].get(); }
 

@@ -107,6 +107,9 @@ public:
     [[nodiscard]] cuda_event_t upload_done() const noexcept;
     /// M(u), u = 0 .. window - 256, of the last upload_and_metric_device().
     [[nodiscard]] const float* device_metric() const noexcept;
+    /// The window at 2 samples per bit on the device, of the last upload (as uploaded, or as
+    /// resampled): window_len samples.
+    [[nodiscard]] const cf32* device_window() const noexcept;
     /// As estimate_device, with the starts already on the device: `slots` segments are
     /// filled, those at p >= *count with zeros. Allocates nothing, no host synchronization.
     void estimate_device(const long long* starts, const int* count, std::size_t slots);

@@ -2,6 +2,7 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/batcher.hpp"
+#include "dsp/start_check.hpp"
 #include "dsp/waveform.hpp"
 #include "gpu/resources.cuh"
 
@@ -10,6 +11,7 @@
 
 #include <limits>
 #include <stdexcept>
+#include <vector>
 
 namespace paq::gpu {
 
@@ -114,6 +116,64 @@ __global__ void __launch_bounds__(finalize_threads)
     }
 }
 
+/// dsp::check_packet_starts: one block per located packet, one warp per candidate start
+/// s + 32 k (k = -reach .. reach), a lane per sample of a 32-sample block, the block sums
+/// reduced over the warp (so the sums' order differs from the CPU's: decisions differ only
+/// where two candidates' K are within rounding). Candidate order and the strict comparison
+/// are dsp::start_check::checked_start's.
+constexpr int check_warps = 2 * dsp::start_check::reach + 1;
+static_assert(dsp::start_check::period == 32, "a lane per sample of a period");
+
+__global__ void __launch_bounds__(32 * check_warps) check_starts_kernel(const float2* __restrict__ window, long long window_len,
+                                                                       const int* __restrict__ count, int max_packets,
+                                                                       const double* __restrict__ x_re, const double* __restrict__ x_im,
+                                                                       int n_known, int known_first, long long* __restrict__ starts,
+                                                                       int* __restrict__ moved)
+{
+    const int p = static_cast<int>(blockIdx.x);
+    if (p >= min(*count, max_packets)) return;
+    const int w = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+    const int k = w - dsp::start_check::reach;
+    const long long s = starts[p];
+    const long long v = s + static_cast<long long>(dsp::start_check::period) * k;
+    const bool valid = v >= 0 && v + static_cast<long long>(waveform::L_pkt) <= window_len;
+    double metric = 0.0;
+    if (valid) {
+        for (int b0 = 0; b0 < n_known; b0 += 32) {
+            const int i = b0 + lane;
+            double re = 0.0, im = 0.0;
+            if (i < n_known) {
+                const float2 z = window[v + known_first + i];
+                const bool ok = isfinite(z.x) && isfinite(z.y);
+                const double sr = ok ? static_cast<double>(z.x) : 0.0, si = ok ? static_cast<double>(z.y) : 0.0;
+                re = sr * x_re[i] + si * x_im[i];
+                im = si * x_re[i] - sr * x_im[i];
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                re += __shfl_xor_sync(0xffffffffu, re, o);
+                im += __shfl_xor_sync(0xffffffffu, im, o);
+            }
+            metric += re * re + im * im;
+        }
+    }
+    __shared__ double k_of[check_warps];
+    __shared__ bool valid_of[check_warps];
+    if (lane == 0) {
+        k_of[w] = metric;
+        valid_of[w] = valid;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int best = dsp::start_check::reach;  // k = 0
+        for (int c = 0; c < check_warps; ++c) {
+            if (c == dsp::start_check::reach || !valid_of[c]) continue;
+            if (k_of[c] > k_of[best]) best = c;
+        }
+        moved[p] = best - dsp::start_check::reach;
+        starts[p] = s + static_cast<long long>(dsp::start_check::period) * (best - dsp::start_check::reach);
+    }
+}
+
 }  // namespace
 
 locate_params make_locate_params(const dsp::batch_part& part, double threshold, int template_offset)
@@ -138,8 +198,11 @@ struct packet_locator::impl {
     device_buffer<float> metrics;
     device_buffer<int> count;
     device_buffer<unsigned long long> truncated;
+    device_buffer<int> moved;
+    device_buffer<double> x_re, x_im;  ///< the known samples (receiver_tables::x_known)
+    int known_first;
 
-    impl(int dev, std::size_t mm, std::size_t mp)
+    impl(int dev, std::size_t mm, std::size_t mp, const dsp::receiver_tables& t)
         : device(select_device(dev)),
           max_metric(mm),
           max_packets(mp),
@@ -148,16 +211,28 @@ struct packet_locator::impl {
           starts(mp),
           metrics(mp),
           count(1),
-          truncated(1)
+          truncated(1),
+          moved(mp),
+          x_re(t.x_known.size()),
+          x_im(t.x_known.size()),
+          known_first(t.known_first)
     {
         if (mm >= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
             throw std::invalid_argument("packet_locator: metric longer than 2^31 positions");
         }
+        std::vector<double> re(t.x_known.size()), im(t.x_known.size());
+        for (std::size_t i = 0; i < t.x_known.size(); ++i) {
+            re[i] = t.x_known[i].real();
+            im[i] = t.x_known[i].imag();
+        }
+        PAQ_CUDA_CHECK(cudaMemcpy(x_re.data(), re.data(), re.size() * sizeof(double), cudaMemcpyHostToDevice));
+        PAQ_CUDA_CHECK(cudaMemcpy(x_im.data(), im.data(), im.size() * sizeof(double), cudaMemcpyHostToDevice));
+        PAQ_CUDA_CHECK(cudaMemset(moved.data(), 0, mp * sizeof(int)));
     }
 };
 
-packet_locator::packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets)
-    : impl_(std::make_unique<impl>(device_id, max_metric, max_packets))
+packet_locator::packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets, const dsp::receiver_tables& tables)
+    : impl_(std::make_unique<impl>(device_id, max_metric, max_packets, tables))
 {
 }
 
@@ -166,7 +241,7 @@ packet_locator::~packet_locator() = default;
 located_packets packet_locator::device() noexcept
 {
     auto& m = *impl_;
-    return {m.starts.data(), m.metrics.data(), m.count.data(), m.truncated.data()};
+    return {m.starts.data(), m.metrics.data(), m.count.data(), m.truncated.data(), m.moved.data()};
 }
 
 std::size_t packet_locator::max_packets() const noexcept { return impl_->max_packets; }
@@ -190,6 +265,16 @@ void packet_locator::locate_device(const float* metric, std::size_t n_metric, co
     }
     finalize_kernel<<<1, finalize_threads, 0, s>>>(m.slots.data(), n_slots, metric, n, prm, static_cast<int>(m.max_packets),
                                                    m.starts.data(), m.metrics.data(), m.count.data(), m.truncated.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void packet_locator::check_starts_device(const cf32* window, long long window_len, cuda_stream_t s)
+{
+    auto& m = *impl_;
+    const int mp = static_cast<int>(m.max_packets);
+    check_starts_kernel<<<static_cast<unsigned>(mp), 32 * check_warps, 0, s>>>(
+        reinterpret_cast<const float2*>(window), window_len, m.count.data(), mp, m.x_re.data(), m.x_im.data(),
+        static_cast<int>(m.x_re.size()), m.known_first, m.starts.data(), m.moved.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -51,17 +51,23 @@ struct located_packets {
     float* metrics;                ///< max_packets, M(u) at each peak
     int* count;                    ///< 1: complete packets found
     unsigned long long* truncated; ///< 1: peaks whose packet an edge cut
+    int* moved_periods;            ///< max_packets: what check_starts_device moved each start by (periods)
 };
 
 class packet_locator {
 public:
-    packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets);
+    /// tables: the known sequence check_starts_device checks the starts with.
+    packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets, const dsp::receiver_tables& tables);
     ~packet_locator();
     packet_locator(const packet_locator&) = delete;
     packet_locator& operator=(const packet_locator&) = delete;
 
     /// Asynchronous on `stream`; metric has n_metric = window_len - 255 values. Allocates nothing.
     void locate_device(const float* metric, std::size_t n_metric, const locate_params& params, cuda_stream_t stream);
+    /// After locate_device: dsp::check_packet_starts on the device (dsp/start_check.hpp) over
+    /// the window the metric was computed on (window_len samples at 2 samples per bit); moves
+    /// the starts in place and writes moved_periods. Allocates nothing.
+    void check_starts_device(const cf32* window, long long window_len, cuda_stream_t stream);
     [[nodiscard]] located_packets device() noexcept;
     [[nodiscard]] std::size_t max_packets() const noexcept;
 

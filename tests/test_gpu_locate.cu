@@ -10,6 +10,7 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/preamble_detector.hpp"
+#include "dsp/receiver_config.hpp"
 #include "gpu/device.hpp"
 #include "gpu/front_end.hpp"
 #include "gpu/packet_locator.hpp"
@@ -23,6 +24,8 @@ using namespace paq;
 using namespace paq::dsp;
 
 namespace {
+
+const receiver_tables& tables() { return get_receiver_tables(receiver_config{}.fft_size); }
 
 class gpu_locate : public ::testing::Test {
 protected:
@@ -88,7 +91,7 @@ TEST_F(gpu_locate, matches_locate_packets_on_fresh_synthetic_metrics)
     std::mt19937_64 rng(seed);
     const auto& t = get_receiver_tables(16384);
     constexpr std::size_t max_len = 2'000'000;
-    gpu::packet_locator loc(0, max_len, max_len / waveform::L_pkt * 2 + 4);
+    gpu::packet_locator loc(0, max_len, max_len / waveform::L_pkt * 2 + 4, tables());
     std::uniform_int_distribution<std::size_t> len_d(20'000, max_len);
     std::size_t total = 0, total_cut = 0;
     for (int trial = 0; trial < 40; ++trial) {
@@ -131,7 +134,7 @@ TEST_F(gpu_locate, matches_locate_packets_on_the_gpu_metric_of_a_recording)
     gpu::front_end fe(0, sim.samples.size(), 64);
     std::vector<float> m(n_metric);
     fe.preamble_metric(sim.samples, m);
-    gpu::packet_locator loc(0, n_metric, 80);
+    gpu::packet_locator loc(0, n_metric, 80, tables());
     const std::vector<double> md(m.begin(), m.end());
     for (const bool seg : {false, true}) {
         sample_batch b;
@@ -150,7 +153,7 @@ TEST_F(gpu_locate, reports_more_packets_than_slots)
 {
     std::mt19937_64 rng(77);
     const auto m = synthetic_metric(400'000, rng);
-    gpu::packet_locator loc(0, m.size(), 4);
+    gpu::packet_locator loc(0, m.size(), 4, tables());
     sample_batch b;
     b.samples.resize(m.size() + detector_span - 1);
     b.owned_end = b.samples.size();
