@@ -12,6 +12,7 @@
 //     likelihood sequence detector of SOQPSK-TG sampled at 2 samples per bit, the bound the
 //     receiver's trellis (5 bits, synchronized from the signal) is measured against.
 // The BER of OQPSK, Q(sqrt(2 Eb/N0)), is printed beside it.
+#include "dsp/linalg.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/trellis.hpp"
 
@@ -64,31 +65,6 @@ std::vector<cd> low_pass(const std::vector<cd>& x)
         y[static_cast<std::size_t>(m)] = acc;
     }
     return y;
-}
-
-/// Solves a x = b (n x n, row-major) by Gaussian elimination with partial pivoting.
-bool solve(std::vector<double> a, std::vector<double>& b, int n)
-{
-    for (int i = 0; i < n; ++i) {
-        int p = i;
-        for (int r = i + 1; r < n; ++r) {
-            if (std::abs(a[static_cast<std::size_t>(r * n + i)]) > std::abs(a[static_cast<std::size_t>(p * n + i)])) p = r;
-        }
-        if (std::abs(a[static_cast<std::size_t>(p * n + i)]) < 1e-12) return false;
-        for (int c = 0; c < n; ++c) std::swap(a[static_cast<std::size_t>(i * n + c)], a[static_cast<std::size_t>(p * n + c)]);
-        std::swap(b[static_cast<std::size_t>(i)], b[static_cast<std::size_t>(p)]);
-        for (int r = i + 1; r < n; ++r) {
-            const double f = a[static_cast<std::size_t>(r * n + i)] / a[static_cast<std::size_t>(i * n + i)];
-            for (int c = i; c < n; ++c) a[static_cast<std::size_t>(r * n + c)] -= f * a[static_cast<std::size_t>(i * n + c)];
-            b[static_cast<std::size_t>(r)] -= f * b[static_cast<std::size_t>(i)];
-        }
-    }
-    for (int i = n - 1; i >= 0; --i) {
-        double s = b[static_cast<std::size_t>(i)];
-        for (int c = i + 1; c < n; ++c) s -= a[static_cast<std::size_t>(i * n + c)] * b[static_cast<std::size_t>(c)];
-        b[static_cast<std::size_t>(i)] = s / a[static_cast<std::size_t>(i * n + i)];
-    }
-    return true;
 }
 
 struct signal {
@@ -165,7 +141,7 @@ double linear_residual_db(const signal& s)
                 r[t] = s.a[static_cast<std::size_t>(k)];
             }
         };
-        std::vector<double> g(taps * taps, 0.0), rhs(taps, 0.0);
+        std::vector<paq::cf64> g(taps * taps, 0.0), rhs(taps, 0.0);  // real, solved by the project's Cholesky
         double r[taps];
         for (long m = 2 * guard; m < 2 * (n - guard); ++m) {
             regressors(m, r);
@@ -178,11 +154,12 @@ double linear_residual_db(const signal& s)
         for (int t = 0; t < taps; ++t) {
             if (g[static_cast<std::size_t>(t * taps + t)] == 0.0) g[static_cast<std::size_t>(t * taps + t)] = 1.0;
         }
-        if (!solve(g, rhs, taps)) throw std::runtime_error("the linear model's normal equations are singular");
+        if (!paq::dsp::cholesky_banded(g, taps, taps - 1).ok) throw std::runtime_error("the linear model's normal equations are singular");
+        paq::dsp::cholesky_solve_banded(g, taps, taps - 1, rhs);
         for (long m = 2 * guard; m < 2 * (n - guard); ++m) {
             regressors(m, r);
             double pred = 0.0;
-            for (int t = 0; t < taps; ++t) pred += r[t] * rhs[static_cast<std::size_t>(t)];
+            for (int t = 0; t < taps; ++t) pred += r[t] * rhs[static_cast<std::size_t>(t)].real();
             se += (comp(m) - pred) * (comp(m) - pred);
             sp += comp(m) * comp(m);
         }

@@ -100,11 +100,12 @@ inline constexpr double ill_conditioned_zf_condition = 1e6;
 
 /// A packet's flags from its estimates (both backends): the CFO is the packet's (coarse and
 /// residual), zf_condition the ZF equalizer's condition number, regularized whether the ZF or
-/// MMSE system had to be loaded.
+/// MMSE system had to be loaded, start_realigned whether the start check moved its start.
 [[nodiscard]] inline std::uint32_t packet_flags(std::uint32_t nonfinite_samples, double cfo_rad_per_sample, double ebn0_db,
-                                                double zf_condition, bool regularized) noexcept
+                                                double zf_condition, bool regularized, bool start_realigned) noexcept
 {
     std::uint32_t f = nonfinite_samples ? flag_nonfinite_input : 0u;
+    if (start_realigned) f |= flag_start_realigned;
     if (std::abs(cfo_rad_per_sample) > cfo_near_limit_rad_per_sample) f |= flag_cfo_near_limit;
     if (ebn0_db < low_snr_ebn0_db) f |= flag_low_snr;
     if (!(zf_condition <= ill_conditioned_zf_condition)) f |= flag_ill_conditioned;

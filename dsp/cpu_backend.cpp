@@ -88,7 +88,7 @@ struct cpu_backend::impl {
     void process_chain(const sample_batch& batch, batch_output& out);
 
     void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
-                workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits) const
+                workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false) const
     {
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
@@ -154,7 +154,8 @@ struct cpu_backend::impl {
         const auto rh = channel_autocorrelation(ce.h);
         const auto zf = solve_equalizer(ce.h, rh, 0.0, c_zf, w.solve_work);
         const auto mm = solve_equalizer(ce.h, rh, 2.0 * ce.sigma2, c_mmse, w.solve_work);
-        rec.flags = packet_flags(nonfinite, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition, zf.regularized || mm.regularized);
+        rec.flags = packet_flags(nonfinite, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition, zf.regularized || mm.regularized,
+                                 start_realigned);
         eq_taps c_cma = c_mmse;
         cma_refine(c_cma, w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
 
@@ -259,8 +260,8 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
     for (std::size_t i = 0; i < np; ++i) {
         auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
-        packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i]);
-        if (found.moved_periods[i] != 0) rec.flags |= flag_start_realigned;
+        packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
+               found.moved_periods[i] != 0);
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];

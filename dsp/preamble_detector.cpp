@@ -143,11 +143,7 @@ packet_candidates locate_packets(const sample_batch& batch, std::span<const doub
 void check_packet_starts(std::span<const cf32> window, packet_candidates& c, const receiver_tables& t)
 {
     const int n = static_cast<int>(t.x_known.size());
-    std::vector<double> re(t.x_known.size()), im(t.x_known.size());
-    for (std::size_t i = 0; i < t.x_known.size(); ++i) {
-        re[i] = t.x_known[i].real();
-        im[i] = t.x_known[i].imag();
-    }
+    const auto* x = reinterpret_cast<const double*>(t.x_known.data());  // std::complex: re, im
     const auto len = static_cast<long long>(window.size());
     const auto reader = [&](long long m, double& sr, double& si) {
         const cf32 v = window[static_cast<std::size_t>(m)];
@@ -158,8 +154,7 @@ void check_packet_starts(std::span<const cf32> window, packet_candidates& c, con
     c.moved_periods.assign(c.starts.size(), 0);
     for (std::size_t i = 0; i < c.starts.size(); ++i) {
         const long long s = c.starts[i];
-        const long long v = start_check::checked_start(reader, len, static_cast<long long>(waveform::L_pkt), s, re.data(), im.data(), n,
-                                                       t.known_first);
+        const long long v = start_check::checked_start(reader, len, static_cast<long long>(waveform::L_pkt), s, x, n, t.known_first);
         c.moved_periods[i] = static_cast<int>((v - s) / start_check::period);
         c.starts[i] = v;
     }

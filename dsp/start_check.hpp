@@ -26,10 +26,10 @@ inline constexpr int period = 32;  ///< samples per preamble period
 inline constexpr int reach = 2;    ///< periods checked either side
 
 /// K(v): r(m, re, im) reads window sample m (non-finite samples as zero); the known samples
-/// x(n) = x_re[i] + j x_im[i], n = known_first + i, i < n_known.
+/// x(n) = x[2i] + j x[2i + 1], n = known_first + i, i < n_known (receiver_tables::x_known as
+/// interleaved doubles: std::complex<double>'s layout, and double2's on the device).
 template <class Reader>
-PAQ_HOST_DEVICE double known_metric(const Reader& r, long long v, const double* x_re, const double* x_im, int n_known,
-                                    int known_first) noexcept
+PAQ_HOST_DEVICE double known_metric(const Reader& r, long long v, const double* x, int n_known, int known_first) noexcept
 {
     double k = 0.0;
     for (int b0 = 0; b0 < n_known; b0 += period) {
@@ -38,8 +38,8 @@ PAQ_HOST_DEVICE double known_metric(const Reader& r, long long v, const double* 
         for (int i = b0; i < b1; ++i) {
             double sr = 0.0, si = 0.0;
             r(v + known_first + i, sr, si);
-            re += sr * x_re[i] + si * x_im[i];  // s conj(x)
-            im += si * x_re[i] - sr * x_im[i];
+            re += sr * x[2 * i] + si * x[2 * i + 1];  // s conj(x)
+            im += si * x[2 * i] - sr * x[2 * i + 1];
         }
         k += re * re + im * im;
     }
@@ -50,16 +50,16 @@ PAQ_HOST_DEVICE double known_metric(const Reader& r, long long v, const double* 
 /// packet_len samples): s, or the candidate s + 32 k (k = -reach .. reach, in that order) with
 /// the largest K if that is strictly larger than K(s).
 template <class Reader>
-PAQ_HOST_DEVICE long long checked_start(const Reader& r, long long len, long long packet_len, long long s, const double* x_re,
-                                        const double* x_im, int n_known, int known_first) noexcept
+PAQ_HOST_DEVICE long long checked_start(const Reader& r, long long len, long long packet_len, long long s, const double* x, int n_known,
+                                        int known_first) noexcept
 {
     long long best = s;
-    double k_best = known_metric(r, s, x_re, x_im, n_known, known_first);
+    double k_best = known_metric(r, s, x, n_known, known_first);
     for (int k = -reach; k <= reach; ++k) {
         if (k == 0) continue;
         const long long v = s + static_cast<long long>(period) * k;
         if (v < 0 || v + packet_len > len) continue;
-        const double kv = known_metric(r, v, x_re, x_im, n_known, known_first);
+        const double kv = known_metric(r, v, x, n_known, known_first);
         if (kv > k_best) {
             best = v;
             k_best = kv;

@@ -3,7 +3,6 @@
 #include "dsp/trellis_math.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>

@@ -956,8 +956,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.channel_energy = energy;
         rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
         rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
-                                      !m.ok_zf_host[p] || !m.ok_mmse_host[p]);
-        if (m.moved_host[p] != 0) rec.flags |= dsp::flag_start_realigned;
+                                      !m.ok_zf_host[p] || !m.ok_mmse_host[p], m.moved_host[p] != 0);
         for (std::size_t d = 0; d < detectors; ++d) {
             for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];

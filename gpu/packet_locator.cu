@@ -11,7 +11,6 @@
 
 #include <limits>
 #include <stdexcept>
-#include <vector>
 
 namespace paq::gpu {
 
@@ -126,8 +125,7 @@ static_assert(dsp::start_check::period == 32, "a lane per sample of a period");
 
 __global__ void __launch_bounds__(32 * check_warps) check_starts_kernel(const float2* __restrict__ window, long long window_len,
                                                                        const int* __restrict__ count, int max_packets,
-                                                                       const double* __restrict__ x_re, const double* __restrict__ x_im,
-                                                                       int n_known, int known_first, long long* __restrict__ starts,
+                                                                       const double2* __restrict__ x, int n_known, int known_first, long long* __restrict__ starts,
                                                                        int* __restrict__ moved)
 {
     const int p = static_cast<int>(blockIdx.x);
@@ -146,8 +144,8 @@ __global__ void __launch_bounds__(32 * check_warps) check_starts_kernel(const fl
                 const float2 z = window[v + known_first + i];
                 const bool ok = isfinite(z.x) && isfinite(z.y);
                 const double sr = ok ? static_cast<double>(z.x) : 0.0, si = ok ? static_cast<double>(z.y) : 0.0;
-                re = sr * x_re[i] + si * x_im[i];
-                im = si * x_re[i] - sr * x_im[i];
+                re = sr * x[i].x + si * x[i].y;  // s conj(x), as dsp::start_check::known_metric
+                im = si * x[i].x - sr * x[i].y;
             }
             for (int o = 16; o > 0; o >>= 1) {
                 re += __shfl_xor_sync(0xffffffffu, re, o);
@@ -199,7 +197,7 @@ struct packet_locator::impl {
     device_buffer<int> count;
     device_buffer<unsigned long long> truncated;
     device_buffer<int> moved;
-    device_buffer<double> x_re, x_im;  ///< the known samples (receiver_tables::x_known)
+    device_buffer<double2> x;  ///< the known samples (receiver_tables::x_known)
     int known_first;
 
     impl(int dev, std::size_t mm, std::size_t mp, const dsp::receiver_tables& t)
@@ -213,20 +211,14 @@ struct packet_locator::impl {
           count(1),
           truncated(1),
           moved(mp),
-          x_re(t.x_known.size()),
-          x_im(t.x_known.size()),
+          x(t.x_known.size()),
           known_first(t.known_first)
     {
         if (mm >= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
             throw std::invalid_argument("packet_locator: metric longer than 2^31 positions");
         }
-        std::vector<double> re(t.x_known.size()), im(t.x_known.size());
-        for (std::size_t i = 0; i < t.x_known.size(); ++i) {
-            re[i] = t.x_known[i].real();
-            im[i] = t.x_known[i].imag();
-        }
-        PAQ_CUDA_CHECK(cudaMemcpy(x_re.data(), re.data(), re.size() * sizeof(double), cudaMemcpyHostToDevice));
-        PAQ_CUDA_CHECK(cudaMemcpy(x_im.data(), im.data(), im.size() * sizeof(double), cudaMemcpyHostToDevice));
+        static_assert(sizeof(double2) == sizeof(cf64), "std::complex<double> is two doubles, as double2");
+        PAQ_CUDA_CHECK(cudaMemcpy(x.data(), t.x_known.data(), t.x_known.size() * sizeof(cf64), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemset(moved.data(), 0, mp * sizeof(int)));
     }
 };
@@ -273,8 +265,8 @@ void packet_locator::check_starts_device(const cf32* window, long long window_le
     auto& m = *impl_;
     const int mp = static_cast<int>(m.max_packets);
     check_starts_kernel<<<static_cast<unsigned>(mp), 32 * check_warps, 0, s>>>(
-        reinterpret_cast<const float2*>(window), window_len, m.count.data(), mp, m.x_re.data(), m.x_im.data(),
-        static_cast<int>(m.x_re.size()), m.known_first, m.starts.data(), m.moved.data());
+        reinterpret_cast<const float2*>(window), window_len, m.count.data(), mp, m.x.data(), static_cast<int>(m.x.size()),
+        m.known_first, m.starts.data(), m.moved.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
