@@ -1,9 +1,10 @@
-// Trellis detection on the GPU (gpu/trellis.cuh): dsp/trellis.cpp's detector, one warp per
-// stream. The arithmetic follows the CPU's step for step (the same loops in the same order, the
-// table's sums in the order of k, the same index and metric code: dsp/trellis_math.hpp); what
-// differs is the input (float here, double there) and the order of the residual's sum (over
-// lanes instead of in sequence), so bits may differ where two paths' metrics are within
-// rounding of each other.
+// Trellis detection on the GPU (gpu/trellis.cuh): dsp/trellis.cpp's detector, sixteen lanes
+// (one per trellis state) per stream, two streams per warp. The table is fitted as the CPU fits
+// it (double sums in the order of k, the same index code: dsp/trellis_math.hpp); the BCJR's
+// metrics are float, where the CPU's are double, and the forward metrics are shifted by their
+// minimum every block of steps (a shift common to every state changes no decision and no LLR),
+// so bits may differ from the CPU's where two paths' metrics are within float rounding of each
+// other.
 #include "gpu/trellis.cuh"
 
 #include "dsp/trellis.hpp"
@@ -14,6 +15,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace paq::gpu {
 
@@ -24,237 +26,361 @@ using dsp::trellis::before;
 using dsp::trellis::memory;
 using dsp::trellis::patterns;
 using dsp::trellis::states;
+using dsp::trellis::window;
+using metric = float;
 
 constexpr int n_bits = static_cast<int>(waveform::packet_bits);
 constexpr int n_known = static_cast<int>(waveform::known_bits);
 constexpr int n_samples = 2 * n_bits;
 constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
-constexpr int seqs = 2 * states;               // the lanes of a warp
+constexpr int group = states;                  // the lanes of one stream: lane g is state g
 constexpr int steps = n_bits + after;          // trellis steps memory .. steps - 1 (bit j, the pair of bit j - after)
-constexpr int rows = steps - memory + 1;       // forward metrics: row r = after bit r + memory - 1
+constexpr int rows = steps - memory + 1;       // forward metrics: row r = after step r + memory - 1
 constexpr int block_rows = 32;                 // forward metrics kept every block_rows rows
 constexpr int checkpoints = (rows + block_rows - 1) / block_rows;
-constexpr int warps = 4;                       // streams per block
-static_assert(seqs == 32 && patterns == 16, "one warp per stream: its 32 lanes are the state sequences of a step");
+constexpr int words = (n_bits + 31) / 32 + 2;  // the packet's bits, 32 a word, MSB first; two words of padding
+constexpr int known_words = n_known / 32;
+constexpr int warps = 4;
+constexpr int streams_per_block = warps * 32 / group;
+static_assert(group == 16 && patterns == 16 && window == 5, "sixteen lanes per stream: lane g is state g and table entry g");
+static_assert(n_known % 32 == 0 && data_bytes % 4 == 0, "the known bits fill whole words, the data bytes whole words after them");
+// Block b's first entry is step b * block_rows + memory - 1: k = j - after has the parity of e + 1.
+static_assert(((memory - 1 - after) & 1) == 1 && block_rows % 2 == 0);
+// The table's bits k = before .. n_bits - after - 1, in pairs from an even k.
+static_assert(before % 2 == 0 && (n_bits - before - after) % 2 == 0);
 
-__constant__ signed char c_known_pm[n_known];  ///< the known bits, +-1
+__constant__ unsigned c_known_words[known_words];  ///< the known bits, 32 a word, MSB first
 
-/// Per warp (one stream): each bit's window as a state sequence (dsp/trellis_math.hpp), the
-/// symbol-by-symbol data bits, the table; then (the windows' memory) the forward metrics of
-/// one block of rows.
-struct warp_shared {
+/// Per stream (16 lanes): the packet's bits (the known bits, then the symbol-by-symbol
+/// detector's); the table, then (its memory) the forward metrics of one block of rows; the
+/// sample pairs of one block of steps.
+struct stream_shared {
+    unsigned bits[words];
     union {
-        unsigned char window[n_bits];
-        double alpha[block_rows][states];
+        double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
+        metric alpha[block_rows][states];
     } u;
-    double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
-    float2 pair[block_rows][2];       // the sample pairs of a chunk of steps
-    unsigned char sxs[data_bytes];
+    float2 pair[block_rows][2];
+    float llr[block_rows];  ///< the LLRs of one block of steps
 };
 
-__device__ inline double dmin(double a, double b) { return a < b ? a : b; }
+/// A float the compiler must compute here and keep: without it, it recomputes the branch
+/// terms from the double table inside the BCJR's loops, a double multiply and a conversion per
+/// term and step.
+__device__ inline float keep(float v)
+{
+    float r;
+    asm volatile("mov.b32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+
+
+/// Bits a_k .. a_{k+4} (k >= 0) as a state sequence (the oldest in the most significant bit).
+__device__ inline int window_at(const unsigned* bits, int k)
+{
+    const int w = k >> 5, off = k & 31;
+    const unsigned long long v = (static_cast<unsigned long long>(bits[w]) << 32) | bits[w + 1];
+    return static_cast<int>((v >> (64 - off - window)) & ((1u << window) - 1));
+}
+__device__ inline int bit_at(const unsigned* bits, int k) { return static_cast<int>((bits[k >> 5] >> (31 - (k & 31))) & 1u); }
+
+/// One sequence's branch metric for both parities of k: gamma = e + Re(x0 conj u0 + x1 conj u1)
+/// with u = -2 scale sign t and e = scale |t|^2 (dsp/trellis_math.hpp's branch_metric, scaled).
+struct branch_terms {
+    float u[2][4];  // [parity][x0.re, x0.im, x1.re, x1.im]
+    metric e[2];
+    __device__ void set(const double (&table)[2][2][patterns][2], int seq, double scale)
+    {
+        const int idx = dsp::trellis_math::pattern_index(seq);
+        const double sg = dsp::trellis_math::pattern_sign(seq);
+#pragma unroll
+        for (int par = 0; par < 2; ++par) {
+            double energy = 0.0;
+#pragma unroll
+            for (int d = 0; d < 2; ++d) {
+                const double re = table[par][d][idx][0], im = table[par][d][idx][1];
+                energy += re * re + im * im;
+                u[par][2 * d] = keep(static_cast<float>(-2.0 * scale * sg * re));
+                u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * scale * sg * im));
+            }
+            e[par] = keep(static_cast<metric>(scale * energy));
+        }
+    }
+    template <int par>
+    __device__ metric at(float2 z0, float2 z1) const
+    {
+        return e[par] + (z0.x * u[par][0] + z0.y * u[par][1] + z1.x * u[par][2] + z1.y * u[par][3]);
+    }
+};
 
 __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
                                                           const unsigned char* __restrict__ sxs_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
                                                           unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
-                                                          double* __restrict__ checkpoint, float* __restrict__ llr_out)
+                                                          metric* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
-    __shared__ warp_shared shm[warps];
-    const int w = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-    const int s = static_cast<int>(blockIdx.x) * warps + w;
-    if (s >= streams) return;  // the whole warp
-    warp_shared& sh = shm[w];
+    __shared__ stream_shared shm[streams_per_block];
+    const int lane = static_cast<int>(threadIdx.x) % 32, half = lane / group, g = lane % group;
+    const int warp_first = (static_cast<int>(threadIdx.x) / 32) * 2 + static_cast<int>(blockIdx.x) * streams_per_block;
+    if (warp_first >= streams) return;  // the whole warp
+    // Both half-warps always run: with an odd stream count the last one runs a stand-in
+    // (slot `streams` of every buffer: whatever the input holds there, zeros at first, with
+    // the last stream's bits and phase; nothing of it is read back), so every shuffle and vote
+    // names the whole warp.
+    // Shuffles stay in the half-warp (width 16).
+    const int s = warp_first + half;
+    const int sr = min(s, streams - 1);  // the stream whose phase and bits are read
+    constexpr unsigned mask = 0xffffffffu;
+    const unsigned own = 0xffffu << (group * half);
+    stream_shared& sh = shm[threadIdx.x / group];
     const std::size_t S = static_cast<std::size_t>(streams);
     float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
-    const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(s) * data_bytes;
-    constexpr unsigned all = 0xffffffffu;
-    for (int i = lane; i < data_bytes; i += 32) sh.sxs[i] = sxs[i];
-    __syncwarp();
-    // a_k: the known bits, then the symbol-by-symbol detector's decisions (1 = +1).
-    auto bit = [&](int k) -> int {
-        if (k < n_known) return c_known_pm[k] > 0 ? 1 : 0;
-        const int i = k - n_known;
-        return (sh.sxs[i >> 3] >> (7 - (i & 7))) & 1;
-    };
+    const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(sr) * data_bytes;
 
-    // 1. The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
-    // samples 4j .. 4j + 3; the phases lie a stream apart, read once); each bit's window.
-    for (int j = lane; j < n_bits / 2; j += 32) {
+    // 1. a_k: the known bits, then the symbol-by-symbol detector's decisions (1 = +1).
+    for (int i = g; i < words; i += group) {
+        unsigned w = 0;
+        if (i < known_words) {
+            w = c_known_words[i];
+        } else if (i - known_words < data_bytes / 4) {
+            const unsigned char* b = sxs + 4 * (i - known_words);
+            w = (static_cast<unsigned>(b[0]) << 24) | (static_cast<unsigned>(b[1]) << 16) | (static_cast<unsigned>(b[2]) << 8) | b[3];
+        }
+        sh.bits[i] = w;
+    }
+    // The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
+    // samples 4j .. 4j + 3; the phases lie a stream apart, read once).
+    for (int j = g; j < n_bits / 2; j += group) {
         double sn, cs;
-        sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + s]), &sn, &cs);
+        sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + sr]), &sn, &cs);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const float2 z = xs[4 * j + u];
             xs[4 * j + u] = make_float2(static_cast<float>(z.x * cs - z.y * sn), static_cast<float>(z.x * sn + z.y * cs));
         }
     }
-    for (int k = before + lane; k + after < n_bits; k += 32) {
-        int seq = 0;
-        for (int i = k - before; i <= k + after; ++i) seq = (seq << 1) | bit(i);
-        sh.u.window[k] = static_cast<unsigned char>(seq);
-    }
-    __syncwarp();
+    __syncwarp(mask);
 
-    // 2. The table (dsp/trellis.cpp, fit): lane l computes entry l & 15 of parity l >> 4,
-    // adding its samples in the order of k as the CPU does.
+    // 2. The table (dsp/trellis.cpp, fit): lane g computes entry g of both parities, adding its
+    // samples in the order of k as the CPU does. Every lane reads every pair (the same
+    // addresses in a half-warp, independent of the decision, so the loads of an unrolled run
+    // are in flight together) and adds it with weight +-1 where the entry is its own, 0 where
+    // not: the same sums bit for bit (an exact product, and x + 0 = x).
     bool complete = false;
     {
-        const int par = lane >> 4, idx = lane & 15;
-        double sum[2][2] = {};
-        long count = 0;
-        for (int k = before + ((before & 1) != par ? 1 : 0); k + after < n_bits; k += 2) {
-            const int seq = sh.u.window[k];
-            if (dsp::trellis_math::pattern_index(seq) != idx) continue;
-            const double sg = dsp::trellis_math::pattern_sign(seq);
+        double sum[2][2][2] = {};
+        int count[2] = {0, 0};
+        // k and k + 1 together, so that the parity indexes registers (before is even).
+#pragma unroll 4
+        for (int k0 = before; k0 + after < n_bits; k0 += 2) {
+            const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k0);       // pair k0
+            const float4 z1 = *reinterpret_cast<const float4*>(xs + 2 * k0 + 2);  // pair k0 + 1
+            const float zz[2][4] = {{z.x, z.y, z.z, z.w}, {z1.x, z1.y, z1.z, z1.w}};
+#pragma unroll
+            for (int par = 0; par < 2; ++par) {
+                const int seq = window_at(sh.bits, k0 + par - before);
+                const bool mine = dsp::trellis_math::pattern_index(seq) == g;
+                const double w = mine ? static_cast<double>(dsp::trellis_math::pattern_sign(seq)) : 0.0;
+#pragma unroll
+                for (int d = 0; d < 2; ++d) {
+                    sum[par][d][0] = fma(w, static_cast<double>(zz[par][2 * d]), sum[par][d][0]);
+                    sum[par][d][1] = fma(w, static_cast<double>(zz[par][2 * d + 1]), sum[par][d][1]);
+                }
+                count[par] += mine ? 1 : 0;
+            }
+        }
+        complete = (__ballot_sync(mask, count[0] > 0 && count[1] > 0) & own) == own;
+#pragma unroll
+        for (int par = 0; par < 2; ++par) {
+            const double n = count[par] > 0 ? static_cast<double>(count[par]) : 1.0;
 #pragma unroll
             for (int d = 0; d < 2; ++d) {
-                const float2 z = xs[2 * k + d];
-                sum[d][0] += sg * static_cast<double>(z.x);
-                sum[d][1] += sg * static_cast<double>(z.y);
+                sh.u.table[par][d][g][0] = sum[par][d][0] / n;
+                sh.u.table[par][d][g][1] = sum[par][d][1] / n;
             }
-            ++count;
-        }
-        complete = __all_sync(all, count > 0);
-        const double n = count > 0 ? static_cast<double>(count) : 1.0;
-#pragma unroll
-        for (int d = 0; d < 2; ++d) {
-            sh.table[par][d][idx][0] = sum[d][0] / n;
-            sh.table[par][d][idx][1] = sum[d][1] / n;
         }
     }
-    __syncwarp();
+    __syncwarp(mask);
     // The residual variance per real component, over the bits the table is fitted on.
     double se = 0.0;
-    for (int k = before + lane; k + after < n_bits; k += 32) {
-        const int seq = sh.u.window[k];
+    for (int k = before + g; k + after < n_bits; k += group) {
+        const int seq = window_at(sh.bits, k - before);
         const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
         const double sg = dsp::trellis_math::pattern_sign(seq);
 #pragma unroll
         for (int d = 0; d < 2; ++d) {
             const float2 z = xs[2 * k + d];
-            const double ex = static_cast<double>(z.x) - sg * sh.table[par][d][idx][0];
-            const double ey = static_cast<double>(z.y) - sg * sh.table[par][d][idx][1];
+            const double ex = static_cast<double>(z.x) - sg * sh.u.table[par][d][idx][0];
+            const double ey = static_cast<double>(z.y) - sg * sh.u.table[par][d][idx][1];
             se += ex * ex + ey * ey;
         }
     }
-    for (int o = 16; o > 0; o >>= 1) se += __shfl_xor_sync(all, se, o);
-    __syncwarp();  // the windows' memory becomes the forward metrics'
+    for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
     const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
-    if (!complete || !(sigma2 > 0.0)) {
-        // No usable model (a degenerate packet): the symbol-by-symbol bits stand.
-        for (int k = lane; k < n_bits; k += 32) llr[k] = bit(k) != 0 ? 1.0f : -1.0f;
-    } else {
-        // 3. Max-log BCJR (dsp/trellis.cpp, detect). Lane l is the state sequence l: state
-        // s = l >> 1 before the step, l & 15 after, the new bit l & 1. Each lane holds its
-        // sequence's table entry of both parities; a step costs it the entry's correlation with
-        // the step's two samples and the add-compare-select.
-        const double scale = 0.5 / (2.0 * sigma2);
-        const double inf = CUDART_INF;
-        const int idx = dsp::trellis_math::pattern_index(lane);
-        double tb[2][2][2], energy[2];
+    // A packet without a usable model (a degenerate one) keeps the symbol-by-symbol bits. The
+    // half-warps run the BCJR together while either has a model (shuffles and syncs stay
+    // uniform); one without runs it on a stand-in scale and writes nothing from it.
+    const bool usable = complete && sigma2 > 0.0;
+    if (__ballot_sync(mask, usable) != 0) {
+        // 3. Max-log BCJR (dsp/trellis.cpp, detect). Lane g is state g. Forward, into state g
+        // (new bit g & 1): from states g >> 1 and (g >> 1) | 8, the sequences g and g | 16.
+        // Backward, out of state g: the sequences 2g and 2g + 1 into states 2g & 15 and
+        // (2g + 1) & 15. The LLR of step j: the best alpha_j + beta_j of the states whose newest
+        // bit is +1 against the best of those whose newest bit is -1.
+        const double scale = usable ? 0.5 / (2.0 * sigma2) : 1.0;
+        const metric inf = CUDART_INF_F;
+        branch_terms in0, in1, out0, out1;
+        in0.set(sh.u.table, g, scale);
+        in1.set(sh.u.table, g | 16, scale);
+        out0.set(sh.u.table, (2 * g) & 31, scale);
+        out1.set(sh.u.table, (2 * g + 1) & 31, scale);
+        __syncwarp(mask);  // the table's memory becomes the forward metrics'
+
+        const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
+        const int own_bit = g & 1;
+        auto block_first = [](int b) { return b * block_rows + memory - 1; };  // the step of block b's entry 0
+        auto fill = [&](int b) {  // the sample pairs of block b's steps
+            __syncwarp(mask);
 #pragma unroll
-        for (int par = 0; par < 2; ++par) {
-            energy[par] = 0.0;
-#pragma unroll
-            for (int d = 0; d < 2; ++d) {
-                tb[par][d][0] = sh.table[par][d][idx][0];
-                tb[par][d][1] = sh.table[par][d][idx][1];
-                energy[par] += tb[par][d][0] * tb[par][d][0] + tb[par][d][1] * tb[par][d][1];
-            }
-        }
-        auto fill = [&](int j0) {  // the sample pairs of steps j0 .. j0 + block_rows - 1
-            __syncwarp();
-            const int j = j0 + lane;
-            if (j < steps) {
-                const int k = j - after;
-                sh.pair[lane][0] = xs[2 * k];
-                sh.pair[lane][1] = xs[2 * k + 1];
-            }
-            __syncwarp();
-        };
-        auto branch = [&](int j, int c) {  // step j, chunk entry c
-            const int par = (j - after) & 1;
-            const float2 z0 = sh.pair[c][0], z1 = sh.pair[c][1];
-            const double corr = (static_cast<double>(z0.x) * tb[par][0][0] + static_cast<double>(z0.y) * tb[par][0][1]) +
-                                (static_cast<double>(z1.x) * tb[par][1][0] + static_cast<double>(z1.y) * tb[par][1][1]);
-            return scale * dsp::trellis_math::branch_metric(corr, energy[par], lane);
-        };
-        auto forced = [&](int j) -> int { return j < n_known ? bit(j) : -1; };
-        int start = 0;
-        for (int j = 0; j < memory; ++j) start = (start << 1) | bit(j);
-        // One forward step: lanes l and l + 16 both hold the metric of state l & 15.
-        auto forward = [&](int j, int c, double a_prev) {
-            const double bm = branch(j, c);
-            const int f = forced(j);
-            const double am = __shfl_sync(all, a_prev, lane >> 1);
-            const double cand = (am == inf || (f >= 0 && (lane & 1) != f)) ? inf : am + bm;
-            return dmin(cand, __shfl_xor_sync(all, cand, 16));
-        };
-        double* ck = checkpoint + static_cast<std::size_t>(s) * checkpoints * states;
-        double a = (lane & 15) == start ? 0.0 : inf;
-        if (lane < states) ck[lane] = a;
-        for (int j0 = memory; j0 < steps; j0 += block_rows) {
-            fill(j0);
-            const int j1 = min(j0 + block_rows, steps);
-#pragma unroll 4
-            for (int j = j0; j < j1; ++j) {
-                a = forward(j, j - j0, a);
-                const int r = j - memory + 1;
-                if (r % block_rows == 0 && lane < states) ck[(r / block_rows) * states + lane] = a;
-            }
-        }
-        // Backward, a block of rows at a time: the block's forward metrics again from its
-        // checkpoint (the same steps, so the same values), then the backward steps that read
-        // them. Step j reads row j - memory; the block's steps are j0 = r0 + memory onwards.
-        double b_next = 0.0;  // lanes l, l + 16: the metric of state l & 15 after bit j
-        for (int blk = (rows - 2) / block_rows; blk >= 0; --blk) {
-            const int r0 = blk * block_rows;
-            const int r1 = min(r0 + block_rows - 1, rows - 2);  // the last row this block's steps read
-            const int j0 = r0 + memory;
-            fill(j0);
-            double a_blk = ck[blk * states + (lane & 15)];
-            if (lane < states) sh.u.alpha[0][lane] = a_blk;
-#pragma unroll 4
-            for (int r = r0 + 1; r <= r1; ++r) {
-                const int j = r + memory - 1;
-                a_blk = forward(j, j - j0, a_blk);
-                if (lane < states) sh.u.alpha[r - r0][lane] = a_blk;
-            }
-            __syncwarp();
-#pragma unroll 4
-            for (int j = r1 + memory; j >= j0; --j) {
-                const double bm = branch(j, j - j0);
-                const int f = forced(j);
-                const bool allowed = !(f >= 0 && (lane & 1) != f);
-                const double bn = __shfl_sync(all, b_next, lane & 15);
-                const double through = allowed ? bm + bn : inf;
-                const double t0 = __shfl_sync(all, through, (2 * lane) & 31);
-                const double t1 = __shfl_sync(all, through, (2 * lane + 1) & 31);
-                const double am = sh.u.alpha[j - memory - r0][lane >> 1];
-                double v = (allowed && am != inf) ? am + through : inf;
-                v = dmin(v, __shfl_xor_sync(all, v, 2));
-                v = dmin(v, __shfl_xor_sync(all, v, 4));
-                v = dmin(v, __shfl_xor_sync(all, v, 8));
-                v = dmin(v, __shfl_xor_sync(all, v, 16));
-                const double best1 = __shfl_sync(all, v, 1);  // lane 0: the best -1 path; lane 1: the best +1
-                if (lane == 0 && j < n_bits) {
-                    const double d = v - best1;
-                    llr[j] = static_cast<float>(isfinite(d) ? d : (best1 < v ? 1e30 : -1e30));
+            for (int e = g; e < block_rows; e += group) {
+                const int j = block_first(b) + e;
+                if (j < steps) {
+                    const int k = j - after;
+                    sh.pair[e][0] = xs[2 * k];
+                    sh.pair[e][1] = xs[2 * k + 1];
                 }
-                b_next = dmin(t0, t1);
             }
-            __syncwarp();
+            __syncwarp(mask);
+        };
+        // The steps come in versions for the parity of k (which table entries) and for whether
+        // the step's bit may be a known one (blocks 0 .. 5; the others need no check), chosen at
+        // compile time: entry e of a block has the parity (e + 1) & 1.
+        using even = std::integral_constant<int, 0>;
+        using odd = std::integral_constant<int, 1>;
+        // One forward step (step j, block entry e): alpha_j of state g.
+        auto forward = [&](auto par_c, auto known_c, int j, int e, metric a_prev) {
+            constexpr int par = decltype(par_c)::value;
+            const float2 z0 = sh.pair[e][0], z1 = sh.pair[e][1];
+            const metric a0 = __shfl_sync(mask, a_prev, p0, group), a1 = __shfl_sync(mask, a_prev, p1, group);
+            const metric v = fminf(a0 + in0.at<par>(z0, z1), a1 + in1.at<par>(z0, z1));
+            if constexpr (decltype(known_c)::value) {
+                if (j < n_known && own_bit != bit_at(sh.bits, j)) return inf;
+            }
+            return v;
+        };
+        // One backward step: the LLR of bit j into the block's buffer, beta_{j-1} of state g.
+        auto backward = [&](auto par_c, auto known_c, int j, int e, metric beta) {
+            constexpr int par = decltype(par_c)::value;
+            // The best path through each state after step j, the best of each newest bit (xor
+            // 2, 4, 8 keep g & 1), then the other bit's from lane g ^ 1.
+            metric v = sh.u.alpha[e][g] + beta;
+            v = fminf(v, __shfl_xor_sync(mask, v, 2, group));
+            v = fminf(v, __shfl_xor_sync(mask, v, 4, group));
+            v = fminf(v, __shfl_xor_sync(mask, v, 8, group));
+            const metric other = __shfl_xor_sync(mask, v, 1, group);
+            if (g == 0) {  // v: the best -1 path, other: the best +1
+                const metric d = v - other;
+                if constexpr (decltype(known_c)::value) {
+                    sh.llr[e] = isfinite(d) ? static_cast<float>(d) : (other < v ? 1e30f : -1e30f);
+                } else {
+                    sh.llr[e] = static_cast<float>(d);  // every state reachable: finite
+                }
+            }
+            const float2 z0 = sh.pair[e][0], z1 = sh.pair[e][1];
+            const metric b0 = __shfl_sync(mask, beta, n0, group), b1 = __shfl_sync(mask, beta, n1, group);
+            metric t0 = out0.at<par>(z0, z1) + b0, t1 = out1.at<par>(z0, z1) + b1;
+            if constexpr (decltype(known_c)::value) {
+                if (j < n_known) {
+                    const int f = bit_at(sh.bits, j);
+                    t0 = f == 1 ? inf : t0;
+                    t1 = f == 0 ? inf : t1;
+                }
+            }
+            return fminf(t0, t1);
+        };
+        auto group_min = [&](metric v) {
+            for (int o = group / 2; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(mask, v, o, group));
+            return v;
+        };
+        auto known_block = [&](int b, auto&& body) {
+            if (block_first(b) < n_known) {
+                body(std::true_type{});
+            } else {
+                body(std::false_type{});
+            }
+        };
+        // Forward over entries 1 .. last of block b from entry 0's metric, each kept by `keep_row`.
+        auto forward_block = [&](auto known_c, int b, int last, metric a, auto&& keep_row) {
+            for (int e = 1; e <= last; e += 2) {
+                a = forward(even{}, known_c, block_first(b) + e, e, a);
+                keep_row(e, a);
+                if (e + 1 <= last) {
+                    a = forward(odd{}, known_c, block_first(b) + e + 1, e + 1, a);
+                    keep_row(e + 1, a);
+                }
+            }
+            return a;
+        };
+        auto last_entry = [&](int b) { return min(block_rows - 1, steps - 1 - block_first(b)); };
+        metric* ck = checkpoint + static_cast<std::size_t>(s) * checkpoints * states;
+        const int start = window_at(sh.bits, 0) >> 1;  // a_0 .. a_3
+        metric a = g == start ? 0.0f : inf;
+        ck[g] = a;
+        for (int b = 0; b < checkpoints; ++b) {
+            fill(b);
+            known_block(b, [&](auto known_c) {
+                if (b > 0) {  // entry 0, row b * block_rows: shifted by its minimum, then kept
+                    a = forward(odd{}, known_c, block_first(b), 0, a);
+                    a -= group_min(a);
+                    ck[b * states + g] = a;
+                }
+                a = forward_block(known_c, b, last_entry(b), a, [](int, metric) {});
+            });
         }
-        if (lane < memory) llr[lane] = bit(lane) != 0 ? 1e30f : -1e30f;
+        // Backward, a block of rows at a time from the last: the block's forward metrics again
+        // from its checkpoint (the same steps, so the same values), then its backward steps,
+        // then the block's LLRs out together.
+        metric beta = 0.0f;  // of state g after step j
+        for (int b = checkpoints - 1; b >= 0; --b) {
+            const int last = last_entry(b), first = b == 0 ? 1 : 0;
+            fill(b);
+            known_block(b, [&](auto known_c) {
+                const metric a_blk = ck[b * states + g];
+                sh.u.alpha[0][g] = a_blk;
+                forward_block(known_c, b, last, a_blk, [&](int e, metric v) { sh.u.alpha[e][g] = v; });
+                beta -= group_min(beta);
+                int e = last;
+                if ((e & 1) == 0 && e >= first) {  // an even last entry first, then odd-even pairs
+                    beta = backward(odd{}, known_c, block_first(b) + e, e, beta);
+                    --e;
+                }
+                for (; e >= first; e -= 2) {
+                    beta = backward(even{}, known_c, block_first(b) + e, e, beta);
+                    if (e - 1 >= first) beta = backward(odd{}, known_c, block_first(b) + e - 1, e - 1, beta);
+                }
+            });
+            __syncwarp(mask);
+            if (usable) {
+#pragma unroll
+                for (int e = g; e < block_rows; e += group) {
+                    const int j = block_first(b) + e;
+                    if (e >= first && e <= last && j < n_bits) llr[j] = sh.llr[e];
+                }
+            }
+            __syncwarp(mask);
+        }
+        if (usable && g < memory) llr[g] = bit_at(sh.bits, g) != 0 ? 1e30f : -1e30f;
     }
-    __syncwarp();
+    if (!usable) {
+        for (int k = g; k < n_bits; k += group) llr[k] = bit_at(sh.bits, k) != 0 ? 1.0f : -1.0f;
+    }
+    __syncwarp(mask);
 
     // 4. Hard bits and the BEP estimate from the LLRs of the data bits.
     double bep = 0.0;
-    for (int byte = lane; byte < data_bytes; byte += 32) {
+    for (int byte = g; byte < data_bytes; byte += group) {
         unsigned v = 0;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
@@ -264,9 +390,9 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         }
         bs[byte] = static_cast<unsigned char>(v);
     }
-    for (int o = 16; o > 0; o >>= 1) bep += __shfl_xor_sync(all, bep, o);
-    if (lane == 0) {
-        stats[s].known_bit_errors = sxs_stats[s].known_bit_errors;
+    for (int o = group / 2; o > 0; o >>= 1) bep += __shfl_xor_sync(mask, bep, o, group);
+    if (g == 0) {
+        stats[s].known_bit_errors = sxs_stats[sr].known_bit_errors;
         stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
     }
 }
@@ -275,16 +401,20 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
 
 stream_trellis::stream_trellis(std::size_t max_streams)
     : max_streams_(max_streams),
-      x_(max_streams * n_samples),
-      alpha_(max_streams * checkpoints * states),
-      llr_(max_streams * n_bits),
-      bits_(max_streams * data_bytes),
-      stats_(max_streams)
+      x_((max_streams + 1) * n_samples),
+      alpha_((max_streams + 1) * checkpoints * states),
+      llr_((max_streams + 1) * n_bits),
+      bits_((max_streams + 1) * data_bytes),
+      stats_(max_streams + 1)
 {
+    // The last slot is only ever a stand-in's (an odd stream count, trellis_kernel): defined.
+    PAQ_CUDA_CHECK(cudaMemset(x_.data() + max_streams * n_samples, 0, n_samples * sizeof(float2)));
     const auto known = waveform::known_packet_bits();
-    signed char pm[n_known];
-    for (int k = 0; k < n_known; ++k) pm[k] = known[static_cast<std::size_t>(k)] != 0 ? 1 : -1;
-    PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known_pm, pm, sizeof pm));
+    unsigned w[known_words] = {};
+    for (int k = 0; k < n_known; ++k) {
+        if (known[static_cast<std::size_t>(k)] != 0) w[k / 32] |= 1u << (31 - k % 32);
+    }
+    PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known_words, w, sizeof w));
 }
 
 void stream_trellis::detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits,
@@ -295,7 +425,8 @@ void stream_trellis::detect_device(std::size_t streams, const float* theta, cons
     }
     if (streams == 0) return;
     if (theta == nullptr) throw std::invalid_argument("stream_trellis: no phase from the detector (stream_detector keep_phase)");
-    trellis_kernel<<<static_cast<unsigned>((streams + warps - 1) / warps), 32 * warps, 0, s>>>(
+    // Two streams a warp: with an odd count the last warp's second half runs the stand-in.
+    trellis_kernel<<<static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block), 32 * warps, 0, s>>>(
         x_.data(), theta, static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }

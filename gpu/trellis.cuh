@@ -2,13 +2,13 @@
 // CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
 // signal's sample pairs over a window of five bits, fitted per packet on the symbol-by-symbol
 // bits), same max-log BCJR over 16 states, same soft outputs; the input is the stage before's
-// low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device), the metrics in
-// double as on the CPU.
+// low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device); the table is
+// fitted in double as on the CPU, the BCJR's metrics are float.
 //
-// One warp per stream: the derotation and the table with the whole warp, then the BCJR with
-// its 32 lanes as the 32 state sequences of a step. The forward metrics are kept every 32 steps
-// in device memory; the backward pass computes each block's again from its checkpoint into
-// shared memory (the same arithmetic, the same values). CUDA code only (.cu).
+// Sixteen lanes per stream, two streams per warp: lane g is trellis state g (and table entry
+// g) throughout. The forward metrics are kept every 32 steps in device memory, shifted by their
+// minimum; the backward pass computes each block's again from its checkpoint into shared
+// memory (the same arithmetic, the same values). CUDA code only (.cu).
 #pragma once
 
 #include "dsp/batch.hpp"
@@ -47,7 +47,7 @@ public:
 private:
     std::size_t max_streams_;
     device_buffer<float2> x_;
-    device_buffer<double> alpha_;
+    device_buffer<float> alpha_;  ///< the forward metrics' checkpoints
     device_buffer<float> llr_;
     device_buffer<std::uint8_t> bits_;
     device_buffer<dsp::path_stats> stats_;
