@@ -172,23 +172,30 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     {
         double sum[2][2][2] = {};
         int count[2] = {0, 0};
-        // k and k + 1 together, so that the parity indexes registers (before is even).
-#pragma unroll 4
-        for (int k0 = before; k0 + after < n_bits; k0 += 2) {
-            const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k0);       // pair k0
-            const float4 z1 = *reinterpret_cast<const float4*>(xs + 2 * k0 + 2);  // pair k0 + 1
-            const float zz[2][4] = {{z.x, z.y, z.z, z.w}, {z1.x, z1.y, z1.z, z1.w}};
+        // Entry g is the window `pos` (centre bit +1) or its negation `neg` (centre bit -1,
+        // the sign -1). The windows of a word of the bits at a time (window i = bits i .. i + 4,
+        // bit k = i + before's), eight unrolled, so that each window is a constant shift of
+        // the word pair and its parity (that of i, before being even) a constant.
+        const int pos = ((g >> after) << (after + 1)) | (1 << after) | (g & ((1 << after) - 1));
+        const int neg = pos ^ ((1 << window) - 1);
+        constexpr int windows = n_bits - before - after;
+        for (int c = 0; c * 32 < windows; ++c) {
+            const unsigned long long v = (static_cast<unsigned long long>(sh.bits[c]) << 32) | sh.bits[c + 1];
+#pragma unroll 8
+            for (int q = 0; q < 32; q += 2) {
+                if (c * 32 + q >= windows) break;  // windows is even: the pair is whole
 #pragma unroll
-            for (int par = 0; par < 2; ++par) {
-                const int seq = window_at(sh.bits, k0 + par - before);
-                const bool mine = dsp::trellis_math::pattern_index(seq) == g;
-                const double w = mine ? static_cast<double>(dsp::trellis_math::pattern_sign(seq)) : 0.0;
-#pragma unroll
-                for (int d = 0; d < 2; ++d) {
-                    sum[par][d][0] = fma(w, static_cast<double>(zz[par][2 * d]), sum[par][d][0]);
-                    sum[par][d][1] = fma(w, static_cast<double>(zz[par][2 * d + 1]), sum[par][d][1]);
+                for (int par = 0; par < 2; ++par) {
+                    const int i = c * 32 + q + par, k = i + before;
+                    const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k);  // the pair of bit k
+                    const int seq = static_cast<int>((v >> (64 - window - (q + par))) & ((1u << window) - 1));
+                    const double w = seq == pos ? 1.0 : (seq == neg ? -1.0 : 0.0);
+                    sum[par][0][0] = fma(w, static_cast<double>(z.x), sum[par][0][0]);
+                    sum[par][0][1] = fma(w, static_cast<double>(z.y), sum[par][0][1]);
+                    sum[par][1][0] = fma(w, static_cast<double>(z.z), sum[par][1][0]);
+                    sum[par][1][1] = fma(w, static_cast<double>(z.w), sum[par][1][1]);
+                    count[par] += (seq == pos || seq == neg) ? 1 : 0;
                 }
-                count[par] += mine ? 1 : 0;
             }
         }
         complete = (__ballot_sync(mask, count[0] > 0 && count[1] > 0) & own) == own;
@@ -203,40 +210,25 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         }
     }
     __syncwarp(mask);
-    // The residual variance per real component, over the bits the table is fitted on.
-    double se = 0.0;
-    for (int k = before + g; k + after < n_bits; k += group) {
-        const int seq = window_at(sh.bits, k - before);
-        const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
-        const double sg = dsp::trellis_math::pattern_sign(seq);
-#pragma unroll
-        for (int d = 0; d < 2; ++d) {
-            const float2 z = xs[2 * k + d];
-            const double ex = static_cast<double>(z.x) - sg * sh.u.table[par][d][idx][0];
-            const double ey = static_cast<double>(z.y) - sg * sh.u.table[par][d][idx][1];
-            se += ex * ex + ey * ey;
-        }
-    }
-    for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
-    const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
+    // 3. Max-log BCJR (dsp/trellis.cpp, detect). Lane g is state g. Forward, into state g (new
+    // bit g & 1): from states g >> 1 and (g >> 1) | 8, the sequences g and g | 16. Backward, out
+    // of state g: the sequences 2g and 2g + 1 into states 2g & 15 and (2g + 1) & 15. The LLR of
+    // step j: the best alpha_j + beta_j of the states whose newest bit is +1 against the best
+    // of those whose newest bit is -1. The metrics are the CPU's without its scale
+    // 1 / (4 sigma2), a positive factor that changes no decision: the LLRs are scaled as they
+    // are written, once the residual (over the first pass's reads of the samples) gives sigma2.
     // A packet without a usable model (a degenerate one) keeps the symbol-by-symbol bits. The
-    // half-warps run the BCJR together while either has a model (shuffles and syncs stay
-    // uniform); one without runs it on a stand-in scale and writes nothing from it.
-    const bool usable = complete && sigma2 > 0.0;
-    if (__ballot_sync(mask, usable) != 0) {
-        // 3. Max-log BCJR (dsp/trellis.cpp, detect). Lane g is state g. Forward, into state g
-        // (new bit g & 1): from states g >> 1 and (g >> 1) | 8, the sequences g and g | 16.
-        // Backward, out of state g: the sequences 2g and 2g + 1 into states 2g & 15 and
-        // (2g + 1) & 15. The LLR of step j: the best alpha_j + beta_j of the states whose newest
-        // bit is +1 against the best of those whose newest bit is -1.
-        const double scale = usable ? 0.5 / (2.0 * sigma2) : 1.0;
+    // half-warps run the BCJR together while either has a complete table (shuffles and syncs
+    // stay uniform); one without writes nothing from it.
+    double se = 0.0;  // the residual's sum of squares, this lane's share
+    bool usable = false;
+    if (__ballot_sync(mask, complete) != 0) {
         const metric inf = CUDART_INF_F;
         branch_terms in0, in1, out0, out1;
-        in0.set(sh.u.table, g, scale);
-        in1.set(sh.u.table, g | 16, scale);
-        out0.set(sh.u.table, (2 * g) & 31, scale);
-        out1.set(sh.u.table, (2 * g + 1) & 31, scale);
-        __syncwarp(mask);  // the table's memory becomes the forward metrics'
+        in0.set(sh.u.table, g, 1.0);
+        in1.set(sh.u.table, g | 16, 1.0);
+        out0.set(sh.u.table, (2 * g) & 31, 1.0);
+        out1.set(sh.u.table, (2 * g + 1) & 31, 1.0);
 
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
@@ -330,6 +322,23 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         ck[g] = a;
         for (int b = 0; b < checkpoints; ++b) {
             fill(b);
+            // The residual over the bits the table is fitted on, from the pairs just read: lane
+            // g takes block entries g and g + 16.
+#pragma unroll
+            for (int e = g; e < block_rows; e += group) {
+                const int k = block_first(b) + e - after;
+                if (k < before || k + after >= n_bits) continue;
+                const int seq = window_at(sh.bits, k - before);
+                const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
+                const double sg = dsp::trellis_math::pattern_sign(seq);
+#pragma unroll
+                for (int d = 0; d < 2; ++d) {
+                    const float2 z = sh.pair[e][d];
+                    const double ex = static_cast<double>(z.x) - sg * sh.u.table[par][d][idx][0];
+                    const double ey = static_cast<double>(z.y) - sg * sh.u.table[par][d][idx][1];
+                    se += ex * ex + ey * ey;
+                }
+            }
             known_block(b, [&](auto known_c) {
                 if (b > 0) {  // entry 0, row b * block_rows: shifted by its minimum, then kept
                     a = forward(odd{}, known_c, block_first(b), 0, a);
@@ -339,6 +348,11 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                 a = forward_block(known_c, b, last_entry(b), a, [](int, metric) {});
             });
         }
+        for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
+        const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
+        usable = complete && sigma2 > 0.0;
+        const float llr_scale = usable ? static_cast<float>(0.5 / (2.0 * sigma2)) : 0.0f;
+        __syncwarp(mask);  // the table's memory becomes the forward metrics'
         // Backward, a block of rows at a time from the last: the block's forward metrics again
         // from its checkpoint (the same steps, so the same values), then its backward steps,
         // then the block's LLRs out together.
@@ -366,7 +380,10 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
 #pragma unroll
                 for (int e = g; e < block_rows; e += group) {
                     const int j = block_first(b) + e;
-                    if (e >= first && e <= last && j < n_bits) llr[j] = sh.llr[e];
+                    if (e >= first && e <= last && j < n_bits) {
+                        const float l = sh.llr[e];
+                        llr[j] = fabsf(l) >= 1e30f ? l : llr_scale * l;  // a known bit's +-1e30 as it is
+                    }
                 }
             }
             __syncwarp(mask);

@@ -2,13 +2,17 @@
 // CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
 // signal's sample pairs over a window of five bits, fitted per packet on the symbol-by-symbol
 // bits), same max-log BCJR over 16 states, same soft outputs; the input is the stage before's
-// low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device); the table is
-// fitted in double as on the CPU, the BCJR's metrics are float.
+// low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device), derotated here by
+// the symbol-by-symbol detector's phase; the table is fitted in double as on the CPU, the
+// BCJR's metrics are float and unscaled (the LLRs are scaled by 1 / (4 sigma2) as they are
+// written).
 //
 // Sixteen lanes per stream, two streams per warp: lane g is trellis state g (and table entry
 // g) throughout. The forward metrics are kept every 32 steps in device memory, shifted by their
 // minimum; the backward pass computes each block's again from its checkpoint into shared
-// memory (the same arithmetic, the same values). CUDA code only (.cu).
+// memory (the same arithmetic, the same values). The input is derotated in place, then read
+// three times: the table's fit, the forward pass (which also sums the residual), the backward
+// pass. CUDA code only (.cu).
 #pragma once
 
 #include "dsp/batch.hpp"
