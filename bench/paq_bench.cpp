@@ -137,7 +137,7 @@ int main(int argc, char** argv)
     std::string json_path;
     int n_gpus = 0;
     double input_rate_hz = 0.0, clock_ppm = 0.0;
-    bool front_end = false, smoother = false, trellis = false, both = false;
+    bool estimators = false, smoother = false, trellis = false, both = false;
     CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
     cli::conventions(app, "paq-bench",
                      "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
@@ -146,7 +146,7 @@ int main(int argc, char** argv)
     app.add_option("--gpus", n_gpus, "Also time the multi-GPU pool over N devices (0: only one)")->check(CLI::Range(0, 64));
     app.add_option("--input-rate", input_rate_hz, "Input sample rate in Hz (0: 2 samples per bit)")->check(CLI::Range(0.0, 1e9));
     app.add_option("--clock-ppm", clock_ppm, "Transmitter clock offset in ppm");
-    app.add_flag("--front-end-correction", front_end, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
+    app.add_flag("--front-end-correction", estimators, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
     app.add_flag("--phase-smoother", smoother, "Turn the phase smoother on (input with a 1 kHz Wiener linewidth)");
     app.add_flag("--trellis", trellis, "Detect with the trellis (receiver.detector trellis) instead of symbol by symbol");
     app.add_flag("--both-detectors", both, "Detect both ways (receiver.detector both: twelve streams)")->excludes("--trellis");
@@ -169,7 +169,7 @@ int main(int argc, char** argv)
         sc.sample_rate_hz = input_rate_hz;
     }
     sc.clock_ppm = clock_ppm;
-    if (front_end) {
+    if (estimators) {
         rc.front_end_correction = 1;
         sc.iq_gain_db = 2.0;
         sc.iq_phase_deg = 10.0;
@@ -373,7 +373,7 @@ int main(int argc, char** argv)
 
     std::printf("| what | value |\n|---|---|\n");
     std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, phase smoother %s, detector %s |\n",
-                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", front_end ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off", smoother ? "on (1 kHz Wiener)" : "off",
+                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", estimators ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off", smoother ? "on (1 kHz Wiener)" : "off",
                 std::string(to_string(rc.detector)).c_str());
     std::printf("| packets in the batch | %zu |\n", packets);
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());

@@ -12,8 +12,8 @@
 #include "bench/bench_common.hpp"
 #include "config/cli.hpp"
 #include "gpu/device.hpp"
-#include "gpu/front_end.hpp"
-#include "gpu/solver.hpp"
+#include "gpu/estimators.hpp"
+#include "gpu/equalizers.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -63,7 +63,7 @@ int main(int argc, char** argv)
         return 1;
     }
     found.starts.resize(packets);
-    gpu::front_end fe(0, x.size(), packets);
+    gpu::estimators fe(0, x.size(), packets);
     const auto est = fe.estimate(x, found.starts);
     std::vector<gpu::channel32> h(packets);
     std::vector<std::array<cf64, chain::L_ch>> h64(packets);
@@ -90,7 +90,7 @@ int main(int argc, char** argv)
     nlohmann::json out;
     out["gpu"] = gpu::describe(devices[0]);
     out["packets"] = packets;
-    out["input"] = "edwards3, Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2026; channels from gpu::front_end";
+    out["input"] = "edwards3, Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2026; channels from gpu::estimators";
     auto median_of = [](std::vector<float> v) {
         std::sort(v.begin(), v.end());
         return static_cast<double>(v[v.size() / 2]);

@@ -8,6 +8,7 @@
 #include "dsp/fft.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/iq_correction.hpp"
+#include "dsp/paths.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
@@ -164,17 +165,11 @@ struct cpu_backend::impl {
         const auto sp = fit_single_path(ce.h);
 
 
+        // The six paths (dsp/paths): R x C x H_NO, then the decision samples.
+        const packet_equalizers eq{c_zf, c_mmse, c_cma, sp, w.h_spec, ce.sigma2, t.psi.data()};
         for (int p = 0; p < num_paths; ++p) {
-            switch (static_cast<eq_path>(p)) {
-            case eq_path::none: single_path_response(sp, w.c_spec); break;
-            case eq_path::zf: taps_to_spectrum(c_zf.data(), -L1, L_eq, fwd, w.c_spec); break;
-            case eq_path::mmse: taps_to_spectrum(c_mmse.data(), -L1, L_eq, fwd, w.c_spec); break;
-            case eq_path::cma: taps_to_spectrum(c_cma.data(), -L1, L_eq, fwd, w.c_spec); break;
-            case eq_path::fde1: fde_response(w.h_spec, ce.sigma2, nullptr, w.c_spec); break;
-            case eq_path::fde2: fde_response(w.h_spec, ce.sigma2, t.psi.data(), w.c_spec); break;
-            }
-            for (std::size_t k = 0; k < n; ++k) w.out[k] = w.r_spec[k] * w.c_spec[k] * hno_spec[k];
-            inv.execute(w.out.data(), w.out.data());
+            path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec);
+            filter_path(w.r_spec, w.c_spec, hno_spec, inv, w.out);
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
                 w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
@@ -193,8 +188,7 @@ struct cpu_backend::impl {
                                            : detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
             const bool both = cfg.detector == detector_kind::both;
             const std::size_t ts = both ? static_cast<std::size_t>(p + num_paths) : static_cast<std::size_t>(p);
-            for (std::size_t k = 0; k < n; ++k) w.eq[k] = w.r_spec[k] * w.c_spec[k] * trellis_lp[k];
-            inv.execute(w.eq.data(), w.eq.data());
+            filter_path(w.r_spec, w.c_spec, trellis_lp, inv, w.eq);
             rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace, w.trace.known_errors,
                                                   bits_out + ts * packed_data_bytes, w.trellis);
         }

@@ -64,7 +64,7 @@ inline constexpr int cfo_refine_passes = 3;
 [[nodiscard]] double refine_cfo(const cf64* r, double w0, const receiver_tables& t);
 
 /// The slope of the block phases (as estimate_cfo_residual): the phases of block_sums[b] at
-/// centres[b] with weights[b], unwrapped in order (gpu/front_end.cu's cfo_residual_kernel
+/// centres[b] with weights[b], unwrapped in order (gpu/estimators.cu's cfo_residual_kernel
 /// does the same on the device).
 [[nodiscard]] double block_phase_slope(const cf64* block_sums, const double* centres, const double* weights,
                                        std::size_t blocks) noexcept;

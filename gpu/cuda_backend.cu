@@ -12,18 +12,18 @@
 #include "dsp/trellis.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
-#include "gpu/cma.hpp"
+#include "gpu/equalizers.hpp"
 #include "gpu/iq_correction.hpp"
 #include "gpu/detector.hpp"
 #include "gpu/device.hpp"
-#include "gpu/front_end.hpp"
+#include "gpu/estimators.hpp"
 #include "gpu/nvtx.hpp"
-#include "gpu/packet_locator.hpp"
+#include "gpu/preamble_detector.hpp"
 #include "gpu/paths.cuh"
 #include "gpu/trellis.cuh"
 #include "gpu/resources.cuh"
 #include "gpu/smem_fft.cuh"
-#include "gpu/solver.hpp"
+#include "gpu/equalizers.hpp"
 
 #include <cuComplex.h>
 
@@ -45,7 +45,7 @@ namespace paq::gpu {
 namespace {
 
 using namespace dsp::chain;
-constexpr int n_fft = static_cast<int>(front_end::segment_stride);
+constexpr int n_fft = static_cast<int>(estimators::segment_stride);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
@@ -178,8 +178,8 @@ struct chain_part {
     const dsp::receiver_tables& t;
     int device;
     std::size_t max_window, max_packets;
-    front_end fe;
-    packet_locator loc;
+    estimators fe;
+    preamble_detector loc;
     stream_detector det;
     cufft_plan plan;
     device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, pad_channel, pad_taps, hspec, c_zf, c_mmse, c_cma;
@@ -440,7 +440,7 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         for (const auto& e : errors) msg += "\n  " + e;
         throw std::invalid_argument(msg);
     }
-    if (cfg.fft_size != front_end::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
+    if (cfg.fft_size != estimators::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
     // The receiver tables (CPU, double, a few hundred ms the first time) while the device's
     // context is made (another few hundred).
     auto tables = std::async(std::launch::async, [&cfg] { return &dsp::get_receiver_tables(cfg.fft_size); });

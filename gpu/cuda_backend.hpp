@@ -4,7 +4,7 @@
 //   Create: tables to the device, every buffer for the largest window, cuFFT plans, cuBLAS
 //   process(batch): split into parts (dsp::split_batch), each part on its own stream:
 //     window up (in chunks; asynchronous from pinned memory; the parts' uploads in turn) -> metric ->
-//     packet location (gpu/packet_locator: dsp::locate_packets' rule on the device) ->
+//     packet location (gpu/preamble_detector: dsp::locate_packets' rule on the device) ->
 //     estimates -> ZF/MMSE (Levinson) -> FFT of each segment -> CMA steps (on chip, gpu/cma)
 //     -> tap spectra -> per packet on chip: for each path R x C x H_NO folded, N/2-point IFFT,
 //     decision samples -> PLL/OQPSK detector for all (packet, path) streams -> bits,

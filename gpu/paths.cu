@@ -7,7 +7,7 @@
 #include "dsp/waveform.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device.hpp"
-#include "gpu/front_end.hpp"
+#include "gpu/estimators.hpp"
 #include "gpu/smem_fft.cuh"
 
 #include <cstddef>
@@ -18,7 +18,7 @@ namespace paq::gpu {
 namespace {
 
 using namespace dsp::chain;
-constexpr int n_fft = static_cast<int>(front_end::segment_stride);
+constexpr int n_fft = static_cast<int>(estimators::segment_stride);
 constexpr int n_bits = static_cast<int>(waveform::packet_bits);
 
 __device__ inline double freq_of_bin(int k) { return (k < n_fft / 2 ? k : k - n_fft) / static_cast<double>(n_fft); }

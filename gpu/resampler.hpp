@@ -8,7 +8,7 @@
 // the top 8 fraction bits, mu = the low 24 bits times 2^-24), the same float operations in the
 // same order, each product and sum rounded separately (__fmul_rn / __fadd_rn, so nvcc cannot
 // fuse them into FMAs), inputs outside [0, in_len) read as zero. gpu/resampler.cuh has the
-// per-output device function, which the clock-corrected gather (gpu/front_end.cu) shares.
+// per-output device function, which the clock-corrected gather (gpu/estimators.cu) shares.
 //
 // Plain C++ header: no CUDA types leak out.
 #pragma once

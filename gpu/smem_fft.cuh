@@ -1,5 +1,5 @@
 // Power-of-two complex FFTs of one array in shared memory, for kernels that keep a packet on
-// chip (gpu/cma.cu: 16384 points; gpu/cuda_backend.cu's paths: 8192). CUDA code only (.cu).
+// chip (gpu/equalizers_cma.cu: 16384 points; gpu/cuda_backend.cu's paths: 8192). CUDA code only (.cu).
 //
 // In-place radix-2 Cooley-Tukey, the stages taken four at a time in registers (a thread loads
 // 16 elements, applies four stages, stores them back): decimation in frequency turns natural

@@ -18,7 +18,7 @@ status=0
 rows=()
 if [[ $mode == all || $mode == tests ]]; then
   : > "$out/tests.log"
-  for t in test_gpu_device test_gpu_front_end test_gpu_solver test_gpu_detector test_gpu_locate test_gpu_resampler test_gpu_backend; do
+  for t in test_gpu_device test_gpu_estimators test_gpu_equalizers test_gpu_detector test_gpu_preamble_detector test_gpu_resampler test_gpu_backend; do
     echo "=== $t" >> "$out/tests.log"
     ./.device/$t > "$out/$t.tmp" 2>&1
     rc=$?

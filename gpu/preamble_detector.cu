@@ -1,4 +1,4 @@
-#include "gpu/packet_locator.hpp"
+#include "gpu/preamble_detector.hpp"
 
 #include "dsp/batch.hpp"
 #include "dsp/batcher.hpp"
@@ -187,7 +187,7 @@ locate_params make_locate_params(const dsp::sample_batch& batch, double threshol
                               threshold, template_offset);
 }
 
-struct packet_locator::impl {
+struct preamble_detector::impl {
     int device;
     std::size_t max_metric, max_packets;
     device_buffer<float> bmax;
@@ -215,7 +215,7 @@ struct packet_locator::impl {
           known_first(t.known_first)
     {
         if (mm >= static_cast<std::size_t>(std::numeric_limits<int>::max())) {
-            throw std::invalid_argument("packet_locator: metric longer than 2^31 positions");
+            throw std::invalid_argument("preamble_detector: metric longer than 2^31 positions");
         }
         static_assert(sizeof(double2) == sizeof(cf64), "std::complex<double> is two doubles, as double2");
         PAQ_CUDA_CHECK(cudaMemcpy(x.data(), t.x_known.data(), t.x_known.size() * sizeof(cf64), cudaMemcpyHostToDevice));
@@ -223,25 +223,25 @@ struct packet_locator::impl {
     }
 };
 
-packet_locator::packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets, const dsp::receiver_tables& tables)
+preamble_detector::preamble_detector(int device_id, std::size_t max_metric, std::size_t max_packets, const dsp::receiver_tables& tables)
     : impl_(std::make_unique<impl>(device_id, max_metric, max_packets, tables))
 {
 }
 
-packet_locator::~packet_locator() = default;
+preamble_detector::~preamble_detector() = default;
 
-located_packets packet_locator::device() noexcept
+located_packets preamble_detector::device() noexcept
 {
     auto& m = *impl_;
     return {m.starts.data(), m.metrics.data(), m.count.data(), m.truncated.data(), m.moved.data()};
 }
 
-std::size_t packet_locator::max_packets() const noexcept { return impl_->max_packets; }
+std::size_t preamble_detector::max_packets() const noexcept { return impl_->max_packets; }
 
-void packet_locator::locate_device(const float* metric, std::size_t n_metric, const locate_params& prm, cuda_stream_t s)
+void preamble_detector::locate_device(const float* metric, std::size_t n_metric, const locate_params& prm, cuda_stream_t s)
 {
     auto& m = *impl_;
-    if (n_metric > m.max_metric) throw std::invalid_argument("packet_locator: metric longer than at Create");
+    if (n_metric > m.max_metric) throw std::invalid_argument("preamble_detector: metric longer than at Create");
     const long long n = static_cast<long long>(n_metric);
     const long long first = std::max(0LL, prm.owned_begin);
     const long long last = std::min(prm.owned_end, n);
@@ -260,7 +260,7 @@ void packet_locator::locate_device(const float* metric, std::size_t n_metric, co
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-void packet_locator::check_starts_device(const cf32* window, long long window_len, cuda_stream_t s)
+void preamble_detector::check_starts_device(const cf32* window, long long window_len, cuda_stream_t s)
 {
     auto& m = *impl_;
     const int mp = static_cast<int>(m.max_packets);
@@ -270,7 +270,7 @@ void packet_locator::check_starts_device(const cf32* window, long long window_le
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-dsp::packet_candidates packet_locator::locate(std::span<const float> metric, const locate_params& prm)
+dsp::packet_candidates preamble_detector::locate(std::span<const float> metric, const locate_params& prm)
 {
     auto& m = *impl_;
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
@@ -283,7 +283,7 @@ dsp::packet_candidates packet_locator::locate(std::span<const float> metric, con
     PAQ_CUDA_CHECK(cudaMemcpyAsync(&count, m.count.data(), sizeof count, cudaMemcpyDeviceToHost, st.get()));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(&truncated, m.truncated.data(), sizeof truncated, cudaMemcpyDeviceToHost, st.get()));
     st.synchronize();
-    if (count > static_cast<int>(m.max_packets)) throw std::runtime_error("packet_locator: more packets than max_packets");
+    if (count > static_cast<int>(m.max_packets)) throw std::runtime_error("preamble_detector: more packets than max_packets");
     dsp::packet_candidates c;
     c.starts.resize(static_cast<std::size_t>(count));
     std::vector<float> mf(static_cast<std::size_t>(count));

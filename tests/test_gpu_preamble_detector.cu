@@ -1,4 +1,4 @@
-// Packet location on the GPU (gpu::packet_locator) against dsp::locate_packets, the rule
+// Packet location on the GPU (gpu::preamble_detector) against dsp::locate_packets, the rule
 // every backend must follow, on the same metric values: the starts, their metrics and the
 // truncated count must be identical (label gpu; skipped without a device).
 //
@@ -12,8 +12,8 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_config.hpp"
 #include "gpu/device.hpp"
-#include "gpu/front_end.hpp"
-#include "gpu/packet_locator.hpp"
+#include "gpu/estimators.hpp"
+#include "gpu/preamble_detector.hpp"
 
 #include <gtest/gtest.h>
 
@@ -27,7 +27,7 @@ namespace {
 
 const receiver_tables& tables() { return get_receiver_tables(receiver_config{}.fft_size); }
 
-class gpu_locate : public ::testing::Test {
+class gpu_preamble_detector : public ::testing::Test {
 protected:
     void SetUp() override
     {
@@ -84,14 +84,14 @@ void expect_same(const packet_candidates& cpu, const packet_candidates& gpu, con
 
 }  // namespace
 
-TEST_F(gpu_locate, matches_locate_packets_on_fresh_synthetic_metrics)
+TEST_F(gpu_preamble_detector, matches_locate_packets_on_fresh_synthetic_metrics)
 {
     const auto seed = std::random_device{}();
     std::printf("locate: seed %u\n", seed);
     std::mt19937_64 rng(seed);
     const auto& t = get_receiver_tables(16384);
     constexpr std::size_t max_len = 2'000'000;
-    gpu::packet_locator loc(0, max_len, max_len / waveform::L_pkt * 2 + 4, tables());
+    gpu::preamble_detector loc(0, max_len, max_len / waveform::L_pkt * 2 + 4, tables());
     std::uniform_int_distribution<std::size_t> len_d(20'000, max_len);
     std::size_t total = 0, total_cut = 0;
     for (int trial = 0; trial < 40; ++trial) {
@@ -119,7 +119,7 @@ TEST_F(gpu_locate, matches_locate_packets_on_fresh_synthetic_metrics)
     EXPECT_GT(total_cut, 5u);
 }
 
-TEST_F(gpu_locate, matches_locate_packets_on_the_gpu_metric_of_a_recording)
+TEST_F(gpu_preamble_detector, matches_locate_packets_on_the_gpu_metric_of_a_recording)
 {
     sim_config sc;
     sc.preset = "edwards3";
@@ -131,10 +131,10 @@ TEST_F(gpu_locate, matches_locate_packets_on_the_gpu_metric_of_a_recording)
     const auto sim = test::simulate(sc, 60);
     const auto& t = get_receiver_tables(16384);
     const std::size_t n_metric = sim.samples.size() - detector_span + 1;
-    gpu::front_end fe(0, sim.samples.size(), 64);
+    gpu::estimators fe(0, sim.samples.size(), 64);
     std::vector<float> m(n_metric);
     fe.preamble_metric(sim.samples, m);
-    gpu::packet_locator loc(0, n_metric, 80, tables());
+    gpu::preamble_detector loc(0, n_metric, 80, tables());
     const std::vector<double> md(m.begin(), m.end());
     for (const bool seg : {false, true}) {
         sample_batch b;
@@ -149,11 +149,11 @@ TEST_F(gpu_locate, matches_locate_packets_on_the_gpu_metric_of_a_recording)
     }
 }
 
-TEST_F(gpu_locate, reports_more_packets_than_slots)
+TEST_F(gpu_preamble_detector, reports_more_packets_than_slots)
 {
     std::mt19937_64 rng(77);
     const auto m = synthetic_metric(400'000, rng);
-    gpu::packet_locator loc(0, m.size(), 4, tables());
+    gpu::preamble_detector loc(0, m.size(), 4, tables());
     sample_batch b;
     b.samples.resize(m.size() + detector_span - 1);
     b.owned_end = b.samples.size();

@@ -1,5 +1,7 @@
-// Packet location on the GPU (issue 3): dsp::locate_packets() (peak search over the preamble
-// metric, then the complete / truncated rule) on a metric that stays on the device.
+// The preamble detector on the GPU, the CUDA side of dsp/preamble_detector.hpp (issue 3):
+// dsp::locate_packets() (peak search over the preamble metric, then the complete / truncated
+// rule) on a metric that stays on the device (gpu/estimators.hpp computes it), then
+// dsp::check_packet_starts.
 //
 //   metric (device, float)  --block maxima (256)-->  bmax
 //                           --one thread per u in the owned range: is u a peak?-->  slot[u / 4096]
@@ -54,13 +56,13 @@ struct located_packets {
     int* moved_periods;            ///< max_packets: what check_starts_device moved each start by (periods)
 };
 
-class packet_locator {
+class preamble_detector {
 public:
     /// tables: the known sequence check_starts_device checks the starts with.
-    packet_locator(int device_id, std::size_t max_metric, std::size_t max_packets, const dsp::receiver_tables& tables);
-    ~packet_locator();
-    packet_locator(const packet_locator&) = delete;
-    packet_locator& operator=(const packet_locator&) = delete;
+    preamble_detector(int device_id, std::size_t max_metric, std::size_t max_packets, const dsp::receiver_tables& tables);
+    ~preamble_detector();
+    preamble_detector(const preamble_detector&) = delete;
+    preamble_detector& operator=(const preamble_detector&) = delete;
 
     /// Asynchronous on `stream`; metric has n_metric = window_len - 255 values. Allocates nothing.
     void locate_device(const float* metric, std::size_t n_metric, const locate_params& params, cuda_stream_t stream);

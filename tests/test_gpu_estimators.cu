@@ -6,8 +6,8 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/resampler.hpp"
 #include "gpu/device.hpp"
-#include "gpu/front_end.cuh"
-#include "gpu/front_end.hpp"
+#include "gpu/estimators.cuh"
+#include "gpu/estimators.hpp"
 #include "gpu/resources.cuh"
 
 #include <gtest/gtest.h>
@@ -22,7 +22,7 @@ using namespace paq::dsp;
 
 namespace {
 
-class gpu_front_end : public ::testing::Test {
+class gpu_estimators : public ::testing::Test {
 protected:
     void SetUp() override
     {
@@ -47,14 +47,14 @@ test::sim_run test_signal(std::uint64_t seed)
 
 }  // namespace
 
-TEST_F(gpu_front_end, metric_and_packet_locations_match_the_cpu)
+TEST_F(gpu_estimators, metric_and_packet_locations_match_the_cpu)
 {
     const auto sim = test_signal(901);
     const auto& t = get_receiver_tables(16384);
     const std::size_t n_metric = sim.samples.size() - detector_span + 1;
     std::vector<double> cpu(n_metric);
     preamble_metric(sim.samples, cpu, t.preamble_template);
-    gpu::front_end fe(0, sim.samples.size(), 64);
+    gpu::estimators fe(0, sim.samples.size(), 64);
     std::vector<float> gpu_m(n_metric);
     fe.preamble_metric(sim.samples, gpu_m);
     double worst = 0.0;
@@ -74,7 +74,7 @@ TEST_F(gpu_front_end, metric_and_packet_locations_match_the_cpu)
     EXPECT_EQ(a.truncated, g.truncated);
 }
 
-TEST_F(gpu_front_end, estimates_match_the_cpu)
+TEST_F(gpu_estimators, estimates_match_the_cpu)
 {
     const auto sim = test_signal(902);
     const auto& t = get_receiver_tables(16384);
@@ -87,7 +87,7 @@ TEST_F(gpu_front_end, estimates_match_the_cpu)
     const auto found = locate_packets(b, metric, 0.25, t.template_offset);
     ASSERT_GE(found.starts.size(), 20u);
 
-    gpu::front_end fe(0, sim.samples.size(), 64);
+    gpu::estimators fe(0, sim.samples.size(), 64);
     const auto est = fe.estimate(sim.samples, found.starts);
     cpu_backend cpu(receiver_config{});
     std::vector<std::uint8_t> bits(chain::num_paths * packed_data_bytes);
@@ -133,7 +133,7 @@ struct gathered {
     std::vector<unsigned> nonfinite;
 };
 
-gathered gather_on_device(gpu::front_end& fe, const std::vector<cf32>& window, const std::vector<long long>& starts,
+gathered gather_on_device(gpu::estimators& fe, const std::vector<cf32>& window, const std::vector<long long>& starts,
                           const std::vector<fixed_pos>* steps)
 {
     const std::size_t np = starts.size();
@@ -148,7 +148,7 @@ gathered gather_on_device(gpu::front_end& fe, const std::vector<cf32>& window, c
     fe.gather_device(d_starts.data(), nullptr, np, steps ? d_steps.data() : nullptr);
     const auto d = fe.device();
     gathered g;
-    g.seg.resize(np * gpu::front_end::segment_stride);
+    g.seg.resize(np * gpu::estimators::segment_stride);
     g.nonfinite.resize(np);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(g.seg.data(), d.segments, g.seg.size() * sizeof(cf32), cudaMemcpyDeviceToHost, d.stream));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(g.nonfinite.data(), d.nonfinite, np * sizeof(unsigned), cudaMemcpyDeviceToHost, d.stream));
@@ -160,7 +160,7 @@ bool same_bits(cf32 a, cf32 b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
 }  // namespace
 
-TEST_F(gpu_front_end, clock_corrected_segments_equal_the_cpu_bit_for_bit)
+TEST_F(gpu_estimators, clock_corrected_segments_equal_the_cpu_bit_for_bit)
 {
     // Packet starts anywhere, near both ends of the window too (positions before the window's
     // start, filter reads past its end), non-finite samples inside some packets' spans, and
@@ -177,9 +177,9 @@ TEST_F(gpu_front_end, clock_corrected_segments_equal_the_cpu_bit_for_bit)
     ASSERT_EQ(steps[4], fixed_pos{1} << 32);
 
     const auto d1 = design_resampler(1.0);
-    gpu::front_end fe(0, window.size(), starts.size());
+    gpu::estimators fe(0, window.size(), starts.size());
     const auto g = gather_on_device(fe, window, starts, &steps);
-    std::vector<cf32> scratch, ref(gpu::front_end::segment_stride);
+    std::vector<cf32> scratch, ref(gpu::estimators::segment_stride);
     const std::size_t seg_len = waveform::L_pkt + 2 * packet_margin;
     for (std::size_t p = 0; p < starts.size(); ++p) {
         const auto nf = clock_correct_packet(window.data(), window.size(), starts[p], steps[p], packet_margin, seg_len, ref.data(),
@@ -191,7 +191,7 @@ TEST_F(gpu_front_end, clock_corrected_segments_equal_the_cpu_bit_for_bit)
     }
 }
 
-TEST_F(gpu_front_end, unit_steps_change_nothing)
+TEST_F(gpu_estimators, unit_steps_change_nothing)
 {
     // Every step 2^32: the segments, counts and estimates are those without steps, bit for bit.
     const auto sim = test_signal(905);
@@ -206,7 +206,7 @@ TEST_F(gpu_front_end, unit_steps_change_nothing)
     ASSERT_GE(starts.size(), 20u);
     starts.push_back(3);  // a segment that starts before the window
     const std::vector<fixed_pos> unit(starts.size(), fixed_pos{1} << 32);
-    gpu::front_end fe(0, sim.samples.size(), starts.size());
+    gpu::estimators fe(0, sim.samples.size(), starts.size());
     const auto plain = gather_on_device(fe, sim.samples, starts, nullptr);
     const auto stepped = gather_on_device(fe, sim.samples, starts, &unit);
     ASSERT_EQ(plain.seg.size(), stepped.seg.size());
@@ -214,7 +214,7 @@ TEST_F(gpu_front_end, unit_steps_change_nothing)
     EXPECT_EQ(plain.nonfinite, stepped.nonfinite);
     // And the plain copy is what clock_correct_packet gives at step 2^32 (the CPU's identity).
     const auto d1 = design_resampler(1.0);
-    std::vector<cf32> scratch, ref(gpu::front_end::segment_stride);
+    std::vector<cf32> scratch, ref(gpu::estimators::segment_stride);
     const std::size_t seg_len = waveform::L_pkt + 2 * packet_margin;
     std::size_t differ = 0;
     for (std::size_t p = 0; p < starts.size(); ++p) {
@@ -229,7 +229,7 @@ TEST_F(gpu_front_end, unit_steps_change_nothing)
     EXPECT_EQ(differ, 0u);
 }
 
-TEST_F(gpu_front_end, resampled_window_equals_the_cpu_resampler)
+TEST_F(gpu_estimators, resampled_window_equals_the_cpu_resampler)
 {
     // The chunked upload + resample: every output equals dsp::resample's, bit for bit, for
     // ratios near 1, 1.2121 and 2.9789 and a window that starts at a fraction.
@@ -241,7 +241,7 @@ TEST_F(gpu_front_end, resampled_window_equals_the_cpu_resampler)
         const std::size_t n_out = static_cast<std::size_t>(static_cast<double>(sim.samples.size()) / ratio) - 10;
         std::vector<cf32> ref(n_out);
         resample(sim.samples.data(), sim.samples.size(), first_pos, step, ref.data(), n_out, d);
-        gpu::front_end fe(0, n_out, 4, &d, sim.samples.size());
+        gpu::estimators fe(0, n_out, 4, &d, sim.samples.size());
         fe.upload_resample_and_metric_device(sim.samples, first_pos, step, n_out);
         const auto w = fe.window_to_host();
         ASSERT_EQ(w.size(), n_out);
@@ -253,9 +253,9 @@ TEST_F(gpu_front_end, resampled_window_equals_the_cpu_resampler)
     }
 }
 
-TEST(gpu_front_end_host, exact_metric_formula_equals_the_cpu_metric_bit_for_bit)
+TEST(gpu_estimators_host, exact_metric_formula_equals_the_cpu_metric_bit_for_bit)
 {
-    // Host side of gpu/front_end.cuh (no device needed): the operation order the kernel uses
+    // Host side of gpu/estimators.cuh (no device needed): the operation order the kernel uses
     // gives dsp::preamble_metric's doubles exactly, non-finite samples included.
     const auto sim = test_signal(907);
     const auto& t = get_receiver_tables(16384);
@@ -272,7 +272,7 @@ TEST(gpu_front_end_host, exact_metric_formula_equals_the_cpu_metric_bit_for_bit)
     EXPECT_EQ(differ, 0u);
 }
 
-TEST_F(gpu_front_end, peak_metrics_equal_the_cpu_metric_bit_for_bit)
+TEST_F(gpu_estimators, peak_metrics_equal_the_cpu_metric_bit_for_bit)
 {
     const auto sim = test_signal(908);
     const auto& t = get_receiver_tables(16384);
@@ -286,7 +286,7 @@ TEST_F(gpu_front_end, peak_metrics_equal_the_cpu_metric_bit_for_bit)
     ASSERT_GE(starts.size(), 20u);
     starts.push_back(-t.template_offset);  // peak at 0: M(-1) is outside, 0
     const auto np = starts.size();
-    gpu::front_end fe(0, sim.samples.size(), np);
+    gpu::estimators fe(0, sim.samples.size(), np);
     fe.upload_window(sim.samples);
     gpu::device_buffer<long long> d_starts(np);
     PAQ_CUDA_CHECK(cudaMemcpy(d_starts.data(), starts.data(), np * sizeof(long long), cudaMemcpyHostToDevice));
@@ -306,9 +306,9 @@ TEST_F(gpu_front_end, peak_metrics_equal_the_cpu_metric_bit_for_bit)
     EXPECT_EQ(differ, 0u);
 }
 
-TEST_F(gpu_front_end, rejects_inputs_larger_than_created_for)
+TEST_F(gpu_estimators, rejects_inputs_larger_than_created_for)
 {
-    gpu::front_end fe(0, 100'000, 4);
+    gpu::estimators fe(0, 100'000, 4);
     std::vector<cf32> big(200'000);
     std::vector<float> m(big.size());
     EXPECT_THROW(fe.preamble_metric(big, m), std::invalid_argument);
@@ -317,7 +317,7 @@ TEST_F(gpu_front_end, rejects_inputs_larger_than_created_for)
     EXPECT_THROW((void)fe.estimate(small, starts), std::invalid_argument);
 }
 
-TEST_F(gpu_front_end, cufft_plan_round_trip)
+TEST_F(gpu_estimators, cufft_plan_round_trip)
 {
     constexpr int n = 16384, batch = 8;
     gpu::stream st;

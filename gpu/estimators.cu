@@ -1,4 +1,4 @@
-#include "gpu/front_end.hpp"
+#include "gpu/estimators.hpp"
 #include "gpu/iq_correction.hpp"
 
 #include "dsp/batch.hpp"
@@ -6,7 +6,7 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
-#include "gpu/front_end.cuh"
+#include "gpu/estimators.cuh"
 #include "gpu/resampler.cuh"
 #include "gpu/resampler.hpp"
 #include "gpu/resources.cuh"
@@ -25,7 +25,7 @@ constexpr int lq = static_cast<int>(waveform::L_q);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
 constexpr int seg_len = static_cast<int>(waveform::L_pkt) + 2 * pre;  ///< samples a packet's stages read
 /// Segments are stored fft-size apart, zero-padded, so the filter stage transforms them in place.
-constexpr int seg_stride = static_cast<int>(front_end::segment_stride);
+constexpr int seg_stride = static_cast<int>(estimators::segment_stride);
 static_assert(seg_stride >= seg_len);
 constexpr int l_ch = dsp::chain::L_ch;
 
@@ -146,7 +146,7 @@ __global__ void gather_kernel(const cuFloatComplex* __restrict__ window, long lo
 __constant__ cuDoubleComplex c_template_d[32];
 
 /// One block of 32 threads per slot: M(peak - 1), M(peak), M(peak + 1) in double, as
-/// dsp::preamble_metric computes them (gpu/front_end.cuh), peak = start + template_offset;
+/// dsp::preamble_metric computes them (gpu/estimators.cuh), peak = start + template_offset;
 /// positions outside [0, n_metric) and dead slots give 0. Thread t < 24 sums period t % 8 of
 /// position peak - 1 + t / 8; three threads then add the periods in order.
 __global__ void peak_metrics_kernel(const cuFloatComplex* __restrict__ window, long long n_metric, const long long* __restrict__ starts,
@@ -377,7 +377,7 @@ __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_s
 
 }  // namespace
 
-struct front_end::impl {
+struct estimators::impl {
     int device;
     std::size_t max_window, max_packets;
     const dsp::receiver_tables& t;
@@ -468,9 +468,9 @@ struct front_end::impl {
         // product uses transposed. X is M x 38 row-major: column-major 38 x M, i.e. X^T.
         // The support estimators follow, each 38 x M row-major like X_lpi: stacked, they are
         // one column-major M x 38 (S + 1) matrix.
-        if (n_supports < 1 || n_supports > max_supports) throw std::logic_error("gpu front_end: unexpected number of channel supports");
+        if (n_supports < 1 || n_supports > max_supports) throw std::logic_error("gpu estimators: unexpected number of channel supports");
         if ((t.M + cfo_block - 1) / cfo_block > static_cast<std::size_t>(max_cfo_blocks)) {
-            throw std::logic_error("gpu front_end: observation range longer than the residual-offset kernel's blocks");
+            throw std::logic_error("gpu estimators: observation range longer than the residual-offset kernel's blocks");
         }
         const std::size_t one = t.M * l_ch;
         std::vector<cuFloatComplex> a(one * (t.supports.size() + 1)), b(one);
@@ -489,7 +489,7 @@ struct front_end::impl {
             outside[s] = t.supports[s].outside_noise_gain;
         }
         const auto& rx = dsp::soqpsk_autocorrelation();
-        if (rx.size() < static_cast<std::size_t>(l_ch)) throw std::logic_error("gpu front_end: autocorrelation shorter than the channel");
+        if (rx.size() < static_cast<std::size_t>(l_ch)) throw std::logic_error("gpu estimators: autocorrelation shorter than the channel");
         std::array<double, l_ch> rx_re{}, rx_im{};
         for (int k = 0; k < l_ch; ++k) {
             rx_re[static_cast<std::size_t>(k)] = rx[static_cast<std::size_t>(k)].real();
@@ -507,7 +507,7 @@ struct front_end::impl {
 
     void upload(std::span<const cf32> w)
     {
-        if (w.size() > max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
+        if (w.size() > max_window) throw std::invalid_argument("gpu estimators: window larger than at Create");
         PAQ_CUDA_CHECK(cudaSetDevice(device));
         PAQ_CUDA_CHECK(cudaMemcpyAsync(window.data(), w.data(), w.size() * sizeof(cf32), cudaMemcpyHostToDevice, st.get()));
         window_len = w.size();
@@ -537,20 +537,20 @@ struct front_end::impl {
     }
 };
 
-front_end::front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets, const dsp::resampler_design* input_design,
+estimators::estimators(int device_id, std::size_t max_window_samples, std::size_t max_packets, const dsp::resampler_design* input_design,
                      std::size_t max_input_samples)
     : impl_(std::make_unique<impl>(device_id, max_window_samples, max_packets, input_design, max_input_samples))
 {
 }
 
-front_end::~front_end() = default;
+estimators::~estimators() = default;
 
-void front_end::preamble_metric(std::span<const cf32> window, std::span<float> metric_out)
+void estimators::preamble_metric(std::span<const cf32> window, std::span<float> metric_out)
 {
     auto& m = *impl_;
     if (window.size() < dsp::detector_span) return;
     const std::size_t n_metric = window.size() - dsp::detector_span + 1;
-    if (metric_out.size() < n_metric) throw std::invalid_argument("gpu front_end: metric_out too small");
+    if (metric_out.size() < n_metric) throw std::invalid_argument("gpu estimators: metric_out too small");
     m.upload(window);
     const unsigned blocks = static_cast<unsigned>((n_metric + metric_block - 1) / metric_block);
     metric_kernel<<<blocks, metric_block, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
@@ -559,16 +559,16 @@ void front_end::preamble_metric(std::span<const cf32> window, std::span<float> m
     m.st.synchronize();
 }
 
-void front_end::upload_window(std::span<const cf32> window)
+void estimators::upload_window(std::span<const cf32> window)
 {
     impl_->upload(window);
 }
 
-void front_end::upload_and_metric_device(host_window window, cuda_event_t upload_after)
+void estimators::upload_and_metric_device(host_window window, cuda_event_t upload_after)
 {
     auto& m = *impl_;
-    if (window.size > m.max_window) throw std::invalid_argument("gpu front_end: window larger than at Create");
-    if (window.size < dsp::detector_span) throw std::invalid_argument("gpu front_end: window shorter than the metric span");
+    if (window.size > m.max_window) throw std::invalid_argument("gpu estimators: window larger than at Create");
+    if (window.size < dsp::detector_span) throw std::invalid_argument("gpu estimators: window shorter than the metric span");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const std::size_t len = window.size;
     const std::size_t n_metric = len - dsp::detector_span + 1;
@@ -596,14 +596,14 @@ void front_end::upload_and_metric_device(host_window window, cuda_event_t upload
     }
 }
 
-void front_end::upload_resample_and_metric_device(host_window input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
+void estimators::upload_resample_and_metric_device(host_window input, dsp::fixed_pos first_pos, dsp::fixed_pos step,
                                                  std::size_t n_out, cuda_event_t upload_after)
 {
     auto& m = *impl_;
-    if (!m.input_rs) throw std::logic_error("gpu front_end: resampling upload without an input design at Create");
-    if (input.size > m.max_input) throw std::invalid_argument("gpu front_end: input window larger than at Create");
-    if (n_out > m.max_window) throw std::invalid_argument("gpu front_end: resampled window larger than at Create");
-    if (n_out < dsp::detector_span) throw std::invalid_argument("gpu front_end: resampled window shorter than the metric span");
+    if (!m.input_rs) throw std::logic_error("gpu estimators: resampling upload without an input design at Create");
+    if (input.size > m.max_input) throw std::invalid_argument("gpu estimators: input window larger than at Create");
+    if (n_out > m.max_window) throw std::invalid_argument("gpu estimators: resampled window larger than at Create");
+    if (n_out < dsp::detector_span) throw std::invalid_argument("gpu estimators: resampled window shorter than the metric span");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const std::size_t len = input.size;
     const std::size_t n_metric = n_out - dsp::detector_span + 1;
@@ -644,10 +644,10 @@ void front_end::upload_resample_and_metric_device(host_window input, dsp::fixed_
     }
 }
 
-void front_end::peak_metrics_device(const long long* starts, const int* count, std::size_t slots, int template_offset)
+void estimators::peak_metrics_device(const long long* starts, const int* count, std::size_t slots, int template_offset)
 {
     auto& m = *impl_;
-    if (slots > m.max_packets) throw std::invalid_argument("gpu front_end: more slots than at Create");
+    if (slots > m.max_packets) throw std::invalid_argument("gpu estimators: more slots than at Create");
     if (slots == 0) return;
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const auto n_metric = m.window_len >= dsp::detector_span ? static_cast<long long>(m.window_len - dsp::detector_span + 1) : 0LL;
@@ -656,9 +656,9 @@ void front_end::peak_metrics_device(const long long* starts, const int* count, s
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-void front_end::enable_resample_timing(bool on) noexcept { impl_->resample_timed = on; }
+void estimators::enable_resample_timing(bool on) noexcept { impl_->resample_timed = on; }
 
-double front_end::resample_ms() const
+double estimators::resample_ms() const
 {
     auto& m = *impl_;
     double ms = 0.0;
@@ -666,9 +666,9 @@ double front_end::resample_ms() const
     return ms;
 }
 
-const double* front_end::device_peak_metrics() const noexcept { return impl_->peak_metrics.data(); }
+const double* estimators::device_peak_metrics() const noexcept { return impl_->peak_metrics.data(); }
 
-std::vector<cf32> front_end::window_to_host()
+std::vector<cf32> estimators::window_to_host()
 {
     auto& m = *impl_;
     std::vector<cf32> w(m.window_len);
@@ -678,17 +678,17 @@ std::vector<cf32> front_end::window_to_host()
     return w;
 }
 
-const float* front_end::device_metric() const noexcept { return impl_->metric.data(); }
-const cf32* front_end::device_window() const noexcept { return reinterpret_cast<const cf32*>(impl_->window.data()); }
+const float* estimators::device_metric() const noexcept { return impl_->metric.data(); }
+const cf32* estimators::device_window() const noexcept { return reinterpret_cast<const cf32*>(impl_->window.data()); }
 
-cuda_event_t front_end::upload_done() const noexcept { return impl_->chunk_done[impl::upload_chunks - 1].get(); }
+cuda_event_t estimators::upload_done() const noexcept { return impl_->chunk_done[impl::upload_chunks - 1].get(); }
 
-void front_end::estimate_device(std::span<const long long> starts)
+void estimators::estimate_device(std::span<const long long> starts)
 {
     auto& m = *impl_;
     const std::size_t np = starts.size();
     if (np == 0) return;
-    if (np > m.max_packets) throw std::invalid_argument("gpu front_end: more packets than at Create");
+    if (np > m.max_packets) throw std::invalid_argument("gpu estimators: more packets than at Create");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     std::copy(starts.begin(), starts.end(), m.starts_host.data());
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.starts.data(), m.starts_host.data(), np * sizeof(long long), cudaMemcpyHostToDevice, m.st.get()));
@@ -697,15 +697,15 @@ void front_end::estimate_device(std::span<const long long> starts)
     m.estimate_stages(np);
 }
 
-void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots)
+void estimators::estimate_device(const long long* starts, const int* count, std::size_t slots)
 {
     estimate_device(starts, count, slots, nullptr);
 }
 
-void front_end::gather_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
+void estimators::gather_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
 {
     auto& m = *impl_;
-    if (slots > m.max_packets) throw std::invalid_argument("gpu front_end: more slots than at Create");
+    if (slots > m.max_packets) throw std::invalid_argument("gpu estimators: more slots than at Create");
     if (slots == 0) return;
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, slots * sizeof(unsigned), m.st.get()));
@@ -716,12 +716,12 @@ void front_end::gather_device(const long long* starts, const int* count, std::si
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
+void estimators::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
 {
     estimate_device(starts, count, slots, steps, nullptr);
 }
 
-void front_end::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps,
+void estimators::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps,
                                 double* iq_sums)
 {
     if (slots == 0) return;
@@ -732,7 +732,7 @@ void front_end::estimate_device(const long long* starts, const int* count, std::
     impl_->estimate_stages(slots);
 }
 
-void front_end::impl::estimate_stages(std::size_t np)
+void estimators::impl::estimate_stages(std::size_t np)
 {
     auto& m = *this;
     cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
@@ -782,20 +782,20 @@ void front_end::impl::estimate_stages(std::size_t np)
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-front_end::device_results front_end::device() noexcept
+estimators::device_results estimators::device() noexcept
 {
     auto& m = *impl_;
     return {reinterpret_cast<cf32*>(m.seg.data()), reinterpret_cast<cf32*>(m.h.data()), m.w0.data(), m.sigma2.data(),
             m.nonfinite.data(), m.support.data(), m.st.get()};
 }
 
-std::vector<packet_estimate> front_end::estimate(std::span<const cf32> window, std::span<const long long> starts)
+std::vector<packet_estimate> estimators::estimate(std::span<const cf32> window, std::span<const long long> starts)
 {
     auto& m = *impl_;
     const std::size_t np = starts.size();
     std::vector<packet_estimate> out(np);
     if (np == 0) return out;
-    if (np > m.max_packets) throw std::invalid_argument("gpu front_end: more packets than at Create");
+    if (np > m.max_packets) throw std::invalid_argument("gpu estimators: more packets than at Create");
     upload_window(window);
     estimate_device(starts);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.h_host.data(), m.h.data(), np * l_ch * sizeof(cf32), cudaMemcpyDeviceToHost, m.st.get()));

@@ -4,10 +4,10 @@
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
 #include "dsp/waveform.hpp"
-#include "gpu/cma.hpp"
+#include "gpu/equalizers.hpp"
 #include "dsp/simulator.hpp"
 #include "gpu/device.hpp"
-#include "gpu/solver.hpp"
+#include "gpu/equalizers.hpp"
 
 #include <gtest/gtest.h>
 
@@ -22,7 +22,7 @@ using namespace paq::dsp;
 
 namespace {
 
-class gpu_solver : public ::testing::Test {
+class gpu_equalizers : public ::testing::Test {
 protected:
     void SetUp() override
     {
@@ -51,7 +51,7 @@ std::array<cf64, chain::L_ch> random_channel(std::mt19937_64& rng, double noise)
 
 }  // namespace
 
-TEST_F(gpu_solver, every_solver_matches_double_cholesky)
+TEST_F(gpu_equalizers, every_solver_matches_double_cholesky)
 {
     // The project's solver (double on chip): relative error of its float taps <= 1e-4 for
     // every system with condition <= 1e6. The cuSOLVER baselines work in float: bounded at
@@ -109,7 +109,7 @@ TEST_F(gpu_solver, every_solver_matches_double_cholesky)
     EXPECT_THROW((void)gpu::make_batched_solver("lu", 0, 1), std::invalid_argument);
 }
 
-TEST_F(gpu_solver, rejects_more_packets_than_created_for)
+TEST_F(gpu_equalizers, rejects_more_packets_than_created_for)
 {
     gpu::levinson_solver solver(0, 4);
     std::vector<gpu::channel32> h(5);
@@ -119,7 +119,7 @@ TEST_F(gpu_solver, rejects_more_packets_than_created_for)
     EXPECT_THROW(solver.solve(h, load, c, ok), std::invalid_argument);
 }
 
-TEST_F(gpu_solver, on_chip_cma_matches_the_cpu)
+TEST_F(gpu_equalizers, on_chip_cma_matches_the_cpu)
 {
     // Fresh random packets (complex Gaussian samples over the packet and its margins, so that
     // |y| varies and the CMA gradient is far from zero) and taps near a unit impulse, as from

@@ -1,4 +1,4 @@
-#include "gpu/solver.hpp"
+#include "gpu/equalizers.hpp"
 
 #include "gpu/resources.cuh"
 

@@ -1,4 +1,4 @@
-#include "gpu/cma.hpp"
+#include "gpu/equalizers.hpp"
 
 #include "dsp/receiver_tables.hpp"
 #include "dsp/waveform.hpp"

@@ -1,4 +1,5 @@
-// The first stages of the chain on the GPU, batched over all packets of a window (issue 3):
+// The estimators on the GPU, the CUDA side of dsp/estimators.hpp and of dsp/preamble_detector's
+// metric: the first stages of the chain, batched over all packets of a window (issue 3):
 // preamble metric (issue 11: on the input resampled to 2 samples per bit on the device);
 // packet segments (issue 11: re-timed for the transmitter's clock where asked); CFO estimate
 // and de-rotation; channel estimates as one cuBLAS product [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
@@ -47,7 +48,7 @@ struct host_window {
     [[nodiscard]] bool is_ci16() const noexcept { return ci16_scale > 0.0f; }
 };
 
-class front_end {
+class estimators {
 public:
     /// Distance between packet segments in the device buffer: the filter stage's FFT size.
     static constexpr std::size_t segment_stride = 16384;
@@ -57,11 +58,11 @@ public:
     /// \param max_packets largest number of packets per call
     /// \param input_design with it, upload_resample_and_metric_device() takes input windows
     ///        of up to max_input_samples and resamples them on the device with this design
-    front_end(int device_id, std::size_t max_window_samples, std::size_t max_packets,
+    estimators(int device_id, std::size_t max_window_samples, std::size_t max_packets,
               const dsp::resampler_design* input_design = nullptr, std::size_t max_input_samples = 0);
-    ~front_end();
-    front_end(const front_end&) = delete;
-    front_end& operator=(const front_end&) = delete;
+    ~estimators();
+    estimators(const estimators&) = delete;
+    estimators& operator=(const estimators&) = delete;
 
     /// M(u) for u = 0 .. window.size() - 256, as dsp::preamble_metric (non-finite samples
     /// count as zero). metric_out must have that many entries.

@@ -1,5 +1,5 @@
-// The two cuSOLVER baselines of gpu/solver.hpp. Both build R (float) on the device from h.
-#include "gpu/solver.hpp"
+// The two cuSOLVER baselines of gpu/equalizers.hpp. Both build R (float) on the device from h.
+#include "gpu/equalizers.hpp"
 
 #include "gpu/resources.cuh"
 
