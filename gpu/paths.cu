@@ -127,6 +127,38 @@ __device__ __forceinline__ void fold(int path, const path_inputs& in, const pack
     }
 }
 
+/// The in-band products of path `path` held by this thread: y[i] = R x C x LP at the one bin
+/// of the folded bin k = threadIdx.x + i blockDim.x that is in band (k for k < N/4, k + N/2
+/// for k >= N/4; the LP is zero at the other), read once for both sample parities.
+constexpr int paths_trellis_threads = 512;
+constexpr int band_per_thread = (n_fft / 2) / paths_trellis_threads;
+template <int path>
+__device__ __forceinline__ void band_products_path(const path_inputs& in, const packet_terms& t, float2 (&y)[band_per_thread])
+{
+#pragma unroll
+    for (int i = 0; i < band_per_thread; ++i) {
+        const int k = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+        const int bin = k < n_fft / 4 ? k : k + n_fft / 2;
+        y[i] = smem_fft::cmul(smem_fft::cmul(in.r[t.row + bin], in.filter[bin]),
+                              path_coefficient<path>(t.row + bin, bin, path == 1   ? in.spec_zf
+                                                                       : path == 2 ? in.spec_mmse
+                                                                       : path == 3 ? in.spec_cma
+                                                                                   : nullptr,
+                                                     in.hspec, in.psi, t.noise, t.tau, t.inv_gain));
+    }
+}
+__device__ __forceinline__ void band_products(int path, const path_inputs& in, const packet_terms& t, float2 (&y)[band_per_thread])
+{
+    switch (path) {
+    case 0: band_products_path<0>(in, t, y); break;
+    case 1: band_products_path<1>(in, t, y); break;
+    case 2: band_products_path<2>(in, t, y); break;
+    case 3: band_products_path<3>(in, t, y); break;
+    case 4: band_products_path<4>(in, t, y); break;
+    default: band_products_path<5>(in, t, y); break;
+    }
+}
+
 /// The six filter paths of one packet per block, on chip: for each path the folded spectrum
 /// of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
 /// (gpu/smem_fft: natural order in, bit-reversed out), and its decision samples (m = m0 + k
@@ -163,12 +195,16 @@ __global__ void __launch_bounds__(paths_threads, 3)
     }
 }
 
-/// The trellis detector's input (dsp/cpu_backend.cpp: R x C x LP, inverse transform, 2
-/// samples per bit from the first bit's instant): the same paths with the trellis's low-pass
-/// LP in place of H_NO, and both samples of each bit: sample 2k + d of a stream is
-/// y(2 (m0 + k) + parity + d), an N/2-point transform of the spectrum folded for that sample's
-/// parity. Out: x, packets x 6 streams of 2 x 6336 samples.
-__global__ void __launch_bounds__(paths_threads, 3)
+/// The trellis detector's input (dsp/paths: R x C x LP, inverse transform, 2 samples per bit
+/// from the first bit's instant): the same paths with the trellis's low-pass LP in place of
+/// H_NO, and both samples of each bit: sample 2k + d of a stream is y(2 (m0 + k) + parity + d),
+/// an N/2-point transform of the spectrum folded for that sample's parity. Each path's in-band
+/// products are read and formed once, held in registers (16 a thread, hence 512 threads and
+/// one block an SM), and folded for each parity from there: the spectra are read once a path
+/// instead of twice (the stage 8.31 -> 7.22 ms on the H100, the same values). Out: x, packets
+/// x 6 streams of 2 x 6336 samples.
+static_assert(band_per_thread * paths_trellis_threads == n_fft / 2);
+__global__ void __launch_bounds__(paths_trellis_threads, 1)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                          const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
@@ -180,17 +216,26 @@ __global__ void __launch_bounds__(paths_threads, 3)
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
     for (int path = 0; path < num_paths; ++path) {
+        // The path's in-band products, read once; each sample parity's fold is formed from them
+        // (the same values fold<true> forms: the out-of-band term is an exact zero).
+        float2 y[band_per_thread];
+        band_products(path, in, t, y);
         for (int d = 0; d < 2; ++d) {
             // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
             // parity + d = 2 it is the even sample one further on.
-            const int first = m0 + ((parity + d) >> 1);
-            fold<true>(path, in, t, f, (parity + d) & 1);
+            const int first = m0 + ((parity + d) >> 1), par = (parity + d) & 1;
+#pragma unroll
+            for (int i = 0; i < band_per_thread; ++i) {
+                const int k = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+                const float2 zero = make_float2(0.0f, 0.0f);
+                f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[i], zero, k, par) : fold_bins(zero, y[i], k, par);
+            }
             __syncthreads();
             smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
             float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
             for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-                const float2 y = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(first + k))];
-                out[2 * k + d] = make_float2(y.x * inv_n, y.y * inv_n);
+                const float2 v = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(first + k))];
+                out[2 * k + d] = make_float2(v.x * inv_n, v.y * inv_n);
             }
             __syncthreads();
         }
@@ -225,7 +270,7 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
     // The last sample read, y(2 (m0 + 6335) + parity + 1), must lie inside the N/2 transform's
     // index range (the CPU reads the same samples from its full transform).
     if (m0 < 0 || m0 + ((parity + 1) >> 1) + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
-    paths_trellis_kernel<<<static_cast<unsigned>(packets), paths_threads, paths_smem_bytes, s>>>(
+    paths_trellis_kernel<<<static_cast<unsigned>(packets), paths_trellis_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, x);
     PAQ_CUDA_CHECK_LAUNCH();
