@@ -131,15 +131,13 @@ __device__ __forceinline__ void fold(int path, const path_inputs& in, const pack
 /// of the folded bin k = threadIdx.x + i blockDim.x that is in band (k for k < N/4, k + N/2
 /// for k >= N/4; the LP is zero at the other), read once for both sample parities.
 constexpr int paths_trellis_threads = 512;
-constexpr int band_per_thread = (n_fft / 2) / paths_trellis_threads;
 template <int path>
-__device__ __forceinline__ void band_products_path(const path_inputs& in, const packet_terms& t, float2 (&y)[band_per_thread])
+__device__ __forceinline__ void band_products_path(const path_inputs& in, const packet_terms& t, float2* __restrict__ y)
 {
-#pragma unroll
-    for (int i = 0; i < band_per_thread; ++i) {
-        const int k = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+#pragma unroll 4
+    for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
         const int bin = k < n_fft / 4 ? k : k + n_fft / 2;
-        y[i] = smem_fft::cmul(smem_fft::cmul(in.r[t.row + bin], in.filter[bin]),
+        y[k] = smem_fft::cmul(smem_fft::cmul(in.r[t.row + bin], in.filter[bin]),
                               path_coefficient<path>(t.row + bin, bin, path == 1   ? in.spec_zf
                                                                        : path == 2 ? in.spec_mmse
                                                                        : path == 3 ? in.spec_cma
@@ -147,7 +145,7 @@ __device__ __forceinline__ void band_products_path(const path_inputs& in, const 
                                                      in.hspec, in.psi, t.noise, t.tau, t.inv_gain));
     }
 }
-__device__ __forceinline__ void band_products(int path, const path_inputs& in, const packet_terms& t, float2 (&y)[band_per_thread])
+__device__ __forceinline__ void band_products(int path, const path_inputs& in, const packet_terms& t, float2* __restrict__ y)
 {
     switch (path) {
     case 0: band_products_path<0>(in, t, y); break;
@@ -170,6 +168,9 @@ static_assert(1 << paths_log_n == n_fft / 2);
 constexpr int paths_threads = 256;
 constexpr std::size_t paths_smem_bytes = static_cast<std::size_t>(smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
 static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
+constexpr std::size_t paths_trellis_smem_bytes = paths_smem_bytes + static_cast<std::size_t>(n_fft / 2) * sizeof(float2);
+static_assert(paths_trellis_smem_bytes <= backend_shared_memory_bytes, "the fold array and the products, one block an SM");
+constexpr int fold_points = smem_fft::padded_size(n_fft / 2, true);
 
 __global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
@@ -199,11 +200,11 @@ __global__ void __launch_bounds__(paths_threads, 3)
 /// from the first bit's instant): the same paths with the trellis's low-pass LP in place of
 /// H_NO, and both samples of each bit: sample 2k + d of a stream is y(2 (m0 + k) + parity + d),
 /// an N/2-point transform of the spectrum folded for that sample's parity. Each path's in-band
-/// products are read and formed once, held in registers (16 a thread, hence 512 threads and
-/// one block an SM), and folded for each parity from there: the spectra are read once a path
-/// instead of twice (the stage 8.31 -> 7.22 ms on the H100, the same values). Out: x, packets
-/// x 6 streams of 2 x 6336 samples.
-static_assert(band_per_thread * paths_trellis_threads == n_fft / 2);
+/// products are read and formed once into shared memory beside the fold array (each thread its
+/// own bins; 131 KB, one block of 512 threads an SM), and folded for each parity from there:
+/// the spectra are read once a path instead of twice, the same values (the stage 8.31 -> 6.74
+/// ms on the H100; held in registers instead, 7.22 ms with 384 bytes of spills). Out: x,
+/// packets x 6 streams of 2 x 6336 samples.
 __global__ void __launch_bounds__(paths_trellis_threads, 1)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
@@ -211,6 +212,7 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
                          const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ x)
 {
     extern __shared__ float2 f[];
+    float2* y = f + fold_points;  // the products, natural order; each thread its own bins
     const int p = blockIdx.x;
     const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
@@ -218,17 +220,15 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
     for (int path = 0; path < num_paths; ++path) {
         // The path's in-band products, read once; each sample parity's fold is formed from them
         // (the same values fold<true> forms: the out-of-band term is an exact zero).
-        float2 y[band_per_thread];
         band_products(path, in, t, y);
         for (int d = 0; d < 2; ++d) {
             // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
             // parity + d = 2 it is the even sample one further on.
             const int first = m0 + ((parity + d) >> 1), par = (parity + d) & 1;
-#pragma unroll
-            for (int i = 0; i < band_per_thread; ++i) {
-                const int k = static_cast<int>(threadIdx.x) + i * static_cast<int>(blockDim.x);
+#pragma unroll 4
+            for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
                 const float2 zero = make_float2(0.0f, 0.0f);
-                f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[i], zero, k, par) : fold_bins(zero, y[i], k, par);
+                f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[k], zero, k, par) : fold_bins(zero, y[k], k, par);
             }
             __syncthreads();
             smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
@@ -248,7 +248,7 @@ void paths_setup_device()
 {
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
     PAQ_CUDA_CHECK(
-        cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
+        cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_trellis_smem_bytes)));
 }
 
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
@@ -270,7 +270,7 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
     // The last sample read, y(2 (m0 + 6335) + parity + 1), must lie inside the N/2 transform's
     // index range (the CPU reads the same samples from its full transform).
     if (m0 < 0 || m0 + ((parity + 1) >> 1) + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
-    paths_trellis_kernel<<<static_cast<unsigned>(packets), paths_trellis_threads, paths_smem_bytes, s>>>(
+    paths_trellis_kernel<<<static_cast<unsigned>(packets), paths_trellis_threads, paths_trellis_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, x);
     PAQ_CUDA_CHECK_LAUNCH();
