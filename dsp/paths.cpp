@@ -16,17 +16,26 @@ void path_response(eq_path p, const packet_equalizers& eq, const fft_plan& fwd, 
     }
 }
 
-void filter_path(const fft_buffer& r_spec, const fft_buffer& c_spec, const fft_buffer& filter, const fft_plan& inv, fft_buffer& y)
+namespace {
+
+template <class Filter>
+void filter_path_by(const fft_buffer& r_spec, const fft_buffer& c_spec, const Filter& filter, const fft_plan& inv, fft_buffer& y)
 {
     for (std::size_t k = 0; k < y.size(); ++k) y[k] = r_spec[k] * c_spec[k] * filter[k];
     inv.execute(y.data(), y.data());
 }
 
+}  // namespace
+
+void filter_path(const fft_buffer& r_spec, const fft_buffer& c_spec, const fft_buffer& filter, const fft_plan& inv, fft_buffer& y)
+{
+    filter_path_by(r_spec, c_spec, filter, inv, y);
+}
+
 void filter_path(const fft_buffer& r_spec, const fft_buffer& c_spec, const std::vector<double>& filter, const fft_plan& inv,
                  fft_buffer& y)
 {
-    for (std::size_t k = 0; k < y.size(); ++k) y[k] = r_spec[k] * c_spec[k] * filter[k];
-    inv.execute(y.data(), y.data());
+    filter_path_by(r_spec, c_spec, filter, inv, y);
 }
 
 }  // namespace paq::dsp

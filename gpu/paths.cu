@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <type_traits>
 
 namespace paq::gpu {
 
@@ -56,34 +57,6 @@ __device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __
     }
 }
 
-/// f(k), k < N/2: the folded R x C x filter of one path (r: the packet's R), one path per
-/// instantiation and unrolled, so that each thread has the global loads of several bins in
-/// flight. band: the filter is the trellis's low-pass, zero from lowpass_stop = 0.25 cycles per
-/// sample on; of the two bins k and k + N/2 a folded bin adds, one is then always out of band
-/// (k + N/2 for k < N/4, k for k >= N/4), so only the other is loaded and computed (the result
-/// is the full fold's: the term skipped is an exact zero).
-template <int path, bool band>
-__device__ __forceinline__ void fold_path(const float2* __restrict__ r, const float2* __restrict__ filter, float2* f, std::size_t row,
-                                          const float2* __restrict__ spec, const float2* __restrict__ hspec,
-                                          const float* __restrict__ psi, float noise, double tau, cuDoubleComplex inv_gain, int parity)
-{
-    const auto product = [&](int k) {
-        return smem_fft::cmul(smem_fft::cmul(r[row + k], filter[k]),
-                              path_coefficient<path>(row + k, k, spec, hspec, psi, noise, tau, inv_gain));
-    };
-#pragma unroll 4
-    for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-        if constexpr (band) {
-            const bool low = k < n_fft / 4;
-            const float2 y = product(low ? k : k + n_fft / 2);
-            f[smem_fft::pad<true>(k)] = low ? fold_bins(y, make_float2(0.0f, 0.0f), k, parity) : fold_bins(make_float2(0.0f, 0.0f), y, k, parity);
-        } else {
-            f[smem_fft::pad<true>(k)] = fold_bins(product(k), product(k + n_fft / 2), k, parity);
-        }
-    }
-}
-static_assert(dsp::trellis::lowpass_stop <= 0.25, "fold_path<path, true> keeps |f| < 1/4 only");
-
 /// What the paths of one packet read: its R, the filter (H_NO, or the trellis's LP), the tap
 /// spectra, H, Psi; and the packet's own terms (noise, the single path's delay and 1 / gain).
 struct path_inputs {
@@ -111,50 +84,59 @@ __device__ inline packet_terms packet_terms_of(int p, const double* __restrict__
             gg > 0.0 ? make_cuDoubleComplex(g.x / gg, -g.y / gg) : make_cuDoubleComplex(0.0, 0.0)};
 }
 
-/// f: the folded R x C x filter of path `path` for sample parity `parity` (band: the filter is
-/// the trellis's low-pass). A switch, not six inlined copies: six copies made the paths kernel
-/// 2.4x larger and the stage 3.80 ms instead of 3.30 on the H100 (a350130).
-template <bool band>
-__device__ __forceinline__ void fold(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity)
+/// R x C x filter of path `path` at bin k of the packet (spec: the path's tap spectrum, for
+/// ZF, MMSE and CMA).
+template <int path>
+__device__ __forceinline__ float2 path_product(const path_inputs& in, const packet_terms& t, const float2* __restrict__ spec, int k)
+{
+    return smem_fft::cmul(smem_fft::cmul(in.r[t.row + k], in.filter[k]),
+                          path_coefficient<path>(t.row + k, k, spec, in.hspec, in.psi, t.noise, t.tau, t.inv_gain));
+}
+
+/// body(path as a compile-time constant, the path's tap spectrum or null) for a runtime path.
+/// A switch, not six inlined copies: six copies made the paths kernel 2.4x larger and the stage
+/// 3.80 ms instead of 3.30 on the H100 (a350130).
+template <class Body>
+__device__ __forceinline__ void with_path(int path, const path_inputs& in, Body&& body)
 {
     switch (path) {
-    case 0: fold_path<0, band>(in.r, in.filter, f, t.row, nullptr, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
-    case 1: fold_path<1, band>(in.r, in.filter, f, t.row, in.spec_zf, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
-    case 2: fold_path<2, band>(in.r, in.filter, f, t.row, in.spec_mmse, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
-    case 3: fold_path<3, band>(in.r, in.filter, f, t.row, in.spec_cma, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
-    case 4: fold_path<4, band>(in.r, in.filter, f, t.row, nullptr, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
-    default: fold_path<5, band>(in.r, in.filter, f, t.row, nullptr, in.hspec, in.psi, t.noise, t.tau, t.inv_gain, parity); break;
+    case 0: body(std::integral_constant<int, 0>{}, nullptr); break;
+    case 1: body(std::integral_constant<int, 1>{}, in.spec_zf); break;
+    case 2: body(std::integral_constant<int, 2>{}, in.spec_mmse); break;
+    case 3: body(std::integral_constant<int, 3>{}, in.spec_cma); break;
+    case 4: body(std::integral_constant<int, 4>{}, nullptr); break;
+    default: body(std::integral_constant<int, 5>{}, nullptr); break;
     }
 }
 
-/// The in-band products of path `path` held by this thread: y[i] = R x C x LP at the one bin
-/// of the folded bin k = threadIdx.x + i blockDim.x that is in band (k for k < N/4, k + N/2
-/// for k >= N/4; the LP is zero at the other), read once for both sample parities.
-constexpr int paths_trellis_threads = 512;
-template <int path>
-__device__ __forceinline__ void band_products_path(const path_inputs& in, const packet_terms& t, float2* __restrict__ y)
+/// f(k), k < N/2: the folded R x C x filter of path `path` for sample parity `parity`,
+/// unrolled, so that each thread has the global loads of several bins in flight.
+__device__ __forceinline__ void fold(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity)
 {
+    with_path(path, in, [&](auto path_c, const float2* spec) {
+        constexpr int p = decltype(path_c)::value;
 #pragma unroll 4
-    for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
-        const int bin = k < n_fft / 4 ? k : k + n_fft / 2;
-        y[k] = smem_fft::cmul(smem_fft::cmul(in.r[t.row + bin], in.filter[bin]),
-                              path_coefficient<path>(t.row + bin, bin, path == 1   ? in.spec_zf
-                                                                       : path == 2 ? in.spec_mmse
-                                                                       : path == 3 ? in.spec_cma
-                                                                                   : nullptr,
-                                                     in.hspec, in.psi, t.noise, t.tau, t.inv_gain));
-    }
+        for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
+            f[smem_fft::pad<true>(k)] = fold_bins(path_product<p>(in, t, spec, k), path_product<p>(in, t, spec, k + n_fft / 2), k, parity);
+        }
+    });
 }
+
+/// The in-band products of path `path`, y[k] for each folded bin k < N/2: R x C x LP at the
+/// one of the bins k and k + N/2 a fold adds that is in band (k for k < N/4, k + N/2 for
+/// k >= N/4; LP is zero from lowpass_stop = 0.25 cycles per sample on, so the other term is an
+/// exact zero), each thread its own bins, read once for both sample parities.
+constexpr int paths_trellis_threads = 512;
+static_assert(dsp::trellis::lowpass_stop <= 0.25, "band_products keeps |f| < 1/4 only");
 __device__ __forceinline__ void band_products(int path, const path_inputs& in, const packet_terms& t, float2* __restrict__ y)
 {
-    switch (path) {
-    case 0: band_products_path<0>(in, t, y); break;
-    case 1: band_products_path<1>(in, t, y); break;
-    case 2: band_products_path<2>(in, t, y); break;
-    case 3: band_products_path<3>(in, t, y); break;
-    case 4: band_products_path<4>(in, t, y); break;
-    default: band_products_path<5>(in, t, y); break;
-    }
+    with_path(path, in, [&](auto path_c, const float2* spec) {
+        constexpr int p = decltype(path_c)::value;
+#pragma unroll 4
+        for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
+            y[k] = path_product<p>(in, t, spec, k < n_fft / 4 ? k : k + n_fft / 2);
+        }
+    });
 }
 
 /// The six filter paths of one packet per block, on chip: for each path the folded spectrum
@@ -184,7 +166,7 @@ __global__ void __launch_bounds__(paths_threads, 3)
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
     for (int path = 0; path < num_paths; ++path) {
-        fold<false>(path, in, t, f, parity);
+        fold(path, in, t, f, parity);
         __syncthreads();
         smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
         float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
@@ -219,7 +201,7 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
     const float inv_n = 1.0f / static_cast<float>(n_fft);
     for (int path = 0; path < num_paths; ++path) {
         // The path's in-band products, read once; each sample parity's fold is formed from them
-        // (the same values fold<true> forms: the out-of-band term is an exact zero).
+        // (the same values as folding R x C x LP at both bins: the out-of-band term is zero).
         band_products(path, in, t, y);
         for (int d = 0; d < 2; ++d) {
             // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with

@@ -74,7 +74,6 @@ __device__ inline float keep(float v)
     return r;
 }
 
-
 /// Bits a_k .. a_{k+4} (k >= 0) as a state sequence (the oldest in the most significant bit).
 __device__ inline int window_at(const unsigned* bits, int k)
 {
@@ -84,12 +83,13 @@ __device__ inline int window_at(const unsigned* bits, int k)
 }
 __device__ inline int bit_at(const unsigned* bits, int k) { return static_cast<int>((bits[k >> 5] >> (31 - (k & 31))) & 1u); }
 
-/// One sequence's branch metric for both parities of k: gamma = e + Re(x0 conj u0 + x1 conj u1)
-/// with u = -2 scale sign t and e = scale |t|^2 (dsp/trellis_math.hpp's branch_metric, scaled).
+/// One sequence's branch metric for both parities of k, unscaled (kernel, step 3):
+/// gamma = e + Re(x0 conj u0 + x1 conj u1) with u = -2 sign t and e = |t|^2, which is
+/// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry.
 struct branch_terms {
     float u[2][4];  // [parity][x0.re, x0.im, x1.re, x1.im]
     metric e[2];
-    __device__ void set(const double (&table)[2][2][patterns][2], int seq, double scale)
+    __device__ void set(const double (&table)[2][2][patterns][2], int seq)
     {
         const int idx = dsp::trellis_math::pattern_index(seq);
         const double sg = dsp::trellis_math::pattern_sign(seq);
@@ -100,10 +100,10 @@ struct branch_terms {
             for (int d = 0; d < 2; ++d) {
                 const double re = table[par][d][idx][0], im = table[par][d][idx][1];
                 energy += re * re + im * im;
-                u[par][2 * d] = keep(static_cast<float>(-2.0 * scale * sg * re));
-                u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * scale * sg * im));
+                u[par][2 * d] = keep(static_cast<float>(-2.0 * sg * re));
+                u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * sg * im));
             }
-            e[par] = keep(static_cast<metric>(scale * energy));
+            e[par] = keep(static_cast<metric>(energy));
         }
     }
     template <int par>
@@ -225,10 +225,10 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     if (__ballot_sync(mask, complete) != 0) {
         const metric inf = CUDART_INF_F;
         branch_terms in0, in1, out0, out1;
-        in0.set(sh.u.table, g, 1.0);
-        in1.set(sh.u.table, g | 16, 1.0);
-        out0.set(sh.u.table, (2 * g) & 31, 1.0);
-        out1.set(sh.u.table, (2 * g + 1) & 31, 1.0);
+        in0.set(sh.u.table, g);
+        in1.set(sh.u.table, g | 16);
+        out0.set(sh.u.table, (2 * g) & 31);
+        out1.set(sh.u.table, (2 * g + 1) & 31);
 
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
