@@ -3,6 +3,7 @@
 #include "dsp/waveform.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <cstring>
@@ -42,6 +43,15 @@ path_stats decision_stats(double sum, double sum2, unsigned known_errors) noexce
     st.known_bit_errors = static_cast<std::uint16_t>(known_errors);
     st.bep_estimate = static_cast<float>(0.5 * std::erfc(mean / std::sqrt(2.0 * var)));
     return st;
+}
+
+/// The chunks' sums added pairwise, in smoother::chunks' order (a warp's shuffle-down tree).
+double fold_chunks(std::array<double, smoother::chunks>& part) noexcept
+{
+    for (std::size_t off = smoother::chunks / 2; off > 0; off /= 2) {
+        for (std::size_t i = 0; i < off; ++i) part[i] += part[i + off];
+    }
+    return part[0];
 }
 
 }  // namespace
@@ -113,6 +123,32 @@ path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gai
 
 }  // namespace
 
+namespace smoother {
+
+const filter_gains& gains(int l) noexcept
+{
+    static const auto table = [] {
+        std::array<filter_gains, num_lambdas> t{};
+        for (int i = 0; i < num_lambdas; ++i) {
+            const double lam = lambdas[i];
+            filter_gains& g = t[static_cast<std::size_t>(i)];
+            double p = 1.0;
+            g.k[0] = 1.0;
+            g.p[0] = 1.0f;
+            for (std::size_t j = 1; j < phase_pairs; ++j) {
+                const double pp = p + lam, k = pp / (pp + 1.0);
+                p = (1.0 - k) * pp;
+                g.k[j] = k;
+                g.p[j] = static_cast<float>(p);
+            }
+        }
+        return t;
+    }();
+    return table[static_cast<std::size_t>(l)];
+}
+
+}  // namespace smoother
+
 smoother_scratch::smoother_scratch()
     : theta(phase_pairs), z(phase_pairs), f(phase_pairs), pf(phase_pairs), b(phase_pairs), pb(phase_pairs), a(waveform::packet_bits)
 {
@@ -164,16 +200,20 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
                 a[k] = (k % 2 == 0 ? y.real() : y.imag()) >= 0.0 ? 1 : -1;
             }
         }
-        // b. The signal model: own axis g0 a_k, other axis c1 (a_{k-1} + a_{k+1}).
-        double own = 0.0, s11 = 0.0, s1y = 0.0;
-        for (std::size_t k = 1; k + 1 < n; ++k) {
-            const cf64 y = rotated(k);
-            const double m1 = a[k - 1] + a[k + 1];
-            own += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
-            s1y += (k % 2 == 0 ? y.imag() : y.real()) * m1;
-            s11 += m1 * m1;
+        // b. The signal model: own axis g0 a_k, other axis c1 (a_{k-1} + a_{k+1}); bits 1 .. n - 2.
+        std::array<double, smoother::chunks> own{}, s11{}, s1y{};
+        for (std::size_t c = 0; c < smoother::chunks; ++c) {
+            for (std::size_t k = 2 * c; k < n; k += (k % 2 == 0 ? 1 : 2 * smoother::chunks - 1)) {  // chunk c's pairs' bits
+                if (k < 1 || k > n - 2) continue;
+                const cf64 y = rotated(k);
+                const double m1 = a[k - 1] + a[k + 1];
+                own[c] += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
+                s1y[c] += (k % 2 == 0 ? y.imag() : y.real()) * m1;
+                s11[c] += m1 * m1;
+            }
         }
-        const double g0 = own / static_cast<double>(n - 2), c1 = s11 > 0.0 ? s1y / s11 : 0.0;
+        const double own_sum = fold_chunks(own), s11_sum = fold_chunks(s11), s1y_sum = fold_chunks(s1y);
+        const double g0 = own_sum / static_cast<double>(n - 2), c1 = s11_sum > 0.0 ? s1y_sum / s11_sum : 0.0;
         // c. One phase observation per pair.
         for (std::size_t j = 0; j < np2; ++j) {
             cf64 acc = 0.0;
@@ -185,14 +225,17 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             z[j] = static_cast<float>(static_cast<double>(th[j]) + std::arg(acc));
         }
         // d. The line through them.
-        double sj = 0.0, sz = 0.0, sjj = 0.0, sjz = 0.0;
-        for (std::size_t j = 0; j < np2; ++j) {
-            const double x = static_cast<double>(j), y = z[j];
-            sj += x;
-            sz += y;
-            sjj += x * x;
-            sjz += x * y;
+        std::array<double, smoother::chunks> pj{}, pz{}, pjj{}, pjz{};
+        for (std::size_t c = 0; c < smoother::chunks; ++c) {
+            for (std::size_t j = c; j < np2; j += smoother::chunks) {
+                const double x = static_cast<double>(j), y = z[j];
+                pj[c] += x;
+                pz[c] += y;
+                pjj[c] += x * x;
+                pjz[c] += x * y;
+            }
         }
+        const double sj = fold_chunks(pj), sz = fold_chunks(pz), sjj = fold_chunks(pjj), sjz = fold_chunks(pjz);
         const double cnt = static_cast<double>(np2);
         const double slope = (cnt * sjz - sj * sz) / (cnt * sjj - sj * sj);
         const double icpt = (sz - slope * sj) / cnt;
@@ -219,28 +262,26 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             if (pe[l] < pe[best]) best = l;
         }
         const double lam = smoother::lambdas[best];
-        // f. Kalman filters forward and backward (variances in units of the observation noise).
+        // f. Kalman filters forward and backward (variances in units of the observation noise;
+        // their gains depend on lambda and the step alone: smoother::filter_gains).
         {
-            double xf = zd(0), p = 1.0;
+            const smoother::filter_gains& fg = smoother::gains(best);
+            double xf = zd(0);
             sc.f[0] = static_cast<float>(xf);
-            sc.pf[0] = 1.0f;
+            sc.pf[0] = fg.p[0];
             for (std::size_t j = 1; j < np2; ++j) {
-                const double pp = p + lam, k = pp / (pp + 1.0);
-                xf += k * (zd(j) - xf);
-                p = (1.0 - k) * pp;
+                xf += fg.k[j] * (zd(j) - xf);
                 sc.f[j] = static_cast<float>(xf);
-                sc.pf[j] = static_cast<float>(p);
+                sc.pf[j] = fg.p[j];
             }
             double xb = zd(np2 - 1);
-            p = 1.0;
             sc.b[np2 - 1] = static_cast<float>(xb);
-            sc.pb[np2 - 1] = 1.0f;
+            sc.pb[np2 - 1] = fg.p[0];
             for (std::size_t j = np2 - 1; j-- > 0;) {
-                const double pp = p + lam, k = pp / (pp + 1.0);
-                xb += k * (zd(j) - xb);
-                p = (1.0 - k) * pp;
+                const std::size_t i = np2 - 1 - j;  // steps from the end
+                xb += fg.k[i] * (zd(j) - xb);
                 sc.b[j] = static_cast<float>(xb);
-                sc.pb[j] = static_cast<float>(p);
+                sc.pb[j] = fg.p[i];
             }
         }
         constexpr std::size_t gap = smoother::exclusion + 1;
@@ -262,16 +303,20 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
     }
 
     // 3. The data decisions.
-    double sum = 0.0, sum2 = 0.0;
-    for (std::size_t k = nk; k < n; ++k) {
-        const cf64 y = rotated(k);
-        const double c = k % 2 == 0 ? y.real() : y.imag();
-        const std::size_t i = k - nk;
-        if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
-        if (trace) trace->bits[k] = c >= 0.0 ? 1 : -1;
-        sum += std::abs(c);
-        sum2 += c * c;
+    std::array<double, smoother::chunks> psum{}, psum2{};
+    for (std::size_t ch = 0; ch < smoother::chunks; ++ch) {
+        for (std::size_t k = 2 * ch; k < n; k += (k % 2 == 0 ? 1 : 2 * smoother::chunks - 1)) {  // chunk ch's pairs' bits
+            if (k < nk) continue;
+            const cf64 y = rotated(k);
+            const double c = k % 2 == 0 ? y.real() : y.imag();
+            const std::size_t i = k - nk;
+            if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
+            if (trace) trace->bits[k] = c >= 0.0 ? 1 : -1;
+            psum[ch] += std::abs(c);
+            psum2[ch] += c * c;
+        }
     }
+    const double sum = fold_chunks(psum), sum2 = fold_chunks(psum2);
     if (trace) {
         for (std::size_t k = 0; k < n; ++k) trace->theta[k] = static_cast<double>(th[k / 2]);
         for (std::size_t k = 0; k < nk; ++k) trace->bits[k] = known[k] ? 1 : -1;

@@ -59,6 +59,23 @@ inline constexpr int num_lambdas = static_cast<int>(sizeof lambdas / sizeof lamb
 /// with the noise. Measured (AWGN 10 dB, Wiener 300 Hz over the data only, BER against no
 /// phase noise): pair j alone left out 1.42-1.49x, three 1.24-1.31x, five 1.32-1.44x.
 inline constexpr int exclusion = 1;
+/// The sums over a packet (the signal model's, the line's, the final decisions' statistics)
+/// are taken in 32 chunks, chunk c the pairs j = c, c + 32, c + 64, ... in that order, and the
+/// chunks' sums then added pairwise: chunk i + chunk i + 16 for i < 16, then i + 8, i + 4,
+/// i + 2, i + 1. That is the order a GPU warp adds them in, lane c on chunk c (a warp reads 32
+/// adjacent pairs at a time), so the two backends take the same sums bit for bit.
+inline constexpr std::size_t chunks = 32;
+static_assert(phase_pairs % chunks == 0, "every chunk has as many pairs");
+
+/// The Kalman filters' gains for candidate lambdas[l]: they depend on lambda and the number
+/// of steps from the filter's start alone (a random walk, observation noise 1, start variance
+/// 1): k[i] the gain of step i (k[0] = 1: the first observation), p[i] the variance after it,
+/// rounded to float as the filters keep it. Computed once, in double, shared by both backends.
+struct filter_gains {
+    double k[phase_pairs];
+    float p[phase_pairs];
+};
+[[nodiscard]] const filter_gains& gains(int l) noexcept;
 }  // namespace smoother
 
 /// Working memory of detect_packet_smoothed, allocated once per worker.

@@ -4,6 +4,7 @@
 #include "gpu/resources.cuh"
 
 #include <cuComplex.h>
+#include <math_constants.h>
 
 #include <stdexcept>
 
@@ -69,15 +70,17 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     unsigned known_errors = 0;
     unsigned char byte = 0;
     load_chunk(0, cur);
+    float4* theta_row = theta_out ? reinterpret_cast<float4*>(theta_out + static_cast<std::size_t>(s) * (nbits / 2)) : nullptr;
     for (int k0 = 0; k0 < nbits; k0 += prefetch) {
         if (k0 + prefetch < nbits) load_chunk(k0 + prefetch, next);
+        float tb[prefetch / 2];
 #pragma unroll
         for (int j = 0; j < prefetch; ++j) {
             const int k = k0 + j;
             const cuDoubleComplex y = cuCmul(make_cuDoubleComplex(cur[j].x, cur[j].y), rot);
             const bool even = (k % 2) == 0;
             // The phase both bits of the pair are derotated by (sxs_trace::theta), for the trellis.
-            if (even && theta_out) theta_out[static_cast<std::size_t>(k / 2) * static_cast<std::size_t>(streams) + s] = static_cast<float>(theta);
+            if (even) tb[j / 2] = static_cast<float>(theta);
             const double comp = even ? y.x : y.y;
             const double dec = comp >= 0.0 ? 1.0 : -1.0;
             double a;
@@ -115,329 +118,380 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
             y_prev = y;
             a_prev = a;
         }
+        if (theta_row) {
+            static_assert(prefetch == 16, "a chunk's eight phases are two float4");
+            theta_row[k0 / 8] = make_float4(tb[0], tb[1], tb[2], tb[3]);
+            theta_row[k0 / 8 + 1] = make_float4(tb[4], tb[5], tb[6], tb[7]);
+        }
 #pragma unroll
         for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
     }
     stats[s] = decision_stats(sum, sum2, known_errors);
 }
 
-/// The decision samples transposed, vt[k * streams + s] = v[s * 6336 + k]: the smoother reads
-/// them many times, bit by bit, and the threads of a warp then read adjacent words. Tiles of
-/// 32 x 32 through shared memory.
-__global__ void transpose_kernel(const float2* __restrict__ v, int streams, float2* __restrict__ vt)
-{
-    __shared__ float2 tile[32][33];
-    const int k0 = blockIdx.x * 32, s0 = blockIdx.y * 32;
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-        const int s = s0 + r, k = k0 + threadIdx.x;
-        if (s < streams && k < nbits) tile[r][threadIdx.x] = v[static_cast<std::size_t>(s) * nbits + k];
-    }
-    __syncthreads();
-    for (int r = threadIdx.y; r < 32; r += blockDim.y) {
-        const int k = k0 + r, s = s0 + threadIdx.x;
-        if (s < streams && k < nbits) vt[static_cast<std::size_t>(k) * streams + s] = tile[threadIdx.x][r];
-    }
-}
-
-/// The smoother's per-stream arrays, element i of stream s at i * streams + s.
+/// The smoother's per-stream arrays, stream by stream: element i of stream s at
+/// s * (its length) + i.
 struct smoother_arrays {
-    const float2* vt;
-    float* theta;
-    float* z;
-    float* f;
-    float* pf;
+    const float2* v;   ///< decision samples, streams x 6336
+    float* theta;      ///< phase per pair, streams x 3168 (device_theta())
+    float* z;          ///< observation per pair
+    float* f;          ///< forward filter per pair
+    float* b;          ///< backward filter per pair
+    double2* line;     ///< per stream: the line through z (intercept, slope)
+    unsigned* known;   ///< per stream: the forward PLL's errors on the known bits
+    const double* gain_k;  ///< dsp::smoother::gains(l).k at l * 3168
+    const float* gain_p;   ///< dsp::smoother::gains(l).p at l * 3168
 };
 
-/// Pairs a smoother pass loads ahead (16 decision samples and 8 phases per thread), so that
-/// its loads are in flight together rather than one after another.
-constexpr int pair_chunk = 8;
-static_assert((nbits / 2) % pair_chunk == 0 && nk % (2 * pair_chunk) == 0);
+constexpr int np2 = nbits / 2;
+constexpr int chunks = static_cast<int>(dsp::smoother::chunks);
+constexpr int steps = np2 / chunks;  ///< pairs per chunk
+static_assert(chunks == 32, "a lane per chunk");
+static_assert(nk % (2 * chunks) == 0, "the known bits fill whole steps of a warp");
 
-/// dsp::detect_packet_smoothed for every stream, step for step, one thread per stream (see
-/// dsp/detector.hpp for the algorithm): the same double arithmetic in the same order, and the
-/// same values rounded to float where the CPU keeps them as float. Each pass runs over the
-/// pairs in chunks whose loads are issued first. Decisions are not stored: each pass that
-/// needs them decides again at the same phase (the CPU's decisions, bit for bit). The
-/// backward filter is not stored either: the phase of pair j needs the backward filter's
-/// value at pair j + 2, so the backward step at pair j finishes pair j - 2.
-__global__ void __launch_bounds__(64) detect_smoothed_kernel(smoother_arrays m, int streams, dsp::pll_gains acq, dsp::pll_gains boot,
-                                                             unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats)
+/// Pairs a thread-per-stream pass loads ahead (16 decision samples), so that its loads are in
+/// flight together rather than one after another.
+constexpr int pair_chunk = 8;
+static_assert(np2 % pair_chunk == 0 && nk % (2 * pair_chunk) == 0);
+
+/// The chunks' sums added as dsp/detector.cpp's fold_chunks does (lane i + lane i + 16, then
+/// + 8, ...), the total given to every lane.
+__device__ inline double fold_chunks(double x)
+{
+#pragma unroll
+    for (int off = chunks / 2; off > 0; off /= 2) x += __shfl_down_sync(0xffffffffu, x, off);
+    return __shfl_sync(0xffffffffu, x, 0);
+}
+
+/// y = v e^{-j theta} in double, as the CPU's v * std::polar(1.0, -theta).
+__device__ inline void rotate_pair(float4 q, double theta, cuDoubleComplex& y0, cuDoubleComplex& y1)
+{
+    double sn, cs;
+    sincos(-theta, &sn, &cs);
+    const cuDoubleComplex rot = make_cuDoubleComplex(cs, sn);
+    y0 = cuCmul(make_cuDoubleComplex(q.x, q.y), rot);
+    y1 = cuCmul(make_cuDoubleComplex(q.z, q.w), rot);
+}
+
+/// Step 1 of dsp::detect_packet_smoothed, one thread per stream: the forward PLL, its phase
+/// per pair (unwrapped) to theta, its errors on the known bits to known.
+__global__ void __launch_bounds__(128) smoother_pll_kernel(smoother_arrays m, int streams, dsp::pll_gains acq, dsp::pll_gains boot)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
-    const std::size_t S = static_cast<std::size_t>(streams);
-    auto TH = [&](int j) -> float& { return m.theta[static_cast<std::size_t>(j) * S + s]; };
-    auto Z = [&](int j) -> float& { return m.z[static_cast<std::size_t>(j) * S + s]; };
-    auto F = [&](int j) -> float& { return m.f[static_cast<std::size_t>(j) * S + s]; };
-    auto PF = [&](int j) -> float& { return m.pf[static_cast<std::size_t>(j) * S + s]; };
-    // The chunk of pairs j0 .. j0 + 7: samples and phases loaded, the rotated samples out.
-    float2 vv[2 * pair_chunk];
-    float tt[pair_chunk];
-    auto load = [&](int j0, bool phases) {
+    const float4* row = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);  // a pair each
+    float4* th = reinterpret_cast<float4*>(m.theta + static_cast<std::size_t>(s) * np2);
+    float4 cur[pair_chunk], next[pair_chunk];
+    auto load = [&](int j0, float4 (&dst)[pair_chunk]) {
 #pragma unroll
-        for (int u = 0; u < 2 * pair_chunk; ++u) vv[u] = m.vt[static_cast<std::size_t>(2 * j0 + u) * S + s];
-        if (phases) {
-#pragma unroll
-            for (int u = 0; u < pair_chunk; ++u) tt[u] = TH(j0 + u);
-        }
+        for (int u = 0; u < pair_chunk; ++u) dst[u] = row[j0 + u];
     };
-    auto rotate = [&](int u, double theta, cuDoubleComplex& y0, cuDoubleComplex& y1) {
-        double sn, cs;
-        sincos(-theta, &sn, &cs);
-        const cuDoubleComplex rot = make_cuDoubleComplex(cs, sn);
-        y0 = cuCmul(make_cuDoubleComplex(vv[2 * u].x, vv[2 * u].y), rot);
-        y1 = cuCmul(make_cuDoubleComplex(vv[2 * u + 1].x, vv[2 * u + 1].y), rot);
-    };
-    constexpr int np2 = nbits / 2;
-
-    // 1. The forward PLL, unwrapped.
     double amp = 0.0;
     for (int j0 = 0; j0 < nk / 2; j0 += pair_chunk) {
-        load(j0, false);
+        load(j0, cur);
 #pragma unroll
-        for (int u = 0; u < 2 * pair_chunk; ++u) amp += cuCabs(make_cuDoubleComplex(vv[u].x, vv[u].y));
+        for (int u = 0; u < pair_chunk; ++u) {
+            amp += cuCabs(make_cuDoubleComplex(cur[u].x, cur[u].y));
+            amp += cuCabs(make_cuDoubleComplex(cur[u].z, cur[u].w));
+        }
     }
     amp /= nk;
     const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
     unsigned known_errors = 0;
-    {
-        double theta = 0.0, nu = 0.0;
-        for (int j0 = 0; j0 < np2; j0 += pair_chunk) {
-            load(j0, false);
+    double theta = 0.0, nu = 0.0;
+    load(0, cur);
+    for (int j0 = 0; j0 < np2; j0 += pair_chunk) {
+        if (j0 + pair_chunk < np2) load(j0 + pair_chunk, next);
+        float tb[pair_chunk];
 #pragma unroll
-            for (int u = 0; u < pair_chunk; ++u) {
-                const int j = j0 + u;
-                TH(j) = static_cast<float>(theta);
-                cuDoubleComplex y0, y1;
-                rotate(u, theta, y0, y1);
-                const double d0 = y0.x >= 0.0 ? 1.0 : -1.0, d1 = y1.y >= 0.0 ? 1.0 : -1.0;
-                double a0 = d0, a1 = d1;
-                if (2 * j + 1 < nk) {
-                    a0 = c_known[2 * j] ? 1.0 : -1.0;
-                    a1 = c_known[2 * j + 1] ? 1.0 : -1.0;
-                    known_errors += (d0 != a0) + (d1 != a1);
-                }
-                const double e = (a0 * y0.y - a1 * y1.x) * e_scale;
-                const dsp::pll_gains& g = 2 * j + 1 < nk ? acq : boot;
-                nu += g.k2 * e;
-                theta += g.k1 * e + nu;
+        for (int u = 0; u < pair_chunk; ++u) {
+            const int j = j0 + u;
+            tb[u] = static_cast<float>(theta);
+            cuDoubleComplex y0, y1;
+            rotate_pair(cur[u], theta, y0, y1);
+            const double d0 = y0.x >= 0.0 ? 1.0 : -1.0, d1 = y1.y >= 0.0 ? 1.0 : -1.0;
+            double a0 = d0, a1 = d1;
+            if (2 * j + 1 < nk) {
+                a0 = c_known[2 * j] ? 1.0 : -1.0;
+                a1 = c_known[2 * j + 1] ? 1.0 : -1.0;
+                known_errors += (d0 != a0) + (d1 != a1);
             }
+            const double e = (a0 * y0.y - a1 * y1.x) * e_scale;
+            const dsp::pll_gains& g = 2 * j + 1 < nk ? acq : boot;
+            nu += g.k2 * e;
+            theta += g.k1 * e + nu;
         }
+        th[j0 / 4] = make_float4(tb[0], tb[1], tb[2], tb[3]);
+        th[j0 / 4 + 1] = make_float4(tb[4], tb[5], tb[6], tb[7]);
+#pragma unroll
+        for (int u = 0; u < pair_chunk; ++u) cur[u] = next[u];
     }
+    m.known[s] = known_errors;
+}
 
-    for (int it = 0; it < dsp::smoother::iterations; ++it) {
-        // a, b. Decisions and the signal model: bit k's terms once a_{k+1} is known.
-        double own = 0.0, s11 = 0.0, s1y = 0.0;
-        {
-            cuDoubleComplex y_cur = make_cuDoubleComplex(0.0, 0.0);
-            double a_prev = 0.0, a_cur = 0.0;
-            for (int j0 = 0; j0 < np2; j0 += pair_chunk) {
-                load(j0, true);
-#pragma unroll
-                for (int u = 0; u < pair_chunk; ++u) {
-                    cuDoubleComplex y[2];
-                    rotate(u, tt[u], y[0], y[1]);
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int k = 2 * (j0 + u) + h;
-                        const double a_next = k < nk ? (c_known[k] ? 1.0 : -1.0) : (((h == 0) ? y[h].x : y[h].y) >= 0.0 ? 1.0 : -1.0);
-                        if (k >= 2) {
-                            // Bit k - 1 (its own axis: real when k - 1 is even, i.e. h == 1).
-                            const double m1 = a_prev + a_next;
-                            own += ((h == 1) ? y_cur.x : y_cur.y) * a_cur;
-                            s1y += ((h == 1) ? y_cur.y : y_cur.x) * m1;
-                            s11 += m1 * m1;
-                        }
-                        a_prev = a_cur;
-                        a_cur = a_next;
-                        y_cur = y[h];
-                    }
-                }
-            }
+/// Steps 2a-d of dsp::detect_packet_smoothed, a warp per stream: lane c on chunk c, so that at
+/// step t the warp works on the 32 adjacent pairs 32t .. 32t + 31 (lane c on pair 32t + c).
+/// The decisions at theta (kept as bits in shared memory, where the neighbours' are read), the
+/// signal model's sums (folded over the lanes as the CPU folds its chunks), an observation per
+/// pair to z, and the line through them to line.
+constexpr int observe_warps = 4;
+
+__global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(smoother_arrays m, int streams)
+{
+    __shared__ unsigned dec[observe_warps][nbits / 32];  // bit k of the stream: word k / 32, bit k % 32; 1 = +1
+    const int w = static_cast<int>(threadIdx.x) / 32, c = static_cast<int>(threadIdx.x) % 32;
+    const int s = blockIdx.x * observe_warps + w;
+    if (s >= streams) return;  // the whole warp
+    const float4* v = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);  // a pair each
+    const float* th = m.theta + static_cast<std::size_t>(s) * np2;
+    unsigned* const d = dec[w];
+    for (int i = c; i < nbits / 32; i += 32) d[i] = 0u;
+    __syncwarp();
+    auto a_of = [&](int k) -> double {  // +-1; 0 outside the packet (the CPU's edge terms)
+        if (k < 0 || k >= nbits) return 0.0;
+        return (d[k / 32] >> (k % 32)) & 1u ? 1.0 : -1.0;
+    };
+    auto decision = [&](int k, const cuDoubleComplex& y) -> bool {
+        if (k < nk) return c_known[k] != 0;
+        return ((k % 2 == 0) ? y.x : y.y) >= 0.0;
+    };
+    // a, b: the decisions, and the model's sums over bits 1 .. n - 2. A pair's second bit needs
+    // the next pair's first decision, which for lane 31 comes at the next step: every lane
+    // adds its second bit a step late, which keeps each lane's order that of the CPU's chunk.
+    double own = 0.0, s11 = 0.0, s1y = 0.0;
+    {
+        auto add = [&](int k, const cuDoubleComplex& y) {
+            if (k < 1 || k > nbits - 2) return;
+            const double m1 = a_of(k - 1) + a_of(k + 1);
+            own += ((k % 2 == 0) ? y.x : y.y) * a_of(k);
+            s1y += ((k % 2 == 0) ? y.y : y.x) * m1;
+            s11 += m1 * m1;
+        };
+        cuDoubleComplex y_late = make_cuDoubleComplex(0.0, 0.0);
+        for (int t = 0; t < steps; ++t) {
+            const int j = chunks * t + c, k0 = 2 * j;
+            cuDoubleComplex y0, y1;
+            rotate_pair(v[j], static_cast<double>(th[j]), y0, y1);
+            const unsigned mine = (decision(k0, y0) ? 1u : 0u) | (decision(k0 + 1, y1) ? 2u : 0u);
+            atomicOr(&d[k0 / 32], mine << (k0 % 32));
+            __syncwarp();
+            if (t > 0) add(k0 - 2 * chunks + 1, y_late);
+            add(k0, y0);
+            y_late = y1;
         }
-        const double g0 = own / static_cast<double>(nbits - 2), c1 = s11 > 0.0 ? s1y / s11 : 0.0;
-        // c. Observations; d. the line through them. The pair's bits and their neighbours'
-        // decisions: a window of four, slid a pair at a time.
-        double sj = 0.0, sz = 0.0, sjj = 0.0, sjz = 0.0;
-        {
-            double a_m1 = 0.0;  // a_{2j-1}
-            for (int j0 = 0; j0 < np2; j0 += pair_chunk) {
-                load(j0, true);
-                // The first decision of the next chunk (a_{2 j0 + 16}), for the chunk's last pair.
-                double a_after = 0.0;
-                if (j0 + pair_chunk < np2) {
-                    const int k = 2 * (j0 + pair_chunk);
-                    if (k < nk) {
-                        a_after = c_known[k] ? 1.0 : -1.0;
-                    } else {
-                        const float2 q = m.vt[static_cast<std::size_t>(k) * S + s];
-                        double sn, cs;
-                        sincos(-static_cast<double>(TH(j0 + pair_chunk)), &sn, &cs);
-                        a_after = cuCmul(make_cuDoubleComplex(q.x, q.y), make_cuDoubleComplex(cs, sn)).x >= 0.0 ? 1.0 : -1.0;
-                    }
-                }
-                cuDoubleComplex y[2 * pair_chunk];
-                double a[2 * pair_chunk];
+        add(2 * (chunks * (steps - 1) + c) + 1, y_late);
+    }
+    const double own_sum = fold_chunks(own), s11_sum = fold_chunks(s11), s1y_sum = fold_chunks(s1y);
+    const double g0 = own_sum / static_cast<double>(nbits - 2), c1 = s11_sum > 0.0 ? s1y_sum / s11_sum : 0.0;
+    // c, d: an observation per pair, and the line's sums.
+    float* z = m.z + static_cast<std::size_t>(s) * np2;
+    double sj = 0.0, sz = 0.0, sjj = 0.0, sjz = 0.0;
+    for (int t = 0; t < steps; ++t) {
+        const int j = chunks * t + c, k0 = 2 * j;
+        const float tj = th[j];
+        cuDoubleComplex y[2];
+        rotate_pair(v[j], static_cast<double>(tj), y[0], y[1]);
+        double ar = 0.0, ai = 0.0;
 #pragma unroll
-                for (int u = 0; u < pair_chunk; ++u) {
-                    rotate(u, tt[u], y[2 * u], y[2 * u + 1]);
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int k = 2 * (j0 + u) + h;
-                        a[2 * u + h] = k < nk ? (c_known[k] ? 1.0 : -1.0) : (((h == 0) ? y[2 * u + h].x : y[2 * u + h].y) >= 0.0 ? 1.0 : -1.0);
-                    }
-                }
-#pragma unroll
-                for (int u = 0; u < pair_chunk; ++u) {
-                    const int j = j0 + u;
-                    double ar = 0.0, ai = 0.0;
-#pragma unroll
-                    for (int h = 0; h < 2; ++h) {
-                        const int i = 2 * u + h;
-                        const double left = i > 0 ? a[i - 1] : a_m1;
-                        const double right = i + 1 < 2 * pair_chunk ? a[i + 1] : a_after;
-                        const double m1 = left + right;
-                        const double mr = (h == 0) ? g0 * a[i] : c1 * m1, mi = (h == 0) ? c1 * m1 : g0 * a[i];
-                        // y conj(model)
-                        ar += y[i].x * mr + y[i].y * mi;
-                        ai += y[i].y * mr - y[i].x * mi;
-                    }
-                    const float zj = static_cast<float>(static_cast<double>(tt[u]) + atan2(ai, ar));
-                    Z(j) = zj;
-                    const double x = static_cast<double>(j), yz = zj;
-                    sj += x;
-                    sz += yz;
-                    sjj += x * x;
-                    sjz += x * yz;
-                }
-                a_m1 = a[2 * pair_chunk - 1];
-            }
+        for (int h = 0; h < 2; ++h) {
+            const int k = k0 + h;
+            const double m1 = a_of(k - 1) + a_of(k + 1);
+            const double mr = (h == 0) ? g0 * a_of(k) : c1 * m1, mi = (h == 0) ? c1 * m1 : g0 * a_of(k);
+            ar += y[h].x * mr + y[h].y * mi;  // y conj(model)
+            ai += y[h].y * mr - y[h].x * mi;
         }
+        const float zj = static_cast<float>(static_cast<double>(tj) + atan2(ai, ar));
+        z[j] = zj;
+        const double x = static_cast<double>(j), yz = zj;
+        sj += x;
+        sz += yz;
+        sjj += x * x;
+        sjz += x * yz;
+    }
+    sj = fold_chunks(sj);
+    sz = fold_chunks(sz);
+    sjj = fold_chunks(sjj);
+    sjz = fold_chunks(sjz);
+    if (c == 0) {
         const double cnt = static_cast<double>(np2);
         const double slope = (cnt * sjz - sj * sz) / (cnt * sjj - sj * sj);
         const double icpt = (sz - slope * sj) / cnt;
-        auto line = [&](int j) { return icpt + slope * static_cast<double>(j); };
-        // e. lambda.
-        constexpr int nl = dsp::smoother::num_lambdas;
-        double gain[nl], xs[nl], pe[nl];
-        const double z0 = static_cast<double>(Z(0)) - line(0);
-#pragma unroll
-        for (int l = 0; l < nl; ++l) {
-            const double lam = c_lambdas[l];
-            const double p = 0.5 * (lam + sqrt(lam * lam + 4.0 * lam));
-            gain[l] = p / (p + 1.0);
-            xs[l] = z0;
-            pe[l] = 0.0;
-        }
-        for (int j0 = 0; j0 < np2; j0 += pair_chunk) {
-            float zc[pair_chunk];
-#pragma unroll
-            for (int u = 0; u < pair_chunk; ++u) zc[u] = Z(j0 + u);
-#pragma unroll
-            for (int u = 0; u < pair_chunk; ++u) {
-                if (j0 + u == 0) continue;
-                const double y = static_cast<double>(zc[u]) - line(j0 + u);
-#pragma unroll
-                for (int l = 0; l < nl; ++l) {
-                    const double inn = y - xs[l];
-                    pe[l] += inn * inn;
-                    xs[l] += gain[l] * inn;
-                }
-            }
-        }
-        int best = 0;
-        double best_pe = pe[0];
-#pragma unroll
-        for (int l = 1; l < nl; ++l) {
-            if (pe[l] < best_pe) {
-                best_pe = pe[l];
-                best = l;
-            }
-        }
-        const double lam = c_lambdas[best];
-        // f. Forward filter stored; backward filter finishing the pairs two behind it.
-        {
-            double xf = z0, p = 1.0;
-            for (int j0 = 0; j0 < np2; j0 += pair_chunk) {
-                float zc[pair_chunk];
-#pragma unroll
-                for (int u = 0; u < pair_chunk; ++u) zc[u] = Z(j0 + u);
-#pragma unroll
-                for (int u = 0; u < pair_chunk; ++u) {
-                    const int j = j0 + u;
-                    if (j > 0) {
-                        const double pp = p + lam, k = pp / (pp + 1.0);
-                        xf += k * ((static_cast<double>(zc[u]) - line(j)) - xf);
-                        p = (1.0 - k) * pp;
-                    }
-                    F(j) = static_cast<float>(xf);
-                    PF(j) = static_cast<float>(p);
-                }
-            }
-        }
-        constexpr int gap = dsp::smoother::exclusion + 1;
-        static_assert(gap == 2, "the backward pass finishes the pair two before it");
-        const double drift = gap * lam;
-        auto finish = [&](int j, bool has_b, float bj, float pbj) {
-            double num = 0.0, den = 0.0;
-            if (j >= gap) {
-                const double w = 1.0 / (static_cast<double>(PF(j - gap)) + drift);
-                num += w * F(j - gap);
-                den += w;
-            }
-            if (has_b) {
-                const double w = 1.0 / (static_cast<double>(pbj) + drift);
-                num += w * bj;
-                den += w;
-            }
-            TH(j) = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));  // the CPU's association
-        };
-        // Pairs np2 - 1 and np2 - 2 have no backward value from two pairs on.
-        finish(np2 - 1, false, 0.0f, 0.0f);
-        finish(np2 - 2, false, 0.0f, 0.0f);
-        double xb = static_cast<double>(Z(np2 - 1)) - line(np2 - 1), p = 1.0;
-        finish(np2 - 3, true, static_cast<float>(xb), 1.0f);
-        for (int j1 = np2 - 1; j1 > 0; j1 -= pair_chunk) {
-            // Pairs j1 - 1 down to j1 - 8 (the last chunk stops at pair 2).
-            float zc[pair_chunk];
-#pragma unroll
-            for (int u = 0; u < pair_chunk; ++u) zc[u] = j1 - 1 - u >= 0 ? Z(j1 - 1 - u) : 0.0f;
-#pragma unroll
-            for (int u = 0; u < pair_chunk; ++u) {
-                const int j = j1 - 1 - u;
-                if (j < 2) break;
-                const double pp = p + lam, k = pp / (pp + 1.0);
-                xb += k * ((static_cast<double>(zc[u]) - line(j)) - xb);
-                p = (1.0 - k) * pp;
-                finish(j - 2, true, static_cast<float>(xb), static_cast<float>(p));
-            }
-        }
+        m.line[s] = make_double2(icpt, slope);
     }
+}
 
-    // 3. The data decisions.
-    unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
-    double sum = 0.0, sum2 = 0.0;
-    for (int j0 = nk / 2; j0 < np2; j0 += pair_chunk) {
-        load(j0, true);
-        unsigned char byte[2] = {0, 0};
+/// Steps 2e-f of dsp::detect_packet_smoothed, sixteen lanes per stream (two streams a warp):
+/// lane l runs candidate lambda l over the packet (lanes 14 and 15 repeat the last and are not
+/// chosen), the least prediction error is found by shuffles (the lowest l on a tie, as the
+/// CPU's scan); then lane 0 runs the forward filter and lane 1 the backward one on that
+/// lambda's gains, and all sixteen combine them into the phase of every pair.
+constexpr int filter_group = 16;
+
+__global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m, int streams)
+{
+    const int g = static_cast<int>(threadIdx.x) % filter_group;
+    const int s = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / filter_group);
+    if (s >= streams) return;  // the whole half-warp
+    const unsigned mask = 0xffffu << (threadIdx.x % 32 / filter_group * filter_group);
+    const std::size_t row = static_cast<std::size_t>(s) * np2;
+    const float* z = m.z + row;
+    const float4* z4 = reinterpret_cast<const float4*>(z);
+    const double2 ln = m.line[s];
+    const double icpt = ln.x, slope = ln.y;
+    auto line = [&](int j) { return icpt + slope * static_cast<double>(j); };
+    // The recursions run over the pairs in chunks of eight, the next chunk's loads issued
+    // before the current chunk's steps.
+    constexpr int nq = np2 / pair_chunk;
+    // e. lambda.
+    constexpr int nl = dsp::smoother::num_lambdas;
+    static_assert(nl <= filter_group);
+    const int l = min(g, nl - 1);
+    double pe = 0.0;
+    {
+        const double lam = c_lambdas[l];
+        const double p = 0.5 * (lam + sqrt(lam * lam + 4.0 * lam));
+        const double gain = p / (p + 1.0);
+        double x = static_cast<double>(z[0]) - line(0);
+        float4 c0 = z4[0], c1 = z4[1];
+        for (int q = 0; q < nq; ++q) {
+            float4 n0 = c0, n1 = c1;
+            if (q + 1 < nq) {
+                n0 = z4[2 * q + 2];
+                n1 = z4[2 * q + 3];
+            }
+            const float zc[pair_chunk] = {c0.x, c0.y, c0.z, c0.w, c1.x, c1.y, c1.z, c1.w};
 #pragma unroll
-        for (int u = 0; u < pair_chunk; ++u) {
-            cuDoubleComplex y0, y1;
-            rotate(u, tt[u], y0, y1);
-            const double c0 = y0.x, c1v = y1.y;
-            const int i = 2 * u;  // bit within the chunk's 16 (the chunk starts on a byte)
-            if (c0 >= 0.0) byte[i / 8] = static_cast<unsigned char>(byte[i / 8] | (0x80u >> (i % 8)));
-            if (c1v >= 0.0) byte[i / 8] = static_cast<unsigned char>(byte[i / 8] | (0x80u >> ((i + 1) % 8)));
-            sum += fabs(c0);
-            sum2 += c0 * c0;
-            sum += fabs(c1v);
-            sum2 += c1v * c1v;
+            for (int u = 0; u < pair_chunk; ++u) {
+                const int j = pair_chunk * q + u;
+                if (j == 0) continue;
+                const double inn = (static_cast<double>(zc[u]) - line(j)) - x;
+                pe += inn * inn;
+                x += gain * inn;
+            }
+            c0 = n0;
+            c1 = n1;
         }
-        const int first_bit = 2 * j0 - nk;
-        out[first_bit / 8] = byte[0];
-        out[first_bit / 8 + 1] = byte[1];
     }
-    stats[s] = decision_stats(sum, sum2, known_errors);
+    double best_pe = g < nl ? pe : CUDART_INF;
+    int best = l;
+#pragma unroll
+    for (int off = filter_group / 2; off > 0; off /= 2) {
+        const double o_pe = __shfl_xor_sync(mask, best_pe, off, filter_group);
+        const int o_l = __shfl_xor_sync(mask, best, off, filter_group);
+        if (o_pe < best_pe || (o_pe == best_pe && o_l < best)) {
+            best_pe = o_pe;
+            best = o_l;
+        }
+    }
+    const double lam = c_lambdas[best];
+    const double* gk = m.gain_k + static_cast<std::size_t>(best) * np2;
+    const float* gp = m.gain_p + static_cast<std::size_t>(best) * np2;
+    // f. The forward filter (lane 0) and the backward filter (lane 1).
+    float* f = m.f + row;
+    float* b = m.b + row;
+    if (g < 2) {
+        // Step i of either filter is pair i (forward) or np2 - 1 - i (backward); the backward
+        // lane holds its chunks reversed, so that both lanes run the same code on step i.
+        const bool back = g == 1;
+        float4* out = reinterpret_cast<float4*>(back ? b : f);
+        const double2* gk2 = reinterpret_cast<const double2*>(gk);
+        auto first = [&](int q) { return back ? np2 - pair_chunk * (q + 1) : pair_chunk * q; };  // the chunk's lowest pair
+        auto load = [&](int q, float (&zz)[pair_chunk], double (&kk)[pair_chunk]) {
+            const int j0 = first(q);
+            const float4 a = z4[j0 / 4], e = z4[j0 / 4 + 1];
+            const float fw[pair_chunk] = {a.x, a.y, a.z, a.w, e.x, e.y, e.z, e.w};
+#pragma unroll
+            for (int u = 0; u < pair_chunk; ++u) zz[u] = back ? fw[pair_chunk - 1 - u] : fw[u];
+#pragma unroll
+            for (int u = 0; u < pair_chunk / 2; ++u) {
+                const double2 k2 = gk2[pair_chunk / 2 * q + u];
+                kk[2 * u] = k2.x;
+                kk[2 * u + 1] = k2.y;
+            }
+        };
+        float zc[pair_chunk], zn[pair_chunk];
+        double kc[pair_chunk], kn[pair_chunk];
+        load(0, zc, kc);
+        double x = static_cast<double>(zc[0]) - line(back ? np2 - 1 : 0);
+        for (int q = 0; q < nq; ++q) {
+            if (q + 1 < nq) load(q + 1, zn, kn);
+            const int j0 = first(q);
+            float o[pair_chunk];
+#pragma unroll
+            for (int u = 0; u < pair_chunk; ++u) {
+                const int j = back ? j0 + pair_chunk - 1 - u : j0 + u;
+                if (q > 0 || u > 0) x += kc[u] * ((static_cast<double>(zc[u]) - line(j)) - x);
+                o[u] = static_cast<float>(x);
+            }
+            out[j0 / 4] = back ? make_float4(o[7], o[6], o[5], o[4]) : make_float4(o[0], o[1], o[2], o[3]);
+            out[j0 / 4 + 1] = back ? make_float4(o[3], o[2], o[1], o[0]) : make_float4(o[4], o[5], o[6], o[7]);
+#pragma unroll
+            for (int u = 0; u < pair_chunk; ++u) {
+                zc[u] = zn[u];
+                kc[u] = kn[u];
+            }
+        }
+    }
+    __syncwarp(mask);
+    // The phase of pair j: the two filters' predictions from pairs j - 2 and j + 2, weighted by
+    // their variances, plus the line.
+    constexpr int gap = dsp::smoother::exclusion + 1;
+    const double drift = gap * lam;
+    float* th = m.theta + row;
+    for (int j = g; j < np2; j += filter_group) {
+        double num = 0.0, den = 0.0;
+        if (j >= gap) {
+            const double w = 1.0 / (static_cast<double>(gp[j - gap]) + drift);
+            num += w * f[j - gap];
+            den += w;
+        }
+        if (j + gap < np2) {
+            const double w = 1.0 / (static_cast<double>(gp[np2 - 1 - (j + gap)]) + drift);
+            num += w * b[j + gap];
+            den += w;
+        }
+        th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));  // the CPU's association
+    }
+}
+
+/// Step 3 of dsp::detect_packet_smoothed, a warp per stream, lane c on chunk c as in the
+/// observation kernel: the data decisions at theta (gathered as bits in shared memory, then
+/// written out a word a lane), their statistics folded as the CPU folds its chunks.
+constexpr int decide_warps = 4;
+
+__global__ void __launch_bounds__(32 * decide_warps) smoother_decide_kernel(smoother_arrays m, int streams,
+                                                                          unsigned char* __restrict__ bits,
+                                                                          dsp::path_stats* __restrict__ stats)
+{
+    __shared__ unsigned out_words[decide_warps][data_bytes / 4];
+    const int w = static_cast<int>(threadIdx.x) / 32, c = static_cast<int>(threadIdx.x) % 32;
+    const int s = blockIdx.x * decide_warps + w;
+    if (s >= streams) return;  // the whole warp
+    for (int i = c; i < data_bytes / 4; i += 32) out_words[w][i] = 0u;
+    __syncwarp();
+    const float4* v = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);
+    const float* th = m.theta + static_cast<std::size_t>(s) * np2;
+    double sum = 0.0, sum2 = 0.0;
+    for (int t = nk / (2 * chunks); t < steps; ++t) {
+        const int j = chunks * t + c, k0 = 2 * j;
+        cuDoubleComplex y0, y1;
+        rotate_pair(v[j], static_cast<double>(th[j]), y0, y1);
+        auto bit = [&](int i, double cv) {  // data bit i: byte i / 8, bit 7 - i % 8; the byte is
+            if (cv >= 0.0) {                 // byte i / 8 % 4 of its little-endian word
+                atomicOr(&out_words[w][i / 32], (0x80u >> (i % 8)) << (8 * ((i / 8) % 4)));
+            }
+            sum += fabs(cv);
+            sum2 += cv * cv;
+        };
+        bit(k0 - nk, y0.x);
+        bit(k0 + 1 - nk, y1.y);
+    }
+    sum = fold_chunks(sum);
+    sum2 = fold_chunks(sum2);
+    __syncwarp();
+    unsigned* out = reinterpret_cast<unsigned*>(bits + static_cast<std::size_t>(s) * data_bytes);
+    for (int i = c; i < data_bytes / 4; i += 32) out[i] = out_words[w][i];
+    if (c == 0) stats[s] = decision_stats(sum, sum2, m.known[s]);
 }
 
 }  // namespace
@@ -450,20 +504,32 @@ struct stream_detector::impl {
     device_buffer<unsigned char> bits;
     device_buffer<dsp::path_stats> stats;
     bool smoother, keep_phase;
-    // The smoother's per-stream arrays (empty without it): the transposed decision samples,
-    // phase, observation, forward filter and its variance per pair. The phase is kept by the
-    // PLL too when asked (keep_phase).
-    device_buffer<float2> vt;
-    device_buffer<float> theta, z, f, pf;
+    // The smoother's per-stream arrays (empty without it): phase, observation, forward and
+    // backward filter per pair, the line and the known-bit errors per stream; and the filters'
+    // gains (dsp::smoother::gains). The phase is kept by the PLL too when asked (keep_phase).
+    device_buffer<float> theta, z, f, b;
+    device_buffer<double2> line;
+    device_buffer<unsigned> known;
+    device_buffer<double> gain_k;
+    device_buffer<float> gain_p;
 
     impl(int dev, std::size_t ms, bool sm, bool kp)
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), smoother(sm), keep_phase(kp),
-          vt(sm ? ms * nbits : 0), theta(sm || kp ? ms * dsp::phase_pairs : 0), z(sm ? ms * dsp::phase_pairs : 0),
-          f(sm ? ms * dsp::phase_pairs : 0), pf(sm ? ms * dsp::phase_pairs : 0)
+          theta(sm || kp ? ms * dsp::phase_pairs : 0), z(sm ? ms * dsp::phase_pairs : 0), f(sm ? ms * dsp::phase_pairs : 0),
+          b(sm ? ms * dsp::phase_pairs : 0), line(sm ? ms : 0), known(sm ? ms : 0),
+          gain_k(sm ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0)
     {
-        const auto known = waveform::known_packet_bits();
-        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known.data(), known.size()));
+        const auto known_bits = waveform::known_packet_bits();
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known_bits.data(), known_bits.size()));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_lambdas, dsp::smoother::lambdas, sizeof dsp::smoother::lambdas));
+        if (sm) {
+            for (int l = 0; l < dsp::smoother::num_lambdas; ++l) {
+                const auto& g = dsp::smoother::gains(l);
+                const std::size_t at = static_cast<std::size_t>(l) * dsp::phase_pairs;
+                PAQ_CUDA_CHECK(cudaMemcpy(gain_k.data() + at, g.k, sizeof g.k, cudaMemcpyHostToDevice));
+                PAQ_CUDA_CHECK(cudaMemcpy(gain_p.data() + at, g.p, sizeof g.p, cudaMemcpyHostToDevice));
+            }
+        }
     }
 };
 
@@ -486,13 +552,29 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     if (streams > m.max_streams) throw std::invalid_argument("stream_detector: more streams than at Create");
     if (streams == 0) return;
     if (m.smoother) {
-        const dim3 tgrid(static_cast<unsigned>((nbits + 31) / 32), static_cast<unsigned>((streams + 31) / 32));
-        transpose_kernel<<<tgrid, dim3(32, 8), 0, stream>>>(reinterpret_cast<const float2*>(m.v.data()), static_cast<int>(streams),
-                                                            m.vt.data());
+        // dsp::detect_packet_smoothed in four kernels: the PLL a thread per stream, the passes
+        // over the pairs a warp per stream, the filters sixteen lanes per stream.
+        const smoother_arrays arr{reinterpret_cast<const float2*>(m.v.data()),
+                                  m.theta.data(),
+                                  m.z.data(),
+                                  m.f.data(),
+                                  m.b.data(),
+                                  m.line.data(),
+                                  m.known.data(),
+                                  m.gain_k.data(),
+                                  m.gain_p.data()};
+        const int n = static_cast<int>(streams);
+        const auto per_thread = [&](unsigned block) { return static_cast<unsigned>((streams + block - 1) / block); };
+        const auto per_warp = [&](unsigned warps) { return static_cast<unsigned>((streams + warps - 1) / warps); };
+        smoother_pll_kernel<<<per_thread(128), 128, 0, stream>>>(arr, n, acq, track);
         PAQ_CUDA_CHECK_LAUNCH();
-        const smoother_arrays arr{m.vt.data(), m.theta.data(), m.z.data(), m.f.data(), m.pf.data()};
-        detect_smoothed_kernel<<<static_cast<unsigned>((streams + 63) / 64), 64, 0, stream>>>(arr, static_cast<int>(streams), acq, track,
-                                                                                             m.bits.data(), m.stats.data());
+        for (int it = 0; it < dsp::smoother::iterations; ++it) {
+            smoother_observe_kernel<<<per_warp(observe_warps), 32 * observe_warps, 0, stream>>>(arr, n);
+            PAQ_CUDA_CHECK_LAUNCH();
+            smoother_filter_kernel<<<per_thread(128 / filter_group), 128, 0, stream>>>(arr, n);
+            PAQ_CUDA_CHECK_LAUNCH();
+        }
+        smoother_decide_kernel<<<per_warp(decide_warps), 32 * decide_warps, 0, stream>>>(arr, n, m.bits.data(), m.stats.data());
     } else {
         detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq,
                                                                                        track, m.bits.data(), m.stats.data(),

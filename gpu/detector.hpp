@@ -1,5 +1,8 @@
 // The PLL and OQPSK detector of dsp/detector.hpp for every (packet, path) stream of a batch
 // at once on the GPU (issue 3): one thread per stream, loop state in double as on the CPU.
+// The phase smoother (issue 12) in four kernels: its PLL a thread per stream, its passes over
+// the pairs a warp per stream, its filters sixteen lanes per stream; the same arithmetic as
+// dsp::detect_packet_smoothed, in the same order.
 //
 // Decision samples are laid out stream by stream, v[s * 6336 + k] (bit k of stream s): the
 // stage before writes each (packet, path) stream contiguously, and each thread reads its
@@ -39,7 +42,7 @@ public:
     [[nodiscard]] std::uint8_t* device_bits() noexcept;
     [[nodiscard]] dsp::path_stats* device_stats() noexcept;
     /// The phase each bit pair was derotated by (dsp::sxs_trace::theta, in float): pair j of
-    /// stream s at [j * streams + s] for the streams of the last detect_device(); nullptr
+    /// stream s at [s * 3168 + j] for the streams of the last detect_device(); nullptr
     /// without the smoother or keep_phase.
     [[nodiscard]] const float* device_theta() const noexcept;
     void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, cuda_stream_t stream);

@@ -133,7 +133,6 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     constexpr unsigned mask = 0xffffffffu;
     const unsigned own = 0xffffu << (group * half);
     stream_shared& sh = shm[threadIdx.x / group];
-    const std::size_t S = static_cast<std::size_t>(streams);
     float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
@@ -151,10 +150,10 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         sh.bits[i] = w;
     }
     // The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
-    // samples 4j .. 4j + 3; the phases lie a stream apart, read once).
+    // samples 4j .. 4j + 3; the stream's phases are a row, read once).
     for (int j = g; j < n_bits / 2; j += group) {
         double sn, cs;
-        sincos(-static_cast<double>(theta[static_cast<std::size_t>(j) * S + sr]), &sn, &cs);
+        sincos(-static_cast<double>(theta[static_cast<std::size_t>(sr) * (n_bits / 2) + j]), &sn, &cs);
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
             const float2 z = xs[4 * j + u];

@@ -42,7 +42,7 @@ public:
     [[nodiscard]] const dsp::path_stats* device_stats() const noexcept { return stats_.data(); }
 
     /// Detects `streams` streams on `s`. theta: the symbol-by-symbol detector's phase per bit
-    /// pair, pair j of stream i at [j * streams + i] (stream_detector::device_theta);
+    /// pair, pair j of stream i at [i * 3168 + j] (stream_detector::device_theta);
     /// sxs_bits, sxs_stats: its data bits (streams x 768, MSB first; the table is fitted on
     /// them) and its stats (known_bit_errors), left as they are.
     void detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats,
