@@ -65,8 +65,9 @@ const section<dsp::receiver_config>& receiver_schema()
                            "Kalman smoother over each packet that chooses its bandwidth from the packet itself, for "
                            "links with oscillator phase noise (AWGN 11 dB, 1 kHz Wiener: 1.9-2.4x the clean BER "
                            "instead of 190-240x with cycle slips; about 10% fewer errors without phase noise). "
-                           "`pll_bn_t` is not used with it. Costs the GPU backend about 17 ms per default batch (55x "
-                           "real time instead of 130x)"}),
+                           "`pll_bn_t` is not used with it. Costs the GPU backend about 7.5 ms per default batch on an "
+                           "H100 (21.8 ms, 87x real time, instead of 14.4 ms, 133x; PERFORMANCE.md, sixteenth "
+                           "session)"}),
             choice<C>("detector", at(&C::detector),
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
                                                       {"trellis", dsp::detector_kind::trellis},

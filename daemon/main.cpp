@@ -91,6 +91,10 @@ int main(int argc, char** argv)
     replay->add_option("--channel-decimation", channel_decimation, "The channel estimate of every Nth packet")
         ->check(CLI::Range(1u, 1000000u))->capture_default_str();
     replay->add_option("--json-out", json_out, "Also write the JSON summary to this file");
+    std::string llr_base;
+    replay->add_option("--llr-out", llr_base,
+                       "Write the trellis's LLR of every data bit to BASE-<path>.llr, a file per path (needs --detector "
+                       "trellis or both; docs/RECORDS.md, \"LLR files\")");
 
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     // Logs go to stderr: stdout carries the table or the JSON document, nothing else.
@@ -155,6 +159,7 @@ int main(int argc, char** argv)
         opt.records.base = records_base;
         opt.records.decimation = records_decimation;
         opt.records.channel_decimation = channel_decimation;
+        opt.llr_base = llr_base;
         if (!config_file.empty()) opt.receiver = config::load_receiver_config(config_file);
         if (batch_samples) opt.receiver.batch_samples = batch_samples;
         if (threads >= 0) opt.receiver.cpu_threads = threads;
@@ -166,6 +171,10 @@ int main(int argc, char** argv)
         const auto errors = opt.receiver.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) spdlog::error("{}", e);
+            return 2;
+        }
+        if (!opt.llr_base.empty() && !opt.receiver.trellis_on()) {
+            spdlog::error("--llr-out: the LLRs are the trellis's; use --detector trellis or both (receiver.detector)");
             return 2;
         }
         const auto res = daemon::run_replay(opt);

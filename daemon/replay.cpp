@@ -1,5 +1,6 @@
 #include "daemon/replay.hpp"
 
+#include "daemon/llr_writer.hpp"
 #include "io/sample_file.hpp"
 #include "io/utc_time.hpp"
 #include "runtime/receiver_run.hpp"
@@ -55,6 +56,8 @@ replay_result run_replay(const replay_options& opt)
     const auto kind = runtime::resolve_backend(opt.backend);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams());
+    std::unique_ptr<llr_writer> llrs;
+    if (!opt.llr_base.empty()) llrs = std::make_unique<llr_writer>(opt.llr_base, rc.detector);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
     // most of a second) while the run reads the first windows. One worker per GPU; the CPU
     // backend is one worker using receiver.cpu_threads threads. The maker is joined before
@@ -65,8 +68,11 @@ replay_result run_replay(const replay_options& opt)
     std::jthread maker([&] {
         try {
             const double t_backend = since_start();
-            pool = std::make_unique<runtime::worker_pool>(runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc),
-                                                          runtime::worker_pool::backend_factory{}, 2);
+            auto backends = runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc);
+            if (llrs) {
+                for (auto& b : backends) b->set_soft_output(true);
+            }
+            pool = std::make_unique<runtime::worker_pool>(std::move(backends), runtime::worker_pool::backend_factory{}, 2);
             res.backend_s = since_start() - t_backend;
             res.setup_s = since_start();
             made.set_value(pool.get());
@@ -79,6 +85,7 @@ replay_result run_replay(const replay_options& opt)
             res.first_packet_utc_ns = out.packets.front().utc_ns;
         }
         if (records) records->add(out);
+        if (llrs) llrs->add(out);
     };
     // Absolute time from the recording's core:datetime (each capture's); raw files have none.
     const auto anchors = io::recording_anchors(info.meta, res.warnings);
@@ -100,6 +107,11 @@ replay_result run_replay(const replay_options& opt)
     if (records) {
         records->close();
         res.record_rows = records->rows();
+    }
+    if (llrs) {
+        llrs->close();
+        for (const auto& f : llrs->paths()) res.llr_files.push_back(f.string());
+        res.llr_packets = llrs->packets();
     }
     res.elapsed_s = since_start();
     const double duration_s = static_cast<double>(res.summary.samples) / info.sample_rate_hz;
@@ -156,6 +168,10 @@ void print_table(const replay_result& r, std::ostream& os)
                       static_cast<unsigned long long>(p.bit_errors), p.ber,
                       p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK");
         os << line;
+    }
+    if (!r.llr_files.empty()) {
+        os << "\n  LLRs of " << r.llr_packets << " packets (" << llr_record_bytes << " bytes each) in " << r.llr_files.front()
+           << " .. " << r.llr_files.back() << "\n";
     }
     const auto& t = s.timing;
     os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(1) << r.realtime_factor
@@ -214,6 +230,9 @@ nlohmann::json to_json(const replay_result& r)
             {"max_zf_condition", s.max_zf_condition},
             {"packets_ill_conditioned", s.packets_ill_conditioned},
             {"paths", paths},
+            {"llr_files", r.llr_files},
+            {"llr_packets", r.llr_packets},
+            {"llr_steps_per_nat", dsp::llr_steps_per_nat},
             {"elapsed_s", r.elapsed_s},
             {"realtime_factor", r.realtime_factor},
             {"timing",

@@ -33,6 +33,8 @@ struct replay_options {
     std::vector<int> gpus;
     runtime::solver_kind solver = runtime::solver_kind::levinson;  ///< ZF/MMSE solver of the cuda backend
     records_config records;       ///< per-packet CSV records (base empty: none)
+    /// --llr-out: the trellis's LLRs to BASE-<stream>.llr (daemon/llr_writer.hpp; empty: none).
+    std::filesystem::path llr_base;
     /// --bit-rate: the link's bit rate. Unset: the recording's paq:bit_rate_hz (paq-sim and
     /// paqd recordings carry it), else receiver.bit_rate_hz.
     std::optional<double> bit_rate_hz;
@@ -56,6 +58,8 @@ struct replay_result {
     std::int64_t first_packet_utc_ns = dsp::unknown_utc_ns;
     bool has_time = false;  ///< the recording carries absolute time (a core:datetime)
     std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
+    std::vector<std::string> llr_files; ///< --llr-out's files (empty: none)
+    std::uint64_t llr_packets = 0;      ///< packets written to each of them
     /// Wall clock of the whole replay, opening the file and making the backend included.
     double elapsed_s = 0.0;
     /// Seconds of recording per second of wall clock (recording duration / elapsed_s).

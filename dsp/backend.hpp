@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace paq::dsp {
@@ -30,6 +31,15 @@ public:
         return out;
     }
     [[nodiscard]] virtual std::string name() const = 0;
+
+    /// Soft output (issue 14): with it on, process() also leaves the trellis's LLR of every
+    /// data bit in batch_output::llrs, when the trellis runs (receiver.detector trellis or
+    /// both); off (the default), llrs stays empty and nothing is spent on it. A backend
+    /// without it throws std::runtime_error when asked to turn it on.
+    virtual void set_soft_output(bool on)
+    {
+        if (on) throw std::runtime_error(name() + " backend: no soft output (LLRs)");
+    }
 
     /// Host memory the caller will hand to process() again and again (the windows of a pool
     /// that the batcher fills in place): a backend that uploads from the host may page-lock

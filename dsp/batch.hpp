@@ -156,6 +156,18 @@ struct packet_record {
     float dc_dbc = -300.0f;
 };
 
+/// Soft output (issue 14): a trellis LLR, log P(bit 1) / P(bit 0) in nats (positive: the bit
+/// the bitstream carries is 1), as a signed byte of llr_steps_per_nat steps per nat, rounded
+/// half away from zero and saturated at +-127 (+-31.75 nats); 0 carries no information (and a
+/// NaN is 0). The CUDA backend quantizes with the same float arithmetic.
+inline constexpr float llr_steps_per_nat = 4.0f;
+[[nodiscard]] inline std::int8_t quantize_llr(float llr) noexcept
+{
+    const float q = std::round(llr * llr_steps_per_nat);
+    if (std::isnan(q)) return 0;
+    return static_cast<std::int8_t>(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
+}
+
 struct batch_output {
     std::uint64_t batch_index = 0;
     /// Output streams per packet: 6 (the paths), or 12 with receiver.detector both (streams
@@ -165,6 +177,10 @@ struct batch_output {
     std::vector<std::uint8_t> bits;             ///< [packet][stream][768 bytes], MSB first
     std::uint64_t truncated_packets = 0;        ///< preambles whose packet a gap or the end cut
     std::uint64_t nonfinite_samples = 0;        ///< in the owned range's packets
+    /// With soft output on (batch_processor::set_soft_output) and the trellis running: the
+    /// trellis's LLR of every data bit, [packet][path][6144] (quantize_llr; the bits' order,
+    /// path the six paths none .. fde2). Empty otherwise.
+    std::vector<std::int8_t> llrs;
 
     /// Empty again for batch `index` with `streams_per_packet` streams, the vectors' capacity
     /// kept (a backend's process() starts so).
@@ -174,6 +190,7 @@ struct batch_output {
         streams = streams_per_packet;
         packets.clear();
         bits.clear();
+        llrs.clear();
         truncated_packets = 0;
         nonfinite_samples = 0;
     }
@@ -184,6 +201,13 @@ struct batch_output {
     [[nodiscard]] const std::uint8_t* packet_bits(std::size_t packet, int stream) const noexcept
     {
         return bits.data() + (packet * static_cast<std::size_t>(streams) + static_cast<std::size_t>(stream)) * packed_data_bytes;
+    }
+
+    /// The trellis's LLRs of `packet`'s path `path` (0 .. 5): waveform::data_bits bytes; only
+    /// when llrs is not empty.
+    [[nodiscard]] const std::int8_t* packet_llrs(std::size_t packet, int path) const noexcept
+    {
+        return llrs.data() + (packet * chain::num_paths + static_cast<std::size_t>(path)) * waveform::data_bits;
     }
 };
 

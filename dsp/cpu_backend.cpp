@@ -57,6 +57,7 @@ struct cpu_backend::impl {
     std::vector<double> metric;                   ///< preamble metric of the current batch
     sample_batch widened;                         ///< a ci16 batch as cf32 (process())
     int threads;
+    bool soft_output = false;                     ///< keep the trellis's LLRs (set_soft_output)
     input_geometry geom;                          ///< the input's rate against 2 samples per bit
     resampler_design clock_design;                ///< ratio-1 table for re-timing packets
 
@@ -88,8 +89,10 @@ struct cpu_backend::impl {
     /// The chain on a window at 2 samples per bit.
     void process_chain(const sample_batch& batch, batch_output& out);
 
+    /// llr_out: null, or the packet's six trellis LLR blocks (6 x 6144, batch_output::llrs).
     void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
-                workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false) const
+                workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false,
+                std::int8_t* llr_out = nullptr) const
     {
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
@@ -191,6 +194,10 @@ struct cpu_backend::impl {
             filter_path(w.r_spec, w.c_spec, trellis_lp, inv, w.eq);
             rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace, w.trace.known_errors,
                                                   bits_out + ts * packed_data_bytes, w.trellis);
+            if (llr_out) {
+                std::int8_t* q = llr_out + static_cast<std::size_t>(p) * waveform::data_bits;
+                for (std::size_t i = 0; i < waveform::data_bits; ++i) q[i] = quantize_llr(w.trellis.llr[waveform::known_bits + i]);
+            }
         }
     }
 };
@@ -207,6 +214,8 @@ cpu_backend::cpu_backend(const receiver_config& cfg)
 }
 
 cpu_backend::~cpu_backend() = default;
+
+void cpu_backend::set_soft_output(bool on) { impl_->soft_output = on; }
 
 void cpu_backend::process_packet(const cf32* window, std::size_t window_len, long long start, packet_record& rec,
                                  std::uint8_t* bits_out)
@@ -249,13 +258,15 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
     const auto steps = clock_steps(batch, metric, found, t.template_offset, cfg, ppm);
     out.packets.resize(np);
     out.bits.assign(np * out.packet_bytes(), 0);
+    const bool soft = soft_output && cfg.trellis_on();
+    if (soft) out.llrs.assign(np * num_paths * waveform::data_bits, 0);
     const int nthreads = threads;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads)
     for (std::size_t i = 0; i < np; ++i) {
         auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
         packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
-               found.moved_periods[i] != 0);
+               found.moved_periods[i] != 0, soft ? out.llrs.data() + i * num_paths * waveform::data_bits : nullptr);
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];

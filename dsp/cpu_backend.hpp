@@ -18,6 +18,7 @@ public:
     using batch_processor::process;
     void process(const sample_batch& batch, batch_output& out) override;
     [[nodiscard]] std::string name() const override { return "cpu"; }
+    void set_soft_output(bool on) override;
 
     /// One packet whose start is at window index `start` (may be near the window's edges:
     /// samples outside are read as zero). bits_out: the packet's streams, receiver_config::streams()

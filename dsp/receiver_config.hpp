@@ -82,7 +82,7 @@ struct receiver_config {
     /// (dsp::detect_packet_smoothed: a data-aided Kalman smoother over each packet, started by
     /// a forward PLL of its own bandwidth, dsp::smoother::bootstrap_bn_t; pll_bn_t is then not
     /// used): for links with oscillator phase noise (docs/SIGNAL-CHAIN.md, "Phase noise").
-    /// About 10% fewer errors without phase noise; the GPU's detector stage goes from 1 to 18 ms
+    /// About 10% fewer errors without phase noise; the GPU's detector stage goes from 1 to 8 ms
     /// per default batch.
     int phase_smoother = 0;
     /// How the bits are decided (issue 14; docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the

@@ -217,6 +217,18 @@ struct chain_part {
     /// Front-end correction (receiver_config::front_end_correction): each slot's moments.
     device_buffer<double> iq_sums;
     pinned_buffer<double> iq_sums_host;
+    /// Soft output (set_soft_output, with the trellis): every slot's six LLR blocks of 6144
+    /// bytes, on the device and back (empty while off).
+    device_buffer<std::int8_t> llr_q;
+    pinned_buffer<std::int8_t> llr_host;
+    [[nodiscard]] bool soft() const noexcept { return trellis && llr_q.size() > 0; }
+    void set_soft_output(bool on)
+    {
+        const std::size_t n = on && trellis ? max_packets * num_paths * waveform::data_bits : 0;
+        if (n == llr_q.size()) return;
+        llr_q = device_buffer<std::int8_t>(n);
+        llr_host = pinned_buffer<std::int8_t>(n);
+    }
     event located;  ///< after the starts and M around the peaks are back (clock tracking)
     std::array<event, stage_count_events> ev;
     std::array<cuda_backend::stage, stage_count_events> ev_stage{};  ///< the stage that ends at each event
@@ -489,6 +501,12 @@ host_pin::~host_pin()
     if (p_) PAQ_CUDA_CHECK_NOTHROW(cudaHostUnregister(p_));
 }
 
+void cuda_backend::set_soft_output(bool on)
+{
+    PAQ_CUDA_CHECK(cudaSetDevice(impl_->device));
+    for (auto& part : impl_->parts) part->set_soft_output(on);
+}
+
 std::shared_ptr<void> cuda_backend::pin_host_memory(const void* data, std::size_t bytes)
 {
     if (data == nullptr || bytes == 0) return nullptr;
@@ -637,6 +655,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     const std::size_t len = batch.size();
     if (len < dsp::detector_span) {
         out.bits.clear();
+        out.llrs.clear();
         return;
     }
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
@@ -706,6 +725,8 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     // is about 17 MB of fresh memory; faulting it in took 3 ms at the end before).
     out.packets.resize(capacity);
     out.bits.resize(capacity * out.packet_bytes());
+    const bool soft = !m.parts.empty() && m.parts.front()->soft();
+    out.llrs.resize(soft ? capacity * num_paths * waveform::data_bits : 0);
     double records_ms = 0.0;
     std::size_t filled = 0;
     {
@@ -714,6 +735,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     }
     out.packets.resize(filled);
     out.bits.resize(filled * out.packet_bytes());
+    if (soft) out.llrs.resize(filled * num_paths * waveform::data_bits);
 
     if (timed && n_active > 0) {
         m.last.parts = static_cast<int>(n_active);
@@ -859,6 +881,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
         // Detected with the symbol-by-symbol detector's phase, its table fitted on that
         // detector's bits.
         m.trellis->detect_device(np * num_paths, m.det.device_theta(), m.det.device_bits(), m.det.device_stats(), s);
+        if (m.soft()) m.trellis->quantize_llrs(np * num_paths, m.llr_q.data(), s);
         stage_done(cuda_backend::stage::trellis);
     }
 
@@ -886,6 +909,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
             back(m.stats_host.data() + d * n_stats, m.trellis->device_stats(), n_stats * sizeof(dsp::path_stats));
         }
     }
+    if (m.soft()) back(m.llr_host.data(), m.llr_q.data(), np * num_paths * waveform::data_bits);
     back(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32));
     back(m.cfo_host.data(), d.cfo, np * sizeof(double));
     back(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
@@ -926,6 +950,10 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         for (std::size_t d = 0; d < detectors; ++d) {
             std::memcpy(out.bits.data() + ((first_packet + p) * detectors + d) * path_block, m.bits_host.data() + (d * m.max_packets + p) * path_block,
                         path_block);
+        }
+        if (m.soft()) {
+            constexpr std::size_t llr_block = num_paths * waveform::data_bits;
+            std::memcpy(out.llrs.data() + (first_packet + p) * llr_block, m.llr_host.data() + p * llr_block, llr_block);
         }
         auto& rec = out.packets[first_packet + p];
         // Resampling: the start as an input sample index (dsp::input_index, as the CPU's).

@@ -65,6 +65,10 @@ public:
     using dsp::batch_processor::process;
     void process(const dsp::sample_batch& batch, dsp::batch_output& out) override;
     [[nodiscard]] std::string name() const override { return "cuda"; }
+    /// Soft output: with the trellis, each part keeps 6 x 6144 LLR bytes per packet slot on the
+    /// device and page-locked on the host (about 115 MB each for a default batch) and copies
+    /// them back with the bits.
+    void set_soft_output(bool on) override;
     /// A host_pin of the range (page-locked for every device); nullptr when the system refuses
     /// (the memlock limit): uploads from the range then go through pageable copies.
     [[nodiscard]] std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override;

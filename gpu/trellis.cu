@@ -13,6 +13,7 @@
 
 #include <math_constants.h>
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -413,6 +414,19 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     }
 }
 
+/// Soft output: stream s's data-bit LLRs as dsp::quantize_llr gives them (the same float
+/// arithmetic: a multiply by a power of two, roundf, the clamps), out[s * 6144 + i].
+__global__ void quantize_llrs_kernel(const float* __restrict__ llr, std::size_t total, std::int8_t* __restrict__ out)
+{
+    constexpr std::size_t nd = waveform::data_bits;
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < total;
+         i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const std::size_t s = i / nd, b = i % nd;
+        const float q = roundf(llr[s * n_bits + n_known + b] * dsp::llr_steps_per_nat);
+        out[i] = isnan(q) ? std::int8_t{0} : static_cast<std::int8_t>(q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q);
+    }
+}
+
 }  // namespace
 
 stream_trellis::stream_trellis(std::size_t max_streams)
@@ -444,6 +458,18 @@ void stream_trellis::detect_device(std::size_t streams, const float* theta, cons
     // Two streams a warp: with an odd count the last warp's second half runs the stand-in.
     trellis_kernel<<<static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block), 32 * warps, 0, s>>>(
         x_.data(), theta, static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void stream_trellis::quantize_llrs(std::size_t streams, std::int8_t* out, cudaStream_t s) const
+{
+    if (streams > max_streams_) {
+        throw std::invalid_argument("stream_trellis: " + std::to_string(streams) + " streams, made for " + std::to_string(max_streams_));
+    }
+    if (streams == 0) return;
+    const std::size_t total = streams * waveform::data_bits;
+    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((total + 255) / 256, 4096));
+    quantize_llrs_kernel<<<blocks, 256, 0, s>>>(llr_.data(), total, out);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -48,6 +48,10 @@ public:
     void detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats,
                        cudaStream_t s);
 
+    /// Soft output: the last detect_device()'s data-bit LLRs, quantized as dsp::quantize_llr
+    /// does, to out (device memory, streams x 6144 bytes, stream by stream), on `s`.
+    void quantize_llrs(std::size_t streams, std::int8_t* out, cudaStream_t s) const;
+
 private:
     std::size_t max_streams_;
     device_buffer<float2> x_;

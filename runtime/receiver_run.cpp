@@ -31,6 +31,7 @@ public:
     using dsp::batch_processor::process;
     void process(const dsp::sample_batch& batch, dsp::batch_output& out) override { b_.process(batch, out); }
     [[nodiscard]] std::string name() const override { return b_.name(); }
+    void set_soft_output(bool on) override { b_.set_soft_output(on); }
     [[nodiscard]] std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
     {
         return b_.pin_host_memory(data, bytes);

@@ -4,6 +4,7 @@
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
+#include "daemon/llr_writer.hpp"
 #include "daemon/counters.hpp"
 #include "daemon/pipeline.hpp"
 #include "daemon/replay.hpp"
@@ -1192,6 +1193,77 @@ TEST(time, packets_get_the_utc_of_their_first_sample_across_gaps_at_25_msps)
     for (int k = 0; k < 4; ++k) EXPECT_GE(seen[k], 5u) << "segment " << k + 1 << " must hold packets";
     EXPECT_EQ(live.stats.first_packet_utc_ns, live.published.front().packets.front().utc_ns);
     EXPECT_NE(live.stats.first_packet_utc_ns, dsp::unknown_utc_ns);
+}
+
+// paqd replay --llr-out (issue 14): a file per trellis stream, one record per packet (its
+// start sample, 8 bytes little-endian, then 6144 signed LLR bytes), the starts those of the
+// packet records; refused without the trellis.
+TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
+{
+    dsp::sim_config sc;
+    sc.preset = "two-ray";
+    sc.ebn0_db = 11.0;
+    sc.seed = 6607;
+    sc.sample_rate_hz = 24e6;
+    const auto sim = test::simulate(sc, 30);
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-llr-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = sc.sample_rate_hz;
+    {
+        auto w = io::sample_file_writer::create_sigmf(dir / "rec", meta);
+        w.write(sim.samples);
+        w.close();
+    }
+    daemon::replay_options ro;
+    ro.file = dir / "rec.sigmf-meta";
+    ro.receiver = test::small_batches();
+    ro.receiver.cpu_threads = 1;
+    ro.receiver.detector = dsp::detector_kind::trellis;
+    ro.backend = config::backend_kind::cpu;
+    ro.records.base = dir / "rec";
+    ro.llr_base = dir / "soft";
+    const auto rr = daemon::run_replay(ro);
+    ASSERT_GT(rr.summary.packets_found, 20u);
+    EXPECT_EQ(rr.llr_packets, rr.summary.packets_found);
+    ASSERT_EQ(rr.llr_files.size(), 6u);
+    EXPECT_EQ(std::filesystem::path(rr.llr_files[0]).filename(), "soft-none.llr");
+    EXPECT_EQ(std::filesystem::path(rr.llr_files[5]).filename(), "soft-fde2.llr");
+    EXPECT_EQ(daemon::to_json(rr)["llr_packets"], rr.llr_packets);
+    // The packet records' starts, in order.
+    std::vector<std::uint64_t> starts;
+    {
+        std::ifstream csv(dir / "rec-packets.csv");
+        std::string row;
+        std::getline(csv, row);
+        while (std::getline(csv, row)) {
+            std::vector<std::string> f;
+            std::stringstream ss(row);
+            for (std::string v; std::getline(ss, v, ',');) f.push_back(v);
+            starts.push_back(std::stoull(f.at(4)));  // start_sample
+        }
+    }
+    ASSERT_EQ(starts.size(), rr.llr_packets);
+    for (const auto& name : rr.llr_files) {
+        EXPECT_EQ(std::filesystem::file_size(name), rr.llr_packets * daemon::llr_record_bytes) << name;
+        std::ifstream f(name, std::ios::binary);
+        std::vector<unsigned char> rec(daemon::llr_record_bytes);
+        std::size_t nonzero = 0;
+        for (std::size_t i = 0; i < starts.size(); ++i) {
+            ASSERT_TRUE(f.read(reinterpret_cast<char*>(rec.data()), static_cast<std::streamsize>(rec.size()))) << name;
+            std::uint64_t start = 0;
+            for (int b = 0; b < 8; ++b) start |= static_cast<std::uint64_t>(rec[static_cast<std::size_t>(b)]) << (8 * b);
+            EXPECT_EQ(start, starts[i]) << name << " packet " << i;
+            for (std::size_t k = 8; k < rec.size(); ++k) nonzero += rec[k] != 0;
+        }
+        EXPECT_GT(nonzero, starts.size() * waveform::data_bits * 99 / 100) << name;
+    }
+    // Without the trellis there are no LLRs to write: refused before anything runs.
+    ro.receiver.detector = dsp::detector_kind::sxs;
+    ro.llr_base = dir / "none";
+    EXPECT_THROW((void)daemon::run_replay(ro), std::invalid_argument);
+    EXPECT_FALSE(std::filesystem::exists(dir / "none-none.llr"));
+    std::filesystem::remove_all(dir);
 }
 
 // A SigMF recording with two captures, each with its own core:datetime (the second a jump: the

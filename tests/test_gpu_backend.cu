@@ -275,6 +275,62 @@ TEST_F(gpu_backend, trellis_matches_the_cpu)
     check(two_ray, 27e6, 0, "both detectors, two-ray 10.5 dB, 27 MS/s, -90 ppm, -18 dB", detector_kind::both);
 }
 
+TEST_F(gpu_backend, soft_output_matches_the_cpu)
+{
+    // Issue 14: the trellis's LLRs (batch_output::llrs, 4 steps per nat) on both backends, with
+    // detector both, edwards3 12 dB at 25 MS/s, +60 ppm, and 3 parts on the GPU. The GPU's
+    // metrics are float, the CPU's double: a quantized LLR may differ by a step; a sign only
+    // where the bits differ. Each backend's LLR signs are its own trellis bits.
+    auto sc = rate_signal(25e6, 60.0, 1251);
+    const auto sim = test::simulate(sc, samples_for(60, 25e6));
+    receiver_config rc;
+    rc.batch_samples = 400'000;
+    rc.detector = detector_kind::both;
+    rc.input_sample_rate_hz = 25e6;
+    cpu_backend cpu(rc);
+    gpu::cuda_backend gpu_be(rc, 0, "levinson", 3);
+    cpu.set_soft_output(true);
+    gpu_be.set_soft_output(true);
+    const auto geom = make_input_geometry(rc);
+    batcher bt(rc.batch_samples, geom.guard_before, geom.guard_after);
+    bt.push(sim.samples);
+    bt.finish();
+    std::size_t packets = 0, equal = 0, one_step = 0, more = 0, sign_flips = 0, bit_diff = 0, own_sign = 0;
+    while (auto b = bt.pop()) {
+        const auto a = cpu.process(*b);
+        const auto g = gpu_be.process(*b);
+        ASSERT_EQ(a.packets.size(), g.packets.size());
+        ASSERT_EQ(a.llrs.size(), a.packets.size() * chain::num_paths * waveform::data_bits);
+        ASSERT_EQ(g.llrs.size(), a.llrs.size());
+        for (std::size_t p = 0; p < a.packets.size(); ++p) {
+            for (int path = 0; path < chain::num_paths; ++path) {
+                const std::int8_t* x = a.packet_llrs(p, path);
+                const std::int8_t* y = g.packet_llrs(p, path);
+                const std::uint8_t* gb = g.packet_bits(p, path + chain::num_paths);
+                const std::uint8_t* cb = a.packet_bits(p, path + chain::num_paths);
+                for (std::size_t k = 0; k < waveform::data_bits; ++k) {
+                    const int d = std::abs(static_cast<int>(x[k]) - static_cast<int>(y[k]));
+                    (d == 0 ? equal : d == 1 ? one_step : more) += 1;
+                    sign_flips += (x[k] > 0 && y[k] < 0) || (x[k] < 0 && y[k] > 0);
+                    const int gbit = (gb[k / 8] >> (7 - k % 8)) & 1, cbit = (cb[k / 8] >> (7 - k % 8)) & 1;
+                    bit_diff += gbit != cbit;
+                    own_sign += y[k] != 0 && ((y[k] > 0) != (gbit == 1));
+                }
+            }
+        }
+        packets += a.packets.size();
+    }
+    const std::size_t n = equal + one_step + more;
+    std::printf("soft output, edwards3 12 dB, 25 MS/s, +60 ppm, 3 parts: %zu packets, %zu LLRs: equal %zu, one step apart %zu, "
+                "more %zu, opposite signs %zu; trellis bits differing %zu; GPU LLR signs against its own bits: %zu disagree\n",
+                packets, n, equal, one_step, more, sign_flips, bit_diff, own_sign);
+    EXPECT_GE(packets, 50u);
+    EXPECT_EQ(own_sign, 0u);
+    EXPECT_LE(sign_flips, bit_diff);
+    EXPECT_LE(more, n / 10'000);
+    EXPECT_GE(equal, n * 99 / 100);
+}
+
 TEST_F(gpu_backend, clock_offset_at_0_ppm_and_tracking_off_change_nothing)
 {
     // 0 ppm: the estimates stay below clock_min_ppm, nothing is re-timed, and the bits are
