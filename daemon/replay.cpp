@@ -174,7 +174,9 @@ void print_table(const replay_result& r, std::ostream& os)
            << " .. " << r.llr_files.back() << "\n";
     }
     const auto& t = s.timing;
-    os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(1) << r.realtime_factor
+    // Slower than real time (the CPU backend), two decimals: 0.03x, not 0.0x.
+    os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(r.realtime_factor < 1.0 ? 2 : 1)
+       << r.realtime_factor
        << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
        << " s, read meanwhile: the reader waited " << t.pool_wait_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
