@@ -17,7 +17,7 @@ void llr_writer::file_closer::operator()(std::FILE* f) const noexcept
 llr_writer::llr_writer(const std::filesystem::path& base, dsp::detector_kind detector) : record_(llr_record_bytes)
 {
     if (detector == dsp::detector_kind::sxs) {
-        throw std::invalid_argument("--llr-out: the LLRs are the trellis's; use --detector trellis or both (receiver.detector)");
+        throw std::invalid_argument(llr_needs_trellis);
     }
     const int first = detector == dsp::detector_kind::both ? dsp::chain::num_paths : 0;
     for (int p = 0; p < dsp::chain::num_paths; ++p) {

@@ -21,6 +21,9 @@ namespace paq::daemon {
 /// bit 1), in the order of the bits in the bitstream. Packets in the order of the run.
 inline constexpr std::size_t llr_record_bytes = 8 + waveform::data_bits;
 
+/// What `--llr-out` without the trellis is told (paqd exits 2 with it; llr_writer throws it).
+inline constexpr const char* llr_needs_trellis = "--llr-out: the LLRs are the trellis's; use --detector trellis or both (receiver.detector)";
+
 class llr_writer {
 public:
     /// Creates (truncates) the six files. Throws std::invalid_argument when the detector is

@@ -5,6 +5,7 @@
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
+#include "daemon/llr_writer.hpp"
 #include "daemon/logging.hpp"
 #include "daemon/replay.hpp"
 #include "runtime/backend_factory.hpp"
@@ -174,7 +175,7 @@ int main(int argc, char** argv)
             return 2;
         }
         if (!opt.llr_base.empty() && !opt.receiver.trellis_on()) {
-            spdlog::error("--llr-out: the LLRs are the trellis's; use --detector trellis or both (receiver.detector)");
+            spdlog::error("{}", daemon::llr_needs_trellis);
             return 2;
         }
         const auto res = daemon::run_replay(opt);

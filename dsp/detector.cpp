@@ -150,7 +150,7 @@ const filter_gains& gains(int l) noexcept
 }  // namespace smoother
 
 smoother_scratch::smoother_scratch()
-    : theta(phase_pairs), z(phase_pairs), f(phase_pairs), pf(phase_pairs), b(phase_pairs), pb(phase_pairs), a(waveform::packet_bits)
+    : theta(phase_pairs), z(phase_pairs), f(phase_pairs), b(phase_pairs), a(waveform::packet_bits)
 {
 }
 
@@ -203,13 +203,15 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         // b. The signal model: own axis g0 a_k, other axis c1 (a_{k-1} + a_{k+1}); bits 1 .. n - 2.
         std::array<double, smoother::chunks> own{}, s11{}, s1y{};
         for (std::size_t c = 0; c < smoother::chunks; ++c) {
-            for (std::size_t k = 2 * c; k < n; k += (k % 2 == 0 ? 1 : 2 * smoother::chunks - 1)) {  // chunk c's pairs' bits
-                if (k < 1 || k > n - 2) continue;
-                const cf64 y = rotated(k);
-                const double m1 = a[k - 1] + a[k + 1];
-                own[c] += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
-                s1y[c] += (k % 2 == 0 ? y.imag() : y.real()) * m1;
-                s11[c] += m1 * m1;
+            for (std::size_t j = c; j < np2; j += smoother::chunks) {
+                for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
+                    if (k < 1 || k > n - 2) continue;
+                    const cf64 y = rotated(k);
+                    const double m1 = a[k - 1] + a[k + 1];
+                    own[c] += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
+                    s1y[c] += (k % 2 == 0 ? y.imag() : y.real()) * m1;
+                    s11[c] += m1 * m1;
+                }
             }
         }
         const double own_sum = fold_chunks(own), s11_sum = fold_chunks(s11), s1y_sum = fold_chunks(s1y);
@@ -263,38 +265,32 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         }
         const double lam = smoother::lambdas[best];
         // f. Kalman filters forward and backward (variances in units of the observation noise;
-        // their gains depend on lambda and the step alone: smoother::filter_gains).
-        {
-            const smoother::filter_gains& fg = smoother::gains(best);
-            double xf = zd(0);
-            sc.f[0] = static_cast<float>(xf);
-            sc.pf[0] = fg.p[0];
-            for (std::size_t j = 1; j < np2; ++j) {
-                xf += fg.k[j] * (zd(j) - xf);
-                sc.f[j] = static_cast<float>(xf);
-                sc.pf[j] = fg.p[j];
-            }
-            double xb = zd(np2 - 1);
-            sc.b[np2 - 1] = static_cast<float>(xb);
-            sc.pb[np2 - 1] = fg.p[0];
-            for (std::size_t j = np2 - 1; j-- > 0;) {
-                const std::size_t i = np2 - 1 - j;  // steps from the end
-                xb += fg.k[i] * (zd(j) - xb);
-                sc.b[j] = static_cast<float>(xb);
-                sc.pb[j] = fg.p[i];
-            }
+        // gains and variances depend on lambda and the step alone: smoother::filter_gains, step i
+        // of the forward filter at pair i, of the backward one at pair np2 - 1 - i).
+        const smoother::filter_gains& fg = smoother::gains(best);
+        double xf = zd(0);
+        sc.f[0] = static_cast<float>(xf);
+        for (std::size_t j = 1; j < np2; ++j) {
+            xf += fg.k[j] * (zd(j) - xf);
+            sc.f[j] = static_cast<float>(xf);
+        }
+        double xb = zd(np2 - 1);
+        sc.b[np2 - 1] = static_cast<float>(xb);
+        for (std::size_t j = np2 - 1; j-- > 0;) {
+            xb += fg.k[np2 - 1 - j] * (zd(j) - xb);
+            sc.b[j] = static_cast<float>(xb);
         }
         constexpr std::size_t gap = smoother::exclusion + 1;
         const double drift = gap * lam;
         for (std::size_t j = 0; j < np2; ++j) {
             double num = 0.0, den = 0.0;
             if (j >= gap) {
-                const double w = 1.0 / (static_cast<double>(sc.pf[j - gap]) + drift);
+                const double w = 1.0 / (static_cast<double>(fg.p[j - gap]) + drift);
                 num += w * sc.f[j - gap];
                 den += w;
             }
             if (j + gap < np2) {
-                const double w = 1.0 / (static_cast<double>(sc.pb[j + gap]) + drift);
+                const double w = 1.0 / (static_cast<double>(fg.p[np2 - 1 - (j + gap)]) + drift);
                 num += w * sc.b[j + gap];
                 den += w;
             }
@@ -305,15 +301,17 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
     // 3. The data decisions.
     std::array<double, smoother::chunks> psum{}, psum2{};
     for (std::size_t ch = 0; ch < smoother::chunks; ++ch) {
-        for (std::size_t k = 2 * ch; k < n; k += (k % 2 == 0 ? 1 : 2 * smoother::chunks - 1)) {  // chunk ch's pairs' bits
-            if (k < nk) continue;
-            const cf64 y = rotated(k);
-            const double c = k % 2 == 0 ? y.real() : y.imag();
-            const std::size_t i = k - nk;
-            if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
-            if (trace) trace->bits[k] = c >= 0.0 ? 1 : -1;
-            psum[ch] += std::abs(c);
-            psum2[ch] += c * c;
+        for (std::size_t j = ch; j < np2; j += smoother::chunks) {
+            for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
+                if (k < nk) continue;
+                const cf64 y = rotated(k);
+                const double c = k % 2 == 0 ? y.real() : y.imag();
+                const std::size_t i = k - nk;
+                if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));
+                if (trace) trace->bits[k] = c >= 0.0 ? 1 : -1;
+                psum[ch] += std::abs(c);
+                psum2[ch] += c * c;
+            }
         }
     }
     const double sum = fold_chunks(psum), sum2 = fold_chunks(psum2);

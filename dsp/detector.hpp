@@ -81,7 +81,7 @@ struct filter_gains {
 /// Working memory of detect_packet_smoothed, allocated once per worker.
 struct smoother_scratch {
     smoother_scratch();
-    std::vector<float> theta, z, f, pf, b, pb;  ///< per pair
+    std::vector<float> theta, z, f, b;  ///< per pair
     std::vector<std::int8_t> a;                 ///< per bit: +-1
 };
 
