@@ -22,10 +22,16 @@
 //                     12; the batch then carries IQ 2 dB / 10 deg and DC -15 dBc): its cost is
 //                     inside the stage `estimates`
 //
-//   --phase-smoother  the phase smoother (receiver.phase_smoother; the batch then carries a
-//                     1 kHz Wiener phase): its cost is in `detector`
+//   --phase-smoother  the phase smoother on every packet (receiver.phase_smoother 1; the batch
+//                     then carries a 1 kHz Wiener phase): its cost is in `detector`
+//   --phase-noise HZ  the batch carries a Wiener phase of this linewidth; with the default
+//                     receiver.phase_smoother (-1, auto) the packets whose PLL phase wanders
+//                     are detected again by the smoother (all of them from about 100 Hz)
+//   --pll-only        receiver.phase_smoother 0: the PLL alone (the gate's cost is the
+//                     default run's `detector` against this one's)
 //
-//   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction] [--phase-smoother]
+//   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]
+//             [--phase-smoother | --phase-noise HZ | --pll-only] [--trellis | --both-detectors]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/input_stage.hpp"
@@ -137,7 +143,8 @@ int main(int argc, char** argv)
     std::string json_path;
     int n_gpus = 0;
     double input_rate_hz = 0.0, clock_ppm = 0.0;
-    bool estimators = false, smoother = false, trellis = false, both = false;
+    bool estimators = false, smoother = false, trellis = false, both = false, pll_only = false;
+    double phase_noise_hz = 0.0;
     CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
     cli::conventions(app, "paq-bench",
                      "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
@@ -147,7 +154,11 @@ int main(int argc, char** argv)
     app.add_option("--input-rate", input_rate_hz, "Input sample rate in Hz (0: 2 samples per bit)")->check(CLI::Range(0.0, 1e9));
     app.add_option("--clock-ppm", clock_ppm, "Transmitter clock offset in ppm");
     app.add_flag("--front-end-correction", estimators, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
-    app.add_flag("--phase-smoother", smoother, "Turn the phase smoother on (input with a 1 kHz Wiener linewidth)");
+    auto* smoother_flag = app.add_flag("--phase-smoother", smoother, "The phase smoother on every packet (input with a 1 kHz Wiener linewidth)");
+    app.add_option("--phase-noise", phase_noise_hz, "Input with a Wiener phase of this linewidth, Hz (the default receiver smooths the packets whose phase wanders)")
+        ->check(CLI::Range(0.0, 1e5))
+        ->excludes(smoother_flag);
+    app.add_flag("--pll-only", pll_only, "The PLL alone (receiver.phase_smoother 0)")->excludes(smoother_flag);
     app.add_flag("--trellis", trellis, "Detect with the trellis (receiver.detector trellis) instead of symbol by symbol");
     app.add_flag("--both-detectors", both, "Detect both ways (receiver.detector both: twelve streams)")->excludes("--trellis");
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
@@ -179,6 +190,8 @@ int main(int argc, char** argv)
         rc.phase_smoother = 1;
         sc.phase_noise_linewidth_hz = 1000.0;
     }
+    if (phase_noise_hz > 0.0) sc.phase_noise_linewidth_hz = phase_noise_hz;
+    if (pll_only) rc.phase_smoother = 0;
     if (trellis) rc.detector = detector_kind::trellis;
     if (both) rc.detector = detector_kind::both;
     input_geometry geom;
@@ -337,6 +350,7 @@ int main(int argc, char** argv)
                      {"clock_tracking", rc.clock_tracking},
                      {"front_end_correction", rc.front_end_correction},
                      {"phase_smoother", rc.phase_smoother},
+                     {"phase_noise_linewidth_hz", sc.phase_noise_linewidth_hz},
                      {"detector", std::string(to_string(rc.detector))},
                      {"packets", packets},
                      {"window_bytes", window_bytes},
@@ -372,9 +386,10 @@ int main(int argc, char** argv)
     j["end_to_end_ms_median_by_parts"] = sweep;
 
     std::printf("| what | value |\n|---|---|\n");
-    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, phase smoother %s, detector %s |\n",
-                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", estimators ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off", smoother ? "on (1 kHz Wiener)" : "off",
-                std::string(to_string(rc.detector)).c_str());
+    const char* smoother_text = rc.phase_smoother == 1 ? "on every packet" : rc.phase_smoother == 0 ? "off (the PLL alone)" : "auto";
+    std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, Wiener phase %.0f Hz, phase smoother %s, detector %s |\n",
+                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", estimators ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off",
+                sc.phase_noise_linewidth_hz, smoother_text, std::string(to_string(rc.detector)).c_str());
     std::printf("| packets in the batch | %zu |\n", packets);
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
     std::printf("| real-time factor (%.1f ms / time) | %.1fx |\n", batch_ms, batch_ms / gpu_ms);

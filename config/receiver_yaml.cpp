@@ -60,14 +60,16 @@ const section<dsp::receiver_config>& receiver_schema()
                            "(SIGNAL-CHAIN.md, \"Front-end correction\"); auto: on for the `iio`, `vita49`, `udp` and "
                            "`tcp` sources, off for `file`. paqd logs the effective value at start; `paqd replay "
                            "--front-end-correction on|off` overrides it (auto is off for a recording)"}),
-            number<C>("phase_smoother", at(&C::phase_smoother), one_of({{0, "the PLL alone"}, {1, "the phase smoother"}}),
-                      {"", "1: the phase smoother decides the bits (SIGNAL-CHAIN.md, \"Phase noise\"): a data-aided "
-                           "Kalman smoother over each packet that chooses its bandwidth from the packet itself, for "
-                           "links with oscillator phase noise (AWGN 11 dB, 1 kHz Wiener: 1.9-2.4x the clean BER "
-                           "instead of 190-240x with cycle slips; about 10% fewer errors without phase noise). "
-                           "`pll_bn_t` is not used with it. Costs the GPU backend about 7.5 ms per default batch on an "
-                           "H100 (21.8 ms, 87x real time, instead of 14.4 ms, 133x; PERFORMANCE.md, sixteenth "
-                           "session)"}),
+            number<C>("phase_smoother", at(&C::phase_smoother),
+                      one_of({{-1, "auto"}, {0, "the PLL alone"}, {1, "the phase smoother on every packet"}}),
+                      {"", "the carrier phase the bits are decided at (SIGNAL-CHAIN.md, \"Phase noise\"). The phase "
+                           "smoother is a data-aided Kalman smoother over each packet that chooses its bandwidth from the "
+                           "packet itself, for links with oscillator phase noise (AWGN 11 dB, 1 kHz Wiener: 1.9-2.4x the "
+                           "clean BER instead of 190-240x with cycle slips; about 10% fewer errors without phase noise). "
+                           "-1 (auto): the PLL decides every packet and measures how far its phase wanders; a packet "
+                           "whose phase wanders more than thermal noise explains is decided again by the smoother and "
+                           "flagged (flag 64; `packets_phase_smoothed`). 1: the smoother on every packet (`pll_bn_t` "
+                           "is then not used), which costs the GPU backend about 7.5 ms per default batch on an H100"}),
             choice<C>("detector", at(&C::detector),
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
                                                       {"trellis", dsp::detector_kind::trellis},
@@ -77,7 +79,7 @@ const section<dsp::receiver_config>& receiver_schema()
                            "signal over five bits, fitted per packet), 2-2.5x fewer errors on AWGN, 3-14x fewer over "
                            "multipath. Both backends (the GPU's bits are the CPU's "
                            "but where two paths' metrics are within rounding); its carrier phase is the PLL's, or the phase "
-                           "smoother's with `phase_smoother: 1`; `both`, every path decided both ways: twelve "
+                           "smoother's where it decided the packet; `both`, every path decided both ways: twelve "
                            "streams, `none` .. `fde2` symbol by symbol and `none_trellis` .. `fde2_trellis` (records, "
                            "summaries, metrics, bitstreams 6 .. 11), for comparing the detectors side by side"}),
         };

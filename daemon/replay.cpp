@@ -148,6 +148,9 @@ void print_table(const replay_result& r, std::ostream& os)
     os << "  mean CFO " << std::setprecision(1) << s.mean_cfo_hz << " Hz, estimated Eb/N0 " << std::setprecision(2)
        << s.mean_ebn0_db << " dB, clock " << std::setprecision(1) << s.mean_clock_ppm << " ppm (" << s.packets_clock_corrected
        << " packets re-timed)\n";
+    if (s.packets_phase_smoothed) {
+        os << "  phase noise: " << s.packets_phase_smoothed << " packets detected by the phase smoother (their PLL phase wandered)\n";
+    }
     if (s.packets_front_end_estimated) {
         os << "  front end (estimated on " << s.packets_front_end_estimated << " packets, corrected on "
            << s.packets_front_end_corrected << "): IQ " << std::setprecision(2)
@@ -210,6 +213,7 @@ nlohmann::json to_json(const replay_result& r)
             {"resampled", r.resampled},
             {"mean_clock_ppm", s.mean_clock_ppm},
             {"packets_clock_corrected", s.packets_clock_corrected},
+            {"packets_phase_smoothed", s.packets_phase_smoothed},
             {"packets_front_end_estimated", s.packets_front_end_estimated},
             {"packets_front_end_corrected", s.packets_front_end_corrected},
             {"mean_iq_gain_db", s.mean_iq_gain_db},

@@ -17,6 +17,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -29,14 +30,18 @@ namespace {
 
 /// Per-thread scratch: everything one packet needs, allocated once.
 struct workspace {
-    explicit workspace(std::size_t n)
-        : seg(n), r_spec(n), h_spec(n), c_spec(n), out(n), t1(n), t2(n), v(waveform::packet_bits), eq(n)
+    explicit workspace(std::size_t n) : seg(n), r_spec(n), h_spec(n), out(n), t1(n), t2(n), eq(n)
     {
+        c_spec.reserve(paths);
+        for (std::size_t p = 0; p < paths; ++p) c_spec.emplace_back(n);
+        for (auto& x : v) x.resize(waveform::packet_bits);
     }
-    fft_buffer seg, r_spec, h_spec, c_spec, out, t1, t2;
-    std::vector<cf64> v;
-    smoother_scratch smooth;  ///< detect_packet_smoothed's working memory
-    sxs_trace trace;          ///< detect_packet's phase and bits, for the trellis
+    static constexpr std::size_t paths = chain::num_paths;
+    fft_buffer seg, r_spec, h_spec, out, t1, t2;
+    std::vector<fft_buffer> c_spec;                         ///< each path's equalizer spectrum (dsp/paths)
+    std::array<std::vector<cf64>, paths> v;                 ///< each path's decision samples
+    smoother_scratch smooth;                                ///< detect_packet_smoothed's working memory
+    std::array<sxs_trace, paths> trace;          ///< each path's detector phase and bits, for the trellis and the phase gate
     trellis_scratch trellis;  ///< detect_packet_trellis's working memory
     fft_buffer eq;            ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
@@ -168,34 +173,57 @@ struct cpu_backend::impl {
         const auto sp = fit_single_path(ce.h);
 
 
-        // The six paths (dsp/paths): R x C x H_NO, then the decision samples.
+        // The six paths (dsp/paths): R x C x H_NO, then the decision samples, detected by the
+        // PLL (or by the phase smoother alone with phase_smoother 1). Each path's equalizer
+        // spectrum, samples and trace are kept for the steps after.
         const packet_equalizers eq{c_zf, c_mmse, c_cma, sp, w.h_spec, ce.sigma2, t.psi.data()};
-        for (int p = 0; p < num_paths; ++p) {
-            path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec);
-            filter_path(w.r_spec, w.c_spec, hno_spec, inv, w.out);
+        const bool keep_trace = cfg.trellis_on() || cfg.phase_smoother_auto();
+        auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
+        for (std::size_t p = 0; p < workspace::paths; ++p) {
+            path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
+            filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
+            auto& v = w.v[p];
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
-                w.v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
+                v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
-            std::uint8_t* path_bits = bits_out + static_cast<std::size_t>(p) * packed_data_bytes;
-            auto& sxs_stats = rec.paths[static_cast<std::size_t>(p)];
-            if (!cfg.trellis_on()) {
-                sxs_stats = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth)
-                                               : detect_packet(w.v.data(), pll_acq, pll_track, path_bits);
-                continue;
+            if (cfg.phase_smoother_always()) {
+                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth,
+                                                      cfg.trellis_on() ? &w.trace[p] : nullptr);
+            } else if (keep_trace) {
+                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), w.trace[p]);
+            } else {
+                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p));
             }
-            // The trellis takes its carrier phase (and the bits its table is fitted from) from
-            // the symbol-by-symbol detector: the PLL's, or the phase smoother's. With `both`
-            // the symbol-by-symbol bits are stream p and the trellis's stream p + 6; with
-            // `trellis` the trellis's replace them.
-            sxs_stats = cfg.phase_smoother ? detect_packet_smoothed(w.v.data(), pll_acq, pll_boot, path_bits, w.smooth, &w.trace)
-                                           : detect_packet(w.v.data(), pll_acq, pll_track, path_bits, w.trace);
-            const bool both = cfg.detector == detector_kind::both;
-            const std::size_t ts = both ? static_cast<std::size_t>(p + num_paths) : static_cast<std::size_t>(p);
-            filter_path(w.r_spec, w.c_spec, trellis_lp, inv, w.eq);
-            rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace, w.trace.known_errors,
-                                                  bits_out + ts * packed_data_bytes, w.trellis);
+        }
+        // phase_smoother auto: where the PLL's phase wandered (dsp/phase_gate.hpp), every path
+        // again by the phase smoother, the packet flagged.
+        if (cfg.phase_smoother_auto()) {
+            double wander[workspace::paths], rho[workspace::paths];
+            for (std::size_t p = 0; p < workspace::paths; ++p) {
+                wander[p] = w.trace[p].wander;
+                rho[p] = w.trace[p].rho;
+            }
+            if (phase_gate::smoother_needed(wander, rho, static_cast<int>(workspace::paths))) {
+                rec.flags |= flag_phase_smoothed;
+                for (std::size_t p = 0; p < workspace::paths; ++p) {
+                    rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth,
+                                                          cfg.trellis_on() ? &w.trace[p] : nullptr);
+                }
+            }
+        }
+        if (!cfg.trellis_on()) return;
+        // The trellis takes its carrier phase (and the bits its table is fitted from) from the
+        // symbol-by-symbol detector that decided the path: the PLL, or the phase smoother. With
+        // `both` the symbol-by-symbol bits are stream p and the trellis's stream p + 6; with
+        // `trellis` the trellis's replace them.
+        const bool both = cfg.detector == detector_kind::both;
+        for (std::size_t p = 0; p < workspace::paths; ++p) {
+            const std::size_t ts = both ? p + workspace::paths : p;
+            filter_path(w.r_spec, w.c_spec[p], trellis_lp, inv, w.eq);
+            rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace[p], w.trace[p].known_errors,
+                                                  path_bits(ts), w.trellis);
             if (llr_out) {
-                std::int8_t* q = llr_out + static_cast<std::size_t>(p) * waveform::data_bits;
+                std::int8_t* q = llr_out + p * waveform::data_bits;
                 for (std::size_t i = 0; i < waveform::data_bits; ++i) q[i] = quantize_llr(w.trellis.llr[waveform::known_bits + i]);
             }
         }

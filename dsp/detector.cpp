@@ -87,8 +87,11 @@ path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gai
     double sum = 0.0, sum2 = 0.0;
     unsigned known_errors = 0;
     const double e_scale = error_scale(v);
+    phase_gate::wander_meter wander;
+    double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
     for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
         if (trace) trace->theta[k] = theta;  // the phase rot derotates by
+        if (k % 2 == 0 && k >= 2 * static_cast<std::size_t>(phase_gate::first_pair)) wander.add(theta + unwrapped);
         const cf64 y = v[k] * rot;
         const bool even = k % 2 == 0;
         const double comp = even ? y.real() : y.imag();
@@ -110,14 +113,20 @@ path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gai
             const pll_gains& g = k < nk ? acq : track;
             nu += g.k2 * e;
             theta += g.k1 * e + nu;
+            const double before_wrap = theta;
             theta = std::remainder(theta, 2.0 * std::numbers::pi);
+            unwrapped += before_wrap - theta;
             rot = std::polar(1.0, -theta);
         }
         if (trace) trace->bits[k] = a > 0.0 ? 1 : -1;
         y_prev = y;
         a_prev = a;
     }
-    if (trace) trace->known_errors = known_errors;
+    if (trace) {
+        trace->known_errors = known_errors;
+        trace->wander = wander.value();
+        trace->rho = phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits));
+    }
     return decision_stats(sum, sum2, known_errors);
 }
 

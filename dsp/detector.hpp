@@ -6,6 +6,7 @@
 #pragma once
 
 #include "dsp/batch.hpp"
+#include "dsp/phase_gate.hpp"
 #include "dsp/types.hpp"
 #include "dsp/waveform.hpp"
 
@@ -34,6 +35,9 @@ struct sxs_trace {
     std::vector<double> theta = std::vector<double>(waveform::packet_bits);
     std::vector<std::int8_t> bits = std::vector<std::int8_t>(waveform::packet_bits);
     unsigned known_errors = 0;
+    /// The loop's phase wander over the data and its decisions' rho (dsp/phase_gate.hpp; the
+    /// PLL's detect_packet only), for receiver.phase_smoother auto.
+    double wander = 0.0, rho = 0.0;
 };
 
 /// The same, leaving its trace.

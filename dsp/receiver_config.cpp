@@ -64,7 +64,9 @@ std::vector<std::string> receiver_config::validate() const
     }
     if (clock_tracking != 0 && clock_tracking != 1) e.push_back(bad("clock_tracking", clock_tracking, "0 (off) or 1 (on)"));
     if (!(clock_min_ppm >= 0.0 && clock_min_ppm <= 100.0)) e.push_back(bad("clock_min_ppm", clock_min_ppm, "0 .. 100"));
-    if (phase_smoother != 0 && phase_smoother != 1) e.push_back(bad("phase_smoother", phase_smoother, "0 (the PLL alone) or 1 (the phase smoother)"));
+    if (phase_smoother < -1 || phase_smoother > 1) {
+        e.push_back(bad("phase_smoother", phase_smoother, "-1 (auto: the smoother where the PLL's phase wanders), 0 (the PLL alone) or 1 (the phase smoother on every packet)"));
+    }
     if (detector != detector_kind::sxs && detector != detector_kind::trellis && detector != detector_kind::both) {
         e.push_back("detector: not sxs, trellis or both");
     }

@@ -78,17 +78,25 @@ struct receiver_config {
     /// vita49, udp, tcp) and off for files and replay (`paqd replay --front-end-correction`);
     /// a backend given -1 treats it as off.
     int front_end_correction = -1;
-    /// Carrier phase: 0 the PLL alone (dsp::detect_packet), 1 the phase smoother
-    /// (dsp::detect_packet_smoothed: a data-aided Kalman smoother over each packet, started by
-    /// a forward PLL of its own bandwidth, dsp::smoother::bootstrap_bn_t; pll_bn_t is then not
-    /// used): for links with oscillator phase noise (docs/SIGNAL-CHAIN.md, "Phase noise").
-    /// About 10% fewer errors without phase noise; the GPU's detector stage goes from 1 to 8 ms
-    /// per default batch.
-    int phase_smoother = 0;
+    /// Carrier phase: 0 the PLL alone (dsp::detect_packet), 1 the phase smoother on every
+    /// packet (dsp::detect_packet_smoothed: a data-aided Kalman smoother over each packet,
+    /// started by a forward PLL of its own bandwidth, dsp::smoother::bootstrap_bn_t; pll_bn_t is
+    /// then not used), -1 auto: the PLL on every packet, and the smoother again on the packets
+    /// whose PLL phase wanders more than thermal noise explains (dsp/phase_gate.hpp; the
+    /// packet is flagged flag_phase_smoothed). For links with oscillator phase noise
+    /// (docs/SIGNAL-CHAIN.md, "Phase noise"). The smoother makes about 10% fewer errors without
+    /// phase noise; on every packet it takes the GPU's detector stage from 1 to 8 ms per
+    /// default batch, which auto spends only where the phase wanders.
+    int phase_smoother = -1;
+
+    /// Whether packets are detected by the smoother after the PLL when its phase wanders.
+    [[nodiscard]] bool phase_smoother_auto() const noexcept { return phase_smoother == -1; }
+    /// Whether every packet is detected by the smoother alone.
+    [[nodiscard]] bool phase_smoother_always() const noexcept { return phase_smoother == 1; }
     /// How the bits are decided (issue 14; docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the
     /// symbol-by-symbol OQPSK detector (dsp::detect_packet), or trellis, sequence detection on
     /// the equalized signal (dsp::detect_packet_trellis, carrier phase from the PLL, or from
-    /// the phase smoother with phase_smoother 1), or both: every path decided both ways,
+    /// the phase smoother where it decided the packet), or both: every path decided both ways,
     /// twelve output streams (output_streams). Both backends (gpu/trellis.cu on the GPU).
     detector_kind detector = detector_kind::sxs;
 

@@ -69,6 +69,9 @@ struct run_summary {
     std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
     double mean_clock_ppm = 0.0;          ///< transmitter clock against the sample clock, mean over packets
     std::uint64_t packets_clock_corrected = 0;  ///< packets re-timed for the clock offset
+    /// Packets whose PLL phase wandered, detected by the phase smoother (flag_phase_smoothed:
+    /// receiver.phase_smoother auto).
+    std::uint64_t packets_phase_smoothed = 0;
     /// Front-end correction (receiver_config::front_end_correction): packets estimated, those
     /// corrected (above the gate), and the means of the estimates (IQ amplitude dB, phase deg;
     /// DC dBc as 10 log10 of the mean power ratio).

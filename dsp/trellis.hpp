@@ -20,8 +20,8 @@
 // decisions plus a log-likelihood ratio per bit, started in the state the known bits set.
 //
 // The carrier phase is the symbol-by-symbol detector's, bit by bit (its sxs_trace): the PLL's
-// (dsp::detect_packet), or the phase smoother's (dsp::detect_packet_smoothed) with
-// receiver.phase_smoother 1.
+// (dsp::detect_packet), or the phase smoother's (dsp::detect_packet_smoothed) where it
+// decided the packet (receiver.phase_smoother 1, or auto where the PLL's phase wandered).
 #pragma once
 
 #include "dsp/batch.hpp"

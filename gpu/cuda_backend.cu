@@ -170,6 +170,15 @@ __global__ void zf_fallback_kernel(const double* __restrict__ cond, const cuFloa
 
 }  // namespace
 
+namespace {
+/// Where the detector uses the phase smoother (receiver_config::phase_smoother).
+smoother_use smoother_use_of(const dsp::receiver_config& c) noexcept
+{
+    if (c.phase_smoother_always()) return smoother_use::always;
+    return c.phase_smoother_auto() ? smoother_use::gated : smoother_use::never;
+}
+}  // namespace
+
 /// The whole chain for one part of a batch window (dsp::split_batch), on a stream of its own:
 /// every buffer, plan and pinned host buffer it needs, sized for the largest part. The
 /// backend holds one per part, so the parts of a batch run concurrently.
@@ -195,7 +204,7 @@ struct chain_part {
     std::unique_ptr<batched_solver> solver;
     device_buffer<cuFloatComplex> c_zf_lev;
     device_buffer<std::uint8_t> ok_zf_lev;
-    dsp::pll_gains acq, track;  ///< track: the PLL's over the data, or the phase smoother's forward PLL
+    dsp::pll_gains acq, track, boot;  ///< over the known bits; the PLL's over the data; the phase smoother's forward PLL's
     pinned_buffer<std::uint8_t> bits_host;
     pinned_buffer<dsp::path_stats> stats_host;
     pinned_buffer<cf32> h_host;
@@ -206,6 +215,7 @@ struct chain_part {
     pinned_buffer<long long> starts_host;
     pinned_buffer<float> metrics_host;
     pinned_buffer<int> moved_host;  ///< per packet: the periods the start check moved its start by
+    pinned_buffer<std::uint8_t> smoothed_host;  ///< per packet: 1 where the gated phase smoother decided it
     pinned_buffer<int> count_host;
     pinned_buffer<unsigned long long> truncated_host;
     /// Clock tracking: M around each peak and the steps (pinned), the steps on the device, and
@@ -256,7 +266,7 @@ struct chain_part {
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets, t),
-          det(dev, max_packets * num_paths, c.phase_smoother != 0, c.trellis_on()),
+          det(dev, max_packets * num_paths, smoother_use_of(c), c.trellis_on()),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
@@ -282,7 +292,8 @@ struct chain_part {
           c_zf_lev(solver ? max_packets * L_eq : 0),
           ok_zf_lev(solver ? max_packets : 0),
           acq(dsp::make_pll_gains(c.pll_acquisition_bn_t, c.pll_damping)),
-          track(dsp::make_pll_gains(c.phase_smoother != 0 ? dsp::smoother::bootstrap_bn_t : c.pll_bn_t, c.pll_damping)),
+          track(dsp::make_pll_gains(c.pll_bn_t, c.pll_damping)),
+          boot(dsp::make_pll_gains(dsp::smoother::bootstrap_bn_t, c.pll_damping)),
           bits_host(max_packets * static_cast<std::size_t>(c.streams()) * dsp::packed_data_bytes),
           stats_host(max_packets * static_cast<std::size_t>(c.streams())),
           h_host(max_packets * L_ch),
@@ -296,6 +307,7 @@ struct chain_part {
           starts_host(max_packets),
           metrics_host(max_packets),
           moved_host(max_packets),
+          smoothed_host(c.phase_smoother_auto() ? max_packets : 0),
           count_host(1),
           truncated_host(1),
           peak3_host(3 * max_packets),
@@ -875,7 +887,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
                              m.tau.data(), m.gain.data(), parity, m0, m.trellis->device_input(), P, s);
     }
     stage_done(cuda_backend::stage::paths);
-    m.det.detect_device(np * num_paths, m.acq, m.track, s);
+    m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
         // Detected with the symbol-by-symbol detector's phase, its table fitted on that
@@ -894,6 +906,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     back(m.starts_host.data(), found.starts, np * sizeof(long long));
     back(m.metrics_host.data(), found.metrics, np * sizeof(float));
     back(m.moved_host.data(), found.moved_periods, np * sizeof(int));
+    if (m.det.device_smoothed() != nullptr) back(m.smoothed_host.data(), m.det.device_smoothed(), np);
     // The bits and stats of each detector the config asks for (sxs, trellis, or sxs then
     // trellis): host layout [detector][packet][path].
     {
@@ -985,6 +998,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
         rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
                                       !m.ok_zf_host[p] || !m.ok_mmse_host[p], m.moved_host[p] != 0);
+        if (m.smoothed_host.size() > 0 && m.smoothed_host[p] != 0) rec.flags |= dsp::flag_phase_smoothed;
         for (std::size_t d = 0; d < detectors; ++d) {
             for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];

@@ -1,5 +1,6 @@
 #include "gpu/detector.hpp"
 
+#include "dsp/receiver_tables.hpp"
 #include "dsp/waveform.hpp"
 #include "gpu/resources.cuh"
 
@@ -7,6 +8,7 @@
 #include <math_constants.h>
 
 #include <stdexcept>
+#include <string>
 
 namespace paq::gpu {
 
@@ -38,8 +40,11 @@ __device__ inline dsp::path_stats decision_stats(double sum, double sum2, unsign
 constexpr int prefetch = 16;
 static_assert(nbits % prefetch == 0 && nk % prefetch == 0 && prefetch % 2 == 0);
 
+/// gate_out (gated smoother only): per stream the phase's wander over the data and the
+/// decisions' rho (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its trace.
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
-                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out)
+                              unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out,
+                              double2* __restrict__ gate_out)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
@@ -69,6 +74,8 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     double a_prev = 0.0, sum = 0.0, sum2 = 0.0;
     unsigned known_errors = 0;
     unsigned char byte = 0;
+    dsp::phase_gate::wander_meter wander;
+    double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
     load_chunk(0, cur);
     float4* theta_row = theta_out ? reinterpret_cast<float4*>(theta_out + static_cast<std::size_t>(s) * (nbits / 2)) : nullptr;
     for (int k0 = 0; k0 < nbits; k0 += prefetch) {
@@ -81,6 +88,7 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
             const bool even = (k % 2) == 0;
             // The phase both bits of the pair are derotated by (sxs_trace::theta), for the trellis.
             if (even) tb[j / 2] = static_cast<float>(theta);
+            if (gate_out && even && k >= 2 * dsp::phase_gate::first_pair) wander.add(theta + unwrapped);
             const double comp = even ? y.x : y.y;
             const double dec = comp >= 0.0 ? 1.0 : -1.0;
             double a;
@@ -109,8 +117,10 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
                 // +-pi, where subtracting 2 pi is exact (Sterbenz) and rounds as remainder's
                 // nearest multiple does (a tie at exactly +-pi stays).
                 constexpr double two_pi = 2.0 * 3.14159265358979323846;
+                const double before_wrap = theta;
                 while (theta > 0.5 * two_pi) theta -= two_pi;
                 while (theta < -0.5 * two_pi) theta += two_pi;
+                unwrapped += before_wrap - theta;
                 double sn, cs;
                 sincos(-theta, &sn, &cs);
                 rot = make_cuDoubleComplex(cs, sn);
@@ -127,6 +137,32 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
         for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
     }
     stats[s] = decision_stats(sum, sum2, known_errors);
+    if (gate_out) gate_out[s] = make_double2(wander.value(), dsp::phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits)));
+}
+
+/// The gate (dsp::phase_gate::smoother_needed), a thread per packet: smoothed[p] = whether its
+/// six streams go to the smoother, and if so they are appended to list (count: its length;
+/// the order of the packets in it is whatever the threads' is, which changes no result: each
+/// stream is smoothed on its own).
+__global__ void gate_kernel(const double2* __restrict__ gate, int packets, unsigned char* __restrict__ smoothed, int* __restrict__ list,
+                            int* __restrict__ count)
+{
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= packets) return;
+    constexpr int paths = dsp::chain::num_paths;
+    double wander[paths], rho[paths];
+#pragma unroll
+    for (int i = 0; i < paths; ++i) {
+        const double2 g = gate[p * paths + i];
+        wander[i] = g.x;
+        rho[i] = g.y;
+    }
+    const bool on = dsp::phase_gate::smoother_needed(wander, rho, paths);
+    smoothed[p] = on ? 1 : 0;
+    if (!on) return;
+    const int at = atomicAdd(count, paths);
+#pragma unroll
+    for (int i = 0; i < paths; ++i) list[at + i] = p * paths + i;
 }
 
 /// The smoother's per-stream arrays, stream by stream: element i of stream s at
@@ -141,6 +177,15 @@ struct smoother_arrays {
     unsigned* known;   ///< per stream: the forward PLL's errors on the known bits
     const double* gain_k;  ///< dsp::smoother::gains(l).k at l * 3168
     const float* gain_p;   ///< dsp::smoother::gains(l).p at l * 3168
+    const int* list;       ///< gated: the streams to smooth (count of them); null: streams 0 .. streams - 1
+    const int* count;
+
+    /// The stream the i-th thread (warp, lane group) of a smoother kernel works on, -1 for none.
+    __device__ int stream(int i, int streams) const
+    {
+        if (list == nullptr) return i < streams ? i : -1;
+        return i < *count ? list[i] : -1;
+    }
 };
 
 constexpr int np2 = nbits / 2;
@@ -177,8 +222,8 @@ __device__ inline void rotate_pair(float4 q, double theta, cuDoubleComplex& y0, 
 /// per pair (unwrapped) to theta, its errors on the known bits to known.
 __global__ void __launch_bounds__(128) smoother_pll_kernel(smoother_arrays m, int streams, dsp::pll_gains acq, dsp::pll_gains boot)
 {
-    const int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= streams) return;
+    const int s = m.stream(static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x), streams);
+    if (s < 0) return;
     const float4* row = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);  // a pair each
     float4* th = reinterpret_cast<float4*>(m.theta + static_cast<std::size_t>(s) * np2);
     float4 cur[pair_chunk], next[pair_chunk];
@@ -240,8 +285,8 @@ __global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(sm
 {
     __shared__ unsigned dec[observe_warps][nbits / 32];  // bit k of the stream: word k / 32, bit k % 32; 1 = +1
     const int w = static_cast<int>(threadIdx.x) / 32, c = static_cast<int>(threadIdx.x) % 32;
-    const int s = blockIdx.x * observe_warps + w;
-    if (s >= streams) return;  // the whole warp
+    const int s = m.stream(static_cast<int>(blockIdx.x) * observe_warps + w, streams);
+    if (s < 0) return;  // the whole warp
     const float4* v = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);  // a pair each
     const float* th = m.theta + static_cast<std::size_t>(s) * np2;
     unsigned* const d = dec[w];
@@ -330,8 +375,8 @@ constexpr int filter_group = 16;
 __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m, int streams)
 {
     const int g = static_cast<int>(threadIdx.x) % filter_group;
-    const int s = static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / filter_group);
-    if (s >= streams) return;  // the whole half-warp
+    const int s = m.stream(static_cast<int>((blockIdx.x * blockDim.x + threadIdx.x) / filter_group), streams);
+    if (s < 0) return;  // the whole half-warp
     const unsigned mask = 0xffffu << (threadIdx.x % 32 / filter_group * filter_group);
     const std::size_t row = static_cast<std::size_t>(s) * np2;
     const float* z = m.z + row;
@@ -465,8 +510,8 @@ __global__ void __launch_bounds__(32 * decide_warps) smoother_decide_kernel(smoo
 {
     __shared__ unsigned out_words[decide_warps][data_bytes / 4];
     const int w = static_cast<int>(threadIdx.x) / 32, c = static_cast<int>(threadIdx.x) % 32;
-    const int s = blockIdx.x * decide_warps + w;
-    if (s >= streams) return;  // the whole warp
+    const int s = m.stream(static_cast<int>(blockIdx.x) * decide_warps + w, streams);
+    if (s < 0) return;  // the whole warp
     for (int i = c; i < data_bytes / 4; i += 32) out_words[w][i] = 0u;
     __syncwarp();
     const float4* v = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);
@@ -503,7 +548,8 @@ struct stream_detector::impl {
     device_buffer<cuFloatComplex> v;
     device_buffer<unsigned char> bits;
     device_buffer<dsp::path_stats> stats;
-    bool smoother, keep_phase;
+    smoother_use use;
+    bool keep_phase;
     // The smoother's per-stream arrays (empty without it): phase, observation, forward and
     // backward filter per pair, the line and the known-bit errors per stream; and the filters'
     // gains (dsp::smoother::gains). The phase is kept by the PLL too when asked (keep_phase).
@@ -512,13 +558,24 @@ struct stream_detector::impl {
     device_buffer<unsigned> known;
     device_buffer<double> gain_k;
     device_buffer<float> gain_p;
+    // Gated: the PLL's wander and rho per stream, the gate's decision per packet, the list of
+    // streams to smooth and its length.
+    device_buffer<double2> gate;
+    device_buffer<unsigned char> smoothed;
+    device_buffer<int> list, count;
 
-    impl(int dev, std::size_t ms, bool sm, bool kp)
-        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), smoother(sm), keep_phase(kp),
-          theta(sm || kp ? ms * dsp::phase_pairs : 0), z(sm ? ms * dsp::phase_pairs : 0), f(sm ? ms * dsp::phase_pairs : 0),
-          b(sm ? ms * dsp::phase_pairs : 0), line(sm ? ms : 0), known(sm ? ms : 0),
-          gain_k(sm ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0)
+    /// Whether the smoother's arrays are needed.
+    static bool sm(smoother_use u) noexcept { return u != smoother_use::never; }
+
+    impl(int dev, std::size_t ms, smoother_use u, bool kp)
+        : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
+          theta(u != smoother_use::never || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
+          f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
+          gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
+          gate(u == smoother_use::gated ? ms : 0), smoothed(u == smoother_use::gated ? ms / dsp::chain::num_paths + 1 : 0),
+          list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0)
     {
+        const bool sm = this->sm(u);
         const auto known_bits = waveform::known_packet_bits();
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known_bits.data(), known_bits.size()));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_lambdas, dsp::smoother::lambdas, sizeof dsp::smoother::lambdas));
@@ -533,8 +590,8 @@ struct stream_detector::impl {
     }
 };
 
-stream_detector::stream_detector(int device_id, std::size_t max_streams, bool phase_smoother, bool keep_phase)
-    : impl_(std::make_unique<impl>(device_id, max_streams, phase_smoother, keep_phase))
+stream_detector::stream_detector(int device_id, std::size_t max_streams, smoother_use smoother, bool keep_phase)
+    : impl_(std::make_unique<impl>(device_id, max_streams, smoother, keep_phase))
 {
 }
 
@@ -544,47 +601,67 @@ cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(
 std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
 dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
 const float* stream_detector::device_theta() const noexcept { return impl_->theta.size() > 0 ? impl_->theta.data() : nullptr; }
+const std::uint8_t* stream_detector::device_smoothed() const noexcept
+{
+    return impl_->smoothed.size() > 0 ? impl_->smoothed.data() : nullptr;
+}
 
 void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
-                                    cuda_stream_t stream)
+                                    const dsp::pll_gains& boot, cuda_stream_t stream)
 {
     auto& m = *impl_;
     if (streams > m.max_streams) throw std::invalid_argument("stream_detector: more streams than at Create");
     if (streams == 0) return;
-    if (m.smoother) {
-        // dsp::detect_packet_smoothed in four kernels: the PLL a thread per stream, the passes
-        // over the pairs a warp per stream, the filters sixteen lanes per stream.
-        const smoother_arrays arr{reinterpret_cast<const float2*>(m.v.data()),
-                                  m.theta.data(),
-                                  m.z.data(),
-                                  m.f.data(),
-                                  m.b.data(),
-                                  m.line.data(),
-                                  m.known.data(),
-                                  m.gain_k.data(),
-                                  m.gain_p.data()};
-        const int n = static_cast<int>(streams);
-        const auto per_thread = [&](unsigned block) { return static_cast<unsigned>((streams + block - 1) / block); };
-        const auto per_warp = [&](unsigned warps) { return static_cast<unsigned>((streams + warps - 1) / warps); };
-        smoother_pll_kernel<<<per_thread(128), 128, 0, stream>>>(arr, n, acq, track);
-        PAQ_CUDA_CHECK_LAUNCH();
-        for (int it = 0; it < dsp::smoother::iterations; ++it) {
-            smoother_observe_kernel<<<per_warp(observe_warps), 32 * observe_warps, 0, stream>>>(arr, n);
-            PAQ_CUDA_CHECK_LAUNCH();
-            smoother_filter_kernel<<<per_thread(128 / filter_group), 128, 0, stream>>>(arr, n);
-            PAQ_CUDA_CHECK_LAUNCH();
-        }
-        smoother_decide_kernel<<<per_warp(decide_warps), 32 * decide_warps, 0, stream>>>(arr, n, m.bits.data(), m.stats.data());
-    } else {
-        detect_kernel<<<static_cast<unsigned>((streams + 127) / 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq,
-                                                                                       track, m.bits.data(), m.stats.data(),
-                                                                                       m.keep_phase ? m.theta.data() : nullptr);
+    const bool gated = m.use == smoother_use::gated;
+    if (gated && streams % dsp::chain::num_paths != 0) {
+        throw std::invalid_argument("stream_detector: gated smoothing needs whole packets (" + std::to_string(dsp::chain::num_paths) +
+                                    " streams each), got " + std::to_string(streams) + " streams");
     }
+    const auto per_thread = [&](std::size_t n, unsigned block) { return static_cast<unsigned>((n + block - 1) / block); };
+    if (m.use != smoother_use::always) {
+        detect_kernel<<<per_thread(streams, 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
+                                                                    m.stats.data(), m.keep_phase || gated ? m.theta.data() : nullptr,
+                                                                    gated ? m.gate.data() : nullptr);
+        PAQ_CUDA_CHECK_LAUNCH();
+        if (!gated) return;
+        const std::size_t packets = streams / dsp::chain::num_paths;
+        PAQ_CUDA_CHECK(cudaMemsetAsync(m.count.data(), 0, sizeof(int), stream));
+        gate_kernel<<<per_thread(packets, 128), 128, 0, stream>>>(m.gate.data(), static_cast<int>(packets), m.smoothed.data(),
+                                                                  m.list.data(), m.count.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+    // dsp::detect_packet_smoothed in four kernels: the PLL a thread per stream, the passes over
+    // the pairs a warp per stream, the filters sixteen lanes per stream. Gated, on the listed
+    // streams (the grids sized for all of them; the threads past the list's length return at
+    // once), overwriting the PLL's bits, statistics and phase there.
+    const smoother_arrays arr{reinterpret_cast<const float2*>(m.v.data()),
+                              m.theta.data(),
+                              m.z.data(),
+                              m.f.data(),
+                              m.b.data(),
+                              m.line.data(),
+                              m.known.data(),
+                              m.gain_k.data(),
+                              m.gain_p.data(),
+                              gated ? m.list.data() : nullptr,
+                              gated ? m.count.data() : nullptr};
+    const int n = static_cast<int>(streams);
+    const auto per_warp = [&](unsigned warps) { return static_cast<unsigned>((streams + warps - 1) / warps); };
+    smoother_pll_kernel<<<per_thread(streams, 128), 128, 0, stream>>>(arr, n, acq, boot);
+    PAQ_CUDA_CHECK_LAUNCH();
+    for (int it = 0; it < dsp::smoother::iterations; ++it) {
+        smoother_observe_kernel<<<per_warp(observe_warps), 32 * observe_warps, 0, stream>>>(arr, n);
+        PAQ_CUDA_CHECK_LAUNCH();
+        smoother_filter_kernel<<<per_thread(streams, 128 / filter_group), 128, 0, stream>>>(arr, n);
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+    smoother_decide_kernel<<<per_warp(decide_warps), 32 * decide_warps, 0, stream>>>(arr, n, m.bits.data(), m.stats.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
 void stream_detector::detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq,
-                             const dsp::pll_gains& track, std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats)
+                             const dsp::pll_gains& track, const dsp::pll_gains& boot, std::span<std::uint8_t> bits,
+                             std::span<dsp::path_stats> stats)
 {
     auto& m = *impl_;
     if (streams > m.max_streams || v.size() != streams * nbits || bits.size() != streams * data_bytes || stats.size() != streams) {
@@ -594,7 +671,7 @@ void stream_detector::detect(std::span<const cf32> v, std::size_t streams, const
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const auto s = m.st.get();
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.v.data(), v.data(), v.size() * sizeof(cf32), cudaMemcpyHostToDevice, s));
-    detect_device(streams, acq, track, s);
+    detect_device(streams, acq, track, boot, s);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(bits.data(), m.bits.data(), bits.size(), cudaMemcpyDeviceToHost, s));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(stats.data(), m.stats.data(), streams * sizeof(dsp::path_stats), cudaMemcpyDeviceToHost, s));
     m.st.synchronize();

@@ -2,7 +2,9 @@
 // at once on the GPU (issue 3): one thread per stream, loop state in double as on the CPU.
 // The phase smoother (issue 12) in four kernels: its PLL a thread per stream, its passes over
 // the pairs a warp per stream, its filters sixteen lanes per stream; the same arithmetic as
-// dsp::detect_packet_smoothed, in the same order.
+// dsp::detect_packet_smoothed, in the same order. Gated (receiver.phase_smoother auto), the
+// PLL measures its phase's wander per stream, a kernel a thread per packet picks the packets
+// (dsp::phase_gate) and lists their streams, and the smoother's kernels run on that list.
 //
 // Decision samples are laid out stream by stream, v[s * 6336 + k] (bit k of stream s): the
 // stage before writes each (packet, path) stream contiguously, and each thread reads its
@@ -20,20 +22,26 @@
 
 namespace paq::gpu {
 
+/// Where the phase smoother decides (receiver_config::phase_smoother): never (the PLL,
+/// dsp::detect_packet), always (dsp::detect_packet_smoothed), or gated: the PLL on every
+/// stream, then the smoother on every stream of the packets whose PLL phase wandered
+/// (dsp/phase_gate.hpp; streams come six to a packet, p * 6 + path).
+enum class smoother_use { never, always, gated };
+
 class stream_detector {
 public:
-    /// phase_smoother: detect as dsp::detect_packet_smoothed (receiver_config::phase_smoother;
-    /// `track` is then its forward PLL's gains; per stream 101 KB of device memory more), else
-    /// as dsp::detect_packet. keep_phase: the PLL keeps its phase per bit pair too (the
-    /// smoother always does): device_theta().
-    stream_detector(int device_id, std::size_t max_streams, bool phase_smoother = false, bool keep_phase = false);
+    /// With the smoother (always, gated) per stream 101 KB of device memory more. keep_phase:
+    /// the PLL keeps its phase per bit pair too (the smoother always does): device_theta().
+    stream_detector(int device_id, std::size_t max_streams, smoother_use smoother = smoother_use::never, bool keep_phase = false);
     ~stream_detector();
     stream_detector(const stream_detector&) = delete;
     stream_detector& operator=(const stream_detector&) = delete;
 
     /// v: streams x 6336 decision samples (stream by stream). bits: streams x 768 bytes (MSB first).
+    /// acq: the loop over the known bits; track: the PLL's over the data; boot: the smoother's
+    /// forward PLL over the data (dsp::smoother::bootstrap_bn_t).
     void detect(std::span<const cf32> v, std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
-                std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats);
+                const dsp::pll_gains& boot, std::span<std::uint8_t> bits, std::span<dsp::path_stats> stats);
 
     // --- device-level API: a stage before writes the decision samples straight into
     // device_input() (streams x 6336, stream by stream); detect_device() runs asynchronously on
@@ -45,7 +53,10 @@ public:
     /// stream s at [s * 3168 + j] for the streams of the last detect_device(); nullptr
     /// without the smoother or keep_phase.
     [[nodiscard]] const float* device_theta() const noexcept;
-    void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, cuda_stream_t stream);
+    /// Gated: per packet (streams / 6 of them), 1 where the smoother decided it; else nullptr.
+    [[nodiscard]] const std::uint8_t* device_smoothed() const noexcept;
+    void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, const dsp::pll_gains& boot,
+                       cuda_stream_t stream);
 
 private:
     struct impl;

@@ -148,20 +148,32 @@ if [[ $mode == levels || $mode == frontend ]]; then
 fi
 if [[ $mode == phasenoise ]]; then
   # Issue 12, item 3: AWGN 11 dB, 2 s, seed 301 (docs/SIGNAL-CHAIN.md's table) with no phase
-  # noise, the IRIG 106 mask, Wiener 300 Hz and 1 kHz; the PLL (default) and the smoother
-  # (receiver.phase_smoother 1) on both backends.
+  # noise, the IRIG 106 mask, Wiener 100 Hz, 300 Hz and 1 kHz; the default (receiver.
+  # phase_smoother auto), the PLL alone (0) and the smoother on every packet (1), both
+  # backends. Then the benchmark's default batch: auto without phase noise and with a 1 kHz
+  # Wiener phase, against the PLL alone.
   printf 'receiver:\n  phase_smoother: 1\n' > /tmp/paq-smoother.yaml
-  for pn in "" "--phase-noise irig106" "--phase-noise-linewidth 300" "--phase-noise-linewidth 1000"; do
+  printf 'receiver:\n  phase_smoother: 0\n' > /tmp/paq-pll.yaml
+  for pn in "" "--phase-noise irig106" "--phase-noise-linewidth 100" "--phase-noise-linewidth 300" "--phase-noise-linewidth 1000"; do
     # shellcheck disable=SC2086
     ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed 301 $pn --output /tmp/paq-pn > /dev/null
-    for run in "cpu pll" "cuda pll" "cpu smoother" "cuda smoother"; do
+    for run in "cpu auto" "cuda auto" "cpu pll" "cuda pll" "cpu smoother" "cuda smoother"; do
       set -- $run
       cfg=()
       [[ $2 == smoother ]] && cfg=(--config /tmp/paq-smoother.yaml)
+      [[ $2 == pll ]] && cfg=(--config /tmp/paq-pll.yaml)
       echo
       echo "=== ${pn:-no phase noise}, $1, $2"
-      ./.device/paqd replay /tmp/paq-pn.sigmf-meta --backend "$1" "${cfg[@]}" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) " || status=1
+      ./.device/paqd replay /tmp/paq-pn.sigmf-meta --backend "$1" "${cfg[@]}" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) |phase noise:" || status=1
     done
+  done
+  for b in "" "--pll-only" "--phase-noise 1000"; do
+    echo
+    echo "=== paq-bench $b"
+    k=$(echo "benchpn$b" | tr -d ' -')
+    # shellcheck disable=SC2086
+    ./.device/paq-bench $b --json "$out/$k.json" > /tmp/paq-$k.log 2>&1 || status=1
+    grep -E "end to end|real time|stage (paths|detector)|\| input" /tmp/paq-$k.log | head -8
   done
 fi
 if [[ $mode == trellis ]]; then

@@ -29,6 +29,7 @@ struct comparison {
     std::vector<std::size_t> per_batch;  ///< packets of each batch (CPU backend)
     std::size_t clock_corrected = 0;     ///< packets the CPU re-timed
     std::size_t known_diff = 0;          ///< (packet, path) pairs whose known-bit error counts differ
+    std::size_t phase_smoothed = 0;      ///< packets the CPU flagged flag_phase_smoothed (phase_smoother auto)
     double worst_bep = 0.0;              ///< largest |GPU / CPU - 1| of a path's BEP estimate (paths whose CPU estimate is > 1e-12)
 };
 
@@ -67,6 +68,10 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
             EXPECT_EQ(a.packets[p].clock_ppm, g.packets[p].clock_ppm) << "batch " << b->index << " packet " << p;
             EXPECT_EQ(a.packets[p].clock_corrected, g.packets[p].clock_corrected) << "batch " << b->index << " packet " << p;
             if (a.packets[p].clock_corrected) ++c.clock_corrected;
+            // phase_smoother auto's decision (the gate's arithmetic is the same on both).
+            EXPECT_EQ(a.packets[p].flags & flag_phase_smoothed, g.packets[p].flags & flag_phase_smoothed)
+                << "batch " << b->index << " packet " << p;
+            if (a.packets[p].flags & flag_phase_smoothed) ++c.phase_smoothed;
             // The front end's estimates (moments in double on both, summed in another order).
             EXPECT_EQ(a.packets[p].front_end_estimated, g.packets[p].front_end_estimated) << "batch " << b->index << " packet " << p;
             EXPECT_EQ(a.packets[p].front_end_corrected, g.packets[p].front_end_corrected) << "batch " << b->index << " packet " << p;
@@ -235,7 +240,27 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
     rc.phase_smoother = 1;
     const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
     EXPECT_GE(c.packets, 50u);
+    EXPECT_EQ(c.phase_smoothed, 0u) << "the flag is auto's";
     report_and_check("phase smoother, 1 kHz", c);
+
+    // phase_smoother auto (the default): a 300 Hz Wiener phase on two-ray at 25 MS/s, every
+    // packet smoothed, and its clean twin, none.
+    auto w = rate_signal(25e6, -35.0, 1232);
+    w.preset = "two-ray";
+    w.ebn0_db = 12.0;
+    w.phase_noise_linewidth_hz = 300.0;
+    receiver_config ra;
+    ra.batch_samples = 400'000;
+    ra.input_sample_rate_hz = 25e6;
+    ASSERT_EQ(ra.phase_smoother, -1);
+    const auto a = compare_backends(test::simulate(w, samples_for(60, 25e6)).samples, ra);
+    EXPECT_GE(a.packets, 50u);
+    EXPECT_EQ(a.phase_smoothed, a.packets);
+    report_and_check("phase smoother auto, two-ray 12 dB, 300 Hz, 25 MS/s", a);
+    w.phase_noise_linewidth_hz = 0.0;
+    const auto a0 = compare_backends(test::simulate(w, samples_for(60, 25e6)).samples, ra);
+    EXPECT_EQ(a0.phase_smoothed, 0u);
+    report_and_check("phase smoother auto, two-ray 12 dB, no phase noise, 25 MS/s", a0);
 }
 
 TEST_F(gpu_backend, trellis_matches_the_cpu)
