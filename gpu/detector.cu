@@ -620,7 +620,7 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     const auto per_thread = [&](std::size_t n, unsigned block) { return static_cast<unsigned>((n + block - 1) / block); };
     if (m.use != smoother_use::always) {
         detect_kernel<<<per_thread(streams, 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
-                                                                    m.stats.data(), m.keep_phase || gated ? m.theta.data() : nullptr,
+                                                                    m.stats.data(), m.keep_phase ? m.theta.data() : nullptr,
                                                                     gated ? m.gate.data() : nullptr);
         PAQ_CUDA_CHECK_LAUNCH();
         if (!gated) return;
