@@ -38,12 +38,12 @@ struct workspace {
     }
     static constexpr std::size_t paths = chain::num_paths;
     fft_buffer seg, r_spec, h_spec, out, t1, t2;
-    std::vector<fft_buffer> c_spec;                         ///< each path's equalizer spectrum (dsp/paths)
-    std::array<std::vector<cf64>, paths> v;                 ///< each path's decision samples
-    smoother_scratch smooth;                                ///< detect_packet_smoothed's working memory
-    std::array<sxs_trace, paths> trace;          ///< each path's detector phase and bits, for the trellis and the phase gate
-    trellis_scratch trellis;  ///< detect_packet_trellis's working memory
-    fft_buffer eq;            ///< the equalized packet without the detection filter (trellis input)
+    std::vector<fft_buffer> c_spec;          ///< each path's equalizer spectrum (dsp/paths)
+    std::array<std::vector<cf64>, paths> v;  ///< each path's decision samples
+    smoother_scratch smooth;                 ///< detect_packet_smoothed's working memory
+    std::array<sxs_trace, paths> trace;      ///< each path's detector phase and bits: for the trellis, and the phase gate's measures
+    trellis_scratch trellis;                 ///< detect_packet_trellis's working memory
+    fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
 };

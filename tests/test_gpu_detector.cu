@@ -169,10 +169,10 @@ TEST(gpu_detector, the_gated_smoother_matches_the_cpu)
                 streams * waveform::data_bits, stat_diff);
     EXPECT_EQ(gate_diff, 0u);
     EXPECT_GE(smoothed_odd, packets / 2 * 95 / 100);
-    // The gate's threshold is set on SOQPSK-TG through the chain (tests/test_phase_noise.cpp,
-    // dsp/phase_gate.hpp); on these plain OQPSK samples with a random start phase 255 of 751
-    // packets without phase noise were smoothed on the H100 (2026-11-27), so only a bound.
-    EXPECT_LE(smoothed_even, (packets - packets / 2) / 10);
+    // Measured on the H100 (2026-11-27): 750 of 750 and 0 of 751. (With a random start phase,
+    // which the chain's channel estimate removes before the PLL, 255 of the 751 were: the
+    // loop's acquisition transient reaches into the data.)
+    EXPECT_LE(smoothed_even, (packets - packets / 2) / 100);
     EXPECT_LE(bit_diff, streams * waveform::data_bits / 1'000'000);
     EXPECT_EQ(stat_diff, 0u);
 }
