@@ -164,37 +164,53 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     __syncwarp(mask);
 
     // 2. The table (dsp/trellis.cpp, fit): lane g computes entry g of both parities, adding its
-    // samples in the order of k as the CPU does. Every lane reads every pair (the same
-    // addresses in a half-warp, independent of the decision, so the loads of an unrolled run
-    // are in flight together) and adds it with weight +-1 where the entry is its own, 0 where
-    // not: the same sums bit for bit (an exact product, and x + 0 = x).
+    // samples in the order of k as the CPU does. Entry g is the window `pos` (centre bit +1)
+    // or its negation `neg` (centre bit -1, the sign -1). A word of the bits at a time (window
+    // i = bits i .. i + 4, bit k = i + before's), the lane finds the windows of its entry with
+    // bit operations (a mask of 32 windows: bit 31 - q for window 32 c + q) and reads and adds
+    // only their pairs, in order: each pair is read by the one lane whose entry it is, where
+    // every lane used to read every pair and add it with weight +-1 or 0. The same sums bit for
+    // bit: x + 0 = x, and +-1 times x is exact.
     bool complete = false;
     {
         double sum[2][2][2] = {};
         int count[2] = {0, 0};
-        // Entry g is the window `pos` (centre bit +1) or its negation `neg` (centre bit -1,
-        // the sign -1). The windows of a word of the bits at a time (window i = bits i .. i + 4,
-        // bit k = i + before's), eight unrolled, so that each window is a constant shift of
-        // the word pair and its parity (that of i, before being even) a constant.
         const int pos = ((g >> after) << (after + 1)) | (1 << after) | (g & ((1 << after) - 1));
-        const int neg = pos ^ ((1 << window) - 1);
         constexpr int windows = n_bits - before - after;
         for (int c = 0; c * 32 < windows; ++c) {
             const unsigned long long v = (static_cast<unsigned long long>(sh.bits[c]) << 32) | sh.bits[c + 1];
-#pragma unroll 8
-            for (int q = 0; q < 32; q += 2) {
-                if (c * 32 + q >= windows) break;  // windows is even: the pair is whole
+            // Bit 31 - q of shifted(j) is bit j of window 32 c + q (bit 0 the oldest).
+            unsigned m_pos = ~0u, m_neg = ~0u;
 #pragma unroll
-                for (int par = 0; par < 2; ++par) {
-                    const int i = c * 32 + q + par, k = i + before;
-                    const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k);  // the pair of bit k
-                    const int seq = static_cast<int>((v >> (64 - window - (q + par))) & ((1u << window) - 1));
-                    const double w = seq == pos ? 1.0 : (seq == neg ? -1.0 : 0.0);
-                    sum[par][0][0] = fma(w, static_cast<double>(z.x), sum[par][0][0]);
-                    sum[par][0][1] = fma(w, static_cast<double>(z.y), sum[par][0][1]);
-                    sum[par][1][0] = fma(w, static_cast<double>(z.z), sum[par][1][0]);
-                    sum[par][1][1] = fma(w, static_cast<double>(z.w), sum[par][1][1]);
-                    count[par] += (seq == pos || seq == neg) ? 1 : 0;
+            for (int j = 0; j < window; ++j) {
+                const unsigned w = static_cast<unsigned>(v >> (32 - j));
+                const bool one = ((pos >> (window - 1 - j)) & 1) != 0;
+                m_pos &= one ? w : ~w;
+                m_neg &= one ? ~w : w;
+            }
+            const int left = windows - c * 32;
+            const unsigned valid = left >= 32 ? ~0u : ~(~0u >> left);  // the windows inside the packet
+            m_pos &= valid;
+            m_neg &= valid;
+            for (unsigned m = m_pos | m_neg; m != 0;) {
+                const int q = __clz(m);
+                const unsigned bit = 0x80000000u >> q;
+                m &= ~bit;
+                const int i = c * 32 + q, k = i + before, par = i & 1;  // before is even: k's parity is i's
+                const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k);  // the pair of bit k
+                const double sg = (m_pos & bit) != 0 ? 1.0 : -1.0;
+                if (par == 0) {
+                    sum[0][0][0] = fma(sg, static_cast<double>(z.x), sum[0][0][0]);
+                    sum[0][0][1] = fma(sg, static_cast<double>(z.y), sum[0][0][1]);
+                    sum[0][1][0] = fma(sg, static_cast<double>(z.z), sum[0][1][0]);
+                    sum[0][1][1] = fma(sg, static_cast<double>(z.w), sum[0][1][1]);
+                    ++count[0];
+                } else {
+                    sum[1][0][0] = fma(sg, static_cast<double>(z.x), sum[1][0][0]);
+                    sum[1][0][1] = fma(sg, static_cast<double>(z.y), sum[1][0][1]);
+                    sum[1][1][0] = fma(sg, static_cast<double>(z.z), sum[1][1][0]);
+                    sum[1][1][1] = fma(sg, static_cast<double>(z.w), sum[1][1][1]);
+                    ++count[1];
                 }
             }
         }
