@@ -86,11 +86,15 @@ __device__ inline int bit_at(const unsigned* bits, int k) { return static_cast<i
 
 /// One sequence's branch metric for both parities of k, unscaled (kernel, step 3):
 /// gamma = e + Re(x0 conj u0 + x1 conj u1) with u = -2 sign t and e = |t|^2, which is
-/// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry.
+/// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry. A sequence and
+/// its negation share the entry: the same e, u negated, so the correlation part (dot) of one
+/// is exactly minus the other's. Each lane computes the dots of one of its two sequences per
+/// direction and takes the other's from the lane whose sequence is its negation (energy_only:
+/// e without u).
 struct branch_terms {
     float u[2][4];  // [parity][x0.re, x0.im, x1.re, x1.im]
     metric e[2];
-    __device__ void set(const double (&table)[2][2][patterns][2], int seq)
+    __device__ void set(const double (&table)[2][2][patterns][2], int seq, bool energy_only = false)
     {
         const int idx = dsp::trellis_math::pattern_index(seq);
         const double sg = dsp::trellis_math::pattern_sign(seq);
@@ -101,16 +105,18 @@ struct branch_terms {
             for (int d = 0; d < 2; ++d) {
                 const double re = table[par][d][idx][0], im = table[par][d][idx][1];
                 energy += re * re + im * im;
-                u[par][2 * d] = keep(static_cast<float>(-2.0 * sg * re));
-                u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * sg * im));
+                if (!energy_only) {
+                    u[par][2 * d] = keep(static_cast<float>(-2.0 * sg * re));
+                    u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * sg * im));
+                }
             }
             e[par] = keep(static_cast<metric>(energy));
         }
     }
     template <int par>
-    __device__ metric at(float2 z0, float2 z1) const
+    __device__ metric dot(float2 z0, float2 z1) const
     {
-        return e[par] + (z0.x * u[par][0] + z0.y * u[par][1] + z1.x * u[par][2] + z1.y * u[par][3]);
+        return z0.x * u[par][0] + z0.y * u[par][1] + z1.x * u[par][2] + z1.y * u[par][3];
     }
 };
 
@@ -240,11 +246,15 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     bool usable = false;
     if (__ballot_sync(mask, complete) != 0) {
         const metric inf = CUDART_INF_F;
+        // Lane g's sequences: into state g, g and g | 16; out of it, 2g and 2g + 1 (mod 32).
+        // g | 16 is the negation of lane g ^ 15's g ^ 15, and 2g + 1 of lane g ^ 15's 2 (g ^ 15)
+        // (mod 32): their dots come from that lane by a shuffle.
         branch_terms in0, in1, out0, out1;
         in0.set(sh.u.table, g);
-        in1.set(sh.u.table, g | 16);
+        in1.set(sh.u.table, g | 16, true);
         out0.set(sh.u.table, (2 * g) & 31);
-        out1.set(sh.u.table, (2 * g + 1) & 31);
+        out1.set(sh.u.table, (2 * g + 1) & 31, true);
+        const int mirror = g ^ 15;
 
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
@@ -272,7 +282,8 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             constexpr int par = decltype(par_c)::value;
             const float2 z0 = sh.pair[e][0], z1 = sh.pair[e][1];
             const metric a0 = __shfl_sync(mask, a_prev, p0, group), a1 = __shfl_sync(mask, a_prev, p1, group);
-            const metric v = fminf(a0 + in0.at<par>(z0, z1), a1 + in1.at<par>(z0, z1));
+            const metric d0 = in0.dot<par>(z0, z1), d1 = -__shfl_sync(mask, d0, mirror, group);
+            const metric v = fminf(a0 + (in0.e[par] + d0), a1 + (in1.e[par] + d1));
             if constexpr (decltype(known_c)::value) {
                 if (j < n_known && own_bit != bit_at(sh.bits, j)) return inf;
             }
@@ -298,7 +309,8 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
             }
             const float2 z0 = sh.pair[e][0], z1 = sh.pair[e][1];
             const metric b0 = __shfl_sync(mask, beta, n0, group), b1 = __shfl_sync(mask, beta, n1, group);
-            metric t0 = out0.at<par>(z0, z1) + b0, t1 = out1.at<par>(z0, z1) + b1;
+            const metric d0 = out0.dot<par>(z0, z1), d1 = -__shfl_sync(mask, d0, mirror, group);
+            metric t0 = (out0.e[par] + d0) + b0, t1 = (out1.e[par] + d1) + b1;
             if constexpr (decltype(known_c)::value) {
                 if (j < n_known) {
                     const int f = bit_at(sh.bits, j);
