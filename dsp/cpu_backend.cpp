@@ -41,7 +41,8 @@ struct workspace {
     std::vector<fft_buffer> c_spec;          ///< each path's equalizer spectrum (dsp/paths)
     std::array<std::vector<cf64>, paths> v;  ///< each path's decision samples
     smoother_scratch smooth;                 ///< detect_packet_smoothed's working memory
-    std::array<sxs_trace, paths> trace;      ///< each path's detector phase and bits: for the trellis, and the phase gate's measures
+    std::array<sxs_trace, paths> trace;      ///< each path's detector phase and bits, for the trellis
+    std::array<phase_gate::measure, paths> gate;  ///< each path's PLL measure, for phase_smoother auto
     trellis_scratch trellis;                 ///< detect_packet_trellis's working memory
     fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
@@ -177,7 +178,6 @@ struct cpu_backend::impl {
         // PLL (or by the phase smoother alone with phase_smoother 1). Each path's equalizer
         // spectrum, samples and trace are kept for the steps after.
         const packet_equalizers eq{c_zf, c_mmse, c_cma, sp, w.h_spec, ce.sigma2, t.psi.data()};
-        const bool keep_trace = cfg.trellis_on() || cfg.phase_smoother_auto();
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
@@ -186,29 +186,24 @@ struct cpu_backend::impl {
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
                 v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
+            sxs_trace* const trace = cfg.trellis_on() ? &w.trace[p] : nullptr;
             if (cfg.phase_smoother_always()) {
-                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth,
-                                                      cfg.trellis_on() ? &w.trace[p] : nullptr);
-            } else if (keep_trace) {
-                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), w.trace[p]);
+                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
+            } else if (cfg.phase_smoother_auto()) {
+                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), trace, w.gate[p]);
+            } else if (trace) {
+                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), *trace);
             } else {
                 rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p));
             }
         }
         // phase_smoother auto: where the PLL's phase wandered (dsp/phase_gate.hpp), every path
         // again by the phase smoother, the packet flagged.
-        if (cfg.phase_smoother_auto()) {
-            double wander[workspace::paths], rho[workspace::paths];
+        if (cfg.phase_smoother_auto() && phase_gate::smoother_needed(w.gate.data(), static_cast<int>(workspace::paths))) {
+            rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                wander[p] = w.trace[p].wander;
-                rho[p] = w.trace[p].rho;
-            }
-            if (phase_gate::smoother_needed(wander, rho, static_cast<int>(workspace::paths))) {
-                rec.flags |= flag_phase_smoothed;
-                for (std::size_t p = 0; p < workspace::paths; ++p) {
-                    rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth,
-                                                          cfg.trellis_on() ? &w.trace[p] : nullptr);
-                }
+                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth,
+                                                      cfg.trellis_on() ? &w.trace[p] : nullptr);
             }
         }
         if (!cfg.trellis_on()) return;

@@ -58,24 +58,30 @@ double fold_chunks(std::array<double, smoother::chunks>& part) noexcept
 
 namespace {
 path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
-                              sxs_trace* trace) noexcept;
+                              sxs_trace* trace, phase_gate::measure* gate) noexcept;
 }  // namespace
 
 path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out) noexcept
 {
-    return detect_packet_impl(v, acq, track, bits_out, nullptr);
+    return detect_packet_impl(v, acq, track, bits_out, nullptr, nullptr);
 }
 
 path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
                          sxs_trace& trace) noexcept
 {
-    return detect_packet_impl(v, acq, track, bits_out, &trace);
+    return detect_packet_impl(v, acq, track, bits_out, &trace, nullptr);
+}
+
+path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out, sxs_trace* trace,
+                         phase_gate::measure& gate) noexcept
+{
+    return detect_packet_impl(v, acq, track, bits_out, trace, &gate);
 }
 
 namespace {
 
 path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
-                              sxs_trace* trace) noexcept
+                              sxs_trace* trace, phase_gate::measure* gate) noexcept
 {
     static const auto known = waveform::known_packet_bits();
     constexpr std::size_t nk = waveform::known_bits;
@@ -91,7 +97,7 @@ path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gai
     double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
     for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
         if (trace) trace->theta[k] = theta;  // the phase rot derotates by
-        if (k % 2 == 0 && k >= 2 * static_cast<std::size_t>(phase_gate::first_pair)) wander.add(theta + unwrapped);
+        if (gate && k % 2 == 0 && k >= 2 * static_cast<std::size_t>(phase_gate::first_pair)) wander.add(theta + unwrapped);
         const cf64 y = v[k] * rot;
         const bool even = k % 2 == 0;
         const double comp = even ? y.real() : y.imag();
@@ -122,11 +128,8 @@ path_stats detect_packet_impl(const cf64* v, const pll_gains& acq, const pll_gai
         y_prev = y;
         a_prev = a;
     }
-    if (trace) {
-        trace->known_errors = known_errors;
-        trace->wander = wander.value();
-        trace->rho = phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits));
-    }
+    if (trace) trace->known_errors = known_errors;
+    if (gate) *gate = {wander.value(), phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits))};
     return decision_stats(sum, sum2, known_errors);
 }
 

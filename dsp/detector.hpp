@@ -35,14 +35,16 @@ struct sxs_trace {
     std::vector<double> theta = std::vector<double>(waveform::packet_bits);
     std::vector<std::int8_t> bits = std::vector<std::int8_t>(waveform::packet_bits);
     unsigned known_errors = 0;
-    /// The loop's phase wander over the data and its decisions' rho (dsp/phase_gate.hpp; the
-    /// PLL's detect_packet only), for receiver.phase_smoother auto.
-    double wander = 0.0, rho = 0.0;
 };
 
 /// The same, leaving its trace.
 path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out,
                          sxs_trace& trace) noexcept;
+
+/// The same, leaving the phase gate's measure of the path (receiver.phase_smoother auto,
+/// dsp/phase_gate.hpp) and, when `trace` is not null, the trace.
+path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& track, std::uint8_t* bits_out, sxs_trace* trace,
+                         phase_gate::measure& gate) noexcept;
 
 /// Phase pairs of a packet: one phase per bit pair (an even and an odd bit).
 inline constexpr std::size_t phase_pairs = waveform::packet_bits / 2;

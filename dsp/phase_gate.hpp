@@ -75,18 +75,24 @@ private:
     return mean > 0.0 ? var / (mean * mean) : 1e308;
 }
 
-/// Whether a packet's paths (wander[i], rho[i], i < n) call for the smoother: the path of least
-/// rho (the first of equals; paths whose rho is not finite and positive are passed over)
-/// wanders more than `ratio` x its rho.
-[[nodiscard]] PAQ_HOST_DEVICE inline bool smoother_needed(const double* wander, const double* rho, int n) noexcept
+/// What the PLL measures of one path for the gate: its phase's wander over the data
+/// (wander_meter) and its decisions' rho (decision_rho).
+struct measure {
+    double wander = 0.0, rho = 0.0;
+};
+
+/// Whether a packet's paths (path[i], i < n) call for the smoother: the path of least rho (the
+/// first of equals; paths whose rho is not finite and positive are passed over) wanders more
+/// than `ratio` x its rho.
+[[nodiscard]] PAQ_HOST_DEVICE inline bool smoother_needed(const measure* path, int n) noexcept
 {
     int best = -1;
     for (int i = 0; i < n; ++i) {
-        const double r = rho[i];
+        const double r = path[i].rho;
         if (!(r > 0.0) || !(r < 1e300)) continue;
-        if (best < 0 || r < rho[best]) best = i;
+        if (best < 0 || r < path[best].rho) best = i;
     }
-    return best >= 0 && wander[best] > ratio * rho[best];
+    return best >= 0 && path[best].wander > ratio * path[best].rho;
 }
 
 }  // namespace paq::dsp::phase_gate

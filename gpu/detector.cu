@@ -44,7 +44,7 @@ static_assert(nbits % prefetch == 0 && nk % prefetch == 0 && prefetch % 2 == 0);
 /// decisions' rho (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its trace.
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out,
-                              double2* __restrict__ gate_out)
+                              dsp::phase_gate::measure* __restrict__ gate_out)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
@@ -137,27 +137,23 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
         for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
     }
     stats[s] = decision_stats(sum, sum2, known_errors);
-    if (gate_out) gate_out[s] = make_double2(wander.value(), dsp::phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits)));
+    if (gate_out) gate_out[s] = {wander.value(), dsp::phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits))};
 }
 
 /// The gate (dsp::phase_gate::smoother_needed), a thread per packet: smoothed[p] = whether its
 /// six streams go to the smoother, and if so they are appended to list (count: its length;
 /// the order of the packets in it is whatever the threads' is, which changes no result: each
 /// stream is smoothed on its own).
-__global__ void gate_kernel(const double2* __restrict__ gate, int packets, unsigned char* __restrict__ smoothed, int* __restrict__ list,
+__global__ void gate_kernel(const dsp::phase_gate::measure* __restrict__ gate, int packets, unsigned char* __restrict__ smoothed, int* __restrict__ list,
                             int* __restrict__ count)
 {
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= packets) return;
     constexpr int paths = dsp::chain::num_paths;
-    double wander[paths], rho[paths];
+    dsp::phase_gate::measure path[paths];
 #pragma unroll
-    for (int i = 0; i < paths; ++i) {
-        const double2 g = gate[p * paths + i];
-        wander[i] = g.x;
-        rho[i] = g.y;
-    }
-    const bool on = dsp::phase_gate::smoother_needed(wander, rho, paths);
+    for (int i = 0; i < paths; ++i) path[i] = gate[p * paths + i];
+    const bool on = dsp::phase_gate::smoother_needed(path, paths);
     smoothed[p] = on ? 1 : 0;
     if (!on) return;
     const int at = atomicAdd(count, paths);
@@ -560,7 +556,7 @@ struct stream_detector::impl {
     device_buffer<float> gain_p;
     // Gated: the PLL's wander and rho per stream, the gate's decision per packet, the list of
     // streams to smooth and its length.
-    device_buffer<double2> gate;
+    device_buffer<dsp::phase_gate::measure> gate;
     device_buffer<unsigned char> smoothed;
     device_buffer<int> list, count;
 
@@ -569,17 +565,16 @@ struct stream_detector::impl {
 
     impl(int dev, std::size_t ms, smoother_use u, bool kp)
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
-          theta(u != smoother_use::never || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
+          theta(sm(u) || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
           f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
           gate(u == smoother_use::gated ? ms : 0), smoothed(u == smoother_use::gated ? ms / dsp::chain::num_paths + 1 : 0),
           list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0)
     {
-        const bool sm = this->sm(u);
         const auto known_bits = waveform::known_packet_bits();
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known_bits.data(), known_bits.size()));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_lambdas, dsp::smoother::lambdas, sizeof dsp::smoother::lambdas));
-        if (sm) {
+        if (sm(u)) {
             for (int l = 0; l < dsp::smoother::num_lambdas; ++l) {
                 const auto& g = dsp::smoother::gains(l);
                 const std::size_t at = static_cast<std::size_t>(l) * dsp::phase_pairs;

@@ -205,18 +205,18 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                 const int i = c * 32 + q, k = i + before, par = i & 1;  // before is even: k's parity is i's
                 const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k);  // the pair of bit k
                 const double sg = (m_pos & bit) != 0 ? 1.0 : -1.0;
+                // The parity picked by a branch, so that each sum stays in a register.
+                auto add = [&](double (&to)[2][2], int& n) {
+                    to[0][0] = fma(sg, static_cast<double>(z.x), to[0][0]);
+                    to[0][1] = fma(sg, static_cast<double>(z.y), to[0][1]);
+                    to[1][0] = fma(sg, static_cast<double>(z.z), to[1][0]);
+                    to[1][1] = fma(sg, static_cast<double>(z.w), to[1][1]);
+                    ++n;
+                };
                 if (par == 0) {
-                    sum[0][0][0] = fma(sg, static_cast<double>(z.x), sum[0][0][0]);
-                    sum[0][0][1] = fma(sg, static_cast<double>(z.y), sum[0][0][1]);
-                    sum[0][1][0] = fma(sg, static_cast<double>(z.z), sum[0][1][0]);
-                    sum[0][1][1] = fma(sg, static_cast<double>(z.w), sum[0][1][1]);
-                    ++count[0];
+                    add(sum[0], count[0]);
                 } else {
-                    sum[1][0][0] = fma(sg, static_cast<double>(z.x), sum[1][0][0]);
-                    sum[1][0][1] = fma(sg, static_cast<double>(z.y), sum[1][0][1]);
-                    sum[1][1][0] = fma(sg, static_cast<double>(z.z), sum[1][1][0]);
-                    sum[1][1][1] = fma(sg, static_cast<double>(z.w), sum[1][1][1]);
-                    ++count[1];
+                    add(sum[1], count[1]);
                 }
             }
         }

@@ -139,17 +139,14 @@ TEST(gpu_detector, the_gated_smoother_matches_the_cpu)
     ASSERT_EQ(cudaMemcpy(smoothed_gpu.data(), det.device_smoothed(), packets, cudaMemcpyDeviceToHost), cudaSuccess);
 
     std::vector<std::uint8_t> smoothed_cpu(packets);
-    sxs_trace trace;
     smoother_scratch scratch;
     for (std::size_t p = 0; p < packets; ++p) {
-        double wander[paths], rho[paths];
+        phase_gate::measure gate[paths];
         for (std::size_t path = 0; path < paths; ++path) {
             const std::size_t s = p * paths + path;
-            st_cpu[s] = detect_packet(v_cpu[s].data(), acq, track, bits_cpu.data() + s * packed_data_bytes, trace);
-            wander[path] = trace.wander;
-            rho[path] = trace.rho;
+            st_cpu[s] = detect_packet(v_cpu[s].data(), acq, track, bits_cpu.data() + s * packed_data_bytes, nullptr, gate[path]);
         }
-        smoothed_cpu[p] = phase_gate::smoother_needed(wander, rho, static_cast<int>(paths)) ? 1 : 0;
+        smoothed_cpu[p] = phase_gate::smoother_needed(gate, static_cast<int>(paths)) ? 1 : 0;
         if (!smoothed_cpu[p]) continue;
         for (std::size_t path = 0; path < paths; ++path) {
             const std::size_t s = p * paths + path;
