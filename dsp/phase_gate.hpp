@@ -39,8 +39,20 @@ class wander_meter {
 public:
     PAQ_HOST_DEVICE void add(double phase) noexcept
     {
+        add_to_block(phase);
+        end_block_if_full();
+    }
+    /// add() in two halves, for a caller that knows where the blocks end (the GPU's PLL adds
+    /// eight pairs at a time and ends a block after every eighth chunk, outside its unrolled
+    /// steps): the same sums in the same order.
+    PAQ_HOST_DEVICE void add_to_block(double phase) noexcept
+    {
         block_sum_ += phase;
-        if (++in_block_ < block_pairs) return;
+        ++in_block_;
+    }
+    PAQ_HOST_DEVICE void end_block_if_full() noexcept
+    {
+        if (in_block_ < block_pairs) return;
         const double mean = block_sum_ / static_cast<double>(block_pairs);
         if (blocks_ > 0) {
             const double d = mean - last_mean_;

@@ -50,29 +50,26 @@ constexpr int pre = static_cast<int>(dsp::packet_margin);
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
 
-/// out[p][(first + i) mod N] = taps[p][i]; out must be zero elsewhere.
-__global__ void place_taps_kernel(const cuFloatComplex* __restrict__ taps, int count, int first, cuFloatComplex* __restrict__ out)
-{
-    const int p = blockIdx.x;
-    for (int i = threadIdx.x; i < count; i += blockDim.x) {
-        const int idx = ((first + i) % n_fft + n_fft) % n_fft;
-        out[static_cast<std::size_t>(p) * n_fft + idx] = taps[static_cast<std::size_t>(p) * count + i];
-    }
-}
-
 __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __restrict__ load, int np)
 {
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p < np) load[p] = 2.0 * sigma2[p];
 }
 
-/// <sinc(. - tau), h> and <sinc(. - tau), sinc(. - tau)> over the channel's taps.
-__device__ inline void sinc_projection(const cuDoubleComplex* h, double tau, double& dr, double& di, double& ss)
+/// The candidates of dsp::fit_single_path: tau = c / steps - N1, c = 0 .. n_cand - 1. Every
+/// m - tau (m = -N1 .. N2) is then j / steps for an integer |j| <= max_j, so the sincs the
+/// fit needs are sinc_table[j + max_j] = sin(x) / x, x = pi j / steps: the same double x as the
+/// CPU's pi (m - tau) and the same quotient, made once per block (1185 sines instead of
+/// 593 x 38; the kernel took 88 us a part of 779 packets on the H100 in those sines).
+constexpr int single_path_steps = 16;
+constexpr int single_path_candidates = (N1 + N2) * single_path_steps + 1;
+constexpr int single_path_max_j = (N1 + N2) * single_path_steps;
+
+__device__ inline void sinc_projection(const cuDoubleComplex* h, const double* sinc_table, int c, double& dr, double& di, double& ss)
 {
     dr = di = ss = 0.0;
     for (int m = -N1; m <= N2; ++m) {
-        const double x = 3.14159265358979323846 * (m - tau);
-        const double s = fabs(x) < 1e-12 ? 1.0 : sin(x) / x;
+        const double s = sinc_table[(m + N1) * single_path_steps - c + single_path_max_j];
         dr += s * h[m + N1].x;
         di += s * h[m + N1].y;
         ss += s * s;
@@ -83,22 +80,26 @@ __device__ inline void sinc_projection(const cuDoubleComplex* h, double tau, dou
 __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, double* __restrict__ tau_out,
                                    cuDoubleComplex* __restrict__ gain_out)
 {
-    constexpr int steps = 16, n_cand = (N1 + N2) * steps + 1;
+    constexpr int steps = single_path_steps, n_cand = single_path_candidates;
     const int p = blockIdx.x;
     __shared__ double best_score[256];
     __shared__ int best_i[256];
     __shared__ cuDoubleComplex h[L_ch];
+    __shared__ double sinc_table[2 * single_path_max_j + 1];
     for (int m = threadIdx.x; m < L_ch; m += blockDim.x) {
         const cuFloatComplex v = h_all[static_cast<std::size_t>(p) * L_ch + m];
         h[m] = make_cuDoubleComplex(v.x, v.y);
+    }
+    for (int j = threadIdx.x; j <= 2 * single_path_max_j; j += blockDim.x) {
+        const double x = 3.14159265358979323846 * (static_cast<double>(j - single_path_max_j) / steps);
+        sinc_table[j] = fabs(x) < 1e-12 ? 1.0 : sin(x) / x;
     }
     __syncthreads();
     double bs = -1.0;
     int bi = 0;
     for (int c = threadIdx.x; c < n_cand; c += blockDim.x) {
-        const double tau = static_cast<double>(c - N1 * steps) / steps;
         double dr, di, ss;
-        sinc_projection(h, tau, dr, di, ss);
+        sinc_projection(h, sinc_table, c, dr, di, ss);
         const double score = (dr * dr + di * di) / ss;
         if (score > bs) {  // strictly greater: the first maximum wins, as on the CPU
             bs = score;
@@ -122,35 +123,10 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
     if (threadIdx.x == 0) {
         const double tau = static_cast<double>(best_i[0] - N1 * steps) / steps;
         double dr, di, ss;
-        sinc_projection(h, tau, dr, di, ss);
+        sinc_projection(h, sinc_table, best_i[0], dr, di, ss);
         tau_out[p] = tau;
         gain_out[p] = make_cuDoubleComplex(dr / ss, di / ss);
     }
-}
-
-/// max |H|^2 / min |H|^2 per packet (the ZF condition number).
-__global__ void condition_kernel(const cuFloatComplex* __restrict__ hspec, double* __restrict__ cond)
-{
-    const int p = blockIdx.x;
-    __shared__ float lo[256], hi[256];
-    float l = INFINITY, h = 0.0f;
-    for (int k = threadIdx.x; k < n_fft; k += blockDim.x) {
-        const cuFloatComplex v = hspec[static_cast<std::size_t>(p) * n_fft + k];
-        const float a = v.x * v.x + v.y * v.y;
-        l = fminf(l, a);
-        h = fmaxf(h, a);
-    }
-    lo[threadIdx.x] = l;
-    hi[threadIdx.x] = h;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            lo[threadIdx.x] = fminf(lo[threadIdx.x], lo[threadIdx.x + s]);
-            hi[threadIdx.x] = fmaxf(hi[threadIdx.x], hi[threadIdx.x + s]);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) cond[p] = lo[0] > 0.0f ? static_cast<double>(hi[0]) / lo[0] : INFINITY;
 }
 
 /// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
@@ -191,7 +167,7 @@ struct chain_part {
     preamble_detector loc;
     stream_detector det;
     cufft_plan plan;
-    device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, pad_channel, pad_taps, hspec, c_zf, c_mmse, c_cma;
+    device_buffer<cuFloatComplex> spec_zf, spec_mmse, spec_cma, hspec, c_zf, c_mmse, c_cma;
     const cuFloatComplex* hno;  ///< H_NO on the FFT grid, and Psi: the backend's, shared by its parts
     const float* psi;
     const float2* lp;                        ///< the trellis's low-pass on the FFT grid (the backend's; null with sxs)
@@ -271,8 +247,6 @@ struct chain_part {
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
           spec_cma(max_packets * n_fft),
-          pad_channel(max_packets * n_fft),
-          pad_taps(max_packets * n_fft),
           hspec(max_packets * n_fft),
           c_zf(max_packets * L_eq),
           c_mmse(max_packets * L_eq),
@@ -321,20 +295,6 @@ struct chain_part {
         PAQ_CUDA_CHECK(cudaMemset(zero_load.data(), 0, max_packets * sizeof(double)));
         // Unused batch slots of the FFT buffers stay finite.
         PAQ_CUDA_CHECK(cudaMemset(hspec.data(), 0, hspec.size() * sizeof(cuFloatComplex)));
-        PAQ_CUDA_CHECK(cudaMemset(pad_channel.data(), 0, pad_channel.size() * sizeof(cuFloatComplex)));
-        PAQ_CUDA_CHECK(cudaMemset(pad_taps.data(), 0, pad_taps.size() * sizeof(cuFloatComplex)));
-    }
-
-    /// Spectrum of per-packet taps (count, first index) into dst, all max_packets slots.
-    void taps_spectrum(const cuFloatComplex* taps, int count, int first, int np, cuFloatComplex* dst, cudaStream_t s)
-    {
-        // The taps go into a zero-padded buffer of their own (zeroed once at Create, always
-        // written at the same positions), transformed out of place: no memset of np x N.
-        cuFloatComplex* pad = count == L_ch && first == -N1 ? pad_channel.data() : count == L_eq && first == -L1 ? pad_taps.data() : nullptr;
-        if (!pad) throw std::logic_error("cuda backend: no padded buffer for these taps");
-        place_taps_kernel<<<np, 128, 0, s>>>(taps, count, first, pad);
-        PAQ_CUDA_CHECK_LAUNCH();
-        plan.forward(pad, dst);
     }
 
     /// Queues upload (+ resampling) + metric + location for plan_now on this part's stream (no
@@ -858,8 +818,8 @@ void chain_part::enqueue_back(bool timed, bool clock)
 
     // R = FFT of each segment (in place), H = FFT of each channel estimate.
     m.plan.forward(seg, seg);
-    m.taps_spectrum(h, L_ch, -N1, P, m.hspec.data(), s);
-    condition_kernel<<<P, 256, 0, s>>>(m.hspec.data(), m.cond.data());
+    // H, and with it max |H|^2 / min |H|^2 per packet (the ZF condition number).
+    taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), m.cond.data()}}, 1}, P, s);
     if (m.solver) {
         zf_fallback_kernel<<<P, 64, 0, s>>>(m.cond.data(), m.c_zf_lev.data(), m.ok_zf_lev.data(), m.c_zf.data(), m.ok_zf.data());
     }
@@ -869,14 +829,19 @@ void chain_part::enqueue_back(bool timed, bool clock)
     // CMA from MMSE.
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), np * L_eq * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
     // Each packet's CMA steps on chip (gpu/cma: the transforms in shared memory).
-    cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s);
+    // Its first step transforms the MMSE taps: their spectrum for the MMSE path comes from there.
+    const bool mmse_from_cma = m.cfg.cma_iterations > 0;
+    cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s,
+                      mmse_from_cma ? reinterpret_cast<cf32*>(m.spec_mmse.data()) : nullptr);
     stage_done(cuda_backend::stage::cma);
 
     // Six paths: the tap spectra, then per packet on chip: R x C x H_NO folded, the N/2-point
     // inverse transform, the decision samples into the detector's input.
-    m.taps_spectrum(m.c_zf.data(), L_eq, -L1, P, m.spec_zf.data(), s);
-    m.taps_spectrum(m.c_mmse.data(), L_eq, -L1, P, m.spec_mmse.data(), s);
-    m.taps_spectrum(m.c_cma.data(), L_eq, -L1, P, m.spec_cma.data(), s);
+    taps_spectrum_jobs spectra{{{m.c_zf.data(), L_eq, -L1, m.spec_zf.data(), nullptr},
+                                {m.c_cma.data(), L_eq, -L1, m.spec_cma.data(), nullptr},
+                                {m.c_mmse.data(), L_eq, -L1, m.spec_mmse.data(), nullptr}},
+                               mmse_from_cma ? 2 : 3};
+    taps_spectra_device(spectra, P, s);
     const int parity = (pre + m.t.decision_delay) & 1;
     const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
     paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),

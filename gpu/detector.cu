@@ -40,8 +40,92 @@ __device__ inline dsp::path_stats decision_stats(double sum, double sum2, unsign
 constexpr int prefetch = 16;
 static_assert(nbits % prefetch == 0 && nk % prefetch == 0 && prefetch % 2 == 0);
 
-/// gate_out (gated smoother only): per stream the phase's wander over the data and the
-/// decisions' rho (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its trace.
+/// The loop state of detect_kernel: dsp::detect_packet's, variable for variable.
+struct pll_state {
+    double e_scale;
+    double theta = 0.0, nu = 0.0;
+    cuDoubleComplex rot = make_cuDoubleComplex(1.0, 0.0), y_prev = make_cuDoubleComplex(0.0, 0.0);
+    double a_prev = 0.0, sum = 0.0, sum2 = 0.0;
+    unsigned known_errors = 0;
+    unsigned char byte = 0;
+    dsp::phase_gate::wander_meter wander;
+    double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
+};
+
+/// One chunk of `prefetch` bits from k0 on, all of them known bits (`known`) or all data bits
+/// (the known bits fill whole chunks), so that after unrolling no step branches on where it is
+/// nor on what the launch asked for (`keep_theta`, `gated`). The kernel's time is the steps'
+/// chain: a thread per stream, about one warp an SM, every instruction issued in turn.
+template <bool known, bool keep_theta, bool gated>
+__device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatComplex (&cur)[prefetch], const dsp::pll_gains& g,
+                                          unsigned char* __restrict__ out, float4* __restrict__ theta_row)
+{
+    float tb[prefetch / 2];
+#pragma unroll
+    for (int j = 0; j < prefetch; ++j) {
+        const int k = k0 + j;
+        const cuDoubleComplex y = cuCmul(make_cuDoubleComplex(cur[j].x, cur[j].y), st.rot);
+        const bool even = (j % 2) == 0;  // k0 is a multiple of prefetch: k's parity is j's
+        // The phase both bits of the pair are derotated by (sxs_trace::theta), for the trellis.
+        if (keep_theta && even) tb[j / 2] = static_cast<float>(st.theta);
+        // The data pairs (phase_gate::first_pair on); each block of 64 pairs is ended after
+        // its last chunk (detect_kernel), not here.
+        if (gated && !known && even) st.wander.add_to_block(st.theta + st.unwrapped);
+        const double comp = even ? y.x : y.y;
+        const double dec = comp >= 0.0 ? 1.0 : -1.0;
+        double a;
+        if constexpr (known) {
+            a = c_known[k] ? 1.0 : -1.0;
+            if (dec != a) ++st.known_errors;
+        } else {
+            a = dec;
+            const int i = k - nk;  // i % 8 == j % 8
+            if (dec > 0) st.byte = static_cast<unsigned char>(st.byte | (0x80u >> (j % 8)));
+            if (j % 8 == 7) {
+                out[i / 8] = st.byte;
+                st.byte = 0;
+            }
+            const double m = fabs(comp);
+            st.sum += m;
+            st.sum2 += m * m;
+        }
+        if (!even) {
+            const double e = (st.a_prev * st.y_prev.y - a * y.x) * st.e_scale;
+            st.nu += g.k2 * e;
+            st.theta += g.k1 * e + st.nu;
+            // std::remainder(theta, 2 pi) as on the CPU, without the library's general
+            // division loop: the step is small, so theta is at most a few steps past
+            // +-pi, where subtracting 2 pi is exact (Sterbenz) and rounds as remainder's
+            // nearest multiple does (a tie at exactly +-pi stays). One turn either way as
+            // selects, the loops only for a step of more than a turn (the loops' results,
+            // without their branches every step).
+            constexpr double two_pi = 2.0 * 3.14159265358979323846;
+            const double before_wrap = st.theta;
+            st.theta = st.theta > 0.5 * two_pi ? st.theta - two_pi : st.theta < -0.5 * two_pi ? st.theta + two_pi : st.theta;
+            if (__builtin_expect(st.theta > 0.5 * two_pi || st.theta < -0.5 * two_pi, 0)) {
+                while (st.theta > 0.5 * two_pi) st.theta -= two_pi;
+                while (st.theta < -0.5 * two_pi) st.theta += two_pi;
+            }
+            if (gated) st.unwrapped += before_wrap - st.theta;
+            double sn, cs;
+            sincos(-st.theta, &sn, &cs);
+            st.rot = make_cuDoubleComplex(cs, sn);
+        }
+        st.y_prev = y;
+        st.a_prev = a;
+    }
+    if constexpr (keep_theta) {
+        static_assert(prefetch == 16, "a chunk's eight phases are two float4");
+        theta_row[k0 / 8] = make_float4(tb[0], tb[1], tb[2], tb[3]);
+        theta_row[k0 / 8 + 1] = make_float4(tb[4], tb[5], tb[6], tb[7]);
+    }
+}
+
+/// Mirrors dsp::detect_packet step for step, a thread per stream (see pll_chunk).
+/// theta_out (keep_theta): the phase of each bit pair, for the trellis. gate_out (gated
+/// smoother only): per stream the phase's wander over the data and the decisions' rho
+/// (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its trace.
+template <bool keep_theta, bool gated>
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out,
                               dsp::phase_gate::measure* __restrict__ gate_out)
@@ -67,77 +151,29 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
         for (int j = 0; j < prefetch; ++j) amp += cuCabs(make_cuDoubleComplex(cur[j].x, cur[j].y));
     }
     amp /= nk;
-    const double e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
+    pll_state st;
+    st.e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
     unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
-    double theta = 0.0, nu = 0.0;
-    cuDoubleComplex rot = make_cuDoubleComplex(1.0, 0.0), y_prev = make_cuDoubleComplex(0.0, 0.0);
-    double a_prev = 0.0, sum = 0.0, sum2 = 0.0;
-    unsigned known_errors = 0;
-    unsigned char byte = 0;
-    dsp::phase_gate::wander_meter wander;
-    double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
+    float4* theta_row = keep_theta ? reinterpret_cast<float4*>(theta_out + static_cast<std::size_t>(s) * (nbits / 2)) : nullptr;
+    // The known bits (acquisition gains), then the data (tracking gains), whole chunks each.
     load_chunk(0, cur);
-    float4* theta_row = theta_out ? reinterpret_cast<float4*>(theta_out + static_cast<std::size_t>(s) * (nbits / 2)) : nullptr;
-    for (int k0 = 0; k0 < nbits; k0 += prefetch) {
-        if (k0 + prefetch < nbits) load_chunk(k0 + prefetch, next);
-        float tb[prefetch / 2];
-#pragma unroll
-        for (int j = 0; j < prefetch; ++j) {
-            const int k = k0 + j;
-            const cuDoubleComplex y = cuCmul(make_cuDoubleComplex(cur[j].x, cur[j].y), rot);
-            const bool even = (k % 2) == 0;
-            // The phase both bits of the pair are derotated by (sxs_trace::theta), for the trellis.
-            if (even) tb[j / 2] = static_cast<float>(theta);
-            if (gate_out && even && k >= 2 * dsp::phase_gate::first_pair) wander.add(theta + unwrapped);
-            const double comp = even ? y.x : y.y;
-            const double dec = comp >= 0.0 ? 1.0 : -1.0;
-            double a;
-            if (k < nk) {
-                a = c_known[k] ? 1.0 : -1.0;
-                if (dec != a) ++known_errors;
-            } else {
-                a = dec;
-                const int i = k - nk;
-                if (dec > 0) byte = static_cast<unsigned char>(byte | (0x80u >> (i % 8)));
-                if (i % 8 == 7) {
-                    out[i / 8] = byte;
-                    byte = 0;
-                }
-                const double m = fabs(comp);
-                sum += m;
-                sum2 += m * m;
-            }
-            if (!even) {
-                const dsp::pll_gains& g = k < nk ? acq : track;
-                const double e = (a_prev * y_prev.y - a * y.x) * e_scale;
-                nu += g.k2 * e;
-                theta += g.k1 * e + nu;
-                // std::remainder(theta, 2 pi) as on the CPU, without the library's general
-                // division loop: the step is small, so theta is at most a few steps past
-                // +-pi, where subtracting 2 pi is exact (Sterbenz) and rounds as remainder's
-                // nearest multiple does (a tie at exactly +-pi stays).
-                constexpr double two_pi = 2.0 * 3.14159265358979323846;
-                const double before_wrap = theta;
-                while (theta > 0.5 * two_pi) theta -= two_pi;
-                while (theta < -0.5 * two_pi) theta += two_pi;
-                unwrapped += before_wrap - theta;
-                double sn, cs;
-                sincos(-theta, &sn, &cs);
-                rot = make_cuDoubleComplex(cs, sn);
-            }
-            y_prev = y;
-            a_prev = a;
-        }
-        if (theta_row) {
-            static_assert(prefetch == 16, "a chunk's eight phases are two float4");
-            theta_row[k0 / 8] = make_float4(tb[0], tb[1], tb[2], tb[3]);
-            theta_row[k0 / 8 + 1] = make_float4(tb[4], tb[5], tb[6], tb[7]);
-        }
+    for (int k0 = 0; k0 < nk; k0 += prefetch) {
+        load_chunk(k0 + prefetch, next);  // nk < nbits: always inside the stream
+        pll_chunk<true, keep_theta, gated>(st, k0, cur, acq, out, theta_row);
 #pragma unroll
         for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
     }
-    stats[s] = decision_stats(sum, sum2, known_errors);
-    if (gate_out) gate_out[s] = {wander.value(), dsp::phase_gate::decision_rho(sum, sum2, static_cast<double>(waveform::data_bits))};
+    static_assert(dsp::phase_gate::first_pair * 2 == nk && (dsp::phase_gate::block_pairs * 2) % prefetch == 0,
+                  "the wander's blocks start at the data and end at chunk ends");
+    for (int k0 = nk; k0 < nbits; k0 += prefetch) {
+        if (k0 + prefetch < nbits) load_chunk(k0 + prefetch, next);
+        pll_chunk<false, keep_theta, gated>(st, k0, cur, track, out, theta_row);
+        if (gated) st.wander.end_block_if_full();
+#pragma unroll
+        for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
+    }
+    stats[s] = decision_stats(st.sum, st.sum2, st.known_errors);
+    if (gated) gate_out[s] = {st.wander.value(), dsp::phase_gate::decision_rho(st.sum, st.sum2, static_cast<double>(waveform::data_bits))};
 }
 
 /// The gate (dsp::phase_gate::smoother_needed), a thread per packet: smoothed[p] = whether its
@@ -614,9 +650,17 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     }
     const auto per_thread = [&](std::size_t n, unsigned block) { return static_cast<unsigned>((n + block - 1) / block); };
     if (m.use != smoother_use::always) {
-        detect_kernel<<<per_thread(streams, 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
-                                                                    m.stats.data(), m.keep_phase ? m.theta.data() : nullptr,
-                                                                    gated ? m.gate.data() : nullptr);
+        // One launch shape for every variant (the flags are compile-time in the kernel).
+        auto launch = [&](auto kernel) {
+            kernel<<<per_thread(streams, 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
+                                                                 m.stats.data(), m.keep_phase ? m.theta.data() : nullptr,
+                                                                 gated ? m.gate.data() : nullptr);
+        };
+        if (m.keep_phase) {
+            gated ? launch(detect_kernel<true, true>) : launch(detect_kernel<true, false>);
+        } else {
+            gated ? launch(detect_kernel<false, true>) : launch(detect_kernel<false, false>);
+        }
         PAQ_CUDA_CHECK_LAUNCH();
         if (!gated) return;
         const std::size_t packets = streams / dsp::chain::num_paths;

@@ -106,9 +106,12 @@ void cma_setup_device();
 /// over the segment's mean power (dsp::segment_mean_power, level invariant) on taps (packets x 186, c(l) for l = -60 .. 125, in/out) from the segment spectra r_spec
 /// (packets x 16384; the packet at [pre, pre + L_pkt) of its segment), as dsp::cma_refine.
 /// Allocates nothing and configures nothing (cma_setup_device first). Throws
-/// std::invalid_argument for iterations < 0.
+/// std::invalid_argument for iterations < 0. With `start_spectrum` (packets x 16384) and
+/// iterations > 0, the spectrum of the taps it starts from (forward, unnormalized, as
+/// gpu::taps_spectra_device makes it) is left there: its first step makes it anyway (the
+/// CUDA backend's MMSE spectrum, the CMA's start).
 void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std::size_t pre, double mu, int iterations,
-                       cuda_stream_t stream);
+                       cuda_stream_t stream, cf32* start_spectrum = nullptr);
 
 /// Host convenience for tests: copies up, runs cma_refine_device on `device`, copies back.
 [[nodiscard]] std::vector<cf32> cma_refine(std::span<const cf32> r_spec, std::span<const cf32> taps, std::size_t packets,

@@ -49,7 +49,7 @@ __device__ float2 block_sum(float2 v, float2* red)
 ///   z = 2 (|y|^2 - 1) y on the packet, 0 elsewhere -> FFT (DIT) -> x conj(R) -> IFFT (DIF)
 ///   -> c(l) -= scale b(l mod N).
 __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restrict__ r_spec, float2* __restrict__ taps, int iterations,
-                                                         float scale, int pre, int l_pkt, int seg_len)
+                                                         float scale, int pre, int l_pkt, int seg_len, float2* __restrict__ start_spectrum)
 {
     extern __shared__ float2 sm[];
     float2* a = sm;
@@ -72,7 +72,9 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
         __syncthreads();
         float power_part = 0.0f;
         if (it == 0) {
-            smem_fft::dit<log_n, false, bitrev_reads>(a, [r, &power_part](int k, float2 v) {
+            float2* start = start_spectrum ? start_spectrum + static_cast<std::size_t>(p) * n : nullptr;
+            smem_fft::dit<log_n, false, bitrev_reads>(a, [r, start, &power_part](int k, float2 v) {
+                if (start) start[k] = v;  // the start taps' spectrum C
                 const float2 rk = r[k];
                 power_part += rk.x * rk.x + rk.y * rk.y;
                 return cmul(v, rk);
@@ -123,7 +125,7 @@ void cma_setup_device()
 }
 
 void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std::size_t pre, double mu, int iterations,
-                       cuda_stream_t stream)
+                       cuda_stream_t stream, cf32* start_spectrum)
 {
     if (iterations < 0) throw std::invalid_argument("gpu cma: iterations must be >= 0");
     if (packets == 0 || iterations == 0) return;
@@ -132,7 +134,8 @@ void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std:
     cma_kernel<<<static_cast<unsigned>(packets), threads, smem_bytes, stream>>>(reinterpret_cast<const float2*>(r_spec),
                                                                               reinterpret_cast<float2*>(taps), iterations, scale,
                                                                               static_cast<int>(pre), static_cast<int>(waveform::L_pkt),
-                                                                              static_cast<int>(waveform::L_pkt + 2 * pre));
+                                                                              static_cast<int>(waveform::L_pkt + 2 * pre),
+                                                                              reinterpret_cast<float2*>(start_spectrum));
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

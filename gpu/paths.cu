@@ -53,7 +53,9 @@ __device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __
         const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? noise / psi[k] : noise);
         return den > 0.0f ? make_float2(hk.x / den, -hk.y / den) : make_float2(0.0f, 0.0f);
     } else {
-        return spec[i];
+        // Each tap spectrum is read once per packet: streamed (evict first), so that L2 keeps
+        // the packet's R, which all six paths read.
+        return __ldcs(spec + i);
     }
 }
 
@@ -139,12 +141,15 @@ __device__ __forceinline__ void band_products(int path, const path_inputs& in, c
     });
 }
 
-/// The six filter paths of one packet per block, on chip: for each path the folded spectrum
-/// of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
+/// The filter paths on chip, one block per (packet, path), block 6 p + path: the folded
+/// spectrum of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
 /// (gpu/smem_fft: natural order in, bit-reversed out), and its decision samples (m = m0 + k
 /// for bit k, scaled by 1/N) go to the detector's input, stream p * 6 + path, contiguous.
-/// Three blocks per SM, so that one block's loads overlap another's transform; a packet's R
-/// (128 KB, read once per path) stays in L2 between its paths.
+/// Three blocks per SM, so that one block's loads overlap another's transform. A packet's six
+/// blocks run side by side, so its R (128 KB, read by each) comes from DRAM once and from L2
+/// after: with a block per packet looping over the paths, the 396 packets in flight held
+/// 50 MB of R, more than L2 keeps, and R was read from DRAM once per path (the kernel moved
+/// 1.7 MB a packet, 0.64 ms a part of 779 packets on the H100).
 constexpr int paths_log_n = 13;
 static_assert(1 << paths_log_n == n_fft / 2);
 constexpr int paths_threads = 256;
@@ -160,21 +165,19 @@ __global__ void __launch_bounds__(paths_threads, 3)
                  const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
                  const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v)
 {
-    extern __shared__ float2 f[];  // one path's folded spectrum, N/2 points (smem_fft layout)
-    const int p = blockIdx.x;
+    extern __shared__ float2 f[];  // the path's folded spectrum, N/2 points (smem_fft layout)
+    const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
     const path_inputs in{r, hno, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    for (int path = 0; path < num_paths; ++path) {
-        fold(path, in, t, f, parity);
-        __syncthreads();
-        smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
-        float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
-        for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-            const float2 y = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(m0 + k))];
-            out[k] = make_float2(y.x * inv_n, y.y * inv_n);
-        }
-        __syncthreads();
+    fold(path, in, t, f, parity);
+    __syncthreads();
+    // The transform's last stage (a pass of its own) is done where its output is read.
+    smem_fft::dif_but_last<paths_log_n, true, true>(f);
+    float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
+    for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
+        const float2 y = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(m0 + k));
+        __stcs(out + k, make_float2(y.x * inv_n, y.y * inv_n));  // for the detector, streamed past L2
     }
 }
 
@@ -185,8 +188,9 @@ __global__ void __launch_bounds__(paths_threads, 3)
 /// products are read and formed once into shared memory beside the fold array (each thread its
 /// own bins; 131 KB, one block of 512 threads an SM), and folded for each parity from there:
 /// the spectra are read once a path instead of twice, the same values (the stage 8.31 -> 6.74
-/// ms on the H100; held in registers instead, 7.22 ms with 384 bytes of spills). Out: x,
-/// packets x 6 streams of 2 x 6336 samples.
+/// ms on the H100; held in registers instead, 7.22 ms with 384 bytes of spills). One block per
+/// (packet, path) as paths_kernel, for the same reason. Out: x, packets x 6 streams of
+/// 2 x 6336 samples.
 __global__ void __launch_bounds__(paths_trellis_threads, 1)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
@@ -195,11 +199,11 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
 {
     extern __shared__ float2 f[];
     float2* y = f + fold_points;  // the products, natural order; each thread its own bins
-    const int p = blockIdx.x;
+    const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
     const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    for (int path = 0; path < num_paths; ++path) {
+    {
         // The path's in-band products, read once; each sample parity's fold is formed from them
         // (the same values as folding R x C x LP at both bins: the out-of-band term is zero).
         band_products(path, in, t, y);
@@ -213,13 +217,73 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
                 f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[k], zero, k, par) : fold_bins(zero, y[k], k, par);
             }
             __syncthreads();
-            smem_fft::dif<paths_log_n, true, true>(f, smem_fft::keep{});
+            smem_fft::dif_but_last<paths_log_n, true, true>(f);
             float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
             for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-                const float2 v = f[smem_fft::pad<true>(smem_fft::bitrev<paths_log_n>(first + k))];
-                out[2 * k + d] = make_float2(v.x * inv_n, v.y * inv_n);
+                const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
+                __stcs(out + 2 * k + d, make_float2(v.x * inv_n, v.y * inv_n));
             }
             __syncthreads();
+        }
+    }
+}
+
+/// The spectra of per-packet taps (gpu/paths.cuh, taps_spectra_device): one block per packet,
+/// each job's taps placed in a zeroed N-point array at their circular positions, bit-reversed,
+/// and transformed in shared memory (decimation in time: natural order out), each bin written
+/// out as the last stages leave it. This replaces a zero-padded buffer of N x packets per job
+/// and a batched cuFFT transform of it: the zeros are neither written nor read (128 KB a
+/// packet and job).
+constexpr int spectra_threads = 512;
+constexpr int spectra_log_n = 14;
+static_assert(1 << spectra_log_n == n_fft);
+constexpr std::size_t spectra_smem_bytes = static_cast<std::size_t>(smem_fft::padded_size(n_fft, false)) * sizeof(float2);
+static_assert(spectra_smem_bytes <= backend_shared_memory_bytes);
+
+__global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_spectrum_jobs jobs)
+{
+    extern __shared__ float2 a[];
+    const int p = blockIdx.x;
+    for (int j = 0; j < jobs.count; ++j) {
+        const taps_spectrum_job job = jobs.job[j];
+        for (int i = static_cast<int>(threadIdx.x); i < n_fft; i += static_cast<int>(blockDim.x)) {
+            a[smem_fft::pad<false>(i)] = make_float2(0.0f, 0.0f);
+        }
+        __syncthreads();
+        const float2* taps = reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet;
+        for (int i = static_cast<int>(threadIdx.x); i < job.taps_per_packet; i += static_cast<int>(blockDim.x)) {
+            const int idx = ((job.first + i) % n_fft + n_fft) % n_fft;
+            a[smem_fft::pad<false>(smem_fft::bitrev<spectra_log_n>(idx))] = taps[i];
+        }
+        __syncthreads();
+        float2* out = reinterpret_cast<float2*>(job.spectrum) + static_cast<std::size_t>(p) * n_fft;
+        float lo = INFINITY, hi = 0.0f;  // min and max |S|^2 of this thread's bins
+        smem_fft::dit<spectra_log_n, false, false>(a, [out, &lo, &hi](int k, float2 v) {
+            out[k] = v;
+            const float m = v.x * v.x + v.y * v.y;
+            lo = fminf(lo, m);
+            hi = fmaxf(hi, m);
+            return v;
+        });
+        if (job.condition) {  // min and max are exact in any order
+            constexpr int warps = spectra_threads / 32;
+            __shared__ float red_lo[warps], red_hi[warps];
+            for (int o = 16; o > 0; o >>= 1) {
+                lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+                hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+            }
+            if (threadIdx.x % 32 == 0) {
+                red_lo[threadIdx.x / 32] = lo;
+                red_hi[threadIdx.x / 32] = hi;
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                for (int w = 1; w < warps; ++w) {
+                    lo = fminf(lo, red_lo[w]);
+                    hi = fmaxf(hi, red_hi[w]);
+                }
+                job.condition[p] = lo > 0.0f ? static_cast<double>(hi) / lo : INFINITY;
+            }
         }
     }
 }
@@ -231,6 +295,21 @@ void paths_setup_device()
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
     PAQ_CUDA_CHECK(
         cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_trellis_smem_bytes)));
+    PAQ_CUDA_CHECK(cudaFuncSetAttribute(taps_spectra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(spectra_smem_bytes)));
+}
+
+void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream_t s)
+{
+    if (packets <= 0 || jobs.count <= 0) return;
+    if (jobs.count > taps_spectrum_jobs::max_jobs) throw std::invalid_argument("taps_spectra_device: too many jobs");
+    for (int j = 0; j < jobs.count; ++j) {
+        const auto& job = jobs.job[j];
+        if (!job.taps || !job.spectrum || job.taps_per_packet <= 0 || job.taps_per_packet > n_fft) {
+            throw std::invalid_argument("taps_spectra_device: a job without taps, spectrum or a tap count in 1 .. N");
+        }
+    }
+    taps_spectra_kernel<<<static_cast<unsigned>(packets), spectra_threads, spectra_smem_bytes, s>>>(jobs);
+    PAQ_CUDA_CHECK_LAUNCH();
 }
 
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
@@ -238,7 +317,7 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
                   const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s)
 {
     if (packets <= 0) return;
-    paths_kernel<<<static_cast<unsigned>(packets), paths_threads, paths_smem_bytes, s>>>(
+    paths_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), hno, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v);
     PAQ_CUDA_CHECK_LAUNCH();
@@ -252,7 +331,7 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
     // The last sample read, y(2 (m0 + 6335) + parity + 1), must lie inside the N/2 transform's
     // index range (the CPU reads the same samples from its full transform).
     if (m0 < 0 || m0 + ((parity + 1) >> 1) + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
-    paths_trellis_kernel<<<static_cast<unsigned>(packets), paths_trellis_threads, paths_trellis_smem_bytes, s>>>(
+    paths_trellis_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_trellis_threads, paths_trellis_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, x);
     PAQ_CUDA_CHECK_LAUNCH();

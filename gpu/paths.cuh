@@ -12,8 +12,30 @@
 
 namespace paq::gpu {
 
-/// Once per backend, on its device: the kernel's shared-memory opt-in.
+/// Once per backend, on its device: the kernels' shared-memory opt-in.
 void paths_setup_device();
+
+/// One set of per-packet taps whose spectra are wanted: packet p's taps are
+/// taps[p * taps_per_packet + i], tap i at time first + i (circularly on the N-point grid);
+/// its spectrum (forward, unnormalized, as cuFFT's) goes to spectrum[p * N ..]; with
+/// `condition`, max |S|^2 / min |S|^2 of the spectrum S to condition[p] (infinite where the
+/// minimum is 0: the ZF condition number of a channel estimate's spectrum).
+struct taps_spectrum_job {
+    const cuFloatComplex* taps;
+    int taps_per_packet;
+    int first;
+    cuFloatComplex* spectrum;
+    double* condition;
+};
+struct taps_spectrum_jobs {
+    static constexpr int max_jobs = 3;
+    taps_spectrum_job job[max_jobs];
+    int count;
+};
+
+/// The spectra of up to three tap sets of `packets` packets in one launch on stream `s`
+/// (the channel estimates' H; the ZF, MMSE and CMA taps' spectra of the paths).
+void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream_t s);
 
 /// The paths of `packets` packets on stream `s`. r: the packets' spectra (N per packet);
 /// hno: H_NO (N); spec_*: the taps' spectra (N per packet); hspec: the channel estimates'

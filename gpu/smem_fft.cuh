@@ -145,6 +145,37 @@ __device__ __forceinline__ void dif(float2* a, Store store)
     dif_from<LogN, 0, inverse, bitrev_reads>(a, store);
 }
 
+/// Stages S0 .. End - 1 of dif, four at a time (End - S0 a multiple of four).
+template <int LogN, int S0, int End, bool inverse, bool bitrev_reads>
+__device__ __forceinline__ void dif_until(float2* a)
+{
+    static_assert((End - S0) % 4 == 0 && End <= LogN);
+    if constexpr (S0 < End) {
+        stages<LogN, 4, inverse, bitrev_reads, false>(a, S0, keep{});
+        __syncthreads();
+        dif_until<LogN, S0 + 4, End, inverse, bitrev_reads>(a);
+    }
+}
+
+/// dif without its last stage, for LogN = 4 m + 1 (where that stage would be a pass of its
+/// own over the whole array): read the output with dif_last_stage_at. For a kernel that reads
+/// only some of the output, this saves the pass.
+template <int LogN, bool inverse, bool bitrev_reads>
+__device__ __forceinline__ void dif_but_last(float2* a)
+{
+    static_assert(LogN % 4 == 1 && LogN >= 5);
+    dif_until<LogN, 0, LogN - 1, inverse, bitrev_reads>(a);
+}
+
+/// Position q of dif's output (bin bitrev(q)) from the array dif_but_last left: dif's last
+/// stage pairs q and q ^ 1 with the twiddle 1, (u, v) -> (u + v, u - v), exactly as the stage.
+template <bool bitrev_reads>
+__device__ __forceinline__ float2 dif_last_stage_at(const float2* a, int q)
+{
+    const float2 u = a[pad<bitrev_reads>(q & ~1)], v = a[pad<bitrev_reads>(q | 1)];
+    return (q & 1) == 0 ? make_float2(u.x + v.x, u.y + v.y) : make_float2(u.x - v.x, u.y - v.y);
+}
+
 /// Bit-reversed order in (position q holds element bitrev(q)), natural order out; `store(k, v)`.
 template <int LogN, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit(float2* a, Store store)

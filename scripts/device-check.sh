@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|curves|live|flight] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -304,6 +304,37 @@ if [[ $mode == soak ]]; then
   cat "$out/soak-threads.txt" 2> /dev/null
   echo "RSS (kB) every 10 s:"
   awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
+fi
+if [[ $mode == profile ]]; then
+  # Nsight Compute on paq-bench's kernels (its first batches: warm-up and the one-part and
+  # four-part runs): a few counters of every launch (profile-kernels.csv, summed per kernel in
+  # profile-summary.txt), then the full sections of the kernels named in PROFILE_KERNELS
+  # (a regex; profile-full.txt). Clocks are left alone (--clock-control none).
+  ncu_bin=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2> /dev/null | head -1)
+  [[ -n $ncu_bin ]] || { echo "profile: no ncu on this machine"; exit 1; }
+  "$ncu_bin" --clock-control none --csv --page raw -c "${PROFILE_LAUNCHES:-300}" \
+    --metrics gpu__time_duration.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed,l1tex__throughput.avg.pct_of_peak_sustained_active,sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,launch__block_size,launch__occupancy_limit_shared_mem,launch__occupancy_limit_registers \
+    ./.device/paq-bench "${bench_args[@]}" > "$out/profile-kernels.csv" 2> "$out/profile-kernels.err" || status=1
+  python3 - "$out/profile-kernels.csv" > "$out/profile-summary.txt" << 'PY'
+import csv, sys, collections
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+rows = [r for r in rows if r.get("gpu__time_duration.sum", "").replace('.', '', 1).isdigit()]
+by = collections.defaultdict(list)
+for r in rows:
+    by[(r["Kernel Name"][:60], r["launch__grid_size"])].append(r)
+print(f"{'kernel':60} {'grid':>7} {'n':>4} {'med us':>9} {'sm%':>6} {'dram%':>6} {'l1%':>6} {'warps%':>7} {'regs':>5}")
+for (k, g), rs in sorted(by.items(), key=lambda kv: -sum(float(r["gpu__time_duration.sum"]) for r in kv[1])):
+    t = sorted(float(r["gpu__time_duration.sum"]) for r in rs)
+    m = t[len(t) // 2] / 1000.0
+    f = lambda key: rs[0].get(key, "")
+    print(f"{k:60} {g:>7} {len(rs):>4} {m:9.1f} {f('sm__throughput.avg.pct_of_peak_sustained_elapsed'):>6.6} {f('dram__throughput.avg.pct_of_peak_sustained_elapsed'):>6.6} {f('l1tex__throughput.avg.pct_of_peak_sustained_active'):>6.6} {f('sm__warps_active.avg.pct_of_peak_sustained_active'):>7.7} {f('launch__registers_per_thread'):>5}")
+PY
+  cat "$out/profile-summary.txt"
+  if [[ -n ${PROFILE_KERNELS:-} ]]; then
+    "$ncu_bin" --clock-control none --set full -k "regex:${PROFILE_KERNELS}" -c "${PROFILE_FULL_LAUNCHES:-4}" \
+      ./.device/paq-bench "${bench_args[@]}" > "$out/profile-full.txt" 2>&1 || status=1
+    grep -E '^\s+[a-z_]+.*\(|Duration|Throughput|Achieved Occupancy|Registers Per|Warp Cycles Per Issued|Stall|Bank|Issue Slot|Executed Ipc|Theoretical Occ|Block Limit' "$out/profile-full.txt" | head -150
+  fi
 fi
 if [[ $mode == flight ]]; then
   # A three-minute flight replayed with the CUDA backend, with per-packet records and the
