@@ -65,6 +65,7 @@ constexpr int single_path_steps = 16;
 constexpr int single_path_candidates = (N1 + N2) * single_path_steps + 1;
 constexpr int single_path_max_j = (N1 + N2) * single_path_steps;
 
+/// <sinc(. - tau), h> and <sinc(. - tau), sinc(. - tau)> over the channel's taps, for candidate c.
 __device__ inline void sinc_projection(const cuDoubleComplex* h, const double* sinc_table, int c, double& dr, double& di, double& ss)
 {
     dr = di = ss = 0.0;
