@@ -179,6 +179,7 @@ struct cpu_backend::impl {
         // spectrum, samples and trace are kept for the steps after.
         const packet_equalizers eq{c_zf, c_mmse, c_cma, sp, w.h_spec, ce.sigma2, t.psi.data()};
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
+        auto trace_of = [&](std::size_t p) { return cfg.trellis_on() ? &w.trace[p] : nullptr; };  // for the trellis
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
             filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
@@ -186,7 +187,7 @@ struct cpu_backend::impl {
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
                 v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
-            sxs_trace* const trace = cfg.trellis_on() ? &w.trace[p] : nullptr;
+            sxs_trace* const trace = trace_of(p);
             if (cfg.phase_smoother_always()) {
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
             } else if (cfg.phase_smoother_auto()) {
@@ -202,8 +203,7 @@ struct cpu_backend::impl {
         if (cfg.phase_smoother_auto() && phase_gate::smoother_needed(w.gate.data(), static_cast<int>(workspace::paths))) {
             rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth,
-                                                      cfg.trellis_on() ? &w.trace[p] : nullptr);
+                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace_of(p));
             }
         }
         if (!cfg.trellis_on()) return;

@@ -124,7 +124,7 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
 /// Mirrors dsp::detect_packet step for step, a thread per stream (see pll_chunk).
 /// theta_out (keep_theta): the phase of each bit pair, for the trellis. gate_out (gated
 /// smoother only): per stream the phase's wander over the data and the decisions' rho
-/// (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its trace.
+/// (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its phase_gate::measure.
 template <bool keep_theta, bool gated>
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out,

@@ -66,10 +66,7 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
     float2 previous = threadIdx.x < l_eq ? c[threadIdx.x] : make_float2(0.0f, 0.0f);
     float previous_cost = INFINITY;
     for (int it = 0; it < iterations; ++it) {
-        for (int i = threadIdx.x; i < n; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(i)] = make_float2(0.0f, 0.0f);
-        __syncthreads();
-        for (int i = threadIdx.x; i < l_eq; i += blockDim.x) a[smem_fft::pad<bitrev_reads>(bitrev<log_n>((i - l1 + n) % n))] = c[i];
-        __syncthreads();
+        smem_fft::place_taps<log_n, bitrev_reads>(a, c, l_eq, -l1);
         float power_part = 0.0f;
         if (it == 0) {
             float2* start = start_spectrum ? start_spectrum + static_cast<std::size_t>(p) * n : nullptr;

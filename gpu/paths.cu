@@ -53,8 +53,7 @@ __device__ inline float2 path_coefficient(std::size_t i, int k, const float2* __
         const float den = hk.x * hk.x + hk.y * hk.y + (path == 5 ? noise / psi[k] : noise);
         return den > 0.0f ? make_float2(hk.x / den, -hk.y / den) : make_float2(0.0f, 0.0f);
     } else {
-        // Each tap spectrum is read once per packet: streamed (evict first), so that L2 keeps
-        // the packet's R, which all six paths read.
+        // Each tap spectrum is read once: streamed (evict first), as the output is written.
         return __ldcs(spec + i);
     }
 }
@@ -203,28 +202,26 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
     const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    {
-        // The path's in-band products, read once; each sample parity's fold is formed from them
-        // (the same values as folding R x C x LP at both bins: the out-of-band term is zero).
-        band_products(path, in, t, y);
-        for (int d = 0; d < 2; ++d) {
-            // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
-            // parity + d = 2 it is the even sample one further on.
-            const int first = m0 + ((parity + d) >> 1), par = (parity + d) & 1;
+    // The path's in-band products, read once; each sample parity's fold is formed from them
+    // (the same values as folding R x C x LP at both bins: the out-of-band term is zero).
+    band_products(path, in, t, y);
+    for (int d = 0; d < 2; ++d) {
+        // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
+        // parity + d = 2 it is the even sample one further on.
+        const int first = m0 + ((parity + d) >> 1), par = (parity + d) & 1;
 #pragma unroll 4
-            for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
-                const float2 zero = make_float2(0.0f, 0.0f);
-                f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[k], zero, k, par) : fold_bins(zero, y[k], k, par);
-            }
-            __syncthreads();
-            smem_fft::dif_but_last<paths_log_n, true, true>(f);
-            float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
-            for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-                const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
-                __stcs(out + 2 * k + d, make_float2(v.x * inv_n, v.y * inv_n));
-            }
-            __syncthreads();
+        for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
+            const float2 zero = make_float2(0.0f, 0.0f);
+            f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[k], zero, k, par) : fold_bins(zero, y[k], k, par);
         }
+        __syncthreads();
+        smem_fft::dif_but_last<paths_log_n, true, true>(f);
+        float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
+        for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
+            const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
+            __stcs(out + 2 * k + d, make_float2(v.x * inv_n, v.y * inv_n));
+        }
+        __syncthreads();
     }
 }
 
@@ -246,16 +243,8 @@ __global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_s
     const int p = blockIdx.x;
     for (int j = 0; j < jobs.count; ++j) {
         const taps_spectrum_job job = jobs.job[j];
-        for (int i = static_cast<int>(threadIdx.x); i < n_fft; i += static_cast<int>(blockDim.x)) {
-            a[smem_fft::pad<false>(i)] = make_float2(0.0f, 0.0f);
-        }
-        __syncthreads();
-        const float2* taps = reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet;
-        for (int i = static_cast<int>(threadIdx.x); i < job.taps_per_packet; i += static_cast<int>(blockDim.x)) {
-            const int idx = ((job.first + i) % n_fft + n_fft) % n_fft;
-            a[smem_fft::pad<false>(smem_fft::bitrev<spectra_log_n>(idx))] = taps[i];
-        }
-        __syncthreads();
+        smem_fft::place_taps<spectra_log_n, false>(
+            a, reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet, job.taps_per_packet, job.first);
         float2* out = reinterpret_cast<float2*>(job.spectrum) + static_cast<std::size_t>(p) * n_fft;
         float lo = INFINITY, hi = 0.0f;  // min and max |S|^2 of this thread's bins
         smem_fft::dit<spectra_log_n, false, false>(a, [out, &lo, &hi](int k, float2 v) {

@@ -106,27 +106,16 @@ __device__ __forceinline__ void stages(float2* a, int s0, Store store)
     }
 }
 
-/// Groups of four stages from s0 on, the last group (fewer stages if LogN is not a multiple
-/// of four) with `store`.
-template <int LogN, int S0, bool inverse, bool bitrev_reads, class Store>
-__device__ __forceinline__ void dif_from(float2* a, Store store)
-{
-    constexpr int NS = LogN - S0 >= 4 ? 4 : LogN - S0;
-    if constexpr (S0 + NS == LogN) {
-        stages<LogN, NS, inverse, bitrev_reads, false>(a, S0, store);
-        __syncthreads();
-    } else {
-        stages<LogN, NS, inverse, bitrev_reads, false>(a, S0, keep{});
-        __syncthreads();
-        dif_from<LogN, S0 + NS, inverse, bitrev_reads>(a, store);
-    }
-}
+/// Where dif's last group of stages starts: groups of four from stage 0, the last one of the
+/// LogN - last_group_start<LogN> stages left (1 .. 4).
+template <int LogN>
+inline constexpr int last_group_start = ((LogN - 1) / 4) * 4;
 
-/// The groups of dif_from in reverse, from the one starting at S0 down to stage 0 (with `store`).
+/// The groups of dif in reverse, from the one starting at S0 down to stage 0 (with `store`).
 template <int LogN, int S0, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit_down(float2* a, Store store)
 {
-    constexpr int NS = S0 == ((LogN - 1) / 4) * 4 ? LogN - S0 : 4;
+    constexpr int NS = S0 == last_group_start<LogN> ? LogN - S0 : 4;
     if constexpr (S0 == 0) {
         stages<LogN, NS, inverse, bitrev_reads, true>(a, 0, store);
         __syncthreads();
@@ -137,12 +126,16 @@ __device__ __forceinline__ void dit_down(float2* a, Store store)
     }
 }
 
-/// Natural order in, bit-reversed order out (position q holds bin bitrev(q)); `store(q, v)`.
-template <int LogN, bool inverse, bool bitrev_reads, class Store>
-__device__ __forceinline__ void dif(float2* a, Store store)
+/// The array zeroed and `count` taps placed for dit (bit-reversed order in): tap i at time
+/// first + i, circularly on the N-point grid. Ends with __syncthreads().
+template <int LogN, bool bitrev_reads>
+__device__ __forceinline__ void place_taps(float2* a, const float2* __restrict__ taps, int count, int first)
 {
-    static_assert(LogN >= 5 && LogN <= 16);
-    dif_from<LogN, 0, inverse, bitrev_reads>(a, store);
+    constexpr int n = 1 << LogN;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) a[pad<bitrev_reads>(i)] = make_float2(0.0f, 0.0f);
+    __syncthreads();
+    for (int i = threadIdx.x; i < count; i += blockDim.x) a[pad<bitrev_reads>(bitrev<LogN>(((first + i) % n + n) % n))] = taps[i];
+    __syncthreads();
 }
 
 /// Stages S0 .. End - 1 of dif, four at a time (End - S0 a multiple of four).
@@ -157,13 +150,24 @@ __device__ __forceinline__ void dif_until(float2* a)
     }
 }
 
-/// dif without its last stage, for LogN = 4 m + 1 (where that stage would be a pass of its
-/// own over the whole array): read the output with dif_last_stage_at. For a kernel that reads
-/// only some of the output, this saves the pass.
+/// Natural order in, bit-reversed order out (position q holds bin bitrev(q)); `store(q, v)`.
+template <int LogN, bool inverse, bool bitrev_reads, class Store>
+__device__ __forceinline__ void dif(float2* a, Store store)
+{
+    static_assert(LogN >= 5 && LogN <= 16);
+    constexpr int last = last_group_start<LogN>;
+    dif_until<LogN, 0, last, inverse, bitrev_reads>(a);
+    stages<LogN, LogN - last, inverse, bitrev_reads, false>(a, last, store);
+    __syncthreads();
+}
+
+/// dif without its last stage, for LogN = 4 m + 1, where that stage is a group and a pass of
+/// its own over the whole array: read the output with dif_last_stage_at. For a kernel that
+/// reads only some of the output, this saves the pass.
 template <int LogN, bool inverse, bool bitrev_reads>
 __device__ __forceinline__ void dif_but_last(float2* a)
 {
-    static_assert(LogN % 4 == 1 && LogN >= 5);
+    static_assert(LogN % 4 == 1 && LogN >= 5 && last_group_start<LogN> == LogN - 1);
     dif_until<LogN, 0, LogN - 1, inverse, bitrev_reads>(a);
 }
 
@@ -181,7 +185,7 @@ template <int LogN, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit(float2* a, Store store)
 {
     static_assert(LogN >= 5 && LogN <= 16);
-    dit_down<LogN, ((LogN - 1) / 4) * 4, inverse, bitrev_reads>(a, store);
+    dit_down<LogN, last_group_start<LogN>, inverse, bitrev_reads>(a, store);
 }
 
 }  // namespace paq::gpu::smem_fft

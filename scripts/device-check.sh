@@ -317,14 +317,18 @@ if [[ $mode == profile ]]; then
     ./.device/paq-bench "${bench_args[@]}" > "$out/profile-kernels.csv" 2> "$out/profile-kernels.err" || status=1
   python3 - "$out/profile-kernels.csv" > "$out/profile-summary.txt" << 'PY'
 import csv, sys, collections
-rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-rows = [r for r in rows if r.get("gpu__time_duration.sum", "").replace('.', '', 1).isdigit()]
+def ns(r):  # ncu writes 33,152 for 33152 ns; the units row and failed launches have no number
+    try:
+        return float(r.get("gpu__time_duration.sum", "").replace(",", ""))
+    except ValueError:
+        return None
+rows = [r for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')) if ns(r) is not None]
 by = collections.defaultdict(list)
 for r in rows:
     by[(r["Kernel Name"][:60], r["launch__grid_size"])].append(r)
 print(f"{'kernel':60} {'grid':>7} {'n':>4} {'med us':>9} {'sm%':>6} {'dram%':>6} {'l1%':>6} {'warps%':>7} {'regs':>5}")
-for (k, g), rs in sorted(by.items(), key=lambda kv: -sum(float(r["gpu__time_duration.sum"]) for r in kv[1])):
-    t = sorted(float(r["gpu__time_duration.sum"]) for r in rs)
+for (k, g), rs in sorted(by.items(), key=lambda kv: -sum(ns(r) for r in kv[1])):
+    t = sorted(ns(r) for r in rs)
     m = t[len(t) // 2] / 1000.0
     f = lambda key: rs[0].get(key, "")
     print(f"{k:60} {g:>7} {len(rs):>4} {m:9.1f} {f('sm__throughput.avg.pct_of_peak_sustained_elapsed'):>6.6} {f('dram__throughput.avg.pct_of_peak_sustained_elapsed'):>6.6} {f('l1tex__throughput.avg.pct_of_peak_sustained_active'):>6.6} {f('sm__warps_active.avg.pct_of_peak_sustained_active'):>7.7} {f('launch__registers_per_thread'):>5}")
