@@ -52,10 +52,72 @@ struct pll_state {
     double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
 };
 
+/// The constants of pll_rotation, where a double operand can be read straight from the constant
+/// bank: written as literals, each costs two uniform-register moves every time it is used (a
+/// quarter of the PLL's instructions were such moves with CUDA's sincos).
+struct rotation_constants {
+    double two_over_pi, shifter;  ///< 2/pi; 1.5 x 2^52, which rounds a sum to an integer
+    double pio2_hi, pio2_lo;      ///< pi/2 as a 33-bit head (n x head is exact) and its tail
+    double s1, s2, s3, s4, s5, s6;  ///< sin x = x + s1 x^3 + ... + s6 x^13 on |x| <= pi/4
+    double c1, c2, c3, c4, c5, c6;  ///< cos x = 1 - x^2/2 + c1 x^4 + ... + c6 x^14 on |x| <= pi/4
+};
+// fdlibm's minimax coefficients (its k_sin.c and k_cos.c): less than one unit in the last place
+// on the reduced range, as CUDA's sincos and the C library's sin and cos the CPU uses.
+__constant__ rotation_constants c_rot = {
+    0.63661977236758134308,    0x1.8p52,
+    1.57079632673412561417e+00, 6.07710050650619224932e-11,
+    -1.66666666666666324348e-01, 8.33333333332248946124e-03, -1.98412698298579493134e-04,
+    2.75573137070700676789e-06, -2.50507602534068634195e-08, 1.58969099521155010221e-10,
+    4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
+    -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11};
+
+/// (cos theta, -sin theta), the CPU's std::polar(1.0, -theta), for the loop's phase after its
+/// wrap (|theta| <= pi; correct up to |theta| = 2^20, where n x head stops being exact). CUDA's sincos
+/// serves every argument: infinity and huge-argument checks, a three-part reduction, its
+/// coefficients as literals. Here: the quadrant n = round(theta 2/pi) by the shifter (n in its
+/// low word), theta - n pi/2 as a head x and tail y (the head's product exact), the two
+/// polynomials on x with y's first-order term, then the quadrant's swap and signs as bit
+/// operations on the high words.
+__device__ __forceinline__ cuDoubleComplex pll_rotation(double theta)
+{
+    const rotation_constants& k = c_rot;
+    const double t = fma(theta, k.two_over_pi, k.shifter);
+    const int n = __double2loint(t);
+    const double q = t - k.shifter;
+    const double r = fma(-q, k.pio2_hi, theta);  // exact: n has two bits here, the head 33
+    const double w = q * k.pio2_lo;
+    const double x = r - w;
+    const double y = (r - x) - w;
+    const double z = x * x;
+    const double v = z * x;
+    const double ps = fma(z, fma(z, fma(z, fma(z, k.s6, k.s5), k.s4), k.s3), k.s2);
+    const double s = x - ((z * (0.5 * y - v * ps) - y) - v * k.s1);
+    const double pc = z * fma(z, fma(z, fma(z, fma(z, fma(z, k.c6, k.c5), k.c4), k.c3), k.c2), k.c1);
+    const double hz = 0.5 * z;
+    const double one_hz = 1.0 - hz;
+    const double c = one_hz + (((1.0 - one_hz) - hz) + (z * pc - x * y));
+    // theta = x + n pi/2 with n mod 4 = 0, 1, 2, 3: (sin, cos) theta = (s, c), (c, -s), (-s, -c),
+    // (-c, s). Two's complement keeps n mod 4 in n's low bits for negative n too.
+    const bool odd = (n & 1) != 0;
+    const double sin_mag = odd ? c : s;
+    const double cos_mag = odd ? s : c;
+    const int minus_sin_flip = (~n & 2) << 30;  // -sin theta: negative for n mod 4 = 0, 1
+    const int cos_flip = ((n + 1) & 2) << 30;   // cos theta: negative for n mod 4 = 1, 2
+    return make_cuDoubleComplex(__hiloint2double(__double2hiint(cos_mag) ^ cos_flip, __double2loint(cos_mag)),
+                                __hiloint2double(__double2hiint(sin_mag) ^ minus_sin_flip, __double2loint(sin_mag)));
+}
+
+__global__ void rotation_kernel(const double* __restrict__ theta, int n, cuDoubleComplex* __restrict__ out)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = pll_rotation(theta[i]);
+}
+
 /// One chunk of `prefetch` bits from k0 on, all of them known bits (`known`) or all data bits
 /// (the known bits fill whole chunks), so that after unrolling no step branches on where it is
 /// nor on what the launch asked for (`keep_theta`, `gated`). The kernel's time is the steps'
-/// chain: a thread per stream, about one warp an SM, every instruction issued in turn.
+/// instructions: a thread per stream, about one warp a scheduler on 37 SMs, issuing one
+/// instruction every 2.8 cycles (Nsight Compute); nothing else runs beside the last part's.
 template <bool known, bool keep_theta, bool gated>
 __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatComplex (&cur)[prefetch], const dsp::pll_gains& g,
                                           unsigned char* __restrict__ out, float4* __restrict__ theta_row)
@@ -93,23 +155,17 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
             const double e = (st.a_prev * st.y_prev.y - a * y.x) * st.e_scale;
             st.nu += g.k2 * e;
             st.theta += g.k1 * e + st.nu;
-            // std::remainder(theta, 2 pi) as on the CPU, without the library's general
-            // division loop: the step is small, so theta is at most a few steps past
-            // +-pi, where subtracting 2 pi is exact (Sterbenz) and rounds as remainder's
-            // nearest multiple does (a tie at exactly +-pi stays). One turn either way as
-            // selects, the loops only for a step of more than a turn (the loops' results,
-            // without their branches every step).
-            constexpr double two_pi = 2.0 * 3.14159265358979323846;
-            const double before_wrap = st.theta;
-            st.theta = st.theta > 0.5 * two_pi ? st.theta - two_pi : st.theta < -0.5 * two_pi ? st.theta + two_pi : st.theta;
-            if (__builtin_expect(st.theta > 0.5 * two_pi || st.theta < -0.5 * two_pi, 0)) {
-                while (st.theta > 0.5 * two_pi) st.theta -= two_pi;
-                while (st.theta < -0.5 * two_pi) st.theta += two_pi;
+            // std::remainder(theta, 2 pi) as on the CPU: it leaves |theta| <= pi as it is (a
+            // tie at exactly pi included), so it is called only past pi, which the small
+            // steps make rare (a branch, not the selects of both turns every step); an
+            // infinite theta becomes NaN there as on the CPU.
+            constexpr double pi = 3.14159265358979323846;
+            if (__builtin_expect(fabs(st.theta) > pi, 0)) {
+                const double before_wrap = st.theta;
+                st.theta = remainder(st.theta, 2.0 * pi);
+                if (gated) st.unwrapped += before_wrap - st.theta;
             }
-            if (gated) st.unwrapped += before_wrap - st.theta;
-            double sn, cs;
-            sincos(-st.theta, &sn, &cs);
-            st.rot = make_cuDoubleComplex(cs, sn);
+            st.rot = pll_rotation(st.theta);
         }
         st.y_prev = y;
         st.a_prev = a;
@@ -155,22 +211,26 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     st.e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
     unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
     float4* theta_row = keep_theta ? reinterpret_cast<float4*>(theta_out + static_cast<std::size_t>(s) * (nbits / 2)) : nullptr;
-    // The known bits (acquisition gains), then the data (tracking gains), whole chunks each.
-    load_chunk(0, cur);
-    for (int k0 = 0; k0 < nk; k0 += prefetch) {
-        load_chunk(k0 + prefetch, next);  // nk < nbits: always inside the stream
-        pll_chunk<true, keep_theta, gated>(st, k0, cur, acq, out, theta_row);
-#pragma unroll
-        for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
-    }
+    // The known bits (acquisition gains), then the data (tracking gains), whole chunks each,
+    // two chunks a turn: the next chunk loads into the other array while this one is used
+    // (the arrays trade roles, no copy between them).
+    static_assert((nk / prefetch) % 2 == 0 && ((nbits - nk) / prefetch) % 2 == 0, "whole turns of two chunks");
     static_assert(dsp::phase_gate::first_pair * 2 == nk && (dsp::phase_gate::block_pairs * 2) % prefetch == 0,
                   "the wander's blocks start at the data and end at chunk ends");
-    for (int k0 = nk; k0 < nbits; k0 += prefetch) {
-        if (k0 + prefetch < nbits) load_chunk(k0 + prefetch, next);
+    load_chunk(0, cur);
+    for (int k0 = 0; k0 < nk; k0 += 2 * prefetch) {
+        load_chunk(k0 + prefetch, next);
+        pll_chunk<true, keep_theta, gated>(st, k0, cur, acq, out, theta_row);
+        load_chunk(k0 + 2 * prefetch, cur);  // nk < nbits: the first data chunk at most
+        pll_chunk<true, keep_theta, gated>(st, k0 + prefetch, next, acq, out, theta_row);
+    }
+    for (int k0 = nk; k0 < nbits; k0 += 2 * prefetch) {
+        load_chunk(k0 + prefetch, next);
         pll_chunk<false, keep_theta, gated>(st, k0, cur, track, out, theta_row);
         if (gated) st.wander.end_block_if_full();
-#pragma unroll
-        for (int j = 0; j < prefetch; ++j) cur[j] = next[j];
+        if (k0 + 2 * prefetch < nbits) load_chunk(k0 + 2 * prefetch, cur);
+        pll_chunk<false, keep_theta, gated>(st, k0 + prefetch, next, track, out, theta_row);
+        if (gated) st.wander.end_block_if_full();
     }
     stats[s] = decision_stats(st.sum, st.sum2, st.known_errors);
     if (gated) gate_out[s] = {st.wander.value(), dsp::phase_gate::decision_rho(st.sum, st.sum2, static_cast<double>(waveform::data_bits))};
@@ -714,6 +774,22 @@ void stream_detector::detect(std::span<const cf32> v, std::size_t streams, const
     PAQ_CUDA_CHECK(cudaMemcpyAsync(bits.data(), m.bits.data(), bits.size(), cudaMemcpyDeviceToHost, s));
     PAQ_CUDA_CHECK(cudaMemcpyAsync(stats.data(), m.stats.data(), streams * sizeof(dsp::path_stats), cudaMemcpyDeviceToHost, s));
     m.st.synchronize();
+}
+
+std::vector<cf64> pll_rotations(int device_id, std::span<const double> theta)
+{
+    select_device(device_id);
+    const int n = static_cast<int>(theta.size());
+    std::vector<cf64> out(theta.size());
+    if (n == 0) return out;
+    device_buffer<double> d_theta(theta.size());
+    device_buffer<cuDoubleComplex> d_out(theta.size());
+    PAQ_CUDA_CHECK(cudaMemcpy(d_theta.data(), theta.data(), theta.size_bytes(), cudaMemcpyHostToDevice));
+    rotation_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(d_theta.data(), n, d_out.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    static_assert(sizeof(cf64) == sizeof(cuDoubleComplex));
+    PAQ_CUDA_CHECK(cudaMemcpy(out.data(), d_out.data(), theta.size() * sizeof(cf64), cudaMemcpyDeviceToHost));
+    return out;
 }
 
 }  // namespace paq::gpu

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 namespace paq::gpu {
 
@@ -62,5 +63,10 @@ private:
     struct impl;
     std::unique_ptr<impl> impl_;
 };
+
+/// The PLL's rotation (cos theta, -sin theta) for each theta, computed on the device by the
+/// function the detector's loop uses: for the test that holds it to the CPU's
+/// std::polar(1.0, -theta) on |theta| <= pi.
+[[nodiscard]] std::vector<cf64> pll_rotations(int device_id, std::span<const double> theta);
 
 }  // namespace paq::gpu

@@ -15,6 +15,45 @@
 using namespace paq;
 using namespace paq::dsp;
 
+// The PLL's rotation (its own sine and cosine for |theta| <= pi, gpu/detector.cu's
+// pll_rotation) against the CPU's std::polar(1.0, -theta): within an absolute 2^-52 on every
+// component, at the quadrant edges and the wrap points as well as at random phases.
+TEST(gpu_detector, the_pll_rotation_matches_the_cpu)
+{
+    if (gpu::list_gpu_devices().empty()) GTEST_SKIP() << "no CUDA device: GPU tests skipped";
+    std::vector<double> theta = {0.0, -0.0, 1e-300, -1e-300, 5e-324, 1e-9, -1e-9};
+    constexpr double pi = std::numbers::pi;
+    for (int q = -4; q <= 4; ++q) {  // multiples of pi/4 and their neighbours
+        const double edge = q * pi / 4.0;
+        double up = edge, down = edge;
+        theta.push_back(edge);
+        for (int i = 0; i < 4; ++i) {
+            up = std::nextafter(up, 10.0);
+            down = std::nextafter(down, -10.0);
+            if (std::abs(up) <= pi) theta.push_back(up);
+            if (std::abs(down) <= pi) theta.push_back(down);
+        }
+    }
+    std::mt19937_64 rng(4242);
+    std::uniform_real_distribution<double> u(-pi, pi);
+    for (int i = 0; i < 1'000'000; ++i) theta.push_back(i % 4 == 0 ? u(rng) * 1e-5 : u(rng));
+    const auto gpu_rot = gpu::pll_rotations(0, theta);
+    ASSERT_EQ(gpu_rot.size(), theta.size());
+    double worst = 0.0;
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < theta.size(); ++i) {
+        const cf64 cpu = std::polar(1.0, -theta[i]);
+        const double d = std::max(std::abs(gpu_rot[i].real() - cpu.real()), std::abs(gpu_rot[i].imag() - cpu.imag()));
+        differ += d > 0.0;
+        if (d > worst) worst = d;
+        ASSERT_LE(d, 0x1p-52) << "theta " << theta[i];
+    }
+    std::printf("pll rotation: %zu phases, %zu differ from std::polar, the largest difference %.3g (2^-52 = %.3g)\n", theta.size(),
+                differ, worst, 0x1p-52);
+    EXPECT_EQ(gpu_rot[0], cf64(1.0, -0.0));
+    EXPECT_TRUE(std::signbit(gpu_rot[0].imag()));
+}
+
 TEST(gpu_detector, bits_and_stats_match_the_cpu)
 {
     if (gpu::list_gpu_devices().empty()) GTEST_SKIP() << "no CUDA device: GPU tests skipped";
