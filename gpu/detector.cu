@@ -61,8 +61,7 @@ struct rotation_constants {
     double s1, s2, s3, s4, s5, s6;  ///< sin x = x + s1 x^3 + ... + s6 x^13 on |x| <= pi/4
     double c1, c2, c3, c4, c5, c6;  ///< cos x = 1 - x^2/2 + c1 x^4 + ... + c6 x^14 on |x| <= pi/4
 };
-// fdlibm's minimax coefficients (its k_sin.c and k_cos.c): less than one unit in the last place
-// on the reduced range, as CUDA's sincos and the C library's sin and cos the CPU uses.
+// fdlibm's minimax coefficients (its k_sin.c and k_cos.c).
 __constant__ rotation_constants c_rot = {
     0.63661977236758134308,    0x1.8p52,
     1.57079632673412561417e+00, 6.07710050650619224932e-11,
@@ -71,13 +70,21 @@ __constant__ rotation_constants c_rot = {
     4.16666666666666019037e-02, -1.38888888888741095749e-03, 2.48015872894767294178e-05,
     -2.75573143513906633035e-07, 2.08757232129817482790e-09, -1.13596475577881948265e-11};
 
-/// (cos theta, -sin theta), the CPU's std::polar(1.0, -theta), for the loop's phase after its
-/// wrap (|theta| <= pi; correct up to |theta| = 2^20, where n x head stops being exact). CUDA's sincos
-/// serves every argument: infinity and huge-argument checks, a three-part reduction, its
-/// coefficients as literals. Here: the quadrant n = round(theta 2/pi) by the shifter (n in its
-/// low word), theta - n pi/2 as a head x and tail y (the head's product exact), the two
-/// polynomials on x with y's first-order term, then the quadrant's swap and signs as bit
-/// operations on the high words.
+/// (cos theta, -sin theta), the CPU's std::polar(1.0, -theta), for the loop's phase (|theta|
+/// within a step of pi; correct up to |theta| = 2^20, where n x head stops being exact),
+/// within 2^-52 of it (the test the_pll_rotation_matches_the_cpu).
+///
+/// It sits in the PLL's loop: each pair's rotation waits for the last pair's phase, and the
+/// next pair waits for it, so its length in dependent steps is the detector's time (a thread
+/// per stream, about one warp a scheduler, nothing to hide a latency behind). CUDA's sincos
+/// serves every argument (infinity and huge-argument checks, a three-part reduction, Horner
+/// polynomials, its coefficients as literals; then a swap and sign flips by quadrant). Here,
+/// ten dependent steps to the last value:
+/// - the quadrant n = round(theta 2/pi) by the shifter (n in its low word), x = theta - n pi/2
+///   in two fused steps (the head's product exact, the tail's sum rounded once);
+/// - the polynomials in z = x^2 by Estrin's scheme (pairs, then z^2, then z^4);
+/// - the quadrant's signs as factors of +-1 folded into the last fused step (exact), its swap
+///   as a select.
 __device__ __forceinline__ cuDoubleComplex pll_rotation(double theta)
 {
     const rotation_constants& k = c_rot;
@@ -85,26 +92,29 @@ __device__ __forceinline__ cuDoubleComplex pll_rotation(double theta)
     const int n = __double2loint(t);
     const double q = t - k.shifter;
     const double r = fma(-q, k.pio2_hi, theta);  // exact: n has two bits here, the head 33
-    const double w = q * k.pio2_lo;
-    const double x = r - w;
-    const double y = (r - x) - w;
+    const double x = fma(-q, k.pio2_lo, r);
+    // theta = x + n pi/2 with n mod 4 = 0, 1, 2, 3: (cos, -sin) theta = (c, -s), (-s, -c),
+    // (-c, s), (s, c) (two's complement keeps n mod 4 in n's low bits for negative n too).
+    // So the cosine carries sign_c = -1 for n mod 4 = 1, 2, the sine sign_s = -1 for 0, 1, and
+    // odd n swaps them.
+    const double sign_c = ((n + 1) & 2) ? -1.0 : 1.0;
+    const double sign_s = (n & 2) ? 1.0 : -1.0;
     const double z = x * x;
-    const double v = z * x;
-    const double ps = fma(z, fma(z, fma(z, fma(z, k.s6, k.s5), k.s4), k.s3), k.s2);
-    const double s = x - ((z * (0.5 * y - v * ps) - y) - v * k.s1);
-    const double pc = z * fma(z, fma(z, fma(z, fma(z, fma(z, k.c6, k.c5), k.c4), k.c3), k.c2), k.c1);
+    const double z2 = z * z;
+    const double z4 = z2 * z2;
+    // sin x = x + x z (s1 + z ps), ps = s2 + s3 z + ... + s6 z^4
+    const double ps = fma(z4, k.s6, fma(z2, fma(z, k.s5, k.s4), fma(z, k.s3, k.s2)));
+    // cos x = (1 - z/2) + z^2 pc, pc = c1 + c2 z + ... + c6 z^5; 1 - z/2 as a rounded head and
+    // the exact rest of it (hz = z/2 is exact)
+    const double pc = fma(z4, fma(z, k.c6, k.c5), fma(z2, fma(z, k.c4, k.c3), fma(z, k.c2, k.c1)));
     const double hz = 0.5 * z;
-    const double one_hz = 1.0 - hz;
-    const double c = one_hz + (((1.0 - one_hz) - hz) + (z * pc - x * y));
-    // theta = x + n pi/2 with n mod 4 = 0, 1, 2, 3: (sin, cos) theta = (s, c), (c, -s), (-s, -c),
-    // (-c, s). Two's complement keeps n mod 4 in n's low bits for negative n too.
+    const double head = 1.0 - hz;
+    const double rest = (1.0 - head) - hz;
+    const double v = sign_s * (z * x);
+    const double s = fma(v, fma(z, ps, k.s1), sign_s * x);
+    const double c = fma(sign_c, fma(z2, pc, rest), sign_c * head);
     const bool odd = (n & 1) != 0;
-    const double sin_mag = odd ? c : s;
-    const double cos_mag = odd ? s : c;
-    const int minus_sin_flip = (~n & 2) << 30;  // -sin theta: negative for n mod 4 = 0, 1
-    const int cos_flip = ((n + 1) & 2) << 30;   // cos theta: negative for n mod 4 = 1, 2
-    return make_cuDoubleComplex(__hiloint2double(__double2hiint(cos_mag) ^ cos_flip, __double2loint(cos_mag)),
-                                __hiloint2double(__double2hiint(sin_mag) ^ minus_sin_flip, __double2loint(sin_mag)));
+    return make_cuDoubleComplex(odd ? s : c, odd ? c : s);
 }
 
 __global__ void rotation_kernel(const double* __restrict__ theta, int n, cuDoubleComplex* __restrict__ out)
@@ -152,20 +162,25 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
             st.sum2 += m * m;
         }
         if (!even) {
-            const double e = (st.a_prev * st.y_prev.y - a * y.x) * st.e_scale;
+            // a and a_prev are +-1: both products are exact, so the fused form rounds once,
+            // as the CPU's difference does, and waits only on y.x and a.
+            const double e = fma(-a, y.x, st.a_prev * st.y_prev.y) * st.e_scale;
             st.nu += g.k2 * e;
             st.theta += g.k1 * e + st.nu;
-            // std::remainder(theta, 2 pi) as on the CPU: it leaves |theta| <= pi as it is (a
-            // tie at exactly pi included), so it is called only past pi, which the small
-            // steps make rare (a branch, not the selects of both turns every step); an
-            // infinite theta becomes NaN there as on the CPU.
+            // The rotation first, from the phase before its wrap (its quadrant reduction takes
+            // the step past pi), so that it does not wait on the wrap's test. The wrap is
+            // std::remainder(theta, 2 pi) as on the CPU: that leaves |theta| <= pi as it is (a
+            // tie at exactly pi included), so it is called only past pi, which the small steps
+            // make rare, and the rotation is then made again from the wrapped phase, as the
+            // CPU's is (an infinite theta becomes NaN there as on the CPU).
+            st.rot = pll_rotation(st.theta);
             constexpr double pi = 3.14159265358979323846;
             if (__builtin_expect(fabs(st.theta) > pi, 0)) {
                 const double before_wrap = st.theta;
                 st.theta = remainder(st.theta, 2.0 * pi);
                 if (gated) st.unwrapped += before_wrap - st.theta;
+                st.rot = pll_rotation(st.theta);
             }
-            st.rot = pll_rotation(st.theta);
         }
         st.y_prev = y;
         st.a_prev = a;
