@@ -5,6 +5,9 @@
 //                  they are there): host clock, 3 warm-ups, median of 20; also by CUDA events
 //                  (first event before the upload to the last after the copies back)
 //   per stage      the backend's stage timing (CUDA events between stages), median of 20
+//   timeline       the default (multi-part) backend with stage timing on, pinned cf32 and
+//                  ci16 input: when each part's stages ended, in the run with the median
+//                  device time of 10 (where the parts overlap, what the last one leaves)
 //   pageable       the same window from ordinary (pageable) memory, median of 5
 //   CPU            the CPU backend on a subset of the batch (stated), scaled, for the ratio
 //   --gpus N       N workers (runtime::worker_pool, the pool paqd runs: one backend per GPU,
@@ -261,6 +264,9 @@ int main(int argc, char** argv)
     std::vector<double> parts_events, parts_timed;
     bool pinned_seen = true;
     int parts_used = 0;
+    // The timeline of the run whose device time is the median one: when each part's stages
+    // ended (where the parts overlap, and what the last part leaves at the end).
+    std::vector<std::pair<double, gpu::cuda_backend::timing>> timed_runs;
     for (int it = 0; it < 11; ++it) {
         const auto t0 = clock_type::now();
         const auto out = gpu_be.process(*batch);
@@ -271,7 +277,24 @@ int main(int argc, char** argv)
         parts_used = tm.parts;
         parts_events.push_back(tm.device_ms);
         parts_timed.push_back(host_ms);
+        timed_runs.emplace_back(host_ms, tm);
     }
+    auto median_run = [](std::vector<std::pair<double, gpu::cuda_backend::timing>>& runs) {
+        std::sort(runs.begin(), runs.end(), [](const auto& a, const auto& b) { return a.second.device_ms < b.second.device_ms; });
+        return runs[runs.size() / 2];
+    };
+    const auto timeline_pinned = median_run(timed_runs);
+    timed_runs.clear();
+    {
+        gpu::host_pin pin16(batch16.samples_ci16.data(), batch16.samples_ci16.size() * sizeof(ci16));
+        for (int it = 0; it < 11; ++it) {
+            const auto t0 = clock_type::now();
+            const auto out = gpu_be.process(batch16);
+            const double host_ms = ms_since(t0);
+            if (it > 0) timed_runs.emplace_back(host_ms, gpu_be.last_timing());
+        }
+    }
+    const auto timeline_ci16 = median_run(timed_runs);
     gpu_be.enable_stage_timing(false);
     const double gpu_ms = median(e2e);
 
@@ -384,6 +407,15 @@ int main(int argc, char** argv)
     sweep[std::to_string(parts_used)] = gpu_ms;
     for (const auto& [parts, ms] : parts_sweep) sweep[std::to_string(parts)] = ms;
     j["end_to_end_ms_median_by_parts"] = sweep;
+    // Per part, when each of its stages ended (ms from the first part's start), in the median
+    // timed run; and the host's end to end of that run (records filled, process() returned).
+    auto timeline_json = [](const std::pair<double, gpu::cuda_backend::timing>& run) {
+        nlohmann::json t{{"host_end_to_end_ms", run.first}, {"device_ms", run.second.device_ms}};
+        for (const auto& e : run.second.timeline) t["part " + std::to_string(e.part)][gpu::cuda_backend::stage_name(e.st)] = e.ms;
+        return t;
+    };
+    j["timeline_pinned"] = timeline_json(timeline_pinned);
+    j["timeline_ci16"] = timeline_json(timeline_ci16);
 
     std::printf("| what | value |\n|---|---|\n");
     const char* smoother_text = rc.phase_smoother == 1 ? "on every packet" : rc.phase_smoother == 0 ? "off (the PLL alone)" : "auto";
@@ -407,6 +439,26 @@ int main(int argc, char** argv)
     std::printf("| CPU backend, %zu packets, %d threads | %.0f ms (scaled to the batch: %.0f ms) |\n", cpu_out.packets.size(),
                 omp_get_max_threads(), cpu_sub_ms, cpu_ms);
     std::printf("| GPU / CPU speed ratio | %.0fx |\n", cpu_ms / gpu_ms);
+    // The timeline: one row per stage, one column per part, the ms at which it ended.
+    for (const auto* run : {&timeline_pinned, &timeline_ci16}) {
+        const auto& tm = run->second;
+        std::printf("| timeline, %s input (stage timing on; ms from the first part's start, when each part's stage ended; the median run: device %.2f ms, host %.2f ms) |",
+                    run == &timeline_ci16 ? "ci16" : "pinned cf32", tm.device_ms, run->first);
+        for (int k = 0; k < tm.parts; ++k) std::printf(" part %d |", k);
+        std::printf("\n|---|");
+        for (int k = 0; k < tm.parts; ++k) std::printf("---|");
+        std::printf("\n");
+        for (int st = 0; st < gpu::cuda_backend::stage_count; ++st) {
+            std::vector<double> ends(static_cast<std::size_t>(tm.parts), -1.0);
+            for (const auto& e : tm.timeline) {
+                if (static_cast<int>(e.st) == st) ends[static_cast<std::size_t>(e.part)] = e.ms;
+            }
+            if (std::all_of(ends.begin(), ends.end(), [](double v) { return v < 0.0; })) continue;
+            std::printf("| %s |", gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(st)));
+            for (const double v : ends) v < 0.0 ? std::printf(" |") : std::printf(" %.3f |", v);
+            std::printf("\n");
+        }
+    }
     std::printf("| stage (CUDA events, median of 20; one part) | ms |\n");
     for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {
         std::printf("| stage %s | %.3f |\n", gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s)),

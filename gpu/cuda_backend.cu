@@ -712,11 +712,13 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
 
     if (timed && n_active > 0) {
         m.last.parts = static_cast<int>(n_active);
+        m.last.timeline.clear();
         for (std::size_t k = 0; k < n_active; ++k) {
             const auto& cp = *m.parts[k];
             for (int i = 1; i < cp.events_recorded; ++i) {
-                m.last.ms[static_cast<std::size_t>(cp.ev_stage[static_cast<std::size_t>(i)])] +=
-                    cp.ev[static_cast<std::size_t>(i)].elapsed_ms_since(cp.ev[static_cast<std::size_t>(i - 1)]);
+                const auto at = static_cast<std::size_t>(i);
+                m.last.ms[static_cast<std::size_t>(cp.ev_stage[at])] += cp.ev[at].elapsed_ms_since(cp.ev[at - 1]);
+                m.last.timeline.push_back({static_cast<int>(k), cp.ev_stage[at], cp.ev[at].elapsed_ms_since(m.parts[0]->ev[0])});
             }
             if (cp.plan_now.resampling) m.last.ms[static_cast<std::size_t>(stage::resample)] += cp.fe.resample_ms();
         }

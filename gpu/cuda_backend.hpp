@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace paq::gpu {
 
@@ -107,6 +108,14 @@ public:
         int parts = 0;                        ///< parts the window was split into
         std::array<double, stage_count> ms{}; ///< per stage, milliseconds, summed over the parts
         double device_ms = 0.0;               ///< first event of the first part to the last of the last
+        /// When each part's stages ended, from the first part's start (CUDA events): where a
+        /// batch's parts overlap and what the last one leaves at the end.
+        struct stage_end {
+            int part = 0;
+            stage st = stage::count;
+            double ms = 0.0;
+        };
+        std::vector<stage_end> timeline;
     };
     [[nodiscard]] timing last_timing() const noexcept;
 
