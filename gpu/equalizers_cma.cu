@@ -18,7 +18,9 @@ static_assert(n == 1 << log_n);
 constexpr int threads = 512;
 constexpr int l_eq = dsp::chain::L_eq;
 constexpr int l1 = dsp::chain::L1;
-constexpr bool bitrev_reads = false;  // only the 186 taps are read bit-reversed
+constexpr bool bitrev_reads = false;  // only the 186 taps' bins are read from the bit-reversed output
+static_assert(l1 <= smem_fft::near_zero_span && l_eq - l1 <= smem_fft::near_zero_span && threads % 64 == 0,
+              "the taps within 256 of time 0 (smem_fft::dit_of_taps, dif_bin_near_zero)");
 constexpr int padded = smem_fft::padded_size(n, bitrev_reads);
 constexpr std::size_t smem_bytes = (static_cast<std::size_t>(padded) + l_eq) * sizeof(float2);
 static_assert(smem_bytes <= backend_shared_memory_bytes);
@@ -45,9 +47,11 @@ __device__ float2 block_sum(float2 v, float2* red)
 }
 
 /// One block per packet; the steps of dsp::cma_refine:
-///   C = FFT(taps) (taps placed bit-reversed, DIT) -> x R -> IFFT (DIF, bit-reversed out) ->
-///   z = 2 (|y|^2 - 1) y on the packet, 0 elsewhere -> FFT (DIT) -> x conj(R) -> IFFT (DIF)
-///   -> c(l) -= scale b(l mod N).
+///   C = FFT(taps) (DIT of the taps, smem_fft::dit_of_taps) -> x R -> IFFT (DIF, bit-reversed
+///   out) -> z = 2 (|y|^2 - 1) y on the packet, 0 elsewhere -> FFT (DIT) -> x conj(R) -> IFFT
+///   (DIF to the blocks of 64, then only the taps' bins) -> c(l) -= scale b(l mod N).
+/// Of the 56 stages of a step's four transforms, the 12 that would work on the taps' zeros
+/// or on bins nobody reads are not run.
 __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restrict__ r_spec, float2* __restrict__ taps, int iterations,
                                                          float scale, int pre, int l_pkt, int seg_len, float2* __restrict__ start_spectrum)
 {
@@ -57,6 +61,7 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
     const int p = blockIdx.x;
     const float2* r = r_spec + static_cast<std::size_t>(p) * n;
     for (int i = threadIdx.x; i < l_eq; i += blockDim.x) c[i] = taps[static_cast<std::size_t>(p) * l_eq + i];
+    __syncthreads();  // the first transform reads every tap
     // The step over the segment's mean power, sum |R|^2 / (n seg_len) (dsp::segment_mean_power),
     // so the same taps and bits at any input level; summed as the first product with R reads R.
     __shared__ float2 red[threads / 32];
@@ -66,18 +71,17 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
     float2 previous = threadIdx.x < l_eq ? c[threadIdx.x] : make_float2(0.0f, 0.0f);
     float previous_cost = INFINITY;
     for (int it = 0; it < iterations; ++it) {
-        smem_fft::place_taps<log_n, bitrev_reads>(a, c, l_eq, -l1);
         float power_part = 0.0f;
         if (it == 0) {
             float2* start = start_spectrum ? start_spectrum + static_cast<std::size_t>(p) * n : nullptr;
-            smem_fft::dit<log_n, false, bitrev_reads>(a, [r, start, &power_part](int k, float2 v) {
+            smem_fft::dit_of_taps<log_n, false, bitrev_reads>(a, c, l_eq, -l1, [r, start, &power_part](int k, float2 v) {
                 if (start) start[k] = v;  // the start taps' spectrum C
                 const float2 rk = r[k];
                 power_part += rk.x * rk.x + rk.y * rk.y;
                 return cmul(v, rk);
             });
         } else {
-            smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul(v, r[k]); });
+            smem_fft::dit_of_taps<log_n, false, bitrev_reads>(a, c, l_eq, -l1, [r](int k, float2 v) { return cmul(v, r[k]); });
         }
         float cost_part = 0.0f;
         smem_fft::dif<log_n, true, bitrev_reads>(a, [=, &cost_part](int q, float2 v) {
@@ -104,10 +108,11 @@ __global__ void __launch_bounds__(threads, 1) cma_kernel(const float2* __restric
         previous_cost = cost;
         if (threadIdx.x < l_eq) previous = c[threadIdx.x];
         smem_fft::dit<log_n, false, bitrev_reads>(a, [r](int k, float2 v) { return cmul_conj(v, r[k]); });
-        smem_fft::dif<log_n, true, bitrev_reads>(a, keep{});
-        for (int i = threadIdx.x; i < l_eq; i += blockDim.x) {
-            const float2 b = a[smem_fft::pad<bitrev_reads>(bitrev<log_n>((i - l1 + n) % n))];
-            c[i] = make_float2(c[i].x - scale * b.x, c[i].y - scale * b.y);
+        // Only the taps' 186 bins of the gradient are read: a warp a bin from the blocks of 64.
+        smem_fft::dif_to_blocks<log_n, true, bitrev_reads>(a);
+        for (int i = static_cast<int>(threadIdx.x) / 32; i < l_eq; i += threads / 32) {
+            const float2 b = smem_fft::dif_bin_near_zero<log_n, true, bitrev_reads>(a, i - l1);
+            if (threadIdx.x % 32 == 0) c[i] = make_float2(c[i].x - scale * b.x, c[i].y - scale * b.y);
         }
         __syncthreads();
     }

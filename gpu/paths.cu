@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <stdexcept>
+#include <string>
 #include <type_traits>
 
 namespace paq::gpu {
@@ -226,9 +227,9 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
 }
 
 /// The spectra of per-packet taps (gpu/paths.cuh, taps_spectra_device): one block per packet,
-/// each job's taps placed in a zeroed N-point array at their circular positions, bit-reversed,
-/// and transformed in shared memory (decimation in time: natural order out), each bin written
-/// out as the last stages leave it. This replaces a zero-padded buffer of N x packets per job
+/// each job's taps transformed in shared memory (smem_fft::dit_of_taps: decimation in time,
+/// natural order out, the stages that would work on zeros not run), each bin written out as
+/// the last stages leave it. This replaces a zero-padded buffer of N x packets per job
 /// and a batched cuFFT transform of it: the zeros are neither written nor read (128 KB a
 /// packet and job).
 constexpr int spectra_threads = 512;
@@ -243,11 +244,10 @@ __global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_s
     const int p = blockIdx.x;
     for (int j = 0; j < jobs.count; ++j) {
         const taps_spectrum_job job = jobs.job[j];
-        smem_fft::place_taps<spectra_log_n, false>(
-            a, reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet, job.taps_per_packet, job.first);
         float2* out = reinterpret_cast<float2*>(job.spectrum) + static_cast<std::size_t>(p) * n_fft;
         float lo = INFINITY, hi = 0.0f;  // min and max |S|^2 of this thread's bins
-        smem_fft::dit<spectra_log_n, false, false>(a, [out, &lo, &hi](int k, float2 v) {
+        const float2* taps = reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet;
+        smem_fft::dit_of_taps<spectra_log_n, false, false>(a, taps, job.taps_per_packet, job.first, [out, &lo, &hi](int k, float2 v) {
             out[k] = v;
             const float m = v.x * v.x + v.y * v.y;
             lo = fminf(lo, m);
@@ -295,6 +295,10 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
         const auto& job = jobs.job[j];
         if (!job.taps || !job.spectrum || job.taps_per_packet <= 0 || job.taps_per_packet > n_fft) {
             throw std::invalid_argument("taps_spectra_device: a job without taps, spectrum or a tap count in 1 .. N");
+        }
+        if (job.first < -smem_fft::near_zero_span || job.first + job.taps_per_packet > smem_fft::near_zero_span) {
+            throw std::invalid_argument("taps_spectra_device: taps at times " + std::to_string(job.first) + " .. " +
+                                        std::to_string(job.first + job.taps_per_packet - 1) + ", not within 256 of 0");
         }
     }
     taps_spectra_kernel<<<static_cast<unsigned>(packets), spectra_threads, spectra_smem_bytes, s>>>(jobs);

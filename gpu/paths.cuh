@@ -16,7 +16,8 @@ namespace paq::gpu {
 void paths_setup_device();
 
 /// One set of per-packet taps whose spectra are wanted: packet p's taps are
-/// taps[p * taps_per_packet + i], tap i at time first + i (circularly on the N-point grid);
+/// taps[p * taps_per_packet + i], tap i at time first + i (circularly on the N-point grid;
+/// every time within 256 of 0, -256 <= first and first + taps_per_packet <= 256);
 /// its spectrum (forward, unnormalized, as cuFFT's) goes to spectrum[p * N ..]; with
 /// `condition`, max |S|^2 / min |S|^2 of the spectrum S to condition[p] (infinite where the
 /// minimum is 0: the ZF condition number of a channel estimate's spectrum).

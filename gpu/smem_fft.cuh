@@ -1,5 +1,6 @@
 // Power-of-two complex FFTs of one array in shared memory, for kernels that keep a packet on
-// chip (gpu/equalizers_cma.cu: 16384 points; gpu/cuda_backend.cu's paths: 8192). CUDA code only (.cu).
+// chip (gpu/equalizers_cma.cu and gpu/paths.cu's tap spectra: 16384 points; gpu/paths.cu's
+// paths: 8192). CUDA code only (.cu).
 //
 // In-place radix-2 Cooley-Tukey, the stages taken four at a time in registers (a thread loads
 // 16 elements, applies four stages, stores them back): decimation in frequency turns natural
@@ -8,6 +9,10 @@
 // as cuFFT and FFTW. Each transform ends with __syncthreads(); `store(i, v)` maps each value
 // of the last stages on its way out (i: its position in the array), so that a product or a
 // nonlinearity costs no extra pass. The array is laid out with pad(): see there.
+//
+// Transforms of taps near time 0 (16384 points: CMA's steps, the tap spectra) skip the
+// stages that would work on zeros (dit_of_taps) or make bins nobody reads (dif_to_blocks,
+// dif_bin_near_zero): six of fourteen each.
 //
 // Twiddles: a group of stages needs W^((i mod h) 2^s) for its elements; these are w^(2^t) x
 // (a root of unity of order <= 16, a constant after unrolling), w from one sincospif per
@@ -126,16 +131,50 @@ __device__ __forceinline__ void dit_down(float2* a, Store store)
     }
 }
 
-/// The array zeroed and `count` taps placed for dit (bit-reversed order in): tap i at time
-/// first + i, circularly on the N-point grid. Ends with __syncthreads().
-template <int LogN, bool bitrev_reads>
-__device__ __forceinline__ void place_taps(float2* a, const float2* __restrict__ taps, int count, int first)
+/// Taps near time 0, for the transforms of taps (CMA's, the tap spectra's): the N = 16384
+/// point transforms in which dit's first and dif's last six stages are the ones inside each
+/// block of 64 positions of the bit-reversed array. Block b holds the times 256 m + r, r =
+/// bitrev8(b), m = bitrev6(offset); its 64-point transform over m (those six stages, W64 =
+/// W^256) needs, for taps within 256 of time 0, at most two terms: time r (m = 0) and time
+/// r - 256, that is N - 256 + r (m = 63).
+constexpr int near_zero_span = 256;
+
+/// bitrev8(b) for the block of 64 that position i lies in, and the offset in it.
+__device__ __forceinline__ int block_time(int i) { return static_cast<int>(__brev(static_cast<unsigned>(i >> 6)) >> 24); }
+
+/// W64^(63 o) = W^(-4 o): e^(+j pi o / 32) forward, e^(-j pi o / 32) inverse.
+template <bool inverse>
+__device__ __forceinline__ float2 w64_last(int o)
 {
+    float sn, cs;
+    sincospif(static_cast<float>(o) / 32.0f, &sn, &cs);
+    return make_float2(cs, inverse ? -sn : sn);
+}
+
+/// dit of `count` taps, tap i at time first + i circularly, all within near_zero_span of 0
+/// (-256 <= first, first + count <= 256; the caller checks), natural order out with
+/// `store(k, v)`: the same transform as placing them bit-reversed in a zeroed array and
+/// running dit. The first six stages are not run: what they leave, u_b + v_b W64^(63 o) at
+/// offset o of block b (u_b the tap at time r, v_b the one at r - 256), is written in the one
+/// pass that would have zeroed the array; then dit's last two groups. Where v_b is 0 (every
+/// block but those of the taps before time 0) the value is exactly what the stages give.
+/// blockDim.x a multiple of 64.
+template <int LogN, bool inverse, bool bitrev_reads, class Store>
+__device__ __forceinline__ void dit_of_taps(float2* a, const float2* __restrict__ taps, int count, int first, Store store)
+{
+    static_assert(LogN == 14 && last_group_start<LogN> == 12, "dit's first two groups are the stages inside the blocks of 64");
     constexpr int n = 1 << LogN;
-    for (int i = threadIdx.x; i < n; i += blockDim.x) a[pad<bitrev_reads>(i)] = make_float2(0.0f, 0.0f);
+    const float2 w = w64_last<inverse>(static_cast<int>(threadIdx.x) & 63);  // the same offset at every i of this thread
+    const float2 zero = make_float2(0.0f, 0.0f);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const int r = block_time(i);
+        const int iu = r - first, iv = r - near_zero_span - first;
+        const float2 u = iu >= 0 && iu < count ? taps[iu] : zero;
+        const float2 v = iv >= 0 && iv < count ? cmul(taps[iv], w) : zero;
+        a[pad<bitrev_reads>(i)] = make_float2(u.x + v.x, u.y + v.y);
+    }
     __syncthreads();
-    for (int i = threadIdx.x; i < count; i += blockDim.x) a[pad<bitrev_reads>(bitrev<LogN>(((first + i) % n + n) % n))] = taps[i];
-    __syncthreads();
+    dit_down<LogN, 4, inverse, bitrev_reads>(a, store);
 }
 
 /// Stages S0 .. End - 1 of dif, four at a time (End - S0 a multiple of four).
@@ -149,6 +188,11 @@ __device__ __forceinline__ void dif_until(float2* a)
         dif_until<LogN, S0 + 4, End, inverse, bitrev_reads>(a);
     }
 }
+
+/// dif for a kernel that reads only bins within near_zero_span of 0 (N = 16384): its stages
+/// before the blocks of 64 (the first two groups), then dif_bin_near_zero for each bin read.
+template <int LogN, bool inverse, bool bitrev_reads>
+__device__ __forceinline__ void dif_to_blocks(float2* a);
 
 /// Natural order in, bit-reversed order out (position q holds bin bitrev(q)); `store(q, v)`.
 template <int LogN, bool inverse, bool bitrev_reads, class Store>
@@ -186,6 +230,38 @@ __device__ __forceinline__ void dit(float2* a, Store store)
 {
     static_assert(LogN >= 5 && LogN <= 16);
     dit_down<LogN, last_group_start<LogN>, inverse, bitrev_reads>(a, store);
+}
+
+template <int LogN, bool inverse, bool bitrev_reads>
+__device__ __forceinline__ void dif_to_blocks(float2* a)
+{
+    static_assert(LogN == 14, "dif's last six stages are the ones inside the blocks of 64");
+    dif_until<LogN, 0, LogN - 6, inverse, bitrev_reads>(a);
+}
+
+/// Bin k of dif's output (bin N + k for negative k; -256 <= k < 256) from the array
+/// dif_to_blocks left, returned to every lane of the calling warp (all 32 call it with the
+/// same k). The bin is its block's 64-point transform at one offset: offset 0 (k >= 0), the
+/// sum of the block's 64 entries; offset 63 (k < 0), their sum weighted by W64^(63 j).
+template <int LogN, bool inverse, bool bitrev_reads>
+__device__ __forceinline__ float2 dif_bin_near_zero(const float2* a, int k)
+{
+    static_assert(LogN == 14);
+    const int base = block_time((k & (near_zero_span - 1)) << 6) << 6;  // the block of time k mod 256
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int j = lane; j < 64; j += 32) {
+        float2 e = a[pad<bitrev_reads>(base + j)];
+        if (k < 0) e = cmul(e, w64_last<inverse>(j));
+        s = make_float2(s.x + e.x, s.y + e.y);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
+        s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+    }
+    return s;
 }
 
 }  // namespace paq::gpu::smem_fft
