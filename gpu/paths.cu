@@ -246,7 +246,11 @@ __global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_s
         const taps_spectrum_job job = jobs.job[j];
         float2* out = reinterpret_cast<float2*>(job.spectrum) + static_cast<std::size_t>(p) * n_fft;
         float lo = INFINITY, hi = 0.0f;  // min and max |S|^2 of this thread's bins
-        const float2* taps = reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet;
+        // The job's taps on chip first: each is read by the 64 threads of its block.
+        __shared__ float2 taps[smem_fft::near_zero_span];
+        const float2* from = reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet;
+        for (int i = threadIdx.x; i < job.taps_per_packet; i += blockDim.x) taps[i] = from[i];
+        __syncthreads();
         smem_fft::dit_of_taps<spectra_log_n, false, false>(a, taps, job.taps_per_packet, job.first, [out, &lo, &hi](int k, float2 v) {
             out[k] = v;
             const float m = v.x * v.x + v.y * v.y;
@@ -296,7 +300,8 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
         if (!job.taps || !job.spectrum || job.taps_per_packet <= 0 || job.taps_per_packet > n_fft) {
             throw std::invalid_argument("taps_spectra_device: a job without taps, spectrum or a tap count in 1 .. N");
         }
-        if (job.first < -smem_fft::near_zero_span || job.first + job.taps_per_packet > smem_fft::near_zero_span) {
+        if (job.first < -smem_fft::near_zero_span || job.first + job.taps_per_packet > smem_fft::near_zero_span ||
+            job.taps_per_packet > smem_fft::near_zero_span) {
             throw std::invalid_argument("taps_spectra_device: taps at times " + std::to_string(job.first) + " .. " +
                                         std::to_string(job.first + job.taps_per_packet - 1) + ", not within 256 of 0");
         }

@@ -158,7 +158,8 @@ __device__ __forceinline__ float2 w64_last(int o)
 /// offset o of block b (u_b the tap at time r, v_b the one at r - 256), is written in the one
 /// pass that would have zeroed the array; then dit's last two groups. Where v_b is 0 (every
 /// block but those of the taps before time 0) the value is exactly what the stages give.
-/// blockDim.x a multiple of 64.
+/// blockDim.x a multiple of 64; `taps` best in shared memory (each is read by a whole block of
+/// 64 threads).
 template <int LogN, bool inverse, bool bitrev_reads, class Store>
 __device__ __forceinline__ void dit_of_taps(float2* a, const float2* __restrict__ taps, int count, int first, Store store)
 {
@@ -166,6 +167,7 @@ __device__ __forceinline__ void dit_of_taps(float2* a, const float2* __restrict_
     constexpr int n = 1 << LogN;
     const float2 w = w64_last<inverse>(static_cast<int>(threadIdx.x) & 63);  // the same offset at every i of this thread
     const float2 zero = make_float2(0.0f, 0.0f);
+#pragma unroll 4
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
         const int r = block_time(i);
         const int iu = r - first, iv = r - near_zero_span - first;
