@@ -410,7 +410,12 @@ int main(int argc, char** argv)
     // Per part, when each of its stages ended (ms from the first part's start), in the median
     // timed run; and the host's end to end of that run (records filled, process() returned).
     auto timeline_json = [](const std::pair<double, gpu::cuda_backend::timing>& run) {
-        nlohmann::json t{{"host_end_to_end_ms", run.first}, {"device_ms", run.second.device_ms}};
+        nlohmann::json t{{"host_end_to_end_ms", run.first},
+                         {"device_ms", run.second.device_ms},
+                         {"host_queued_ms", run.second.host_queued_ms},
+                         {"host_last_collect_ms", run.second.host_last_collect_ms},
+                         {"host_last_records_ms", run.second.host_last_records_ms},
+                         {"host_total_ms", run.second.host_total_ms}};
         for (const auto& e : run.second.timeline) t["part " + std::to_string(e.part)][gpu::cuda_backend::stage_name(e.st)] = e.ms;
         return t;
     };
@@ -458,6 +463,8 @@ int main(int argc, char** argv)
             for (const double v : ends) v < 0.0 ? std::printf(" |") : std::printf(" %.3f |", v);
             std::printf("\n");
         }
+        std::printf("| host: all parts queued %.3f ms after process() began; the last part's collection %.3f ms (its records and bits %.3f ms); process() %.3f ms |\n",
+                    tm.host_queued_ms, tm.host_last_collect_ms, tm.host_last_records_ms, tm.host_total_ms);
     }
     std::printf("| stage (CUDA events, median of 20; one part) | ms |\n");
     for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {

@@ -634,6 +634,9 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const bool timed = m.timing_on;
+    using host_clock = std::chrono::steady_clock;
+    const auto host_start = host_clock::now();
+    const auto host_ms = [&](host_clock::time_point a, host_clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
     m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
@@ -700,12 +703,19 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.bits.resize(capacity * out.packet_bytes());
     const bool soft = !m.parts.empty() && m.parts.front()->soft();
     out.llrs.resize(soft ? capacity * num_paths * waveform::data_bits : 0);
-    double records_ms = 0.0;
+    double records_ms = 0.0, last_records_ms = 0.0;
     std::size_t filled = 0;
+    const auto host_queued = host_clock::now();
+    auto host_last_collect = host_queued;
     {
         const nvtx_range nvtx_records("paq records (host)");
-        for (std::size_t k = 0; k < n_active; ++k) records_ms += m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
+        for (std::size_t k = 0; k < n_active; ++k) {
+            if (k + 1 == n_active) host_last_collect = host_clock::now();
+            last_records_ms = m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
+            records_ms += last_records_ms;
+        }
     }
+    const auto host_collected = host_clock::now();
     out.packets.resize(filled);
     out.bits.resize(filled * out.packet_bytes());
     if (soft) out.llrs.resize(filled * num_paths * waveform::data_bits);
@@ -725,6 +735,10 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         const auto& last_part = *m.parts[n_active - 1];
         m.last.device_ms = last_part.ev[static_cast<std::size_t>(last_part.events_recorded - 1)].elapsed_ms_since(m.parts[0]->ev[0]);
         m.last.ms[static_cast<std::size_t>(stage::records)] = records_ms;
+        m.last.host_queued_ms = host_ms(host_start, host_queued);
+        m.last.host_last_collect_ms = host_ms(host_last_collect, host_collected);
+        m.last.host_last_records_ms = last_records_ms;
+        m.last.host_total_ms = host_ms(host_start, host_clock::now());
         m.last.valid = true;
     }
 }

@@ -116,6 +116,10 @@ public:
             double ms = 0.0;
         };
         std::vector<stage_end> timeline;
+        /// The host's side of the same process(), host clock: from its start until every part
+        /// was queued; the last part's collection (waiting for its stream, then its records
+        /// and bits), and of that the records and bits alone; the whole call.
+        double host_queued_ms = 0.0, host_last_collect_ms = 0.0, host_last_records_ms = 0.0, host_total_ms = 0.0;
     };
     [[nodiscard]] timing last_timing() const noexcept;
 
