@@ -415,7 +415,10 @@ int main(int argc, char** argv)
                          {"host_queued_ms", run.second.host_queued_ms},
                          {"host_last_collect_ms", run.second.host_last_collect_ms},
                          {"host_last_records_ms", run.second.host_last_records_ms},
-                         {"host_total_ms", run.second.host_total_ms}};
+                         {"host_total_ms", run.second.host_total_ms},
+                         {"host_first_clock_ms", run.second.host_first_clock_ms},
+                         {"host_first_locate_wait_ms", run.second.host_first_locate_wait_ms},
+                         {"host_first_queue_back_ms", run.second.host_first_queue_back_ms}};
         for (const auto& e : run.second.timeline) t["part " + std::to_string(e.part)][gpu::cuda_backend::stage_name(e.st)] = e.ms;
         return t;
     };
@@ -463,8 +466,9 @@ int main(int argc, char** argv)
             for (const double v : ends) v < 0.0 ? std::printf(" |") : std::printf(" %.3f |", v);
             std::printf("\n");
         }
-        std::printf("| host: all parts queued %.3f ms after process() began; the last part's collection %.3f ms (its records and bits %.3f ms); process() %.3f ms |\n",
-                    tm.host_queued_ms, tm.host_last_collect_ms, tm.host_last_records_ms, tm.host_total_ms);
+        std::printf("| host: all parts queued %.3f ms after process() began; the last part's collection %.3f ms (its records and bits %.3f ms); process() %.3f ms; the first part's clock %.3f ms (waiting for its location %.3f ms), then queueing the rest of its chain %.3f ms |\n",
+                    tm.host_queued_ms, tm.host_last_collect_ms, tm.host_last_records_ms, tm.host_total_ms, tm.host_first_clock_ms,
+                    tm.host_first_locate_wait_ms, tm.host_first_queue_back_ms);
     }
     std::printf("| stage (CUDA events, median of 20; one part) | ms |\n");
     for (int s = 0; s < gpu::cuda_backend::stage_count; ++s) {

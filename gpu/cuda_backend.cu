@@ -339,6 +339,7 @@ struct cuda_backend::impl {
     /// which parts are located, the starts of one scope.
     std::vector<long long> scope_end;
     std::vector<char> scope_done, part_located;
+    double first_locate_wait_ms = 0.0;  ///< this process(): the host's wait for the first part's location (timing)
     std::vector<double> scope_starts;
 
     impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np)
@@ -549,7 +550,9 @@ void cuda_backend::impl::clock_for_part(std::size_t k, std::size_t n_active, lon
     auto locate_part = [&](std::size_t q) {
         if (part_located[q]) return;
         auto& pq = *parts[q];
+        const auto wait_start = std::chrono::steady_clock::now();
         PAQ_CUDA_CHECK(cudaEventSynchronize(pq.located.get()));
+        if (q == 0) first_locate_wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
         const std::size_t n = located_count(q);
         for (std::size_t p = 0; p < n; ++p) {
             const long long start_b = pq.plan_now.batch_offset + pq.starts_host[p];
@@ -637,6 +640,8 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     using host_clock = std::chrono::steady_clock;
     const auto host_start = host_clock::now();
     const auto host_ms = [&](host_clock::time_point a, host_clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    double first_clock_ms = 0.0, first_back_ms = 0.0;
+    m.first_locate_wait_ms = 0.0;
     m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
@@ -690,8 +695,14 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         }
         const auto metric_len = batch_n_out >= dsp::detector_span ? static_cast<long long>(batch_n_out - dsp::detector_span + 1) : 0LL;
         for (std::size_t k = 0; k < n_active; ++k) {
+            const auto t0 = host_clock::now();
             m.clock_for_part(k, n_active, metric_len);
+            const auto t1 = host_clock::now();
             m.parts[k]->enqueue_back(timed, true);
+            if (k == 0) {
+                first_clock_ms = host_ms(t0, t1);
+                first_back_ms = host_ms(t1, host_clock::now());
+            }
         }
     } else {
         for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_back(timed, false);
@@ -739,6 +750,9 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         m.last.host_last_collect_ms = host_ms(host_last_collect, host_collected);
         m.last.host_last_records_ms = last_records_ms;
         m.last.host_total_ms = host_ms(host_start, host_clock::now());
+        m.last.host_first_clock_ms = first_clock_ms;
+        m.last.host_first_locate_wait_ms = m.first_locate_wait_ms;
+        m.last.host_first_queue_back_ms = first_back_ms;
         m.last.valid = true;
     }
 }

@@ -120,6 +120,9 @@ public:
         /// was queued; the last part's collection (waiting for its stream, then its records
         /// and bits), and of that the records and bits alone; the whole call.
         double host_queued_ms = 0.0, host_last_collect_ms = 0.0, host_last_records_ms = 0.0, host_total_ms = 0.0;
+        /// The first part's clock on the host (with clock tracking): the whole of it, of that
+        /// the wait for the part's location, then the queueing of the rest of its chain.
+        double host_first_clock_ms = 0.0, host_first_locate_wait_ms = 0.0, host_first_queue_back_ms = 0.0;
     };
     [[nodiscard]] timing last_timing() const noexcept;
 
