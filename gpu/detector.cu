@@ -125,9 +125,11 @@ __global__ void rotation_kernel(const double* __restrict__ theta, int n, cuDoubl
 
 /// One chunk of `prefetch` bits from k0 on, all of them known bits (`known`) or all data bits
 /// (the known bits fill whole chunks), so that after unrolling no step branches on where it is
-/// nor on what the launch asked for (`keep_theta`, `gated`). The kernel's time is the steps'
-/// instructions: a thread per stream, about one warp a scheduler on 37 SMs, issuing one
-/// instruction every 2.8 cycles (Nsight Compute); nothing else runs beside the last part's.
+/// nor on what the launch asked for (`keep_theta`, `gated`). The kernel's time is the pairs'
+/// chain of dependent double operations (about twenty a pair: the samples' rotation, the
+/// decision, the error, the loop filter, the phase, the next rotation) and the instructions
+/// around it: a thread per stream, one warp a scheduler on 37 SMs (Nsight Compute: 85
+/// instructions a pair, one every 4.2 cycles); nothing else runs beside the last part's.
 template <bool known, bool keep_theta, bool gated>
 __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatComplex (&cur)[prefetch], const dsp::pll_gains& g,
                                           unsigned char* __restrict__ out, float4* __restrict__ theta_row)
