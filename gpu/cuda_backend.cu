@@ -217,6 +217,10 @@ struct chain_part {
         llr_host = pinned_buffer<std::int8_t>(n);
     }
     event located;  ///< after the starts and M around the peaks are back (clock tracking)
+    /// The per-packet estimates go back on a stream of their own once the paths are made, so
+    /// that the host fills the records while the detector runs (collect): fields_ready.
+    stream fields_st;
+    event paths_done, fields_ready;
     std::array<event, stage_count_events> ev;
     std::array<cuda_backend::stage, stage_count_events> ev_stage{};  ///< the stage that ends at each event
     int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
@@ -883,6 +887,30 @@ void chain_part::enqueue_back(bool timed, bool clock)
                              m.tau.data(), m.gain.data(), parity, m0, m.trellis->device_input(), P, s);
     }
     stage_done(cuda_backend::stage::paths);
+    // The per-packet estimates are final now: back on the side stream while the detector runs.
+    {
+        PAQ_CUDA_CHECK(cudaEventRecord(m.paths_done.get(), s));
+        const cudaStream_t fs = m.fields_st.get();
+        PAQ_CUDA_CHECK(cudaStreamWaitEvent(fs, m.paths_done.get(), 0));
+        const auto back_field = [&](void* dst, const void* src, std::size_t bytes) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, fs));
+        };
+        back_field(m.count_host.data(), found.count, sizeof(int));
+        back_field(m.truncated_host.data(), found.truncated, sizeof(unsigned long long));
+        back_field(m.starts_host.data(), found.starts, np * sizeof(long long));
+        back_field(m.metrics_host.data(), found.metrics, np * sizeof(float));
+        back_field(m.moved_host.data(), found.moved_periods, np * sizeof(int));
+        back_field(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32));
+        back_field(m.cfo_host.data(), d.cfo, np * sizeof(double));
+        back_field(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
+        back_field(m.cond_host.data(), m.cond.data(), np * sizeof(double));
+        back_field(m.nonfinite_host.data(), d.nonfinite, np * sizeof(unsigned));
+        back_field(m.support_host.data(), d.support, np * sizeof(int));
+        back_field(m.ok_zf_host.data(), m.ok_zf.data(), np);
+        back_field(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
+        if (m.cfg.front_end_correction_on()) back_field(m.iq_sums_host.data(), m.iq_sums.data(), np * iq_dc_sums_per_slot * sizeof(double));
+        PAQ_CUDA_CHECK(cudaEventRecord(m.fields_ready.get(), fs));
+    }
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
@@ -893,15 +921,10 @@ void chain_part::enqueue_back(bool timed, bool clock)
         stage_done(cuda_backend::stage::trellis);
     }
 
-    // Only bits, per-packet estimates and the packet starts come back (pinned, asynchronous).
+    // The detectors' outputs come back after them (pinned, asynchronous).
     const auto back = [&](void* dst, const void* src, std::size_t bytes) {
         PAQ_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
     };
-    back(m.count_host.data(), found.count, sizeof(int));
-    back(m.truncated_host.data(), found.truncated, sizeof(unsigned long long));
-    back(m.starts_host.data(), found.starts, np * sizeof(long long));
-    back(m.metrics_host.data(), found.metrics, np * sizeof(float));
-    back(m.moved_host.data(), found.moved_periods, np * sizeof(int));
     if (m.det.device_smoothed() != nullptr) back(m.smoothed_host.data(), m.det.device_smoothed(), np);
     // The bits and stats of each detector the config asks for (sxs, trellis, or sxs then
     // trellis): host layout [detector][packet][path].
@@ -919,15 +942,6 @@ void chain_part::enqueue_back(bool timed, bool clock)
         }
     }
     if (m.soft()) back(m.llr_host.data(), m.llr_q.data(), np * num_paths * waveform::data_bits);
-    back(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32));
-    back(m.cfo_host.data(), d.cfo, np * sizeof(double));
-    back(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
-    back(m.cond_host.data(), m.cond.data(), np * sizeof(double));
-    back(m.nonfinite_host.data(), d.nonfinite, np * sizeof(unsigned));
-    back(m.support_host.data(), d.support, np * sizeof(int));
-    back(m.ok_zf_host.data(), m.ok_zf.data(), np);
-    back(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
-    if (m.cfg.front_end_correction_on()) back(m.iq_sums_host.data(), m.iq_sums.data(), np * iq_dc_sums_per_slot * sizeof(double));
     stage_done(cuda_backend::stage::copy_back);
     if (timed) m.events_recorded = m.next_ev;
 }
@@ -936,34 +950,28 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
                            std::size_t& filled)
 {
     auto& m = *this;
-    PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
     using clock_type = std::chrono::steady_clock;
+    const auto since = [](clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); };
+    // The estimates came back while the detector ran: the records first, all but what the
+    // detectors give; then, once the part's stream is done, the bits and their statistics.
+    PAQ_CUDA_CHECK(cudaEventSynchronize(m.fields_ready.get()));
     const auto t_records = clock_type::now();
     const int count = m.count_host[0];
-    if (count < 0 || static_cast<std::size_t>(count) > m.max_packets) throw std::runtime_error("cuda backend: more packets than buffers");
+    const std::size_t first_packet = filled;
+    if (count < 0 || static_cast<std::size_t>(count) > m.max_packets || first_packet + static_cast<std::size_t>(count) > out.packets.size()) {
+        PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));  // nothing of this batch left in flight
+        throw std::runtime_error(count < 0 || static_cast<std::size_t>(count) > m.max_packets ? "cuda backend: more packets than buffers"
+                                                                                              : "cuda backend: output smaller than the parts' packets");
+    }
     const std::size_t found_np = static_cast<std::size_t>(count);
     out.truncated_packets += m.truncated_host[0];
-    const std::size_t first_packet = filled;
-    if (first_packet + found_np > out.packets.size()) throw std::logic_error("cuda backend: output smaller than the parts' packets");
     filled += found_np;
-    // Per packet, each detector's six paths (host layout [detector][packet][path]) to the
-    // output's [packet][stream].
-    constexpr std::size_t path_block = num_paths * dsp::packed_data_bytes;
-    const std::size_t detectors = static_cast<std::size_t>(out.streams / num_paths);
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
     // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
 #pragma omp parallel for schedule(static) reduction(+ : nonfinite_total)
     for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
         const auto p = static_cast<std::size_t>(pi);
-        for (std::size_t d = 0; d < detectors; ++d) {
-            std::memcpy(out.bits.data() + ((first_packet + p) * detectors + d) * path_block, m.bits_host.data() + (d * m.max_packets + p) * path_block,
-                        path_block);
-        }
-        if (m.soft()) {
-            constexpr std::size_t llr_block = num_paths * waveform::data_bits;
-            std::memcpy(out.llrs.data() + (first_packet + p) * llr_block, m.llr_host.data() + p * llr_block, llr_block);
-        }
         auto& rec = out.packets[first_packet + p];
         // Resampling: the start as an input sample index (dsp::input_index, as the CPU's).
         rec.start_sample = m.plan_now.resampling ? dsp::input_index(batch, m.plan_now.m_begin + static_cast<std::uint64_t>(m.starts_host[p]), geom)
@@ -994,16 +1002,38 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
         rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
                                       !m.ok_zf_host[p] || !m.ok_mmse_host[p], m.moved_host[p] != 0);
+        nonfinite_total += rec.nonfinite_samples;
+    }
+    out.nonfinite_samples += nonfinite_total;
+    double ms = since(t_records);
+
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
+    const auto t_bits = clock_type::now();
+    // Per packet, each detector's six paths (host layout [detector][packet][path]) to the
+    // output's [packet][stream].
+    constexpr std::size_t path_block = num_paths * dsp::packed_data_bytes;
+    const std::size_t detectors = static_cast<std::size_t>(out.streams / num_paths);
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
+        const auto p = static_cast<std::size_t>(pi);
+        for (std::size_t d = 0; d < detectors; ++d) {
+            std::memcpy(out.bits.data() + ((first_packet + p) * detectors + d) * path_block, m.bits_host.data() + (d * m.max_packets + p) * path_block,
+                        path_block);
+        }
+        if (m.soft()) {
+            constexpr std::size_t llr_block = num_paths * waveform::data_bits;
+            std::memcpy(out.llrs.data() + (first_packet + p) * llr_block, m.llr_host.data() + p * llr_block, llr_block);
+        }
+        auto& rec = out.packets[first_packet + p];
         if (m.smoothed_host.size() > 0 && m.smoothed_host[p] != 0) rec.flags |= dsp::flag_phase_smoothed;
         for (std::size_t d = 0; d < detectors; ++d) {
             for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];
             }
         }
-        nonfinite_total += rec.nonfinite_samples;
     }
-    out.nonfinite_samples += nonfinite_total;
-    return std::chrono::duration<double, std::milli>(clock_type::now() - t_records).count();
+    ms += since(t_bits);
+    return ms;
 }
 
 }  // namespace paq::gpu
