@@ -154,6 +154,13 @@ smoother_use smoother_use_of(const dsp::receiver_config& c) noexcept
     if (c.phase_smoother_always()) return smoother_use::always;
     return c.phase_smoother_auto() ? smoother_use::gated : smoother_use::never;
 }
+
+/// The host's clock for cuda_backend::timing's host side: milliseconds from `a` to `b`.
+using host_clock = std::chrono::steady_clock;
+double host_ms(host_clock::time_point a, host_clock::time_point b = host_clock::now())
+{
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
 }  // namespace
 
 /// The whole chain for one part of a batch window (dsp::split_batch), on a stream of its own:
@@ -343,7 +350,6 @@ struct cuda_backend::impl {
     /// which parts are located, the starts of one scope.
     std::vector<long long> scope_end;
     std::vector<char> scope_done, part_located;
-    double first_locate_wait_ms = 0.0;  ///< this process(): the host's wait for the first part's location (timing)
     std::vector<double> scope_starts;
 
     impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np)
@@ -554,9 +560,9 @@ void cuda_backend::impl::clock_for_part(std::size_t k, std::size_t n_active, lon
     auto locate_part = [&](std::size_t q) {
         if (part_located[q]) return;
         auto& pq = *parts[q];
-        const auto wait_start = std::chrono::steady_clock::now();
+        const auto wait_start = host_clock::now();
         PAQ_CUDA_CHECK(cudaEventSynchronize(pq.located.get()));
-        if (q == 0) first_locate_wait_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wait_start).count();
+        if (q == 0) last.host_first_locate_wait_ms = host_ms(wait_start);
         const std::size_t n = located_count(q);
         for (std::size_t p = 0; p < n; ++p) {
             const long long start_b = pq.plan_now.batch_offset + pq.starts_host[p];
@@ -641,11 +647,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const bool timed = m.timing_on;
-    using host_clock = std::chrono::steady_clock;
     const auto host_start = host_clock::now();
-    const auto host_ms = [&](host_clock::time_point a, host_clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
-    double first_clock_ms = 0.0, first_back_ms = 0.0;
-    m.first_locate_wait_ms = 0.0;
     m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
@@ -704,8 +706,8 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
             const auto t1 = host_clock::now();
             m.parts[k]->enqueue_back(timed, true);
             if (k == 0) {
-                first_clock_ms = host_ms(t0, t1);
-                first_back_ms = host_ms(t1, host_clock::now());
+                m.last.host_first_clock_ms = host_ms(t0, t1);
+                m.last.host_first_queue_back_ms = host_ms(t1);
             }
         }
     } else {
@@ -737,7 +739,6 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
 
     if (timed && n_active > 0) {
         m.last.parts = static_cast<int>(n_active);
-        m.last.timeline.clear();
         for (std::size_t k = 0; k < n_active; ++k) {
             const auto& cp = *m.parts[k];
             for (int i = 1; i < cp.events_recorded; ++i) {
@@ -753,10 +754,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         m.last.host_queued_ms = host_ms(host_start, host_queued);
         m.last.host_last_collect_ms = host_ms(host_last_collect, host_collected);
         m.last.host_last_records_ms = last_records_ms;
-        m.last.host_total_ms = host_ms(host_start, host_clock::now());
-        m.last.host_first_clock_ms = first_clock_ms;
-        m.last.host_first_locate_wait_ms = m.first_locate_wait_ms;
-        m.last.host_first_queue_back_ms = first_back_ms;
+        m.last.host_total_ms = host_ms(host_start);
         m.last.valid = true;
     }
 }
@@ -950,12 +948,10 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
                            std::size_t& filled)
 {
     auto& m = *this;
-    using clock_type = std::chrono::steady_clock;
-    const auto since = [](clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); };
     // The estimates came back while the detector ran: the records first, all but what the
     // detectors give; then, once the part's stream is done, the bits and their statistics.
     PAQ_CUDA_CHECK(cudaEventSynchronize(m.fields_ready.get()));
-    const auto t_records = clock_type::now();
+    const auto t_records = host_clock::now();
     const int count = m.count_host[0];
     const std::size_t first_packet = filled;
     if (count < 0 || static_cast<std::size_t>(count) > m.max_packets || first_packet + static_cast<std::size_t>(count) > out.packets.size()) {
@@ -1005,10 +1001,10 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         nonfinite_total += rec.nonfinite_samples;
     }
     out.nonfinite_samples += nonfinite_total;
-    double ms = since(t_records);
+    double ms = host_ms(t_records);
 
     PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
-    const auto t_bits = clock_type::now();
+    const auto t_bits = host_clock::now();
     // Per packet, each detector's six paths (host layout [detector][packet][path]) to the
     // output's [packet][stream].
     constexpr std::size_t path_block = num_paths * dsp::packed_data_bytes;
@@ -1032,8 +1028,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
             }
         }
     }
-    ms += since(t_bits);
-    return ms;
+    return ms + host_ms(t_bits);
 }
 
 }  // namespace paq::gpu

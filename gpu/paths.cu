@@ -241,13 +241,12 @@ static_assert(spectra_smem_bytes <= backend_shared_memory_bytes);
 __global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_spectrum_jobs jobs)
 {
     extern __shared__ float2 a[];
+    __shared__ float2 taps[smem_fft::near_zero_span];  // a job's taps: each is read by the 64 threads of its block
     const int p = blockIdx.x;
     for (int j = 0; j < jobs.count; ++j) {
         const taps_spectrum_job job = jobs.job[j];
         float2* out = reinterpret_cast<float2*>(job.spectrum) + static_cast<std::size_t>(p) * n_fft;
         float lo = INFINITY, hi = 0.0f;  // min and max |S|^2 of this thread's bins
-        // The job's taps on chip first: each is read by the 64 threads of its block.
-        __shared__ float2 taps[smem_fft::near_zero_span];
         const float2* from = reinterpret_cast<const float2*>(job.taps) + static_cast<std::size_t>(p) * job.taps_per_packet;
         for (int i = threadIdx.x; i < job.taps_per_packet; i += blockDim.x) taps[i] = from[i];
         __syncthreads();

@@ -139,9 +139,6 @@ __device__ __forceinline__ void dit_down(float2* a, Store store)
 /// r - 256, that is N - 256 + r (m = 63).
 constexpr int near_zero_span = 256;
 
-/// bitrev8(b) for the block of 64 that position i lies in, and the offset in it.
-__device__ __forceinline__ int block_time(int i) { return static_cast<int>(__brev(static_cast<unsigned>(i >> 6)) >> 24); }
-
 /// W64^(63 o) = W^(-4 o): e^(+j pi o / 32) forward, e^(-j pi o / 32) inverse.
 template <bool inverse>
 __device__ __forceinline__ float2 w64_last(int o)
@@ -169,7 +166,7 @@ __device__ __forceinline__ void dit_of_taps(float2* a, const float2* __restrict_
     const float2 zero = make_float2(0.0f, 0.0f);
 #pragma unroll 4
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
-        const int r = block_time(i);
+        const int r = bitrev<8>(i >> 6);  // the block's time
         const int iu = r - first, iv = r - near_zero_span - first;
         const float2 u = iu >= 0 && iu < count ? taps[iu] : zero;
         const float2 v = iv >= 0 && iv < count ? cmul(taps[iv], w) : zero;
@@ -194,7 +191,36 @@ __device__ __forceinline__ void dif_until(float2* a)
 /// dif for a kernel that reads only bins within near_zero_span of 0 (N = 16384): its stages
 /// before the blocks of 64 (the first two groups), then dif_bin_near_zero for each bin read.
 template <int LogN, bool inverse, bool bitrev_reads>
-__device__ __forceinline__ void dif_to_blocks(float2* a);
+__device__ __forceinline__ void dif_to_blocks(float2* a)
+{
+    static_assert(LogN == 14, "dif's last six stages are the ones inside the blocks of 64");
+    dif_until<LogN, 0, LogN - 6, inverse, bitrev_reads>(a);
+}
+
+/// Bin k of dif's output (bin N + k for negative k; -256 <= k < 256) from the array
+/// dif_to_blocks left, returned to every lane of the calling warp (all 32 call it with the
+/// same k). The bin is its block's 64-point transform at one offset: offset 0 (k >= 0), the
+/// sum of the block's 64 entries; offset 63 (k < 0), their sum weighted by W64^(63 j).
+template <int LogN, bool inverse, bool bitrev_reads>
+__device__ __forceinline__ float2 dif_bin_near_zero(const float2* a, int k)
+{
+    static_assert(LogN == 14);
+    const int base = bitrev<8>(k & (near_zero_span - 1)) << 6;  // the block of time k mod 256
+    const int lane = static_cast<int>(threadIdx.x) & 31;
+    float2 s = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int j = lane; j < 64; j += 32) {
+        float2 e = a[pad<bitrev_reads>(base + j)];
+        if (k < 0) e = cmul(e, w64_last<inverse>(j));
+        s = make_float2(s.x + e.x, s.y + e.y);
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
+        s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
+    }
+    return s;
+}
 
 /// Natural order in, bit-reversed order out (position q holds bin bitrev(q)); `store(q, v)`.
 template <int LogN, bool inverse, bool bitrev_reads, class Store>
@@ -232,38 +258,6 @@ __device__ __forceinline__ void dit(float2* a, Store store)
 {
     static_assert(LogN >= 5 && LogN <= 16);
     dit_down<LogN, last_group_start<LogN>, inverse, bitrev_reads>(a, store);
-}
-
-template <int LogN, bool inverse, bool bitrev_reads>
-__device__ __forceinline__ void dif_to_blocks(float2* a)
-{
-    static_assert(LogN == 14, "dif's last six stages are the ones inside the blocks of 64");
-    dif_until<LogN, 0, LogN - 6, inverse, bitrev_reads>(a);
-}
-
-/// Bin k of dif's output (bin N + k for negative k; -256 <= k < 256) from the array
-/// dif_to_blocks left, returned to every lane of the calling warp (all 32 call it with the
-/// same k). The bin is its block's 64-point transform at one offset: offset 0 (k >= 0), the
-/// sum of the block's 64 entries; offset 63 (k < 0), their sum weighted by W64^(63 j).
-template <int LogN, bool inverse, bool bitrev_reads>
-__device__ __forceinline__ float2 dif_bin_near_zero(const float2* a, int k)
-{
-    static_assert(LogN == 14);
-    const int base = block_time((k & (near_zero_span - 1)) << 6) << 6;  // the block of time k mod 256
-    const int lane = static_cast<int>(threadIdx.x) & 31;
-    float2 s = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int j = lane; j < 64; j += 32) {
-        float2 e = a[pad<bitrev_reads>(base + j)];
-        if (k < 0) e = cmul(e, w64_last<inverse>(j));
-        s = make_float2(s.x + e.x, s.y + e.y);
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-        s.x += __shfl_xor_sync(0xffffffffu, s.x, o);
-        s.y += __shfl_xor_sync(0xffffffffu, s.y, o);
-    }
-    return s;
 }
 
 }  // namespace paq::gpu::smem_fft
