@@ -41,9 +41,21 @@ __device__ inline cuFloatComplex finite_or_zero(cuFloatComplex s)
 /// the eight u that use them (u = v - 32 m): 8x less arithmetic than one thread per u doing
 /// all 256 terms. Per period the terms are the same and summed in the same order as before
 /// and as on the CPU (per period, then over periods).
-constexpr int metric_block = 1024;
-constexpr int metric_span = static_cast<int>(dsp::detector_span);             // 256
-constexpr int metric_v = metric_block + metric_span - 32;                   // c(v) per block
+/// Each thread makes metric_per_thread consecutive c(v), e(v) from registers: it reads each of
+/// its 39 samples from shared memory once (not 32 times a v), and the template's values are
+/// compile-time indices into the constant bank. The samples are stored with one spare slot
+/// every 8 (`metric_slot`), so that the threads, 8 samples apart, read different banks.
+constexpr int metric_span = static_cast<int>(dsp::detector_span);                // 256
+constexpr int metric_threads = 256;
+constexpr int metric_per_thread = 8;
+constexpr int metric_v = metric_threads * metric_per_thread;                   // c(v) per block
+constexpr int metric_block = metric_v - (metric_span - 32);                    // M(u) per block: 1824
+constexpr int metric_samples = metric_block + metric_span - 1;                 // r per block
+__device__ constexpr int metric_slot(int i)
+{
+    return i + i / 8;
+}
+
 /// A ci16 chunk as cf32: each component divided by the scale, correctly rounded (paq::to_cf32).
 __global__ void ci16_to_cf32_kernel(const short2* __restrict__ in, std::size_t n, float scale, cuFloatComplex* __restrict__ out)
 {
@@ -54,40 +66,54 @@ __global__ void ci16_to_cf32_kernel(const short2* __restrict__ in, std::size_t n
     }
 }
 
-__global__ void __launch_bounds__(metric_block) metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric,
-                                                              float* __restrict__ out)
+__global__ void __launch_bounds__(metric_threads) metric_kernel(const cuFloatComplex* __restrict__ r, std::size_t n_metric,
+                                                                float* __restrict__ out)
 {
-    __shared__ cuFloatComplex rs[metric_block + metric_span - 1];
+    __shared__ cuFloatComplex rs[metric_slot(metric_samples - 1) + 1];
     __shared__ float a2[metric_v], en[metric_v];
     const std::size_t u0 = blockIdx.x * static_cast<std::size_t>(metric_block);
     const std::size_t len = n_metric + metric_span - 1;  // samples r[0 .. len)
-    for (int i = threadIdx.x; i < metric_block + metric_span - 1; i += metric_block) {
-        rs[i] = u0 + i < len ? finite_or_zero(r[u0 + i]) : make_cuFloatComplex(0.0f, 0.0f);
+    for (int i = threadIdx.x; i < metric_samples; i += metric_threads) {
+        rs[metric_slot(i)] = u0 + i < len ? finite_or_zero(r[u0 + i]) : make_cuFloatComplex(0.0f, 0.0f);
     }
     __syncthreads();
-    for (int v = threadIdx.x; v < metric_v; v += metric_block) {
-        float cr = 0.0f, ci = 0.0f, e = 0.0f;
-#pragma unroll 8
-        for (int l = 0; l < 32; ++l) {
-            const cuFloatComplex sv = rs[v + l];
-            const cuFloatComplex t = c_template[l];
-            cr += sv.x * t.x + sv.y * t.y;  // s * conj(t)
-            ci += sv.y * t.x - sv.x * t.y;
-            e += sv.x * sv.x + sv.y * sv.y;
-        }
-        a2[v] = cr * cr + ci * ci;
-        en[v] = e;
-    }
-    __syncthreads();
-    const std::size_t u = u0 + threadIdx.x;
-    if (u >= n_metric) return;
-    float l_sum = 0.0f, e_sum = 0.0f;
+    {
+        const int v0 = threadIdx.x * metric_per_thread;
+        float cr[metric_per_thread], ci[metric_per_thread], e[metric_per_thread];
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-        l_sum += a2[threadIdx.x + 32 * m];
-        e_sum += en[threadIdx.x + 32 * m];
+        for (int k = 0; k < metric_per_thread; ++k) cr[k] = ci[k] = e[k] = 0.0f;
+        // Sample v0 + j is term l = j - k of c(v0 + k): each c(v)'s terms in order of l.
+#pragma unroll
+        for (int j = 0; j < 32 + metric_per_thread - 1; ++j) {
+            const cuFloatComplex sv = rs[metric_slot(v0 + j)];
+#pragma unroll
+            for (int k = 0; k < metric_per_thread; ++k) {
+                const int l = j - k;
+                if (l < 0 || l >= 32) continue;
+                const cuFloatComplex t = c_template[l];
+                cr[k] += sv.x * t.x + sv.y * t.y;  // s * conj(t)
+                ci[k] += sv.y * t.x - sv.x * t.y;
+                e[k] += sv.x * sv.x + sv.y * sv.y;
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < metric_per_thread; ++k) {
+            a2[v0 + k] = cr[k] * cr[k] + ci[k] * ci[k];
+            en[v0 + k] = e[k];
+        }
     }
-    out[u] = e_sum > 0.0f ? l_sum / (32.0f * e_sum) : 0.0f;
+    __syncthreads();
+    for (int o = threadIdx.x; o < metric_block; o += metric_threads) {
+        const std::size_t u = u0 + o;
+        if (u >= n_metric) return;
+        float l_sum = 0.0f, e_sum = 0.0f;
+#pragma unroll
+        for (int m = 0; m < 8; ++m) {
+            l_sum += a2[o + 32 * m];
+            e_sum += en[o + 32 * m];
+        }
+        out[u] = e_sum > 0.0f ? l_sum / (32.0f * e_sum) : 0.0f;
+    }
 }
 
 /// Packet segments [start - pre, start - pre + seg_len), zeros outside the window and for
@@ -553,7 +579,7 @@ void estimators::preamble_metric(std::span<const cf32> window, std::span<float> 
     if (metric_out.size() < n_metric) throw std::invalid_argument("gpu estimators: metric_out too small");
     m.upload(window);
     const unsigned blocks = static_cast<unsigned>((n_metric + metric_block - 1) / metric_block);
-    metric_kernel<<<blocks, metric_block, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
+    metric_kernel<<<blocks, metric_threads, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
     PAQ_CUDA_CHECK_LAUNCH();
     PAQ_CUDA_CHECK(cudaMemcpyAsync(metric_out.data(), m.metric.data(), n_metric * sizeof(float), cudaMemcpyDeviceToHost, m.st.get()));
     m.st.synchronize();
@@ -588,7 +614,7 @@ void estimators::upload_and_metric_device(host_window window, cuda_event_t uploa
         const std::size_t ready = c + 1 == impl::upload_chunks ? n_metric : (e >= dsp::detector_span ? std::min(n_metric, e - dsp::detector_span + 1) : 0);
         if (ready > metric_done) {
             const std::size_t cnt = ready - metric_done;
-            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_block, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
+            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_threads, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
                                                                                            m.metric.data() + metric_done);
             PAQ_CUDA_CHECK_LAUNCH();
             metric_done = ready;
@@ -636,7 +662,7 @@ void estimators::upload_resample_and_metric_device(host_window input, dsp::fixed
         const std::size_t ready_metric = last ? n_metric : (resampled >= dsp::detector_span ? std::min(n_metric, resampled - dsp::detector_span + 1) : 0);
         if (ready_metric > metric_done) {
             const std::size_t cnt = ready_metric - metric_done;
-            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_block, 0, m.st.get()>>>(
+            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_threads, 0, m.st.get()>>>(
                 m.window.data() + metric_done, cnt, m.metric.data() + metric_done);
             PAQ_CUDA_CHECK_LAUNCH();
             metric_done = ready_metric;
