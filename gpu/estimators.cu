@@ -39,8 +39,10 @@ __device__ inline cuFloatComplex finite_or_zero(cuFloatComplex s)
 /// M(u) for u = u0 .. u0 + metric_block - 1 per block. The correlation of one period,
 /// c(v) = sum_l r(v + l) p*(l), and its energy e(v) are computed once per v and shared by
 /// the eight u that use them (u = v - 32 m): 8x less arithmetic than one thread per u doing
-/// all 256 terms. Per period the terms are the same and summed in the same order as before
-/// and as on the CPU (per period, then over periods).
+/// all 256 terms. Per period the terms are summed in the CPU's order (per period, then over
+/// periods), in float and fused: this metric only finds the candidates; the values around each
+/// peak, which the clock estimate and the records use, are recomputed in double
+/// (peak_metrics_kernel) as the CPU's.
 /// Each thread makes metric_per_thread consecutive c(v), e(v) from registers: it reads each of
 /// its 39 samples from shared memory once (not 32 times a v), and the template's values are
 /// compile-time indices into the constant bank. The samples are stored with one spare slot
@@ -86,14 +88,15 @@ __global__ void __launch_bounds__(metric_threads) metric_kernel(const cuFloatCom
 #pragma unroll
         for (int j = 0; j < 32 + metric_per_thread - 1; ++j) {
             const cuFloatComplex sv = rs[metric_slot(v0 + j)];
+            const float p = fmaf(sv.x, sv.x, sv.y * sv.y);
 #pragma unroll
             for (int k = 0; k < metric_per_thread; ++k) {
                 const int l = j - k;
                 if (l < 0 || l >= 32) continue;
                 const cuFloatComplex t = c_template[l];
-                cr[k] += sv.x * t.x + sv.y * t.y;  // s * conj(t)
-                ci[k] += sv.y * t.x - sv.x * t.y;
-                e[k] += sv.x * sv.x + sv.y * sv.y;
+                cr[k] = fmaf(sv.x, t.x, fmaf(sv.y, t.y, cr[k]));  // s * conj(t)
+                ci[k] = fmaf(sv.y, t.x, fmaf(-sv.x, t.y, ci[k]));
+                e[k] += p;
             }
         }
 #pragma unroll
