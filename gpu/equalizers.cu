@@ -23,19 +23,6 @@ __device__ inline z64 operator+(z64 a, z64 b) { return {a.re + b.re, a.im + b.im
 __device__ inline z64 operator-(z64 a, z64 b) { return {a.re - b.re, a.im - b.im}; }
 __device__ inline z64 operator*(z64 a, z64 b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
 __device__ inline z64 conj(z64 a) { return {a.re, -a.im}; }
-__device__ inline z64 div(z64 a, z64 b)
-{
-    const double d = b.re * b.re + b.im * b.im;
-    return {(a.re * b.re + a.im * b.im) / d, (a.im * b.re - a.re * b.im) / d};
-}
-/// 1 / b, one real division: a step's 2 (n + 1) quotients by the same den become products
-/// (double division is a long software sequence; 24 of them a lane a step were most of the
-/// kernel's time: 456 us a part of 779 packets on the H100).
-__device__ inline z64 reciprocal(z64 b)
-{
-    const double inv_d = 1.0 / (b.re * b.re + b.im * b.im);
-    return {b.re * inv_d, -b.im * inv_d};
-}
 __device__ inline z64 warp_sum(z64 v)
 {
     for (int o = 16; o > 0; o >>= 1) {
@@ -56,21 +43,24 @@ struct levinson_jobs {
 };
 
 /// One warp per system. t(k) = r_h(k) (+ load at k = 0), k = 0 .. 37, zero beyond; the
-/// Hermitian Toeplitz matrix T[i][j] = t(i - j), t(-k) = conj(t(k)).
-/// Levinson: forward f (T_n f = e_1), backward b (T_n b = e_n), solution x (T_n x = y_0..n-1).
+/// Hermitian Toeplitz matrix T[i][j] = t(i - j), t(-k) = conj(t(k)), its diagonal t(0) real.
+/// Levinson: forward f (T_n f = e_1) and solution x (T_n x = y_0..n-1). T_n being Hermitian
+/// Toeplitz, the backward vector (T_n b = e_n) is f reversed and conjugated, b(i) =
+/// conj(f(n - 1 - i)), so it is not kept: its error is conj(ef), the denominator 1 - |ef|^2 is
+/// real, and a step updates one vector, not two (the kernel before kept b and took 318 us a
+/// part of 779 packets on the H100, limited by its FP64 work and warp shuffles).
 __global__ void __launch_bounds__(32 * warps_per_block)
     levinson_kernel(const cuFloatComplex* __restrict__ h_all, levinson_jobs jobs, int packets)
 {
     const double* __restrict__ load = jobs.job[blockIdx.y].load;
     cuFloatComplex* __restrict__ c_out = jobs.job[blockIdx.y].c;
     unsigned char* __restrict__ ok_out = jobs.job[blockIdx.y].ok;
-    __shared__ z64 sh_f[warps_per_block][n_eq], sh_b[warps_per_block][n_eq], sh_x[warps_per_block][n_eq];
+    __shared__ z64 sh_f[warps_per_block][n_eq], sh_x[warps_per_block][n_eq];
     __shared__ z64 sh_t[warps_per_block][n_ch], sh_h[warps_per_block][n_ch];
     const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int p = blockIdx.x * warps_per_block + w;
     if (p >= packets) return;  // whole warps exit together
     z64* f = sh_f[w];
-    z64* b = sh_b[w];
     z64* x = sh_x[w];
     z64* t = sh_t[w];
     z64* h = sh_h[w];
@@ -79,18 +69,18 @@ __global__ void __launch_bounds__(32 * warps_per_block)
         h[i] = {v.x, v.y};
     }
     __syncwarp();
-    // r_h(k) = sum_n h(n) h*(n - k)
+    // r_h(k) = sum_n h(n) h*(n - k); r_h(0) = sum |h(n)|^2 exactly real.
     for (int k = lane; k < n_ch; k += 32) {
         z64 s{0.0, 0.0};
         for (int n = k; n < n_ch; ++n) s = s + h[n] * conj(h[n - k]);
+        if (k == 0) s.im = 0.0;
         t[k] = s;
     }
     __syncwarp();
     if (lane == 0) t[0].re += load[p];
     __syncwarp();
-    auto tk = [&](int k) -> z64 {  // t(k) for any k
-        if (k >= n_ch || k <= -n_ch) return {0.0, 0.0};
-        return k >= 0 ? t[k] : conj(t[-k]);
+    auto tk = [&](int k) -> z64 {  // t(k), k = 1 .. n_eq - 1
+        return k < n_ch ? t[k] : z64{0.0, 0.0};
     };
     auto y = [&](int i) -> z64 {  // h_n0(l) = conj(h(-l)), l = i - L1
         const int m = -(i - l1);
@@ -98,48 +88,50 @@ __global__ void __launch_bounds__(32 * warps_per_block)
     };
     bool good = t[0].re > 0.0;
     if (lane == 0) {
-        const z64 inv0 = div({1.0, 0.0}, t[0]);
-        f[0] = inv0;
-        b[0] = inv0;
-        x[0] = y(0) * inv0;
+        const double inv0 = 1.0 / t[0].re;
+        f[0] = {inv0, 0.0};
+        x[0] = {y(0).re * inv0, y(0).im * inv0};
     }
     __syncwarp();
     for (int n = 1; n < n_eq && good; ++n) {
-        // Errors of the extended vectors: the new last row against [f; 0], the new first row
-        // against [0; b], the new last row against [x; 0]. Only |n - i| < 38 contribute.
-        z64 ef{0.0, 0.0}, eb{0.0, 0.0}, ex{0.0, 0.0};
+        // Errors of the extended vectors: the new last row against [f; 0] and against [x; 0].
+        // Only |n - i| < 38 contribute.
+        z64 ef{0.0, 0.0}, ex{0.0, 0.0};
         const int i0 = n - n_ch + 1 > 0 ? n - n_ch + 1 : 0;
         for (int i = i0 + lane; i < n; i += 32) {
-            ef = ef + tk(n - i) * f[i];
-            ex = ex + tk(n - i) * x[i];
+            const z64 ti = tk(n - i);
+            ef = ef + ti * f[i];
+            ex = ex + ti * x[i];
         }
-        for (int i = lane; i < n && i < n_ch - 1; i += 32) eb = eb + tk(-(i + 1)) * b[i];
         ef = warp_sum(ef);
-        eb = warp_sum(eb);
         ex = warp_sum(ex);
-        const z64 den = z64{1.0, 0.0} - eb * ef;
-        good = isfinite(den.re) && (den.re * den.re + den.im * den.im) > 1e-300;
+        const double den = 1.0 - (ef.re * ef.re + ef.im * ef.im);
+        good = isfinite(den) && den * den > 1e-300;
         if (!good) break;
-        // f' = ([f;0] - ef [0;b]) / den,  b' = ([0;b] - eb [f;0]) / den; lanes own indices,
+        // f' = ([f;0] - ef [0;b]) / den, [0;b](i) = conj(f(n - i)); lanes own indices, the
         // old values read before any lane writes (one sync between).
-        z64 nf[6], nb[6];
-        const z64 inv_den = reciprocal(den);
-        int cnt = 0;
-        for (int i = lane; i <= n; i += 32, ++cnt) {
+        constexpr int per_lane = (n_eq + 31) / 32;
+        z64 nf[per_lane];
+        const double inv_den = 1.0 / den;
+#pragma unroll
+        for (int c = 0; c < per_lane; ++c) {
+            const int i = lane + 32 * c;
+            if (i > n) continue;
             const z64 fi = i < n ? f[i] : z64{0.0, 0.0};
-            const z64 bi = i > 0 ? b[i - 1] : z64{0.0, 0.0};
-            nf[cnt] = (fi - ef * bi) * inv_den;
-            nb[cnt] = (bi - eb * fi) * inv_den;
+            const z64 bi = i > 0 ? conj(f[n - i]) : z64{0.0, 0.0};
+            const z64 d = fi - ef * bi;
+            nf[c] = {d.re * inv_den, d.im * inv_den};
         }
         __syncwarp();
-        cnt = 0;
-        for (int i = lane; i <= n; i += 32, ++cnt) {
-            f[i] = nf[cnt];
-            b[i] = nb[cnt];
+#pragma unroll
+        for (int c = 0; c < per_lane; ++c) {
+            const int i = lane + 32 * c;
+            if (i <= n) f[i] = nf[c];
         }
         __syncwarp();
+        // x' = [x;0] + g b', b'(i) = conj(f'(n - i)).
         const z64 g = y(n) - ex;
-        for (int i = lane; i <= n; i += 32) x[i] = (i < n ? x[i] : z64{0.0, 0.0}) + g * b[i];
+        for (int i = lane; i <= n; i += 32) x[i] = (i < n ? x[i] : z64{0.0, 0.0}) + g * conj(f[n - i]);
         __syncwarp();
     }
     for (int i = lane; i < n_eq; i += 32) {
