@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh >/dev/null
 rm -rf .device && mkdir -p .device/lib
-bins=(build/tests/test_gpu_device build/tests/test_gpu_estimators build/tests/test_gpu_equalizers build/tests/test_gpu_detector build/tests/test_gpu_backend build/tests/test_gpu_preamble_detector build/tests/test_gpu_resampler build/bench/paq-bench-solvers build/bench/paq-bench build/daemon/paqd build/tools/paq-sim build/tools/paq-report build/tools/paq-bert build/tools/paq-stream build/tools/paq-ber-curve)
+bins=(build/tests/test_gpu_device build/tests/test_gpu_estimators build/tests/test_gpu_equalizers build/tests/test_gpu_detector build/tests/test_gpu_backend build/tests/test_gpu_preamble_detector build/tests/test_gpu_resampler build/bench/paq-bench-solvers build/bench/paq-bench build/bench/paq-bench-setup build/daemon/paqd build/tools/paq-sim build/tools/paq-report build/tools/paq-bert build/tools/paq-stream build/tools/paq-ber-curve)
 cp "${bins[@]}" .device/
 # Symbols off the copies: the bundle travels under the device tool's 64 MiB limit.
 strip --strip-unneeded .device/* 2>/dev/null || true

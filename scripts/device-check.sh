@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -304,6 +304,14 @@ if [[ $mode == soak ]]; then
   cat "$out/soak-threads.txt" 2> /dev/null
   echo "RSS (kB) every 10 s:"
   awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
+fi
+if [[ $mode == setup ]]; then
+  # Issue 15: the fixed cost of a fresh process (CUDA context, the backend, a pinned window),
+  # which bounds the replay of a short recording; three fresh processes.
+  for k in 1 2 3; do
+    echo "=== paq-bench-setup, process $k"
+    ./.device/paq-bench-setup --json "$out/setup-$k.json" || status=1
+  done
 fi
 if [[ $mode == profile ]]; then
   # Nsight Compute on paq-bench's kernels (its first batches: warm-up and the one-part and
