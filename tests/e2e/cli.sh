@@ -42,7 +42,9 @@ malformed[bench/paq-bench]="--gpus abc"
 out_of_check[bench/paq-bench]="--gpus 65"
 malformed[bench/paq-bench-solvers]="--json"
 out_of_check[bench/paq-bench-solvers]="--json a b"
-for b in bench/paq-bench bench/paq-bench-solvers; do [[ -x $build/$b ]] && programs+=("$b"); done
+malformed[bench/paq-bench-setup]="--json"
+out_of_check[bench/paq-bench-setup]="--json a b"
+for b in bench/paq-bench bench/paq-bench-solvers bench/paq-bench-setup; do [[ -x $build/$b ]] && programs+=("$b"); done
 for prog in "${programs[@]}"; do
   bin=$build/$prog
   name=$(basename "$prog")
