@@ -63,7 +63,8 @@
 
 using namespace paq;
 using namespace paq::dsp;
-using clock_type = std::chrono::steady_clock;
+using bench::clock_type;
+using bench::ms_since;
 
 namespace {
 
@@ -72,8 +73,6 @@ double median(std::vector<double> v)
     std::sort(v.begin(), v.end());
     return v.empty() ? 0.0 : v[v.size() / 2];
 }
-
-double ms_since(clock_type::time_point t) { return std::chrono::duration<double, std::milli>(clock_type::now() - t).count(); }
 
 /// Host-clock milliseconds of `runs` calls of be.process(batch, out), after `warmups` untimed
 /// ones, into one output reused as paqd reuses them (runtime::worker_pool).

@@ -2,8 +2,8 @@
 // replay of a short recording is bounded by it). Each step once, in order, host clock:
 //   1. the CUDA context (the first runtime call, cudaFree(0));
 //   2. the CUDA backend of the default configuration (device buffers, plans, tables, handles);
-//   3. one default batch's ci16 window page-locked (cudaHostRegister, as the replay pins its
-//      windows), then unlocked.
+//   3. one default batch's ci16 window page-locked (gpu::host_pin, cudaHostRegister, as the
+//      replay pins its windows), then unlocked.
 // The context can only be made once a process: scripts/device-check.sh setup runs this
 // program several times.
 //
@@ -13,34 +13,20 @@
 #include "dsp/receiver_config.hpp"
 #include "dsp/types.hpp"
 #include "gpu/cuda_backend.hpp"
+#include "gpu/cuda_check.hpp"
 
 #include <cuda_runtime.h>
 #include <nlohmann/json.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <fstream>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
 using namespace paq;
 
-namespace {
-
-using host_clock = std::chrono::steady_clock;
-
-double ms_since(host_clock::time_point t0)
-{
-    return std::chrono::duration<double, std::milli>(host_clock::now() - t0).count();
-}
-
-void check(cudaError_t e, const char* what)
-{
-    if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-
-}  // namespace
+using bench::clock_type;
+using bench::ms_since;
 
 int main(int argc, char** argv)
 try {
@@ -50,13 +36,13 @@ try {
     app.add_option("--json", json_path, "Also write the figures as JSON to this file");
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
 
-    const auto t_context = host_clock::now();
-    check(cudaFree(nullptr), "no usable CUDA device: cudaFree(0)");
+    const auto t_context = clock_type::now();
+    PAQ_CUDA_CHECK(cudaFree(nullptr));
     const double context_ms = ms_since(t_context);
     if (bench::require_devices("paq-bench-setup").empty()) return 1;
 
     const dsp::receiver_config cfg{};
-    const auto t_backend = host_clock::now();
+    const auto t_backend = clock_type::now();
     double backend_ms = 0.0;
     {
         gpu::cuda_backend backend(cfg, 0);
@@ -65,10 +51,12 @@ try {
 
     const std::size_t window_bytes = cfg.batch_samples * sizeof(ci16);
     std::vector<ci16> window(cfg.batch_samples);
-    const auto t_pin = host_clock::now();
-    check(cudaHostRegister(window.data(), window_bytes, cudaHostRegisterPortable), "cudaHostRegister");
-    const double pin_ms = ms_since(t_pin);
-    check(cudaHostUnregister(window.data()), "cudaHostUnregister");
+    double pin_ms = 0.0;
+    {
+        const auto t_pin = clock_type::now();
+        const gpu::host_pin pin(window.data(), window_bytes);
+        pin_ms = ms_since(t_pin);
+    }
 
     std::printf("| step (fresh process, host clock) | ms |\n|---|---|\n");
     std::printf("| CUDA context (cudaFree(0)) | %.1f |\n", context_ms);
