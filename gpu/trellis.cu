@@ -43,6 +43,9 @@ constexpr int words = (n_bits + 31) / 32 + 2;  // the packet's bits, 32 a word, 
 constexpr int known_words = n_known / 32;
 constexpr int warps = 4;
 constexpr int streams_per_block = warps * 32 / group;
+// A row of path[][]: the sixteen states' metrics padded to 20, so that the eight lanes of a
+// quarter-warp reading rows e .. e + 7 with 16-byte loads touch 32 different banks.
+constexpr int path_row = 20;
 static_assert(group == 16 && patterns == 16 && window == 5, "sixteen lanes per stream: lane g is state g and table entry g");
 static_assert(n_known % 32 == 0 && data_bytes % 4 == 0, "the known bits fill whole words, the data bytes whole words after them");
 // Block b's first entry is step b * block_rows + memory - 1: k = j - after has the parity of e + 1.
@@ -57,12 +60,11 @@ __constant__ unsigned c_known_words[known_words];  ///< the known bits, 32 a wor
 /// sample pairs of one block of steps.
 struct stream_shared {
     unsigned bits[words];
-    union {
+    union alignas(16) {
         double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
-        metric alpha[block_rows][states];
+        metric path[block_rows][path_row];  ///< alpha + beta of each state after each step of one block
     } u;
-    float2 pair[block_rows][2];
-    float llr[block_rows];  ///< the LLRs of one block of steps
+    float4 pair[block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of one block
 };
 
 /// A float the compiler must compute here and keep: without it, it recomputes the branch
@@ -87,14 +89,14 @@ __device__ inline int bit_at(const unsigned* bits, int k) { return static_cast<i
 /// One sequence's branch metric for both parities of k, unscaled (kernel, step 3):
 /// gamma = e + Re(x0 conj u0 + x1 conj u1) with u = -2 sign t and e = |t|^2, which is
 /// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry. A sequence and
-/// its negation share the entry: the same e, u negated, so the correlation part (dot) of one
-/// is exactly minus the other's. Each lane computes the dots of one of its two sequences per
-/// direction and takes the other's from the lane whose sequence is its negation (energy_only:
-/// e without u).
+/// its negation share the entry: the same e, u negated (exactly), so the correlation part
+/// (dot) of one is exactly minus the other's. Each lane computes the dots of both its
+/// sequences per direction from its own registers: four multiply-adds instead of a shuffle
+/// (the shuffles and shared-memory loads, not the arithmetic, bound this kernel).
 struct branch_terms {
     float u[2][4];  // [parity][x0.re, x0.im, x1.re, x1.im]
     metric e[2];
-    __device__ void set(const double (&table)[2][2][patterns][2], int seq, bool energy_only = false)
+    __device__ void set(const double (&table)[2][2][patterns][2], int seq)
     {
         const int idx = dsp::trellis_math::pattern_index(seq);
         const double sg = dsp::trellis_math::pattern_sign(seq);
@@ -105,22 +107,32 @@ struct branch_terms {
             for (int d = 0; d < 2; ++d) {
                 const double re = table[par][d][idx][0], im = table[par][d][idx][1];
                 energy += re * re + im * im;
-                if (!energy_only) {
-                    u[par][2 * d] = keep(static_cast<float>(-2.0 * sg * re));
-                    u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * sg * im));
-                }
+                u[par][2 * d] = keep(static_cast<float>(-2.0 * sg * re));
+                u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * sg * im));
             }
             e[par] = keep(static_cast<metric>(energy));
         }
     }
     template <int par>
-    __device__ metric dot(float2 z0, float2 z1) const
+    __device__ metric dot(float4 z) const
     {
-        return z0.x * u[par][0] + z0.y * u[par][1] + z1.x * u[par][2] + z1.y * u[par][3];
+        return z.x * u[par][0] + z.y * u[par][1] + z.z * u[par][2] + z.w * u[par][3];
     }
 };
 
-__global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
+/// f(std::integral_constant<int, i>{}) for i = 0 .. n - 1 in turn, each i a constant.
+template <int i, int n, typename F>
+__device__ __forceinline__ void static_for(F&& f)
+{
+    if constexpr (i < n) {
+        f(std::integral_constant<int, i>{});
+        static_for<i + 1, n>(f);
+    }
+}
+
+// At most 96 registers a thread (no spills), so that five blocks fit an SM: a part's streams
+// (about 4700, 585 blocks) stay one wave on an H100's 132 SMs.
+__global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
                                                           const unsigned char* __restrict__ sxs_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
                                                           unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
@@ -247,14 +259,11 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
     if (__ballot_sync(mask, complete) != 0) {
         const metric inf = CUDART_INF_F;
         // Lane g's sequences: into state g, g and g | 16; out of it, 2g and 2g + 1 (mod 32).
-        // g | 16 is the negation of lane g ^ 15's g ^ 15, and 2g + 1 of lane g ^ 15's 2 (g ^ 15)
-        // (mod 32): their dots come from that lane by a shuffle.
         branch_terms in0, in1, out0, out1;
         in0.set(sh.u.table, g);
-        in1.set(sh.u.table, g | 16, true);
+        in1.set(sh.u.table, g | 16);
         out0.set(sh.u.table, (2 * g) & 31);
-        out1.set(sh.u.table, (2 * g + 1) & 31, true);
-        const int mirror = g ^ 15;
+        out1.set(sh.u.table, (2 * g + 1) & 31);
 
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
@@ -266,8 +275,7 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                 const int j = block_first(b) + e;
                 if (j < steps) {
                     const int k = j - after;
-                    sh.pair[e][0] = xs[2 * k];
-                    sh.pair[e][1] = xs[2 * k + 1];
+                    sh.pair[e] = *reinterpret_cast<const float4*>(xs + 2 * k);
                 }
             }
             __syncwarp(mask);
@@ -280,36 +288,21 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
         // One forward step (step j, block entry e): alpha_j of state g.
         auto forward = [&](auto par_c, auto known_c, int j, int e, metric a_prev) {
             constexpr int par = decltype(par_c)::value;
-            const float2 z0 = sh.pair[e][0], z1 = sh.pair[e][1];
+            const float4 z = sh.pair[e];
             const metric a0 = __shfl_sync(mask, a_prev, p0, group), a1 = __shfl_sync(mask, a_prev, p1, group);
-            const metric d0 = in0.dot<par>(z0, z1), d1 = -__shfl_sync(mask, d0, mirror, group);
+            const metric d0 = in0.dot<par>(z), d1 = in1.dot<par>(z);
             const metric v = fminf(a0 + (in0.e[par] + d0), a1 + (in1.e[par] + d1));
             if constexpr (decltype(known_c)::value) {
                 if (j < n_known && own_bit != bit_at(sh.bits, j)) return inf;
             }
             return v;
         };
-        // One backward step: the LLR of bit j into the block's buffer, beta_{j-1} of state g.
+        // One backward step: beta_{j-1} of state g from beta_j.
         auto backward = [&](auto par_c, auto known_c, int j, int e, metric beta) {
             constexpr int par = decltype(par_c)::value;
-            // The best path through each state after step j, the best of each newest bit (xor
-            // 2, 4, 8 keep g & 1), then the other bit's from lane g ^ 1.
-            metric v = sh.u.alpha[e][g] + beta;
-            v = fminf(v, __shfl_xor_sync(mask, v, 2, group));
-            v = fminf(v, __shfl_xor_sync(mask, v, 4, group));
-            v = fminf(v, __shfl_xor_sync(mask, v, 8, group));
-            const metric other = __shfl_xor_sync(mask, v, 1, group);
-            if (g == 0) {  // v: the best -1 path, other: the best +1
-                const metric d = v - other;
-                if constexpr (decltype(known_c)::value) {
-                    sh.llr[e] = isfinite(d) ? static_cast<float>(d) : (other < v ? 1e30f : -1e30f);
-                } else {
-                    sh.llr[e] = static_cast<float>(d);  // every state reachable: finite
-                }
-            }
-            const float2 z0 = sh.pair[e][0], z1 = sh.pair[e][1];
+            const float4 z = sh.pair[e];
             const metric b0 = __shfl_sync(mask, beta, n0, group), b1 = __shfl_sync(mask, beta, n1, group);
-            const metric d0 = out0.dot<par>(z0, z1), d1 = -__shfl_sync(mask, d0, mirror, group);
+            const metric d0 = out0.dot<par>(z), d1 = out1.dot<par>(z);
             metric t0 = (out0.e[par] + d0) + b0, t1 = (out1.e[par] + d1) + b1;
             if constexpr (decltype(known_c)::value) {
                 if (j < n_known) {
@@ -331,18 +324,6 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                 body(std::false_type{});
             }
         };
-        // Forward over entries 1 .. last of block b from entry 0's metric, each kept by `keep_row`.
-        auto forward_block = [&](auto known_c, int b, int last, metric a, auto&& keep_row) {
-            for (int e = 1; e <= last; e += 2) {
-                a = forward(even{}, known_c, block_first(b) + e, e, a);
-                keep_row(e, a);
-                if (e + 1 <= last) {
-                    a = forward(odd{}, known_c, block_first(b) + e + 1, e + 1, a);
-                    keep_row(e + 1, a);
-                }
-            }
-            return a;
-        };
         auto last_entry = [&](int b) { return min(block_rows - 1, steps - 1 - block_first(b)); };
         metric* ck = checkpoint + static_cast<std::size_t>(s) * checkpoints * states;
         const int start = window_at(sh.bits, 0) >> 1;  // a_0 .. a_3
@@ -359,49 +340,60 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                 const int seq = window_at(sh.bits, k - before);
                 const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
                 const double sg = dsp::trellis_math::pattern_sign(seq);
+                const float4 z = sh.pair[e];
+                const float zr[2][2] = {{z.x, z.y}, {z.z, z.w}};
 #pragma unroll
                 for (int d = 0; d < 2; ++d) {
-                    const float2 z = sh.pair[e][d];
-                    const double ex = static_cast<double>(z.x) - sg * sh.u.table[par][d][idx][0];
-                    const double ey = static_cast<double>(z.y) - sg * sh.u.table[par][d][idx][1];
+                    const double ex = static_cast<double>(zr[d][0]) - sg * sh.u.table[par][d][idx][0];
+                    const double ey = static_cast<double>(zr[d][1]) - sg * sh.u.table[par][d][idx][1];
                     se += ex * ex + ey * ey;
                 }
             }
             known_block(b, [&](auto known_c) {
+                const int last = last_entry(b);
                 if (b > 0) {  // entry 0, row b * block_rows: shifted by its minimum, then kept
                     a = forward(odd{}, known_c, block_first(b), 0, a);
                     a -= group_min(a);
                     ck[b * states + g] = a;
                 }
-                a = forward_block(known_c, b, last_entry(b), a, [](int, metric) {});
+                for (int e = 1; e <= last; e += 2) {
+                    a = forward(even{}, known_c, block_first(b) + e, e, a);
+                    if (e + 1 <= last) a = forward(odd{}, known_c, block_first(b) + e + 1, e + 1, a);
+                }
             });
         }
         for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
         const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
         usable = complete && sigma2 > 0.0;
         const float llr_scale = usable ? static_cast<float>(0.5 / (2.0 * sigma2)) : 0.0f;
-        __syncwarp(mask);  // the table's memory becomes the forward metrics'
+        __syncwarp(mask);  // the table's memory becomes the path metrics'
         // Backward, a block of rows at a time from the last: the block's forward metrics again
-        // from its checkpoint (the same steps, so the same values), then its backward steps,
-        // then the block's LLRs out together.
+        // from its checkpoint (the same steps, so the same values), kept in registers (the
+        // entries are compile-time constants, every loop unrolled); then its backward steps,
+        // each writing alpha_j + beta_j of state g to its row; then the block's LLRs, lane g
+        // taking the rows g and g + 16: the best of the states whose newest bit is +1 (odd g)
+        // against the best of those whose newest bit is -1. Per step and lane that is one
+        // store and a quarter of a row's loads where a reduction over the sixteen lanes took
+        // four shuffles.
         metric beta = 0.0f;  // of state g after step j
         for (int b = checkpoints - 1; b >= 0; --b) {
             const int last = last_entry(b), first = b == 0 ? 1 : 0;
             fill(b);
             known_block(b, [&](auto known_c) {
-                const metric a_blk = ck[b * states + g];
-                sh.u.alpha[0][g] = a_blk;
-                forward_block(known_c, b, last, a_blk, [&](int e, metric v) { sh.u.alpha[e][g] = v; });
+                metric al[block_rows];
+                al[0] = ck[b * states + g];
+                static_for<1, block_rows>([&](auto e_c) {
+                    constexpr int e = decltype(e_c)::value;
+                    if (e <= last) al[e] = forward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, al[e - 1]);
+                });
                 beta -= group_min(beta);
-                int e = last;
-                if ((e & 1) == 0 && e >= first) {  // an even last entry first, then odd-even pairs
-                    beta = backward(odd{}, known_c, block_first(b) + e, e, beta);
-                    --e;
-                }
-                for (; e >= first; e -= 2) {
-                    beta = backward(even{}, known_c, block_first(b) + e, e, beta);
-                    if (e - 1 >= first) beta = backward(odd{}, known_c, block_first(b) + e - 1, e - 1, beta);
-                }
+                static_for<0, block_rows>([&](auto r_c) {
+                    constexpr int e = block_rows - 1 - decltype(r_c)::value;
+                    if (e <= last && e >= first) {
+                        sh.u.path[e][g] = al[e] + beta;
+                        beta = backward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, beta);
+                    }
+                });
             });
             __syncwarp(mask);
             if (usable) {
@@ -409,8 +401,17 @@ __global__ void __launch_bounds__(32 * warps) trellis_kernel(float2* __restrict_
                 for (int e = g; e < block_rows; e += group) {
                     const int j = block_first(b) + e;
                     if (e >= first && e <= last && j < n_bits) {
-                        const float l = sh.llr[e];
-                        llr[j] = fabsf(l) >= 1e30f ? l : llr_scale * l;  // a known bit's +-1e30 as it is
+                        const float4* row = reinterpret_cast<const float4*>(sh.u.path[e]);
+                        metric lo = inf, hi = inf;  // the best -1 (even states) and +1 (odd states) paths
+#pragma unroll
+                        for (int c = 0; c < states / 4; ++c) {
+                            const float4 q = row[c];
+                            lo = fminf(lo, fminf(q.x, q.z));
+                            hi = fminf(hi, fminf(q.y, q.w));
+                        }
+                        const metric d = lo - hi;
+                        // A known bit's +-1e30 as it is; elsewhere every state is reachable.
+                        llr[j] = isfinite(d) ? llr_scale * d : (hi < lo ? 1e30f : -1e30f);
                     }
                 }
             }
