@@ -11,6 +11,7 @@
 #include "dsp/trellis_math.hpp"
 #include "dsp/waveform.hpp"
 
+#include <cuda_pipeline.h>
 #include <math_constants.h>
 
 #include <algorithm>
@@ -64,7 +65,7 @@ struct stream_shared {
         double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
         metric path[block_rows][path_row];  ///< alpha + beta of each state after each step of one block
     } u;
-    float4 pair[block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of one block
+    float4 pair[2][block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of two blocks
 };
 
 /// A float the compiler must compute here and keep: without it, it recomputes the branch
@@ -268,17 +269,28 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
         auto block_first = [](int b) { return b * block_rows + memory - 1; };  // the step of block b's entry 0
-        auto fill = [&](int b) {  // the sample pairs of block b's steps
-            __syncwarp(mask);
+        // The sample pairs of a block (lane g: entries g and g + 16), copied from device memory
+        // to shared memory asynchronously one block ahead of their use, into the buffer of the
+        // block's parity: waiting for these loads at each block's start was the kernel's
+        // largest stall (Nsight Compute: long scoreboard, 3.7 of 9 cycles an issue).
+        const float4* pairs = sh.pair[0];  // the current block's
+        auto load = [&](int b) {
 #pragma unroll
-            for (int e = g; e < block_rows; e += group) {
-                const int j = block_first(b) + e;
-                if (j < steps) {
-                    const int k = j - after;
-                    sh.pair[e] = *reinterpret_cast<const float4*>(xs + 2 * k);
-                }
+            for (int i = 0; i < block_rows / group; ++i) {
+                const int j = block_first(b) + g + i * group;
+                if (j < steps) __pipeline_memcpy_async(&sh.pair[b & 1][g + i * group], xs + 2 * (j - after), sizeof(float4));
+            }
+            __pipeline_commit();
+        };
+        // Block b's pairs in place (the copies committed after it may still run), for every lane.
+        auto fill = [&](int b, bool ahead) {
+            if (ahead) {
+                __pipeline_wait_prior(1);
+            } else {
+                __pipeline_wait_prior(0);
             }
             __syncwarp(mask);
+            pairs = sh.pair[b & 1];
         };
         // The steps come in versions for the parity of k (which table entries) and for whether
         // the step's bit may be a known one (blocks 0 .. 5; the others need no check), chosen at
@@ -288,7 +300,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         // One forward step (step j, block entry e): alpha_j of state g.
         auto forward = [&](auto par_c, auto known_c, int j, int e, metric a_prev) {
             constexpr int par = decltype(par_c)::value;
-            const float4 z = sh.pair[e];
+            const float4 z = pairs[e];
             const metric a0 = __shfl_sync(mask, a_prev, p0, group), a1 = __shfl_sync(mask, a_prev, p1, group);
             const metric d0 = in0.dot<par>(z), d1 = in1.dot<par>(z);
             const metric v = fminf(a0 + (in0.e[par] + d0), a1 + (in1.e[par] + d1));
@@ -300,7 +312,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         // One backward step: beta_{j-1} of state g from beta_j.
         auto backward = [&](auto par_c, auto known_c, int j, int e, metric beta) {
             constexpr int par = decltype(par_c)::value;
-            const float4 z = sh.pair[e];
+            const float4 z = pairs[e];
             const metric b0 = __shfl_sync(mask, beta, n0, group), b1 = __shfl_sync(mask, beta, n1, group);
             const metric d0 = out0.dot<par>(z), d1 = out1.dot<par>(z);
             metric t0 = (out0.e[par] + d0) + b0, t1 = (out1.e[par] + d1) + b1;
@@ -329,8 +341,11 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         const int start = window_at(sh.bits, 0) >> 1;  // a_0 .. a_3
         metric a = g == start ? 0.0f : inf;
         ck[g] = a;
+        load(0);
         for (int b = 0; b < checkpoints; ++b) {
-            fill(b);
+            __syncwarp(mask);  // block b - 1's buffer is free
+            if (b + 1 < checkpoints) load(b + 1);
+            fill(b, b + 1 < checkpoints);
             // The residual over the bits the table is fitted on, from the pairs just read: lane
             // g takes block entries g and g + 16.
 #pragma unroll
@@ -340,7 +355,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
                 const int seq = window_at(sh.bits, k - before);
                 const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
                 const double sg = dsp::trellis_math::pattern_sign(seq);
-                const float4 z = sh.pair[e];
+                const float4 z = pairs[e];
                 const float zr[2][2] = {{z.x, z.y}, {z.z, z.w}};
 #pragma unroll
                 for (int d = 0; d < 2; ++d) {
@@ -376,12 +391,20 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         // store and a quarter of a row's loads where a reduction over the sixteen lanes took
         // four shuffles.
         metric beta = 0.0f;  // of state g after step j
+        load(checkpoints - 1);
+        metric a_next = ck[(checkpoints - 1) * states + g];  // the checkpoint, also a block ahead
         for (int b = checkpoints - 1; b >= 0; --b) {
             const int last = last_entry(b), first = b == 0 ? 1 : 0;
-            fill(b);
+            const metric a_blk = a_next;
+            __syncwarp(mask);  // block b + 1's buffer is free
+            if (b > 0) {
+                load(b - 1);
+                a_next = ck[(b - 1) * states + g];
+            }
+            fill(b, b > 0);
             known_block(b, [&](auto known_c) {
                 metric al[block_rows];
-                al[0] = ck[b * states + g];
+                al[0] = a_blk;
                 static_for<1, block_rows>([&](auto e_c) {
                     constexpr int e = decltype(e_c)::value;
                     if (e <= last) al[e] = forward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, al[e - 1]);
