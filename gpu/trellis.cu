@@ -170,14 +170,41 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         sh.bits[i] = w;
     }
     // The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
-    // samples 4j .. 4j + 3; the stream's phases are a row, read once).
-    for (int j = g; j < n_bits / 2; j += group) {
-        double sn, cs;
-        sincos(-static_cast<double>(theta[static_cast<std::size_t>(sr) * (n_bits / 2) + j]), &sn, &cs);
+    // samples 4j .. 4j + 3; the stream's phases are a row, read once). Each lane loads the
+    // phases and samples of `batch` pairs before it computes any, so that their loads are in
+    // flight together (one at a time, their latency was a large share of the kernel's time).
+    {
+        constexpr int batch = 3;
+        static_assert((n_bits / 2) % (group * batch) == 0);
+        const float* th = theta + static_cast<std::size_t>(sr) * (n_bits / 2);
+        float4* x4 = reinterpret_cast<float4*>(xs);
+        for (int j0 = g; j0 < n_bits / 2; j0 += group * batch) {
+            float t[batch];
+            float4 z[batch][2];
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const float2 z = xs[4 * j + u];
-            xs[4 * j + u] = make_float2(static_cast<float>(z.x * cs - z.y * sn), static_cast<float>(z.x * sn + z.y * cs));
+            for (int q = 0; q < batch; ++q) {
+                const int j = j0 + q * group;
+                t[q] = th[j];
+                z[q][0] = x4[2 * j];
+                z[q][1] = x4[2 * j + 1];
+            }
+#pragma unroll
+            for (int q = 0; q < batch; ++q) {
+                const int j = j0 + q * group;
+                double sn, cs;
+                sincos(-static_cast<double>(t[q]), &sn, &cs);
+                auto rot = [&](float re, float im, float& ore, float& oim) {
+                    ore = static_cast<float>(re * cs - im * sn);
+                    oim = static_cast<float>(re * sn + im * cs);
+                };
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    float4 o;
+                    rot(z[q][h].x, z[q][h].y, o.x, o.y);
+                    rot(z[q][h].z, z[q][h].w, o.z, o.w);
+                    x4[2 * j + h] = o;
+                }
+            }
         }
     }
     __syncwarp(mask);
@@ -196,7 +223,29 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         int count[2] = {0, 0};
         const int pos = ((g >> after) << (after + 1)) | (1 << after) | (g & ((1 << after) - 1));
         constexpr int windows = n_bits - before - after;
-        for (int c = 0; c * 32 < windows; ++c) {
+        constexpr int chunks = (windows + 31) / 32;
+        // The pairs of a chunk of 32 windows (lane g: windows g and g + 16), copied to shared
+        // memory asynchronously a chunk ahead, as the BCJR's blocks are below: read from device
+        // memory one window at a time, their latency was a large share of the kernel's time.
+        auto load_chunk = [&](int c) {
+#pragma unroll
+            for (int i = 0; i < 32 / group; ++i) {
+                const int w = 32 * c + g + i * group;
+                if (w < windows) __pipeline_memcpy_async(&sh.pair[c & 1][g + i * group], xs + 2 * (w + before), sizeof(float4));
+            }
+            __pipeline_commit();
+        };
+        load_chunk(0);
+#pragma unroll 1
+        for (int c = 0; c < chunks; ++c) {
+            __syncwarp(mask);  // chunk c - 1's buffer is free
+            if (c + 1 < chunks) {
+                load_chunk(c + 1);
+                __pipeline_wait_prior(1);
+            } else {
+                __pipeline_wait_prior(0);
+            }
+            __syncwarp(mask);
             const unsigned long long v = (static_cast<unsigned long long>(sh.bits[c]) << 32) | sh.bits[c + 1];
             // Bit 31 - q of shifted(j) is bit j of window 32 c + q (bit 0 the oldest).
             unsigned m_pos = ~0u, m_neg = ~0u;
@@ -215,8 +264,8 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
                 const int q = __clz(m);
                 const unsigned bit = 0x80000000u >> q;
                 m &= ~bit;
-                const int i = c * 32 + q, k = i + before, par = i & 1;  // before is even: k's parity is i's
-                const float4 z = *reinterpret_cast<const float4*>(xs + 2 * k);  // the pair of bit k
+                const int par = (c * 32 + q) & 1;  // window i = 32 c + q is bit k = i + before; before is even: k's parity is i's
+                const float4 z = sh.pair[c & 1][q];  // the pair of bit k = 32 c + q + before
                 const double sg = (m_pos & bit) != 0 ? 1.0 : -1.0;
                 // The parity picked by a branch, so that each sum stays in a register.
                 auto add = [&](double (&to)[2][2], int& n) {
@@ -447,13 +496,19 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
     }
     __syncwarp(mask);
 
-    // 4. Hard bits and the BEP estimate from the LLRs of the data bits.
+    // 4. Hard bits and the BEP estimate from the LLRs of the data bits (a byte's eight LLRs
+    // as two 16-byte loads, four bytes' loads in flight together).
     double bep = 0.0;
+    static_assert(n_bits % 4 == 0 && n_known % 4 == 0 && (data_bytes / group) % 4 == 0);
+#pragma unroll 4
     for (int byte = g; byte < data_bytes; byte += group) {
+        const float4* l4 = reinterpret_cast<const float4*>(llr + n_known + 8 * byte);
+        const float4 lo = l4[0], hi = l4[1];
+        const float lvs[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
         unsigned v = 0;
 #pragma unroll
         for (int b = 0; b < 8; ++b) {
-            const float lv = llr[n_known + 8 * byte + b];
+            const float lv = lvs[b];
             if (lv > 0.0f) v |= 0x80u >> b;
             bep += 1.0 / (1.0 + exp(fmin(fabs(static_cast<double>(lv)), 700.0)));
         }
