@@ -206,6 +206,13 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
     // The path's in-band products, read once; each sample parity's fold is formed from them
     // (the same values as folding R x C x LP at both bins: the out-of-band term is zero).
     band_products(path, in, t, y);
+    // Each thread's samples of the first parity wait in registers (13 a thread) for the second
+    // parity's, and each bit's two samples go out as one 16-byte store: written a parity at a
+    // time, every store filled half of its sectors, and the stores bound the kernel.
+    constexpr int per_thread = (n_bits + paths_trellis_threads - 1) / paths_trellis_threads;
+    float2 even[per_thread];
+    float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
+#pragma unroll
     for (int d = 0; d < 2; ++d) {
         // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
         // parity + d = 2 it is the even sample one further on.
@@ -217,10 +224,18 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
         }
         __syncthreads();
         smem_fft::dif_but_last<paths_log_n, true, true>(f);
-        float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
-        for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
-            const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
-            __stcs(out + 2 * k + d, make_float2(v.x * inv_n, v.y * inv_n));
+#pragma unroll
+        for (int i = 0; i < per_thread; ++i) {
+            const int k = static_cast<int>(threadIdx.x) + i * paths_trellis_threads;
+            if (k < n_bits) {
+                const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
+                const float2 scaled = make_float2(v.x * inv_n, v.y * inv_n);
+                if (d == 0) {
+                    even[i] = scaled;
+                } else {
+                    __stcs(reinterpret_cast<float4*>(out + 2 * k), make_float4(even[i].x, even[i].y, scaled.x, scaled.y));
+                }
+            }
         }
         __syncthreads();
     }
