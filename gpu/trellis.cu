@@ -420,10 +420,12 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
                     a -= group_min(a);
                     ck[b * states + g] = a;
                 }
-                for (int e = 1; e <= last; e += 2) {
-                    a = forward(even{}, known_c, block_first(b) + e, e, a);
-                    if (e + 1 <= last) a = forward(odd{}, known_c, block_first(b) + e + 1, e + 1, a);
-                }
+                // Unrolled, as the backward pass's steps are: each step's loads and correlations
+                // depend on no metric, so they can be issued ahead of the steps before.
+                static_for<1, block_rows>([&](auto e_c) {
+                    constexpr int e = decltype(e_c)::value;
+                    if (e <= last) a = forward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, a);
+                });
             });
         }
         for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
