@@ -90,9 +90,11 @@ __global__ void __launch_bounds__(32 * warps_per_block)
     if (lane == 0) {
         const double inv0 = 1.0 / t[0].re;
         f[0] = {inv0, 0.0};
-        x[0] = {y(0).re * inv0, y(0).im * inv0};
+        const z64 y0 = y(0);
+        x[0] = {y0.re * inv0, y0.im * inv0};
     }
     __syncwarp();
+    constexpr int per_lane = (n_eq + 31) / 32;  // the indices each lane owns in a vector update
     for (int n = 1; n < n_eq && good; ++n) {
         // Errors of the extended vectors: the new last row against [f; 0] and against [x; 0].
         // Only |n - i| < 38 contribute.
@@ -110,7 +112,6 @@ __global__ void __launch_bounds__(32 * warps_per_block)
         if (!good) break;
         // f' = ([f;0] - ef [0;b]) / den, [0;b](i) = conj(f(n - i)); lanes own indices, the
         // old values read before any lane writes (one sync between).
-        constexpr int per_lane = (n_eq + 31) / 32;
         z64 nf[per_lane];
         const double inv_den = 1.0 / den;
 #pragma unroll
