@@ -9,10 +9,12 @@
 //
 // Sixteen lanes per stream, two streams per warp: lane g is trellis state g (and table entry
 // g) throughout. The forward metrics are kept every 32 steps in device memory, shifted by their
-// minimum; the backward pass computes each block's again from its checkpoint into shared
-// memory (the same arithmetic, the same values). The input is derotated in place, then read
-// three times: the table's fit, the forward pass (which also sums the residual), the backward
-// pass. CUDA code only (.cu).
+// minimum; the backward pass computes each block's again from its checkpoint into registers
+// (the same arithmetic, the same values) and writes each step's alpha + beta per state to
+// shared memory, where a block's LLRs are taken from. The input is derotated in place, then
+// read three times, each time copied to shared memory asynchronously a block ahead of its use:
+// the table's fit, the forward pass (which also sums the residual), the backward pass. CUDA
+// code only (.cu).
 #pragma once
 
 #include "dsp/batch.hpp"
