@@ -57,8 +57,8 @@ static_assert(before % 2 == 0 && (n_bits - before - after) % 2 == 0);
 __constant__ unsigned c_known_words[known_words];  ///< the known bits, 32 a word, MSB first
 
 /// Per stream (16 lanes): the packet's bits (the known bits, then the symbol-by-symbol
-/// detector's); the table, then (its memory) the forward metrics of one block of rows; the
-/// sample pairs of one block of steps.
+/// detector's); the table, then (its memory) alpha + beta of one block of rows; the sample
+/// pairs of two blocks of steps (the one in use and the next, being copied).
 struct stream_shared {
     unsigned bits[words];
     union alignas(16) {
@@ -131,8 +131,9 @@ __device__ __forceinline__ void static_for(F&& f)
     }
 }
 
-// At most 96 registers a thread (no spills), so that five blocks fit an SM: a part's streams
-// (about 4700, 585 blocks) stay one wave on an H100's 132 SMs.
+// At most 96 registers a thread, so that five blocks fit an SM: a part's streams (about 4700,
+// 585 blocks) stay one wave on an H100's 132 SMs. (ptxas, CUDA 13, sm_90: 96 registers and
+// 8 bytes spilled; with the block's forward metrics in registers the kernel needs about 110.)
 __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
                                                           const unsigned char* __restrict__ sxs_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
