@@ -879,11 +879,6 @@ void chain_part::enqueue_back(bool timed, bool clock)
     const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
     paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
                  m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
-    if (m.trellis) {
-        // The trellis's input: the same paths low-passed, at 2 samples per bit.
-        paths_trellis_device(seg, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
-                             m.tau.data(), m.gain.data(), parity, m0, m.trellis->device_input(), P, s);
-    }
     stage_done(cuda_backend::stage::paths);
     // The per-packet estimates are final now: back on the side stream while the detector runs.
     {
@@ -912,9 +907,12 @@ void chain_part::enqueue_back(bool timed, bool clock)
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
-        // Detected with the symbol-by-symbol detector's phase, its table fitted on that
-        // detector's bits.
-        m.trellis->detect_device(np * num_paths, m.det.device_theta(), m.det.device_bits(), m.det.device_stats(), s);
+        // The trellis's input: the same paths low-passed, at 2 samples per bit, derotated by
+        // the symbol-by-symbol detector's phase (the PLL's or the smoother's) as they are made;
+        // detected with the table fitted on that detector's bits.
+        paths_trellis_device(seg, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
+                             m.tau.data(), m.gain.data(), parity, m0, m.det.device_theta(), m.trellis->device_input(), P, s);
+        m.trellis->detect_device(np * num_paths, m.det.device_bits(), m.det.device_stats(), s);
         if (m.soft()) m.trellis->quantize_llrs(np * num_paths, m.llr_q.data(), s);
         stage_done(cuda_backend::stage::trellis);
     }

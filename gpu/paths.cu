@@ -129,6 +129,7 @@ __device__ __forceinline__ void fold(int path, const path_inputs& in, const pack
 /// k >= N/4; LP is zero from lowpass_stop = 0.25 cycles per sample on, so the other term is an
 /// exact zero), each thread its own bins, read once for both sample parities.
 constexpr int paths_trellis_threads = 512;
+static_assert(paths_trellis_threads % 2 == 0 && n_bits % 2 == 0, "threads 2m, 2m + 1 hold the two bits of a pair");
 static_assert(dsp::trellis::lowpass_stop <= 0.25, "band_products keeps |f| < 1/4 only");
 __device__ __forceinline__ void band_products(int path, const path_inputs& in, const packet_terms& t, float2* __restrict__ y)
 {
@@ -181,10 +182,20 @@ __global__ void __launch_bounds__(paths_threads, 3)
     }
 }
 
+/// x exp(-j theta), in double as dsp::trellis derotates (the sample is float, cs and sn the
+/// double cosine and sine of -theta).
+__device__ inline float2 derotated(float2 v, double cs, double sn)
+{
+    const double re = v.x, im = v.y;
+    return make_float2(static_cast<float>(re * cs - im * sn), static_cast<float>(re * sn + im * cs));
+}
+
 /// The trellis detector's input (dsp/paths: R x C x LP, inverse transform, 2 samples per bit
 /// from the first bit's instant): the same paths with the trellis's low-pass LP in place of
 /// H_NO, and both samples of each bit: sample 2k + d of a stream is y(2 (m0 + k) + parity + d),
-/// an N/2-point transform of the spectrum folded for that sample's parity. Each path's in-band
+/// an N/2-point transform of the spectrum folded for that sample's parity, derotated by the
+/// symbol-by-symbol detector's phase of its bit pair (theta) on its way out: the trellis
+/// kernel did that in place, a read and a write of its whole input more. Each path's in-band
 /// products are read and formed once into shared memory beside the fold array (each thread its
 /// own bins; 131 KB, one block of 512 threads an SM), and folded for each parity from there:
 /// the spectra are read once a path instead of twice, the same values (the stage 8.31 -> 6.74
@@ -195,7 +206,8 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                          const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
-                         const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ x)
+                         const cuDoubleComplex* __restrict__ gain, int parity, int m0, const float* __restrict__ theta,
+                         float2* __restrict__ x)
 {
     extern __shared__ float2 f[];
     float2* y = f + fold_points;  // the products, natural order; each thread its own bins
@@ -212,6 +224,7 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
     constexpr int per_thread = (n_bits + paths_trellis_threads - 1) / paths_trellis_threads;
     float2 even[per_thread];
     float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
+    const float* th = theta + (static_cast<std::size_t>(p) * num_paths + path) * (n_bits / 2);
 #pragma unroll
     for (int d = 0; d < 2; ++d) {
         // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
@@ -224,16 +237,37 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
         }
         __syncthreads();
         smem_fft::dif_but_last<paths_log_n, true, true>(f);
+        if (d == 0) {
 #pragma unroll
-        for (int i = 0; i < per_thread; ++i) {
-            const int k = static_cast<int>(threadIdx.x) + i * paths_trellis_threads;
-            if (k < n_bits) {
-                const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
-                const float2 scaled = make_float2(v.x * inv_n, v.y * inv_n);
-                if (d == 0) {
-                    even[i] = scaled;
-                } else {
-                    __stcs(reinterpret_cast<float4*>(out + 2 * k), make_float4(even[i].x, even[i].y, scaled.x, scaled.y));
+            for (int i = 0; i < per_thread; ++i) {
+                const int k = static_cast<int>(threadIdx.x) + i * paths_trellis_threads;
+                if (k < n_bits) {
+                    const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
+                    even[i] = make_float2(v.x * inv_n, v.y * inv_n);
+                }
+            }
+        } else {
+            // Threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k even) in every
+            // turn: each computes the pair's phase rotation for one of two turns, the even thread
+            // for turn i and the odd one for turn i + 1, and they trade them (half the double
+            // sincos, which made this kernel a quarter slower when each thread computed its own).
+#pragma unroll
+            for (int i = 0; i < per_thread; i += 2) {
+                const int mine = i + (static_cast<int>(threadIdx.x) & 1);  // the turn whose rotation this thread computes
+                const int km = static_cast<int>(threadIdx.x) + mine * paths_trellis_threads;
+                double sn = 0.0, cs = 1.0;
+                if (mine < per_thread && km < n_bits) sincos(-static_cast<double>(th[km >> 1]), &sn, &cs);
+                const double other_cs = __shfl_xor_sync(0xffffffffu, cs, 1), other_sn = __shfl_xor_sync(0xffffffffu, sn, 1);
+#pragma unroll
+                for (int t = 0; t < 2; ++t) {
+                    const int turn = i + t, k = static_cast<int>(threadIdx.x) + turn * paths_trellis_threads;
+                    if (turn < per_thread && k < n_bits) {
+                        const bool own = turn == mine;
+                        const double c = own ? cs : other_cs, sv = own ? sn : other_sn;
+                        const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
+                        const float2 a = derotated(even[turn], c, sv), b = derotated(make_float2(v.x * inv_n, v.y * inv_n), c, sv);
+                        __stcs(reinterpret_cast<float4*>(out + 2 * k), make_float4(a.x, a.y, b.x, b.y));
+                    }
                 }
             }
         }
@@ -337,15 +371,17 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
 
 void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                           const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
-                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, float2* x, int packets, cudaStream_t s)
+                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta, float2* x, int packets,
+                          cudaStream_t s)
 {
+    if (theta == nullptr) throw std::invalid_argument("paths_trellis_device: no phase from the detector (stream_detector keep_phase)");
     if (packets <= 0) return;
     // The last sample read, y(2 (m0 + 6335) + parity + 1), must lie inside the N/2 transform's
     // index range (the CPU reads the same samples from its full transform).
     if (m0 < 0 || m0 + ((parity + 1) >> 1) + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
     paths_trellis_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_trellis_threads, paths_trellis_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
-        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, x);
+        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, theta, x);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

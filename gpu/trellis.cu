@@ -65,8 +65,38 @@ struct stream_shared {
         double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
         metric path[block_rows][path_row];  ///< alpha + beta of each state after each step of one block
     } u;
-    float4 pair[2][block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of two blocks
+    float4 pair[2][block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of two blocks (or windows of two chunks)
 };
+
+/// Copies n sample pairs of a stream to shared memory asynchronously: dst[i] = pair src(i) of
+/// xs (its samples 2 src(i), 2 src(i) + 1), none where src(i) < 0; lane g copies i = g,
+/// g + 16, ..., and commits them as one batch. The table's fit and both BCJR passes stage their
+/// pairs this way a chunk or block ahead of their use: read from device memory where they were
+/// used, one at a time, the pairs' latency was the kernel's largest stall (Nsight Compute: long
+/// scoreboard, 3.7 of 9 cycles an issue).
+template <int n, class Src>
+__device__ __forceinline__ void stage(float4* dst, int g, const float2* xs, Src src)
+{
+    static_assert(n % group == 0);
+#pragma unroll
+    for (int q = 0; q < n / group; ++q) {
+        const int i = g + q * group, j = src(i);
+        if (j >= 0) __pipeline_memcpy_async(&dst[i], xs + 2 * j, sizeof(float4));
+    }
+    __pipeline_commit();
+}
+
+/// Waits until the batch staged before the last one (ahead: another was staged since) or the
+/// last one is in place, for every lane of the warp.
+__device__ __forceinline__ void staged(bool ahead)
+{
+    if (ahead) {
+        __pipeline_wait_prior(1);
+    } else {
+        __pipeline_wait_prior(0);
+    }
+    __syncwarp(0xffffffffu);
+}
 
 /// A float the compiler must compute here and keep: without it, it recomputes the branch
 /// terms from the double table inside the BCJR's loops, a double multiply and a conversion per
@@ -134,7 +164,7 @@ __device__ __forceinline__ void static_for(F&& f)
 // At most 96 registers a thread, so that five blocks fit an SM: a part's streams (about 4700,
 // 585 blocks) stay one wave on an H100's 132 SMs. (ptxas, CUDA 13, sm_90: 96 registers and
 // 8 bytes spilled; with the block's forward metrics in registers the kernel needs about 110.)
-__global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restrict__ x, const float* __restrict__ theta, int streams,
+__global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __restrict__ x, int streams,
                                                           const unsigned char* __restrict__ sxs_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
                                                           unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
@@ -146,15 +176,15 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
     if (warp_first >= streams) return;  // the whole warp
     // Both half-warps always run: with an odd stream count the last one runs a stand-in
     // (slot `streams` of every buffer: whatever the input holds there, zeros at first, with
-    // the last stream's bits and phase; nothing of it is read back), so every shuffle and vote
+    // the last stream's bits; nothing of it is read back), so every shuffle and vote
     // names the whole warp.
     // Shuffles stay in the half-warp (width 16).
     const int s = warp_first + half;
-    const int sr = min(s, streams - 1);  // the stream whose phase and bits are read
+    const int sr = min(s, streams - 1);  // the stream whose bits are read
     constexpr unsigned mask = 0xffffffffu;
     const unsigned own = 0xffffu << (group * half);
     stream_shared& sh = shm[threadIdx.x / group];
-    float2* xs = x + static_cast<std::size_t>(s) * n_samples;
+    const float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
     const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(sr) * data_bytes;
@@ -169,44 +199,6 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
             w = (static_cast<unsigned>(b[0]) << 24) | (static_cast<unsigned>(b[1]) << 16) | (static_cast<unsigned>(b[2]) << 8) | b[3];
         }
         sh.bits[i] = w;
-    }
-    // The packet derotated by the detector's phase, in place (pair j = bits 2j, 2j + 1 =
-    // samples 4j .. 4j + 3; the stream's phases are a row, read once). Each lane loads the
-    // phases and samples of `batch` pairs before it computes any, so that their loads are in
-    // flight together (one at a time, their latency was a large share of the kernel's time).
-    {
-        constexpr int batch = 3;
-        static_assert((n_bits / 2) % (group * batch) == 0);
-        const float* th = theta + static_cast<std::size_t>(sr) * (n_bits / 2);
-        float4* x4 = reinterpret_cast<float4*>(xs);
-        for (int j0 = g; j0 < n_bits / 2; j0 += group * batch) {
-            float t[batch];
-            float4 z[batch][2];
-#pragma unroll
-            for (int q = 0; q < batch; ++q) {
-                const int j = j0 + q * group;
-                t[q] = th[j];
-                z[q][0] = x4[2 * j];
-                z[q][1] = x4[2 * j + 1];
-            }
-#pragma unroll
-            for (int q = 0; q < batch; ++q) {
-                const int j = j0 + q * group;
-                double sn, cs;
-                sincos(-static_cast<double>(t[q]), &sn, &cs);
-                auto rot = [&](float re, float im, float& ore, float& oim) {
-                    ore = static_cast<float>(re * cs - im * sn);
-                    oim = static_cast<float>(re * sn + im * cs);
-                };
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    float4 o;
-                    rot(z[q][h].x, z[q][h].y, o.x, o.y);
-                    rot(z[q][h].z, z[q][h].w, o.z, o.w);
-                    x4[2 * j + h] = o;
-                }
-            }
-        }
     }
     __syncwarp(mask);
 
@@ -225,28 +217,20 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         const int pos = ((g >> after) << (after + 1)) | (1 << after) | (g & ((1 << after) - 1));
         constexpr int windows = n_bits - before - after;
         constexpr int chunks = (windows + 31) / 32;
-        // The pairs of a chunk of 32 windows (lane g: windows g and g + 16), copied to shared
-        // memory asynchronously a chunk ahead, as the BCJR's blocks are below: read from device
-        // memory one window at a time, their latency was a large share of the kernel's time.
+        static_assert(block_rows == 32, "a chunk of 32 windows fills a block's buffer");
+        // The pairs of a chunk of 32 windows (lane g: windows g and g + 16), staged a chunk ahead.
         auto load_chunk = [&](int c) {
-#pragma unroll
-            for (int i = 0; i < 32 / group; ++i) {
-                const int w = 32 * c + g + i * group;
-                if (w < windows) __pipeline_memcpy_async(&sh.pair[c & 1][g + i * group], xs + 2 * (w + before), sizeof(float4));
-            }
-            __pipeline_commit();
+            stage<32>(sh.pair[c & 1], g, xs, [c](int i) {
+                const int w = 32 * c + i;
+                return w < windows ? w + before : -1;
+            });
         };
         load_chunk(0);
 #pragma unroll 1
         for (int c = 0; c < chunks; ++c) {
             __syncwarp(mask);  // chunk c - 1's buffer is free
-            if (c + 1 < chunks) {
-                load_chunk(c + 1);
-                __pipeline_wait_prior(1);
-            } else {
-                __pipeline_wait_prior(0);
-            }
-            __syncwarp(mask);
+            if (c + 1 < chunks) load_chunk(c + 1);
+            staged(c + 1 < chunks);
             const unsigned long long v = (static_cast<unsigned long long>(sh.bits[c]) << 32) | sh.bits[c + 1];
             // Bit 31 - q of shifted(j) is bit j of window 32 c + q (bit 0 the oldest).
             unsigned m_pos = ~0u, m_neg = ~0u;
@@ -319,27 +303,18 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(float2* __restri
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
         auto block_first = [](int b) { return b * block_rows + memory - 1; };  // the step of block b's entry 0
-        // The sample pairs of a block (lane g: entries g and g + 16), copied from device memory
-        // to shared memory asynchronously one block ahead of their use, into the buffer of the
-        // block's parity: waiting for these loads at each block's start was the kernel's
-        // largest stall (Nsight Compute: long scoreboard, 3.7 of 9 cycles an issue).
+        // The sample pairs of a block (lane g: entries g and g + 16), staged one block ahead of
+        // their use, into the buffer of the block's parity.
         const float4* pairs = sh.pair[0];  // the current block's
         auto load = [&](int b) {
-#pragma unroll
-            for (int i = 0; i < block_rows / group; ++i) {
-                const int j = block_first(b) + g + i * group;
-                if (j < steps) __pipeline_memcpy_async(&sh.pair[b & 1][g + i * group], xs + 2 * (j - after), sizeof(float4));
-            }
-            __pipeline_commit();
+            stage<block_rows>(sh.pair[b & 1], g, xs, [b](int i) {
+                const int j = b * block_rows + memory - 1 + i;  // block_first(b) + i
+                return j < steps ? j - after : -1;
+            });
         };
         // Block b's pairs in place (the copies committed after it may still run), for every lane.
         auto fill = [&](int b, bool ahead) {
-            if (ahead) {
-                __pipeline_wait_prior(1);
-            } else {
-                __pipeline_wait_prior(0);
-            }
-            __syncwarp(mask);
+            staged(ahead);
             pairs = sh.pair[b & 1];
         };
         // The steps come in versions for the parity of k (which table entries) and for whether
@@ -557,17 +532,16 @@ stream_trellis::stream_trellis(std::size_t max_streams)
     PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known_words, w, sizeof w));
 }
 
-void stream_trellis::detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits,
+void stream_trellis::detect_device(std::size_t streams, const std::uint8_t* sxs_bits,
                                    const dsp::path_stats* sxs_stats, cudaStream_t s)
 {
     if (streams > max_streams_) {
         throw std::invalid_argument("stream_trellis: " + std::to_string(streams) + " streams, made for " + std::to_string(max_streams_));
     }
     if (streams == 0) return;
-    if (theta == nullptr) throw std::invalid_argument("stream_trellis: no phase from the detector (stream_detector keep_phase)");
     // Two streams a warp: with an odd count the last warp's second half runs the stand-in.
     trellis_kernel<<<static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block), 32 * warps, 0, s>>>(
-        x_.data(), theta, static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
+        x_.data(), static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

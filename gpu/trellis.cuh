@@ -1,9 +1,9 @@
 // Trellis detection on the GPU (issue 14): dsp::detect_packet_trellis (dsp/trellis.hpp, the
 // CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
 // signal's sample pairs over a window of five bits, fitted per packet on the symbol-by-symbol
-// bits), same max-log BCJR over 16 states, same soft outputs; the input is the stage before's
-// low-passed equalized signal in float (gpu/paths.cuh: paths_trellis_device), derotated here by
-// the symbol-by-symbol detector's phase; the table is fitted in double as on the CPU, the
+// bits), same max-log BCJR over 16 states, same soft outputs; the input is the low-passed
+// equalized signal in float, derotated by the symbol-by-symbol detector's phase as it is made
+// (gpu/paths.cuh: paths_trellis_device); the table is fitted in double as on the CPU, the
 // BCJR's metrics are float and unscaled (the LLRs are scaled by 1 / (4 sigma2) as they are
 // written).
 //
@@ -11,10 +11,9 @@
 // g) throughout. The forward metrics are kept every 32 steps in device memory, shifted by their
 // minimum; the backward pass computes each block's again from its checkpoint into registers
 // (the same arithmetic, the same values) and writes each step's alpha + beta per state to
-// shared memory, where a block's LLRs are taken from. The input is derotated in place, then
-// read three times, each time copied to shared memory asynchronously a block ahead of its use:
-// the table's fit, the forward pass (which also sums the residual), the backward pass. CUDA
-// code only (.cu).
+// shared memory, where a block's LLRs are taken from. The input is read three times, each time
+// copied to shared memory asynchronously a chunk or block ahead of its use: the table's fit,
+// the forward pass (which also sums the residual), the backward pass. CUDA code only (.cu).
 #pragma once
 
 #include "dsp/batch.hpp"
@@ -32,8 +31,8 @@ public:
     /// Buffers for max_streams streams on the current device.
     explicit stream_trellis(std::size_t max_streams);
 
-    /// The input the stage before writes: streams x 2 x 6336 samples, stream by stream
-    /// (sample 2k is bit k's instant; the derotated samples replace it).
+    /// The input paths_trellis_device writes: streams x 2 x 6336 samples, stream by stream
+    /// (sample 2k is bit k's instant), derotated by the symbol-by-symbol detector's phase.
     [[nodiscard]] float2* device_input() noexcept { return x_.data(); }
     /// Per stream and packet bit: log P(a = +1) / P(a = -1), max-log (streams x 6336).
     [[nodiscard]] const float* device_llr() const noexcept { return llr_.data(); }
@@ -43,12 +42,10 @@ public:
     [[nodiscard]] const std::uint8_t* device_bits() const noexcept { return bits_.data(); }
     [[nodiscard]] const dsp::path_stats* device_stats() const noexcept { return stats_.data(); }
 
-    /// Detects `streams` streams on `s`. theta: the symbol-by-symbol detector's phase per bit
-    /// pair, pair j of stream i at [i * 3168 + j] (stream_detector::device_theta);
-    /// sxs_bits, sxs_stats: its data bits (streams x 768, MSB first; the table is fitted on
-    /// them) and its stats (known_bit_errors), left as they are.
-    void detect_device(std::size_t streams, const float* theta, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats,
-                       cudaStream_t s);
+    /// Detects `streams` streams on `s`. sxs_bits, sxs_stats: the symbol-by-symbol
+    /// detector's data bits (streams x 768, MSB first; the table is fitted on them) and its
+    /// stats (known_bit_errors), left as they are.
+    void detect_device(std::size_t streams, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats, cudaStream_t s);
 
     /// Soft output: the last detect_device()'s data-bit LLRs, quantized as dsp::quantize_llr
     /// does, to out (device memory, streams x 6144 bytes, stream by stream), on `s`.
