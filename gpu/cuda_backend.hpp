@@ -85,9 +85,9 @@ public:
         solvers,        ///< ZF and MMSE Levinson solves, single-path fit
         spectra,        ///< FFT of the segments and of the channels, condition numbers
         cma,            ///< CMA iterations
-        paths,          ///< six filter paths: tap spectra, then per packet on chip the folded products, inverse transforms, decision samples (with the trellis: its low-passed input at 2 samples per bit too)
+        paths,          ///< six filter paths: tap spectra, then per packet on chip the folded products, inverse transforms, decision samples
         detector,       ///< PLL / OQPSK detector
-        trellis,        ///< receiver.detector trellis: the trellis detector (gpu/trellis.cuh); 0 with sxs
+        trellis,        ///< receiver.detector trellis: its low-passed, derotated input at 2 samples per bit (gpu/paths.cuh), then the trellis detector (gpu/trellis.cuh); 0 with sxs
         copy_back,      ///< bits, estimates and starts to pinned host memory
         records,        ///< host: batch_output filled (host clock)
         count
