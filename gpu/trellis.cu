@@ -307,8 +307,8 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
         // their use, into the buffer of the block's parity.
         const float4* pairs = sh.pair[0];  // the current block's
         auto load = [&](int b) {
-            stage<block_rows>(sh.pair[b & 1], g, xs, [b](int i) {
-                const int j = b * block_rows + memory - 1 + i;  // block_first(b) + i
+            stage<block_rows>(sh.pair[b & 1], g, xs, [first = block_first(b)](int i) {
+                const int j = first + i;
                 return j < steps ? j - after : -1;
             });
         };
