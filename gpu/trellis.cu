@@ -35,50 +35,42 @@ constexpr int n_bits = static_cast<int>(waveform::packet_bits);
 constexpr int n_known = static_cast<int>(waveform::known_bits);
 constexpr int n_samples = 2 * n_bits;
 constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
-constexpr int group = 8;                       // the lanes of one stream: lane g holds states s and s + 8
-constexpr int streams_per_warp = 32 / group;
+constexpr int group = states;                  // the lanes of one stream: lane g is state g
 constexpr int steps = n_bits + after;          // trellis steps memory .. steps - 1 (bit j, the pair of bit j - after)
 constexpr int rows = steps - memory + 1;       // forward metrics: row r = after step r + memory - 1
-constexpr int block_rows = 24;                 // forward metrics kept every block_rows rows
+constexpr int block_rows = 32;                 // forward metrics kept every block_rows rows
 constexpr int checkpoints = (rows + block_rows - 1) / block_rows;
-constexpr int chunk = 32;                      // windows of the table's fit staged at a time
-constexpr int pair_slots = chunk > block_rows ? chunk : block_rows;
 constexpr int words = (n_bits + 31) / 32 + 2;  // the packet's bits, 32 a word, MSB first; two words of padding
 constexpr int known_words = n_known / 32;
-constexpr int warps = 1;
-constexpr int streams_per_block = warps * streams_per_warp;
-// A row of path[][]: the eight state pairs' best alpha + beta padded to 12, so that the eight
-// lanes of a stream reading rows e, e + 8, ... with 16-byte loads touch 32 different banks.
-constexpr int path_row = 12;
-static_assert(states == 2 * group && patterns == 16 && window == 5, "eight lanes per stream, two states a lane");
+constexpr int warps = 4;
+constexpr int streams_per_block = warps * 32 / group;
+// A row of path[][]: the sixteen states' metrics padded to 20, so that the eight lanes of a
+// quarter-warp reading rows e .. e + 7 with 16-byte loads touch 32 different banks.
+constexpr int path_row = 20;
+static_assert(group == 16 && patterns == 16 && window == 5, "sixteen lanes per stream: lane g is state g and table entry g");
 static_assert(n_known % 32 == 0 && data_bytes % 4 == 0, "the known bits fill whole words, the data bytes whole words after them");
-// Block b's first entry is step b * block_rows + memory - 1: k = j - after has the parity of e + 1;
-// row r's state pairs rotate with r % 3 (below), so a block starts at the same parity and rotation.
-static_assert(((memory - 1 - after) & 1) == 1 && block_rows % 6 == 0);
+// Block b's first entry is step b * block_rows + memory - 1: k = j - after has the parity of e + 1.
+static_assert(((memory - 1 - after) & 1) == 1 && block_rows % 2 == 0);
 // The table's bits k = before .. n_bits - after - 1, in pairs from an even k.
 static_assert(before % 2 == 0 && (n_bits - before - after) % 2 == 0);
 
 __constant__ unsigned c_known_words[known_words];  ///< the known bits, 32 a word, MSB first
 
-/// Per stream (8 lanes): the packet's bits (the known bits, then the symbol-by-symbol
-/// detector's); the table, then (its memory) one block of rows' forward metrics and the best
-/// alpha + beta of each state pair; the sample pairs of two blocks of steps (the one in use and
-/// the next, being copied) or two chunks of windows.
+/// Per stream (16 lanes): the packet's bits (the known bits, then the symbol-by-symbol
+/// detector's); the table, then (its memory) alpha + beta of one block of rows; the sample
+/// pairs of two blocks of steps (the one in use and the next, being copied).
 struct stream_shared {
     unsigned bits[words];
     union alignas(16) {
         double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
-        struct {
-            metric path[block_rows][path_row];  ///< per row, min over the pair of alpha + beta, at the pair's s
-            float2 alpha[block_rows][group];    ///< the forward metrics of lane g's pair after each step
-        } bw;
+        metric path[block_rows][path_row];  ///< alpha + beta of each state after each step of one block
     } u;
-    float4 pair[2][pair_slots];  ///< x0.re, x0.im, x1.re, x1.im of each step of two blocks (or windows of two chunks)
+    float4 pair[2][block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of two blocks (or windows of two chunks)
 };
 
 /// Copies n sample pairs of a stream to shared memory asynchronously: dst[i] = pair src(i) of
 /// xs (its samples 2 src(i), 2 src(i) + 1), none where src(i) < 0; lane g copies i = g,
-/// g + 8, ..., and commits them as one batch. The table's fit and both BCJR passes stage their
+/// g + 16, ..., and commits them as one batch. The table's fit and both BCJR passes stage their
 /// pairs this way a chunk or block ahead of their use: read from device memory where they were
 /// used, one at a time, the pairs' latency was the kernel's largest stall (Nsight Compute: long
 /// scoreboard, 3.7 of 9 cycles an issue).
@@ -95,15 +87,15 @@ __device__ __forceinline__ void stage(float4* dst, int g, const float2* xs, Src 
 }
 
 /// Waits until the batch staged before the last one (ahead: another was staged since) or the
-/// last one is in place, for every lane of `mask`.
-__device__ __forceinline__ void staged(bool ahead, unsigned mask)
+/// last one is in place, for every lane of the warp.
+__device__ __forceinline__ void staged(bool ahead)
 {
     if (ahead) {
         __pipeline_wait_prior(1);
     } else {
         __pipeline_wait_prior(0);
     }
-    __syncwarp(mask);
+    __syncwarp(0xffffffffu);
 }
 
 /// A float the compiler must compute here and keep: without it, it recomputes the branch
@@ -127,8 +119,10 @@ __device__ inline int bit_at(const unsigned* bits, int k) { return static_cast<i
 
 /// One sequence's branch metric for both parities of k, unscaled (kernel, step 3):
 /// gamma = e + Re(x0 conj u0 + x1 conj u1) with u = -2 sign t and e = |t|^2, which is
-/// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry. Each lane keeps
-/// the terms of the sequences it needs in registers and computes their correlations itself
+/// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry. A sequence and
+/// its negation share the entry: the same e, u negated (exactly), so the correlation part
+/// (dot) of one is exactly minus the other's. Each lane computes the dots of both its
+/// sequences per direction from its own registers: four multiply-adds instead of a shuffle
 /// (the shuffles and shared-memory loads, not the arithmetic, bound this kernel).
 struct branch_terms {
     float u[2][4];  // [parity][x0.re, x0.im, x1.re, x1.im]
@@ -151,9 +145,9 @@ struct branch_terms {
         }
     }
     template <int par>
-    __device__ metric gamma(float4 z) const
+    __device__ metric dot(float4 z) const
     {
-        return e[par] + (z.x * u[par][0] + z.y * u[par][1] + z.z * u[par][2] + z.w * u[par][3]);
+        return z.x * u[par][0] + z.y * u[par][1] + z.z * u[par][2] + z.w * u[par][3];
     }
 };
 
@@ -167,50 +161,33 @@ __device__ __forceinline__ void static_for(F&& f)
     }
 }
 
-/// The state pairs. Lane g holds the metrics of two states that differ only in their oldest
-/// bit, s and s + 8 (s < 8, "lo" and "hi"): both are the predecessors of the states 2s and
-/// 2s + 1, so each add-compare-select of a forward step (and each of a backward step, from 2s
-/// and 2s + 1) is the lane's own. After a forward step the lane with s < 4 keeps 2s and the lane
-/// with s + 4 keeps 2s + 9, and they trade the other two (one shuffle): the pairs are again
-/// (s', s' + 8), with s' = rot(s), the 3-bit left rotation. So at row r lane g holds
-/// s = rot^(r % 3)(g), and its partner for the step out of row r is lane g ^ (4 >> (r % 3))
-/// (rot^(r % 3) of it is 4). A backward step makes the same trade in reverse. Row r's rotation
-/// is a compile-time constant inside a block (block_rows is a multiple of 3), and the lane keeps
-/// the branch terms of its four sequences (2s, 2s + 1, 2s + 16, 2s + 17) for each of the three.
-/// Where sixteen lanes held a state each, a step took two shuffles and a shared-memory load
-/// per state; here it takes one shuffle and one load per pair of states.
-__device__ constexpr int rot3(int s) { return ((s << 1) | (s >> 2)) & 7; }
-__device__ constexpr int rot3_pow(int s, int n) { return n == 0 ? s : rot3_pow(rot3(s), n - 1); }
-template <int phase>
-constexpr int partner_xor = 4 >> phase;
-
-struct pair_metric {
-    metric lo, hi;  ///< of states s and s + 8
-};
-
-// A warp a block (4 streams), nine blocks an SM, so that a part's streams (about 4700, 1169
-// warps) stay one wave on an H100's 132 SMs. Nine warps put three on one of the SM's four
-// schedulers, whose quarter of the register file allows 168 registers a thread (ptxas, CUDA
-// 13, sm_90: 163, no spills; the branch terms of three rotations are 120 of them).
-__global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __restrict__ x, int streams,
+// At most 96 registers a thread, so that five blocks fit an SM: a part's streams (about 4700,
+// 585 blocks) stay one wave on an H100's 132 SMs. (ptxas, CUDA 13, sm_90: 96 registers and
+// 8 bytes spilled; with the block's forward metrics in registers the kernel needs about 110.)
+__global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __restrict__ x, int streams,
                                                           const unsigned char* __restrict__ sxs_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
                                                           unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
                                                           metric* __restrict__ checkpoint, float* __restrict__ llr_out)
 {
     __shared__ stream_shared shm[streams_per_block];
-    const int lane = static_cast<int>(threadIdx.x) % 32, quarter = lane / group, g = lane % group;
-    const int s = static_cast<int>(threadIdx.x) / group + static_cast<int>(blockIdx.x) * streams_per_block;
-    // A warp's quarters past the last stream leave at once; every shuffle, vote and sync of
-    // the others names the quarters left (mask), and stays in its quarter (width 8).
-    const unsigned mask = __ballot_sync(0xffffffffu, s < streams);
-    if (s >= streams) return;
-    const unsigned own = 0xffu << (group * quarter);
+    const int lane = static_cast<int>(threadIdx.x) % 32, half = lane / group, g = lane % group;
+    const int warp_first = (static_cast<int>(threadIdx.x) / 32) * 2 + static_cast<int>(blockIdx.x) * streams_per_block;
+    if (warp_first >= streams) return;  // the whole warp
+    // Both half-warps always run: with an odd stream count the last one runs a stand-in
+    // (slot `streams` of every buffer: whatever the input holds there, zeros at first, with
+    // the last stream's bits; nothing of it is read back), so every shuffle and vote
+    // names the whole warp.
+    // Shuffles stay in the half-warp (width 16).
+    const int s = warp_first + half;
+    const int sr = min(s, streams - 1);  // the stream whose bits are read
+    constexpr unsigned mask = 0xffffffffu;
+    const unsigned own = 0xffffu << (group * half);
     stream_shared& sh = shm[threadIdx.x / group];
     const float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
-    const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(s) * data_bytes;
+    const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(sr) * data_bytes;
 
     // 1. a_k: the known bits, then the symbol-by-symbol detector's decisions (1 = +1).
     for (int i = g; i < words; i += group) {
@@ -225,31 +202,26 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
     }
     __syncwarp(mask);
 
-    // 2. The table (dsp/trellis.cpp, fit): lane g computes entries g and g + 8 of both
-    // parities, adding each entry's samples in the order of k as the CPU does. Entry t is the
-    // window `pos` (centre bit +1) or its negation (centre bit -1, the sign -1). A word of the
-    // bits at a time (window i = bits i .. i + 4, bit k = i + before), the lane finds the
-    // windows of its entries with bit operations (a mask of 32 windows: bit 31 - q for window
-    // 32 c + q) and reads and adds only their pairs, in order: each pair is read by the one
-    // lane whose entry it is. The same sums bit for bit as the CPU's: x + 0 = x, and +-1 times
-    // x is exact.
+    // 2. The table (dsp/trellis.cpp, fit): lane g computes entry g of both parities, adding its
+    // samples in the order of k as the CPU does. Entry g is the window `pos` (centre bit +1)
+    // or its negation `neg` (centre bit -1, the sign -1). A word of the bits at a time (window
+    // i = bits i .. i + 4, bit k = i + before's), the lane finds the windows of its entry with
+    // bit operations (a mask of 32 windows: bit 31 - q for window 32 c + q) and reads and adds
+    // only their pairs, in order: each pair is read by the one lane whose entry it is, where
+    // every lane used to read every pair and add it with weight +-1 or 0. The same sums bit for
+    // bit: x + 0 = x, and +-1 times x is exact.
     bool complete = false;
     {
-        double sum[2][2][2][2] = {};  // [entry g, g + 8][k % 2][d][re, im]
-        int count[2][2] = {};
-        int pos[2];
-#pragma unroll
-        for (int t = 0; t < 2; ++t) {
-            const int entry = g + t * group;
-            pos[t] = ((entry >> after) << (after + 1)) | (1 << after) | (entry & ((1 << after) - 1));
-        }
+        double sum[2][2][2] = {};
+        int count[2] = {0, 0};
+        const int pos = ((g >> after) << (after + 1)) | (1 << after) | (g & ((1 << after) - 1));
         constexpr int windows = n_bits - before - after;
-        constexpr int chunks = (windows + chunk - 1) / chunk;
-        static_assert(chunk == 32, "a chunk is the windows of one word of bits");
-        // The pairs of a chunk of 32 windows (lane g: windows g, g + 8, ...), staged a chunk ahead.
+        constexpr int chunks = (windows + 31) / 32;
+        static_assert(block_rows == 32, "a chunk of 32 windows fills a block's buffer");
+        // The pairs of a chunk of 32 windows (lane g: windows g and g + 16), staged a chunk ahead.
         auto load_chunk = [&](int c) {
-            stage<chunk>(sh.pair[c & 1], g, xs, [c](int i) {
-                const int w = chunk * c + i;
+            stage<32>(sh.pair[c & 1], g, xs, [c](int i) {
+                const int w = 32 * c + i;
                 return w < windows ? w + before : -1;
             });
         };
@@ -258,89 +230,81 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
         for (int c = 0; c < chunks; ++c) {
             __syncwarp(mask);  // chunk c - 1's buffer is free
             if (c + 1 < chunks) load_chunk(c + 1);
-            staged(c + 1 < chunks, mask);
+            staged(c + 1 < chunks);
             const unsigned long long v = (static_cast<unsigned long long>(sh.bits[c]) << 32) | sh.bits[c + 1];
+            // Bit 31 - q of shifted(j) is bit j of window 32 c + q (bit 0 the oldest).
+            unsigned m_pos = ~0u, m_neg = ~0u;
+#pragma unroll
+            for (int j = 0; j < window; ++j) {
+                const unsigned w = static_cast<unsigned>(v >> (32 - j));
+                const bool one = ((pos >> (window - 1 - j)) & 1) != 0;
+                m_pos &= one ? w : ~w;
+                m_neg &= one ? ~w : w;
+            }
             const int left = windows - c * 32;
             const unsigned valid = left >= 32 ? ~0u : ~(~0u >> left);  // the windows inside the packet
-#pragma unroll
-            for (int t = 0; t < 2; ++t) {
-                // Bit 31 - q of shifted(j) is bit j of window 32 c + q (bit 0 the oldest).
-                unsigned m_pos = ~0u, m_neg = ~0u;
-#pragma unroll
-                for (int j = 0; j < window; ++j) {
-                    const unsigned w = static_cast<unsigned>(v >> (32 - j));
-                    const bool one = ((pos[t] >> (window - 1 - j)) & 1) != 0;
-                    m_pos &= one ? w : ~w;
-                    m_neg &= one ? ~w : w;
-                }
-                m_pos &= valid;
-                m_neg &= valid;
-                for (unsigned m = m_pos | m_neg; m != 0;) {
-                    const int q = __clz(m);
-                    const unsigned bit = 0x80000000u >> q;
-                    m &= ~bit;
-                    const int par = (c * 32 + q) & 1;  // window i = 32 c + q is bit k = i + before; before is even: k's parity is i's
-                    const float4 z = sh.pair[c & 1][q];  // the pair of bit k = 32 c + q + before
-                    const double sg = (m_pos & bit) != 0 ? 1.0 : -1.0;
-                    // The parity picked by a branch, so that each sum stays in a register.
-                    auto add = [&](double (&to)[2][2], int& n) {
-                        to[0][0] = fma(sg, static_cast<double>(z.x), to[0][0]);
-                        to[0][1] = fma(sg, static_cast<double>(z.y), to[0][1]);
-                        to[1][0] = fma(sg, static_cast<double>(z.z), to[1][0]);
-                        to[1][1] = fma(sg, static_cast<double>(z.w), to[1][1]);
-                        ++n;
-                    };
-                    if (par == 0) {
-                        add(sum[t][0], count[t][0]);
-                    } else {
-                        add(sum[t][1], count[t][1]);
-                    }
+            m_pos &= valid;
+            m_neg &= valid;
+            for (unsigned m = m_pos | m_neg; m != 0;) {
+                const int q = __clz(m);
+                const unsigned bit = 0x80000000u >> q;
+                m &= ~bit;
+                const int par = (c * 32 + q) & 1;  // window i = 32 c + q is bit k = i + before; before is even: k's parity is i's
+                const float4 z = sh.pair[c & 1][q];  // the pair of bit k = 32 c + q + before
+                const double sg = (m_pos & bit) != 0 ? 1.0 : -1.0;
+                // The parity picked by a branch, so that each sum stays in a register.
+                auto add = [&](double (&to)[2][2], int& n) {
+                    to[0][0] = fma(sg, static_cast<double>(z.x), to[0][0]);
+                    to[0][1] = fma(sg, static_cast<double>(z.y), to[0][1]);
+                    to[1][0] = fma(sg, static_cast<double>(z.z), to[1][0]);
+                    to[1][1] = fma(sg, static_cast<double>(z.w), to[1][1]);
+                    ++n;
+                };
+                if (par == 0) {
+                    add(sum[0], count[0]);
+                } else {
+                    add(sum[1], count[1]);
                 }
             }
         }
-        complete = (__ballot_sync(mask, count[0][0] > 0 && count[0][1] > 0 && count[1][0] > 0 && count[1][1] > 0) & own) == own;
+        complete = (__ballot_sync(mask, count[0] > 0 && count[1] > 0) & own) == own;
 #pragma unroll
-        for (int t = 0; t < 2; ++t) {
+        for (int par = 0; par < 2; ++par) {
+            const double n = count[par] > 0 ? static_cast<double>(count[par]) : 1.0;
 #pragma unroll
-            for (int par = 0; par < 2; ++par) {
-                const double n = count[t][par] > 0 ? static_cast<double>(count[t][par]) : 1.0;
-#pragma unroll
-                for (int d = 0; d < 2; ++d) {
-                    sh.u.table[par][d][g + t * group][0] = sum[t][par][d][0] / n;
-                    sh.u.table[par][d][g + t * group][1] = sum[t][par][d][1] / n;
-                }
+            for (int d = 0; d < 2; ++d) {
+                sh.u.table[par][d][g][0] = sum[par][d][0] / n;
+                sh.u.table[par][d][g][1] = sum[par][d][1] / n;
             }
         }
     }
     __syncwarp(mask);
-    // 3. Max-log BCJR (dsp/trellis.cpp, detect), on the state pairs above. Forward, out of the
-    // lane's pair (s, s + 8) into states 2s (new bit -1) and 2s + 1 (+1): the sequences 2s and
-    // 2s + 16 into 2s, 2s + 1 and 2s + 17 into 2s + 1. Backward, into the pair: from 2s and
-    // 2s + 1 by the same four sequences. The LLR of step j: the best alpha_j + beta_j of the
-    // states whose newest bit is +1 (odd s: a pair shares its newest bit) against the best of
-    // those whose newest bit is -1. The metrics are the CPU's without its scale 1 / (4 sigma2),
-    // a positive factor that changes no decision: the LLRs are scaled as they are written, once
-    // the residual (over the first pass's reads of the samples) gives sigma2. A packet without
-    // a usable model (a degenerate one) keeps the symbol-by-symbol bits. The quarters run the
-    // BCJR together while any has a complete table (shuffles and syncs stay uniform); one
-    // without writes nothing from it.
+    // 3. Max-log BCJR (dsp/trellis.cpp, detect). Lane g is state g. Forward, into state g (new
+    // bit g & 1): from states g >> 1 and (g >> 1) | 8, the sequences g and g | 16. Backward, out
+    // of state g: the sequences 2g and 2g + 1 into states 2g & 15 and (2g + 1) & 15. The LLR of
+    // step j: the best alpha_j + beta_j of the states whose newest bit is +1 against the best
+    // of those whose newest bit is -1. The metrics are the CPU's without its scale
+    // 1 / (4 sigma2), a positive factor that changes no decision: the LLRs are scaled as they
+    // are written, once the residual (over the first pass's reads of the samples) gives sigma2.
+    // A packet without a usable model (a degenerate one) keeps the symbol-by-symbol bits. The
+    // half-warps run the BCJR together while either has a complete table (shuffles and syncs
+    // stay uniform); one without writes nothing from it.
     double se = 0.0;  // the residual's sum of squares, this lane's share
     bool usable = false;
     if (__ballot_sync(mask, complete) != 0) {
         const metric inf = CUDART_INF_F;
-        // Lane g's sequences at each rotation: q = 0 .. 3 is 2s + (q & 1) + 16 (q >> 1).
-        branch_terms terms[3][4];
-        static_for<0, 3>([&](auto ph_c) {
-            constexpr int ph = decltype(ph_c)::value;
-            const int sp = rot3_pow(g, ph);
-#pragma unroll
-            for (int q = 0; q < 4; ++q) terms[ph][q].set(sh.u.table, 2 * sp + (q & 1) + 16 * (q >> 1));
-        });
-        // Whether the lane's s >= 4 at each rotation (it keeps 2s + 1 and trades 2s).
-        const bool upper[3] = {g >= 4, rot3_pow(g, 1) >= 4, rot3_pow(g, 2) >= 4};
+        // Lane g's sequences: into state g, g and g | 16; out of it, 2g and 2g + 1 (mod 32).
+        branch_terms in0, in1, out0, out1;
+        in0.set(sh.u.table, g);
+        in1.set(sh.u.table, g | 16);
+        out0.set(sh.u.table, (2 * g) & 31);
+        out1.set(sh.u.table, (2 * g + 1) & 31);
+
+        const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
+        const int own_bit = g & 1;
         auto block_first = [](int b) { return b * block_rows + memory - 1; };  // the step of block b's entry 0
-        // The sample pairs of a block (lane g: entries g, g + 8, g + 16), staged one block ahead
-        // of their use, into the buffer of the block's parity.
+        // The sample pairs of a block (lane g: entries g and g + 16), staged one block ahead of
+        // their use, into the buffer of the block's parity.
         const float4* pairs = sh.pair[0];  // the current block's
         auto load = [&](int b) {
             stage<block_rows>(sh.pair[b & 1], g, xs, [first = block_first(b)](int i) {
@@ -350,57 +314,45 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
         };
         // Block b's pairs in place (the copies committed after it may still run), for every lane.
         auto fill = [&](int b, bool ahead) {
-            staged(ahead, mask);
+            staged(ahead);
             pairs = sh.pair[b & 1];
         };
-        // The steps come in versions for the parity of k (which table entries), the rotation
-        // of the row they leave, and whether the step's bit may be a known one (blocks 0 .. 3;
-        // the others need no check), chosen at compile time: block entry e has the parity
-        // (e + 1) & 1 and leaves a row of rotation (e + 2) % 3.
-        // One forward step (step j, block entry e): alpha_j of the pair after it.
-        auto forward = [&](auto e_c, auto known_c, int j, pair_metric a) {
-            constexpr int e = decltype(e_c)::value, par = (e + 1) & 1, ph = (e + 2) % 3;
+        // The steps come in versions for the parity of k (which table entries) and for whether
+        // the step's bit may be a known one (blocks 0 .. 5; the others need no check), chosen at
+        // compile time: entry e of a block has the parity (e + 1) & 1.
+        using even = std::integral_constant<int, 0>;
+        using odd = std::integral_constant<int, 1>;
+        // One forward step (step j, block entry e): alpha_j of state g.
+        auto forward = [&](auto par_c, auto known_c, int j, int e, metric a_prev) {
+            constexpr int par = decltype(par_c)::value;
             const float4 z = pairs[e];
-            const branch_terms(&t)[4] = terms[ph];
-            metric n0 = fminf(a.lo + t[0].gamma<par>(z), a.hi + t[2].gamma<par>(z));
-            metric n1 = fminf(a.lo + t[1].gamma<par>(z), a.hi + t[3].gamma<par>(z));
+            const metric a0 = __shfl_sync(mask, a_prev, p0, group), a1 = __shfl_sync(mask, a_prev, p1, group);
+            const metric d0 = in0.dot<par>(z), d1 = in1.dot<par>(z);
+            const metric v = fminf(a0 + (in0.e[par] + d0), a1 + (in1.e[par] + d1));
             if constexpr (decltype(known_c)::value) {
-                if (j < n_known) {
-                    const int f = bit_at(sh.bits, j);
-                    n0 = f == 1 ? inf : n0;
-                    n1 = f == 0 ? inf : n1;
-                }
+                if (j < n_known && own_bit != bit_at(sh.bits, j)) return inf;
             }
-            const bool up = upper[ph];
-            const metric kept = up ? n1 : n0;
-            const metric got = __shfl_xor_sync(mask, up ? n0 : n1, partner_xor<ph>, group);
-            return up ? pair_metric{got, kept} : pair_metric{kept, got};
+            return v;
         };
-        // One backward step: beta_{j-1} of the pair before step j from beta_j of the pair after it.
-        auto backward = [&](auto e_c, auto known_c, int j, pair_metric beta) {
-            constexpr int e = decltype(e_c)::value, par = (e + 1) & 1, ph = (e + 2) % 3;
+        // One backward step: beta_{j-1} of state g from beta_j.
+        auto backward = [&](auto par_c, auto known_c, int j, int e, metric beta) {
+            constexpr int par = decltype(par_c)::value;
             const float4 z = pairs[e];
-            const branch_terms(&t)[4] = terms[ph];
-            const bool up = upper[ph];
-            const metric got = __shfl_xor_sync(mask, up ? beta.lo : beta.hi, partner_xor<ph>, group);
-            const metric b0 = up ? got : beta.lo, b1 = up ? beta.hi : got;  // beta of 2s and 2s + 1
-            metric t0 = t[0].gamma<par>(z) + b0, t1 = t[1].gamma<par>(z) + b1;
-            metric t2 = t[2].gamma<par>(z) + b0, t3 = t[3].gamma<par>(z) + b1;
+            const metric b0 = __shfl_sync(mask, beta, n0, group), b1 = __shfl_sync(mask, beta, n1, group);
+            const metric d0 = out0.dot<par>(z), d1 = out1.dot<par>(z);
+            metric t0 = (out0.e[par] + d0) + b0, t1 = (out1.e[par] + d1) + b1;
             if constexpr (decltype(known_c)::value) {
                 if (j < n_known) {
                     const int f = bit_at(sh.bits, j);
                     t0 = f == 1 ? inf : t0;
-                    t2 = f == 1 ? inf : t2;
                     t1 = f == 0 ? inf : t1;
-                    t3 = f == 0 ? inf : t3;
                 }
             }
-            return pair_metric{fminf(t0, t1), fminf(t2, t3)};
+            return fminf(t0, t1);
         };
-        auto group_min = [&](pair_metric v) {
-            metric m = fminf(v.lo, v.hi);
-            for (int o = group / 2; o > 0; o >>= 1) m = fminf(m, __shfl_xor_sync(mask, m, o, group));
-            return pair_metric{v.lo - m, v.hi - m};
+        auto group_min = [&](metric v) {
+            for (int o = group / 2; o > 0; o >>= 1) v = fminf(v, __shfl_xor_sync(mask, v, o, group));
+            return v;
         };
         auto known_block = [&](int b, auto&& body) {
             if (block_first(b) < n_known) {
@@ -410,19 +362,17 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
             }
         };
         auto last_entry = [&](int b) { return min(block_rows - 1, steps - 1 - block_first(b)); };
-        // Checkpoint b: the sixteen states' metrics at entry 0 (rotation 0: lane g holds g, g + 8).
         metric* ck = checkpoint + static_cast<std::size_t>(s) * checkpoints * states;
         const int start = window_at(sh.bits, 0) >> 1;  // a_0 .. a_3
-        pair_metric a{g == start ? 0.0f : inf, g + group == start ? 0.0f : inf};
-        ck[g] = a.lo;
-        ck[g + group] = a.hi;
+        metric a = g == start ? 0.0f : inf;
+        ck[g] = a;
         load(0);
         for (int b = 0; b < checkpoints; ++b) {
             __syncwarp(mask);  // block b - 1's buffer is free
             if (b + 1 < checkpoints) load(b + 1);
             fill(b, b + 1 < checkpoints);
             // The residual over the bits the table is fitted on, from the pairs just read: lane
-            // g takes block entries g, g + 8 and g + 16.
+            // g takes block entries g and g + 16.
 #pragma unroll
             for (int e = g; e < block_rows; e += group) {
                 const int k = block_first(b) + e - after;
@@ -442,14 +392,15 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
             known_block(b, [&](auto known_c) {
                 const int last = last_entry(b);
                 if (b > 0) {  // entry 0, row b * block_rows: shifted by its minimum, then kept
-                    a = group_min(forward(std::integral_constant<int, 0>{}, known_c, block_first(b), a));
-                    ck[b * states + g] = a.lo;
-                    ck[b * states + g + group] = a.hi;
+                    a = forward(odd{}, known_c, block_first(b), 0, a);
+                    a -= group_min(a);
+                    ck[b * states + g] = a;
                 }
                 // Unrolled, as the backward pass's steps are: each step's loads and correlations
                 // depend on no metric, so they can be issued ahead of the steps before.
                 static_for<1, block_rows>([&](auto e_c) {
-                    if (decltype(e_c)::value <= last) a = forward(e_c, known_c, block_first(b) + decltype(e_c)::value, a);
+                    constexpr int e = decltype(e_c)::value;
+                    if (e <= last) a = forward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, a);
                 });
             });
         }
@@ -457,46 +408,40 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
         const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
         usable = complete && sigma2 > 0.0;
         const float llr_scale = usable ? static_cast<float>(0.5 / (2.0 * sigma2)) : 0.0f;
-        // The pair's s at each rotation: where its best alpha + beta goes in a row.
-        const int at[3] = {g, rot3_pow(g, 1), rot3_pow(g, 2)};
         __syncwarp(mask);  // the table's memory becomes the path metrics'
         // Backward, a block of rows at a time from the last: the block's forward metrics again
-        // from its checkpoint (the same steps, so the same values), kept in shared memory (lane
-        // g's own column; in registers they would cost warps an SM: see the launch bounds);
-        // then its backward steps, each writing the best alpha_j + beta_j of the lane's pair to
-        // its row (at the pair's s: even s are the states whose newest bit is -1); then the
-        // block's LLRs, lane g taking the rows g, g + 8 and g + 16: the best of the odd entries
-        // against the best of the even ones.
-        pair_metric beta{0.0f, 0.0f};  // of the pair after step j
+        // from its checkpoint (the same steps, so the same values), kept in registers (the
+        // entries are compile-time constants, every loop unrolled); then its backward steps,
+        // each writing alpha_j + beta_j of state g to its row; then the block's LLRs, lane g
+        // taking the rows g and g + 16: the best of the states whose newest bit is +1 (odd g)
+        // against the best of those whose newest bit is -1. Per step and lane that is one
+        // store and a quarter of a row's loads where a reduction over the sixteen lanes took
+        // four shuffles.
+        metric beta = 0.0f;  // of state g after step j
         load(checkpoints - 1);
-        pair_metric a_next{ck[(checkpoints - 1) * states + g], ck[(checkpoints - 1) * states + g + group]};  // a block ahead
+        metric a_next = ck[(checkpoints - 1) * states + g];  // the checkpoint, also a block ahead
         for (int b = checkpoints - 1; b >= 0; --b) {
             const int last = last_entry(b), first = b == 0 ? 1 : 0;
-            const pair_metric a_blk = a_next;
+            const metric a_blk = a_next;
             __syncwarp(mask);  // block b + 1's buffer is free
             if (b > 0) {
                 load(b - 1);
-                a_next = pair_metric{ck[(b - 1) * states + g], ck[(b - 1) * states + g + group]};
+                a_next = ck[(b - 1) * states + g];
             }
             fill(b, b > 0);
             known_block(b, [&](auto known_c) {
-                pair_metric al = a_blk;
-                float2* alpha = sh.u.bw.alpha[0] + g;  // lane g's column, read back by lane g only
-                alpha[0] = make_float2(al.lo, al.hi);
+                metric al[block_rows];
+                al[0] = a_blk;
                 static_for<1, block_rows>([&](auto e_c) {
                     constexpr int e = decltype(e_c)::value;
-                    if (e <= last) {
-                        al = forward(e_c, known_c, block_first(b) + e, al);
-                        alpha[e * group] = make_float2(al.lo, al.hi);
-                    }
+                    if (e <= last) al[e] = forward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, al[e - 1]);
                 });
-                beta = group_min(beta);
+                beta -= group_min(beta);
                 static_for<0, block_rows>([&](auto r_c) {
                     constexpr int e = block_rows - 1 - decltype(r_c)::value;
                     if (e <= last && e >= first) {
-                        const float2 ae = alpha[e * group];
-                        sh.u.bw.path[e][at[e % 3]] = fminf(ae.x + beta.lo, ae.y + beta.hi);
-                        beta = backward(std::integral_constant<int, e>{}, known_c, block_first(b) + e, beta);
+                        sh.u.path[e][g] = al[e] + beta;
+                        beta = backward(std::integral_constant<int, (e + 1) & 1>{}, known_c, block_first(b) + e, e, beta);
                     }
                 });
             });
@@ -506,11 +451,14 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
                 for (int e = g; e < block_rows; e += group) {
                     const int j = block_first(b) + e;
                     if (e >= first && e <= last && j < n_bits) {
-                        const float4* row = reinterpret_cast<const float4*>(sh.u.bw.path[e]);
-                        const float4 q0 = row[0], q1 = row[1];
-                        // the best -1 (even s) and +1 (odd s) paths
-                        const metric lo = fminf(fminf(q0.x, q0.z), fminf(q1.x, q1.z));
-                        const metric hi = fminf(fminf(q0.y, q0.w), fminf(q1.y, q1.w));
+                        const float4* row = reinterpret_cast<const float4*>(sh.u.path[e]);
+                        metric lo = inf, hi = inf;  // the best -1 (even states) and +1 (odd states) paths
+#pragma unroll
+                        for (int c = 0; c < states / 4; ++c) {
+                            const float4 q = row[c];
+                            lo = fminf(lo, fminf(q.x, q.z));
+                            hi = fminf(hi, fminf(q.y, q.w));
+                        }
                         const metric d = lo - hi;
                         // A known bit's +-1e30 as it is; elsewhere every state is reachable.
                         llr[j] = isfinite(d) ? llr_scale * d : (hi < lo ? 1e30f : -1e30f);
@@ -546,7 +494,7 @@ __global__ void __launch_bounds__(32 * warps, 9) trellis_kernel(const float2* __
     }
     for (int o = group / 2; o > 0; o >>= 1) bep += __shfl_xor_sync(mask, bep, o, group);
     if (g == 0) {
-        stats[s].known_bit_errors = sxs_stats[s].known_bit_errors;
+        stats[s].known_bit_errors = sxs_stats[sr].known_bit_errors;
         stats[s].bep_estimate = static_cast<float>(bep / static_cast<double>(waveform::data_bits));
     }
 }
@@ -568,12 +516,14 @@ __global__ void quantize_llrs_kernel(const float* __restrict__ llr, std::size_t 
 
 stream_trellis::stream_trellis(std::size_t max_streams)
     : max_streams_(max_streams),
-      x_(max_streams * n_samples),
-      alpha_(max_streams * checkpoints * states),
-      llr_(max_streams * n_bits),
-      bits_(max_streams * data_bytes),
-      stats_(max_streams)
+      x_((max_streams + 1) * n_samples),
+      alpha_((max_streams + 1) * checkpoints * states),
+      llr_((max_streams + 1) * n_bits),
+      bits_((max_streams + 1) * data_bytes),
+      stats_(max_streams + 1)
 {
+    // The last slot is only ever a stand-in's (an odd stream count, trellis_kernel): defined.
+    PAQ_CUDA_CHECK(cudaMemset(x_.data() + max_streams * n_samples, 0, n_samples * sizeof(float2)));
     const auto known = waveform::known_packet_bits();
     unsigned w[known_words] = {};
     for (int k = 0; k < n_known; ++k) {
@@ -589,7 +539,7 @@ void stream_trellis::detect_device(std::size_t streams, const std::uint8_t* sxs_
         throw std::invalid_argument("stream_trellis: " + std::to_string(streams) + " streams, made for " + std::to_string(max_streams_));
     }
     if (streams == 0) return;
-    // Four streams a warp: the last warp's quarters past the last stream leave at once.
+    // Two streams a warp: with an odd count the last warp's second half runs the stand-in.
     trellis_kernel<<<static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block), 32 * warps, 0, s>>>(
         x_.data(), static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
     PAQ_CUDA_CHECK_LAUNCH();
