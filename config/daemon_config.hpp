@@ -72,6 +72,15 @@ struct publisher_config {
         return c;
     }
 
+    /// Whether any soft stream (udp.llr_destinations) is set.
+    [[nodiscard]] bool any_llr() const
+    {
+        for (const auto& d : udp.llr_destinations) {
+            if (!d.empty()) return true;
+        }
+        return false;
+    }
+
     [[nodiscard]] static io::udp_publisher_config default_udp()
     {
         io::udp_publisher_config c;

@@ -425,21 +425,21 @@ const section<pipeline_config>& pipeline_schema()
     return table;
 }
 
-using destination_list = std::array<std::string, dsp::chain::max_streams>;
-
-/// publisher.destinations: one host:port per stream name (dsp::stream_name); only the streams
-/// listed are enabled.
-const section<destination_list>& destinations_schema()
+/// A mapping of stream names to host:port, streams 0 .. n - 1 (dsp::stream_name): the
+/// bitstreams' destinations (twelve) and the soft streams' (the six paths).
+template <std::size_t n>
+const section<std::array<std::string, n>>& destinations_schema()
 {
-    static const section<destination_list> table = [] {
-        section<destination_list> s;
-        for (int i = 0; i < dsp::chain::max_streams; ++i) {
-            const auto k = static_cast<std::size_t>(i);
-            s.fields.push_back(leaf<destination_list>(
-                make_info(dsp::stream_name(i), "string", "host:port", {}),
-                [k](const YAML::Node& v, const YAML::Mark& km, const std::string& path, destination_list& d,
-                    parse_context& ctx) { (void)read_text(v, km, path, d[k], ctx.errors); },
-                [k](const destination_list& d) -> std::optional<std::string> {
+    using list = std::array<std::string, n>;
+    static const section<list> table = [] {
+        section<list> s;
+        for (std::size_t k = 0; k < n; ++k) {
+            s.fields.push_back(leaf<list>(
+                make_info(dsp::stream_name(static_cast<int>(k)), "string", "host:port", {}),
+                [k](const YAML::Node& v, const YAML::Mark& km, const std::string& path, list& d, parse_context& ctx) {
+                    (void)read_text(v, km, path, d[k], ctx.errors);
+                },
+                [k](const list& d) -> std::optional<std::string> {
                     return d[k].empty() ? std::nullopt : std::optional(yaml_quoted(d[k]));
                 }));
         }
@@ -474,16 +474,41 @@ const section<publisher_config>& publisher_schema()
              "also `:50006` (none_trellis) .. `:50011` (fde2_trellis)"});
         destinations.parse = [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c,
                                 parse_context& ctx) {
-            destination_list d{};
-            destinations_schema().parse(v, km, path, d, ctx);
+            std::array<std::string, dsp::chain::max_streams> d{};
+            destinations_schema<dsp::chain::max_streams>().parse(v, km, path, d, ctx);
             c.udp.destinations = d;
         };
         destinations.emit = [](const C& c, int indent, std::string& out) {
             out.append(static_cast<std::size_t>(indent), ' ');
             out += "destinations:\n";
-            destinations_schema().emit(c.udp.destinations, indent + 2, out);
+            destinations_schema<dsp::chain::max_streams>().emit(c.udp.destinations, indent + 2, out);
         };
         destinations.describe = [info = destinations.info](const C&, const std::string& section, std::vector<field_info>& out) {
+            field_info i = info;
+            i.section = section;
+            out.push_back(std::move(i));
+        };
+        field<C> llr_destinations;
+        llr_destinations.info = make_info(
+            "llr_destinations", "mapping",
+            "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2` to `host:port` or `[ipv6]:port` (port 1 .. 65535)",
+            {"", "soft streams: where the trellis's LLRs of each listed path go, one 6216-byte datagram per packet "
+                 "(BITSTREAM.md, \"Soft streams\"; above a 1500-byte MTU: fragmented off the host). Needs "
+                 "`receiver.detector: trellis` or `both`. Each datagram counts against `max_datagrams_per_second`",
+             "none"});
+        llr_destinations.parse = [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c,
+                                    parse_context& ctx) {
+            std::array<std::string, dsp::chain::num_paths> d{};
+            destinations_schema<dsp::chain::num_paths>().parse(v, km, path, d, ctx);
+            c.udp.llr_destinations = d;
+        };
+        llr_destinations.emit = [](const C& c, int indent, std::string& out) {
+            if (!c.any_llr()) return;
+            out.append(static_cast<std::size_t>(indent), ' ');
+            out += "llr_destinations:\n";
+            destinations_schema<dsp::chain::num_paths>().emit(c.udp.llr_destinations, indent + 2, out);
+        };
+        llr_destinations.describe = [info = llr_destinations.info](const C&, const std::string& section, std::vector<field_info>& out) {
             field_info i = info;
             i.section = section;
             out.push_back(std::move(i));
@@ -520,6 +545,7 @@ const section<publisher_config>& publisher_schema()
                       {"1/s", "pacing over all streams: a full batch (~18600 datagrams) leaves over ~0.9 s instead of "
                               "in one burst that overruns a tester's socket buffer"}),
             std::move(destinations),
+            std::move(llr_destinations),
         };
         s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
             if (c.enabled) ctx.report(path, c.udp.validate(), mark);
@@ -675,7 +701,19 @@ const section<daemon_config>& daemon_schema()
         };
         // Across sections: a trellis stream's destination needs the detector that makes it.
         s.check = [](const C& c, const std::string&, const YAML::Mark&, parse_context& ctx) {
-            if (!c.publisher.enabled || c.receiver.detector == dsp::detector_kind::both) return;
+            if (!c.publisher.enabled) return;
+            // The soft streams are the trellis's LLRs.
+            if (!c.receiver.trellis_on()) {
+                for (int p = 0; p < dsp::chain::num_paths; ++p) {
+                    const std::string key = std::string("publisher.llr_destinations.") + dsp::stream_name(p);
+                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
+                        ctx.errors.add(it->second, key + ": the LLRs are the trellis's, but receiver.detector is " +
+                                                       std::string(dsp::to_string(c.receiver.detector)) +
+                                                       " (use `detector: trellis` or `both`)");
+                    }
+                }
+            }
+            if (c.receiver.detector == dsp::detector_kind::both) return;
             for (int st = dsp::chain::num_paths; st < dsp::chain::max_streams; ++st) {
                 const std::string key = std::string("publisher.destinations.") + dsp::stream_name(st);
                 if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {

@@ -29,6 +29,7 @@ bool with_vita(const S& s) { return s.vita49.has_value(); }
 bool with_udp(const S& s) { return s.udp.has_value(); }
 bool with_zmq(const S& s) { return s.zmq.has_value(); }
 bool with_publisher(const S& s) { return s.publisher.has_value(); }
+bool with_soft_streams(const S& s) { return s.publisher.has_value() && s.publisher->soft; }
 bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
 bool with_pattern(const S& s) { return s.have_pattern; }
@@ -124,6 +125,9 @@ const std::vector<scalar_metric> scalars = {
     {"packets_published", C, "Datagrams built for the testers (sent + send errors).", [](const S& s) { return d(s.publisher->packets_published); }, with_publisher, true},
     {"datagrams_sent", C, "UDP datagrams sent to the testers, all streams.", [](const S& s) { return d(sum(s.publisher->datagrams_sent)); }, with_publisher, true},
     {"send_errors", C, "UDP sends refused by the kernel, all streams (e.g. ECONNREFUSED after an ICMP port unreachable).", [](const S& s) { return d(sum(s.publisher->send_errors)); }, with_publisher, true},
+    {"llr_datagrams_sent", C, "LLR datagrams sent on the soft streams (publisher.llr_destinations), all paths.", [](const S& s) { return d(s.publisher->llr_datagrams_sent); }, with_soft_streams, true},
+    {"llr_send_errors", C, "LLR datagrams refused by the kernel, all soft streams.", [](const S& s) { return d(s.publisher->llr_send_errors); }, with_soft_streams, true},
+    {"llr_bytes_sent", C, "UDP payload bytes of the LLR datagrams sent, all soft streams.", [](const S& s) { return d(s.publisher->llr_bytes_sent); }, with_soft_streams, true, "paqd_llr_sent_bytes_total"},
     {"record_rows", C, "Per-packet record rows written.", [](const S& s) { return d(s.records->rows); }, with_records, true},
     {"record_rows_lost", C, "Per-packet record rows that could not be written (disk full).", [](const S& s) { return d(s.records->rows_lost); }, with_records, true},
     {"recorded_samples", C, "Samples written to the SigMF recording.", [](const S& s) { return d(s.recording->samples); }, with_recording, true},
@@ -392,6 +396,7 @@ std::string counters_markdown()
         if (p == with_udp) return " (raw UDP source)";
         if (p == with_zmq) return " (ZeroMQ source)";
         if (p == with_publisher) return " (publisher on)";
+        if (p == with_soft_streams) return " (soft streams on)";
         if (p == with_records) return " (records on)";
         if (p == with_recording) return " (recording on)";
         if (p == with_pattern) return " (with a pattern)";

@@ -60,6 +60,9 @@ struct service_snapshot {
     struct publisher_values {
         std::array<std::uint64_t, dsp::chain::max_streams> datagrams_sent{}, send_errors{};  ///< per stream
         std::uint64_t packets_published = 0;
+        bool soft = false;  ///< any soft stream (publisher.llr_destinations)
+        std::uint64_t llr_datagrams_sent = 0, llr_send_errors = 0;  ///< the soft streams'
+        std::uint64_t llr_bytes_sent = 0;
     };
     std::optional<publisher_values> publisher;  ///< publisher enabled
     struct records_values {

@@ -80,6 +80,13 @@ int run_live(const live_options& opt)
                 pv.send_errors[static_cast<std::size_t>(k)] = udp->counters(k).send_errors.load();
             }
             pv.packets_published = udp->packets_published();
+            pv.soft = udp->any_llr_enabled();
+            for (int p = 0; p < dsp::chain::num_paths; ++p) {
+                const auto& c = udp->llr_counters(p);
+                pv.llr_datagrams_sent += c.datagrams_sent.load();
+                pv.llr_send_errors += c.send_errors.load();
+                pv.llr_bytes_sent += c.bytes_sent.load();
+            }
             snap.publisher = pv;
         }
         if (records) snap.records = service_snapshot::records_values{records->rows(), records->rows_lost()};
@@ -136,9 +143,16 @@ int run_live(const live_options& opt)
         auto workers = runtime::make_backends(backend, cfg.pipeline.gpus, cfg.pipeline.cpu_workers,
                                               runtime::parse_solver(cfg.pipeline.solver), rc);
         spdlog::info("workers: {} x {} backend", workers.size(), workers.front()->name());
+        // Soft streams: the backends keep the trellis's LLRs for the publisher.
+        const bool soft = cfg.publisher.enabled && cfg.publisher.any_llr();
+        for (auto& w : workers) w->set_soft_output(soft);
         pipeline::backend_factory fallback;
         if (cfg.pipeline.cpu_fallback && backend == config::backend_kind::cuda) {
-            fallback = [rc] { return runtime::make_backend({config::backend_kind::cpu}, rc); };
+            fallback = [rc, soft] {
+                auto b = runtime::make_backend({config::backend_kind::cpu}, rc);
+                b->set_soft_output(soft);
+                return b;
+            };
         }
         pipeline_options po;
         po.receiver = rc;

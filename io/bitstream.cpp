@@ -139,32 +139,14 @@ double bep_from_dqm(std::uint16_t dqm) noexcept
     return lr / (1.0 + lr);
 }
 
-std::size_t encode_datagram(bitstream_format format, const datagram_header& header, std::uint16_t dqe_id,
-                            std::span<const std::uint8_t> bits, std::span<std::uint8_t> out)
+namespace {
+
+/// The paq header (version 2) of a datagram with payload `type`.
+void put_header(std::uint8_t* p, const datagram_header& header, payload_type type) noexcept
 {
-    const std::size_t size = datagram_bytes(format);
-    if (bits.size() != bitstream_payload_bytes) {
-        throw std::invalid_argument("encode_datagram: bits is " + std::to_string(bits.size()) + " bytes, expected " +
-                                    std::to_string(bitstream_payload_bytes));
-    }
-    if (out.size() < size) {
-        throw std::invalid_argument("encode_datagram: output buffer is " + std::to_string(out.size()) +
-                                    " bytes, a " + std::string(to_string(format)) + " datagram needs " +
-                                    std::to_string(size));
-    }
-    if (header.stream_id >= bitstream_streams) {
-        throw std::invalid_argument("encode_datagram: stream id " + std::to_string(header.stream_id) +
-                                    " is out of range (allowed: 0 .. 11)");
-    }
-    std::uint8_t* p = out.data();
-    if (format == bitstream_format::dqe_raw) {
-        put_dqe(p, dqe_id, header.bep_estimate);
-        std::memcpy(p + dqe_header_bytes, bits.data(), bitstream_payload_bytes);
-        return size;
-    }
     put32(p + off_magic, bitstream_magic);
     p[off_version] = bitstream_version;
-    p[off_payload_type] = static_cast<std::uint8_t>(format == bitstream_format::dqe ? payload_type::dqe : payload_type::bits);
+    p[off_payload_type] = static_cast<std::uint8_t>(type);
     put16(p + off_header_length, static_cast<std::uint16_t>(bitstream_header_bytes));
     p[off_stream_id] = header.stream_id;
     p[off_reserved8] = 0;
@@ -179,6 +161,101 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
     put32(p + off_ebn0, std::bit_cast<std::uint32_t>(header.ebn0_db));
     put32(p + off_payload_bits, bitstream_payload_bits);
     put64(p + off_utc, static_cast<std::uint64_t>(header.utc_ns));
+}
+
+void check_stream_id(const char* who, const datagram_header& header)
+{
+    if (header.stream_id >= bitstream_streams) {
+        throw std::invalid_argument(std::string(who) + ": stream id " + std::to_string(header.stream_id) +
+                                    " is out of range (allowed: 0 .. 11)");
+    }
+}
+
+/// A paq header as read: its fields, version, length and payload type.
+struct read_header {
+    datagram_header header{};
+    std::uint8_t version = 0;
+    std::size_t length = 0;
+    std::uint8_t type = 0;
+};
+
+/// Reads and checks the paq header of a datagram that starts with the paq magic or not:
+/// an empty string, or what is wrong with it (the field named). The payload type is read,
+/// not checked.
+[[nodiscard]] std::string read_paq_header(const std::uint8_t* p, std::size_t n, read_header& out)
+{
+    if (n < bitstream_header_bytes_v1) {
+        return "datagram of " + std::to_string(n) + " bytes is shorter than the " + std::to_string(bitstream_header_bytes_v1) +
+               "-byte paq header (version 1) and is no DQE frame";
+    }
+    if (get32(p + off_magic) != bitstream_magic) {
+        return "magic is " + hex(get32(p + off_magic), 8) + ", expected 0x50415142 ('PAQB'), and the first word is no DQE sync 0xFAC4";
+    }
+    const std::uint8_t version = p[off_version];
+    if (version < 1 || version > bitstream_version) {
+        return "version is " + std::to_string(version) + ", this decoder reads versions 1 .. " + std::to_string(bitstream_version);
+    }
+    const std::size_t header_length = get16(p + off_header_length);
+    const std::size_t min_header = version == 1 ? bitstream_header_bytes_v1 : bitstream_header_bytes;
+    if (header_length < min_header || header_length > n) {
+        return "header length is " + std::to_string(header_length) + ", allowed for version " + std::to_string(version) + ": " +
+               std::to_string(min_header) + " .. datagram length " + std::to_string(n);
+    }
+    if (p[off_stream_id] >= bitstream_streams) return "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 11";
+    if (p[off_reserved8] != 0 || get16(p + off_reserved16) != 0) {
+        return "reserved bytes 9..11 are " + hex(p[off_reserved8], 2) + " " + hex(get16(p + off_reserved16), 4) + ", must be zero";
+    }
+    const std::uint32_t payload_bits = get32(p + off_payload_bits);
+    if (payload_bits != bitstream_payload_bits) {
+        return "payload bit count is " + std::to_string(payload_bits) + ", expected " + std::to_string(bitstream_payload_bits);
+    }
+    datagram_header& h = out.header;
+    h.stream_id = p[off_stream_id];
+    h.flags = get32(p + off_flags);
+    h.sequence = get64(p + off_sequence);
+    h.packet_index = get64(p + off_packet_index);
+    h.batch_index = get64(p + off_batch_index);
+    h.start_sample = get64(p + off_start_sample);
+    h.bep_estimate = std::bit_cast<float>(get32(p + off_bep));
+    h.cfo_rad_per_sample = std::bit_cast<float>(get32(p + off_cfo));
+    h.ebn0_db = std::bit_cast<float>(get32(p + off_ebn0));
+    h.utc_ns = version >= 2 ? static_cast<std::int64_t>(get64(p + off_utc)) : bitstream_unknown_utc_ns;
+    out.version = version;
+    out.length = header_length;
+    out.type = p[off_payload_type];
+    return {};
+}
+
+/// "datagram length is N bytes, header length H + payload P = H + P expected".
+[[nodiscard]] std::string length_error(std::size_t n, std::size_t header_length, std::size_t payload)
+{
+    return "datagram length is " + std::to_string(n) + " bytes, header length " + std::to_string(header_length) + " + payload " +
+           std::to_string(payload) + " = " + std::to_string(header_length + payload) + " expected";
+}
+
+}  // namespace
+
+std::size_t encode_datagram(bitstream_format format, const datagram_header& header, std::uint16_t dqe_id,
+                            std::span<const std::uint8_t> bits, std::span<std::uint8_t> out)
+{
+    const std::size_t size = datagram_bytes(format);
+    if (bits.size() != bitstream_payload_bytes) {
+        throw std::invalid_argument("encode_datagram: bits is " + std::to_string(bits.size()) + " bytes, expected " +
+                                    std::to_string(bitstream_payload_bytes));
+    }
+    if (out.size() < size) {
+        throw std::invalid_argument("encode_datagram: output buffer is " + std::to_string(out.size()) +
+                                    " bytes, a " + std::string(to_string(format)) + " datagram needs " +
+                                    std::to_string(size));
+    }
+    check_stream_id("encode_datagram", header);
+    std::uint8_t* p = out.data();
+    if (format == bitstream_format::dqe_raw) {
+        put_dqe(p, dqe_id, header.bep_estimate);
+        std::memcpy(p + dqe_header_bytes, bits.data(), bitstream_payload_bytes);
+        return size;
+    }
+    put_header(p, header, format == bitstream_format::dqe ? payload_type::dqe : payload_type::bits);
     std::uint8_t* payload = p + bitstream_header_bytes;
     if (format == bitstream_format::dqe) {
         put_dqe(payload, dqe_id, header.bep_estimate);
@@ -186,6 +263,22 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
     }
     std::memcpy(payload, bits.data(), bitstream_payload_bytes);
     return size;
+}
+
+std::size_t encode_llr_datagram(const datagram_header& header, std::span<const std::int8_t> llrs, std::span<std::uint8_t> out)
+{
+    if (llrs.size() != llr_payload_bytes) {
+        throw std::invalid_argument("encode_llr_datagram: llrs is " + std::to_string(llrs.size()) + " bytes, expected " +
+                                    std::to_string(llr_payload_bytes));
+    }
+    if (out.size() < llr_datagram_bytes) {
+        throw std::invalid_argument("encode_llr_datagram: output buffer is " + std::to_string(out.size()) + " bytes, an LLR datagram needs " +
+                                    std::to_string(llr_datagram_bytes));
+    }
+    check_stream_id("encode_llr_datagram", header);
+    put_header(out.data(), header, payload_type::llrs);
+    std::memcpy(out.data() + bitstream_header_bytes, llrs.data(), llr_payload_bytes);
+    return llr_datagram_bytes;
 }
 
 decode_result decode_datagram(std::span<const std::uint8_t> datagram)
@@ -202,81 +295,58 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
         r.datagram.bits = datagram.subspan(dqe_header_bytes);
         return r;
     }
-    if (n < bitstream_header_bytes_v1) {
-        r.error = "datagram of " + std::to_string(n) + " bytes is shorter than the " +
-                  std::to_string(bitstream_header_bytes_v1) + "-byte paq header (version 1) and is no DQE frame";
+    read_header h;
+    r.error = read_paq_header(p, n, h);
+    if (!r.ok()) return r;
+    if (h.type == static_cast<std::uint8_t>(payload_type::llrs)) {
+        r.error = "payload type is 2: the trellis's LLRs (a soft stream, publisher.llr_destinations), not a bitstream";
         return r;
     }
-    if (get32(p + off_magic) != bitstream_magic) {
-        r.error = "magic is " + hex(get32(p + off_magic), 8) +
-                  ", expected 0x50415142 ('PAQB'), and the first word is no DQE sync 0xFAC4";
+    if (h.type != static_cast<std::uint8_t>(payload_type::bits) && h.type != static_cast<std::uint8_t>(payload_type::dqe)) {
+        r.error = "payload type is " + std::to_string(h.type) + ", allowed 0 (bits) or 1 (dqe)";
         return r;
     }
-    const std::uint8_t version = p[off_version];
-    if (version < 1 || version > bitstream_version) {
-        r.error = "version is " + std::to_string(version) + ", this decoder reads versions 1 .. " +
-                  std::to_string(bitstream_version);
-        return r;
-    }
-    const std::size_t header_length = get16(p + off_header_length);
-    const std::size_t min_header = version == 1 ? bitstream_header_bytes_v1 : bitstream_header_bytes;
-    if (header_length < min_header || header_length > n) {
-        r.error = "header length is " + std::to_string(header_length) + ", allowed for version " +
-                  std::to_string(version) + ": " + std::to_string(min_header) + " .. datagram length " +
-                  std::to_string(n);
-        return r;
-    }
-    if (p[off_stream_id] >= bitstream_streams) {
-        r.error = "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 11";
-        return r;
-    }
-    if (p[off_reserved8] != 0 || get16(p + off_reserved16) != 0) {
-        r.error = "reserved bytes 9..11 are " + hex(p[off_reserved8], 2) + " " + hex(get16(p + off_reserved16), 4) +
-                  ", must be zero";
-        return r;
-    }
-    const std::uint8_t type = p[off_payload_type];
-    if (type != static_cast<std::uint8_t>(payload_type::bits) && type != static_cast<std::uint8_t>(payload_type::dqe)) {
-        r.error = "payload type is " + std::to_string(type) + ", allowed 0 (bits) or 1 (dqe)";
-        return r;
-    }
-    const std::uint32_t payload_bits = get32(p + off_payload_bits);
-    if (payload_bits != bitstream_payload_bits) {
-        r.error = "payload bit count is " + std::to_string(payload_bits) + ", expected " +
-                  std::to_string(bitstream_payload_bits);
-        return r;
-    }
-    const std::size_t payload_size = n - header_length;
-    const std::uint8_t* payload = p + header_length;
-    if (type == static_cast<std::uint8_t>(payload_type::dqe)) {
+    const std::size_t payload_size = n - h.length;
+    const std::uint8_t* payload = p + h.length;
+    if (h.type == static_cast<std::uint8_t>(payload_type::dqe)) {
         r.error = check_dqe(payload, payload_size, "DQE payload");
         if (!r.ok()) return r;
         r.datagram.format = bitstream_format::dqe;
         r.datagram.dqe = dqe_words{get16(payload + 2), get16(payload + 4)};
-        r.datagram.bits = datagram.subspan(header_length + dqe_header_bytes);
+        r.datagram.bits = datagram.subspan(h.length + dqe_header_bytes);
     } else {
         if (payload_size != bitstream_payload_bytes) {
-            r.error = "datagram length is " + std::to_string(n) + " bytes, header length " +
-                      std::to_string(header_length) + " + payload " + std::to_string(bitstream_payload_bytes) +
-                      " = " + std::to_string(header_length + bitstream_payload_bytes) + " expected";
+            r.error = length_error(n, h.length, bitstream_payload_bytes);
             return r;
         }
         r.datagram.format = bitstream_format::paq;
-        r.datagram.bits = datagram.subspan(header_length);
+        r.datagram.bits = datagram.subspan(h.length);
     }
-    datagram_header& h = r.datagram.header;
-    h.stream_id = p[off_stream_id];
-    h.flags = get32(p + off_flags);
-    h.sequence = get64(p + off_sequence);
-    h.packet_index = get64(p + off_packet_index);
-    h.batch_index = get64(p + off_batch_index);
-    h.start_sample = get64(p + off_start_sample);
-    h.bep_estimate = std::bit_cast<float>(get32(p + off_bep));
-    h.cfo_rad_per_sample = std::bit_cast<float>(get32(p + off_cfo));
-    h.ebn0_db = std::bit_cast<float>(get32(p + off_ebn0));
-    h.utc_ns = version >= 2 ? static_cast<std::int64_t>(get64(p + off_utc)) : bitstream_unknown_utc_ns;
-    r.datagram.version = version;
-    r.datagram.header_length = header_length;
+    r.datagram.header = h.header;
+    r.datagram.version = h.version;
+    r.datagram.header_length = h.length;
+    return r;
+}
+
+llr_decode_result decode_llr_datagram(std::span<const std::uint8_t> datagram)
+{
+    llr_decode_result r;
+    read_header h;
+    r.error = read_paq_header(datagram.data(), datagram.size(), h);
+    if (!r.ok()) return r;
+    if (h.type != static_cast<std::uint8_t>(payload_type::llrs)) {
+        r.error = "payload type is " + std::to_string(h.type) + ", expected 2 (LLRs); 0 and 1 are bitstreams";
+        return r;
+    }
+    if (datagram.size() - h.length != llr_payload_bytes) {
+        r.error = length_error(datagram.size(), h.length, llr_payload_bytes);
+        return r;
+    }
+    r.datagram.header = h.header;
+    r.datagram.version = h.version;
+    r.datagram.header_length = h.length;
+    const auto payload = datagram.subspan(h.length);
+    r.datagram.llrs = {reinterpret_cast<const std::int8_t*>(payload.data()), payload.size()};
     return r;
 }
 

@@ -52,7 +52,15 @@ inline constexpr std::size_t dqe_header_bytes = 6;
 enum class payload_type : std::uint8_t {
     bits = 0,  ///< the 768 data bytes
     dqe = 1,   ///< a DQE frame: 6-byte DQE header, then the 768 data bytes
+    llrs = 2,  ///< the trellis's 6144 LLRs, a signed byte each (dsp::quantize_llr): a soft stream
 };
+
+/// A soft stream's datagram (publisher.llr_destinations): the paq header with payload type 2,
+/// then the packet's 6144 data-bit LLRs (dsp::quantize_llr: 4 steps per nat, +-127), one
+/// signed byte each in the order of the bits. 6216 bytes: above a 1500-byte MTU, so IP
+/// fragments it off the host (docs/BITSTREAM.md, "Soft streams").
+inline constexpr std::size_t llr_payload_bytes = waveform::data_bits;  // 6144
+inline constexpr std::size_t llr_datagram_bytes = bitstream_header_bytes + llr_payload_bytes;
 
 /// The on-wire formats a publisher can send.
 enum class bitstream_format : std::uint8_t {
@@ -152,6 +160,11 @@ struct dqe_words {
 std::size_t encode_datagram(bitstream_format format, const datagram_header& header, std::uint16_t dqe_id,
                             std::span<const std::uint8_t> bits, std::span<std::uint8_t> out);
 
+/// Writes one LLR datagram (payload type 2) into `out` and returns its size,
+/// llr_datagram_bytes. Throws std::invalid_argument when llrs is not 6144 bytes, out is too
+/// small or the stream id is above 11 (caller bugs).
+std::size_t encode_llr_datagram(const datagram_header& header, std::span<const std::int8_t> llrs, std::span<std::uint8_t> out);
+
 /// A datagram as the decoder found it. `bits` points into the decoded buffer.
 struct decoded_datagram {
     bitstream_format format = bitstream_format::paq;
@@ -174,7 +187,27 @@ struct decode_result {
 /// magic/sync, version (1 and 2 are read), header length (at least 64 for version 1, 72 for
 /// version 2; more is skipped), stream id, reserved bytes not zero, payload type,
 /// payload bit count, datagram length not matching the payload, DQE sync inside a dqe
-/// payload. Never throws except std::bad_alloc for the message.
+/// payload. An LLR datagram (payload type 2) is rejected with a message that says what it is.
+/// Never throws except std::bad_alloc for the message.
 [[nodiscard]] decode_result decode_datagram(std::span<const std::uint8_t> datagram);
+
+/// An LLR datagram as the decoder found it. `llrs` points into the decoded buffer.
+struct decoded_llr_datagram {
+    datagram_header header{};
+    std::uint8_t version = 0;          ///< 1 or 2
+    std::size_t header_length = 0;
+    std::span<const std::int8_t> llrs;  ///< the 6144 LLRs, in the order of the bits
+};
+
+struct llr_decode_result {
+    decoded_llr_datagram datagram;  ///< meaningful when ok()
+    std::string error;              ///< empty when valid; otherwise names the field and the value
+
+    [[nodiscard]] bool ok() const noexcept { return error.empty(); }
+};
+
+/// Decodes and validates one LLR datagram: the paq header's checks (decode_datagram's), then
+/// payload type 2 and a payload of exactly 6144 bytes. Never throws except std::bad_alloc.
+[[nodiscard]] llr_decode_result decode_llr_datagram(std::span<const std::uint8_t> datagram);
 
 }  // namespace paq::io

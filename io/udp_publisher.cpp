@@ -4,6 +4,7 @@
 #include <boost/asio/ip/udp.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -79,6 +80,14 @@ std::vector<std::string> udp_publisher_config::validate() const
         }
     }
     if (!any) e.emplace_back("destinations: all are empty (allowed: at least one host:port)");
+    for (std::size_t i = 0; i < llr_destinations.size(); ++i) {
+        if (llr_destinations[i].empty()) continue;
+        try {
+            (void)parse_host_port(llr_destinations[i]);
+        } catch (const std::invalid_argument& ex) {
+            e.push_back("llr_destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) + "): " + ex.what());
+        }
+    }
     if (send_buffer_bytes < min_send_buffer || send_buffer_bytes > max_send_buffer) {
         e.push_back(bad("send_buffer_bytes", send_buffer_bytes, "4096 .. 1073741824"));
     }
@@ -107,7 +116,9 @@ struct udp_publisher::impl {
     udp_publisher_config config;
     asio::io_context io;
     std::array<stream, dsp::chain::max_streams> streams;
+    std::array<stream, dsp::chain::num_paths> llr_streams;  ///< the soft streams, by path
     std::array<std::uint8_t, bitstream_max_datagram_bytes> buffer{};
+    std::vector<std::uint8_t> llr_buffer = std::vector<std::uint8_t>(llr_datagram_bytes);
     // Pacing: the earliest time the next datagram may go out.
     clock_type::duration interval{};
     clock_type::duration max_burst{};
@@ -121,17 +132,65 @@ struct udp_publisher::impl {
         next_send += interval;
     }
 
-    void log_error(int s, stream& st, const boost::system::error_code& ec)
+    void log_error(const std::string& label, stream& st, const boost::system::error_code& ec)
     {
         ++st.unlogged_errors;
         const auto now = clock_type::now();
         if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
-        spdlog::warn("bitstream {} -> {}: send failed: {} ({} error(s) since the last report)", dsp::stream_name(s),
-                     st.destination, ec.message(), st.unlogged_errors);
+        spdlog::warn("{} -> {}: send failed: {} ({} error(s) since the last report)", label, st.destination, ec.message(),
+                     st.unlogged_errors);
         st.last_log = now;
         st.unlogged_errors = 0;
     }
+
+    /// Resolves dest, opens and connects st's socket to it for `label` ("bitstream zf", "LLRs
+    /// of mmse"); std::runtime_error naming both when it cannot. Warns when the kernel grants
+    /// less send buffer than asked.
+    void open(udp::resolver& resolver, const std::string& label, const std::string& dest, stream& st)
+    {
+        st.destination = dest;
+        const host_port hp = parse_host_port(dest);
+        boost::system::error_code ec;
+        const auto results = resolver.resolve(hp.host, std::to_string(hp.port), udp::resolver::numeric_service, ec);
+        if (ec || results.empty()) {
+            throw std::runtime_error(label + ": destination '" + dest +
+                                     "' does not resolve: " + (ec ? ec.message() : std::string("no address")));
+        }
+        const udp::endpoint endpoint = results.begin()->endpoint();
+        st.socket.emplace(io);
+        st.socket->open(endpoint.protocol(), ec);
+        if (!ec) st.socket->set_option(asio::socket_base::send_buffer_size(static_cast<int>(config.send_buffer_bytes)), ec);
+        if (!ec) st.socket->connect(endpoint, ec);
+        if (ec) throw std::runtime_error(label + ": cannot open a UDP socket to '" + dest + "': " + ec.message());
+        asio::socket_base::send_buffer_size granted;
+        st.socket->get_option(granted, ec);
+        st.send_buffer_granted = ec ? 0 : static_cast<std::size_t>(granted.value());
+        // Linux doubles the request for its bookkeeping (capped at 2 * net.core.wmem_max);
+        // Asio's get_option halves it back, so this compares like with like.
+        if (st.send_buffer_granted < config.send_buffer_bytes) {
+            spdlog::warn("{} -> {}: SO_SNDBUF {} bytes requested, the kernel granted {} (raise net.core.wmem_max)", label, dest,
+                         config.send_buffer_bytes, st.send_buffer_granted);
+        }
+    }
+
+    /// Sends size bytes of data on st's socket (paced), counting it in c. kind and id name the
+    /// stream in a log line ("bitstream " / "LLRs of " and the stream's name), made only then.
+    void send(const char* kind, int id, stream& st, stream_send_counters& c, const std::uint8_t* data, std::size_t size)
+    {
+        if (config.max_datagrams_per_second > 0.0) pace();
+        c.packets_published.fetch_add(1, std::memory_order_relaxed);
+        boost::system::error_code ec;
+        const std::size_t sent = st.socket->send(asio::buffer(data, size), 0, ec);
+        if (ec || sent != size) {
+            c.send_errors.fetch_add(1, std::memory_order_relaxed);
+            log_error(kind + std::string(dsp::stream_name(id)), st, ec ? ec : asio::error::message_size);
+        } else {
+            c.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+            c.bytes_sent.fetch_add(size, std::memory_order_relaxed);
+        }
+    }
 };
+
 
 udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::make_unique<impl>(config))
 {
@@ -144,35 +203,11 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
     udp::resolver resolver(impl_->io);
     for (int s = 0; s < dsp::chain::max_streams; ++s) {
         const std::string& dest = config.destinations[static_cast<std::size_t>(s)];
-        if (dest.empty()) continue;
-        auto& st = impl_->streams[static_cast<std::size_t>(s)];
-        st.destination = dest;
-        const host_port hp = parse_host_port(dest);
-        boost::system::error_code ec;
-        const auto results = resolver.resolve(hp.host, std::to_string(hp.port), udp::resolver::numeric_service, ec);
-        if (ec || results.empty()) {
-            throw std::runtime_error("bitstream " + std::string(dsp::stream_name(s)) + ": destination '" + dest +
-                                     "' does not resolve: " + (ec ? ec.message() : std::string("no address")));
-        }
-        const udp::endpoint endpoint = results.begin()->endpoint();
-        st.socket.emplace(impl_->io);
-        st.socket->open(endpoint.protocol(), ec);
-        if (!ec) st.socket->set_option(asio::socket_base::send_buffer_size(static_cast<int>(config.send_buffer_bytes)), ec);
-        if (!ec) st.socket->connect(endpoint, ec);
-        if (ec) {
-            throw std::runtime_error("bitstream " + std::string(dsp::stream_name(s)) + ": cannot open a UDP socket to '" +
-                                     dest + "': " + ec.message());
-        }
-        asio::socket_base::send_buffer_size granted;
-        st.socket->get_option(granted, ec);
-        st.send_buffer_granted = ec ? 0 : static_cast<std::size_t>(granted.value());
-        // Linux doubles the request for its bookkeeping (capped at 2 * net.core.wmem_max);
-        // Asio's get_option halves it back, so this compares like with like.
-        if (st.send_buffer_granted < config.send_buffer_bytes) {
-            spdlog::warn("bitstream {} -> {}: SO_SNDBUF {} bytes requested, the kernel granted {} "
-                         "(raise net.core.wmem_max)",
-                         dsp::stream_name(s), dest, config.send_buffer_bytes, st.send_buffer_granted);
-        }
+        if (!dest.empty()) impl_->open(resolver, "bitstream " + std::string(dsp::stream_name(s)), dest, impl_->streams[static_cast<std::size_t>(s)]);
+    }
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        const std::string& dest = config.llr_destinations[static_cast<std::size_t>(p)];
+        if (!dest.empty()) impl_->open(resolver, "LLRs of " + std::string(dsp::stream_name(p)), dest, impl_->llr_streams[static_cast<std::size_t>(p)]);
     }
     if (config.max_datagrams_per_second > 0.0) {
         impl_->interval = std::chrono::duration_cast<clock_type::duration>(
@@ -197,7 +232,16 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                                     std::to_string(needed));
     }
     impl& m = *impl_;
-    const bool paced = m.config.max_datagrams_per_second > 0.0;
+    const bool soft = std::any_of(m.llr_streams.begin(), m.llr_streams.end(), [](const auto& st) { return st.socket.has_value(); });
+    if (soft && !batch.packets.empty() && batch.llrs.size() != batch.packets.size() * dsp::chain::num_paths * llr_payload_bytes) {
+        throw std::invalid_argument("udp_publisher::publish: batch " + std::to_string(batch.batch_index) + " has " +
+                                    std::to_string(batch.llrs.size()) + " LLRs for " + std::to_string(batch.packets.size()) +
+                                    " packets, which need " +
+                                    std::to_string(batch.packets.size() * dsp::chain::num_paths * llr_payload_bytes) +
+                                    " (the backend was not asked for them)");
+    }
+    // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
+    const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
     for (std::size_t k = 0; k < batch.packets.size(); ++k) {
         const dsp::packet_record& rec = batch.packets[k];
         datagram_header h;
@@ -216,18 +260,17 @@ void udp_publisher::publish(const dsp::batch_output& batch)
             h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
             const std::size_t size = encode_datagram(m.config.format, h, m.config.dqe_id.id_for(s),
                                                      {batch.packet_bits(k, s), dsp::packed_data_bytes}, m.buffer);
-            if (paced) m.pace();
-            auto& c = counters_[static_cast<std::size_t>(s)];
-            c.packets_published.fetch_add(1, std::memory_order_relaxed);
-            boost::system::error_code ec;
-            const std::size_t sent = st.socket->send(asio::buffer(m.buffer.data(), size), 0, ec);
-            if (ec || sent != size) {
-                c.send_errors.fetch_add(1, std::memory_order_relaxed);
-                m.log_error(s, st, ec ? ec : asio::error::message_size);
-            } else {
-                c.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
-                c.bytes_sent.fetch_add(size, std::memory_order_relaxed);
-            }
+            m.send("bitstream ", s, st, counters_[static_cast<std::size_t>(s)], m.buffer.data(), size);
+        }
+        for (int p = 0; soft && p < dsp::chain::num_paths; ++p) {
+            auto& st = m.llr_streams[static_cast<std::size_t>(p)];
+            if (!st.socket) continue;
+            const int s = trellis_first + p;
+            h.stream_id = static_cast<std::uint8_t>(s);
+            h.sequence = st.sequence++;
+            h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
+            const std::size_t size = encode_llr_datagram(h, {batch.packet_llrs(k, p), llr_payload_bytes}, m.llr_buffer);
+            m.send("LLRs of ", p, st, llr_counters_[static_cast<std::size_t>(p)], m.llr_buffer.data(), size);
         }
         packets_published_.fetch_add(1, std::memory_order_relaxed);
     }
@@ -246,6 +289,27 @@ bool udp_publisher::enabled(int stream) const noexcept
     return stream >= 0 && stream < dsp::chain::max_streams && impl_->streams[static_cast<std::size_t>(stream)].socket;
 }
 
+const stream_send_counters& udp_publisher::llr_counters(int path) const
+{
+    if (path < 0 || path >= dsp::chain::num_paths) {
+        throw std::out_of_range("udp_publisher::llr_counters: path " + std::to_string(path) + " (allowed: 0 .. 5)");
+    }
+    return llr_counters_[static_cast<std::size_t>(path)];
+}
+
+bool udp_publisher::llr_enabled(int path) const noexcept
+{
+    return path >= 0 && path < dsp::chain::num_paths && impl_->llr_streams[static_cast<std::size_t>(path)].socket;
+}
+
+bool udp_publisher::any_llr_enabled() const noexcept
+{
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        if (llr_enabled(p)) return true;
+    }
+    return false;
+}
+
 std::size_t udp_publisher::send_buffer_granted(int stream) const noexcept
 {
     return enabled(stream) ? impl_->streams[static_cast<std::size_t>(stream)].send_buffer_granted : 0;
@@ -257,6 +321,12 @@ std::string udp_publisher::describe() const
     os << to_string(impl_->config.format) << " to";
     for (int s = 0; s < dsp::chain::max_streams; ++s) {
         if (enabled(s)) os << ' ' << dsp::stream_name(s) << '=' << impl_->streams[static_cast<std::size_t>(s)].destination;
+    }
+    if (any_llr_enabled()) {
+        os << "; LLRs of";
+        for (int p = 0; p < dsp::chain::num_paths; ++p) {
+            if (llr_enabled(p)) os << ' ' << dsp::stream_name(p) << '=' << impl_->llr_streams[static_cast<std::size_t>(p)].destination;
+        }
     }
     os << ", SO_SNDBUF " << impl_->config.send_buffer_bytes << " bytes, ";
     if (impl_->config.max_datagrams_per_second > 0.0) {

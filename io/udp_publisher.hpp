@@ -42,10 +42,16 @@ struct udp_publisher_config {
     /// string disables that stream. A batch's streams beyond batch_output::streams have
     /// nothing to send.
     std::array<std::string, dsp::chain::max_streams> destinations{};
+    /// Soft streams: per path (0 none .. 5 fde2), where the trellis's LLRs of that path go,
+    /// one datagram per packet (io::encode_llr_datagram, payload type 2; its stream id is the
+    /// trellis's stream of the path: the path with detector trellis, 6 + path with both);
+    /// empty: none. The batches must carry LLRs (dsp::batch_processor::set_soft_output) when any is set.
+    std::array<std::string, dsp::chain::num_paths> llr_destinations{};
     bitstream_format format = bitstream_format::paq;
     dqe_id_config dqe_id{};                               ///< the DQE ID word (dqe, dqe-raw)
     std::size_t send_buffer_bytes = std::size_t{8} << 20;  ///< SO_SNDBUF per socket, 4096 .. 1 GiB
-    /// Upper bound on datagrams per second over all streams; 0 = unpaced, else 1 .. 1e8.
+    /// Upper bound on datagrams per second over all streams, soft streams included; 0 =
+    /// unpaced, else 1 .. 1e8.
     /// After an idle spell at most 1 ms worth of datagrams go out back to back.
     double max_datagrams_per_second = 0.0;
 
@@ -75,8 +81,10 @@ public:
     udp_publisher& operator=(const udp_publisher&) = delete;
 
     /// Sends every packet of the batch, in order, on every enabled stream of the batch's
-    /// streams (the datagrams of one packet go out together). Call from one thread. Network errors are counted, not
-    /// thrown; std::invalid_argument only when batch.bits is smaller than the packets need.
+    /// streams, then on every enabled soft stream (the datagrams of one packet go out
+    /// together). Call from one thread. Network errors are counted, not thrown;
+    /// std::invalid_argument only when batch.bits is smaller than the packets need, or when
+    /// a soft stream is enabled and the batch carries no LLRs for its packets.
     void publish(const dsp::batch_output& batch);
 
     /// stream: 0 .. 11 (dsp::stream_name).
@@ -87,6 +95,10 @@ public:
         return packets_published_.load(std::memory_order_relaxed);
     }
     [[nodiscard]] bool enabled(int stream) const noexcept;
+    /// The soft stream of path 0 .. 5 (llr_destinations).
+    [[nodiscard]] const stream_send_counters& llr_counters(int path) const;
+    [[nodiscard]] bool llr_enabled(int path) const noexcept;
+    [[nodiscard]] bool any_llr_enabled() const noexcept;
     /// SO_SNDBUF the stream's socket got, in the request's terms (Linux doubles a request for
     /// its bookkeeping; Asio halves the reported value back); 0 for a disabled stream.
     [[nodiscard]] std::size_t send_buffer_granted(int stream) const noexcept;
@@ -97,6 +109,7 @@ private:
     struct impl;
     std::unique_ptr<impl> impl_;
     std::array<stream_send_counters, dsp::chain::max_streams> counters_{};
+    std::array<stream_send_counters, dsp::chain::num_paths> llr_counters_{};
     std::atomic<std::uint64_t> packets_published_{0};
 };
 

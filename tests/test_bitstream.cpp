@@ -222,6 +222,60 @@ TEST(bitstream, encoder_rejects_caller_bugs)
     EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, bits, out), std::invalid_argument);
 }
 
+TEST(bitstream, llr_datagrams_round_trip_and_are_told_from_the_bitstreams)
+{
+    // The soft streams' datagram (publisher.llr_destinations): the paq header with payload
+    // type 2, then the 6144 LLRs as signed bytes. Every header field and byte survives; the
+    // bitstream decoder (paq-bert's) names it instead of reading it as bits, and the LLR
+    // decoder refuses a bitstream datagram and a wrong length.
+    io::datagram_header h;
+    h.stream_id = 8;  // mmse_trellis (detector both)
+    h.sequence = 41;
+    h.packet_index = 5;
+    h.batch_index = 3;
+    h.start_sample = 123456789012ULL;
+    h.flags = 0x21;
+    h.bep_estimate = 2.5e-4f;
+    h.cfo_rad_per_sample = -0.0125f;
+    h.ebn0_db = 12.5f;
+    h.utc_ns = 1'700'000'000'123'456'789LL;
+    std::vector<std::int8_t> llrs(io::llr_payload_bytes);
+    for (std::size_t i = 0; i < llrs.size(); ++i) llrs[i] = static_cast<std::int8_t>(static_cast<int>((i * 37) % 255) - 127);
+    std::vector<std::uint8_t> d(io::llr_datagram_bytes);
+    ASSERT_EQ(io::encode_llr_datagram(h, llrs, d), 6216u);
+    EXPECT_EQ(d[5], 2);                  // payload type
+    EXPECT_EQ(d[60] << 24 | d[61] << 16 | d[62] << 8 | d[63], 6144);  // payload bits, big-endian
+    EXPECT_EQ(static_cast<std::int8_t>(d[72]), llrs[0]);
+    const auto r = io::decode_llr_datagram(d);
+    ASSERT_TRUE(r.ok()) << r.error;
+    EXPECT_EQ(r.datagram.header, h);
+    EXPECT_EQ(r.datagram.version, 2);
+    EXPECT_EQ(r.datagram.header_length, 72u);
+    ASSERT_EQ(r.datagram.llrs.size(), llrs.size());
+    EXPECT_TRUE(std::equal(llrs.begin(), llrs.end(), r.datagram.llrs.begin()));
+
+    const auto as_bits = io::decode_datagram(d);
+    EXPECT_FALSE(as_bits.ok());
+    EXPECT_NE(as_bits.error.find("payload type is 2: the trellis's LLRs"), std::string::npos) << as_bits.error;
+    const auto bits_datagram = valid_datagram(bitstream_format::paq);
+    const auto as_llrs = io::decode_llr_datagram(bits_datagram);
+    EXPECT_FALSE(as_llrs.ok());
+    EXPECT_NE(as_llrs.error.find("payload type is 0, expected 2 (LLRs)"), std::string::npos) << as_llrs.error;
+    auto shorter = d;
+    shorter.pop_back();
+    const auto truncated = io::decode_llr_datagram(shorter);
+    EXPECT_FALSE(truncated.ok());
+    EXPECT_NE(truncated.error.find("datagram length is 6215 bytes"), std::string::npos) << truncated.error;
+    auto bad_magic = d;
+    bad_magic[0] = 'X';
+    EXPECT_NE(io::decode_llr_datagram(bad_magic).error.find("magic is 0x58415142"), std::string::npos);
+
+    EXPECT_THROW(io::encode_llr_datagram(h, {llrs.data(), 6143}, d), std::invalid_argument);
+    EXPECT_THROW(io::encode_llr_datagram(h, llrs, {d.data(), 6215}), std::invalid_argument);
+    h.stream_id = 12;
+    EXPECT_THROW(io::encode_llr_datagram(h, llrs, d), std::invalid_argument);
+}
+
 TEST(bitstream, format_names_parse)
 {
     EXPECT_EQ(io::parse_bitstream_format("paq"), bitstream_format::paq);

@@ -1355,3 +1355,42 @@ TEST(daemon_config, detector_both_and_the_trellis_streams_destinations)
             << what;
     }
 }
+
+// publisher.llr_destinations: the soft streams, per path; off by default and not written
+// then; written back and read again when set; refused at their line without the trellis, and
+// a bad host:port named.
+TEST(daemon_config, soft_stream_destinations)
+{
+    const auto plain = paq::config::parse_daemon_config("source:\n  type: vita49\nreceiver:\n  detector: trellis\n");
+    EXPECT_FALSE(plain.publisher.any_llr());
+    EXPECT_FALSE(contains(paq::config::to_yaml(plain), "llr_destinations")) << paq::config::to_yaml(plain);
+
+    const auto soft = paq::config::parse_daemon_config(
+        "source:\n  type: vita49\nreceiver:\n  detector: trellis\npublisher:\n  llr_destinations:\n    mmse: 127.0.0.1:50102\n"
+        "    fde2: \"[::1]:50105\"\n");
+    EXPECT_TRUE(soft.publisher.any_llr());
+    EXPECT_EQ(soft.publisher.udp.llr_destinations[2], "127.0.0.1:50102");
+    EXPECT_EQ(soft.publisher.udp.llr_destinations[5], "[::1]:50105");
+    EXPECT_TRUE(soft.publisher.udp.llr_destinations[0].empty());
+    const auto text = paq::config::to_yaml(soft);
+    EXPECT_TRUE(contains(text, "  llr_destinations:\n    mmse: \"127.0.0.1:50102\"\n    fde2: \"[::1]:50105\"\n")) << text;
+    EXPECT_EQ(paq::config::to_yaml(paq::config::parse_daemon_config(text)), text);
+    // With detector both as well (the LLRs are those of the `_trellis` streams).
+    EXPECT_NO_THROW((void)paq::config::parse_daemon_config(
+        "source:\n  type: vita49\nreceiver:\n  detector: both\npublisher:\n  llr_destinations:\n    none: 127.0.0.1:50100\n"));
+
+    const auto refused = [](const std::string& yaml, const std::string& expected) {
+        try {
+            (void)paq::config::parse_daemon_config(yaml, "t.yaml");
+            ADD_FAILURE() << "accepted: " << yaml;
+        } catch (const std::exception& e) {
+            EXPECT_TRUE(contains(e.what(), expected)) << e.what();
+        }
+    };
+    refused("source:\n  type: vita49\npublisher:\n  llr_destinations:\n    mmse: 127.0.0.1:50102\n",
+            "t.yaml:5: publisher.llr_destinations.mmse: the LLRs are the trellis's, but receiver.detector is sxs");
+    refused("source:\n  type: vita49\nreceiver:\n  detector: trellis\npublisher:\n  llr_destinations:\n    cma: 127.0.0.1\n",
+            "llr_destinations[3] (cma): destination '127.0.0.1' has no ':port'");
+    refused("source:\n  type: vita49\nreceiver:\n  detector: trellis\npublisher:\n  llr_destinations:\n    mmse_trellis: 127.0.0.1:1\n",
+            "mmse_trellis");
+}

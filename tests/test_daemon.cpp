@@ -660,6 +660,9 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     snap.publisher = daemon::service_snapshot::publisher_values{};
     snap.publisher->send_errors[2] = 5;
     snap.publisher->send_errors[4] = 6;
+    snap.publisher->soft = true;  // soft streams (publisher.llr_destinations)
+    snap.publisher->llr_datagrams_sent = 7;
+    snap.publisher->llr_send_errors = 2;
     snap.records = daemon::service_snapshot::records_values{10, 1};
     snap.recording = daemon::service_snapshot::recording_values{1000, 0};
     for (int p = 0; p < dsp::chain::num_paths; ++p) snap.pipeline.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);

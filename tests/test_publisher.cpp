@@ -207,6 +207,96 @@ INSTANTIATE_TEST_SUITE_P(formats, publisher_loopback,
                              return s;
                          });
 
+TEST(udp_publisher, soft_streams_carry_the_trellis_llrs_of_each_listed_path)
+{
+    // publisher.llr_destinations: after each packet's bitstream datagrams, one LLR datagram
+    // per listed path, its stream id the trellis's stream of the path (the path itself with
+    // detector trellis, 6 + path with both), its sequence its own, its LLRs the batch's.
+    for (const int streams : {dsp::chain::num_paths, dsp::chain::max_streams}) {
+        SCOPED_TRACE(std::to_string(streams) + " streams");
+        udp_receiver bits_rx, llr_rx;
+        io::udp_publisher_config c;
+        c.send_buffer_bytes = 1 << 20;
+        c.destinations[0] = bits_rx.destination();
+        c.llr_destinations[2] = llr_rx.destination();  // mmse
+        c.llr_destinations[5] = llr_rx.destination();  // fde2
+        io::udp_publisher pub(c);
+        EXPECT_TRUE(pub.llr_enabled(2));
+        EXPECT_TRUE(pub.llr_enabled(5));
+        EXPECT_FALSE(pub.llr_enabled(0));
+        EXPECT_TRUE(pub.any_llr_enabled());
+        EXPECT_NE(pub.describe().find("LLRs of mmse=" + llr_rx.destination() + " fde2="), std::string::npos) << pub.describe();
+
+        auto batches = test::make_pn_batches(2, 3);
+        std::uint64_t k_all = 0;
+        for (auto& b : batches) {
+            b.streams = streams;
+            b.bits.resize(b.packets.size() * b.packet_bytes(), 0x3C);
+            b.llrs.resize(b.packets.size() * dsp::chain::num_paths * waveform::data_bits);
+            for (std::size_t i = 0; i < b.llrs.size(); ++i) {
+                b.llrs[i] = static_cast<std::int8_t>(static_cast<int>((i * 13 + k_all) % 255) - 127);
+            }
+            for (auto& rec : b.packets) {
+                for (int st = 0; st < dsp::chain::max_streams; ++st) rec.paths[static_cast<std::size_t>(st)].bep_estimate = 1e-3f * static_cast<float>(st + 1);
+            }
+            k_all += b.packets.size();
+        }
+        // A batch without its LLRs is the caller's bug (the backend was not asked for them).
+        auto bare = batches[0];
+        bare.llrs.clear();
+        EXPECT_THROW(pub.publish(bare), std::invalid_argument);
+        EXPECT_EQ(pub.packets_published(), 0u);
+
+        for (const auto& b : batches) pub.publish(b);
+        std::uint64_t packet_index = 0;
+        for (const auto& b : batches) {
+            for (std::size_t k = 0; k < b.packets.size(); ++k, ++packet_index) {
+                for (const int p : {2, 5}) {
+                    SCOPED_TRACE("packet " + std::to_string(packet_index) + " path " + std::to_string(p));
+                    const auto d = llr_rx.receive(2000);
+                    ASSERT_TRUE(d.has_value());
+                    ASSERT_EQ(d->size(), io::llr_datagram_bytes);
+                    const auto r = io::decode_llr_datagram(*d);
+                    ASSERT_TRUE(r.ok()) << r.error;
+                    const auto& h = r.datagram.header;
+                    const int trellis_stream = streams == dsp::chain::max_streams ? dsp::chain::num_paths + p : p;
+                    EXPECT_EQ(h.stream_id, trellis_stream);
+                    EXPECT_EQ(h.sequence, packet_index);
+                    EXPECT_EQ(h.packet_index, packet_index);
+                    EXPECT_EQ(h.batch_index, b.batch_index);
+                    EXPECT_EQ(h.start_sample, b.packets[k].start_sample);
+                    EXPECT_EQ(h.bep_estimate, b.packets[k].paths[static_cast<std::size_t>(trellis_stream)].bep_estimate);
+                    EXPECT_TRUE(std::equal(r.datagram.llrs.begin(), r.datagram.llrs.end(), b.packet_llrs(k, p)));
+                }
+                const auto bits = bits_rx.receive(2000);
+                ASSERT_TRUE(bits.has_value());
+                EXPECT_TRUE(io::decode_datagram(*bits).ok());
+            }
+        }
+        EXPECT_FALSE(llr_rx.receive(50).has_value());
+        for (const int p : {2, 5}) {
+            const auto& cnt = pub.llr_counters(p);
+            EXPECT_EQ(cnt.packets_published.load(), 6u);
+            EXPECT_EQ(cnt.datagrams_sent.load(), 6u);
+            EXPECT_EQ(cnt.send_errors.load(), 0u);
+            EXPECT_EQ(cnt.bytes_sent.load(), 6u * io::llr_datagram_bytes);
+        }
+        EXPECT_EQ(pub.llr_counters(0).packets_published.load(), 0u);
+        EXPECT_EQ(pub.counters(0).datagrams_sent.load(), 6u);
+        EXPECT_THROW((void)pub.llr_counters(6), std::out_of_range);
+    }
+}
+
+TEST(udp_publisher_config, a_bad_soft_stream_destination_is_named)
+{
+    io::udp_publisher_config c;
+    c.destinations[0] = "127.0.0.1:5000";
+    c.llr_destinations[4] = "localhost";
+    const auto e = c.validate();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_NE(e[0].find("llr_destinations[4] (fde1): destination 'localhost' has no ':port'"), std::string::npos) << e[0];
+}
+
 TEST(udp_publisher, a_closed_port_is_counted_not_thrown)
 {
     udp_receiver rx;

@@ -53,6 +53,12 @@ $(if [[ ${DETECTOR:-sxs} == both ]]; then
     k=6
     for p in none zf mmse cma fde1 fde2; do echo "    ${p}_trellis: \"127.0.0.1:$((bert_port + k))\""; k=$((k + 1)); done
   fi)
+$(if [[ -n ${LLR_PORTS:-} ]]; then
+    read -r mmse_port fde2_port <<< "$LLR_PORTS"
+    echo "  llr_destinations:"
+    echo "    mmse: \"127.0.0.1:$mmse_port\""
+    echo "    fde2: \"127.0.0.1:$fde2_port\""
+  fi)
 metrics:
   port: 0
 monitor:
@@ -461,12 +467,69 @@ both)
   # and again by the trellis, over TCP to paq-bert on twelve ports. Each stream's bits and
   # errors equal the offline replay's with --detector both, whose streams equal a plain sxs
   # replay's (0 .. 5) and a trellis replay's (6 .. 11); the records have the twelve columns.
-  offline offline --detector both --records "$work/both"
+  offline offline --detector both --records "$work/both" --llr-out "$work/llr"
   offline offline-sxs --detector sxs
   offline offline-trellis --detector trellis
   grep -q "mmse_trellis" "$work/offline.txt" || fail "the replay's table has no mmse_trellis row: $(cat "$work/offline.txt")"
-  DETECTOR=both BERT_STREAMS=12 tcp_live
+  # Soft streams (publisher.llr_destinations) of mmse and fde2: a receiver on two ephemeral
+  # ports keeps each datagram as the replay's LLR files hold a packet (start sample, LLRs).
+  python3 - "$work" <<'EOF2' &
+import json, os, select, socket, struct, sys, time
+work = sys.argv[1]
+socks = []
+for name in ("mmse", "fde2"):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+    s.bind(("127.0.0.1", 0))
+    socks.append((name, s, open(f"{work}/live-{name}.llr", "wb"), {"datagrams": 0, "stream_ids": set(), "sequence_gaps": 0, "bad": 0}))
+with open(f"{work}/llr-ports.tmp", "w") as f:
+    f.write(" ".join(str(s.getsockname()[1]) for _, s, _, _ in socks))
+os.rename(f"{work}/llr-ports.tmp", f"{work}/llr-ports")
+last, start = time.time(), time.time()
+while time.time() - last < 6 and time.time() - start < 240 and not os.path.exists(f"{work}/llr-stop"):
+    ready, _, _ = select.select([s for _, s, _, _ in socks], [], [], 0.2)
+    for name, s, out, st in socks:
+        if s not in ready:
+            continue
+        d = s.recv(65536)
+        last = time.time()
+        magic, version, ptype, hlen, sid = struct.unpack(">IBBHB", d[:9])
+        seq, = struct.unpack(">Q", d[16:24])
+        start_sample, = struct.unpack(">Q", d[40:48])
+        if (magic, version, ptype, hlen, len(d)) != (0x50415142, 2, 2, 72, 6216):
+            st["bad"] += 1
+            continue
+        st["sequence_gaps"] += seq != st["datagrams"]
+        st["datagrams"] += 1
+        st["stream_ids"].add(sid)
+        out.write(struct.pack("<Q", start_sample) + d[72:])
+summary = {}
+for name, s, out, st in socks:
+    out.close()
+    summary[name] = dict(st, stream_ids=sorted(st["stream_ids"]))
+json.dump(summary, open(f"{work}/llr-live.json", "w"))
+EOF2
+  llr_pid=$!
+  pids+=("$llr_pid")
+  for _ in $(seq 1 50); do [[ -f "$work/llr-ports" ]] && break; sleep 0.1; done
+  [[ -f "$work/llr-ports" ]] || fail "the LLR receiver did not start"
+  LLR_PORTS=$(cat "$work/llr-ports") DETECTOR=both BERT_STREAMS=12 tcp_live
   compare exact
+  touch "$work/llr-stop"
+  wait "$llr_pid" || fail "the LLR receiver failed"
+  python3 - "$work" <<'EOF2' || fail "the soft streams against the replay's LLR files"
+import json, sys
+work = sys.argv[1]
+got, live = json.load(open(f"{work}/llr-live.json")), json.load(open(f"{work}/live.json"))
+for name, sid in (("mmse", 8), ("fde2", 11)):
+    g = got[name]
+    assert g["bad"] == 0 and g["sequence_gaps"] == 0 and g["stream_ids"] == [sid], (name, g)
+    a, b = open(f"{work}/live-{name}.llr", "rb").read(), open(f"{work}/llr-{name}_trellis.llr", "rb").read()
+    assert len(a) == len(b) == live["packets_found"] * 6152, (name, len(a), len(b), live["packets_found"])
+    assert a == b, f"{name}: the live LLRs differ from the replay's"
+    print(f"soft stream {name}: {g['datagrams']} datagrams (stream id {sid}), byte for byte the replay's --llr-out file")
+assert live["llr_datagrams_sent"] == 2 * live["packets_found"] and live["llr_send_errors"] == 0, live
+EOF2
   python3 - "$work" <<'EOF2' || fail "twelve streams against the single-detector replays"
 import csv, json, sys
 work = sys.argv[1]
