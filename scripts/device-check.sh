@@ -254,14 +254,19 @@ if [[ $mode == soak ]]; then
   # CUDA backend; the six streams unpaced to paq-bert on this machine; the monitor on. Run for
   # SOAK_S seconds (default 300); paqd's RSS every 10 s; its --json-out has the counters.
   # SOAK_PUBLISHER=off: no bitstreams (to see what the publisher costs); SOAK_CHUNK: the file
-  # source's chunk_samples (65536).
+  # source's chunk_samples (65536); SOAK_DETECTOR: receiver.detector (sxs); SOAK_LLR=on: the six
+  # soft streams (publisher.llr_destinations, needs the trellis) to ports 50100 .. 50105, where
+  # a receiver counts their datagrams (soak-llr.json).
   soak_s=${SOAK_S:-300}
   ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
     --output /tmp/paq-soak > /dev/null
   {
     echo "source: {type: file, file: {path: /tmp/paq-soak.sigmf-meta, paced: false, loop: true, chunk_samples: ${SOAK_CHUNK:-65536}}}"
     echo "pipeline: {backend: cuda, gpus: [0]}"
-    if [[ ${SOAK_PUBLISHER:-on} == on ]]; then
+    echo "receiver: {detector: ${SOAK_DETECTOR:-sxs}}"
+    if [[ ${SOAK_PUBLISHER:-on} == on && ${SOAK_LLR:-off} == on ]]; then
+      echo "publisher: {max_datagrams_per_second: 0, llr_destinations: {none: 127.0.0.1:50100, zf: 127.0.0.1:50101, mmse: 127.0.0.1:50102, cma: 127.0.0.1:50103, fde1: 127.0.0.1:50104, fde2: 127.0.0.1:50105}}"
+    elif [[ ${SOAK_PUBLISHER:-on} == on ]]; then
       echo "publisher: {max_datagrams_per_second: 0}"
     else
       echo "publisher: {enabled: false}"
@@ -273,6 +278,30 @@ if [[ $mode == soak ]]; then
   ./.device/paq-bert --base-port 50000 --interval 0 --idle-timeout 600 --json "$out/soak-bert.json" \
     > "$out/soak-bert.log" 2>&1 &
   bert=$!
+  llr_rx=
+  if [[ ${SOAK_LLR:-off} == on ]]; then
+    python3 - "$out/soak-llr.json" <<'EOF' &
+import json, selectors, signal, socket, sys
+sel, counts = selectors.DefaultSelector(), {}
+for port in range(50100, 50106):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 << 20)
+    s.bind(("127.0.0.1", port))
+    sel.register(s, selectors.EVENT_READ, port)
+    counts[port] = {"datagrams": 0, "bytes": 0, "bad": 0}
+running = [True]
+signal.signal(signal.SIGTERM, lambda *a: running.__setitem__(0, False))
+while running[0]:
+    for key, _ in sel.select(0.5):
+        d = key.fileobj.recv(65536)
+        c = counts[key.data]
+        c["datagrams"] += 1
+        c["bytes"] += len(d)
+        c["bad"] += len(d) != 6216 or d[5] != 2
+json.dump(counts, open(sys.argv[1], "w"))
+EOF
+    llr_rx=$!
+  fi
   sleep 0.5
   ./.device/paqd --config /tmp/paq-soak.yaml --duration "$soak_s" --json-out "$out/soak-paqd.json" > "$out/soak-paqd.log" 2>&1 &
   paqd=$!
@@ -298,6 +327,11 @@ if [[ $mode == soak ]]; then
   sleep 1
   kill -TERM $bert
   wait $bert
+  if [[ -n $llr_rx ]]; then
+    kill -TERM "$llr_rx"
+    wait "$llr_rx"
+    echo "soft streams received (port: datagrams, bytes, bad): $(cat "$out/soak-llr.json" 2> /dev/null)"
+  fi
   grep -v "info:    " "$out/soak-paqd.log" | tail -25
   tail -9 "$out/soak-bert.log"
   echo "CPU seconds per thread of paqd (10 s before its end); paq-bert: ${bert_cpu:-?} s"
