@@ -16,7 +16,8 @@
 // packets the receiver missed, as dsp::stream_ber_counter does) and, since version 2, the UTC
 // of the packet's first sample (version 1, 64 bytes, without it, is still decoded). dqe-raw is the bare IRIG 106
 // DQE frame for consumers that frame-sync on 0xFAC4 and know nothing of paq (see
-// docs/BITSTREAM.md for why it exists and what it loses).
+// docs/BITSTREAM.md for why it exists and what it loses). A soft stream's datagram is the paq
+// header with payload type 2 and the packet's 6144 LLRs (encode_llr_datagram).
 #pragma once
 
 #include "dsp/batch.hpp"

@@ -191,7 +191,6 @@ struct udp_publisher::impl {
     }
 };
 
-
 udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::make_unique<impl>(config))
 {
     const auto errors = config.validate();

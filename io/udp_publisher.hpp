@@ -1,9 +1,12 @@
 // Sends the output bitstreams as UDP datagrams (io/bitstream.hpp, docs/BITSTREAM.md): one
 // datagram per packet per enabled stream, each stream to its own destination. The streams are
-// the six paths, and with receiver.detector both the six paths decided by the trellis.
+// the six paths, and with receiver.detector both the six paths decided by the trellis; the
+// soft streams carry the trellis's LLRs of the paths listed in llr_destinations.
 //
 //   batch_output --publish()--> for each packet, for each enabled stream (none .. fde2_trellis):
 //                                   encode (paq | dqe | dqe-raw) -> [pacing] -> send()
+//                               then for each enabled soft stream (path none .. fde2):
+//                                   encode_llr_datagram -> [pacing] -> send()
 //
 // Lifecycle: construct (validate, resolve, open and connect the sockets: everything that can
 // fail for setup reasons throws here) -> publish() per batch from one thread -> destroy.
