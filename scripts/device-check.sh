@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|levels|frontend|phasenoise|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -338,6 +338,67 @@ EOF
   cat "$out/soak-threads.txt" 2> /dev/null
   echo "RSS (kB) every 10 s:"
   awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
+fi
+if [[ $mode == soft ]]; then
+  # Issue 14: the live service's soft streams on the CUDA backend against `paqd replay --backend
+  # cuda --llr-out` of the same recording (edwards3 12 dB, 25 MS/s, +60 ppm, 4 s): a receiver
+  # keeps the mmse and fde2 LLR datagrams as the replay's file records (start sample, LLRs),
+  # and every record must be equal. Paced to 5000 datagrams/s for the receiver's sake.
+  w=/tmp/paq-soft
+  rm -rf "$w" && mkdir -p "$w"
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 30000 --seconds 4 --seed 93 --sample-rate 25e6 --clock-ppm 60 \
+    --datatype ci16_le --output "$w/rec" > /dev/null
+  python3 - "$w" <<'EOF' &
+import select, socket, sys, time
+w = sys.argv[1]
+socks = []
+for port, name in ((50102, "mmse"), (50105, "fde2")):
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 << 20)
+    s.bind(("127.0.0.1", port))
+    socks.append((s, open(f"{w}/live-{name}.llr", "wb")))
+open(f"{w}/ready", "w").close()
+last = time.time()
+while time.time() - last < 5:
+    ready, _, _ = select.select([s for s, _ in socks], [], [], 0.2)
+    for s, f in socks:
+        if s in ready:
+            d = s.recv(65536)
+            last = time.time()
+            f.write(d[40:48][::-1] + d[72:])  # the header's start sample (big-endian) as the file's (little-endian)
+for _, f in socks:
+    f.close()
+EOF
+  rx=$!
+  for _ in $(seq 1 100); do [[ -f $w/ready ]] && break; sleep 0.1; done
+  {
+    echo "source: {type: file, file: {path: $w/rec.sigmf-meta, paced: false}}"
+    echo "pipeline: {backend: cuda, gpus: [0]}"
+    echo "receiver: {detector: trellis}"
+    echo "publisher: {max_datagrams_per_second: 5000, destinations: {mmse: \"127.0.0.1:50002\"}, llr_destinations: {mmse: \"127.0.0.1:50102\", fde2: \"127.0.0.1:50105\"}}"
+    echo "log: {destination: console}"
+  } > "$w/live.yaml"
+  ./.device/paqd --config "$w/live.yaml" --json-out "$out/soft-live.json" > "$out/soft-live.log" 2>&1 || status=1
+  wait $rx
+  ./.device/paqd replay "$w/rec.sigmf-meta" --backend cuda --detector trellis --llr-out "$w/llr" \
+    --json-out "$out/soft-replay.json" > "$out/soft-replay.log" 2>&1 || status=1
+  python3 - "$w" "$out" <<'EOF' || status=1
+import json, sys
+w, out = sys.argv[1], sys.argv[2]
+live, rep = json.load(open(f"{out}/soft-live.json")), json.load(open(f"{out}/soft-replay.json"))
+print("packets: live", live["packets_found"], "replay", rep["packets_found"], "; LLR datagrams sent", live["llr_datagrams_sent"],
+      "send errors", live["llr_send_errors"])
+ok = True
+for n in ("mmse", "fde2"):
+    a, b = open(f"{w}/live-{n}.llr", "rb").read(), open(f"{w}/llr-{n}.llr", "rb").read()
+    ra = {a[i:i + 8]: a[i + 8:i + 6152] for i in range(0, len(a), 6152)}
+    rb = {b[i:i + 8]: b[i + 8:i + 6152] for i in range(0, len(b), 6152)}
+    common = set(ra) & set(rb)
+    diff = sum(ra[k] != rb[k] for k in common)
+    print(f"{n}: live {len(ra)} records, replay {len(rb)}, in both {len(common)}, differing {diff}, files equal: {a == b}")
+    ok = ok and a == b
+sys.exit(0 if ok else 1)
+EOF
 fi
 if [[ $mode == setup ]]; then
   # Issue 15: the fixed cost of a fresh process (CUDA context, the backend, a pinned window),
