@@ -542,8 +542,9 @@ const section<publisher_config>& publisher_schema()
                       {"bytes", "SO_SNDBUF per socket, capped by `net.core.wmem_max` (§7)"}),
             number<C>("max_datagrams_per_second", [](auto& c) -> auto& { return c.udp.max_datagrams_per_second; },
                       or_between(0, "unpaced", 1, 1e8),
-                      {"1/s", "pacing over all streams: a full batch (~18600 datagrams) leaves over ~0.9 s instead of "
-                              "in one burst that overruns a tester's socket buffer"}),
+                      {"1/s", "pacing over all streams, soft streams included: a full batch (~18600 datagrams, twice that "
+                              "with six soft streams) leaves over ~0.9 s instead of in one burst that overruns a tester's "
+                              "socket buffer; paqd warns at start when its streams need more at the nominal packet rate"}),
             std::move(destinations),
             std::move(llr_destinations),
         };
@@ -755,6 +756,7 @@ std::string to_yaml(const daemon_config& c)
     // without detector both) is not written, so the document reads back to the same streams.
     daemon_config effective = c;
     effective.publisher.udp = c.publisher.for_streams(c.receiver.streams());
+    if (!c.receiver.trellis_on()) effective.publisher.udp.llr_destinations = {};  // no soft streams without the trellis
     std::string out;
     daemon_schema().emit(effective, 0, out);
     return out;

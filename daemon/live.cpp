@@ -166,13 +166,35 @@ int run_live(const live_options& opt)
             po.on_time = [r = rec.get()](std::int64_t utc_ns, std::size_t offset) { r->timestamp(utc_ns, offset); };
         }
         if (cfg.publisher.enabled) {
+            if (cfg.publisher.any_llr() && !rc.trellis_on()) {
+                throw std::invalid_argument("publisher.llr_destinations: the soft streams carry the trellis's LLRs, but "
+                                            "receiver.detector is sxs");
+            }
             udp = std::make_unique<io::udp_publisher>(cfg.publisher.for_streams(rc.streams()));
             spdlog::info("publisher: {}", udp->describe());
+            // Datagrams a second at the nominal packet rate against the pacing.
+            int sent_streams = 0;
+            for (int s = 0; s < rc.streams(); ++s) sent_streams += udp->enabled(s) ? 1 : 0;
+            for (int p = 0; p < dsp::chain::num_paths; ++p) sent_streams += udp->llr_enabled(p) ? 1 : 0;
+            const double packets_per_s = rc.bit_rate_hz / static_cast<double>(waveform::packet_bits);
+            const double needed = sent_streams * packets_per_s, cap = cfg.publisher.udp.max_datagrams_per_second;
+            if (cap > 0.0 && needed > cap) {
+                spdlog::warn("publisher: {} streams at {:.0f} packets/s need {:.0f} datagrams/s, above "
+                             "publisher.max_datagrams_per_second {:.0f}: the publisher will fall behind the link (raise it, or "
+                             "0: unpaced)",
+                             sent_streams, packets_per_s, needed, cap);
+            }
         } else {
             spdlog::warn("publisher disabled: no bitstreams go out (publisher.enabled: false)");
         }
         auto publish = [&records, &udp](const dsp::batch_output& out) {
-            if (udp) udp->publish(out);
+            if (udp) {
+                try {
+                    udp->publish(out);
+                } catch (const std::exception& e) {
+                    spdlog::error("batch {}: publishing failed: {}", out.batch_index, e.what());
+                }
+            }
             if (records) {
                 try {
                     records->add(out);

@@ -298,7 +298,7 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
     read_header h;
     r.error = read_paq_header(p, n, h);
     if (!r.ok()) return r;
-    if (h.type == static_cast<std::uint8_t>(payload_type::llrs)) {
+    if (h.type == static_cast<std::uint8_t>(payload_type::llrs) && n - h.length == llr_payload_bytes) {
         r.error = "payload type is 2: the trellis's LLRs (a soft stream, publisher.llr_destinations), not a bitstream";
         return r;
     }
@@ -331,6 +331,10 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
 llr_decode_result decode_llr_datagram(std::span<const std::uint8_t> datagram)
 {
     llr_decode_result r;
+    if (datagram.size() >= 2 && get16(datagram.data()) == dqe_sync) {
+        r.error = "a bare DQE frame (dqe-raw, sync 0xFAC4): a bitstream, not an LLR datagram";
+        return r;
+    }
     read_header h;
     r.error = read_paq_header(datagram.data(), datagram.size(), h);
     if (!r.ok()) return r;

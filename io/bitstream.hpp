@@ -186,9 +186,10 @@ struct decode_result {
 /// Decodes and validates one datagram of any format: a paq header is recognised by its magic,
 /// a bare DQE frame by its sync word. Rejected, with the field named: too short, unknown
 /// magic/sync, version (1 and 2 are read), header length (at least 64 for version 1, 72 for
-/// version 2; more is skipped), stream id, reserved bytes not zero, payload type,
-/// payload bit count, datagram length not matching the payload, DQE sync inside a dqe
-/// payload. An LLR datagram (payload type 2) is rejected with a message that says what it is.
+/// version 2; more is skipped), stream id, reserved bytes not zero, payload bit count,
+/// payload type, datagram length not matching the payload, DQE sync inside a dqe payload.
+/// An LLR datagram (payload type 2, 6144 payload bytes) is rejected with a message that says
+/// what it is.
 /// Never throws except std::bad_alloc for the message.
 [[nodiscard]] decode_result decode_datagram(std::span<const std::uint8_t> datagram);
 
@@ -207,8 +208,9 @@ struct llr_decode_result {
     [[nodiscard]] bool ok() const noexcept { return error.empty(); }
 };
 
-/// Decodes and validates one LLR datagram: the paq header's checks (decode_datagram's), then
-/// payload type 2 and a payload of exactly 6144 bytes. Never throws except std::bad_alloc.
+/// Decodes and validates one LLR datagram: the paq header's checks (decode_datagram's; a bare
+/// DQE frame is named as one), then payload type 2 and a payload of exactly 6144 bytes. Never
+/// throws except std::bad_alloc.
 [[nodiscard]] llr_decode_result decode_llr_datagram(std::span<const std::uint8_t> datagram);
 
 }  // namespace paq::io

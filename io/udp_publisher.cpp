@@ -132,13 +132,15 @@ struct udp_publisher::impl {
         next_send += interval;
     }
 
-    void log_error(const std::string& label, stream& st, const boost::system::error_code& ec)
+    /// kind and id name the stream ("bitstream " / "LLRs of " and the stream's name); the log
+    /// line is made at most once a second per stream.
+    void log_error(const char* kind, int id, stream& st, const std::string& what)
     {
         ++st.unlogged_errors;
         const auto now = clock_type::now();
         if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
-        spdlog::warn("{} -> {}: send failed: {} ({} error(s) since the last report)", label, st.destination, ec.message(),
-                     st.unlogged_errors);
+        spdlog::warn("{}{} -> {}: send failed: {} ({} error(s) since the last report)", kind, dsp::stream_name(id),
+                     st.destination, what, st.unlogged_errors);
         st.last_log = now;
         st.unlogged_errors = 0;
     }
@@ -174,7 +176,7 @@ struct udp_publisher::impl {
     }
 
     /// Sends size bytes of data on st's socket (paced), counting it in c. kind and id name the
-    /// stream in a log line ("bitstream " / "LLRs of " and the stream's name), made only then.
+    /// stream in a log line (log_error).
     void send(const char* kind, int id, stream& st, stream_send_counters& c, const std::uint8_t* data, std::size_t size)
     {
         if (config.max_datagrams_per_second > 0.0) pace();
@@ -183,7 +185,7 @@ struct udp_publisher::impl {
         const std::size_t sent = st.socket->send(asio::buffer(data, size), 0, ec);
         if (ec || sent != size) {
             c.send_errors.fetch_add(1, std::memory_order_relaxed);
-            log_error(kind + std::string(dsp::stream_name(id)), st, ec ? ec : asio::error::message_size);
+            log_error(kind, id, st, (ec ? ec : boost::system::error_code(asio::error::message_size)).message());
         } else {
             c.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
             c.bytes_sent.fetch_add(size, std::memory_order_relaxed);
@@ -232,13 +234,9 @@ void udp_publisher::publish(const dsp::batch_output& batch)
     }
     impl& m = *impl_;
     const bool soft = std::any_of(m.llr_streams.begin(), m.llr_streams.end(), [](const auto& st) { return st.socket.has_value(); });
-    if (soft && !batch.packets.empty() && batch.llrs.size() != batch.packets.size() * dsp::chain::num_paths * llr_payload_bytes) {
-        throw std::invalid_argument("udp_publisher::publish: batch " + std::to_string(batch.batch_index) + " has " +
-                                    std::to_string(batch.llrs.size()) + " LLRs for " + std::to_string(batch.packets.size()) +
-                                    " packets, which need " +
-                                    std::to_string(batch.packets.size() * dsp::chain::num_paths * llr_payload_bytes) +
-                                    " (the backend was not asked for them)");
-    }
+    // A batch without its LLRs (its backend was not asked for them: a caller's bug) still has
+    // its bitstreams sent; each soft datagram it cannot make is counted as a failed send.
+    const bool have_llrs = batch.llrs.size() == batch.packets.size() * dsp::chain::num_paths * llr_payload_bytes;
     // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
     const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
     for (std::size_t k = 0; k < batch.packets.size(); ++k) {
@@ -267,6 +265,15 @@ void udp_publisher::publish(const dsp::batch_output& batch)
             const int s = trellis_first + p;
             h.stream_id = static_cast<std::uint8_t>(s);
             h.sequence = st.sequence++;
+            if (!have_llrs) {
+                auto& c = llr_counters_[static_cast<std::size_t>(p)];
+                c.packets_published.fetch_add(1, std::memory_order_relaxed);
+                c.send_errors.fetch_add(1, std::memory_order_relaxed);
+                m.log_error("LLRs of ", p, st,
+                            "batch " + std::to_string(batch.batch_index) + " carries no LLRs (" + std::to_string(batch.llrs.size()) +
+                                " bytes for " + std::to_string(batch.packets.size()) + " packets)");
+                continue;
+            }
             h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
             const std::size_t size = encode_llr_datagram(h, {batch.packet_llrs(k, p), llr_payload_bytes}, m.llr_buffer);
             m.send("LLRs of ", p, st, llr_counters_[static_cast<std::size_t>(p)], m.llr_buffer.data(), size);

@@ -86,8 +86,9 @@ public:
     /// Sends every packet of the batch, in order, on every enabled stream of the batch's
     /// streams, then on every enabled soft stream (the datagrams of one packet go out
     /// together). Call from one thread. Network errors are counted, not thrown;
-    /// std::invalid_argument only when batch.bits is smaller than the packets need, or when
-    /// a soft stream is enabled and the batch carries no LLRs for its packets.
+    /// std::invalid_argument only when batch.bits is smaller than the packets need. A batch
+    /// without LLRs for its packets while a soft stream is enabled (its backend was not asked
+    /// for them) has its bitstreams sent and each soft datagram counted as a failed send.
     void publish(const dsp::batch_output& batch);
 
     /// stream: 0 .. 11 (dsp::stream_name).

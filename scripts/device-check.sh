@@ -263,7 +263,9 @@ if [[ $mode == soak ]]; then
   {
     echo "source: {type: file, file: {path: /tmp/paq-soak.sigmf-meta, paced: false, loop: true, chunk_samples: ${SOAK_CHUNK:-65536}}}"
     echo "pipeline: {backend: cuda, gpus: [0]}"
-    echo "receiver: {detector: ${SOAK_DETECTOR:-sxs}}"
+    soak_detector=${SOAK_DETECTOR:-sxs}
+    [[ ${SOAK_LLR:-off} == on && -z ${SOAK_DETECTOR:-} ]] && soak_detector=trellis  # the soft streams need it
+    echo "receiver: {detector: $soak_detector}"
     if [[ ${SOAK_PUBLISHER:-on} == on && ${SOAK_LLR:-off} == on ]]; then
       echo "publisher: {max_datagrams_per_second: 0, llr_destinations: {none: 127.0.0.1:50100, zf: 127.0.0.1:50101, mmse: 127.0.0.1:50102, cma: 127.0.0.1:50103, fde1: 127.0.0.1:50104, fde2: 127.0.0.1:50105}}"
     elif [[ ${SOAK_PUBLISHER:-on} == on ]]; then

@@ -269,6 +269,13 @@ TEST(bitstream, llr_datagrams_round_trip_and_are_told_from_the_bitstreams)
     auto bad_magic = d;
     bad_magic[0] = 'X';
     EXPECT_NE(io::decode_llr_datagram(bad_magic).error.find("magic is 0x58415142"), std::string::npos);
+    const auto raw = io::decode_llr_datagram(valid_datagram(bitstream_format::dqe_raw));
+    EXPECT_NE(raw.error.find("a bare DQE frame (dqe-raw, sync 0xFAC4): a bitstream, not an LLR datagram"), std::string::npos)
+        << raw.error;
+    // A bitstream datagram whose type byte was corrupted to 2 is not called an LLR datagram.
+    auto corrupted = valid_datagram(bitstream_format::paq);
+    corrupted[5] = 2;
+    EXPECT_NE(io::decode_datagram(corrupted).error.find("payload type is 2, allowed 0 (bits) or 1 (dqe)"), std::string::npos);
 
     EXPECT_THROW(io::encode_llr_datagram(h, {llrs.data(), 6143}, d), std::invalid_argument);
     EXPECT_THROW(io::encode_llr_datagram(h, llrs, {d.data(), 6215}), std::invalid_argument);

@@ -1387,6 +1387,11 @@ TEST(daemon_config, soft_stream_destinations)
             EXPECT_TRUE(contains(e.what(), expected)) << e.what();
         }
     };
+    // Made in code with the symbol-by-symbol detector: not written (it would not read back).
+    auto sxs = soft;
+    sxs.receiver.detector = paq::dsp::detector_kind::sxs;
+    EXPECT_FALSE(contains(paq::config::to_yaml(sxs), "llr_destinations")) << paq::config::to_yaml(sxs);
+
     refused("source:\n  type: vita49\npublisher:\n  llr_destinations:\n    mmse: 127.0.0.1:50102\n",
             "t.yaml:5: publisher.llr_destinations.mmse: the LLRs are the trellis's, but receiver.detector is sxs");
     refused("source:\n  type: vita49\nreceiver:\n  detector: trellis\npublisher:\n  llr_destinations:\n    cma: 127.0.0.1\n",

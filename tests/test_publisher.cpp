@@ -241,14 +241,24 @@ TEST(udp_publisher, soft_streams_carry_the_trellis_llrs_of_each_listed_path)
             }
             k_all += b.packets.size();
         }
-        // A batch without its LLRs is the caller's bug (the backend was not asked for them).
+        // A batch without its LLRs (its backend was not asked for them: the caller's bug) has
+        // its bitstreams sent, and each soft datagram it cannot make is a counted failed send
+        // whose sequence number a receiver sees missing.
         auto bare = batches[0];
         bare.llrs.clear();
-        EXPECT_THROW(pub.publish(bare), std::invalid_argument);
-        EXPECT_EQ(pub.packets_published(), 0u);
+        EXPECT_NO_THROW(pub.publish(bare));
+        EXPECT_EQ(pub.packets_published(), 3u);
+        for (int k = 0; k < 3; ++k) {
+            const auto bits = bits_rx.receive(2000);
+            ASSERT_TRUE(bits.has_value());
+            EXPECT_TRUE(io::decode_datagram(*bits).ok());
+        }
+        EXPECT_FALSE(llr_rx.receive(50).has_value());
+        EXPECT_EQ(pub.llr_counters(2).send_errors.load(), 3u);
+        EXPECT_EQ(pub.llr_counters(2).datagrams_sent.load(), 0u);
 
         for (const auto& b : batches) pub.publish(b);
-        std::uint64_t packet_index = 0;
+        std::uint64_t packet_index = 3;
         for (const auto& b : batches) {
             for (std::size_t k = 0; k < b.packets.size(); ++k, ++packet_index) {
                 for (const int p : {2, 5}) {
@@ -276,13 +286,13 @@ TEST(udp_publisher, soft_streams_carry_the_trellis_llrs_of_each_listed_path)
         EXPECT_FALSE(llr_rx.receive(50).has_value());
         for (const int p : {2, 5}) {
             const auto& cnt = pub.llr_counters(p);
-            EXPECT_EQ(cnt.packets_published.load(), 6u);
+            EXPECT_EQ(cnt.packets_published.load(), 9u);
             EXPECT_EQ(cnt.datagrams_sent.load(), 6u);
-            EXPECT_EQ(cnt.send_errors.load(), 0u);
+            EXPECT_EQ(cnt.send_errors.load(), 3u);
             EXPECT_EQ(cnt.bytes_sent.load(), 6u * io::llr_datagram_bytes);
         }
         EXPECT_EQ(pub.llr_counters(0).packets_published.load(), 0u);
-        EXPECT_EQ(pub.counters(0).datagrams_sent.load(), 6u);
+        EXPECT_EQ(pub.counters(0).datagrams_sent.load(), 9u);
         EXPECT_THROW((void)pub.llr_counters(6), std::out_of_range);
     }
 }

@@ -485,8 +485,9 @@ for name in ("mmse", "fde2"):
 with open(f"{work}/llr-ports.tmp", "w") as f:
     f.write(" ".join(str(s.getsockname()[1]) for _, s, _, _ in socks))
 os.rename(f"{work}/llr-ports.tmp", f"{work}/llr-ports")
-last, start = time.time(), time.time()
-while time.time() - last < 6 and time.time() - start < 240 and not os.path.exists(f"{work}/llr-stop"):
+# Until told to stop (llr-stop), or 6 s after the last datagram once one came, or 240 s.
+last, start = None, time.time()
+while (last is None or time.time() - last < 6) and time.time() - start < 240 and not os.path.exists(f"{work}/llr-stop"):
     ready, _, _ = select.select([s for _, s, _, _ in socks], [], [], 0.2)
     for name, s, out, st in socks:
         if s not in ready:
