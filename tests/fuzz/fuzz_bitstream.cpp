@@ -1,6 +1,6 @@
 // Bitstream datagrams as paq-bert takes them: each record (fuzz_support.hpp) through
-// io::decode_datagram, then all of them through io::bert_monitor::ingest, the counting side
-// of paq-bert.
+// io::decode_datagram and io::decode_llr_datagram (the soft streams' decoder, a decoder's
+// side), then all of them through io::bert_monitor::ingest, the counting side of paq-bert.
 //
 // Input: byte 0 holds options (bits 0..3: the port's stream, 0 .. 11, or 12 .. 15 for a shared
 // port; bits 4..5: the expected format, none, paq, dqe or dqe-raw), then the datagrams.
@@ -9,6 +9,9 @@
 // a current-version paq-format datagram the decoder accepts (header of the current length)
 // encodes back to the same bytes; a version 1 datagram (64-byte header) decodes without a time; the monitor counts
 // every datagram once, valid or malformed, and never checks more packets than it received.
+// An LLR datagram the LLR decoder accepts has its 6144 LLRs inside it, is not also accepted
+// as a bitstream, and (current version, header of the current length) encodes back to the
+// same bytes.
 #include "io/bert_monitor.hpp"
 #include "io/bitstream.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
@@ -56,6 +59,23 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             }
         } else {
             PAQ_FUZZ_CHECK(!r.error.empty(), "rejected without a message");
+        }
+        const io::llr_decode_result l = io::decode_llr_datagram(datagram);
+        if (l.ok()) {
+            const auto& d = l.datagram;
+            PAQ_FUZZ_CHECK(!r.ok(), "a datagram accepted both as a bitstream and as LLRs");
+            PAQ_FUZZ_CHECK(d.llrs.size() == io::llr_payload_bytes, "LLRs of " + std::to_string(d.llrs.size()) + " bytes");
+            PAQ_FUZZ_CHECK(reinterpret_cast<const std::uint8_t*>(d.llrs.data()) == datagram.data() + d.header_length &&
+                               d.header_length + d.llrs.size() == datagram.size(),
+                           "LLRs outside the datagram or of the wrong length");
+            if (d.version == io::bitstream_version && d.header_length == io::bitstream_header_bytes) {
+                std::vector<std::uint8_t> again(io::llr_datagram_bytes);
+                const std::size_t n = io::encode_llr_datagram(d.header, d.llrs, again);
+                PAQ_FUZZ_CHECK(n == datagram.size() && std::memcmp(again.data(), datagram.data(), n) == 0,
+                               "an accepted LLR datagram does not encode back to its bytes");
+            }
+        } else {
+            PAQ_FUZZ_CHECK(!l.error.empty(), "an LLR datagram rejected without a message");
         }
         monitor.ingest(datagram, port_stream);
         ++ingested;

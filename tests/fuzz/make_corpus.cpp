@@ -435,6 +435,22 @@ void bitstream_corpus()
         }
         put(t, "header-versions", b);
     }
+    {  // soft streams: LLR datagrams (payload type 2) of mmse and fde2_trellis beside a bitstream datagram
+        bytes b{0};
+        io::datagram_header h;
+        std::vector<std::int8_t> llrs(io::llr_payload_bytes);
+        for (std::size_t i = 0; i < llrs.size(); ++i) llrs[i] = static_cast<std::int8_t>(static_cast<int>(i % 255) - 127);
+        for (const std::uint8_t s : {2, 11}) {
+            h.stream_id = s;
+            h.start_sample = 9000;
+            std::vector<std::uint8_t> d(io::llr_datagram_bytes);
+            io::encode_llr_datagram(h, llrs, d);
+            add_record(b, d);
+        }
+        h.stream_id = 2;
+        add_record(b, datagram(io::bitstream_format::paq, h));
+        put(t, "soft-streams", b);
+    }
 }
 
 // ---- TCP and UDP sources -----------------------------------------------------------------
