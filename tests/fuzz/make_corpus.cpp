@@ -440,8 +440,8 @@ void bitstream_corpus()
         io::datagram_header h;
         std::vector<std::int8_t> llrs(io::llr_payload_bytes);
         for (std::size_t i = 0; i < llrs.size(); ++i) llrs[i] = static_cast<std::int8_t>(static_cast<int>(i % 255) - 127);
-        for (const std::uint8_t s : {2, 11}) {
-            h.stream_id = s;
+        for (const int s : {2, 11}) {
+            h.stream_id = static_cast<std::uint8_t>(s);
             h.start_sample = 9000;
             std::vector<std::uint8_t> d(io::llr_datagram_bytes);
             io::encode_llr_datagram(h, llrs, d);
