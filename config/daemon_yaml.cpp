@@ -3,6 +3,7 @@
 #include "config/receiver_yaml.hpp"
 #include "config/schema_support.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
@@ -448,6 +449,36 @@ const section<std::array<std::string, n>>& destinations_schema()
     return table;
 }
 
+/// A publisher mapping field of n destinations (publisher.destinations, .llr_destinations):
+/// parsed into, and written from, `member` of its udp config; not written at all when
+/// `omit_empty` and every destination is empty.
+template <std::size_t n>
+field<publisher_config> destinations_field(field_info info, std::array<std::string, n> io::udp_publisher_config::*member,
+                                           bool omit_empty)
+{
+    using C = publisher_config;
+    field<C> f;
+    f.info = std::move(info);
+    f.parse = [member](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c, parse_context& ctx) {
+        std::array<std::string, n> d{};
+        destinations_schema<n>().parse(v, km, path, d, ctx);
+        c.udp.*member = d;
+    };
+    f.emit = [member, omit_empty, name = f.info.key](const C& c, int indent, std::string& out) {
+        const auto& d = c.udp.*member;
+        if (omit_empty && std::all_of(d.begin(), d.end(), [](const std::string& x) { return x.empty(); })) return;
+        out.append(static_cast<std::size_t>(indent), ' ');
+        out += name + ":\n";
+        destinations_schema<n>().emit(d, indent + 2, out);
+    };
+    f.describe = [info = f.info](const C&, const std::string& section, std::vector<field_info>& out) {
+        field_info i = info;
+        i.section = section;
+        out.push_back(std::move(i));
+    };
+    return f;
+}
+
 const section<publisher_config>& publisher_schema()
 {
     using C = publisher_config;
@@ -462,57 +493,24 @@ const section<publisher_config>& publisher_schema()
                                    {"", "DQE ID word (dqe, dqe-raw); `stream` puts the stream id 0..11 there (not "
                                         "IRIG-conformant)"});
         dqe.range = dqe_range;
-        field<C> destinations;
-        destinations.info = make_info(
-            "destinations", "mapping",
-            "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2`, `none_trellis` .. `fde2_trellis` to `host:port` "
-            "or `[ipv6]:port` (port 1 .. 65535)",
-            {"", "if present, exactly the listed streams are enabled (at least one). The `_trellis` streams exist with "
-                 "`receiver.detector: both`; listing one with another detector is an error. Host names are resolved "
-                 "once, at start",
-             "every stream the receiver makes, `127.0.0.1:50000` (none) .. `:50005` (fde2), with `detector: both` "
-             "also `:50006` (none_trellis) .. `:50011` (fde2_trellis)"});
-        destinations.parse = [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c,
-                                parse_context& ctx) {
-            std::array<std::string, dsp::chain::max_streams> d{};
-            destinations_schema<dsp::chain::max_streams>().parse(v, km, path, d, ctx);
-            c.udp.destinations = d;
-        };
-        destinations.emit = [](const C& c, int indent, std::string& out) {
-            out.append(static_cast<std::size_t>(indent), ' ');
-            out += "destinations:\n";
-            destinations_schema<dsp::chain::max_streams>().emit(c.udp.destinations, indent + 2, out);
-        };
-        destinations.describe = [info = destinations.info](const C&, const std::string& section, std::vector<field_info>& out) {
-            field_info i = info;
-            i.section = section;
-            out.push_back(std::move(i));
-        };
-        field<C> llr_destinations;
-        llr_destinations.info = make_info(
-            "llr_destinations", "mapping",
-            "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2` to `host:port` or `[ipv6]:port` (port 1 .. 65535)",
-            {"", "soft streams: where the trellis's LLRs of each listed path go, one 6216-byte datagram per packet "
-                 "(BITSTREAM.md, \"Soft streams\"; above a 1500-byte MTU: fragmented off the host). Needs "
-                 "`receiver.detector: trellis` or `both`. Each datagram counts against `max_datagrams_per_second`",
-             "none"});
-        llr_destinations.parse = [](const YAML::Node& v, const YAML::Mark& km, const std::string& path, C& c,
-                                    parse_context& ctx) {
-            std::array<std::string, dsp::chain::num_paths> d{};
-            destinations_schema<dsp::chain::num_paths>().parse(v, km, path, d, ctx);
-            c.udp.llr_destinations = d;
-        };
-        llr_destinations.emit = [](const C& c, int indent, std::string& out) {
-            if (!c.any_llr()) return;
-            out.append(static_cast<std::size_t>(indent), ' ');
-            out += "llr_destinations:\n";
-            destinations_schema<dsp::chain::num_paths>().emit(c.udp.llr_destinations, indent + 2, out);
-        };
-        llr_destinations.describe = [info = llr_destinations.info](const C&, const std::string& section, std::vector<field_info>& out) {
-            field_info i = info;
-            i.section = section;
-            out.push_back(std::move(i));
-        };
+        field<C> destinations = destinations_field<dsp::chain::max_streams>(
+            make_info("destinations", "mapping",
+                      "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2`, `none_trellis` .. `fde2_trellis` to "
+                      "`host:port` or `[ipv6]:port` (port 1 .. 65535)",
+                      {"", "if present, exactly the listed streams are enabled (at least one). The `_trellis` streams exist "
+                           "with `receiver.detector: both`; listing one with another detector is an error. Host names are "
+                           "resolved once, at start",
+                       "every stream the receiver makes, `127.0.0.1:50000` (none) .. `:50005` (fde2), with `detector: both` "
+                       "also `:50006` (none_trellis) .. `:50011` (fde2_trellis)"}),
+            &io::udp_publisher_config::destinations, false);
+        field<C> llr_destinations = destinations_field<dsp::chain::num_paths>(
+            make_info("llr_destinations", "mapping",
+                      "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2` to `host:port` or `[ipv6]:port` (port 1 .. 65535)",
+                      {"", "soft streams: where the trellis's LLRs of each listed path go, one 6216-byte datagram per packet "
+                           "(BITSTREAM.md, \"Soft streams\"; above a 1500-byte MTU: fragmented off the host). Needs "
+                           "`receiver.detector: trellis` or `both`. Each datagram counts against `max_datagrams_per_second`",
+                       "none"}),
+            &io::udp_publisher_config::llr_destinations, true);
         s.fields = {
             boolean<C>("enabled", at(&C::enabled),
                        {"", "false: no bitstreams (a warning says so); the destinations are then not checked beyond "

@@ -4,7 +4,6 @@
 #include <boost/asio/ip/udp.hpp>
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -233,10 +232,14 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                                     std::to_string(needed));
     }
     impl& m = *impl_;
-    const bool soft = std::any_of(m.llr_streams.begin(), m.llr_streams.end(), [](const auto& st) { return st.socket.has_value(); });
+    const bool soft = any_llr_enabled();
     // A batch without its LLRs (its backend was not asked for them: a caller's bug) still has
     // its bitstreams sent; each soft datagram it cannot make is counted as a failed send.
     const bool have_llrs = batch.llrs.size() == batch.packets.size() * dsp::chain::num_paths * llr_payload_bytes;
+    const std::string no_llrs = soft && !have_llrs ? "batch " + std::to_string(batch.batch_index) + " carries no LLRs (" +
+                                                         std::to_string(batch.llrs.size()) + " bytes for " +
+                                                         std::to_string(batch.packets.size()) + " packets)"
+                                                   : std::string();
     // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
     const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
     for (std::size_t k = 0; k < batch.packets.size(); ++k) {
@@ -269,9 +272,7 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                 auto& c = llr_counters_[static_cast<std::size_t>(p)];
                 c.packets_published.fetch_add(1, std::memory_order_relaxed);
                 c.send_errors.fetch_add(1, std::memory_order_relaxed);
-                m.log_error("LLRs of ", p, st,
-                            "batch " + std::to_string(batch.batch_index) + " carries no LLRs (" + std::to_string(batch.llrs.size()) +
-                                " bytes for " + std::to_string(batch.packets.size()) + " packets)");
+                m.log_error("LLRs of ", p, st, no_llrs);
                 continue;
             }
             h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
