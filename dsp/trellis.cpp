@@ -22,8 +22,8 @@ constexpr long n_bits = static_cast<long>(waveform::packet_bits);
 constexpr long n_known = static_cast<long>(waveform::known_bits);
 constexpr double inf = std::numeric_limits<double>::infinity();
 constexpr int seqs = 2 * states;
-/// Steps j = memory .. steps - 1 add bit j and explain the sample pair of bit j - after; the
-/// last `after` bits lie past the packet (free: the packet's last samples still see them).
+/// Steps j = memory .. steps - 1 add bit j and explain the sample of bit j - after; the last
+/// `after` bits lie past the packet (free: the packet's last samples still see them).
 constexpr long steps = n_bits + after;
 
 /// The window of bit k (before <= k < n_bits - after) as a state sequence (trellis_math.hpp).
@@ -44,7 +44,7 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
         const int seq = window_of(a, k);
         const int par = static_cast<int>(k % 2), idx = trellis_math::pattern_index(seq);
         const double sg = trellis_math::pattern_sign(seq);
-        for (int d = 0; d < 2; ++d) model.table[par][d][idx] += sg * r[static_cast<std::size_t>(2 * k + d)];
+        model.table[par][idx] += sg * r[static_cast<std::size_t>(k)];
         ++count[par][idx];
     }
     model.complete = true;
@@ -54,7 +54,7 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
                 model.complete = false;
                 continue;
             }
-            for (int d = 0; d < 2; ++d) model.table[par][d][idx] /= static_cast<double>(count[par][idx]);
+            model.table[par][idx] /= static_cast<double>(count[par][idx]);
         }
     }
     double se = 0.0;
@@ -63,8 +63,8 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
         const int seq = window_of(a, k);
         const int par = static_cast<int>(k % 2), idx = trellis_math::pattern_index(seq);
         const double sg = trellis_math::pattern_sign(seq);
-        for (int d = 0; d < 2; ++d) se += std::norm(r[static_cast<std::size_t>(2 * k + d)] - sg * model.table[par][d][idx]);
-        n += 2;
+        se += std::norm(r[static_cast<std::size_t>(k)] - sg * model.table[par][idx]);
+        ++n;
     }
     model.sigma2 = n > 0 ? se / (2.0 * static_cast<double>(n)) : 0.0;
     return model;
@@ -74,12 +74,10 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
 void detect(const std::vector<cf64>& r, const trellis_model& model, const std::int8_t* known_and_sxs, std::vector<double>& alpha,
             std::vector<double>& beta, std::vector<double>& branch, std::vector<float>& llr) noexcept
 {
-    // Metric in units of log-likelihood: squared distance / (2 sigma2), halved because the
-    // low-passed noise (bandwidth 0.5 of the sample rate, trellis::lowpass_stop) has about one
-    // independent value per two samples; counting every sample as independent made the LLRs
-    // overconfident (with the earlier pulse model: BEP estimate 0.28x the measured BER on AWGN
-    // 9.5 dB; halved: 0.60-0.70x).
-    const double scale = 0.5 / (2.0 * model.sigma2);
+    // Metric in units of log-likelihood: squared distance / (2 sigma2). One sample a bit: the
+    // low-passed noise (zero from trellis::lowpass_stop, a quarter of the rate of 2 samples a
+    // bit) is about white at one sample a bit, so each sample counts as independent.
+    const double scale = 1.0 / (2.0 * model.sigma2);
     auto forced = [&](long j) -> int {  // -1 free, else the known bit (0 / 1)
         if (j < n_known) return known_and_sxs[j] > 0 ? 1 : 0;
         return -1;
@@ -95,16 +93,14 @@ void detect(const std::vector<cf64>& r, const trellis_model& model, const std::i
     auto BM = [&](long j, int seq) -> double& { return branch[static_cast<std::size_t>(j * seqs + seq)]; };
     double energy[2][patterns];
     for (int par = 0; par < 2; ++par) {
-        for (int idx = 0; idx < patterns; ++idx) energy[par][idx] = std::norm(model.table[par][0][idx]) + std::norm(model.table[par][1][idx]);
+        for (int idx = 0; idx < patterns; ++idx) energy[par][idx] = std::norm(model.table[par][idx]);
     }
     for (long j = memory; j < steps; ++j) {
         const long k = j - after;
         const int par = static_cast<int>(k % 2);
-        const cf64 x0 = r[static_cast<std::size_t>(2 * k)], x1 = r[static_cast<std::size_t>(2 * k + 1)];
+        const cf64 x0 = r[static_cast<std::size_t>(k)];
         double corr[patterns];
-        for (int idx = 0; idx < patterns; ++idx) {
-            corr[idx] = (x0 * std::conj(model.table[par][0][idx]) + x1 * std::conj(model.table[par][1][idx])).real();
-        }
+        for (int idx = 0; idx < patterns; ++idx) corr[idx] = (x0 * std::conj(model.table[par][idx])).real();
         for (int seq = 0; seq < seqs; ++seq) {
             const int idx = trellis_math::pattern_index(seq);
             BM(j, seq) = scale * trellis_math::branch_metric(corr[idx], energy[par][idx], seq);
@@ -165,14 +161,14 @@ double trellis::lowpass_gain(double f) noexcept
     return 0.5 * (1.0 + std::cos(std::numbers::pi * (f - lowpass_pass) / (lowpass_stop - lowpass_pass)));
 }
 
-trellis_scratch::trellis_scratch() : r(2 * waveform::packet_bits), llr(waveform::packet_bits) {}
+trellis_scratch::trellis_scratch() : r(waveform::packet_bits), llr(waveform::packet_bits) {}
 
 path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, std::uint8_t* bits_out,
                                  trellis_scratch& sc, trellis_model* model_out) noexcept
 {
-    // The packet derotated by the PLL's phase at each bit (both samples of bit k by theta_k).
-    for (long m = 0; m < 2 * n_bits; ++m) {
-        sc.r[static_cast<std::size_t>(m)] = x[m] * std::polar(1.0, -trace.theta[static_cast<std::size_t>(m / 2)]);
+    // Bit k's sample, x[2k], derotated by the PLL's phase at bit k.
+    for (long k = 0; k < n_bits; ++k) {
+        sc.r[static_cast<std::size_t>(k)] = x[2 * k] * std::polar(1.0, -trace.theta[static_cast<std::size_t>(k)]);
     }
     // The table absorbs any constant phase and gain the signal has against the PLL's reference
     // (the detection filter the PLL sees turns the signal by a constant).

@@ -1,11 +1,15 @@
 // Trellis (sequence) detection of SOQPSK-TG: the CPU reference (issue 14; docs/SIGNAL-CHAIN.md,
 // "Trellis detection").
 //
-// The model is the signal itself, tabulated: at 2 samples per bit the equalized, low-passed
-// SOQPSK-TG signal's samples x[2k] and x[2k + 1] are, to within -25 dB, a function of the five
-// bits a_{k-2} .. a_{k+2} (a = +-1; the precoded CPM is OQPSK-like, bit k's instant on the real
-// axis for even k and on the imaginary axis for odd k). The table (per parity of k, per sample
-// of the pair, per pattern) is fitted per packet by averaging the samples over the
+// The model is the signal itself, tabulated: the equalized, low-passed SOQPSK-TG signal's
+// sample at bit k's instant, x[2k], is, to within -25 dB, a function of the five bits
+// a_{k-2} .. a_{k+2} (a = +-1; the precoded CPM is OQPSK-like, bit k's instant on the real axis
+// for even k and on the imaginary axis for odd k). One sample a bit is all the detector reads:
+// the low-pass is zero from a quarter of the rate of 2 samples a bit, so the samples at the bit
+// instants determine the low-passed signal (Nyquist), and its noise is about white there
+// (docs/SIGNAL-CHAIN.md, "Trellis detection": the pair of samples a bit that earlier versions
+// read gave 1-2% fewer errors at twice the work). The table (per parity of k, per pattern)
+// is fitted per packet by averaging the samples over the
 // symbol-by-symbol detector's bits (the known preamble and ASM, and its decisions over the
 // data), so one detector serves every path whatever its equalizer left of the channel, gain and
 // constant phase included. Negating every bit negates the signal (the precoder's output is
@@ -16,7 +20,7 @@
 // the low-pass, as noise, which cost about 0.8 dB at 1e-5; the table leaves -25 dB
 // (docs/SIGNAL-CHAIN.md, "Trellis detection"). The trellis runs over the bit sequence itself
 // (both axes at once): the state is the last trellis::memory bits, 16 states, each step adds
-// one bit and explains one pair of samples. Max-log BCJR gives the Viterbi algorithm's hard
+// one bit and explains one sample. Max-log BCJR gives the Viterbi algorithm's hard
 // decisions plus a log-likelihood ratio per bit, started in the state the known bits set.
 //
 // The carrier phase is the symbol-by-symbol detector's, bit by bit (its sxs_trace): the PLL's
@@ -35,14 +39,14 @@
 namespace paq::dsp {
 
 namespace trellis {
-/// The bits before and after bit k that the sample pair x[2k], x[2k + 1] depends on.
+/// The bits before and after bit k that the sample x[2k] depends on.
 inline constexpr int before = 2;
 inline constexpr int after = 2;
 inline constexpr int window = before + 1 + after;
 /// The trellis's state: the last `memory` bits.
 inline constexpr int memory = window - 1;
 inline constexpr int states = 1 << memory;
-/// Table entries per parity of k and sample of the pair: the patterns with bit k = +1.
+/// Table entries per parity of k: the patterns with bit k = +1.
 inline constexpr int patterns = 1 << (window - 1);
 /// The band the detector looks at: the equalized signal is low-passed first, flat to
 /// lowpass_pass, raised-cosine to zero at lowpass_stop (cycles per sample at 2 samples per bit;
@@ -53,14 +57,15 @@ inline constexpr double lowpass_pass = 0.15;
 inline constexpr double lowpass_stop = 0.25;
 /// The low-pass's gain at frequency f (cycles per sample, any sign).
 [[nodiscard]] double lowpass_gain(double f) noexcept;
-/// Samples of x the detector reads: x[0 .. input_samples) with bit k's instant at x[2k].
+/// The span of x the detector takes: x[0 .. input_samples) with bit k's instant at x[2k]
+/// (it reads the even samples only).
 inline constexpr std::size_t input_samples = 2 * waveform::packet_bits;
 }  // namespace trellis
 
 /// Working memory of detect_packet_trellis, allocated once per worker.
 struct trellis_scratch {
     trellis_scratch();
-    std::vector<cf64> r;        ///< the packet derotated, 2 samples per bit
+    std::vector<cf64> r;        ///< the packet derotated, one sample per bit (its instant)
     std::vector<double> alpha;  ///< forward metrics, per step and state
     std::vector<double> beta;   ///< backward metrics of the current step
     std::vector<double> branch; ///< branch metrics, per step and state sequence
@@ -69,9 +74,9 @@ struct trellis_scratch {
 
 /// The fitted model of one packet (exposed for tests and docs).
 struct trellis_model {
-    /// table[k % 2][d][pattern]: x[2k + d] when bits a_{k-before} .. a_{k+after} are the
-    /// pattern (trellis_math::pattern_index) with a_k = +1; a_k = -1 negates it.
-    cf64 table[2][2][trellis::patterns] = {};
+    /// table[k % 2][pattern]: x[2k] when bits a_{k-before} .. a_{k+after} are the pattern
+    /// (trellis_math::pattern_index) with a_k = +1; a_k = -1 negates it.
+    cf64 table[2][trellis::patterns] = {};
     double sigma2 = 0.0;  ///< residual variance per real component (noise + model error)
     bool complete = false;  ///< every entry was seen at least once
 };

@@ -3,7 +3,7 @@
 // of a trellis step. Host and device.
 //
 // A state sequence `seq` of step j holds the bits a_{j-memory} .. a_j, the oldest in the most
-// significant bit (bit set: a = +1). Step j explains the sample pair of bit k = j - after, whose
+// significant bit (bit set: a = +1). Step j explains the sample of bit k = j - after, whose
 // window is exactly those bits: a_k is bit `after` of seq.
 #pragma once
 
@@ -25,10 +25,9 @@ PAQ_HOST_DEVICE constexpr int pattern_index(int seq) noexcept
     return ((s >> (trellis::after + 1)) << trellis::after) | (s & low);
 }
 
-/// The branch metric, unscaled and less the samples' own energy |x0|^2 + |x1|^2 (the same for
-/// every branch of a step): |x0 - sign t0|^2 + |x1 - sign t1|^2 - |x0|^2 - |x1|^2
-/// = energy - 2 sign corr, with corr = Re(x0 conj t0 + x1 conj t1) and energy = |t0|^2 + |t1|^2
-/// of the sequence's entry.
+/// The branch metric, unscaled and less the sample's own energy |x|^2 (the same for every
+/// branch of a step): |x - sign t|^2 - |x|^2 = energy - 2 sign corr, with corr = Re(x conj t)
+/// and energy = |t|^2 of the sequence's entry t.
 PAQ_HOST_DEVICE constexpr double branch_metric(double corr, double energy, int seq) noexcept
 {
     return energy - 2.0 * static_cast<double>(pattern_sign(seq)) * corr;

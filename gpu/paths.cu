@@ -124,24 +124,6 @@ __device__ __forceinline__ void fold(int path, const path_inputs& in, const pack
     });
 }
 
-/// The in-band products of path `path`, y[k] for each folded bin k < N/2: R x C x LP at the
-/// one of the bins k and k + N/2 a fold adds that is in band (k for k < N/4, k + N/2 for
-/// k >= N/4; LP is zero from lowpass_stop = 0.25 cycles per sample on, so the other term is an
-/// exact zero), each thread its own bins, read once for both sample parities.
-constexpr int paths_trellis_threads = 512;
-static_assert(paths_trellis_threads % 2 == 0 && n_bits % 2 == 0, "threads 2m, 2m + 1 hold the two bits of a pair");
-static_assert(dsp::trellis::lowpass_stop <= 0.25, "band_products keeps |f| < 1/4 only");
-__device__ __forceinline__ void band_products(int path, const path_inputs& in, const packet_terms& t, float2* __restrict__ y)
-{
-    with_path(path, in, [&](auto path_c, const float2* spec) {
-        constexpr int p = decltype(path_c)::value;
-#pragma unroll 4
-        for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
-            y[k] = path_product<p>(in, t, spec, k < n_fft / 4 ? k : k + n_fft / 2);
-        }
-    });
-}
-
 /// The filter paths on chip, one block per (packet, path), block 6 p + path: the folded
 /// spectrum of R x C x H_NO (N/2 points) is built in shared memory, inverse transformed there
 /// (gpu/smem_fft: natural order in, bit-reversed out), and its decision samples (m = m0 + k
@@ -156,9 +138,6 @@ static_assert(1 << paths_log_n == n_fft / 2);
 constexpr int paths_threads = 256;
 constexpr std::size_t paths_smem_bytes = static_cast<std::size_t>(smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
 static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
-constexpr std::size_t paths_trellis_smem_bytes = paths_smem_bytes + static_cast<std::size_t>(n_fft / 2) * sizeof(float2);
-static_assert(paths_trellis_smem_bytes <= backend_shared_memory_bytes, "the fold array and the products, one block an SM");
-constexpr int fold_points = smem_fft::padded_size(n_fft / 2, true);
 
 __global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
@@ -190,19 +169,18 @@ __device__ inline float2 derotated(float2 v, double cs, double sn)
     return make_float2(static_cast<float>(re * cs - im * sn), static_cast<float>(re * sn + im * cs));
 }
 
-/// The trellis detector's input (dsp/paths: R x C x LP, inverse transform, 2 samples per bit
-/// from the first bit's instant): the same paths with the trellis's low-pass LP in place of
-/// H_NO, and both samples of each bit: sample 2k + d of a stream is y(2 (m0 + k) + parity + d),
-/// an N/2-point transform of the spectrum folded for that sample's parity, derotated by the
-/// symbol-by-symbol detector's phase of its bit pair (theta) on its way out: the trellis
-/// kernel did that in place, a read and a write of its whole input more. Each path's in-band
-/// products are read and formed once into shared memory beside the fold array (each thread its
-/// own bins; 131 KB, one block of 512 threads an SM), and folded for each parity from there:
-/// the spectra are read once a path instead of twice, the same values (the stage 8.31 -> 6.74
-/// ms on the H100; held in registers instead, 7.22 ms with 384 bytes of spills). One block per
-/// (packet, path) as paths_kernel, for the same reason. Out: x, packets x 6 streams of
-/// 2 x 6336 samples.
-__global__ void __launch_bounds__(paths_trellis_threads, 1)
+/// The trellis detector's input (dsp/paths: R x C x LP, inverse transform, the sample at each
+/// bit's instant): paths_kernel with the trellis's low-pass LP in place of H_NO, each sample
+/// derotated by the symbol-by-symbol detector's phase of its bit pair (theta) on its way out.
+/// LP is zero from a quarter of the rate on, so each fold adds an exact zero to the in-band
+/// term: the same values as the CPU's full transform read at the bit instants. One sample a bit
+/// (dsp/trellis.hpp): one N/2-point transform a path where the pair of samples took two.
+/// Threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k even) in every turn:
+/// each computes the pair's rotation for one of two turns, the even thread for turn i and the
+/// odd one for turn i + 1, and they trade them (half the double sincos). Out: x, packets x 6
+/// streams of 6336 samples.
+static_assert(paths_threads % 2 == 0 && n_bits % 2 == 0, "threads 2m, 2m + 1 hold the two bits of a pair");
+__global__ void __launch_bounds__(paths_threads, 3)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                          const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
@@ -210,68 +188,34 @@ __global__ void __launch_bounds__(paths_trellis_threads, 1)
                          float2* __restrict__ x)
 {
     extern __shared__ float2 f[];
-    float2* y = f + fold_points;  // the products, natural order; each thread its own bins
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
     const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    // The path's in-band products, read once; each sample parity's fold is formed from them
-    // (the same values as folding R x C x LP at both bins: the out-of-band term is zero).
-    band_products(path, in, t, y);
-    // Each thread's samples of the first parity wait in registers (13 a thread) for the second
-    // parity's, and each bit's two samples go out as one 16-byte store: written a parity at a
-    // time, every store filled half of its sectors, and the stores bound the kernel.
-    constexpr int per_thread = (n_bits + paths_trellis_threads - 1) / paths_trellis_threads;
-    float2 even[per_thread];
-    float2* out = x + (static_cast<std::size_t>(p) * num_paths + path) * (2 * n_bits);
-    const float* th = theta + (static_cast<std::size_t>(p) * num_paths + path) * (n_bits / 2);
+    fold(path, in, t, f, parity);
+    __syncthreads();
+    smem_fft::dif_but_last<paths_log_n, true, true>(f);
+    const std::size_t stream = static_cast<std::size_t>(p) * num_paths + path;
+    float2* out = x + stream * n_bits;
+    const float* th = theta + stream * (n_bits / 2);
+    constexpr int turns = (n_bits + paths_threads - 1) / paths_threads;
+    const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll 2
+    for (int i = 0; i < turns; i += 2) {
+        const int mine = i + (tid & 1);  // the turn whose rotation this thread computes
+        const int km = tid + mine * paths_threads;
+        double sn = 0.0, cs = 1.0;
+        if (mine < turns && km < n_bits) sincos(-static_cast<double>(th[km >> 1]), &sn, &cs);
+        const double other_cs = __shfl_xor_sync(0xffffffffu, cs, 1), other_sn = __shfl_xor_sync(0xffffffffu, sn, 1);
 #pragma unroll
-    for (int d = 0; d < 2; ++d) {
-        // Sample 2k + d is y(2 (m0 + k) + parity + d): fold for that parity; with
-        // parity + d = 2 it is the even sample one further on.
-        const int first = m0 + ((parity + d) >> 1), par = (parity + d) & 1;
-#pragma unroll 4
-        for (int k = static_cast<int>(threadIdx.x); k < n_fft / 2; k += static_cast<int>(blockDim.x)) {
-            const float2 zero = make_float2(0.0f, 0.0f);
-            f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(y[k], zero, k, par) : fold_bins(zero, y[k], k, par);
-        }
-        __syncthreads();
-        smem_fft::dif_but_last<paths_log_n, true, true>(f);
-        if (d == 0) {
-#pragma unroll
-            for (int i = 0; i < per_thread; ++i) {
-                const int k = static_cast<int>(threadIdx.x) + i * paths_trellis_threads;
-                if (k < n_bits) {
-                    const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
-                    even[i] = make_float2(v.x * inv_n, v.y * inv_n);
-                }
-            }
-        } else {
-            // Threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k even) in every
-            // turn: each computes the pair's phase rotation for one of two turns, the even thread
-            // for turn i and the odd one for turn i + 1, and they trade them (half the double
-            // sincos, which made this kernel a quarter slower when each thread computed its own).
-#pragma unroll
-            for (int i = 0; i < per_thread; i += 2) {
-                const int mine = i + (static_cast<int>(threadIdx.x) & 1);  // the turn whose rotation this thread computes
-                const int km = static_cast<int>(threadIdx.x) + mine * paths_trellis_threads;
-                double sn = 0.0, cs = 1.0;
-                if (mine < per_thread && km < n_bits) sincos(-static_cast<double>(th[km >> 1]), &sn, &cs);
-                const double other_cs = __shfl_xor_sync(0xffffffffu, cs, 1), other_sn = __shfl_xor_sync(0xffffffffu, sn, 1);
-#pragma unroll
-                for (int t = 0; t < 2; ++t) {
-                    const int turn = i + t, k = static_cast<int>(threadIdx.x) + turn * paths_trellis_threads;
-                    if (turn < per_thread && k < n_bits) {
-                        const bool own = turn == mine;
-                        const double c = own ? cs : other_cs, sv = own ? sn : other_sn;
-                        const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(first + k));
-                        const float2 a = derotated(even[turn], c, sv), b = derotated(make_float2(v.x * inv_n, v.y * inv_n), c, sv);
-                        __stcs(reinterpret_cast<float4*>(out + 2 * k), make_float4(a.x, a.y, b.x, b.y));
-                    }
-                }
+        for (int u = 0; u < 2; ++u) {
+            const int turn = i + u, k = tid + turn * paths_threads;
+            if (turn < turns && k < n_bits) {
+                const bool own = turn == mine;
+                const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(m0 + k));
+                __stcs(out + k, derotated(make_float2(v.x * inv_n, v.y * inv_n), own ? cs : other_cs, own ? sn : other_sn));
             }
         }
-        __syncthreads();
     }
 }
 
@@ -335,7 +279,7 @@ void paths_setup_device()
 {
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
     PAQ_CUDA_CHECK(
-        cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_trellis_smem_bytes)));
+        cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(taps_spectra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(spectra_smem_bytes)));
 }
 
@@ -376,10 +320,10 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
 {
     if (theta == nullptr) throw std::invalid_argument("paths_trellis_device: no phase from the detector (stream_detector keep_phase)");
     if (packets <= 0) return;
-    // The last sample read, y(2 (m0 + 6335) + parity + 1), must lie inside the N/2 transform's
+    // The last sample read, y(2 (m0 + 6335) + parity), must lie inside the N/2 transform's
     // index range (the CPU reads the same samples from its full transform).
-    if (m0 < 0 || m0 + ((parity + 1) >> 1) + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
-    paths_trellis_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_trellis_threads, paths_trellis_smem_bytes, s>>>(
+    if (m0 < 0 || m0 + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
+    paths_trellis_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, theta, x);
     PAQ_CUDA_CHECK_LAUNCH();

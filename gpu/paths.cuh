@@ -48,11 +48,11 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
                   const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s);
 
 /// The trellis detector's input for the same packets (receiver.detector trellis): R x C x LP
-/// (lp: dsp::trellis::lowpass_gain on the FFT grid, N) at 2 samples per bit, sample 2k + d of
-/// a stream being the segment's sample 2 (m0 + k) + parity + d, derotated by theta (the
+/// (lp: dsp::trellis::lowpass_gain on the FFT grid, N) at each bit's instant, sample k of a
+/// stream being the segment's sample 2 (m0 + k) + parity, derotated by theta (the
 /// symbol-by-symbol detector's phase per bit pair, stream i's pair j at [i * 3168 + j],
 /// stream_detector::device_theta; bits 2j and 2j + 1 by pair j's) as dsp::trellis derotates
-/// its input; x: packets x 6 x 12672 samples (the trellis's input, stream by stream).
+/// its input; x: packets x 6 x 6336 samples (the trellis's input, stream by stream).
 void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                           const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
                           const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta, float2* x, int packets,

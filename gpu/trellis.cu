@@ -33,10 +33,10 @@ using metric = float;
 
 constexpr int n_bits = static_cast<int>(waveform::packet_bits);
 constexpr int n_known = static_cast<int>(waveform::known_bits);
-constexpr int n_samples = 2 * n_bits;
+constexpr int n_samples = n_bits;  // one a bit, at its instant
 constexpr int data_bytes = static_cast<int>(dsp::packed_data_bytes);
 constexpr int group = states;                  // the lanes of one stream: lane g is state g
-constexpr int steps = n_bits + after;          // trellis steps memory .. steps - 1 (bit j, the pair of bit j - after)
+constexpr int steps = n_bits + after;          // trellis steps memory .. steps - 1 (bit j, the sample of bit j - after)
 constexpr int rows = steps - memory + 1;       // forward metrics: row r = after step r + memory - 1
 constexpr int block_rows = 32;                 // forward metrics kept every block_rows rows
 constexpr int checkpoints = (rows + block_rows - 1) / block_rows;
@@ -57,31 +57,31 @@ static_assert(before % 2 == 0 && (n_bits - before - after) % 2 == 0);
 __constant__ unsigned c_known_words[known_words];  ///< the known bits, 32 a word, MSB first
 
 /// Per stream (16 lanes): the packet's bits (the known bits, then the symbol-by-symbol
-/// detector's); the table, then (its memory) alpha + beta of one block of rows; the sample
-/// pairs of two blocks of steps (the one in use and the next, being copied).
+/// detector's); the table, then (its memory) alpha + beta of one block of rows; the samples of
+/// two blocks of steps (the one in use and the next, being copied).
 struct stream_shared {
     unsigned bits[words];
     union alignas(16) {
-        double table[2][2][patterns][2];  // [k % 2][d][entry][re, im]
+        double table[2][patterns][2];  // [k % 2][entry][re, im]
         metric path[block_rows][path_row];  ///< alpha + beta of each state after each step of one block
     } u;
-    float4 pair[2][block_rows];  ///< x0.re, x0.im, x1.re, x1.im of each step of two blocks (or windows of two chunks)
+    float2 sample[2][block_rows];  ///< the sample of each step of two blocks (or windows of two chunks)
 };
 
-/// Copies n sample pairs of a stream to shared memory asynchronously: dst[i] = pair src(i) of
-/// xs (its samples 2 src(i), 2 src(i) + 1), none where src(i) < 0; lane g copies i = g,
-/// g + 16, ..., and commits them as one batch. The table's fit and both BCJR passes stage their
-/// pairs this way a chunk or block ahead of their use: read from device memory where they were
-/// used, one at a time, the pairs' latency was the kernel's largest stall (Nsight Compute: long
-/// scoreboard, 3.7 of 9 cycles an issue).
+/// Copies n samples of a stream to shared memory asynchronously: dst[i] = sample src(i) of xs
+/// (bit src(i)'s), none where src(i) < 0; lane g copies i = g, g + 16, ..., and commits them
+/// as one batch. The table's fit and both BCJR passes stage their samples this way a chunk or
+/// block ahead of their use: read from device memory where they were used, one at a time, their
+/// latency was the kernel's largest stall (Nsight Compute: long scoreboard, 3.7 of 9 cycles an
+/// issue).
 template <int n, class Src>
-__device__ __forceinline__ void stage(float4* dst, int g, const float2* xs, Src src)
+__device__ __forceinline__ void stage(float2* dst, int g, const float2* xs, Src src)
 {
     static_assert(n % group == 0);
 #pragma unroll
     for (int q = 0; q < n / group; ++q) {
         const int i = g + q * group, j = src(i);
-        if (j >= 0) __pipeline_memcpy_async(&dst[i], xs + 2 * j, sizeof(float4));
+        if (j >= 0) __pipeline_memcpy_async(&dst[i], xs + j, sizeof(float2));
     }
     __pipeline_commit();
 }
@@ -118,36 +118,31 @@ __device__ inline int window_at(const unsigned* bits, int k)
 __device__ inline int bit_at(const unsigned* bits, int k) { return static_cast<int>((bits[k >> 5] >> (31 - (k & 31))) & 1u); }
 
 /// One sequence's branch metric for both parities of k, unscaled (kernel, step 3):
-/// gamma = e + Re(x0 conj u0 + x1 conj u1) with u = -2 sign t and e = |t|^2, which is
-/// dsp/trellis_math.hpp's branch_metric with the sign folded into the entry. A sequence and
-/// its negation share the entry: the same e, u negated (exactly), so the correlation part
-/// (dot) of one is exactly minus the other's. Each lane computes the dots of both its
-/// sequences per direction from its own registers: four multiply-adds instead of a shuffle
-/// (the shuffles and shared-memory loads, not the arithmetic, bound this kernel).
+/// gamma = e + Re(x conj u) with u = -2 sign t and e = |t|^2, which is dsp/trellis_math.hpp's
+/// branch_metric with the sign folded into the entry. A sequence and its negation share the
+/// entry: the same e, u negated (exactly), so the correlation part (dot) of one is exactly
+/// minus the other's. Each lane computes the dots of both its sequences per direction from its
+/// own registers: two multiply-adds instead of a shuffle (the shuffles and shared-memory loads,
+/// not the arithmetic, bound this kernel).
 struct branch_terms {
-    float u[2][4];  // [parity][x0.re, x0.im, x1.re, x1.im]
+    float u[2][2];  // [parity][re, im]
     metric e[2];
-    __device__ void set(const double (&table)[2][2][patterns][2], int seq)
+    __device__ void set(const double (&table)[2][patterns][2], int seq)
     {
         const int idx = dsp::trellis_math::pattern_index(seq);
         const double sg = dsp::trellis_math::pattern_sign(seq);
 #pragma unroll
         for (int par = 0; par < 2; ++par) {
-            double energy = 0.0;
-#pragma unroll
-            for (int d = 0; d < 2; ++d) {
-                const double re = table[par][d][idx][0], im = table[par][d][idx][1];
-                energy += re * re + im * im;
-                u[par][2 * d] = keep(static_cast<float>(-2.0 * sg * re));
-                u[par][2 * d + 1] = keep(static_cast<float>(-2.0 * sg * im));
-            }
-            e[par] = keep(static_cast<metric>(energy));
+            const double re = table[par][idx][0], im = table[par][idx][1];
+            u[par][0] = keep(static_cast<float>(-2.0 * sg * re));
+            u[par][1] = keep(static_cast<float>(-2.0 * sg * im));
+            e[par] = keep(static_cast<metric>(re * re + im * im));
         }
     }
     template <int par>
-    __device__ metric dot(float4 z) const
+    __device__ metric dot(float2 z) const
     {
-        return z.x * u[par][0] + z.y * u[par][1] + z.z * u[par][2] + z.w * u[par][3];
+        return z.x * u[par][0] + z.y * u[par][1];
     }
 };
 
@@ -207,20 +202,20 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
     // or its negation `neg` (centre bit -1, the sign -1). A word of the bits at a time (window
     // i = bits i .. i + 4, bit k = i + before's), the lane finds the windows of its entry with
     // bit operations (a mask of 32 windows: bit 31 - q for window 32 c + q) and reads and adds
-    // only their pairs, in order: each pair is read by the one lane whose entry it is, where
-    // every lane used to read every pair and add it with weight +-1 or 0. The same sums bit for
-    // bit: x + 0 = x, and +-1 times x is exact.
+    // only their samples, in order: each sample is read by the one lane whose entry it is, where
+    // every lane used to read every sample and add it with weight +-1 or 0. The same sums bit
+    // for bit: x + 0 = x, and +-1 times x is exact.
     bool complete = false;
     {
-        double sum[2][2][2] = {};
+        double sum[2][2] = {};  // [parity][re, im]
         int count[2] = {0, 0};
         const int pos = ((g >> after) << (after + 1)) | (1 << after) | (g & ((1 << after) - 1));
         constexpr int windows = n_bits - before - after;
         constexpr int chunks = (windows + 31) / 32;
         static_assert(block_rows == 32, "a chunk of 32 windows fills a block's buffer");
-        // The pairs of a chunk of 32 windows (lane g: windows g and g + 16), staged a chunk ahead.
+        // The samples of a chunk of 32 windows (lane g: windows g and g + 16), staged a chunk ahead.
         auto load_chunk = [&](int c) {
-            stage<32>(sh.pair[c & 1], g, xs, [c](int i) {
+            stage<32>(sh.sample[c & 1], g, xs, [c](int i) {
                 const int w = 32 * c + i;
                 return w < windows ? w + before : -1;
             });
@@ -250,14 +245,12 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
                 const unsigned bit = 0x80000000u >> q;
                 m &= ~bit;
                 const int par = (c * 32 + q) & 1;  // window i = 32 c + q is bit k = i + before; before is even: k's parity is i's
-                const float4 z = sh.pair[c & 1][q];  // the pair of bit k = 32 c + q + before
+                const float2 z = sh.sample[c & 1][q];  // the sample of bit k = 32 c + q + before
                 const double sg = (m_pos & bit) != 0 ? 1.0 : -1.0;
                 // The parity picked by a branch, so that each sum stays in a register.
-                auto add = [&](double (&to)[2][2], int& n) {
-                    to[0][0] = fma(sg, static_cast<double>(z.x), to[0][0]);
-                    to[0][1] = fma(sg, static_cast<double>(z.y), to[0][1]);
-                    to[1][0] = fma(sg, static_cast<double>(z.z), to[1][0]);
-                    to[1][1] = fma(sg, static_cast<double>(z.w), to[1][1]);
+                auto add = [&](double (&to)[2], int& n) {
+                    to[0] = fma(sg, static_cast<double>(z.x), to[0]);
+                    to[1] = fma(sg, static_cast<double>(z.y), to[1]);
                     ++n;
                 };
                 if (par == 0) {
@@ -271,11 +264,8 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
 #pragma unroll
         for (int par = 0; par < 2; ++par) {
             const double n = count[par] > 0 ? static_cast<double>(count[par]) : 1.0;
-#pragma unroll
-            for (int d = 0; d < 2; ++d) {
-                sh.u.table[par][d][g][0] = sum[par][d][0] / n;
-                sh.u.table[par][d][g][1] = sum[par][d][1] / n;
-            }
+            sh.u.table[par][g][0] = sum[par][0] / n;
+            sh.u.table[par][g][1] = sum[par][1] / n;
         }
     }
     __syncwarp(mask);
@@ -284,7 +274,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
     // of state g: the sequences 2g and 2g + 1 into states 2g & 15 and (2g + 1) & 15. The LLR of
     // step j: the best alpha_j + beta_j of the states whose newest bit is +1 against the best
     // of those whose newest bit is -1. The metrics are the CPU's without its scale
-    // 1 / (4 sigma2), a positive factor that changes no decision: the LLRs are scaled as they
+    // 1 / (2 sigma2), a positive factor that changes no decision: the LLRs are scaled as they
     // are written, once the residual (over the first pass's reads of the samples) gives sigma2.
     // A packet without a usable model (a degenerate one) keeps the symbol-by-symbol bits. The
     // half-warps run the BCJR together while either has a complete table (shuffles and syncs
@@ -303,19 +293,19 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
         const int p0 = g >> 1, p1 = (g >> 1) | 8, n0 = (2 * g) & 15, n1 = (2 * g + 1) & 15;
         const int own_bit = g & 1;
         auto block_first = [](int b) { return b * block_rows + memory - 1; };  // the step of block b's entry 0
-        // The sample pairs of a block (lane g: entries g and g + 16), staged one block ahead of
-        // their use, into the buffer of the block's parity.
-        const float4* pairs = sh.pair[0];  // the current block's
+        // The samples of a block (lane g: entries g and g + 16), staged one block ahead of their
+        // use, into the buffer of the block's parity.
+        const float2* samples = sh.sample[0];  // the current block's
         auto load = [&](int b) {
-            stage<block_rows>(sh.pair[b & 1], g, xs, [first = block_first(b)](int i) {
+            stage<block_rows>(sh.sample[b & 1], g, xs, [first = block_first(b)](int i) {
                 const int j = first + i;
                 return j < steps ? j - after : -1;
             });
         };
-        // Block b's pairs in place (the copies committed after it may still run), for every lane.
+        // Block b's samples in place (the copies committed after it may still run), for every lane.
         auto fill = [&](int b, bool ahead) {
             staged(ahead);
-            pairs = sh.pair[b & 1];
+            samples = sh.sample[b & 1];
         };
         // The steps come in versions for the parity of k (which table entries) and for whether
         // the step's bit may be a known one (blocks 0 .. 5; the others need no check), chosen at
@@ -325,7 +315,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
         // One forward step (step j, block entry e): alpha_j of state g.
         auto forward = [&](auto par_c, auto known_c, int j, int e, metric a_prev) {
             constexpr int par = decltype(par_c)::value;
-            const float4 z = pairs[e];
+            const float2 z = samples[e];
             const metric a0 = __shfl_sync(mask, a_prev, p0, group), a1 = __shfl_sync(mask, a_prev, p1, group);
             const metric d0 = in0.dot<par>(z), d1 = in1.dot<par>(z);
             const metric v = fminf(a0 + (in0.e[par] + d0), a1 + (in1.e[par] + d1));
@@ -337,7 +327,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
         // One backward step: beta_{j-1} of state g from beta_j.
         auto backward = [&](auto par_c, auto known_c, int j, int e, metric beta) {
             constexpr int par = decltype(par_c)::value;
-            const float4 z = pairs[e];
+            const float2 z = samples[e];
             const metric b0 = __shfl_sync(mask, beta, n0, group), b1 = __shfl_sync(mask, beta, n1, group);
             const metric d0 = out0.dot<par>(z), d1 = out1.dot<par>(z);
             metric t0 = (out0.e[par] + d0) + b0, t1 = (out1.e[par] + d1) + b1;
@@ -371,7 +361,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
             __syncwarp(mask);  // block b - 1's buffer is free
             if (b + 1 < checkpoints) load(b + 1);
             fill(b, b + 1 < checkpoints);
-            // The residual over the bits the table is fitted on, from the pairs just read: lane
+            // The residual over the bits the table is fitted on, from the samples just read: lane
             // g takes block entries g and g + 16.
 #pragma unroll
             for (int e = g; e < block_rows; e += group) {
@@ -380,14 +370,10 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
                 const int seq = window_at(sh.bits, k - before);
                 const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
                 const double sg = dsp::trellis_math::pattern_sign(seq);
-                const float4 z = pairs[e];
-                const float zr[2][2] = {{z.x, z.y}, {z.z, z.w}};
-#pragma unroll
-                for (int d = 0; d < 2; ++d) {
-                    const double ex = static_cast<double>(zr[d][0]) - sg * sh.u.table[par][d][idx][0];
-                    const double ey = static_cast<double>(zr[d][1]) - sg * sh.u.table[par][d][idx][1];
-                    se += ex * ex + ey * ey;
-                }
+                const float2 z = samples[e];
+                const double ex = static_cast<double>(z.x) - sg * sh.u.table[par][idx][0];
+                const double ey = static_cast<double>(z.y) - sg * sh.u.table[par][idx][1];
+                se += ex * ex + ey * ey;
             }
             known_block(b, [&](auto known_c) {
                 const int last = last_entry(b);
@@ -405,9 +391,9 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
             });
         }
         for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
-        const double sigma2 = se / (2.0 * 2.0 * static_cast<double>(n_bits - before - after));
+        const double sigma2 = se / (2.0 * static_cast<double>(n_bits - before - after));
         usable = complete && sigma2 > 0.0;
-        const float llr_scale = usable ? static_cast<float>(0.5 / (2.0 * sigma2)) : 0.0f;
+        const float llr_scale = usable ? static_cast<float>(1.0 / (2.0 * sigma2)) : 0.0f;
         __syncwarp(mask);  // the table's memory becomes the path metrics'
         // Backward, a block of rows at a time from the last: the block's forward metrics again
         // from its checkpoint (the same steps, so the same values), kept in registers (the

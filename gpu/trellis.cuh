@@ -1,10 +1,10 @@
 // Trellis detection on the GPU (issue 14): dsp::detect_packet_trellis (dsp/trellis.hpp, the
 // CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
-// signal's sample pairs over a window of five bits, fitted per packet on the symbol-by-symbol
+// signal's sample at each bit's instant over a window of five bits, fitted per packet on the symbol-by-symbol
 // bits), same max-log BCJR over 16 states, same soft outputs; the input is the low-passed
 // equalized signal in float, derotated by the symbol-by-symbol detector's phase as it is made
 // (gpu/paths.cuh: paths_trellis_device); the table is fitted in double as on the CPU, the
-// BCJR's metrics are float and unscaled (the LLRs are scaled by 1 / (4 sigma2) as they are
+// BCJR's metrics are float and unscaled (the LLRs are scaled by 1 / (2 sigma2) as they are
 // written).
 //
 // Sixteen lanes per stream, two streams per warp: lane g is trellis state g (and table entry
@@ -31,8 +31,8 @@ public:
     /// Buffers for max_streams streams on the current device.
     explicit stream_trellis(std::size_t max_streams);
 
-    /// The input paths_trellis_device writes: streams x 2 x 6336 samples, stream by stream
-    /// (sample 2k is bit k's instant), derotated by the symbol-by-symbol detector's phase.
+    /// The input paths_trellis_device writes: streams x 6336 samples, stream by stream (sample
+    /// k at bit k's instant), derotated by the symbol-by-symbol detector's phase.
     [[nodiscard]] float2* device_input() noexcept { return x_.data(); }
     /// Per stream and packet bit: log P(a = +1) / P(a = -1), max-log (streams x 6336).
     [[nodiscard]] const float* device_llr() const noexcept { return llr_.data(); }
