@@ -309,7 +309,7 @@ TEST(trellis, the_branch_metric_is_the_squared_distance_and_a_pattern_shares_its
 // The model: on a noiseless SOQPSK-TG packet (the project's modulator, random bits, the
 // low-pass of the detector's input) the table of five bits leaves -25 dB of the signal
 // unexplained where the principal PAM pulse of a linear model leaves -17 dB (measured
-// 2026-11-25 over 200 000 bits: -25.3 / -24.8 dB for the two samples of a bit). Here, one packet
+// 2026-11-25 over 200 000 bits: -25.3 dB at the bit instant, the sample the detector reads). Here, one packet
 // through detect_packet_trellis with the exact bits: sigma2 below -23 dB of the signal.
 TEST(trellis, the_table_explains_a_noiseless_packet_to_within_minus_23_db)
 {
