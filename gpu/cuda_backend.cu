@@ -907,7 +907,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
-        // The trellis's input: the same paths low-passed, at 2 samples per bit, derotated by
+        // The trellis's input: the same paths low-passed, one sample a bit (at its instant), derotated by
         // the symbol-by-symbol detector's phase (the PLL's or the smoother's) as they are made;
         // detected with the table fitted on that detector's bits.
         paths_trellis_device(seg, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,

@@ -157,8 +157,8 @@ __device__ __forceinline__ void static_for(F&& f)
 }
 
 // At most 96 registers a thread, so that five blocks fit an SM: a part's streams (about 4700,
-// 585 blocks) stay one wave on an H100's 132 SMs. (ptxas, CUDA 13, sm_90: 96 registers and
-// 8 bytes spilled; with the block's forward metrics in registers the kernel needs about 110.)
+// 585 blocks) stay one wave on an H100's 132 SMs. (ptxas, CUDA 13, sm_90: 91 registers, no
+// spills, with one sample a bit; 96 and 8 bytes spilled with the pair of samples.)
 __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __restrict__ x, int streams,
                                                           const unsigned char* __restrict__ sxs_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
