@@ -112,32 +112,28 @@ __device__ __forceinline__ void with_path(int path, const path_inputs& in, Body&
 }
 
 /// f(k), k < N/2: the folded R x C x filter of path `path` for sample parity `parity`,
-/// unrolled, so that each thread has the global loads of several bins in flight.
+/// unrolled, so that each thread has the global loads of several bins in flight. in_band: the
+/// filter is zero from a quarter of the rate on (the trellis's LP, dsp::trellis::lowpass_stop),
+/// so of the bins k and k + N/2 a fold adds only the one in band is read and formed (k for
+/// k < N/4, k + N/2 for k >= N/4), the other term being an exact zero (R x 0 x C): the same
+/// values at half the reads.
+template <bool in_band = false>
 __device__ __forceinline__ void fold(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity)
-{
-    with_path(path, in, [&](auto path_c, const float2* spec) {
-        constexpr int p = decltype(path_c)::value;
-#pragma unroll 4
-        for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-            f[smem_fft::pad<true>(k)] = fold_bins(path_product<p>(in, t, spec, k), path_product<p>(in, t, spec, k + n_fft / 2), k, parity);
-        }
-    });
-}
-
-/// fold for a filter that is zero from a quarter of the rate on (the trellis's LP): of the bins
-/// k and k + N/2 a fold adds, only the one in band is read and formed (k for k < N/4, k + N/2
-/// for k >= N/4), the other term being an exact zero (R x 0 x C), so the values are fold's at
-/// half its reads.
-static_assert(dsp::trellis::lowpass_stop <= 0.25, "fold_in_band keeps |f| < 1/4 only");
-__device__ __forceinline__ void fold_in_band(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity)
 {
     with_path(path, in, [&](auto path_c, const float2* spec) {
         constexpr int p = decltype(path_c)::value;
         const float2 zero = make_float2(0.0f, 0.0f);
 #pragma unroll 4
         for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
-            f[smem_fft::pad<true>(k)] = k < n_fft / 4 ? fold_bins(path_product<p>(in, t, spec, k), zero, k, parity)
-                                                      : fold_bins(zero, path_product<p>(in, t, spec, k + n_fft / 2), k, parity);
+            float2 lo, hi;
+            if constexpr (in_band) {
+                lo = k < n_fft / 4 ? path_product<p>(in, t, spec, k) : zero;
+                hi = k < n_fft / 4 ? zero : path_product<p>(in, t, spec, k + n_fft / 2);
+            } else {
+                lo = path_product<p>(in, t, spec, k);
+                hi = path_product<p>(in, t, spec, k + n_fft / 2);
+            }
+            f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
         }
     });
 }
@@ -191,7 +187,7 @@ __device__ inline float2 derotated(float2 v, double cs, double sn)
 /// bit's instant): paths_kernel with the trellis's low-pass LP in place of H_NO, each sample
 /// derotated by the symbol-by-symbol detector's phase of its bit pair (theta) on its way out.
 /// LP is zero from a quarter of the rate on, so each fold adds an exact zero to the in-band
-/// term, which alone is read (fold_in_band): the same values as the CPU's full transform read
+/// term, which alone is read (fold<true>): the same values as the CPU's full transform read
 /// at the bit instants. One sample a bit
 /// (dsp/trellis.hpp): one N/2-point transform a path where the pair of samples took two.
 /// Threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k even) in every turn:
@@ -211,7 +207,7 @@ __global__ void __launch_bounds__(paths_threads, 3)
     const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    fold_in_band(path, in, t, f, parity);
+    fold<true>(path, in, t, f, parity);  // LP: dsp::trellis::lowpass_stop <= 0.25 (asserted there)
     __syncthreads();
     smem_fft::dif_but_last<paths_log_n, true, true>(f);
     const std::size_t stream = static_cast<std::size_t>(p) * num_paths + path;
