@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -175,6 +175,46 @@ if [[ $mode == phasenoise ]]; then
     ./.device/paq-bench $b --json "$out/$k.json" > /tmp/paq-$k.log 2>&1 || status=1
     grep -E "end to end|real time|stage (paths|detector)|\| input" /tmp/paq-$k.log | head -8
   done
+fi
+if [[ $mode == phasenoise-seeds ]]; then
+  # Issue 12, item 3, over more signal: the default receiver (receiver.phase_smoother auto) on
+  # AWGN 11 dB, CFO 15 kHz, 2 s recordings with seeds 301 .. 305 (10 s, 100 M bits per path
+  # and condition): no phase noise, the IRIG 106 mask, Wiener 300 Hz and 1 kHz, both backends.
+  # Each run's errors none / zf / mmse / cma / fde1 / fde2; then, per backend, the sums over
+  # the seeds and their ratios to the sums without phase noise (docs/SIGNAL-CHAIN.md, "Phase
+  # noise"). A run whose counts differ between the backends is reported and fails the mode.
+  : > "$out/phasenoise-seeds.txt"
+  for seed in 301 302 303 304 305; do
+    for pn in clean irig w300 w1k; do
+      case $pn in
+        clean) args=() ;;
+        irig) args=(--phase-noise irig106) ;;
+        w300) args=(--phase-noise-linewidth 300) ;;
+        w1k) args=(--phase-noise-linewidth 1000) ;;
+      esac
+      ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed $seed "${args[@]}" --output /tmp/paq-pns > /dev/null || status=1
+      counts=()
+      for be in cpu cuda; do
+        c=$(./.device/paqd replay /tmp/paq-pns.sigmf-meta --backend $be 2>&1 | awk '/^  (none|zf|mmse|cma|fde1|fde2) /{printf "%s ", $4}')
+        [[ -n $c ]] || status=1
+        counts+=("$c")
+        echo "$seed $pn $be $c" >> "$out/phasenoise-seeds.txt"
+      done
+      same=same
+      [[ ${counts[0]} == "${counts[1]}" ]] || { same=DIFFER; status=1; }
+      echo "seed $seed $pn: cpu ${counts[0]}| cuda ${counts[1]}| $same"
+    done
+  done
+  echo
+  echo "sums over the seeds, errors none / zf / mmse / cma / fde1 / fde2, and ratio to no phase noise"
+  awk '{k = $2 " " $3; for (i = 4; i <= 9; ++i) s[k, i] += $i}
+       END {split("cpu cuda", bes, " "); split("clean irig w300 w1k", pns, " ");
+            for (x = 1; x <= 2; ++x) for (y = 1; y <= 4; ++y) {
+              k = pns[y] " " bes[x]; c = "clean " bes[x]; line = sprintf("%-5s %-5s", bes[x], pns[y]);
+              for (i = 4; i <= 9; ++i) line = line sprintf(" %6d", s[k, i]);
+              line = line "   ratio";
+              for (i = 4; i <= 9; ++i) line = line sprintf(" %.2f", s[c, i] > 0 ? s[k, i] / s[c, i] : 0);
+              print line }}' "$out/phasenoise-seeds.txt"
 fi
 if [[ $mode == trellis ]]; then
   # Issue 14: the trellis detector on the GPU. The benchmark's default batch with symbol-by-
