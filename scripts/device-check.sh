@@ -184,8 +184,10 @@ if [[ $mode == phasenoise-seeds ]]; then
   # the seeds and their ratios to the sums without phase noise (docs/SIGNAL-CHAIN.md, "Phase
   # noise"). A run whose counts differ between the backends is reported and fails the mode.
   : > "$out/phasenoise-seeds.txt"
+  conditions=(clean irig w300 w1k)
+  backends=(cpu cuda)
   for seed in 301 302 303 304 305; do
-    for pn in clean irig w300 w1k; do
+    for pn in "${conditions[@]}"; do
       case $pn in
         clean) args=() ;;
         irig) args=(--phase-noise irig106) ;;
@@ -194,7 +196,7 @@ if [[ $mode == phasenoise-seeds ]]; then
       esac
       ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed $seed "${args[@]}" --output /tmp/paq-pns > /dev/null || status=1
       counts=()
-      for be in cpu cuda; do
+      for be in "${backends[@]}"; do
         c=$(./.device/paqd replay /tmp/paq-pns.sigmf-meta --backend $be 2>&1 | awk '/^  (none|zf|mmse|cma|fde1|fde2) /{printf "%s ", $4}')
         [[ -n $c ]] || status=1
         counts+=("$c")
@@ -207,9 +209,9 @@ if [[ $mode == phasenoise-seeds ]]; then
   done
   echo
   echo "sums over the seeds, errors none / zf / mmse / cma / fde1 / fde2, and ratio to no phase noise"
-  awk '{k = $2 " " $3; for (i = 4; i <= 9; ++i) s[k, i] += $i}
-       END {split("cpu cuda", bes, " "); split("clean irig w300 w1k", pns, " ");
-            for (x = 1; x <= 2; ++x) for (y = 1; y <= 4; ++y) {
+  awk -v bel="${backends[*]}" -v pnl="${conditions[*]}" '{k = $2 " " $3; for (i = 4; i <= 9; ++i) s[k, i] += $i}
+       END {nb = split(bel, bes, " "); np = split(pnl, pns, " ");
+            for (x = 1; x <= nb; ++x) for (y = 1; y <= np; ++y) {
               k = pns[y] " " bes[x]; c = "clean " bes[x]; line = sprintf("%-5s %-5s", bes[x], pns[y]);
               for (i = 4; i <= 9; ++i) line = line sprintf(" %6d", s[k, i]);
               line = line "   ratio";
