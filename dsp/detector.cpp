@@ -162,7 +162,8 @@ const filter_gains& gains(int l) noexcept
 }  // namespace smoother
 
 smoother_scratch::smoother_scratch()
-    : theta(phase_pairs), z(phase_pairs), f(phase_pairs), b(phase_pairs), a(waveform::packet_bits)
+    : theta(phase_pairs), z(phase_pairs), f(phase_pairs), b(phase_pairs), theta_bit(waveform::packet_bits),
+      z_bit(waveform::packet_bits), r_bit(waveform::packet_bits), a(waveform::packet_bits)
 {
 }
 
@@ -175,9 +176,15 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
     constexpr std::size_t np2 = phase_pairs;
     float* const th = sc.theta.data();
     float* const z = sc.z.data();
+    float* const thk = sc.theta_bit.data();
+    float* const zk = sc.z_bit.data();
+    float* const rk = sc.r_bit.data();
     std::int8_t* const a = sc.a.data();
     std::memset(bits_out, 0, waveform::data_bits / 8);
+    // A sample derotated by its pair's phase (the observations' reference), or by its bit's
+    // phase (the decisions).
     auto rotated = [&](std::size_t k) { return v[k] * std::polar(1.0, -static_cast<double>(th[k / 2])); };
+    auto rotated_bit = [&](std::size_t k) { return v[k] * std::polar(1.0, -static_cast<double>(thk[k])); };
 
     // 1. The forward PLL, its phase unwrapped.
     const double e_scale = error_scale(v);
@@ -200,6 +207,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             nu += g.k2 * e;
             theta += g.k1 * e + nu;
         }
+        for (std::size_t k = 0; k < n; ++k) thk[k] = th[k / 2];
     }
 
     for (int it = 0; it < smoother::iterations; ++it) {
@@ -208,7 +216,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             if (k < nk) {
                 a[k] = known[k] ? 1 : -1;
             } else {
-                const cf64 y = rotated(k);
+                const cf64 y = rotated_bit(k);
                 a[k] = (k % 2 == 0 ? y.real() : y.imag()) >= 0.0 ? 1 : -1;
             }
         }
@@ -218,7 +226,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             for (std::size_t j = c; j < np2; j += smoother::chunks) {
                 for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
                     if (k < 1 || k > n - 2) continue;
-                    const cf64 y = rotated(k);
+                    const cf64 y = rotated_bit(k);
                     const double m1 = a[k - 1] + a[k + 1];
                     own[c] += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
                     s1y[c] += (k % 2 == 0 ? y.imag() : y.real()) * m1;
@@ -228,15 +236,25 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         }
         const double own_sum = fold_chunks(own), s11_sum = fold_chunks(s11), s1y_sum = fold_chunks(s1y);
         const double g0 = own_sum / static_cast<double>(n - 2), c1 = s11_sum > 0.0 ? s1y_sum / s11_sum : 0.0;
-        // c. One phase observation per pair.
+        // c. One phase observation per pair, and one per sample of it with its variance in
+        // units of the pair's.
         for (std::size_t j = 0; j < np2; ++j) {
-            cf64 acc = 0.0;
-            for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
+            cf64 prod[2];
+            double energy[2];
+            for (std::size_t h = 0; h < 2; ++h) {
+                const std::size_t k = 2 * j + h;
                 const double m1 = (k > 0 ? a[k - 1] : 0) + (k + 1 < n ? a[k + 1] : 0);
                 const cf64 model = k % 2 == 0 ? cf64(g0 * a[k], c1 * m1) : cf64(c1 * m1, g0 * a[k]);
-                acc += rotated(k) * std::conj(model);
+                prod[h] = rotated(k) * std::conj(model);
+                energy[h] = std::norm(model);
             }
-            z[j] = static_cast<float>(static_cast<double>(th[j]) + std::arg(acc));
+            const double tj = static_cast<double>(th[j]);
+            z[j] = static_cast<float>(tj + std::arg(prod[0] + prod[1]));
+            for (std::size_t h = 0; h < 2; ++h) {
+                zk[2 * j + h] = static_cast<float>(tj + std::arg(prod[h]));
+                // 0: no information (a zero model, g0 = c1 = 0)
+                rk[2 * j + h] = energy[h] > 0.0 ? static_cast<float>((energy[0] + energy[1]) / energy[h]) : 0.0f;
+            }
         }
         // d. The line through them.
         std::array<double, smoother::chunks> pj{}, pz{}, pjj{}, pjz{};
@@ -308,6 +326,48 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             }
             th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));
         }
+        static_assert(smoother::exclusion == 1 && smoother::bit_exclusion == 2, "step g's geometry");
+        // g. The phase of each bit: the two filters' predictions as in f, with the observation
+        // of the one sample next to the excluded ones on the side where f leaves it out (the bits
+        // k - 2 .. k + 2 are left out: smoother::bit_exclusion).
+        for (std::size_t j = 0; j < np2; ++j) {
+            const bool fwd = j >= gap, bwd = j + gap < np2;
+            const double f0 = fwd ? static_cast<double>(sc.f[j - gap]) : 0.0;
+            const double pf = fwd ? static_cast<double>(fg.p[j - gap]) : 0.0;
+            const double b0 = bwd ? static_cast<double>(sc.b[j + gap]) : 0.0;
+            const double pb = bwd ? static_cast<double>(fg.p[np2 - 1 - (j + gap)]) : 0.0;
+            for (std::size_t h = 0; h < 2; ++h) {
+                const std::size_t k = 2 * j + h;
+                const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);  // the bit's time in pairs
+                double num = 0.0, den = 0.0;
+                // The side the pair filter's gap leaves a sample of: forward for the odd bit
+                // (sample 2j - 2, at j - 1.25), backward for the even one (sample 2j + 3, at j + 1.25).
+                const bool near_fwd = h == 1;
+                for (int side = 0; side < 2; ++side) {
+                    const bool forward = side == 0;
+                    if (forward ? !fwd : !bwd) continue;
+                    double xs = forward ? f0 : b0, p = forward ? pf : pb;
+                    if (forward == near_fwd) {
+                        const std::size_t ks = forward ? 2 * j - 2 : 2 * j + 3;
+                        p += 0.75 * lam;
+                        const double r = static_cast<double>(rk[ks]);
+                        if (r > 0.0) {
+                            const double ts = forward ? static_cast<double>(j) - 1.25 : static_cast<double>(j) + 1.25;
+                            const double zs = static_cast<double>(zk[ks]) - (icpt + slope * ts);
+                            const double kg = p / (p + r);
+                            xs += kg * (zs - xs);
+                            p *= 1.0 - kg;
+                        }
+                        p += 1.5 * lam;
+                    } else {
+                        p += 1.75 * lam;
+                    }
+                    num += xs / p;
+                    den += 1.0 / p;
+                }
+                thk[k] = static_cast<float>(num / den + icpt + slope * t);
+            }
+        }
     }
 
     // 3. The data decisions.
@@ -316,7 +376,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         for (std::size_t j = ch; j < np2; j += smoother::chunks) {
             for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
                 if (k < nk) continue;
-                const cf64 y = rotated(k);
+                const cf64 y = rotated_bit(k);
                 const double c = k % 2 == 0 ? y.real() : y.imag();
                 const std::size_t i = k - nk;
                 if (c >= 0.0) bits_out[i / 8] = static_cast<std::uint8_t>(bits_out[i / 8] | (0x80u >> (i % 8)));

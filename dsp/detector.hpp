@@ -65,6 +65,15 @@ inline constexpr int num_lambdas = static_cast<int>(sizeof lambdas / sizeof lamb
 /// with the noise. Measured (AWGN 10 dB, Wiener 300 Hz over the data only, BER against no
 /// phase noise): pair j alone left out 1.42-1.49x, three 1.24-1.31x, five 1.32-1.44x.
 inline constexpr int exclusion = 1;
+/// A bit's own phase (step g) leaves out the observations of the samples k - 2 .. k + 2, not
+/// the six of pairs j - 1 .. j + 1: the noise of bits k +- 1 at their instants is correlated
+/// with bit k's (0.54 on the same component at the detection filter's output), and their
+/// model holds bit k's decision, so they stay out; k +- 3 need not. Measured on a 2 s
+/// recording (AWGN 11 dB, CFO 15 kHz, 1 kHz Wiener, seed 301; MMSE): 769 errors, against 819
+/// with the pair's phase; leaving out k - 1 .. k + 1 instead about 13% more than k - 2 ..
+/// k + 2, k - 3 .. k + 3 about 16% more. Over five seeds: docs/SIGNAL-CHAIN.md, "Phase noise".
+/// Step g's arithmetic is written for these two values.
+inline constexpr int bit_exclusion = 2;
 /// The sums over a packet (the signal model's, the line's, the final decisions' statistics)
 /// are taken in 32 chunks, chunk c the pairs j = c, c + 32, c + 64, ... in that order, and the
 /// chunks' sums then added pairwise: chunk i + chunk i + 16 for i < 16, then i + 8, i + 4,
@@ -88,6 +97,7 @@ struct filter_gains {
 struct smoother_scratch {
     smoother_scratch();
     std::vector<float> theta, z, f, b;  ///< per pair
+    std::vector<float> theta_bit, z_bit, r_bit;  ///< per bit: phase, observation, its variance
     std::vector<std::int8_t> a;                 ///< per bit: +-1
 };
 
@@ -96,21 +106,30 @@ struct smoother_scratch {
 ///  1. the PLL above, forward over the packet at smoother::bootstrap_bn_t (acq over the known
 ///     bits), its unwrapped phase theta_j before each pair j kept;
 ///  2. smoother::iterations times:
-///     a. decisions a_k at theta (the known bits over preamble and ASM);
+///     a. decisions a_k at bit k's phase theta_k (the PLL's pair phase in the first
+///        iteration, step g's after it; the known bits over preamble and ASM);
 ///     b. the packet's own signal model from them: at bit k's instant the detection-filter
 ///        output is g0 a_k on the bit's axis and c1 (a_{k-1} + a_{k+1}) on the other (the
 ///        neighbours' pulse tails: SOQPSK-TG's quadrature component is far from zero half a
 ///        bit from its own instants), g0 and c1 fitted by least squares over the packet;
 ///     c. one phase observation per pair, z_j = theta_j + arg(sum_k v_k s_k* e^{-j theta_j})
-///        over the pair's two bits, s_k the model's sample;
+///        over the pair's two bits, s_k the model's sample; and one per sample,
+///        theta_j + arg(v_k s_k* e^{-j theta_j}), its variance (|s_2j|^2 + |s_2j+1|^2) / |s_k|^2
+///        in units of the pair's;
 ///     d. a line fitted to z (the carrier offset left) and removed;
 ///     e. lambda = q / r chosen from smoother::lambdas by the least sum of squared one-step
 ///        prediction errors of the steady-state filter (maximum likelihood for a random-walk
 ///        phase in white noise);
 ///     f. a Kalman filter forward and one backward (random walk, ratio lambda), and
 ///        theta_j = the two filters' predictions from pairs <= j - 2 and >= j + 2
-///        (smoother::exclusion), combined by their variances, plus the line;
-///  3. the data decisions at theta.
+///        (smoother::exclusion), combined by their variances, plus the line (the pair's
+///        phase: the observations' reference, and the trellis's);
+///     g. theta_k, bit k's phase: the same two predictions, the one on the side where pair
+///        j +- 1 holds a sample outside k - 2 .. k + 2 (smoother::bit_exclusion) updated by that
+///        sample's observation (forward: sample 2j - 2 for the odd bit; backward: 2j + 3 for
+///        the even bit), each prediction carried to the bit's time (a quarter pair before or
+///        after the pair's), combined by their variances, plus the line;
+///  3. the data decisions at theta_k.
 /// known_bit_errors are the forward PLL's, the BEP estimate from the final decisions.
 /// With `trace`, its final phase per bit (the pair's) and its bits are left there for the
 /// trellis (dsp/trellis.hpp), as detect_packet leaves its own.

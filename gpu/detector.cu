@@ -282,6 +282,9 @@ struct smoother_arrays {
     float* z;          ///< observation per pair
     float* f;          ///< forward filter per pair
     float* b;          ///< backward filter per pair
+    float* theta_bit;  ///< phase per bit, streams x 6336 (a pair's two as a float2)
+    float* z_bit;      ///< observation per bit (sample)
+    float* r_bit;      ///< its variance in units of its pair's (0: none)
     double2* line;     ///< per stream: the line through z (intercept, slope)
     unsigned* known;   ///< per stream: the forward PLL's errors on the known bits
     const double* gain_k;  ///< dsp::smoother::gains(l).k at l * 3168
@@ -327,6 +330,16 @@ __device__ inline void rotate_pair(float4 q, double theta, cuDoubleComplex& y0, 
     y1 = cuCmul(make_cuDoubleComplex(q.z, q.w), rot);
 }
 
+/// y0 = v0 e^{-j theta0}, y1 = v1 e^{-j theta1}: a pair's two samples, each at its bit's phase.
+__device__ inline void rotate_bits(float4 q, float2 theta, cuDoubleComplex& y0, cuDoubleComplex& y1)
+{
+    double sn, cs;
+    sincos(-static_cast<double>(theta.x), &sn, &cs);
+    y0 = cuCmul(make_cuDoubleComplex(q.x, q.y), make_cuDoubleComplex(cs, sn));
+    sincos(-static_cast<double>(theta.y), &sn, &cs);
+    y1 = cuCmul(make_cuDoubleComplex(q.z, q.w), make_cuDoubleComplex(cs, sn));
+}
+
 /// Step 1 of dsp::detect_packet_smoothed, one thread per stream: the forward PLL, its phase
 /// per pair (unwrapped) to theta, its errors on the known bits to known.
 __global__ void __launch_bounds__(128) smoother_pll_kernel(smoother_arrays m, int streams, dsp::pll_gains acq, dsp::pll_gains boot)
@@ -335,6 +348,7 @@ __global__ void __launch_bounds__(128) smoother_pll_kernel(smoother_arrays m, in
     if (s < 0) return;
     const float4* row = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);  // a pair each
     float4* th = reinterpret_cast<float4*>(m.theta + static_cast<std::size_t>(s) * np2);
+    float4* thb = reinterpret_cast<float4*>(m.theta_bit + static_cast<std::size_t>(s) * nbits);  // two pairs each
     float4 cur[pair_chunk], next[pair_chunk];
     auto load = [&](int j0, float4 (&dst)[pair_chunk]) {
 #pragma unroll
@@ -378,6 +392,8 @@ __global__ void __launch_bounds__(128) smoother_pll_kernel(smoother_arrays m, in
         th[j0 / 4] = make_float4(tb[0], tb[1], tb[2], tb[3]);
         th[j0 / 4 + 1] = make_float4(tb[4], tb[5], tb[6], tb[7]);
 #pragma unroll
+        for (int u = 0; u < pair_chunk; u += 2) thb[(j0 + u) / 2] = make_float4(tb[u], tb[u], tb[u + 1], tb[u + 1]);
+#pragma unroll
         for (int u = 0; u < pair_chunk; ++u) cur[u] = next[u];
     }
     m.known[s] = known_errors;
@@ -398,6 +414,7 @@ __global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(sm
     if (s < 0) return;  // the whole warp
     const float4* v = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);  // a pair each
     const float* th = m.theta + static_cast<std::size_t>(s) * np2;
+    const float2* thb = reinterpret_cast<const float2*>(m.theta_bit + static_cast<std::size_t>(s) * nbits);  // a pair each
     unsigned* const d = dec[w];
     for (int i = c; i < nbits / 32; i += 32) d[i] = 0u;
     __syncwarp();
@@ -425,7 +442,7 @@ __global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(sm
         for (int t = 0; t < steps; ++t) {
             const int j = chunks * t + c, k0 = 2 * j;
             cuDoubleComplex y0, y1;
-            rotate_pair(v[j], static_cast<double>(th[j]), y0, y1);
+            rotate_bits(v[j], thb[j], y0, y1);
             const unsigned mine = (decision(k0, y0) ? 1u : 0u) | (decision(k0 + 1, y1) ? 2u : 0u);
             atomicOr(&d[k0 / 32], mine << (k0 % 32));
             __syncwarp();
@@ -437,25 +454,36 @@ __global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(sm
     }
     const double own_sum = fold_chunks(own), s11_sum = fold_chunks(s11), s1y_sum = fold_chunks(s1y);
     const double g0 = own_sum / static_cast<double>(nbits - 2), c1 = s11_sum > 0.0 ? s1y_sum / s11_sum : 0.0;
-    // c, d: an observation per pair, and the line's sums.
+    // c, d: an observation per pair and one per sample, and the line's sums.
     float* z = m.z + static_cast<std::size_t>(s) * np2;
+    float2* zb = reinterpret_cast<float2*>(m.z_bit + static_cast<std::size_t>(s) * nbits);
+    float2* rb = reinterpret_cast<float2*>(m.r_bit + static_cast<std::size_t>(s) * nbits);
     double sj = 0.0, sz = 0.0, sjj = 0.0, sjz = 0.0;
     for (int t = 0; t < steps; ++t) {
         const int j = chunks * t + c, k0 = 2 * j;
         const float tj = th[j];
         cuDoubleComplex y[2];
         rotate_pair(v[j], static_cast<double>(tj), y[0], y[1]);
-        double ar = 0.0, ai = 0.0;
+        double pr[2], pi[2], en[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const int k = k0 + h;
             const double m1 = a_of(k - 1) + a_of(k + 1);
             const double mr = (h == 0) ? g0 * a_of(k) : c1 * m1, mi = (h == 0) ? c1 * m1 : g0 * a_of(k);
-            ar += y[h].x * mr + y[h].y * mi;  // y conj(model)
-            ai += y[h].y * mr - y[h].x * mi;
+            pr[h] = y[h].x * mr + y[h].y * mi;  // y conj(model)
+            pi[h] = y[h].y * mr - y[h].x * mi;
+            en[h] = mr * mr + mi * mi;
         }
-        const float zj = static_cast<float>(static_cast<double>(tj) + atan2(ai, ar));
+        const float zj = static_cast<float>(static_cast<double>(tj) + atan2(pi[0] + pi[1], pr[0] + pr[1]));
         z[j] = zj;
+        float zs[2], rs[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            zs[h] = static_cast<float>(static_cast<double>(tj) + atan2(pi[h], pr[h]));
+            rs[h] = en[h] > 0.0 ? static_cast<float>((en[0] + en[1]) / en[h]) : 0.0f;
+        }
+        zb[j] = make_float2(zs[0], zs[1]);
+        rb[j] = make_float2(rs[0], rs[1]);
         const double x = static_cast<double>(j), yz = zj;
         sj += x;
         sz += yz;
@@ -606,6 +634,51 @@ __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m,
         }
         th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));  // the CPU's association
     }
+    static_assert(dsp::smoother::exclusion == 1 && dsp::smoother::bit_exclusion == 2, "step g's geometry");
+    // g. The phase of each bit (dsp/detector.cpp step g): the predictions as above, with the
+    // one sample next to the excluded ones on the side the pair's gap leaves it.
+    const float* zb = m.z_bit + static_cast<std::size_t>(s) * nbits;
+    const float* rb = m.r_bit + static_cast<std::size_t>(s) * nbits;
+    float2* thb = reinterpret_cast<float2*>(m.theta_bit + static_cast<std::size_t>(s) * nbits);
+    for (int j = g; j < np2; j += filter_group) {
+        const bool fwd = j >= gap, bwd = j + gap < np2;
+        const double f0 = fwd ? static_cast<double>(f[j - gap]) : 0.0;
+        const double pf = fwd ? static_cast<double>(gp[j - gap]) : 0.0;
+        const double b0 = bwd ? static_cast<double>(b[j + gap]) : 0.0;
+        const double pb = bwd ? static_cast<double>(gp[np2 - 1 - (j + gap)]) : 0.0;
+        float out[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);
+            double num = 0.0, den = 0.0;
+            const bool near_fwd = h == 1;
+#pragma unroll
+            for (int side = 0; side < 2; ++side) {
+                const bool forward = side == 0;
+                if (forward ? !fwd : !bwd) continue;
+                double xs = forward ? f0 : b0, p = forward ? pf : pb;
+                if (forward == near_fwd) {
+                    const int ks = forward ? 2 * j - 2 : 2 * j + 3;
+                    p += 0.75 * lam;
+                    const double r = static_cast<double>(rb[ks]);
+                    if (r > 0.0) {
+                        const double ts = forward ? static_cast<double>(j) - 1.25 : static_cast<double>(j) + 1.25;
+                        const double zs = static_cast<double>(zb[ks]) - (icpt + slope * ts);
+                        const double kg = p / (p + r);
+                        xs += kg * (zs - xs);
+                        p *= 1.0 - kg;
+                    }
+                    p += 1.5 * lam;
+                } else {
+                    p += 1.75 * lam;
+                }
+                num += xs / p;
+                den += 1.0 / p;
+            }
+            out[h] = static_cast<float>(num / den + icpt + slope * t);
+        }
+        thb[j] = make_float2(out[0], out[1]);
+    }
 }
 
 /// Step 3 of dsp::detect_packet_smoothed, a warp per stream, lane c on chunk c as in the
@@ -624,12 +697,12 @@ __global__ void __launch_bounds__(32 * decide_warps) smoother_decide_kernel(smoo
     for (int i = c; i < data_bytes / 4; i += 32) out_words[w][i] = 0u;
     __syncwarp();
     const float4* v = reinterpret_cast<const float4*>(m.v + static_cast<std::size_t>(s) * nbits);
-    const float* th = m.theta + static_cast<std::size_t>(s) * np2;
+    const float2* thb = reinterpret_cast<const float2*>(m.theta_bit + static_cast<std::size_t>(s) * nbits);
     double sum = 0.0, sum2 = 0.0;
     for (int t = nk / (2 * chunks); t < steps; ++t) {
         const int j = chunks * t + c, k0 = 2 * j;
         cuDoubleComplex y0, y1;
-        rotate_pair(v[j], static_cast<double>(th[j]), y0, y1);
+        rotate_bits(v[j], thb[j], y0, y1);
         auto bit = [&](int i, double cv) {  // data bit i: byte i / 8, bit 7 - i % 8; the byte is
             if (cv >= 0.0) {                 // byte i / 8 % 4 of its little-endian word
                 atomicOr(&out_words[w][i / 32], (0x80u >> (i % 8)) << (8 * ((i / 8) % 4)));
@@ -663,6 +736,7 @@ struct stream_detector::impl {
     // backward filter per pair, the line and the known-bit errors per stream; and the filters'
     // gains (dsp::smoother::gains). The phase is kept by the PLL too when asked (keep_phase).
     device_buffer<float> theta, z, f, b;
+    device_buffer<float> theta_bit, z_bit, r_bit;  // per bit
     device_buffer<double2> line;
     device_buffer<unsigned> known;
     device_buffer<double> gain_k;
@@ -679,7 +753,8 @@ struct stream_detector::impl {
     impl(int dev, std::size_t ms, smoother_use u, bool kp)
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
           theta(sm(u) || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
-          f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
+          f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), theta_bit(sm(u) ? ms * nbits : 0),
+          z_bit(sm(u) ? ms * nbits : 0), r_bit(sm(u) ? ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
           gate(u == smoother_use::gated ? ms : 0), smoothed(u == smoother_use::gated ? ms / dsp::chain::num_paths + 1 : 0),
           list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0)
@@ -755,6 +830,9 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
                               m.z.data(),
                               m.f.data(),
                               m.b.data(),
+                              m.theta_bit.data(),
+                              m.z_bit.data(),
+                              m.r_bit.data(),
                               m.line.data(),
                               m.known.data(),
                               m.gain_k.data(),

@@ -45,10 +45,11 @@ TEST(phase_noise, the_smoother_keeps_every_path_near_its_clean_ber)
 {
     // The targets are against the BER with no phase noise: IRIG 106 mask 1.2x,
     // Wiener 300 Hz 1.3x, 1 kHz 2x, no lost lock. Bounds here, against the default receiver's
-    // (the PLL's) BER with no phase noise, every path (measured 2026-11-24 at 10 dB, seed 1271,
-    // 3.0 M bits, 200-480 errors per path): no phase noise 0.89-0.93x (bound 1.0x), IRIG
-    // mask 1.04-1.09x (1.2x), 300 Hz 1.26-1.34x (1.45x: the target is not met on every path),
-    // 1 kHz 1.50-1.83x (2x); the PLL alone at 1 kHz 55-75x with packets lost to cycle slips.
+    // (the PLL's) BER with no phase noise, every path (measured 2026-11-29 at 10 dB, seed 1271,
+    // 3.0 M bits, 230-480 errors per path; each bit's own phase, smoother step g): no phase
+    // noise 0.87-0.92x (bound 1.0x), IRIG mask 1.04-1.07x (1.2x), 300 Hz 1.21-1.30x (1.35x:
+    // 3 M bits scatter by about 7%; over five 2 s recordings, docs/SIGNAL-CHAIN.md, 1.14-1.28x),
+    // 1 kHz 1.44-1.78x (2x); the PLL alone at 1 kHz 55-75x with packets lost to cycle slips.
     const auto pll0 = receive(0.0, false, false);
     const auto sm0 = receive(0.0, false, true);
     const auto mask = receive(0.0, true, true);
@@ -64,7 +65,7 @@ TEST(phase_noise, the_smoother_keeps_every_path_near_its_clean_ber)
         ASSERT_GT(pll0.paths[i].bit_errors, 150u) << pll0.paths[i].name;
         EXPECT_LE(sm0.paths[i].ber, 1.0 * ref) << sm0.paths[i].name;
         EXPECT_LE(mask.paths[i].ber, 1.2 * ref) << mask.paths[i].name;
-        EXPECT_LE(w300.paths[i].ber, 1.45 * ref) << w300.paths[i].name;
+        EXPECT_LE(w300.paths[i].ber, 1.35 * ref) << w300.paths[i].name;
         EXPECT_LE(w1k.paths[i].ber, 2.0 * ref) << w1k.paths[i].name;
         // No packet lost to a cycle slip: every bit checked that is checked with no phase noise.
         for (const auto* r : {&mask, &w300, &w1k}) {
