@@ -339,7 +339,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             for (std::size_t h = 0; h < 2; ++h) {
                 const std::size_t k = 2 * j + h;
                 const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);  // the bit's time in pairs
-                double num = 0.0, den = 0.0;
+                double xw = 0.0, wsum = 0.0;
                 // The side the pair filter's gap leaves a sample of: forward for the odd bit
                 // (sample 2j - 2, at j - 1.25), backward for the even one (sample 2j + 3, at j + 1.25).
                 const bool near_fwd = h == 1;
@@ -351,21 +351,22 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
                         const std::size_t ks = forward ? 2 * j - 2 : 2 * j + 3;
                         p += 0.75 * lam;
                         const double r = static_cast<double>(rk[ks]);
-                        if (r > 0.0) {
+                        if (r > 0.0) {  // a Kalman update by the sample: gain p / (p + r)
                             const double ts = forward ? static_cast<double>(j) - 1.25 : static_cast<double>(j) + 1.25;
                             const double zs = static_cast<double>(zk[ks]) - (icpt + slope * ts);
-                            const double kg = p / (p + r);
-                            xs += kg * (zs - xs);
-                            p *= 1.0 - kg;
+                            const double inv = 1.0 / (p + r);
+                            xs += p * inv * (zs - xs);
+                            p = p * r * inv;
                         }
                         p += 1.5 * lam;
                     } else {
                         p += 1.75 * lam;
                     }
-                    num += xs / p;
-                    den += 1.0 / p;
+                    const double w = 1.0 / p;
+                    xw += w * xs;
+                    wsum += w;
                 }
-                thk[k] = static_cast<float>(num / den + icpt + slope * t);
+                thk[k] = static_cast<float>(xw / wsum + icpt + slope * t);
             }
         }
     }

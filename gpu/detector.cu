@@ -283,8 +283,7 @@ struct smoother_arrays {
     float* f;          ///< forward filter per pair
     float* b;          ///< backward filter per pair
     float* theta_bit;  ///< phase per bit, streams x 6336 (a pair's two as a float2)
-    float* z_bit;      ///< observation per bit (sample)
-    float* r_bit;      ///< its variance in units of its pair's (0: none)
+    float* zr_bit;     ///< per bit (sample): its observation and that's variance in units of its pair's (0: none), streams x 6336 float2
     double2* line;     ///< per stream: the line through z (intercept, slope)
     unsigned* known;   ///< per stream: the forward PLL's errors on the known bits
     const double* gain_k;  ///< dsp::smoother::gains(l).k at l * 3168
@@ -330,14 +329,12 @@ __device__ inline void rotate_pair(float4 q, double theta, cuDoubleComplex& y0, 
     y1 = cuCmul(make_cuDoubleComplex(q.z, q.w), rot);
 }
 
-/// y0 = v0 e^{-j theta0}, y1 = v1 e^{-j theta1}: a pair's two samples, each at its bit's phase.
+/// y0 = v0 e^{-j theta0}, y1 = v1 e^{-j theta1}: a pair's two samples, each at its bit's phase
+/// (the smoother's phases stay within a few radians, well inside pll_rotation's range).
 __device__ inline void rotate_bits(float4 q, float2 theta, cuDoubleComplex& y0, cuDoubleComplex& y1)
 {
-    double sn, cs;
-    sincos(-static_cast<double>(theta.x), &sn, &cs);
-    y0 = cuCmul(make_cuDoubleComplex(q.x, q.y), make_cuDoubleComplex(cs, sn));
-    sincos(-static_cast<double>(theta.y), &sn, &cs);
-    y1 = cuCmul(make_cuDoubleComplex(q.z, q.w), make_cuDoubleComplex(cs, sn));
+    y0 = cuCmul(make_cuDoubleComplex(q.x, q.y), pll_rotation(static_cast<double>(theta.x)));
+    y1 = cuCmul(make_cuDoubleComplex(q.z, q.w), pll_rotation(static_cast<double>(theta.y)));
 }
 
 /// Step 1 of dsp::detect_packet_smoothed, one thread per stream: the forward PLL, its phase
@@ -456,8 +453,7 @@ __global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(sm
     const double g0 = own_sum / static_cast<double>(nbits - 2), c1 = s11_sum > 0.0 ? s1y_sum / s11_sum : 0.0;
     // c, d: an observation per pair and one per sample, and the line's sums.
     float* z = m.z + static_cast<std::size_t>(s) * np2;
-    float2* zb = reinterpret_cast<float2*>(m.z_bit + static_cast<std::size_t>(s) * nbits);
-    float2* rb = reinterpret_cast<float2*>(m.r_bit + static_cast<std::size_t>(s) * nbits);
+    float4* zr = reinterpret_cast<float4*>(m.zr_bit + static_cast<std::size_t>(s) * 2 * nbits);  // a pair each
     double sj = 0.0, sz = 0.0, sjj = 0.0, sjz = 0.0;
     for (int t = 0; t < steps; ++t) {
         const int j = chunks * t + c, k0 = 2 * j;
@@ -482,8 +478,7 @@ __global__ void __launch_bounds__(32 * observe_warps) smoother_observe_kernel(sm
             zs[h] = static_cast<float>(static_cast<double>(tj) + atan2(pi[h], pr[h]));
             rs[h] = en[h] > 0.0 ? static_cast<float>((en[0] + en[1]) / en[h]) : 0.0f;
         }
-        zb[j] = make_float2(zs[0], zs[1]);
-        rb[j] = make_float2(rs[0], rs[1]);
+        zr[j] = make_float4(zs[0], rs[0], zs[1], rs[1]);
         const double x = static_cast<double>(j), yz = zj;
         sj += x;
         sz += yz;
@@ -617,28 +612,13 @@ __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m,
     __syncwarp(mask);
     // The phase of pair j: the two filters' predictions from pairs j - 2 and j + 2, weighted by
     // their variances, plus the line.
+    // g. The phase of each bit of the pair (dsp/detector.cpp step g): the same predictions, the
+    // one on the side the pair's gap leaves a sample of updated by that sample.
+    static_assert(dsp::smoother::exclusion == 1 && dsp::smoother::bit_exclusion == 2, "step g's geometry");
     constexpr int gap = dsp::smoother::exclusion + 1;
     const double drift = gap * lam;
     float* th = m.theta + row;
-    for (int j = g; j < np2; j += filter_group) {
-        double num = 0.0, den = 0.0;
-        if (j >= gap) {
-            const double w = 1.0 / (static_cast<double>(gp[j - gap]) + drift);
-            num += w * f[j - gap];
-            den += w;
-        }
-        if (j + gap < np2) {
-            const double w = 1.0 / (static_cast<double>(gp[np2 - 1 - (j + gap)]) + drift);
-            num += w * b[j + gap];
-            den += w;
-        }
-        th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));  // the CPU's association
-    }
-    static_assert(dsp::smoother::exclusion == 1 && dsp::smoother::bit_exclusion == 2, "step g's geometry");
-    // g. The phase of each bit (dsp/detector.cpp step g): the predictions as above, with the
-    // one sample next to the excluded ones on the side the pair's gap leaves it.
-    const float* zb = m.z_bit + static_cast<std::size_t>(s) * nbits;
-    const float* rb = m.r_bit + static_cast<std::size_t>(s) * nbits;
+    const float2* zr = reinterpret_cast<const float2*>(m.zr_bit + static_cast<std::size_t>(s) * 2 * nbits);
     float2* thb = reinterpret_cast<float2*>(m.theta_bit + static_cast<std::size_t>(s) * nbits);
     for (int j = g; j < np2; j += filter_group) {
         const bool fwd = j >= gap, bwd = j + gap < np2;
@@ -646,11 +626,25 @@ __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m,
         const double pf = fwd ? static_cast<double>(gp[j - gap]) : 0.0;
         const double b0 = bwd ? static_cast<double>(b[j + gap]) : 0.0;
         const double pb = bwd ? static_cast<double>(gp[np2 - 1 - (j + gap)]) : 0.0;
+        double num = 0.0, den = 0.0;
+        if (fwd) {
+            const double w = 1.0 / (pf + drift);
+            num += w * f0;
+            den += w;
+        }
+        if (bwd) {
+            const double w = 1.0 / (pb + drift);
+            num += w * b0;
+            den += w;
+        }
+        th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));  // the CPU's association
+        const float2 zr_f = fwd ? zr[2 * j - 2] : make_float2(0.0f, 0.0f);  // the odd bit's forward sample
+        const float2 zr_b = bwd ? zr[2 * j + 3] : make_float2(0.0f, 0.0f);  // the even bit's backward sample
         float out[2];
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);
-            double num = 0.0, den = 0.0;
+            double xw = 0.0, wsum = 0.0;
             const bool near_fwd = h == 1;
 #pragma unroll
             for (int side = 0; side < 2; ++side) {
@@ -658,24 +652,25 @@ __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m,
                 if (forward ? !fwd : !bwd) continue;
                 double xs = forward ? f0 : b0, p = forward ? pf : pb;
                 if (forward == near_fwd) {
-                    const int ks = forward ? 2 * j - 2 : 2 * j + 3;
+                    const float2 q = forward ? zr_f : zr_b;
                     p += 0.75 * lam;
-                    const double r = static_cast<double>(rb[ks]);
+                    const double r = static_cast<double>(q.y);
                     if (r > 0.0) {
                         const double ts = forward ? static_cast<double>(j) - 1.25 : static_cast<double>(j) + 1.25;
-                        const double zs = static_cast<double>(zb[ks]) - (icpt + slope * ts);
-                        const double kg = p / (p + r);
-                        xs += kg * (zs - xs);
-                        p *= 1.0 - kg;
+                        const double zs = static_cast<double>(q.x) - (icpt + slope * ts);
+                        const double inv = 1.0 / (p + r);
+                        xs += p * inv * (zs - xs);
+                        p = p * r * inv;
                     }
                     p += 1.5 * lam;
                 } else {
                     p += 1.75 * lam;
                 }
-                num += xs / p;
-                den += 1.0 / p;
+                const double w = 1.0 / p;
+                xw += w * xs;
+                wsum += w;
             }
-            out[h] = static_cast<float>(num / den + icpt + slope * t);
+            out[h] = static_cast<float>(xw / wsum + icpt + slope * t);
         }
         thb[j] = make_float2(out[0], out[1]);
     }
@@ -736,7 +731,7 @@ struct stream_detector::impl {
     // backward filter per pair, the line and the known-bit errors per stream; and the filters'
     // gains (dsp::smoother::gains). The phase is kept by the PLL too when asked (keep_phase).
     device_buffer<float> theta, z, f, b;
-    device_buffer<float> theta_bit, z_bit, r_bit;  // per bit
+    device_buffer<float> theta_bit, zr_bit;  // per bit (zr_bit two floats a bit)
     device_buffer<double2> line;
     device_buffer<unsigned> known;
     device_buffer<double> gain_k;
@@ -754,7 +749,7 @@ struct stream_detector::impl {
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
           theta(sm(u) || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
           f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), theta_bit(sm(u) ? ms * nbits : 0),
-          z_bit(sm(u) ? ms * nbits : 0), r_bit(sm(u) ? ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
+          zr_bit(sm(u) ? 2 * ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
           gate(u == smoother_use::gated ? ms : 0), smoothed(u == smoother_use::gated ? ms / dsp::chain::num_paths + 1 : 0),
           list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0)
@@ -831,8 +826,7 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
                               m.f.data(),
                               m.b.data(),
                               m.theta_bit.data(),
-                              m.z_bit.data(),
-                              m.r_bit.data(),
+                              m.zr_bit.data(),
                               m.line.data(),
                               m.known.data(),
                               m.gain_k.data(),
