@@ -108,7 +108,8 @@ struct smoother_scratch {
 ///  2. smoother::iterations times:
 ///     a. decisions a_k at bit k's phase theta_k (the PLL's pair phase in the first
 ///        iteration, step g's after it; the known bits over preamble and ASM);
-///     b. the packet's own signal model from them: at bit k's instant the detection-filter
+///     b. the packet's own signal model from them (the samples at the bits' phases, as the
+///        decisions): at bit k's instant the detection-filter
 ///        output is g0 a_k on the bit's axis and c1 (a_{k-1} + a_{k+1}) on the other (the
 ///        neighbours' pulse tails: SOQPSK-TG's quadrature component is far from zero half a
 ///        bit from its own instants), g0 and c1 fitted by least squares over the packet;

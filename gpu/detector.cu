@@ -330,7 +330,8 @@ __device__ inline void rotate_pair(float4 q, double theta, cuDoubleComplex& y0, 
 }
 
 /// y0 = v0 e^{-j theta0}, y1 = v1 e^{-j theta1}: a pair's two samples, each at its bit's phase
-/// (the smoother's phases stay within a few radians, well inside pll_rotation's range).
+/// (the smoother's unwrapped phases: tens of radians at most, well inside pll_rotation's range;
+/// the_pll_rotation_matches_the_cpu tests +-64 rad).
 __device__ inline void rotate_bits(float4 q, float2 theta, cuDoubleComplex& y0, cuDoubleComplex& y1)
 {
     y0 = cuCmul(make_cuDoubleComplex(q.x, q.y), pll_rotation(static_cast<double>(theta.x)));

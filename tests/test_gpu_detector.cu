@@ -37,6 +37,9 @@ TEST(gpu_detector, the_pll_rotation_matches_the_cpu)
     std::mt19937_64 rng(4242);
     std::uniform_real_distribution<double> u(-pi, pi);
     for (int i = 0; i < 1'000'000; ++i) theta.push_back(i % 4 == 0 ? u(rng) * 1e-5 : u(rng));
+    // The phase smoother's phases are unwrapped (a packet's residual offset of kHz turns it by
+    // tens of radians): its bits are rotated by pll_rotation too.
+    for (int i = 0; i < 200'000; ++i) theta.push_back(u(rng) * 64.0 / pi);
     const auto gpu_rot = gpu::pll_rotations(0, theta);
     ASSERT_EQ(gpu_rot.size(), theta.size());
     double worst = 0.0;
