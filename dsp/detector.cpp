@@ -312,62 +312,30 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         }
         constexpr std::size_t gap = smoother::exclusion + 1;
         const double drift = gap * lam;
+        // The pair's phase (f), and its bits' phases (g).
         for (std::size_t j = 0; j < np2; ++j) {
+            const bool fwd = j >= gap, bwd = j + gap < np2;
+            const smoother::bit_phase_side fs{fwd, fwd ? static_cast<double>(sc.f[j - gap]) : 0.0,
+                                              fwd ? static_cast<double>(fg.p[j - gap]) : 0.0, fwd ? zk[2 * j - 2] : 0.0f,
+                                              fwd ? rk[2 * j - 2] : 0.0f};
+            const smoother::bit_phase_side bs{bwd, bwd ? static_cast<double>(sc.b[j + gap]) : 0.0,
+                                              bwd ? static_cast<double>(fg.p[np2 - 1 - (j + gap)]) : 0.0,
+                                              bwd ? zk[2 * j + 3] : 0.0f, bwd ? rk[2 * j + 3] : 0.0f};
             double num = 0.0, den = 0.0;
-            if (j >= gap) {
-                const double w = 1.0 / (static_cast<double>(fg.p[j - gap]) + drift);
-                num += w * sc.f[j - gap];
+            if (fwd) {
+                const double w = 1.0 / (fs.p + drift);
+                num += w * fs.x;
                 den += w;
             }
-            if (j + gap < np2) {
-                const double w = 1.0 / (static_cast<double>(fg.p[np2 - 1 - (j + gap)]) + drift);
-                num += w * sc.b[j + gap];
+            if (bwd) {
+                const double w = 1.0 / (bs.p + drift);
+                num += w * bs.x;
                 den += w;
             }
             th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));
-        }
-        static_assert(smoother::exclusion == 1 && smoother::bit_exclusion == 2, "step g's geometry");
-        // g. The phase of each bit: the two filters' predictions as in f, with the observation
-        // of the one sample next to the excluded ones on the side where f leaves it out (the bits
-        // k - 2 .. k + 2 are left out: smoother::bit_exclusion).
-        for (std::size_t j = 0; j < np2; ++j) {
-            const bool fwd = j >= gap, bwd = j + gap < np2;
-            const double f0 = fwd ? static_cast<double>(sc.f[j - gap]) : 0.0;
-            const double pf = fwd ? static_cast<double>(fg.p[j - gap]) : 0.0;
-            const double b0 = bwd ? static_cast<double>(sc.b[j + gap]) : 0.0;
-            const double pb = bwd ? static_cast<double>(fg.p[np2 - 1 - (j + gap)]) : 0.0;
-            for (std::size_t h = 0; h < 2; ++h) {
-                const std::size_t k = 2 * j + h;
-                const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);  // the bit's time in pairs
-                double xw = 0.0, wsum = 0.0;
-                // The side the pair filter's gap leaves a sample of: forward for the odd bit
-                // (sample 2j - 2, at j - 1.25), backward for the even one (sample 2j + 3, at j + 1.25).
-                const bool near_fwd = h == 1;
-                for (int side = 0; side < 2; ++side) {
-                    const bool forward = side == 0;
-                    if (forward ? !fwd : !bwd) continue;
-                    double xs = forward ? f0 : b0, p = forward ? pf : pb;
-                    if (forward == near_fwd) {
-                        const std::size_t ks = forward ? 2 * j - 2 : 2 * j + 3;
-                        p += 0.75 * lam;
-                        const double r = static_cast<double>(rk[ks]);
-                        if (r > 0.0) {  // a Kalman update by the sample: gain p / (p + r)
-                            const double ts = forward ? static_cast<double>(j) - 1.25 : static_cast<double>(j) + 1.25;
-                            const double zs = static_cast<double>(zk[ks]) - (icpt + slope * ts);
-                            const double inv = 1.0 / (p + r);
-                            xs += p * inv * (zs - xs);
-                            p = p * r * inv;
-                        }
-                        p += 1.5 * lam;
-                    } else {
-                        p += 1.75 * lam;
-                    }
-                    const double w = 1.0 / p;
-                    xw += w * xs;
-                    wsum += w;
-                }
-                thk[k] = static_cast<float>(xw / wsum + icpt + slope * t);
-            }
+            const auto bp = smoother::bit_phases(static_cast<int>(j), fs, bs, lam, icpt, slope);
+            thk[2 * j] = bp.even;
+            thk[2 * j + 1] = bp.odd;
         }
     }
 

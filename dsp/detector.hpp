@@ -91,6 +91,61 @@ struct filter_gains {
     float p[phase_pairs];
 };
 [[nodiscard]] const filter_gains& gains(int l) noexcept;
+
+/// One side's estimate for step g of detect_packet_smoothed: a filter's value x and variance p
+/// (units of the pair observation's noise) at the pair two away, if that pair exists (on), and
+/// the observation z of the sample next to the excluded ones on that side with its variance r
+/// (0: none; only the side the pair's gap leaves a sample of uses it).
+struct bit_phase_side {
+    bool on;
+    double x, p;
+    float z, r;
+};
+
+/// The two bits' phases of pair j (step g; both backends call this): each side's estimate
+/// carried to the bit's time (a quarter pair before or after the pair's, pair j +- 2 being 2
+/// pairs away), the forward side updated first by sample 2j - 2 for the odd bit, the backward
+/// side by sample 2j + 3 for the even bit (a Kalman update at that sample's time, j -+ 1.25),
+/// the two combined by their variances; plus the line icpt + slope t. lam: the random walk's
+/// variance per pair.
+struct bit_pair_phase {
+    float even, odd;
+};
+PAQ_HOST_DEVICE inline bit_pair_phase bit_phases(int j, const bit_phase_side& fwd, const bit_phase_side& bwd, double lam,
+                                                 double icpt, double slope) noexcept
+{
+    static_assert(exclusion == 1 && bit_exclusion == 2, "step g's geometry");
+    float out[2];
+    for (int h = 0; h < 2; ++h) {
+        const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);  // the bit's time in pairs
+        double xw = 0.0, wsum = 0.0;
+        for (int side = 0; side < 2; ++side) {
+            const bool forward = side == 0;
+            const bit_phase_side& sd = forward ? fwd : bwd;
+            if (!sd.on) continue;
+            double xs = sd.x, p = sd.p;
+            if (forward == (h == 1)) {  // the side with the sample: 2j - 2 (odd bit) or 2j + 3 (even)
+                p += 0.75 * lam;
+                const double r = static_cast<double>(sd.r);
+                if (r > 0.0) {  // a Kalman update by the sample: gain p / (p + r)
+                    const double ts = static_cast<double>(j) + (forward ? -1.25 : 1.25);
+                    const double zs = static_cast<double>(sd.z) - (icpt + slope * ts);
+                    const double inv = 1.0 / (p + r);
+                    xs += p * inv * (zs - xs);
+                    p = p * r * inv;
+                }
+                p += 1.5 * lam;
+            } else {
+                p += 1.75 * lam;
+            }
+            const double w = 1.0 / p;
+            xw += w * xs;
+            wsum += w;
+        }
+        out[h] = static_cast<float>(xw / wsum + icpt + slope * t);
+    }
+    return {out[0], out[1]};
+}
 }  // namespace smoother
 
 /// Working memory of detect_packet_smoothed, allocated once per worker.

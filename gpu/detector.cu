@@ -612,10 +612,7 @@ __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m,
     }
     __syncwarp(mask);
     // The phase of pair j: the two filters' predictions from pairs j - 2 and j + 2, weighted by
-    // their variances, plus the line.
-    // g. The phase of each bit of the pair (dsp/detector.cpp step g): the same predictions, the
-    // one on the side the pair's gap leaves a sample of updated by that sample.
-    static_assert(dsp::smoother::exclusion == 1 && dsp::smoother::bit_exclusion == 2, "step g's geometry");
+    // their variances, plus the line; and its bits' phases (step g, dsp::smoother::bit_phases).
     constexpr int gap = dsp::smoother::exclusion + 1;
     const double drift = gap * lam;
     float* th = m.theta + row;
@@ -623,57 +620,26 @@ __global__ void __launch_bounds__(128) smoother_filter_kernel(smoother_arrays m,
     float2* thb = reinterpret_cast<float2*>(m.theta_bit + static_cast<std::size_t>(s) * nbits);
     for (int j = g; j < np2; j += filter_group) {
         const bool fwd = j >= gap, bwd = j + gap < np2;
-        const double f0 = fwd ? static_cast<double>(f[j - gap]) : 0.0;
-        const double pf = fwd ? static_cast<double>(gp[j - gap]) : 0.0;
-        const double b0 = bwd ? static_cast<double>(b[j + gap]) : 0.0;
-        const double pb = bwd ? static_cast<double>(gp[np2 - 1 - (j + gap)]) : 0.0;
+        const float2 zf = fwd ? zr[2 * j - 2] : make_float2(0.0f, 0.0f);  // the odd bit's forward sample
+        const float2 zb = bwd ? zr[2 * j + 3] : make_float2(0.0f, 0.0f);  // the even bit's backward sample
+        const dsp::smoother::bit_phase_side fs{fwd, fwd ? static_cast<double>(f[j - gap]) : 0.0,
+                                               fwd ? static_cast<double>(gp[j - gap]) : 0.0, zf.x, zf.y};
+        const dsp::smoother::bit_phase_side bs{bwd, bwd ? static_cast<double>(b[j + gap]) : 0.0,
+                                               bwd ? static_cast<double>(gp[np2 - 1 - (j + gap)]) : 0.0, zb.x, zb.y};
         double num = 0.0, den = 0.0;
         if (fwd) {
-            const double w = 1.0 / (pf + drift);
-            num += w * f0;
+            const double w = 1.0 / (fs.p + drift);
+            num += w * fs.x;
             den += w;
         }
         if (bwd) {
-            const double w = 1.0 / (pb + drift);
-            num += w * b0;
+            const double w = 1.0 / (bs.p + drift);
+            num += w * bs.x;
             den += w;
         }
         th[j] = static_cast<float>(num / den + icpt + slope * static_cast<double>(j));  // the CPU's association
-        const float2 zr_f = fwd ? zr[2 * j - 2] : make_float2(0.0f, 0.0f);  // the odd bit's forward sample
-        const float2 zr_b = bwd ? zr[2 * j + 3] : make_float2(0.0f, 0.0f);  // the even bit's backward sample
-        float out[2];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-            const double t = static_cast<double>(j) + (h == 0 ? -0.25 : 0.25);
-            double xw = 0.0, wsum = 0.0;
-            const bool near_fwd = h == 1;
-#pragma unroll
-            for (int side = 0; side < 2; ++side) {
-                const bool forward = side == 0;
-                if (forward ? !fwd : !bwd) continue;
-                double xs = forward ? f0 : b0, p = forward ? pf : pb;
-                if (forward == near_fwd) {
-                    const float2 q = forward ? zr_f : zr_b;
-                    p += 0.75 * lam;
-                    const double r = static_cast<double>(q.y);
-                    if (r > 0.0) {
-                        const double ts = forward ? static_cast<double>(j) - 1.25 : static_cast<double>(j) + 1.25;
-                        const double zs = static_cast<double>(q.x) - (icpt + slope * ts);
-                        const double inv = 1.0 / (p + r);
-                        xs += p * inv * (zs - xs);
-                        p = p * r * inv;
-                    }
-                    p += 1.5 * lam;
-                } else {
-                    p += 1.75 * lam;
-                }
-                const double w = 1.0 / p;
-                xw += w * xs;
-                wsum += w;
-            }
-            out[h] = static_cast<float>(xw / wsum + icpt + slope * t);
-        }
-        thb[j] = make_float2(out[0], out[1]);
+        const auto bp = dsp::smoother::bit_phases(j, fs, bs, lam, icpt, slope);
+        thb[j] = make_float2(bp.even, bp.odd);
     }
 }
 
