@@ -357,7 +357,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
     }
     const double sum = fold_chunks(psum), sum2 = fold_chunks(psum2);
     if (trace) {
-        for (std::size_t k = 0; k < n; ++k) trace->theta[k] = static_cast<double>(th[k / 2]);
+        for (std::size_t k = 0; k < n; ++k) trace->theta[k] = static_cast<double>(thk[k]);  // the bits' phases
         for (std::size_t k = 0; k < nk; ++k) trace->bits[k] = known[k] ? 1 : -1;
         trace->known_errors = known_errors;
     }

@@ -179,7 +179,7 @@ struct smoother_scratch {
 ///     f. a Kalman filter forward and one backward (random walk, ratio lambda), and
 ///        theta_j = the two filters' predictions from pairs <= j - 2 and >= j + 2
 ///        (smoother::exclusion), combined by their variances, plus the line (the pair's
-///        phase: the observations' reference, and the trellis's);
+///        phase: the observations' reference);
 ///     g. theta_k, bit k's phase: the same two predictions, the one on the side where pair
 ///        j +- 1 holds a sample outside k - 2 .. k + 2 (smoother::bit_exclusion) updated by that
 ///        sample's observation (forward: sample 2j - 2 for the odd bit; backward: 2j + 3 for
@@ -187,8 +187,8 @@ struct smoother_scratch {
 ///        after the pair's), combined by their variances, plus the line;
 ///  3. the data decisions at theta_k.
 /// known_bit_errors are the forward PLL's, the BEP estimate from the final decisions.
-/// With `trace`, its final phase per bit (the pair's) and its bits are left there for the
-/// trellis (dsp/trellis.hpp), as detect_packet leaves its own.
+/// With `trace`, its final phase per bit (theta_k, each bit's own) and its bits are left there
+/// for the trellis (dsp/trellis.hpp), as detect_packet leaves its own.
 path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll_gains& boot, std::uint8_t* bits_out,
                                   smoother_scratch& scratch, sxs_trace* trace = nullptr) noexcept;
 

@@ -911,7 +911,8 @@ void chain_part::enqueue_back(bool timed, bool clock)
         // the symbol-by-symbol detector's phase (the PLL's or the smoother's) as they are made;
         // detected with the table fitted on that detector's bits.
         paths_trellis_device(seg, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
-                             m.tau.data(), m.gain.data(), parity, m0, m.det.device_theta(), m.trellis->device_input(), P, s);
+                             m.tau.data(), m.gain.data(), parity, m0, m.det.device_theta(), m.det.device_theta_bit(),
+                             m.det.device_smoothed(), m.trellis->device_input(), P, s);
         m.trellis->detect_device(np * num_paths, m.det.device_bits(), m.det.device_stats(), s);
         if (m.soft()) m.trellis->quantize_llrs(np * num_paths, m.llr_q.data(), s);
         stage_done(cuda_backend::stage::trellis);

@@ -746,6 +746,10 @@ cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(
 std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
 dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
 const float* stream_detector::device_theta() const noexcept { return impl_->theta.size() > 0 ? impl_->theta.data() : nullptr; }
+const float* stream_detector::device_theta_bit() const noexcept
+{
+    return impl_->theta_bit.size() > 0 ? impl_->theta_bit.data() : nullptr;
+}
 const std::uint8_t* stream_detector::device_smoothed() const noexcept
 {
     return impl_->smoothed.size() > 0 ? impl_->smoothed.data() : nullptr;

@@ -54,6 +54,11 @@ public:
     /// stream s at [s * 3168 + j] for the streams of the last detect_device(); nullptr
     /// without the smoother or keep_phase.
     [[nodiscard]] const float* device_theta() const noexcept;
+    /// The phase each bit was derotated by where the smoother decided it (step g of
+    /// dsp::detect_packet_smoothed, each bit its own): bit k of stream s at [s * 6336 + k], for
+    /// every stream (smoother always) or the smoothed packets' (gated: device_smoothed());
+    /// nullptr without the smoother.
+    [[nodiscard]] const float* device_theta_bit() const noexcept;
     /// Gated: per packet (streams / 6 of them), 1 where the smoother decided it; else nullptr.
     [[nodiscard]] const std::uint8_t* device_smoothed() const noexcept;
     void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, const dsp::pll_gains& boot,

@@ -185,13 +185,14 @@ __device__ inline float2 derotated(float2 v, double cs, double sn)
 
 /// The trellis detector's input (dsp/paths: R x C x LP, inverse transform, the sample at each
 /// bit's instant): paths_kernel with the trellis's low-pass LP in place of H_NO, each sample
-/// derotated by the symbol-by-symbol detector's phase of its bit pair (theta) on its way out.
+/// derotated on its way out by the symbol-by-symbol detector's phase: the PLL's of its bit
+/// pair (theta), or where the smoother decided, its bit's own (theta_bit: a sincos a bit).
 /// LP is zero from a quarter of the rate on, so each fold adds an exact zero to the in-band
 /// term, which alone is read (fold<true>): the same values as the CPU's full transform read
 /// at the bit instants. One sample a bit
 /// (dsp/trellis.hpp): one N/2-point transform a path where the pair of samples took two.
-/// Threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k even) in every turn:
-/// each computes the pair's rotation for one of two turns, the even thread for turn i and the
+/// With the PLL's phase, threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k
+/// even) in every turn: each computes the pair's rotation for one of two turns, the even thread for turn i and the
 /// odd one for turn i + 1, and they trade them (half the double sincos). Out: x, packets x 6
 /// streams of 6336 samples.
 static_assert(paths_threads % 2 == 0 && n_bits % 2 == 0, "threads 2m, 2m + 1 hold the two bits of a pair");
@@ -200,7 +201,7 @@ __global__ void __launch_bounds__(paths_threads, 3)
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                          const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
                          const cuDoubleComplex* __restrict__ gain, int parity, int m0, const float* __restrict__ theta,
-                         float2* __restrict__ x)
+                         const float* __restrict__ theta_bit, const std::uint8_t* __restrict__ smoothed, float2* __restrict__ x)
 {
     extern __shared__ float2 f[];
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
@@ -212,9 +213,22 @@ __global__ void __launch_bounds__(paths_threads, 3)
     smem_fft::dif_but_last<paths_log_n, true, true>(f);
     const std::size_t stream = static_cast<std::size_t>(p) * num_paths + path;
     float2* out = x + stream * n_bits;
-    const float* th = theta + stream * (n_bits / 2);
     constexpr int turns = (n_bits + paths_threads - 1) / paths_threads;
     const int tid = static_cast<int>(threadIdx.x);
+    if (theta_bit != nullptr && (smoothed == nullptr || smoothed[p] != 0)) {  // the smoother's: each bit its own phase
+        const float* thb = theta_bit + stream * n_bits;
+        for (int turn = 0; turn < turns; ++turn) {
+            const int k = tid + turn * paths_threads;
+            if (k < n_bits) {
+                double sn, cs;
+                sincos(-static_cast<double>(thb[k]), &sn, &cs);
+                const float2 v = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(m0 + k));
+                __stcs(out + k, derotated(make_float2(v.x * inv_n, v.y * inv_n), cs, sn));
+            }
+        }
+        return;
+    }
+    const float* th = theta + stream * (n_bits / 2);  // the PLL's: a phase a pair
 #pragma unroll 2
     for (int i = 0; i < turns; i += 2) {
         const int mine = i + (tid & 1);  // the turn whose rotation this thread computes
@@ -330,8 +344,8 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
 
 void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                           const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
-                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta, float2* x, int packets,
-                          cudaStream_t s)
+                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta,
+                          const float* theta_bit, const std::uint8_t* smoothed, float2* x, int packets, cudaStream_t s)
 {
     if (theta == nullptr) throw std::invalid_argument("paths_trellis_device: no phase from the detector (stream_detector keep_phase)");
     if (packets <= 0) return;
@@ -340,7 +354,8 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
     if (m0 < 0 || m0 + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
     paths_trellis_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
-        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, theta, x);
+        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, theta,
+        theta_bit, smoothed, x);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 
 #include <cuComplex.h>
 #include <cuda_runtime_api.h>
+#include <cstdint>
 
 namespace paq::gpu {
 
@@ -49,13 +50,17 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
 
 /// The trellis detector's input for the same packets (receiver.detector trellis): R x C x LP
 /// (lp: dsp::trellis::lowpass_gain on the FFT grid, N) at each bit's instant, sample k of a
-/// stream being the segment's sample 2 (m0 + k) + parity, derotated by theta (the
-/// symbol-by-symbol detector's phase per bit pair, stream i's pair j at [i * 3168 + j],
-/// stream_detector::device_theta; bits 2j and 2j + 1 by pair j's) as dsp::trellis derotates
-/// its input; x: packets x 6 x 6336 samples (the trellis's input, stream by stream).
+/// stream being the segment's sample 2 (m0 + k) + parity, derotated by the symbol-by-symbol
+/// detector's phase as dsp::trellis derotates its input (dsp::sxs_trace::theta): the PLL's
+/// per bit pair, theta (stream i's pair j at [i * 3168 + j], stream_detector::device_theta;
+/// bits 2j and 2j + 1 by pair j's), or where the smoother decided, each bit's own, theta_bit
+/// (stream i's bit k at [i * 6336 + k], stream_detector::device_theta_bit; null without the
+/// smoother); smoothed: per packet, 1 where the smoother decided (gated), null where it decided
+/// every packet (or there is none). x: packets x 6 x 6336 samples (the trellis's input, stream
+/// by stream).
 void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                           const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
-                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta, float2* x, int packets,
-                          cudaStream_t s);
+                          const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta,
+                          const float* theta_bit, const std::uint8_t* smoothed, float2* x, int packets, cudaStream_t s);
 
 }  // namespace paq::gpu
