@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <string>
 
 #ifndef PAQ_VERSION
@@ -21,6 +22,30 @@ namespace paq::cli {
 inline constexpr const char* version = PAQ_VERSION;
 /// Exit code of a usage error, in every program.
 inline constexpr int usage_error = 2;
+
+/// A number option's checks, with messages that say what is allowed: CLI11's own
+/// PositiveNumber lets NaN through (NaN <= 0 is false) and its NonNegativeNumber prints the
+/// largest double as the limit.
+inline CLI::Validator finite_positive()
+{
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            double v = 0.0;
+            if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v <= 0.0) return "must be a finite number > 0, got '" + s + "'";
+            return {};
+        },
+        "NUMBER > 0");
+}
+inline CLI::Validator finite_non_negative()
+{
+    return CLI::Validator(
+        [](std::string& s) -> std::string {
+            double v = 0.0;
+            if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v < 0.0) return "must be a finite number >= 0, got '" + s + "'";
+            return {};
+        },
+        "NUMBER >= 0");
+}
 
 /// --version and the exit codes in --help, as every program has them.
 inline void conventions(CLI::App& app, const std::string& program, const std::string& exit_codes)

@@ -2,12 +2,16 @@
 
 #include "config/receiver_yaml.hpp"
 #include "config/schema_support.hpp"
+#include "io/sample_format.hpp"
 
 #include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 namespace paq::config {
 
@@ -66,7 +70,7 @@ const choice_list<io::sample_format> sample_formats{{"cf32_le", io::sample_forma
 /// A port number; a TCP source in connect mode needs 1 .. 65535 (its own check).
 const numeric_range port_range = between(0, 65535);
 const numeric_range rcvbuf_range = between(0, 1 << 30);
-const numeric_range ci16_scale_range = between(1e-6, 1e9);
+const numeric_range ci16_scale_range = between(io::min_ci16_scale, io::max_ci16_scale);
 
 /// A list of sender addresses / CIDR prefixes (io::check_allow_list), each error at its own
 /// line. Absent: every sender. An empty list is an error: it would refuse every sender,
@@ -645,9 +649,20 @@ const section<metrics_config>& metrics_schema()
         section<C> s;
         s.fields = {
             boolean<C>("enabled", at(&C::enabled), {"", "false: no metrics endpoint"}),
-            text<C>("bind", at(&C::bind), "an IP address (checked at start)",
+            text<C>("bind", at(&C::bind), "a numeric IPv4/IPv6 address",
                     {"", "`0.0.0.0`: every interface (there is no authentication)"}),
             number<C>("port", at(&C::port), port_range, {"", "0: any free port, shown in the `metrics:` log line"}),
+        };
+        // The address's form here, not at start: a name would make every start fail.
+        s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
+            if (!c.enabled) return;
+            in6_addr a6{};
+            in_addr a4{};
+            if (::inet_pton(AF_INET, c.bind.c_str(), &a4) != 1 && ::inet_pton(AF_INET6, c.bind.c_str(), &a6) != 1) {
+                const auto it = ctx.marks.find(path + ".bind");
+                ctx.errors.add(it != ctx.marks.end() ? it->second : mark,
+                               path + ".bind: '" + c.bind + "' is not a numeric IPv4/IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::1)");
+            }
         };
         return s;
     }();
@@ -698,8 +713,32 @@ const section<daemon_config>& daemon_schema()
             subsection<C>("metrics", metrics_schema(), at(&C::metrics)),
             subsection<C>("log", log_schema(), at(&C::log)),
         };
-        // Across sections: a trellis stream's destination needs the detector that makes it.
-        s.check = [](const C& c, const std::string&, const YAML::Mark&, parse_context& ctx) {
+        // Across sections: the source's configured sample rate must be one the receiver can
+        // take at its bit rate (else the service would fail at every start, and systemd would
+        // restart it forever); a trellis stream's destination needs the detector that makes it.
+        s.check = [](const C& c, const std::string&, const YAML::Mark& top_mark, parse_context& ctx) {
+            double rate = 0.0;  // 0: known only at start (a file's metadata, a VITA-49 sender's context)
+            switch (c.source.type) {
+            case source_type::file: break;
+            case source_type::tcp: rate = c.source.tcp.sample_rate_hz; break;
+            case source_type::udp: rate = c.source.udp.sample_rate_hz; break;
+            case source_type::vita49: rate = c.source.vita49.sample_rate_hz; break;
+            case source_type::iio: rate = c.source.iio.sample_rate_hz; break;
+            case source_type::zmq: rate = c.source.zmq.sample_rate_hz; break;
+            }
+            if (rate > 0.0) {
+                const auto own = c.receiver.validate();  // reported by the receiver section already
+                dsp::receiver_config rc = c.receiver;
+                rc.input_sample_rate_hz = rate;
+                const std::string key = "source." + std::string(to_string(c.source.type)) + ".sample_rate_hz";
+                // At the rate's line, else the bit rate's (the other half of the mismatch).
+                auto it = ctx.marks.find(key);
+                if (it == ctx.marks.end()) it = ctx.marks.find("receiver.bit_rate_hz");
+                const YAML::Mark at_mark = it != ctx.marks.end() ? it->second : top_mark;
+                for (const auto& e : rc.validate()) {
+                    if (std::find(own.begin(), own.end(), e) == own.end()) ctx.errors.add(at_mark, key + ": " + e);
+                }
+            }
             if (!c.publisher.enabled) return;
             // The soft streams are the trellis's LLRs.
             if (!c.receiver.trellis_on()) {

@@ -1,14 +1,17 @@
 #include "config/receiver_yaml.hpp"
 
+#include "config/schema.hpp"
 #include "config/schema_support.hpp"
 #include "config/yaml_support.hpp"
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -125,9 +128,27 @@ dsp::receiver_config parse_receiver_config(std::string_view yaml_text, std::stri
     }
     parse_context ctx{errors, {}, {}};
     const std::string section(receiver_section);
+    // The service's sections are read by its parser (the service file works here as is); a
+    // name that is none of them is a mistake, never silently skipped: a misspelled
+    // 'receiver' would otherwise run with the defaults.
+    std::vector<std::string> top;
+    for (const auto& s : schema_sections()) {
+        if (s.find('.') == std::string::npos) top.push_back(s);
+    }
     for (const auto& entry : root) {
-        // Other sections, and keys that are no plain string, belong to other parsers.
-        if (!entry.first.IsScalar() || entry.first.Scalar() != receiver_section) {
+        if (!entry.first.IsScalar()) {
+            errors.add(entry.first.Mark(), std::string("keys at the top level must be section names, got a ") + node_kind(entry.first));
+            continue;
+        }
+        const std::string& name = entry.first.Scalar();
+        if (name != receiver_section) {
+            if (std::find(top.begin(), top.end(), name) == top.end()) {
+                std::string known, hint;
+                for (const auto& t : top) known += (known.empty() ? "" : ", ") + t;
+                if (edit_distance(name, receiver_section) <= 3) hint = "; did you mean 'receiver'?";
+                errors.add(entry.first.Mark(), "unknown section '" + name + "' at the top level (known: " + known +
+                                                   "; only 'receiver' is read here)" + hint);
+            }
             continue;
         }
         if (ctx.has(section)) {

@@ -97,6 +97,9 @@ struct section {
                                                     std::string(node_kind(node))
                                               : "'" + path + "' must be a mapping of field: value, got a " +
                                                     std::string(node_kind(node)));
+            // That one message: the section's own checks on its defaults (a file source's
+            // path for `source: vita49`) would only follow from it.
+            return;
         } else if (node.IsMap()) {
             for (const auto& entry : node) {
                 const YAML::Node& key = entry.first;
@@ -212,6 +215,8 @@ bool read_number(const YAML::Node& v, const YAML::Mark& key_mark, const std::str
 {
     const YAML::Mark mark = value_mark(v, key_mark);
     const std::string expected = expected_type_name<T>();
+    // The allowed values with the type: `phase_smoother: on` is told -1, 0 or 1.
+    const std::string allowed_text = " (allowed: " + range.text() + ")";
     if (!v.IsScalar() || !numeric_tag<T>(v)) {
         std::string text = path + ": expected " + expected + ", got " + describe_value(v);
         if (v.IsScalar() && v.Tag() == "!") {
@@ -219,7 +224,7 @@ bool read_number(const YAML::Node& v, const YAML::Mark& key_mark, const std::str
         } else if (v.IsScalar()) {
             text += " (tagged '" + v.Tag() + "')";
         }
-        errors.add(mark, text);
+        errors.add(mark, text + allowed_text);
         return false;
     }
     const std::string& text = v.Scalar();
@@ -234,7 +239,7 @@ bool read_number(const YAML::Node& v, const YAML::Mark& key_mark, const std::str
         value = static_cast<double>(parsed);
     }
     if (status == number_status::not_a_number) {
-        errors.add(mark, path + ": expected " + expected + ", got '" + text + "'");
+        errors.add(mark, path + ": expected " + expected + ", got '" + text + "'" + allowed_text);
         return false;
     }
     bool allowed = range.allows(value);

@@ -112,6 +112,10 @@ int run_live(const live_options& opt)
         }
         spdlog::info("rates: input {:.6g} MS/s, bit rate {:.6g} Mbit/s: {:.4g} samples per bit{}", rate / 1e6,
                      rc.bit_rate_hz / 1e6, rate / rc.bit_rate_hz, rc.input_ratio() != 1.0 ? ", resampled to 2" : "");
+        // The backends before the ring: with the cuda backend the ring is pinned by CUDA, and a
+        // missing device is said as such, not as a failed cudaHostAlloc.
+        auto workers = runtime::make_backends(backend, cfg.pipeline.gpus, cfg.pipeline.cpu_workers,
+                                              runtime::parse_solver(cfg.pipeline.solver), rc);
         if (!cfg.records.base.empty()) {
             records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate, 2.0 * rc.bit_rate_hz, rc.streams());
             spdlog::info("records: {} (one row per {} packet(s)), channel every {} packet(s)",
@@ -140,8 +144,6 @@ int run_live(const live_options& opt)
                      capacity * ring->sample_bytes() >> 20, io::to_string(policy), ring->memory_kind());
         spdlog::info("input width: {}", ring->is_ci16() ? fmt::format("ci16 (scale {}), converted on the backend", *ci16_scale)
                                                         : std::string("cf32"));
-        auto workers = runtime::make_backends(backend, cfg.pipeline.gpus, cfg.pipeline.cpu_workers,
-                                              runtime::parse_solver(cfg.pipeline.solver), rc);
         spdlog::info("workers: {} x {} backend", workers.size(), workers.front()->name());
         // Soft streams: the backends keep the trellis's LLRs for the publisher.
         const bool soft = cfg.publisher.enabled && cfg.publisher.any_llr();

@@ -38,12 +38,12 @@ int main(int argc, char** argv)
     app.add_flag("--check-config", check_config, "Validate the configuration, print the effective one, exit");
     app.add_option("--json-out", live_json_out, "Write the final counters and per-path summary as JSON");
     app.add_option("--duration", duration_s, "Stop after this many seconds (default: until the source ends or a signal)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(cli::finite_non_negative());
     app.add_option("--backend", backend_override, "Override pipeline.backend: auto, cpu or cuda");
     app.add_option("--log-level", log_level, "Override log.level");
 
     auto* replay = app.add_subcommand("replay", "Run the receiver over a recording and print BER per path");
-    std::string file, format, pattern = "pn15", config_file, json_out;
+    std::string file, format, pattern, config_file, json_out;
     double sample_rate = 0.0;
     bool json = false;
     std::size_t batch_samples = 0;
@@ -51,12 +51,12 @@ int main(int argc, char** argv)
     replay->add_option("file", file, "Recording: SigMF (.sigmf-meta/.sigmf-data/base name, or a .sigmf archive) or raw")->required();
     replay->add_option("--datatype", format, "Raw files: sample type, cf32_le or ci16_le (SigMF core:datatype)");
     replay->add_option("--format", format)->group("");  // the old name, kept hidden
-    replay->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(CLI::PositiveNumber);
+    replay->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(cli::finite_positive());
     double bit_rate = 0.0;
     replay->add_option("--bit-rate", bit_rate,
                        "The link's bit rate in bit/s, 1e6 .. 30e6 (default: the recording's paq:bit_rate_hz, else "
                        "receiver.bit_rate_hz, 10.3125e6); any input rate of 2 .. 6.4 samples per bit is resampled")
-        ->check(CLI::PositiveNumber);
+        ->check(cli::finite_positive());
     std::string front_end;
     replay->add_option("--front-end-correction", front_end,
                        "Remove each packet's DC offset and IQ imbalance: on or off (default: receiver.front_end_correction; "
@@ -67,10 +67,12 @@ int main(int argc, char** argv)
                        "How the bits are decided: sxs (symbol by symbol), trellis (sequence detection), or both (twelve "
                        "streams, side by side) (default: receiver.detector, sxs)")
         ->check(CLI::IsMember({"sxs", "trellis", "both"}));
-    replay->add_option("--pattern", pattern, "Data pattern for BER counting: pn9 .. pn31")->capture_default_str();
+    replay->add_option("--pattern", pattern,
+                       "Data pattern for BER counting: pn9, pn11, pn15, pn20, pn23, pn31 (default: the recording's "
+                       "paq:pattern, else pn15)");
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
-    replay->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)");
+    replay->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)")->check(CLI::Range(0, 1024));
     std::string backend = "cpu";
     std::vector<int> gpus;
     replay->add_option("--backend", backend, "Signal-chain backend: cpu, cuda, or auto (cuda when a GPU can run it)")
@@ -102,7 +104,20 @@ int main(int argc, char** argv)
     spdlog::set_default_logger(spdlog::stderr_color_mt("paqd"));
     spdlog::set_pattern("paqd: %l: %v");
 
-    if (!replay->parsed()) {
+    if (replay->parsed()) {
+        // The service's options before `replay` would be silently ignored by it: a replay's
+        // own --config and --json-out come after the word.
+        std::string given;
+        for (const char* name : {"--config", "--check-config", "--json-out", "--duration", "--backend", "--log-level"}) {
+            if (app.get_option(name)->count() > 0) given += std::string(given.empty() ? "" : ", ") + name;
+        }
+        if (!given.empty()) {
+            spdlog::error("{} given before 'replay': those are the service's options; a replay takes its own after the "
+                          "word, e.g. paqd replay FILE --config F --json-out OUT (paqd replay --help)",
+                          given);
+            return cli::usage_error;
+        }
+    } else {
         if (service_config.empty()) {
             std::cerr << app.help() << "\npaqd: give --config FILE to run the service, or a subcommand\n";
             return 2;
@@ -150,10 +165,11 @@ int main(int argc, char** argv)
         return daemon::run_live(lo);
     }
 
+    daemon::replay_options opt;
     try {
-        daemon::replay_options opt;
+        // The settings: a mistake here is a usage or configuration error (exit 2).
         opt.file = file;
-        opt.pattern = dsp::parse_pn_pattern(pattern);
+        if (!pattern.empty()) opt.pattern = dsp::parse_pn_pattern(pattern);
         opt.backend = runtime::parse_backend(backend);
         opt.gpus = gpus;
         opt.solver = runtime::parse_solver(solver);
@@ -178,6 +194,14 @@ int main(int argc, char** argv)
             spdlog::error("{}", daemon::llr_needs_trellis);
             return 2;
         }
+    } catch (const config::config_error& e) {
+        for (const auto& m : e.messages()) spdlog::error("{}", m);
+        return cli::usage_error;
+    } catch (const std::invalid_argument& e) {  // --pattern, --datatype, --detector, --backend, --solver
+        spdlog::error("{}", e.what());
+        return cli::usage_error;
+    }
+    try {
         const auto res = daemon::run_replay(opt);
         const auto j = daemon::to_json(res);
         if (json) {
@@ -195,6 +219,9 @@ int main(int argc, char** argv)
         }
         for (const auto& w : res.warnings) spdlog::warn("{}", w);
         return res.summary.packets_found > 0 ? 0 : 3;
+    } catch (const config::config_error& e) {  // the recording's rates and the settings do not fit
+        for (const auto& m : e.messages()) spdlog::error("{}", m);
+        return cli::usage_error;
     } catch (const std::exception& e) {
         spdlog::error("{}", e.what());
         return 1;

@@ -7,6 +7,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+
 namespace paq::daemon {
 
 recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bit_rate_hz, nlohmann::json settings,
@@ -24,7 +28,14 @@ recorder::recorder(const recording_config& cfg, double sample_rate_hz, double bi
     // core:frequency: the configured one, else the source's (an iio radio's LO).
     if (cfg.center_frequency_hz) center_frequency_hz = cfg.center_frequency_hz;
     if (center_frequency_hz) meta.center_frequency_hz = *center_frequency_hz;
-    if (cfg.base.has_parent_path()) std::filesystem::create_directories(cfg.base.parent_path());
+    if (cfg.base.has_parent_path()) {
+        std::error_code ec;
+        std::filesystem::create_directories(cfg.base.parent_path(), ec);
+        if (ec) {
+            throw std::runtime_error("recording.path: cannot create the directory " + cfg.base.parent_path().string() + ": " +
+                                     ec.message());
+        }
+    }
     writer_ = std::make_unique<io::sample_file_writer>(io::sample_file_writer::create_sigmf(cfg.base, meta));
     thread_ = std::thread([this] {
         io::name_this_thread("paq-recorder");

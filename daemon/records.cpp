@@ -43,7 +43,14 @@ std::filesystem::path with_suffix(const std::filesystem::path& base, const char*
 
 int open_csv(const std::filesystem::path& p)
 {
-    if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path());
+    if (p.has_parent_path()) {
+        std::error_code ec;
+        std::filesystem::create_directories(p.parent_path(), ec);
+        if (ec) {
+            throw std::runtime_error("records (records.path, replay's --records): cannot create the directory " +
+                                     p.parent_path().string() + ": " + ec.message());
+        }
+    }
     int fd = -1;
     do {
         fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);

@@ -1,11 +1,13 @@
 #include "daemon/replay.hpp"
 
+#include "config/receiver_yaml.hpp"
 #include "daemon/llr_writer.hpp"
 #include "io/sample_file.hpp"
 #include "io/utc_time.hpp"
 #include "runtime/receiver_run.hpp"
 #include "runtime/worker_pool.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -49,13 +51,32 @@ replay_result run_replay(const replay_options& opt)
         std::string msg = opt.file.string() + ": cannot receive it:";
         for (const auto& e : errors) msg += "\n  " + e;
         msg += "\n  (bit rate from " + res.bit_rate_from + ")";
-        throw std::invalid_argument(msg);
+        throw config::config_error({msg});
     }
+    // The PN pattern: --pattern, else the recording's paq:pattern, else pn15. A recording that
+    // names a pattern paqd does not count is said so, not counted against pn15 in silence.
+    dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
+    res.pattern_from = "default";
+    if (opt.pattern) {
+        pattern = *opt.pattern;
+        res.pattern_from = "--pattern";
+    } else if (const auto& g = info.meta.extra_global; g.is_object() && g.contains("paq:pattern") && g["paq:pattern"].is_string()) {
+        const auto name = g["paq:pattern"].get<std::string>();
+        try {
+            pattern = dsp::parse_pn_pattern(name);
+            res.pattern_from = "paq:pattern";
+        } catch (const std::invalid_argument&) {
+            res.warnings.push_back("the recording's paq:pattern '" + name +
+                                   "' is not a pattern paqd counts (pn9, pn11, pn15, pn20, pn23, pn31): counted against pn15; "
+                                   "give --pattern");
+        }
+    }
+    res.pattern = std::string(dsp::to_string(pattern));
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
     const auto kind = runtime::resolve_backend(opt.backend);
     std::unique_ptr<records_writer> records;
-    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, opt.pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams());
+    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams());
     std::unique_ptr<llr_writer> llrs;
     if (!opt.llr_base.empty()) llrs = std::make_unique<llr_writer>(opt.llr_base, rc.detector);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
@@ -95,10 +116,10 @@ replay_result run_replay(const replay_options& opt)
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     res.detector = std::string(dsp::to_string(rc.detector));
     if (info.format == io::sample_format::ci16_le) {
-        res.summary = runtime::run_receiver_ci16(pool_ready, rc, opt.pattern, info.sample_rate_hz, info.meta.ci16_scale,
+        res.summary = runtime::run_receiver_ci16(pool_ready, rc, pattern, info.sample_rate_hz, info.meta.ci16_scale,
                                                  [&](std::span<ci16> out) { return reader.read(out); }, on_batch, anchors);
     } else {
-        res.summary = runtime::run_receiver(pool_ready, rc, opt.pattern, info.sample_rate_hz,
+        res.summary = runtime::run_receiver(pool_ready, rc, pattern, info.sample_rate_hz,
                                             [&](std::span<cf32> out) { return reader.read(out); }, on_batch, anchors);
     }
     maker.join();
@@ -126,6 +147,12 @@ replay_result run_replay(const replay_options& opt)
                                " packet(s) cut by the start or end of the recording were not processed");
     }
     if (s.packets_found == 0) res.warnings.push_back("no packets found");
+    // Packets found but no path locked to the pattern: no bit was counted, so there is no BER
+    // (the table prints none, the JSON null), whatever the paths' error counts read.
+    if (s.packets_found > 0 && std::none_of(s.paths.begin(), s.paths.end(), [](const dsp::path_summary& p) { return p.locked; })) {
+        res.warnings.push_back("no path locked to the " + res.pattern + " pattern (from " + res.pattern_from +
+                               "): no bit was checked; is the data another pattern (--pattern pn9 .. pn31)?");
+    }
     return res;
 }
 
@@ -141,6 +168,7 @@ void print_table(const replay_result& r, std::ostream& os)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
        << s.packets_found << ", flagged " << s.packets_flagged << ", truncated " << s.packets_truncated
        << ", missed in sequence " << s.packets_skipped << "\n";
+    os << "  pattern " << r.pattern << " (from " << r.pattern_from << ")\n";
     os << "  rates: input " << std::setprecision(6) << r.sample_rate_hz / 1e6 << " MS/s, bit rate " << r.bit_rate_hz / 1e6
        << " Mbit/s (from " << r.bit_rate_from << "), " << std::setprecision(4) << r.sample_rate_hz / r.bit_rate_hz
        << " samples per bit" << (r.resampled ? ", resampled to 2" : "") << "\n";
@@ -165,10 +193,15 @@ void print_table(const replay_result& r, std::ostream& os)
     std::snprintf(head, sizeof head, "  %-*s %8s %11s %9s %11s   sync\n", name_w, "path", "packets", "bits", "errors", "BER");
     os << head;
     for (const auto& p : s.paths) {
-        char line[160];
-        std::snprintf(line, sizeof line, "  %-*s %8llu %11llu %9llu %11.3e   %s\n", name_w, p.name.c_str(),
+        char line[160], ber[32];
+        if (p.bits_checked > 0) {
+            std::snprintf(ber, sizeof ber, "%11.3e", p.ber);
+        } else {
+            std::snprintf(ber, sizeof ber, "%11s", "-");  // no bit checked: no rate
+        }
+        std::snprintf(line, sizeof line, "  %-*s %8llu %11llu %9llu %s   %s\n", name_w, p.name.c_str(),
                       static_cast<unsigned long long>(p.packets), static_cast<unsigned long long>(p.bits_checked),
-                      static_cast<unsigned long long>(p.bit_errors), p.ber,
+                      static_cast<unsigned long long>(p.bit_errors), ber,
                       p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK");
         os << line;
     }
@@ -195,7 +228,7 @@ nlohmann::json to_json(const replay_result& r)
                          {"packets", p.packets},
                          {"bits", p.bits_checked},
                          {"bit_errors", p.bit_errors},
-                         {"ber", p.ber},
+                         {"ber", p.bits_checked > 0 ? nlohmann::json(p.ber) : nlohmann::json()},  // null: no bit checked
                          {"bits_before_lock", p.bits_before_lock},
                          {"resyncs", p.resyncs},
                          {"locked", p.locked},
@@ -209,6 +242,8 @@ nlohmann::json to_json(const replay_result& r)
             {"sample_rate_hz", r.sample_rate_hz},
             {"bit_rate_hz", r.bit_rate_hz},
             {"bit_rate_from", r.bit_rate_from},
+            {"pattern", r.pattern},
+            {"pattern_from", r.pattern_from},
             {"samples_per_bit", r.sample_rate_hz / r.bit_rate_hz},
             {"resampled", r.resampled},
             {"mean_clock_ppm", s.mean_clock_ppm},

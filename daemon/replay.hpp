@@ -25,7 +25,9 @@ struct replay_options {
     std::filesystem::path file;
     std::optional<io::sample_format> raw_format;   ///< raw files only
     std::optional<double> raw_sample_rate_hz;      ///< raw files only
-    dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
+    /// --pattern: the data's PN pattern. Unset: the recording's paq:pattern (paq-sim writes
+    /// it), else pn15.
+    std::optional<dsp::pn_pattern> pattern;
     dsp::receiver_config receiver;
     config::backend_kind backend = config::backend_kind::cpu;  ///< automatic: cuda when a GPU can run it
     /// CUDA devices, one worker each (cuda backend); empty: device 0. Batches go to them in
@@ -45,6 +47,8 @@ struct replay_result {
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"
+    std::string pattern;                ///< the PN pattern the bits were counted against ("pn15")
+    std::string pattern_from;           ///< "--pattern", "paq:pattern" or "default"
     bool resampled = false;             ///< the input was resampled to 2 samples per bit
     std::uint64_t trailing_bytes = 0;   ///< truncated file: bytes after the last whole sample
     std::string file;

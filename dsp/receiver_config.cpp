@@ -58,7 +58,7 @@ std::vector<std::string> receiver_config::validate() const
             os << "input sample rate " << input_sample_rate_hz / 1e6 << " MS/s at bit rate " << bit_rate_hz / 1e6
                << " Mbit/s is " << sps << " samples per bit: allowed 2 .. " << 2.0 * max_input_ratio
                << " samples per bit, i.e. " << 2.0 * bit_rate_hz / 1e6 << " .. " << 2.0 * max_input_ratio * bit_rate_hz / 1e6
-               << " MS/s at this bit rate (or set receiver.bit_rate_hz / --bit-rate to the link's bit rate)";
+                << " MS/s at this bit rate (or set the link's bit rate: receiver.bit_rate_hz, or paqd replay's --bit-rate)";
             e.push_back(os.str());
         }
     }

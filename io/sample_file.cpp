@@ -40,7 +40,13 @@ std::vector<dsp::stream_anchor> recording_anchors(const sigmf_meta& meta, std::v
     if (!out.empty()) {
       const auto& p = out.back();
       const std::int64_t expected = dsp::utc_ns_at({p.sample, p.utc_ns, meta.sample_rate_hz}, c.sample_start);
-      a.discontinuity = expected == dsp::unknown_utc_ns || *utc - expected > 1000 || expected - *utc > 1000;
+      // |utc - expected| > 1 us, in unsigned arithmetic: two times 580 years apart differ by
+      // more than an int64 holds.
+      const auto apart = [](std::int64_t x, std::int64_t y) {
+        return x >= y ? static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(y)
+                      : static_cast<std::uint64_t>(y) - static_cast<std::uint64_t>(x);
+      };
+      a.discontinuity = expected == dsp::unknown_utc_ns || apart(*utc, expected) > 1000;
     }
     out.push_back(a);
   }
@@ -165,8 +171,11 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
     info.data_path = paths.data;
   } else {
     if (!raw_format || !raw_sample_rate_hz) {
-      throw format_error(path.string() + ": raw file needs a sample format and a sample rate (no " +
-                         paths.meta.string() + " found)");
+      const std::string missing = !raw_format && !raw_sample_rate_hz ? "its sample format and sample rate are"
+                                  : !raw_format                      ? "its sample format is"
+                                                                     : "its sample rate is";
+      throw format_error(path.string() + ": a raw file (no " + paths.meta.string() + " found): " + missing +
+                         " not given (paqd replay: --datatype cf32_le|ci16_le, --sample-rate HZ)");
     }
     // The same range as a SigMF core:sample_rate (read_sigmf_meta), for the same reason:
     // callers multiply the rate by seconds and convert the product to a sample count.

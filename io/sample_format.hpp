@@ -17,6 +17,10 @@ enum class sample_format { cf32_le, ci16_le };
 /// signal amplitude: enough headroom that noise at low Eb/N0 rarely clips, while a unit signal
 /// still uses 13 bits.
 inline constexpr float default_ci16_scale = 8192.0f;
+/// The ci16 scales paqd takes (a recording's paq:ci16_scale, a source's ci16_scale): beyond
+/// them a count would convert to zero, a denormal or an infinity.
+inline constexpr double min_ci16_scale = 1e-6;
+inline constexpr double max_ci16_scale = 1e9;
 
 /// Accepts "cf32_le", "cf32", "ci16_le", "ci16" (the short forms are what people type on a
 /// command line). Throws std::invalid_argument naming the bad value and the accepted ones.

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 #include <system_error>
+#include <unordered_set>
 
 #include <unistd.h>
 
@@ -301,12 +302,12 @@ sigmf_archive_recording find_sigmf_archive_recording(int fd, std::uint64_t file_
     return found;
   };
 
+  // Distinct metadata members in archive order (a set: an archive of millions of members is
+  // refused in linear time).
   std::vector<std::string> metas;
+  std::unordered_set<std::string> seen;
   for (const tar_member& m : members) {
-    if (m.name.ends_with(meta_suffix) &&
-        std::find(metas.begin(), metas.end(), m.name) == metas.end()) {
-      metas.push_back(m.name);
-    }
+    if (m.name.ends_with(meta_suffix) && seen.insert(m.name).second) metas.push_back(m.name);
   }
   if (metas.empty()) fail(path, "the archive holds no .sigmf-meta member (no SigMF recording)");
   if (metas.size() > 1) {

@@ -57,12 +57,14 @@ std::unique_ptr<dsp::batch_processor> make_backend(const backend_spec& spec, con
 #ifdef PAQ_HAVE_CUDA
         const auto devices = gpu::list_gpu_devices();
         if (spec.gpu < 0 || static_cast<std::size_t>(spec.gpu) >= devices.size()) {
-            throw std::runtime_error("--backend cuda: no CUDA device " + std::to_string(spec.gpu) + " (" +
-                                     std::to_string(devices.size()) + " found); use --backend cpu");
+            throw std::runtime_error("the cuda backend (--backend cuda, pipeline.backend: cuda): no CUDA device " +
+                                     std::to_string(spec.gpu) + " (" + std::to_string(devices.size()) +
+                                     " found); use the cpu backend");
         }
         return std::make_unique<gpu::cuda_backend>(cfg, spec.gpu, std::string(to_string(spec.solver)));
 #else
-        throw std::runtime_error("--backend cuda: this build has no CUDA (built without it); use --backend cpu");
+        throw std::runtime_error("the cuda backend (--backend cuda, pipeline.backend: cuda): this build has no CUDA (built "
+                                 "without it); use the cpu backend");
 #endif
     }
     case backend_kind::automatic: break;

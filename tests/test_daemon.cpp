@@ -333,6 +333,26 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     EXPECT_FALSE(e.empty());
     e = config_errors(base + "ring:\n  lock_memory: yes\n");
     EXPECT_NE(e.find("ring.lock_memory: expected true or false, got 'yes'"), std::string::npos) << e;
+    // What would fail every start is found by --check-config: a source rate the receiver
+    // cannot take at its bit rate, a metrics address that is a name.
+    e = config_errors("source:\n  type: udp\n  udp:\n    port: 5000\n    sample_rate_hz: 15e6\n");
+    EXPECT_NE(e.find("t.yaml:5: source.udp.sample_rate_hz: input sample rate 15 MS/s at bit rate 10.3125 Mbit/s is 1.45455 "
+                     "samples per bit"),
+              std::string::npos)
+        << e;
+    e = config_errors("source:\n  type: iio\n  iio:\n    sample_rate_hz: 41.25e6\nreceiver:\n  bit_rate_hz: 5e6\n");
+    EXPECT_NE(e.find("source.iio.sample_rate_hz: input sample rate 41.25 MS/s at bit rate 5 Mbit/s is 8.25 samples per bit"),
+              std::string::npos)
+        << e;
+    EXPECT_TRUE(config_errors("source:\n  type: udp\n  udp:\n    port: 5000\n    sample_rate_hz: 25e6\n").empty());
+    e = config_errors(base + "metrics:\n  bind: not-an-ip\n");
+    EXPECT_NE(e.find("metrics.bind: 'not-an-ip' is not a numeric IPv4/IPv6 address"), std::string::npos) << e;
+    EXPECT_TRUE(config_errors(base + "metrics:\n  bind: '::1'\n").empty());
+    EXPECT_TRUE(config_errors(base + "metrics:\n  enabled: false\n  bind: not-an-ip\n").empty());
+    // A section that is no mapping is one message, not that plus its defaults' checks.
+    e = config_errors("source: vita49\n");
+    EXPECT_NE(e.find("'source' must be a mapping of field: value, got a scalar"), std::string::npos) << e;
+    EXPECT_EQ(e.find("source.file.path"), std::string::npos) << e;
     // Several problems are reported together.
     e = config_errors(base + "ring:\n  capacity_s: 0\n  overflow: x\n");
     EXPECT_NE(e.find("capacity_s"), std::string::npos);

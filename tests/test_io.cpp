@@ -332,6 +332,37 @@ TEST_F(io_test, foreign_ci16_without_scale_uses_default) {
   EXPECT_EQ(back.extra_global, nlohmann::json({{"vendor:gain_db", 30}}));
 }
 
+TEST_F(io_test, ci16_scale_out_of_range_is_refused_where_it_is_read) {
+  // 1e-300 became 0.0f and 1e-40 a denormal: every count then converted to an infinity
+  // that no NaN scan of ci16 input looks for. The range is the config key's.
+  const fs::path meta_path = path("m.sigmf-meta");
+  for (const double scale : {1e-300, 1e-40, 1e-7, 0.0, -1.0, 2e9, 1e300}) {
+    SCOPED_TRACE(scale);
+    write_meta_with_global(meta_path, {{"core:datatype", "ci16_le"}, {"core:sample_rate", 1e6}, {"paq:ci16_scale", scale}});
+    expect_error<format_error>([&] { (void)read_sigmf_meta(meta_path); }, {"paq:ci16_scale must be a number in 1e-6 .. 1e9"});
+  }
+  for (const double scale : {min_ci16_scale, 1.0, 8192.0, max_ci16_scale}) {
+    write_meta_with_global(meta_path, {{"core:datatype", "ci16_le"}, {"core:sample_rate", 1e6}, {"paq:ci16_scale", scale}});
+    EXPECT_EQ(read_sigmf_meta(meta_path).ci16_scale, static_cast<float>(scale));
+  }
+}
+
+TEST_F(io_test, capture_times_centuries_apart_are_a_discontinuity) {
+  // The earliest and latest times parse_utc_ns takes differ by more than an int64 holds
+  // (the difference was signed overflow).
+  const fs::path meta_path = path("m.sigmf-meta");
+  const nlohmann::json doc = {{"global", {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}, {"core:version", "1.0.0"}}},
+                              {"captures", {{{"core:sample_start", 0}, {"core:datetime", "1678-01-01T00:00:00Z"}},
+                                            {{"core:sample_start", 0}, {"core:datetime", "2261-12-31T23:59:59Z"}}}},
+                              {"annotations", nlohmann::json::array()}};
+  write_text(meta_path, doc.dump());
+  std::vector<std::string> warnings;
+  const auto anchors = recording_anchors(read_sigmf_meta(meta_path), warnings);
+  ASSERT_EQ(anchors.size(), 2u) << ::testing::PrintToString(warnings);
+  EXPECT_FALSE(anchors[0].discontinuity);
+  EXPECT_TRUE(anchors[1].discontinuity);
+}
+
 TEST_F(io_test, write_rejects_undescribable_meta) {
   const fs::path meta_path = path("m.sigmf-meta");
   sigmf_meta meta = basic_meta(sample_format::cf32_le);
@@ -717,13 +748,14 @@ TEST_F(io_test, raw_file_needs_format_and_rate) {
   write_text(path("plain.bin"), std::string(64, '\0'));
   const std::string name = path("plain.bin").string();
   expect_error<format_error>([&] { (void)sample_file_reader::open(path("plain.bin")); },
-                             {name + ": ", "needs a sample format and a sample rate"});
+                             {name + ": ", "its sample format and sample rate are not given"});
+  // Each message names what is missing.
   expect_error<format_error>(
       [&] { (void)sample_file_reader::open(path("plain.bin"), sample_format::cf32_le); },
-      {"needs a sample format and a sample rate"});
+      {"its sample rate is not given", "--sample-rate"});
   expect_error<format_error>(
       [&] { (void)sample_file_reader::open(path("plain.bin"), std::nullopt, 1e6); },
-      {"needs a sample format and a sample rate"});
+      {"its sample format is not given", "--datatype"});
   expect_error<std::invalid_argument>(
       [&] { (void)sample_file_reader::open(path("plain.bin"), sample_format::cf32_le, -5.0); },
       {name, "sample rate"});

@@ -313,10 +313,20 @@ int main(int argc, char** argv)
     if (o.max_packets < o.packets) o.max_packets = o.packets;
     if (o.sample_rate_hz == 0.0) o.sample_rate_hz = 2.0 * o.bit_rate_hz;
     {
-        // A rate the receiver cannot serve: its error, naming both rates, before any output.
+        // A rate the receiver cannot serve (its error names both rates), or a receiver setting
+        // out of range: an error before any output, as every point would make it.
         paq::dsp::receiver_config rc;
         rc.bit_rate_hz = o.bit_rate_hz;
         rc.input_sample_rate_hz = o.sample_rate_hz;
+        rc.cpu_threads = o.threads;
+        rc.cma_mu = o.cma_mu;
+        rc.cma_iterations = o.cma_iterations;
+        try {
+            rc.detector = paq::dsp::parse_detector(o.detector);
+        } catch (const std::invalid_argument& e) {
+            std::cerr << "paq-ber-curve: --detector: " << e.what() << "\n";
+            return 2;
+        }
         if (const auto errors = rc.validate(); !errors.empty()) {
             for (const auto& e : errors) std::cerr << "paq-ber-curve: " << e << "\n";
             return 2;

@@ -70,7 +70,7 @@ int main(int argc, char** argv)
     app.add_option("--phase-rad", cfg.phase_rad, "Carrier phase offset in radians")->capture_default_str();
     app.add_option("--timing-offset", cfg.timing_offset_samples, "Fractional sample-timing offset, 0 <= x < 1")
         ->capture_default_str();
-    app.add_option("--seconds", seconds, "Length of the recording in seconds")->capture_default_str()->check(CLI::PositiveNumber);
+    app.add_option("--seconds", seconds, "Length of the recording in seconds")->capture_default_str()->check(cli::finite_positive());
     app.add_option("--flight-start", cfg.flight_start_s, "flight preset: start time on the flight's clock, s")
         ->capture_default_str();
     app.add_option("--ray", rays, "Extra ray AMPLITUDE,DELAY_NS,PHASE_RAD added to the preset (repeatable), e.g. 0.5,1000,1.2");
@@ -102,6 +102,7 @@ int main(int argc, char** argv)
         ->required();
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
 
+    bool settings_read = false;  // a mistake before this is a usage error (2), after it a runtime failure (1)
     try {
         cfg.pattern = dsp::parse_pn_pattern(pattern);
         for (const auto& r : rays) cfg.extra_rays.push_back(dsp::parse_channel_ray(r));
@@ -151,6 +152,7 @@ int main(int argc, char** argv)
         }
         if (seconds * cfg.sample_rate_hz > 4e9) throw std::invalid_argument("--seconds: recording would exceed 4e9 samples");
         const auto total = static_cast<std::uint64_t>(std::llround(seconds * cfg.sample_rate_hz));
+        settings_read = true;
 
         dsp::simulator sim(cfg);
         io::sigmf_meta meta;
@@ -208,7 +210,7 @@ int main(int argc, char** argv)
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
     } catch (const std::exception& e) {
         std::cerr << "paq-sim: error: " << e.what() << "\n";
-        return 1;
+        return settings_read ? 1 : cli::usage_error;
     }
     return 0;
 }

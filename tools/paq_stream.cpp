@@ -56,7 +56,7 @@ struct options {
     double rate_factor = 1.0;
     bool fast = false;
     std::size_t samples_per_packet = 0;  ///< 0: the most that fit default_max_datagram_bytes
-    std::string format = "ci16";
+    std::string format;  ///< empty: ci16 for tcp and udp, cf32 for zmq-* (each as paqd's source defaults)
     std::optional<float> ci16_scale;
     std::uint32_t stream_id = 1;
     bool no_timestamps = false;
@@ -264,9 +264,9 @@ int main(int argc, char** argv)
                    "Samples per datagram (udp, vita49) or per write (tcp); default: the most (a power of 2) "
                    "that keep a datagram within 8972 bytes, e.g. 2048 ci16")
         ->check(CLI::PositiveNumber);
-    app.add_option("--format", o.format, "Wire format for raw IQ (tcp, udp): cf32 or ci16 (little-endian); "
+    app.add_option("--format", o.format, "Wire format for raw IQ (tcp, udp, zmq-*): cf32 or ci16 (little-endian); default "
+                                         "as paqd's source: ci16 for tcp and udp, cf32 for zmq-* (GNU Radio's gr_complex); "
                                          "vita49 always carries big-endian ci16")
-        ->capture_default_str()
         ->check(CLI::IsMember({"cf32", "ci16", "cf32_le", "ci16_le"}));
     app.add_option("--ci16-scale", o.ci16_scale,
                    "ci16 counts per unit amplitude (default: the recording's for ci16 recordings, else 8192)");
@@ -311,7 +311,8 @@ int main(int argc, char** argv)
     io::sample_format wire_format = io::sample_format::ci16_le;
     std::optional<io::sample_format> raw_format;
     try {
-        wire_format = io::parse_sample_format(o.format);
+        const std::string fmt = !o.format.empty() ? o.format : o.mode.rfind("zmq", 0) == 0 ? "cf32" : "ci16";
+        wire_format = io::parse_sample_format(fmt);
         if (o.raw_format) raw_format = io::parse_sample_format(*o.raw_format);
     } catch (const std::invalid_argument& e) {
         bad.emplace_back(e.what());

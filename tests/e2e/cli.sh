@@ -70,4 +70,41 @@ grep -v '^  took ' "$work/out" | cmp -s - "$work/new-name" || fail "paqd replay:
 "$build/tools/paq-stream" --help | grep -q -- "--raw-format\|--raw-rate" && fail "paq-stream --help shows the old names"
 "$build/tools/paq-stream" --help | grep -q -- "--datatype" || fail "paq-stream --help lacks --datatype"
 
+# NaN is no number of any range (CLI11's own checks let it through).
+expect_rc 2 "paqd replay --bit-rate nan" "$build/daemon/paqd" replay "$work/rec.raw" --bit-rate nan
+expect_rc 2 "paqd --duration nan" "$build/daemon/paqd" --config /nonexistent --duration nan
+expect_rc 2 "paq-sim --seconds nan" "$build/tools/paq-sim" --seconds nan --output "$work/nan"
+# Settings that are wrong are usage errors (2), in every program, whoever finds them.
+expect_rc 2 "paq-sim --pattern pn16" "$build/tools/paq-sim" --seconds 0.01 --pattern pn16 --output "$work/p16"
+expect_rc 2 "paq-sim --ebn0-db abc" "$build/tools/paq-sim" --seconds 0.01 --ebn0-db abc --output "$work/abc"
+expect_rc 2 "paqd replay --pattern pn16" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --pattern pn16
+expect_rc 2 "paqd replay --datatype bogus" "$build/daemon/paqd" replay "$work/rec.raw" --datatype bogus --sample-rate 20.625e6
+expect_rc 2 "paqd replay --bit-rate 50e6" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --bit-rate 50e6
+printf 'recievr:\n  detector: trellis\n' > "$work/typo.yaml"
+expect_rc 2 "paqd replay --config with a misspelled section" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --config "$work/typo.yaml"
+grep -q "unknown section 'recievr'" "$work/err" || fail "paqd replay: a misspelled section is not named ($(head -c 300 "$work/err"))"
+# The service's options before the word `replay` are refused, not silently ignored.
+expect_rc 2 "paqd --json-out X replay" "$build/daemon/paqd" --json-out "$work/x.json" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6
+grep -q "before 'replay'" "$work/err" || fail "paqd --json-out X replay: the message does not say why ($(head -c 300 "$work/err"))"
+[[ -e $work/x.json ]] && fail "paqd --json-out X replay wrote X"
+
+# The pattern: the recording's paq:pattern by default; another one locks nothing, which is
+# said, and the JSON's BER is null (no bit was checked), not 0.
+"$build/tools/paq-sim" --seconds 0.02 --pattern pn23 --ebn0-db 15 --output "$work/p23" > /dev/null 2>&1 || fail "paq-sim pn23 recording"
+expect_rc 0 "paqd replay (pn23 recording)" "$build/daemon/paqd" replay "$work/p23.sigmf-meta" --json
+python3 - "$work/out" <<'PY' || fail "paqd replay of a pn23 recording does not count pn23"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["pattern"] == "pn23" and j["pattern_from"] == "paq:pattern", (j["pattern"], j["pattern_from"])
+assert all(p["locked"] and p["bits"] > 0 and p["ber"] is not None for p in j["paths"]), j["paths"]
+PY
+expect_rc 0 "paqd replay --pattern pn15 (pn23 recording)" "$build/daemon/paqd" replay "$work/p23.sigmf-meta" --pattern pn15 --json
+python3 - "$work/out" <<'PY' || fail "paqd replay against the wrong pattern: BER not null or no warning"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["pattern"] == "pn15" and j["pattern_from"] == "--pattern"
+assert all(not p["locked"] and p["bits"] == 0 and p["ber"] is None for p in j["paths"]), j["paths"]
+assert any("no path locked to the pn15 pattern" in w for w in j["warnings"]), j["warnings"]
+PY
+
 if [[ $failures -eq 0 ]]; then echo "cli: every program follows the conventions"; else exit 1; fi

@@ -47,7 +47,8 @@ dpkg -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/contents"
 expected=(/etc/paqd/paqd.yaml
           /usr/lib/systemd/system/paqd.service /usr/lib/systemd/system/paqd@.service
           /usr/lib/sysusers.d/paqd.conf /usr/lib/udev/rules.d/60-paqd.rules /usr/lib/sysctl.d/90-paqd.conf
-          /usr/share/paqd/paqd-iio.conf /usr/share/man/man8/paqd.8.gz)
+          /usr/share/paqd/paqd-iio.conf /usr/share/man/man8/paqd.8.gz
+          /usr/share/doc/paqd/DAEMON.md /usr/share/doc/paqd/README.md)
 for p in "${programs[@]}"; do
   expected+=("/usr/bin/$p" "/usr/share/bash-completion/completions/$p")
   [[ $p == paqd ]] || expected+=("/usr/share/man/man1/$p.1.gz")
