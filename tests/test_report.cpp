@@ -1133,9 +1133,11 @@ TEST_F(report_test, malformed_channel_files_name_file_line_and_column)
 // ---------------------------------------------------------------------------------------------
 // a flight-sized file
 
-TEST_F(report_test, two_million_rows_stream_within_bounded_time_and_a_small_page)
+TEST_F(report_test, two_million_rows_stream_into_a_small_page)
 {
-    // 2 million rows, a 20-minute flight at decimation 1 (~1228 s at 1628 packets/s).
+    // 2 million rows, a 20-minute flight at decimation 1 (~1228 s at 1628 packets/s): every
+    // row counted, the bins bounded, the page small. The times are printed, not asserted
+    // (speed is the benchmark's to measure).
     constexpr std::uint64_t n = 2'000'000;
     const auto file = path("big-packets.csv");
     const auto t0 = std::chrono::steady_clock::now();
@@ -1171,8 +1173,6 @@ TEST_F(report_test, two_million_rows_stream_within_bounded_time_and_a_small_page
     EXPECT_LE(d.bins.size(), 1000u);
     EXPECT_DOUBLE_EQ(d.bin_width_s, 2.0);  // 1228 s: 614 bins of 2 s
     EXPECT_LT(html.size(), 2'000'000u);
-    // The bound leaves room for a loaded shared machine; unloaded it takes a few seconds.
-    EXPECT_LT(report_s, 60.0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end tests on loopback, CPU backend:
-#   paq-sim -> paq-stream (TCP / VITA-49) -> paqd -> six UDP streams -> paq-bert
-# compared with the offline replay of the same recording.
+#   paq-sim -> paq-stream (TCP / VITA-49 / ZMQ / UDP) -> paqd -> six UDP streams (twelve with
+#   detector both) -> paq-bert, compared with the offline replay of the same recording.
 #
-#   tests/e2e/e2e.sh BUILD_DIR CASE     CASE: tcp | vita49-drops | stall | sigterm | notify | hostile | rates
+#   tests/e2e/e2e.sh BUILD_DIR CASE
+#     CASE: tcp | vita49-drops | zmq-drops | udp-gnuradio-drops | stall | sigterm | notify |
+#           hostile | rates | both   (the cases tests/CMakeLists.txt runs as e2e.CASE)
 #
 # Each case prints what it compares and exits non-zero on the first mismatch.
 set -euo pipefail
@@ -136,6 +138,9 @@ bert = json.load(open(f"{work}/bert.json"))
 off = json.load(open(f"{work}/offline.json")) if os.path.exists(f"{work}/offline.json") else live
 ok = True
 print(f"packets: offline {off['packets_found']}, paqd {live['packets_found']}")
+n_paths = (len(off["paths"]), len(live["paths"]), len(bert["streams"]))
+if n_paths[0] == 0 or len(set(n_paths)) != 1:
+    print(f"  MISMATCH: paths offline / paqd / paq-bert {n_paths}: not the same non-zero number"); sys.exit(1)
 for p_off, p_live, s in zip(off["paths"], live["paths"], bert["streams"]):
     name = p_off["path"]
     print(f"  {name:5} offline {p_off['bit_errors']:7}/{p_off['bits']:9}  paqd {p_live['bit_errors']:7}/{p_live['bits']:9}"
@@ -187,19 +192,25 @@ live = json.load(open(f"{work}/live.json"))
 total = 5156250  # 0.25 s at 20.625 MS/s
 sent_log = open(f"{work}/stream.log").read()
 m = re.search(r"dropped (\d+)", sent_log)
-dropped_dgrams = int(m.group(1)) if m else None
+assert m, "paq-stream's log has no 'dropped N' count: " + sent_log[-500:]
+dropped_dgrams = int(m.group(1))
 lost = live["samples_lost_in_gaps"]
 print(f"sender dropped {dropped_dgrams} datagrams; paqd: gaps {live['gaps']}, samples lost {lost}, samples in {live['samples_in']}")
 assert live["gaps_by_reason"]["lost-packets"] >= 1, live
 assert live["samples_in"] + lost == total, (live["samples_in"], lost, total)
-if dropped_dgrams is not None:
-    assert lost == dropped_dgrams * 2048, (lost, dropped_dgrams)
+assert dropped_dgrams > 0
+assert lost == dropped_dgrams * 2048, (lost, dropped_dgrams)
 off = json.load(open(f"{work}/offline.json"))
 assert live["packets_found"] < off["packets_found"], "packets across the losses must be dropped, not decoded"
 assert live["packets_truncated"] > 0
+assert len(off["paths"]) == len(live["paths"]) > 0, (len(off["paths"]), len(live["paths"]))
+checked = 0
 for p_off, p_live in zip(off["paths"], live["paths"]):
     if p_off["path"] in ("mmse", "cma", "fde1"):
+        assert p_live["path"] == p_off["path"], (p_off["path"], p_live["path"])
         assert p_live["ber"] < 2 * p_off["ber"] + 1e-3, (p_off, p_live)
+        checked += 1
+assert checked == 3, f"{checked} of mmse, cma, fde1 found"
 EOF
   ;;
 zmq-drops|udp-gnuradio-drops)
@@ -243,9 +254,14 @@ assert live["samples_in"] + lost == total, (live["samples_in"], lost, total)
 assert lost == dropped * 2048, (lost, dropped)
 assert live["source_malformed"] == 0, live
 off = json.load(open(f"{work}/offline.json"))
+assert len(off["paths"]) == len(live["paths"]) > 0, (len(off["paths"]), len(live["paths"]))
+checked = 0
 for p_off, p_live in zip(off["paths"], live["paths"]):
     if p_off["path"] in ("mmse", "cma", "fde1"):
+        assert p_live["path"] == p_off["path"], (p_off["path"], p_live["path"])
         assert p_live["ber"] < 2 * p_off["ber"] + 1e-3, (p_off, p_live)
+        checked += 1
+assert checked == 3, f"{checked} of mmse, cma, fde1 found"
 EOF
   ;;
 stall)
@@ -457,8 +473,9 @@ print(f"packets live {live['packets_found']} offline {off['packets_found']}; clo
 assert live["packets_found"] == off["packets_found"] > 450
 assert live["packets_missed_in_sequence"] == 0 == off["packets_missed_in_sequence"]
 assert abs(live["mean_clock_ppm"] + 80) < 1 and off["resampled"] and off["samples_per_bit"] > 2.97
+assert len(live["paths"]) == len(off["paths"]) > 0, (len(live["paths"]), len(off["paths"]))
 for a, b in zip(live["paths"], off["paths"]):
-    assert (a["bits"], a["bit_errors"], a["locked"]) == (b["bits"], b["bit_errors"], b["locked"]), (a, b)
+    assert (a["path"], a["bits"], a["bit_errors"], a["locked"]) == (b["path"], b["bits"], b["bit_errors"], b["locked"]), (a, b)
     print(f"  {a['path']:5} {a['bit_errors']:7}/{a['bits']}")
 EOF2
   ;;
