@@ -70,11 +70,13 @@ const std::vector<scalar_metric> scalars = {
     {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source.reconnects); }, nullptr, true},
     {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source.nonfinite); }, nullptr, true},
     // raw UDP (GNU Radio sequence header)
-    {"udp_stale", C, "Raw UDP datagrams with a GNU Radio sequence number not after the last (duplicate or reordered) dropped.", [](const S& s) { return d(s.udp->stale); }, with_udp, true},
+    {"udp_stale", C, "Raw UDP datagrams with a GNU Radio sequence number equal to the last or at most 16 before it (duplicate or reordered) dropped.", [](const S& s) { return d(s.udp->stale); }, with_udp, true},
     {"udp_restarts", C, "Raw UDP GNU Radio sequence numbers back to 1 (the sender restarted).", [](const S& s) { return d(s.udp->restarts); }, with_udp, true},
+    {"udp_resyncs", C, "Raw UDP GNU Radio sequence numbers that jumped back beyond the reorder window (16) or ahead beyond 2^24 datagrams: a discontinuity, tracking restarted.", [](const S& s) { return d(s.udp->resyncs); }, with_udp, true},
     {"udp_header_suspected", G, "1: header none, but the datagrams carry what looks like GNU Radio's sequence number (set source.udp.header).", [](const S& s) { return d(s.udp->header_suspected); }, with_udp, true},
     // ZeroMQ (GNU Radio tag header)
     {"zmq_messages_with_tags", C, "ZeroMQ messages carrying GNU Radio stream tags (not decoded) dropped.", [](const S& s) { return d(s.zmq->messages_with_tags); }, with_zmq, true},
+    {"zmq_resyncs", C, "ZeroMQ tag header offsets that went back (the sender restarted) or jumped ahead beyond 2^32 items: a discontinuity, tracking restarted.", [](const S& s) { return d(s.zmq->resyncs); }, with_zmq, true},
     {"zmq_tag_header_suspected", G, "1: tags none, but the messages start with GNU Radio's tag header (set source.zmq.tags).", [](const S& s) { return d(s.zmq->tag_header_suspected); }, with_zmq, true},
     // VITA-49
     {"vita49_context_packets", C, "VITA-49 context packets skipped.", [](const S& s) { return d(s.vita49->context_packets); }, with_vita, true},

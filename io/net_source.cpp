@@ -1,5 +1,6 @@
 #include "io/net_source.hpp"
 
+#include "io/log_limiter.hpp"
 #include "io/vita49.hpp"
 
 // Standard headers first: Boost 1.74's asio/awaitable.hpp uses std::exchange without
@@ -108,47 +109,6 @@ void check_bind_address(error_list& e, const std::string& field, const std::stri
 {
     return endpoint_text(a.to_string(), port);
 }
-
-// ---- logging -------------------------------------------------------------------------------
-
-/// At most one message per interval; the next allowed one says how many were suppressed.
-/// Used on the receive path, where one bad sender could otherwise flood the log.
-class log_limiter {
-public:
-    explicit log_limiter(std::chrono::steady_clock::duration interval = std::chrono::seconds(1)) noexcept
-        : interval_(interval) {}
-
-    template <class... Args>
-    void warn(spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        log(spdlog::level::warn, fmt, std::forward<Args>(args)...);
-    }
-    template <class... Args>
-    void error(spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        log(spdlog::level::err, fmt, std::forward<Args>(args)...);
-    }
-    template <class... Args>
-    void log(spdlog::level::level_enum level, spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        const auto now = std::chrono::steady_clock::now();
-        if (logged_ && now - last_ < interval_) {
-            ++suppressed_;
-            return;
-        }
-        logged_ = true;
-        last_ = now;
-        spdlog::log(level, fmt, std::forward<Args>(args)...);
-        if (suppressed_ > 0) spdlog::log(level, "  ({} similar messages suppressed in the last interval)", suppressed_);
-        suppressed_ = 0;
-    }
-
-private:
-    std::chrono::steady_clock::duration interval_;
-    std::chrono::steady_clock::time_point last_{};
-    bool logged_ = false;
-    std::uint64_t suppressed_ = 0;
-};
 
 template <class Socket>
 void apply_rcvbuf(Socket& socket, int requested, const std::string& name)
@@ -483,9 +443,15 @@ udp_seq_result check_udp_sequence(std::optional<std::uint64_t> last, std::uint64
     if (!last) return {};
     // A sink restarted mid-stream numbers from 1 again; a stale 1 right after 1 is a duplicate.
     if (seq == 1 && *last != 0 && *last != 1) return {udp_seq_verdict::restart, 0};
-    if (seq <= *last) return {udp_seq_verdict::stale, 0};
+    if (seq <= *last) {
+        // Without the window, one datagram far ahead (corrupt, hostile, or the last of a
+        // sender that then restarted without its datagram 1 reaching us) would make every
+        // later one stale for good.
+        return {*last - seq <= udp_reorder_window ? udp_seq_verdict::stale : udp_seq_verdict::resync, 0};
+    }
     const std::uint64_t missing = seq - *last - 1;
     if (missing == 0) return {};
+    if (missing > udp_max_seq_jump) return {udp_seq_verdict::resync, 0};
     return {udp_seq_verdict::lost, missing};
 }
 
@@ -907,18 +873,18 @@ struct udp_source::impl final : net_core {
             case udp_seq_verdict::in_order: break;
             case udp_seq_verdict::lost:
             {
-                // A hostile jump could overflow the product: then the count is unknown (0).
-                const std::uint64_t lost_samples =
-                    n != 0 && r.lost <= std::numeric_limits<std::uint64_t>::max() / n ? r.lost * n : 0;
-                counters.packets_lost += r.lost;
-                counters.samples_lost += lost_samples;
+                // r.lost <= udp_max_seq_jump (2^24) and n < 2^14 (one datagram): no overflow.
+                const std::uint64_t lost_samples = r.lost * n;
+                add_saturating(counters.packets_lost, r.lost);
+                add_saturating(counters.samples_lost, lost_samples);
                 limiter.warn("{}: {} datagram(s) missing before sequence number {}", name, r.lost, seq);
                 sink->gap(lost_samples, gap_reason::lost_packets);
             }
                 break;
             case udp_seq_verdict::restart:
                 udp_counts.restarts += 1;
-                spdlog::warn("{}: sequence number back to 1 after {}: the sender restarted", name, *last_seq);
+                // A sender can restart as often as it likes: rate-limited like the rest.
+                order_log.warn("{}: sequence number back to 1 after {}: the sender restarted", name, *last_seq);
                 sink->gap(0, gap_reason::discontinuity);
                 break;
             case udp_seq_verdict::stale:
@@ -926,6 +892,14 @@ struct udp_source::impl final : net_core {
                 limiter.warn("{}: sequence number {} not after {} (duplicate or reordered); dropped", name, seq,
                              *last_seq);
                 return;
+            case udp_seq_verdict::resync:
+                udp_counts.resyncs += 1;
+                order_log.warn("{}: sequence number jumped from {} to {}, {} (beyond {} back or {} ahead): a "
+                               "discontinuity, tracking restarted there ({} in all)",
+                               name, *last_seq, seq, seq < *last_seq ? "back" : "ahead", udp_reorder_window,
+                               udp_max_seq_jump, udp_counts.resyncs.load());
+                sink->gap(0, gap_reason::discontinuity);
+                break;
             }
             last_seq = seq;
         }
@@ -938,6 +912,9 @@ struct udp_source::impl final : net_core {
     udp::socket socket{ioc};
     udp_counters udp_counts;
     std::optional<std::uint64_t> last_seq;
+    // Restarts and resyncs have their own limiter, so that a flood of stale datagrams (the
+    // net_core limiter's) hides none of them.
+    log_limiter order_log;
     std::optional<std::uint64_t> suspect_last;
     int suspect_steps = 0;
     int suspect_seen = 0;
@@ -1128,8 +1105,8 @@ struct vita49_source::impl final : net_core {
             }
             sink->gap(0, gap_reason::lost_packets);
         } else if (r.packets_lost > 0 || r.samples_lost > 0) {
-            counters.packets_lost += r.packets_lost;
-            counters.samples_lost += r.samples_lost;
+            add_saturating(counters.packets_lost, r.packets_lost);
+            add_saturating(counters.samples_lost, r.samples_lost);
             limiter.warn("{}: {} packet(s) lost ({} {} samples)", name, r.packets_lost,
                          r.samples_exact ? "exactly" : "about", r.samples_lost);
             sink->gap(r.samples_lost, gap_reason::lost_packets);

@@ -134,16 +134,33 @@ enum class udp_seq_verdict : std::uint8_t {
     in_order,  ///< the next one (or the first)
     lost,      ///< later than the next one: `lost` datagrams are missing before it
     restart,   ///< back to 1: the sender's flowgraph restarted
-    stale,     ///< not later than the last one (duplicate or reordered): dropped
+    stale,     ///< the last one or at most udp_reorder_window before it (duplicate or reordered): dropped
+    /// Further back than udp_reorder_window (the sender restarted and its datagram 1 was lost,
+    /// or the last number accepted was bogus), or further ahead than udp_max_seq_jump (a
+    /// corrupt or hostile number): a discontinuity. Tracking restarts at this number; nothing
+    /// is counted as lost, since nothing about the jump can be believed.
+    resync,
 };
+
+/// How far behind the last accepted number a datagram may be and still be taken as a
+/// duplicate or reordered one (dropped) rather than as a restart of the numbering (resync).
+/// As VITA-49's sequence_tracker::reorder_window_packets: a network reorders a few datagrams,
+/// not thousands; a bound here also means that one far-ahead number cannot make every later
+/// datagram stale.
+inline constexpr std::uint64_t udp_reorder_window = 16;
+/// The most datagrams a forward jump may skip and still count as lost: 2^24, minutes of a
+/// GNU Radio stream at any rate paqd takes (16.7 M datagrams of 183 cf32 samples are about 149 s at
+/// 20.625 MS/s). A longer jump is a resync: a loss of 2^64 datagrams is never counted.
+inline constexpr std::uint64_t udp_max_seq_jump = std::uint64_t{1} << 24;
 
 struct udp_seq_result {
     udp_seq_verdict verdict = udp_seq_verdict::in_order;
-    std::uint64_t lost = 0;  ///< verdict lost: datagrams missing
+    std::uint64_t lost = 0;  ///< verdict lost: datagrams missing, 1 .. udp_max_seq_jump
 };
 
 /// The sequence check (pure, for the source, the tests and the fuzz target). `last`: the last
-/// accepted sequence number, nullopt before the first.
+/// accepted sequence number, nullopt before the first. Every verdict but stale makes `seq`
+/// the last accepted number.
 [[nodiscard]] udp_seq_result check_udp_sequence(std::optional<std::uint64_t> last, std::uint64_t seq) noexcept;
 
 /// Raw interleaved IQ datagrams over UDP: each datagram holds whole samples, after the
@@ -171,6 +188,9 @@ struct udp_source_config {
 struct udp_counters {
     std::atomic<std::uint64_t> stale{0};     ///< header: duplicate or reordered datagrams dropped
     std::atomic<std::uint64_t> restarts{0};  ///< header: sequence back to 1 (sender restarted)
+    /// header: sequence jumped back beyond udp_reorder_window or ahead beyond udp_max_seq_jump:
+    /// tracking restarted there (each also a gap(0, discontinuity)).
+    std::atomic<std::uint64_t> resyncs{0};
     /// header none: 1 once the datagrams looked like they carry GNU Radio's sequence number.
     std::atomic<std::uint64_t> header_suspected{0};
 };
@@ -271,7 +291,9 @@ private:
 /// where loss matters). With a GNU Radio header (udp_header): missing sequence numbers ->
 /// gap(missing x this datagram's samples, lost_packets), counted in packets_lost and
 /// samples_lost (GNU Radio sends equal datagrams, so the count is exact for it); a stale
-/// sequence number is dropped (udp_counters::stale); a restart at 1 -> gap(0, discontinuity).
+/// sequence number is dropped (udp_counters::stale); a restart at 1 -> gap(0, discontinuity);
+/// a jump back beyond udp_reorder_window or ahead beyond udp_max_seq_jump -> resync
+/// (udp_counters::resyncs) and gap(0, discontinuity).
 /// A datagram shorter than the header or whose samples are not whole is counted as malformed,
 /// dropped, and reported as gap(0, gap_reason::source_error). Empty datagrams (GNU Radio's
 /// end-of-stream marker) are ignored.

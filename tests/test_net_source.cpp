@@ -575,9 +575,21 @@ TEST(udp_sequence, verdicts)
     EXPECT_EQ(check_udp_sequence(7, 3).verdict, udp_seq_verdict::stale);
     EXPECT_EQ(check_udp_sequence(7, 1).verdict, udp_seq_verdict::restart);
     EXPECT_EQ(check_udp_sequence(1, 1).verdict, udp_seq_verdict::stale);
+    // Behind by at most the reorder window: a duplicate or reordered datagram; further back:
+    // the numbering restarted somewhere other than 1 (its datagram 1 lost), a resync.
+    EXPECT_EQ(check_udp_sequence(100, 100 - udp_reorder_window).verdict, udp_seq_verdict::stale);
+    EXPECT_EQ(check_udp_sequence(100, 100 - udp_reorder_window - 1).verdict, udp_seq_verdict::resync);
+    EXPECT_EQ(check_udp_sequence(1000, 2).verdict, udp_seq_verdict::resync);
+    // Forward: up to udp_max_seq_jump missing datagrams are a loss, more a resync, never a
+    // loss near 2^64.
+    const auto at_bound = check_udp_sequence(7, 7 + udp_max_seq_jump + 1);
+    EXPECT_EQ(at_bound.verdict, udp_seq_verdict::lost);
+    EXPECT_EQ(at_bound.lost, udp_max_seq_jump);
+    EXPECT_EQ(check_udp_sequence(7, 7 + udp_max_seq_jump + 2).verdict, udp_seq_verdict::resync);
     const auto wrap = check_udp_sequence(0, UINT64_MAX);
-    EXPECT_EQ(wrap.verdict, udp_seq_verdict::lost);
-    EXPECT_EQ(wrap.lost, UINT64_MAX - 1);
+    EXPECT_EQ(wrap.verdict, udp_seq_verdict::resync);
+    EXPECT_EQ(wrap.lost, 0u);
+    EXPECT_EQ(check_udp_sequence(UINT64_MAX, 2).verdict, udp_seq_verdict::resync);
     EXPECT_EQ(header_bytes(udp_header::none), 0u);
     EXPECT_EQ(header_bytes(udp_header::gnuradio_seq), 8u);
     EXPECT_EQ(header_bytes(udp_header::gnuradio_seq_size), 16u);
@@ -633,6 +645,52 @@ TEST_P(udp_gnuradio_header, counts_lost_datagrams_from_sequence_numbers_and_drop
 
 INSTANTIATE_TEST_SUITE_P(gnuradio, udp_gnuradio_header,
                          ::testing::Values(udp_header::gnuradio_seq, udp_header::gnuradio_seq_size));
+
+// Review finding: one datagram with a far-ahead sequence number (here near 2^64) made every
+// later datagram stale, for good, and would have counted ~2^64 lost datagrams. Now it is a
+// resync (no loss counted), and so is the return to the real numbering right after it; a
+// sender that restarts without its datagram 1 reaching paqd is followed the same way.
+TEST(udp_source, far_jumps_in_the_sequence_resync_instead_of_locking_out_or_counting_2_to_the_64)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    cfg.header = udp_header::gnuradio_seq;
+    udp_source source(cfg);
+    recording_sink sink;
+    const auto all = ci16_samples(12 * 64, 12);
+    const auto bytes = encode_le(sample_format::ci16_le, all);
+    auto body = [&](std::size_t k) { return std::span(bytes).subspan(k * 256, 256); };
+    // Datagram k (64 samples each) carries seqs[k]: 101 .. 104 (a sender already running), a
+    // hostile 2^64 - 2, 105 .. 108 (back by far more than the reorder window), then the sender
+    // restarts and its datagrams 1 and 2 are lost: 3 .. 5.
+    const std::vector<std::uint64_t> seqs{101, 102, 103, 104, UINT64_MAX - 1, 105, 106, 107, 108, 3, 4, 5};
+    sink.stop_source_at(source, all.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < seqs.size(); ++k) {
+        tx.send_to(asio::buffer(gnuradio_datagram(udp_header::gnuradio_seq, seqs[k], body(k))), dst);
+        std::this_thread::sleep_for(1ms);
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), all);  // every datagram delivered: none is stale
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{4 * 64, 0, gap_reason::discontinuity},
+                                                   {5 * 64, 0, gap_reason::discontinuity},
+                                                   {9 * 64, 0, gap_reason::discontinuity}}));
+    EXPECT_EQ(source.udp_counts().resyncs.load(), 3u);
+    EXPECT_EQ(source.udp_counts().stale.load(), 0u);
+    EXPECT_EQ(source.udp_counts().restarts.load(), 0u);
+    EXPECT_EQ(source.counters().packets_lost.load(), 0u);
+    EXPECT_EQ(source.counters().samples_lost.load(), 0u);
+}
 
 TEST(udp_source, header_none_with_gnuradio_sequence_numbers_is_flagged_not_silent)
 {
