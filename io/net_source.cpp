@@ -26,8 +26,12 @@ using boost::system::error_code;
 using asio::ip::tcp;
 using asio::ip::udp;
 
-// The largest UDP payload (IPv4: 65535 - 20 - 8): a receive buffer this big never truncates.
-constexpr std::size_t max_datagram_bytes = 65507;
+// The largest UDP payload: IPv6's, 65535 - 8 (its length field covers the UDP header, not the
+// IP header, so it is 20 bytes more than IPv4's 65535 - 20 - 8). The receive buffers hold one
+// byte more, and each receive asks for the datagram's real length (MSG_TRUNC), so anything
+// longer (an IPv6 jumbogram) is seen, counted as malformed and dropped, never cut short.
+constexpr std::size_t max_datagram_bytes = 65527;
+constexpr int receive_flags = MSG_TRUNC;
 constexpr int max_rcvbuf_bytes = 1 << 30;
 
 // ---- configuration checks ------------------------------------------------------------------
@@ -156,6 +160,22 @@ struct net_core {
 
     /// Closes every socket and timer so that pending operations complete with operation_aborted.
     virtual void close_all() noexcept = 0;
+
+    /// A datagram longer than max_datagram_bytes arrived (only the buffer's worth was read):
+    /// counted as malformed, logged (rate-limited) and dropped. By default a gap of unknown
+    /// size marks its place (gap(0, source_error)), as for any unreadable datagram.
+    virtual void oversize_datagram(std::size_t bytes)
+    {
+        counters.malformed += 1;
+        report_oversize(bytes);
+        sink->gap(0, gap_reason::source_error);
+    }
+    void report_oversize(std::size_t bytes)
+    {
+        limiter.warn("{}: datagram of {} bytes is longer than the largest UDP payload read ({} bytes); dropped as "
+                     "malformed",
+                     name, bytes, max_datagram_bytes);
+    }
 
     /// After validate(): the entries are known to parse.
     void set_allow_list(const std::vector<std::string>& entries)
@@ -296,13 +316,18 @@ public:
             if (ec) throw std::runtime_error(core_.name + ": waiting for datagrams failed: " + ec.message());
             for (int k = 0; k < 256; ++k) {
                 error_code rec;
-                const std::size_t n = socket_.receive_from(asio::buffer(buf_), sender_, 0, rec);
+                // MSG_TRUNC: n is the datagram's length even when the buffer held less.
+                const std::size_t n = socket_.receive_from(asio::buffer(buf_), sender_, receive_flags, rec);
                 if (rec == asio::error::would_block || rec == asio::error::try_again) break;
                 if (rec == asio::error::connection_refused) continue;  // ICMP from an earlier send; harmless
                 if (rec) throw std::runtime_error(core_.name + ": receive failed: " + rec.message());
                 if (!core_.admit(sender_.address(), sender_.port(), "datagram")) continue;
                 core_.counters.packets += 1;
-                handler_(std::span<const std::byte>(buf_.data(), n));
+                if (n > max_datagram_bytes) {
+                    core_.oversize_datagram(n);
+                } else {
+                    handler_(std::span<const std::byte>(buf_.data(), n));
+                }
                 if (core_.stopping) return;  // the sink may have called stop() (it runs inline)
             }
             start();
@@ -992,12 +1017,17 @@ struct vita49_source::impl final : net_core {
             for (int k = 0; k < 256; ++k) {
                 udp::endpoint sender;
                 error_code ec;
-                const std::size_t n = socket.receive_from(asio::buffer(buf), sender, 0, ec);
+                const std::size_t n = socket.receive_from(asio::buffer(buf), sender, receive_flags, ec);
                 if (ec == asio::error::would_block || ec == asio::error::try_again) break;
                 if (ec == asio::error::connection_refused) continue;
                 if (ec) throw std::runtime_error(name + ": receive failed: " + ec.message());
                 if (!admit(sender.address(), sender.port(), "datagram")) continue;
                 counters.packets += 1;
+                if (n > max_datagram_bytes) {
+                    counters.malformed += 1;
+                    report_oversize(n);
+                    continue;
+                }
                 vita49::packet p;
                 if (const std::string error = vita49::parse_packet(std::span<const std::byte>(buf.data(), n), p); !error.empty()) {
                     counters.malformed += 1;
@@ -1038,6 +1068,15 @@ struct vita49_source::impl final : net_core {
     {
         error_code ec;
         socket.close(ec);
+    }
+
+    // As an unparseable datagram: its gap comes before the next accepted packet, where the
+    // timestamps may tell what it held.
+    void oversize_datagram(std::size_t bytes) override
+    {
+        counters.malformed += 1;
+        report_oversize(bytes);
+        pending_malformed = true;
     }
 
     void on_datagram(std::span<const std::byte> d)

@@ -294,7 +294,8 @@ private:
 /// sequence number is dropped (udp_counters::stale); a restart at 1 -> gap(0, discontinuity);
 /// a jump back beyond udp_reorder_window or ahead beyond udp_max_seq_jump -> resync
 /// (udp_counters::resyncs) and gap(0, discontinuity).
-/// A datagram shorter than the header or whose samples are not whole is counted as malformed,
+/// A datagram shorter than the header or whose samples are not whole, or longer than the
+/// largest UDP payload (IPv6's, 65527 bytes: an IPv6 jumbogram), is counted as malformed,
 /// dropped, and reported as gap(0, gap_reason::source_error). Empty datagrams (GNU Radio's
 /// end-of-stream marker) are ignored.
 class udp_source final : public sample_source {

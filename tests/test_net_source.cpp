@@ -746,6 +746,47 @@ TEST(udp_source, header_none_with_plain_samples_is_not_flagged)
     EXPECT_EQ(source.udp_counts().header_suspected.load(), 0u);
 }
 
+// Review finding: the receive buffer held IPv4's largest payload (65507 bytes), so on an IPv6
+// socket a longer datagram (up to 65527 bytes) was cut short silently: a whole-sample one lost
+// its last samples unseen, a malformed one could pass as whole samples. Now the largest IPv6
+// datagram is read whole (and anything longer would be counted malformed).
+TEST(udp_source, ipv6_datagrams_up_to_65527_bytes_are_read_whole)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "::1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    udp_source source(cfg);
+    recording_sink sink;
+    constexpr std::size_t big = 65524 / 4;  // the most whole ci16 samples an IPv6 datagram holds
+    const auto sent = ci16_samples(big + 256, 13);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    const auto v6_loopback = asio::ip::make_address("::1");
+    udp::socket tx(ioc, udp::endpoint(v6_loopback, 0));
+    const udp::endpoint dst(v6_loopback, port);
+    // One at a time, each received before the next: 64 KiB datagrams against the kernel's
+    // default receive buffer.
+    tx.send_to(asio::buffer(bytes.data(), big * 4), dst);
+    ASSERT_TRUE(sink.wait_for(big));
+    std::vector<std::byte> odd(65527, std::byte{0x5a});  // the largest IPv6 payload: not whole samples
+    tx.send_to(asio::buffer(odd), dst);
+    ASSERT_TRUE(wait_until([&] { return source.counters().malformed.load() == 1; }));
+    tx.send_to(asio::buffer(bytes.data() + big * 4, 256 * 4), dst);
+    ASSERT_TRUE(sink.wait_for(sent.size()));
+
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{big, 0, gap_reason::source_error}}));
+    EXPECT_EQ(source.counters().packets.load(), 3u);
+    EXPECT_EQ(source.counters().bytes.load(), big * 4 + 65527 + 256 * 4);
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
+}
+
 TEST(udp_source, bind_failure_throws_naming_the_source)
 {
     asio::io_context ioc;
