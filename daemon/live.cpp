@@ -65,6 +65,10 @@ int run_live(const live_options& opt)
                                                           vc.samples_before_rate.load(), vc.count_mismatches.load(),
                                                           vc.context_sample_rate_hz.load()};
         }
+        if (const auto* t = dynamic_cast<const io::tcp_source*>(source.get())) {
+            const auto& tc = t->tcp_counts();
+            snap.tcp = service_snapshot::tcp_values{tc.idle_timeouts.load(), tc.busy_refused.load(), tc.takeovers.load()};
+        }
         if (const auto* u = dynamic_cast<const io::udp_source*>(source.get())) {
             const auto& uc = u->udp_counts();
             snap.udp = service_snapshot::udp_values{uc.stale.load(), uc.restarts.load(), uc.header_suspected.load(),
