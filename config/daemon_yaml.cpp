@@ -164,9 +164,14 @@ const section<io::tcp_source_config>& tcp_schema()
             number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range,
                       {"bytes", "SO_RCVBUF; 0 keeps the kernel default and autotuning"}),
             number<C>("retry_initial_s", at(&C::retry_initial_s), between(0.001, 60),
-                      {"s", "first reconnect delay, doubles per failure"}),
+                      {"s", "first wait before dialling again (connect) or accepting the next client (listen) after a "
+                            "connection that brought no data; doubles with each such connection or failed attempt; "
+                            "a connection that delivers data resets it"}),
             number<C>("retry_max_s", at(&C::retry_max_s), between(0.001, 600),
-                      {"s", "longest reconnect delay; at least `retry_initial_s`"}),
+                      {"s", "longest such wait; at least `retry_initial_s`"}),
+            number<C>("idle_timeout_s", at(&C::idle_timeout_s), or_between(0, "off", 0.01, 3600),
+                      {"s", "a connection that delivers nothing for this long is dropped and counted "
+                            "(`tcp_idle_timeouts`): connect dials again, listen serves the next client (§3, \"TCP\")"}),
             boolean<C>("end_on_close", at(&C::end_on_close),
                        {"", "end the run (exit 0) at the first disconnect instead of reconnecting"}),
             allow_list<C>(at(&C::allow), "listen mode only: a non-empty list of addresses / CIDR prefixes",

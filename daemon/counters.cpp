@@ -26,6 +26,7 @@ constexpr metric_type G = metric_type::gauge;
 
 double d(std::uint64_t v) { return static_cast<double>(v); }
 bool with_vita(const S& s) { return s.vita49.has_value(); }
+bool with_tcp(const S& s) { return s.tcp.has_value(); }
 bool with_udp(const S& s) { return s.udp.has_value(); }
 bool with_zmq(const S& s) { return s.zmq.has_value(); }
 bool with_publisher(const S& s) { return s.publisher.has_value(); }
@@ -69,12 +70,18 @@ const std::vector<scalar_metric> scalars = {
     {"source_refused", C, "Datagrams and connections refused: the sender is not in the allow-list.", [](const S& s) { return d(s.source.refused); }, nullptr, true},
     {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source.reconnects); }, nullptr, true},
     {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source.nonfinite); }, nullptr, true},
+    // TCP
+    {"tcp_idle_timeouts", C, "TCP connections dropped after delivering nothing for source.tcp.idle_timeout_s.", [](const S& s) { return d(s.tcp->idle_timeouts); }, with_tcp, true},
+    {"tcp_busy_refused", C, "TCP clients refused (listen mode) because another client was being served and sending.", [](const S& s) { return d(s.tcp->busy_refused); }, with_tcp, true},
+    {"tcp_takeovers", C, "TCP clients served (listen mode) in place of one that had sent nothing for 1 s (or source.tcp.idle_timeout_s, when shorter).", [](const S& s) { return d(s.tcp->takeovers); }, with_tcp, true},
     // raw UDP (GNU Radio sequence header)
-    {"udp_stale", C, "Raw UDP datagrams with a GNU Radio sequence number not after the last (duplicate or reordered) dropped.", [](const S& s) { return d(s.udp->stale); }, with_udp, true},
+    {"udp_stale", C, "Raw UDP datagrams with a GNU Radio sequence number equal to the last or at most 16 before it (duplicate or reordered) dropped.", [](const S& s) { return d(s.udp->stale); }, with_udp, true},
     {"udp_restarts", C, "Raw UDP GNU Radio sequence numbers back to 1 (the sender restarted).", [](const S& s) { return d(s.udp->restarts); }, with_udp, true},
+    {"udp_resyncs", C, "Raw UDP GNU Radio sequence numbers that jumped back beyond the reorder window (16) or ahead beyond 2^24 datagrams: a discontinuity, tracking restarted.", [](const S& s) { return d(s.udp->resyncs); }, with_udp, true},
     {"udp_header_suspected", G, "1: header none, but the datagrams carry what looks like GNU Radio's sequence number (set source.udp.header).", [](const S& s) { return d(s.udp->header_suspected); }, with_udp, true},
     // ZeroMQ (GNU Radio tag header)
     {"zmq_messages_with_tags", C, "ZeroMQ messages carrying GNU Radio stream tags (not decoded) dropped.", [](const S& s) { return d(s.zmq->messages_with_tags); }, with_zmq, true},
+    {"zmq_resyncs", C, "ZeroMQ tag header offsets that went back (the sender restarted) or jumped ahead beyond 2^32 items: a discontinuity, tracking restarted.", [](const S& s) { return d(s.zmq->resyncs); }, with_zmq, true},
     {"zmq_tag_header_suspected", G, "1: tags none, but the messages start with GNU Radio's tag header (set source.zmq.tags).", [](const S& s) { return d(s.zmq->tag_header_suspected); }, with_zmq, true},
     // VITA-49
     {"vita49_context_packets", C, "VITA-49 context packets skipped.", [](const S& s) { return d(s.vita49->context_packets); }, with_vita, true},
@@ -393,6 +400,7 @@ std::string counters_markdown()
 {
     auto when = [](bool (*p)(const S&)) -> std::string {
         if (p == with_vita) return " (VITA-49 source)";
+        if (p == with_tcp) return " (TCP source)";
         if (p == with_udp) return " (raw UDP source)";
         if (p == with_zmq) return " (ZeroMQ source)";
         if (p == with_publisher) return " (publisher on)";

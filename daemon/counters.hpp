@@ -49,12 +49,16 @@ struct service_snapshot {
         double context_sample_rate_hz = 0.0;
     };
     std::optional<vita49_values> vita49;  ///< VITA-49 sources only
+    struct tcp_values {
+        std::uint64_t idle_timeouts = 0, busy_refused = 0, takeovers = 0;
+    };
+    std::optional<tcp_values> tcp;  ///< TCP sources only
     struct udp_values {
-        std::uint64_t stale = 0, restarts = 0, header_suspected = 0;
+        std::uint64_t stale = 0, restarts = 0, header_suspected = 0, resyncs = 0;
     };
     std::optional<udp_values> udp;  ///< raw UDP sources only
     struct zmq_values {
-        std::uint64_t messages_with_tags = 0, tag_header_suspected = 0;
+        std::uint64_t messages_with_tags = 0, tag_header_suspected = 0, resyncs = 0;
     };
     std::optional<zmq_values> zmq;  ///< ZeroMQ sources only
     struct publisher_values {

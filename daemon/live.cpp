@@ -65,13 +65,19 @@ int run_live(const live_options& opt)
                                                           vc.samples_before_rate.load(), vc.count_mismatches.load(),
                                                           vc.context_sample_rate_hz.load()};
         }
+        if (const auto* t = dynamic_cast<const io::tcp_source*>(source.get())) {
+            const auto& tc = t->tcp_counts();
+            snap.tcp = service_snapshot::tcp_values{tc.idle_timeouts.load(), tc.busy_refused.load(), tc.takeovers.load()};
+        }
         if (const auto* u = dynamic_cast<const io::udp_source*>(source.get())) {
             const auto& uc = u->udp_counts();
-            snap.udp = service_snapshot::udp_values{uc.stale.load(), uc.restarts.load(), uc.header_suspected.load()};
+            snap.udp = service_snapshot::udp_values{uc.stale.load(), uc.restarts.load(), uc.header_suspected.load(),
+                                                    uc.resyncs.load()};
         }
         if (const auto* z = dynamic_cast<const io::zmq_source*>(source.get())) {
             const auto& zc = z->zmq_counts();
-            snap.zmq = service_snapshot::zmq_values{zc.messages_with_tags.load(), zc.tag_header_suspected.load()};
+            snap.zmq = service_snapshot::zmq_values{zc.messages_with_tags.load(), zc.tag_header_suspected.load(),
+                                                    zc.resyncs.load()};
         }
         if (udp) {
             service_snapshot::publisher_values pv;

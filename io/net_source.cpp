@@ -1,11 +1,13 @@
 #include "io/net_source.hpp"
 
+#include "io/log_limiter.hpp"
 #include "io/vita49.hpp"
 
 // Standard headers first: Boost 1.74's asio/awaitable.hpp uses std::exchange without
 // including <utility>, which breaks under C++20 unless it is already included.
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -14,6 +16,8 @@
 #include <utility>
 
 #include <boost/asio.hpp>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
 
@@ -25,8 +29,12 @@ using boost::system::error_code;
 using asio::ip::tcp;
 using asio::ip::udp;
 
-// The largest UDP payload (IPv4: 65535 - 20 - 8): a receive buffer this big never truncates.
-constexpr std::size_t max_datagram_bytes = 65507;
+// The largest UDP payload: IPv6's, 65535 - 8 (its length field covers the UDP header, not the
+// IP header, so it is 20 bytes more than IPv4's 65535 - 20 - 8). The receive buffers hold one
+// byte more, and each receive asks for the datagram's real length (MSG_TRUNC), so anything
+// longer (an IPv6 jumbogram) is seen, counted as malformed and dropped, never cut short.
+constexpr std::size_t max_datagram_bytes = 65527;
+constexpr int receive_flags = MSG_TRUNC;
 constexpr int max_rcvbuf_bytes = 1 << 30;
 
 // ---- configuration checks ------------------------------------------------------------------
@@ -109,47 +117,6 @@ void check_bind_address(error_list& e, const std::string& field, const std::stri
     return endpoint_text(a.to_string(), port);
 }
 
-// ---- logging -------------------------------------------------------------------------------
-
-/// At most one message per interval; the next allowed one says how many were suppressed.
-/// Used on the receive path, where one bad sender could otherwise flood the log.
-class log_limiter {
-public:
-    explicit log_limiter(std::chrono::steady_clock::duration interval = std::chrono::seconds(1)) noexcept
-        : interval_(interval) {}
-
-    template <class... Args>
-    void warn(spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        log(spdlog::level::warn, fmt, std::forward<Args>(args)...);
-    }
-    template <class... Args>
-    void error(spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        log(spdlog::level::err, fmt, std::forward<Args>(args)...);
-    }
-    template <class... Args>
-    void log(spdlog::level::level_enum level, spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        const auto now = std::chrono::steady_clock::now();
-        if (logged_ && now - last_ < interval_) {
-            ++suppressed_;
-            return;
-        }
-        logged_ = true;
-        last_ = now;
-        spdlog::log(level, fmt, std::forward<Args>(args)...);
-        if (suppressed_ > 0) spdlog::log(level, "  ({} similar messages suppressed in the last interval)", suppressed_);
-        suppressed_ = 0;
-    }
-
-private:
-    std::chrono::steady_clock::duration interval_;
-    std::chrono::steady_clock::time_point last_{};
-    bool logged_ = false;
-    std::uint64_t suppressed_ = 0;
-};
-
 template <class Socket>
 void apply_rcvbuf(Socket& socket, int requested, const std::string& name)
 {
@@ -196,6 +163,22 @@ struct net_core {
 
     /// Closes every socket and timer so that pending operations complete with operation_aborted.
     virtual void close_all() noexcept = 0;
+
+    /// A datagram longer than max_datagram_bytes arrived (only the buffer's worth was read):
+    /// counted as malformed, logged (rate-limited) and dropped. By default a gap of unknown
+    /// size marks its place (gap(0, source_error)), as for any unreadable datagram.
+    virtual void oversize_datagram(std::size_t bytes)
+    {
+        counters.malformed += 1;
+        report_oversize(bytes);
+        sink->gap(0, gap_reason::source_error);
+    }
+    void report_oversize(std::size_t bytes)
+    {
+        limiter.warn("{}: datagram of {} bytes is longer than the largest UDP payload read ({} bytes); dropped as "
+                     "malformed",
+                     name, bytes, max_datagram_bytes);
+    }
 
     /// After validate(): the entries are known to parse.
     void set_allow_list(const std::vector<std::string>& entries)
@@ -336,13 +319,18 @@ public:
             if (ec) throw std::runtime_error(core_.name + ": waiting for datagrams failed: " + ec.message());
             for (int k = 0; k < 256; ++k) {
                 error_code rec;
-                const std::size_t n = socket_.receive_from(asio::buffer(buf_), sender_, 0, rec);
+                // MSG_TRUNC: n is the datagram's length even when the buffer held less.
+                const std::size_t n = socket_.receive_from(asio::buffer(buf_), sender_, receive_flags, rec);
                 if (rec == asio::error::would_block || rec == asio::error::try_again) break;
                 if (rec == asio::error::connection_refused) continue;  // ICMP from an earlier send; harmless
                 if (rec) throw std::runtime_error(core_.name + ": receive failed: " + rec.message());
                 if (!core_.admit(sender_.address(), sender_.port(), "datagram")) continue;
                 core_.counters.packets += 1;
-                handler_(std::span<const std::byte>(buf_.data(), n));
+                if (n > max_datagram_bytes) {
+                    core_.oversize_datagram(n);
+                } else {
+                    handler_(std::span<const std::byte>(buf_.data(), n));
+                }
                 if (core_.stopping) return;  // the sink may have called stop() (it runs inline)
             }
             start();
@@ -483,9 +471,15 @@ udp_seq_result check_udp_sequence(std::optional<std::uint64_t> last, std::uint64
     if (!last) return {};
     // A sink restarted mid-stream numbers from 1 again; a stale 1 right after 1 is a duplicate.
     if (seq == 1 && *last != 0 && *last != 1) return {udp_seq_verdict::restart, 0};
-    if (seq <= *last) return {udp_seq_verdict::stale, 0};
+    if (seq <= *last) {
+        // Without the window, one datagram far ahead (corrupt, hostile, or the last of a
+        // sender that then restarted without its datagram 1 reaching us) would make every
+        // later one stale for good.
+        return {*last - seq <= udp_reorder_window ? udp_seq_verdict::stale : udp_seq_verdict::resync, 0};
+    }
     const std::uint64_t missing = seq - *last - 1;
     if (missing == 0) return {};
+    if (missing > udp_max_seq_jump) return {udp_seq_verdict::resync, 0};
     return {udp_seq_verdict::lost, missing};
 }
 
@@ -515,6 +509,8 @@ std::vector<std::string> tcp_source_config::validate() const
     if (!(retry_max_s >= retry_initial_s && retry_max_s <= 600.0))
         e.add("retry_max_s", retry_max_s, "retry_initial_s .. 600 s");
     if (read_bytes < 64 || read_bytes > (std::size_t{16} << 20)) e.add("read_bytes", read_bytes, "64 .. 16777216");
+    if (!(idle_timeout_s == 0.0 || (idle_timeout_s >= 0.01 && idle_timeout_s <= 3600.0)))
+        e.add("idle_timeout_s", idle_timeout_s, "0 (off) or 0.01 .. 3600 s");
     if (mode == tcp_mode::connect && !allow.empty())
         e.errors.emplace_back("allow applies to listen mode only (connect mode dials host itself); remove it or use mode listen");
     for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
@@ -554,7 +550,11 @@ struct tcp_source::impl final : net_core {
     impl(source_counters& c, tcp_source_config config)
         : net_core(c, describe_config(config)), cfg(std::move(config)),
           sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
-          backoff_s(cfg.retry_initial_s)
+          backoff_s(cfg.retry_initial_s),
+          idle_timeout(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+              std::chrono::duration<double>(cfg.idle_timeout_s))),
+          takeover_silence(cfg.idle_timeout_s > 0.0 ? std::min(idle_timeout, listen_takeover_silence())
+                                                    : listen_takeover_silence())
     {
         set_allow_list(cfg.allow);
         raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1);
@@ -567,24 +567,52 @@ struct tcp_source::impl final : net_core {
                format_rate(c.sample_rate_hz) + (c.allow.empty() ? "" : ", allow-list") + ")";
     }
 
+    [[nodiscard]] static std::chrono::steady_clock::duration listen_takeover_silence() noexcept
+    {
+        return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(tcp_listen_takeover_silence_s));
+    }
+
     void close_all() noexcept override
     {
         error_code ec;
         peer_connected.store(false);
         resolver.cancel();
         retry_timer.cancel();
+        idle_timer.cancel();
         socket.close(ec);
         acceptor.close(ec);
     }
 
     void run()
     {
+        if (cfg.idle_timeout_s > 0.0) {
+            spdlog::info("{}: a connection that sends nothing for {} s is dropped (idle_timeout_s){}", name,
+                         cfg.idle_timeout_s, cfg.mode == tcp_mode::connect ? " and dialled again" : "");
+        }
         if (cfg.mode == tcp_mode::listen) {
             start_listening();
-            start_accept();
+            arm_accept();
         } else {
             start_connect();
         }
+    }
+
+    [[nodiscard]] static std::chrono::steady_clock::duration seconds(double s)
+    {
+        return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+    }
+
+    /// The wait before the next attempt after one that brought no data: the current backoff,
+    /// which then doubles up to retry_max_s. Only data resets it (on_bytes), so a peer that
+    /// accepts and closes, or is refused, at once is retried ever more slowly, not every
+    /// retry_initial_s.
+    [[nodiscard]] double next_backoff_s()
+    {
+        const double wait = backoff_s;
+        backoff_s = std::min(backoff_s * 2.0, cfg.retry_max_s);
+        last_retry_delay_s.store(wait);
+        return wait;
     }
 
     // -- connect mode
@@ -629,16 +657,15 @@ struct tcp_source::impl final : net_core {
                 try_endpoint(index + 1);
                 return;
             }
-            backoff_s = cfg.retry_initial_s;
+            // The backoff is not reset here: a peer that accepts and closes at once would
+            // otherwise be dialled every retry_initial_s for ever (on_bytes resets it).
             on_connected();
         });
     }
 
     void schedule_retry()
     {
-        retry_timer.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-            std::chrono::duration<double>(backoff_s)));
-        backoff_s = std::min(backoff_s * 2.0, cfg.retry_max_s);
+        retry_timer.expires_after(seconds(next_backoff_s()));
         retry_timer.async_wait([this](const error_code& ec) {
             if (stopping || ec) return;
             start_connect();
@@ -665,53 +692,129 @@ struct tcp_source::impl final : net_core {
         log_allow_list("clients");
     }
 
-    void start_accept()
+    // The accept loop: one async_accept at a time (accepting), kept running while a client is
+    // served so that another can be refused or take over. After a client that brought no
+    // data (refused, or gone or dropped without sending) the next accept waits for the
+    // backoff (accept_not_before); clients arriving meanwhile wait in the kernel's backlog.
+    void arm_accept()
     {
+        if (accepting || stopping) return;
+        accepting = true;
         acceptor.async_accept([this](const error_code& ec, tcp::socket peer) {
-            if (stopping || ec == asio::error::operation_aborted) return;
+            accepting = false;
+            if (stopping) return;
+            if (ec == asio::error::operation_aborted) {  // throttle_accept() cancelled it
+                resume_accept();
+                return;
+            }
             if (ec) {
                 // E.g. out of file descriptors: try again shortly rather than spin.
                 limiter.warn("{}: accept failed: {}", name, ec.message());
-                retry_timer.expires_after(std::chrono::milliseconds(100));
-                retry_timer.async_wait([this](const error_code& tec) {
-                    if (!stopping && !tec) start_accept();
-                });
-                return;
-            }
-            if (!allow.empty()) {
-                error_code pec;
-                const auto who = peer.remote_endpoint(pec);
-                // An unknown peer (it already left) is refused too: nothing proves it allowed.
-                if (pec || !admit(who.address(), who.port(), "connection")) {
-                    if (pec) counters.refused += 1;
-                    // RST rather than FIN: the client learns at once, and no TIME_WAIT is left.
-                    peer.set_option(asio::socket_base::linger(true, 0), pec);
-                    peer.close(pec);
-                    start_accept();
-                    return;
-                }
-            }
-            if (socket.is_open()) {
-                error_code pec;
-                const auto who = peer.remote_endpoint(pec);
-                limiter.warn("{}: refusing client {}: already serving one (one client at a time)", name,
-                             pec ? std::string("?") : who.address().to_string() + ":" + std::to_string(who.port()));
-                peer.close(pec);
+                accept_not_before = std::max(accept_not_before, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
             } else {
-                socket = std::move(peer);
-                on_connected();
+                on_accept(std::move(peer));
             }
-            start_accept();
+            resume_accept();
         });
     }
 
+    void resume_accept()
+    {
+        if (accepting || accept_waiting || stopping) return;
+        if (std::chrono::steady_clock::now() >= accept_not_before) {
+            arm_accept();
+            return;
+        }
+        accept_waiting = true;
+        retry_timer.expires_at(accept_not_before);
+        retry_timer.async_wait([this](const error_code& ec) {
+            accept_waiting = false;
+            if (stopping || ec) return;
+            resume_accept();  // accept_not_before may have moved on meanwhile
+        });
+    }
+
+    /// After a client that brought no data: the next accept waits for the backoff.
+    void throttle_accept()
+    {
+        accept_not_before = std::chrono::steady_clock::now() + seconds(next_backoff_s());
+        error_code ec;
+        if (accepting) acceptor.cancel(ec);  // it would take the next client at once
+    }
+
+    /// Closes `peer` with a reset (RST rather than FIN: the client learns at once, and no
+    /// TIME_WAIT is left).
+    static void reset(tcp::socket& peer)
+    {
+        error_code ec;
+        peer.set_option(asio::socket_base::linger(true, 0), ec);
+        peer.close(ec);
+    }
+
+    void on_accept(tcp::socket peer)
+    {
+        error_code pec;
+        const auto who = peer.remote_endpoint(pec);
+        const std::string who_text = pec ? std::string("?") : sender_text(who.address(), who.port());
+        if (!allow.empty()) {
+            // An unknown peer (it already left) is refused too: nothing proves it allowed.
+            if (pec || !admit(who.address(), who.port(), "connection")) {
+                if (pec) counters.refused += 1;
+                reset(peer);
+                throttle_accept();
+                return;
+            }
+        }
+        if (socket.is_open()) {
+            const auto silent = std::chrono::steady_clock::now() - last_data;
+            if (silent < takeover_silence) {
+                tcounters.busy_refused += 1;
+                busy_log.warn("{}: client {} refused: already serving one that is sending (one client at a time; "
+                              "{} refused in all)",
+                              name, who_text, tcounters.busy_refused.load());
+                reset(peer);
+                throttle_accept();
+                return;
+            }
+            // The client served has gone quiet (its sender restarted without closing, or the
+            // link went down): the new one is more likely the live sender. A client that is
+            // sending keeps its place, so two live senders cannot make the source flip.
+            tcounters.takeovers += 1;
+            const auto silent_ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+            disconnect("silent for " + std::to_string(silent_ms) + " ms while client " + who_text +
+                       " arrived: serving the new client instead");
+            if (stopping) {  // end_on_close
+                reset(peer);
+                return;
+            }
+        }
+        socket = std::move(peer);
+        on_connected();
+    }
+
     // -- both modes
+    /// SO_KEEPALIVE, with probes after 10 s of silence, every 5 s, 3 unanswered: a peer host
+    /// that vanished (power, cable) is noticed within ~25 s even with idle_timeout_s 0, where
+    /// the kernel's defaults would take over two hours.
+    void enable_keepalive()
+    {
+        error_code ec;
+        socket.set_option(asio::socket_base::keep_alive(true), ec);
+        bool ok = !ec;
+        const int fd = socket.native_handle();
+        for (const auto& [option, value] : {std::pair{TCP_KEEPIDLE, 10}, std::pair{TCP_KEEPINTVL, 5}, std::pair{TCP_KEEPCNT, 3}})
+            ok = ok && ::setsockopt(fd, IPPROTO_TCP, option, &value, sizeof value) == 0;
+        if (!ok) limiter.warn("{}: cannot enable TCP keepalive: {}", name, ec ? ec.message() : std::strerror(errno));
+    }
+
     void on_connected()
     {
+        ++generation;
         error_code ec;
         const auto remote = socket.remote_endpoint(ec);
         if (cfg.mode == tcp_mode::connect) local_port.store(socket.local_endpoint(ec).port());
-        spdlog::info("{}: connected to {}:{}", name, remote.address().to_string(), remote.port());
+        enable_keepalive();
+        connect_log.info("{}: connected to {}", name, sender_text(remote.address(), remote.port()));
         if (connected_once) {
             counters.reconnects += 1;
             sink->gap(0, gap_reason::reconnect);
@@ -719,26 +822,58 @@ struct tcp_source::impl final : net_core {
         connected_once = true;
         peer_connected.store(true);
         carry = 0;
-        start_read();
+        got_data = false;
+        start_read(generation);
+        arm_idle_timer(generation);
     }
 
-    void start_read()
+    /// Fires idle_timeout after the last read began; drops the connection if it is still
+    /// waiting (start_read only moves last_data, so a busy stream costs no timer operations
+    /// per read).
+    void arm_idle_timer(std::uint64_t gen)
     {
+        if (cfg.idle_timeout_s <= 0.0) return;
+        idle_timer.expires_at(last_data + idle_timeout);
+        idle_timer.async_wait([this, gen](const error_code& ec) {
+            if (stopping || ec || gen != generation) return;
+            if (std::chrono::steady_clock::now() - last_data < idle_timeout) {
+                arm_idle_timer(gen);
+                return;
+            }
+            tcounters.idle_timeouts += 1;
+            disconnect(std::string(got_data ? "sent nothing" : "sent nothing since it connected") + " for " +
+                       std::to_string(cfg.idle_timeout_s) + " s (idle_timeout_s)");
+        });
+    }
+
+    void start_read(std::uint64_t gen)
+    {
+        // The peer's silence is measured from here, after the sink took the last block: a
+        // sink that blocks (a full ring under overflow: block) is our own backpressure, not
+        // an idle peer, and must not get the connection dropped.
+        last_data = std::chrono::steady_clock::now();
         socket.async_read_some(asio::buffer(buf.data() + carry, cfg.read_bytes),
-                               [this](const error_code& ec, std::size_t n) {
-                                   if (stopping || ec == asio::error::operation_aborted) return;
+                               [this, gen](const error_code& ec, std::size_t n) {
+                                   // A read of a connection already dropped (idle, taken over)
+                                   // may complete later: its bytes belong to no stream now.
+                                   if (stopping || gen != generation || ec == asio::error::operation_aborted) return;
                                    if (n > 0) on_bytes(n);
                                    if (stopping) return;  // the sink called stop()
                                    if (ec) {
-                                       on_disconnect(ec);
+                                       disconnect(ec == asio::error::eof ? std::string("peer closed the connection")
+                                                                         : ec.message());
                                        return;
                                    }
-                                   start_read();
+                                   start_read(gen);
                                });
     }
 
     void on_bytes(std::size_t n)
     {
+        if (!got_data) {
+            got_data = true;
+            backoff_s = cfg.retry_initial_s;  // a connection that delivers resets the backoff
+        }
         counters.packets += 1;
         counters.bytes += n;
         const std::size_t total = carry + n;
@@ -749,43 +884,67 @@ struct tcp_source::impl final : net_core {
         if (carry > 0) std::memmove(buf.data(), buf.data() + whole * sample_bytes, carry);
     }
 
-    void on_disconnect(const error_code& ec)
+    /// Ends the current connection (`why`: for the log) and reconnects, waits for the next
+    /// client or, with end_on_close, ends the run.
+    void disconnect(const std::string& why)
     {
+        ++generation;  // its pending read and idle timer now do nothing
         error_code cec;
+        idle_timer.cancel();
         socket.close(cec);
-        peer_connected.store(false);
         if (cfg.mode == tcp_mode::connect) local_port.store(0);
-        const std::string why = ec == asio::error::eof ? std::string("peer closed the connection") : ec.message();
-        if (carry > 0) spdlog::warn("{}: {} mid-sample: {} bytes of a partial sample discarded", name, why, carry);
+        const std::string partial =
+            carry > 0 ? " mid-sample (" + std::to_string(carry) + " bytes of a partial sample discarded)" : std::string();
         carry = 0;
         if (cfg.end_on_close) {
-            spdlog::info("{}: {}; end of stream", name, why);
+            peer_connected.store(false);
+            spdlog::info("{}: {}{}; end of stream", name, why, partial);
             stopping = true;
             close_all();
             return;
         }
         if (cfg.mode == tcp_mode::connect) {
-            spdlog::warn("{}: {}; reconnecting", name, why);
-            backoff_s = cfg.retry_initial_s;
+            disconnect_log.warn("{}: {}{}; reconnecting in {} s", name, why, partial, backoff_s);
             schedule_retry();
         } else {
-            spdlog::warn("{}: {}; waiting for the next client", name, why);
+            disconnect_log.warn("{}: {}{}; waiting for the next client", name, why, partial);
+            if (!got_data) throttle_accept();
         }
+        // Last: once a test or status reader sees the connection gone, the wait is set.
+        peer_connected.store(false);
     }
 
     tcp_source_config cfg;
     std::size_t sample_bytes;
     std::vector<std::byte> buf;  ///< [carry bytes of a partial sample | up to read_bytes new]
     std::size_t carry = 0;
-    double backoff_s;
+    double backoff_s;  ///< the next wait after a connection (or refused client) without data
+    std::atomic<double> last_retry_delay_s{0.0};
+    std::chrono::steady_clock::duration idle_timeout;      ///< cfg.idle_timeout_s (0: off)
+    std::chrono::steady_clock::duration takeover_silence;  ///< listen: when a new client may replace the one served
     bool connected_once = false;
+    bool got_data = false;  ///< the current connection has delivered bytes
+    /// When the current read began: the peer has been silent since (the connection's start,
+    /// or the end of the last delivery).
+    std::chrono::steady_clock::time_point last_data{};
+    /// Counts connections: handlers of an earlier one (a read completing after it was
+    /// dropped, its idle timer) compare it and do nothing.
+    std::uint64_t generation = 0;
+    bool accepting = false;       ///< listen: an async_accept is pending
+    bool accept_waiting = false;  ///< listen: the retry timer waits to resume accepting
+    std::chrono::steady_clock::time_point accept_not_before{};
     std::atomic<bool> peer_connected{false};
     std::string last_error;
     std::vector<tcp::resolver::results_type::value_type> endpoints;
+    tcp_counters tcounters;
+    // Connection churn a peer can cause at will: each kind on its own limiter, 10 s apart.
+    log_limiter connect_log{std::chrono::seconds(10)}, disconnect_log{std::chrono::seconds(10)},
+        busy_log{std::chrono::seconds(10)};
     tcp::resolver resolver{ioc};
     tcp::socket socket{ioc};
     tcp::acceptor acceptor{ioc};
-    asio::steady_timer retry_timer{ioc};
+    asio::steady_timer retry_timer{ioc};  ///< connect: the reconnect wait; listen: the accept throttle
+    asio::steady_timer idle_timer{ioc};
 };
 
 namespace {
@@ -815,6 +974,8 @@ std::optional<float> tcp_source::ci16_scale() const
 double tcp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port.load(); }
 bool tcp_source::connected() const noexcept { return impl_->peer_connected.load(); }
+double tcp_source::last_retry_delay_s() const noexcept { return impl_->last_retry_delay_s.load(); }
+const tcp_counters& tcp_source::tcp_counts() const noexcept { return impl_->tcounters; }
 const tcp_source_config& tcp_source::config() const noexcept { return impl_->cfg; }
 void tcp_source::stop() { impl_->request_stop(); }
 
@@ -907,18 +1068,18 @@ struct udp_source::impl final : net_core {
             case udp_seq_verdict::in_order: break;
             case udp_seq_verdict::lost:
             {
-                // A hostile jump could overflow the product: then the count is unknown (0).
-                const std::uint64_t lost_samples =
-                    n != 0 && r.lost <= std::numeric_limits<std::uint64_t>::max() / n ? r.lost * n : 0;
-                counters.packets_lost += r.lost;
-                counters.samples_lost += lost_samples;
+                // r.lost <= udp_max_seq_jump (2^24) and n < 2^14 (one datagram): no overflow.
+                const std::uint64_t lost_samples = r.lost * n;
+                add_saturating(counters.packets_lost, r.lost);
+                add_saturating(counters.samples_lost, lost_samples);
                 limiter.warn("{}: {} datagram(s) missing before sequence number {}", name, r.lost, seq);
                 sink->gap(lost_samples, gap_reason::lost_packets);
             }
                 break;
             case udp_seq_verdict::restart:
                 udp_counts.restarts += 1;
-                spdlog::warn("{}: sequence number back to 1 after {}: the sender restarted", name, *last_seq);
+                // A sender can restart as often as it likes: rate-limited like the rest.
+                order_log.warn("{}: sequence number back to 1 after {}: the sender restarted", name, *last_seq);
                 sink->gap(0, gap_reason::discontinuity);
                 break;
             case udp_seq_verdict::stale:
@@ -926,6 +1087,14 @@ struct udp_source::impl final : net_core {
                 limiter.warn("{}: sequence number {} not after {} (duplicate or reordered); dropped", name, seq,
                              *last_seq);
                 return;
+            case udp_seq_verdict::resync:
+                udp_counts.resyncs += 1;
+                order_log.warn("{}: sequence number jumped from {} to {}, {} (beyond {} back or {} ahead): a "
+                               "discontinuity, tracking restarted there ({} in all)",
+                               name, *last_seq, seq, seq < *last_seq ? "back" : "ahead", udp_reorder_window,
+                               udp_max_seq_jump, udp_counts.resyncs.load());
+                sink->gap(0, gap_reason::discontinuity);
+                break;
             }
             last_seq = seq;
         }
@@ -938,6 +1107,9 @@ struct udp_source::impl final : net_core {
     udp::socket socket{ioc};
     udp_counters udp_counts;
     std::optional<std::uint64_t> last_seq;
+    // Restarts and resyncs have their own limiter, so that a flood of stale datagrams (the
+    // net_core limiter's) hides none of them.
+    log_limiter order_log;
     std::optional<std::uint64_t> suspect_last;
     int suspect_steps = 0;
     int suspect_seen = 0;
@@ -1015,12 +1187,17 @@ struct vita49_source::impl final : net_core {
             for (int k = 0; k < 256; ++k) {
                 udp::endpoint sender;
                 error_code ec;
-                const std::size_t n = socket.receive_from(asio::buffer(buf), sender, 0, ec);
+                const std::size_t n = socket.receive_from(asio::buffer(buf), sender, receive_flags, ec);
                 if (ec == asio::error::would_block || ec == asio::error::try_again) break;
                 if (ec == asio::error::connection_refused) continue;
                 if (ec) throw std::runtime_error(name + ": receive failed: " + ec.message());
                 if (!admit(sender.address(), sender.port(), "datagram")) continue;
                 counters.packets += 1;
+                if (n > max_datagram_bytes) {
+                    counters.malformed += 1;
+                    report_oversize(n);
+                    continue;
+                }
                 vita49::packet p;
                 if (const std::string error = vita49::parse_packet(std::span<const std::byte>(buf.data(), n), p); !error.empty()) {
                     counters.malformed += 1;
@@ -1061,6 +1238,15 @@ struct vita49_source::impl final : net_core {
     {
         error_code ec;
         socket.close(ec);
+    }
+
+    // As an unparseable datagram: its gap comes before the next accepted packet, where the
+    // timestamps may tell what it held.
+    void oversize_datagram(std::size_t bytes) override
+    {
+        counters.malformed += 1;
+        report_oversize(bytes);
+        pending_malformed = true;
     }
 
     void on_datagram(std::span<const std::byte> d)
@@ -1128,8 +1314,8 @@ struct vita49_source::impl final : net_core {
             }
             sink->gap(0, gap_reason::lost_packets);
         } else if (r.packets_lost > 0 || r.samples_lost > 0) {
-            counters.packets_lost += r.packets_lost;
-            counters.samples_lost += r.samples_lost;
+            add_saturating(counters.packets_lost, r.packets_lost);
+            add_saturating(counters.samples_lost, r.samples_lost);
             limiter.warn("{}: {} packet(s) lost ({} {} samples)", name, r.packets_lost,
                          r.samples_exact ? "exactly" : "about", r.samples_lost);
             sink->gap(r.samples_lost, gap_reason::lost_packets);

@@ -5,8 +5,9 @@
 // any thread. Asio stays inside net_source.cpp: this header pulls in no Boost.
 //
 //   tcp_source     connect: resolve -> connect --fail--> wait (backoff) -> resolve ...
-//                                        \--ok--> read ... peer gone --> reconnect
-//                  listen:  bind -> accept one client -> read ... client gone --> accept next
+//                                        \--ok--> read ... peer gone or idle --> wait (backoff) -> reconnect
+//                  listen:  bind -> accept one client -> read ... client gone or idle --> accept next
+//                           (the backoff grows while connections bring no data; data resets it)
 //   udp_source     bind -> one datagram = [GNU Radio sequence header] + whole raw samples
 //                  (loss counted only with the header; see udp_header)
 //   vita49_source  bind -> one datagram = one VITA-49 packet; sequence tracking finds losses
@@ -82,6 +83,13 @@ enum class tcp_mode : std::uint8_t {
     listen,   ///< bind host:port, serve one client at a time; wait for the next when it leaves
 };
 
+/// Listen mode: how long the client served must have sent nothing before a newly arriving
+/// client replaces it (or idle_timeout_s, when that is shorter). A sender streams samples far
+/// more often than this, so a live client is never replaced (two live senders cannot make the
+/// source flip); a sender that restarted without closing its old connection (power, crash,
+/// cable) gets in as soon as it reconnects, without waiting for the idle timeout.
+inline constexpr double tcp_listen_takeover_silence_s = 1.0;
+
 /// Raw interleaved IQ (little-endian cf32 or ci16, as in recordings) over TCP.
 struct tcp_source_config {
     tcp_mode mode = tcp_mode::connect;
@@ -95,8 +103,17 @@ struct tcp_source_config {
     double sample_rate_hz = 0;              ///< the sender's rate, > 0 (required: TCP carries none)
     /// SO_RCVBUF in bytes, 0 .. 1 GiB; 0 keeps the kernel's default (and TCP autotuning).
     int rcvbuf_bytes = 0;
-    double retry_initial_s = 0.1;  ///< first reconnect delay, 0.001 .. 60 s; doubles per failure
-    double retry_max_s = 5.0;      ///< longest reconnect delay, retry_initial_s .. 600 s
+    /// The first wait before dialling again (connect) or accepting the next client (listen)
+    /// after a connection that brought no data, 0.001 .. 60 s; it doubles with each such
+    /// connection (or failed attempt) up to retry_max_s. Only a connection that delivers data
+    /// resets it, so a peer that accepts and closes at once is not dialled at full speed.
+    double retry_initial_s = 0.1;
+    double retry_max_s = 5.0;  ///< the longest such wait, retry_initial_s .. 600 s
+    /// A connection that delivers no bytes for this long is dropped (counted in
+    /// tcp_counters::idle_timeouts): connect mode dials again, listen mode serves the next
+    /// client. 0 (off) or 0.01 .. 3600 s. Besides, SO_KEEPALIVE (probes after 10 s of silence)
+    /// notices a peer host that vanished, idle timeout or not.
+    double idle_timeout_s = 5.0;
     /// End run() normally at the first disconnect instead of reconnecting (tests, replays).
     bool end_on_close = false;
     std::size_t read_bytes = 256 * 1024;  ///< bytes per read, 64 .. 16 MiB
@@ -134,16 +151,33 @@ enum class udp_seq_verdict : std::uint8_t {
     in_order,  ///< the next one (or the first)
     lost,      ///< later than the next one: `lost` datagrams are missing before it
     restart,   ///< back to 1: the sender's flowgraph restarted
-    stale,     ///< not later than the last one (duplicate or reordered): dropped
+    stale,     ///< the last one or at most udp_reorder_window before it (duplicate or reordered): dropped
+    /// Further back than udp_reorder_window (the sender restarted and its datagram 1 was lost,
+    /// or the last number accepted was bogus), or further ahead than udp_max_seq_jump (a
+    /// corrupt or hostile number): a discontinuity. Tracking restarts at this number; nothing
+    /// is counted as lost, since nothing about the jump can be believed.
+    resync,
 };
+
+/// How far behind the last accepted number a datagram may be and still be taken as a
+/// duplicate or reordered one (dropped) rather than as a restart of the numbering (resync).
+/// As VITA-49's sequence_tracker::reorder_window_packets: a network reorders a few datagrams,
+/// not thousands; a bound here also means that one far-ahead number cannot make every later
+/// datagram stale.
+inline constexpr std::uint64_t udp_reorder_window = 16;
+/// The most datagrams a forward jump may skip and still count as lost: 2^24, minutes of a
+/// GNU Radio stream at any rate paqd takes (16.7 M datagrams of 183 cf32 samples are about 149 s at
+/// 20.625 MS/s). A longer jump is a resync: a loss of 2^64 datagrams is never counted.
+inline constexpr std::uint64_t udp_max_seq_jump = std::uint64_t{1} << 24;
 
 struct udp_seq_result {
     udp_seq_verdict verdict = udp_seq_verdict::in_order;
-    std::uint64_t lost = 0;  ///< verdict lost: datagrams missing
+    std::uint64_t lost = 0;  ///< verdict lost: datagrams missing, 1 .. udp_max_seq_jump
 };
 
 /// The sequence check (pure, for the source, the tests and the fuzz target). `last`: the last
-/// accepted sequence number, nullopt before the first.
+/// accepted sequence number, nullopt before the first. Every verdict but stale makes `seq`
+/// the last accepted number.
 [[nodiscard]] udp_seq_result check_udp_sequence(std::optional<std::uint64_t> last, std::uint64_t seq) noexcept;
 
 /// Raw interleaved IQ datagrams over UDP: each datagram holds whole samples, after the
@@ -171,6 +205,9 @@ struct udp_source_config {
 struct udp_counters {
     std::atomic<std::uint64_t> stale{0};     ///< header: duplicate or reordered datagrams dropped
     std::atomic<std::uint64_t> restarts{0};  ///< header: sequence back to 1 (sender restarted)
+    /// header: sequence jumped back beyond udp_reorder_window or ahead beyond udp_max_seq_jump:
+    /// tracking restarted there (each also a gap(0, discontinuity)).
+    std::atomic<std::uint64_t> resyncs{0};
     /// header none: 1 once the datagrams looked like they carry GNU Radio's sequence number.
     std::atomic<std::uint64_t> header_suspected{0};
 };
@@ -235,8 +272,22 @@ struct vita49_counters {
     std::atomic<std::uint64_t> samples_before_rate{0};
 };
 
+/// TCP events beyond source_counters (read from other threads while the source runs).
+struct tcp_counters {
+    std::atomic<std::uint64_t> idle_timeouts{0};  ///< connections dropped after idle_timeout_s without data
+    /// listen: clients refused (reset) because another was being served and sending.
+    std::atomic<std::uint64_t> busy_refused{0};
+    /// listen: clients served in place of one that had sent nothing for
+    /// tcp_listen_takeover_silence_s (or idle_timeout_s, when shorter).
+    std::atomic<std::uint64_t> takeovers{0};
+};
+
 /// Raw IQ over TCP. Samples split across reads are reassembled; a partial sample left when
-/// the connection drops is discarded (the reconnect gap covers it).
+/// the connection drops is discarded (the reconnect gap covers it). One client at a time in
+/// listen mode: a client arriving while the one served is sending is refused (reset,
+/// tcp_counters::busy_refused); one arriving after it has been silent for
+/// tcp_listen_takeover_silence_s replaces it (tcp_counters::takeovers). Connection events are
+/// logged at most once per 10 s for each kind (a peer can cause them at will).
 class tcp_source final : public sample_source {
 public:
     /// Throws std::invalid_argument listing cfg.validate()'s messages.
@@ -259,7 +310,11 @@ public:
     [[nodiscard]] std::uint16_t local_port() const noexcept;
     /// Whether a peer is connected now (for status lines). Thread-safe.
     [[nodiscard]] bool connected() const noexcept;
+    /// The latest wait taken before dialling again (connect) or before accepting the next
+    /// client (listen) after a connection without data; 0 before any. Thread-safe.
+    [[nodiscard]] double last_retry_delay_s() const noexcept;
     [[nodiscard]] const tcp_source_config& config() const noexcept;
+    [[nodiscard]] const tcp_counters& tcp_counts() const noexcept;
 
 private:
     struct impl;
@@ -271,8 +326,11 @@ private:
 /// where loss matters). With a GNU Radio header (udp_header): missing sequence numbers ->
 /// gap(missing x this datagram's samples, lost_packets), counted in packets_lost and
 /// samples_lost (GNU Radio sends equal datagrams, so the count is exact for it); a stale
-/// sequence number is dropped (udp_counters::stale); a restart at 1 -> gap(0, discontinuity).
-/// A datagram shorter than the header or whose samples are not whole is counted as malformed,
+/// sequence number is dropped (udp_counters::stale); a restart at 1 -> gap(0, discontinuity);
+/// a jump back beyond udp_reorder_window or ahead beyond udp_max_seq_jump -> resync
+/// (udp_counters::resyncs) and gap(0, discontinuity).
+/// A datagram shorter than the header or whose samples are not whole, or longer than the
+/// largest UDP payload (IPv6's, 65527 bytes: an IPv6 jumbogram), is counted as malformed,
 /// dropped, and reported as gap(0, gap_reason::source_error). Empty datagrams (GNU Radio's
 /// end-of-stream marker) are ignored.
 class udp_source final : public sample_source {

@@ -141,6 +141,18 @@ struct source_counters {
     std::atomic<std::uint64_t> nonfinite{0};       ///< NaN/Inf samples seen (passed on; the chain flags them)
 };
 
+/// Adds n to a counter, stopping at 2^64 - 1 instead of wrapping. Loss counts come from
+/// numbers a remote sender chooses (sequence numbers, item offsets); the sources bound the
+/// jumps they believe, and this keeps any sum of them from wrapping round to a small count.
+inline void add_saturating(std::atomic<std::uint64_t>& counter, std::uint64_t n) noexcept
+{
+    std::uint64_t cur = counter.load(std::memory_order_relaxed);
+    std::uint64_t next = 0;
+    do {
+        next = n > UINT64_MAX - cur ? UINT64_MAX : cur + n;
+    } while (!counter.compare_exchange_weak(cur, next, std::memory_order_relaxed));
+}
+
 class sample_source {
 public:
     virtual ~sample_source() = default;

@@ -1,5 +1,7 @@
 #include "io/zmq_source.hpp"
 
+#include "io/log_limiter.hpp"
+
 #include <spdlog/spdlog.h>
 #include <zmq.h>
 
@@ -103,16 +105,6 @@ struct zmq_source::impl {
     {
     }
 
-    template <class... Args>
-    void warn_limited(spdlog::format_string_t<Args...> fmt, Args&&... args)
-    {
-        const auto now = std::chrono::steady_clock::now();
-        if (warned_ && now - last_warn_ < std::chrono::seconds(1)) return;
-        warned_ = true;
-        last_warn_ = now;
-        spdlog::warn(fmt, std::forward<Args>(args)...);
-    }
-
     void malformed(sample_sink& sink)
     {
         counters.malformed += 1;
@@ -128,7 +120,7 @@ struct zmq_source::impl {
         if (cfg.tags == zmq_tags::gnuradio) {
             const auto h = parse_gnuradio_tag_header(msg);
             if (!h) {
-                warn_limited("{}: message of {} bytes does not start with GNU Radio's tag header (magic 0x5FF0, "
+                malformed_log.warn("{}: message of {} bytes does not start with GNU Radio's tag header (magic 0x5FF0, "
                              "version 1) though source.zmq.tags is gnuradio (Pass Tags off at the sender?); dropped",
                              name, msg.size());
                 malformed(sink);
@@ -136,7 +128,7 @@ struct zmq_source::impl {
             }
             if (h->ntags != 0) {
                 counts.messages_with_tags += 1;
-                warn_limited("{}: message carries {} stream tag(s); paqd does not decode GNU Radio's PMT tags, so it "
+                malformed_log.warn("{}: message carries {} stream tag(s); paqd does not decode GNU Radio's PMT tags, so it "
                              "cannot find the samples after them: dropped. Remove the tags upstream (e.g. a Tag Gate) "
                              "or turn the sink's Pass Tags off and set source.zmq.tags: none",
                              name, h->ntags);
@@ -152,7 +144,7 @@ struct zmq_source::impl {
                          name);
         }
         if (body.size() % sample_bytes != 0) {
-            warn_limited("{}: message of {} bytes ({} after the header) is not a whole number of {}-byte {} samples; "
+            malformed_log.warn("{}: message of {} bytes ({} after the header) is not a whole number of {}-byte {} samples; "
                          "dropped",
                          name, msg.size(), body.size(), sample_bytes, to_sigmf_datatype(cfg.format));
             malformed(sink);
@@ -160,19 +152,30 @@ struct zmq_source::impl {
         }
         const std::size_t n = body.size() / sample_bytes;
         if (offset) {
-            if (next_offset && *offset > *next_offset) {
+            if (next_offset && *offset > *next_offset && *offset - *next_offset <= zmq_max_offset_jump) {
                 const std::uint64_t lost = *offset - *next_offset;
-                counters.samples_lost += lost;
-                counters.packets_lost += 1;  // at least one message; their number is not known
-                warn_limited("{}: {} samples missing before item offset {}", name, lost, *offset);
+                add_saturating(counters.samples_lost, lost);
+                add_saturating(counters.packets_lost, 1);  // at least one message; their number is not known
+                loss_log.warn("{}: {} samples missing before item offset {}", name, lost, *offset);
                 sink.gap(lost, gap_reason::lost_packets);
-            } else if (next_offset && *offset < *next_offset) {
-                // The sender restarted (its offset starts at 0 again) or the stream went back.
-                spdlog::warn("{}: item offset {} is before the expected {}: the sender restarted", name, *offset,
-                             *next_offset);
+            } else if (next_offset && *offset != *next_offset) {
+                // Back: the sender restarted (its offset starts at 0 again) or the stream went
+                // back. Ahead beyond the bound: a corrupt or hostile offset, which must not
+                // count as a loss of up to 2^64 samples. Either way nothing about the jump can
+                // be believed: a discontinuity, and the offsets are checked from here on.
+                counts.resyncs += 1;
+                order_log.warn("{}: item offset {} where {} was expected ({}): a discontinuity, tracking restarted "
+                               "({} in all)",
+                               name, *offset, *next_offset,
+                               *offset < *next_offset ? "back: the sender restarted?"
+                                                      : "more than 2^32 items ahead: not believed as a loss",
+                               counts.resyncs.load());
                 sink.gap(0, gap_reason::discontinuity);
             }
-            next_offset = *offset + n;
+            // Saturated, not wrapped: a hostile offset near 2^64 must not make the next offset
+            // small (a later message would then look in order, or its loss be miscounted);
+            // the sender's next real offset is then before it, a resync.
+            next_offset = n <= UINT64_MAX - *offset ? *offset + n : UINT64_MAX;
         }
         if (n == 0) return;
         // ci16 stays ci16 (converted by the backend, issue 15; never NaN: not scanned); cf32
@@ -209,8 +212,9 @@ struct zmq_source::impl {
     std::optional<std::uint64_t> next_offset;
     std::vector<cf32> samples;    ///< a cf32_le message, decoded
     std::vector<ci16> samples16;  ///< a ci16_le message as received
-    bool warned_ = false;
-    std::chrono::steady_clock::time_point last_warn_{};
+    // One limiter per kind of message (io/log_limiter.hpp): a flood of one kind hides none of
+    // the others.
+    log_limiter malformed_log, loss_log, order_log;
 };
 
 zmq_source::zmq_source(zmq_source_config cfg)

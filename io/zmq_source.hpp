@@ -13,7 +13,10 @@
 //   | magic u16 0x5FF0 | version u8 0x01 | offset u64 | ntags u64 | ntags x (offset u64 + 3 PMTs) | items ...
 //
 // `offset` is the sink's item count before the message's first item, so with the header a
-// skipped offset is an exact loss (gap(lost samples, lost_packets)). paqd does not decode PMTs:
+// skipped offset is an exact loss (gap(lost samples, lost_packets)), up to zmq_max_offset_jump
+// items; an offset before the expected one (the sender restarted) or further ahead than that
+// (a corrupt or hostile header) is a resync: gap(0, discontinuity), counted in
+// zmq_counters::resyncs, and the offsets are checked from that message on. paqd does not decode PMTs:
 // a message that carries tags (ntags > 0) cannot be split into tags and samples and is
 // counted malformed, with a warning naming the setting. Without the header (Pass Tags off)
 // ZeroMQ PUB/SUB drops messages silently at the high-water mark and nothing in the stream
@@ -64,9 +67,17 @@ struct zmq_source_config {
     [[nodiscard]] std::vector<std::string> validate() const;
 };
 
+/// The most items a forward jump of the tag header's offset may skip and still count as lost:
+/// 2^32, as VITA-49's default bound (vita49::sequence_tracker::default_max_jump_samples; 208 s
+/// at 20.625 MS/s). A longer jump is a resync, never a loss of up to 2^64 samples.
+inline constexpr std::uint64_t zmq_max_offset_jump = std::uint64_t{1} << 32;
+
 /// Events beyond source_counters.
 struct zmq_counters {
     std::atomic<std::uint64_t> messages_with_tags{0};  ///< tag header with ntags > 0: dropped
+    /// tags gnuradio: offsets that went back (the sender restarted) or jumped ahead beyond
+    /// zmq_max_offset_jump; each a gap(0, discontinuity), tracking restarted there.
+    std::atomic<std::uint64_t> resyncs{0};
     /// tags none: 1 once a message started with GNU Radio's tag header magic (Pass Tags on?).
     std::atomic<std::uint64_t> tag_header_suspected{0};
 };

@@ -675,8 +675,9 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     snap.source.refused = 3;
     snap.vita49 = daemon::service_snapshot::vita49_values{};
     snap.vita49->count_mismatches = 2;
-    snap.udp = daemon::service_snapshot::udp_values{4, 1, 1};
-    snap.zmq = daemon::service_snapshot::zmq_values{2, 1};
+    snap.tcp = daemon::service_snapshot::tcp_values{5, 6, 7};
+    snap.udp = daemon::service_snapshot::udp_values{4, 1, 1, 2};
+    snap.zmq = daemon::service_snapshot::zmq_values{2, 1, 3};
     snap.publisher = daemon::service_snapshot::publisher_values{};
     snap.publisher->send_errors[2] = 5;
     snap.publisher->send_errors[4] = 6;
@@ -714,6 +715,13 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     EXPECT_NE(prom.find("paqd_path_send_errors_total{path=\"fde1\"} 6\n"), std::string::npos);
     EXPECT_EQ(j["paths"][5]["bit_errors"], 105);
     EXPECT_EQ(j["vita49_count_mismatches"], 2);
+    EXPECT_EQ(j["udp_resyncs"], 2);
+    EXPECT_EQ(j["tcp_idle_timeouts"], 5);
+    EXPECT_EQ(j["tcp_busy_refused"], 6);
+    EXPECT_EQ(j["tcp_takeovers"], 7);
+    EXPECT_NE(prom.find("paqd_tcp_idle_timeouts_total 5\n"), std::string::npos);
+    EXPECT_EQ(j["zmq_resyncs"], 3);
+    EXPECT_NE(prom.find("paqd_udp_resyncs_total 2\n"), std::string::npos);
     EXPECT_EQ(j["gaps_by_reason"]["stall"], 0);
     EXPECT_NE(prom.find("paqd_gaps_by_reason_total{reason=\"stall\"} 0\n"), std::string::npos);
     EXPECT_DOUBLE_EQ(daemon::value_of(snap, "record_rows_lost"), 1.0);

@@ -207,6 +207,36 @@ template <class Pred>
     return true;
 }
 
+/// Accepts one connection on `acceptor` (driven by `ioc`), giving up after `timeout`, so that a
+/// source that never dials again fails the test instead of hanging it.
+[[nodiscard]] bool accept_within(asio::io_context& ioc, tcp::acceptor& acceptor, tcp::socket& peer,
+                                 std::chrono::milliseconds timeout = 5000ms)
+{
+    bool done = false;
+    boost::system::error_code ec;
+    acceptor.async_accept(peer, [&](const boost::system::error_code& e) {
+        ec = e;
+        done = true;
+    });
+    ioc.restart();
+    ioc.run_for(timeout);
+    if (!done) {
+        acceptor.cancel();
+        ioc.restart();
+        ioc.run();
+    }
+    return done && !ec;
+}
+
+/// Whether the source closed `peer` (a read ends with EOF or a reset, not data).
+[[nodiscard]] bool closed_by_source(tcp::socket& peer)
+{
+    std::byte b{};
+    boost::system::error_code ec;
+    (void)peer.read_some(asio::buffer(&b, 1), ec);
+    return ec == asio::error::eof || ec == asio::error::connection_reset;
+}
+
 /// Writes `bytes` in pieces of irregular size (1, 2, 3, ... bytes, cycling up to 97).
 void write_irregular(tcp::socket& s, std::span<const std::byte> bytes)
 {
@@ -251,8 +281,10 @@ TEST(net_config, bad_fields_are_named_with_value_and_range)
     t.retry_initial_s = 2.0;
     t.retry_max_s = 1.0;
     t.read_bytes = 10;
+    t.idle_timeout_s = 0.001;
     auto e = t.validate();
-    EXPECT_EQ(e.size(), 5u);
+    EXPECT_EQ(e.size(), 6u);
+    EXPECT_TRUE(contains(e, "idle_timeout_s = 0.001 is out of range (allowed: 0 (off) or 0.01 .. 3600 s)"));
     EXPECT_TRUE(contains(e, "port = 0 is out of range (allowed: 1 .. 65535)"));
     EXPECT_TRUE(contains(e, "ci16_scale = -1"));
     EXPECT_TRUE(contains(e, "rcvbuf_bytes = -5"));
@@ -272,6 +304,13 @@ TEST(net_config, bad_fields_are_named_with_value_and_range)
     EXPECT_TRUE(t.validate().empty());  // connect mode resolves names
     t.host.clear();
     EXPECT_TRUE(contains(t.validate(), "host is empty"));
+    t.host = "10.0.0.5";
+    for (const double idle : {-1.0, 3601.0, std::numeric_limits<double>::quiet_NaN()}) {
+        t.idle_timeout_s = idle;
+        EXPECT_TRUE(contains(t.validate(), "idle_timeout_s = ")) << idle;
+    }
+    t.idle_timeout_s = 0.0;  // off
+    EXPECT_TRUE(t.validate().empty());
 
     udp_source_config u;
     u.sample_rate_hz = std::numeric_limits<double>::quiet_NaN();
@@ -480,6 +519,7 @@ TEST(tcp_source, listen_mode_serves_one_client_at_a_time_and_reports_the_next_as
     boost::system::error_code ec;
     (void)intruder.read_some(asio::buffer(&b, 1), ec);
     EXPECT_TRUE(ec == asio::error::eof || ec == asio::error::connection_reset) << ec.message();
+    EXPECT_EQ(source.tcp_counts().busy_refused.load(), 1u);
 
     first.close();
     ASSERT_TRUE(wait_until([&] { return !source.connected(); }));
@@ -491,6 +531,239 @@ TEST(tcp_source, listen_mode_serves_one_client_at_a_time_and_reports_the_next_as
     EXPECT_EQ(sink.samples(), sent);
     EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{1000, 0, gap_reason::reconnect}}));
     EXPECT_EQ(source.counters().reconnects.load(), 1u);
+    EXPECT_EQ(source.tcp_counts().takeovers.load(), 0u);
+}
+
+// Review finding 1: a peer that stops sending but keeps the connection open blocked the TCP
+// source for good (no read deadline, no keepalive, no reconnect). Now idle_timeout_s drops it
+// and the source dials again. The timeout (0.5 s) only has to be longer than the moment
+// between the test's accept and its first write; the test itself waits up to 5 s.
+TEST(tcp_source, connect_mode_drops_a_stalled_peer_after_the_idle_timeout_and_reconnects)
+{
+    const auto sent = ci16_samples(2000, 21);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    asio::io_context ioc;
+    tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, 0));
+
+    tcp_source_config cfg;
+    cfg.port = acceptor.local_endpoint().port();
+    cfg.sample_rate_hz = rate_hz;
+    cfg.retry_initial_s = 0.01;
+    cfg.idle_timeout_s = 0.5;
+    tcp_source source(cfg);
+    recording_sink sink;
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+
+    tcp::socket stalled(ioc);
+    ASSERT_TRUE(accept_within(ioc, acceptor, stalled));
+    asio::write(stalled, asio::buffer(bytes.data(), 1000 * 4));
+    // ... and nothing more, the connection left open: the source has to give up on it itself.
+    tcp::socket second(ioc);
+    ASSERT_TRUE(accept_within(ioc, acceptor, second));
+    EXPECT_TRUE(closed_by_source(stalled));
+    asio::write(second, asio::buffer(bytes.data() + 1000 * 4, 1000 * 4));
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{1000, 0, gap_reason::reconnect}}));
+    EXPECT_EQ(source.tcp_counts().idle_timeouts.load(), 1u);
+    EXPECT_EQ(source.counters().reconnects.load(), 1u);
+}
+
+TEST(tcp_source, listen_mode_drops_a_stalled_client_after_the_idle_timeout_and_serves_the_next)
+{
+    const auto sent = ci16_samples(2000, 22);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.idle_timeout_s = 0.5;
+    tcp_source source(cfg);
+    recording_sink sink;
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    tcp::socket stalled(ioc);
+    stalled.connect(tcp::endpoint(loopback, port));
+    asio::write(stalled, asio::buffer(bytes.data(), 1000 * 4));
+    ASSERT_TRUE(sink.wait_for(1000));
+    // Silent from here, still connected: dropped after 0.5 s.
+    ASSERT_TRUE(wait_until([&] { return !source.connected(); }));
+    EXPECT_TRUE(closed_by_source(stalled));
+    EXPECT_EQ(source.tcp_counts().idle_timeouts.load(), 1u);
+
+    tcp::socket next(ioc);
+    next.connect(tcp::endpoint(loopback, port));
+    asio::write(next, asio::buffer(bytes.data() + 1000 * 4, 1000 * 4));
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{1000, 0, gap_reason::reconnect}}));
+    EXPECT_EQ(source.tcp_counts().busy_refused.load(), 0u);
+}
+
+// Backpressure is not idleness: a sink that blocks for longer than the idle timeout (a full
+// ring under overflow: block) must not get a sending peer dropped. The peer's bytes wait in
+// the kernel meanwhile; silence is measured from the moment the source reads again.
+TEST(tcp_source, a_slow_sink_longer_than_the_idle_timeout_does_not_drop_the_connection)
+{
+    class slow_sink final : public sample_sink {
+    public:
+        explicit slow_sink(recording_sink& inner) : inner_(inner) {}
+        void write(std::span<const cf32> s) override
+        {
+            if (first_) std::this_thread::sleep_for(600ms);  // 3x the idle timeout
+            first_ = false;
+            inner_.write(s);
+        }
+        void gap(std::uint64_t lost, gap_reason reason) override { inner_.gap(lost, reason); }
+
+    private:
+        recording_sink& inner_;
+        bool first_ = true;
+    };
+    const auto sent = ci16_samples(4000, 26);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    asio::io_context ioc;
+    tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, 0));
+    tcp_source_config cfg;
+    cfg.port = acceptor.local_endpoint().port();
+    cfg.sample_rate_hz = rate_hz;
+    cfg.idle_timeout_s = 0.2;
+    cfg.read_bytes = 4096;  // several reads: the first one's delivery blocks
+    cfg.end_on_close = true;
+    tcp_source source(cfg);
+    recording_sink sink;
+    slow_sink slow(sink);
+    background_run run(source, slow);
+
+    tcp::socket peer(ioc);
+    ASSERT_TRUE(accept_within(ioc, acceptor, peer));
+    asio::write(peer, asio::buffer(bytes));
+    peer.close();
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_TRUE(sink.gaps().empty());
+    EXPECT_EQ(source.tcp_counts().idle_timeouts.load(), 0u);
+}
+
+// A client that has gone quiet (its sender restarted without closing) is replaced by a new
+// one at once, idle timeout or not (here off): silence of tcp_listen_takeover_silence_s (1 s)
+// is enough. The test's sleep is a lower bound on that silence, never an upper one.
+TEST(tcp_source, listen_mode_new_client_takes_over_from_one_that_went_silent)
+{
+    const auto sent = ci16_samples(2000, 23);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.idle_timeout_s = 0.0;  // off: the takeover alone must let the new client in
+    tcp_source source(cfg);
+    recording_sink sink;
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    tcp::socket silent(ioc);
+    silent.connect(tcp::endpoint(loopback, port));
+    asio::write(silent, asio::buffer(bytes.data(), 1000 * 4));
+    ASSERT_TRUE(sink.wait_for(1000));
+    std::this_thread::sleep_for(std::chrono::duration<double>(tcp_listen_takeover_silence_s) + 200ms);
+
+    tcp::socket next(ioc);
+    next.connect(tcp::endpoint(loopback, port));
+    asio::write(next, asio::buffer(bytes.data() + 1000 * 4, 1000 * 4));
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{1000, 0, gap_reason::reconnect}}));
+    EXPECT_TRUE(closed_by_source(silent));
+    EXPECT_EQ(source.tcp_counts().takeovers.load(), 1u);
+    EXPECT_EQ(source.tcp_counts().busy_refused.load(), 0u);
+    EXPECT_EQ(source.tcp_counts().idle_timeouts.load(), 0u);
+}
+
+// Review finding 3: the reconnect backoff was reset on every connect and every disconnect, so
+// a peer that accepts and closes at once was dialled every retry_initial_s for ever. Now it
+// doubles per connection that brings no data, up to retry_max_s, and only data resets it.
+// last_retry_delay_s() says which wait preceded each dial (no clock is read by the test).
+TEST(tcp_source, connect_mode_backoff_grows_while_connections_bring_no_data_and_data_resets_it)
+{
+    asio::io_context ioc;
+    tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, 0));
+    tcp_source_config cfg;
+    cfg.port = acceptor.local_endpoint().port();
+    cfg.sample_rate_hz = rate_hz;
+    cfg.retry_initial_s = 0.01;
+    cfg.retry_max_s = 0.04;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+
+    // The first dial waits for nothing; then 0.01, 0.02, 0.04, 0.04 after each empty connection.
+    for (const double expected : {0.0, 0.01, 0.02, 0.04, 0.04}) {
+        tcp::socket peer(ioc);
+        ASSERT_TRUE(accept_within(ioc, acceptor, peer));
+        EXPECT_DOUBLE_EQ(source.last_retry_delay_s(), expected);
+        peer.close();  // accepted, then closed without a byte
+    }
+    {
+        tcp::socket peer(ioc);
+        ASSERT_TRUE(accept_within(ioc, acceptor, peer));
+        EXPECT_DOUBLE_EQ(source.last_retry_delay_s(), 0.04);
+        const auto s = ci16_samples(100, 24);
+        asio::write(peer, asio::buffer(encode_le(sample_format::ci16_le, s)));
+        ASSERT_TRUE(sink.wait_for(100));
+    }  // closed after delivering data
+    tcp::socket peer(ioc);
+    ASSERT_TRUE(accept_within(ioc, acceptor, peer));
+    EXPECT_DOUBLE_EQ(source.last_retry_delay_s(), 0.01);
+    // Counted when the source sees its connect complete, which may be after the accept here.
+    EXPECT_TRUE(wait_until([&] { return source.counters().reconnects.load() == 6u; }));
+}
+
+// Listen mode throttles accepts the same way: after a client that brought no data the next
+// accept waits (the next client waits in the kernel's backlog), doubling up to retry_max_s.
+TEST(tcp_source, listen_mode_throttles_accepts_after_clients_without_data)
+{
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.retry_initial_s = 0.01;
+    cfg.retry_max_s = 0.04;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    auto empty_client = [&] {
+        tcp::socket c(ioc);
+        c.connect(tcp::endpoint(loopback, port));
+        EXPECT_TRUE(wait_until([&] { return source.connected(); }));
+        c.close();
+        EXPECT_TRUE(wait_until([&] { return !source.connected(); }));
+        return source.last_retry_delay_s();
+    };
+    for (const double expected : {0.01, 0.02, 0.04, 0.04}) EXPECT_DOUBLE_EQ(empty_client(), expected);
+    {
+        tcp::socket c(ioc);
+        c.connect(tcp::endpoint(loopback, port));
+        asio::write(c, asio::buffer(encode_le(sample_format::ci16_le, ci16_samples(100, 25))));
+        ASSERT_TRUE(sink.wait_for(100));
+    }
+    ASSERT_TRUE(wait_until([&] { return !source.connected(); }));
+    EXPECT_DOUBLE_EQ(source.last_retry_delay_s(), 0.04);  // no wait after a client with data
+    EXPECT_DOUBLE_EQ(empty_client(), 0.01);                // and the next empty one starts over
 }
 
 TEST(tcp_source, listen_on_a_taken_port_throws_naming_the_source)
@@ -575,9 +848,21 @@ TEST(udp_sequence, verdicts)
     EXPECT_EQ(check_udp_sequence(7, 3).verdict, udp_seq_verdict::stale);
     EXPECT_EQ(check_udp_sequence(7, 1).verdict, udp_seq_verdict::restart);
     EXPECT_EQ(check_udp_sequence(1, 1).verdict, udp_seq_verdict::stale);
+    // Behind by at most the reorder window: a duplicate or reordered datagram; further back:
+    // the numbering restarted somewhere other than 1 (its datagram 1 lost), a resync.
+    EXPECT_EQ(check_udp_sequence(100, 100 - udp_reorder_window).verdict, udp_seq_verdict::stale);
+    EXPECT_EQ(check_udp_sequence(100, 100 - udp_reorder_window - 1).verdict, udp_seq_verdict::resync);
+    EXPECT_EQ(check_udp_sequence(1000, 2).verdict, udp_seq_verdict::resync);
+    // Forward: up to udp_max_seq_jump missing datagrams are a loss, more a resync, never a
+    // loss near 2^64.
+    const auto at_bound = check_udp_sequence(7, 7 + udp_max_seq_jump + 1);
+    EXPECT_EQ(at_bound.verdict, udp_seq_verdict::lost);
+    EXPECT_EQ(at_bound.lost, udp_max_seq_jump);
+    EXPECT_EQ(check_udp_sequence(7, 7 + udp_max_seq_jump + 2).verdict, udp_seq_verdict::resync);
     const auto wrap = check_udp_sequence(0, UINT64_MAX);
-    EXPECT_EQ(wrap.verdict, udp_seq_verdict::lost);
-    EXPECT_EQ(wrap.lost, UINT64_MAX - 1);
+    EXPECT_EQ(wrap.verdict, udp_seq_verdict::resync);
+    EXPECT_EQ(wrap.lost, 0u);
+    EXPECT_EQ(check_udp_sequence(UINT64_MAX, 2).verdict, udp_seq_verdict::resync);
     EXPECT_EQ(header_bytes(udp_header::none), 0u);
     EXPECT_EQ(header_bytes(udp_header::gnuradio_seq), 8u);
     EXPECT_EQ(header_bytes(udp_header::gnuradio_seq_size), 16u);
@@ -634,6 +919,52 @@ TEST_P(udp_gnuradio_header, counts_lost_datagrams_from_sequence_numbers_and_drop
 INSTANTIATE_TEST_SUITE_P(gnuradio, udp_gnuradio_header,
                          ::testing::Values(udp_header::gnuradio_seq, udp_header::gnuradio_seq_size));
 
+// Review finding: one datagram with a far-ahead sequence number (here near 2^64) made every
+// later datagram stale, for good, and would have counted ~2^64 lost datagrams. Now it is a
+// resync (no loss counted), and so is the return to the real numbering right after it; a
+// sender that restarts without its datagram 1 reaching paqd is followed the same way.
+TEST(udp_source, far_jumps_in_the_sequence_resync_instead_of_locking_out_or_counting_2_to_the_64)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    cfg.header = udp_header::gnuradio_seq;
+    udp_source source(cfg);
+    recording_sink sink;
+    const auto all = ci16_samples(12 * 64, 12);
+    const auto bytes = encode_le(sample_format::ci16_le, all);
+    auto body = [&](std::size_t k) { return std::span(bytes).subspan(k * 256, 256); };
+    // Datagram k (64 samples each) carries seqs[k]: 101 .. 104 (a sender already running), a
+    // hostile 2^64 - 2, 105 .. 108 (back by far more than the reorder window), then the sender
+    // restarts and its datagrams 1 and 2 are lost: 3 .. 5.
+    const std::vector<std::uint64_t> seqs{101, 102, 103, 104, UINT64_MAX - 1, 105, 106, 107, 108, 3, 4, 5};
+    sink.stop_source_at(source, all.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < seqs.size(); ++k) {
+        tx.send_to(asio::buffer(gnuradio_datagram(udp_header::gnuradio_seq, seqs[k], body(k))), dst);
+        std::this_thread::sleep_for(1ms);
+    }
+
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), all);  // every datagram delivered: none is stale
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{4 * 64, 0, gap_reason::discontinuity},
+                                                   {5 * 64, 0, gap_reason::discontinuity},
+                                                   {9 * 64, 0, gap_reason::discontinuity}}));
+    EXPECT_EQ(source.udp_counts().resyncs.load(), 3u);
+    EXPECT_EQ(source.udp_counts().stale.load(), 0u);
+    EXPECT_EQ(source.udp_counts().restarts.load(), 0u);
+    EXPECT_EQ(source.counters().packets_lost.load(), 0u);
+    EXPECT_EQ(source.counters().samples_lost.load(), 0u);
+}
+
 TEST(udp_source, header_none_with_gnuradio_sequence_numbers_is_flagged_not_silent)
 {
     udp_source_config cfg;
@@ -686,6 +1017,47 @@ TEST(udp_source, header_none_with_plain_samples_is_not_flagged)
     ASSERT_TRUE(run.finished_within(5000ms));
     EXPECT_EQ(sink.samples(), all);
     EXPECT_EQ(source.udp_counts().header_suspected.load(), 0u);
+}
+
+// Review finding: the receive buffer held IPv4's largest payload (65507 bytes), so on an IPv6
+// socket a longer datagram (up to 65527 bytes) was cut short silently: a whole-sample one lost
+// its last samples unseen, a malformed one could pass as whole samples. Now the largest IPv6
+// datagram is read whole (and anything longer would be counted malformed).
+TEST(udp_source, ipv6_datagrams_up_to_65527_bytes_are_read_whole)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "::1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    udp_source source(cfg);
+    recording_sink sink;
+    constexpr std::size_t big = 65524 / 4;  // the most whole ci16 samples an IPv6 datagram holds
+    const auto sent = ci16_samples(big + 256, 13);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    const auto v6_loopback = asio::ip::make_address("::1");
+    udp::socket tx(ioc, udp::endpoint(v6_loopback, 0));
+    const udp::endpoint dst(v6_loopback, port);
+    // One at a time, each received before the next: 64 KiB datagrams against the kernel's
+    // default receive buffer.
+    tx.send_to(asio::buffer(bytes.data(), big * 4), dst);
+    ASSERT_TRUE(sink.wait_for(big));
+    std::vector<std::byte> odd(65527, std::byte{0x5a});  // the largest IPv6 payload: not whole samples
+    tx.send_to(asio::buffer(odd), dst);
+    ASSERT_TRUE(wait_until([&] { return source.counters().malformed.load() == 1; }));
+    tx.send_to(asio::buffer(bytes.data() + big * 4, 256 * 4), dst);
+    ASSERT_TRUE(sink.wait_for(sent.size()));
+
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{big, 0, gap_reason::source_error}}));
+    EXPECT_EQ(source.counters().packets.load(), 3u);
+    EXPECT_EQ(source.counters().bytes.load(), big * 4 + 65527 + 256 * 4);
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
 }
 
 TEST(udp_source, bind_failure_throws_naming_the_source)

@@ -290,6 +290,39 @@ TEST(zmq_source, tag_header_while_tags_none_is_flagged)
     EXPECT_EQ(sink.samples(), s);
 }
 
+// Review finding: an offset far ahead added up to 2^64 to samples_lost (wrapping the counter)
+// and sent a gap that size; an offset near 2^64 wrapped the next expected offset. Now a jump
+// beyond zmq_max_offset_jump, like one back, is a counted resync (gap(0, discontinuity)); a
+// jump of exactly the bound is still a loss; the expected offset saturates instead of wrapping.
+TEST(zmq_source, offset_jumps_beyond_the_bound_resync_instead_of_counting_2_to_the_64)
+{
+    sender tx(zmq_pattern::pull);
+    zmq_source source(config_for(tx.endpoint, zmq_pattern::pull, zmq_tags::gnuradio));
+    recording_sink sink;
+    const auto s = random_samples(8 * 100, 5);
+    const auto bytes = cf32_bytes(s);
+    sink.stop_source_at(source, s.size());
+    run_in_background run(source, sink);
+    const std::uint64_t bound = zmq_max_offset_jump;
+    const std::vector<std::uint64_t> offsets{0,   100, std::uint64_t{1} << 63, 200, 300 + bound, UINT64_MAX - 50,
+                                             0,   100};
+    for (std::size_t k = 0; k < offsets.size(); ++k) {
+        auto m = tag_header(offsets[k]);
+        m.insert(m.end(), bytes.begin() + k * 800, bytes.begin() + (k + 1) * 800);
+        tx.send(m);
+    }
+    run.t.join();
+    EXPECT_EQ(sink.samples(), s);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{200, 0, gap_reason::discontinuity},    // 2^63: far ahead
+                                                   {300, 0, gap_reason::discontinuity},    // back to 200
+                                                   {400, bound, gap_reason::lost_packets}, // exactly the bound
+                                                   {500, 0, gap_reason::discontinuity},    // near 2^64
+                                                   {600, 0, gap_reason::discontinuity}})); // back to 0
+    EXPECT_EQ(source.zmq_counts().resyncs.load(), 4u);
+    EXPECT_EQ(source.counters().samples_lost.load(), bound);
+    EXPECT_EQ(source.counters().packets_lost.load(), 1u);
+}
+
 // Issue 13 item 1: ZeroMQ IQ carries no time (GNU Radio's tag header gives an offset, not a
 // time), so each message is anchored on the host's clock at arrival, less its duration at the
 // nominal rate: close to CLOCK_REALTIME at the test, one anchor per message naming its first

@@ -38,6 +38,12 @@ struct running_source {
         cfg.format = format;
         cfg.sample_rate_hz = 6.6e6;
         cfg.read_bytes = 64 * 1024;
+        // One long-lived source for every input: no idle timeout (libFuzzer may pause between
+        // inputs), and short accept throttling (an input with no records is a client that
+        // brings no data, after which the next accept waits; the harness waits 5 s at most).
+        cfg.idle_timeout_s = 0.0;
+        cfg.retry_initial_s = 0.001;
+        cfg.retry_max_s = 0.01;
         source = std::make_unique<io::tcp_source>(cfg);
         thread = std::thread([this] { source->run(sink); });
         PAQ_FUZZ_CHECK(paq::fuzz::wait_for([this] { return source->local_port() != 0; }), "tcp source did not listen");

@@ -493,6 +493,8 @@ void net_corpus()
     put("fuzz_udp_sequence", "lost-dup-reorder", seqs({1, 2, 5, 5, 4, 6, 9}));
     put("fuzz_udp_sequence", "restart", seqs({1, 2, 3, 1, 2, 1, 1}));
     put("fuzz_udp_sequence", "extremes", seqs({0, UINT64_MAX, 1, UINT64_MAX - 1, UINT64_MAX}));
+    // One far-ahead number, then the real ones again; a restart whose 1 and 2 were lost.
+    put("fuzz_udp_sequence", "far-ahead-then-back", seqs({1, 2, 3, UINT64_MAX - 1, 4, 5, 6, 3, 4}));
     // GNU Radio ZeroMQ tag headers (magic f0 5f, version 1, offset u64, ntags u64).
     auto tag_header = [](std::uint64_t offset, std::uint64_t ntags) {
         bytes b{0xf0, 0x5f, 0x01};
