@@ -116,9 +116,13 @@ void report_and_check(const char* what, const comparison& c, std::size_t nominal
     EXPECT_GE(c.packets, nominal_packets * 4 / 5) << what << ": too few packets compared";
     EXPECT_LE(c.support_diff, c.packets / 20);
     EXPECT_LE(c.known_diff, c.packets / 20) << "known-bit error counts differ";
+    // Decisions within float rounding of zero may fall either way. Measured (H200, b11ff9d):
+    // 0 on most paths of every case; the worst, ZF's trellis stream on the ill-conditioned
+    // two-ray case of trellis_matches_the_cpu, 4 of 368,640 bits (1.1e-5); full default
+    // batches 15 of 38 M (ZF). The bound is 3e-5 of a path's bits.
     const double bits = static_cast<double>(c.packets * waveform::data_bits);
     for (int p = 0; p < c.streams; ++p) {
-        EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 2e-4 * bits) << stream_name(p);
+        EXPECT_LE(static_cast<double>(c.bit_diff[static_cast<std::size_t>(p)]), 3e-5 * bits) << stream_name(p);
     }
     EXPECT_LT(c.worst_cfo, 1e-6);
     EXPECT_LT(c.worst_sigma2, 1e-3);
@@ -572,7 +576,7 @@ TEST_F(gpu_backend, ci16_windows_give_what_their_cf32_conversion_gives)
         std::printf("backend ci16 at %.4g MS/s, scale %g: %zu packets, GPU against CPU %zu of %.0f bits differ\n", c.rate_hz / 1e6,
                     static_cast<double>(c.scale), packets, gpu_cpu_diff, bits);
         EXPECT_GE(packets, 60u);
-        EXPECT_LE(static_cast<double>(gpu_cpu_diff), 2e-4 * bits);
+        EXPECT_LE(static_cast<double>(gpu_cpu_diff), 3e-5 * bits);  // measured 1 and 0 of 2.58 M (H200, b11ff9d)
     }
 }
 
@@ -616,10 +620,11 @@ TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)
         std::printf("\n");
         ASSERT_GT(packets, 250u);
         const double bits = static_cast<double>(packets) * waveform::data_bits;
-        // Float taps move decisions near zero: at most 1e-4 of the bits of any path (the
-        // Levinson chain differs in under 1e-6 of them on full batches).
+        // Float taps move decisions near zero: at most 2e-5 of the bits of any path (measured,
+        // H200, b11ff9d, on 1.84 M bits a path: cusolver-sp-qr's ZF 6 (3.3e-6), every other
+        // path and solver 0 or 1).
         for (int p = 0; p < chain::num_paths; ++p) {
-            EXPECT_LE(static_cast<double>(diff[static_cast<std::size_t>(p)]), 1e-4 * bits) << name << " " << path_name(p);
+            EXPECT_LE(static_cast<double>(diff[static_cast<std::size_t>(p)]), 2e-5 * bits) << name << " " << path_name(p);
         }
     }
 }
