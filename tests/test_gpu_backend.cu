@@ -251,6 +251,35 @@ TEST_F(gpu_backend, front_end_correction_matches_the_cpu)
     report_and_check("25 MS/s, +120 ppm, -30 dB, IQ -1 dB 5 deg, DC -20 dBc", c2, 60);
 }
 
+TEST_F(gpu_backend, field_impairments_match_the_cpu)
+{
+    // The field impairments paq-sim makes that the cases above do not: a drifting flight
+    // channel; a whole recording 40 dB below nominal with a +20 dB AGC step in the middle; the
+    // IRIG 106 phase-noise mask with a drifting clock at 25 MS/s. GPU against CPU, each.
+    receiver_config rc;
+    rc.batch_samples = 400'000;
+    sim_config flight;
+    flight.preset = "flight";
+    flight.ebn0_db = 12.0;
+    flight.cfo_hz = 30'000.0;
+    flight.flight_start_s = 5.5;
+    flight.seed = 1251;
+    report_and_check("flight 12 dB", compare_backends(test::simulate(flight, 60).samples, rc), 60);
+    auto agc = rate_signal(20.625e6, 0.0, 1252);
+    agc.gain_db = -40.0;
+    agc.agc_steps = {{0.018, 20.0}};  // 60 packets last 37 ms
+    report_and_check("-40 dB, +20 dB AGC step at 18 ms", compare_backends(test::simulate(agc, 60).samples, rc), 60);
+    auto mask = rate_signal(25e6, 60.0, 1253);
+    mask.preset = "awgn";
+    mask.ebn0_db = 11.0;
+    mask.phase_noise = phase_noise_mask::irig106;
+    mask.clock_drift_ppm_per_s = 500.0;
+    receiver_config rc25 = rc;
+    rc25.input_sample_rate_hz = 25e6;
+    report_and_check("IRIG 106 mask, 25 MS/s, +60 ppm drifting 500 ppm/s",
+                     compare_backends(test::simulate(mask, samples_for(60, 25e6)).samples, rc25), 60);
+}
+
 TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
 {
     // Issue 12: the phase smoother on a 1 kHz Wiener phase, both backends.
