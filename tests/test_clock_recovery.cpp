@@ -179,8 +179,9 @@ TEST(refine_peak, bias_and_spread_on_simulated_packets)
 
 TEST(clock_estimate, constant_offsets_at_11_db)
 {
-    // 40 packets each (0.5 M samples): the batch mean within 1 ppm, every local estimate
-    // (K = 16) within 2 ppm. A full batch has 78x the packets.
+    // 40 packets each (0.5 M samples): the batch mean within 0.2 ppm, every local estimate
+    // (K = 16) within 0.6 ppm (measured: 0.06 and 0.3, docs/SIGNAL-CHAIN.md). A full batch
+    // has 78x the packets.
     for (const double ppm : {-200.0, -100.0, -20.0, 0.0, 50.0, 200.0}) {
         const auto run = simulate_clock(ppm, 11.0, 40, 7);
         const auto det = detect(run.samples);
@@ -192,8 +193,8 @@ TEST(clock_estimate, constant_offsets_at_11_db)
         for (const double p : est.packet_ppm) local_max = std::max(local_max, std::abs(p - ppm));
         std::printf("true %+7.1f ppm: estimated %+9.4f ppm (error %+.4f), local error up to %.3f ppm, %zu packets\n", ppm,
                     est.ppm, est.ppm - ppm, local_max, est.on_grid);
-        EXPECT_NEAR(est.ppm, ppm, 1.0);
-        EXPECT_LT(local_max, 2.0);
+        EXPECT_NEAR(est.ppm, ppm, 0.2);
+        EXPECT_LT(local_max, 0.6);
         // Packet numbers follow the simulator's.
         const auto j0 = match(run.true_starts, det.refined[0]);
         for (std::size_t i = 0; i < det.refined.size(); ++i) {
@@ -247,8 +248,9 @@ TEST(clock_estimate, drifting_clock_is_followed)
         }
         std::printf("K = %2d: local error rms %.3f ppm, worst %.3f ppm (5 dB spread, 0 -> 100 ppm in one batch)\n", k,
                     std::sqrt(sum2 / static_cast<double>(s.size())), worst);
-        if (k == clock_params{}.local_half_width) {
-            EXPECT_LT(worst, 2.0);
+        if (k == clock_params{}.local_half_width) {  // measured 0.10 / 0.66 ppm
+            EXPECT_LT(std::sqrt(sum2 / static_cast<double>(s.size())), 0.2);
+            EXPECT_LT(worst, 1.0);
         }
     }
 }
