@@ -61,7 +61,7 @@ INSTANTIATE_TEST_SUITE_P(cases, round_trip,
 TEST(awgn, ber_within_two_db_of_oqpsk_theory)
 {
     // BER(Eb/N0) must not exceed the theory at Eb/N0 - 2 dB (2 dB implementation loss, every
-    // path; the measured loss at 1e-4 is in docs/BER-RESULTS.md: 1.35 to 1.96 dB), with a
+    // path; the measured loss at 1e-4 is in docs/BER-RESULTS.md: 1.42 to 2.00 dB), with a
     // 1.4x allowance for counting noise. And no path may beat theory.
     for (const double ebn0 : {5.0, 8.0}) {
         sim_config sc;
@@ -72,7 +72,7 @@ TEST(awgn, ber_within_two_db_of_oqpsk_theory)
         const auto sim = test::simulate(sc, 120);
         const auto s = test::run_chain(sim.samples, test::small_batches());
         EXPECT_GE(s.packets_found, sim.complete_packets);
-    EXPECT_LE(s.packets_found, sim.possible_packets);
+        EXPECT_LE(s.packets_found, sim.possible_packets);
         EXPECT_NEAR(s.mean_ebn0_db, ebn0, 0.5);
         for (const auto& p : s.paths) {
             EXPECT_LE(p.ber, 1.4 * oqpsk_theory_ber(ebn0 - 2.0)) << p.name << " at " << ebn0 << " dB";
