@@ -26,26 +26,20 @@ inline constexpr int usage_error = 2;
 /// A number option's checks, with messages that say what is allowed: CLI11's own
 /// PositiveNumber lets NaN through (NaN <= 0 is false) and its NonNegativeNumber prints the
 /// largest double as the limit.
-inline CLI::Validator finite_positive()
+/// A finite number above zero (zero_allowed: at least zero).
+inline CLI::Validator finite_number(bool zero_allowed)
 {
+    const std::string bound = zero_allowed ? ">= 0" : "> 0";
     return CLI::Validator(
-        [](std::string& s) -> std::string {
+        [zero_allowed, bound](std::string& s) -> std::string {
             double v = 0.0;
-            if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v <= 0.0) return "must be a finite number > 0, got '" + s + "'";
-            return {};
+            const bool ok = CLI::detail::lexical_cast(s, v) && std::isfinite(v) && (zero_allowed ? v >= 0.0 : v > 0.0);
+            return ok ? std::string() : "must be a finite number " + bound + ", got '" + s + "'";
         },
-        "NUMBER > 0");
+        "NUMBER " + bound);
 }
-inline CLI::Validator finite_non_negative()
-{
-    return CLI::Validator(
-        [](std::string& s) -> std::string {
-            double v = 0.0;
-            if (!CLI::detail::lexical_cast(s, v) || !std::isfinite(v) || v < 0.0) return "must be a finite number >= 0, got '" + s + "'";
-            return {};
-        },
-        "NUMBER >= 0");
-}
+inline CLI::Validator finite_positive() { return finite_number(false); }
+inline CLI::Validator finite_non_negative() { return finite_number(true); }
 
 /// --version and the exit codes in --help, as every program has them.
 inline void conventions(CLI::App& app, const std::string& program, const std::string& exit_codes)

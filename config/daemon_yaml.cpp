@@ -10,9 +10,6 @@
 #include <string>
 #include <utility>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 namespace paq::config {
 
 using namespace detail;
@@ -661,9 +658,7 @@ const section<metrics_config>& metrics_schema()
         // The address's form here, not at start: a name would make every start fail.
         s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
             if (!c.enabled) return;
-            in6_addr a6{};
-            in_addr a4{};
-            if (::inet_pton(AF_INET, c.bind.c_str(), &a4) != 1 && ::inet_pton(AF_INET6, c.bind.c_str(), &a6) != 1) {
+            if (!io::is_numeric_address(c.bind)) {
                 const auto it = ctx.marks.find(path + ".bind");
                 ctx.errors.add(it != ctx.marks.end() ? it->second : mark,
                                path + ".bind: '" + c.bind + "' is not a numeric IPv4/IPv6 address (e.g. 127.0.0.1, 0.0.0.0, ::1)");
@@ -731,18 +726,14 @@ const section<daemon_config>& daemon_schema()
             case source_type::iio: rate = c.source.iio.sample_rate_hz; break;
             case source_type::zmq: rate = c.source.zmq.sample_rate_hz; break;
             }
-            if (rate > 0.0) {
-                const auto own = c.receiver.validate();  // reported by the receiver section already
-                dsp::receiver_config rc = c.receiver;
-                rc.input_sample_rate_hz = rate;
+            dsp::receiver_config rc = c.receiver;
+            rc.input_sample_rate_hz = rate;
+            if (const std::string e = rc.samples_per_bit_error(); !e.empty()) {
                 const std::string key = "source." + std::string(to_string(c.source.type)) + ".sample_rate_hz";
                 // At the rate's line, else the bit rate's (the other half of the mismatch).
                 auto it = ctx.marks.find(key);
                 if (it == ctx.marks.end()) it = ctx.marks.find("receiver.bit_rate_hz");
-                const YAML::Mark at_mark = it != ctx.marks.end() ? it->second : top_mark;
-                for (const auto& e : rc.validate()) {
-                    if (std::find(own.begin(), own.end(), e) == own.end()) ctx.errors.add(at_mark, key + ": " + e);
-                }
+                ctx.errors.add(it != ctx.marks.end() ? it->second : top_mark, key + ": " + e);
             }
             if (!c.publisher.enabled) return;
             // The soft streams are the trellis's LLRs.

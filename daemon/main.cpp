@@ -108,8 +108,8 @@ int main(int argc, char** argv)
         // The service's options before `replay` would be silently ignored by it: a replay's
         // own --config and --json-out come after the word.
         std::string given;
-        for (const char* name : {"--config", "--check-config", "--json-out", "--duration", "--backend", "--log-level"}) {
-            if (app.get_option(name)->count() > 0) given += std::string(given.empty() ? "" : ", ") + name;
+        for (const CLI::Option* o : app.get_options()) {
+            if (o->count() > 0) given += (given.empty() ? "" : ", ") + o->get_name();
         }
         if (!given.empty()) {
             spdlog::error("{} given before 'replay': those are the service's options; a replay takes its own after the "

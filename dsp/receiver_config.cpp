@@ -15,7 +15,23 @@ std::string bad(const char* field, T value, const char* range)
     os << field << " = " << value << " is out of range (allowed: " << range << ")";
     return os.str();
 }
+bool bit_rate_in_range(double hz) noexcept { return hz >= 1e6 && hz <= 30e6; }
+/// 0: unset (2 samples per bit).
+bool input_rate_in_range(double hz) noexcept { return hz == 0.0 || (hz >= 1e3 && hz <= 1e9); }
 }  // namespace
+
+std::string receiver_config::samples_per_bit_error() const
+{
+    if (!bit_rate_in_range(bit_rate_hz) || !input_rate_in_range(input_sample_rate_hz) || input_sample_rate_hz == 0.0) return {};
+    const double sps = input_sample_rate_hz / bit_rate_hz;
+    if (sps >= 2.0 && sps <= 2.0 * max_input_ratio) return {};
+    std::ostringstream os;
+    os << "input sample rate " << input_sample_rate_hz / 1e6 << " MS/s at bit rate " << bit_rate_hz / 1e6 << " Mbit/s is " << sps
+       << " samples per bit: allowed 2 .. " << 2.0 * max_input_ratio << " samples per bit, i.e. " << 2.0 * bit_rate_hz / 1e6
+       << " .. " << 2.0 * max_input_ratio * bit_rate_hz / 1e6
+       << " MS/s at this bit rate (or set the link's bit rate: receiver.bit_rate_hz, or paqd replay's --bit-rate)";
+    return os.str();
+}
 
 std::vector<std::string> receiver_config::validate() const
 {
@@ -47,21 +63,11 @@ std::vector<std::string> receiver_config::validate() const
     if (cpu_threads < 0 || cpu_threads > 1024) {
         e.push_back(bad("cpu_threads", cpu_threads, "0 (all cores) .. 1024"));
     }
-    const bool bit_rate_ok = bit_rate_hz >= 1e6 && bit_rate_hz <= 30e6;
-    if (!bit_rate_ok) e.push_back(bad("bit_rate_hz", bit_rate_hz, "1e6 .. 30e6 bit/s"));
-    if (!(input_sample_rate_hz == 0.0 || (input_sample_rate_hz >= 1e3 && input_sample_rate_hz <= 1e9))) {
+    if (!bit_rate_in_range(bit_rate_hz)) e.push_back(bad("bit_rate_hz", bit_rate_hz, "1e6 .. 30e6 bit/s"));
+    if (!input_rate_in_range(input_sample_rate_hz)) {
         e.push_back(bad("input sample rate (Hz)", input_sample_rate_hz, "1e3 .. 1e9, or 0 for 2 samples per bit"));
-    } else if (bit_rate_ok && input_sample_rate_hz > 0.0) {
-        const double sps = input_sample_rate_hz / bit_rate_hz;
-        if (!(sps >= 2.0 && sps <= 2.0 * max_input_ratio)) {
-            std::ostringstream os;
-            os << "input sample rate " << input_sample_rate_hz / 1e6 << " MS/s at bit rate " << bit_rate_hz / 1e6
-               << " Mbit/s is " << sps << " samples per bit: allowed 2 .. " << 2.0 * max_input_ratio
-               << " samples per bit, i.e. " << 2.0 * bit_rate_hz / 1e6 << " .. " << 2.0 * max_input_ratio * bit_rate_hz / 1e6
-                << " MS/s at this bit rate (or set the link's bit rate: receiver.bit_rate_hz, or paqd replay's --bit-rate)";
-            e.push_back(os.str());
-        }
     }
+    if (auto sps = samples_per_bit_error(); !sps.empty()) e.push_back(std::move(sps));
     if (clock_tracking != 0 && clock_tracking != 1) e.push_back(bad("clock_tracking", clock_tracking, "0 (off) or 1 (on)"));
     if (!(clock_min_ppm >= 0.0 && clock_min_ppm <= 100.0)) e.push_back(bad("clock_min_ppm", clock_min_ppm, "0 .. 100"));
     if (phase_smoother < -1 || phase_smoother > 1) {

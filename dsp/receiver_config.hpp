@@ -118,6 +118,11 @@ struct receiver_config {
     /// Empty when valid; otherwise one message per bad field, naming the field, the value and
     /// the allowed range.
     [[nodiscard]] std::vector<std::string> validate() const;
+
+    /// validate()'s check of the input rate against the bit rate alone: a message naming both
+    /// rates when input_sample_rate_hz is outside 2 .. 2 max_input_ratio samples per bit; empty
+    /// when it is inside, unset (0), or either rate is out of its own range (validate() says so).
+    [[nodiscard]] std::string samples_per_bit_error() const;
 };
 
 }  // namespace paq::dsp

@@ -192,9 +192,9 @@ __device__ inline float2 derotated(float2 v, double cs, double sn)
 /// at the bit instants. One sample a bit
 /// (dsp/trellis.hpp): one N/2-point transform a path where the pair of samples took two.
 /// With the PLL's phase, threads 2m and 2m + 1 hold the two bits of one pair (k and k + 1, k
-/// even) in every turn: each computes the pair's rotation for one of two turns, the even thread for turn i and the
-/// odd one for turn i + 1, and they trade them (half the double sincos). Out: x, packets x 6
-/// streams of 6336 samples.
+/// even) in every turn: each computes the pair's rotation for one of two turns, the even
+/// thread for turn i and the odd one for turn i + 1, and they trade them (half the double
+/// sincos). Out: x, packets x 6 streams of 6336 samples.
 static_assert(paths_threads % 2 == 0 && n_bits % 2 == 0, "threads 2m, 2m + 1 hold the two bits of a pair");
 __global__ void __launch_bounds__(paths_threads, 3)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,

@@ -75,9 +75,7 @@ void check_port(error_list& e, int port, bool zero_ok)
 
 void check_bind_address(error_list& e, const std::string& field, const std::string& address)
 {
-    error_code ec;
-    (void)asio::ip::make_address(address, ec);
-    if (ec) e.errors.push_back(field + " = '" + address + "' is not a numeric IPv4 or IPv6 address");
+    if (!is_numeric_address(address)) e.errors.push_back(field + " = '" + address + "' is not a numeric IPv4 or IPv6 address");
 }
 
 [[nodiscard]] std::string invalid_config_message(const std::string& what, const std::vector<std::string>& errors)
@@ -169,12 +167,13 @@ struct net_core {
     /// size marks its place (gap(0, source_error)), as for any unreadable datagram.
     virtual void oversize_datagram(std::size_t bytes)
     {
-        counters.malformed += 1;
-        report_oversize(bytes);
+        count_oversize(bytes);
         sink->gap(0, gap_reason::source_error);
     }
-    void report_oversize(std::size_t bytes)
+    /// Counts it as malformed and logs it (rate-limited).
+    void count_oversize(std::size_t bytes)
     {
+        counters.malformed += 1;
         limiter.warn("{}: datagram of {} bytes is longer than the largest UDP payload read ({} bytes); dropped as "
                      "malformed",
                      name, bytes, max_datagram_bytes);
@@ -405,6 +404,13 @@ std::string parse_address_prefix(std::string_view text, address_prefix& out)
     return {};
 }
 
+bool is_numeric_address(const std::string& text) noexcept
+{
+    error_code ec;
+    (void)asio::ip::make_address(text, ec);
+    return !ec;
+}
+
 std::string allow_entry_error(std::string_view text)
 {
     address_prefix p;
@@ -550,11 +556,9 @@ struct tcp_source::impl final : net_core {
     impl(source_counters& c, tcp_source_config config)
         : net_core(c, describe_config(config)), cfg(std::move(config)),
           sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
-          backoff_s(cfg.retry_initial_s),
-          idle_timeout(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-              std::chrono::duration<double>(cfg.idle_timeout_s))),
-          takeover_silence(cfg.idle_timeout_s > 0.0 ? std::min(idle_timeout, listen_takeover_silence())
-                                                    : listen_takeover_silence())
+          backoff_s(cfg.retry_initial_s), idle_timeout(seconds(cfg.idle_timeout_s)),
+          takeover_silence(cfg.idle_timeout_s > 0.0 ? std::min(idle_timeout, seconds(tcp_listen_takeover_silence_s))
+                                                    : seconds(tcp_listen_takeover_silence_s))
     {
         set_allow_list(cfg.allow);
         raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1);
@@ -565,12 +569,6 @@ struct tcp_source::impl final : net_core {
         return std::string("tcp ") + (c.mode == tcp_mode::connect ? "connect " : "listen ") +
                endpoint_text(c.host, c.port) + " (" + std::string(to_sigmf_datatype(c.format)) + ", " +
                format_rate(c.sample_rate_hz) + (c.allow.empty() ? "" : ", allow-list") + ")";
-    }
-
-    [[nodiscard]] static std::chrono::steady_clock::duration listen_takeover_silence() noexcept
-    {
-        return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-            std::chrono::duration<double>(tcp_listen_takeover_silence_s));
     }
 
     void close_all() noexcept override
@@ -1193,9 +1191,8 @@ struct vita49_source::impl final : net_core {
                 if (ec) throw std::runtime_error(name + ": receive failed: " + ec.message());
                 if (!admit(sender.address(), sender.port(), "datagram")) continue;
                 counters.packets += 1;
-                if (n > max_datagram_bytes) {
-                    counters.malformed += 1;
-                    report_oversize(n);
+                if (n > max_datagram_bytes) {  // no gap before the rate is known
+                    count_oversize(n);
                     continue;
                 }
                 vita49::packet p;
@@ -1244,8 +1241,7 @@ struct vita49_source::impl final : net_core {
     // timestamps may tell what it held.
     void oversize_datagram(std::size_t bytes) override
     {
-        counters.malformed += 1;
-        report_oversize(bytes);
+        count_oversize(bytes);
         pending_malformed = true;
     }
 

@@ -59,6 +59,10 @@ struct address_prefix {
 [[nodiscard]] std::vector<std::string> check_allow_list(const std::vector<std::string>& entries,
                                                         std::string_view field = "allow");
 
+/// Whether `text` is a numeric IPv4 or IPv6 address (what every bind address must be: a name
+/// would be resolved at start, or fail there).
+[[nodiscard]] bool is_numeric_address(const std::string& text) noexcept;
+
 /// The senders a network source accepts: any address matching one of the prefixes. An empty
 /// list accepts every sender.
 class sender_allow_list {

@@ -557,8 +557,10 @@ sigmf_meta parse_sigmf_meta(std::string_view text, const std::string& name) {
   if (meta.format == sample_format::ci16_le) {
     const auto scale_it = global.find(ci16_scale_key);
     if (scale_it != global.end()) {
-      if (!scale_it->is_number() || !(scale_it->get<double>() >= min_ci16_scale && scale_it->get<double>() <= max_ci16_scale)) {
-        fail(name, std::string("global ") + ci16_scale_key + " must be a number in 1e-6 .. 1e9 (counts per unit amplitude), got " + scale_it->dump());
+      const double scale = scale_it->is_number() ? scale_it->get<double>() : 0.0;
+      if (!scale_it->is_number() || !(scale >= min_ci16_scale && scale <= max_ci16_scale)) {
+        fail(name, std::string("global ") + ci16_scale_key +
+                       " must be a number in 1e-6 .. 1e9 (counts per unit amplitude), got " + scale_it->dump());
       }
       meta.ci16_scale = static_cast<float>(scale_it->get<double>());
     }

@@ -156,6 +156,20 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     return scfg;
 }
 
+/// The receiver's settings (not validated). Throws std::invalid_argument for an unknown
+/// --detector.
+paq::dsp::receiver_config receiver_config_for(const options& o)
+{
+    paq::dsp::receiver_config rcfg;
+    rcfg.cpu_threads = o.threads;
+    rcfg.detector = paq::dsp::parse_detector(o.detector);
+    rcfg.cma_mu = o.cma_mu;
+    rcfg.cma_iterations = o.cma_iterations;
+    rcfg.bit_rate_hz = o.bit_rate_hz;
+    rcfg.input_sample_rate_hz = o.sample_rate_hz;  // any other rate than 2 x the bit rate is resampled
+    return rcfg;
+}
+
 point_result run_point(const options& o, std::size_t index, double ebn0_db)
 {
     const auto t0 = std::chrono::steady_clock::now();
@@ -166,13 +180,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
 
     const auto scfg = sim_config_for(o, ebn0_db, res.seed);
 
-    paq::dsp::receiver_config rcfg;
-    rcfg.cpu_threads = o.threads;
-    rcfg.detector = paq::dsp::parse_detector(o.detector);
-    rcfg.cma_mu = o.cma_mu;
-    rcfg.cma_iterations = o.cma_iterations;
-    rcfg.bit_rate_hz = o.bit_rate_hz;
-    rcfg.input_sample_rate_hz = o.sample_rate_hz;  // any other rate than 2 x the bit rate is resampled
+    const auto rcfg = receiver_config_for(o);
     // Input samples per packet (L_pkt at 2 samples per bit).
     const double spacing = static_cast<double>(waveform::L_pkt) * rcfg.input_ratio();
     const auto input_samples = [spacing](std::size_t packets) { return static_cast<std::size_t>(std::ceil(static_cast<double>(packets) * spacing)); };
@@ -316,13 +324,8 @@ int main(int argc, char** argv)
         // A rate the receiver cannot serve (its error names both rates), or a receiver setting
         // out of range: an error before any output, as every point would make it.
         paq::dsp::receiver_config rc;
-        rc.bit_rate_hz = o.bit_rate_hz;
-        rc.input_sample_rate_hz = o.sample_rate_hz;
-        rc.cpu_threads = o.threads;
-        rc.cma_mu = o.cma_mu;
-        rc.cma_iterations = o.cma_iterations;
         try {
-            rc.detector = paq::dsp::parse_detector(o.detector);
+            rc = receiver_config_for(o);
         } catch (const std::invalid_argument& e) {
             std::cerr << "paq-ber-curve: --detector: " << e.what() << "\n";
             return 2;
