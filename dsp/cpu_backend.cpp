@@ -47,6 +47,7 @@ struct workspace {
     fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
+    std::vector<float> theta_src = std::vector<float>(waveform::packet_bits);  ///< the MMSE path's bit phases (pre_derotation)
 };
 
 }  // namespace
@@ -187,7 +188,8 @@ struct cpu_backend::impl {
             for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
                 v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
-            sxs_trace* const trace = trace_of(p);
+            // The MMSE path's bit phases are kept where the smoother decides (pre_derotation).
+            sxs_trace* const trace = p == smoother::pre_derotation_source ? &w.trace[p] : trace_of(p);
             if (cfg.phase_smoother_always()) {
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
             } else if (cfg.phase_smoother_auto()) {
@@ -203,7 +205,39 @@ struct cpu_backend::impl {
         if (cfg.phase_smoother_auto() && phase_gate::smoother_needed(w.gate.data(), static_cast<int>(workspace::paths))) {
             rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace_of(p));
+                sxs_trace* const trace = p == smoother::pre_derotation_source ? &w.trace[p] : trace_of(p);
+                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
+            }
+        }
+        // Where the smoother decided: ZF and FDE2 again from the segment derotated by the MMSE
+        // path's phases (dsp/detector.hpp, smoother::pre_derotation), by the smoother again. For
+        // the trellis, which filters the segment as it was, their phases plus the derotation.
+        if (cfg.phase_smoother_always() || (rec.flags & flag_phase_smoothed) != 0) {
+            const auto& src = w.trace[smoother::pre_derotation_source].theta;
+            std::copy(src.begin(), src.end(), w.theta_src.begin());
+            const float* th = w.theta_src.data();
+            const int nb = static_cast<int>(waveform::packet_bits);
+            std::fill(w.t1.data(), w.t1.data() + w.t1.size(), cf64(0.0));
+            for (long long i = 0; i < seg_len; ++i) {
+                const double u = static_cast<double>(i - pre - t.decision_delay) / 2.0;
+                w.t1[static_cast<std::size_t>(i)] = w.seg[static_cast<std::size_t>(i)] * std::polar(1.0, -smoother::pre_derotation(th, nb, u));
+            }
+            fwd.execute(w.t1.data(), w.t2.data());
+            for (int i = 0; i < smoother::pre_derotation_paths; ++i) {
+                const auto p = static_cast<std::size_t>(smoother::pre_derotation_path(i));
+                filter_path(w.t2, w.c_spec[p], hno_spec, inv, w.out);
+                auto& v = w.v[p];
+                for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
+                    v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
+                }
+                sxs_trace* const trace = trace_of(p);
+                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
+                if (trace) {
+                    for (int k = 0; k < nb; ++k) {
+                        const double total = trace->theta[static_cast<std::size_t>(k)] + smoother::pre_derotation(th, nb, static_cast<double>(k));
+                        trace->theta[static_cast<std::size_t>(k)] = static_cast<double>(static_cast<float>(total));
+                    }
+                }
             }
         }
         if (!cfg.trellis_on()) return;

@@ -146,6 +146,33 @@ PAQ_HOST_DEVICE inline bit_pair_phase bit_phases(int j, const bit_phase_side& fw
     }
     return {out[0], out[1]};
 }
+
+/// Derotation before the long equalizers (issue 12; docs/SIGNAL-CHAIN.md, "Derotating before
+/// ZF and FDE2"): where the smoother decided a packet, the ZF and FDE2 paths, whose responses
+/// are long enough to smear the phase noise, are made again from the segment derotated by the
+/// MMSE path's bit phases, and decided by the smoother again. The segment's sample u bits after
+/// bit 0's decision sample is turned by -pre_derotation(theta_bit, n, u): the mean of the MMSE
+/// path's phases (linear between its bits, held beyond the first and last) pre_derotation_bits
+/// before and after u. Chosen by measurement: with the phase at u itself, or a mean over the
+/// bits between, the second pass made more errors than the first (the same document).
+inline constexpr int pre_derotation_source = 2;  ///< eq_path::mmse
+inline constexpr int pre_derotation_paths = 2;  ///< how many: pre_derotation_path(0 .. 1)
+PAQ_HOST_DEVICE constexpr int pre_derotation_path(int i) noexcept { return i == 0 ? 1 : 5; }  ///< eq_path::zf, eq_path::fde2
+inline constexpr double pre_derotation_bits = 4.0;
+
+PAQ_HOST_DEVICE inline double bit_phase_at(const float* theta_bit, int n, double x) noexcept
+{
+    if (x <= 0.0) return static_cast<double>(theta_bit[0]);
+    if (x >= static_cast<double>(n - 1)) return static_cast<double>(theta_bit[n - 1]);
+    const int k0 = static_cast<int>(x);
+    const double f = x - static_cast<double>(k0);
+    return (1.0 - f) * static_cast<double>(theta_bit[k0]) + f * static_cast<double>(theta_bit[k0 + 1]);
+}
+
+PAQ_HOST_DEVICE inline double pre_derotation(const float* theta_bit, int n, double u) noexcept
+{
+    return 0.5 * (bit_phase_at(theta_bit, n, u - pre_derotation_bits) + bit_phase_at(theta_bit, n, u + pre_derotation_bits));
+}
 }  // namespace smoother
 
 /// Working memory of detect_packet_smoothed, allocated once per worker.

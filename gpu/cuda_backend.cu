@@ -200,6 +200,10 @@ struct chain_part {
     pinned_buffer<float> metrics_host;
     pinned_buffer<int> moved_host;  ///< per packet: the periods the start check moved its start by
     pinned_buffer<std::uint8_t> smoothed_host;  ///< per packet: 1 where the gated phase smoother decided it
+    /// With the smoother: the segments as transformed (time domain), for ZF and FDE2 again
+    /// from them derotated (dsp::smoother::pre_derotation); gated, how many streams it decided.
+    device_buffer<cuFloatComplex> seg_time;
+    pinned_buffer<int> smoothed_streams_host;
     pinned_buffer<int> count_host;
     pinned_buffer<unsigned long long> truncated_host;
     /// Clock tracking: M around each peak and the steps (pinned), the steps on the device, and
@@ -294,6 +298,8 @@ struct chain_part {
           metrics_host(max_packets),
           moved_host(max_packets),
           smoothed_host(c.phase_smoother_auto() ? max_packets : 0),
+          seg_time(smoother_use_of(c) != smoother_use::never ? max_packets * n_fft : 0),
+          smoothed_streams_host(1),
           count_host(1),
           truncated_host(1),
           peak3_host(3 * max_packets),
@@ -850,6 +856,9 @@ void chain_part::enqueue_back(bool timed, bool clock)
     stage_done(cuda_backend::stage::solvers);
 
     // R = FFT of each segment (in place), H = FFT of each channel estimate.
+    if (m.seg_time.size() > 0) {
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.seg_time.data(), seg, np * n_fft * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
+    }
     m.plan.forward(seg, seg);
     // H, and with it max |H|^2 / min |H|^2 per packet (the ZF condition number).
     taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), m.cond.data()}}, 1}, P, s);
@@ -905,6 +914,24 @@ void chain_part::enqueue_back(bool timed, bool clock)
         PAQ_CUDA_CHECK(cudaEventRecord(m.fields_ready.get(), fs));
     }
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
+    // Where the smoother decided: ZF and FDE2 again from the segments derotated by the MMSE
+    // path's phases (dsp::smoother::pre_derotation), as dsp::cpu_backend does. Gated, only when
+    // it decided any packet (the count waits for the detector).
+    if (m.seg_time.size() > 0) {
+        bool any = true;
+        if (const int* streams = m.det.device_smoothed_streams()) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.smoothed_streams_host.data(), streams, sizeof(int), cudaMemcpyDeviceToHost, s));
+            PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
+            any = m.smoothed_streams_host[0] > 0;
+        }
+        if (any) {
+            pre_derotate_device(m.seg_time.data(), m.det.device_smoothed(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
+            m.plan.forward(m.seg_time.data(), m.seg_time.data());
+            paths_device(m.seg_time.data(), m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi,
+                         d.sigma2, m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
+            m.det.redecide_device(np * num_paths, m.acq, m.boot, s);
+        }
+    }
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {
         // The trellis's input: the same paths low-passed, one sample a bit (at its instant), derotated by

@@ -274,6 +274,33 @@ __global__ void gate_kernel(const dsp::phase_gate::measure* __restrict__ gate, i
     for (int i = 0; i < paths; ++i) list[at + i] = p * paths + i;
 }
 
+/// The ZF and FDE2 streams (dsp::smoother::pre_derotation_paths) of the packets the smoother
+/// decided (smoothed null: every packet), for stream_detector::redecide_device.
+__global__ void rederive_list_kernel(const unsigned char* __restrict__ smoothed, int packets, int* __restrict__ list, int* __restrict__ count)
+{
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= packets) return;
+    if (smoothed != nullptr && smoothed[p] == 0) return;
+    constexpr int n = dsp::smoother::pre_derotation_paths;
+    const int at = atomicAdd(count, n);
+#pragma unroll
+    for (int i = 0; i < n; ++i) list[at + i] = p * dsp::chain::num_paths + dsp::smoother::pre_derotation_path(i);
+}
+
+/// The listed streams' bit phases plus the derotation their samples were made with (the
+/// trellis filters the segment as it was): block per listed stream.
+__global__ void rederive_phase_kernel(float* __restrict__ theta_bit, const int* __restrict__ list, const int* __restrict__ count)
+{
+    if (static_cast<int>(blockIdx.x) >= *count) return;
+    const int s = list[blockIdx.x];
+    const int p = s / dsp::chain::num_paths;
+    const float* src = theta_bit + static_cast<std::size_t>(p * dsp::chain::num_paths + dsp::smoother::pre_derotation_source) * nbits;
+    float* th = theta_bit + static_cast<std::size_t>(s) * nbits;
+    for (int k = threadIdx.x; k < static_cast<int>(nbits); k += blockDim.x) {
+        th[k] = static_cast<float>(static_cast<double>(th[k]) + dsp::smoother::pre_derotation(src, static_cast<int>(nbits), static_cast<double>(k)));
+    }
+}
+
 /// The smoother's per-stream arrays, stream by stream: element i of stream s at
 /// s * (its length) + i.
 struct smoother_arrays {
@@ -708,6 +735,8 @@ struct stream_detector::impl {
     device_buffer<dsp::phase_gate::measure> gate;
     device_buffer<unsigned char> smoothed;
     device_buffer<int> list, count;
+    // The streams decided again after the derotation (redecide_device) and their number.
+    device_buffer<int> list2, count2;
 
     /// Whether the smoother's arrays are needed.
     static bool sm(smoother_use u) noexcept { return u != smoother_use::never; }
@@ -719,7 +748,7 @@ struct stream_detector::impl {
           zr_bit(sm(u) ? 2 * ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
           gate(u == smoother_use::gated ? ms : 0), smoothed(u == smoother_use::gated ? ms / dsp::chain::num_paths + 1 : 0),
-          list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0)
+          list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0), list2(sm(u) ? ms : 0), count2(sm(u) ? 1 : 0)
     {
         const auto known_bits = waveform::known_packet_bits();
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known_bits.data(), known_bits.size()));
@@ -753,6 +782,10 @@ const float* stream_detector::device_theta_bit() const noexcept
 const std::uint8_t* stream_detector::device_smoothed() const noexcept
 {
     return impl_->smoothed.size() > 0 ? impl_->smoothed.data() : nullptr;
+}
+const int* stream_detector::device_smoothed_streams() const noexcept
+{
+    return impl_->count.size() > 0 ? impl_->count.data() : nullptr;
 }
 
 void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track,
@@ -791,6 +824,13 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     // the pairs a warp per stream, the filters sixteen lanes per stream. Gated, on the listed
     // streams (the grids sized for all of them; the threads past the list's length return at
     // once), overwriting the PLL's bits, statistics and phase there.
+    smooth_device(streams, acq, boot, gated ? m.list.data() : nullptr, gated ? m.count.data() : nullptr, stream);
+}
+
+void stream_detector::smooth_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, const int* list,
+                                    const int* count, cuda_stream_t stream)
+{
+    auto& m = *impl_;
     const smoother_arrays arr{reinterpret_cast<const float2*>(m.v.data()),
                               m.theta.data(),
                               m.z.data(),
@@ -802,9 +842,10 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
                               m.known.data(),
                               m.gain_k.data(),
                               m.gain_p.data(),
-                              gated ? m.list.data() : nullptr,
-                              gated ? m.count.data() : nullptr};
+                              list,
+                              count};
     const int n = static_cast<int>(streams);
+    const auto per_thread = [&](std::size_t k, unsigned block) { return static_cast<unsigned>((k + block - 1) / block); };
     const auto per_warp = [&](unsigned warps) { return static_cast<unsigned>((streams + warps - 1) / warps); };
     smoother_pll_kernel<<<per_thread(streams, 128), 128, 0, stream>>>(arr, n, acq, boot);
     PAQ_CUDA_CHECK_LAUNCH();
@@ -815,6 +856,25 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
         PAQ_CUDA_CHECK_LAUNCH();
     }
     smoother_decide_kernel<<<per_warp(decide_warps), 32 * decide_warps, 0, stream>>>(arr, n, m.bits.data(), m.stats.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void stream_detector::redecide_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, cuda_stream_t stream)
+{
+    auto& m = *impl_;
+    if (m.use == smoother_use::never) throw std::logic_error("stream_detector: redecide_device without the smoother");
+    if (streams > m.max_streams || streams % dsp::chain::num_paths != 0) {
+        throw std::invalid_argument("stream_detector: redecide_device needs whole packets within max_streams");
+    }
+    if (streams == 0) return;
+    const std::size_t packets = streams / dsp::chain::num_paths;
+    PAQ_CUDA_CHECK(cudaMemsetAsync(m.count2.data(), 0, sizeof(int), stream));
+    rederive_list_kernel<<<static_cast<unsigned>((packets + 127) / 128), 128, 0, stream>>>(
+        m.use == smoother_use::gated ? m.smoothed.data() : nullptr, static_cast<int>(packets), m.list2.data(), m.count2.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+    smooth_device(streams, acq, boot, m.list2.data(), m.count2.data(), stream);
+    constexpr std::size_t per_packet = dsp::smoother::pre_derotation_paths;
+    rederive_phase_kernel<<<static_cast<unsigned>(packets * per_packet), 256, 0, stream>>>(m.theta_bit.data(), m.list2.data(), m.count2.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

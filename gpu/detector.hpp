@@ -63,8 +63,19 @@ public:
     [[nodiscard]] const std::uint8_t* device_smoothed() const noexcept;
     void detect_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, const dsp::pll_gains& boot,
                        cuda_stream_t stream);
+    /// Gated: the number of streams the smoother decided in the last detect_device() (six per
+    /// packet), on the device; else nullptr.
+    [[nodiscard]] const int* device_smoothed_streams() const noexcept;
+    /// After detect_device() and the stage before having written the derotated segments'
+    /// decision samples into device_input() (dsp::smoother::pre_derotation): the smoother again
+    /// on the ZF and FDE2 streams of the packets it decided, their bit phases then plus the
+    /// derotation (what dsp::cpu_backend does). Needs the smoother (always or gated).
+    void redecide_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, cuda_stream_t stream);
 
 private:
+    /// dsp::detect_packet_smoothed on the listed streams (list null: streams 0 .. streams - 1).
+    void smooth_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, const int* list, const int* count,
+                       cuda_stream_t stream);
     struct impl;
     std::unique_ptr<impl> impl_;
 };

@@ -2,6 +2,7 @@
 // per-path filter (dsp/cpu_backend.cpp: R x C x H_NO, inverse transform, decision samples).
 #include "gpu/paths.cuh"
 
+#include "dsp/detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/trellis.hpp"
 #include "dsp/waveform.hpp"
@@ -302,6 +303,23 @@ __global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_s
     }
 }
 
+/// pre_derotate_device: a thread per sample, blockIdx.y the packet.
+__global__ void pre_derotate_kernel(cuFloatComplex* __restrict__ seg, const std::uint8_t* __restrict__ smoothed,
+                                    const float* __restrict__ theta_bit, int pre, int decision_delay, int seg_len)
+{
+    const int p = static_cast<int>(blockIdx.y);
+    const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= seg_len) return;
+    if (smoothed != nullptr && smoothed[p] == 0) return;
+    const float* th = theta_bit + static_cast<std::size_t>(p * dsp::chain::num_paths + dsp::smoother::pre_derotation_source) * n_bits;
+    const double u = static_cast<double>(i - pre - decision_delay) / 2.0;
+    double sn, cs;
+    sincos(dsp::smoother::pre_derotation(th, n_bits, u), &sn, &cs);
+    cuFloatComplex& x = seg[static_cast<std::size_t>(p) * n_fft + i];
+    const double re = static_cast<double>(x.x), im = static_cast<double>(x.y);
+    x = make_cuFloatComplex(static_cast<float>(re * cs + im * sn), static_cast<float>(im * cs - re * sn));
+}
+
 }  // namespace
 
 void paths_setup_device()
@@ -356,6 +374,17 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, theta,
         theta_bit, smoothed, x);
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* smoothed, const float* theta_bit, int pre, int decision_delay,
+                         int packets, cudaStream_t s)
+{
+    if (packets <= 0) return;
+    const int seg_len = static_cast<int>(waveform::L_pkt) + 2 * pre;
+    if (seg_len > n_fft) throw std::invalid_argument("pre_derotate_device: segment longer than its stride");
+    const dim3 grid(static_cast<unsigned>((seg_len + 255) / 256), static_cast<unsigned>(packets));
+    pre_derotate_kernel<<<grid, 256, 0, s>>>(seg, smoothed, theta_bit, pre, decision_delay, seg_len);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -48,6 +48,14 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
                   const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s);
 
+/// dsp::smoother::pre_derotation on the packets' time-domain segments (seg, segment_stride
+/// apart, sample i in [0, seg_len)): the packets the smoother decided (smoothed: 1 per packet;
+/// null: every packet) turned by minus the derotation of their MMSE stream's bit phases
+/// (theta_bit: stream i's bit k at [i * 6336 + k]), bit k's decision sample being
+/// 2k + decision_delay after the packet start (segment sample pre); the others left as they are.
+void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* smoothed, const float* theta_bit, int pre, int decision_delay,
+                         int packets, cudaStream_t s);
+
 /// The trellis detector's input for the same packets (receiver.detector trellis): R x C x LP
 /// (lp: dsp::trellis::lowpass_gain on the FFT grid, N) at each bit's instant, sample k of a
 /// stream being the segment's sample 2 (m0 + k) + parity, derotated by the symbol-by-symbol
