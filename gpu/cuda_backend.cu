@@ -232,6 +232,7 @@ struct chain_part {
     /// that the host fills the records while the detector runs (collect): fields_ready.
     stream fields_st;
     event paths_done, fields_ready;
+    event smoothed_counted;  ///< the gated smoother's stream count is on the host (smoothed_streams_host)
     std::array<event, stage_count_events> ev;
     std::array<cuda_backend::stage, stage_count_events> ev_stage{};  ///< the stage that ends at each event
     int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
@@ -320,9 +321,13 @@ struct chain_part {
     /// records `located`. The upload starts once `upload_after` (if any) has completed. With
     /// `timed`, records the stage events.
     void enqueue_front(cudaEvent_t upload_after, bool timed, bool clock);
-    /// Queues the rest of the chain; with `clock`, steps_host goes up first and the gather
-    /// re-times the packets.
+    /// Queues the chain up to the symbol-by-symbol detector; with `clock`, steps_host goes up
+    /// first and the gather re-times the packets.
     void enqueue_back(bool timed, bool clock);
+    /// Queues the rest: ZF and FDE2 again where the smoother decided (gated: waits on the host
+    /// for the detector's count, so every part's enqueue_back comes first), the trellis, the
+    /// outputs back.
+    void enqueue_tail(bool timed);
     /// Waits for this part's stream and writes its packets, records and bits into `out` from
     /// packet `filled` on (out is already large enough), advancing `filled`; packet starts
     /// made absolute input indices (`batch`, `geom`: through dsp::input_index when
@@ -719,6 +724,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     } else {
         for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_back(timed, false);
     }
+    for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_tail(timed);
     // While the device works on the first part: the output at its largest size, so that its
     // pages are touched now and not while the last part's records are filled (a full batch
     // is about 17 MB of fresh memory; faulting it in took 3 ms at the end before).
@@ -914,14 +920,41 @@ void chain_part::enqueue_back(bool timed, bool clock)
         PAQ_CUDA_CHECK(cudaEventRecord(m.fields_ready.get(), fs));
     }
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
+    if (m.seg_time.size() > 0 && m.det.device_smoothed_streams() != nullptr) {
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.smoothed_streams_host.data(), m.det.device_smoothed_streams(), sizeof(int),
+                                       cudaMemcpyDeviceToHost, s));
+        PAQ_CUDA_CHECK(cudaEventRecord(m.smoothed_counted.get(), s));
+    }
+}
+
+void chain_part::enqueue_tail(bool timed)
+{
+    auto& m = *this;
+    const auto d = m.fe.device();
+    const cudaStream_t s = d.stream;
+    nvtx_stages nvtx("paq detector");
+    const auto stage_done = [&](cuda_backend::stage st) {
+        if (timed) m.mark(s, st, m.next_ev);
+        if (st != cuda_backend::stage::copy_back) {
+            static thread_local char name[40];
+            auto next = static_cast<cuda_backend::stage>(static_cast<int>(st) + 1);
+            if (next == cuda_backend::stage::trellis && !m.trellis) next = cuda_backend::stage::copy_back;
+            std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
+            nvtx.next(name);
+        }
+    };
+    const std::size_t np = m.max_packets;
+    const int P = static_cast<int>(np);
+    auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
+    const int parity = (pre + m.t.decision_delay) & 1;
+    const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
     // Where the smoother decided: ZF and FDE2 again from the segments derotated by the MMSE
     // path's phases (dsp::smoother::pre_derotation), as dsp::cpu_backend does. Gated, only when
-    // it decided any packet (the count waits for the detector).
+    // it decided any packet: the count came back after the detector (enqueue_back).
     if (m.seg_time.size() > 0) {
         bool any = true;
-        if (const int* streams = m.det.device_smoothed_streams()) {
-            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.smoothed_streams_host.data(), streams, sizeof(int), cudaMemcpyDeviceToHost, s));
-            PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
+        if (m.det.device_smoothed_streams() != nullptr) {
+            PAQ_CUDA_CHECK(cudaEventSynchronize(m.smoothed_counted.get()));
             any = m.smoothed_streams_host[0] > 0;
         }
         if (any) {
