@@ -200,9 +200,10 @@ struct chain_part {
     pinned_buffer<float> metrics_host;
     pinned_buffer<int> moved_host;  ///< per packet: the periods the start check moved its start by
     pinned_buffer<std::uint8_t> smoothed_host;  ///< per packet: 1 where the gated phase smoother decided it
-    /// With the smoother: the segments as transformed (time domain), for ZF and FDE2 again
-    /// from them derotated (dsp::smoother::pre_derotation); gated, how many streams it decided.
-    device_buffer<cuFloatComplex> seg_time;
+    /// With the smoother: the segments' spectra, out of place, so that the segments stay in the
+    /// time domain for ZF and FDE2 again from them derotated (dsp::smoother::pre_derotation);
+    /// gated, how many streams it decided.
+    device_buffer<cuFloatComplex> spectra;
     pinned_buffer<int> smoothed_streams_host;
     pinned_buffer<int> count_host;
     pinned_buffer<unsigned long long> truncated_host;
@@ -299,7 +300,7 @@ struct chain_part {
           metrics_host(max_packets),
           moved_host(max_packets),
           smoothed_host(c.phase_smoother_auto() ? max_packets : 0),
-          seg_time(smoother_use_of(c) != smoother_use::never ? max_packets * n_fft : 0),
+          spectra(smoother_use_of(c) != smoother_use::never ? max_packets * n_fft : 0),
           smoothed_streams_host(1),
           count_host(1),
           truncated_host(1),
@@ -862,10 +863,9 @@ void chain_part::enqueue_back(bool timed, bool clock)
     stage_done(cuda_backend::stage::solvers);
 
     // R = FFT of each segment (in place), H = FFT of each channel estimate.
-    if (m.seg_time.size() > 0) {
-        PAQ_CUDA_CHECK(cudaMemcpyAsync(m.seg_time.data(), seg, np * n_fft * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
-    }
-    m.plan.forward(seg, seg);
+    // The spectra (in place without the smoother; else out of place, the segments kept).
+    cuFloatComplex* const spec = m.spectra.size() > 0 ? m.spectra.data() : seg;
+    m.plan.forward(seg, spec);
     // H, and with it max |H|^2 / min |H|^2 per packet (the ZF condition number).
     taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), m.cond.data()}}, 1}, P, s);
     if (m.solver) {
@@ -879,7 +879,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     // Each packet's CMA steps on chip (gpu/cma: the transforms in shared memory).
     // Its first step transforms the MMSE taps: their spectrum for the MMSE path comes from there.
     const bool mmse_from_cma = m.cfg.cma_iterations > 0;
-    cma_refine_device(d.segments, reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s,
+    cma_refine_device(reinterpret_cast<const cf32*>(spec), reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s,
                       mmse_from_cma ? reinterpret_cast<cf32*>(m.spec_mmse.data()) : nullptr);
     stage_done(cuda_backend::stage::cma);
 
@@ -892,7 +892,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     taps_spectra_device(spectra, P, s);
     const int parity = (pre + m.t.decision_delay) & 1;
     const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
-    paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
+    paths_device(spec, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
                  m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
     stage_done(cuda_backend::stage::paths);
     // The per-packet estimates are final now: back on the side stream while the detector runs.
@@ -920,7 +920,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
         PAQ_CUDA_CHECK(cudaEventRecord(m.fields_ready.get(), fs));
     }
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
-    if (m.seg_time.size() > 0 && m.det.device_smoothed_streams() != nullptr) {
+    if (m.spectra.size() > 0 && m.det.device_smoothed_streams() != nullptr) {
         PAQ_CUDA_CHECK(cudaMemcpyAsync(m.smoothed_streams_host.data(), m.det.device_smoothed_streams(), sizeof(int),
                                        cudaMemcpyDeviceToHost, s));
         PAQ_CUDA_CHECK(cudaEventRecord(m.smoothed_counted.get(), s));
@@ -946,21 +946,23 @@ void chain_part::enqueue_tail(bool timed)
     const std::size_t np = m.max_packets;
     const int P = static_cast<int>(np);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
+    cuFloatComplex* const spec = m.spectra.size() > 0 ? m.spectra.data() : seg;  // as enqueue_back transformed them
     const int parity = (pre + m.t.decision_delay) & 1;
     const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
     // Where the smoother decided: ZF and FDE2 again from the segments derotated by the MMSE
     // path's phases (dsp::smoother::pre_derotation), as dsp::cpu_backend does. Gated, only when
     // it decided any packet: the count came back after the detector (enqueue_back).
-    if (m.seg_time.size() > 0) {
+    if (m.spectra.size() > 0) {
         bool any = true;
         if (m.det.device_smoothed_streams() != nullptr) {
             PAQ_CUDA_CHECK(cudaEventSynchronize(m.smoothed_counted.get()));
             any = m.smoothed_streams_host[0] > 0;
         }
         if (any) {
-            pre_derotate_device(m.seg_time.data(), m.det.device_smoothed(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
-            m.plan.forward(m.seg_time.data(), m.seg_time.data());
-            paths_device(m.seg_time.data(), m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi,
+            // The segments (time domain) derotated and transformed in place: only the paths read them.
+            pre_derotate_device(seg, m.det.device_smoothed(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
+            m.plan.forward(seg, seg);
+            paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi,
                          d.sigma2, m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
             m.det.redecide_device(np * num_paths, m.acq, m.boot, s);
         }
@@ -970,7 +972,7 @@ void chain_part::enqueue_tail(bool timed)
         // The trellis's input: the same paths low-passed, one sample a bit (at its instant), derotated by
         // the symbol-by-symbol detector's phase (the PLL's or the smoother's) as they are made;
         // detected with the table fitted on that detector's bits.
-        paths_trellis_device(seg, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
+        paths_trellis_device(spec, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
                              m.tau.data(), m.gain.data(), parity, m0, m.det.device_theta(), m.det.device_theta_bit(),
                              m.det.device_smoothed(), m.trellis->device_input(), P, s);
         m.trellis->detect_device(np * num_paths, m.det.device_bits(), m.det.device_stats(), s);
