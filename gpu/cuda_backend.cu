@@ -329,6 +329,15 @@ struct chain_part {
     /// for the detector's count, so every part's enqueue_back comes first), the trellis, the
     /// outputs back.
     void enqueue_tail(bool timed);
+    /// Whether enqueue_tail would not wait (its detector's count is back, or it needs none).
+    [[nodiscard]] bool tail_ready() const
+    {
+        if (spectra.size() == 0 || det.device_smoothed_streams() == nullptr) return true;
+        const cudaError_t e = cudaEventQuery(smoothed_counted.get());
+        if (e == cudaErrorNotReady) return false;
+        PAQ_CUDA_CHECK(e);
+        return true;
+    }
     /// Waits for this part's stream and writes its packets, records and bits into `out` from
     /// packet `filled` on (out is already large enough), advancing `filled`; packet starts
     /// made absolute input indices (`batch`, `geom`: through dsp::input_index when
@@ -725,7 +734,6 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     } else {
         for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_back(timed, false);
     }
-    for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_tail(timed);
     // While the device works on the first part: the output at its largest size, so that its
     // pages are touched now and not while the last part's records are filled (a full batch
     // is about 17 MB of fresh memory; faulting it in took 3 ms at the end before).
@@ -739,7 +747,12 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     auto host_last_collect = host_queued;
     {
         const nvtx_range nvtx_records("paq records (host)");
+        // Each part's tail is queued before it is collected (waiting, gated, for its detector),
+        // the later parts' as soon as their detectors are done, so that the host fills a part's
+        // records while the device works on the later ones.
+        std::size_t tails = 0;
         for (std::size_t k = 0; k < n_active; ++k) {
+            while (tails < n_active && (tails <= k || m.parts[tails]->tail_ready())) m.parts[tails++]->enqueue_tail(timed);
             if (k + 1 == n_active) host_last_collect = host_clock::now();
             last_records_ms = m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
             records_ms += last_records_ms;
