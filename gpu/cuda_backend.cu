@@ -329,6 +329,17 @@ struct chain_part {
     /// for the detector's count, so every part's enqueue_back comes first), the trellis, the
     /// outputs back.
     void enqueue_tail(bool timed);
+    /// Stage `st` done on stream s: its event (timing on), and the NVTX range of the next.
+    void stage_done(cuda_backend::stage st, bool timed, cudaStream_t s, nvtx_stages& nvtx)
+    {
+        if (timed) mark(s, st, next_ev);
+        if (st == cuda_backend::stage::copy_back) return;
+        static thread_local char name[40];
+        auto next = static_cast<cuda_backend::stage>(static_cast<int>(st) + 1);
+        if (next == cuda_backend::stage::trellis && !trellis) next = cuda_backend::stage::copy_back;
+        std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
+        nvtx.next(name);
+    }
     /// Whether enqueue_tail would not wait (its detector's count is back, or it needs none).
     [[nodiscard]] bool tail_ready() const
     {
@@ -838,16 +849,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
         if (timed) m.mark(s, cuda_backend::stage::clock, m.next_ev);
     }
     // Each stage's events (timing on) and NVTX range: the range of the stage after `st` starts.
-    const auto stage_done = [&](cuda_backend::stage st) {
-        if (timed) m.mark(s, st, m.next_ev);
-        if (st != cuda_backend::stage::copy_back) {
-            static thread_local char name[40];
-            auto next = static_cast<cuda_backend::stage>(static_cast<int>(st) + 1);
-            if (next == cuda_backend::stage::trellis && !m.trellis) next = cuda_backend::stage::copy_back;
-            std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
-            nvtx.next(name);
-        }
-    };
+    const auto stage_done = [&](cuda_backend::stage st) { m.stage_done(st, timed, s, nvtx); };
     if (clock) nvtx.next("paq estimates");
 
     // Every stage over all slots; slots past the count carry zeros.
@@ -946,16 +948,7 @@ void chain_part::enqueue_tail(bool timed)
     const auto d = m.fe.device();
     const cudaStream_t s = d.stream;
     nvtx_stages nvtx("paq detector");
-    const auto stage_done = [&](cuda_backend::stage st) {
-        if (timed) m.mark(s, st, m.next_ev);
-        if (st != cuda_backend::stage::copy_back) {
-            static thread_local char name[40];
-            auto next = static_cast<cuda_backend::stage>(static_cast<int>(st) + 1);
-            if (next == cuda_backend::stage::trellis && !m.trellis) next = cuda_backend::stage::copy_back;
-            std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
-            nvtx.next(name);
-        }
-    };
+    const auto stage_done = [&](cuda_backend::stage st) { m.stage_done(st, timed, s, nvtx); };
     const std::size_t np = m.max_packets;
     const int P = static_cast<int>(np);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
