@@ -969,7 +969,8 @@ void chain_part::enqueue_tail(bool timed)
             pre_derotate_device(seg, m.det.device_smoothed(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
             m.plan.forward(seg, seg);
             paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi,
-                         d.sigma2, m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
+                         d.sigma2, m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s,
+                         true, m.det.device_smoothed());
             m.det.redecide_device(np * num_paths, m.acq, m.boot, s);
         }
     }

@@ -158,10 +158,16 @@ __global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
                  const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                  const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
-                 const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v)
+                 const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v, bool rederive,
+                 const std::uint8_t* __restrict__ smoothed)
 {
     extern __shared__ float2 f[];  // the path's folded spectrum, N/2 points (smem_fft layout)
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
+    if (rederive) {  // only ZF and FDE2 of the packets the smoother decided (the whole block returns)
+        bool wanted = false;
+        for (int i = 0; i < dsp::smoother::pre_derotation_paths; ++i) wanted = wanted || path == dsp::smoother::pre_derotation_path(i);
+        if (!wanted || (smoothed != nullptr && smoothed[p] == 0)) return;
+    }
     const path_inputs in{r, hno, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
@@ -351,12 +357,14 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
-                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s)
+                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s, bool rederive,
+                  const std::uint8_t* smoothed)
 {
     if (packets <= 0) return;
     paths_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), hno, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
-        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v);
+        reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v,
+        rederive, smoothed);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -43,10 +43,13 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 /// hno: H_NO (N); spec_*: the taps' spectra (N per packet); hspec: the channel estimates'
 /// spectra; psi: the FDE2 weights (N); sigma2, tau, gain: per packet (noise, and the single
 /// path's delay and gain); bit k of a packet is decided at sample 2 (m0 + k) + parity of the
-/// segment; v: the detector's input, packets x 6 x 6336 samples.
+/// segment; v: the detector's input, packets x 6 x 6336 samples. rederive: only the ZF and
+/// FDE2 streams (dsp::smoother::pre_derotation_path) of the packets whose `smoothed` is 1
+/// (null: every packet), the others' samples left as they are.
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
-                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s);
+                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s, bool rederive = false,
+                  const std::uint8_t* smoothed = nullptr);
 
 /// dsp::smoother::pre_derotation on the packets' time-domain segments (seg, segment_stride
 /// apart, sample i in [0, seg_len)): the packets the smoother decided (smoothed: 1 per packet;
