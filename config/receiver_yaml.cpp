@@ -75,7 +75,7 @@ const section<dsp::receiver_config>& receiver_schema()
                            "-1 (auto): the PLL decides every packet and measures how far its phase wanders; a packet "
                            "whose phase wanders more than thermal noise explains is decided again by the smoother and "
                            "flagged (flag 64; `packets_phase_smoothed`). 1: the smoother on every packet (`pll_bn_t` "
-                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 17.2 ms per "
+                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 16.1 ms per "
                            "default-size batch on an H200 (the ZF and FDE2 second pass included)"}),
             choice<C>("detector", at(&C::detector),
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
