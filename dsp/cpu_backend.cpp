@@ -180,14 +180,18 @@ struct cpu_backend::impl {
         // spectrum, samples and trace are kept for the steps after.
         const packet_equalizers eq{c_zf, c_mmse, c_cma, sp, w.h_spec, ce.sigma2, t.psi.data()};
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
+        // A path's decision samples from its filtered segment (w.out): bit k's at 2k + decision_delay.
+        auto decision_samples = [&](std::vector<cf64>& v) {
+            for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
+                v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
+            }
+        };
         auto trace_of = [&](std::size_t p) { return cfg.trellis_on() ? &w.trace[p] : nullptr; };  // for the trellis
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
             filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
             auto& v = w.v[p];
-            for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
-                v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
-            }
+            decision_samples(v);
             // The MMSE path's bit phases are kept where the smoother decides (pre_derotation).
             sxs_trace* const trace = p == smoother::pre_derotation_source ? &w.trace[p] : trace_of(p);
             if (cfg.phase_smoother_always()) {
@@ -227,9 +231,7 @@ struct cpu_backend::impl {
                 const auto p = static_cast<std::size_t>(smoother::pre_derotation_path(i));
                 filter_path(w.t2, w.c_spec[p], hno_spec, inv, w.out);
                 auto& v = w.v[p];
-                for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
-                    v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
-                }
+                decision_samples(v);
                 sxs_trace* const trace = trace_of(p);
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
                 if (trace) {
