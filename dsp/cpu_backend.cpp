@@ -47,7 +47,6 @@ struct workspace {
     fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
-    std::vector<float> theta_src = std::vector<float>(waveform::packet_bits);  ///< the MMSE path's bit phases (pre_derotation)
 };
 
 }  // namespace
@@ -217,9 +216,7 @@ struct cpu_backend::impl {
         // path's phases (dsp/detector.hpp, smoother::pre_derotation), by the smoother again. For
         // the trellis, which filters the segment as it was, their phases plus the derotation.
         if (cfg.phase_smoother_always() || (rec.flags & flag_phase_smoothed) != 0) {
-            const auto& src = w.trace[smoother::pre_derotation_source].theta;
-            std::copy(src.begin(), src.end(), w.theta_src.begin());
-            const float* th = w.theta_src.data();
+            const double* th = w.trace[smoother::pre_derotation_source].theta.data();
             const int nb = static_cast<int>(waveform::packet_bits);
             std::fill(w.t1.data(), w.t1.data() + w.t1.size(), cf64(0.0));
             for (long long i = 0; i < seg_len; ++i) {
@@ -227,8 +224,8 @@ struct cpu_backend::impl {
                 w.t1[static_cast<std::size_t>(i)] = w.seg[static_cast<std::size_t>(i)] * std::polar(1.0, -smoother::pre_derotation(th, nb, u));
             }
             fwd.execute(w.t1.data(), w.t2.data());
-            for (int i = 0; i < smoother::pre_derotation_paths; ++i) {
-                const auto p = static_cast<std::size_t>(smoother::pre_derotation_path(i));
+            for (std::size_t p = 0; p < workspace::paths; ++p) {
+                if (!smoother::pre_derotated(static_cast<int>(p))) continue;
                 filter_path(w.t2, w.c_spec[p], hno_spec, inv, w.out);
                 auto& v = w.v[p];
                 decision_samples(v);

@@ -156,11 +156,15 @@ PAQ_HOST_DEVICE inline bit_pair_phase bit_phases(int j, const bit_phase_side& fw
 /// before and after u. Chosen by measurement: with the phase at u itself, or a mean over the
 /// bits between, the second pass made more errors than the first (the same document).
 inline constexpr int pre_derotation_source = 2;  ///< eq_path::mmse
-inline constexpr int pre_derotation_paths = 2;  ///< how many: pre_derotation_path(0 .. 1)
-PAQ_HOST_DEVICE constexpr int pre_derotation_path(int i) noexcept { return i == 0 ? 1 : 5; }  ///< eq_path::zf, eq_path::fde2
+/// The paths made again: eq_path::zf and eq_path::fde2.
+PAQ_HOST_DEVICE constexpr bool pre_derotated(int path) noexcept { return path == 1 || path == 5; }
+inline constexpr int pre_derotation_paths = pre_derotated(0) + pre_derotated(1) + pre_derotated(2) + pre_derotated(3) +
+                                            pre_derotated(4) + pre_derotated(5);  ///< how many of the six
 inline constexpr double pre_derotation_bits = 4.0;
 
-PAQ_HOST_DEVICE inline double bit_phase_at(const float* theta_bit, int n, double x) noexcept
+/// The phases' value at x bits (T: float on the GPU, double holding the same floats on the CPU).
+template <class T>
+PAQ_HOST_DEVICE inline double bit_phase_at(const T* theta_bit, int n, double x) noexcept
 {
     if (x <= 0.0) return static_cast<double>(theta_bit[0]);
     if (x >= static_cast<double>(n - 1)) return static_cast<double>(theta_bit[n - 1]);
@@ -169,7 +173,8 @@ PAQ_HOST_DEVICE inline double bit_phase_at(const float* theta_bit, int n, double
     return (1.0 - f) * static_cast<double>(theta_bit[k0]) + f * static_cast<double>(theta_bit[k0 + 1]);
 }
 
-PAQ_HOST_DEVICE inline double pre_derotation(const float* theta_bit, int n, double u) noexcept
+template <class T>
+PAQ_HOST_DEVICE inline double pre_derotation(const T* theta_bit, int n, double u) noexcept
 {
     return 0.5 * (bit_phase_at(theta_bit, n, u - pre_derotation_bits) + bit_phase_at(theta_bit, n, u + pre_derotation_bits));
 }

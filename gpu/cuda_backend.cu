@@ -340,10 +340,19 @@ struct chain_part {
         std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
         nvtx.next(name);
     }
+    /// Whether ZF and FDE2 are made again where the smoother decides (it can run), and whether
+    /// that waits for the gated smoother's count.
+    [[nodiscard]] bool rederives() const noexcept { return spectra.size() > 0; }
+    [[nodiscard]] bool waits_for_count() const noexcept { return rederives() && det.device_smoothed_streams() != nullptr; }
+    /// The segments' spectra: `spectra`, or the segments themselves transformed in place.
+    [[nodiscard]] cuFloatComplex* spectra_of(cuFloatComplex* seg) noexcept { return rederives() ? spectra.data() : seg; }
+    /// Bit k of a packet is decided at sample 2 (m0 + k) + parity of its segment.
+    [[nodiscard]] int decision_parity() const noexcept { return (pre + t.decision_delay) & 1; }
+    [[nodiscard]] int decision_m0() const noexcept { return (pre + t.decision_delay) / 2; }
     /// Whether enqueue_tail would not wait (its detector's count is back, or it needs none).
     [[nodiscard]] bool tail_ready() const
     {
-        if (spectra.size() == 0 || det.device_smoothed_streams() == nullptr) return true;
+        if (!waits_for_count()) return true;
         const cudaError_t e = cudaEventQuery(smoothed_counted.get());
         if (e == cudaErrorNotReady) return false;
         PAQ_CUDA_CHECK(e);
@@ -877,9 +886,9 @@ void chain_part::enqueue_back(bool timed, bool clock)
     PAQ_CUDA_CHECK_LAUNCH();
     stage_done(cuda_backend::stage::solvers);
 
-    // R = FFT of each segment (in place), H = FFT of each channel estimate.
-    // The spectra (in place without the smoother; else out of place, the segments kept).
-    cuFloatComplex* const spec = m.spectra.size() > 0 ? m.spectra.data() : seg;
+    // R = FFT of each segment (out of place where ZF and FDE2 may be made again from the
+    // segments, else in place), H = FFT of each channel estimate.
+    cuFloatComplex* const spec = m.spectra_of(seg);
     m.plan.forward(seg, spec);
     // H, and with it max |H|^2 / min |H|^2 per packet (the ZF condition number).
     taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), m.cond.data()}}, 1}, P, s);
@@ -905,8 +914,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
                                 {m.c_mmse.data(), L_eq, -L1, m.spec_mmse.data(), nullptr}},
                                mmse_from_cma ? 2 : 3};
     taps_spectra_device(spectra, P, s);
-    const int parity = (pre + m.t.decision_delay) & 1;
-    const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
+    const int parity = m.decision_parity(), m0 = m.decision_m0();
     paths_device(spec, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
                  m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
     stage_done(cuda_backend::stage::paths);
@@ -935,7 +943,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
         PAQ_CUDA_CHECK(cudaEventRecord(m.fields_ready.get(), fs));
     }
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
-    if (m.spectra.size() > 0 && m.det.device_smoothed_streams() != nullptr) {
+    if (m.waits_for_count()) {
         PAQ_CUDA_CHECK(cudaMemcpyAsync(m.smoothed_streams_host.data(), m.det.device_smoothed_streams(), sizeof(int),
                                        cudaMemcpyDeviceToHost, s));
         PAQ_CUDA_CHECK(cudaEventRecord(m.smoothed_counted.get(), s));
@@ -952,15 +960,14 @@ void chain_part::enqueue_tail(bool timed)
     const std::size_t np = m.max_packets;
     const int P = static_cast<int>(np);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
-    cuFloatComplex* const spec = m.spectra.size() > 0 ? m.spectra.data() : seg;  // as enqueue_back transformed them
-    const int parity = (pre + m.t.decision_delay) & 1;
-    const int m0 = (pre + m.t.decision_delay) / 2;  // decision sample of bit k: sample m0 + k of the half transform
+    cuFloatComplex* const spec = m.spectra_of(seg);  // as enqueue_back transformed them
+    const int parity = m.decision_parity(), m0 = m.decision_m0();
     // Where the smoother decided: ZF and FDE2 again from the segments derotated by the MMSE
     // path's phases (dsp::smoother::pre_derotation), as dsp::cpu_backend does. Gated, only when
     // it decided any packet: the count came back after the detector (enqueue_back).
-    if (m.spectra.size() > 0) {
+    if (m.rederives()) {
         bool any = true;
-        if (m.det.device_smoothed_streams() != nullptr) {
+        if (m.waits_for_count()) {
             PAQ_CUDA_CHECK(cudaEventSynchronize(m.smoothed_counted.get()));
             any = m.smoothed_streams_host[0] > 0;
         }

@@ -274,17 +274,18 @@ __global__ void gate_kernel(const dsp::phase_gate::measure* __restrict__ gate, i
     for (int i = 0; i < paths; ++i) list[at + i] = p * paths + i;
 }
 
-/// The ZF and FDE2 streams (dsp::smoother::pre_derotation_paths) of the packets the smoother
+/// The ZF and FDE2 streams (dsp::smoother::pre_derotated) of the packets the smoother
 /// decided (smoothed null: every packet), for stream_detector::redecide_device.
 __global__ void rederive_list_kernel(const unsigned char* __restrict__ smoothed, int packets, int* __restrict__ list, int* __restrict__ count)
 {
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= packets) return;
     if (smoothed != nullptr && smoothed[p] == 0) return;
-    constexpr int n = dsp::smoother::pre_derotation_paths;
-    const int at = atomicAdd(count, n);
+    int at = atomicAdd(count, dsp::smoother::pre_derotation_paths);
 #pragma unroll
-    for (int i = 0; i < n; ++i) list[at + i] = p * dsp::chain::num_paths + dsp::smoother::pre_derotation_path(i);
+    for (int path = 0; path < dsp::chain::num_paths; ++path) {
+        if (dsp::smoother::pre_derotated(path)) list[at++] = p * dsp::chain::num_paths + path;
+    }
 }
 
 /// The listed streams' bit phases plus the derotation their samples were made with (the

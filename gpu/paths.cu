@@ -163,11 +163,8 @@ __global__ void __launch_bounds__(paths_threads, 3)
 {
     extern __shared__ float2 f[];  // the path's folded spectrum, N/2 points (smem_fft layout)
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
-    if (rederive) {  // only ZF and FDE2 of the packets the smoother decided (the whole block returns)
-        bool wanted = false;
-        for (int i = 0; i < dsp::smoother::pre_derotation_paths; ++i) wanted = wanted || path == dsp::smoother::pre_derotation_path(i);
-        if (!wanted || (smoothed != nullptr && smoothed[p] == 0)) return;
-    }
+    // Made again: only ZF and FDE2 of the packets the smoother decided (the whole block returns).
+    if (rederive && (!dsp::smoother::pre_derotated(path) || (smoothed != nullptr && smoothed[p] == 0))) return;
     const path_inputs in{r, hno, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);

@@ -44,7 +44,7 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 /// spectra; psi: the FDE2 weights (N); sigma2, tau, gain: per packet (noise, and the single
 /// path's delay and gain); bit k of a packet is decided at sample 2 (m0 + k) + parity of the
 /// segment; v: the detector's input, packets x 6 x 6336 samples. rederive: only the ZF and
-/// FDE2 streams (dsp::smoother::pre_derotation_path) of the packets whose `smoothed` is 1
+/// FDE2 streams (dsp::smoother::pre_derotated) of the packets whose `smoothed` is 1
 /// (null: every packet), the others' samples left as they are.
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,

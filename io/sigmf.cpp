@@ -562,7 +562,7 @@ sigmf_meta parse_sigmf_meta(std::string_view text, const std::string& name) {
         fail(name, std::string("global ") + ci16_scale_key +
                        " must be a number in 1e-6 .. 1e9 (counts per unit amplitude), got " + scale_it->dump());
       }
-      meta.ci16_scale = static_cast<float>(scale_it->get<double>());
+      meta.ci16_scale = static_cast<float>(scale);
     }
     // Absent (a foreign ci16 recording): keep default_ci16_scale, paqd's own convention.
   }

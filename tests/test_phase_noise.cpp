@@ -106,8 +106,10 @@ TEST(phase_noise, the_pre_derotation_is_the_mean_of_the_phases_four_bits_either_
     EXPECT_DOUBLE_EQ(smoother::pre_derotation(steps.data(), n, 27.5), 0.25);
     EXPECT_DOUBLE_EQ(smoother::pre_derotation(steps.data(), n, 36.0), 1.0);
     EXPECT_EQ(smoother::pre_derotation_source, static_cast<int>(eq_path::mmse));
-    EXPECT_EQ(smoother::pre_derotation_path(0), static_cast<int>(eq_path::zf));
-    EXPECT_EQ(smoother::pre_derotation_path(1), static_cast<int>(eq_path::fde2));
+    for (int p = 0; p < chain::num_paths; ++p) {
+        EXPECT_EQ(smoother::pre_derotated(p), p == static_cast<int>(eq_path::zf) || p == static_cast<int>(eq_path::fde2)) << p;
+    }
+    EXPECT_EQ(smoother::pre_derotation_paths, 2);
 }
 
 // The trellis on the phase smoother's phase (receiver.detector trellis, phase_smoother 1), on
