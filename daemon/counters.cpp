@@ -116,6 +116,7 @@ const std::vector<scalar_metric> scalars = {
     {"packets_ill_conditioned", C, "Packets whose ZF condition number was above 1e6.", [](const S& s) { return d(s.pipeline.tally.packets_ill_conditioned); }, nullptr, true},
     {"packets_clock_corrected", C, "Packets re-timed for the transmitter's clock offset.", [](const S& s) { return d(s.pipeline.tally.packets_clock_corrected); }, nullptr, true},
     {"packets_phase_smoothed", C, "Packets whose PLL phase wandered (phase noise), detected again by the phase smoother (receiver.phase_smoother auto).", [](const S& s) { return d(s.pipeline.tally.packets_phase_smoothed); }, nullptr, true},
+    {"packets_unequalized_phase", C, "Packets the phase smoother decided whose segment was derotated by the unequalized path's phase, every equalized path made again from it.", [](const S& s) { return d(s.pipeline.tally.packets_unequalized_phase); }, nullptr, true},
     {"packets_front_end_estimated", C, "Packets whose DC offset and IQ imbalance were estimated.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_estimated); }, nullptr, true},
     {"packets_front_end_corrected", C, "Packets whose DC offset or IQ imbalance stood above the gate (-30 dB) and was removed.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_corrected); }, nullptr, true},
     // estimates

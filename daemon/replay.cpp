@@ -179,6 +179,10 @@ void print_table(const replay_result& r, std::ostream& os)
     if (s.packets_phase_smoothed) {
         os << "  phase noise: " << s.packets_phase_smoothed << " packets detected by the phase smoother (their PLL phase wandered)\n";
     }
+    if (s.packets_unequalized_phase) {
+        os << "  phase noise: " << s.packets_unequalized_phase
+           << " packets derotated by the unequalized path's phase before the equalizers (every equalized path made again)\n";
+    }
     if (s.packets_front_end_estimated) {
         os << "  front end (estimated on " << s.packets_front_end_estimated << " packets, corrected on "
            << s.packets_front_end_corrected << "): IQ " << std::setprecision(2)
@@ -249,6 +253,7 @@ nlohmann::json to_json(const replay_result& r)
             {"mean_clock_ppm", s.mean_clock_ppm},
             {"packets_clock_corrected", s.packets_clock_corrected},
             {"packets_phase_smoothed", s.packets_phase_smoothed},
+            {"packets_unequalized_phase", s.packets_unequalized_phase},
             {"packets_front_end_estimated", s.packets_front_end_estimated},
             {"packets_front_end_corrected", s.packets_front_end_corrected},
             {"mean_iq_gain_db", s.mean_iq_gain_db},

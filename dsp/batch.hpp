@@ -92,6 +92,7 @@ enum packet_flag : std::uint32_t {
     flag_low_snr = 1u << 4,           ///< estimated Eb/N0 below 3 dB
     flag_start_realigned = 1u << 5,   ///< the detector's peak was a side lobe: the start moved by whole preamble periods (dsp/start_check.hpp)
     flag_phase_smoothed = 1u << 6,    ///< the PLL's phase wandered (phase noise): the phase smoother decided the packet (receiver.phase_smoother auto, dsp/phase_gate.hpp)
+    flag_unequalized_phase = 1u << 7,  ///< the smoother decided the packet and its segment was derotated by the unequalized path's phases: every equalized path made again from it (dsp::smoother::pre_derotation_source_for)
 };
 
 /// The flags' thresholds, in one place for both backends.

@@ -191,8 +191,9 @@ struct cpu_backend::impl {
             filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
             auto& v = w.v[p];
             decision_samples(v);
-            // The MMSE path's bit phases are kept where the smoother decides (pre_derotation).
-            sxs_trace* const trace = p == smoother::pre_derotation_source ? &w.trace[p] : trace_of(p);
+            // The bit phases of the paths that may be the derotation's source are kept
+            // (smoother::phase_source).
+            sxs_trace* const trace = smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p);
             if (cfg.phase_smoother_always()) {
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
             } else if (cfg.phase_smoother_auto()) {
@@ -208,15 +209,20 @@ struct cpu_backend::impl {
         if (cfg.phase_smoother_auto() && phase_gate::smoother_needed(w.gate.data(), static_cast<int>(workspace::paths))) {
             rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                sxs_trace* const trace = p == smoother::pre_derotation_source ? &w.trace[p] : trace_of(p);
+                sxs_trace* const trace = smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p);
                 rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
             }
         }
-        // Where the smoother decided: ZF and FDE2 again from the segment derotated by the MMSE
-        // path's phases (dsp/detector.hpp, smoother::pre_derotation), by the smoother again. For
-        // the trellis, which filters the segment as it was, their phases plus the derotation.
+        // Where the smoother decided: the segment derotated by the phases of the unequalized or
+        // the MMSE path (dsp/detector.hpp, smoother::pre_derotation_source_for, whichever
+        // decided better), and the paths smoother::pre_derotated names for that source made
+        // from it again and decided by the smoother again. For the trellis, which filters the
+        // segment as it was, their phases plus the derotation.
         if (cfg.phase_smoother_always() || (rec.flags & flag_phase_smoothed) != 0) {
-            const double* th = w.trace[smoother::pre_derotation_source].theta.data();
+            const int source = smoother::pre_derotation_source_for(rec.paths[static_cast<std::size_t>(eq_path::none)].bep_estimate,
+                                                                   rec.paths[static_cast<std::size_t>(eq_path::mmse)].bep_estimate);
+            if (source == static_cast<int>(eq_path::none)) rec.flags |= flag_unequalized_phase;
+            const double* th = w.trace[static_cast<std::size_t>(source)].theta.data();
             const int nb = static_cast<int>(waveform::packet_bits);
             std::fill(w.t1.data(), w.t1.data() + w.t1.size(), cf64(0.0));
             for (long long i = 0; i < seg_len; ++i) {
@@ -225,7 +231,7 @@ struct cpu_backend::impl {
             }
             fwd.execute(w.t1.data(), w.t2.data());
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                if (!smoother::pre_derotated(static_cast<int>(p))) continue;
+                if (!smoother::pre_derotated(static_cast<int>(p), source)) continue;
                 filter_path(w.t2, w.c_spec[p], hno_spec, inv, w.out);
                 auto& v = w.v[p];
                 decision_samples(v);

@@ -147,19 +147,34 @@ PAQ_HOST_DEVICE inline bit_pair_phase bit_phases(int j, const bit_phase_side& fw
     return {out[0], out[1]};
 }
 
-/// Derotation before the long equalizers (issue 12; docs/SIGNAL-CHAIN.md, "Derotating before
-/// ZF and FDE2"): where the smoother decided a packet, the ZF and FDE2 paths, whose responses
-/// are long enough to smear the phase noise, are made again from the segment derotated by the
-/// MMSE path's bit phases, and decided by the smoother again. The segment's sample u bits after
-/// bit 0's decision sample is turned by -pre_derotation(theta_bit, n, u): the mean of the MMSE
-/// path's phases (linear between its bits, held beyond the first and last) pre_derotation_bits
-/// before and after u. Chosen by measurement: with the phase at u itself, or a mean over the
-/// bits between, the second pass made more errors than the first (the same document).
-inline constexpr int pre_derotation_source = 2;  ///< eq_path::mmse
-/// The paths made again: eq_path::zf and eq_path::fde2.
-PAQ_HOST_DEVICE constexpr bool pre_derotated(int path) noexcept { return path == 1 || path == 5; }
-inline constexpr int pre_derotation_paths = pre_derotated(0) + pre_derotated(1) + pre_derotated(2) + pre_derotated(3) +
-                                            pre_derotated(4) + pre_derotated(5);  ///< how many of the six
+/// Derotation before the equalizers (issue 12; docs/SIGNAL-CHAIN.md, "Derotating before the
+/// equalizers"): where the smoother decided a packet, the packet's segment is turned by the
+/// bit phases of one path, the source, and paths are made from it again and decided by the
+/// smoother again. The phase noise is added after the channel, so an equalizer smears it over
+/// its response; turned back first, it is not. The segment's sample u bits after bit 0's
+/// decision sample is turned by -pre_derotation(theta_bit, n, u): the mean of the source's
+/// phases (linear between its bits, held beyond the first and last) pre_derotation_bits before
+/// and after u. Chosen by measurement: with the phase at u itself, or a mean over the bits
+/// between, the second pass made more errors than the first (the same document).
+///
+/// The source is the unequalized path where it decided at least as well as the MMSE path
+/// (its smoothed BEP estimate no larger: a flat channel, where its observations carry the
+/// least noise), and then every equalized path is made again; else the MMSE path, and only
+/// ZF and FDE2, whose long responses gain from any source (MMSE, CMA and FDE1 made from the
+/// MMSE path's own phases lose on AWGN: the same document).
+PAQ_HOST_DEVICE constexpr int pre_derotation_source_for(float bep_none, float bep_mmse) noexcept { return bep_none <= bep_mmse ? 0 : 2; }
+/// Where a packet's segment is not derotated (the GPU's per-packet source byte).
+inline constexpr std::uint8_t no_derotation = 0xFF;
+/// The largest number of paths made again for a packet.
+inline constexpr int pre_derotation_paths_max = 5;
+/// The paths whose bit phases may be a source (eq_path::none, eq_path::mmse).
+PAQ_HOST_DEVICE constexpr bool phase_source(int path) noexcept { return path == 0 || path == 2; }
+/// The paths made again for a source: every equalized path from the unequalized path's phases,
+/// ZF and FDE2 from the MMSE path's. A source is never made again (its phases are read).
+PAQ_HOST_DEVICE constexpr bool pre_derotated(int path, int source) noexcept
+{
+    return source == 0 ? path != 0 : (path == 1 || path == 5);
+}
 inline constexpr double pre_derotation_bits = 4.0;
 
 /// The phases' value at x bits (T: float on the GPU, double holding the same floats on the CPU).

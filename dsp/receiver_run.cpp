@@ -47,6 +47,7 @@ void run_tally::add(const batch_output& out)
         clock_ppm_sum_ += rec.clock_ppm;
         if (rec.clock_corrected) ++s_.packets_clock_corrected;
         if (rec.flags & flag_phase_smoothed) ++s_.packets_phase_smoothed;
+        if (rec.flags & flag_unequalized_phase) ++s_.packets_unequalized_phase;
         if (rec.front_end_corrected) ++s_.packets_front_end_corrected;
         front_end_.add(rec);
         ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);

@@ -72,6 +72,9 @@ struct run_summary {
     /// Packets whose PLL phase wandered, detected by the phase smoother (flag_phase_smoothed:
     /// receiver.phase_smoother auto).
     std::uint64_t packets_phase_smoothed = 0;
+    /// Packets the smoother decided whose segment was derotated by the unequalized path's
+    /// phases, every equalized path made again from it (flag_unequalized_phase).
+    std::uint64_t packets_unequalized_phase = 0;
     /// Front-end correction (receiver_config::front_end_correction): packets estimated, those
     /// corrected (above the gate), and the means of the estimates (IQ amplitude dB, phase deg;
     /// DC dBc as 10 log10 of the mean power ratio).

@@ -200,8 +200,12 @@ struct chain_part {
     pinned_buffer<float> metrics_host;
     pinned_buffer<int> moved_host;  ///< per packet: the periods the start check moved its start by
     pinned_buffer<std::uint8_t> smoothed_host;  ///< per packet: 1 where the gated phase smoother decided it
+    /// Per packet: the derotation's source path (stream_detector::device_derotation) where
+    /// derotated_host says the batch was derotated.
+    pinned_buffer<std::uint8_t> derotation_host;
+    bool derotated_host = false;
     /// With the smoother: the segments' spectra, out of place, so that the segments stay in the
-    /// time domain for ZF and FDE2 again from them derotated (dsp::smoother::pre_derotation);
+    /// time domain for paths made again from them derotated (dsp::smoother::pre_derotation);
     /// gated, how many streams it decided.
     device_buffer<cuFloatComplex> spectra;
     pinned_buffer<int> smoothed_streams_host;
@@ -300,6 +304,7 @@ struct chain_part {
           metrics_host(max_packets),
           moved_host(max_packets),
           smoothed_host(c.phase_smoother_auto() ? max_packets : 0),
+          derotation_host(smoother_use_of(c) != smoother_use::never ? max_packets : 0),
           spectra(smoother_use_of(c) != smoother_use::never ? max_packets * n_fft : 0),
           smoothed_streams_host(1),
           count_host(1),
@@ -325,7 +330,7 @@ struct chain_part {
     /// Queues the chain up to the symbol-by-symbol detector; with `clock`, steps_host goes up
     /// first and the gather re-times the packets.
     void enqueue_back(bool timed, bool clock);
-    /// Queues the rest: ZF and FDE2 again where the smoother decided (gated: waits on the host
+    /// Queues the rest: paths made again where the smoother decided (gated: waits on the host
     /// for the detector's count, so every part's enqueue_back comes first), the trellis, the
     /// outputs back.
     void enqueue_tail(bool timed);
@@ -340,7 +345,7 @@ struct chain_part {
         std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
         nvtx.next(name);
     }
-    /// Whether ZF and FDE2 are made again where the smoother decides (it can run), and whether
+    /// Whether paths are made again where the smoother decides (it can run), and whether
     /// that waits for the gated smoother's count.
     [[nodiscard]] bool rederives() const noexcept { return spectra.size() > 0; }
     [[nodiscard]] bool waits_for_count() const noexcept { return rederives() && det.device_smoothed_streams() != nullptr; }
@@ -886,7 +891,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
     PAQ_CUDA_CHECK_LAUNCH();
     stage_done(cuda_backend::stage::solvers);
 
-    // R = FFT of each segment (out of place where ZF and FDE2 may be made again from the
+    // R = FFT of each segment (out of place where paths may be made again from the
     // segments, else in place), H = FFT of each channel estimate.
     cuFloatComplex* const spec = m.spectra_of(seg);
     m.plan.forward(seg, spec);
@@ -962,9 +967,11 @@ void chain_part::enqueue_tail(bool timed)
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     cuFloatComplex* const spec = m.spectra_of(seg);  // as enqueue_back transformed them
     const int parity = m.decision_parity(), m0 = m.decision_m0();
-    // Where the smoother decided: ZF and FDE2 again from the segments derotated by the MMSE
-    // path's phases (dsp::smoother::pre_derotation), as dsp::cpu_backend does. Gated, only when
+    // Where the smoother decided: the paths dsp::smoother::pre_derotated names again from the
+    // segments derotated by the unequalized or the MMSE path's phases
+    // (dsp::smoother::pre_derotation_source_for), as dsp::cpu_backend does. Gated, only when
     // it decided any packet: the count came back after the detector (enqueue_back).
+    m.derotated_host = false;
     if (m.rederives()) {
         bool any = true;
         if (m.waits_for_count()) {
@@ -972,13 +979,17 @@ void chain_part::enqueue_tail(bool timed)
             any = m.smoothed_streams_host[0] > 0;
         }
         if (any) {
-            // The segments (time domain) derotated and transformed in place: only the paths read them.
-            pre_derotate_device(seg, m.det.device_smoothed(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
+            // Each packet's source and the streams made again; the segments (time domain)
+            // derotated and transformed in place: only the paths read them.
+            m.det.plan_rederivation_device(np * num_paths, s);
+            pre_derotate_device(seg, m.det.device_derotation(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
             m.plan.forward(seg, seg);
             paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi,
                          d.sigma2, m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s,
-                         true, m.det.device_smoothed());
+                         m.det.device_derotation());
             m.det.redecide_device(np * num_paths, m.acq, m.boot, s);
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(m.derotation_host.data(), m.det.device_derotation(), np, cudaMemcpyDeviceToHost, s));
+            m.derotated_host = true;
         }
     }
     stage_done(cuda_backend::stage::detector);
@@ -1097,6 +1108,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         }
         auto& rec = out.packets[first_packet + p];
         if (m.smoothed_host.size() > 0 && m.smoothed_host[p] != 0) rec.flags |= dsp::flag_phase_smoothed;
+        if (m.derotated_host && m.derotation_host[p] == static_cast<std::uint8_t>(dsp::eq_path::none)) rec.flags |= dsp::flag_unequalized_phase;
         for (std::size_t d = 0; d < detectors; ++d) {
             for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];

@@ -274,28 +274,41 @@ __global__ void gate_kernel(const dsp::phase_gate::measure* __restrict__ gate, i
     for (int i = 0; i < paths; ++i) list[at + i] = p * paths + i;
 }
 
-/// The ZF and FDE2 streams (dsp::smoother::pre_derotated) of the packets the smoother
-/// decided (smoothed null: every packet), for stream_detector::redecide_device.
-__global__ void rederive_list_kernel(const unsigned char* __restrict__ smoothed, int packets, int* __restrict__ list, int* __restrict__ count)
+/// Per packet the smoother decided (smoothed null: every packet), the path whose phases
+/// derotate its segment (dsp::smoother::pre_derotation_source_for, from the smoothed
+/// statistics) into source[p], no_derotation elsewhere; and the streams made again
+/// (dsp::smoother::pre_derotated) listed, for stream_detector::redecide_device.
+__global__ void rederive_list_kernel(const unsigned char* __restrict__ smoothed, const dsp::path_stats* __restrict__ stats, int packets,
+                                     unsigned char* __restrict__ source, int* __restrict__ list, int* __restrict__ count)
 {
     const int p = blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= packets) return;
-    if (smoothed != nullptr && smoothed[p] == 0) return;
-    int at = atomicAdd(count, dsp::smoother::pre_derotation_paths);
+    if (smoothed != nullptr && smoothed[p] == 0) {
+        source[p] = dsp::smoother::no_derotation;
+        return;
+    }
+    const dsp::path_stats* st = stats + static_cast<std::size_t>(p) * dsp::chain::num_paths;
+    const int src = dsp::smoother::pre_derotation_source_for(st[0].bep_estimate, st[2].bep_estimate);
+    source[p] = static_cast<unsigned char>(src);
+    int n = 0;
+#pragma unroll
+    for (int path = 0; path < dsp::chain::num_paths; ++path) n += dsp::smoother::pre_derotated(path, src) ? 1 : 0;
+    int at = atomicAdd(count, n);
 #pragma unroll
     for (int path = 0; path < dsp::chain::num_paths; ++path) {
-        if (dsp::smoother::pre_derotated(path)) list[at++] = p * dsp::chain::num_paths + path;
+        if (dsp::smoother::pre_derotated(path, src)) list[at++] = p * dsp::chain::num_paths + path;
     }
 }
 
 /// The listed streams' bit phases plus the derotation their samples were made with (the
 /// trellis filters the segment as it was): block per listed stream.
-__global__ void rederive_phase_kernel(float* __restrict__ theta_bit, const int* __restrict__ list, const int* __restrict__ count)
+__global__ void rederive_phase_kernel(float* __restrict__ theta_bit, const unsigned char* __restrict__ source, const int* __restrict__ list,
+                                      const int* __restrict__ count)
 {
     if (static_cast<int>(blockIdx.x) >= *count) return;
     const int s = list[blockIdx.x];
     const int p = s / dsp::chain::num_paths;
-    const float* src = theta_bit + static_cast<std::size_t>(p * dsp::chain::num_paths + dsp::smoother::pre_derotation_source) * nbits;
+    const float* src = theta_bit + static_cast<std::size_t>(p * dsp::chain::num_paths + source[p]) * nbits;
     float* th = theta_bit + static_cast<std::size_t>(s) * nbits;
     for (int k = threadIdx.x; k < static_cast<int>(nbits); k += blockDim.x) {
         th[k] = static_cast<float>(static_cast<double>(th[k]) + dsp::smoother::pre_derotation(src, static_cast<int>(nbits), static_cast<double>(k)));
@@ -736,7 +749,9 @@ struct stream_detector::impl {
     device_buffer<dsp::phase_gate::measure> gate;
     device_buffer<unsigned char> smoothed;
     device_buffer<int> list, count;
-    // The streams decided again after the derotation (redecide_device) and their number.
+    // The derotation's source per packet (plan_rederivation_device), the streams decided again
+    // after it (redecide_device) and their number.
+    device_buffer<unsigned char> source;
     device_buffer<int> list2, count2;
 
     /// Whether the smoother's arrays are needed.
@@ -749,7 +764,8 @@ struct stream_detector::impl {
           zr_bit(sm(u) ? 2 * ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
           gate(u == smoother_use::gated ? ms : 0), smoothed(u == smoother_use::gated ? ms / dsp::chain::num_paths + 1 : 0),
-          list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0), list2(sm(u) ? ms : 0), count2(sm(u) ? 1 : 0)
+          list(u == smoother_use::gated ? ms : 0), count(u == smoother_use::gated ? 1 : 0),
+          source(sm(u) ? ms / dsp::chain::num_paths + 1 : 0), list2(sm(u) ? ms : 0), count2(sm(u) ? 1 : 0)
     {
         const auto known_bits = waveform::known_packet_bits();
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_known, known_bits.data(), known_bits.size()));
@@ -860,6 +876,27 @@ void stream_detector::smooth_device(std::size_t streams, const dsp::pll_gains& a
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
+void stream_detector::plan_rederivation_device(std::size_t streams, cuda_stream_t stream)
+{
+    auto& m = *impl_;
+    if (m.use == smoother_use::never) throw std::logic_error("stream_detector: plan_rederivation_device without the smoother");
+    if (streams > m.max_streams || streams % dsp::chain::num_paths != 0) {
+        throw std::invalid_argument("stream_detector: plan_rederivation_device needs whole packets within max_streams");
+    }
+    if (streams == 0) return;
+    const std::size_t packets = streams / dsp::chain::num_paths;
+    PAQ_CUDA_CHECK(cudaMemsetAsync(m.count2.data(), 0, sizeof(int), stream));
+    rederive_list_kernel<<<static_cast<unsigned>((packets + 127) / 128), 128, 0, stream>>>(
+        m.use == smoother_use::gated ? m.smoothed.data() : nullptr, m.stats.data(), static_cast<int>(packets), m.source.data(),
+        m.list2.data(), m.count2.data());
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+const std::uint8_t* stream_detector::device_derotation() const noexcept
+{
+    return impl_->source.size() > 0 ? impl_->source.data() : nullptr;
+}
+
 void stream_detector::redecide_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, cuda_stream_t stream)
 {
     auto& m = *impl_;
@@ -869,13 +906,9 @@ void stream_detector::redecide_device(std::size_t streams, const dsp::pll_gains&
     }
     if (streams == 0) return;
     const std::size_t packets = streams / dsp::chain::num_paths;
-    PAQ_CUDA_CHECK(cudaMemsetAsync(m.count2.data(), 0, sizeof(int), stream));
-    rederive_list_kernel<<<static_cast<unsigned>((packets + 127) / 128), 128, 0, stream>>>(
-        m.use == smoother_use::gated ? m.smoothed.data() : nullptr, static_cast<int>(packets), m.list2.data(), m.count2.data());
-    PAQ_CUDA_CHECK_LAUNCH();
     smooth_device(streams, acq, boot, m.list2.data(), m.count2.data(), stream);
-    constexpr std::size_t per_packet = dsp::smoother::pre_derotation_paths;
-    rederive_phase_kernel<<<static_cast<unsigned>(packets * per_packet), 256, 0, stream>>>(m.theta_bit.data(), m.list2.data(), m.count2.data());
+    rederive_phase_kernel<<<static_cast<unsigned>(packets * dsp::smoother::pre_derotation_paths_max), 256, 0, stream>>>(
+        m.theta_bit.data(), m.source.data(), m.list2.data(), m.count2.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

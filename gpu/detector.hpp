@@ -66,10 +66,18 @@ public:
     /// Gated: the number of streams the smoother decided in the last detect_device() (six per
     /// packet), on the device; else nullptr.
     [[nodiscard]] const int* device_smoothed_streams() const noexcept;
-    /// After detect_device() and the stage before having written the derotated segments'
-    /// decision samples into device_input() (dsp::smoother::pre_derotation): the smoother again
-    /// on the ZF and FDE2 streams of the packets it decided, their bit phases then plus the
-    /// derotation (what dsp::cpu_backend does). Needs the smoother (always or gated).
+    /// After detect_device(), before the segments are derotated: per packet the smoother
+    /// decided, the path whose phases derotate it (dsp::smoother::pre_derotation_source_for,
+    /// from its smoothed statistics), and the list of the streams made again
+    /// (dsp::smoother::pre_derotated). Needs the smoother (always or gated).
+    void plan_rederivation_device(std::size_t streams, cuda_stream_t stream);
+    /// Per packet (streams / 6), the derotation's source path from plan_rederivation_device, or
+    /// dsp::smoother::no_derotation; nullptr without the smoother.
+    [[nodiscard]] const std::uint8_t* device_derotation() const noexcept;
+    /// After plan_rederivation_device() and the stage before having written the derotated
+    /// segments' decision samples into device_input() (dsp::smoother::pre_derotation): the
+    /// smoother again on the listed streams, their bit phases then plus the derotation (what
+    /// dsp::cpu_backend does). Needs the smoother (always or gated).
     void redecide_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, cuda_stream_t stream);
 
 private:

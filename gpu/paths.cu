@@ -158,13 +158,14 @@ __global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
                  const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                  const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
-                 const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v, bool rederive,
-                 const std::uint8_t* __restrict__ smoothed)
+                 const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v,
+                 const std::uint8_t* __restrict__ derotation)
 {
     extern __shared__ float2 f[];  // the path's folded spectrum, N/2 points (smem_fft layout)
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
-    // Made again: only ZF and FDE2 of the packets the smoother decided (the whole block returns).
-    if (rederive && (!dsp::smoother::pre_derotated(path) || (smoothed != nullptr && smoothed[p] == 0))) return;
+    // Made again (derotation not null): only the paths dsp::smoother::pre_derotated gives for
+    // the packet's source (the whole block returns).
+    if (derotation != nullptr && (derotation[p] == dsp::smoother::no_derotation || !dsp::smoother::pre_derotated(path, derotation[p]))) return;
     const path_inputs in{r, hno, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
@@ -307,14 +308,14 @@ __global__ void __launch_bounds__(spectra_threads, 1) taps_spectra_kernel(taps_s
 }
 
 /// pre_derotate_device: a thread per sample, blockIdx.y the packet.
-__global__ void pre_derotate_kernel(cuFloatComplex* __restrict__ seg, const std::uint8_t* __restrict__ smoothed,
+__global__ void pre_derotate_kernel(cuFloatComplex* __restrict__ seg, const std::uint8_t* __restrict__ derotation,
                                     const float* __restrict__ theta_bit, int pre, int decision_delay, int seg_len)
 {
     const int p = static_cast<int>(blockIdx.y);
     const int i = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     if (i >= seg_len) return;
-    if (smoothed != nullptr && smoothed[p] == 0) return;
-    const float* th = theta_bit + static_cast<std::size_t>(p * dsp::chain::num_paths + dsp::smoother::pre_derotation_source) * n_bits;
+    if (derotation[p] == dsp::smoother::no_derotation) return;
+    const float* th = theta_bit + static_cast<std::size_t>(p * dsp::chain::num_paths + derotation[p]) * n_bits;
     const double u = static_cast<double>(i - pre - decision_delay) / 2.0;
     double sn, cs;
     sincos(dsp::smoother::pre_derotation(th, n_bits, u), &sn, &cs);
@@ -354,14 +355,14 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
-                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s, bool rederive,
-                  const std::uint8_t* smoothed)
+                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s,
+                  const std::uint8_t* derotation)
 {
     if (packets <= 0) return;
     paths_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), hno, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v,
-        rederive, smoothed);
+        derotation);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
@@ -382,14 +383,15 @@ void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFlo
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* smoothed, const float* theta_bit, int pre, int decision_delay,
+void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* derotation, const float* theta_bit, int pre, int decision_delay,
                          int packets, cudaStream_t s)
 {
     if (packets <= 0) return;
+    if (derotation == nullptr || theta_bit == nullptr) throw std::invalid_argument("pre_derotate_device: no derotation plan or phases");
     const int seg_len = static_cast<int>(waveform::L_pkt) + 2 * pre;
     if (seg_len > n_fft) throw std::invalid_argument("pre_derotate_device: segment longer than its stride");
     const dim3 grid(static_cast<unsigned>((seg_len + 255) / 256), static_cast<unsigned>(packets));
-    pre_derotate_kernel<<<grid, 256, 0, s>>>(seg, smoothed, theta_bit, pre, decision_delay, seg_len);
+    pre_derotate_kernel<<<grid, 256, 0, s>>>(seg, derotation, theta_bit, pre, decision_delay, seg_len);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -43,20 +43,22 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 /// hno: H_NO (N); spec_*: the taps' spectra (N per packet); hspec: the channel estimates'
 /// spectra; psi: the FDE2 weights (N); sigma2, tau, gain: per packet (noise, and the single
 /// path's delay and gain); bit k of a packet is decided at sample 2 (m0 + k) + parity of the
-/// segment; v: the detector's input, packets x 6 x 6336 samples. rederive: only the ZF and
-/// FDE2 streams (dsp::smoother::pre_derotated) of the packets whose `smoothed` is 1
-/// (null: every packet), the others' samples left as they are.
+/// segment; v: the detector's input, packets x 6 x 6336 samples. With `derotation` (per
+/// packet, gpu::stream_detector::device_derotation): only the streams
+/// dsp::smoother::pre_derotated gives for each packet's source, none of the packets marked
+/// dsp::smoother::no_derotation; the others' samples left as they are.
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
-                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s, bool rederive = false,
-                  const std::uint8_t* smoothed = nullptr);
+                  const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s,
+                  const std::uint8_t* derotation = nullptr);
 
 /// dsp::smoother::pre_derotation on the packets' time-domain segments (seg, segment_stride
-/// apart, sample i in [0, seg_len)): the packets the smoother decided (smoothed: 1 per packet;
-/// null: every packet) turned by minus the derotation of their MMSE stream's bit phases
-/// (theta_bit: stream i's bit k at [i * 6336 + k]), bit k's decision sample being
-/// 2k + decision_delay after the packet start (segment sample pre); the others left as they are.
-void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* smoothed, const float* theta_bit, int pre, int decision_delay,
+/// apart, sample i in [0, seg_len)): each packet whose `derotation` (per packet,
+/// gpu::stream_detector::device_derotation) names a source path turned by minus the
+/// derotation of that stream's bit phases (theta_bit: stream i's bit k at [i * 6336 + k]),
+/// bit k's decision sample being 2k + decision_delay after the packet start (segment sample
+/// pre); those marked dsp::smoother::no_derotation left as they are.
+void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* derotation, const float* theta_bit, int pre, int decision_delay,
                          int packets, cudaStream_t s);
 
 /// The trellis detector's input for the same packets (receiver.detector trellis): R x C x LP

@@ -31,6 +31,7 @@ struct comparison {
     std::size_t clock_corrected = 0;     ///< packets the CPU re-timed
     std::size_t known_diff = 0;          ///< (packet, path) pairs whose known-bit error counts differ
     std::size_t phase_smoothed = 0;      ///< packets the CPU flagged flag_phase_smoothed (phase_smoother auto)
+    std::size_t unequalized_phase = 0;   ///< packets the CPU flagged flag_unequalized_phase (derotated by that path's phases)
     double worst_bep = 0.0;              ///< largest |GPU / CPU - 1| of a path's BEP estimate (paths whose CPU estimate is > 1e-12)
 };
 
@@ -73,6 +74,11 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
             EXPECT_EQ(a.packets[p].flags & flag_phase_smoothed, g.packets[p].flags & flag_phase_smoothed)
                 << "batch " << b->index << " packet " << p;
             if (a.packets[p].flags & flag_phase_smoothed) ++c.phase_smoothed;
+            // The derotation's source (the two paths' smoothed BEP estimates compared, the same
+            // floats on both).
+            EXPECT_EQ(a.packets[p].flags & flag_unequalized_phase, g.packets[p].flags & flag_unequalized_phase)
+                << "batch " << b->index << " packet " << p;
+            if (a.packets[p].flags & flag_unequalized_phase) ++c.unequalized_phase;
             // The front end's estimates (moments in double on both, summed in another order).
             EXPECT_EQ(a.packets[p].front_end_estimated, g.packets[p].front_end_estimated) << "batch " << b->index << " packet " << p;
             EXPECT_EQ(a.packets[p].front_end_corrected, g.packets[p].front_end_corrected) << "batch " << b->index << " packet " << p;
@@ -291,6 +297,10 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
     const auto c = compare_backends(test::simulate(sc, 60).samples, rc);
     EXPECT_GE(c.packets, 50u);
     EXPECT_EQ(c.phase_smoothed, 0u) << "the flag is auto's";
+    // On AWGN the unequalized path decides best on most packets: its phases derotate them and
+    // every equalized path is made again; the rest from the MMSE path's, ZF and FDE2 again.
+    std::printf("derotated by the unequalized path's phases: %zu of %zu packets\n", c.unequalized_phase, c.packets);
+    EXPECT_GE(c.unequalized_phase, c.packets / 2);
     report_and_check("phase smoother, 1 kHz", c, 60);
 
     // phase_smoother auto (the default): a 300 Hz Wiener phase on two-ray at 25 MS/s, every
@@ -306,10 +316,13 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
     const auto a = compare_backends(test::simulate(w, samples_for(60, 25e6)).samples, ra);
     EXPECT_GE(a.packets, 50u);
     EXPECT_GE(a.phase_smoothed, a.packets * 9 / 10);  // 59 of 60 on the H100 (2026-11-27)
+    std::printf("derotated by the unequalized path's phases: %zu of %zu smoothed packets\n", a.unequalized_phase, a.phase_smoothed);
+    EXPECT_LE(a.unequalized_phase, a.phase_smoothed);
     report_and_check("phase smoother auto, two-ray 12 dB, 300 Hz, 25 MS/s", a, 60);
     w.phase_noise_linewidth_hz = 0.0;
     const auto a0 = compare_backends(test::simulate(w, samples_for(60, 25e6)).samples, ra);
     EXPECT_EQ(a0.phase_smoothed, 0u);
+    EXPECT_EQ(a0.unequalized_phase, 0u);
     report_and_check("phase smoother auto, two-ray 12 dB, no phase noise, 25 MS/s", a0, 60);
 }
 
