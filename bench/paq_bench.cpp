@@ -1,4 +1,4 @@
-// paq-bench: one default batch (edwards3, Eb/N0 12 dB, 39,321,600 new samples + guards)
+// paq-bench: one default batch (edwards3 unless --preset, Eb/N0 12 dB, 39,321,600 new samples + guards)
 // through the CUDA backend.
 //
 //   end to end     process() from pinned host samples to bits on the host (it returns when
@@ -32,8 +32,11 @@
 //                     are detected again by the smoother (all of them from about 100 Hz)
 //   --pll-only        receiver.phase_smoother 0: the PLL alone (the gate's cost is the
 //                     default run's `detector` against this one's)
+//   --preset NAME     the batch's channel (paq-sim's presets). With awgn and a phase, the
+//                     smoother derotates most packets by the unequalized path's phase and
+//                     makes every equalized path again (over edwards3: ZF and FDE2)
 //
-//   paq-bench [--json FILE] [--gpus N] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]
+//   paq-bench [--json FILE] [--gpus N] [--preset NAME] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]
 //             [--phase-smoother | --phase-noise HZ | --pll-only] [--trellis | --both-detectors]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
@@ -147,6 +150,7 @@ int main(int argc, char** argv)
     double input_rate_hz = 0.0, clock_ppm = 0.0;
     bool estimators = false, smoother = false, trellis = false, both = false, pll_only = false;
     double phase_noise_hz = 0.0;
+    std::string preset = "edwards3";
     CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
     cli::conventions(app, "paq-bench",
                      "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
@@ -155,6 +159,10 @@ int main(int argc, char** argv)
     app.add_option("--gpus", n_gpus, "Also time the multi-GPU pool over N devices (0: only one)")->check(CLI::Range(0, 64));
     app.add_option("--input-rate", input_rate_hz, "Input sample rate in Hz (0: 2 samples per bit)")->check(CLI::Range(0.0, 1e9));
     app.add_option("--clock-ppm", clock_ppm, "Transmitter clock offset in ppm");
+    app.add_option("--preset", preset, "The batch's channel (paq-sim's presets; awgn: the phase smoother derotates most packets by the "
+                                       "unequalized path's phase and makes every equalized path again)")
+        ->capture_default_str()
+        ->check(CLI::IsMember(channel_preset_names()));
     app.add_flag("--front-end-correction", estimators, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
     auto* smoother_flag = app.add_flag("--phase-smoother", smoother, "The phase smoother on every packet (input with a 1 kHz Wiener linewidth)");
     app.add_option("--phase-noise", phase_noise_hz, "Input with a Wiener phase of this linewidth, Hz (the default receiver smooths the packets whose phase wanders)")
@@ -172,7 +180,7 @@ int main(int argc, char** argv)
     }
     receiver_config rc;  // defaults: one batch = 1.9065 s
     sim_config sc;
-    sc.preset = "edwards3";
+    sc.preset = preset;
     sc.ebn0_db = 12.0;
     sc.cfo_hz = 50'000.0;
     sc.timing_offset_samples = 0.3;
@@ -364,7 +372,7 @@ int main(int argc, char** argv)
         stages[gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s))] = median(stage[static_cast<std::size_t>(s)]);
     }
     nlohmann::json j{{"gpu", gpu::describe(devices[0])},
-                     {"input", "edwards3, Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
+                     {"input", preset + ", Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
                      {"input_rate_hz", geom.input_rate_hz},
                      {"bit_rate_hz", geom.bit_rate_hz},
                      {"input_ratio", geom.ratio},
