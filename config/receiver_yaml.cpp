@@ -68,15 +68,17 @@ const section<dsp::receiver_config>& receiver_schema()
                       {"", "the carrier phase the bits are decided at (SIGNAL-CHAIN.md, \"Phase noise\"). The phase "
                            "smoother is a data-aided Kalman smoother over each packet that chooses its bandwidth from the "
                            "packet itself, for links with oscillator phase noise (AWGN 11 dB, over five 2 s recordings: "
-                           "1 kHz Wiener 1.2-2.1x the clean BER instead of 190-240x with cycle slips, 300 Hz 0.94-1.25x; "
-                           "about 10% fewer errors without phase noise). Where it decides a packet, ZF and FDE2 are made "
-                           "again from the packet derotated by the MMSE path's phase before their equalizers "
-                           "(SIGNAL-CHAIN.md, \"Derotating before ZF and FDE2\"). "
+                           "1 kHz Wiener 1.1-2.0x the clean BER instead of 190-240x with cycle slips, 300 Hz 0.90-1.24x; "
+                           "about 10% fewer errors without phase noise). Where it decides a packet, the packet is "
+                           "derotated before the equalizers by the phase of the unequalized path where that path decided "
+                           "at least as well as MMSE (every equalized path is then made again; flag 128, "
+                           "`packets_unequalized_phase`), else by the MMSE path's (ZF and FDE2 made again) "
+                           "(SIGNAL-CHAIN.md, \"Derotating before the equalizers\"). "
                            "-1 (auto): the PLL decides every packet and measures how far its phase wanders; a packet "
                            "whose phase wanders more than thermal noise explains is decided again by the smoother and "
                            "flagged (flag 64; `packets_phase_smoothed`). 1: the smoother on every packet (`pll_bn_t` "
-                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 16.1 ms per "
-                           "default-size batch on an H200 (the ZF and FDE2 second pass included)"}),
+                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 16.2 ms per "
+                           "default-size edwards3 batch on an H200, 21.0 ms on AWGN (the second pass included)"}),
             choice<C>("detector", at(&C::detector),
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
                                                       {"trellis", dsp::detector_kind::trellis},
