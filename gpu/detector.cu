@@ -876,15 +876,26 @@ void stream_detector::smooth_device(std::size_t streams, const dsp::pll_gains& a
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+/// The packets of a second pass's `streams` (plan_rederivation_device, redecide_device): they
+/// need the smoother and whole packets within max_streams.
+std::size_t rederived_packets(const char* what, smoother_use use, std::size_t max_streams, std::size_t streams)
+{
+    if (use == smoother_use::never) throw std::logic_error(std::string("stream_detector: ") + what + " without the smoother");
+    if (streams > max_streams || streams % dsp::chain::num_paths != 0) {
+        throw std::invalid_argument(std::string("stream_detector: ") + what + " needs whole packets within max_streams");
+    }
+    return streams / dsp::chain::num_paths;
+}
+
+}  // namespace
+
 void stream_detector::plan_rederivation_device(std::size_t streams, cuda_stream_t stream)
 {
     auto& m = *impl_;
-    if (m.use == smoother_use::never) throw std::logic_error("stream_detector: plan_rederivation_device without the smoother");
-    if (streams > m.max_streams || streams % dsp::chain::num_paths != 0) {
-        throw std::invalid_argument("stream_detector: plan_rederivation_device needs whole packets within max_streams");
-    }
-    if (streams == 0) return;
-    const std::size_t packets = streams / dsp::chain::num_paths;
+    const std::size_t packets = rederived_packets("plan_rederivation_device", m.use, m.max_streams, streams);
+    if (packets == 0) return;
     PAQ_CUDA_CHECK(cudaMemsetAsync(m.count2.data(), 0, sizeof(int), stream));
     rederive_list_kernel<<<static_cast<unsigned>((packets + 127) / 128), 128, 0, stream>>>(
         m.use == smoother_use::gated ? m.smoothed.data() : nullptr, m.stats.data(), static_cast<int>(packets), m.source.data(),
@@ -900,12 +911,8 @@ const std::uint8_t* stream_detector::device_derotation() const noexcept
 void stream_detector::redecide_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, cuda_stream_t stream)
 {
     auto& m = *impl_;
-    if (m.use == smoother_use::never) throw std::logic_error("stream_detector: redecide_device without the smoother");
-    if (streams > m.max_streams || streams % dsp::chain::num_paths != 0) {
-        throw std::invalid_argument("stream_detector: redecide_device needs whole packets within max_streams");
-    }
-    if (streams == 0) return;
-    const std::size_t packets = streams / dsp::chain::num_paths;
+    const std::size_t packets = rederived_packets("redecide_device", m.use, m.max_streams, streams);
+    if (packets == 0) return;
     smooth_device(streams, acq, boot, m.list2.data(), m.count2.data(), stream);
     rederive_phase_kernel<<<static_cast<unsigned>(packets * dsp::smoother::pre_derotation_paths_max), 256, 0, stream>>>(
         m.theta_bit.data(), m.source.data(), m.list2.data(), m.count2.data());
