@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|trellis|curves|live|flight|profile] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -88,6 +88,30 @@ if [[ $mode == speed ]]; then
   ./.device/paqd replay /tmp/paq-speed128.ci16 --datatype ci16_le --sample-rate 20.625e6 --backend cuda \
     --json-out "$out/speed-128s.json" 2>&1 | tail -3 || status=1
   rm -f /tmp/paq-speed128.ci16
+fi
+if [[ $mode == multigpu ]]; then
+  # Issue 16: every GPU of the machine through the runtime's one pool, against one. paq-bench
+  # --gpus N (runtime::worker_pool: throughput per batch, batch order kept); then paqd replay
+  # --gpus 0 and --gpus 0,..,N-1 of the 8 s ci16 edwards3 recording four times over (32 s, in
+  # the page cache), two runs each, alternated. The live service: `soak` with SOAK_GPUS.
+  ngpu=$(nvidia-smi -L | wc -l)
+  all=$(seq -s, 0 $((ngpu - 1)))
+  echo "=== paq-bench --gpus $ngpu"
+  ./.device/paq-bench --gpus "$ngpu" --json "$out/bench-gpus$ngpu.json" > "$out/bench-gpus$ngpu.log" 2>&1 || status=1
+  grep -E "end to end, pinned|ci16 input|workers" "$out/bench-gpus$ngpu.log"
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-mg > /dev/null
+  for k in 1 2 3 4; do cat /tmp/paq-mg.sigmf-data; done > /tmp/paq-mg32.ci16
+  cat /tmp/paq-mg32.ci16 > /dev/null
+  for k in 1 2; do
+    for g in 0 "$all"; do
+      echo
+      echo "=== paqd replay --backend cuda --gpus $g, 32 s (run $k)"
+      ./.device/paqd replay /tmp/paq-mg32.ci16 --datatype ci16_le --sample-rate 20.625e6 --backend cuda --gpus "$g" \
+        --json-out "$out/replay-gpus$(echo "$g" | tr -d ,)-$k.json" 2>&1 | grep -E "took|real time|^  (mmse|fde2) " || status=1
+    done
+  done
+  rm -f /tmp/paq-mg32.ci16
 fi
 if [[ $mode == curves ]]; then
   # Issue 14: BER against Eb/N0 with both detectors (twelve streams), on the CUDA backend, the
@@ -299,13 +323,13 @@ if [[ $mode == soak ]]; then
   # SOAK_PUBLISHER=off: no bitstreams (to see what the publisher costs); SOAK_CHUNK: the file
   # source's chunk_samples (65536); SOAK_DETECTOR: receiver.detector (sxs); SOAK_LLR=on: the six
   # soft streams (publisher.llr_destinations, needs the trellis) to ports 50100 .. 50105, where
-  # a receiver counts their datagrams (soak-llr.json).
+  # a receiver counts their datagrams (soak-llr.json). SOAK_GPUS: pipeline.gpus (0; e.g. 0,1).
   soak_s=${SOAK_S:-300}
   ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
     --output /tmp/paq-soak > /dev/null
   {
     echo "source: {type: file, file: {path: /tmp/paq-soak.sigmf-meta, paced: false, loop: true, chunk_samples: ${SOAK_CHUNK:-65536}}}"
-    echo "pipeline: {backend: cuda, gpus: [0]}"
+    echo "pipeline: {backend: cuda, gpus: [${SOAK_GPUS:-0}]}"
     soak_detector=${SOAK_DETECTOR:-sxs}
     [[ ${SOAK_LLR:-off} == on && -z ${SOAK_DETECTOR:-} ]] && soak_detector=trellis  # the soft streams need it
     echo "receiver: {detector: $soak_detector}"
