@@ -288,7 +288,8 @@ __global__ void rederive_list_kernel(const unsigned char* __restrict__ smoothed,
         return;
     }
     const dsp::path_stats* st = stats + static_cast<std::size_t>(p) * dsp::chain::num_paths;
-    const int src = dsp::smoother::pre_derotation_source_for(st[0].bep_estimate, st[2].bep_estimate);
+    const int src = dsp::smoother::pre_derotation_source_for(st[static_cast<int>(dsp::eq_path::none)].bep_estimate,
+                                                             st[static_cast<int>(dsp::eq_path::mmse)].bep_estimate);
     source[p] = static_cast<unsigned char>(src);
     int n = 0;
 #pragma unroll
