@@ -7,6 +7,7 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/phase_gate.hpp"
+#include "dsp/receiver_tables.hpp"  // eq_path
 #include "dsp/types.hpp"
 #include "dsp/waveform.hpp"
 
@@ -162,19 +163,37 @@ PAQ_HOST_DEVICE inline bit_pair_phase bit_phases(int j, const bit_phase_side& fw
 /// least noise), and then every equalized path is made again; else the MMSE path, and only
 /// ZF and FDE2, whose long responses gain from any source (MMSE, CMA and FDE1 made from the
 /// MMSE path's own phases lose on AWGN: the same document).
-PAQ_HOST_DEVICE constexpr int pre_derotation_source_for(float bep_none, float bep_mmse) noexcept { return bep_none <= bep_mmse ? 0 : 2; }
+PAQ_HOST_DEVICE constexpr int pre_derotation_source_for(float bep_none, float bep_mmse) noexcept
+{
+    return static_cast<int>(bep_none <= bep_mmse ? eq_path::none : eq_path::mmse);
+}
 /// Where a packet's segment is not derotated (the GPU's per-packet source byte).
 inline constexpr std::uint8_t no_derotation = 0xFF;
-/// The largest number of paths made again for a packet.
-inline constexpr int pre_derotation_paths_max = 5;
-/// The paths whose bit phases may be a source (eq_path::none, eq_path::mmse).
-PAQ_HOST_DEVICE constexpr bool phase_source(int path) noexcept { return path == 0 || path == 2; }
+/// The paths whose bit phases may be a source.
+PAQ_HOST_DEVICE constexpr bool phase_source(int path) noexcept
+{
+    return path == static_cast<int>(eq_path::none) || path == static_cast<int>(eq_path::mmse);
+}
 /// The paths made again for a source: every equalized path from the unequalized path's phases,
 /// ZF and FDE2 from the MMSE path's. A source is never made again (its phases are read).
 PAQ_HOST_DEVICE constexpr bool pre_derotated(int path, int source) noexcept
 {
-    return source == 0 ? path != 0 : (path == 1 || path == 5);
+    if (source == static_cast<int>(eq_path::none)) return path != source;
+    return path == static_cast<int>(eq_path::zf) || path == static_cast<int>(eq_path::fde2);
 }
+/// How many paths are made again for a source, and the most for any (the GPU's list bound).
+constexpr int paths_made_again(int source) noexcept
+{
+    int n = 0;
+    for (int p = 0; p < chain::num_paths; ++p) n += pre_derotated(p, source) ? 1 : 0;
+    return n;
+}
+inline constexpr int pre_derotation_paths_max = paths_made_again(static_cast<int>(eq_path::none)) > paths_made_again(static_cast<int>(eq_path::mmse))
+                                                    ? paths_made_again(static_cast<int>(eq_path::none))
+                                                    : paths_made_again(static_cast<int>(eq_path::mmse));
+static_assert(!pre_derotated(static_cast<int>(eq_path::none), static_cast<int>(eq_path::none)) &&
+                  !pre_derotated(static_cast<int>(eq_path::mmse), static_cast<int>(eq_path::mmse)),
+              "a source's phases are read while the paths are made again");
 inline constexpr double pre_derotation_bits = 4.0;
 
 /// The phases' value at x bits (T: float on the GPU, double holding the same floats on the CPU).

@@ -200,10 +200,10 @@ struct chain_part {
     pinned_buffer<float> metrics_host;
     pinned_buffer<int> moved_host;  ///< per packet: the periods the start check moved its start by
     pinned_buffer<std::uint8_t> smoothed_host;  ///< per packet: 1 where the gated phase smoother decided it
-    /// Per packet: the derotation's source path (stream_detector::device_derotation) where
-    /// derotated_host says the batch was derotated.
+    /// Per packet: the derotation's source path (stream_detector::device_derotation), valid
+    /// where derotation_valid says this batch's second pass ran.
     pinned_buffer<std::uint8_t> derotation_host;
-    bool derotated_host = false;
+    bool derotation_valid = false;
     /// With the smoother: the segments' spectra, out of place, so that the segments stay in the
     /// time domain for paths made again from them derotated (dsp::smoother::pre_derotation);
     /// gated, how many streams it decided.
@@ -971,7 +971,7 @@ void chain_part::enqueue_tail(bool timed)
     // segments derotated by the unequalized or the MMSE path's phases
     // (dsp::smoother::pre_derotation_source_for), as dsp::cpu_backend does. Gated, only when
     // it decided any packet: the count came back after the detector (enqueue_back).
-    m.derotated_host = false;
+    m.derotation_valid = false;
     if (m.rederives()) {
         bool any = true;
         if (m.waits_for_count()) {
@@ -989,7 +989,7 @@ void chain_part::enqueue_tail(bool timed)
                          m.det.device_derotation());
             m.det.redecide_device(np * num_paths, m.acq, m.boot, s);
             PAQ_CUDA_CHECK(cudaMemcpyAsync(m.derotation_host.data(), m.det.device_derotation(), np, cudaMemcpyDeviceToHost, s));
-            m.derotated_host = true;
+            m.derotation_valid = true;
         }
     }
     stage_done(cuda_backend::stage::detector);
@@ -1108,7 +1108,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
         }
         auto& rec = out.packets[first_packet + p];
         if (m.smoothed_host.size() > 0 && m.smoothed_host[p] != 0) rec.flags |= dsp::flag_phase_smoothed;
-        if (m.derotated_host && m.derotation_host[p] == static_cast<std::uint8_t>(dsp::eq_path::none)) rec.flags |= dsp::flag_unequalized_phase;
+        if (m.derotation_valid && m.derotation_host[p] == static_cast<std::uint8_t>(dsp::eq_path::none)) rec.flags |= dsp::flag_unequalized_phase;
         for (std::size_t d = 0; d < detectors; ++d) {
             for (std::size_t path = 0; path < static_cast<std::size_t>(num_paths); ++path) {
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];
