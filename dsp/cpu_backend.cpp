@@ -186,14 +186,15 @@ struct cpu_backend::impl {
             }
         };
         auto trace_of = [&](std::size_t p) { return cfg.trellis_on() ? &w.trace[p] : nullptr; };  // for the trellis
+        // Where the smoother decides, it also keeps the bit phases of the paths that may be the
+        // derotation's source (smoother::phase_source).
+        auto smoothed_trace_of = [&](std::size_t p) { return smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p); };
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
             filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
             auto& v = w.v[p];
             decision_samples(v);
-            // The bit phases of the paths that may be the derotation's source are kept
-            // (smoother::phase_source).
-            sxs_trace* const trace = smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p);
+            sxs_trace* const trace = cfg.phase_smoother_always() ? smoothed_trace_of(p) : trace_of(p);
             if (cfg.phase_smoother_always()) {
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
             } else if (cfg.phase_smoother_auto()) {
@@ -209,8 +210,7 @@ struct cpu_backend::impl {
         if (cfg.phase_smoother_auto() && phase_gate::smoother_needed(w.gate.data(), static_cast<int>(workspace::paths))) {
             rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                sxs_trace* const trace = smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p);
-                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
+                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, smoothed_trace_of(p));
             }
         }
         // Where the smoother decided: the segment derotated by the phases of the unequalized or

@@ -11,6 +11,7 @@
 #include "dsp/types.hpp"
 #include "dsp/waveform.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -182,15 +183,14 @@ PAQ_HOST_DEVICE constexpr bool pre_derotated(int path, int source) noexcept
     return path == static_cast<int>(eq_path::zf) || path == static_cast<int>(eq_path::fde2);
 }
 /// How many paths are made again for a source, and the most for any (the GPU's list bound).
-constexpr int paths_made_again(int source) noexcept
+PAQ_HOST_DEVICE constexpr int paths_made_again(int source) noexcept
 {
     int n = 0;
     for (int p = 0; p < chain::num_paths; ++p) n += pre_derotated(p, source) ? 1 : 0;
     return n;
 }
-inline constexpr int pre_derotation_paths_max = paths_made_again(static_cast<int>(eq_path::none)) > paths_made_again(static_cast<int>(eq_path::mmse))
-                                                    ? paths_made_again(static_cast<int>(eq_path::none))
-                                                    : paths_made_again(static_cast<int>(eq_path::mmse));
+inline constexpr int pre_derotation_paths_max =
+    std::max(paths_made_again(static_cast<int>(eq_path::none)), paths_made_again(static_cast<int>(eq_path::mmse)));
 static_assert(!pre_derotated(static_cast<int>(eq_path::none), static_cast<int>(eq_path::none)) &&
                   !pre_derotated(static_cast<int>(eq_path::mmse), static_cast<int>(eq_path::mmse)),
               "a source's phases are read while the paths are made again");

@@ -291,10 +291,7 @@ __global__ void rederive_list_kernel(const unsigned char* __restrict__ smoothed,
     const int src = dsp::smoother::pre_derotation_source_for(st[static_cast<int>(dsp::eq_path::none)].bep_estimate,
                                                              st[static_cast<int>(dsp::eq_path::mmse)].bep_estimate);
     source[p] = static_cast<unsigned char>(src);
-    int n = 0;
-#pragma unroll
-    for (int path = 0; path < dsp::chain::num_paths; ++path) n += dsp::smoother::pre_derotated(path, src) ? 1 : 0;
-    int at = atomicAdd(count, n);
+    int at = atomicAdd(count, dsp::smoother::paths_made_again(src));
 #pragma unroll
     for (int path = 0; path < dsp::chain::num_paths; ++path) {
         if (dsp::smoother::pre_derotated(path, src)) list[at++] = p * dsp::chain::num_paths + path;
