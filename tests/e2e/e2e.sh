@@ -502,15 +502,15 @@ for name in ("mmse", "fde2"):
 with open(f"{work}/llr-ports.tmp", "w") as f:
     f.write(" ".join(str(s.getsockname()[1]) for _, s, _, _ in socks))
 os.rename(f"{work}/llr-ports.tmp", f"{work}/llr-ports")
-# Until told to stop (llr-stop), or 6 s after the last datagram once one came, or 240 s.
-last, start = None, time.time()
-while (last is None or time.time() - last < 6) and time.time() - start < 240 and not os.path.exists(f"{work}/llr-stop"):
+# Until told to stop (llr-stop, once paqd has ended), or 900 s. No idle timeout: under the
+# sanitizers a batch can take longer than any fixed gap between datagrams.
+start = time.time()
+while time.time() - start < 900 and not os.path.exists(f"{work}/llr-stop"):
     ready, _, _ = select.select([s for _, s, _, _ in socks], [], [], 0.2)
     for name, s, out, st in socks:
         if s not in ready:
             continue
         d = s.recv(65536)
-        last = time.time()
         magic, version, ptype, hlen, sid = struct.unpack(">IBBHB", d[:9])
         seq, = struct.unpack(">Q", d[16:24])
         start_sample, = struct.unpack(">Q", d[40:48])
