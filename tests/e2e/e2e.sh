@@ -502,11 +502,14 @@ for name in ("mmse", "fde2"):
 with open(f"{work}/llr-ports.tmp", "w") as f:
     f.write(" ".join(str(s.getsockname()[1]) for _, s, _, _ in socks))
 os.rename(f"{work}/llr-ports.tmp", f"{work}/llr-ports")
-# Until told to stop (llr-stop, once paqd has ended), or 900 s. No idle timeout: under the
-# sanitizers a batch can take longer than any fixed gap between datagrams.
+# Until told to stop (llr-stop, once paqd has ended) and the sockets are drained, or 900 s.
+# No idle timeout: under the sanitizers batches come further apart than any fixed gap.
 start = time.time()
-while time.time() - start < 900 and not os.path.exists(f"{work}/llr-stop"):
+while time.time() - start < 900:
+    stop = os.path.exists(f"{work}/llr-stop")
     ready, _, _ = select.select([s for _, s, _, _ in socks], [], [], 0.2)
+    if stop and not ready:
+        break
     for name, s, out, st in socks:
         if s not in ready:
             continue
