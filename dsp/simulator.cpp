@@ -126,10 +126,12 @@ struct first_order {
 
 class mask_phase_noise {
 public:
-    mask_phase_noise(double fs_hz, double bit_rate_hz, std::uint64_t seed) : rng_(sub_rng(seed, rng_tag_mask))
+    /// The curve: sim_config::phase_noise_points(), validated.
+    mask_phase_noise(double fs_hz, const std::vector<phase_noise_point>& curve, std::uint64_t seed)
+        : fs_hz_(fs_hz), rng_(sub_rng(seed, rng_tag_mask))
     {
-        const double f_lo = irig106_breakpoints_low_hz();
-        const double f_hi = irig106_top_hz(bit_rate_hz);
+        const double f_lo = curve.front().f_hz;
+        const double f_hi = curve.back().f_hz;
         // Edges a quarter decade apart from half a decade below the mask's lowest breakpoint to
         // half a decade above its highest offset (at most 0.4 fs), so that its corners there
         // are inside the fitted band; the curve's breakpoints are on this grid.
@@ -138,7 +140,7 @@ public:
         for (int k = 0; e_lo * std::pow(10.0, k / 4.0) < e_hi * (1 - 1e-9); ++k) edges.push_back(e_lo * std::pow(10.0, k / 4.0));
         edges.push_back(e_hi);
         std::vector<double> mask_db(edges.size()), target_db(edges.size());
-        for (std::size_t i = 0; i < edges.size(); ++i) mask_db[i] = target_db[i] = irig106_phase_noise_dbc_hz(edges[i], bit_rate_hz);
+        for (std::size_t i = 0; i < edges.size(); ++i) mask_db[i] = target_db[i] = phase_noise_dbc_hz(curve, edges[i]);
         // The sections' response rounds the corners of the straight-line asymptotes (a first-
         // order corner is 3 dB off its asymptote): pre-distort the target once by the error at
         // the edges and design again (worst error at the edges 4.1 -> 1.8 dB; more passes do
@@ -162,10 +164,35 @@ public:
         lowest_corner_hz_ = edges.front();
         x1_.assign(sec_.size(), 0.0);
         y1_.assign(sec_.size(), 0.0);
-        // Start in the steady state: run 6 time constants of the lowest corner (the state's
-        // variance then within e^-12 of stationary).
-        const auto warm = static_cast<std::size_t>(std::ceil(6.0 * fs_hz / (2 * pi * lowest_corner_hz_)));
+    }
+
+    /// Runs the filter into its steady state: 6 time constants of the lowest corner (the
+    /// state's variance then within e^-12 of stationary).
+    void warm_up()
+    {
+        const auto warm = static_cast<std::size_t>(std::ceil(6.0 * fs_hz_ / (2 * pi * lowest_corner_hz_)));
         for (std::size_t i = 0; i < warm; ++i) (void)next();
+    }
+
+    /// Variance of the output over the offsets above_hz .. fs / 2 (both sidebands):
+    /// gain^2 (2 / fs) * integral of |H|^2, on a log grid of 64 points a decade from the
+    /// lowest corner / 100 (below that the response is flat: a rectangle).
+    [[nodiscard]] double variance_above(double above_hz) const
+    {
+        const double nyq = fs_hz_ / 2;
+        const double f0 = lowest_corner_hz_ / 100.0;
+        double sum = 0.0;
+        if (above_hz < f0) sum += response_power(0.0, fs_hz_) * (f0 - above_hz);
+        const double a = std::max(above_hz, f0);
+        if (a < nyq) {
+            const int n = std::max(1, static_cast<int>(std::ceil(64.0 * std::log10(nyq / a))));
+            const double r = std::pow(nyq / a, 1.0 / n);
+            for (int i = 0; i < n; ++i) {
+                const double fl = a * std::pow(r, i), fh = fl * r;
+                sum += 0.5 * (response_power(fl, fs_hz_) + response_power(fh, fs_hz_)) * (fh - fl);
+            }
+        }
+        return gain_ * gain_ * 2.0 / fs_hz_ * sum;
     }
 
     double next()
@@ -189,9 +216,6 @@ public:
         for (const auto& s : sec_) h *= (s.b0 + s.b1 * z1) / (1.0 + s.a1 * z1);
         return std::norm(h);
     }
-
-    static double irig106_breakpoints_low_hz() { return 10.0; }
-    static double irig106_top_hz(double bit_rate_hz) { return bit_rate_hz / 4.0; }
 
 private:
     /// The cascade for straight-line slopes between the edges' target levels, and the final
@@ -230,6 +254,7 @@ private:
     }
 
     std::vector<first_order> sec_;
+    double fs_hz_;
     double lowest_corner_hz_ = 0.0;
     std::vector<double> x1_, y1_;
     double gain_ = 1.0;
@@ -238,27 +263,37 @@ private:
 };
 }  // namespace
 
-double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz)
+std::vector<phase_noise_point> irig106_phase_noise_curve(double bit_rate_hz)
 {
     // Breakpoints of the IRIG 106 chapter 2 transmitter phase-noise curve (continuous SSB
-    // phase-noise PSD), log-log interpolated; see docs/SIGNAL-CHAIN.md for the source.
-    struct point {
-        double f_hz, dbc_hz;
-    };
-    static constexpr std::array<point, 3> curve{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
-    const double top = bit_rate_hz / 4.0;  // the standard's highest offset
-    auto on_curve = [&](double f) {
-        if (f <= curve.front().f_hz) return curve.front().dbc_hz;
-        for (std::size_t i = 0; i + 1 < curve.size(); ++i) {
-            if (f <= curve[i + 1].f_hz) {
-                const double u = std::log10(f / curve[i].f_hz) / std::log10(curve[i + 1].f_hz / curve[i].f_hz);
-                return curve[i].dbc_hz + u * (curve[i + 1].dbc_hz - curve[i].dbc_hz);
-            }
+    // phase-noise PSD), log-log interpolated, to the standard's highest offset.
+    static constexpr std::array<phase_noise_point, 3> breakpoints{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
+    const double top = bit_rate_hz / 4.0;
+    std::vector<phase_noise_point> curve;
+    for (const auto& p : breakpoints)
+        if (p.f_hz < top) curve.push_back(p);
+    // At the top: the last breakpoint's level held beyond it, or the curve between two.
+    const std::vector<phase_noise_point> all(breakpoints.begin(), breakpoints.end());
+    curve.push_back({top, top >= all.back().f_hz ? all.back().dbc_hz : phase_noise_dbc_hz(all, top)});
+    return curve;
+}
+
+double phase_noise_dbc_hz(const std::vector<phase_noise_point>& curve, double f_hz)
+{
+    if (curve.empty()) throw std::invalid_argument("phase_noise_dbc_hz: an empty curve");
+    if (f_hz <= curve.front().f_hz) return curve.front().dbc_hz;
+    for (std::size_t i = 0; i + 1 < curve.size(); ++i) {
+        if (f_hz <= curve[i + 1].f_hz) {
+            const double u = std::log10(f_hz / curve[i].f_hz) / std::log10(curve[i + 1].f_hz / curve[i].f_hz);
+            return curve[i].dbc_hz + u * (curve[i + 1].dbc_hz - curve[i].dbc_hz);
         }
-        return curve.back().dbc_hz;
-    };
-    if (f_hz <= top) return on_curve(f_hz);
-    return on_curve(top) - 20.0 * std::log10(f_hz / top);
+    }
+    return curve.back().dbc_hz - 20.0 * std::log10(f_hz / curve.back().f_hz);
+}
+
+double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz)
+{
+    return phase_noise_dbc_hz(irig106_phase_noise_curve(bit_rate_hz), f_hz);
 }
 
 void add_fractional_delay(std::vector<cf64>& taps, int half, double d, cf64 gain)
@@ -346,14 +381,59 @@ agc_step parse_agc_step(std::string_view text)
 
 std::pair<double, double> parse_iq_imbalance(std::string_view text) { return parse_pair(text, "DB,DEG"); }
 
-phase_noise_mask parse_phase_noise_mask(std::string_view text)
+phase_noise_setting parse_phase_noise(std::string_view text)
 {
-    if (text == "none") return phase_noise_mask::none;
-    if (text == "irig106") return phase_noise_mask::irig106;
-    throw std::invalid_argument("unknown phase-noise mask '" + std::string(text) + "' (allowed: none, irig106)");
+    if (text == "none") return {};
+    if (text == "irig106") return {phase_noise_mask::irig106, {}};
+    if (text.find(':') == std::string_view::npos)
+        throw std::invalid_argument("unknown phase noise '" + std::string(text) +
+                                    "' (allowed: none, irig106, or a curve F:DBC,F:DBC,... of offsets in Hz and dBc/Hz)");
+    phase_noise_setting out{phase_noise_mask::curve, {}};
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const auto end = std::min(text.find(',', start), text.size());
+        const auto part = text.substr(start, end - start);
+        const auto colon = part.find(':');
+        auto number = [&](std::string_view t) {
+            const std::string str(t);
+            std::size_t pos = 0;
+            double v = 0.0;
+            try {
+                v = std::stod(str, &pos);
+            } catch (const std::exception&) {
+                pos = 0;
+            }
+            if (str.empty() || pos != str.size())
+                throw std::invalid_argument("curve point '" + std::string(part) + "': '" + str + "' is not a number (expected F:DBC, e.g. 1e6:-100)");
+            return v;
+        };
+        if (colon == std::string_view::npos)
+            throw std::invalid_argument("curve point '" + std::string(part) + "' is not F:DBC (an offset in Hz and L(f) in dBc/Hz, e.g. 1e6:-100)");
+        out.curve.push_back({number(part.substr(0, colon)), number(part.substr(colon + 1))});
+        start = end + 1;
+    }
+    return out;
 }
 
-std::string_view to_string(phase_noise_mask m) noexcept { return m == phase_noise_mask::irig106 ? "irig106" : "none"; }
+std::string_view to_string(phase_noise_mask m) noexcept
+{
+    switch (m) {
+    case phase_noise_mask::irig106: return "irig106";
+    case phase_noise_mask::curve: return "curve";
+    case phase_noise_mask::none: break;
+    }
+    return "none";
+}
+
+std::vector<phase_noise_point> sim_config::phase_noise_points() const
+{
+    switch (phase_noise) {
+    case phase_noise_mask::irig106: return irig106_phase_noise_curve(bit_rate_hz);
+    case phase_noise_mask::curve: return phase_noise_curve;
+    case phase_noise_mask::none: break;
+    }
+    return {};
+}
 
 bool sim_config::resampled() const noexcept
 {
@@ -402,6 +482,37 @@ std::vector<std::string> sim_config::validate() const
         add("dc_offset_dbc", dc_offset_dbc, "-100 .. 0 dBc, or -inf for none");
     if (!(phase_noise_linewidth_hz >= 0.0 && phase_noise_linewidth_hz <= 1e5))
         add("phase_noise_linewidth_hz", phase_noise_linewidth_hz, "0 .. 1e5 Hz");
+    if (phase_noise != phase_noise_mask::curve && !phase_noise_curve.empty()) {
+        e.emplace_back("phase_noise_curve: " + std::to_string(phase_noise_curve.size()) +
+                       " point(s) given with phase_noise " + std::string(to_string(phase_noise)) + " (allowed: only with curve)");
+    } else if (phase_noise == phase_noise_mask::curve) {
+        const auto& c = phase_noise_curve;
+        if (c.empty() || c.size() > 16) add("phase_noise_curve (points)", static_cast<double>(c.size()), "1 .. 16");
+        const double top = sample_rate_hz / 4;
+        for (std::size_t i = 0; i < c.size(); ++i) {
+            const std::string f = "phase_noise_curve[" + std::to_string(i) + "]";
+            if (!(c[i].f_hz >= 10.0 && c[i].f_hz <= top)) {
+                std::ostringstream os;
+                os << "10 .. " << top << " Hz, a quarter of sample_rate_hz";
+                add(f + ".f_hz", c[i].f_hz, os.str());
+            }
+            if (!(c[i].dbc_hz >= -200.0 && c[i].dbc_hz <= 0.0)) add(f + ".dbc_hz", c[i].dbc_hz, "-200 .. 0 dBc/Hz");
+            if (i == 0 || !(c[i].f_hz > 0.0 && c[i - 1].f_hz > 0.0)) continue;
+            if (!(c[i].f_hz > c[i - 1].f_hz)) {
+                std::ostringstream os;
+                os << "> " << c[i - 1].f_hz << " Hz, the offset before it: increasing";
+                add(f + ".f_hz", c[i].f_hz, os.str());
+                continue;
+            }
+            const double slope = (c[i].dbc_hz - c[i - 1].dbc_hz) / std::log10(c[i].f_hz / c[i - 1].f_hz);
+            if (!(slope <= 1e-9 && slope >= -40.0 - 1e-9)) {
+                std::ostringstream os;
+                os << f << ": the segment from " << c[i - 1].f_hz << " Hz changes by " << slope
+                   << " dB/decade (allowed: 0 .. -40 dB/decade, flat or falling as the synthesis makes it)";
+                e.push_back(os.str());
+            }
+        }
+    }
     if (!std::isfinite(cfo_hz) || std::abs(cfo_hz) >= sample_rate_hz / 2) add("cfo_hz", cfo_hz, "|x| < sample_rate / 2");
     if (!std::isfinite(phase_rad)) add("phase_rad", phase_rad, "finite");
     if (!(timing_offset_samples >= 0.0 && timing_offset_samples < 1.0))
@@ -503,8 +614,10 @@ struct simulator::impl {
             wiener_std = std::sqrt(2 * pi * cfg.phase_noise_linewidth_hz / cfg.sample_rate_hz);
             wiener_rng = sub_rng(cfg.seed, rng_tag_wiener);
         }
-        if (cfg.phase_noise == phase_noise_mask::irig106)
-            mask_pn = std::make_unique<mask_phase_noise>(cfg.sample_rate_hz, cfg.bit_rate_hz, cfg.seed);
+        if (cfg.phase_noise != phase_noise_mask::none) {
+            mask_pn = std::make_unique<mask_phase_noise>(cfg.sample_rate_hz, cfg.phase_noise_points(), cfg.seed);
+            mask_pn->warm_up();
+        }
         if (cfg.iq_gain_db != 0.0 || cfg.iq_phase_deg != 0.0) {
             iq = true;
             const double gi = std::pow(10.0, cfg.iq_gain_db / 20.0);
@@ -708,5 +821,10 @@ const sim_truth& simulator::truth() const noexcept { return impl_->truth; }
 const sim_config& simulator::config() const noexcept { return impl_->cfg; }
 std::vector<cf64> simulator::channel_taps() const { return impl_->taps; }
 double simulator::noise_variance() const noexcept { return 2.0 * impl_->noise_std * impl_->noise_std; }
+
+double simulator::phase_noise_rms_rad(double above_hz) const
+{
+    return impl_->mask_pn ? std::sqrt(impl_->mask_pn->variance_above(above_hz)) : 0.0;
+}
 
 }  // namespace paq::dsp

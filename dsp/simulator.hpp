@@ -72,17 +72,40 @@ struct agc_step {
 /// "DB,DEG" (e.g. "1,5"): IQ amplitude and phase imbalance. Throws std::invalid_argument.
 [[nodiscard]] std::pair<double, double> parse_iq_imbalance(std::string_view text);
 
-enum class phase_noise_mask { none, irig106 };
-/// "none" or "irig106". Throws std::invalid_argument naming the allowed values.
-[[nodiscard]] phase_noise_mask parse_phase_noise_mask(std::string_view text);
+/// Phase noise shaped to a curve of the continuous single-sideband phase-noise PSD L(f):
+/// none, the IRIG 106 transmitter limit, or a curve given point by point (a transmitter's
+/// data sheet, or the standard's figure where it differs from irig106_phase_noise_curve).
+enum class phase_noise_mask { none, irig106, curve };
 [[nodiscard]] std::string_view to_string(phase_noise_mask m) noexcept;
 
-/// The IRIG 106 chapter 2 transmitter phase-noise limit as the simulator uses it: the
-/// continuous single-sideband phase-noise PSD L(f) in dBc/Hz at offset f_hz > 0 (log-log
-/// interpolation between the breakpoints; held flat below 10 Hz, and beyond the standard's
-/// highest offset, a quarter of the bit rate, falling at 20 dB/decade). The two-sided PSD of
-/// the synthesized phase, in rad^2/Hz, is 10^(L/10). docs/SIGNAL-CHAIN.md says where the
-/// breakpoints come from.
+/// A point of a phase-noise curve: L(f) in dBc/Hz at the offset f_hz from the carrier.
+struct phase_noise_point {
+    double f_hz;
+    double dbc_hz;
+};
+
+/// What --phase-noise takes: "none", "irig106", or a curve "F:DBC,F:DBC,..." (offsets in Hz,
+/// L(f) in dBc/Hz; e.g. "10:-30,100:-60,1e6:-100,2.5e6:-100"). Throws std::invalid_argument
+/// naming the bad part; the curve's values are checked by sim_config::validate().
+struct phase_noise_setting {
+    phase_noise_mask mask = phase_noise_mask::none;
+    std::vector<phase_noise_point> curve;  ///< only with phase_noise_mask::curve
+};
+[[nodiscard]] phase_noise_setting parse_phase_noise(std::string_view text);
+
+/// The IRIG 106 chapter 2 transmitter phase-noise limit as the simulator uses it, as a curve:
+/// -30 dBc/Hz at 10 Hz, -60 at 100 Hz, -100 at 1 MHz, held at -100 to the standard's highest
+/// offset, a quarter of the bit rate (the last point; at bit rates below 4 Mbit/s the curve
+/// stops there, between the breakpoints). docs/SIGNAL-CHAIN.md says where the breakpoints
+/// come from.
+[[nodiscard]] std::vector<phase_noise_point> irig106_phase_noise_curve(double bit_rate_hz);
+
+/// L(f) of a curve at offset f_hz > 0: log-log interpolation between the points, held flat
+/// below the first, falling at 20 dB/decade beyond the last. The two-sided PSD of the
+/// synthesized phase, in rad^2/Hz, is 10^(L/10).
+[[nodiscard]] double phase_noise_dbc_hz(const std::vector<phase_noise_point>& curve, double f_hz);
+
+/// phase_noise_dbc_hz of irig106_phase_noise_curve(bit_rate_hz).
 [[nodiscard]] double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz);
 
 struct sim_config {
@@ -124,8 +147,13 @@ struct sim_config {
     /// Wiener (random-walk) phase noise: increments of variance 2 pi linewidth / fs per
     /// output sample. 0 .. 1e5 Hz; 0: none.
     double phase_noise_linewidth_hz = 0.0;
-    /// Phase noise shaped to a mask (the IRIG 106 transmitter limit), on top of the Wiener.
+    /// Phase noise shaped to a curve (the IRIG 106 transmitter limit, or phase_noise_curve),
+    /// on top of the Wiener.
     phase_noise_mask phase_noise = phase_noise_mask::none;
+    /// With phase_noise curve: its points, 1 .. 16, offsets 10 Hz .. sample_rate / 4 and
+    /// increasing, levels -200 .. 0 dBc/Hz, each segment flat or falling by at most 40 dB a
+    /// decade (what the synthesis makes). Empty otherwise.
+    std::vector<phase_noise_point> phase_noise_curve;
     std::uint64_t seed = 1;
     /// Flight preset: time of the first sample on the flight's clock (the channel's drift
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
@@ -140,6 +168,9 @@ struct sim_config {
 
     /// Empty when valid; one message per bad field (field, value, allowed range).
     [[nodiscard]] std::vector<std::string> validate() const;
+    /// The phase-noise curve in effect: irig106_phase_noise_curve(bit_rate_hz), the given
+    /// phase_noise_curve, or empty (none).
+    [[nodiscard]] std::vector<phase_noise_point> phase_noise_points() const;
     /// False when the output is the channel output itself (exactly 2 samples per bit, no clock
     /// offset or drift); true when it is resampled.
     [[nodiscard]] bool resampled() const noexcept;
@@ -178,6 +209,10 @@ public:
     [[nodiscard]] static constexpr int channel_delay_samples() noexcept { return 16; }
     /// Complex noise variance per output sample (2 sigma^2), 0 when noiseless.
     [[nodiscard]] double noise_variance() const noexcept;
+    /// RMS of the phase shaped to the curve (not the Wiener's), in rad, over the offsets from
+    /// above_hz to half the sample rate (0: all), from the synthesis filter's response; 0
+    /// without a curve.
+    [[nodiscard]] double phase_noise_rms_rad(double above_hz = 0.0) const;
 
 private:
     struct impl;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -528,6 +529,115 @@ TEST(simulator_phase_noise, irig106_synthesized_psd_follows_the_mask)
     }
 }
 
+TEST(simulator_phase_noise, curve_parsing_and_the_irig106_curve_as_points)
+{
+    EXPECT_EQ(parse_phase_noise("none").mask, phase_noise_mask::none);
+    EXPECT_EQ(parse_phase_noise("irig106").mask, phase_noise_mask::irig106);
+    const auto c = parse_phase_noise("1e3:-70,2.5e4:-95.5,1e6:-130");
+    ASSERT_EQ(c.mask, phase_noise_mask::curve);
+    ASSERT_EQ(c.curve.size(), 3u);
+    EXPECT_DOUBLE_EQ(c.curve[1].f_hz, 2.5e4);
+    EXPECT_DOUBLE_EQ(c.curve[1].dbc_hz, -95.5);
+    for (const char* bad : {"pink", "1e3:-70,", "1e3:-70,x:-90", "1e3", "1e3:-70:5", "1e3:-70,2e3"})
+        EXPECT_THROW((void)parse_phase_noise(bad), std::invalid_argument) << bad;
+    // The IRIG curve to a quarter of the bit rate: held at -100 beyond 1 MHz; at 1 Mbit/s it
+    // stops at 250 kHz, on the -10 dB/decade segment.
+    const auto irig = irig106_phase_noise_curve(10.3125e6);
+    ASSERT_EQ(irig.size(), 4u);
+    EXPECT_DOUBLE_EQ(irig.back().f_hz, 10.3125e6 / 4);
+    EXPECT_DOUBLE_EQ(irig.back().dbc_hz, -100.0);
+    const auto slow = irig106_phase_noise_curve(1e6);
+    ASSERT_EQ(slow.size(), 3u);
+    EXPECT_DOUBLE_EQ(slow.back().f_hz, 2.5e5);
+    EXPECT_NEAR(slow.back().dbc_hz, -60.0 - 10.0 * std::log10(2500.0), 1e-9);
+    // A curve: flat below its first point, log-log between, -20 dB/decade beyond its last.
+    EXPECT_DOUBLE_EQ(phase_noise_dbc_hz(c.curve, 10.0), -70.0);
+    EXPECT_NEAR(phase_noise_dbc_hz(c.curve, 5e3), -70.0 - 25.5 * std::log10(5.0) / std::log10(25.0), 1e-9);
+    EXPECT_NEAR(phase_noise_dbc_hz(c.curve, 1e7), -150.0, 1e-9);
+}
+
+TEST(simulator_phase_noise, curve_settings_are_checked_naming_the_point)
+{
+    auto with = [](std::vector<phase_noise_point> pts, phase_noise_mask m = phase_noise_mask::curve) {
+        auto c = base(10.3125e6, 20.625e6);
+        c.phase_noise = m;
+        c.phase_noise_curve = std::move(pts);
+        const auto e = c.validate();
+        std::string all;
+        for (const auto& s : e) all += s + "\n";
+        return all;
+    };
+    EXPECT_EQ(with({{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}), "");
+    EXPECT_EQ(with({{1e3, -80.0}}), "");  // one point: flat, then -20 dB/decade
+    EXPECT_NE(with({}).find("phase_noise_curve (points) = 0"), std::string::npos);
+    EXPECT_NE(with({{5.0, -30.0}}).find("phase_noise_curve[0].f_hz = 5"), std::string::npos);
+    EXPECT_NE(with({{10.0, -30.0}, {6e6, -100.0}}).find("phase_noise_curve[1].f_hz = 6e+06"), std::string::npos);
+    EXPECT_NE(with({{10.0, 3.0}}).find("phase_noise_curve[0].dbc_hz = 3"), std::string::npos);
+    EXPECT_NE(with({{100.0, -60.0}, {100.0, -70.0}}).find("increasing"), std::string::npos);
+    const auto rising = with({{100.0, -60.0}, {1e3, -50.0}});
+    EXPECT_NE(rising.find("phase_noise_curve[1]: the segment from 100 Hz changes by 10 dB/decade"), std::string::npos) << rising;
+    EXPECT_NE(with({{100.0, -60.0}, {1e3, -110.0}}).find("-50 dB/decade"), std::string::npos);
+    EXPECT_NE(with({{100.0, -60.0}}, phase_noise_mask::irig106).find("only with curve"), std::string::npos);
+    std::vector<phase_noise_point> many;
+    for (int i = 0; i < 17; ++i) many.push_back({100.0 * (i + 1), -60.0 - i});
+    EXPECT_NE(with(many).find("phase_noise_curve (points) = 17"), std::string::npos);
+}
+
+TEST(simulator_phase_noise, a_curve_equal_to_irig106_makes_the_same_samples)
+{
+    auto c = base(10.3125e6, 20.625e6);
+    c.ebn0_db = 12.0;
+    c.phase_noise = phase_noise_mask::irig106;
+    const auto a = run(c, 300000);
+    c.phase_noise = phase_noise_mask::curve;
+    c.phase_noise_curve = irig106_phase_noise_curve(c.bit_rate_hz);
+    const auto b = run(c, 300000);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(cf32)), 0);
+}
+
+TEST(simulator_phase_noise, a_given_curve_is_synthesized_and_its_rms_reported)
+{
+    // A curve with a -20 and a -40 dB/decade segment: Welch PSD of the synthesized phase
+    // against it, and simulator::phase_noise_rms_rad(f) against the
+    // measured variance above f (the PSD summed over the bins above f, both sidebands).
+    const double rb = 10.3125e6, fs = 20.625e6;
+    const std::size_t n = std::size_t{1} << 21, seg = std::size_t{1} << 14;
+    auto c = base(rb, fs);
+    const auto ref = run(c, n);
+    c.phase_noise = phase_noise_mask::curve;
+    c.phase_noise_curve = {{1e4, -80.0}, {1e5, -100.0}, {1e6, -140.0}};
+    simulator sim(c);
+    std::vector<cf32> out;
+    sim.generate(n, out);
+    const auto psd = welch_psd(phase_difference(out, ref), seg, fs);
+    struct at {
+        double f_hz, tol_db;
+    };
+    // Half a decade from the corners: 1.5 dB (the -40 dB/decade segment is two poles and two
+    // zeros a quarter decade apart: measured -1.0 and +1.4 dB). Beyond the last point the
+    // -20 dB/decade is only roughly made towards half the sample rate: 2 MHz measured 3.6 dB
+    // high (the curve's own band, to its last point, is what the tolerances above hold).
+    for (const auto& [f, tol] : {at{3.16e4, 1.5}, at{3.16e5, 1.5}, at{2e6, 4.5}}) {
+        const double meas = psd_db_at(psd, seg, fs, f);
+        const double want = phase_noise_dbc_hz(c.phase_noise_curve, f);
+        std::printf("curve at %8.0f Hz: synthesized %.2f dB, curve %.2f dBc/Hz\n", f, meas, want);
+        EXPECT_NEAR(meas, want, tol) << f;
+    }
+    const double df = fs / static_cast<double>(seg);
+    for (const double above : {3e4, 3e5}) {
+        double var = 0.0;
+        for (std::size_t k = static_cast<std::size_t>(std::ceil(above / df)); k < psd.size(); ++k) var += 2.0 * psd[k] * df;
+        const double rms = sim.phase_noise_rms_rad(above);
+        std::printf("rms above %.0f Hz: reported %.4f deg, measured %.4f deg\n", above, rms * 180 / pi, std::sqrt(var) * 180 / pi);
+        EXPECT_NEAR(rms * rms, var, 0.05 * var) << above;
+    }
+    EXPECT_GT(sim.phase_noise_rms_rad(), sim.phase_noise_rms_rad(3e4));
+    c.phase_noise = phase_noise_mask::none;
+    c.phase_noise_curve.clear();
+    EXPECT_EQ(simulator(c).phase_noise_rms_rad(), 0.0);
+}
+
 // ---- paq-sim ---------------------------------------------------------------------------------
 
 TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
@@ -559,7 +669,9 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
              {"--iq-imbalance 2,90", "--iq-imbalance (DEG)", "-45 .. 45"},
              {"--dc-offset 5", "--dc-offset", "-100 .. 0 dBc"},
              {"--phase-noise-linewidth -1", "--phase-noise-linewidth", "0 .. 1e5 Hz"},
-             {"--phase-noise pink", "--phase-noise", "none, irig106"}}) {
+             {"--phase-noise pink", "--phase-noise", "none, irig106, or a curve"},
+             {"--phase-noise 1e3:-70,1e4:-50", "--phase-noise", "0 .. -40 dB/decade"},
+             {"--phase-noise 1e3:-70,1e7:-150", "--phase-noise", "a quarter of sample_rate_hz"}}) {
         auto [rc, log] = run_cli(b.args + (b.args.find("--seconds") == std::string::npos ? " --seconds 0.001" : ""));
         EXPECT_NE(rc, 0) << b.args;
         EXPECT_NE(log.find(b.must_contain1), std::string::npos) << b.args << ": " << log;
@@ -575,7 +687,8 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
     for (const char* key : {"\"core:sample_rate\": 12500000", "\"paq:bit_rate_hz\": 5000000", "\"paq:samples_per_bit\": 2.5",
                             "\"paq:clock_ppm\": 150", "\"paq:clock_drift_ppm_per_s\": 10", "\"paq:gain_db\": -12",
                             "\"paq:agc_steps\"", "\"paq:iq_imbalance\"", "\"paq:dc_offset_dbc\": -25",
-                            "\"paq:phase_noise_linewidth_hz\": 300", "\"paq:phase_noise_mask\": \"irig106\"", "\"paq:resampler\""})
+                            "\"paq:phase_noise_linewidth_hz\": 300", "\"paq:phase_noise_mask\": \"irig106\"", "\"paq:phase_noise_curve\"",
+                            "\"paq:phase_noise_rms_deg\"", "\"above_300khz\"", "\"paq:resampler\""})
         EXPECT_NE(m.find(key), std::string::npos) << key << " in " << m;
     const auto bytes = std::filesystem::file_size(out + ".sigmf-data");
     EXPECT_EQ(bytes, 25000u * 8u);  // 0.002 s at 12.5 MS/s, cf32

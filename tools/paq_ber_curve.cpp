@@ -150,7 +150,13 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     if (!o.iq_imbalance.empty()) std::tie(scfg.iq_gain_db, scfg.iq_phase_deg) = paq::dsp::parse_iq_imbalance(o.iq_imbalance);
     scfg.dc_offset_dbc = o.dc_offset_dbc;
     scfg.phase_noise_linewidth_hz = o.phase_noise_linewidth_hz;
-    scfg.phase_noise = paq::dsp::parse_phase_noise_mask(o.phase_noise);
+    try {
+        const auto pn = paq::dsp::parse_phase_noise(o.phase_noise);
+        scfg.phase_noise = pn.mask;
+        scfg.phase_noise_curve = pn.curve;
+    } catch (const std::invalid_argument& e) {
+        throw std::invalid_argument(std::string("--phase-noise: ") + e.what());
+    }
     if (const auto errors = scfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
 
     return scfg;
@@ -287,7 +293,7 @@ int main(int argc, char** argv)
     app.add_option("--iq-imbalance", o.iq_imbalance, "IQ amplitude and phase imbalance DB,DEG, e.g. 2,10");
     app.add_option("--dc-offset", o.dc_offset_dbc, "Complex DC offset relative to the signal power, dBc (-100 .. 0)");
     app.add_option("--phase-noise-linewidth", o.phase_noise_linewidth_hz, "Wiener phase noise linewidth, Hz (0 .. 1e5)");
-    app.add_option("--phase-noise", o.phase_noise, "Phase noise shaped to a mask: none or irig106");
+    app.add_option("--phase-noise", o.phase_noise, "Phase noise shaped to a curve: none, irig106, or F:DBC,F:DBC,... (offsets in Hz, L(f) in dBc/Hz; as paq-sim)");
     app.add_option("--pattern", o.pattern, "PN test pattern (pn9, pn11, pn15, pn20, pn23, pn31)")
         ->check(CLI::Validator(
             [](std::string& s) -> std::string {

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <numbers>
 #include <iostream>
 #include <tuple>
 #include <string>
@@ -42,6 +43,7 @@ std::string option_of(const std::string& message)
         {"iq_phase_deg", "--iq-imbalance (DEG)"},
         {"dc_offset_dbc", "--dc-offset"},
         {"phase_noise_linewidth_hz", "--phase-noise-linewidth"},
+        {"phase_noise_curve", "--phase-noise"},
         {"flight_start_s", "--flight-start"},
         {"extra_rays", "--ray"},
         {"preset", "--preset"},
@@ -92,8 +94,11 @@ int main(int argc, char** argv)
     app.add_option("--phase-noise-linewidth", cfg.phase_noise_linewidth_hz,
                    "Wiener phase noise of this linewidth in Hz (0 .. 1e5; 0: none)")
         ->capture_default_str();
-    app.add_option("--phase-noise", phase_noise, "Phase noise shaped to a mask: none or irig106 (the IRIG 106 "
-                                                  "chapter 2 transmitter limit)")
+    app.add_option("--phase-noise", phase_noise,
+                   "Phase noise shaped to a curve of L(f): none, irig106 (the IRIG 106 chapter 2 transmitter limit), "
+                   "or F:DBC,F:DBC,... (offsets in Hz, 10 .. sample rate / 4, increasing; dBc/Hz, flat or falling by "
+                   "at most 40 dB a decade; flat below the first, -20 dB/decade beyond the last), e.g. "
+                   "10:-30,100:-60,1e6:-100,2.5e6:-100")
         ->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
@@ -133,7 +138,9 @@ int main(int argc, char** argv)
         }
         cfg.dc_offset_dbc = dc_offset_dbc;
         try {
-            cfg.phase_noise = dsp::parse_phase_noise_mask(phase_noise);
+            const auto pn = dsp::parse_phase_noise(phase_noise);
+            cfg.phase_noise = pn.mask;
+            cfg.phase_noise_curve = pn.curve;
         } catch (const std::invalid_argument& e) {
             throw std::invalid_argument(std::string("--phase-noise: ") + e.what());
         }
@@ -182,6 +189,15 @@ int main(int argc, char** argv)
             meta.extra_global["paq:resampler"] = {{"kind", "Kaiser-windowed sinc (beta 8) on the 2-samples-per-bit channel output"},
                                                   {"half_taps", cfg.resampler_half_taps}};
         }
+        if (cfg.phase_noise != dsp::phase_noise_mask::none) {
+            // The curve as synthesized, and the rms phase it makes (the filter's response), in
+            // all and beyond the offsets a receiver's phase tracking can follow at all.
+            auto& j = meta.extra_global["paq:phase_noise_curve"];
+            for (const auto& p : cfg.phase_noise_points()) j.push_back({{"f_hz", p.f_hz}, {"dbc_hz", p.dbc_hz}});
+            meta.extra_global["paq:phase_noise_rms_deg"] = {{"all", sim.phase_noise_rms_rad() * 180 / std::numbers::pi},
+                                                            {"above_30khz", sim.phase_noise_rms_rad(30e3) * 180 / std::numbers::pi},
+                                                            {"above_300khz", sim.phase_noise_rms_rad(300e3) * 180 / std::numbers::pi}};
+        }
         if (!cfg.agc_steps.empty()) {
             auto& j = meta.extra_global["paq:agc_steps"];
             for (const auto& st : cfg.agc_steps) j.push_back({{"time_s", st.time_s}, {"db", st.db}});
@@ -208,6 +224,11 @@ int main(int argc, char** argv)
         }
         std::cout << "paq-sim: wrote " << total << " samples (" << seconds << " s, "
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
+        if (cfg.phase_noise != dsp::phase_noise_mask::none) {
+            std::printf("paq-sim: phase noise %s: %.2f deg rms in all, %.2f deg above 30 kHz, %.2f deg above 300 kHz\n",
+                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), sim.phase_noise_rms_rad() * 180 / std::numbers::pi,
+                        sim.phase_noise_rms_rad(30e3) * 180 / std::numbers::pi, sim.phase_noise_rms_rad(300e3) * 180 / std::numbers::pi);
+        }
     } catch (const std::exception& e) {
         std::cerr << "paq-sim: error: " << e.what() << "\n";
         return settings_read ? 1 : cli::usage_error;
