@@ -21,6 +21,7 @@
 #include "dsp/receiver_tables.hpp"
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
+#include "tools/sim_options.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -157,7 +158,11 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(std::string("--phase-noise: ") + e.what());
     }
-    if (const auto errors = scfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
+    if (const auto errors = scfg.validate(); !errors.empty()) {
+        std::string msg;
+        for (const auto& e : errors) msg += (msg.empty() ? "" : "\npaq-ber-curve: ") + paq::tools::sim_option_of(e) + e;
+        throw std::invalid_argument(msg);
+    }
 
     return scfg;
 }

@@ -7,6 +7,7 @@
 //   paq-sim --sample-rate 25e6 --clock-ppm 100 --iq-imbalance 2,10 --dc-offset -15
 //           --phase-noise irig106 --ebn0-db 11 --seconds 1 --output field   (one line)
 #include "config/cli.hpp"
+#include "tools/sim_options.hpp"
 #include "dsp/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "io/sample_file.hpp"
@@ -22,38 +23,6 @@
 #include <tuple>
 #include <string>
 #include <vector>
-
-namespace {
-
-/// The paq-sim option that sets each sim_config field, so a rejected value names the option.
-std::string option_of(const std::string& message)
-{
-    static const std::vector<std::pair<std::string, std::string>> fields{
-        {"ebn0_db", "--ebn0-db"},
-        {"cfo_hz", "--cfo-hz"},
-        {"phase_rad", "--phase-rad"},
-        {"timing_offset_samples", "--timing-offset"},
-        {"bit_rate_hz", "--bit-rate"},
-        {"sample_rate_hz", "--sample-rate"},
-        {"clock_ppm", "--clock-ppm"},
-        {"clock_drift_ppm_per_s", "--clock-drift-ppm-per-s"},
-        {"gain_db", "--gain-db"},
-        {"agc_steps", "--agc-step"},
-        {"iq_gain_db", "--iq-imbalance (DB)"},
-        {"iq_phase_deg", "--iq-imbalance (DEG)"},
-        {"dc_offset_dbc", "--dc-offset"},
-        {"phase_noise_linewidth_hz", "--phase-noise-linewidth"},
-        {"phase_noise_curve", "--phase-noise"},
-        {"flight_start_s", "--flight-start"},
-        {"extra_rays", "--ray"},
-        {"preset", "--preset"},
-    };
-    for (const auto& [field, option] : fields)
-        if (message.rfind(field, 0) == 0) return option + ": ";
-    return {};
-}
-
-}  // namespace
 
 int main(int argc, char** argv)
 {
@@ -148,7 +117,7 @@ int main(int argc, char** argv)
         const auto fmt = io::parse_sample_format(datatype);
         const auto errors = cfg.validate();
         if (!errors.empty()) {
-            for (const auto& e : errors) std::cerr << "paq-sim: " << option_of(e) << e << "\n";
+            for (const auto& e : errors) std::cerr << "paq-sim: " << tools::sim_option_of(e) << e << "\n";
             return 2;
         }
         if (const double end_ppm = cfg.clock_ppm + cfg.clock_drift_ppm_per_s * seconds; std::abs(end_ppm) > 1000.0) {

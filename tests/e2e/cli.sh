@@ -80,6 +80,14 @@ expect_rc 2 "paq-sim --ebn0-db abc" "$build/tools/paq-sim" --seconds 0.01 --ebn0
 expect_rc 2 "paqd replay --pattern pn16" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --pattern pn16
 expect_rc 2 "paqd replay --datatype bogus" "$build/daemon/paqd" replay "$work/rec.raw" --datatype bogus --sample-rate 20.625e6
 expect_rc 2 "paqd replay --bit-rate 50e6" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --bit-rate 50e6
+# A simulator setting out of range names the option typed, in paq-sim and paq-ber-curve alike,
+# every bad one of them.
+for prog in paq-sim paq-ber-curve; do
+  expect_rc 2 "$prog bad phase-noise curve and IQ" "$build/tools/$prog" --ebn0-db 11 --phase-noise 1e3:-70,1e5:-20 --iq-imbalance 9,0 --output "$work/bad"
+  grep -q -- "--phase-noise: phase_noise_curve\[1\]: the segment from 1000 Hz changes by 25 dB/decade" "$work/err" ||
+    fail "$prog: the curve's rising segment is not named with --phase-noise ($(head -c 400 "$work/err"))"
+  grep -q -- "--iq-imbalance (DB): iq_gain_db = 9" "$work/err" || fail "$prog: the second bad setting is not named ($(head -c 400 "$work/err"))"
+done
 printf 'recievr:\n  detector: trellis\n' > "$work/typo.yaml"
 expect_rc 2 "paqd replay --config with a misspelled section" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --config "$work/typo.yaml"
 grep -q "unknown section 'recievr'" "$work/err" || fail "paqd replay: a misspelled section is not named ($(head -c 300 "$work/err"))"
