@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <iomanip>
 #include <numbers>
 #include <random>
 #include <sstream>
@@ -126,12 +127,12 @@ struct first_order {
 
 class mask_phase_noise {
 public:
-    /// The curve: sim_config::phase_noise_points(), validated.
-    mask_phase_noise(double fs_hz, const std::vector<phase_noise_point>& curve, std::uint64_t seed)
+    /// level_db(f): L(f) in dBc/Hz, defined from f_lo to f_hi (the curve's first and last
+    /// offsets; beyond f_hi falling at 20 dB/decade).
+    template <class Level>
+    mask_phase_noise(double fs_hz, double f_lo, double f_hi, Level level_db, std::uint64_t seed)
         : fs_hz_(fs_hz), rng_(sub_rng(seed, rng_tag_mask))
     {
-        const double f_lo = curve.front().f_hz;
-        const double f_hi = curve.back().f_hz;
         // Edges a quarter decade apart from half a decade below the mask's lowest breakpoint to
         // half a decade above its highest offset (at most 0.4 fs), so that its corners there
         // are inside the fitted band; the curve's breakpoints are on this grid.
@@ -140,7 +141,7 @@ public:
         for (int k = 0; e_lo * std::pow(10.0, k / 4.0) < e_hi * (1 - 1e-9); ++k) edges.push_back(e_lo * std::pow(10.0, k / 4.0));
         edges.push_back(e_hi);
         std::vector<double> mask_db(edges.size()), target_db(edges.size());
-        for (std::size_t i = 0; i < edges.size(); ++i) mask_db[i] = target_db[i] = phase_noise_dbc_hz(curve, edges[i]);
+        for (std::size_t i = 0; i < edges.size(); ++i) mask_db[i] = target_db[i] = level_db(edges[i]);
         // The sections' response rounds the corners of the straight-line asymptotes (a first-
         // order corner is 3 dB off its asymptote): pre-distort the target once by the error at
         // the edges and design again (worst error at the edges 4.1 -> 1.8 dB; more passes do
@@ -179,6 +180,7 @@ public:
     /// lowest corner / 100 (below that the response is flat: a rectangle).
     [[nodiscard]] double variance_above(double above_hz) const
     {
+        above_hz = std::max(above_hz, 0.0);  // offsets, not frequencies: nothing below 0
         const double nyq = fs_hz_ / 2;
         const double f0 = lowest_corner_hz_ / 100.0;
         double sum = 0.0;
@@ -293,7 +295,23 @@ double phase_noise_dbc_hz(const std::vector<phase_noise_point>& curve, double f_
 
 double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz)
 {
-    return phase_noise_dbc_hz(irig106_phase_noise_curve(bit_rate_hz), f_hz);
+    // The breakpoints' own segments to a quarter of the bit rate (not the curve's last
+    // segment ending there: that would round differently below 4 Mbit/s and change the
+    // synthesis of recordings made before the curve existed).
+    static constexpr std::array<phase_noise_point, 3> curve{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
+    const double top = bit_rate_hz / 4.0;  // the standard's highest offset
+    auto on_curve = [&](double f) {
+        if (f <= curve.front().f_hz) return curve.front().dbc_hz;
+        for (std::size_t i = 0; i + 1 < curve.size(); ++i) {
+            if (f <= curve[i + 1].f_hz) {
+                const double u = std::log10(f / curve[i].f_hz) / std::log10(curve[i + 1].f_hz / curve[i].f_hz);
+                return curve[i].dbc_hz + u * (curve[i + 1].dbc_hz - curve[i].dbc_hz);
+            }
+        }
+        return curve.back().dbc_hz;
+    };
+    if (f_hz <= top) return on_curve(f_hz);
+    return on_curve(top) - 20.0 * std::log10(f_hz / top);
 }
 
 void add_fractional_delay(std::vector<cf64>& taps, int half, double d, cf64 gain)
@@ -389,17 +407,26 @@ phase_noise_setting parse_phase_noise(std::string_view text)
         throw std::invalid_argument("unknown phase noise '" + std::string(text) +
                                     "' (allowed: none, irig106, or a curve F:DBC,F:DBC,... of offsets in Hz and dBc/Hz)");
     phase_noise_setting out{phase_noise_mask::curve, {}};
+    auto trim = [](std::string_view t) {
+        while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+        while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+        return t;
+    };
     std::size_t start = 0;
     while (start <= text.size()) {
         const auto end = std::min(text.find(',', start), text.size());
-        const auto part = text.substr(start, end - start);
+        const auto part = trim(text.substr(start, end - start));
+        if (part.empty())
+            throw std::invalid_argument("an empty curve point (a stray comma?) in '" + std::string(text) + "'");
         const auto colon = part.find(':');
         auto number = [&](std::string_view t) {
-            const std::string str(t);
+            const std::string str(trim(t));
             std::size_t pos = 0;
             double v = 0.0;
             try {
                 v = std::stod(str, &pos);
+            } catch (const std::out_of_range&) {
+                throw std::invalid_argument("curve point '" + std::string(part) + "': '" + str + "' is beyond the range of a number");
             } catch (const std::exception&) {
                 pos = 0;
             }
@@ -489,25 +516,34 @@ std::vector<std::string> sim_config::validate() const
         const auto& c = phase_noise_curve;
         if (c.empty() || c.size() > 16) add("phase_noise_curve (points)", static_cast<double>(c.size()), "1 .. 16");
         const double top = sample_rate_hz / 4;
+        // Points are numbered from 0, as typed (the first F:DBC is [0]); offsets printed in
+        // full (2.578125e6 is not 2.57812e6).
+        auto point = [&](std::size_t i) {
+            std::ostringstream os;
+            os << std::setprecision(10) << "phase_noise_curve[" << i << "] (" << c[i].f_hz << ":" << c[i].dbc_hz << ")";
+            return os.str();
+        };
         for (std::size_t i = 0; i < c.size(); ++i) {
-            const std::string f = "phase_noise_curve[" + std::to_string(i) + "]";
+            const std::string f = point(i);
             if (!(c[i].f_hz >= 10.0 && c[i].f_hz <= top)) {
                 std::ostringstream os;
-                os << "10 .. " << top << " Hz, a quarter of sample_rate_hz";
-                add(f + ".f_hz", c[i].f_hz, os.str());
+                os << std::setprecision(10) << f << ": the offset is out of range (allowed: 10 .. " << top
+                   << " Hz, a quarter of the sample rate)";
+                e.push_back(os.str());
             }
-            if (!(c[i].dbc_hz >= -200.0 && c[i].dbc_hz <= 0.0)) add(f + ".dbc_hz", c[i].dbc_hz, "-200 .. 0 dBc/Hz");
-            if (i == 0 || !(c[i].f_hz > 0.0 && c[i - 1].f_hz > 0.0)) continue;
+            if (!(c[i].dbc_hz >= -200.0 && c[i].dbc_hz <= 0.0))
+                e.push_back(f + ": the level is out of range (allowed: -200 .. 0 dBc/Hz)");
+            if (i == 0 || !(std::isfinite(c[i].f_hz) && std::isfinite(c[i - 1].f_hz) && c[i].f_hz > 0.0 && c[i - 1].f_hz > 0.0))
+                continue;
             if (!(c[i].f_hz > c[i - 1].f_hz)) {
-                std::ostringstream os;
-                os << "> " << c[i - 1].f_hz << " Hz, the offset before it: increasing";
-                add(f + ".f_hz", c[i].f_hz, os.str());
+                e.push_back(f + ": the offset is not above the one before it (allowed: increasing offsets)");
                 continue;
             }
+            if (!std::isfinite(c[i].dbc_hz) || !std::isfinite(c[i - 1].dbc_hz)) continue;
             const double slope = (c[i].dbc_hz - c[i - 1].dbc_hz) / std::log10(c[i].f_hz / c[i - 1].f_hz);
             if (!(slope <= 1e-9 && slope >= -40.0 - 1e-9)) {
                 std::ostringstream os;
-                os << f << ": the segment from " << c[i - 1].f_hz << " Hz changes by " << slope
+                os << std::setprecision(4) << f << ": the segment from the point before changes by " << slope
                    << " dB/decade (allowed: 0 .. -40 dB/decade, flat or falling as the synthesis makes it)";
                 e.push_back(os.str());
             }
@@ -615,7 +651,15 @@ struct simulator::impl {
             wiener_rng = sub_rng(cfg.seed, rng_tag_wiener);
         }
         if (cfg.phase_noise != phase_noise_mask::none) {
-            mask_pn = std::make_unique<mask_phase_noise>(cfg.sample_rate_hz, cfg.phase_noise_points(), cfg.seed);
+            if (cfg.phase_noise == phase_noise_mask::irig106) {
+                const double rb = cfg.bit_rate_hz;
+                mask_pn = std::make_unique<mask_phase_noise>(cfg.sample_rate_hz, 10.0, rb / 4.0,
+                                                             [rb](double f) { return irig106_phase_noise_dbc_hz(f, rb); }, cfg.seed);
+            } else {
+                const auto& curve = cfg.phase_noise_curve;
+                mask_pn = std::make_unique<mask_phase_noise>(cfg.sample_rate_hz, curve.front().f_hz, curve.back().f_hz,
+                                                             [&curve](double f) { return phase_noise_dbc_hz(curve, f); }, cfg.seed);
+            }
             mask_pn->warm_up();
         }
         if (cfg.iq_gain_db != 0.0 || cfg.iq_phase_deg != 0.0) {

@@ -105,7 +105,10 @@ struct phase_noise_setting {
 /// synthesized phase, in rad^2/Hz, is 10^(L/10).
 [[nodiscard]] double phase_noise_dbc_hz(const std::vector<phase_noise_point>& curve, double f_hz);
 
-/// phase_noise_dbc_hz of irig106_phase_noise_curve(bit_rate_hz).
+/// L(f) of the IRIG 106 limit, what the simulator synthesizes for phase_noise irig106: the
+/// breakpoints log-log interpolated, held at -100 from 1 MHz, falling at 20 dB/decade beyond
+/// a quarter of the bit rate. phase_noise_dbc_hz(irig106_phase_noise_curve(bit_rate_hz), f)
+/// is the same to rounding (exactly the same where the quarter is 1 MHz or more).
 [[nodiscard]] double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz);
 
 struct sim_config {

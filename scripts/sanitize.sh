@@ -24,6 +24,9 @@ mkdir -p "$logs"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:log_path=$logs/asan
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$logs/ubsan
 export LSAN_OPTIONS=log_path=$logs/lsan
+# The end-to-end tests' paq-bert waits this long after the last datagram before it ends:
+# sanitized, paqd's batches come seconds apart (e2e.both's 3.5 s on CI).
+export PAQ_E2E_BERT_IDLE_S=60
 
 # Not run sanitized (measured on 2 cores, docs/TESTING.md): they assert timing that an
 # instrumented build (2-3x slower) cannot keep, or take too long, and they exercise no code

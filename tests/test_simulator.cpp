@@ -538,8 +538,18 @@ TEST(simulator_phase_noise, curve_parsing_and_the_irig106_curve_as_points)
     ASSERT_EQ(c.curve.size(), 3u);
     EXPECT_DOUBLE_EQ(c.curve[1].f_hz, 2.5e4);
     EXPECT_DOUBLE_EQ(c.curve[1].dbc_hz, -95.5);
-    for (const char* bad : {"pink", "1e3:-70,", "1e3:-70,x:-90", "1e3", "1e3:-70:5", "1e3:-70,2e3"})
+    for (const char* bad : {"pink", "1e3:-70,", ",1e3:-70", "1e3:-70,,1e4:-80", "1e3:-70,x:-90", "1e3", "1e3:-70:5", "1e3:-70,2e3",
+                            "1e400:-70"})
         EXPECT_THROW((void)parse_phase_noise(bad), std::invalid_argument) << bad;
+    // Blanks around the numbers are allowed.
+    const auto spaced = parse_phase_noise(" 1e3 : -70 , 1e4:-80 ");
+    ASSERT_EQ(spaced.curve.size(), 2u);
+    EXPECT_DOUBLE_EQ(spaced.curve[1].dbc_hz, -80.0);
+    try {
+        (void)parse_phase_noise("1e3:-70,");
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("an empty curve point (a stray comma?)"), std::string::npos) << e.what();
+    }
     // The IRIG curve to a quarter of the bit rate: held at -100 beyond 1 MHz; at 1 Mbit/s it
     // stops at 250 kHz, on the -10 dB/decade segment.
     const auto irig = irig106_phase_noise_curve(10.3125e6);
@@ -570,13 +580,24 @@ TEST(simulator_phase_noise, curve_settings_are_checked_naming_the_point)
     EXPECT_EQ(with({{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}), "");
     EXPECT_EQ(with({{1e3, -80.0}}), "");  // one point: flat, then -20 dB/decade
     EXPECT_NE(with({}).find("phase_noise_curve (points) = 0"), std::string::npos);
-    EXPECT_NE(with({{5.0, -30.0}}).find("phase_noise_curve[0].f_hz = 5"), std::string::npos);
-    EXPECT_NE(with({{10.0, -30.0}, {6e6, -100.0}}).find("phase_noise_curve[1].f_hz = 6e+06"), std::string::npos);
-    EXPECT_NE(with({{10.0, 3.0}}).find("phase_noise_curve[0].dbc_hz = 3"), std::string::npos);
-    EXPECT_NE(with({{100.0, -60.0}, {100.0, -70.0}}).find("increasing"), std::string::npos);
+    EXPECT_NE(with({{5.0, -30.0}}).find("phase_noise_curve[0] (5:-30): the offset is out of range (allowed: 10 .. 5156250 Hz"),
+              std::string::npos);
+    EXPECT_NE(with({{10.0, -30.0}, {6e6, -100.0}}).find("phase_noise_curve[1] (6000000:-100): the offset is out of range"),
+              std::string::npos);
+    EXPECT_NE(with({{10.0, 3.0}}).find("phase_noise_curve[0] (10:3): the level is out of range (allowed: -200 .. 0 dBc/Hz)"),
+              std::string::npos);
+    EXPECT_NE(with({{100.0, -60.0}, {100.0, -70.0}}).find("phase_noise_curve[1] (100:-70): the offset is not above the one before it"),
+              std::string::npos);
+    // Offsets in full: two that differ in the seventh digit are told apart.
+    EXPECT_NE(with({{2.578125e6, -100.0}, {2.578125e6, -110.0}}).find("(2578125:-110)"), std::string::npos);
     const auto rising = with({{100.0, -60.0}, {1e3, -50.0}});
-    EXPECT_NE(rising.find("phase_noise_curve[1]: the segment from 100 Hz changes by 10 dB/decade"), std::string::npos) << rising;
+    EXPECT_NE(rising.find("phase_noise_curve[1] (1000:-50): the segment from the point before changes by 10 dB/decade"),
+              std::string::npos) << rising;
     EXPECT_NE(with({{100.0, -60.0}, {1e3, -110.0}}).find("-50 dB/decade"), std::string::npos);
+    // A level that is no number: its range error, and no slope of NaN besides.
+    const auto nan_level = with({{100.0, -60.0}, {1e3, std::nan("")}});
+    EXPECT_NE(nan_level.find("the level is out of range"), std::string::npos);
+    EXPECT_EQ(nan_level.find("dB/decade ("), std::string::npos) << nan_level;
     EXPECT_NE(with({{100.0, -60.0}}, phase_noise_mask::irig106).find("only with curve"), std::string::npos);
     std::vector<phase_noise_point> many;
     for (int i = 0; i < 17; ++i) many.push_back({100.0 * (i + 1), -60.0 - i});
@@ -594,6 +615,34 @@ TEST(simulator_phase_noise, a_curve_equal_to_irig106_makes_the_same_samples)
     const auto b = run(c, 300000);
     ASSERT_EQ(a.size(), b.size());
     EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(cf32)), 0);
+}
+
+TEST(simulator_phase_noise, irig106_recordings_are_those_made_before_the_curves_existed)
+{
+    // The samples of 2fae2e1 (before --phase-noise took curves), FNV-1a over the cf32 bytes,
+    // at rates where a curve ending at a quarter of the bit rate would round the synthesis
+    // filter's target differently (below 4 Mbit/s), and at 10.3125 Mbit/s.
+    struct golden {
+        double rb, sps;
+        std::uint64_t hash;
+    };
+    for (const auto& g : {golden{1.529e6, 1.9, 0xd42b5e4aa98a42e1ull}, golden{1.041e6, 2.0, 0xd8aa15f1768b56fdull},
+                          golden{3.3e6, 2.5, 0xc73a08eb0ea837dcull}, golden{10.3125e6, 2.0, 0x5c744dec6dc03e06ull}}) {
+        sim_config c;
+        c.bit_rate_hz = g.rb;
+        c.sample_rate_hz = g.rb * g.sps;
+        c.seed = 9;
+        c.ebn0_db = 12.0;
+        c.phase_noise = phase_noise_mask::irig106;
+        const auto out = run(c, 400000);
+        std::uint64_t h = 1469598103934665603ull;
+        const auto* b = reinterpret_cast<const unsigned char*>(out.data());
+        for (std::size_t i = 0; i < out.size() * sizeof(cf32); ++i) {
+            h ^= b[i];
+            h *= 1099511628211ull;
+        }
+        EXPECT_EQ(h, g.hash) << g.rb << " bit/s, " << g.sps << " samples per bit";
+    }
 }
 
 TEST(simulator_phase_noise, a_given_curve_is_synthesized_and_its_rms_reported)
@@ -671,7 +720,7 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
              {"--phase-noise-linewidth -1", "--phase-noise-linewidth", "0 .. 1e5 Hz"},
              {"--phase-noise pink", "--phase-noise", "none, irig106, or a curve"},
              {"--phase-noise 1e3:-70,1e4:-50", "--phase-noise", "0 .. -40 dB/decade"},
-             {"--phase-noise 1e3:-70,1e7:-150", "--phase-noise", "a quarter of sample_rate_hz"}}) {
+             {"--phase-noise 1e3:-70,1e7:-150", "--phase-noise", "a quarter of the sample rate"}}) {
         auto [rc, log] = run_cli(b.args + (b.args.find("--seconds") == std::string::npos ? " --seconds 0.001" : ""));
         EXPECT_NE(rc, 0) << b.args;
         EXPECT_NE(log.find(b.must_contain1), std::string::npos) << b.args << ": " << log;

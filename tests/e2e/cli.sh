@@ -84,7 +84,7 @@ expect_rc 2 "paqd replay --bit-rate 50e6" "$build/daemon/paqd" replay "$work/rec
 # every bad one of them.
 for prog in paq-sim paq-ber-curve; do
   expect_rc 2 "$prog bad phase-noise curve and IQ" "$build/tools/$prog" --ebn0-db 11 --phase-noise 1e3:-70,1e5:-20 --iq-imbalance 9,0 --output "$work/bad"
-  grep -q -- "--phase-noise: phase_noise_curve\[1\]: the segment from 1000 Hz changes by 25 dB/decade" "$work/err" ||
+  grep -q -- "--phase-noise: phase_noise_curve\[1\] (100000:-20): the segment from the point before changes by 25 dB/decade" "$work/err" ||
     fail "$prog: the curve's rising segment is not named with --phase-noise ($(head -c 400 "$work/err"))"
   grep -q -- "--iq-imbalance (DB): iq_gain_db = 9" "$work/err" || fail "$prog: the second bad setting is not named ($(head -c 400 "$work/err"))"
 done

@@ -71,7 +71,10 @@ EOF
 }
 
 start_bert() {  # BERT_STREAMS: ports paq-bert binds (6)
-  "$bert" --base-port "$bert_port" --streams "${BERT_STREAMS:-6}" --idle-timeout 20 --interval 0 --json "$work/bert.json" > "$work/bert.log" 2>&1 &
+  # paq-bert ends 20 s after the last datagram (PAQ_E2E_BERT_IDLE_S: scripts/sanitize.sh gives
+  # it 60, where a batch takes seconds).
+  "$bert" --base-port "$bert_port" --streams "${BERT_STREAMS:-6}" --idle-timeout "${PAQ_E2E_BERT_IDLE_S:-20}" --interval 0 \
+    --json "$work/bert.json" > "$work/bert.log" 2>&1 &
   bert_pid=$!
   pids+=("$bert_pid")
   sleep 0.3
@@ -502,10 +505,11 @@ for name in ("mmse", "fde2"):
 with open(f"{work}/llr-ports.tmp", "w") as f:
     f.write(" ".join(str(s.getsockname()[1]) for _, s, _, _ in socks))
 os.rename(f"{work}/llr-ports.tmp", f"{work}/llr-ports")
-# Until told to stop (llr-stop, once paqd has ended) and the sockets are drained, or 900 s.
-# No idle timeout: under the sanitizers batches come further apart than any fixed gap.
+# Until told to stop (llr-stop, once paqd has ended) and the sockets are drained, or 540 s
+# (under the test's TIMEOUT). No idle timeout: under the sanitizers batches come further apart
+# than a fixed gap would allow.
 start = time.time()
-while time.time() - start < 900:
+while time.time() - start < 540:
     stop = os.path.exists(f"{work}/llr-stop")
     ready, _, _ = select.select([s for _, s, _, _ in socks], [], [], 0.2)
     if stop and not ready:
