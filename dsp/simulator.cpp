@@ -8,7 +8,9 @@
 #include <cmath>
 #include <iomanip>
 #include <numbers>
+#include <optional>
 #include <random>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
@@ -265,32 +267,40 @@ private:
 };
 }  // namespace
 
+namespace {
+// Breakpoints of the IRIG 106 chapter 2 transmitter phase-noise curve (continuous SSB
+// phase-noise PSD); docs/SIGNAL-CHAIN.md says where they come from.
+constexpr std::array<phase_noise_point, 3> irig106_breakpoints{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
+
+/// Log-log interpolation between the points; the first's level below it, the last's beyond.
+double log_log(std::span<const phase_noise_point> pts, double f_hz)
+{
+    if (f_hz <= pts.front().f_hz) return pts.front().dbc_hz;
+    for (std::size_t i = 0; i + 1 < pts.size(); ++i) {
+        if (f_hz <= pts[i + 1].f_hz) {
+            const double u = std::log10(f_hz / pts[i].f_hz) / std::log10(pts[i + 1].f_hz / pts[i].f_hz);
+            return pts[i].dbc_hz + u * (pts[i + 1].dbc_hz - pts[i].dbc_hz);
+        }
+    }
+    return pts.back().dbc_hz;
+}
+}  // namespace
+
 std::vector<phase_noise_point> irig106_phase_noise_curve(double bit_rate_hz)
 {
-    // Breakpoints of the IRIG 106 chapter 2 transmitter phase-noise curve (continuous SSB
-    // phase-noise PSD), log-log interpolated, to the standard's highest offset.
-    static constexpr std::array<phase_noise_point, 3> breakpoints{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
-    const double top = bit_rate_hz / 4.0;
+    const double top = bit_rate_hz / 4.0;  // the standard's highest offset
     std::vector<phase_noise_point> curve;
-    for (const auto& p : breakpoints)
+    for (const auto& p : irig106_breakpoints)
         if (p.f_hz < top) curve.push_back(p);
-    // At the top: the last breakpoint's level held beyond it, or the curve between two.
-    const std::vector<phase_noise_point> all(breakpoints.begin(), breakpoints.end());
-    curve.push_back({top, top >= all.back().f_hz ? all.back().dbc_hz : phase_noise_dbc_hz(all, top)});
+    curve.push_back({top, log_log(irig106_breakpoints, top)});
     return curve;
 }
 
 double phase_noise_dbc_hz(const std::vector<phase_noise_point>& curve, double f_hz)
 {
     if (curve.empty()) throw std::invalid_argument("phase_noise_dbc_hz: an empty curve");
-    if (f_hz <= curve.front().f_hz) return curve.front().dbc_hz;
-    for (std::size_t i = 0; i + 1 < curve.size(); ++i) {
-        if (f_hz <= curve[i + 1].f_hz) {
-            const double u = std::log10(f_hz / curve[i].f_hz) / std::log10(curve[i + 1].f_hz / curve[i].f_hz);
-            return curve[i].dbc_hz + u * (curve[i + 1].dbc_hz - curve[i].dbc_hz);
-        }
-    }
-    return curve.back().dbc_hz - 20.0 * std::log10(f_hz / curve.back().f_hz);
+    if (f_hz > curve.back().f_hz) return curve.back().dbc_hz - 20.0 * std::log10(f_hz / curve.back().f_hz);
+    return log_log(curve, f_hz);
 }
 
 double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz)
@@ -298,20 +308,9 @@ double irig106_phase_noise_dbc_hz(double f_hz, double bit_rate_hz)
     // The breakpoints' own segments to a quarter of the bit rate (not the curve's last
     // segment ending there: that would round differently below 4 Mbit/s and change the
     // synthesis of recordings made before the curve existed).
-    static constexpr std::array<phase_noise_point, 3> curve{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
-    const double top = bit_rate_hz / 4.0;  // the standard's highest offset
-    auto on_curve = [&](double f) {
-        if (f <= curve.front().f_hz) return curve.front().dbc_hz;
-        for (std::size_t i = 0; i + 1 < curve.size(); ++i) {
-            if (f <= curve[i + 1].f_hz) {
-                const double u = std::log10(f / curve[i].f_hz) / std::log10(curve[i + 1].f_hz / curve[i].f_hz);
-                return curve[i].dbc_hz + u * (curve[i + 1].dbc_hz - curve[i].dbc_hz);
-            }
-        }
-        return curve.back().dbc_hz;
-    };
-    if (f_hz <= top) return on_curve(f_hz);
-    return on_curve(top) - 20.0 * std::log10(f_hz / top);
+    const double top = bit_rate_hz / 4.0;
+    if (f_hz <= top) return log_log(irig106_breakpoints, f_hz);
+    return log_log(irig106_breakpoints, top) - 20.0 * std::log10(f_hz / top);
 }
 
 void add_fractional_delay(std::vector<cf64>& taps, int half, double d, cf64 gain)
@@ -341,28 +340,48 @@ channel_preset channel_preset_by_name(std::string_view name)
     throw std::invalid_argument("unknown channel preset '" + std::string(name) + "' (allowed: " + allowed + ")");
 }
 
+namespace {
+/// The whole of s as a double; nullopt when s is empty, is not a number, has text after the
+/// number, or is beyond a double's range.
+std::optional<double> whole_number(const std::string& s)
+{
+    std::size_t used = 0;
+    double v = 0.0;
+    try {
+        v = std::stod(s, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    if (s.empty() || used != s.size()) return std::nullopt;
+    return v;
+}
+
+/// text split at every comma (an empty text: one empty part).
+std::vector<std::string_view> split_commas(std::string_view text)
+{
+    std::vector<std::string_view> parts;
+    for (std::size_t pos = 0;;) {
+        const std::size_t end = text.find(',', pos);
+        parts.push_back(text.substr(pos, end == std::string_view::npos ? std::string_view::npos : end - pos));
+        if (end == std::string_view::npos) break;
+        pos = end + 1;
+    }
+    return parts;
+}
+}  // namespace
+
 channel_ray parse_channel_ray(std::string_view text)
 {
     const std::string s(text);
-    std::vector<std::string> parts;
-    for (std::size_t pos = 0;;) {
-        const std::size_t end = s.find(',', pos);
-        parts.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
-        if (end == std::string::npos) break;
-        pos = end + 1;
-    }
+    const auto parts = split_commas(text);
     if (parts.size() != 3)
         throw std::invalid_argument("ray '" + s + "': expected AMPLITUDE,DELAY_NS,PHASE_RAD (three comma-separated numbers)");
     std::array<double, 3> v{};
     for (std::size_t i = 0; i < 3; ++i) {
-        std::size_t used = 0;
-        try {
-            v[i] = std::stod(parts[i], &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (parts[i].empty() || used != parts[i].size())
-            throw std::invalid_argument("ray '" + s + "': '" + parts[i] + "' is not a number (expected AMPLITUDE,DELAY_NS,PHASE_RAD)");
+        const std::string part(parts[i]);
+        const auto x = whole_number(part);
+        if (!x) throw std::invalid_argument("ray '" + s + "': '" + part + "' is not a number (expected AMPLITUDE,DELAY_NS,PHASE_RAD)");
+        v[i] = *x;
     }
     return {v[0], v[1], v[2]};
 }
@@ -372,20 +391,15 @@ namespace {
 std::pair<double, double> parse_pair(std::string_view text, const char* what)
 {
     const std::string s(text);
-    const std::size_t comma = s.find(',');
-    if (comma == std::string::npos || s.find(',', comma + 1) != std::string::npos)
-        throw std::invalid_argument("'" + s + "': expected " + what + " (two comma-separated numbers)");
-    const std::array<std::string, 2> parts{s.substr(0, comma), s.substr(comma + 1)};
+    const auto parts = split_commas(text);
+    if (parts.size() != 2) throw std::invalid_argument("'" + s + "': expected " + what + " (two comma-separated numbers)");
     std::array<double, 2> v{};
     for (std::size_t i = 0; i < 2; ++i) {
-        std::size_t used = 0;
-        try {
-            v[i] = std::stod(parts[i], &used);
-        } catch (const std::exception&) {
-            used = 0;
-        }
-        if (parts[i].empty() || used != parts[i].size() || !std::isfinite(v[i]))
-            throw std::invalid_argument("'" + s + "': '" + parts[i] + "' is not a finite number (expected " + what + ")");
+        const std::string part(parts[i]);
+        const auto x = whole_number(part);
+        if (!x || !std::isfinite(*x))
+            throw std::invalid_argument("'" + s + "': '" + part + "' is not a finite number (expected " + what + ")");
+        v[i] = *x;
     }
     return {v[0], v[1]};
 }
@@ -412,32 +426,22 @@ phase_noise_setting parse_phase_noise(std::string_view text)
         while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
         return t;
     };
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        const auto end = std::min(text.find(',', start), text.size());
-        const auto part = trim(text.substr(start, end - start));
+    for (const auto raw : split_commas(text)) {
+        const auto part = trim(raw);
         if (part.empty())
             throw std::invalid_argument("an empty curve point (a stray comma?) in '" + std::string(text) + "'");
         const auto colon = part.find(':');
-        auto number = [&](std::string_view t) {
-            const std::string str(trim(t));
-            std::size_t pos = 0;
-            double v = 0.0;
-            try {
-                v = std::stod(str, &pos);
-            } catch (const std::out_of_range&) {
-                throw std::invalid_argument("curve point '" + std::string(part) + "': '" + str + "' is beyond the range of a number");
-            } catch (const std::exception&) {
-                pos = 0;
-            }
-            if (str.empty() || pos != str.size())
-                throw std::invalid_argument("curve point '" + std::string(part) + "': '" + str + "' is not a number (expected F:DBC, e.g. 1e6:-100)");
-            return v;
-        };
         if (colon == std::string_view::npos)
             throw std::invalid_argument("curve point '" + std::string(part) + "' is not F:DBC (an offset in Hz and L(f) in dBc/Hz, e.g. 1e6:-100)");
+        auto number = [&](std::string_view t) {
+            const std::string str(trim(t));
+            const auto x = whole_number(str);
+            if (!x)
+                throw std::invalid_argument("curve point '" + std::string(part) + "': '" + str +
+                                            "' is not a number within a double's range (expected F:DBC, e.g. 1e6:-100)");
+            return *x;
+        };
         out.curve.push_back({number(part.substr(0, colon)), number(part.substr(colon + 1))});
-        start = end + 1;
     }
     return out;
 }
@@ -450,6 +454,13 @@ std::string_view to_string(phase_noise_mask m) noexcept
     case phase_noise_mask::none: break;
     }
     return "none";
+}
+
+void sim_config::set_phase_noise(std::string_view text)
+{
+    auto pn = parse_phase_noise(text);
+    phase_noise = pn.mask;
+    phase_noise_curve = std::move(pn.curve);
 }
 
 std::vector<phase_noise_point> sim_config::phase_noise_points() const

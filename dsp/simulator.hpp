@@ -171,6 +171,9 @@ struct sim_config {
 
     /// Empty when valid; one message per bad field (field, value, allowed range).
     [[nodiscard]] std::vector<std::string> validate() const;
+    /// phase_noise and phase_noise_curve from --phase-noise's text (parse_phase_noise; throws
+    /// std::invalid_argument as it does).
+    void set_phase_noise(std::string_view text);
     /// The phase-noise curve in effect: irig106_phase_noise_curve(bit_rate_hz), the given
     /// phase_noise_curve, or empty (none).
     [[nodiscard]] std::vector<phase_noise_point> phase_noise_points() const;

@@ -152,9 +152,7 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     scfg.dc_offset_dbc = o.dc_offset_dbc;
     scfg.phase_noise_linewidth_hz = o.phase_noise_linewidth_hz;
     try {
-        const auto pn = paq::dsp::parse_phase_noise(o.phase_noise);
-        scfg.phase_noise = pn.mask;
-        scfg.phase_noise_curve = pn.curve;
+        scfg.set_phase_noise(o.phase_noise);
     } catch (const std::invalid_argument& e) {
         throw std::invalid_argument(std::string("--phase-noise: ") + e.what());
     }

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <numbers>
@@ -107,9 +108,7 @@ int main(int argc, char** argv)
         }
         cfg.dc_offset_dbc = dc_offset_dbc;
         try {
-            const auto pn = dsp::parse_phase_noise(phase_noise);
-            cfg.phase_noise = pn.mask;
-            cfg.phase_noise_curve = pn.curve;
+            cfg.set_phase_noise(phase_noise);
         } catch (const std::invalid_argument& e) {
             throw std::invalid_argument(std::string("--phase-noise: ") + e.what());
         }
@@ -158,14 +157,15 @@ int main(int argc, char** argv)
             meta.extra_global["paq:resampler"] = {{"kind", "Kaiser-windowed sinc (beta 8) on the 2-samples-per-bit channel output"},
                                                   {"half_taps", cfg.resampler_half_taps}};
         }
+        // The rms phase the curve makes (the filter's response), in all and beyond the offsets a
+        // receiver's phase tracking can follow at all: in the metadata and printed at the end.
+        const auto rms_deg = [&](double above_hz) { return sim.phase_noise_rms_rad(above_hz) * 180 / std::numbers::pi; };
+        const std::array<double, 3> pn_rms_deg{rms_deg(0.0), rms_deg(30e3), rms_deg(300e3)};
         if (cfg.phase_noise != dsp::phase_noise_mask::none) {
-            // The curve as synthesized, and the rms phase it makes (the filter's response), in
-            // all and beyond the offsets a receiver's phase tracking can follow at all.
             auto& j = meta.extra_global["paq:phase_noise_curve"];
             for (const auto& p : cfg.phase_noise_points()) j.push_back({{"f_hz", p.f_hz}, {"dbc_hz", p.dbc_hz}});
-            meta.extra_global["paq:phase_noise_rms_deg"] = {{"all", sim.phase_noise_rms_rad() * 180 / std::numbers::pi},
-                                                            {"above_30khz", sim.phase_noise_rms_rad(30e3) * 180 / std::numbers::pi},
-                                                            {"above_300khz", sim.phase_noise_rms_rad(300e3) * 180 / std::numbers::pi}};
+            meta.extra_global["paq:phase_noise_rms_deg"] = {
+                {"all", pn_rms_deg[0]}, {"above_30khz", pn_rms_deg[1]}, {"above_300khz", pn_rms_deg[2]}};
         }
         if (!cfg.agc_steps.empty()) {
             auto& j = meta.extra_global["paq:agc_steps"];
@@ -195,8 +195,7 @@ int main(int argc, char** argv)
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
         if (cfg.phase_noise != dsp::phase_noise_mask::none) {
             std::printf("paq-sim: phase noise %s: %.2f deg rms in all, %.2f deg above 30 kHz, %.2f deg above 300 kHz\n",
-                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), sim.phase_noise_rms_rad() * 180 / std::numbers::pi,
-                        sim.phase_noise_rms_rad(30e3) * 180 / std::numbers::pi, sim.phase_noise_rms_rad(300e3) * 180 / std::numbers::pi);
+                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
         }
     } catch (const std::exception& e) {
         std::cerr << "paq-sim: error: " << e.what() << "\n";
