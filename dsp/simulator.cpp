@@ -199,6 +199,9 @@ public:
         return gain_ * gain_ * 2.0 / fs_hz_ * sum;
     }
 
+    /// Two-sided PSD of the output at the offset f_hz, rad^2/Hz.
+    [[nodiscard]] double psd(double f_hz) const { return gain_ * gain_ * response_power(f_hz, fs_hz_) / fs_hz_; }
+
     double next()
     {
         double v = normal_(rng_);
@@ -880,6 +883,70 @@ double simulator::noise_variance() const noexcept { return 2.0 * impl_->noise_st
 double simulator::phase_noise_rms_rad(double above_hz) const
 {
     return impl_->mask_pn ? std::sqrt(impl_->mask_pn->variance_above(above_hz)) : 0.0;
+}
+
+phase_tracking_floor simulator::tracking_floor() const
+{
+    const auto& c = impl_->cfg;
+    phase_tracking_floor out;
+    if (!std::isfinite(c.ebn0_db) || (!impl_->mask_pn && !impl_->wiener)) return out;
+    const double fs = c.sample_rate_hz, nyq = fs / 2;
+    const double noise = 1.0 / (2.0 * c.bit_rate_hz * std::pow(10.0, c.ebn0_db / 10.0));
+    out.observation_psd = noise;
+    // The Wiener's increments (variance 2 pi linewidth / fs a sample) summed: two-sided PSD
+    // (2 pi linewidth / fs^2) / (4 sin^2(pi f / fs)), about linewidth / (2 pi f^2).
+    const double q = 2 * pi * c.phase_noise_linewidth_hz;
+    const auto phase_psd = [&](double f) {
+        double v = impl_->mask_pn ? impl_->mask_pn->psd(f) : 0.0;
+        if (impl_->wiener) {
+            const double sn = std::sin(pi * f / fs);
+            v += q / (fs * fs) / (4 * sn * sn);
+        }
+        return v;
+    };
+    // Trapezoids on a log grid of 256 points a decade from 0.01 Hz to fs / 2; below 0.01 Hz the
+    // smoother's integrand is at most N (a rectangle). The grid is fine enough for the
+    // crossing, which is then refined by bisection between its two points.
+    const double f0 = 0.01;
+    const int n = static_cast<int>(std::ceil(256.0 * std::log10(nyq / f0)));
+    const double r = std::pow(nyq / f0, 1.0 / n);
+    const auto smoother = [&](double s) { return s * noise / (s + noise); };
+    double err = noise * f0, lo = f0;
+    double s_lo = phase_psd(lo);
+    for (int i = 1; i <= n; ++i) {
+        const double hi = i == n ? nyq : f0 * std::pow(r, i);
+        const double s_hi = phase_psd(hi);
+        err += 0.5 * (smoother(s_lo) + smoother(s_hi)) * (hi - lo);
+        if (s_lo >= noise && s_hi < noise) {
+            double a = lo, b = hi;
+            for (int k = 0; k < 60; ++k) {
+                const double m = std::sqrt(a * b);
+                (phase_psd(m) >= noise ? a : b) = m;
+            }
+            out.crossover_hz = a;
+        } else if (s_hi >= noise) {
+            out.crossover_hz = hi;
+        }
+        lo = hi;
+        s_lo = s_hi;
+    }
+    out.least_error_rad2 = 2.0 * err;
+    // The variance beyond the crossing, on the same kind of grid from there.
+    if (out.crossover_hz > 0.0 && out.crossover_hz < nyq) {
+        const double a = out.crossover_hz;
+        const int m = std::max(1, static_cast<int>(std::ceil(256.0 * std::log10(nyq / a))));
+        const double ra = std::pow(nyq / a, 1.0 / m);
+        double sum = 0.0;
+        for (int i = 0; i < m; ++i) {
+            const double fl = a * std::pow(ra, i), fh = i + 1 == m ? nyq : fl * ra;
+            sum += 0.5 * (phase_psd(fl) + phase_psd(fh)) * (fh - fl);
+        }
+        out.above_crossover_rad2 = 2.0 * sum;
+    } else if (out.crossover_hz == 0.0) {
+        // S below N everywhere: nothing is tracked; the variance above 0.01 Hz.
+        out.above_crossover_rad2 = impl_->mask_pn ? impl_->mask_pn->variance_above(0.0) : 0.0;
+    }
+    return out;
 }
 
 }  // namespace paq::dsp

@@ -9,6 +9,7 @@ shift || true
 bench_args=("$@")
 out=${OUT:-/tmp/paq-device-out}
 mkdir -p "$out"
+[[ ! -f .device/bins.tar.xz ]] || tar -C .device -xJf .device/bins.tar.xz
 [[ -d .device/lib || ! -f .device/lib.tar.gz ]] || tar -C .device -xzf .device/lib.tar.gz
 cuda_lib=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=".device/lib:${cuda_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
@@ -208,8 +209,11 @@ if [[ $mode == phasenoise-seeds ]]; then
   # the seeds and their ratios to the sums without phase noise (docs/SIGNAL-CHAIN.md, "Phase
   # noise"). A run whose counts differ between the backends is reported and fails the mode.
   : > "$out/phasenoise-seeds.txt"
-  conditions=(clean irig w300 w1k)
+  # PN_CONDITIONS: a subset of the conditions; PN_EBN0: another Eb/N0 (dB).
+  read -r -a conditions <<< "${PN_CONDITIONS:-clean irig w300 w1k}"
   backends=(cpu cuda)
+  ebn0=${PN_EBN0:-11}
+  echo "Eb/N0 $ebn0 dB" | tee -a "$out/phasenoise-seeds.txt"
   # PN_SEEDS: a subset (one call runs out of time on all five; the sums are then the subset's).
   for seed in ${PN_SEEDS:-301 302 303 304 305}; do
     for pn in "${conditions[@]}"; do
@@ -219,7 +223,7 @@ if [[ $mode == phasenoise-seeds ]]; then
         w300) args=(--phase-noise-linewidth 300) ;;
         w1k) args=(--phase-noise-linewidth 1000) ;;
       esac
-      ./.device/paq-sim --preset awgn --ebn0-db 11 --cfo-hz 15000 --seconds 2 --seed $seed "${args[@]}" --output /tmp/paq-pns > /dev/null || status=1
+      ./.device/paq-sim --preset awgn --ebn0-db "$ebn0" --cfo-hz 15000 --seconds 2 --seed $seed "${args[@]}" --output /tmp/paq-pns > /dev/null || status=1
       counts=()
       for be in "${backends[@]}"; do
         c=$(./.device/paqd replay /tmp/paq-pns.sigmf-meta --backend $be 2>&1 | awk '/^  (none|zf|mmse|cma|fde1|fde2) /{printf "%s ", $4}')
@@ -234,7 +238,7 @@ if [[ $mode == phasenoise-seeds ]]; then
   done
   echo
   echo "sums over the seeds, errors none / zf / mmse / cma / fde1 / fde2, and ratio to no phase noise"
-  awk -v bel="${backends[*]}" -v pnl="${conditions[*]}" '{k = $2 " " $3; for (i = 4; i <= 9; ++i) s[k, i] += $i}
+  awk -v bel="${backends[*]}" -v pnl="${conditions[*]}" 'NF == 9 {k = $2 " " $3; for (i = 4; i <= 9; ++i) s[k, i] += $i}
        END {nb = split(bel, bes, " "); np = split(pnl, pns, " ");
             for (x = 1; x <= nb; ++x) for (y = 1; y <= np; ++y) {
               k = pns[y] " " bes[x]; c = "clean " bes[x]; line = sprintf("%-5s %-5s", bes[x], pns[y]);

@@ -687,6 +687,57 @@ TEST(simulator_phase_noise, a_given_curve_is_synthesized_and_its_rms_reported)
     EXPECT_EQ(simulator(c).phase_noise_rms_rad(), 0.0);
 }
 
+TEST(simulator_phase_noise, the_tracking_floor_is_the_wiener_smoothers_error)
+{
+    const double rb = 10.3125e6, fs = 20.625e6;
+    auto c = base(rb, fs);
+    c.ebn0_db = 11.0;
+    EXPECT_EQ(simulator(c).tracking_floor().observation_psd, 0.0);  // no phase noise
+    const double noise = 1.0 / (2.0 * rb * std::pow(10.0, 1.1));
+    // A random walk alone, in closed form (q = 2 pi linewidth rad^2/s, S = q / (4 pi^2 f^2)):
+    // the smoother's error sqrt(q N) / 2, the crossing sqrt(q / N) / (2 pi), and beyond it
+    // q / (2 pi^2 f_x).
+    for (const double lw : {300.0, 1000.0, 1e4}) {
+        c.phase_noise_linewidth_hz = lw;
+        const auto f = simulator(c).tracking_floor();
+        const double q = 2 * pi * lw, fx = std::sqrt(q / noise) / (2 * pi);
+        std::printf("Wiener %5.0f Hz at 11 dB: least error %.3f deg (closed form %.3f), crossing %.0f Hz (%.0f)\n", lw,
+                    std::sqrt(f.least_error_rad2) * 180 / pi, std::sqrt(std::sqrt(q * noise) / 2) * 180 / pi, f.crossover_hz, fx);
+        EXPECT_NEAR(f.observation_psd, noise, 1e-9 * noise);
+        EXPECT_NEAR(f.least_error_rad2, std::sqrt(q * noise) / 2, 0.01 * std::sqrt(q * noise) / 2) << lw;
+        EXPECT_NEAR(f.crossover_hz, fx, 0.01 * fx) << lw;
+        EXPECT_NEAR(f.above_crossover_rad2, q / (2 * pi * pi * fx), 0.01 * q / (2 * pi * pi * fx)) << lw;
+    }
+    // The IRIG 106 mask: below the crossing the smoother's integrand is between N / 2 and N,
+    // beyond it between S / 2 and S, so the error is within a factor 2 of 2 f_x N plus the
+    // variance beyond; that variance is the curve's own (phase_noise_rms_rad).
+    c.phase_noise_linewidth_hz = 0.0;
+    c.phase_noise = phase_noise_mask::irig106;
+    double last_error = 1.0, last_crossing = 0.0;
+    for (const double ebn0 : {8.0, 11.0, 14.0}) {
+        c.ebn0_db = ebn0;
+        const simulator sim(c);
+        const auto f = sim.tracking_floor();
+        const double n_db = 1.0 / (2.0 * rb * std::pow(10.0, ebn0 / 10.0));
+        const double sandwich = 2 * f.crossover_hz * n_db + f.above_crossover_rad2;
+        std::printf("IRIG 106 at %4.1f dB: crossing %.1f kHz, beyond it %.3f deg rms, least error %.3f deg rms\n", ebn0,
+                    f.crossover_hz / 1e3, std::sqrt(f.above_crossover_rad2) * 180 / pi, std::sqrt(f.least_error_rad2) * 180 / pi);
+        EXPECT_NEAR(f.above_crossover_rad2, std::pow(sim.phase_noise_rms_rad(f.crossover_hz), 2), 0.01 * f.above_crossover_rad2);
+        EXPECT_GE(f.least_error_rad2, 0.5 * sandwich);
+        EXPECT_LE(f.least_error_rad2, sandwich);
+        EXPECT_GT(f.crossover_hz, last_crossing);  // more signal: followed further out,
+        EXPECT_LT(f.least_error_rad2, last_error);  // and closer
+        last_crossing = f.crossover_hz;
+        last_error = f.least_error_rad2;
+        if (ebn0 == 11.0) {  // the mask falls through -84 dBc/Hz (2 N = 7.7e-9) near 26 kHz
+            EXPECT_GT(f.crossover_hz, 2e4);
+            EXPECT_LT(f.crossover_hz, 3.5e4);
+        }
+    }
+    c.ebn0_db = std::numeric_limits<double>::infinity();  // no noise: everything is followed
+    EXPECT_EQ(simulator(c).tracking_floor().least_error_rad2, 0.0);
+}
+
 // ---- paq-sim ---------------------------------------------------------------------------------
 
 TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
@@ -737,7 +788,8 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
                             "\"paq:clock_ppm\": 150", "\"paq:clock_drift_ppm_per_s\": 10", "\"paq:gain_db\": -12",
                             "\"paq:agc_steps\"", "\"paq:iq_imbalance\"", "\"paq:dc_offset_dbc\": -25",
                             "\"paq:phase_noise_linewidth_hz\": 300", "\"paq:phase_noise_mask\": \"irig106\"", "\"paq:phase_noise_curve\"",
-                            "\"paq:phase_noise_rms_deg\"", "\"above_300khz\"", "\"paq:resampler\""})
+                            "\"paq:phase_noise_rms_deg\"", "\"above_300khz\"", "\"paq:phase_tracking_floor\"", "\"crossover_hz\"",
+                            "\"paq:resampler\""})
         EXPECT_NE(m.find(key), std::string::npos) << key << " in " << m;
     const auto bytes = std::filesystem::file_size(out + ".sigmf-data");
     EXPECT_EQ(bytes, 25000u * 8u);  // 0.002 s at 12.5 MS/s, cf32
