@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+# (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS and PN_EBN0 from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -225,14 +226,23 @@ if [[ $mode == phasenoise-seeds ]]; then
       esac
       ./.device/paq-sim --preset awgn --ebn0-db "$ebn0" --cfo-hz 15000 --seconds 2 --seed $seed "${args[@]}" --output /tmp/paq-pns > /dev/null || status=1
       counts=()
+      bits=""
       for be in "${backends[@]}"; do
-        c=$(./.device/paqd replay /tmp/paq-pns.sigmf-meta --backend $be 2>&1 | awk '/^  (none|zf|mmse|cma|fde1|fde2) /{printf "%s ", $4}')
+        r=$(./.device/paqd replay /tmp/paq-pns.sigmf-meta --backend $be 2>&1)
+        c=$(awk '/^  (none|zf|mmse|cma|fde1|fde2) /{printf "%s ", $4}' <<< "$r")
+        [[ -n $bits ]] || bits=$(awk '/^  (none|zf|mmse|cma|fde1|fde2) /{printf "%s ", $3}' <<< "$r")
         [[ -n $c ]] || status=1
         counts+=("$c")
         echo "$seed $pn $be $c" >> "$out/phasenoise-seeds.txt"
       done
-      same=same
-      [[ ${counts[0]} == "${counts[1]}" ]] || { same=DIFFER; status=1; }
+      # The backends may differ by decisions within float rounding of zero: TESTING.md allows
+      # 3e-5 of a path's bits (test_gpu_backend's bound); beyond that the mode fails.
+      same=$(awk -v a="${counts[0]}" -v b="${counts[1]}" -v n="$bits" 'BEGIN {
+               na = split(a, x, " "); nb = split(b, y, " "); split(n, z, " "); d = 0; bad = 0;
+               if (na != 6 || nb != 6) { print "DIFFER (a backend gave no table)"; exit }
+               for (i = 1; i <= na; ++i) { e = x[i] - y[i]; if (e < 0) e = -e; d += e; if (e > 3e-5 * z[i]) bad = 1 }
+               if (bad) print "DIFFER"; else if (d > 0) print "within float rounding (" d " errors apart)"; else print "same" }')
+      [[ $same == DIFFER* ]] && status=1
       echo "seed $seed $pn: cpu ${counts[0]}| cuda ${counts[1]}| $same"
     done
   done
