@@ -182,18 +182,26 @@ public:
     /// lowest corner / 100 (below that the response is flat: a rectangle).
     [[nodiscard]] double variance_above(double above_hz) const
     {
+        return variance_above(above_hz, [](double) { return 1.0; });
+    }
+
+    /// The same with the PSD weighted by weight(f) (a filter's power response after this one).
+    template <class Weight>
+    [[nodiscard]] double variance_above(double above_hz, Weight weight) const
+    {
         above_hz = std::max(above_hz, 0.0);  // offsets, not frequencies: nothing below 0
         const double nyq = fs_hz_ / 2;
         const double f0 = lowest_corner_hz_ / 100.0;
         double sum = 0.0;
-        if (above_hz < f0) sum += response_power(0.0, fs_hz_) * (f0 - above_hz);
+        const auto power = [&](double f) { return response_power(f, fs_hz_) * weight(f); };
+        if (above_hz < f0) sum += power(0.5 * (above_hz + f0)) * (f0 - above_hz);
         const double a = std::max(above_hz, f0);
         if (a < nyq) {
             const int n = std::max(1, static_cast<int>(std::ceil(64.0 * std::log10(nyq / a))));
             const double r = std::pow(nyq / a, 1.0 / n);
             for (int i = 0; i < n; ++i) {
                 const double fl = a * std::pow(r, i), fh = fl * r;
-                sum += 0.5 * (response_power(fl, fs_hz_) + response_power(fh, fs_hz_)) * (fh - fl);
+                sum += 0.5 * (power(fl) + power(fh)) * (fh - fl);
             }
         }
         return gain_ * gain_ * 2.0 / fs_hz_ * sum;
@@ -271,6 +279,45 @@ private:
 }  // namespace
 
 namespace {
+/// Two first-order high-pass sections at fc (bilinear, prewarped): H = (s / (s + wc))^2.
+class phase_highpass {
+public:
+    phase_highpass(double fs_hz, double fc_hz) : fs_hz_(fs_hz)
+    {
+        const double k = 2.0 * fs_hz, wc = k * std::tan(pi * fc_hz / fs_hz);
+        b0_ = k / (k + wc);
+        a1_ = (wc - k) / (k + wc);
+    }
+
+    double next(double x)
+    {
+        if (!started_) {  // from the first input's level: no step at the start
+            x1_ = x;
+            started_ = true;
+        }
+        const double y = b0_ * (x - x1_) - a1_ * y1_;
+        x1_ = x;
+        y1_ = y;
+        const double z = b0_ * (y - y1b_in_) - a1_ * z1_;
+        y1b_in_ = y;
+        z1_ = z;
+        return z;
+    }
+
+    /// |H(e^{j 2 pi f / fs})|^2.
+    [[nodiscard]] double power(double f_hz) const
+    {
+        const cf64 z1 = std::polar(1.0, -2 * pi * f_hz / fs_hz_);
+        const cf64 h = b0_ * (1.0 - z1) / (1.0 + a1_ * z1);
+        return std::norm(h * h);
+    }
+
+private:
+    double fs_hz_, b0_ = 1.0, a1_ = 0.0;
+    bool started_ = false;
+    double x1_ = 0.0, y1_ = 0.0, y1b_in_ = 0.0, z1_ = 0.0;
+};
+
 // Breakpoints of the IRIG 106 chapter 2 transmitter phase-noise curve (continuous SSB
 // phase-noise PSD); docs/SIGNAL-CHAIN.md says where they come from.
 constexpr std::array<phase_noise_point, 3> irig106_breakpoints{{{10.0, -30.0}, {100.0, -60.0}, {1e6, -100.0}}};
@@ -523,6 +570,16 @@ std::vector<std::string> sim_config::validate() const
         add("dc_offset_dbc", dc_offset_dbc, "-100 .. 0 dBc, or -inf for none");
     if (!(phase_noise_linewidth_hz >= 0.0 && phase_noise_linewidth_hz <= 1e5))
         add("phase_noise_linewidth_hz", phase_noise_linewidth_hz, "0 .. 1e5 Hz");
+    if (!(phase_noise_above_hz == 0.0 || (phase_noise_above_hz >= 10.0 && phase_noise_above_hz <= sample_rate_hz / 4))) {
+        std::ostringstream os;
+        os << "0 (all of the phase noise), or 10 Hz .. a quarter of the sample rate (" << sample_rate_hz / 4 << " Hz)";
+        add("phase_noise_above_hz", phase_noise_above_hz, os.str());
+    } else if (phase_noise_above_hz > 0.0 && phase_noise_linewidth_hz == 0.0 && phase_noise == phase_noise_mask::none) {
+        std::ostringstream os;
+        os << "phase_noise_above_hz = " << phase_noise_above_hz
+           << " given without phase noise (allowed: only with phase noise, a Wiener linewidth or a curve)";
+        e.push_back(os.str());
+    }
     if (phase_noise != phase_noise_mask::curve && !phase_noise_curve.empty()) {
         e.emplace_back("phase_noise_curve: " + std::to_string(phase_noise_curve.size()) +
                        " point(s) given with phase_noise " + std::string(to_string(phase_noise)) + " (allowed: only with curve)");
@@ -615,6 +672,8 @@ struct simulator::impl {
     std::mt19937_64 wiener_rng;
     std::normal_distribution<double> wiener_normal{0.0, 1.0};  ///< its own: a distribution caches draws
     std::unique_ptr<mask_phase_noise> mask_pn;
+    std::optional<phase_highpass> highpass;  ///< cfg.phase_noise_above_hz
+    double wiener_unwrapped = 0.0;           ///< the random walk, not wrapped (for the high-pass)
     bool iq = false;
     cf64 iq_mu = 1.0, iq_nu = 0.0;
     bool dc_on = false;
@@ -676,6 +735,7 @@ struct simulator::impl {
             }
             mask_pn->warm_up();
         }
+        if (cfg.phase_noise_above_hz > 0.0) highpass.emplace(cfg.sample_rate_hz, cfg.phase_noise_above_hz);
         if (cfg.iq_gain_db != 0.0 || cfg.iq_phase_deg != 0.0) {
             iq = true;
             const double gi = std::pow(10.0, cfg.iq_gain_db / 20.0);
@@ -802,11 +862,13 @@ struct simulator::impl {
     {
         double theta = 0.0;
         if (wiener) {
-            theta += wiener_phase;
-            wiener_phase = std::remainder(wiener_phase + wiener_std * wiener_normal(wiener_rng), 2 * pi);
+            theta += highpass ? wiener_unwrapped : wiener_phase;
+            const double step = wiener_std * wiener_normal(wiener_rng);
+            wiener_phase = std::remainder(wiener_phase + step, 2 * pi);
+            wiener_unwrapped += step;
         }
         if (mask_pn) theta += mask_pn->next();
-        return theta;
+        return highpass ? highpass->next(theta) : theta;
     }
 
     /// Front end after the noise: IQ imbalance, DC, gain (each only when set).
@@ -882,7 +944,10 @@ double simulator::noise_variance() const noexcept { return 2.0 * impl_->noise_st
 
 double simulator::phase_noise_rms_rad(double above_hz) const
 {
-    return impl_->mask_pn ? std::sqrt(impl_->mask_pn->variance_above(above_hz)) : 0.0;
+    if (!impl_->mask_pn) return 0.0;
+    const auto& hp = impl_->highpass;
+    return std::sqrt(hp ? impl_->mask_pn->variance_above(above_hz, [&hp](double f) { return hp->power(f); })
+                        : impl_->mask_pn->variance_above(above_hz));
 }
 
 phase_tracking_floor simulator::tracking_floor() const
@@ -902,21 +967,22 @@ phase_tracking_floor simulator::tracking_floor() const
             const double sn = std::sin(pi * f / fs);
             v += q / (fs * fs) / (4 * sn * sn);
         }
-        return v;
+        return impl_->highpass ? v * impl_->highpass->power(f) : v;
     };
-    // Trapezoids on a log grid of 256 points a decade from 0.01 Hz to fs / 2; below 0.01 Hz the
-    // smoother's integrand is at most N (a rectangle). The grid is fine enough for the
+    // Trapezoids on a log grid of 256 points a decade from 0.01 Hz to fs / 2; below 0.01 Hz a
+    // rectangle at the value there (the smoother's integrand is at most N). The grid is fine enough for the
     // crossing, which is then refined by bisection between its two points.
     const double f0 = 0.01;
     const int n = static_cast<int>(std::ceil(256.0 * std::log10(nyq / f0)));
     const double r = std::pow(nyq / f0, 1.0 / n);
     const auto smoother = [&](double s) { return s * noise / (s + noise); };
-    double err = noise * f0, lo = f0;
-    double s_lo = phase_psd(lo);
+    double lo = f0, s_lo = phase_psd(lo);
+    double err = smoother(s_lo) * f0, all = s_lo * f0;
     for (int i = 1; i <= n; ++i) {
         const double hi = i == n ? nyq : f0 * std::pow(r, i);
         const double s_hi = phase_psd(hi);
         err += 0.5 * (smoother(s_lo) + smoother(s_hi)) * (hi - lo);
+        all += 0.5 * (s_lo + s_hi) * (hi - lo);
         if (s_lo >= noise && s_hi < noise) {
             double a = lo, b = hi;
             for (int k = 0; k < 60; ++k) {
@@ -943,8 +1009,7 @@ phase_tracking_floor simulator::tracking_floor() const
         }
         out.above_crossover_rad2 = 2.0 * sum;
     } else if (out.crossover_hz == 0.0) {
-        // S below N everywhere: nothing is tracked; the variance above 0.01 Hz.
-        out.above_crossover_rad2 = impl_->mask_pn ? impl_->mask_pn->variance_above(0.0) : 0.0;
+        out.above_crossover_rad2 = 2.0 * all;  // S below N everywhere: all of the phase is beyond
     }
     return out;
 }

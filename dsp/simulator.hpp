@@ -157,6 +157,11 @@ struct sim_config {
     /// increasing, levels -200 .. 0 dBc/Hz, each segment flat or falling by at most 40 dB a
     /// decade (what the synthesis makes). Empty otherwise.
     std::vector<phase_noise_point> phase_noise_curve;
+    /// Analysis: keep only the phase noise (the Wiener's and the curve's) beyond this offset from
+    /// the carrier, through two first-order high-pass sections at it (bilinear, prewarped; -6 dB
+    /// there, 40 dB/decade below): what a receiver that followed every slower phase perfectly
+    /// would still face. 0: all of it; else 10 Hz .. sample_rate / 4, with phase noise.
+    double phase_noise_above_hz = 0.0;
     std::uint64_t seed = 1;
     /// Flight preset: time of the first sample on the flight's clock (the channel's drift
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
@@ -230,8 +235,8 @@ public:
     /// Complex noise variance per output sample (2 sigma^2), 0 when noiseless.
     [[nodiscard]] double noise_variance() const noexcept;
     /// RMS of the phase shaped to the curve (not the Wiener's), in rad, over the offsets from
-    /// above_hz to half the sample rate (0: all), from the synthesis filter's response; 0
-    /// without a curve.
+    /// above_hz to half the sample rate (0: all), from the synthesis filter's response (and the
+    /// high-pass of phase_noise_above_hz); 0 without a curve.
     [[nodiscard]] double phase_noise_rms_rad(double above_hz = 0.0) const;
     /// How closely any receiver can follow the simulated phase noise (the curve and the Wiener
     /// together) at the configured Eb/N0; all zeros without phase noise or without noise.

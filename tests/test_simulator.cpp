@@ -738,6 +738,76 @@ TEST(simulator_phase_noise, the_tracking_floor_is_the_wiener_smoothers_error)
     EXPECT_EQ(simulator(c).tracking_floor().least_error_rad2, 0.0);
 }
 
+TEST(simulator_phase_noise, only_the_phase_beyond_an_offset)
+{
+    // phase_noise_above_hz: the mask's phase through the high-pass. Below the corner the
+    // synthesized PSD is 40 dB/decade under the mask; above it, the mask (Welch). The reported
+    // rms (the filter's response times the high-pass's) against the measured variance; and
+    // a Wiener phase through it stays small (its random walk is high-passed unwrapped, not
+    // wrapped at +-pi).
+    const double rb = 10.3125e6, fs = 20.625e6, fc = 3e4;
+    const std::size_t n = std::size_t{1} << 21, seg = std::size_t{1} << 14;
+    auto c = base(rb, fs);
+    const auto ref = run(c, n);
+    c.phase_noise = phase_noise_mask::irig106;
+    c.phase_noise_above_hz = fc;
+    EXPECT_TRUE(c.validate().empty());
+    simulator sim(c);
+    std::vector<cf32> out;
+    sim.generate(n, out);
+    const auto psd = welch_psd(phase_difference(out, ref), seg, fs);
+    for (const double f : {1e4, 3e5}) {
+        const double meas = psd_db_at(psd, seg, fs, f);
+        const double u2 = (f / fc) * (f / fc);
+        const double want = irig106_phase_noise_dbc_hz(f, rb) + 20.0 * std::log10(u2 / (1.0 + u2));
+        std::printf("beyond %.0f Hz, at %.0f Hz: synthesized %.2f dB, the mask through the high-pass %.2f dBc/Hz\n", fc, f, meas, want);
+        EXPECT_NEAR(meas, want, 2.0) << f;
+    }
+    const double df = fs / static_cast<double>(seg);
+    double var = 0.0;
+    for (std::size_t k = 1; k < psd.size(); ++k) var += 2.0 * psd[k] * df;
+    const double rms = sim.phase_noise_rms_rad();
+    std::printf("rms: reported %.4f deg, measured %.4f deg; the whole mask above %.0f Hz: %.4f deg\n", rms * 180 / pi,
+                std::sqrt(var) * 180 / pi, fc, simulator([&] { auto d = c; d.phase_noise_above_hz = 0; return d; }()).phase_noise_rms_rad(fc) * 180 / pi);
+    EXPECT_NEAR(rms * rms, var, 0.05 * var);
+    // The Wiener, 1 kHz, through a 30 kHz high-pass: variance (q / (2 pi^2 fc)) pi / 4 (the
+    // integral of q / (4 pi^2 f^2) (f/fc)^4 / (1 + (f/fc)^2)^2 over both sidebands,
+    // 8.3e-3 rad^2); the phase never near a wrap.
+    auto w = base(rb, fs);
+    w.phase_noise_linewidth_hz = 1000.0;
+    w.phase_noise_above_hz = fc;
+    std::vector<cf32> wo;
+    simulator(w).generate(n, wo);
+    const auto ph = phase_difference(wo, ref);
+    double m2 = 0.0, peak = 0.0;
+    for (const double p : ph) {
+        m2 += p * p;
+        peak = std::max(peak, std::abs(p));
+    }
+    m2 /= static_cast<double>(ph.size());
+    const double q = 2 * pi * 1000.0;
+    const double want_var = q / (2 * pi * pi * fc) * pi / 4;
+    std::printf("Wiener 1 kHz beyond %.0f Hz: variance %.3e rad^2 (model %.3e), peak %.3f rad\n", fc, m2, want_var, peak);
+    EXPECT_LT(peak, 1.0);
+    EXPECT_NEAR(m2, want_var, 0.1 * want_var);
+    // Its floor counts only what is left: below the corner less to track.
+    w.ebn0_db = 11.0;
+    auto all = w;
+    all.phase_noise_above_hz = 0.0;
+    EXPECT_LT(simulator(w).tracking_floor().least_error_rad2, simulator(all).tracking_floor().least_error_rad2);
+    // Not without phase noise, and only 10 Hz .. fs / 4.
+    auto bad = base(rb, fs);
+    bad.phase_noise_above_hz = fc;
+    ASSERT_EQ(bad.validate().size(), 1u);
+    EXPECT_NE(bad.validate()[0].find("only with phase noise"), std::string::npos) << bad.validate()[0];
+    bad.phase_noise = phase_noise_mask::irig106;
+    for (const double f : {5.0, 6e6, std::nan("")}) {
+        bad.phase_noise_above_hz = f;
+        ASSERT_EQ(bad.validate().size(), 1u) << f;
+        EXPECT_NE(bad.validate()[0].find("10 Hz .. a quarter of the sample rate"), std::string::npos) << bad.validate()[0];
+    }
+}
+
 // ---- paq-sim ---------------------------------------------------------------------------------
 
 TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
@@ -771,7 +841,9 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
              {"--phase-noise-linewidth -1", "--phase-noise-linewidth", "0 .. 1e5 Hz"},
              {"--phase-noise pink", "--phase-noise", "none, irig106, or a curve"},
              {"--phase-noise 1e3:-70,1e4:-50", "--phase-noise", "0 .. -40 dB/decade"},
-             {"--phase-noise 1e3:-70,1e7:-150", "--phase-noise", "a quarter of the sample rate"}}) {
+             {"--phase-noise 1e3:-70,1e7:-150", "--phase-noise", "a quarter of the sample rate"},
+             {"--phase-noise irig106 --phase-noise-above 5", "--phase-noise-above", "10 Hz .. a quarter of the sample rate"},
+             {"--phase-noise-above 3e4", "--phase-noise-above", "only with phase noise"}}) {
         auto [rc, log] = run_cli(b.args + (b.args.find("--seconds") == std::string::npos ? " --seconds 0.001" : ""));
         EXPECT_NE(rc, 0) << b.args;
         EXPECT_NE(log.find(b.must_contain1), std::string::npos) << b.args << ": " << log;
@@ -788,7 +860,7 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
                             "\"paq:clock_ppm\": 150", "\"paq:clock_drift_ppm_per_s\": 10", "\"paq:gain_db\": -12",
                             "\"paq:agc_steps\"", "\"paq:iq_imbalance\"", "\"paq:dc_offset_dbc\": -25",
                             "\"paq:phase_noise_linewidth_hz\": 300", "\"paq:phase_noise_mask\": \"irig106\"", "\"paq:phase_noise_curve\"",
-                            "\"paq:phase_noise_rms_deg\"", "\"above_300khz\"", "\"paq:phase_tracking_floor\"", "\"crossover_hz\"",
+                            "\"paq:phase_noise_rms_deg\"", "\"above_300khz\"", "\"paq:phase_tracking_floor\"", "\"crossover_hz\"", "\"paq:phase_noise_above_hz\": 0",
                             "\"paq:resampler\""})
         EXPECT_NE(m.find(key), std::string::npos) << key << " in " << m;
     const auto bytes = std::filesystem::file_size(out + ".sigmf-data");

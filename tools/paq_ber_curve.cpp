@@ -95,6 +95,7 @@ struct options {
     double dc_offset_dbc = -std::numeric_limits<double>::infinity();
     double phase_noise_linewidth_hz = 0.0;
     std::string phase_noise = "none";
+    double phase_noise_above_hz = 0.0;
     double cma_mu = paq::dsp::receiver_config{}.cma_mu;
     int cma_iterations = paq::dsp::receiver_config{}.cma_iterations;
     int threads = 0;
@@ -151,6 +152,7 @@ paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint6
     if (!o.iq_imbalance.empty()) std::tie(scfg.iq_gain_db, scfg.iq_phase_deg) = paq::dsp::parse_iq_imbalance(o.iq_imbalance);
     scfg.dc_offset_dbc = o.dc_offset_dbc;
     scfg.phase_noise_linewidth_hz = o.phase_noise_linewidth_hz;
+    scfg.phase_noise_above_hz = o.phase_noise_above_hz;
     try {
         scfg.set_phase_noise(o.phase_noise);
     } catch (const std::invalid_argument& e) {
@@ -297,6 +299,8 @@ int main(int argc, char** argv)
     app.add_option("--dc-offset", o.dc_offset_dbc, "Complex DC offset relative to the signal power, dBc (-100 .. 0)");
     app.add_option("--phase-noise-linewidth", o.phase_noise_linewidth_hz, "Wiener phase noise linewidth, Hz (0 .. 1e5)");
     app.add_option("--phase-noise", o.phase_noise, "Phase noise shaped to a curve: none, irig106, or F:DBC,F:DBC,... (offsets in Hz, L(f) in dBc/Hz; as paq-sim)");
+    app.add_option("--phase-noise-above", o.phase_noise_above_hz,
+                   "Analysis: only the phase noise beyond this offset, Hz (as paq-sim; 0: all of it)");
     app.add_option("--pattern", o.pattern, "PN test pattern (pn9, pn11, pn15, pn20, pn23, pn31)")
         ->check(CLI::Validator(
             [](std::string& s) -> std::string {
@@ -366,10 +370,11 @@ int main(int argc, char** argv)
         // Header of the stdout table.
         for (const auto& r : o.rays) std::printf("# extra ray (amplitude, delay ns, phase rad): %s\n", r.c_str());
         std::printf("# bit rate %g Hz, sample rate %g Hz, clock %g ppm + %g ppm/s, gain %g dB, %zu AGC steps, "
-                    "IQ imbalance '%s', DC %g dBc, Wiener %g Hz, phase-noise mask %s\n",
+                    "IQ imbalance '%s', DC %g dBc, Wiener %g Hz, phase-noise mask %s%s\n",
                     o.bit_rate_hz, o.sample_rate_hz, o.clock_ppm, o.clock_drift_ppm_per_s, o.gain_db, o.agc_steps.size(),
                     o.iq_imbalance.empty() ? "none" : o.iq_imbalance.c_str(), o.dc_offset_dbc, o.phase_noise_linewidth_hz,
-                    o.phase_noise.c_str());
+                    o.phase_noise.c_str(),
+                    o.phase_noise_above_hz > 0.0 ? (", only beyond " + std::to_string(o.phase_noise_above_hz) + " Hz").c_str() : "");
         std::printf("# cma_mu %g, cma_iterations %d\n", o.cma_mu, o.cma_iterations);
         std::printf("# preset %s, seed %llu + point index, packets %zu%s, cfo %.1f Hz, timing offset %.3f, %s\n",
                     o.preset.c_str(), static_cast<unsigned long long>(o.seed), o.packets,
@@ -440,6 +445,7 @@ int main(int argc, char** argv)
                          {"dc_offset_dbc", std::isfinite(o.dc_offset_dbc) ? nlohmann::json(o.dc_offset_dbc) : nlohmann::json("none")},
                          {"phase_noise_linewidth_hz", o.phase_noise_linewidth_hz},
                          {"phase_noise_mask", o.phase_noise},
+                         {"phase_noise_above_hz", o.phase_noise_above_hz},
                          {"backend", o.backend},
                          {"detector", o.detector}};
         auto pts = nlohmann::json::array();

@@ -70,6 +70,11 @@ int main(int argc, char** argv)
                    "at most 40 dB a decade; flat below the first, -20 dB/decade beyond the last), e.g. "
                    "10:-30,100:-60,1e6:-100,2.5e6:-100")
         ->capture_default_str();
+    app.add_option("--phase-noise-above", cfg.phase_noise_above_hz,
+                   "Analysis: keep only the phase noise (Wiener and curve) beyond this offset from the carrier, Hz (two "
+                   "first-order high-pass sections there; 10 .. sample rate / 4): what a receiver that followed every "
+                   "slower phase perfectly would still face. 0: all of it")
+        ->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
@@ -152,7 +157,8 @@ int main(int argc, char** argv)
                                            {"paq:iq_imbalance", {{"gain_db", cfg.iq_gain_db}, {"phase_deg", cfg.iq_phase_deg}}},
                                            {"paq:dc_offset_dbc", std::isfinite(cfg.dc_offset_dbc) ? nlohmann::json(cfg.dc_offset_dbc) : nlohmann::json("none")},
                                            {"paq:phase_noise_linewidth_hz", cfg.phase_noise_linewidth_hz},
-                                           {"paq:phase_noise_mask", std::string(dsp::to_string(cfg.phase_noise))}};
+                                           {"paq:phase_noise_mask", std::string(dsp::to_string(cfg.phase_noise))},
+                                           {"paq:phase_noise_above_hz", cfg.phase_noise_above_hz}};
         if (cfg.resampled()) {
             meta.extra_global["paq:resampler"] = {{"kind", "Kaiser-windowed sinc (beta 8) on the 2-samples-per-bit channel output"},
                                                   {"half_taps", cfg.resampler_half_taps}};
@@ -204,8 +210,9 @@ int main(int argc, char** argv)
         std::cout << "paq-sim: wrote " << total << " samples (" << seconds << " s, "
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
         if (cfg.phase_noise != dsp::phase_noise_mask::none) {
-            std::printf("paq-sim: phase noise %s: %.2f deg rms in all, %.2f deg above 30 kHz, %.2f deg above 300 kHz\n",
-                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
+            const std::string only = cfg.phase_noise_above_hz > 0.0 ? " (only beyond " + std::to_string(cfg.phase_noise_above_hz) + " Hz)" : "";
+            std::printf("paq-sim: phase noise %s%s: %.2f deg rms in all, %.2f deg above 30 kHz, %.2f deg above 300 kHz\n",
+                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), only.c_str(), pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
         }
         if (floor.observation_psd > 0.0) {
             std::printf("paq-sim: at Eb/N0 %.1f dB the phase's PSD falls below the observation noise's (%.3g rad^2/Hz) "

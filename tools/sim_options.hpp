@@ -28,6 +28,7 @@ inline std::string sim_option_of(const std::string& message)
         {"dc_offset_dbc", "--dc-offset"},
         {"phase_noise_linewidth_hz", "--phase-noise-linewidth"},
         {"phase_noise_curve", "--phase-noise"},
+        {"phase_noise_above_hz", "--phase-noise-above"},
         {"flight_start_s", "--flight-start"},
         {"extra_rays", "--ray"},
         {"preset", "--preset"},

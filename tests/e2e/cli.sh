@@ -87,6 +87,9 @@ for prog in paq-sim paq-ber-curve; do
   grep -q -- "--phase-noise: phase_noise_curve\[1\] (100000:-20): the segment from the point before changes by 25 dB/decade" "$work/err" ||
     fail "$prog: the curve's rising segment is not named with --phase-noise ($(head -c 400 "$work/err"))"
   grep -q -- "--iq-imbalance (DB): iq_gain_db = 9" "$work/err" || fail "$prog: the second bad setting is not named ($(head -c 400 "$work/err"))"
+  expect_rc 2 "$prog --phase-noise-above without phase noise" "$build/tools/$prog" --ebn0-db 11 --phase-noise-above 3e4 --output "$work/bad"
+  grep -q -- "--phase-noise-above: phase_noise_above_hz = 30000 given without phase noise" "$work/err" ||
+    fail "$prog: --phase-noise-above without phase noise is not named ($(head -c 400 "$work/err"))"
 done
 printf 'recievr:\n  detector: trellis\n' > "$work/typo.yaml"
 expect_rc 2 "paqd replay --config with a misspelled section" "$build/daemon/paqd" replay "$work/rec.raw" --datatype ci16_le --sample-rate 20.625e6 --config "$work/typo.yaml"
