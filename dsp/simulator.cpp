@@ -954,9 +954,11 @@ phase_tracking_floor simulator::tracking_floor() const
 {
     const auto& c = impl_->cfg;
     phase_tracking_floor out;
-    if (!std::isfinite(c.ebn0_db) || (!impl_->mask_pn && !impl_->wiener)) return out;
+    if (impl_->noise_std == 0.0 || (!impl_->mask_pn && !impl_->wiener)) return out;
     const double fs = c.sample_rate_hz, nyq = fs / 2;
-    const double noise = 1.0 / (2.0 * c.bit_rate_hz * std::pow(10.0, c.ebn0_db / 10.0));
+    // The generator's noise: complex variance 2 noise_std^2 a sample, half of it across a unit
+    // signal, over fs: N = noise_std^2 / fs = 1 / (2 Rb Eb/N0).
+    const double noise = impl_->noise_std * impl_->noise_std / fs;
     out.observation_psd = noise;
     // The Wiener's increments (variance 2 pi linewidth / fs a sample) summed: two-sided PSD
     // (2 pi linewidth / fs^2) / (4 sin^2(pi f / fs)), about linewidth / (2 pi f^2).
@@ -969,48 +971,46 @@ phase_tracking_floor simulator::tracking_floor() const
         }
         return impl_->highpass ? v * impl_->highpass->power(f) : v;
     };
-    // Trapezoids on a log grid of 256 points a decade from 0.01 Hz to fs / 2; below 0.01 Hz a
-    // rectangle at the value there (the smoother's integrand is at most N). The grid is fine enough for the
-    // crossing, which is then refined by bisection between its two points.
+    const auto smoother = [&](double f) {
+        const double v = phase_psd(f);
+        return v * noise / (v + noise);
+    };
+    // Both sidebands of the integral of g from a to fs / 2: trapezoids on a log grid of 256
+    // points a decade, and below f0 = 0.01 Hz (a = 0) a rectangle at g(f0) (the mask is flat
+    // there; the Wiener's integrand for the smoother tends to N).
     const double f0 = 0.01;
+    const auto both_sidebands = [&](double a, const auto& g) {
+        double sum = 0.0;
+        if (a < f0) {
+            sum += g(f0) * (f0 - a);
+            a = f0;
+        }
+        const int n = std::max(1, static_cast<int>(std::ceil(256.0 * std::log10(nyq / a))));
+        const double r = std::pow(nyq / a, 1.0 / n);
+        for (int i = 0; i < n; ++i) {
+            const double fl = a * std::pow(r, i), fh = i + 1 == n ? nyq : fl * r;
+            sum += 0.5 * (g(fl) + g(fh)) * (fh - fl);
+        }
+        return 2.0 * sum;
+    };
+    out.least_error_rad2 = both_sidebands(0.0, smoother);
+    // The crossing: the highest point of the same grid where S >= N, then bisection to the
+    // next point (S < N there).
     const int n = static_cast<int>(std::ceil(256.0 * std::log10(nyq / f0)));
     const double r = std::pow(nyq / f0, 1.0 / n);
-    const auto smoother = [&](double s) { return s * noise / (s + noise); };
-    double lo = f0, s_lo = phase_psd(lo);
-    double err = smoother(s_lo) * f0, all = s_lo * f0;
-    for (int i = 1; i <= n; ++i) {
-        const double hi = i == n ? nyq : f0 * std::pow(r, i);
-        const double s_hi = phase_psd(hi);
-        err += 0.5 * (smoother(s_lo) + smoother(s_hi)) * (hi - lo);
-        all += 0.5 * (s_lo + s_hi) * (hi - lo);
-        if (s_lo >= noise && s_hi < noise) {
-            double a = lo, b = hi;
-            for (int k = 0; k < 60; ++k) {
-                const double m = std::sqrt(a * b);
-                (phase_psd(m) >= noise ? a : b) = m;
-            }
-            out.crossover_hz = a;
-        } else if (s_hi >= noise) {
-            out.crossover_hz = hi;
+    for (int i = n; i >= 0; --i) {
+        const double f = i == n ? nyq : f0 * std::pow(r, i);
+        if (phase_psd(f) < noise) continue;
+        double lo = f, hi = i == n ? nyq : std::min(nyq, f * r);
+        for (int k = 0; k < 60 && i < n; ++k) {
+            const double m = std::sqrt(lo * hi);
+            (phase_psd(m) >= noise ? lo : hi) = m;
         }
-        lo = hi;
-        s_lo = s_hi;
+        out.crossover_hz = lo;
+        break;
     }
-    out.least_error_rad2 = 2.0 * err;
-    // The variance beyond the crossing, on the same kind of grid from there.
-    if (out.crossover_hz > 0.0 && out.crossover_hz < nyq) {
-        const double a = out.crossover_hz;
-        const int m = std::max(1, static_cast<int>(std::ceil(256.0 * std::log10(nyq / a))));
-        const double ra = std::pow(nyq / a, 1.0 / m);
-        double sum = 0.0;
-        for (int i = 0; i < m; ++i) {
-            const double fl = a * std::pow(ra, i), fh = i + 1 == m ? nyq : fl * ra;
-            sum += 0.5 * (phase_psd(fl) + phase_psd(fh)) * (fh - fl);
-        }
-        out.above_crossover_rad2 = 2.0 * sum;
-    } else if (out.crossover_hz == 0.0) {
-        out.above_crossover_rad2 = 2.0 * all;  // S below N everywhere: all of the phase is beyond
-    }
+    // S below N everywhere (crossover 0): all of the phase lies beyond.
+    if (out.crossover_hz < nyq) out.above_crossover_rad2 = both_sidebands(out.crossover_hz, phase_psd);
     return out;
 }
 

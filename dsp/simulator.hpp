@@ -202,14 +202,14 @@ struct sim_truth {
 
 /// The least phase error with which any receiver can follow a phase noise, even one that knows
 /// the data: the error of the Wiener smoother of the phase, linearized, observed through a
-/// unit-power constant-envelope signal in white noise. The observation's phase noise is
-/// N0 / (2 P) per second, two-sided 1 / (2 Rb Eb/N0) rad^2/Hz; the smoother's error is the
-/// integral over both sidebands of S N / (S + N), S the phase's two-sided PSD and N that.
-/// Where S is far below N (above crossover_hz for a falling S) the phase is not estimated at
-/// all: its error there is about S itself.
+/// unit-power constant-envelope signal in white noise. The observation's phase noise has the
+/// two-sided PSD N = N0 / (2 P) = 1 / (2 Rb Eb/N0) rad^2/Hz; the smoother's error is the
+/// integral over both sidebands of S N / (S + N), S the phase's two-sided PSD. Where S < N
+/// (beyond crossover_hz for a falling S) less than half of the phase is removed, the error
+/// there between S / 2 and S; far beyond, almost none is.
 struct phase_tracking_floor {
     double observation_psd = 0.0;       ///< N, rad^2/Hz (two-sided)
-    double crossover_hz = 0.0;          ///< the highest offset where S >= N (0: nowhere)
+    double crossover_hz = 0.0;          ///< the highest offset where S >= N (0: nowhere; fs / 2: everywhere)
     double least_error_rad2 = 0.0;      ///< the smoother's mean-square error
     double above_crossover_rad2 = 0.0;  ///< the phase's variance beyond crossover_hz, both sides
 };
@@ -239,7 +239,8 @@ public:
     /// high-pass of phase_noise_above_hz); 0 without a curve.
     [[nodiscard]] double phase_noise_rms_rad(double above_hz = 0.0) const;
     /// How closely any receiver can follow the simulated phase noise (the curve and the Wiener
-    /// together) at the configured Eb/N0; all zeros without phase noise or without noise.
+    /// together, through the high-pass of phase_noise_above_hz) at the configured Eb/N0; all
+    /// zeros without phase noise or without noise.
     [[nodiscard]] phase_tracking_floor tracking_floor() const;
 
 private:

@@ -20,9 +20,12 @@ for b in "${bins[@]}"; do
   done
 done
 # The libraries and the programs travel packed (libiio's libxml2 brings ICU's 31 MB data library;
-# the programs are 105 MB stripped, 14 MB in xz); device-check.sh unpacks them.
-tar -C .device -czf .device/lib.tar.gz lib && rm -rf .device/lib
+# the programs are 86 MiB stripped, 14 MiB in xz); device-check.sh unpacks them.
+tar -C .device -czf .device/lib.tar.gz lib
+rm -rf .device/lib
 names=("${bins[@]##*/}")
-tar -C .device -cf - "${names[@]}" | xz -T0 -6 > .device/bins.tar.xz && (cd .device && rm -f "${names[@]}")
+tar -C .device -cf .device/bins.tar "${names[@]}"
+xz -T0 -6 .device/bins.tar
+(cd .device && rm -f "${names[@]}")
 git rev-parse --short HEAD > .device/commit
 du -sh .device

@@ -729,11 +729,20 @@ TEST(simulator_phase_noise, the_tracking_floor_is_the_wiener_smoothers_error)
         EXPECT_LT(f.least_error_rad2, last_error);  // and closer
         last_crossing = f.crossover_hz;
         last_error = f.least_error_rad2;
-        if (ebn0 == 11.0) {  // the mask falls through -84 dBc/Hz (2 N = 7.7e-9) near 26 kHz
+        if (ebn0 == 11.0) {  // the mask falls through L(f) = N = 3.85e-9 (-84.1 dBc/Hz) near 26 kHz
             EXPECT_GT(f.crossover_hz, 2e4);
             EXPECT_LT(f.crossover_hz, 3.5e4);
         }
     }
+    // The mask and a 300 Hz Wiener together: their PSDs add, so the error is more than either's.
+    c.ebn0_db = 11.0;
+    const double mask_alone = simulator(c).tracking_floor().least_error_rad2;
+    c.phase_noise_linewidth_hz = 300.0;
+    const auto both = simulator(c).tracking_floor();
+    EXPECT_GT(both.least_error_rad2, mask_alone);
+    EXPECT_GT(both.least_error_rad2, std::sqrt(2 * pi * 300.0 * noise) / 2);
+    EXPECT_GT(both.crossover_hz, 111344.0);  // the Wiener's own crossing, raised by the mask
+    c.phase_noise_linewidth_hz = 0.0;
     c.ebn0_db = std::numeric_limits<double>::infinity();  // no noise: everything is followed
     EXPECT_EQ(simulator(c).tracking_floor().least_error_rad2, 0.0);
 }
@@ -795,6 +804,15 @@ TEST(simulator_phase_noise, only_the_phase_beyond_an_offset)
     auto all = w;
     all.phase_noise_above_hz = 0.0;
     EXPECT_LT(simulator(w).tracking_floor().least_error_rad2, simulator(all).tracking_floor().least_error_rad2);
+    // The mask beyond its 11 dB crossing is below N at every offset: no crossing, and all of
+    // its variance counted beyond.
+    c.ebn0_db = 11.0;
+    c.phase_noise_above_hz = 25600.0;
+    const simulator beyond(c);
+    const auto fb = beyond.tracking_floor();
+    EXPECT_EQ(fb.crossover_hz, 0.0);
+    EXPECT_NEAR(fb.above_crossover_rad2, std::pow(beyond.phase_noise_rms_rad(), 2), 0.01 * fb.above_crossover_rad2);
+    EXPECT_LT(fb.least_error_rad2, fb.above_crossover_rad2);
     // Not without phase noise, and only 10 Hz .. fs / 4.
     auto bad = base(rb, fs);
     bad.phase_noise_above_hz = fc;

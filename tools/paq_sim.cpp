@@ -165,7 +165,8 @@ int main(int argc, char** argv)
         }
         // The rms phase the curve makes (the filter's response), in all and beyond the offsets a
         // receiver's phase tracking can follow at all: in the metadata and printed at the end.
-        const auto rms_deg = [&](double above_hz) { return sim.phase_noise_rms_rad(above_hz) * 180 / std::numbers::pi; };
+        const auto deg = [](double rad2) { return std::sqrt(rad2) * 180 / std::numbers::pi; };
+        const auto rms_deg = [&](double above_hz) { return deg(std::pow(sim.phase_noise_rms_rad(above_hz), 2)); };
         const std::array<double, 3> pn_rms_deg{rms_deg(0.0), rms_deg(30e3), rms_deg(300e3)};
         if (cfg.phase_noise != dsp::phase_noise_mask::none) {
             auto& j = meta.extra_global["paq:phase_noise_curve"];
@@ -175,7 +176,6 @@ int main(int argc, char** argv)
         }
         // What no receiver can track of it at this Eb/N0 (dsp::phase_tracking_floor).
         const auto floor = sim.tracking_floor();
-        const auto deg = [](double rad2) { return std::sqrt(rad2) * 180 / std::numbers::pi; };
         if (floor.observation_psd > 0.0) {
             meta.extra_global["paq:phase_tracking_floor"] = {{"ebn0_db", cfg.ebn0_db},
                                                              {"observation_psd_rad2_hz", floor.observation_psd},
@@ -215,11 +215,21 @@ int main(int argc, char** argv)
                         std::string(dsp::to_string(cfg.phase_noise)).c_str(), only.c_str(), pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
         }
         if (floor.observation_psd > 0.0) {
-            std::printf("paq-sim: at Eb/N0 %.1f dB the phase's PSD falls below the observation noise's (%.3g rad^2/Hz) "
-                        "beyond %.3g kHz, where no receiver, even one knowing the data, removes as much as half of it: "
-                        "%.2f deg rms lies there; the least rms phase error (the Wiener smoother's) is %.2f deg\n",
-                        cfg.ebn0_db, floor.observation_psd, floor.crossover_hz / 1e3, deg(floor.above_crossover_rad2),
-                        deg(floor.least_error_rad2));
+            char where[112];
+            if (floor.crossover_hz >= cfg.sample_rate_hz / 2)
+                std::snprintf(where, sizeof where, "stays above the observation noise's (%.3g rad^2/Hz) up to half the sample rate",
+                              floor.observation_psd);
+            else if (floor.crossover_hz > 0.0)
+                std::snprintf(where, sizeof where, "falls below the observation noise's (%.3g rad^2/Hz) beyond %.3g kHz",
+                              floor.observation_psd, floor.crossover_hz / 1e3);
+            else
+                std::snprintf(where, sizeof where, "is below the observation noise's (%.3g rad^2/Hz) at every offset",
+                              floor.observation_psd);
+            std::printf("paq-sim: at Eb/N0 %.1f dB the phase's PSD %s", cfg.ebn0_db, where);
+            if (floor.crossover_hz < cfg.sample_rate_hz / 2)
+                std::printf(", where no receiver, even one knowing the data, removes as much as half of it: %.2f deg rms "
+                            "lies there", deg(floor.above_crossover_rad2));
+            std::printf("; the least rms phase error (the Wiener smoother's) is %.2f deg\n", deg(floor.least_error_rad2));
         }
     } catch (const std::exception& e) {
         std::cerr << "paq-sim: error: " << e.what() << "\n";
