@@ -2,7 +2,7 @@
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
 #   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
-# (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS and PN_EBN0 from the environment.)
+# (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-all}
@@ -223,7 +223,9 @@ if [[ $mode == phasenoise-seeds ]]; then
         irig) args=(--phase-noise irig106) ;;
         w300) args=(--phase-noise-linewidth 300) ;;
         w1k) args=(--phase-noise-linewidth 1000) ;;
-        *) echo "device-check.sh: unknown phase-noise condition '$pn' in PN_CONDITIONS (known: clean irig w300 w1k)" >&2; exit 2 ;;
+        # The mask beyond its crossing only (PN_ABOVE_HZ, default 25.6 kHz: 11 dB's; paq-sim prints it).
+        irigabove) args=(--phase-noise irig106 --phase-noise-above "${PN_ABOVE_HZ:-25600}") ;;
+        *) echo "device-check.sh: unknown phase-noise condition '$pn' in PN_CONDITIONS (known: clean irig irigabove w300 w1k)" >&2; exit 2 ;;
       esac
       ./.device/paq-sim --preset awgn --ebn0-db "$ebn0" --cfo-hz 15000 --seconds 2 --seed $seed "${args[@]}" --output /tmp/paq-pns > /dev/null || status=1
       counts=()
