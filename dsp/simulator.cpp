@@ -179,7 +179,8 @@ public:
 
     /// Variance of the output over the offsets above_hz .. fs / 2 (both sidebands):
     /// gain^2 (2 / fs) * integral of |H|^2, on a log grid of 64 points a decade from the
-    /// lowest corner / 100 (below that the response is flat: a rectangle).
+    /// lowest corner / 100 (below that the response is flat: a rectangle at its midpoint,
+    /// which a weight rising there, the high-pass's, makes a negligible underestimate).
     [[nodiscard]] double variance_above(double above_hz) const
     {
         return variance_above(above_hz, [](double) { return 1.0; });
@@ -577,7 +578,7 @@ std::vector<std::string> sim_config::validate() const
     } else if (phase_noise_above_hz > 0.0 && phase_noise_linewidth_hz == 0.0 && phase_noise == phase_noise_mask::none) {
         std::ostringstream os;
         os << "phase_noise_above_hz = " << phase_noise_above_hz
-           << " given without phase noise (allowed: only with phase noise, a Wiener linewidth or a curve)";
+           << " given without phase noise (allowed: only with phase noise: a Wiener linewidth, or irig106 or a curve)";
         e.push_back(os.str());
     }
     if (phase_noise != phase_noise_mask::curve && !phase_noise_curve.empty()) {
@@ -980,6 +981,7 @@ phase_tracking_floor simulator::tracking_floor() const
     // there; the Wiener's integrand for the smoother tends to N).
     const double f0 = 0.01;
     const auto both_sidebands = [&](double a, const auto& g) {
+        if (a >= nyq) return 0.0;
         double sum = 0.0;
         if (a < f0) {
             sum += g(f0) * (f0 - a);

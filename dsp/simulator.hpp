@@ -160,7 +160,9 @@ struct sim_config {
     /// Analysis: keep only the phase noise (the Wiener's and the curve's) beyond this offset from
     /// the carrier, through two first-order high-pass sections at it (bilinear, prewarped; -6 dB
     /// there, 40 dB/decade below): what a receiver that followed every slower phase perfectly
-    /// would still face. 0: all of it; else 10 Hz .. sample_rate / 4, with phase noise.
+    /// would still face. 0: all of it; else 10 Hz .. sample_rate / 4, with phase noise. The
+    /// filter starts at the first sample's phase, so its output lacks the phase near fc for
+    /// the first few 1 / (2 pi fc) s (5 ms at 100 Hz).
     double phase_noise_above_hz = 0.0;
     std::uint64_t seed = 1;
     /// Flight preset: time of the first sample on the flight's clock (the channel's drift
@@ -209,7 +211,7 @@ struct sim_truth {
 /// there between S / 2 and S; far beyond, almost none is.
 struct phase_tracking_floor {
     double observation_psd = 0.0;       ///< N, rad^2/Hz (two-sided)
-    double crossover_hz = 0.0;          ///< the highest offset where S >= N (0: nowhere; fs / 2: everywhere)
+    double crossover_hz = 0.0;          ///< the highest offset where S >= N (0: nowhere; fs / 2: S >= N there)
     double least_error_rad2 = 0.0;      ///< the smoother's mean-square error
     double above_crossover_rad2 = 0.0;  ///< the phase's variance beyond crossover_hz, both sides
 };

@@ -635,13 +635,29 @@ TEST(simulator_phase_noise, irig106_recordings_are_those_made_before_the_curves_
         c.ebn0_db = 12.0;
         c.phase_noise = phase_noise_mask::irig106;
         const auto out = run(c, 400000);
-        std::uint64_t h = 1469598103934665603ull;
-        const auto* b = reinterpret_cast<const unsigned char*>(out.data());
-        for (std::size_t i = 0; i < out.size() * sizeof(cf32); ++i) {
-            h ^= b[i];
-            h *= 1099511628211ull;
-        }
+        const std::uint64_t h = fnv1a(out, {});  // the samples only
         EXPECT_EQ(h, g.hash) << g.rb << " bit/s, " << g.sps << " samples per bit";
+    }
+    // And with a Wiener phase, alone or with the mask, from f110dee (before the random walk
+    // was also kept unwrapped for --phase-noise-above): the same samples.
+    struct wiener_golden {
+        double rb, sps, linewidth;
+        bool mask;
+        std::uint64_t hash;
+    };
+    for (const auto& g : {wiener_golden{10.3125e6, 2.0, 1000.0, false, 0x822c1fadb1cbab91ull},
+                          wiener_golden{3.3e6, 2.5, 300.0, true, 0xbc8b8c260f1d1a10ull},
+                          wiener_golden{1.041e6, 2.0, 1e5, false, 0x2832971bad5d4f03ull}}) {
+        sim_config c;
+        c.bit_rate_hz = g.rb;
+        c.sample_rate_hz = g.rb * g.sps;
+        c.seed = 9;
+        c.ebn0_db = 12.0;
+        c.phase_noise_linewidth_hz = g.linewidth;
+        if (g.mask) c.phase_noise = phase_noise_mask::irig106;
+        const auto out = run(c, 400000);
+        const std::uint64_t h = fnv1a(out, {});  // the samples only
+        EXPECT_EQ(h, g.hash) << g.rb << " bit/s, Wiener " << g.linewidth << " Hz" << (g.mask ? " and the mask" : "");
     }
 }
 

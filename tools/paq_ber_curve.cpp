@@ -374,7 +374,7 @@ int main(int argc, char** argv)
                     o.bit_rate_hz, o.sample_rate_hz, o.clock_ppm, o.clock_drift_ppm_per_s, o.gain_db, o.agc_steps.size(),
                     o.iq_imbalance.empty() ? "none" : o.iq_imbalance.c_str(), o.dc_offset_dbc, o.phase_noise_linewidth_hz,
                     o.phase_noise.c_str(),
-                    o.phase_noise_above_hz > 0.0 ? (", only beyond " + std::to_string(o.phase_noise_above_hz) + " Hz").c_str() : "");
+                    o.phase_noise_above_hz > 0.0 ? ", only beyond the offset of --phase-noise-above" : "");
         std::printf("# cma_mu %g, cma_iterations %d\n", o.cma_mu, o.cma_iterations);
         std::printf("# preset %s, seed %llu + point index, packets %zu%s, cfo %.1f Hz, timing offset %.3f, %s\n",
                     o.preset.c_str(), static_cast<unsigned long long>(o.seed), o.packets,

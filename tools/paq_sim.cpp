@@ -163,10 +163,12 @@ int main(int argc, char** argv)
             meta.extra_global["paq:resampler"] = {{"kind", "Kaiser-windowed sinc (beta 8) on the 2-samples-per-bit channel output"},
                                                   {"half_taps", cfg.resampler_half_taps}};
         }
-        // The rms phase the curve makes (the filter's response), in all and beyond the offsets a
-        // receiver's phase tracking can follow at all: in the metadata and printed at the end.
-        const auto deg = [](double rad2) { return std::sqrt(rad2) * 180 / std::numbers::pi; };
-        const auto rms_deg = [&](double above_hz) { return deg(std::pow(sim.phase_noise_rms_rad(above_hz), 2)); };
+        // The rms phase the curve makes (the filter's response, through the high-pass of
+        // --phase-noise-above when set), in all and beyond 30 and 300 kHz: in the metadata and
+        // printed at the end.
+        const auto deg = [](double rad) { return rad * 180 / std::numbers::pi; };
+        const auto rms_deg_of_rad2 = [&](double rad2) { return deg(std::sqrt(rad2)); };
+        const auto rms_deg = [&](double above_hz) { return deg(sim.phase_noise_rms_rad(above_hz)); };
         const std::array<double, 3> pn_rms_deg{rms_deg(0.0), rms_deg(30e3), rms_deg(300e3)};
         if (cfg.phase_noise != dsp::phase_noise_mask::none) {
             auto& j = meta.extra_global["paq:phase_noise_curve"];
@@ -180,8 +182,8 @@ int main(int argc, char** argv)
             meta.extra_global["paq:phase_tracking_floor"] = {{"ebn0_db", cfg.ebn0_db},
                                                              {"observation_psd_rad2_hz", floor.observation_psd},
                                                              {"crossover_hz", floor.crossover_hz},
-                                                             {"least_rms_error_deg", deg(floor.least_error_rad2)},
-                                                             {"rms_above_crossover_deg", deg(floor.above_crossover_rad2)}};
+                                                             {"least_rms_error_deg", rms_deg_of_rad2(floor.least_error_rad2)},
+                                                             {"rms_above_crossover_deg", rms_deg_of_rad2(floor.above_crossover_rad2)}};
         }
         if (!cfg.agc_steps.empty()) {
             auto& j = meta.extra_global["paq:agc_steps"];
@@ -210,14 +212,15 @@ int main(int argc, char** argv)
         std::cout << "paq-sim: wrote " << total << " samples (" << seconds << " s, "
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
         if (cfg.phase_noise != dsp::phase_noise_mask::none) {
-            const std::string only = cfg.phase_noise_above_hz > 0.0 ? " (only beyond " + std::to_string(cfg.phase_noise_above_hz) + " Hz)" : "";
+            char only[48] = "";
+            if (cfg.phase_noise_above_hz > 0.0) std::snprintf(only, sizeof only, " (only beyond %g Hz)", cfg.phase_noise_above_hz);
             std::printf("paq-sim: phase noise %s%s: %.2f deg rms in all, %.2f deg above 30 kHz, %.2f deg above 300 kHz\n",
-                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), only.c_str(), pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
+                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), only, pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
         }
         if (floor.observation_psd > 0.0) {
             char where[112];
             if (floor.crossover_hz >= cfg.sample_rate_hz / 2)
-                std::snprintf(where, sizeof where, "stays above the observation noise's (%.3g rad^2/Hz) up to half the sample rate",
+                std::snprintf(where, sizeof where, "is above the observation noise's (%.3g rad^2/Hz) at half the sample rate",
                               floor.observation_psd);
             else if (floor.crossover_hz > 0.0)
                 std::snprintf(where, sizeof where, "falls below the observation noise's (%.3g rad^2/Hz) beyond %.3g kHz",
@@ -228,8 +231,8 @@ int main(int argc, char** argv)
             std::printf("paq-sim: at Eb/N0 %.1f dB the phase's PSD %s", cfg.ebn0_db, where);
             if (floor.crossover_hz < cfg.sample_rate_hz / 2)
                 std::printf(", where no receiver, even one knowing the data, removes as much as half of it: %.2f deg rms "
-                            "lies there", deg(floor.above_crossover_rad2));
-            std::printf("; the least rms phase error (the Wiener smoother's) is %.2f deg\n", deg(floor.least_error_rad2));
+                            "lies there", rms_deg_of_rad2(floor.above_crossover_rad2));
+            std::printf("; the least rms phase error (the Wiener smoother's) is %.2f deg\n", rms_deg_of_rad2(floor.least_error_rad2));
         }
     } catch (const std::exception& e) {
         std::cerr << "paq-sim: error: " << e.what() << "\n";
