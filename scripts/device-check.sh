@@ -212,7 +212,8 @@ if [[ $mode == phasenoise-seeds ]]; then
   # only, which must be given with a PN_EBN0 other than 11: the crossing paq-sim prints),
   # w300, w1k. A run whose counts differ between the backends by more than float rounding
   # explains (below; stricter than TESTING.md's 3e-5 of the bits) is reported and fails the mode.
-  for pn in ${PN_CONDITIONS:-clean irig w300 w1k}; do
+  read -r -a conditions <<< "${PN_CONDITIONS:-clean irig w300 w1k}"
+  for pn in "${conditions[@]}"; do
     case $pn in clean | irig | irigabove | w300 | w1k) ;;
       *) echo "device-check.sh: unknown phase-noise condition '$pn' in PN_CONDITIONS (known: clean irig irigabove w300 w1k)" >&2; exit 2 ;;
     esac
@@ -222,10 +223,8 @@ if [[ $mode == phasenoise-seeds ]]; then
     exit 2
   fi
   : > "$out/phasenoise-seeds.txt"
-  # PN_CONDITIONS: a subset of the conditions; PN_EBN0: another Eb/N0 (dB).
-  read -r -a conditions <<< "${PN_CONDITIONS:-clean irig w300 w1k}"
   backends=(cpu cuda)
-  ebn0=${PN_EBN0:-11}
+  ebn0=${PN_EBN0:-11}  # another Eb/N0 (dB)
   echo "Eb/N0 $ebn0 dB" | tee -a "$out/phasenoise-seeds.txt"
   # PN_SEEDS: a subset (one call runs out of time on all five; the sums are then the subset's).
   for seed in ${PN_SEEDS:-301 302 303 304 305}; do
