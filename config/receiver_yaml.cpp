@@ -68,7 +68,7 @@ const section<dsp::receiver_config>& receiver_schema()
                       {"", "the carrier phase the bits are decided at (SIGNAL-CHAIN.md, \"Phase noise\"). The phase "
                            "smoother is a data-aided Kalman smoother over each packet that chooses its bandwidth from the "
                            "packet itself, for links with oscillator phase noise (AWGN 11 dB, over five 2 s recordings: "
-                           "1 kHz Wiener 1.1-2.0x the clean BER instead of 190-240x with cycle slips, 300 Hz 0.90-1.24x; "
+                           "1 kHz Wiener 1.1-1.95x the clean BER instead of 190-240x with cycle slips, 300 Hz 0.90-1.24x; "
                            "about 10% fewer errors without phase noise). Where it decides a packet, the packet is "
                            "derotated before the equalizers by the phase of the unequalized path where that path decided "
                            "at least as well as MMSE (every equalized path is then made again; flag 128, "
@@ -77,8 +77,9 @@ const section<dsp::receiver_config>& receiver_schema()
                            "-1 (auto): the PLL decides every packet and measures how far its phase wanders; a packet "
                            "whose phase wanders more than thermal noise explains is decided again by the smoother and "
                            "flagged (flag 64; `packets_phase_smoothed`). 1: the smoother on every packet (`pll_bn_t` "
-                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 16.2 ms per "
-                           "default-size edwards3 batch on an H200, 21.0 ms on AWGN (the second pass included)"}),
+                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 22.2 ms per "
+                           "default-size edwards3 batch on an H200, 28.9 ms on AWGN (three smoother iterations, the "
+                           "second pass included)"}),
             choice<C>("detector", at(&C::detector),
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
                                                       {"trellis", dsp::detector_kind::trellis},
