@@ -59,7 +59,7 @@ inline constexpr double bootstrap_bn_t = 0.03;
 /// Decide, model, smooth: the times it is done. Three since the thirty-second session
 /// (docs/SIGNAL-CHAIN.md, "Three iterations"): 2-3% fewer errors than two on every path at a
 /// 1 kHz Wiener linewidth (AWGN 11 dB, five seeds), the same at 300 Hz; a fourth gained
-/// under 1%.
+/// under 1% on every path but ZF (2.7% on one of two seeds).
 inline constexpr int iterations = 3;
 /// The candidate ratios lambda = q / r of phase-increment variance per pair to observation
 /// noise variance; the one whose steady-state filter predicts the observations best is used.
