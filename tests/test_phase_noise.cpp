@@ -48,13 +48,13 @@ TEST(phase_noise, the_smoother_keeps_every_path_near_its_clean_ber)
 {
     // The targets are against the BER with no phase noise: IRIG 106 mask 1.2x,
     // Wiener 300 Hz 1.3x, 1 kHz 2x, no lost lock. Bounds here, against the default receiver's
-    // (the PLL's) BER with no phase noise, every path (measured 2026-11-29 at 10 dB, seed 1271,
-    // 3.0 M bits, 230-480 errors per path; each bit's own phase, smoother step g; the segment
-    // derotated by the unequalized or the MMSE path's phase and paths made again,
-    // dsp::smoother::pre_derotation_source_for): no phase noise 0.87-0.91x (bound 1.0x), IRIG
-    // mask 1.00-1.04x (1.2x), 300 Hz 1.03-1.21x (1.35x: 3 M bits scatter by about 7%; over
-    // five 2 s recordings, docs/SIGNAL-CHAIN.md), 1 kHz 1.03-1.44x (2x; the equalized paths
-    // 1.03-1.33x, bound 1.6x: 1.14-1.61x with ZF and FDE2 alone made again from the MMSE
+    // (the PLL's) BER with no phase noise, every path (measured 2026-11-30 at acfd82c, three
+    // smoother iterations, 10 dB, seed 1271, 3.0 M bits, 230-480 errors per path; each bit's
+    // own phase, smoother step g; the segment derotated by the unequalized or the MMSE path's
+    // phase and paths made again, dsp::smoother::pre_derotation_source_for): no phase noise
+    // 0.87-0.91x (bound 1.0x), IRIG mask 1.00-1.04x (1.2x), 300 Hz 1.02-1.21x (1.35x: 3 M bits
+    // scatter by about 7%; over five 2 s recordings, docs/SIGNAL-CHAIN.md), 1 kHz 1.02-1.44x
+    // (2x; the equalized paths 1.02-1.32x, bound 1.6x: 1.14-1.61x with ZF and FDE2 alone made again from the MMSE
     // path's phase, 1.5-1.78x before that); the PLL alone at 1 kHz 55-75x with packets lost to
     // cycle slips.
     const auto pll0 = receive(0.0, false, false);
