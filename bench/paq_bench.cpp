@@ -21,8 +21,8 @@
 //                     the clock tracking's cost is the stage `clock` (and the re-timed
 //                     gather inside `estimates`)
 //
-//   --front-end-correction   each packet's DC and IQ imbalance estimated and removed (issue
-//                     12; the batch then carries IQ 2 dB / 10 deg and DC -15 dBc): its cost is
+//   --front-end-correction   each packet's DC and IQ imbalance estimated and removed (the
+//                     batch then carries IQ 2 dB / 10 deg and DC -15 dBc): its cost is
 //                     inside the stage `estimates`
 //
 //   --phase-smoother  the phase smoother on every packet (receiver.phase_smoother 1; the batch
@@ -222,7 +222,7 @@ int main(int argc, char** argv)
         return 1;
     }
     const auto batch = std::make_shared<sample_batch>(std::move(*batch_opt));
-    // The same window as ci16 (issue 15: up at 4 bytes a sample, converted on the device),
+    // The same window as ci16 (up at 4 bytes a sample, converted on the device),
     // quantized at the default scale as a ci16 source or recording holds it.
     sample_batch batch16;
     {

@@ -1,4 +1,4 @@
-// paq-bench-setup: what a fresh process pays before its first batch on the GPU (issue 15: the
+// paq-bench-setup: what a fresh process pays before its first batch on the GPU (the
 // replay of a short recording is bounded by it). Each step once, in order, host clock:
 //   1. the CUDA context (the first runtime call, cudaFree(0));
 //   2. the CUDA backend of the default configuration (device buffers, plans, tables, handles);

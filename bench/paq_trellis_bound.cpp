@@ -1,5 +1,5 @@
 // paq-trellis-bound: what the trellis detector's model leaves of SOQPSK-TG, and what sequence
-// detection can reach with perfect synchronization (issue 14; docs/SIGNAL-CHAIN.md, "Trellis
+// detection can reach with perfect synchronization (docs/SIGNAL-CHAIN.md, "Trellis
 // detection"). A measurement, not a receiver: random bits through the project's modulator, the
 // carrier phase and bit timing known, noise at a given Eb/N0, optionally the detector's
 // low-pass (dsp::trellis::lowpass_gain). It reports

@@ -1,4 +1,4 @@
-// The command-line conventions every program of the project follows (issue 13, item 5):
+// The command-line conventions every program of the project follows:
 //   --version prints "<program> <version>" and exits 0;
 //   --help ends with the program's exit codes and exits 0;
 //   a usage error (unknown option, malformed or missing value, a value out of an option's

@@ -416,8 +416,8 @@ const section<pipeline_config>& pipeline_schema()
                       choice_list<std::string>{{"levinson", "levinson"},
                                                {"cusolver-dn-chol", "cusolver-dn-chol"},
                                                {"cusolver-sp-qr", "cusolver-sp-qr"}},
-                      {"", "cuda: the ZF/MMSE solver. levinson is the project's (double precision, 57x faster than "
-                           "sp-qr on an H100); the two cuSOLVER ones (float) are the thesis' baselines, kept for comparison; "
+                      {"", "cuda: the ZF/MMSE solver. levinson is the project's (double precision, and the fastest by "
+                           "far); the two cuSOLVER ones (float) are the thesis' baselines, kept for comparison; "
                            "with them, ZF packets above condition number 1e6 (flagged ill-conditioned) or not "
                            "factorable fall back to Levinson. The CPU backend always solves in double and ignores this"}),
             number<C>("cpu_workers", at(&C::cpu_workers), between(1, 64),

@@ -77,9 +77,8 @@ const section<dsp::receiver_config>& receiver_schema()
                            "-1 (auto): the PLL decides every packet and measures how far its phase wanders; a packet "
                            "whose phase wanders more than thermal noise explains is decided again by the smoother and "
                            "flagged (flag 64; `packets_phase_smoothed`). 1: the smoother on every packet (`pll_bn_t` "
-                           "is then not used), which takes the GPU backend's detector stage from 0.7 to 22.2 ms per "
-                           "default-size edwards3 batch on an H200, 28.9 ms on AWGN (three smoother iterations, the "
-                           "second pass included)"}),
+                           "is then not used), which costs the GPU backend about three times the time per batch of the "
+                           "PLL alone (PERFORMANCE.md)"}),
             choice<C>("detector", at(&C::detector),
                       choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
                                                       {"trellis", dsp::detector_kind::trellis},
@@ -92,8 +91,8 @@ const section<dsp::receiver_config>& receiver_schema()
                            "smoother's where it decided the packet; `both`, every path decided both ways: twelve "
                            "streams, `none` .. `fde2` symbol by symbol and `none_trellis` .. `fde2_trellis` (records, "
                            "summaries, metrics, bitstreams 6 .. 11), for comparing the detectors side by side. On "
-                           "an H100 the GPU backend takes about 21.8 ms per default batch with `trellis` or `both` "
-                           "against 10.3 ms with `sxs` (ci16 input; PERFORMANCE.md)"}),
+                           "the GPU backend a batch takes about twice as long with `trellis` or `both` as with `sxs` "
+                           "(PERFORMANCE.md)"}),
         };
         // Fields that failed to parse keep their (valid) defaults, so this reports only what
         // the schema cannot see on its own (today nothing: the ranges are validate()'s).

@@ -1,5 +1,5 @@
 // The configuration schema: one table of fields per section, which drives parsing, the range
-// checks, to_yaml and the key tables of docs/DAEMON.md (issue 15, item 5). Each field has its
+// checks, to_yaml and the key tables of docs/DAEMON.md. Each field has its
 // YAML key, how it reaches its member, its type, ONE allowed range (or set of values), its
 // unit, its default (taken from the structs' own defaults) and a line of documentation.
 //

@@ -112,7 +112,7 @@ private:
 //  - A ',' (or ']'-less flow punctuation) where a document's node should start is neither
 //    consumed nor reported: SingleDocParser::HandleNode falls through to OnNull without
 //    popping the token, so LoadAll's loop gets an endless stream of null documents, each
-//    pushed onto its vector (yaml-cpp issue 1040, fixed upstream by PRs 1318/1319 in 0.8.x).
+//    pushed onto its vector (yaml-cpp bug jbeder/yaml-cpp#1040, fixed upstream by PRs 1318/1319 in 0.8.x).
 //    ",", "--- ,", "!!str ," and "&x ," all loop with growing memory.
 //  - Nesting recurses once per level; yaml-cpp stops at depth 500 with the message "bad file"
 //    and a wrong position.

@@ -1,4 +1,4 @@
-// The service's counters: one registry (issue 15, item 1). Every counter and gauge paqd
+// The service's counters: one registry. Every counter and gauge paqd
 // reports while it runs has one entry here, under one name, and the status line, the
 // --json-out summary, the Prometheus endpoint and the final log all read them from here:
 //

@@ -1,4 +1,4 @@
-// Soft output of `paqd replay --llr-out BASE` (issue 14): the trellis's LLR of every data bit,
+// Soft output of `paqd replay --llr-out BASE`: the trellis's LLR of every data bit,
 // a file per path. docs/RECORDS.md, "LLR files", is the format's reference.
 #pragma once
 

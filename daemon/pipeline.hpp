@@ -5,7 +5,7 @@
 //   workers x N   backend.process(batch)          (runtime::worker_pool: results in batch order)
 //   publisher     in batch order: publish(out), run tally, latency
 //
-// The ring and the batch windows hold the source's samples at its width (issue 15): ci16 for a
+// The ring and the batch windows hold the source's samples at its width: ci16 for a
 // source that delivers ci16 (sample_source::ci16_scale(); the ring must be made so), cf32
 // otherwise. A ci16 stream is never converted on the host on its way to the backend, whatever
 // the rates: the backends convert each window (to_cf32) before their input stage resamples it

@@ -32,7 +32,7 @@ public:
     }
     [[nodiscard]] virtual std::string name() const = 0;
 
-    /// Soft output (issue 14): with it on, process() also leaves the trellis's LLR of every
+    /// Soft output: with it on, process() also leaves the trellis's LLR of every
     /// data bit in batch_output::llrs, when the trellis runs (receiver.detector trellis or
     /// both); off (the default), llrs stays empty and nothing is spent on it. A backend
     /// without it throws std::runtime_error when asked to turn it on.

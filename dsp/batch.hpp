@@ -58,7 +58,7 @@ struct sample_batch {
     std::uint64_t first_sample = 0;   ///< absolute index of samples[0] (gaps included)
     /// The window's samples, unless the input is ci16 (then empty: see samples_ci16).
     std::vector<cf32> samples;
-    /// A ci16 input's window as the source delivered it (4 bytes a sample, issue 15): the
+    /// A ci16 input's window as the source delivered it (4 bytes a sample, half of cf32): the
     /// backend converts, each sample to_cf32(s, ci16_scale). Exactly one of samples and
     /// samples_ci16 holds the window; size() is its length either way.
     window_vector<ci16> samples_ci16;
@@ -158,7 +158,7 @@ struct packet_record {
     float dc_dbc = -300.0f;
 };
 
-/// Soft output (issue 14): a trellis LLR, log P(bit 1) / P(bit 0) in nats (positive: the bit
+/// Soft output: a trellis LLR, log P(bit 1) / P(bit 0) in nats (positive: the bit
 /// the bitstream carries is 1), as a signed byte of llr_steps_per_nat steps per nat, rounded
 /// half away from zero and saturated at +-127 (+-31.75 nats); 0 carries no information (and a
 /// NaN is 0). The CUDA backend quantizes with the same float arithmetic.

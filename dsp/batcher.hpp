@@ -1,4 +1,4 @@
-// Cuts a sample stream into overlapping batch windows (SPEC 3, layout in dsp/batch.hpp).
+// Cuts a sample stream into overlapping batch windows (layout in dsp/batch.hpp).
 // Every packet whose preamble peak lies in the stream is owned by exactly one batch, across
 // batch boundaries and across gaps; a gap ends a segment, and no packet spans a gap.
 #pragma once
@@ -68,7 +68,7 @@ template <class T>
 }
 
 /// The batcher for samples of type T: cf32, or ci16 kept at the source's width (its windows
-/// go out in sample_batch::samples_ci16 with the scale given here; issue 15).
+/// go out in sample_batch::samples_ci16 with the scale given here; the backend converts them).
 template <class T>
 class basic_batcher {
 public:

@@ -1,4 +1,4 @@
-// Bit-error counting per output stream (issue 2 item 5): the data fields of consecutive
+// Bit-error counting per output stream: the data fields of consecutive
 // packets form one continuous PN sequence; a PN checker synchronises to it and counts errors.
 // Packets the receiver did not find are skipped by their known length, so the count stays
 // exact across a missed packet.

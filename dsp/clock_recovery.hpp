@@ -1,4 +1,5 @@
-// The transmitter's bit clock against the sample clock (issue 11 item 3; SPEC 8).
+// The transmitter's bit clock against the sample clock (a telemetry transmitter's clock may be
+// off by up to about +-200 ppm, and drift).
 //
 //   preamble metric M(u) -> refine_peak: fractional packet starts s_i (2-samples-per-bit units)
 //   -> estimate_clock: packet numbers n_i on the grid, s_i = a + T n_i fitted over the batch

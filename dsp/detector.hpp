@@ -1,4 +1,5 @@
-// OQPSK symbol-by-symbol detector with a second-order PLL (SPEC 3, thesis 3.6, fig. 3.4).
+// OQPSK symbol-by-symbol detector with a second-order PLL (J. T. Ravert, "GPU Implementation
+// of Data-Aided Equalizers", M.S. thesis, BYU, 2017: section 3.6, fig. 3.4).
 // One decision sample per bit; even bits on the real axis, odd bits on the imaginary axis.
 // Phase error, once per bit pair (k odd):
 //   e(k) = a(k-1) Im{y(k-1)} - a(k) Re{y(k)}      (~ 2 sin(phase error) at unit amplitude)
@@ -51,13 +52,13 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
 /// Phase pairs of a packet: one phase per bit pair (an even and an odd bit).
 inline constexpr std::size_t phase_pairs = waveform::packet_bits / 2;
 
-/// The phase smoother's design (receiver_config::phase_smoother; issue 12, phase noise).
+/// The phase smoother's design (receiver_config::phase_smoother; oscillator phase noise).
 namespace smoother {
 /// Loop bandwidth of the forward PLL that starts the smoother off (wide: at a 1 kHz Wiener
 /// linewidth a narrower one slips; its noise is what the smoother then removes).
 inline constexpr double bootstrap_bn_t = 0.03;
-/// Decide, model, smooth: the times it is done. Three since the thirty-second session
-/// (docs/SIGNAL-CHAIN.md, "Three iterations"): 2-3% fewer errors than two on every path at a
+/// Decide, model, smooth: the times it is done. Three (docs/SIGNAL-CHAIN.md, "Three
+/// iterations"): 2-3% fewer errors than two on every path at a
 /// 1 kHz Wiener linewidth (AWGN 11 dB, five seeds), the same at 300 Hz; a fourth gained
 /// under 1% on every path but ZF (2.7% on one of two seeds).
 inline constexpr int iterations = 3;
@@ -152,7 +153,7 @@ PAQ_HOST_DEVICE inline bit_pair_phase bit_phases(int j, const bit_phase_side& fw
     return {out[0], out[1]};
 }
 
-/// Derotation before the equalizers (issue 12; docs/SIGNAL-CHAIN.md, "Derotating before the
+/// Derotation before the equalizers (docs/SIGNAL-CHAIN.md, "Derotating before the
 /// equalizers"): where the smoother decided a packet, the packet's segment is turned by the
 /// bit phases of one path, the source, and paths are made from it again and decided by the
 /// smoother again. The phase noise is added after the channel, so an equalizer smears it over
@@ -225,8 +226,8 @@ struct smoother_scratch {
     std::vector<std::int8_t> a;                 ///< per bit: +-1
 };
 
-/// Detects one packet with a smoothed carrier phase (receiver_config::phase_smoother; issue
-/// 12, oscillator phase noise; docs/SIGNAL-CHAIN.md, "phase smoother"):
+/// Detects one packet with a smoothed carrier phase (receiver_config::phase_smoother;
+/// oscillator phase noise; docs/SIGNAL-CHAIN.md, "phase smoother"):
 ///  1. the PLL above, forward over the packet at smoother::bootstrap_bn_t (acq over the known
 ///     bits), its unwrapped phase theta_j before each pair j kept;
 ///  2. smoother::iterations times:

@@ -83,7 +83,7 @@ void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu
     const std::size_t n = r_spec.size();
     const double inv_n = 1.0 / static_cast<double>(n);
     constexpr std::size_t lpkt = waveform::L_pkt;
-    // Level invariance (issue 12): the step is mu over the segment's mean power. With the input
+    // Level invariance: the step is mu over the segment's mean power. With the input
     // scaled by g the MMSE start scales by 1/g, the gradient by g, so a fixed step would act
     // g^2 times as strongly (off at -20 dB, unstable at +17 dB). Parseval: sum |R|^2 = n sum |r|^2.
     const double power = segment_mean_power(r_spec, pre);

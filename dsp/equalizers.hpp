@@ -1,5 +1,8 @@
-// Equalizer design on one packet (SPEC 3): ZF (eq. 6.7), MMSE (6.17), CMA (6.19-6.31, the
-// gradient as an FFT correlation, Listing 6.1), FDE1 and FDE2 (Wiener forms, errata of SPEC 4).
+// Equalizer design on one packet, after J. T. Ravert, "GPU Implementation of Data-Aided
+// Equalizers" (M.S. thesis, BYU, 2017): ZF (eq. 6.7), MMSE (6.17), CMA (6.19-6.31, the
+// gradient as an FFT correlation, Listing 6.1), FDE1 and FDE2 in their Wiener forms, noise
+// terms 2 sigma2 and 2 sigma2 / Psi (the thesis' eqs. 6.32-6.33 and 7.8-7.9 print 1/sigma2 and
+// Psi/sigma2, an erratum).
 // Time-domain equalizers are 186 taps c(l), l = -60 .. 125, y(n) = sum_l c(l) r(n - l).
 #pragma once
 
@@ -37,7 +40,7 @@ void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_pl
 /// CMA from c (in/out): `iterations` steepest-descent steps of size mu / P on the packet whose
 /// spectrum is R_seg (segment with the packet at [pre, pre + L_pkt)), P its
 /// segment_mean_power: the step is relative to the input level, so the taps and the bits do
-/// not depend on it (issue 12). A segment of zero power leaves c as it is.
+/// not depend on it. A segment of zero power leaves c as it is.
 void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
                 const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2);
 

@@ -66,7 +66,7 @@ channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexc
     channel_estimate ce;
     const std::size_t M = t.M;
     const cf64* obs = r + t.obs_first;
-    // Pilot estimate and noise variance (SPEC eqs. 3.9-3.12, with the truncated pseudo-inverse).
+    // Pilot estimate and noise variance (thesis eqs. 3.9-3.12, with the truncated pseudo-inverse).
     std::array<cf64, chain::L_ch> pilot{};
     apply_estimator(t.X_lpi.data(), obs, M, pilot);
     double res = 0.0;

@@ -1,5 +1,7 @@
-// Data-aided estimators on one packet (SPEC 3): frequency offset (eq. 3.7), de-rotation
-// (eq. 3.8 with the sample index), channel (eqs. 3.9-3.10) and noise variance (3.11-3.12).
+// Data-aided estimators on one packet, the equations of chapter 3 of J. T. Ravert, "GPU
+// Implementation of Data-Aided Equalizers" (M.S. thesis, BYU, 2017): frequency offset
+// (eq. 3.7), de-rotation (eq. 3.8, with the sample index in the exponent that the thesis
+// drops), channel (eqs. 3.9-3.10) and noise variance (3.11-3.12).
 // `r` points at the packet start (sample 0 = centre of the first preamble bit); negative
 // indices are valid down to -packet_margin.
 #pragma once
@@ -42,7 +44,7 @@ struct channel_estimate {
 /// Blocks of the observation range that estimate_cfo_residual measures a phase over.
 inline constexpr std::size_t cfo_refine_block = 32;
 
-/// The carrier offset left after estimate_cfo, in radians per sample (issue 12, phase noise),
+/// The carrier offset left after estimate_cfo, in radians per sample,
 /// from `obs`, the channel estimator's observation range (M samples, r(obs_first) ..
 /// r(obs_last)): the pilot channel estimate X_lpi obs predicts the known samples; the phase of
 /// each block of 32 observed samples against that prediction, arg sum obs(n) (X h_p)*(n),

@@ -1,5 +1,5 @@
-// The input stage (issue 11; SPEC 8): from the input's sample rate to the chain's 2 samples
-// per bit. The batcher cuts windows of INPUT samples (so the ring and the GPU upload stay at
+// The input stage: from the input's sample rate (2 .. 6.4 samples per bit) to the chain's 2
+// samples per bit. The batcher cuts windows of INPUT samples (so the ring and the GPU upload stay at
 // the input's width); each backend maps a window to its 2-samples-per-bit window here:
 //
 //   segment (input samples)   s0 ........................................................

@@ -1,4 +1,4 @@
-// Front-end correction (issue 12, item 2): DC offset and IQ imbalance of the receiver's mixer,
+// Front-end correction: DC offset and IQ imbalance of the receiver's mixer,
 // estimated blindly from each packet's own segment and removed before anything else reads it.
 //
 // Model (the simulator's, an AD9361-class quadrature mixer): y = mu x + nu x* + d with I kept

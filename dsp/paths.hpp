@@ -1,6 +1,7 @@
-// The six filter paths of one packet (SPEC 5), the CPU side of gpu/paths.cuh: each path's
-// equalizer on the FFT grid, C(k), and the packet's spectrum R(k) through it and a filter
-// (the detection filter H_NO, or the trellis's low-pass), inverse transformed.
+// The six filter paths of one packet (none, ZF, MMSE, CMA, FDE1, FDE2), the CPU side of
+// gpu/paths.cuh: each path's equalizer on the FFT grid, C(k), and the packet's spectrum R(k)
+// through it and a filter (the detection filter H_NO, or the trellis's low-pass), inverse
+// transformed.
 #pragma once
 
 #include "dsp/equalizers.hpp"

@@ -1,4 +1,4 @@
-// When the phase smoother is needed (receiver.phase_smoother -1, auto; issue 12): the PLL
+// When the phase smoother is needed (receiver.phase_smoother -1, auto): the PLL
 // detects every packet first, and measures on the way how far its phase wanders over the
 // data; a packet whose phase wanders more than thermal noise explains is detected again by
 // the phase smoother (dsp::detect_packet_smoothed). Host and device: both backends do the

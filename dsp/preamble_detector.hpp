@@ -1,4 +1,5 @@
-// Non-coherent preamble detector (SPEC 3; thesis eqs. 3.2-3.5, after Rice & McMurdie).
+// Non-coherent preamble detector (J. T. Ravert, "GPU Implementation of Data-Aided Equalizers",
+// M.S. thesis, BYU, 2017: eqs. 3.2-3.5, after Rice & McMurdie).
 //
 //   c(u) = sum_{l=0}^{31} r(u + l) p*(l)           one preamble period against the template
 //   L(u) = sum_{m=0}^{7} |c(u + 32 m)|^2           eight periods, non-coherently

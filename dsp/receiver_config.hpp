@@ -1,5 +1,6 @@
-// Parameters of the receiver chain that SPEC leaves to us. Plain struct with defaults; the
-// measurements behind each default are in docs/SIGNAL-CHAIN.md. config/ binds it to YAML.
+// Parameters of the receiver chain that neither IRIG 106 nor the thesis fixes. Plain struct
+// with defaults; the measurements behind each default are in docs/SIGNAL-CHAIN.md. config/
+// binds it to YAML.
 #pragma once
 
 #include "dsp/receiver_tables.hpp"
@@ -32,7 +33,7 @@ enum class detector_kind : std::uint8_t { sxs, trellis, both };
 }
 
 struct receiver_config {
-    /// New samples per batch window (SPEC 3). 1 <= batch_samples; default 1.9065 s.
+    /// New samples per batch window. 1 <= batch_samples; default 1.9065 s.
     std::size_t batch_samples = waveform::default_batch_samples;
     /// Normalized preamble metric L(u) / (32 * window energy) above which a peak counts as a
     /// packet. 0 < detection_threshold < 1. Noise alone averages 1/32; PN15 data reaches 0.19
@@ -42,7 +43,7 @@ struct receiver_config {
     /// Power of two, >= 16384 (L_pkt + filter spans).
     std::size_t fft_size = 16384;
     /// CMA step size relative to the packet segment's mean power (signal plus noise; so CMA
-    /// does the same at any input level, issue 12), 0 < cma_mu <= 0.1. At Eb/N0 11 dB the
+    /// does the same at any input level), 0 < cma_mu <= 0.1. At Eb/N0 11 dB the
     /// segment's power is about 1.16 times the signal's. From the MMSE start the CMA works in its linear
     /// range: the BER depends on cma_mu x cma_iterations only (0.002 x 12 = 0.012 x 2 =
     /// 0.024 x 1 measured equal, docs/SIGNAL-CHAIN.md), so two steps of 0.012 do the work.
@@ -59,7 +60,7 @@ struct receiver_config {
     double pll_damping = 0.7071;
     /// CPU worker threads, 0 = all cores.
     int cpu_threads = 0;
-    /// The transmitter's bit rate in bit/s, 1e6 .. 30e6 (SPEC 8). The chain works at 2
+    /// The transmitter's bit rate in bit/s, 1e6 .. 30e6. The chain works at 2
     /// samples per bit; any other input rate is resampled to 2 x bit_rate_hz (input_stage).
     double bit_rate_hz = waveform::default_bit_rate_hz;
     /// The input's sample rate in Hz, from the source (SigMF core:sample_rate, the source
@@ -72,7 +73,7 @@ struct receiver_config {
     /// A packet whose estimated |clock offset| is below this many ppm is not re-timed (its
     /// drift over a packet is then below 0.013 samples at the default 1 ppm), 0 .. 100.
     double clock_min_ppm = 1.0;
-    /// Front-end correction (dsp/iq_correction, issue 12): each packet's DC offset and IQ
+    /// Front-end correction (dsp/iq_correction): each packet's DC offset and IQ
     /// imbalance estimated from its segment and removed before the chain reads it. 1 on, 0 off,
     /// -1 auto: paqd turns it on for the sources that come from a radio front end (iio,
     /// vita49, udp, tcp) and off for files and replay (`paqd replay --front-end-correction`);
@@ -85,15 +86,15 @@ struct receiver_config {
     /// whose PLL phase wanders more than thermal noise explains (dsp/phase_gate.hpp; the
     /// packet is flagged flag_phase_smoothed). For links with oscillator phase noise
     /// (docs/SIGNAL-CHAIN.md, "Phase noise"). The smoother makes about 10% fewer errors without
-    /// phase noise; on every packet it takes the GPU's detector stage from 1 to 8 ms per
-    /// default batch, which auto spends only where the phase wanders.
+    /// phase noise; on every packet it costs many times the PLL's detector time
+    /// (docs/PERFORMANCE.md), which auto spends only where the phase wanders.
     int phase_smoother = -1;
 
     /// Whether packets are detected by the smoother after the PLL when its phase wanders.
     [[nodiscard]] bool phase_smoother_auto() const noexcept { return phase_smoother == -1; }
     /// Whether every packet is detected by the smoother alone.
     [[nodiscard]] bool phase_smoother_always() const noexcept { return phase_smoother == 1; }
-    /// How the bits are decided (issue 14; docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the
+    /// How the bits are decided (docs/SIGNAL-CHAIN.md, "Trellis detection"): sxs, the
     /// symbol-by-symbol OQPSK detector (dsp::detect_packet), or trellis, sequence detection on
     /// the equalized signal (dsp::detect_packet_trellis, carrier phase from the PLL, or from
     /// the phase smoother where it decided the packet), or both: every path decided both ways,

@@ -40,7 +40,7 @@ enum class eq_path : int { none = 0, zf = 1, mmse = 2, cma = 3, fde1 = 4, fde2 =
 [[nodiscard]] const char* stream_name(int stream) noexcept;
 
 struct receiver_tables {
-    // --- preamble detection (SPEC 3, thesis eqs. 3.2-3.5)
+    // --- preamble detection (thesis eqs. 3.2-3.5)
     std::array<cf64, 32> preamble_template{};  ///< p(l), quantized per the L1..L8 index sets
     int template_offset = 0;  ///< L(u) peaks at u = packet_start + template_offset
 

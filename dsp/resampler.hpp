@@ -1,4 +1,4 @@
-// Arbitrary-ratio polyphase resampler to 2 samples per bit (issue 11 item 2; SPEC 8).
+// Arbitrary-ratio polyphase resampler to 2 samples per bit, from 2 .. 6.4 samples per bit.
 //
 // The chain works at exactly 2 samples per bit. An input at fs_in is brought there by one
 // windowed-sinc low-pass evaluated at fractional input positions:

@@ -386,7 +386,7 @@ std::vector<std::string> channel_preset_names() { return {"awgn", "two-ray", "ed
 
 channel_preset channel_preset_by_name(std::string_view name)
 {
-    // Ground-bounce model (SPEC 5): a specular ray at 70-96% of the line of sight, 10-80 ns
+    // Ground-bounce model: a specular ray at 70-96% of the line of sight, 10-80 ns
     // late, and a weak diffuse ray around 155 ns. Phases put the specular notch inside the
     // signal band (a notch at f_n needs phase = pi + 2 pi f_n tau).
     if (name == "awgn") return {"awgn", {{1.0, 0.0, 0.0}}, false};

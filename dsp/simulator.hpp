@@ -1,5 +1,5 @@
 // Signal simulator: iNET packets of SOQPSK-TG through a multipath channel, then the field
-// impairments of a real link and front end (SPEC 5 and 8, issues 2, 11 and 12).
+// impairments of a real link and front end.
 //
 //   bits (preamble | ASM | PN data)
 //     -> soqpsk_modulator, 2 samples per TRANSMITTER bit (the channel rate 2 x bit_rate_hz)

@@ -1,6 +1,7 @@
-// SOQPSK-TG modulator (SPEC 2): precoder, frequency pulse, continuous-phase modulation at
-// 2 samples per bit. The modulator is the single source of every ideal waveform in the
-// project: the simulator transmits with it and the receiver builds its references with it.
+// SOQPSK-TG modulator (IRIG 106 chapter 2): precoder, frequency pulse, continuous-phase
+// modulation at 2 samples per bit. The modulator is the single source of every ideal waveform
+// in the project: the simulator transmits with it and the receiver builds its references with
+// it.
 #pragma once
 
 #include "dsp/types.hpp"

@@ -1,4 +1,4 @@
-// Trellis (sequence) detection of SOQPSK-TG: the CPU reference (issue 14; docs/SIGNAL-CHAIN.md,
+// Trellis (sequence) detection of SOQPSK-TG: the CPU reference (docs/SIGNAL-CHAIN.md,
 // "Trellis detection").
 //
 // The model is the signal itself, tabulated: the equalized, low-passed SOQPSK-TG signal's

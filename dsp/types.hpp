@@ -11,8 +11,8 @@ using cf32 = std::complex<float>;   ///< one IQ sample as stored and streamed
 using cf64 = std::complex<double>;  ///< the CPU reference computes in double
 
 /// One IQ sample as 16-bit integers (SigMF ci16_le on a little-endian host): what ci16
-/// sources deliver, kept at its own width through the ring and the batcher up to the backend
-/// (issue 15), 4 bytes a sample instead of cf32's 8.
+/// sources deliver, kept at its own width through the ring and the batcher up to the backend:
+/// 4 bytes a sample instead of cf32's 8.
 /// Trivial (no default member initializers): window storage of ci16 is allocated without
 /// being written (dsp/window_allocator.hpp); ci16{} is zero.
 struct ci16 {

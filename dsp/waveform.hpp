@@ -1,4 +1,7 @@
-// The iNET / SOQPSK-TG waveform constants of SPEC 2. Normative: do not make these configurable.
+// The iNET / SOQPSK-TG waveform constants: the modulation of IRIG 106 chapter 2, and the packet
+// of J. T. Ravert, "GPU Implementation of Data-Aided Equalizers" (M.S. thesis, BYU, 2017). Its
+// ASM is 64 bits, though the thesis prints 17 hex digits and L_ASM = 136, against its own
+// packet length of 12672 samples. Normative: do not make these configurable.
 #pragma once
 
 #include <array>

@@ -5,7 +5,7 @@
 // back uninitialized: only for storage that is written before it is read (the batcher's
 // windows). Transparent huge pages (MADV_HUGEPAGE) were tried and left out: with the backend
 // made while the reader faults windows in, the setup got slower on the H100 host
-// (docs/PERFORMANCE.md, tenth session).
+// (measured: docs/PERFORMANCE.md).
 #pragma once
 
 #include <cstddef>

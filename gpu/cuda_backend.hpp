@@ -1,5 +1,5 @@
 // The GPU backend: the whole chain of dsp::cpu_backend on one CUDA device, behind the same
-// dsp::batch_processor interface (issue 3).
+// dsp::batch_processor interface.
 //
 //   Create: tables to the device, every buffer for the largest window, cuFFT plans, cuBLAS
 //   process(batch): split into parts (dsp::split_batch), each part on its own stream:
@@ -10,7 +10,7 @@
 //     decision samples -> PLL/OQPSK detector for all (packet, path) streams -> bits,
 //     estimates and packet starts back -> records
 //
-// Issue 11: an input not at 2 samples per bit is split into parts in the INPUT domain (the
+// An input not at 2 samples per bit is split into parts in the INPUT domain (the
 // input geometry's guards); each part uploads its input samples and resamples them on the
 // device (gpu/resampler) into its 2-samples-per-bit window before the metric. With clock
 // tracking, every part first queues upload + metric + location + M around each peak and the

@@ -1,6 +1,6 @@
 // The PLL and OQPSK detector of dsp/detector.hpp for every (packet, path) stream of a batch
-// at once on the GPU (issue 3): one thread per stream, loop state in double as on the CPU.
-// The phase smoother (issue 12) in four kernels: its PLL a thread per stream, its passes over
+// at once on the GPU: one thread per stream, loop state in double as on the CPU.
+// The phase smoother in four kernels: its PLL a thread per stream, its passes over
 // the pairs a warp per stream, its filters sixteen lanes per stream; the same arithmetic as
 // dsp::detect_packet_smoothed, in the same order. Gated (receiver.phase_smoother auto), the
 // PLL measures its phase's wander per stream, a kernel a thread per packet picks the packets

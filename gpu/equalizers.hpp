@@ -1,7 +1,7 @@
 // The equalizers on the GPU, the CUDA side of dsp/equalizers.hpp (the FDE responses are
 // computed where they are applied, in gpu/paths.cu).
 //
-// ZF and MMSE solves for a batch of packets (issue 3), three ways on the same inputs:
+// ZF and MMSE solves for a batch of packets, three ways on the same inputs:
 //
 //   levinson          the project's solver: a Levinson recursion that uses what R is
 //                     (Hermitian Toeplitz, positive definite), one warp per system, all
@@ -12,7 +12,7 @@
 //
 //   (R_p + load_p I) c_p = h_n0,p,   R_p[i][j] = r_h,p(i - j), 186 x 186, r_h from h_p
 //
-// CMA (equalizers_cma.cu) with each packet's iterations on chip (issue 3): dsp::cma_refine for a batch
+// CMA (equalizers_cma.cu) with each packet's iterations on chip: dsp::cma_refine for a batch
 // of packets, one thread block per packet. The four 16384-point transforms of a step run in
 // shared memory (in-place radix-2 stages, four at a time in registers: natural order to
 // bit-reversed and back, so no reordering pass), the products with R and the CMA error are

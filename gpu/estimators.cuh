@@ -1,4 +1,4 @@
-// dsp::preamble_metric's M(u) at single positions, in double, bit for bit (issue 11: the
+// dsp::preamble_metric's M(u) at single positions, in double, bit for bit (the
 // clock estimator refines each packet start from M at its peak and the two neighbours; with
 // the CPU's values the refined starts, the clock estimate and the re-timing steps are the
 // CPU's exactly). CUDA code only (.cu); host and device.

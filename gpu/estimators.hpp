@@ -1,7 +1,7 @@
 // The estimators on the GPU, the CUDA side of dsp/estimators.hpp and of dsp/preamble_detector's
-// metric: the first stages of the chain, batched over all packets of a window (issue 3):
-// preamble metric (issue 11: on the input resampled to 2 samples per bit on the device);
-// packet segments (issue 11: re-timed for the transmitter's clock where asked); CFO estimate
+// metric: the first stages of the chain, batched over all packets of a window:
+// preamble metric (on the input resampled to 2 samples per bit on the device); packet
+// segments (re-timed for the transmitter's clock where asked); CFO estimate
 // and de-rotation; channel estimates as one cuBLAS product [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
 // variance from the pilot X_lpi; the channel support chosen per packet (dsp::estimate_channel).
 //
@@ -34,8 +34,8 @@ struct packet_estimate {
     int support = 0;  ///< index into dsp::receiver_tables::supports
 };
 
-/// An input window as the host holds it: cf32 samples, or ci16 samples (issue 15: 4 bytes a
-/// sample over the link) that the device converts after the upload, each component divided
+/// An input window as the host holds it: cf32 samples, or ci16 samples (4 bytes a
+/// sample over the link, half of cf32) that the device converts after the upload, each component divided
 /// by ci16_scale as paq::to_cf32 does, bit for bit.
 struct host_window {
     const void* data = nullptr;

@@ -1,4 +1,4 @@
-// Front-end correction on the GPU (issue 12, item 2): dsp/iq_correction for every packet
+// Front-end correction on the GPU: dsp/iq_correction for every packet
 // segment of a batch part, one thread block per segment. Plain C++ header.
 #pragma once
 

@@ -1,4 +1,4 @@
-// NVTX ranges around the CUDA backend's stages (issue 15, item 6), so that an Nsight Systems
+// NVTX ranges around the CUDA backend's stages, so that an Nsight Systems
 // trace (nsys profile --trace=cuda,nvtx paqd ...) names each stage's launches. NVTX 3 is
 // header-only and costs a branch per range when no tool is attached.
 #pragma once

@@ -1,4 +1,4 @@
-// The six filter paths of the CUDA backend, a stage of its own (issue 15, item 6): the GPU
+// The six filter paths of the CUDA backend, a stage of its own (timed and profiled apart): the GPU
 // side of the CPU backend's per-path filter (dsp/cpu_backend.cpp). For each packet and path,
 // R x C x H_NO (R: the packet's spectrum; C: the path's equalizer: ZF, MMSE and CMA taps'
 // spectra, the single path's inverse for none, the FDE formulas on H for FDE1 and FDE2;

@@ -1,4 +1,4 @@
-// The preamble detector on the GPU, the CUDA side of dsp/preamble_detector.hpp (issue 3):
+// The preamble detector on the GPU, the CUDA side of dsp/preamble_detector.hpp:
 // dsp::locate_packets() (peak search over the preamble metric, then the complete / truncated
 // rule) on a metric that stays on the device (gpu/estimators.hpp computes it), then
 // dsp::check_packet_starts.

@@ -1,4 +1,4 @@
-// The polyphase resampler of dsp/resampler.hpp on the device (issue 11 item 2).
+// The polyphase resampler of dsp/resampler.hpp on the device.
 //
 //   Create: design's {tap, slope} table to the device (once)
 //   resample_device(in, in_len, first_pos, step, out, n_out, stream): y(m) at 32.32 positions

@@ -1,4 +1,4 @@
-// Trellis detection on the GPU (issue 14): dsp::detect_packet_trellis (dsp/trellis.hpp, the
+// Trellis detection on the GPU: dsp::detect_packet_trellis (dsp/trellis.hpp, the
 // CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
 // signal's sample at each bit's instant over a window of five bits, fitted per packet on the symbol-by-symbol
 // bits), same max-log BCJR over 16 states, same soft outputs; the input is the low-passed

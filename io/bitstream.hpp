@@ -1,4 +1,4 @@
-// The UDP datagram format of the output bitstreams (SPEC 6): one datagram carries the
+// The UDP datagram format of the output bitstreams: one datagram carries the
 // 6144 data bits of one packet of one equalizer path. docs/BITSTREAM.md has the layout byte
 // by byte; every multi-byte field is big-endian (network order).
 //
@@ -88,7 +88,8 @@ enum class bitstream_format : std::uint8_t {
 inline constexpr std::size_t bitstream_max_datagram_bytes = datagram_bytes(bitstream_format::dqe);
 
 // ---------------------------------------------------------------------------------------
-// DQM (SPEC 6): DQM = min(round(-log10(LR) / 12 * 2^16), 2^16 - 1), LR = BEP / (1 - BEP).
+// DQM (IRIG 106 chapter 2 appendix 2-G): DQM = min(round(-log10(LR) / 12 * 2^16), 2^16 - 1),
+// LR = BEP / (1 - BEP).
 //
 // The formula is undefined at BEP = 0 (LR = 0) and negative above BEP = 0.5 (LR > 1), and a
 // NaN BEP would make it NaN, so the BEP is clamped first:
@@ -109,7 +110,7 @@ inline constexpr double dqm_bep_max = 0.5;
 /// LR = 10^(-12 * dqm / 2^16), BEP = LR / (1 + LR).
 [[nodiscard]] double bep_from_dqm(std::uint16_t dqm) noexcept;
 
-/// What goes into the DQE ID word. SPEC 6 calls the word "ID"; IRIG 106-17 appendix 2-G (as
+/// What goes into the DQE ID word, a 16-bit "ID" after the sync. IRIG 106-17 appendix 2-G (as
 /// transcribed in receiver manuals) splits it into 12 reserved bits and a 4-bit version, all
 /// zero. So the default is 0, which a conformant consumer expects; use_stream_id puts the
 /// stream id 0..11 there instead, which lets a tester tell bare DQE frames of several streams

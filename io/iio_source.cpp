@@ -257,7 +257,7 @@ void iio_source::run(sample_sink& sink)
     }
     open_and_configure();
     // The radio's words, sign-extended, go out as ci16 (4 bytes a sample, converted by the
-    // backend: issue 15), at the configured scale.
+    // backend), at the configured scale.
     std::vector<ci16> samples(config_.buffer_samples);
     while (!stop_.load()) {
         const iio_refill_result block = device_->refill();

@@ -125,7 +125,7 @@ public:
 /// its low `bits` bits (1 .. 16). `out` must hold iq.size() / 2 samples.
 void convert_iq(std::span<const std::int16_t> iq, unsigned bits, float scale, std::span<cf32> out) noexcept;
 /// The same pairs as ci16, sign-extended from their low `bits` bits and not scaled: what the
-/// source delivers (each stands for to_cf32(s, scale), issue 15). `out` must hold iq.size() / 2.
+/// source delivers (each stands for to_cf32(s, scale)). `out` must hold iq.size() / 2.
 void extend_iq(std::span<const std::int16_t> iq, unsigned bits, std::span<ci16> out) noexcept;
 
 class iio_source final : public sample_source {

@@ -204,7 +204,7 @@ struct net_core {
     }
 
     /// n whole raw IQ samples of `format` at `bytes`: ci16 delivered as received (converted by
-    /// the backend, issue 15), cf32 decoded and scanned for NaN/Inf. raw_capacity(n) first
+    /// the backend), cf32 decoded and scanned for NaN/Inf. raw_capacity(n) first
     /// sizes the buffers, so that no delivery allocates.
     void deliver_raw(sample_format format, float ci16_scale, const std::byte* bytes, std::size_t n)
     {

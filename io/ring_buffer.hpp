@@ -27,7 +27,7 @@
 // so that the consumer does not carry time across a span it cannot count.
 //
 // The samples are of one width, fixed when the ring is made: cf32 (8 bytes), or ci16 with the
-// scale that converts them (4 bytes; to_cf32(s, ci16_scale()), issue 15), made so for a source
+// scale that converts them (4 bytes; to_cf32(s, ci16_scale())), made so for a source
 // that delivers ci16 (sample_source::ci16_scale()): nothing is converted on the way in or out,
 // and both copies (source -> ring, ring -> batch window) move half the bytes. write() and
 // read() of the other width are refused (std::logic_error): a ring never holds both. Gaps,

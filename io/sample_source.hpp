@@ -170,7 +170,7 @@ public:
     /// run()): a scale (counts per unit of amplitude, > 0) when they are ci16 and go to the
     /// sink with write_ci16(samples, that scale) only; nullopt when they are cf32 and go with
     /// write() only. A source never mixes the two: the live pipeline makes its ring in this
-    /// width (issue 15: ci16 stays 4 bytes a sample up to the backend), and the ring's sink
+    /// width (ci16 stays 4 bytes a sample up to the backend), and the ring's sink
     /// refuses the other one (io::ring_sink).
     [[nodiscard]] virtual std::optional<float> ci16_scale() const { return std::nullopt; }
     [[nodiscard]] const source_counters& counters() const noexcept { return counters_; }

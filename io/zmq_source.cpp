@@ -178,7 +178,7 @@ struct zmq_source::impl {
             next_offset = n <= UINT64_MAX - *offset ? *offset + n : UINT64_MAX;
         }
         if (n == 0) return;
-        // ci16 stays ci16 (converted by the backend, issue 15; never NaN: not scanned); cf32
+        // ci16 stays ci16 (converted by the backend; never NaN: not scanned); cf32
         // is decoded and scanned for NaN/Inf.
         const bool narrow = cfg.format == sample_format::ci16_le;
         if (narrow) {

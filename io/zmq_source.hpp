@@ -1,4 +1,4 @@
-// A ZeroMQ sample source, as GNU Radio's gr-zeromq sinks send (issue 13, item 8).
+// A ZeroMQ sample source, as GNU Radio's gr-zeromq sinks send.
 //
 //   zmq_source   connect ENDPOINT (SUB subscribed to everything, or PULL)
 //                -> one message = [GNU Radio tag header] + whole raw samples

@@ -1,4 +1,4 @@
-// The runtime layer's backend factory (issue 15, item 1): the only code above gpu/ that
+// The runtime layer's backend factory: the only code above gpu/ that
 // knows the CUDA backend exists. paqd (live and replay) and paq-bench make their backends
 // here, by enum; a build without CUDA says so with an error that names the way out.
 //

@@ -34,7 +34,7 @@ using pool_future = std::shared_future<worker_pool*>;
 dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {});
 
-/// The same for a ci16 input kept at its width up to the backend (issue 15, item 2): the
+/// The same for a ci16 input kept at its width up to the backend: the
 /// windows carry the samples as read (4 bytes each, sample_batch::samples_ci16) and each
 /// backend converts them, to_cf32(s, ci16_scale): the CPU before its chain, the GPU on the
 /// device after the upload. Bits equal those of run_receiver over the converted samples.

@@ -1,4 +1,4 @@
-// The one worker pool (issue 15, item 1): one thread per backend (a GPU or a CPU worker),
+// The one worker pool: one thread per backend (a GPU or a CPU worker),
 // batches in, results out in the order they went in, a CPU fallback for a backend that
 // throws, and a heartbeat per worker for the watchdog. The live pipeline, replay and
 // paq-bench --gpus all run their batches through it.

@@ -41,9 +41,9 @@ if [[ $mode == all || $mode == bench ]]; then
   cat "$out/bench.log"
 fi
 if [[ $mode == all || $mode == rates ]]; then
-  # Issue 11: the chain at 2 samples per bit, with a clock offset, and resampled from ~3 and
-  # ~6 samples per bit (the resample and clock stages' cost), then resampled and clock-offset
-  # recordings replayed on both backends.
+  # Input rates and clocks: the chain at 2 samples per bit, with a clock offset, and resampled
+  # from ~3 and ~6 samples per bit (the resample and clock stages' cost), then resampled and
+  # clock-offset recordings replayed on both backends.
   k=0
   for r in "" "--clock-ppm 150" "--input-rate 30.9375e6" "--input-rate 30.9375e6 --clock-ppm 150" "--input-rate 61.44e6"; do
     echo
@@ -61,7 +61,7 @@ if [[ $mode == all || $mode == rates ]]; then
   done
 fi
 if [[ $mode == speed ]]; then
-  # Issue 15: what the user waits for. An 8 s ci16 edwards3 recording replayed by paqd with the
+  # What the user waits for. An 8 s ci16 edwards3 recording replayed by paqd with the
   # CUDA backend (read once first: the file in the page cache), default batch and 1/4 of it;
   # the JSON's elapsed_s, realtime_factor and per-stage busy times, and the tables equal.
   ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
@@ -92,7 +92,7 @@ if [[ $mode == speed ]]; then
   rm -f /tmp/paq-speed128.ci16
 fi
 if [[ $mode == multigpu ]]; then
-  # Issue 16: every GPU of the machine through the runtime's one pool, against one. paq-bench
+  # Every GPU of the machine through the runtime's one pool, against one. paq-bench
   # --gpus N (runtime::worker_pool: throughput per batch, batch order kept); then paqd replay
   # --gpus 0 and --gpus 0,..,N-1 of the 8 s ci16 edwards3 recording four times over (32 s, in
   # the page cache), two runs each, alternated. The live service: `soak` with SOAK_GPUS.
@@ -116,7 +116,7 @@ if [[ $mode == multigpu ]]; then
   rm -f /tmp/paq-mg32.ci16
 fi
 if [[ $mode == curves ]]; then
-  # Issue 14: BER against Eb/N0 with both detectors (twelve streams), on the CUDA backend, the
+  # BER against Eb/N0 with both detectors (twelve streams), on the CUDA backend, the
   # points and seeds of scripts/ber-figures.sh; CSV and JSON to $OUT (docs/figures/ber-*-both.*
   # and BER-RESULTS.md from them: scripts/plot-ber.sh, scripts/ber-tables.py).
   ./.device/paq-ber-curve --backend cuda --detector both --preset awgn --ebn0-db 4,6,8,9,9.5,10,10.5,11,11.5,12 \
@@ -128,7 +128,7 @@ if [[ $mode == curves ]]; then
   done
 fi
 if [[ $mode == fieldtable ]]; then
-  # Issue 11's table (rate x ppm x path), received by the CUDA backend.
+  # The field-rates table (rate x ppm x path), received by the CUDA backend.
   scripts/field-rates-table.sh .device cuda 2 | tee "$out/field-rates-table.md"
 fi
 if [[ $mode == all || $mode == replay ]]; then
@@ -141,7 +141,7 @@ if [[ $mode == all || $mode == replay ]]; then
   done
 fi
 if [[ $mode == levels ]]; then
-  # Issue 12, item 1: the same edwards3 recording at the nominal level, -30 dB, +17 dB and with
+  # Input levels: the same edwards3 recording at the nominal level, -30 dB, +17 dB and with
   # a +20 dB AGC step, replayed by both backends (every path's BER must not move).
   for g in "" "--gain-db -30" "--gain-db 17" "--agc-step 0.5,20"; do
     # shellcheck disable=SC2086
@@ -154,8 +154,8 @@ if [[ $mode == levels ]]; then
   done
 fi
 if [[ $mode == levels || $mode == frontend ]]; then
-  # Issue 12, item 2: IQ 2 dB / 10 deg with DC at -15 dBc at the issue's operating points, the
-  # correction on (both backends) and off (CPU), and clean input with it on and off.
+  # Front-end correction: IQ 2 dB / 10 deg with DC at -15 dBc on AWGN 11 dB and edwards3
+  # 15 dB, the correction on (both backends) and off (CPU), and clean input with it on and off.
   for ch in "awgn 11" "edwards3 15"; do
     set -- $ch
     for imp in "" "--iq-imbalance 2,10 --dc-offset -15"; do
@@ -173,7 +173,7 @@ if [[ $mode == levels || $mode == frontend ]]; then
   done
 fi
 if [[ $mode == phasenoise ]]; then
-  # Issue 12, item 3: AWGN 11 dB, 2 s, seed 301 (docs/SIGNAL-CHAIN.md's table) with no phase
+  # Phase noise: AWGN 11 dB, 2 s, seed 301 (docs/SIGNAL-CHAIN.md's table) with no phase
   # noise, the IRIG 106 mask, Wiener 100 Hz, 300 Hz and 1 kHz; the default (receiver.
   # phase_smoother auto), the PLL alone (0) and the smoother on every packet (1), both
   # backends. Then the benchmark's default batch: auto without phase noise and with a 1 kHz
@@ -203,7 +203,7 @@ if [[ $mode == phasenoise ]]; then
   done
 fi
 if [[ $mode == phasenoise-seeds ]]; then
-  # Issue 12, item 3, over more signal: the default receiver (receiver.phase_smoother auto) on
+  # Phase noise over more signal: the default receiver (receiver.phase_smoother auto) on
   # AWGN 11 dB, CFO 15 kHz, 2 s recordings with seeds 301 .. 305 (10 s, 100 M bits per path
   # and condition): no phase noise, the IRIG 106 mask, Wiener 300 Hz and 1 kHz, both backends.
   # Each run's errors none / zf / mmse / cma / fde1 / fde2; then, per backend, the sums over
@@ -271,10 +271,10 @@ if [[ $mode == phasenoise-seeds ]]; then
               print line }}' "$out/phasenoise-seeds.txt"
 fi
 if [[ $mode == trellis ]]; then
-  # Issue 14: the trellis detector on the GPU. The benchmark's default batch with symbol-by-
+  # The trellis detector on the GPU. The benchmark's default batch with symbol-by-
   # symbol and trellis detection (and the trellis on the phase smoother's phase); then BER on
   # AWGN (docs/SIGNAL-CHAIN.md's table: CFO 12 kHz, seed 5101, 1 s) with both detectors on the
-  # GPU, 10 dB on the CPU too; then issue 12's phase-noise recordings with the trellis on the
+  # GPU, 10 dB on the CPU too; then the phase-noise recordings with the trellis on the
   # smoother's phase on the GPU. Files: the four benches' JSON and trellis.log (the device tool
   # brings back at most eight).
   : > "$out/trellis.log"
@@ -344,7 +344,7 @@ if [[ $mode == live ]]; then
   ./.device/paqd replay /tmp/paq-live.sigmf-meta --backend cuda --json-out "$out/live-replay.json" 2>&1 | tail -9
 fi
 if [[ $mode == soak ]]; then
-  # Issue 15: the live service as fast as it goes. The 8 s ci16 recording looped, unpaced; the
+  # The live service as fast as it goes. The 8 s ci16 recording looped, unpaced; the
   # CUDA backend; the six streams unpaced to paq-bert on this machine; the monitor on. Run for
   # SOAK_S seconds (default 300); paqd's RSS every 10 s; its --json-out has the counters.
   # SOAK_PUBLISHER=off: no bitstreams (to see what the publisher costs); SOAK_CHUNK: the file
@@ -436,7 +436,7 @@ EOF
   awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
 fi
 if [[ $mode == soft ]]; then
-  # Issue 14: the live service's soft streams on the CUDA backend against `paqd replay --backend
+  # The live service's soft streams on the CUDA backend against `paqd replay --backend
   # cuda --llr-out` of the same recording (edwards3 12 dB, 25 MS/s, +60 ppm, 4 s): a receiver
   # keeps the mmse and fde2 LLR datagrams as the replay's file records (start sample, LLRs),
   # and every record must be equal. Paced to 5000 datagrams/s for the receiver's sake.
@@ -497,7 +497,7 @@ sys.exit(0 if ok else 1)
 EOF
 fi
 if [[ $mode == setup ]]; then
-  # Issue 15: the fixed cost of a fresh process (CUDA context, the backend, a pinned window),
+  # The fixed cost of a fresh process (CUDA context, the backend, a pinned window),
   # which bounds the replay of a short recording; three fresh processes.
   for k in 1 2 3; do
     echo "=== paq-bench-setup, process $k"
@@ -541,7 +541,7 @@ PY
 fi
 if [[ $mode == flight ]]; then
   # A three-minute flight replayed with the CUDA backend, with per-packet records and the
-  # comparison page (issue 5). Twelve 15 s pieces are simulated in parallel (flight clock
+  # comparison page. Twelve 15 s pieces are simulated in parallel (flight clock
   # 0..180 s, one seed each) and joined: the seams are discontinuities (a packet cut at each,
   # the PN checkers resync), like a real recording with dropouts.
   d=/tmp/paq-flight && rm -rf $d && mkdir -p $d

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 11's measured table: BER per path against the input rate and the transmitter's clock
+# The field-rates table: BER per path against the input rate and the transmitter's clock
 # offset, each against the 2-samples-per-bit, 0 ppm run with the same seed, on AWGN 11 dB and
 # edwards3 15 dB. Recordings from paq-sim (ci16), received by paqd replay.
 #   scripts/field-rates-table.sh BIN_DIR BACKEND [SECONDS]     BIN_DIR holds paq-sim and paqd

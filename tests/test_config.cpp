@@ -526,7 +526,7 @@ TEST(ReceiverYaml, SyntaxErrorInFileNamesFileAndLine) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Issue 17: hostile configuration text and files are refused, never looped or recursed on
+// Hostile configuration text and files are refused, never looped or recursed on
 
 // Runs `load` in a child process with 512 MiB of address space and `seconds` to finish, and
 // returns the config_error message it produced. A regression (yaml-cpp looping with growing
@@ -805,7 +805,7 @@ TEST(DaemonYaml, Vita49StreamChangePolicy) {
 }
 
 TEST(DaemonYaml, UdpGnuRadioHeader) {
-    // Issue 13, item 8: GNU Radio's UDP Sink header is named, never guessed silently.
+    // GNU Radio's UDP Sink header is named, never guessed silently.
     const auto defaults = paq::config::parse_daemon_config("source:\n  type: udp\n");
     EXPECT_EQ(defaults.source.udp.header, paq::io::udp_header::none);
     for (const auto h : {paq::io::udp_header::gnuradio_seq, paq::io::udp_header::gnuradio_seq_size}) {
@@ -820,7 +820,7 @@ TEST(DaemonYaml, UdpGnuRadioHeader) {
 }
 
 TEST(DaemonYaml, ZmqSource) {
-    // Issue 13, item 8: source.zmq binds through the schema; bad values name the key.
+    // source.zmq binds through the schema; bad values name the key.
     const auto cfg = paq::config::parse_daemon_config(
         "source:\n  type: zmq\n  zmq:\n    endpoint: tcp://10.0.0.5:5555\n    pattern: pull\n    tags: gnuradio\n");
     EXPECT_EQ(cfg.source.type, paq::config::source_type::zmq);
@@ -836,7 +836,7 @@ TEST(DaemonYaml, ZmqSource) {
 }
 
 TEST(DaemonYaml, Vita49SampleRateFromTheSendersContext) {
-    // Issue 11: sample_rate_hz 0 takes the rate from the sender's IF Context packets, waiting
+    // sample_rate_hz 0 takes the rate from the sender's IF Context packets, waiting
     // context_timeout_s at start; both round-trip, and a bad timeout names its range.
     const auto ctx = paq::config::parse_daemon_config(
         "source:\n  type: vita49\n  vita49:\n    sample_rate_hz: 0\n    context_timeout_s: 2.5\n");
@@ -864,8 +864,8 @@ TEST(DaemonYaml, TheShippedConfigurationParses) {
 
 }  // namespace
 
-// ---- issue 15, item 5: one schema per section drives parsing, the range checks, to_yaml and
-// the key tables of docs/DAEMON.md ----------------------------------------------------------
+// ---- One schema per section drives parsing, the range checks, to_yaml and the key tables
+// of docs/DAEMON.md -----------------------------------------------------------------------
 #include "config/schema.hpp"
 
 #include <algorithm>
@@ -1283,7 +1283,7 @@ TEST(ConfigSchema, EveryFieldIsDocumented) {
 }
 
 TEST(ConfigSchema, IioGainHasOneRangeWhateverTheValueAndTheSource) {
-    // Issue 15: 80 was refused by the radio's check ("-3 .. 71 dB") and 150 by the parser
+    // 80 used to be refused by the radio's check ("-3 .. 71 dB") and 150 by the parser
     // ("-100 .. 100"). Now both by the one range, with the same message, selected or not.
     for (const std::string type : {"iio", "vita49"}) {
         SCOPED_TRACE(type);

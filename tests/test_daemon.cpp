@@ -142,7 +142,7 @@ TEST(ring, gaps_arrive_between_the_same_samples_and_the_end_after_everything)
     EXPECT_EQ(ring.read(buf, 10ms).what, kind::end);
 }
 
-// Issue 17: a flood of one-sample VITA-49 datagrams whose packet count skips made one gap
+// A flood of one-sample VITA-49 datagrams whose packet count skips made one gap
 // marker per datagram, without bound. With drop, markers stay bounded and the flood is
 // merged into counted gaps; every lost and dropped sample is still accounted for.
 TEST(ring, a_gap_flood_is_coalesced_and_the_markers_stay_bounded)
@@ -935,7 +935,7 @@ TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
 }
 
 // ------------------------------------------------------------------------------------- time
-// Issue 13 item 1: absolute time from the source's anchors, through the ring and the batcher
+// Absolute time from the source's anchors, through the ring and the batcher
 // into the windows, onto each packet (docs/DAEMON.md, "Time").
 
 TEST(time, anchors_travel_through_the_ring_with_their_sample)
@@ -1226,7 +1226,7 @@ TEST(time, packets_get_the_utc_of_their_first_sample_across_gaps_at_25_msps)
     EXPECT_NE(live.stats.first_packet_utc_ns, dsp::unknown_utc_ns);
 }
 
-// paqd replay --llr-out (issue 14): a file per trellis stream, one record per packet (its
+// paqd replay --llr-out: a file per trellis stream, one record per packet (its
 // start sample, 8 bytes little-endian, then 6144 signed LLR bytes), the starts those of the
 // packet records; refused without the trellis.
 TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
@@ -1416,7 +1416,7 @@ TEST(time, host_clock_anchors_are_now_less_the_block_duration)
     EXPECT_LT(std::llabs(wall - a.utc_ns), 5'000'000'000LL);
 }
 
-// Issue 13 item 1, the live daemon's recorder (run_live, as `paqd --config`): a SigMF source
+// The live daemon's recorder (run_live, as `paqd --config`): a SigMF source
 // with core:datetime and core:frequency gives a recording whose core:datetime is the UTC of
 // its first sample, exact to the ns as written, and whose core:frequency is the configured
 // one, else the source's; a raw source (no time, no frequency) gives neither key.
@@ -1481,7 +1481,7 @@ TEST(time, a_live_recording_gets_core_datetime_and_core_frequency_from_its_sourc
     std::filesystem::remove_all(dir);
 }
 
-// Issue 13 item 1, raw network IQ (no time of its own): a real UDP source on loopback, through
+// Raw network IQ (no time of its own): a real UDP source on loopback, through
 // the ring, the batcher and the worker pool, stamps each packet with the host's clock: close
 // to CLOCK_REALTIME at the test, and never earlier than the packet before. The sender is paced
 // well below the nominal rate (1024 samples, 50 us of signal, every >= 1 ms), so each

@@ -1,5 +1,5 @@
 // Equalizer design against the truth: the equalized packet compared with the transmitted
-// samples (SPEC 3 and the FDE errata of SPEC 4).
+// samples (the thesis' equalizers, the FDEs in their Wiener forms).
 #include "dsp/equalizers.hpp"
 #include "dsp/estimators.hpp"
 #include "dsp/fft.hpp"
@@ -77,10 +77,10 @@ mse_result equalizer_mse(const char* preset, double ebn0_db, std::uint64_t seed)
 
 TEST(equalizers, fde1_matches_mmse_and_fde2_is_the_better_estimator_of_x)
 {
-    // SPEC 4: FDE1 must behave like MMSE. FDE2, the Wiener filter with the SOQPSK-TG
-    // spectrum, must estimate x better than both (it is the MSE-optimal one). Measured
-    // 2026-11-22: see the printed lines; docs/SIGNAL-CHAIN.md discusses why its BER is
-    // nevertheless higher with this detector.
+    // FDE1 in its Wiener form (2 sigma2, not the thesis' 1/sigma2) must behave like MMSE. FDE2,
+    // the Wiener filter with the SOQPSK-TG spectrum, must estimate x better than both (it is the
+    // MSE-optimal one). Measured 2026-11-22: see the printed lines; docs/SIGNAL-CHAIN.md
+    // discusses why its BER is nevertheless higher with this detector.
     const struct { const char* preset; double ebn0; std::uint64_t seed; } cases[] = {
         {"awgn", 10.0, 801}, {"two-ray", 15.0, 802}, {"edwards3", 12.0, 803}};
     for (const auto& c : cases) {

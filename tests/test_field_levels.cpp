@@ -1,7 +1,7 @@
-// Field signals II (issue 12), item 1: every path's bits independent of the input level. The
+// Input levels: every path's bits independent of the input level. The
 // simulator's gain (after the noise, as a front end's AGC applies it) leaves the signal-to-
 // noise ratio alone, so each run is the nominal run scaled: every path must keep its nominal
-// BER (bound 1.2x, the issue's) and its lock from -40 dB to +20 dB and across AGC steps of
+// BER (bound 1.2x, the target) and its lock from -40 dB to +20 dB and across AGC steps of
 // +-20 dB. Before the CMA step was normalized, CMA did nothing at -20 dB (its errors equal to
 // MMSE's) and lost lock at +17 dB.
 #include "chain_fixture.hpp"

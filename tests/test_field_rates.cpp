@@ -1,7 +1,7 @@
-// Field signals I (issue 11): any input sample rate, any bit rate, drifting clocks, on the
+// Input rates and clocks: any input sample rate, any bit rate, drifting clocks, on the
 // CPU reference chain. Each case against the 2-samples-per-bit, 0 ppm run at the same Eb/N0
 // and seed (AWGN 8 dB: ~1e-3, so a few hundred packets give thousands of errors and the
-// ratio bounds are not counting noise). The issue's own operating points (11 dB, edwards3
+// ratio bounds are not counting noise). The target operating points (AWGN 11 dB, edwards3
 // 15 dB) are measured with paqd replay in docs/SIGNAL-CHAIN.md.
 #include "chain_fixture.hpp"
 #include "runtime/receiver_run.hpp"
@@ -136,7 +136,7 @@ TEST(field_rates, clock_offsets_to_200_ppm_within_1_3x_of_0_ppm)
 
 TEST(field_rates, a_drifting_clock_is_tracked)
 {
-    // 0 -> 100 ppm over 0.5 s: 20x faster than the issue's 0 -> 100 ppm over 10 s.
+    // 0 -> 100 ppm over 0.5 s: 20x faster than the 0 -> 100 ppm over 10 s the receiver must follow.
     const double seconds = 0.5;
     auto sc = awgn8(1104);
     const auto ref = receive(simulate_at(sc, seconds), 10.3125e6);

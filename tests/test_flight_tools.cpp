@@ -1,4 +1,4 @@
-// Issue 5's tools end to end: per-packet records and the comparison report from a `flight`
+// The flight-test tools end to end: per-packet records and the comparison report from a `flight`
 // recording (the report's numbers equal the replay table's), the Prometheus endpoint (it
 // answers, its counters move), and the SigMF recording made while receiving.
 #include "chain_fixture.hpp"
@@ -92,7 +92,7 @@ double metric_value(const std::string& text, const std::string& name)
 
 }  // namespace
 
-// Issues 11 and 12: the records carry each packet's clock offset and front-end estimate.
+// The records carry each packet's clock offset and front-end estimate.
 TEST(flight_records, rows_carry_the_clock_and_the_front_end)
 {
     temp_dir dir;
@@ -202,7 +202,7 @@ TEST(flight_records, report_numbers_equal_the_replay_table)
     EXPECT_GE(svgs, 4u);
 }
 
-// Issue 13 items 1 and 7 end to end: a recording with core:datetime, replayed with records
+// Time and the report's UTC axes end to end: a recording with core:datetime, replayed with records
 // (decimated), gives rows with time_utc, and paq-report's page UTC axes that start at the
 // run's first packet, the span in the header in UTC; the same recording without core:datetime
 // gives axes in seconds since the start.
@@ -289,7 +289,7 @@ TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
         stats.tally.packets_found = 3104;
         stats.tally.paths[2].bit_errors = 17;
         stats.ring.samples_dropped = 5;
-        // Issues 11 and 12: the clock and front-end gauges and counters.
+        // The clock and front-end gauges and counters.
         stats.clock_ppm_last_batch = -120.5;
         stats.tally.packets_clock_corrected = 3000;
         stats.tally.packets_front_end_corrected = 3104;
@@ -361,7 +361,7 @@ TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
     EXPECT_EQ(extra["paq:gaps"][0]["recording_sample"], 10'000);
     EXPECT_EQ(extra["paq:gaps"][0]["lost"], 2048);
     EXPECT_EQ(extra["paq:gaps"][0]["reason"], "lost-packets");
-    // Issue 13: the same gap as a SigMF annotation, for tools that know nothing of paq:gaps:
+    // The same gap as a SigMF annotation, for tools that know nothing of paq:gaps:
     // a point (no recorded sample is missing) with the count lost before it.
     const auto& annotations = reader.info().meta.annotations;
     ASSERT_EQ(annotations.size(), 1u);
@@ -376,12 +376,12 @@ TEST(recording, what_was_received_is_recorded_with_its_gaps_and_settings)
     EXPECT_EQ(doc["global"]["core:extensions"],
               nlohmann::json::parse(R"([{"name": "paq", "version": "1.0.0", "optional": true}])"));
     EXPECT_EQ(extra["paq:receiver"], "receiver: {}");
-    // The link's bit rate, which paqd replay takes from the recording (issue 11).
+    // The link's bit rate, which paqd replay takes from the recording.
     EXPECT_EQ(extra["paq:bit_rate_hz"], 10.3125e6);
     EXPECT_EQ(reader.info().meta.sample_rate_hz, 25e6);
 }
 
-// Issue 17: a flood of one-sample datagrams with skipping counts wrote 1.76 M gap entries
+// A flood of one-sample datagrams with skipping counts wrote 1.76 M gap entries
 // (a 185 MB .sigmf-meta). The list is bounded; the flood is merged into one counted entry.
 TEST(recording, a_gap_flood_is_merged_into_a_bounded_gap_list)
 {
@@ -448,7 +448,7 @@ TEST(recording, a_disk_that_does_not_keep_up_costs_recorded_samples_counted_and_
     }
 }
 
-// Issue 13 item 1: a recording's core:datetime is the UTC of its first sample, from the first
+// A recording's core:datetime is the UTC of its first sample, from the first
 // time anchor the source gave (extrapolated back at the recording's rate, exact to the ns),
 // and core:frequency the configured centre frequency, else the source's, else none.
 TEST(recording, core_datetime_is_the_first_sample_utc_and_core_frequency_the_configured_or_source_one)

@@ -172,7 +172,7 @@ TEST_F(gpu_backend, small_batches_match_the_cpu)
     report_and_check("small", compare_backends(sim.samples, rc), 60);
 }
 
-// Issue 11: resampled input and clock offsets. The same bound on differing bits as above (a
+// Resampled input and clock offsets. The same bound on differing bits as above (a
 // decision statistic within float rounding of zero); packets, starts (input indices) and the
 // clock estimates equal.
 
@@ -234,7 +234,7 @@ TEST_F(gpu_backend, clock_offset_150_ppm_matches_the_cpu)
 
 TEST_F(gpu_backend, front_end_correction_matches_the_cpu)
 {
-    // Issue 12: IQ imbalance 2 dB / 10 deg and DC at -15 dBc, corrected on both backends; then
+    // IQ imbalance 2 dB / 10 deg and DC at -15 dBc, corrected on both backends; then
     // the same at 25 MS/s, 30 dB below the nominal level and with a +120 ppm clock (every
     // correction at once).
     auto sc = rate_signal(20.625e6, 0.0, 1221);
@@ -289,7 +289,7 @@ TEST_F(gpu_backend, field_impairments_match_the_cpu)
 
 TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
 {
-    // Issue 12: the phase smoother on a 1 kHz Wiener phase, both backends.
+    // The phase smoother on a 1 kHz Wiener phase, both backends.
     auto sc = rate_signal(20.625e6, 0.0, 1231);
     sc.phase_noise_linewidth_hz = 1000.0;
     receiver_config rc;
@@ -348,7 +348,7 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
 
 TEST_F(gpu_backend, trellis_matches_the_cpu)
 {
-    // Issue 14: the trellis detector on both backends, its bits and BEP estimates: edwards3
+    // The trellis detector on both backends, its bits and BEP estimates: edwards3
     // 12 dB (every equalizer); AWGN 9 dB at 25 MS/s with a +80 ppm clock (resampled, re-timed);
     // AWGN 11 dB with a 1 kHz Wiener phase and the phase smoother's phase; and detector both
     // (twelve streams: the symbol-by-symbol and the trellis bits side by side) on two-ray at
@@ -386,7 +386,7 @@ TEST_F(gpu_backend, trellis_matches_the_cpu)
 
 TEST_F(gpu_backend, soft_output_matches_the_cpu)
 {
-    // Issue 14: the trellis's LLRs (batch_output::llrs, 4 steps per nat) on both backends, with
+    // The trellis's LLRs (batch_output::llrs, 4 steps per nat) on both backends, with
     // detector both, edwards3 12 dB at 25 MS/s, +60 ppm, and 3 parts on the GPU. The GPU's
     // metrics are float, the CPU's double: a quantized LLR may differ by a step; a sign only
     // where the bits differ. Each backend's LLR signs are its own trellis bits.
@@ -578,7 +578,7 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
     EXPECT_THROW(gpu::cuda_backend(rc, 0, "levinson", 17), std::invalid_argument);
 }
 
-// Issue 15, item 2: ci16 windows go up at their own width and are converted on the device.
+// ci16 windows go up at their own width and are converted on the device.
 // The same backend on the ci16 windows and on the same samples converted on the host gives
 // the same output, bit for bit (the device's conversion is the host's to_cf32); the CPU on the
 // ci16 windows agrees as on any input. At 2 samples per bit and resampled, two levels.

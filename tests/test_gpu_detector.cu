@@ -107,7 +107,7 @@ TEST(gpu_detector, bits_and_stats_match_the_cpu)
     EXPECT_EQ(stat_diff, 0u);
     EXPECT_LT(bep_worst, 1e-4);
 
-    // The phase smoother (issue 12) on the same samples, with its forward PLL's bandwidth.
+    // The phase smoother on the same samples, with its forward PLL's bandwidth.
     gpu::stream_detector sm(0, streams, gpu::smoother_use::always);
     sm.detect(v_gpu, streams, acq, track, wide, bits_gpu, st_gpu);
     smoother_scratch scratch;

@@ -164,7 +164,7 @@ TEST_F(gpu_equalizers, on_chip_cma_matches_the_cpu)
         std::printf("cma on chip, %d x %.3f: max tap error / max tap change %.2e\n", iterations, mu, worst);
         EXPECT_LT(worst, 2e-4);
     }
-    // Level invariance (issue 12): the input g times larger and the MMSE start 1/g times, as the
+    // Level invariance: the input g times larger and the MMSE start 1/g times, as the
     // chain makes them at another input level; the refined taps must be those at g = 1 over g,
     // from -40 dB to +20 dB (the step was fixed before: off at -20 dB, unstable at +17 dB).
     const auto nominal = gpu::cma_refine(r32, c32, packets, pre, 0.012, 2, 0);

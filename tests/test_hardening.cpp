@@ -1,6 +1,6 @@
-// Issue 17 regression tests for the daemon's outward-facing parts: the metrics endpoint
+// Regression tests against hostile input for the daemon's outward-facing parts: the metrics endpoint
 // (HEAD per RFC 9110, idle connections, the connection cap, EMFILE back-off) and the records
-// writer on a full disk. Each test starts from the reproducer in the issue.
+// writer on a full disk. Each test starts from the input that first showed the fault.
 #include "daemon/metrics_http.hpp"
 #include "daemon/records.hpp"
 

@@ -411,7 +411,7 @@ TEST(iio_source, streams_converted_blocks_and_counts_them)
     EXPECT_EQ(n.reconnects.load(), 0u);
 }
 
-// Issue 15: the radio's words go out as ci16 at their width (sign-extended, not scaled:
+// The radio's words go out as ci16 at their width (sign-extended, not scaled:
 // write_ci16 with the configured scale), for the live ring to keep them 4 bytes wide; a sink
 // that converts gets what convert_iq gives.
 TEST(iio_source, delivers_sign_extended_ci16_at_the_configured_scale)

@@ -692,7 +692,7 @@ TEST_F(io_test, bad_sample_rates) {
     expect_error<format_error>([&] { (void)read_sigmf_meta(meta); },
                                {meta.string() + ": ", "core:sample_rate must be a number", rate.dump()});
   }
-  // Issue 17: 1e300 passed as "positive finite" and reached a float-to-integer conversion
+  // 1e300 passed as "positive finite" and reached a float-to-integer conversion
   // (undefined behaviour) in the ring sizing; a rate is now range-checked where it is read.
   for (const nlohmann::json& rate : {nlohmann::json(-1e6), nlohmann::json(0), nlohmann::json(1e300),
                                      nlohmann::json(1e-300), nlohmann::json(999.0),
@@ -810,7 +810,7 @@ TEST_F(io_test, file_that_shrinks_while_reading_is_an_error_with_offset) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue 17: metadata from outside is bounded before it is parsed
+// Metadata from outside is bounded before it is parsed
 
 [[nodiscard]] std::string meta_with_extra(const std::string& extra_value) {
   return R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "x:deep": )" +
@@ -911,7 +911,7 @@ TEST_F(io_test, integer_layout_fields_name_the_value_and_the_allowed_one) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Issue 13: SigMF conformance (extensions, annotations, header bytes, archives)
+// SigMF conformance (extensions, annotations, header bytes, archives)
 
 TEST_F(io_test, every_namespace_written_is_declared_in_core_extensions) {
   const fs::path meta_path = path("x.sigmf-meta");
@@ -1011,7 +1011,7 @@ TEST_F(io_test, annotations_are_written_in_order_and_read_back) {
 }
 
 // The layout SigMF gives Non-Conforming Datasets: a capture's header bytes lie right before
-// its first sample. Before issue 13, the 73 bytes of a later capture's header were read as
+// its first sample. A reader that ignored them read the 73 bytes of a later capture's header as
 // samples (NaNs, and every later sample shifted).
 void write_with_headers(const fs::path& data, sample_format format, const std::vector<cf32>& samples,
                         const std::vector<std::pair<std::size_t, std::size_t>>& headers /* sample, bytes */) {

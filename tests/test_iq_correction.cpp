@@ -1,9 +1,9 @@
-// Field signals II (issue 12), item 2: DC offset and IQ imbalance of the receiver's front end,
-// estimated per packet and removed (dsp/iq_correction). The issue's targets: IQ 2 dB / 10 deg
-// plus DC at -15 dBc within 1.5x of the clean BER, and no loss (<= 1.05x) on clean input, at
-// AWGN and over multipath. Here at AWGN 8 dB and edwards3 12 dB (enough errors in 0.2 s for the
-// ratios to mean something); the issue's own operating points are measured with paqd replay
-// in docs/SIGNAL-CHAIN.md.
+// Front-end correction: DC offset and IQ imbalance of the receiver's front end, estimated per
+// packet and removed (dsp/iq_correction). The targets: IQ 2 dB / 10 deg plus DC at -15 dBc within
+// 1.5x of the clean BER, and no loss (<= 1.05x) on clean input, at AWGN and over multipath. Here
+// at AWGN 8 dB and edwards3 12 dB (enough errors in 0.2 s for the ratios to mean something); the
+// target operating points (AWGN 11 dB, edwards3 15 dB) are measured with paqd replay in
+// docs/SIGNAL-CHAIN.md.
 #include "chain_fixture.hpp"
 #include "runtime/receiver_run.hpp"
 #include "dsp/iq_correction.hpp"
@@ -104,7 +104,7 @@ TEST(iq_correction, iq_2_db_10_deg_and_dc_minus_15_dbc_within_1_5x_of_clean)
         sc.dc_offset_dbc = -15.0;
         const auto x = simulate_seconds(sc, 0.2);
         test::expect_every_path_within(receive(x, 1), clean, 1.5, std::string(preset) + " IQ 2 dB 10 deg DC -15 dBc, corrected");
-        // Uncorrected, for the record (the issue measured 20-60x over multipath).
+        // Uncorrected, for the record (printed, not checked: 20-60x over multipath).
         const auto raw = receive(x, 0);
         for (int p = 0; p < chain::num_paths; ++p) {
             std::printf("%s uncorrected %s: %.3e (%.2fx)\n", preset, raw.paths[static_cast<std::size_t>(p)].name.c_str(),

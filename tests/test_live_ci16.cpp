@@ -1,4 +1,4 @@
-// ci16 input at its own width in the LIVE service (issue 15, item 2): a source that delivers
+// ci16 input at its own width in the LIVE service: a source that delivers
 // ci16 writes it into a ci16 ring (4 bytes a sample), the batcher fills ci16 windows from it
 // and the backend converts. Everything must come out as if the same samples had been
 // delivered as cf32: the ring's events and counters, the windows, the packets, the bits and

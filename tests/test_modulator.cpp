@@ -1,5 +1,5 @@
 // SOQPSK-TG modulator: pulse shape, constant envelope, the OQPSK mapping, and conformance
-// with the thesis' quantized preamble template (SPEC 5).
+// with the thesis' quantized preamble template (the receiver's preamble detector uses it).
 #include "dsp/ber.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
@@ -27,7 +27,7 @@ TEST(modulator, phase_pulse_is_normalized_and_symmetric)
 
 TEST(modulator, frequency_pulse_spans_eight_bits)
 {
-    // SPEC 2 warns of public code that gets the time scale wrong (4 bits instead of 8).
+    // Some public code gets the pulse's time scale wrong (4 bits long instead of 8).
     EXPECT_EQ(tg_frequency_pulse_unnormalized(4.0), 0.0);
     EXPECT_EQ(tg_frequency_pulse_unnormalized(-4.01), 0.0);
     EXPECT_GT(std::abs(tg_frequency_pulse_unnormalized(3.5)), 1e-4);
@@ -62,7 +62,8 @@ TEST(modulator, constant_envelope_and_continuous_phase)
 TEST(modulator, detectable_as_oqpsk)
 {
     // Rotated by the constant 3pi/4 and sampled 2 samples after each pulse centre, even bits
-    // sit on the real axis and odd bits on the imaginary axis, 1 positive (SPEC 2).
+    // sit on the real axis and odd bits on the imaginary axis, 1 positive: with
+    // the precoder of IRIG 106 chapter 2, SOQPSK-TG is detectable as OQPSK.
     std::mt19937_64 rng(12);
     std::vector<std::uint8_t> bits(20000);
     for (auto& b : bits) b = static_cast<std::uint8_t>(rng() & 1);
@@ -231,8 +232,9 @@ TEST(modulator, agrees_with_an_independent_implementation)
 TEST(detection_filter, alone_costs_about_one_db_in_awgn)
 {
     // h_NO and sign decisions with perfect timing, phase and channel: the loss of
-    // symbol-by-symbol detection of SOQPSK-TG itself (SPEC 5: about 1-2 dB). Measured
-    // 2026-11-22: BER 4.85e-3 at 6 dB and 8.20e-4 at 8 dB (theory 2.39e-3 and 1.91e-4).
+    // symbol-by-symbol detection of SOQPSK-TG itself (expected about 1-2 dB; more would be a
+    // defect). Measured 2026-11-22: BER 4.85e-3 at 6 dB and 8.20e-4 at 8 dB (theory 2.39e-3 and
+    // 1.91e-4).
     const auto& t = get_receiver_tables(16384);
     std::mt19937_64 rng(15);
     std::normal_distribution<double> nd;

@@ -102,7 +102,7 @@ public:
         if (stop_at_ > 0 && samples_.size() >= stop_at_ && source_ != nullptr) source_->stop();
         cv_.notify_all();
     }
-    /// ci16 samples arrive at their width (issue 15): counted, then converted (to_cf32) into
+    /// ci16 samples arrive at their width: counted, then converted (to_cf32) into
     /// samples() by the base sink.
     void write_ci16(std::span<const paq::ci16> s, float counts_per_unit) override
     {
@@ -534,7 +534,7 @@ TEST(tcp_source, listen_mode_serves_one_client_at_a_time_and_reports_the_next_as
     EXPECT_EQ(source.tcp_counts().takeovers.load(), 0u);
 }
 
-// Review finding 1: a peer that stops sending but keeps the connection open blocked the TCP
+// A peer that stops sending but keeps the connection open blocked the TCP
 // source for good (no read deadline, no keepalive, no reconnect). Now idle_timeout_s drops it
 // and the source dials again. The timeout (0.5 s) only has to be longer than the moment
 // between the test's accept and its first write; the test itself waits up to 5 s.
@@ -690,7 +690,7 @@ TEST(tcp_source, listen_mode_new_client_takes_over_from_one_that_went_silent)
     EXPECT_EQ(source.tcp_counts().idle_timeouts.load(), 0u);
 }
 
-// Review finding 3: the reconnect backoff was reset on every connect and every disconnect, so
+// The reconnect backoff was reset on every connect and every disconnect, so
 // a peer that accepts and closes at once was dialled every retry_initial_s for ever. Now it
 // doubles per connection that brings no data, up to retry_max_s, and only data resets it.
 // last_retry_delay_s() says which wait preceded each dial (no clock is read by the test).
@@ -919,7 +919,7 @@ TEST_P(udp_gnuradio_header, counts_lost_datagrams_from_sequence_numbers_and_drop
 INSTANTIATE_TEST_SUITE_P(gnuradio, udp_gnuradio_header,
                          ::testing::Values(udp_header::gnuradio_seq, udp_header::gnuradio_seq_size));
 
-// Review finding: one datagram with a far-ahead sequence number (here near 2^64) made every
+// One datagram with a far-ahead sequence number (here near 2^64) made every
 // later datagram stale, for good, and would have counted ~2^64 lost datagrams. Now it is a
 // resync (no loss counted), and so is the return to the real numbering right after it; a
 // sender that restarts without its datagram 1 reaching paqd is followed the same way.
@@ -1019,7 +1019,7 @@ TEST(udp_source, header_none_with_plain_samples_is_not_flagged)
     EXPECT_EQ(source.udp_counts().header_suspected.load(), 0u);
 }
 
-// Review finding: the receive buffer held IPv4's largest payload (65507 bytes), so on an IPv6
+// The receive buffer held IPv4's largest payload (65507 bytes), so on an IPv6
 // socket a longer datagram (up to 65527 bytes) was cut short silently: a whole-sample one lost
 // its last samples unseen, a malformed one could pass as whole samples. Now the largest IPv6
 // datagram is read whole (and anything longer would be counted malformed).
@@ -1137,7 +1137,7 @@ private:
     return ctx;
 }
 
-// Issue 11: sample_rate_hz 0 takes the rate from the sender's IF Context packets. Data before
+// sample_rate_hz 0 takes the rate from the sender's IF Context packets. Data before
 // the first one is counted, not delivered; a context packet of another stream id does not
 // count when stream_id is set; the samples after it are delivered at the learned rate.
 TEST(vita49_source, the_sample_rate_comes_from_the_senders_context_packet)

@@ -1,4 +1,4 @@
-// Field signals II (issue 12), item 3: carrier phase noise. The receiver with the PLL alone
+// Carrier phase noise. The receiver with the PLL alone
 // (the default) against the phase smoother (receiver.phase_smoother) on Wiener phase noise
 // and the IRIG 106 mask, AWGN 10 dB, 0.3 s; and the residual carrier offset step that keeps
 // a random phase out of the channel estimate.
@@ -46,7 +46,7 @@ run_summary receive(double linewidth_hz, bool mask, bool smoother, detector_kind
 
 TEST(phase_noise, the_smoother_keeps_every_path_near_its_clean_ber)
 {
-    // The issue's targets are against the BER with no phase noise: IRIG 106 mask 1.2x,
+    // The targets are against the BER with no phase noise: IRIG 106 mask 1.2x,
     // Wiener 300 Hz 1.3x, 1 kHz 2x, no lost lock. Bounds here, against the default receiver's
     // (the PLL's) BER with no phase noise, every path (measured 2026-11-30 at acfd82c, three
     // smoother iterations, 10 dB, seed 1271, 3.0 M bits, 230-480 errors per path; each bit's

@@ -120,7 +120,7 @@ TEST(PnPattern, Properties) {
         int n, k;
         bool inverted;
     };
-    // Polynomials from the brief (ITU-T O.150 section 5); inversion per pn.hpp.
+    // Polynomials of ITU-T O.150 section 5; inversion per pn.hpp.
     for (const row r : {row{pn_pattern::pn9, 9, 5, false}, row{pn_pattern::pn11, 11, 9, false},
                         row{pn_pattern::pn15, 15, 14, true}, row{pn_pattern::pn20, 20, 3, false},
                         row{pn_pattern::pn23, 23, 18, true}, row{pn_pattern::pn31, 31, 28, true}}) {
@@ -642,7 +642,7 @@ TEST(PnChecker, ResetClearsEverything) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------
-// Packed (word-parallel) checking against the bit-serial reference (issue 15, item 3)
+// Packed (word-parallel) checking against the bit-serial reference
 
 std::vector<std::uint8_t> pack_msb_first(std::span<const std::uint8_t> bits) {
     std::vector<std::uint8_t> packed((bits.size() + 7) / 8, 0);

@@ -555,7 +555,7 @@ TEST_F(paq_bert, reports_exactly_the_injected_errors_losses_and_duplicates)
     EXPECT_NE(bert.output().find("ended by idle-timeout, exit code 0"), std::string::npos) << bert.output();
 }
 
-// Issue 17's reproducer end to end: paqd publishes, restarts (a new publisher: sequence
+// A restarted publisher end to end: paqd publishes, restarts (a new publisher: sequence
 // numbers from 0 again, start samples of the new run), publishes again. paq-bert used to take
 // the second run for duplicates and check none of it.
 TEST_F(paq_bert, a_restarted_publisher_is_recognised_and_its_new_run_checked)

@@ -1,4 +1,4 @@
-// Estimators, packet detection, batching and bad input (SPEC 5, issue 2 item 7).
+// Estimators, packet detection, batching and bad input.
 #include "chain_fixture.hpp"
 #include "runtime/backend_factory.hpp"
 #include "runtime/receiver_run.hpp"
@@ -385,7 +385,7 @@ TEST(batching, gap_loses_only_the_packets_it_cuts)
     EXPECT_EQ(starts, expect);  // absolute indices keep counting through the gap
 }
 
-// Issue 17's reproducer at the batcher: a gap of ~2^64 samples (a hostile VITA-49
+// A hostile gap at the batcher: a gap of ~2^64 samples (a hostile VITA-49
 // timestamp) wrapped the owned range and emit() copied ~2 M samples out of a 1000-sample
 // buffer. Indices now advance by a bounded amount; every window lies inside its input.
 TEST(batching, a_gap_near_2_64_never_makes_a_window_outside_the_input)
@@ -417,7 +417,7 @@ TEST(batching, a_gap_near_2_64_never_makes_a_window_outside_the_input)
     }
 }
 
-// Issue 17: one-sample segments between gaps made one batch each (1.76 M batches, 131 s of
+// One-sample segments between gaps made one batch each (1.76 M batches, 131 s of
 // latency). A segment shorter than a packet holds no packet: it makes no batch, and its
 // samples are counted.
 TEST(batching, segments_shorter_than_a_packet_make_no_batch_and_are_counted)
@@ -526,7 +526,7 @@ TEST(batching, windows_are_filled_in_place_in_storage_that_never_grows)
     // Pushes of every size (smaller than a window, several windows at once), windows handed
     // back after use: each window holds exactly its slice of the stream, in storage reserved
     // for the largest window that never grew, and after the first few only recycled storage
-    // is used (issue 15: no allocation per batch).
+    // is used (no allocation per batch).
     std::mt19937_64 rng(8081);
     std::vector<cf32> stream(400'000);
     for (std::size_t i = 0; i < stream.size(); ++i) stream[i] = cf32(static_cast<float>(i), -static_cast<float>(i % 977));
@@ -735,7 +735,7 @@ TEST(detection, peak_search_matches_its_definition)
     }
 }
 
-// Issue 11: replay takes the link's bit rate from the recording (paq:bit_rate_hz, which paq-sim
+// Replay takes the link's bit rate from the recording (paq:bit_rate_hz, which paq-sim
 // and paqd write), --bit-rate overrides it, and a bit rate the input rate cannot serve is an
 // error naming both rates and where the bit rate came from.
 TEST(replay_rates, the_bit_rate_comes_from_the_recording_or_the_option)

@@ -602,7 +602,7 @@ TEST_F(report_test, html_is_self_contained_and_names_every_path)
 }
 
 // ---------------------------------------------------------------------------------------------
-// the page's layout, checked structurally (issue 13, item 7): numbers that do not wrap, short
+// the page's layout, checked structurally: numbers that do not wrap, short
 // runs, gaps and losses on the time axes, UTC axes
 
 /// The elements that start with `start` (e.g. "<rect class=\"gap\""), each up to its '>'.

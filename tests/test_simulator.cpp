@@ -1,4 +1,4 @@
-// Simulator (dsp/simulator): the field impairments of issues 11 and 12 (output sample rate,
+// Simulator (dsp/simulator): the field impairments (output sample rate,
 // bit rate, transmitter clock offset and drift, gain and AGC steps, IQ imbalance, DC offset,
 // Wiener and IRIG 106 phase noise), each measured against its model; and the default path
 // unchanged.
@@ -193,7 +193,7 @@ TEST(simulator_default, output_is_bit_identical_to_the_generator_before_the_impa
     }
 }
 
-// ---- Output rate and bit rate (issue 11 item 4) --------------------------------------------
+// ---- Output rate and bit rate --------------------------------------------------------------
 
 TEST(simulator_rates, output_length_and_packet_starts_at_each_rate)
 {
@@ -294,7 +294,7 @@ TEST(simulator_rates, eb_n0_is_the_ratio_at_the_receiver_input_at_any_rate)
     EXPECT_NEAR(simulator(c).noise_variance(), 0.4, 1e-12);
 }
 
-// ---- Transmitter clock offset and drift (issue 11 items 3-4) --------------------------------
+// ---- Transmitter clock offset and drift -----------------------------------------------------
 
 TEST(simulator_clock, ppm_offset_scales_the_packet_spacing_and_the_waveform_follows)
 {
@@ -374,7 +374,7 @@ TEST(simulator_clock, drift_changes_the_spacing_linearly)
     EXPECT_LT(err, -60.0) << err;
 }
 
-// ---- Level, front end (issue 12 item 4) ------------------------------------------------------
+// ---- Level, front end ------------------------------------------------------------------------
 
 TEST(simulator_front_end, gain_and_agc_step_scale_everything_by_the_stated_power_ratio)
 {
@@ -453,7 +453,7 @@ TEST(simulator_front_end, dc_offset_is_the_mean_at_its_level_and_a_seeded_phase)
     EXPECT_GT(std::abs(std::arg(mean2 / mean)), 0.05);
 }
 
-// ---- Phase noise (issue 12 items 3-4) -----------------------------------------------------
+// ---- Phase noise --------------------------------------------------------------------------
 
 TEST(simulator_phase_noise, wiener_increment_variance_is_two_pi_linewidth_n_over_fs)
 {

@@ -1,4 +1,4 @@
-// Trellis detection (issue 14; dsp/trellis.hpp): the CPU reference against the
+// Trellis detection (dsp/trellis.hpp): the CPU reference against the
 // symbol-by-symbol detector on the same recordings, seeded, at rates and levels beyond the
 // defaults; its soft values; its configuration.
 #include "chain_fixture.hpp"
@@ -355,7 +355,7 @@ TEST(trellis, the_table_explains_a_noiseless_packet_to_within_minus_23_db)
     }
 }
 
-// Soft output (issue 14): with it on, the trellis's LLR of every data bit comes with the batch,
+// Soft output: with it on, the trellis's LLR of every data bit comes with the batch,
 // [packet][path][6144], 4 steps per nat; its sign is the trellis's bit wherever it is not 0;
 // the bits and records are those of a run without it; off, or with the symbol-by-symbol
 // detector alone, there are none. Edwards3 12 dB, 22 MS/s, +40 ppm, 9 dB above nominal, seed 5521.

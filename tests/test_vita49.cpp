@@ -215,7 +215,7 @@ TEST(vita49, context_packets_are_recognised)
 
 TEST(vita49, the_sample_rate_of_an_if_context_packet_is_read)
 {
-    // Issue 11: CIF0 with the reference point (1 word), the gain (1 word) and the sample rate
+    // CIF0 with the reference point (1 word), the gain (1 word) and the sample rate
     // (bit 21: 64 bits, 20 fractional) after a GPS integer timestamp.
     std::vector<std::byte> ctx(4 * 8);
     set_word(ctx, 0, (4u << 28) | (1u << 22) | 8u);
@@ -372,7 +372,7 @@ TEST(vita49_sequence, integer_seconds_with_a_known_rate)
     EXPECT_TRUE(unknown.update(at(5, 11, 100), 50).samples_exact);
 }
 
-// Issue 17's reproducer: two packets with sample-count timestamps 0 and 2^64 - 1,000,000
+// A hostile pair: two packets with sample-count timestamps 0 and 2^64 - 1,000,000
 // made the tracker report a gap of ~2^64 samples (and the batcher read out of bounds).
 TEST(vita49_sequence, a_timestamp_jump_near_2_64_is_a_discontinuity_not_a_loss)
 {

@@ -1,6 +1,6 @@
 // VITA-49 against a sender written here from the standard (ANSI/VITA 49.2), not with
-// io/vita49's encoder: loss counting from sample-count and picosecond timestamps (issue 13,
-// item 2: a burst of 20 lost packets is 20), the 4-bit packet count's wrap without
+// io/vita49's encoder: loss counting from sample-count and picosecond timestamps (a burst
+// of 20 lost packets is 20), the 4-bit packet count's wrap without
 // timestamps, time anchors (UTC and GPS), and the sample rate of IF Context packets.
 #include <gtest/gtest.h>
 

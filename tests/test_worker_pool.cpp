@@ -1,4 +1,4 @@
-// runtime::worker_pool (issue 15, item 1): the one pool under paqd (live and replay) and
+// runtime::worker_pool: the one pool under paqd (live and replay) and
 // paq-bench --gpus. Results in submission order whatever order the workers finish in, the
 // CPU fallback, nothing lost uncounted, a producer held back by a slow consumer, the
 // watchdog's view of a stuck worker, and every window handed back.

@@ -290,7 +290,7 @@ TEST(zmq_source, tag_header_while_tags_none_is_flagged)
     EXPECT_EQ(sink.samples(), s);
 }
 
-// Review finding: an offset far ahead added up to 2^64 to samples_lost (wrapping the counter)
+// An offset far ahead added up to 2^64 to samples_lost (wrapping the counter)
 // and sent a gap that size; an offset near 2^64 wrapped the next expected offset. Now a jump
 // beyond zmq_max_offset_jump, like one back, is a counted resync (gap(0, discontinuity)); a
 // jump of exactly the bound is still a loss; the expected offset saturates instead of wrapping.
@@ -323,7 +323,7 @@ TEST(zmq_source, offset_jumps_beyond_the_bound_resync_instead_of_counting_2_to_t
     EXPECT_EQ(source.counters().packets_lost.load(), 1u);
 }
 
-// Issue 13 item 1: ZeroMQ IQ carries no time (GNU Radio's tag header gives an offset, not a
+// ZeroMQ IQ carries no time (GNU Radio's tag header gives an offset, not a
 // time), so each message is anchored on the host's clock at arrival, less its duration at the
 // nominal rate: close to CLOCK_REALTIME at the test, one anchor per message naming its first
 // sample, non-decreasing (the messages, 100 us of signal, come >= 1 ms apart).

@@ -1,7 +1,8 @@
 // paq-sim: writes a simulated SOQPSK-TG / iNET recording (SigMF or raw), with the field
-// impairments of issues 11 and 12 (output rate, bit rate, transmitter clock offset and drift,
-// gain and AGC steps, IQ imbalance, DC offset, phase noise); dsp/simulator.hpp has the models
-// and their order. Every setting is recorded under paq: keys in the SigMF metadata.
+// impairments of a real link and front end (output rate, bit rate, transmitter clock offset
+// and drift, gain and AGC steps, IQ imbalance, DC offset, phase noise); dsp/simulator.hpp has
+// the models and their order. Every setting is recorded under paq: keys in the SigMF
+// metadata.
 //
 //   paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50e3 --seconds 3 --seed 7 --output demo
 //   paq-sim --sample-rate 25e6 --clock-ppm 100 --iq-imbalance 2,10 --dc-offset -15

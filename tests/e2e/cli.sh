@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The command-line conventions (issue 13, item 5; config/cli.hpp), program by program:
+# The command-line conventions (config/cli.hpp), program by program:
 #   --version prints "<program> <version>" and exits 0;
 #   --help lists the exit codes and exits 0;
 #   an unknown option, a malformed value and a value outside an option's check exit 2;

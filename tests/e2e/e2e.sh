@@ -217,7 +217,7 @@ assert checked == 3, f"{checked} of mmse, cma, fde1 found"
 EOF
   ;;
 zmq-drops|udp-gnuradio-drops)
-  # GNU Radio interop (issue 13, item 8): the sender plays GNU Radio's ZMQ PUSH Sink with
+  # GNU Radio interop: the sender plays GNU Radio's ZMQ PUSH Sink with
   # Pass Tags on (the tag header's item offsets), or its UDP Sink with Header "Sequence
   # Number"; every 50th message is dropped, and paqd counts each loss exactly from the
   # header, as for VITA-49.
@@ -380,7 +380,7 @@ EOF2
   grep -q "systemd watchdog: pinging every 1.0 s" "$work/paqd.log" || fail "watchdog interval not logged"
   ;;
 hostile)
-  # Issue 17's reproducers at a running paqd (VITA-49 on loopback): two datagrams with
+  # Hostile VITA-49 input at a running paqd (on loopback): two datagrams with
   # sample-count timestamps 0 and 2^64 - 1,000,000 (crashed it); a jump to 2^64 - 5000 and
   # 180 packets after it (their samples were never processed and the loss counter read
   # ~2^64); a flood of one-sample datagrams whose packet count skips by 2 (one batch per
@@ -452,8 +452,8 @@ EOF2
   grep -q "malformed" "$work/paqd.log" || fail "malformed datagrams not reported"
   ;;
 rates)
-  # Issue 11 through the live service: a 30.72 MS/s recording whose transmitter clock is 80 ppm
-  # slow, read by the file source (unpaced) and resampled to 2 samples per bit: the same
+  # Input rate and clock through the live service: a 30.72 MS/s recording whose transmitter clock
+  # is 80 ppm slow, read by the file source (unpaced) and resampled to 2 samples per bit: the same
   # packets, clock and errors per path as paqd replay of the same file, nothing missed.
   "$sim" --preset edwards3 --ebn0-db 14 --seconds 0.3 --seed 79 --sample-rate 30.72e6 --clock-ppm -80 \
     --output "$work/rec30" > /dev/null
@@ -483,7 +483,7 @@ for a, b in zip(live["paths"], off["paths"]):
 EOF2
   ;;
 both)
-  # receiver.detector both (issue 14): twelve streams, the six paths decided symbol by symbol
+  # receiver.detector both: twelve streams, the six paths decided symbol by symbol
   # and again by the trellis, over TCP to paq-bert on twelve ports. Each stream's bits and
   # errors equal the offline replay's with --detector both, whose streams equal a plain sxs
   # replay's (0 .. 5) and a trellis replay's (6 .. 11); the records have the twelve columns.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Debian package and the install rules (issue 13, item 4; README.md, "Debian package"):
+# The Debian package and the install rules (README.md, "Debian package"):
 #   1. `cmake --install BUILD --prefix TMP` writes every file under TMP (nothing into the live
 #      system; DESTDIR unset), with the config in TMP/etc/paqd;
 #   2. `cpack -G DEB` builds paqd_<version>_<arch>.deb; `dpkg -c` lists the programs, units,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, item 6: a real scrape of a running paqd passes `promtool check metrics` (the
+# A real scrape of a running paqd passes `promtool check metrics` (the
 # Prometheus project's lint of the text format: types, HELP, names, units, histograms).
 # paqd runs on a looped, paced paq-sim recording with the publisher (to a port nobody
 # listens on: send errors too), records and the CPU backend, so every family it can export

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, item 7: the paq-report page of a real run (paq-sim -> paqd replay --records ->
+# The paq-report page of a real run (paq-sim -> paqd replay --records ->
 # paq-report) rendered by headless Chromium into a PNG, which must be produced and be an image
 # of the asked size. This proves that a browser lays the page out (inline CSS and SVG parse);
 # the layout itself (no wrapped numbers, gap marks, labels apart, UTC axes) is checked

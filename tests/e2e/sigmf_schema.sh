@@ -3,7 +3,7 @@
 # schema (tests/data/sigmf, draft 2020-12) and the spec's other rules (tests/e2e/sigmf_check.py):
 #   paq-sim, cf32, no impairments; paq-sim, ci16, every impairment; a recording the live daemon
 #   writes (file source looped, so it holds gaps: paq:gaps and SigMF annotations; the source
-#   has core:datetime and core:frequency, so the recording carries both, issue 13 item 1).
+#   has core:datetime and core:frequency, so the recording carries both).
 # Then the paq-sim recording as a SigMF archive (.sigmf, made by tar) through paqd replay: the
 # same packets and errors as the .sigmf-meta.
 #
@@ -79,7 +79,7 @@ for gap, note in zip(gaps, notes):
     assert note["core:sample_start"] == gap["recording_sample"] and note["paq:gap_reason"] == gap["reason"]
     assert note["core:label"] == f"gap ({gap['reason']})"
 print(f"live recording: {len(gaps)} gaps, as many annotations ({notes[0]['core:label']} at {notes[0]['core:sample_start']})")
-# Time and frequency (issue 13 item 1): the live recording's from its source; paq-sim writes none.
+# Time and frequency: the live recording's from its source; paq-sim writes none.
 capture = live["captures"][0]
 assert capture.get("core:datetime") == "2026-11-25T10:47:40.123456789Z", capture
 assert capture.get("core:frequency") == 2.2505e9, capture

@@ -1,5 +1,5 @@
 // SigMF archives: the bytes of a .sigmf file through io::sample_file_reader, that is the tar
-// parser of io/sigmf_archive, the metadata parser and the header-bytes layout (issue 13).
+// parser of io/sigmf_archive, the metadata parser and the header-bytes layout.
 //
 // Checked, besides the sanitizers: opening throws nothing but io::format_error (what the
 // callers catch); an archive that opens yields exactly num_samples samples, at any chunk size,

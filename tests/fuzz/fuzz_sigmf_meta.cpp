@@ -37,7 +37,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     } catch (const std::invalid_argument& e) {
         // A foreign file may carry what paqd would not write: keys not 'namespace:name', a
         // namespace it does not declare, annotations out of order or without a start. The
-        // reader keeps them as they are, the writer refuses to produce them (issue 13: what
+        // reader keeps them as they are, the writer refuses to produce them (what
         // paqd writes is SigMF). Anything else is a defect.
         const std::string_view what = e.what();
         for (const std::string_view expected : {"must be namespaced", "is used but not declared", "SigMF annotations"}) {

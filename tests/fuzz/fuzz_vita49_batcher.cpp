@@ -8,10 +8,11 @@
 // sample_rate_hz; bits 1..2: the batch size), then the datagrams as records
 // (fuzz_support.hpp: 2-byte big-endian length, bytes).
 //
-// Batch sizes: 4096 and 64 emit many windows from a small input; 1,000,000 (issue 17's
-// reproduction) and the daemon's default only emit at gaps and at the end, since an input of
-// at most -max_len bytes never fills them. The batcher copies no more than was pushed into a
-// window, so a large batch size costs no memory unless the batcher goes wrong.
+// Batch sizes: 4096 and 64 emit many windows from a small input; 1,000,000 (the size at which a
+// gap of ~2^64 samples made the batcher copy out of bounds) and the daemon's default only emit at
+// gaps and at the end, since an input of at most -max_len bytes never fills them. The batcher
+// copies no more than was pushed into a window, so a large batch size costs no memory unless the
+// batcher goes wrong.
 //
 // Checked, besides the sanitizers: every batch lies inside one segment of pushed samples and
 // holds exactly those samples; owned ranges tile each segment in order, each sample owned

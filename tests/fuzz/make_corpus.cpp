@@ -1,7 +1,8 @@
 // Writes the seed corpora of the fuzz targets: paq-fuzz-corpus DIR writes DIR/<target>/<seed>
 // (DIR is tests/fuzz/corpus in the tree). Deterministic: the project's own encoders and a
 // fixed-seed std::mt19937_64 (whose output the standard fixes), so running it again gives the
-// same files. Besides typical inputs it writes issue 17's reproducers by name (issue17-*).
+// same files. Besides typical inputs it writes the hostile inputs that once broke a parser or
+// the batcher, by name (hostile-*).
 // The input layouts are described at the top of each fuzz_<target>.cpp.
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
@@ -180,9 +181,9 @@ void vita49_corpus()
         add_record(b, vita(p));  // far backwards: resync
         put(t, "stream-mixed-events", b);
     }
-    // Issue 17: two packets with sample-count timestamps 0 and 2^64 - 1,000,000 (a gap of
-    // ~2^64 samples: the batcher copied out of bounds); with the issue's batch of 1,000,000
-    // and with the harness's small batches.
+    // Hostile: two packets with sample-count timestamps 0 and 2^64 - 1,000,000 (a gap of
+    // ~2^64 samples: the batcher copied out of bounds); with a batch of 1,000,000, where that
+    // showed, and with the harness's small batches.
     for (const int opt : {4, 0}) {
         bytes b{static_cast<std::uint8_t>(opt)};
         vita_packet p;
@@ -191,9 +192,9 @@ void vita49_corpus()
         p.count = 1;
         p.timestamp = UINT64_MAX - 1'000'000 + 1;
         add_record(b, vita(p));
-        put(t, "issue17-timestamps-0-and-2e64-minus-1e6-opt" + std::to_string(opt), b);
+        put(t, "hostile-timestamps-0-and-2e64-minus-1e6-opt" + std::to_string(opt), b);
     }
-    {  // Issue 17: a flood of one-sample datagrams whose packet count skips by 2
+    {  // Hostile: a flood of one-sample datagrams whose packet count skips by 2
         bytes b{0};
         for (std::size_t k = 0; k < 3000; ++k) {
             vita_packet p;
@@ -202,13 +203,13 @@ void vita49_corpus()
             p.count = static_cast<std::uint8_t>(2 * k);
             add_record(b, vita(p));
         }
-        put(t, "issue17-one-sample-flood-count-skips-2", b);
+        put(t, "hostile-one-sample-flood-count-skips-2", b);
     }
-    {  // Issue 17: a timestamp jump to 2^64 - 5000, then the stream goes on (and wraps)
+    {  // Hostile: a timestamp jump to 2^64 - 5000, then the stream goes on (and wraps)
         bytes b{0};
         add_stream(b, 3, 1000);
         add_stream(b, 20, 1000, UINT64_MAX - 5000 + 1, 3);
-        put(t, "issue17-timestamp-jump-to-2e64-minus-5000", b);
+        put(t, "hostile-timestamp-jump-to-2e64-minus-5000", b);
     }
 }
 
@@ -231,9 +232,9 @@ void sigmf_corpus()
     put(t, "not-an-object", text("[1, 2, 3]"));
     put(t, "rate-1e300", text(R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e300, "core:version": "1.0.0"}, "captures": [], "annotations": []})"));
     put(t, "two-channels", text(R"({"global": {"core:datatype": "ci16_le", "core:sample_rate": 1e6, "core:num_channels": 2}, "captures": [{"core:sample_start": 0, "core:header_bytes": 16}]})"));
-    // Issue 17: an 80,000-deep JSON array (the parser's recursion overflowed the stack).
-    put(t, "issue17-json-array-80000-deep", text(std::string(80000, '[') + std::string(80000, ']')));
-    put(t, "issue17-json-array-80000-deep-in-global",
+    // Hostile: an 80,000-deep JSON array (the parser's recursion overflowed the stack).
+    put(t, "hostile-json-array-80000-deep", text(std::string(80000, '[') + std::string(80000, ']')));
+    put(t, "hostile-json-array-80000-deep-in-global",
         text(R"({"global": {"core:datatype": "cf32_le", "core:sample_rate": 1e6, "paq:deep": )" + std::string(80000, '[') +
              std::string(80000, ']') + "}}"));
 }
@@ -343,9 +344,9 @@ void config_corpus(const fs::path& source_dir)
     put(t, "receiver-section", with_option(0, text("receiver:\n  cma_mu: 0.012\n  cma_iterations: 2\n  batch_samples: 4096\n")));
     put(t, "daemon-udp-rate-1e300", with_option(1, text("source:\n  type: udp\n  udp:\n    sample_rate_hz: 1e300\n")));
     put(t, "daemon-anchors-flow", with_option(1, text("source: &s {type: tcp, tcp: {mode: listen, host: \"::\", port: 0}}\nring: {capacity_s: 0.5}\nx: *s\n")));
-    // Issue 17: a file holding only "," (the loader looped with growing memory).
-    put(t, "issue17-yaml-only-comma-receiver", with_option(0, text(",")));
-    put(t, "issue17-yaml-only-comma-daemon", with_option(1, text(",")));
+    // Hostile: a file holding only "," (the loader looped with growing memory).
+    put(t, "hostile-yaml-only-comma-receiver", with_option(0, text(",")));
+    put(t, "hostile-yaml-only-comma-daemon", with_option(1, text(",")));
 }
 
 // ---- metrics HTTP ------------------------------------------------------------------------
@@ -356,8 +357,8 @@ void metrics_corpus()
     put(t, "get-metrics", text("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1:9469\r\nUser-Agent: Prometheus/2.45\r\nAccept: text/plain\r\n\r\n"));
     put(t, "get-metrics-query", text("GET /metrics?name[]=paqd_packets_total HTTP/1.1\r\nHost: x\r\n\r\n"));
     put(t, "head-metrics", text("HEAD /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
-    // Issue 17: HEAD of an unknown path answered 404 with a body.
-    put(t, "issue17-head-unknown-path", text("HEAD /nothing HTTP/1.1\r\nHost: x\r\n\r\n"));
+    // Hostile: HEAD of an unknown path answered 404 with a body.
+    put(t, "hostile-head-unknown-path", text("HEAD /nothing HTTP/1.1\r\nHost: x\r\n\r\n"));
     put(t, "get-root", text("GET / HTTP/1.0\r\n\r\n"));
     put(t, "post", text("POST /metrics HTTP/1.1\r\nContent-Length: 3\r\n\r\nabc"));
     put(t, "incomplete", text("GET /metrics HTTP/1.1\r\nHost: x\r\n"));
