@@ -1,27 +1,21 @@
 #!/usr/bin/env bash
-# Fuzzing (docs/TESTING.md): builds the libFuzzer targets of tests/fuzz with Clang 14 in
-# build-fuzz/ (ASan + UBSan, CUDA off), runs every target over its seed corpus
-# (tests/fuzz/corpus/<target>) and its saved reproducers (tests/fuzz/crashes/<target>) as a
-# regression, then fuzzes each target for SECONDS (default 20; 0: the regression only).
-# Fails on any crash, hang, out-of-memory, leak, sanitizer report or broken harness invariant;
-# logs and what a campaign finds are left under build-fuzz/findings/<target>/.
+# Fuzzing (docs/TESTING.md): builds the libFuzzer targets of tests/fuzz in the sanitized tree
+# (scripts/sanitized-build.sh: Clang 14, ASan + UBSan, CUDA off; the tree scripts/sanitize.sh
+# tests), runs every target over its seed corpus (tests/fuzz/corpus/<target>) and its saved
+# reproducers (tests/fuzz/crashes/<target>) as a regression, then fuzzes each target for
+# SECONDS (default 20; 0: the regression only), as many targets at once as there are cores.
+# Fails on any crash, hang, out-of-memory, leak, sanitizer report or broken harness
+# invariant; logs and what a campaign finds are left under <build>/findings/<target>/.
 #
 #   scripts/fuzz.sh [seconds-per-target]
 #
-# Environment: PAQ_FUZZ_TARGETS="fuzz_a fuzz_b" to run only those; PAQ_FUZZ_BUILD_DIR.
+# Environment: PAQ_FUZZ_TARGETS="fuzz_a fuzz_b" to run only those; PAQ_SANITIZE_BUILD_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-20}
 [[ $seconds =~ ^[0-9]+$ ]] || { echo "usage: scripts/fuzz.sh [seconds-per-target]" >&2; exit 2; }
-build=${PAQ_FUZZ_BUILD_DIR:-build-fuzz}
-
-cc=clang-14 cxx=clang++-14
-command -v "$cxx" >/dev/null || { echo "fuzz: $cxx not found (scripts/setup.sh installs clang-14 and libclang-rt-14-dev)" >&2; exit 1; }
-launcher=()
-command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" -DCMAKE_CXX_COMPILER="$cxx" \
-  -DPAQ_WITH_CUDA=OFF -DPAQ_BUILD_FUZZ=ON -DPAQ_BUILD_TESTS=OFF -DPAQ_BUILD_BENCH=OFF "${launcher[@]}" > /dev/null
-cmake --build "$build" -j"$(nproc)" --target paq_fuzz
+build=${PAQ_SANITIZE_BUILD_DIR:-build-asan}
+scripts/sanitized-build.sh paq_fuzz
 
 # Any report ends the process with an error; leaks are reported (libFuzzer checks per input).
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:symbolize=1:detect_stack_use_after_return=1
@@ -43,18 +37,17 @@ summary() {
   grep -E 'ERROR: |SUMMARY: |invariant broken|Test unit written|#[0-9]+ 0x[0-9a-f]+ in paq::' "$1" | head -12 | cut -c1-240 | sed 's/^/    /'
 }
 
-targets=(${PAQ_FUZZ_TARGETS:-$(cd tests/fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//')})
-failed=()
-for t in "${targets[@]}"; do
-  bin=$build/tests/fuzz/$t
-  [[ -x $bin ]] || { echo "fuzz: no binary $bin" >&2; exit 1; }
-  out=$build/findings/$t
+# One target: the regression, then the campaign. Writes what it finds to $out/report (shown
+# when every target has ended) and one line per failure to $out/failed.
+fuzz_one() {
+  local t=$1 bin=$build/tests/fuzz/$1 out=$build/findings/$1
   rm -rf "$out"
   mkdir -p "$out"
+  exec > "$out/report" 2>&1
+  [[ -x $bin ]] || { echo "fuzz: no binary $bin"; echo "$t:no-binary" >> "$out/failed"; return; }
   # Regression: every committed input (seed corpus, saved reproducers), each in a process of
   # its own, so that one failing input does not hide the others.
-  start=$SECONDS
-  inputs=0 bad=0
+  local start=$SECONDS inputs=0 bad=0 f
   for f in tests/fuzz/corpus/"$t"/* tests/fuzz/crashes/"$t"/*; do
     [[ -f $f ]] || continue
     inputs=$((inputs + 1))
@@ -63,11 +56,11 @@ for t in "${targets[@]}"; do
       echo "fuzz: $t: FAILED on $f:"
       summary "$out/regression.log"
       cp "$out/regression.log" "$out/regression-$(basename "$f").log"
-      failed+=("$t:$f")
+      echo "$t:$f" >> "$out/failed"
     fi
   done
   echo "fuzz: $t: regression: $inputs inputs, $bad failed ($((SECONDS - start)) s)"
-  ((seconds > 0)) || continue
+  ((seconds > 0)) || return 0
   # Campaign: new inputs go to a scratch corpus, never into the committed one.
   mkdir -p "$out/corpus"
   start=$SECONDS
@@ -75,10 +68,23 @@ for t in "${targets[@]}"; do
       -artifact_prefix="$out/" "$out/corpus" tests/fuzz/corpus/"$t" > "$out/campaign.log" 2>&1; then
     echo "fuzz: $t: FAILED in the campaign; the input is under $out/:"
     summary "$out/campaign.log"
-    failed+=("$t:campaign")
-    continue
+    echo "$t:campaign" >> "$out/failed"
+    return 0
   fi
   echo "fuzz: $t: campaign: $(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$out/campaign.log" | grep -Eo '[0-9]+$') runs in $((SECONDS - start)) s, ok"
+}
+
+targets=(${PAQ_FUZZ_TARGETS:-$(cd tests/fuzz && ls fuzz_*.cpp | sed 's/\.cpp$//')})
+jobs_max=$(nproc)
+for t in "${targets[@]}"; do
+  while (($(jobs -rp | wc -l) >= jobs_max)); do wait -n || true; done
+  fuzz_one "$t" &
+done
+wait
+failed=()
+for t in "${targets[@]}"; do
+  cat "$build/findings/$t/report"
+  [[ -f $build/findings/$t/failed ]] && mapfile -t -O "${#failed[@]}" failed < "$build/findings/$t/failed"
 done
 
 if ((${#failed[@]})); then

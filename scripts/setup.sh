@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
+  ccache  # scripts/build.sh and the sanitized build compile through it
   libfftw3-dev libyaml-cpp-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev
   libboost-dev libiio-dev libsystemd-dev
   libzmq3-dev  # the ZeroMQ source (source.type: zmq, GNU Radio's ZMQ sinks; libzmq's C API)
@@ -14,8 +15,8 @@ packages=(
   help2man dpkg-dev  # the man pages from --help; dpkg-shlibdeps for the Debian package's Depends
   python3-jsonschema  # the SigMF schema check of every file paqd writes (ctest sigmf.schema)
   prometheus  # promtool: `promtool check metrics` on a live scrape (ctest metrics.promtool)
-  # The fuzz targets (scripts/fuzz.sh): Clang with libFuzzer and the sanitizer runtimes, the
-  # OpenMP runtime Clang links, and llvm-symbolizer for readable stack traces.
+  # The sanitized build (scripts/sanitize.sh, scripts/fuzz.sh): Clang with libFuzzer and the
+  # sanitizer runtimes, the OpenMP runtime Clang links, and llvm-symbolizer for stack traces.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
 )
 
