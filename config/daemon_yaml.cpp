@@ -161,9 +161,9 @@ const section<io::tcp_source_config>& tcp_schema()
             number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range,
                       {"bytes", "SO_RCVBUF; 0 keeps the kernel default and autotuning"}),
             number<C>("retry_initial_s", at(&C::retry_initial_s), between(0.001, 60),
-                      {"s", "first wait before dialling again (connect) or accepting the next client (listen) after a "
-                            "connection that brought no data; doubles with each such connection or failed attempt; "
-                            "a connection that delivers data resets it"}),
+                      {"s", "connect: first wait before dialling again after a connection that brought no data; "
+                            "doubles with each such connection or failed attempt; a connection that delivers data "
+                            "resets it. Listen mode accepts the next client at once"}),
             number<C>("retry_max_s", at(&C::retry_max_s), between(0.001, 600),
                       {"s", "longest such wait; at least `retry_initial_s`"}),
             number<C>("idle_timeout_s", at(&C::idle_timeout_s), or_between(0, "off", 0.01, 3600),
@@ -322,7 +322,10 @@ const section<io::zmq_source_config>& zmq_schema()
             number<C>("high_water_mark", at(&C::high_water_mark), between(1, 1'000'000),
                       {"messages", "ZMQ_RCVHWM: SUB drops beyond it, silently without tags (§3, \"ZeroMQ\")"}),
             number<C>("max_message_bytes", at(&C::max_message_bytes), between(1024, 268'435'456),
-                      {"bytes", "ZMQ_MAXMSGSIZE: a larger message drops the connection (libzmq reconnects)"}),
+                      {"bytes", "ZMQ_MAXMSGSIZE: a larger message drops the connection (paqd connects again)"}),
+            number<C>("max_queue_mib", at(&C::max_queue_mib), between(1, 16384),
+                      {"MiB", "the receive queue's bound: the high-water mark applied is at most this over "
+                              "`max_message_bytes` messages (at least 1)"}),
             choice<C>("tags", at(&C::tags),
                       choice_list<io::zmq_tags>{{"none", io::zmq_tags::none}, {"gnuradio", io::zmq_tags::gnuradio}},
                       {"", "the sink's Pass Tags: gnuradio reads its tag header and counts lost samples exactly"}),
@@ -728,7 +731,7 @@ const section<daemon_config>& daemon_schema()
             }
             dsp::receiver_config rc = c.receiver;
             rc.input_sample_rate_hz = rate;
-            if (const std::string e = rc.samples_per_bit_error(); !e.empty()) {
+            if (const std::string e = rate == 0.0 ? std::string() : rc.input_rate_error(); !e.empty()) {
                 const std::string key = "source." + std::string(to_string(c.source.type)) + ".sample_rate_hz";
                 // At the rate's line, else the bit rate's (the other half of the mismatch).
                 auto it = ctx.marks.find(key);

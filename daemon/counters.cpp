@@ -56,7 +56,7 @@ const std::vector<scalar_metric> scalars = {
      [](const S& s) { return s.pipeline.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
     // gaps and stalls
     {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.pipeline.gaps); }, nullptr, true},
-    {"samples_lost_in_gaps", C, "Samples the gaps said were lost (ring overflows included).", [](const S& s) { return d(s.pipeline.samples_lost_in_gaps); }, nullptr, true},
+    {"samples_lost_in_gaps", C, "Samples the sources' gaps said were lost before the ring (ring overflows are counted in samples_dropped, not here).", [](const S& s) { return d(s.pipeline.samples_lost_in_gaps); }, nullptr, true},
     {"short_segments", C, "Segments between gaps shorter than one packet.", [](const S& s) { return d(s.pipeline.short_segments); }, nullptr, true},
     {"samples_in_short_segments", C, "Samples in segments shorter than one packet (no packet fits).", [](const S& s) { return d(s.pipeline.samples_in_short_segments); }, nullptr, true},
     {"stalls", C, "Times the source gave no samples for longer than the stall timeout.", [](const S& s) { return d(s.pipeline.stalls); }, nullptr, true},

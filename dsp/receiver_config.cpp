@@ -33,6 +33,14 @@ std::string receiver_config::samples_per_bit_error() const
     return os.str();
 }
 
+std::string receiver_config::input_rate_error() const
+{
+    if (!input_rate_in_range(input_sample_rate_hz)) {
+        return bad("input sample rate (Hz)", input_sample_rate_hz, "1e3 .. 1e9, or 0 for 2 samples per bit");
+    }
+    return samples_per_bit_error();
+}
+
 std::vector<std::string> receiver_config::validate() const
 {
     std::vector<std::string> e;
@@ -64,10 +72,7 @@ std::vector<std::string> receiver_config::validate() const
         e.push_back(bad("cpu_threads", cpu_threads, "0 (all cores) .. 1024"));
     }
     if (!bit_rate_in_range(bit_rate_hz)) e.push_back(bad("bit_rate_hz", bit_rate_hz, "1e6 .. 30e6 bit/s"));
-    if (!input_rate_in_range(input_sample_rate_hz)) {
-        e.push_back(bad("input sample rate (Hz)", input_sample_rate_hz, "1e3 .. 1e9, or 0 for 2 samples per bit"));
-    }
-    if (auto sps = samples_per_bit_error(); !sps.empty()) e.push_back(std::move(sps));
+    if (auto rate = input_rate_error(); !rate.empty()) e.push_back(std::move(rate));
     if (clock_tracking != 0 && clock_tracking != 1) e.push_back(bad("clock_tracking", clock_tracking, "0 (off) or 1 (on)"));
     if (!(clock_min_ppm >= 0.0 && clock_min_ppm <= 100.0)) e.push_back(bad("clock_min_ppm", clock_min_ppm, "0 .. 100"));
     if (phase_smoother < -1 || phase_smoother > 1) {

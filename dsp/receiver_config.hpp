@@ -124,6 +124,12 @@ struct receiver_config {
     /// rates when input_sample_rate_hz is outside 2 .. 2 max_input_ratio samples per bit; empty
     /// when it is inside, unset (0), or either rate is out of its own range (validate() says so).
     [[nodiscard]] std::string samples_per_bit_error() const;
+
+    /// validate()'s checks of input_sample_rate_hz, in the order it makes them: its own range
+    /// (1 kHz .. 1 GHz, or 0), then samples_per_bit_error(). Empty when both pass. The config
+    /// check (a source's configured rate) and the service's start (the rate the source
+    /// reports) both call it, so `--check-config` refuses exactly the rates the service would.
+    [[nodiscard]] std::string input_rate_error() const;
 };
 
 }  // namespace paq::dsp

@@ -541,7 +541,15 @@ std::vector<std::string> vita49_source_config::validate() const
     check_bind_address(e, "bind_address", bind_address);
     check_port(e, port, true);
     check_scale(e, ci16_scale);
-    if (sample_rate_hz != 0.0) check_rate(e, sample_rate_hz);  // 0: from the sender's context packets
+    if (sample_rate_hz != 0.0) {
+        check_rate(e, sample_rate_hz);
+    } else if (!stream_id || allow.empty()) {
+        // The rate from a context packet: only one from the named sender and stream, else any
+        // host that reaches the port could choose the rate paqd receives at.
+        e.errors.push_back("sample_rate_hz = 0 takes the rate from the sender's IF Context packets, and needs both the "
+                           "sender (allow) and the stream (stream_id) named, so that nobody else can set it; or set "
+                           "sample_rate_hz");
+    }
     if (!(context_timeout_s >= 0.1 && context_timeout_s <= 3600.0)) e.add("context_timeout_s", context_timeout_s, "0.1 .. 3600 s");
     check_rcvbuf(e, rcvbuf_bytes);
     if (stream_timeout_ms < 1 || stream_timeout_ms > 3'600'000)
@@ -562,6 +570,8 @@ struct tcp_source::impl final : net_core {
     {
         set_allow_list(cfg.allow);
         raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1);
+        min_window_bytes = std::max<std::uint64_t>(
+            sample_bytes, static_cast<std::uint64_t>(tcp_listen_min_rate_fraction * cfg.sample_rate_hz * static_cast<double>(sample_bytes)));
     }
 
     static std::string describe_config(const tcp_source_config& c)
@@ -691,9 +701,8 @@ struct tcp_source::impl final : net_core {
     }
 
     // The accept loop: one async_accept at a time (accepting), kept running while a client is
-    // served so that another can be refused or take over. After a client that brought no
-    // data (refused, or gone or dropped without sending) the next accept waits for the
-    // backoff (accept_not_before); clients arriving meanwhile wait in the kernel's backlog.
+    // served so that another can be refused or take over. A client refused or gone costs no
+    // wait; only a failing accept (out of descriptors) pauses the loop (accept_not_before).
     void arm_accept()
     {
         if (accepting || stopping) return;
@@ -701,7 +710,7 @@ struct tcp_source::impl final : net_core {
         acceptor.async_accept([this](const error_code& ec, tcp::socket peer) {
             accepting = false;
             if (stopping) return;
-            if (ec == asio::error::operation_aborted) {  // throttle_accept() cancelled it
+            if (ec == asio::error::operation_aborted) {
                 resume_accept();
                 return;
             }
@@ -732,12 +741,29 @@ struct tcp_source::impl final : net_core {
         });
     }
 
-    /// After a client that brought no data: the next accept waits for the backoff.
-    void throttle_accept()
+    /// Listen: why the client served does not count as sending now (for the takeover and
+    /// the log), or empty when it does (tcp_listen_min_rate_fraction).
+    [[nodiscard]] std::string not_sending_why(std::chrono::steady_clock::time_point now) const
     {
-        accept_not_before = std::chrono::steady_clock::now() + seconds(next_backoff_s());
-        error_code ec;
-        if (accepting) acceptor.cancel(ec);  // it would take the next client at once
+        if (!got_data) return "sent nothing since it connected";
+        const auto silent = now - last_data;
+        if (silent >= takeover_silence) {
+            return "silent for " + std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(silent).count()) +
+                   " ms";
+        }
+        // The second of waiting now under way, if it is complete; else the last complete one.
+        const auto window = seconds(1.0);
+        std::uint64_t bytes = 0;
+        if (waited + silent >= window) {
+            bytes = window_bytes;
+        } else if (full_window_seen) {
+            bytes = previous_window_bytes;
+        } else {
+            return {};  // younger than one second of waiting: not judged by its rate
+        }
+        if (bytes >= min_window_bytes) return {};
+        return "sent " + std::to_string(bytes) + " bytes in a second of waiting, below the least rate of " +
+               std::to_string(min_window_bytes) + " bytes a second";
     }
 
     /// Closes `peer` with a reset (RST rather than FIN: the client learns at once, and no
@@ -758,29 +784,27 @@ struct tcp_source::impl final : net_core {
             // An unknown peer (it already left) is refused too: nothing proves it allowed.
             if (pec || !admit(who.address(), who.port(), "connection")) {
                 if (pec) counters.refused += 1;
-                reset(peer);
-                throttle_accept();
+                reset(peer);  // at once, and the next client is accepted at once
                 return;
             }
         }
         if (socket.is_open()) {
-            const auto silent = std::chrono::steady_clock::now() - last_data;
-            if (silent < takeover_silence) {
+            const auto now = std::chrono::steady_clock::now();
+            const std::string why = not_sending_why(now);
+            if (why.empty()) {
                 tcounters.busy_refused += 1;
                 busy_log.warn("{}: client {} refused: already serving one that is sending (one client at a time; "
                               "{} refused in all)",
                               name, who_text, tcounters.busy_refused.load());
                 reset(peer);
-                throttle_accept();
                 return;
             }
-            // The client served has gone quiet (its sender restarted without closing, or the
-            // link went down): the new one is more likely the live sender. A client that is
-            // sending keeps its place, so two live senders cannot make the source flip.
+            // The client served is not sending (it never did, its sender restarted without
+            // closing, the link went down, or it trickles): the new one is more likely the
+            // live sender. A client that is sending keeps its place, so two live senders
+            // cannot make the source flip.
             tcounters.takeovers += 1;
-            const auto silent_ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
-            disconnect("silent for " + std::to_string(silent_ms) + " ms while client " + who_text +
-                       " arrived: serving the new client instead");
+            disconnect(why + " while client " + who_text + " arrived: serving the new client instead");
             if (stopping) {  // end_on_close
                 reset(peer);
                 return;
@@ -821,6 +845,9 @@ struct tcp_source::impl final : net_core {
         peer_connected.store(true);
         carry = 0;
         got_data = false;
+        waited = {};
+        window_bytes = previous_window_bytes = 0;
+        full_window_seen = false;
         start_read(generation);
         arm_idle_timer(generation);
     }
@@ -868,6 +895,16 @@ struct tcp_source::impl final : net_core {
 
     void on_bytes(std::size_t n)
     {
+        // The rate over each second spent waiting for the peer (last_data: when this read
+        // began); the sink's time between reads does not count.
+        waited += std::chrono::steady_clock::now() - last_data;
+        window_bytes += n;
+        if (waited >= seconds(1.0)) {
+            previous_window_bytes = window_bytes;
+            full_window_seen = true;
+            window_bytes = 0;
+            waited = {};
+        }
         if (!got_data) {
             got_data = true;
             backoff_s = cfg.retry_initial_s;  // a connection that delivers resets the backoff
@@ -906,7 +943,6 @@ struct tcp_source::impl final : net_core {
             schedule_retry();
         } else {
             disconnect_log.warn("{}: {}{}; waiting for the next client", name, why, partial);
-            if (!got_data) throttle_accept();
         }
         // Last: once a test or status reader sees the connection gone, the wait is set.
         peer_connected.store(false);
@@ -922,6 +958,12 @@ struct tcp_source::impl final : net_core {
     std::chrono::steady_clock::duration takeover_silence;  ///< listen: when a new client may replace the one served
     bool connected_once = false;
     bool got_data = false;  ///< the current connection has delivered bytes
+    /// Listen: the current connection's rate, over each second spent waiting for its bytes.
+    std::chrono::steady_clock::duration waited{};
+    std::uint64_t window_bytes = 0, previous_window_bytes = 0;
+    bool full_window_seen = false;
+    /// tcp_listen_min_rate_fraction of the stream's bytes a second, at least one sample.
+    std::uint64_t min_window_bytes = 0;
     /// When the current read began: the peer has been silent since (the connection's start,
     /// or the end of the last delivery).
     std::chrono::steady_clock::time_point last_data{};
@@ -1211,9 +1253,12 @@ struct vita49_source::impl final : net_core {
                 const double r = p.context_sample_rate_hz;
                 vcounters.context_sample_rate_hz = r;
                 if (!(r >= 1e3 && r <= 1e9)) {
-                    throw std::runtime_error(name + ": the sender's IF Context packet (stream id " + std::to_string(p.fields.stream_id) +
-                                             ") says the sample rate is " + std::to_string(r) +
-                                             " Hz, outside 1 kHz .. 1 GHz; set source.vita49.sample_rate_hz");
+                    // Not believed, and no reason to stop: the next context packet may be right.
+                    vcounters.context_rates_refused += 1;
+                    malformed_log.warn("{}: IF Context packet of stream id 0x{:08x} says the sample rate is {} Hz, outside "
+                                       "1 kHz .. 1 GHz: ignored, still waiting ({} ignored in all)",
+                                       name, p.fields.stream_id, r, vcounters.context_rates_refused.load());
+                    continue;
                 }
                 cfg.sample_rate_hz = r;
                 tracker = vita49::sequence_tracker(r);

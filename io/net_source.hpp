@@ -94,6 +94,13 @@ enum class tcp_mode : std::uint8_t {
 /// cable) gets in as soon as it reconnects, without waiting for the idle timeout.
 inline constexpr double tcp_listen_takeover_silence_s = 1.0;
 
+/// Listen mode: the least data rate, as a fraction of the configured stream's (sample_rate_hz
+/// samples a second), at which the client served counts as sending. Judged over each second
+/// the source waited for its bytes (time the sink held a block does not count: backpressure
+/// is not a slow peer); a client below it (a trickle of bytes) is replaced by the next client
+/// as a silent one is. A connection younger than that second is judged by silence alone.
+inline constexpr double tcp_listen_min_rate_fraction = 0.01;
+
 /// Raw interleaved IQ (little-endian cf32 or ci16, as in recordings) over TCP.
 struct tcp_source_config {
     tcp_mode mode = tcp_mode::connect;
@@ -107,10 +114,11 @@ struct tcp_source_config {
     double sample_rate_hz = 0;              ///< the sender's rate, > 0 (required: TCP carries none)
     /// SO_RCVBUF in bytes, 0 .. 1 GiB; 0 keeps the kernel's default (and TCP autotuning).
     int rcvbuf_bytes = 0;
-    /// The first wait before dialling again (connect) or accepting the next client (listen)
-    /// after a connection that brought no data, 0.001 .. 60 s; it doubles with each such
-    /// connection (or failed attempt) up to retry_max_s. Only a connection that delivers data
-    /// resets it, so a peer that accepts and closes at once is not dialled at full speed.
+    /// Connect mode: the first wait before dialling again after a connection that brought no
+    /// data, 0.001 .. 60 s; it doubles with each such connection (or failed attempt) up to
+    /// retry_max_s. Only a connection that delivers data resets it, so a peer that accepts and
+    /// closes at once is not dialled at full speed. Listen mode accepts the next client at
+    /// once (a refused or silent client must not delay the sender).
     double retry_initial_s = 0.1;
     double retry_max_s = 5.0;  ///< the longest such wait, retry_initial_s .. 600 s
     /// A connection that delivers no bytes for this long is dropped (counted in
@@ -273,6 +281,8 @@ struct vita49_counters {
     /// sample_rate_hz 0: IF Data packets received while waiting for the first context packet
     /// with a rate, and their samples (not delivered: the rate they are at is not known yet).
     std::atomic<std::uint64_t> packets_before_rate{0};
+    /// sample_rate_hz 0: context packets whose rate was outside 1 kHz .. 1 GHz, ignored.
+    std::atomic<std::uint64_t> context_rates_refused{0};
     std::atomic<std::uint64_t> samples_before_rate{0};
 };
 
@@ -281,17 +291,21 @@ struct tcp_counters {
     std::atomic<std::uint64_t> idle_timeouts{0};  ///< connections dropped after idle_timeout_s without data
     /// listen: clients refused (reset) because another was being served and sending.
     std::atomic<std::uint64_t> busy_refused{0};
-    /// listen: clients served in place of one that had sent nothing for
-    /// tcp_listen_takeover_silence_s (or idle_timeout_s, when shorter).
+    /// listen: clients served in place of one that had sent nothing yet, had sent nothing for
+    /// tcp_listen_takeover_silence_s (or idle_timeout_s, when shorter), or sent below
+    /// tcp_listen_min_rate_fraction of the stream's rate.
     std::atomic<std::uint64_t> takeovers{0};
 };
 
 /// Raw IQ over TCP. Samples split across reads are reassembled; a partial sample left when
 /// the connection drops is discarded (the reconnect gap covers it). One client at a time in
 /// listen mode: a client arriving while the one served is sending is refused (reset,
-/// tcp_counters::busy_refused); one arriving after it has been silent for
-/// tcp_listen_takeover_silence_s replaces it (tcp_counters::takeovers). Connection events are
-/// logged at most once per 10 s for each kind (a peer can cause them at will).
+/// tcp_counters::busy_refused); one arriving while it has sent nothing yet, has been silent
+/// for tcp_listen_takeover_silence_s or sends below tcp_listen_min_rate_fraction of the
+/// stream's rate replaces it (tcp_counters::takeovers). Refused and replaced clients cost
+/// the accept loop no wait: only a failing accept (out of descriptors) pauses it, so no
+/// client, allowed or not, can delay the sender. Connection events are logged at most once
+/// per 10 s for each kind (a peer can cause them at will).
 class tcp_source final : public sample_source {
 public:
     /// Throws std::invalid_argument listing cfg.validate()'s messages.

@@ -192,7 +192,16 @@ std::size_t sample_ring::write_samples(std::span<const T> samples)
             pending_anchor_.reset();
         }
         head_ += m;
-        writes_.emplace_back(head_, std::chrono::steady_clock::now());
+        // The arrival list is bounded whatever the write sizes: a write within
+        // arrival_resolution of the last entry's extends that entry (its samples then count as
+        // arrived at the entry's earlier time: a batch's latency is overstated by at most that
+        // much, never understated), and so does every write once max_arrival_entries are held.
+        const auto now = std::chrono::steady_clock::now();
+        if (!writes_.empty() && (now - writes_.back().second < arrival_resolution || writes_.size() >= max_arrival_entries)) {
+            writes_.back().first = head_;
+        } else {
+            writes_.emplace_back(head_, now);
+        }
         stats_.samples_written += m;
         stats_.high_water = std::max(stats_.high_water, static_cast<std::size_t>(head_ - tail_));
         accepted += m;
@@ -307,6 +316,12 @@ sample_ring::read_result sample_ring::read_samples(std::span<T> out, std::chrono
     }
     if (closed_ && head_ == tail_ && markers_.empty()) r.what = read_result::kind::end;
     return r;
+}
+
+std::size_t sample_ring::arrival_entries() const
+{
+    std::lock_guard lk(mu_);
+    return writes_.size();
 }
 
 ring_counters sample_ring::counters() const

@@ -156,6 +156,14 @@ public:
     /// Bytes a sample takes in the ring: 4 (ci16) or 8 (cf32).
     [[nodiscard]] std::size_t sample_bytes() const noexcept { return sample_bytes_; }
 
+    /// The arrival times kept for the batch latency: one entry per write, but writes within
+    /// arrival_resolution of the previous entry share it, and never more than
+    /// max_arrival_entries (16 bytes each: 1 MiB at most), whatever the write sizes.
+    static constexpr std::chrono::milliseconds arrival_resolution{1};
+    static constexpr std::size_t max_arrival_entries = 65536;
+    /// Entries held now (at most max_arrival_entries).
+    [[nodiscard]] std::size_t arrival_entries() const;
+
 private:
     template <class T>
     std::size_t write_samples(std::span<const T> samples);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <zmq.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -47,9 +48,11 @@ namespace {
         const std::string s(scheme);
         if (e.rfind(s, 0) == 0 && e.size() > s.size()) {
             if (s != "tcp://") return true;
-            // tcp://HOST:PORT with a port 1 .. 65535
+            // tcp://HOST:PORT with a port 1 .. 65535. paqd connects, and libzmq refuses to
+            // connect to a wildcard host ("*", which only a bind takes).
             const auto colon = e.rfind(':');
             if (colon == std::string::npos || colon < s.size() + 1) return false;
+            if (e.compare(s.size(), colon - s.size(), "*") == 0) return false;
             const std::string port = e.substr(colon + 1);
             if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos) return false;
             const int p = std::stoi(port);
@@ -86,14 +89,22 @@ std::vector<std::string> zmq_source_config::validate() const
     };
     if (!endpoint_ok(endpoint))
         e.push_back("endpoint = '" + endpoint +
-                    "' is not a ZeroMQ endpoint (allowed: tcp://HOST:PORT with PORT 1 .. 65535, ipc://PATH, inproc://NAME)");
+                    "' is not an endpoint paqd can connect to (allowed: tcp://HOST:PORT with a host, not *, and PORT 1 .. 65535, "
+                    "ipc://PATH, inproc://NAME)");
     if (!(ci16_scale > 0.0f) || !std::isfinite(ci16_scale)) out_of_range("ci16_scale", ci16_scale, "> 0");
     if (!(sample_rate_hz > 0.0) || !std::isfinite(sample_rate_hz) || sample_rate_hz > 1e9)
         out_of_range("sample_rate_hz", sample_rate_hz, "0 < x <= 1e9, the sender's rate; ZeroMQ carries none");
     if (high_water_mark < 1 || high_water_mark > 1'000'000) out_of_range("high_water_mark", high_water_mark, "1 .. 1000000");
     if (max_message_bytes < 1024 || max_message_bytes > (256 << 20))
         out_of_range("max_message_bytes", max_message_bytes, "1024 .. 268435456");
+    if (max_queue_mib < 1 || max_queue_mib > 16384) out_of_range("max_queue_mib", max_queue_mib, "1 .. 16384");
     return e;
+}
+
+int zmq_source_config::effective_high_water_mark() const noexcept
+{
+    const std::int64_t by_bytes = max_message_bytes > 0 ? (std::int64_t{max_queue_mib} << 20) / max_message_bytes : 1;
+    return static_cast<int>(std::clamp<std::int64_t>(by_bytes, 1, std::max(1, high_water_mark)));
 }
 
 struct zmq_source::impl {
@@ -252,7 +263,7 @@ void zmq_source::run(sample_sink& sink)
     struct socket {
         void* p = nullptr;
         ~socket() { if (p) zmq_close(p); }
-    } sock;
+    } sock, monitor;
     auto fail = [&](const char* what) {
         throw std::runtime_error(m.name + ": " + what + ": " + zmq_strerror(zmq_errno()));
     };
@@ -260,32 +271,86 @@ void zmq_source::run(sample_sink& sink)
     sock.p = zmq_socket(ctx.p, m.cfg.pattern == zmq_pattern::sub ? ZMQ_SUB : ZMQ_PULL);
     if (!sock.p) fail("cannot create the socket");
     const int linger = 0;
-    const int hwm = m.cfg.high_water_mark;
+    const int hwm = m.cfg.effective_high_water_mark();
     const std::int64_t max_bytes = m.cfg.max_message_bytes;
-    const int poll_ms = 100;  // how soon stop() is seen
+    const long poll_ms = 100;  // how soon stop() is seen
     if (zmq_setsockopt(sock.p, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
         zmq_setsockopt(sock.p, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
-        zmq_setsockopt(sock.p, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) != 0 ||
-        zmq_setsockopt(sock.p, ZMQ_RCVTIMEO, &poll_ms, sizeof poll_ms) != 0)
+        zmq_setsockopt(sock.p, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) != 0)
         fail("cannot set socket options");
     if (m.cfg.pattern == zmq_pattern::sub && zmq_setsockopt(sock.p, ZMQ_SUBSCRIBE, "", 0) != 0) fail("cannot subscribe");
+    // The socket's connection events: libzmq reconnects by itself after a connection error,
+    // but not after a protocol error, and a message over ZMQ_MAXMSGSIZE is one: the session
+    // ends and the source would stay deaf. So every disconnection is answered here by
+    // connecting again (counted in `reconnects`, a `reconnect` gap). One context per run, so
+    // the monitor's inproc name is this run's alone.
+    const char* monitor_endpoint = "inproc://paqd-zmq-monitor";
+    if (zmq_socket_monitor(sock.p, monitor_endpoint, ZMQ_EVENT_DISCONNECTED) != 0) fail("cannot monitor the socket");
+    monitor.p = zmq_socket(ctx.p, ZMQ_PAIR);
+    if (!monitor.p || zmq_setsockopt(monitor.p, ZMQ_LINGER, &linger, sizeof linger) != 0 ||
+        zmq_connect(monitor.p, monitor_endpoint) != 0)
+        fail("cannot read the socket's events");
     if (zmq_connect(sock.p, m.cfg.endpoint.c_str()) != 0) fail("cannot connect");
-    spdlog::info("{}: connected (high-water mark {} messages, largest message {} bytes)", m.name, hwm, max_bytes);
+    spdlog::info("{}: connected (high-water mark {} messages of at most {} bytes: a queue of at most {} MiB)", m.name, hwm,
+                 max_bytes, (static_cast<std::int64_t>(hwm) * max_bytes) >> 20);
+
+    // A monitor event is two frames: 6 bytes (u16 event, u32 value), then the endpoint.
+    auto disconnected = [&] {
+        bool any = false;
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        while (zmq_msg_recv(&frame, monitor.p, ZMQ_DONTWAIT) >= 0) {
+            std::uint16_t event = 0;
+            if (zmq_msg_size(&frame) == 6) {
+                std::memcpy(&event, zmq_msg_data(&frame), sizeof event);
+                if (event == ZMQ_EVENT_DISCONNECTED) any = true;
+            }
+        }
+        zmq_msg_close(&frame);
+        return any;
+    };
 
     zmq_msg_t msg;
     zmq_msg_init(&msg);
     while (!m.stop_requested.load()) {
-        const int rc = zmq_msg_recv(&msg, sock.p, 0);
-        if (rc < 0) {
-            const int err = zmq_errno();
-            if (err == EAGAIN || err == EINTR) continue;  // nothing within poll_ms: the stall detector watches
+        zmq_pollitem_t items[2] = {{sock.p, 0, ZMQ_POLLIN, 0}, {monitor.p, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(items, 2, poll_ms) < 0) {
+            if (zmq_errno() == EINTR) continue;
             zmq_msg_close(&msg);
-            fail("receive failed");
+            fail("poll failed");
         }
-        const auto* data = static_cast<const std::byte*>(zmq_msg_data(&msg));
-        m.on_message(std::span<const std::byte>(data, zmq_msg_size(&msg)), sink);
+        // Samples first: what arrived before the connection dropped is delivered before the gap.
+        while ((items[0].revents & ZMQ_POLLIN) != 0 && !m.stop_requested.load()) {
+            if (zmq_msg_recv(&msg, sock.p, ZMQ_DONTWAIT) < 0) {
+                const int err = zmq_errno();
+                if (err == EAGAIN || err == EINTR) break;  // nothing more now: the stall detector watches
+                zmq_msg_close(&msg);
+                fail("receive failed");
+            }
+            const auto* data = static_cast<const std::byte*>(zmq_msg_data(&msg));
+            m.on_message(std::span<const std::byte>(data, zmq_msg_size(&msg)), sink);
+        }
+        if ((items[1].revents & ZMQ_POLLIN) != 0 && disconnected()) {
+            // Whatever libzmq would do, connect afresh: the old session (ended, or waiting to
+            // reconnect) is dropped first, so that there is one connection again.
+            (void)zmq_disconnect(sock.p, m.cfg.endpoint.c_str());
+            if (zmq_connect(sock.p, m.cfg.endpoint.c_str()) != 0) {
+                zmq_msg_close(&msg);
+                fail("cannot connect again");
+            }
+            m.counters.reconnects += 1;
+            m.loss_log.warn("{}: the connection was dropped (a message over max_message_bytes = {}, or the sender went "
+                            "away); connected again ({} in all)",
+                            m.name, max_bytes, m.counters.reconnects.load());
+            // What was in flight is lost, how much is not known; the tag header's offsets
+            // restart their check.
+            m.next_offset.reset();
+            sink.gap(0, gap_reason::reconnect);
+        }
     }
     zmq_msg_close(&msg);
+    // The monitor ends before its socket (no events: zmq_socket_monitor stops it).
+    (void)zmq_socket_monitor(sock.p, nullptr, 0);
 }
 
 }  // namespace paq::io

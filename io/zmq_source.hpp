@@ -60,8 +60,15 @@ struct zmq_source_config {
     double sample_rate_hz = 0;                      ///< the sender's rate, > 0 (required)
     int high_water_mark = 1000;                     ///< ZMQ_RCVHWM in messages, 1 .. 1000000
     /// Messages larger than this are refused by libzmq (ZMQ_MAXMSGSIZE: it drops the
-    /// connection, which then reconnects), 1024 .. 256 MiB.
+    /// connection; the source then connects again), 1024 .. 256 MiB.
     int max_message_bytes = 16 * 1024 * 1024;
+    /// The receive queue's bound in MiB, 1 .. 16384: the high-water mark applied is the
+    /// smaller of high_water_mark and max_queue_mib MiB / max_message_bytes (at least 1), so
+    /// the queue holds at most max_queue_mib MiB (or one message of max_message_bytes, if
+    /// larger), plus the message being received.
+    int max_queue_mib = 256;
+    /// The high-water mark applied (ZMQ_RCVHWM), from the three above.
+    [[nodiscard]] int effective_high_water_mark() const noexcept;
     zmq_tags tags = zmq_tags::none;
 
     [[nodiscard]] std::vector<std::string> validate() const;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -531,6 +532,16 @@ TEST(ReceiverYaml, SyntaxErrorInFileNamesFileAndLine) {
 // Runs `load` in a child process with 512 MiB of address space and `seconds` to finish, and
 // returns the config_error message it produced. A regression (yaml-cpp looping with growing
 // memory) then fails this test instead of hanging the suite or exhausting the machine.
+// Whether AddressSanitizer instruments this build: GCC says so by __SANITIZE_ADDRESS__, Clang
+// 14 only through __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+#define PAQ_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PAQ_TEST_ASAN 1
+#endif
+#endif
+
 std::string error_in_child(const std::function<void()>& load, int seconds = 20) {
     int fds[2];
     if (::pipe(fds) != 0) {
@@ -542,7 +553,7 @@ std::string error_in_child(const std::function<void()>& load, int seconds = 20) 
         ::close(fds[0]);
         // Under AddressSanitizer the shadow memory alone needs terabytes of address space:
         // there the timeout is the guard (a loop still fails the test instead of hanging it).
-#if !defined(__SANITIZE_ADDRESS__)
+#if !defined(PAQ_TEST_ASAN)
         const rlimit as{512u << 20, 512u << 20};
         ::setrlimit(RLIMIT_AS, &as);
 #endif
@@ -831,15 +842,43 @@ TEST(DaemonYaml, ZmqSource) {
     const auto bad = daemon_errors("source:\n  type: zmq\n  zmq:\n    endpoint: tcp://host\n    pattern: pub\n");
     ASSERT_EQ(bad.size(), 2u);
     // Sorted by line: the endpoint (line 4) first, the pattern (line 5) next.
-    EXPECT_TRUE(contains(bad[0], "source.zmq.endpoint = 'tcp://host' is not a ZeroMQ endpoint")) << bad[0];
+    EXPECT_TRUE(contains(bad[0], "source.zmq.endpoint = 'tcp://host' is not an endpoint paqd can connect to")) << bad[0];
     EXPECT_TRUE(contains(bad[1], "source.zmq.pattern: got 'pub' (allowed: sub, pull)")) << bad[1];
+}
+
+TEST(DaemonYaml, CheckConfigRefusesWhatTheServiceWouldRefuse) {
+    // --check-config and the service's start run the same checks: a configured rate the
+    // receiver cannot take (below 1 kHz, or outside 2 .. 6.4 samples per bit) is refused at
+    // the key for every source that carries one, and the service's own check
+    // (receiver_config::validate with the rate set, as daemon/live.cpp runs it) agrees.
+    for (const std::string type : {"tcp", "udp", "zmq"}) {
+        const std::string endpoint = type == "zmq" ? "endpoint: tcp://127.0.0.1:5555, " : "";
+        for (const double rate : {999.0, 0.5, 1e-3, 1e6, 20.625e6, 66e6}) {
+            std::ostringstream yaml;
+            yaml << "source:\n  type: " << type << "\n  " << type << ": {" << endpoint << "sample_rate_hz: " << rate << "}\n";
+            const auto errors = daemon_errors(yaml.str());
+            paq::dsp::receiver_config rc;
+            rc.input_sample_rate_hz = rate;
+            const bool service_refuses = !rc.validate().empty();
+            EXPECT_EQ(!errors.empty(), service_refuses) << type << " at " << rate << " Hz";
+            if (service_refuses) {
+                ASSERT_FALSE(errors.empty());
+                EXPECT_TRUE(contains(errors[0], "source." + type + ".sample_rate_hz")) << errors[0];
+            }
+        }
+    }
+    // A wildcard host only binds; paqd connects, and libzmq would refuse it at every start.
+    const auto wildcard = daemon_errors("source:\n  type: zmq\n  zmq: {endpoint: \"tcp://*:5555\", sample_rate_hz: 20.625e6}\n");
+    ASSERT_EQ(wildcard.size(), 1u);
+    EXPECT_TRUE(contains(wildcard[0], "source.zmq.endpoint = 'tcp://*:5555' is not an endpoint paqd can connect to")) << wildcard[0];
 }
 
 TEST(DaemonYaml, Vita49SampleRateFromTheSendersContext) {
     // sample_rate_hz 0 takes the rate from the sender's IF Context packets, waiting
     // context_timeout_s at start; both round-trip, and a bad timeout names its range.
     const auto ctx = paq::config::parse_daemon_config(
-        "source:\n  type: vita49\n  vita49:\n    sample_rate_hz: 0\n    context_timeout_s: 2.5\n");
+        "source:\n  type: vita49\n  vita49:\n    sample_rate_hz: 0\n    context_timeout_s: 2.5\n    stream_id: 7\n"
+        "    allow: [192.0.2.10]\n");
     EXPECT_EQ(ctx.source.vita49.sample_rate_hz, 0.0);
     EXPECT_EQ(ctx.source.vita49.context_timeout_s, 2.5);
     const auto again = paq::config::parse_daemon_config(paq::config::to_yaml(ctx));
@@ -848,6 +887,12 @@ TEST(DaemonYaml, Vita49SampleRateFromTheSendersContext) {
     const auto bad = daemon_errors("source:\n  type: vita49\n  vita49:\n    context_timeout_s: 0\n");
     ASSERT_EQ(bad.size(), 1u);
     EXPECT_TRUE(contains(bad[0], "source.vita49.context_timeout_s = 0 is out of range (allowed: 0.1 .. 3600)")) << bad[0];
+    // The rate from a context packet only from a named sender and stream.
+    for (const std::string extra : {"", "    stream_id: 7\n", "    allow: [192.0.2.10]\n"}) {
+        const auto open = daemon_errors("source:\n  type: vita49\n  vita49:\n    sample_rate_hz: 0\n" + extra);
+        ASSERT_EQ(open.size(), 1u) << extra;
+        EXPECT_TRUE(contains(open[0], "needs both the sender (allow) and the stream (stream_id) named")) << open[0];
+    }
 }
 
 TEST(DaemonYaml, TheShippedConfigurationParses) {
@@ -1061,6 +1106,7 @@ daemon_config every_field_changed() {
     s.vita49.stream_timeout_ms = 3'600'000;
     s.vita49.ci16_scale = 1e9f;
     s.vita49.sample_rate_hz = 0;
+    s.vita49.stream_id = 7;
     s.vita49.context_timeout_s = 0.1;
     s.vita49.rcvbuf_bytes = 1 << 30;
     s.vita49.allow = {"fd00::/8"};

@@ -182,6 +182,32 @@ TEST(ring, a_gap_flood_is_coalesced_and_the_markers_stay_bounded)
     EXPECT_EQ(source_error_gaps, 1u);
 }
 
+TEST(ring, one_sample_writes_keep_the_arrival_list_bounded_and_the_latency_true)
+{
+    // A source writing one sample at a time into a ring nobody reads: the arrival times of
+    // the samples (for the batch latency) must not take 16 bytes per write. 1,000,000
+    // one-sample writes fill the ring; the list holds one entry per millisecond at most.
+    const auto start = std::chrono::steady_clock::now();
+    auto ring = make_ring(1'000'000, io::overflow_policy::drop);
+    const std::vector<cf32> one(1, cf32(1.0f, 0.0f));
+    for (int i = 0; i < 1'000'000; ++i) ASSERT_EQ(ring.write(one), 1u);
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LE(ring.arrival_entries(), static_cast<std::size_t>(ms) + 2) << ms << " ms of writes";
+    EXPECT_LE(ring.arrival_entries(), io::sample_ring::max_arrival_entries);
+    // Each read still says when its last sample arrived: not later than now, not before the
+    // first write, and later for later samples.
+    std::vector<cf32> out(250'000);
+    auto previous = start;
+    for (int k = 0; k < 4; ++k) {
+        const auto r = ring.read(out, std::chrono::milliseconds(100));
+        ASSERT_EQ(r.count, out.size());
+        EXPECT_GE(r.written, previous);
+        EXPECT_LE(r.written, std::chrono::steady_clock::now());
+        previous = r.written;
+    }
+    EXPECT_EQ(ring.arrival_entries(), 0u) << "read to the end, nothing left";
+}
+
 TEST(ring, a_gap_flood_with_block_waits_for_the_consumer_and_loses_nothing)
 {
     io::sample_ring ring(1000, io::overflow_policy::block, io::host_ring_allocator(false), 16);

@@ -731,14 +731,16 @@ TEST(tcp_source, connect_mode_backoff_grows_while_connections_bring_no_data_and_
 
 // Listen mode throttles accepts the same way: after a client that brought no data the next
 // accept waits (the next client waits in the kernel's backlog), doubling up to retry_max_s.
-TEST(tcp_source, listen_mode_throttles_accepts_after_clients_without_data)
+TEST(tcp_source, listen_mode_accepts_the_next_client_at_once_after_one_without_data)
 {
+    // A client that connects and leaves without a byte is no failure of the source's: the
+    // next client is accepted at once (the backoff is connect mode's).
     tcp_source_config cfg;
     cfg.mode = tcp_mode::listen;
     cfg.port = 0;
     cfg.sample_rate_hz = rate_hz;
-    cfg.retry_initial_s = 0.01;
-    cfg.retry_max_s = 0.04;
+    cfg.retry_initial_s = 0.5;
+    cfg.retry_max_s = 5.0;
     tcp_source source(cfg);
     recording_sink sink;
     background_run run(source, sink);
@@ -746,24 +748,79 @@ TEST(tcp_source, listen_mode_throttles_accepts_after_clients_without_data)
     ASSERT_NE(port, 0);
 
     asio::io_context ioc;
-    auto empty_client = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    for (int k = 0; k < 6; ++k) {
         tcp::socket c(ioc);
         c.connect(tcp::endpoint(loopback, port));
-        EXPECT_TRUE(wait_until([&] { return source.connected(); }));
+        ASSERT_TRUE(wait_until([&] { return source.connected(); }, 2000ms)) << "client " << k;
         c.close();
-        EXPECT_TRUE(wait_until([&] { return !source.connected(); }));
-        return source.last_retry_delay_s();
-    };
-    for (const double expected : {0.01, 0.02, 0.04, 0.04}) EXPECT_DOUBLE_EQ(empty_client(), expected);
-    {
-        tcp::socket c(ioc);
-        c.connect(tcp::endpoint(loopback, port));
-        asio::write(c, asio::buffer(encode_le(sample_format::ci16_le, ci16_samples(100, 25))));
-        ASSERT_TRUE(sink.wait_for(100));
+        ASSERT_TRUE(wait_until([&] { return !source.connected(); }, 2000ms));
     }
-    ASSERT_TRUE(wait_until([&] { return !source.connected(); }));
-    EXPECT_DOUBLE_EQ(source.last_retry_delay_s(), 0.04);  // no wait after a client with data
-    EXPECT_DOUBLE_EQ(empty_client(), 0.01);                // and the next empty one starts over
+    // Six clients with the connect mode's backoff would take 0.5 + 1 + 2 + 4 + 5 s.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+    EXPECT_DOUBLE_EQ(source.last_retry_delay_s(), 0.0);
+}
+
+TEST(tcp_source, listen_mode_serves_the_allowed_sender_within_a_second_whatever_other_clients_do)
+{
+    // The allow-list names 127.0.0.1. Twenty clients from 127.0.0.2 (refused) and twenty
+    // allowed clients that connect and send nothing stay connected; an allowed client trickles
+    // a byte every 0.2 s. The sender that then connects is served within a second.
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.allow = {"127.0.0.1/32"};
+    tcp_source source(cfg);
+    recording_sink sink;
+    const auto sent = ci16_samples(4000, 27);
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+
+    asio::io_context ioc;
+    std::vector<std::unique_ptr<tcp::socket>> others;
+    for (int k = 0; k < 20; ++k) {
+        others.push_back(std::make_unique<tcp::socket>(ioc, tcp::endpoint(asio::ip::make_address("127.0.0.2"), 0)));
+        others.back()->connect(tcp::endpoint(loopback, port));
+    }
+    for (int k = 0; k < 20; ++k) {
+        others.push_back(std::make_unique<tcp::socket>(ioc));
+        others.back()->connect(tcp::endpoint(loopback, port));
+    }
+    EXPECT_TRUE(wait_until([&] { return source.counters().refused.load() == 20; }));
+    std::atomic<bool> trickling{true};
+    tcp::socket trickler(ioc);
+    trickler.connect(tcp::endpoint(loopback, port));
+    std::thread trickle([&] {
+        const std::byte b{0x01};
+        boost::system::error_code ec;
+        while (trickling.load() && !ec) {
+            asio::write(trickler, asio::buffer(&b, 1), ec);
+            std::this_thread::sleep_for(200ms);
+        }
+    });
+    std::this_thread::sleep_for(1500ms);  // the trickler is older than a second of waiting
+
+    const auto t0 = std::chrono::steady_clock::now();
+    tcp::socket sender(ioc);
+    sender.connect(tcp::endpoint(loopback, port));
+    asio::write(sender, asio::buffer(bytes));
+    const std::size_t before = sink.samples().size();  // what the trickler's bytes made
+    ASSERT_TRUE(sink.wait_for(before + sent.size(), 3000ms));
+    const auto served_in = std::chrono::steady_clock::now() - t0;
+    EXPECT_LT(served_in, 1s) << std::chrono::duration_cast<std::chrono::milliseconds>(served_in).count() << " ms";
+    trickling.store(false);
+    trickle.join();
+    const auto got = sink.samples();
+    ASSERT_GE(got.size(), sent.size());
+    EXPECT_TRUE(std::equal(sent.begin(), sent.end(), got.end() - static_cast<std::ptrdiff_t>(sent.size())))
+        << "the sender's samples, whole and last";
+    EXPECT_EQ(source.counters().refused.load(), 20u);
+    EXPECT_GE(source.tcp_counts().takeovers.load(), 20u) << "each silent client, then the trickler, replaced";
+    EXPECT_EQ(source.tcp_counts().busy_refused.load(), 0u);
 }
 
 TEST(tcp_source, listen_on_a_taken_port_throws_naming_the_source)
@@ -1146,6 +1203,7 @@ TEST(vita49_source, the_sample_rate_comes_from_the_senders_context_packet)
     const auto all = ci16_samples(spp * 6, 12);
     auto cfg = vita_config(7);
     cfg.sample_rate_hz = 0.0;
+    cfg.allow = {"127.0.0.1/32"};
     vita49_source source(cfg);
     EXPECT_NE(source.describe().find("rate from the sender's context"), std::string::npos) << source.describe();
     auto rate = std::async(std::launch::async, [&source] { return source.sample_rate_hz(); });
@@ -1154,6 +1212,7 @@ TEST(vita49_source, the_sample_rate_comes_from_the_senders_context_packet)
     vita49_sender tx(port);
     tx.send_packet(7, 0, std::span<const cf32>(all.data(), spp), true);  // before the rate: counted
     tx.send(context_with_rate(9, 5e6));                                  // another stream: ignored
+    tx.send(context_with_rate(7, 500.0));                                // a rate nobody receives: ignored, not fatal
     tx.send(context_with_rate(7, 30.72e6));
     ASSERT_EQ(rate.wait_for(5000ms), std::future_status::ready);
     EXPECT_EQ(rate.get(), 30.72e6);
@@ -1161,7 +1220,8 @@ TEST(vita49_source, the_sample_rate_comes_from_the_senders_context_packet)
     const auto& v = source.vita_counters();
     EXPECT_EQ(v.packets_before_rate.load(), 1u);
     EXPECT_EQ(v.samples_before_rate.load(), spp);
-    EXPECT_EQ(v.context_packets.load(), 2u);
+    EXPECT_EQ(v.context_packets.load(), 3u);
+    EXPECT_EQ(v.context_rates_refused.load(), 1u);
 
     recording_sink sink;
     sink.stop_source_at(source, 5 * spp);
@@ -1176,6 +1236,9 @@ TEST(vita49_source, no_context_packet_with_a_rate_is_a_clear_error)
 {
     auto cfg = vita_config(std::nullopt);
     cfg.sample_rate_hz = 0.0;
+    EXPECT_THROW(vita49_source{cfg}, std::invalid_argument) << "the rate from anyone's context packet";
+    cfg.stream_id = 7;
+    cfg.allow = {"127.0.0.1/32"};
     cfg.context_timeout_s = 0.3;
     vita49_source source(cfg);
     try {

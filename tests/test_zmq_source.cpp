@@ -106,6 +106,9 @@ public:
         sock_ = zmq_socket(ctx_, pub_ ? ZMQ_XPUB : ZMQ_PUSH);
         const int linger = 1000;
         zmq_setsockopt(sock_, ZMQ_LINGER, &linger, sizeof linger);
+        // A PUSH with no peer blocks: a source that never connects fails the send, not the run.
+        const int send_timeout = 5000;
+        zmq_setsockopt(sock_, ZMQ_SNDTIMEO, &send_timeout, sizeof send_timeout);
         EXPECT_EQ(zmq_bind(sock_, "tcp://127.0.0.1:*"), 0);
         char ep[256];
         std::size_t len = sizeof ep;
@@ -269,6 +272,59 @@ TEST(zmq_source, hostile_messages_are_counted_and_dropped)
     EXPECT_EQ(source.zmq_counts().messages_with_tags.load(), 1u);
     EXPECT_EQ(sink.gaps().size(), 4u);
     for (const auto& g : sink.gaps()) EXPECT_EQ(g, (gap_event{100, 0, gap_reason::source_error}));
+}
+
+TEST_P(zmq_patterns, a_message_over_the_limit_costs_a_reconnection_not_the_source)
+{
+    // libzmq ends the session on a message over ZMQ_MAXMSGSIZE (a protocol error) and does not
+    // reconnect by itself: the source must connect again, count it, mark the gap, and go on.
+    const auto p = GetParam();
+    sender tx(p);
+    auto cfg = config_for(tx.endpoint, p, zmq_tags::none);
+    cfg.max_message_bytes = 1024;
+    zmq_source source(cfg);
+    recording_sink sink;
+    const auto s = random_samples(64, 11);
+    const auto good = cf32_bytes(s);  // 512 bytes
+    sink.stop_source_at(source, 3 * s.size());
+    run_in_background run(source, sink);
+    ASSERT_TRUE(tx.wait_subscriber());
+    tx.send(good);
+    for (int i = 0; i < 500 && sink.samples().size() < s.size(); ++i) std::this_thread::sleep_for(10ms);
+    ASSERT_EQ(sink.samples().size(), s.size());
+    tx.send(std::vector<std::byte>(4096, std::byte{0}));  // over max_message_bytes
+    // Within 1 s of the refused message the source is connected again: good messages are
+    // sent until two more have arrived (PUB drops what it sends before the new subscription).
+    const auto refused_at = std::chrono::steady_clock::now();
+    for (int i = 0; i < 500 && sink.samples().size() < 3 * s.size(); ++i) {
+        if (i % 5 == 0) tx.send(good);
+        std::this_thread::sleep_for(10ms);
+    }
+    run.t.join();
+    EXPECT_LE(std::chrono::steady_clock::now() - refused_at, 5s);
+    ASSERT_EQ(sink.samples().size(), 3 * s.size());
+    EXPECT_GE(source.counters().reconnects.load(), 1u);
+    ASSERT_FALSE(sink.gaps().empty());
+    EXPECT_EQ(sink.gaps().front(), (gap_event{s.size(), 0, gap_reason::reconnect}));
+}
+
+TEST(zmq_source_config, the_queue_is_bounded_in_bytes)
+{
+    // The high-water mark applied never lets the queue hold more than max_queue_mib.
+    zmq_source_config c;
+    c.sample_rate_hz = 1e6;
+    EXPECT_EQ(c.high_water_mark, 1000);
+    EXPECT_EQ(c.max_message_bytes, 16 << 20);
+    EXPECT_EQ(c.max_queue_mib, 256);
+    EXPECT_EQ(c.effective_high_water_mark(), 16) << "256 MiB of 16 MiB messages";
+    c.max_message_bytes = 1024;
+    EXPECT_EQ(c.effective_high_water_mark(), 1000) << "the configured mark, below the byte bound";
+    c.max_message_bytes = 256 << 20;
+    c.max_queue_mib = 1;
+    EXPECT_EQ(c.effective_high_water_mark(), 1) << "at least one message";
+    c.max_queue_mib = 0;
+    ASSERT_EQ(c.validate().size(), 1u);
+    EXPECT_NE(c.validate()[0].find("max_queue_mib"), std::string::npos);
 }
 
 TEST(zmq_source, tag_header_while_tags_none_is_flagged)

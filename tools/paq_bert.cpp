@@ -167,7 +167,11 @@ public:
         next_print_ = start_ + interval();
         for (auto& l : listeners_) receive(*l);
         signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
-            if (!ec) stop(sig == SIGINT ? "sigint" : "sigterm");
+            if (ec) return;
+            // What arrived before the signal counts: a sender that has ended (paqd after
+            // SIGTERM) has put its last datagrams in the sockets, not yet read.
+            drain();
+            stop(sig == SIGINT ? "sigint" : "sigterm");
         });
         arm_tick();
         io_.run();
@@ -215,6 +219,29 @@ private:
                                         }
                                         receive(l);
                                     });
+    }
+
+    /// Reads every datagram already waiting in the sockets, without waiting for more.
+    void drain()
+    {
+        std::array<std::uint8_t, 65536> buf{};
+        for (auto& l : listeners_) {
+            boost::system::error_code ec;
+            l->socket.non_blocking(true, ec);
+            while (!ec) {
+                udp::endpoint from;
+                const std::size_t n = l->socket.receive_from(asio::buffer(buf), from, 0, ec);
+                if (ec == asio::error::connection_refused || ec == asio::error::message_size) {
+                    ++receive_errors_;
+                    ec = {};
+                    continue;
+                }
+                if (ec) break;  // would_block: drained (or the socket failed: nothing more to read)
+                last_arrival_ = clock_type::now();
+                monitor_.ingest({buf.data(), n}, l->stream);
+            }
+        }
+        report_restarts();
     }
 
     /// One line per sender restart recognised (rare: a paqd restart), so the log says when.

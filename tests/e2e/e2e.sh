@@ -71,8 +71,9 @@ EOF
 }
 
 start_bert() {  # BERT_STREAMS: ports paq-bert binds (6)
-  # paq-bert ends 20 s after the last datagram (PAQ_E2E_BERT_IDLE_S: scripts/sanitize.sh gives
-  # it 60, where a batch takes seconds).
+  # paq-bert ends when wait_bert sends it SIGTERM (after paqd has ended), or 20 s after the
+  # last datagram (PAQ_E2E_BERT_IDLE_S: scripts/sanitize.sh gives it 60, where a batch takes
+  # seconds).
   "$bert" --base-port "$bert_port" --streams "${BERT_STREAMS:-6}" --idle-timeout "${PAQ_E2E_BERT_IDLE_S:-20}" --interval 0 \
     --json "$work/bert.json" > "$work/bert.log" 2>&1 &
   bert_pid=$!
@@ -101,8 +102,9 @@ wait_paqd() {
   [[ $rc -eq 0 ]] || fail "paqd exited with $rc"
 }
 
-wait_bert() {
+wait_bert() {  # after wait_paqd: what paqd sent is in paq-bert's sockets, which SIGTERM drains
   local rc=0
+  kill -TERM "$bert_pid" 2>/dev/null || true
   wait "$bert_pid" || rc=$?
   [[ $rc -eq 0 ]] || { cat "$work/bert.log" >&2; fail "paq-bert exited with $rc"; }
 }

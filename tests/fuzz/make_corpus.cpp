@@ -12,6 +12,7 @@
 #include "io/vita49.hpp"
 
 #include <cstdio>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
@@ -515,6 +516,48 @@ void net_corpus()
     bytes swapped = tag_header(1, 0);
     std::swap(swapped[0], swapped[1]);
     put("fuzz_zmq_tag_header", "big-endian-magic", swapped);
+    // The ZeroMQ source, byte 0: bit 0 ci16 (else cf32), bit 1 tags: gnuradio. Tagged
+    // messages in order, one skipping 50 items, one going back, one with tags in it, one
+    // without the header, one not whole samples; untagged: whole and partial messages.
+    for (const int opt : {0, 1}) {
+        const auto format = opt ? io::sample_format::ci16_le : io::sample_format::cf32_le;
+        const std::size_t bps = io::bytes_per_sample(format);
+        const std::vector<cf32> s = samples(300);
+        std::vector<std::byte> enc(s.size() * bps);
+        (void)io::encode(format, s.data(), s.size(), enc.data(), io::default_ci16_scale);
+        auto body = [&](std::size_t from, std::size_t n) {
+            return std::vector<std::byte>(enc.begin() + static_cast<std::ptrdiff_t>(from * bps),
+                                          enc.begin() + static_cast<std::ptrdiff_t>((from + n) * bps));
+        };
+        auto tagged = [&](std::uint64_t offset, std::uint64_t ntags, std::size_t from, std::size_t n) {
+            bytes h = tag_header(offset, ntags);
+            std::vector<std::byte> m(h.size());
+            std::memcpy(m.data(), h.data(), h.size());
+            const auto b = body(from, n);
+            m.insert(m.end(), b.begin(), b.end());
+            return m;
+        };
+        const std::string suffix = opt ? "ci16" : "cf32";
+        bytes with_tags{static_cast<std::uint8_t>(opt | 2)};
+        add_record(with_tags, tagged(0, 0, 0, 100));
+        add_record(with_tags, tagged(150, 0, 100, 50));  // 50 items lost before it
+        add_record(with_tags, tagged(10, 0, 150, 50));   // back: a discontinuity
+        add_record(with_tags, tagged(60, 1, 200, 10));   // tags in it: dropped
+        add_record(with_tags, body(200, 20));            // no header: dropped
+        auto partial = tagged(60, 0, 220, 10);
+        partial.pop_back();
+        add_record(with_tags, partial);                  // not whole samples: dropped
+        add_record(with_tags, tagged(60, 0, 230, 70));
+        put("fuzz_zmq_source", "tagged-" + suffix, with_tags);
+        bytes plain{static_cast<std::uint8_t>(opt)};
+        add_record(plain, body(0, 120));
+        add_record(plain, std::vector<std::byte>{});
+        auto odd = body(120, 3);
+        odd.pop_back();
+        add_record(plain, odd);
+        add_record(plain, body(123, 177));
+        put("fuzz_zmq_source", "plain-" + suffix, plain);
+    }
 }
 
 }  // namespace

@@ -33,6 +33,13 @@ public:
         std::lock_guard lock(mu_);
         return samples_.size() >= samples && gaps_.size() >= gaps;
     }
+    /// Calls f on each gap that arrived so far (under the sink's lock).
+    template <class F>
+    void peek_gaps(F&& f)
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& g : gaps_) f(g);
+    }
     /// Takes what arrived so far and starts afresh.
     void take(std::vector<cf32>& samples, std::vector<gap_event>& gaps)
     {
