@@ -856,7 +856,12 @@ TEST(DaemonYaml, CheckConfigRefusesWhatTheServiceWouldRefuse) {
         for (const double rate : {999.0, 0.5, 1e-3, 1e6, 20.625e6, 66e6}) {
             std::ostringstream yaml;
             yaml << "source:\n  type: " << type << "\n  " << type << ": {" << endpoint << "sample_rate_hz: " << rate << "}\n";
-            const auto errors = daemon_errors(yaml.str());
+            std::vector<std::string> errors;
+            try {
+                (void)paq::config::parse_daemon_config(yaml.str(), "paqd.yaml");
+            } catch (const config_error& e) {
+                errors = e.messages();
+            }
             paq::dsp::receiver_config rc;
             rc.input_sample_rate_hz = rate;
             const bool service_refuses = !rc.validate().empty();
