@@ -802,18 +802,28 @@ TEST(tcp_source, listen_mode_serves_the_allowed_sender_within_a_second_whatever_
             std::this_thread::sleep_for(200ms);
         }
     });
+    struct joined {
+        std::atomic<bool>& flag;
+        std::thread& t;
+        ~joined()
+        {
+            flag.store(false);
+            if (t.joinable()) t.join();
+        }
+    } join_trickle{trickling, trickle};
     std::this_thread::sleep_for(1500ms);  // the trickler is older than a second of waiting
 
+    // What the trickler's bytes made so far; it may add a sample until it is replaced.
+    const std::size_t before = sink.samples().size();
     const auto t0 = std::chrono::steady_clock::now();
     tcp::socket sender(ioc);
     sender.connect(tcp::endpoint(loopback, port));
     asio::write(sender, asio::buffer(bytes));
-    const std::size_t before = sink.samples().size();  // what the trickler's bytes made
-    ASSERT_TRUE(sink.wait_for(before + sent.size(), 3000ms));
+    ASSERT_TRUE(sink.wait_for(before + sent.size(), 3000ms))
+        << sink.samples().size() - before << " of " << sent.size() << " samples; takeovers "
+        << source.tcp_counts().takeovers.load() << ", busy refused " << source.tcp_counts().busy_refused.load();
     const auto served_in = std::chrono::steady_clock::now() - t0;
     EXPECT_LT(served_in, 1s) << std::chrono::duration_cast<std::chrono::milliseconds>(served_in).count() << " ms";
-    trickling.store(false);
-    trickle.join();
     const auto got = sink.samples();
     ASSERT_GE(got.size(), sent.size());
     EXPECT_TRUE(std::equal(sent.begin(), sent.end(), got.end() - static_cast<std::ptrdiff_t>(sent.size())))
