@@ -731,7 +731,7 @@ const section<daemon_config>& daemon_schema()
             }
             dsp::receiver_config rc = c.receiver;
             rc.input_sample_rate_hz = rate;
-            if (const std::string e = rate == 0.0 ? std::string() : rc.input_rate_error(); !e.empty()) {
+            if (const std::string e = rc.input_rate_error(); !e.empty()) {
                 const std::string key = "source." + std::string(to_string(c.source.type)) + ".sample_rate_hz";
                 // At the rate's line, else the bit rate's (the other half of the mismatch).
                 auto it = ctx.marks.find(key);

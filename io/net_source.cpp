@@ -566,12 +566,13 @@ struct tcp_source::impl final : net_core {
           sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
           backoff_s(cfg.retry_initial_s), idle_timeout(seconds(cfg.idle_timeout_s)),
           takeover_silence(cfg.idle_timeout_s > 0.0 ? std::min(idle_timeout, seconds(tcp_listen_takeover_silence_s))
-                                                    : seconds(tcp_listen_takeover_silence_s))
+                                                    : seconds(tcp_listen_takeover_silence_s)),
+          min_window_bytes(std::max<std::uint64_t>(sample_bytes, static_cast<std::uint64_t>(tcp_listen_min_rate_fraction *
+                                                                                            cfg.sample_rate_hz *
+                                                                                            static_cast<double>(sample_bytes))))
     {
         set_allow_list(cfg.allow);
         raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1);
-        min_window_bytes = std::max<std::uint64_t>(
-            sample_bytes, static_cast<std::uint64_t>(tcp_listen_min_rate_fraction * cfg.sample_rate_hz * static_cast<double>(sample_bytes)));
     }
 
     static std::string describe_config(const tcp_source_config& c)
@@ -710,10 +711,6 @@ struct tcp_source::impl final : net_core {
         acceptor.async_accept([this](const error_code& ec, tcp::socket peer) {
             accepting = false;
             if (stopping) return;
-            if (ec == asio::error::operation_aborted) {
-                resume_accept();
-                return;
-            }
             if (ec) {
                 // E.g. out of file descriptors: try again shortly rather than spin.
                 limiter.warn("{}: accept failed: {}", name, ec.message());
@@ -752,9 +749,8 @@ struct tcp_source::impl final : net_core {
                    " ms";
         }
         // The second of waiting now under way, if it is complete; else the last complete one.
-        const auto window = seconds(1.0);
         std::uint64_t bytes = 0;
-        if (waited + silent >= window) {
+        if (waited + silent >= rate_window) {
             bytes = window_bytes;
         } else if (full_window_seen) {
             bytes = previous_window_bytes;
@@ -899,7 +895,7 @@ struct tcp_source::impl final : net_core {
         // began); the sink's time between reads does not count.
         waited += std::chrono::steady_clock::now() - last_data;
         window_bytes += n;
-        if (waited >= seconds(1.0)) {
+        if (waited >= rate_window) {
             previous_window_bytes = window_bytes;
             full_window_seen = true;
             window_bytes = 0;
@@ -958,12 +954,13 @@ struct tcp_source::impl final : net_core {
     std::chrono::steady_clock::duration takeover_silence;  ///< listen: when a new client may replace the one served
     bool connected_once = false;
     bool got_data = false;  ///< the current connection has delivered bytes
-    /// Listen: the current connection's rate, over each second spent waiting for its bytes.
+    /// Listen: the current connection's rate, over each rate_window spent waiting for its bytes.
+    static constexpr std::chrono::steady_clock::duration rate_window = std::chrono::seconds(1);
     std::chrono::steady_clock::duration waited{};
     std::uint64_t window_bytes = 0, previous_window_bytes = 0;
     bool full_window_seen = false;
     /// tcp_listen_min_rate_fraction of the stream's bytes a second, at least one sample.
-    std::uint64_t min_window_bytes = 0;
+    const std::uint64_t min_window_bytes;
     /// When the current read began: the peer has been silent since (the connection's start,
     /// or the end of the last delivery).
     std::chrono::steady_clock::time_point last_data{};

@@ -281,9 +281,9 @@ struct vita49_counters {
     /// sample_rate_hz 0: IF Data packets received while waiting for the first context packet
     /// with a rate, and their samples (not delivered: the rate they are at is not known yet).
     std::atomic<std::uint64_t> packets_before_rate{0};
+    std::atomic<std::uint64_t> samples_before_rate{0};
     /// sample_rate_hz 0: context packets whose rate was outside 1 kHz .. 1 GHz, ignored.
     std::atomic<std::uint64_t> context_rates_refused{0};
-    std::atomic<std::uint64_t> samples_before_rate{0};
 };
 
 /// TCP events beyond source_counters (read from other threads while the source runs).

@@ -280,8 +280,8 @@ void zmq_source::run(sample_sink& sink)
         fail("cannot set socket options");
     if (m.cfg.pattern == zmq_pattern::sub && zmq_setsockopt(sock.p, ZMQ_SUBSCRIBE, "", 0) != 0) fail("cannot subscribe");
     // The socket's connection events: libzmq reconnects by itself after a connection error,
-    // but not after a protocol error, and a message over ZMQ_MAXMSGSIZE is one: the session
-    // ends and the source would stay deaf. So every disconnection is answered here by
+    // but not after a protocol error, and a message over ZMQ_MAXMSGSIZE is one: the connection
+    // is dropped for good and the source would stay deaf. So every disconnection is answered here by
     // connecting again (counted in `reconnects`, a `reconnect` gap). One context per run, so
     // the monitor's inproc name is this run's alone.
     const char* monitor_endpoint = "inproc://paqd-zmq-monitor";
@@ -331,8 +331,8 @@ void zmq_source::run(sample_sink& sink)
             m.on_message(std::span<const std::byte>(data, zmq_msg_size(&msg)), sink);
         }
         if ((items[1].revents & ZMQ_POLLIN) != 0 && disconnected()) {
-            // Whatever libzmq would do, connect afresh: the old session (ended, or waiting to
-            // reconnect) is dropped first, so that there is one connection again.
+            // Whatever libzmq would do, connect afresh: the old connection (ended, or waiting to
+            // be made again) is dropped first, so that there is one connection again.
             (void)zmq_disconnect(sock.p, m.cfg.endpoint.c_str());
             if (zmq_connect(sock.p, m.cfg.endpoint.c_str()) != 0) {
                 zmq_msg_close(&msg);

@@ -731,14 +731,25 @@ TEST(tcp_source, connect_mode_backoff_grows_while_connections_bring_no_data_and_
 
 // Listen mode throttles accepts the same way: after a client that brought no data the next
 // accept waits (the next client waits in the kernel's backlog), doubling up to retry_max_s.
+namespace {
+/// Listen mode on 127.0.0.1, an ephemeral port, the test rate; `allow`: the allow-list.
+[[nodiscard]] tcp_source_config listen_config(std::vector<std::string> allow = {})
+{
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.host = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.allow = std::move(allow);
+    return cfg;
+}
+}  // namespace
+
 TEST(tcp_source, listen_mode_accepts_the_next_client_at_once_after_one_without_data)
 {
     // A client that connects and leaves without a byte is no failure of the source's: the
     // next client is accepted at once (the backoff is connect mode's).
-    tcp_source_config cfg;
-    cfg.mode = tcp_mode::listen;
-    cfg.port = 0;
-    cfg.sample_rate_hz = rate_hz;
+    auto cfg = listen_config();
     cfg.retry_initial_s = 0.5;
     cfg.retry_max_s = 5.0;
     tcp_source source(cfg);
@@ -766,13 +777,7 @@ TEST(tcp_source, listen_mode_serves_the_allowed_sender_within_a_second_whatever_
     // The allow-list names 127.0.0.1. Twenty clients from 127.0.0.2 (refused) and twenty
     // allowed clients that connect and send nothing stay connected; an allowed client trickles
     // a byte every 0.2 s. The sender that then connects is served within a second.
-    tcp_source_config cfg;
-    cfg.mode = tcp_mode::listen;
-    cfg.host = "127.0.0.1";
-    cfg.port = 0;
-    cfg.sample_rate_hz = rate_hz;
-    cfg.allow = {"127.0.0.1/32"};
-    tcp_source source(cfg);
+    tcp_source source(listen_config({"127.0.0.1/32"}));
     recording_sink sink;
     const auto sent = ci16_samples(4000, 27);
     const auto bytes = encode_le(sample_format::ci16_le, sent);
@@ -1540,13 +1545,7 @@ TEST(vita49_source, allow_list_matches_ipv4_senders_on_a_dual_stack_socket)
 
 TEST(tcp_source, listen_mode_resets_clients_outside_the_allow_list)
 {
-    tcp_source_config cfg;
-    cfg.mode = tcp_mode::listen;
-    cfg.host = "127.0.0.1";
-    cfg.port = 0;
-    cfg.sample_rate_hz = rate_hz;
-    cfg.allow = {"127.0.0.2/32"};
-    tcp_source source(cfg);
+    tcp_source source(listen_config({"127.0.0.2/32"}));
     recording_sink sink;
     const auto sent = ci16_samples(1000, 24);
     const auto bytes = encode_le(sample_format::ci16_le, sent);

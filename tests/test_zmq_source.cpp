@@ -276,8 +276,8 @@ TEST(zmq_source, hostile_messages_are_counted_and_dropped)
 
 TEST_P(zmq_patterns, a_message_over_the_limit_costs_a_reconnection_not_the_source)
 {
-    // libzmq ends the session on a message over ZMQ_MAXMSGSIZE (a protocol error) and does not
-    // reconnect by itself: the source must connect again, count it, mark the gap, and go on.
+    // libzmq drops the connection on a message over ZMQ_MAXMSGSIZE (a protocol error) and does
+    // not reconnect by itself: the source must connect again, count it, mark the gap, and go on.
     const auto p = GetParam();
     sender tx(p);
     auto cfg = config_for(tx.endpoint, p, zmq_tags::none);

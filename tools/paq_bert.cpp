@@ -212,19 +212,25 @@ private:
                                                 return;
                                             }
                                         } else {
-                                            last_arrival_ = clock_type::now();
-                                            monitor_.ingest({l.buffer.data(), n}, l.stream);
-                                            report_restarts();
-                                            check_bits_gate();
+                                            on_datagram(l.stream, {l.buffer.data(), n});
                                         }
                                         receive(l);
                                     });
     }
 
+    /// One datagram received on `stream`'s port: counted, checked, and the gates looked at.
+    void on_datagram(int stream, std::span<const std::uint8_t> d)
+    {
+        last_arrival_ = clock_type::now();
+        monitor_.ingest(d, stream);
+        report_restarts();
+        check_bits_gate();
+    }
+
     /// Reads every datagram already waiting in the sockets, without waiting for more.
     void drain()
     {
-        std::array<std::uint8_t, 65536> buf{};
+        std::array<std::uint8_t, 65536> buf;
         for (auto& l : listeners_) {
             boost::system::error_code ec;
             l->socket.non_blocking(true, ec);
@@ -237,11 +243,9 @@ private:
                     continue;
                 }
                 if (ec) break;  // would_block: drained (or the socket failed: nothing more to read)
-                last_arrival_ = clock_type::now();
-                monitor_.ingest({buf.data(), n}, l->stream);
+                on_datagram(l->stream, {buf.data(), n});
             }
         }
-        report_restarts();
     }
 
     /// One line per sender restart recognised (rare: a paqd restart), so the log says when.
