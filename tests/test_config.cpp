@@ -1110,8 +1110,7 @@ daemon_config every_field_changed() {
     s.vita49.stream_change = paq::io::stream_change_policy::stay;
     s.vita49.stream_timeout_ms = 3'600'000;
     s.vita49.ci16_scale = 1e9f;
-    s.vita49.sample_rate_hz = 0;
-    s.vita49.stream_id = 7;
+    s.vita49.sample_rate_hz = 1e7 / 3.0;
     s.vita49.context_timeout_s = 0.1;
     s.vita49.rcvbuf_bytes = 1 << 30;
     s.vita49.allow = {"fd00::/8"};
@@ -1173,6 +1172,7 @@ TEST(ConfigSchema, RoundTripEveryFieldChanged) {
     daemon_config d = c;
     d.source.vita49.stream_id = 0xfffffffeu;
     d.source.vita49.stream_change = paq::io::stream_change_policy::follow;
+    d.source.vita49.sample_rate_hz = 0;  // from the named sender's and stream's context packets
     d.publisher.udp.dqe_id.use_stream_id = true;
     d.publisher.udp.dqe_id.fixed_id = 0;
     d.monitor.pattern.reset();
@@ -1247,6 +1247,7 @@ std::vector<std::string> companions(const std::string& section, const std::strin
     if (section == "source.tcp" && key == "retry_initial_s") return {"retry_max_s: 600"};
     if (section == "source.iio" && key == "reconnect_max_interval_s") return {"reconnect_interval_s: 0.1"};
     if (section == "source.iio" && key == "reconnect_interval_s") return {"reconnect_max_interval_s: 600"};
+    if (section == "source.vita49" && key == "sample_rate_hz") return {"allow: [192.0.2.7]", "stream_id: 7"};
     return {};
 }
 

@@ -687,6 +687,7 @@ TEST(vita49_standard, the_context_rate_is_taken_or_checked)
 
     {  // sample_rate_hz 0: from the context (another stream's is not taken)
         auto cfg = config(0.0, 0x49);
+        cfg.allow = {"127.0.0.1"};  // a rate from context packets needs the sender named
         cfg.context_timeout_s = 5.0;
         vita49_source source(cfg);
         auto rate = std::async(std::launch::async, [&source] { return source.sample_rate_hz(); });
