@@ -342,20 +342,20 @@ s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
 s.bind(sys.argv[1])
 s.settimeout(1.0)
 end = time.time() + 60
-stopping = time.time()
+stopping = None
 with open(sys.argv[2], "w") as out:
     while time.time() < end:
+        # Keep listening a little after STOPPING=1: paqd still reports while it drains.
+        if stopping is not None and time.time() - stopping > 3:
+            break
         try:
             msg = s.recv(4096).decode()
         except socket.timeout:
             continue
         out.write(msg.replace("\n", " | ") + "\n")
         out.flush()
-        if "STOPPING=1" in msg:
+        if "STOPPING=1" in msg and stopping is None:
             stopping = time.time()
-        # Keep listening a little after STOPPING=1: paqd still reports while it drains.
-        if "STOPPING=1" in open(sys.argv[2]).read() and time.time() - stopping > 3:
-            break
 EOF2
   listener=$!
   pids+=("$listener")
