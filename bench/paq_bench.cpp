@@ -41,7 +41,7 @@
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/input_stage.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "gpu/cuda_backend.hpp"
 #include "bench/bench_common.hpp"
 #include "config/cli.hpp"
@@ -66,6 +66,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 using bench::clock_type;
 using bench::ms_since;
 

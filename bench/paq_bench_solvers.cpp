@@ -7,7 +7,7 @@
 #include "dsp/batch.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/preamble_detector.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "bench/bench_common.hpp"
 #include "config/cli.hpp"
@@ -27,6 +27,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 int main(int argc, char** argv)
 {

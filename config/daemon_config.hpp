@@ -14,6 +14,7 @@
 //   log:        level and destination
 #pragma once
 
+#include "dsp/names.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
 #include "io/file_source.hpp"
@@ -22,6 +23,7 @@
 #include "io/zmq_source.hpp"
 #include "io/udp_publisher.hpp"
 #include "io/ring_buffer.hpp"
+
 
 #include <cstdint>
 #include <filesystem>
@@ -32,6 +34,12 @@
 namespace paq::config {
 
 enum class source_type : std::uint8_t { file, tcp, udp, vita49, iio, zmq };
+inline constexpr name_table<source_type, 6> source_type_names{{{"file", source_type::file},
+                                                               {"tcp", source_type::tcp},
+                                                               {"udp", source_type::udp},
+                                                               {"vita49", source_type::vita49},
+                                                               {"iio", source_type::iio},
+                                                               {"zmq", source_type::zmq}}};
 
 struct source_config {
     source_type type = source_type::file;
@@ -91,6 +99,8 @@ struct publisher_config {
 };
 
 enum class ring_overflow : std::uint8_t { automatic, drop, block };
+inline constexpr name_table<ring_overflow, 3> ring_overflow_names{
+    {{"auto", ring_overflow::automatic}, {"drop", ring_overflow::drop}, {"block", ring_overflow::block}}};
 
 struct ring_config {
     /// Capacity in seconds of samples at the source's rate, 0.1 <= x <= 60.
@@ -104,16 +114,24 @@ struct ring_config {
 };
 
 enum class backend_kind : std::uint8_t { automatic, cpu, cuda };
+inline constexpr name_table<backend_kind, 3> backend_names{
+    {{"auto", backend_kind::automatic}, {"cpu", backend_kind::cpu}, {"cuda", backend_kind::cuda}}};
+
+/// The ZF/MMSE solver of the CUDA backend (gpu::cuda_backend): Levinson in double (default),
+/// or cuSOLVER's dense Cholesky / sparse QR in float (baselines; ill-conditioned ZF packets
+/// fall back to Levinson). The CPU backend always solves in double and ignores it.
+enum class solver_kind : std::uint8_t { levinson, cusolver_dn_chol, cusolver_sp_qr };
+inline constexpr name_table<solver_kind, 3> solver_names{{{"levinson", solver_kind::levinson},
+                                                          {"cusolver-dn-chol", solver_kind::cusolver_dn_chol},
+                                                          {"cusolver-sp-qr", solver_kind::cusolver_sp_qr}}};
 
 struct pipeline_config {
     /// auto: cuda when built with CUDA and a device is present, else cpu.
     backend_kind backend = backend_kind::automatic;
     /// CUDA devices, one worker each (cuda backend). Empty: device 0.
     std::vector<int> gpus;
-    /// ZF/MMSE solver of the CUDA backend: levinson (double, default), cusolver-dn-chol or
-    /// cusolver-sp-qr (float baselines; ill-conditioned ZF packets fall back to Levinson).
-    /// The CPU backend always solves in double and ignores it.
-    std::string solver = "levinson";
+    /// ZF/MMSE solver of the CUDA backend, a name of solver_names.
+    std::string solver = std::string(name_of(solver_names, solver_kind::levinson));
     /// CPU backend workers (each uses receiver.cpu_threads threads), 1 <= x <= 64.
     int cpu_workers = 1;
     /// Batches queued for the workers beyond the ones being processed, 1 <= x <= 16.
@@ -132,6 +150,8 @@ struct monitor_config {
 };
 
 enum class log_destination : std::uint8_t { automatic, console, journal };
+inline constexpr name_table<log_destination, 3> log_destination_names{
+    {{"auto", log_destination::automatic}, {"console", log_destination::console}, {"journal", log_destination::journal}}};
 
 struct log_config {
     std::string level = "info";  ///< trace, debug, info, warn, error, critical, off
@@ -176,10 +196,11 @@ struct daemon_config {
     log_config log;
 };
 
-[[nodiscard]] std::string_view to_string(source_type t) noexcept;
-[[nodiscard]] std::string_view to_string(ring_overflow o) noexcept;
-[[nodiscard]] std::string_view to_string(backend_kind b) noexcept;
-[[nodiscard]] std::string_view to_string(log_destination d) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(source_type t) noexcept { return name_of(source_type_names, t); }
+[[nodiscard]] constexpr std::string_view to_string(ring_overflow o) noexcept { return name_of(ring_overflow_names, o); }
+[[nodiscard]] constexpr std::string_view to_string(backend_kind b) noexcept { return name_of(backend_names, b); }
+[[nodiscard]] constexpr std::string_view to_string(solver_kind s) noexcept { return name_of(solver_names, s); }
+[[nodiscard]] constexpr std::string_view to_string(log_destination d) noexcept { return name_of(log_destination_names, d); }
 
 /// Parses a whole configuration document (all sections; a missing section keeps its
 /// defaults). Throws config_error (config/receiver_yaml.hpp) listing every problem, each as

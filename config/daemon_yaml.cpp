@@ -14,55 +14,9 @@ namespace paq::config {
 
 using namespace detail;
 
-std::string_view to_string(source_type t) noexcept
-{
-    switch (t) {
-    case source_type::file: return "file";
-    case source_type::tcp: return "tcp";
-    case source_type::udp: return "udp";
-    case source_type::vita49: return "vita49";
-    case source_type::iio: return "iio";
-    case source_type::zmq: return "zmq";
-    }
-    return "?";
-}
-
-std::string_view to_string(ring_overflow o) noexcept
-{
-    switch (o) {
-    case ring_overflow::automatic: return "auto";
-    case ring_overflow::drop: return "drop";
-    case ring_overflow::block: return "block";
-    }
-    return "?";
-}
-
-std::string_view to_string(backend_kind b) noexcept
-{
-    switch (b) {
-    case backend_kind::automatic: return "auto";
-    case backend_kind::cpu: return "cpu";
-    case backend_kind::cuda: return "cuda";
-    }
-    return "?";
-}
-
-std::string_view to_string(log_destination d) noexcept
-{
-    switch (d) {
-    case log_destination::automatic: return "auto";
-    case log_destination::console: return "console";
-    case log_destination::journal: return "journal";
-    }
-    return "?";
-}
-
 namespace {
 
-const choice_list<io::sample_format> sample_formats{{"cf32_le", io::sample_format::cf32_le},
-                                                   {"cf32", io::sample_format::cf32_le},
-                                                   {"ci16_le", io::sample_format::ci16_le},
-                                                   {"ci16", io::sample_format::ci16_le}};
+const choice_list<io::sample_format> sample_formats = choices(io::sample_format_names);
 
 /// A port number; a TCP source in connect mode needs 1 .. 65535 (its own check).
 const numeric_range port_range = between(0, 65535);
@@ -149,7 +103,7 @@ const section<io::tcp_source_config>& tcp_schema()
     static const section<C> table = [] {
         section<C> s;
         s.fields = {
-            choice<C>("mode", at(&C::mode), choice_list<io::tcp_mode>{{"connect", io::tcp_mode::connect}, {"listen", io::tcp_mode::listen}},
+            choice<C>("mode", at(&C::mode), choices(io::tcp_mode_names),
                       {"", "dial out to the sender, or wait for it"}),
             text<C>("host", at(&C::host), "non-empty; listen: a numeric address",
                     {"", "connect: peer name or address; listen: local address to bind"}),
@@ -195,9 +149,7 @@ const section<io::udp_source_config>& udp_schema()
             allow_list<C>(at(&C::allow), "a non-empty list of addresses / CIDR prefixes",
                           "datagrams from other senders are dropped and counted (§3, \"Restricting senders\")"),
             choice<C>("header", at(&C::header),
-                      choice_list<io::udp_header>{{"none", io::udp_header::none},
-                                                  {"gnuradio-seq", io::udp_header::gnuradio_seq},
-                                                  {"gnuradio-seq-size", io::udp_header::gnuradio_seq_size}},
+                      choices(io::udp_header_names),
                       {"", "what precedes the samples: GNU Radio UDP Sink's Header \"None\", \"Sequence Number\" "
                            "(8 bytes) or \"Seq + Size\" (16 bytes); with a header lost datagrams are counted "
                            "(§3, \"GNU Radio\")"}),
@@ -214,8 +166,7 @@ const section<io::vita49_source_config>& vita49_schema()
         section<C> s;
         auto stream_change =
             choice<C>("stream_change", at(&C::stream_change),
-                      choice_list<io::stream_change_policy>{{"follow", io::stream_change_policy::follow},
-                                                            {"stay", io::stream_change_policy::stay}},
+                      choices(io::stream_change_policy_names),
                       {"", "without `stream_id`: take a new stream id once the current one is silent (follow), or "
                            "keep the first (stay). `follow` beside `stream_id` is an error (§3)"});
         // With a stream id the policy does not apply (and an explicit follow beside it is an error).
@@ -279,10 +230,7 @@ const section<io::iio_config>& iio_schema()
                       {"Hz", "RX LO (an AD9363 accepts only 325 MHz .. 3.8 GHz and refuses the rest when written)"}),
             number<C>("rf_bandwidth_hz", at(&C::rf_bandwidth_hz), between(200e3, 56e6), {"Hz", "RX analog filter bandwidth"}),
             choice<C>("gain_mode", at(&C::gain_mode),
-                      choice_list<io::iio_gain_mode>{{"manual", io::iio_gain_mode::manual},
-                                                     {"slow_attack", io::iio_gain_mode::slow_attack},
-                                                     {"fast_attack", io::iio_gain_mode::fast_attack},
-                                                     {"hybrid", io::iio_gain_mode::hybrid}},
+                      choices(io::iio_gain_mode_names),
                       {"", "AGC mode"}),
             // The AD9361's manual gain range at the default LO (its gain table for 1.3 .. 4 GHz);
             // the phy narrows it further with the LO (up to 62 dB above 4 GHz) and refuses a
@@ -314,7 +262,7 @@ const section<io::zmq_source_config>& zmq_schema()
             text<C>("endpoint", at(&C::endpoint), "tcp://HOST:PORT, ipc://PATH or inproc://NAME",
                     {"", "where the sender's ZMQ sink is bound; paqd connects"}),
             choice<C>("pattern", at(&C::pattern),
-                      choice_list<io::zmq_pattern>{{"sub", io::zmq_pattern::sub}, {"pull", io::zmq_pattern::pull}},
+                      choices(io::zmq_pattern_names),
                       {"", "sub for GNU Radio's ZMQ PUB Sink, pull for its ZMQ PUSH Sink"}),
             choice<C>("format", at(&C::format), sample_formats, {"", "wire format (GNU Radio's complex: cf32_le)"}),
             number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
@@ -327,7 +275,7 @@ const section<io::zmq_source_config>& zmq_schema()
                       {"MiB", "the receive queue's bound: the high-water mark applied is at most this over "
                               "`max_message_bytes` messages (at least 1)"}),
             choice<C>("tags", at(&C::tags),
-                      choice_list<io::zmq_tags>{{"none", io::zmq_tags::none}, {"gnuradio", io::zmq_tags::gnuradio}},
+                      choices(io::zmq_tags_names),
                       {"", "the sink's Pass Tags: gnuradio reads its tag header and counts lost samples exactly"}),
         };
         return s;
@@ -342,12 +290,7 @@ const section<source_config>& source_schema()
         section<C> s;
         s.fields = {
             choice<C>("type", at(&C::type),
-                      choice_list<source_type>{{"file", source_type::file},
-                                               {"tcp", source_type::tcp},
-                                               {"udp", source_type::udp},
-                                               {"vita49", source_type::vita49},
-                                               {"iio", source_type::iio},
-                                               {"zmq", source_type::zmq}},
+                      choices(source_type_names),
                       {"", "which sub-section is used", "`file` (paqd.yaml: `vita49`)"}),
             number<C>("stall_timeout_s", at(&C::stall_timeout_s), between(0.05, 3600),
                       {"s", "no samples for this long: the segment is ended and a stall counted (§5)"}),
@@ -388,9 +331,7 @@ const section<ring_config>& ring_schema()
             number<C>("capacity_s", at(&C::capacity_s), between(0.1, 60),
                       {"s", "capacity in seconds at the source's rate (2 s at 20.625 MS/s = 41.25 M samples = 314 MiB of cf32, 157 MiB of ci16: the ring holds the source's width)"}),
             choice<C>("overflow", at(&C::overflow),
-                      choice_list<ring_overflow>{{"auto", ring_overflow::automatic},
-                                                 {"drop", ring_overflow::drop},
-                                                 {"block", ring_overflow::block}},
+                      choices(ring_overflow_names),
                       {"", "what a full ring does (§5). auto: `block` for file and tcp, `drop` for udp, vita49, iio and zmq"}),
             boolean<C>("lock_memory", at(&C::lock_memory),
                        {"", "pinned memory: `cudaHostAlloc` with the cuda backend (failure is fatal), else `mlock` "
@@ -408,17 +349,13 @@ const section<pipeline_config>& pipeline_schema()
         section<C> s;
         s.fields = {
             choice<C>("backend", at(&C::backend),
-                      choice_list<backend_kind>{{"auto", backend_kind::automatic},
-                                                {"cpu", backend_kind::cpu},
-                                                {"cuda", backend_kind::cuda}},
+                      choices(backend_names),
                       {"", "auto: cuda when paqd was built with CUDA and a listed device has the 138 KiB of shared "
                            "memory per block the backend needs (H100, H200, A100), else cpu (a device without it is "
                            "named in a warning); cuda on such a device fails at start naming what it has and needs"}),
             int_list<C>("gpus", at(&C::gpus), between(0, 63), {"", "cuda: one worker per listed device; empty means [0]"}),
             choice<C>("solver", at(&C::solver),
-                      choice_list<std::string>{{"levinson", "levinson"},
-                                               {"cusolver-dn-chol", "cusolver-dn-chol"},
-                                               {"cusolver-sp-qr", "cusolver-sp-qr"}},
+                      name_choices(solver_names),
                       {"", "cuda: the ZF/MMSE solver. levinson is the project's (double precision, and the fastest by "
                            "far); the two cuSOLVER ones (float) are the thesis' baselines, kept for comparison; "
                            "with them, ZF packets above condition number 1e6 (flagged ill-conditioned) or not "
@@ -525,9 +462,7 @@ const section<publisher_config>& publisher_schema()
                        {"", "false: no bitstreams (a warning says so); the destinations are then not checked beyond "
                             "their YAML types"}),
             choice<C>("format", [](auto& c) -> auto& { return c.udp.format; },
-                      choice_list<io::bitstream_format>{{"paq", io::bitstream_format::paq},
-                                                        {"dqe", io::bitstream_format::dqe},
-                                                        {"dqe-raw", io::bitstream_format::dqe_raw}},
+                      choices(io::bitstream_format_names),
                       {"", "datagram format"}),
             leaf<C>(
                 std::move(dqe),
@@ -563,9 +498,7 @@ const section<publisher_config>& publisher_schema()
     return table;
 }
 
-const choice_list<dsp::pn_pattern> pn_patterns{{"pn9", dsp::pn_pattern::pn9},   {"pn11", dsp::pn_pattern::pn11},
-                                               {"pn15", dsp::pn_pattern::pn15}, {"pn20", dsp::pn_pattern::pn20},
-                                               {"pn23", dsp::pn_pattern::pn23}, {"pn31", dsp::pn_pattern::pn31}};
+const choice_list<dsp::pn_pattern> pn_patterns = choices(dsp::pn_pattern_names);
 
 const section<monitor_config>& monitor_schema()
 {
@@ -684,9 +617,7 @@ const section<log_config>& log_schema()
                                                {"err", "err"}, {"critical", "critical"}, {"off", "off"}},
                       {"", "messages below this level are not logged; `--log-level` overrides it"}),
             choice<C>("destination", at(&C::destination),
-                      choice_list<log_destination>{{"auto", log_destination::automatic},
-                                                   {"console", log_destination::console},
-                                                   {"journal", log_destination::journal}},
+                      choices(log_destination_names),
                       {"", "auto: the journal when systemd connected stderr to it (JOURNAL_STREAM names fd 2), "
                            "stderr otherwise. console: `paqd: <level>: <message>` on stderr"}),
         };

@@ -80,9 +80,7 @@ const section<dsp::receiver_config>& receiver_schema()
                            "is then not used), which costs the GPU backend about three times the time per batch of the "
                            "PLL alone (PERFORMANCE.md)"}),
             choice<C>("detector", at(&C::detector),
-                      choice_list<dsp::detector_kind>{{"sxs", dsp::detector_kind::sxs},
-                                                      {"trellis", dsp::detector_kind::trellis},
-                                                      {"both", dsp::detector_kind::both}},
+                      choices(dsp::detector_names),
                       {"", "how the bits are decided (SIGNAL-CHAIN.md, \"Trellis detection\"): `sxs`, the symbol-by-symbol "
                            "OQPSK detector; `trellis`, sequence detection (max-log BCJR over 16 states on a table of the "
                            "signal over five bits, fitted per packet), 2-2.5x fewer errors on AWGN, 3-14x fewer over "

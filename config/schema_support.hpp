@@ -4,6 +4,7 @@
 // fields; config/receiver_yaml.cpp and config/daemon_yaml.cpp hold the tables.
 #pragma once
 
+#include "dsp/names.hpp"
 #include "config/daemon_config.hpp"
 #include "config/schema.hpp"
 #include "config/yaml_support.hpp"
@@ -470,6 +471,24 @@ field<S> path(std::string key, Get get, doc_text doc)
 
 template <typename E>
 using choice_list = std::vector<std::pair<std::string, E>>;
+
+/// The choices of an enumeration: its name table (dsp/names.hpp), aliases included.
+template <typename E, std::size_t N>
+choice_list<E> choices(const name_table<E, N>& table)
+{
+    choice_list<E> out;
+    for (const auto& n : table) out.emplace_back(std::string(n.name), n.value);
+    return out;
+}
+
+/// The same for a setting kept as its name (a std::string field).
+template <typename E, std::size_t N>
+choice_list<std::string> name_choices(const name_table<E, N>& table)
+{
+    choice_list<std::string> out;
+    for (const auto& n : table) out.emplace_back(std::string(n.name), std::string(n.name));
+    return out;
+}
 
 template <typename E>
 std::string choice_names(const choice_list<E>& options)

@@ -66,24 +66,25 @@ int main(int argc, char** argv)
     replay->add_option("--detector", detector,
                        "How the bits are decided: sxs (symbol by symbol), trellis (sequence detection), or both (twelve "
                        "streams, side by side) (default: receiver.detector, sxs)")
-        ->check(CLI::IsMember({"sxs", "trellis", "both"}));
+        ->check(CLI::IsMember(names_in(dsp::detector_names)));
     replay->add_option("--pattern", pattern,
-                       "Data pattern for BER counting: pn9, pn11, pn15, pn20, pn23, pn31 (default: the recording's "
-                       "paq:pattern, else pn15)");
+                       "Data pattern for BER counting: " + names_text(dsp::pn_pattern_names) +
+                           " (default: the recording's paq:pattern, else pn15)");
     replay->add_option("--config", config_file, "YAML config (section 'receiver')");
     replay->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
     replay->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)")->check(CLI::Range(0, 1024));
     std::string backend = "cpu";
     std::vector<int> gpus;
-    replay->add_option("--backend", backend, "Signal-chain backend: cpu, cuda, or auto (cuda when a GPU can run it)")
-        ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+    replay->add_option("--backend", backend,
+                       "Signal-chain backend: " + names_text(config::backend_names) + " (auto: cuda when a GPU can run it)")
+        ->check(CLI::IsMember(names_in(config::backend_names)))
         ->capture_default_str();
     replay->add_option("--gpu,--gpus", gpus, "CUDA device(s) for --backend cuda, one worker each, e.g. 0 or 0,1 (default 0)")
         ->delimiter(',')
         ->check(CLI::NonNegativeNumber);
-    std::string solver = "levinson";
-    replay->add_option("--solver", solver, "ZF/MMSE solver of the cuda backend: levinson, cusolver-dn-chol, cusolver-sp-qr")
-        ->check(CLI::IsMember({"levinson", "cusolver-dn-chol", "cusolver-sp-qr"}))
+    std::string solver(name_of(config::solver_names, config::solver_kind::levinson));
+    replay->add_option("--solver", solver, "ZF/MMSE solver of the cuda backend: " + names_text(config::solver_names))
+        ->check(CLI::IsMember(names_in(config::solver_names)))
         ->capture_default_str();
     replay->add_flag("--json", json, "Print the summary as JSON instead of the table");
     std::string records_base;

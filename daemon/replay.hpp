@@ -7,7 +7,7 @@
 #include "runtime/backend_factory.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
-#include "dsp/receiver_run.hpp"
+#include "dsp/run_tally.hpp"
 #include "io/sample_format.hpp"
 
 #include <nlohmann/json.hpp>

@@ -10,7 +10,6 @@ namespace paq::dsp {
 namespace {
 
 struct pattern_info {
-    std::string_view name;    // canonical, lower case
     std::string_view digits;  // what follows the prefix when parsing
     int degree;               // n of x^n + x^k + 1
     int tap;                  // k
@@ -19,12 +18,12 @@ struct pattern_info {
 
 // Indexed by pn_pattern.
 constexpr std::array<pattern_info, 6> patterns{{
-    {"pn9", "9", 9, 5, false},
-    {"pn11", "11", 11, 9, false},
-    {"pn15", "15", 15, 14, true},
-    {"pn20", "20", 20, 3, false},
-    {"pn23", "23", 23, 18, true},
-    {"pn31", "31", 31, 28, true},
+    {"9", 9, 5, false},
+    {"11", 11, 9, false},
+    {"15", 15, 14, true},
+    {"20", 20, 3, false},
+    {"23", 23, 18, true},
+    {"31", 31, 28, true},
 }};
 
 constexpr const pattern_info& info(pn_pattern p) noexcept {
@@ -136,18 +135,11 @@ pn_pattern parse_pn_pattern(std::string_view text) {
         }
     }
 
-    std::string accepted;
-    for (const pattern_info& p : patterns) {
-        if (!accepted.empty()) accepted += ", ";
-        accepted += p.name;
-    }
     throw std::invalid_argument("invalid PN pattern '" + std::string(text) + "': expected one of " +
-                                accepted +
+                                names_text(pn_pattern_names) +
                                 " (case-insensitive; 'prbs' instead of 'pn' and a '-' or '_' "
                                 "before the degree are also accepted, e.g. PRBS-15)");
 }
-
-std::string_view to_string(pn_pattern p) noexcept { return info(p).name; }
 
 int pn_degree(pn_pattern p) noexcept { return info(p).degree; }
 

@@ -26,6 +26,8 @@
 // different pattern and is not provided.
 #pragma once
 
+#include "dsp/names.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -35,6 +37,13 @@
 namespace paq::dsp {
 
 enum class pn_pattern { pn9, pn11, pn15, pn20, pn23, pn31 };
+/// The canonical names (lower case); parse_pn_pattern also takes other spellings.
+inline constexpr name_table<pn_pattern, 6> pn_pattern_names{{{"pn9", pn_pattern::pn9},
+                                                             {"pn11", pn_pattern::pn11},
+                                                             {"pn15", pn_pattern::pn15},
+                                                             {"pn20", pn_pattern::pn20},
+                                                             {"pn23", pn_pattern::pn23},
+                                                             {"pn31", pn_pattern::pn31}}};
 
 /// Accepts "pn15", "PN15", "prbs15", "PRBS-15", "pn_23" ... (case-insensitive; prefix
 /// "pn" or "prbs", an optional '-' or '_', then the degree).
@@ -42,7 +51,7 @@ enum class pn_pattern { pn9, pn11, pn15, pn20, pn23, pn31 };
 [[nodiscard]] pn_pattern parse_pn_pattern(std::string_view text);
 
 /// Canonical lower-case name ("pn15"); parse_pn_pattern accepts it.
-[[nodiscard]] std::string_view to_string(pn_pattern p) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(pn_pattern p) noexcept { return name_of(pn_pattern_names, p); }
 
 /// n of x^n + x^k + 1: the register length.
 [[nodiscard]] int pn_degree(pn_pattern p) noexcept;

@@ -89,20 +89,7 @@ std::vector<std::string> receiver_config::validate() const
 
 detector_kind parse_detector(std::string_view text)
 {
-    for (const auto d : {detector_kind::sxs, detector_kind::trellis, detector_kind::both}) {
-        if (text == to_string(d)) return d;
-    }
-    throw std::invalid_argument("detector '" + std::string(text) + "' (allowed: sxs, trellis, both)");
-}
-
-std::string_view to_string(detector_kind d) noexcept
-{
-    switch (d) {
-    case detector_kind::sxs: return "sxs";
-    case detector_kind::trellis: return "trellis";
-    case detector_kind::both: return "both";
-    }
-    return "?";
+    return parse_named(detector_names, text, "detector");
 }
 
 }  // namespace paq::dsp

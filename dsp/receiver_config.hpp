@@ -3,6 +3,7 @@
 // binds it to YAML.
 #pragma once
 
+#include "dsp/names.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/waveform.hpp"
 
@@ -20,7 +21,9 @@ inline constexpr double max_input_ratio = 3.2;
 
 /// receiver_config::detector.
 enum class detector_kind : std::uint8_t { sxs, trellis, both };
-[[nodiscard]] std::string_view to_string(detector_kind d) noexcept;
+inline constexpr name_table<detector_kind, 3> detector_names{
+    {{"sxs", detector_kind::sxs}, {"trellis", detector_kind::trellis}, {"both", detector_kind::both}}};
+[[nodiscard]] constexpr std::string_view to_string(detector_kind d) noexcept { return name_of(detector_names, d); }
 /// "sxs", "trellis", "both"; anything else throws std::invalid_argument naming the allowed ones.
 [[nodiscard]] detector_kind parse_detector(std::string_view text);
 

@@ -98,21 +98,7 @@ void put_dqe(std::uint8_t* p, std::uint16_t id, float bep) noexcept
 
 bitstream_format parse_bitstream_format(std::string_view text)
 {
-    if (text == "paq") return bitstream_format::paq;
-    if (text == "dqe") return bitstream_format::dqe;
-    if (text == "dqe-raw" || text == "dqe_raw") return bitstream_format::dqe_raw;
-    throw std::invalid_argument("invalid bitstream format '" + std::string(text) +
-                                "': expected paq, dqe or dqe-raw");
-}
-
-std::string_view to_string(bitstream_format f) noexcept
-{
-    switch (f) {
-    case bitstream_format::paq: return "paq";
-    case bitstream_format::dqe: return "dqe";
-    case bitstream_format::dqe_raw: return "dqe-raw";
-    }
-    return "unknown";
+    return parse_named(bitstream_format_names, text, "bitstream format");
 }
 
 double clamp_bep(double bep) noexcept

@@ -20,6 +20,7 @@
 // header with payload type 2 and the packet's 6144 LLRs (encode_llr_datagram).
 #pragma once
 
+#include "dsp/names.hpp"
 #include "dsp/batch.hpp"
 #include "dsp/receiver_tables.hpp"
 
@@ -69,11 +70,15 @@ enum class bitstream_format : std::uint8_t {
     dqe,      ///< paq header + DQE frame
     dqe_raw,  ///< the bare DQE frame, no paq header
 };
+inline constexpr name_table<bitstream_format, 4> bitstream_format_names{{{"paq", bitstream_format::paq},
+                                                                         {"dqe", bitstream_format::dqe},
+                                                                         {"dqe-raw", bitstream_format::dqe_raw},
+                                                                         {"dqe_raw", bitstream_format::dqe_raw}}};
 
 /// Accepts "paq", "dqe", "dqe-raw" (also "dqe_raw"). Throws std::invalid_argument naming the
 /// bad value and listing the accepted ones.
 [[nodiscard]] bitstream_format parse_bitstream_format(std::string_view text);
-[[nodiscard]] std::string_view to_string(bitstream_format f) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(bitstream_format f) noexcept { return name_of(bitstream_format_names, f); }
 
 /// Datagram size in bytes as the encoder writes it: 840 (paq), 846 (dqe), 774 (dqe-raw).
 [[nodiscard]] constexpr std::size_t datagram_bytes(bitstream_format f) noexcept

@@ -48,23 +48,7 @@ std::string format_hz(double hz)
 
 iio_gain_mode parse_iio_gain_mode(std::string_view name)
 {
-    if (name == "manual") return iio_gain_mode::manual;
-    if (name == "slow_attack") return iio_gain_mode::slow_attack;
-    if (name == "fast_attack") return iio_gain_mode::fast_attack;
-    if (name == "hybrid") return iio_gain_mode::hybrid;
-    throw std::invalid_argument("unknown gain mode '" + std::string(name) +
-                                "' (accepted: manual, slow_attack, fast_attack, hybrid)");
-}
-
-std::string_view to_string(iio_gain_mode mode) noexcept
-{
-    switch (mode) {
-    case iio_gain_mode::manual: return "manual";
-    case iio_gain_mode::slow_attack: return "slow_attack";
-    case iio_gain_mode::fast_attack: return "fast_attack";
-    case iio_gain_mode::hybrid: return "hybrid";
-    }
-    return "unknown";
+    return parse_named(iio_gain_mode_names, name, "gain mode");
 }
 
 std::vector<std::string> iio_config::validate() const

@@ -16,6 +16,7 @@
 // make_libiio_device() is the real one. libiio's headers stay out of this header.
 #pragma once
 
+#include "dsp/names.hpp"
 #include "io/sample_source.hpp"
 
 #include <condition_variable>
@@ -32,12 +33,16 @@ namespace paq::io {
 
 /// The AD9361's gain control modes (the phy's in_voltage0_gain_control_mode values).
 enum class iio_gain_mode : std::uint8_t { manual, slow_attack, fast_attack, hybrid };
+inline constexpr name_table<iio_gain_mode, 4> iio_gain_mode_names{{{"manual", iio_gain_mode::manual},
+                                                                   {"slow_attack", iio_gain_mode::slow_attack},
+                                                                   {"fast_attack", iio_gain_mode::fast_attack},
+                                                                   {"hybrid", iio_gain_mode::hybrid}}};
 
 /// Accepts "manual", "slow_attack", "fast_attack", "hybrid". Throws std::invalid_argument
 /// naming the bad value and the accepted ones.
 [[nodiscard]] iio_gain_mode parse_iio_gain_mode(std::string_view name);
 /// The attribute value: "manual", "slow_attack", "fast_attack", "hybrid".
-[[nodiscard]] std::string_view to_string(iio_gain_mode mode) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(iio_gain_mode mode) noexcept { return name_of(iio_gain_mode_names, mode); }
 
 struct iio_config {
     /// libiio context: "ip:HOST[:PORT]" (iiod over the network), "usb:[BUS.DEV.INTF]",

@@ -12,14 +12,7 @@ namespace paq::io {
 
 overflow_policy parse_overflow_policy(std::string_view name)
 {
-    if (name == "drop") return overflow_policy::drop;
-    if (name == "block") return overflow_policy::block;
-    throw std::invalid_argument("unknown overflow policy '" + std::string(name) + "' (allowed: drop, block)");
-}
-
-std::string_view to_string(overflow_policy p) noexcept
-{
-    return p == overflow_policy::drop ? "drop" : "block";
+    return parse_named(overflow_policy_names, name, "overflow policy");
 }
 
 ring_allocator host_ring_allocator(bool try_lock)

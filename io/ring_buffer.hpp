@@ -38,6 +38,7 @@
 // locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
 #pragma once
 
+#include "dsp/names.hpp"
 #include "dsp/types.hpp"
 #include "io/sample_source.hpp"
 
@@ -60,10 +61,13 @@
 namespace paq::io {
 
 enum class overflow_policy : std::uint8_t { drop, block };
+inline constexpr name_table<overflow_policy, 2> overflow_policy_names{
+    {{"drop", overflow_policy::drop}, {"block", overflow_policy::block}}};
 
-/// "drop" or "block"; throws std::invalid_argument naming the value and the allowed ones.
+/// A name of overflow_policy_names; throws std::invalid_argument naming the value and the
+/// allowed ones.
 [[nodiscard]] overflow_policy parse_overflow_policy(std::string_view name);
-[[nodiscard]] std::string_view to_string(overflow_policy p) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(overflow_policy p) noexcept { return name_of(overflow_policy_names, p); }
 
 /// Storage for the ring: allocate(bytes) returns memory or throws; release(ptr, bytes) frees it.
 struct ring_allocator {

@@ -55,18 +55,11 @@ inline constexpr float ci16_max = 32767.0f;
 }  // namespace
 
 sample_format parse_sample_format(std::string_view name) {
-  if (name == "cf32_le" || name == "cf32") return sample_format::cf32_le;
-  if (name == "ci16_le" || name == "ci16") return sample_format::ci16_le;
-  throw std::invalid_argument("unknown sample format '" + std::string(name) +
-                              "' (accepted: cf32_le, cf32, ci16_le, ci16)");
+  return parse_named(sample_format_names, name, "sample format");
 }
 
 std::string_view to_sigmf_datatype(sample_format format) noexcept {
-  switch (format) {
-    case sample_format::cf32_le: return "cf32_le";
-    case sample_format::ci16_le: return "ci16_le";
-  }
-  return "cf32_le";  // unreachable: every enumerator is handled above
+  return name_of(sample_format_names, format);
 }
 
 std::size_t bytes_per_sample(sample_format format) noexcept {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string_view>
 
+#include "dsp/names.hpp"
 #include "dsp/types.hpp"
 
 namespace paq::io {
@@ -12,6 +13,11 @@ namespace paq::io {
 /// The two sample formats paqd reads and writes. Both are interleaved I/Q, little-endian,
 /// which is what SigMF calls "cf32_le" and "ci16_le".
 enum class sample_format { cf32_le, ci16_le };
+/// Each SigMF name, then its short form (what people type on a command line).
+inline constexpr name_table<sample_format, 4> sample_format_names{{{"cf32_le", sample_format::cf32_le},
+                                                                   {"cf32", sample_format::cf32_le},
+                                                                   {"ci16_le", sample_format::ci16_le},
+                                                                   {"ci16", sample_format::ci16_le}}};
 
 /// ci16 counts per unit of signal amplitude. Full scale (32767) is then 4x the nominal unit
 /// signal amplitude: enough headroom that noise at low Eb/N0 rarely clips, while a unit signal

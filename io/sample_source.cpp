@@ -18,17 +18,4 @@ time_anchor host_clock_anchor(std::uint64_t first_sample_index, std::size_t n, d
     return {first_sample_index, host_utc_ns() - static_cast<std::int64_t>(std::llround(duration_ns))};
 }
 
-std::string_view to_string(gap_reason r) noexcept
-{
-    switch (r) {
-    case gap_reason::overflow: return "overflow";
-    case gap_reason::lost_packets: return "lost-packets";
-    case gap_reason::stall: return "stall";
-    case gap_reason::reconnect: return "reconnect";
-    case gap_reason::source_error: return "source-error";
-    case gap_reason::discontinuity: return "discontinuity";
-    }
-    return "unknown";
-}
-
 }  // namespace paq::io

@@ -32,6 +32,7 @@
 //   file (raw)        none
 #pragma once
 
+#include "dsp/names.hpp"
 #include "dsp/types.hpp"
 
 #include <atomic>
@@ -54,10 +55,17 @@ enum class gap_reason : std::uint8_t {
     source_error,  ///< the source reported an overrun or a corrupt block
     discontinuity, ///< the stream jumps (a looped file starts again)
 };
+/// The names (metrics labels, logs), in the enumeration's order.
+inline constexpr name_table<gap_reason, 6> gap_reason_names{{{"overflow", gap_reason::overflow},
+                                                             {"lost-packets", gap_reason::lost_packets},
+                                                             {"stall", gap_reason::stall},
+                                                             {"reconnect", gap_reason::reconnect},
+                                                             {"source-error", gap_reason::source_error},
+                                                             {"discontinuity", gap_reason::discontinuity}}};
 /// The number of gap_reason values (for arrays indexed by reason).
-inline constexpr std::size_t num_gap_reasons = 6;
+inline constexpr std::size_t num_gap_reasons = gap_reason_names.size();
 
-[[nodiscard]] std::string_view to_string(gap_reason r) noexcept;
+[[nodiscard]] constexpr std::string_view to_string(gap_reason r) noexcept { return name_of(gap_reason_names, r); }
 
 /// The absolute time of one sample of a source's stream.
 struct time_anchor {

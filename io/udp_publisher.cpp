@@ -4,12 +4,19 @@
 #include <boost/asio/ip/udp.hpp>
 #include <spdlog/spdlog.h>
 
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 namespace paq::io {
@@ -23,6 +30,8 @@ using clock_type = std::chrono::steady_clock;
 constexpr std::size_t min_send_buffer = 4096;
 constexpr std::size_t max_send_buffer = std::size_t{1} << 30;
 constexpr double max_rate = 1e8;
+/// Unpaced, a stream's datagrams go to the kernel this many at a time (one sendmmsg call).
+constexpr std::size_t send_group = 64;
 
 template <typename T>
 std::string bad(const std::string& field, const T& value, const char* range)
@@ -108,6 +117,10 @@ struct udp_publisher::impl {
         // Rate-limited error log: one line a second at most, with the count it held back.
         clock_type::time_point last_log{};
         std::uint64_t unlogged_errors = 0;
+        /// Unpaced: up to send_group of its datagrams, encoded, and their message headers.
+        std::vector<std::uint8_t> group;
+        std::array<iovec, send_group> group_iov{};
+        std::array<mmsghdr, send_group> group_msg{};
     };
 
     explicit impl(const udp_publisher_config& c) : config(c) {}
@@ -118,6 +131,9 @@ struct udp_publisher::impl {
     std::array<stream, dsp::chain::num_paths> llr_streams;  ///< the soft streams, by path
     std::array<std::uint8_t, bitstream_max_datagram_bytes> buffer{};
     std::vector<std::uint8_t> llr_buffer = std::vector<std::uint8_t>(llr_datagram_bytes);
+    /// Every enabled bitstream has a destination of its own (the unpaced streams may then be
+    /// sent at once).
+    bool own_destinations = false;
     // Pacing: the earliest time the next datagram may go out.
     clock_type::duration interval{};
     clock_type::duration max_burst{};
@@ -174,6 +190,55 @@ struct udp_publisher::impl {
         }
     }
 
+    /// Sends the first n datagrams of st.group (group_iov's lengths) on st's socket with as
+    /// few sendmmsg calls as the kernel takes, counting each in c as send() does: a datagram
+    /// the kernel refuses is a send error (logged), and the rest still go. Touches st and c
+    /// only: streams may send at once from several threads.
+    void send_group_now(const char* kind, int id, stream& st, stream_send_counters& c, std::size_t n)
+    {
+        auto& group_msg = st.group_msg;
+        auto& group_iov = st.group_iov;
+        for (std::size_t k = 0; k < n; ++k) {
+            group_msg[k] = mmsghdr{};
+            group_msg[k].msg_hdr.msg_iov = &group_iov[k];
+            group_msg[k].msg_hdr.msg_iovlen = 1;
+        }
+        const int fd = st.socket->native_handle();
+        std::size_t done = 0;
+        while (done < n) {
+            const int r = ::sendmmsg(fd, group_msg.data() + done, static_cast<unsigned>(n - done), 0);
+            if (r < 0) {
+                if (errno == EINTR) continue;
+                if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                    pollfd p{fd, POLLOUT, 0};
+                    (void)::poll(&p, 1, 100);
+                    continue;
+                }
+                // The first datagram left failed (e.g. ECONNREFUSED from an earlier one's ICMP):
+                // counted, and the others go.
+                const int err = errno;
+                c.packets_published.fetch_add(1, std::memory_order_relaxed);
+                c.send_errors.fetch_add(1, std::memory_order_relaxed);
+                log_error(kind, id, st, std::system_category().message(err));
+                ++done;
+                continue;
+            }
+            for (int i = 0; i < r; ++i) {
+                const auto& m = group_msg[done + static_cast<std::size_t>(i)];
+                const std::size_t size = group_iov[done + static_cast<std::size_t>(i)].iov_len;
+                c.packets_published.fetch_add(1, std::memory_order_relaxed);
+                if (m.msg_len == size) {
+                    c.datagrams_sent.fetch_add(1, std::memory_order_relaxed);
+                    c.bytes_sent.fetch_add(size, std::memory_order_relaxed);
+                } else {
+                    c.send_errors.fetch_add(1, std::memory_order_relaxed);
+                    log_error(kind, id, st, boost::system::error_code(asio::error::message_size).message());
+                }
+            }
+            done += static_cast<std::size_t>(r);
+        }
+    }
+
     /// Sends size bytes of data on st's socket (paced), counting it in c. kind and id name the
     /// stream in a log line (log_error).
     void send(const char* kind, int id, stream& st, stream_send_counters& c, const std::uint8_t* data, std::size_t size)
@@ -209,6 +274,17 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         const std::string& dest = config.llr_destinations[static_cast<std::size_t>(p)];
         if (!dest.empty()) impl_->open(resolver, "LLRs of " + std::string(dsp::stream_name(p)), dest, impl_->llr_streams[static_cast<std::size_t>(p)]);
     }
+    // Streams sent at once keep each stream's order, not the order across streams: only when
+    // no two share a destination does no receiver see a difference.
+    std::vector<udp::endpoint> seen;
+    impl_->own_destinations = true;
+    for (const auto& st : impl_->streams) {
+        if (!st.socket) continue;
+        boost::system::error_code ec;
+        const auto ep = st.socket->remote_endpoint(ec);
+        if (ec || std::find(seen.begin(), seen.end(), ep) != seen.end()) impl_->own_destinations = false;
+        seen.push_back(ep);
+    }
     if (config.max_datagrams_per_second > 0.0) {
         impl_->interval = std::chrono::duration_cast<clock_type::duration>(
             std::chrono::duration<double>(1.0 / config.max_datagrams_per_second));
@@ -242,6 +318,45 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                                                    : std::string();
     // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
     const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
+    if (m.config.max_datagrams_per_second == 0.0 && !soft && m.own_destinations) {
+        // Unpaced: the streams at once (one thread each), send_group datagrams per system
+        // call; each stream's datagrams in packet order, as when sent one by one, and each
+        // stream to a receiver of its own.
+        const std::uint64_t first_index = packets_published_.load(std::memory_order_relaxed);
+#pragma omp parallel for schedule(static, 1) num_threads(batch.streams) if (batch.packets.size() >= 16)
+        for (int s = 0; s < batch.streams; ++s) {
+            auto& st = m.streams[static_cast<std::size_t>(s)];
+            if (!st.socket) continue;
+            if (st.group.empty()) st.group.resize(send_group * bitstream_max_datagram_bytes);
+            std::size_t n = 0;
+            for (std::size_t k = 0; k < batch.packets.size(); ++k) {
+                const dsp::packet_record& rec = batch.packets[k];
+                datagram_header h;
+                h.packet_index = first_index + k;
+                h.batch_index = batch.batch_index;
+                h.start_sample = rec.start_sample;
+                h.flags = rec.flags;
+                h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
+                h.ebn0_db = static_cast<float>(rec.ebn0_db);
+                h.utc_ns = rec.utc_ns;
+                h.stream_id = static_cast<std::uint8_t>(s);
+                h.sequence = st.sequence++;
+                h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
+                const std::span<std::uint8_t> slot(st.group.data() + n * bitstream_max_datagram_bytes,
+                                                   bitstream_max_datagram_bytes);
+                const std::size_t size = encode_datagram(m.config.format, h, m.config.dqe_id.id_for(s),
+                                                         {batch.packet_bits(k, s), dsp::packed_data_bytes}, slot);
+                st.group_iov[n] = iovec{slot.data(), size};
+                if (++n == send_group) {
+                    m.send_group_now("bitstream ", s, st, counters_[static_cast<std::size_t>(s)], n);
+                    n = 0;
+                }
+            }
+            if (n > 0) m.send_group_now("bitstream ", s, st, counters_[static_cast<std::size_t>(s)], n);
+        }
+        packets_published_.fetch_add(batch.packets.size(), std::memory_order_relaxed);
+        return;
+    }
     for (std::size_t k = 0; k < batch.packets.size(); ++k) {
         const dsp::packet_record& rec = batch.packets[k];
         datagram_header h;

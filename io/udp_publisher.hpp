@@ -85,7 +85,9 @@ public:
 
     /// Sends every packet of the batch, in order, on every enabled stream of the batch's
     /// streams, then on every enabled soft stream (the datagrams of one packet go out
-    /// together). Call from one thread. Network errors are counted, not thrown;
+    /// together). Unpaced, without soft streams and with a destination for each stream, the
+    /// streams are sent at once, one thread each, 64 datagrams per system call (sendmmsg);
+    /// each stream's datagrams stay in packet order. Call from one thread. Network errors are counted, not thrown;
     /// std::invalid_argument only when batch.bits is smaller than the packets need. A batch
     /// without LLRs for its packets while a soft stream is enabled (its backend was not asked
     /// for them) has its bitstreams sent and each soft datagram counted as a failed send.

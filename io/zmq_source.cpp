@@ -15,24 +15,6 @@
 
 namespace paq::io {
 
-std::string_view to_string(zmq_pattern p) noexcept
-{
-    switch (p) {
-    case zmq_pattern::sub: return "sub";
-    case zmq_pattern::pull: return "pull";
-    }
-    return "?";
-}
-
-std::string_view to_string(zmq_tags t) noexcept
-{
-    switch (t) {
-    case zmq_tags::none: return "none";
-    case zmq_tags::gnuradio: return "gnuradio";
-    }
-    return "?";
-}
-
 namespace {
 
 [[nodiscard]] std::uint64_t le64(const std::byte* p) noexcept

@@ -23,6 +23,7 @@
 // says so: that loss cannot be counted (PUSH/PULL blocks the sender instead of dropping).
 #pragma once
 
+#include "dsp/names.hpp"
 #include "io/sample_format.hpp"
 #include "io/sample_source.hpp"
 
@@ -48,8 +49,10 @@ enum class zmq_tags : std::uint8_t {
     gnuradio,  ///< each message starts with GNU Radio's tag header (Pass Tags on)
 };
 
-[[nodiscard]] std::string_view to_string(zmq_pattern p) noexcept;
-[[nodiscard]] std::string_view to_string(zmq_tags t) noexcept;
+inline constexpr name_table<zmq_pattern, 2> zmq_pattern_names{{{"sub", zmq_pattern::sub}, {"pull", zmq_pattern::pull}}};
+inline constexpr name_table<zmq_tags, 2> zmq_tags_names{{{"none", zmq_tags::none}, {"gnuradio", zmq_tags::gnuradio}}};
+[[nodiscard]] constexpr std::string_view to_string(zmq_pattern p) noexcept { return name_of(zmq_pattern_names, p); }
+[[nodiscard]] constexpr std::string_view to_string(zmq_tags t) noexcept { return name_of(zmq_tags_names, t); }
 
 struct zmq_source_config {
     /// Where the sender's sink is bound: tcp://HOST:PORT, ipc://PATH or inproc://NAME.

@@ -14,31 +14,9 @@
 
 namespace paq::runtime {
 
-solver_kind parse_solver(std::string_view text)
-{
-    if (text == "levinson") return solver_kind::levinson;
-    if (text == "cusolver-dn-chol") return solver_kind::cusolver_dn_chol;
-    if (text == "cusolver-sp-qr") return solver_kind::cusolver_sp_qr;
-    throw std::invalid_argument("unknown solver '" + std::string(text) + "' (allowed: levinson, cusolver-dn-chol, cusolver-sp-qr)");
-}
+solver_kind parse_solver(std::string_view text) { return parse_named(config::solver_names, text, "solver"); }
 
-std::string_view to_string(solver_kind s) noexcept
-{
-    switch (s) {
-    case solver_kind::levinson: return "levinson";
-    case solver_kind::cusolver_dn_chol: return "cusolver-dn-chol";
-    case solver_kind::cusolver_sp_qr: return "cusolver-sp-qr";
-    }
-    return "levinson";
-}
-
-backend_kind parse_backend(std::string_view text)
-{
-    if (text == "auto") return backend_kind::automatic;
-    if (text == "cpu") return backend_kind::cpu;
-    if (text == "cuda") return backend_kind::cuda;
-    throw std::invalid_argument("unknown backend '" + std::string(text) + "' (allowed: auto, cpu, cuda)");
-}
+backend_kind parse_backend(std::string_view text) { return parse_named(config::backend_names, text, "backend"); }
 
 bool built_with_cuda() noexcept
 {

@@ -20,16 +20,13 @@ namespace paq::runtime {
 
 using config::backend_kind;
 
-/// The ZF/MMSE solver of the CUDA backend (gpu::cuda_backend): Levinson in double (default),
-/// or cuSOLVER's dense Cholesky / sparse QR in float (baselines; ill-conditioned ZF packets
-/// fall back to Levinson). The CPU backend always solves in double and ignores it.
-enum class solver_kind : std::uint8_t { levinson, cusolver_dn_chol, cusolver_sp_qr };
+using config::solver_kind;
 
-/// "levinson", "cusolver-dn-chol", "cusolver-sp-qr"; anything else throws
-/// std::invalid_argument naming the value and the allowed ones.
+/// A name of config::solver_names; anything else throws std::invalid_argument naming the
+/// value and the allowed ones.
 [[nodiscard]] solver_kind parse_solver(std::string_view text);
-[[nodiscard]] std::string_view to_string(solver_kind s) noexcept;
-/// "auto", "cpu", "cuda"; anything else throws std::invalid_argument naming the allowed ones.
+/// A name of config::backend_names; anything else throws std::invalid_argument naming the
+/// allowed ones.
 [[nodiscard]] backend_kind parse_backend(std::string_view text);
 
 /// What to make: the kind (cpu or cuda; `automatic` is resolved by resolve_backend first),

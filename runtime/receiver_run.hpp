@@ -1,18 +1,19 @@
-// Runs the whole chain over a finite sample stream and keeps the per-path tallies: the engine
-// behind `paqd replay`, the BER-curve tool and the end-to-end tests.
+// Runs the whole chain over a finite sample stream and keeps the per-path tallies: the stream
+// engine (runtime/stream_engine.hpp) over a recording (a reader_feed), behind `paqd replay`,
+// the BER-curve tool and the tests.
 //
-//   read samples -> batcher -> worker_pool (one or more backends) -> in order: PN counters,
-//   estimates, on_batch
+//   read samples -> batcher -> worker_pool (one or more backends) -> in order: on_batch, the
+//   PN counters and estimates
 #pragma once
 
 #include "dsp/backend.hpp"
 #include "dsp/receiver_config.hpp"
-#include "dsp/receiver_run.hpp"
+#include "dsp/run_tally.hpp"
+#include "runtime/stream_engine.hpp"
 #include "runtime/worker_pool.hpp"
 
 #include <cstddef>
 #include <functional>
-#include <future>
 #include <span>
 
 namespace paq::runtime {
@@ -20,9 +21,6 @@ namespace paq::runtime {
 using read_fn = std::function<std::size_t(std::span<cf32>)>;
 using read_ci16_fn = std::function<std::size_t(std::span<ci16>)>;
 using batch_fn = std::function<void(const dsp::batch_output&)>;
-/// A worker pool still being made (its backends' setup: a CUDA context, plans and buffers
-/// take most of a second), or the error that made it fail.
-using pool_future = std::shared_future<worker_pool*>;
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain on
 /// `pool`'s workers. `on_batch` (optional) sees every batch output in batch order. Reading and

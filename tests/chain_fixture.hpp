@@ -3,9 +3,9 @@
 
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
-#include "dsp/receiver_run.hpp"
+#include "dsp/run_tally.hpp"
 #include "runtime/receiver_run.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 
 #include <gtest/gtest.h>
@@ -20,17 +20,17 @@ namespace paq::test {
 
 struct sim_run {
     std::vector<cf32> samples;
-    dsp::sim_truth truth;
+    sim::sim_truth truth;
     std::size_t complete_packets = 0;  ///< packets entirely inside the recording
     /// Also counting a packet that ends within 2 samples after the recording: the receiver's
     /// start estimate may differ from the truth by a sample, so it may call that one complete.
     std::size_t possible_packets = 0;
 };
 
-inline sim_run simulate(const dsp::sim_config& cfg, std::size_t packets)
+inline sim_run simulate(const sim::sim_config& cfg, std::size_t packets)
 {
     sim_run r;
-    dsp::simulator sim(cfg);
+    sim::simulator sim(cfg);
     sim.generate((packets + 1) * waveform::L_pkt, r.samples);
     r.truth = sim.truth();
     for (auto s : r.truth.packet_starts) {

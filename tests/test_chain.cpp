@@ -10,6 +10,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

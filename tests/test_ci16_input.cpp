@@ -8,7 +8,7 @@
 #include "daemon/replay.hpp"
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
 #include "runtime/receiver_run.hpp"
@@ -23,6 +23,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

@@ -9,7 +9,7 @@
 #include "dsp/pn.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 
 #include <gtest/gtest.h>
@@ -23,6 +23,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

@@ -497,7 +497,7 @@ std::vector<std::unique_ptr<dsp::batch_processor>> cpu_workers(const dsp::receiv
 
 TEST(pipeline, equals_the_offline_chain_with_several_workers_and_publishes_in_order)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "edwards3";
     sc.ebn0_db = 12.0;
     sc.cfo_hz = 30e3;
@@ -525,7 +525,7 @@ TEST(pipeline, equals_the_offline_chain_with_several_workers_and_publishes_in_or
 
 TEST(pipeline, a_gap_and_a_stall_end_the_segment_and_are_counted)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4102;
     sc.start_offset_samples = 0;
@@ -563,7 +563,7 @@ TEST(pipeline, a_gap_and_a_stall_end_the_segment_and_are_counted)
 
 TEST(pipeline, a_failing_backend_falls_back_to_the_cpu_and_without_fallback_the_loss_is_counted)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4103;
     const auto sim = test::simulate(sc, 30);
@@ -597,7 +597,7 @@ TEST(pipeline, a_failing_backend_falls_back_to_the_cpu_and_without_fallback_the_
 
 TEST(pipeline, stop_mid_run_publishes_what_was_received)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4104;
     const auto sim = test::simulate(sc, 60);
@@ -621,7 +621,7 @@ TEST(pipeline, stop_mid_run_publishes_what_was_received)
 
 TEST(pipeline, file_source_paced_keeps_to_the_recorded_rate)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4105;
     const auto sim = test::simulate(sc, 40);  // ~0.025 s at 20.6 MS/s
@@ -920,7 +920,7 @@ private:
 // circulate. Counted in windows / windows_locked.
 TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "awgn";
     sc.ebn0_db = 10.0;
     sc.seed = 4107;
@@ -1211,7 +1211,7 @@ live_result run_timed_pipeline(io::sample_source& src, const dsp::receiver_confi
 // unknown size (unknown until the next anchor, then from it).
 TEST(time, packets_get_the_utc_of_their_first_sample_across_gaps_at_25_msps)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4131;
     sc.sample_rate_hz = 25e6;
@@ -1257,7 +1257,7 @@ TEST(time, packets_get_the_utc_of_their_first_sample_across_gaps_at_25_msps)
 // packet records; refused without the trellis.
 TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "two-ray";
     sc.ebn0_db = 11.0;
     sc.seed = 6607;
@@ -1328,7 +1328,7 @@ TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
 // from its own capture; a raw file of the same samples has none.
 TEST(time, sigmf_captures_time_the_packets_live_and_in_replay_and_raw_files_have_none)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4133;
     sc.sample_rate_hz = 25e6;
@@ -1448,7 +1448,7 @@ TEST(time, host_clock_anchors_are_now_less_the_block_duration)
 // one, else the source's; a raw source (no time, no frequency) gives neither key.
 TEST(time, a_live_recording_gets_core_datetime_and_core_frequency_from_its_source_or_the_config)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4135;
     const auto sim = test::simulate(sc, 12);
@@ -1518,7 +1518,7 @@ TEST(time, a_udp_source_stamps_packets_with_the_host_clock_close_to_now_and_mono
     const auto wall_ns = [] {
         return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     };
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.ebn0_db = 15.0;
     sc.seed = 4137;
     const auto sim = test::simulate(sc, 24);

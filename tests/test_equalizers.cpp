@@ -4,7 +4,7 @@
 #include "dsp/estimators.hpp"
 #include "dsp/fft.hpp"
 #include "dsp/receiver_tables.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

@@ -48,7 +48,7 @@ struct temp_dir {
 std::filesystem::path write_flight_recording(const std::filesystem::path& dir, std::size_t packets,
                                              const std::string& datetime = {})
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "flight";
     sc.ebn0_db = 14.0;
     sc.cfo_hz = 25e3;
@@ -96,7 +96,7 @@ double metric_value(const std::string& text, const std::string& name)
 TEST(flight_records, rows_carry_the_clock_and_the_front_end)
 {
     temp_dir dir;
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "awgn";
     sc.ebn0_db = 14.0;
     sc.seed = 5151;

@@ -17,6 +17,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include "dsp/fft.hpp"
 #include "dsp/waveform.hpp"
 #include "gpu/equalizers.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "gpu/device.hpp"
 #include "gpu/equalizers.hpp"
 
@@ -19,6 +19,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

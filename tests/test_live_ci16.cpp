@@ -10,7 +10,7 @@
 #include "daemon/pipeline.hpp"
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "io/file_source.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_file.hpp"
@@ -530,14 +530,14 @@ TEST(live_ci16, pipeline_gives_the_bits_records_and_counters_of_the_cf32_stream)
     };
     for (const run_case c : {run_case{20.625e6, 0.0, 600.0f, 1531}, run_case{25e6, -60.0, 9000.0f, 1532}}) {
         SCOPED_TRACE("rate " + std::to_string(c.rate_hz) + " scale " + std::to_string(c.scale));
-        dsp::sim_config sc;
+        sim::sim_config sc;
         sc.preset = "two-ray";
         sc.ebn0_db = 13.0;
         sc.cfo_hz = -38'000.0;
         sc.sample_rate_hz = c.rate_hz;
         sc.clock_ppm = c.clock_ppm;
         sc.seed = c.seed;
-        dsp::simulator sim(sc);
+        sim::simulator sim(sc);
         std::vector<cf32> x;
         sim.generate(static_cast<std::size_t>(0.045 * c.rate_hz), x);
         const auto q = test::quantize(x, c.scale);
@@ -598,12 +598,12 @@ TEST(live_ci16, file_source_delivers_a_ci16_recording_at_its_width)
 {
     const auto dir = std::filesystem::temp_directory_path() / ("paq_live_ci16_" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "edwards3";
     sc.ebn0_db = 12.0;
     sc.sample_rate_hz = 23e6;
     sc.seed = 1533;
-    dsp::simulator sim(sc);
+    sim::simulator sim(sc);
     std::vector<cf32> x;
     sim.generate(static_cast<std::size_t>(0.02 * sc.sample_rate_hz), x);
     const float scale = 3000.0f;
@@ -747,7 +747,7 @@ private:
 // recycled, and unlocked only once the pipeline is gone.
 TEST(live_ci16, windows_are_ci16_locked_once_at_4_bytes_a_sample_and_recycled)
 {
-    dsp::sim_config sc;
+    sim::sim_config sc;
     sc.preset = "awgn";
     sc.ebn0_db = 11.0;
     sc.seed = 1534;

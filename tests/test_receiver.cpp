@@ -24,6 +24,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

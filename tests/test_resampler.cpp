@@ -4,7 +4,7 @@
 #include "resampler_fixture.hpp"
 
 #include "dsp/resampler.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

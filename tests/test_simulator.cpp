@@ -1,9 +1,9 @@
-// Simulator (dsp/simulator): the field impairments (output sample rate,
+// Simulator (sim/simulator): the field impairments (output sample rate,
 // bit rate, transmitter clock offset and drift, gain and AGC steps, IQ imbalance, DC offset,
 // Wiener and IRIG 106 phase noise), each measured against its model; and the default path
 // unchanged.
 #include "dsp/fft.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 
 #include <gtest/gtest.h>
@@ -25,6 +25,7 @@
 
 using namespace paq;
 using namespace paq::dsp;
+using namespace paq::sim;
 
 namespace {
 

@@ -17,9 +17,9 @@
 #include "dsp/ber.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/receiver_config.hpp"
-#include "dsp/receiver_run.hpp"
+#include "dsp/run_tally.hpp"
 #include "dsp/receiver_tables.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "tools/sim_options.hpp"
 
@@ -83,9 +83,9 @@ struct options {
     double timing_offset = 0.37;
     std::string pattern = "pn15";
     std::vector<std::string> rays;  ///< extra rays, AMPLITUDE,DELAY_NS,PHASE_RAD
-    // Field impairments (dsp/simulator.hpp). A sample rate other than 2 x the bit rate is
+    // Field impairments (sim/simulator.hpp). A sample rate other than 2 x the bit rate is
     // resampled by the receiver (2 .. 6.4 samples per bit; checked in main).
-    double bit_rate_hz = paq::dsp::sim_config{}.bit_rate_hz;
+    double bit_rate_hz = paq::sim::sim_config{}.bit_rate_hz;
     double sample_rate_hz = 0.0;  ///< 0: 2 x bit_rate_hz
     double clock_ppm = 0.0;
     double clock_drift_ppm_per_s = 0.0;
@@ -108,8 +108,8 @@ struct options {
 /// Runs `n_packets` packets' worth of samples (plus `extra_samples`) from `sim` through a
 /// fresh run_receiver and adds the tallies to `res`. Returns the linear Eb/N0 estimate summed
 /// over the packets found (to average over the runs of a point).
-double run_chunk(paq::dsp::simulator& sim, paq::dsp::batch_processor& backend, const paq::dsp::receiver_config& rcfg,
-                 const paq::dsp::sim_config& scfg, std::size_t n_samples, point_result& res, double& cfo_hz_sum)
+double run_chunk(paq::sim::simulator& sim, paq::dsp::batch_processor& backend, const paq::dsp::receiver_config& rcfg,
+                 const paq::sim::sim_config& scfg, std::size_t n_samples, point_result& res, double& cfo_hz_sum)
 {
     std::vector<cf32> samples;
     samples.reserve(n_samples);
@@ -132,24 +132,24 @@ double run_chunk(paq::dsp::simulator& sim, paq::dsp::batch_processor& backend, c
 
 /// The simulator's settings of one Eb/N0 point. Throws std::invalid_argument naming the bad
 /// field and its range.
-paq::dsp::sim_config sim_config_for(const options& o, double ebn0_db, std::uint64_t seed)
+paq::sim::sim_config sim_config_for(const options& o, double ebn0_db, std::uint64_t seed)
 {
-    paq::dsp::sim_config scfg;
+    paq::sim::sim_config scfg;
     scfg.preset = o.preset;
     scfg.ebn0_db = ebn0_db;
     scfg.cfo_hz = o.cfo_hz;
     scfg.timing_offset_samples = o.timing_offset;
     scfg.seed = seed;
     scfg.pattern = paq::dsp::parse_pn_pattern(o.pattern);
-    for (const auto& r : o.rays) scfg.extra_rays.push_back(paq::dsp::parse_channel_ray(r));
+    for (const auto& r : o.rays) scfg.extra_rays.push_back(paq::sim::parse_channel_ray(r));
     scfg.start_offset_samples = -1;  // from the seed: the recording starts inside a packet
     scfg.bit_rate_hz = o.bit_rate_hz;
     scfg.sample_rate_hz = o.sample_rate_hz;
     scfg.clock_ppm = o.clock_ppm;
     scfg.clock_drift_ppm_per_s = o.clock_drift_ppm_per_s;
     scfg.gain_db = o.gain_db;
-    for (const auto& a : o.agc_steps) scfg.agc_steps.push_back(paq::dsp::parse_agc_step(a));
-    if (!o.iq_imbalance.empty()) std::tie(scfg.iq_gain_db, scfg.iq_phase_deg) = paq::dsp::parse_iq_imbalance(o.iq_imbalance);
+    for (const auto& a : o.agc_steps) scfg.agc_steps.push_back(paq::sim::parse_agc_step(a));
+    if (!o.iq_imbalance.empty()) std::tie(scfg.iq_gain_db, scfg.iq_phase_deg) = paq::sim::parse_iq_imbalance(o.iq_imbalance);
     scfg.dc_offset_dbc = o.dc_offset_dbc;
     scfg.phase_noise_linewidth_hz = o.phase_noise_linewidth_hz;
     scfg.phase_noise_above_hz = o.phase_noise_above_hz;
@@ -197,7 +197,7 @@ point_result run_point(const options& o, std::size_t index, double ebn0_db)
     const auto input_samples = [spacing](std::size_t packets) { return static_cast<std::size_t>(std::ceil(static_cast<double>(packets) * spacing)); };
     if (const auto errors = rcfg.validate(); !errors.empty()) throw std::invalid_argument(errors.front());
 
-    paq::dsp::simulator sim(scfg);
+    paq::sim::simulator sim(scfg);
     const auto made = paq::runtime::make_backend({paq::runtime::parse_backend(o.backend), 0, paq::runtime::solver_kind::levinson}, rcfg);
     paq::dsp::batch_processor& backend = *made;
     res.paths.resize(static_cast<std::size_t>(rcfg.streams()));
@@ -253,7 +253,7 @@ int main(int argc, char** argv)
                      "out of range");
     app.option_defaults()->always_capture_default();
 
-    std::vector<std::string> presets = paq::dsp::channel_preset_names();
+    std::vector<std::string> presets = paq::sim::channel_preset_names();
     app.add_option("--preset", o.preset, "Channel preset")->check(CLI::IsMember(presets));
     app.add_option("--cma-mu", o.cma_mu, "CMA step size (receiver setting cma_mu)");
     app.add_option("--cma-iterations", o.cma_iterations, "CMA iterations from the MMSE start (receiver setting cma_iterations)");
@@ -315,7 +315,7 @@ int main(int argc, char** argv)
     app.add_option("--threads", o.threads, "CPU worker threads (0: all cores)")->check(CLI::Range(0, 1024));
     app.add_option("--detector", o.detector,
                    "How the bits are decided: sxs, trellis, or both (twelve streams: none .. fde2, none_trellis .. fde2_trellis)")
-        ->check(CLI::IsMember({"sxs", "trellis", "both"}));
+        ->check(CLI::IsMember(paq::names_in(paq::dsp::detector_names)));
     app.add_option("--backend", o.backend, "Receiver backend: cpu, or cuda (GPU 0; a build with CUDA)")
         ->check(CLI::IsMember({"cpu", "cuda"}));
     app.add_option("--output", o.output, "CSV output file")->required();

@@ -1,6 +1,6 @@
 // paq-sim: writes a simulated SOQPSK-TG / iNET recording (SigMF or raw), with the field
 // impairments of a real link and front end (output rate, bit rate, transmitter clock offset
-// and drift, gain and AGC steps, IQ imbalance, DC offset, phase noise); dsp/simulator.hpp has
+// and drift, gain and AGC steps, IQ imbalance, DC offset, phase noise); sim/simulator.hpp has
 // the models and their order. Every setting is recorded under paq: keys in the SigMF
 // metadata.
 //
@@ -9,7 +9,7 @@
 //           --phase-noise irig106 --ebn0-db 11 --seconds 1 --output field   (one line)
 #include "config/cli.hpp"
 #include "tools/sim_options.hpp"
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 #include "dsp/waveform.hpp"
 #include "io/sample_file.hpp"
 #include "io/sigmf.hpp"
@@ -31,7 +31,7 @@ int main(int argc, char** argv)
     using namespace paq;
     CLI::App app{"paq-sim: simulated SOQPSK-TG iNET recordings with multipath, noise and offsets"};
     cli::conventions(app, "paq-sim", "0 recording written; 1 runtime failure (output not writable); 2 usage error or a setting out of range");
-    dsp::sim_config cfg;
+    sim::sim_config cfg;
     double seconds = 1.0;
     std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf";
     std::vector<std::string> rays, agc_steps;
@@ -86,7 +86,7 @@ int main(int argc, char** argv)
     bool settings_read = false;  // a mistake before this is a usage error (2), after it a runtime failure (1)
     try {
         cfg.pattern = dsp::parse_pn_pattern(pattern);
-        for (const auto& r : rays) cfg.extra_rays.push_back(dsp::parse_channel_ray(r));
+        for (const auto& r : rays) cfg.extra_rays.push_back(sim::parse_channel_ray(r));
         if (ebn0 == "inf" || ebn0 == "+inf") {
             cfg.ebn0_db = INFINITY;
         } else {
@@ -100,14 +100,14 @@ int main(int argc, char** argv)
         }
         for (const auto& a : agc_steps) {
             try {
-                cfg.agc_steps.push_back(dsp::parse_agc_step(a));
+                cfg.agc_steps.push_back(sim::parse_agc_step(a));
             } catch (const std::invalid_argument& e) {
                 throw std::invalid_argument(std::string("--agc-step: ") + e.what());
             }
         }
         if (!iq_imbalance.empty()) {
             try {
-                std::tie(cfg.iq_gain_db, cfg.iq_phase_deg) = dsp::parse_iq_imbalance(iq_imbalance);
+                std::tie(cfg.iq_gain_db, cfg.iq_phase_deg) = sim::parse_iq_imbalance(iq_imbalance);
             } catch (const std::invalid_argument& e) {
                 throw std::invalid_argument(std::string("--iq-imbalance: ") + e.what());
             }
@@ -135,7 +135,7 @@ int main(int argc, char** argv)
         const auto total = static_cast<std::uint64_t>(std::llround(seconds * cfg.sample_rate_hz));
         settings_read = true;
 
-        dsp::simulator sim(cfg);
+        sim::simulator sim(cfg);
         io::sigmf_meta meta;
         meta.format = fmt;
         meta.sample_rate_hz = cfg.sample_rate_hz;
@@ -158,7 +158,7 @@ int main(int argc, char** argv)
                                            {"paq:iq_imbalance", {{"gain_db", cfg.iq_gain_db}, {"phase_deg", cfg.iq_phase_deg}}},
                                            {"paq:dc_offset_dbc", std::isfinite(cfg.dc_offset_dbc) ? nlohmann::json(cfg.dc_offset_dbc) : nlohmann::json("none")},
                                            {"paq:phase_noise_linewidth_hz", cfg.phase_noise_linewidth_hz},
-                                           {"paq:phase_noise_mask", std::string(dsp::to_string(cfg.phase_noise))},
+                                           {"paq:phase_noise_mask", std::string(sim::to_string(cfg.phase_noise))},
                                            {"paq:phase_noise_above_hz", cfg.phase_noise_above_hz}};
         if (cfg.resampled()) {
             meta.extra_global["paq:resampler"] = {{"kind", "Kaiser-windowed sinc (beta 8) on the 2-samples-per-bit channel output"},
@@ -171,13 +171,13 @@ int main(int argc, char** argv)
         const auto rms_deg_of_rad2 = [&](double rad2) { return deg(std::sqrt(rad2)); };
         const auto rms_deg = [&](double above_hz) { return deg(sim.phase_noise_rms_rad(above_hz)); };
         const std::array<double, 3> pn_rms_deg{rms_deg(0.0), rms_deg(30e3), rms_deg(300e3)};
-        if (cfg.phase_noise != dsp::phase_noise_mask::none) {
+        if (cfg.phase_noise != sim::phase_noise_mask::none) {
             auto& j = meta.extra_global["paq:phase_noise_curve"];
             for (const auto& p : cfg.phase_noise_points()) j.push_back({{"f_hz", p.f_hz}, {"dbc_hz", p.dbc_hz}});
             meta.extra_global["paq:phase_noise_rms_deg"] = {
                 {"all", pn_rms_deg[0]}, {"above_30khz", pn_rms_deg[1]}, {"above_300khz", pn_rms_deg[2]}};
         }
-        // What no receiver can track of it at this Eb/N0 (dsp::phase_tracking_floor).
+        // What no receiver can track of it at this Eb/N0 (sim::phase_tracking_floor).
         const auto floor = sim.tracking_floor();
         if (floor.observation_psd > 0.0) {
             meta.extra_global["paq:phase_tracking_floor"] = {{"ebn0_db", cfg.ebn0_db},
@@ -212,11 +212,11 @@ int main(int argc, char** argv)
         }
         std::cout << "paq-sim: wrote " << total << " samples (" << seconds << " s, "
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
-        if (cfg.phase_noise != dsp::phase_noise_mask::none) {
+        if (cfg.phase_noise != sim::phase_noise_mask::none) {
             char only[48] = "";
             if (cfg.phase_noise_above_hz > 0.0) std::snprintf(only, sizeof only, " (only beyond %g Hz)", cfg.phase_noise_above_hz);
             std::printf("paq-sim: phase noise %s%s: %.2f deg rms in all, %.2f deg above 30 kHz, %.2f deg above 300 kHz\n",
-                        std::string(dsp::to_string(cfg.phase_noise)).c_str(), only, pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
+                        std::string(sim::to_string(cfg.phase_noise)).c_str(), only, pn_rms_deg[0], pn_rms_deg[1], pn_rms_deg[2]);
         }
         if (floor.observation_psd > 0.0) {
             char where[112];

@@ -267,7 +267,7 @@ int main(int argc, char** argv)
     app.add_option("--format", o.format, "Wire format for raw IQ (tcp, udp, zmq-*): cf32 or ci16 (little-endian); default "
                                          "as paqd's source: ci16 for tcp and udp, cf32 for zmq-* (GNU Radio's gr_complex); "
                                          "vita49 always carries big-endian ci16")
-        ->check(CLI::IsMember({"cf32", "ci16", "cf32_le", "ci16_le"}));
+        ->check(CLI::IsMember(paq::names_in(paq::io::sample_format_names)));
     app.add_option("--ci16-scale", o.ci16_scale,
                    "ci16 counts per unit amplitude (default: the recording's for ci16 recordings, else 8192)");
     app.add_option("--stream-id", o.stream_id, "VITA-49 stream id")->capture_default_str();

@@ -1,4 +1,4 @@
-// The command-line option of paq-sim and paq-ber-curve that sets each dsp::sim_config field,
+// The command-line option of paq-sim and paq-ber-curve that sets each sim::sim_config field,
 // so that a rejected value (sim_config::validate's messages start with the field) names the
 // option the user typed.
 #pragma once

@@ -1,4 +1,5 @@
-// Signal simulator: iNET packets of SOQPSK-TG through a multipath channel, then the field
+// Signal simulator (its own library, paq_sim: the tools and tests link it, the receiver does
+// not): iNET packets of SOQPSK-TG through a multipath channel, then the field
 // impairments of a real link and front end.
 //
 //   bits (preamble | ASM | PN data)
@@ -38,7 +39,7 @@
 #include <utility>
 #include <vector>
 
-namespace paq::dsp {
+namespace paq::sim {
 
 /// One ray of a multipath channel.
 struct channel_ray {
@@ -168,7 +169,7 @@ struct sim_config {
     /// Flight preset: time of the first sample on the flight's clock (the channel's drift
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
     double flight_start_s = 0.0;
-    pn_pattern pattern = pn_pattern::pn15;
+    dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
     /// Rays added to the preset's (for channels outside the presets, e.g. a long echo).
     /// At most 8; amplitude 0 .. 10 of the line of sight, delay 0 .. 2000 ns.
     std::vector<channel_ray> extra_rays;
@@ -254,4 +255,4 @@ private:
 /// taps 0 .. 2*half with the zero-delay centre at tap `half`.
 void add_fractional_delay(std::vector<cf64>& taps, int half, double d, cf64 gain);
 
-}  // namespace paq::dsp
+}  // namespace paq::sim

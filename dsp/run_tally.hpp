@@ -1,7 +1,7 @@
 // What a run of the chain adds up to: the per-path PN counters and the estimates' averages
 // over a stream of batch outputs (run_tally, run_summary), and where the run's time went
-// (run_timing). runtime::run_receiver runs the chain over a finite stream with them; the
-// live pipeline keeps a run_tally of its own.
+// (run_timing). The stream engine (runtime/stream_engine.hpp) keeps one for every run, live
+// or replayed.
 #pragma once
 
 #include "dsp/backend.hpp"

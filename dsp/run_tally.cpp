@@ -1,4 +1,4 @@
-#include "dsp/receiver_run.hpp"
+#include "dsp/run_tally.hpp"
 
 #include "dsp/input_stage.hpp"
 

@@ -1,4 +1,4 @@
-#include "dsp/simulator.hpp"
+#include "sim/simulator.hpp"
 
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
@@ -15,7 +15,9 @@
 #include <stdexcept>
 #include <utility>
 
-namespace paq::dsp {
+namespace paq::sim {
+
+using namespace paq::dsp;
 
 namespace {
 constexpr double pi = std::numbers::pi;
@@ -1018,4 +1020,4 @@ phase_tracking_floor simulator::tracking_floor() const
     return out;
 }
 
-}  // namespace paq::dsp
+}  // namespace paq::sim

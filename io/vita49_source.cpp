@@ -1,0 +1,311 @@
+#include "io/vita49_source.hpp"
+
+#include "io/net_core.hpp"
+#include "io/vita49.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace paq::io {
+
+using namespace detail;
+
+std::vector<std::string> vita49_source_config::validate() const
+{
+    error_list e;
+    check_bind_address(e, "bind_address", bind_address);
+    check_port(e, port, true);
+    check_scale(e, ci16_scale);
+    if (sample_rate_hz != 0.0) {
+        check_rate(e, sample_rate_hz);
+    } else if (!stream_id || allow.empty()) {
+        // The rate from a context packet: only one from the named sender and stream, else any
+        // host that reaches the port could choose the rate paqd receives at.
+        e.errors.push_back("sample_rate_hz = 0 takes the rate from the sender's IF Context packets, and needs both the "
+                           "sender (allow) and the stream (stream_id) named, so that nobody else can set it; or set "
+                           "sample_rate_hz");
+    }
+    if (!(context_timeout_s >= 0.1 && context_timeout_s <= 3600.0)) e.add("context_timeout_s", context_timeout_s, "0.1 .. 3600 s");
+    check_rcvbuf(e, rcvbuf_bytes);
+    if (stream_timeout_ms < 1 || stream_timeout_ms > 3'600'000)
+        e.add("stream_timeout_ms", stream_timeout_ms, "1 .. 3600000 ms");
+    for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
+    return e.errors;
+}
+
+// ---- vita49_source -------------------------------------------------------------------------
+
+struct vita49_source::impl final : net_core {
+    impl(source_counters& c, time_anchor_slot& anchor_slot, vita49_source_config config)
+        : net_core(c, describe_config(config)), anchor(anchor_slot), cfg(std::move(config)),
+          tracker(cfg.sample_rate_hz), samples(max_datagram_bytes / vita49::bytes_per_sample + 1)
+    {
+        locked_stream = cfg.stream_id;
+        set_allow_list(cfg.allow);
+    }
+
+    static std::string describe_config(const vita49_source_config& c)
+    {
+        char id[32];
+        if (c.stream_id) std::snprintf(id, sizeof id, "stream id 0x%08x", static_cast<unsigned>(*c.stream_id));
+        std::string stream = c.stream_id ? std::string(id) : std::string("first stream id seen");
+        if (!c.stream_id && c.stream_change == stream_change_policy::follow)
+            stream += ", follows a new one after " + std::to_string(c.stream_timeout_ms) + " ms of silence";
+        return "vita49 udp " + endpoint_text(c.bind_address, c.port) + " (" + stream + ", ci16, " +
+               (c.sample_rate_hz > 0.0 ? format_rate(c.sample_rate_hz) : std::string("rate from the sender's context")) +
+               (c.allow.empty() ? "" : ", allow-list") + ")";
+    }
+
+    /// sample_rate_hz 0: binds the socket and reads datagrams until an IF Context packet
+    /// (of stream_id, when set) carries a sample rate; then the tracker and the rate are set.
+    void learn_rate_from_context()
+    {
+        socket = open_udp(*this, cfg.bind_address, cfg.port, cfg.rcvbuf_bytes);
+        spdlog::info("{}: waiting up to {} s for the sender's IF Context packet with the sample rate", name,
+                     cfg.context_timeout_s);
+        std::vector<std::byte> buf(max_datagram_bytes + 1);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(cfg.context_timeout_s);
+        while (!stop_requested.load()) {
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            if (left.count() <= 0) break;
+            pollfd pfd{socket.native_handle(), POLLIN, 0};
+            if (::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 200))) <= 0) continue;
+            for (int k = 0; k < 256; ++k) {
+                udp::endpoint sender;
+                error_code ec;
+                const std::size_t n = socket.receive_from(asio::buffer(buf), sender, receive_flags, ec);
+                if (ec == asio::error::would_block || ec == asio::error::try_again) break;
+                if (ec == asio::error::connection_refused) continue;
+                if (ec) throw std::runtime_error(name + ": receive failed: " + ec.message());
+                if (!admit(sender.address(), sender.port(), "datagram")) continue;
+                counters.packets += 1;
+                if (n > max_datagram_bytes) {  // no gap before the rate is known
+                    count_oversize(n);
+                    continue;
+                }
+                vita49::packet p;
+                if (const std::string error = vita49::parse_packet(std::span<const std::byte>(buf.data(), n), p); !error.empty()) {
+                    counters.malformed += 1;
+                    malformed_log.warn("{}: malformed datagram dropped: {}", name, error);
+                    continue;
+                }
+                if (!p.is_context()) {
+                    vcounters.packets_before_rate += 1;
+                    vcounters.samples_before_rate += p.num_samples();
+                    continue;
+                }
+                vcounters.context_packets += 1;
+                if (p.context_sample_rate_hz == 0.0 || (cfg.stream_id && p.fields.stream_id != *cfg.stream_id)) continue;
+                const double r = p.context_sample_rate_hz;
+                vcounters.context_sample_rate_hz = r;
+                if (!(r >= 1e3 && r <= 1e9)) {
+                    // Not believed, and no reason to stop: the next context packet may be right.
+                    vcounters.context_rates_refused += 1;
+                    malformed_log.warn("{}: IF Context packet of stream id 0x{:08x} says the sample rate is {} Hz, outside "
+                                       "1 kHz .. 1 GHz: ignored, still waiting ({} ignored in all)",
+                                       name, p.fields.stream_id, r, vcounters.context_rates_refused.load());
+                    continue;
+                }
+                cfg.sample_rate_hz = r;
+                tracker = vita49::sequence_tracker(r);
+                spdlog::info("{}: sample rate {:.9g} MS/s from stream id 0x{:08x}'s IF Context packet ({} IF Data packets, {} "
+                             "samples before it not delivered)",
+                             name, r / 1e6, p.fields.stream_id, vcounters.packets_before_rate.load(),
+                             vcounters.samples_before_rate.load());
+                return;
+            }
+        }
+        if (stop_requested.load()) throw std::runtime_error(name + ": stopped while waiting for the sender's sample rate");
+        throw std::runtime_error(name + ": no IF Context packet with a sample rate arrived within " +
+                                 std::to_string(cfg.context_timeout_s) +
+                                 " s (source.vita49.sample_rate_hz is 0: the rate is taken from the sender's context "
+                                 "packets); check that the sender sends them, or set sample_rate_hz");
+    }
+
+    void close_all() noexcept override
+    {
+        error_code ec;
+        socket.close(ec);
+    }
+
+    // As an unparseable datagram: its gap comes before the next accepted packet, where the
+    // timestamps may tell what it held.
+    void oversize_datagram(std::size_t bytes) override
+    {
+        count_oversize(bytes);
+        pending_malformed = true;
+    }
+
+    void on_datagram(std::span<const std::byte> d)
+    {
+        const std::string error = vita49::parse_packet(d, pkt);
+        if (!error.empty()) {
+            counters.malformed += 1;
+            malformed_log.warn("{}: malformed datagram dropped: {}", name, error);
+            pending_malformed = true;
+            return;
+        }
+        if (pkt.is_context()) {
+            vcounters.context_packets += 1;
+            // Only the context of the stream received (or, before the first data packet, of
+            // any stream when none is configured) speaks for its rate.
+            const bool ours = locked_stream ? pkt.fields.stream_id == *locked_stream : true;
+            if (const double r = pkt.context_sample_rate_hz; r != 0.0 && ours) {
+                vcounters.context_sample_rate_hz = r;
+                if (!(std::abs(r - cfg.sample_rate_hz) <= 1e-6 * cfg.sample_rate_hz)) {
+                    vcounters.context_rate_mismatches += 1;
+                    rate_log.error("{}: stream id 0x{:08x}'s context says the sample rate is {:.9g} MS/s, but the "
+                                   "receiver runs at sample_rate_hz {:.9g} MS/s: set source.vita49.sample_rate_hz to "
+                                   "the sender's rate (the packets are decoded at the configured rate)",
+                                   name, pkt.fields.stream_id, r / 1e6, cfg.sample_rate_hz / 1e6);
+                }
+            }
+            return;
+        }
+        const std::uint32_t id = pkt.fields.stream_id;
+        const auto now = std::chrono::steady_clock::now();
+        if (!locked_stream) {
+            locked_stream = id;
+            spdlog::info("{}: receiving stream id 0x{:08x}", name, id);
+        } else if (id != *locked_stream) {
+            if (!follows() || now - locked_seen < stream_timeout) {
+                vcounters.other_stream += 1;
+                other_log.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x})", name, id, *locked_stream);
+                return;
+            }
+            change_stream(id, now);
+        }
+        locked_seen = now;
+        const std::size_t n = pkt.num_samples();
+        const vita49::sequence_result r = tracker.update(pkt.fields, n);
+        if (r.duplicate) {
+            vcounters.duplicates += 1;
+            order_log.warn("{}: duplicate packet dropped (packet count {}, timestamp {})", name, pkt.fields.packet_count,
+                         pkt.fields.fractional_timestamp);
+            return;
+        }
+        if (r.late) {
+            vcounters.late += 1;
+            order_log.warn("{}: late (reordered) packet dropped (packet count {}, timestamp {})", name,
+                         pkt.fields.packet_count, pkt.fields.fractional_timestamp);
+            return;
+        }
+        if (r.resync) {
+            vcounters.resyncs += 1;
+            if (r.jumped_forward) {
+                order_log.warn("{}: timestamp jumped forward to {}, beyond any plausible loss: a discontinuity, "
+                               "tracking restarted", name, pkt.fields.fractional_timestamp);
+            } else {
+                order_log.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
+                               pkt.fields.fractional_timestamp);
+            }
+            sink->gap(0, gap_reason::lost_packets);
+        } else if (r.packets_lost > 0 || r.samples_lost > 0) {
+            add_saturating(counters.packets_lost, r.packets_lost);
+            add_saturating(counters.samples_lost, r.samples_lost);
+            limiter.warn("{}: {} packet(s) lost ({} {} samples)", name, r.packets_lost,
+                         r.samples_exact ? "exactly" : "about", r.samples_lost);
+            sink->gap(r.samples_lost, gap_reason::lost_packets);
+        } else if (pending_malformed && !r.samples_exact && !r.first) {
+            // Neither timestamp nor packet count shows a loss, but a datagram was unreadable:
+            // it may have carried samples of this stream (packet count mod 16).
+            sink->gap(0, gap_reason::source_error);
+        }
+        if (r.count_mismatch) {
+            vcounters.count_mismatches += 1;
+            order_log.warn("{}: packet count {} disagrees with the timestamps ({} packet(s) missing by timestamp): "
+                           "the timestamps are used",
+                           name, pkt.fields.packet_count, r.packets_lost);
+        }
+        pending_malformed = false;
+        // The sender's time of this packet's first sample, the index it gets here.
+        if (const auto utc_ns = vita49::first_sample_utc_ns(pkt.fields, cfg.sample_rate_hz); utc_ns && n > 0) {
+            const time_anchor a{counters.samples.load(), *utc_ns};
+            anchor.set(a);
+            sink->timestamp(a);
+        }
+        counters.bytes += pkt.payload.size();
+        // VITA-49 IF data is ci16: delivered as received (byte order fixed), not converted.
+        vita49::decode_payload(pkt, samples.data());
+        deliver(samples.data(), n, cfg.ci16_scale);
+    }
+
+    /// Whether another stream id may replace the current one (never with a configured id).
+    [[nodiscard]] bool follows() const noexcept
+    {
+        return !cfg.stream_id && cfg.stream_change == stream_change_policy::follow;
+    }
+
+    /// The current stream has been silent for stream_timeout_ms and `id` arrived: take it.
+    /// Its samples do not continue the old stream's, so the batcher gets a discontinuity
+    /// (no packet spans the change) and the sequence tracking starts over from this packet.
+    void change_stream(std::uint32_t id, std::chrono::steady_clock::time_point now)
+    {
+        const auto silent_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - locked_seen).count();
+        spdlog::warn("{}: stream id 0x{:08x} silent for {} ms and stream id 0x{:08x} arriving: following it "
+                     "(stream_change: follow); sequence tracking restarts",
+                     name, *locked_stream, silent_ms, id);
+        vcounters.stream_changes += 1;
+        locked_stream = id;
+        tracker.reset();
+        // The discontinuity gap ends the segment; an unreadable datagram of the old stream no
+        // longer needs a gap of its own.
+        pending_malformed = false;
+        sink->gap(0, gap_reason::discontinuity);
+    }
+
+    time_anchor_slot& anchor;
+    vita49_source_config cfg;
+    vita49_counters vcounters;
+    vita49::sequence_tracker tracker;
+    vita49::packet pkt;
+    std::optional<std::uint32_t> locked_stream;
+    std::chrono::steady_clock::duration stream_timeout =
+        std::chrono::milliseconds(cfg.stream_timeout_ms);
+    std::chrono::steady_clock::time_point locked_seen{};  ///< last packet of locked_stream
+    bool pending_malformed = false;
+    std::vector<ci16> samples;  ///< a packet's payload as received (ci16, host byte order)
+    // One limiter per kind of message, so that a flood of one kind hides none of the others
+    // (net_core::limiter is the one for losses).
+    log_limiter malformed_log, other_log, order_log;
+    log_limiter rate_log{std::chrono::seconds(10)};
+    udp::socket socket{ioc};
+};
+
+vita49_source::vita49_source(vita49_source_config cfg)
+    : impl_(std::make_unique<impl>(counters_, time_anchor_, checked(std::move(cfg), "vita49 source")))
+{
+}
+
+vita49_source::~vita49_source() = default;
+
+std::string vita49_source::describe() const { return impl_->name; }
+std::optional<float> vita49_source::ci16_scale() const { return impl_->cfg.ci16_scale; }
+double vita49_source::sample_rate_hz() const
+{
+    if (impl_->cfg.sample_rate_hz == 0.0) impl_->learn_rate_from_context();
+    return impl_->cfg.sample_rate_hz;
+}
+std::uint16_t vita49_source::local_port() const noexcept { return impl_->local_port.load(); }
+const vita49_source_config& vita49_source::config() const noexcept { return impl_->cfg; }
+const vita49_counters& vita49_source::vita_counters() const noexcept { return impl_->vcounters; }
+void vita49_source::stop() { impl_->request_stop(); }
+
+void vita49_source::run(sample_sink& sink)
+{
+    if (impl_->stop_requested.load()) return;
+    auto& m = *impl_;
+    if (m.cfg.sample_rate_hz == 0.0) m.learn_rate_from_context();  // nobody asked for the rate first
+    if (!m.socket.is_open()) m.socket = open_udp(m, m.cfg.bind_address, m.cfg.port, m.cfg.rcvbuf_bytes);
+    auto on_datagram = [&m](std::span<const std::byte> d) { m.on_datagram(d); };
+    datagram_pump<decltype(on_datagram)> pump(m, m.socket, on_datagram);
+    pump.start();
+    run_context(m, sink);
+}
+
+}  // namespace paq::io
