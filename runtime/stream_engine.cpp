@@ -203,7 +203,6 @@ void stream_engine::batcher_loop()
             t.batch_s += seconds_since(t1);
             std::lock_guard s(s_mu_);
             stats_.samples_in += r.count;
-            tally_.add_samples(r.count);
         } else if (r.what == kind::gap) {
             bt.gap(r.lost_samples);
             if (opt_.on_gap) opt_.on_gap(r.lost_samples, r.reason);
@@ -316,13 +315,16 @@ void stream_engine::consume()
             continue;
         }
         const double latency = std::chrono::duration<double, std::milli>(clock::now() - res->ready).count();
+        // The tally under a lock of its own: the batcher, which takes s_mu_ after every read,
+        // never waits for it.
+        try {
+            std::lock_guard lk(tally_mu_);
+            tally_.add(out);
+        } catch (...) {
+            first_error_ = std::current_exception();
+        }
         {
             std::lock_guard s(s_mu_);
-            try {
-                tally_.add(out);
-            } catch (...) {
-                first_error_ = std::current_exception();
-            }
             timing_.tally_s += seconds_since(t0);
             ++stats_.batches_published;
             stats_.packets_last_batch = out.packets.size();
@@ -427,12 +429,18 @@ void stream_engine::abort()
 stream_stats stream_engine::stats() const
 {
     stream_stats s;
+    dsp::run_timing timing;
     {
         std::lock_guard lk(s_mu_);
         s = stats_;
-        s.tally = tally_.summary();
-        s.tally.timing = timing_;
+        timing = timing_;
     }
+    {
+        std::lock_guard lk(tally_mu_);
+        s.tally = tally_.summary();
+    }
+    s.tally.timing = timing;
+    s.tally.samples = s.samples_in;
     if (const worker_pool* p = pool_.load()) {
         const auto pc = p->stats();
         s.batches_dispatched = pc.batches_submitted;

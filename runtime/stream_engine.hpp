@@ -189,8 +189,9 @@ private:
     /// above (declared after them), when every window is back.
     window_pins pins_;
 
-    mutable std::mutex s_mu_;
+    mutable std::mutex s_mu_;  ///< stats_, timing_, latency_sum_ms_
     stream_stats stats_;
+    mutable std::mutex tally_mu_;  ///< tally_ (its own: a batch's tally takes milliseconds)
     dsp::run_tally tally_;
     dsp::run_timing timing_;
     double latency_sum_ms_ = 0.0;
