@@ -5,8 +5,8 @@
 # targets. -O1 with line tables only (enough for symbolized reports; full debug info costs a
 # third more compile time), the signal chain (paq_dsp) at -O2: at -O1 throughout the
 # sanitized trellis end-to-end test runs three times slower, at -O2 throughout the tree takes
-# half as long again to compile. It is also the build without CUDA (what users without a GPU
-# toolchain get) whose tests CI runs.
+# longer to compile (config/daemon_yaml.cpp: 123 s against 82 s at -O1). It is also the build
+# without CUDA (what users without a GPU toolchain get) whose tests CI runs.
 #
 #   scripts/sanitized-build.sh [targets...]     # default: everything
 #
