@@ -152,121 +152,130 @@ void stream_engine::batcher_loop()
         }
     };
 
-    while (!stop_) {
-        batcher_heartbeat_ns_ = now_ns();
-        const auto tw = clock::now();
-        {
-            // Windows the workers are done with: filled again (no fresh ~315 MB allocation,
-            // and its page faults, per batch).
-            std::lock_guard sp(spare_mu_);
-            for (auto& v : spares) bt.recycle(std::move(v));
-            spares.clear();
-        }
-        // Straight from the feed into the window being filled (no copy on the way).
-        const auto space = bt.write_space();  // a fresh cf32 window's storage is zero-filled here
-        t.batch_s += seconds_since(tw);
-        const auto t0 = clock::now();
-        const auto r = feed_.read(space, read_timeout);
-        t.read_s += seconds_since(t0);
-        using kind = feed::result::kind;
-        if (r.what == kind::end) break;
-        if (r.what == kind::samples) {
-            if (stalled && any_data) {
-                spdlog::info("source resumed after {:.1f} s without samples", seconds_since(last_data));
+    // Whatever ends the loop, the windows go to the spares below before the batcher is
+    // destroyed: some may be page-locked (pins_), and are freed only after the pins.
+    std::exception_ptr error;
+    try {
+        while (!stop_) {
+            batcher_heartbeat_ns_ = now_ns();
+            const auto tw = clock::now();
+            {
+                // Windows the workers are done with: filled again (no fresh ~315 MB allocation,
+                // and its page faults, per batch).
+                std::lock_guard sp(spare_mu_);
+                for (auto& v : spares) bt.recycle(std::move(v));
+                spares.clear();
             }
-            if (stalled) {
-                stalled = false;
+            // Straight from the feed into the window being filled (no copy on the way).
+            const auto space = bt.write_space();  // a fresh cf32 window's storage is zero-filled here
+            t.batch_s += seconds_since(tw);
+            const auto t0 = clock::now();
+            const auto r = feed_.read(space, read_timeout);
+            t.read_s += seconds_since(t0);
+            using kind = feed::result::kind;
+            if (r.what == kind::end) break;
+            if (r.what == kind::samples) {
+                if (stalled && any_data) {
+                    spdlog::info("source resumed after {:.1f} s without samples", seconds_since(last_data));
+                }
+                if (stalled) {
+                    stalled = false;
+                    std::lock_guard s(s_mu_);
+                    stats_.stalled = false;
+                }
+                last_data = clock::now();
+                newest_written = r.written;
+                any_data = true;
+                // A time anchor among them: the windows cut from now on carry it.
+                if (r.time) {
+                    bt.timestamp(r.time->utc_ns, opt_.sample_rate_hz, r.time->offset);
+                    if (opt_.on_time) opt_.on_time(r.time->utc_ns, r.time->offset);
+                }
+                // The taps see the samples before commit() may hand the window on.
+                if (opt_.on_samples) {
+                    if constexpr (narrow) {
+                        const float scale = *feed_.ci16_scale();
+                        tap.resize(r.count);
+                        for (std::size_t k = 0; k < r.count; ++k) tap[k] = to_cf32(space[k], scale);
+                        opt_.on_samples(std::span<const cf32>(tap.data(), r.count));
+                    } else {
+                        opt_.on_samples(std::span<const cf32>(space.data(), r.count));
+                    }
+                }
+                const auto t1 = clock::now();
+                bt.commit(r.count);
+                t.batch_s += seconds_since(t1);
                 std::lock_guard s(s_mu_);
-                stats_.stalled = false;
-            }
-            last_data = clock::now();
-            newest_written = r.written;
-            any_data = true;
-            // A time anchor among them: the windows cut from now on carry it.
-            if (r.time) {
-                bt.timestamp(r.time->utc_ns, opt_.sample_rate_hz, r.time->offset);
-                if (opt_.on_time) opt_.on_time(r.time->utc_ns, r.time->offset);
-            }
-            // The taps see the samples before commit() may hand the window on.
-            if (opt_.on_samples) {
-                if constexpr (narrow) {
-                    const float scale = *feed_.ci16_scale();
-                    tap.resize(r.count);
-                    for (std::size_t k = 0; k < r.count; ++k) tap[k] = to_cf32(space[k], scale);
-                    opt_.on_samples(std::span<const cf32>(tap.data(), r.count));
+                stats_.samples_in += r.count;
+            } else if (r.what == kind::gap) {
+                bt.gap(r.lost_samples);
+                if (opt_.on_gap) opt_.on_gap(r.lost_samples, r.reason);
+                {
+                    std::lock_guard s(s_mu_);
+                    ++stats_.gaps;
+                    ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
+                    // Ring overflows are counted by the ring (samples_dropped); this counts what
+                    // the sources reported lost before it.
+                    if (r.reason != io::gap_reason::overflow) stats_.samples_lost_in_gaps += r.lost_samples;
+                }
+                // At most one line a second on a lossy link; the counters keep every gap.
+                ++gaps_unlogged;
+                lost_unlogged += r.lost_samples;
+                if (clock::now() - last_gap_log >= std::chrono::seconds(1)) {
+                    spdlog::warn("gap in the sample stream ({}): {} samples lost{}", io::to_string(r.reason),
+                                 r.lost_samples ? std::to_string(r.lost_samples) : std::string("an unknown number of"),
+                                 gaps_unlogged > 1 ? fmt::format(" ({} gaps, {} samples known lost since the last message)",
+                                                                 gaps_unlogged, lost_unlogged)
+                                                   : std::string());
+                    last_gap_log = clock::now();
+                    gaps_unlogged = 0;
+                    lost_unlogged = 0;
+                }
+            } else if (opt_.stall_timeout && !stalled && clock::now() - last_data > *opt_.stall_timeout) {
+                stalled = true;
+                if (!any_data) {
+                    spdlog::info("waiting for the first samples from the source");  // not a gap: no segment is open
                 } else {
-                    opt_.on_samples(std::span<const cf32>(space.data(), r.count));
+                    // No samples: end the segment so that the packets received so far go out now.
+                    bt.gap(0);
+                    if (opt_.on_gap) opt_.on_gap(0, io::gap_reason::stall);
+                    spdlog::warn("source stalled: no samples for {:.1f} s; segment ended, packets so far published",
+                                 seconds_since(last_data));
+                    std::lock_guard s(s_mu_);
+                    ++stats_.stalls;
+                    ++stats_.gaps;
+                    ++stats_.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::stall)];
+                    stats_.stalled = true;
                 }
             }
-            const auto t1 = clock::now();
-            bt.commit(r.count);
-            t.batch_s += seconds_since(t1);
-            std::lock_guard s(s_mu_);
-            stats_.samples_in += r.count;
-        } else if (r.what == kind::gap) {
-            bt.gap(r.lost_samples);
-            if (opt_.on_gap) opt_.on_gap(r.lost_samples, r.reason);
+            if (bt.short_segments() != short_segments_seen) {
+                short_segments_seen = bt.short_segments();
+                std::lock_guard s(s_mu_);
+                stats_.short_segments = bt.short_segments();
+                stats_.samples_in_short_segments = bt.samples_in_short_segments();
+            }
+            hand_over();
+            flush_timing();
+        }
+        if (!stop_) {
+            bt.finish();
             {
                 std::lock_guard s(s_mu_);
-                ++stats_.gaps;
-                ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
-                // Ring overflows are counted by the ring (samples_dropped); this counts what
-                // the sources reported lost before it.
-                if (r.reason != io::gap_reason::overflow) stats_.samples_lost_in_gaps += r.lost_samples;
+                stats_.short_segments = bt.short_segments();
+                stats_.samples_in_short_segments = bt.samples_in_short_segments();
             }
-            // At most one line a second on a lossy link; the counters keep every gap.
-            ++gaps_unlogged;
-            lost_unlogged += r.lost_samples;
-            if (clock::now() - last_gap_log >= std::chrono::seconds(1)) {
-                spdlog::warn("gap in the sample stream ({}): {} samples lost{}", io::to_string(r.reason),
-                             r.lost_samples ? std::to_string(r.lost_samples) : std::string("an unknown number of"),
-                             gaps_unlogged > 1 ? fmt::format(" ({} gaps, {} samples known lost since the last message)",
-                                                             gaps_unlogged, lost_unlogged)
-                                               : std::string());
-                last_gap_log = clock::now();
-                gaps_unlogged = 0;
-                lost_unlogged = 0;
-            }
-        } else if (opt_.stall_timeout && !stalled && clock::now() - last_data > *opt_.stall_timeout) {
-            stalled = true;
-            if (!any_data) {
-                spdlog::info("waiting for the first samples from the source");  // not a gap: no segment is open
-            } else {
-                // No samples: end the segment so that the packets received so far go out now.
-                bt.gap(0);
-                if (opt_.on_gap) opt_.on_gap(0, io::gap_reason::stall);
-                spdlog::warn("source stalled: no samples for {:.1f} s; segment ended, packets so far published",
-                             seconds_since(last_data));
-                std::lock_guard s(s_mu_);
-                ++stats_.stalls;
-                ++stats_.gaps;
-                ++stats_.gaps_by_reason[static_cast<std::size_t>(io::gap_reason::stall)];
-                stats_.stalled = true;
-            }
+            hand_over();
+            if (pool == nullptr) acquire();
         }
-        if (bt.short_segments() != short_segments_seen) {
-            short_segments_seen = bt.short_segments();
-            std::lock_guard s(s_mu_);
-            stats_.short_segments = bt.short_segments();
-            stats_.samples_in_short_segments = bt.samples_in_short_segments();
-        }
-        hand_over();
-        flush_timing();
-    }
-    if (!stop_) {
-        bt.finish();
-        {
-            std::lock_guard s(s_mu_);
-            stats_.short_segments = bt.short_segments();
-            stats_.samples_in_short_segments = bt.samples_in_short_segments();
-        }
-        hand_over();
-        if (pool == nullptr) acquire();
+    } catch (...) {
+        error = std::current_exception();
     }
     flush_timing();
-    // The batcher's storage outlives this loop: it may be page-locked (pins_).
-    std::lock_guard sp(spare_mu_);
-    for (auto& v : bt.release_storage()) spares.push_back(std::move(v));
+    {
+        std::lock_guard sp(spare_mu_);
+        for (auto& v : bt.release_storage()) spares.push_back(std::move(v));
+    }
+    if (error) std::rethrow_exception(error);
 }
 
 void stream_engine::consume()
