@@ -2,11 +2,9 @@
 # Configures and builds paqd in build/ (Release). Extra arguments go to cmake.
 #
 # Device code is compiled for the GPU this machine has (CMake's `native`), or, without one,
-# as sm_90 PTX alone (`90-virtual`: every kernel through the CUDA front end and NVVM, without
-# the final assembly to machine code, which nothing here could run; 40% less compile time on
-# the largest kernel file). The package's build (README, "Debian package") keeps
-# CMakeLists.txt's default of every supported architecture, and scripts/device-bundle.sh
-# builds sm_90 machine code for the GPU machine. PAQ_CUDA_ARCHITECTURES overrides the choice.
+# for sm_90 (H100/H200, the deployment target) alone: a build to develop and test on needs
+# no other. The package's build (README, "Debian package") keeps CMakeLists.txt's default of
+# every supported architecture. PAQ_CUDA_ARCHITECTURES overrides the choice.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=()
@@ -15,7 +13,7 @@ if [[ -n ${PAQ_CUDA_ARCHITECTURES:-} ]]; then
 elif command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
   args+=(-DCMAKE_CUDA_ARCHITECTURES=native)
 else
-  args+=(-DCMAKE_CUDA_ARCHITECTURES=90-virtual)
+  args+=(-DCMAKE_CUDA_ARCHITECTURES=90)
 fi
 # ccache (scripts/setup.sh installs it) serves a rebuild of unchanged sources from its cache.
 if command -v ccache >/dev/null; then

@@ -5,7 +5,7 @@
 # Then: device run with carry [".device"] and command "bash scripts/device-check.sh".
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PAQ_CUDA_ARCHITECTURES=${PAQ_CUDA_ARCHITECTURES:-90} scripts/build.sh >/dev/null
+scripts/build.sh >/dev/null
 rm -rf .device && mkdir -p .device/lib
 bins=(build/tests/test_gpu_device build/tests/test_gpu_estimators build/tests/test_gpu_equalizers build/tests/test_gpu_detector build/tests/test_gpu_backend build/tests/test_gpu_preamble_detector build/tests/test_gpu_resampler build/bench/paq-bench-solvers build/bench/paq-bench build/bench/paq-bench-setup build/daemon/paqd build/tools/paq-sim build/tools/paq-report build/tools/paq-bert build/tools/paq-stream build/tools/paq-ber-curve)
 cp "${bins[@]}" .device/
