@@ -33,6 +33,21 @@ constexpr double max_rate = 1e8;
 /// Unpaced, a stream's datagrams go to the kernel this many at a time (one sendmmsg call).
 constexpr std::size_t send_group = 64;
 
+/// The header fields a packet's datagrams share (stream, sequence and BEP are each stream's).
+datagram_header packet_header(const dsp::batch_output& batch, std::size_t k, std::uint64_t packet_index)
+{
+    const dsp::packet_record& rec = batch.packets[k];
+    datagram_header h;
+    h.packet_index = packet_index;
+    h.batch_index = batch.batch_index;
+    h.start_sample = rec.start_sample;
+    h.flags = rec.flags;
+    h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
+    h.ebn0_db = static_cast<float>(rec.ebn0_db);
+    h.utc_ns = rec.utc_ns;
+    return h;
+}
+
 template <typename T>
 std::string bad(const std::string& field, const T& value, const char* range)
 {
@@ -330,18 +345,10 @@ void udp_publisher::publish(const dsp::batch_output& batch)
             if (st.group.empty()) st.group.resize(send_group * bitstream_max_datagram_bytes);
             std::size_t n = 0;
             for (std::size_t k = 0; k < batch.packets.size(); ++k) {
-                const dsp::packet_record& rec = batch.packets[k];
-                datagram_header h;
-                h.packet_index = first_index + k;
-                h.batch_index = batch.batch_index;
-                h.start_sample = rec.start_sample;
-                h.flags = rec.flags;
-                h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
-                h.ebn0_db = static_cast<float>(rec.ebn0_db);
-                h.utc_ns = rec.utc_ns;
+                datagram_header h = packet_header(batch, k, first_index + k);
                 h.stream_id = static_cast<std::uint8_t>(s);
                 h.sequence = st.sequence++;
-                h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
+                h.bep_estimate = batch.packets[k].paths[static_cast<std::size_t>(s)].bep_estimate;
                 const std::span<std::uint8_t> slot(st.group.data() + n * bitstream_max_datagram_bytes,
                                                    bitstream_max_datagram_bytes);
                 const std::size_t size = encode_datagram(m.config.format, h, m.config.dqe_id.id_for(s),
@@ -359,14 +366,7 @@ void udp_publisher::publish(const dsp::batch_output& batch)
     }
     for (std::size_t k = 0; k < batch.packets.size(); ++k) {
         const dsp::packet_record& rec = batch.packets[k];
-        datagram_header h;
-        h.packet_index = packets_published_.load(std::memory_order_relaxed);
-        h.batch_index = batch.batch_index;
-        h.start_sample = rec.start_sample;
-        h.flags = rec.flags;
-        h.cfo_rad_per_sample = static_cast<float>(rec.cfo_rad_per_sample);
-        h.ebn0_db = static_cast<float>(rec.ebn0_db);
-        h.utc_ns = rec.utc_ns;
+        datagram_header h = packet_header(batch, k, packets_published_.load(std::memory_order_relaxed));
         for (int s = 0; s < batch.streams; ++s) {
             auto& st = m.streams[static_cast<std::size_t>(s)];
             if (!st.socket) continue;

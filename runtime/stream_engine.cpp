@@ -288,6 +288,12 @@ void stream_engine::consume()
         stop_ = true;
         return;
     }
+    // The first error ends the run: the batcher stops at its next read, the pool processes
+    // nothing new, and what is under way is drained here.
+    auto end_run = [&] {
+        stop_ = true;
+        pool->abort();
+    };
     while (auto res = pool->next()) {
         if (first_error_) continue;  // ending: drain what is under way
         if (!res->out) {
@@ -299,8 +305,7 @@ void stream_engine::consume()
             } catch (...) {
                 first_error_ = std::current_exception();
             }
-            stop_ = true;
-            pool->abort();
+            end_run();
             continue;
         }
         const auto& out = *res->out;
@@ -317,10 +322,7 @@ void stream_engine::consume()
             }
         }
         if (first_error_) {
-            // End the run: the batcher stops at its next read, the pool processes nothing
-            // new, and what is under way is drained here.
-            stop_ = true;
-            pool->abort();
+            end_run();
             continue;
         }
         const double latency = std::chrono::duration<double, std::milli>(clock::now() - res->ready).count();
@@ -368,8 +370,7 @@ void stream_engine::consume()
             }
         }
         if (first_error_) {
-            stop_ = true;
-            pool->abort();
+            end_run();
             continue;
         }
         pool->give_back(std::move(*res->out));
