@@ -163,7 +163,7 @@ const filter_gains& gains(int l) noexcept
 
 smoother_scratch::smoother_scratch()
     : theta(phase_pairs), z(phase_pairs), f(phase_pairs), b(phase_pairs), theta_bit(waveform::packet_bits),
-      z_bit(waveform::packet_bits), r_bit(waveform::packet_bits), a(waveform::packet_bits)
+      z_bit(waveform::packet_bits), r_bit(waveform::packet_bits), a(waveform::packet_bits), y_bit(waveform::packet_bits)
 {
 }
 
@@ -180,10 +180,11 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
     float* const zk = sc.z_bit.data();
     float* const rk = sc.r_bit.data();
     std::int8_t* const a = sc.a.data();
+    cf64* const yk = sc.y_bit.data();
     std::memset(bits_out, 0, waveform::data_bits / 8);
-    // A sample derotated by its pair's phase (the observations' reference), or by its bit's
-    // phase (the decisions).
-    auto rotated = [&](std::size_t k) { return v[k] * std::polar(1.0, -static_cast<double>(th[k / 2])); };
+    // A sample derotated by its bit's phase (the decisions). The sines and cosines are most of
+    // this function's time: each bit's is taken once per iteration (steps a and b share it),
+    // and the pair's once for its two samples (step c).
     auto rotated_bit = [&](std::size_t k) { return v[k] * std::polar(1.0, -static_cast<double>(thk[k])); };
 
     // 1. The forward PLL, its phase unwrapped.
@@ -212,11 +213,12 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
 
     for (int it = 0; it < smoother::iterations; ++it) {
         // a. Decisions.
+        for (std::size_t k = 0; k < n; ++k) yk[k] = rotated_bit(k);
         for (std::size_t k = 0; k < n; ++k) {
             if (k < nk) {
                 a[k] = known[k] ? 1 : -1;
             } else {
-                const cf64 y = rotated_bit(k);
+                const cf64 y = yk[k];
                 a[k] = (k % 2 == 0 ? y.real() : y.imag()) >= 0.0 ? 1 : -1;
             }
         }
@@ -226,7 +228,7 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
             for (std::size_t j = c; j < np2; j += smoother::chunks) {
                 for (std::size_t k = 2 * j; k <= 2 * j + 1; ++k) {
                     if (k < 1 || k > n - 2) continue;
-                    const cf64 y = rotated_bit(k);
+                    const cf64 y = yk[k];
                     const double m1 = a[k - 1] + a[k + 1];
                     own[c] += (k % 2 == 0 ? y.real() : y.imag()) * a[k];
                     s1y[c] += (k % 2 == 0 ? y.imag() : y.real()) * m1;
@@ -241,11 +243,13 @@ path_stats detect_packet_smoothed(const cf64* v, const pll_gains& acq, const pll
         for (std::size_t j = 0; j < np2; ++j) {
             cf64 prod[2];
             double energy[2];
+            // The pair's samples at the pair's phase (the observations' reference).
+            const cf64 rot = std::polar(1.0, -static_cast<double>(th[j]));
             for (std::size_t h = 0; h < 2; ++h) {
                 const std::size_t k = 2 * j + h;
                 const double m1 = (k > 0 ? a[k - 1] : 0) + (k + 1 < n ? a[k + 1] : 0);
                 const cf64 model = k % 2 == 0 ? cf64(g0 * a[k], c1 * m1) : cf64(c1 * m1, g0 * a[k]);
-                prod[h] = rotated(k) * std::conj(model);
+                prod[h] = (v[k] * rot) * std::conj(model);
                 energy[h] = std::norm(model);
             }
             const double tj = static_cast<double>(th[j]);

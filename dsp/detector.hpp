@@ -224,6 +224,7 @@ struct smoother_scratch {
     std::vector<float> theta, z, f, b;  ///< per pair
     std::vector<float> theta_bit, z_bit, r_bit;  ///< per bit: phase, observation, its variance
     std::vector<std::int8_t> a;                 ///< per bit: +-1
+    std::vector<cf64> y_bit;                    ///< per bit: its sample at its phase, one iteration's
 };
 
 /// Detects one packet with a smoothed carrier phase (receiver_config::phase_smoother;

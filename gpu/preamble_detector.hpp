@@ -12,7 +12,7 @@
 // of 4096 < W positions holds at most one and the slots keep the peaks in order without a
 // sort. The decisions are those of dsp::find_preamble_peaks / locate_packets applied to the
 // same values (float metric widened to double): same comparisons, same clipping, same
-// segment-start extension (tests/test_gpu_locate.cu checks it on fresh inputs).
+// segment-start extension (tests/test_gpu_preamble_detector.cpp checks it on fresh inputs).
 //
 // Plain C++ header.
 #pragma once

@@ -29,7 +29,7 @@ symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
 export PAQ_E2E_BERT_IDLE_S=60
 
 status=0
-ctest --test-dir "$build" -L cpu -LE '^(slow|not_sanitized)$' --output-on-failure -j"$(nproc)" --timeout 1800 \
+ctest --test-dir "$build" -L cpu -LE '^(slow|not_sanitized|dsp)$' --output-on-failure -j"$(nproc)" --timeout 1800 \
   --output-junit test-results.xml "$@" || status=$?
 
 reports=$(find "$logs" -type f | sort)

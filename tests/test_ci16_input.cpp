@@ -1,6 +1,6 @@
 // ci16 input at its own width: a ci16 recording stays ci16 through the
 // batcher and the worker pool up to the backend, which converts (the CPU here; the GPU on the
-// device, tests/test_gpu_backend.cu). Everything must come out as if the samples had been
+// device, tests/test_gpu_backend.cpp). Everything must come out as if the samples had been
 // converted on reading: the same windows, the same packets, the same bits, the same counters.
 #include "chain_fixture.hpp"
 #include "ci16_fixture.hpp"

@@ -5,7 +5,7 @@
 #
 #   tests/e2e/e2e.sh BUILD_DIR CASE
 #     CASE: tcp | vita49-drops | zmq-drops | udp-gnuradio-drops | stall | sigterm | notify |
-#           hostile | rates | both   (the cases tests/CMakeLists.txt runs as e2e.CASE)
+#           hostile | rates | both | detectors   (the cases tests/CMakeLists.txt runs as e2e.CASE)
 #
 # Each case prints what it compares and exits non-zero on the first mismatch.
 set -euo pipefail
@@ -487,11 +487,10 @@ EOF2
 both)
   # receiver.detector both: twelve streams, the six paths decided symbol by symbol
   # and again by the trellis, over TCP to paq-bert on twelve ports. Each stream's bits and
-  # errors equal the offline replay's with --detector both, whose streams equal a plain sxs
-  # replay's (0 .. 5) and a trellis replay's (6 .. 11); the records have the twelve columns.
+  # errors equal the offline replay's with --detector both (e2e.detectors: those equal a plain
+  # sxs replay's and a trellis replay's); the records have the twelve columns, the report
+  # ranks them.
   offline offline --detector both --records "$work/both" --llr-out "$work/llr"
-  offline offline-sxs --detector sxs
-  offline offline-trellis --detector trellis
   grep -q "mmse_trellis" "$work/offline.txt" || fail "the replay's table has no mmse_trellis row: $(cat "$work/offline.txt")"
   # Soft streams (publisher.llr_destinations) of mmse and fde2: a receiver on two ephemeral
   # ports keeps each datagram as the replay's LLR files hold a packet (start sample, LLRs).
@@ -557,20 +556,14 @@ for name, sid in (("mmse", 8), ("fde2", 11)):
     print(f"soft stream {name}: {g['datagrams']} datagrams (stream id {sid}), byte for byte the replay's --llr-out file")
 assert live["llr_datagrams_sent"] == 2 * live["packets_found"] and live["llr_send_errors"] == 0, live
 EOF2
-  python3 - "$work" <<'EOF2' || fail "twelve streams against the single-detector replays"
+  python3 - "$work" <<'EOF2' || fail "twelve streams"
 import csv, json, sys
 work = sys.argv[1]
-both = json.load(open(f"{work}/offline.json"))
-sxs, tre = json.load(open(f"{work}/offline-sxs.json")), json.load(open(f"{work}/offline-trellis.json"))
-live, bert = json.load(open(f"{work}/live.json")), json.load(open(f"{work}/bert.json"))
+both, live, bert = json.load(open(f"{work}/offline.json")), json.load(open(f"{work}/live.json")), json.load(open(f"{work}/bert.json"))
 names = [p["path"] for p in both["paths"]]
 assert names == ["none", "zf", "mmse", "cma", "fde1", "fde2"] + [n + "_trellis" for n in ["none", "zf", "mmse", "cma", "fde1", "fde2"]], names
 assert [p["path"] for p in live["paths"]] == names and [s["path"] for s in bert["streams"]] == names
-assert both["detector"] == "both" and len(sxs["paths"]) == 6 == len(tre["paths"])
-for i, p in enumerate(both["paths"]):
-    ref = (sxs if i < 6 else tre)["paths"][i % 6]
-    assert (p["bits"], p["bit_errors"], p["resyncs"]) == (ref["bits"], ref["bit_errors"], ref["resyncs"]), (p, ref)
-    print(f"  {p['path']:12} {p['bit_errors']:7}/{p['bits']}")
+assert both["detector"] == "both"
 header = next(csv.reader(open(f"{work}/both-packets.csv")))
 for n in names:
     assert n + "_errors" in header and n + "_bep" in header, n
@@ -580,12 +573,43 @@ for k, n in enumerate(names[:6]):
     s, t = bert["streams"][k], bert["streams"][k + 6]
     assert abs(det[n]["ber_sxs"] - s["ber"]) < 1e-15 and abs(det[n]["ber_trellis"] - t["ber"]) < 1e-15, (det[n], s, t)
 print("paq-bert: the two detectors side by side, " + ", ".join(f"{n} {det[n]['ratio']:.2f}x" for n in names[:6]))
-print("records: twelve column groups; streams 0-5 = the sxs replay, 6-11 = the trellis replay")
+print("records: twelve column groups")
 EOF2
   "$build/tools/paq-report" "$work/both" -o "$work/both.html" > "$work/report.log" 2>&1 || fail "paq-report: $(cat "$work/report.log")"
   grep -q "The two detectors side by side" "$work/both.html" || fail "the report has no detectors table"
   grep -q ">mmse_trellis" "$work/both.html" || fail "the report does not name mmse_trellis"
   echo "paq-report: twelve streams ranked, the detectors side by side"
+  "$build/tools/paq-ber-curve" --preset two-ray --ebn0-db 12 --packets 10 --seed 31 --sample-rate 25e6 --detector both \
+    --output "$work/curve.csv" > /dev/null 2>&1 || fail "paq-ber-curve --detector both"
+  python3 - "$work" <<'EOF2' || fail "paq-ber-curve --detector both"
+import csv, sys
+rows = list(csv.DictReader(open(f"{sys.argv[1]}/curve.csv")))
+names = ["none", "zf", "mmse", "cma", "fde1", "fde2"]
+assert [r["path"] for r in rows] == names + [n + "_trellis" for n in names], [r["path"] for r in rows]
+assert all(int(r["bits"]) > 0 for r in rows), rows
+print("paq-ber-curve --detector both: twelve streams")
+EOF2
+  ;;
+detectors)
+  # receiver.detector both gives what the two detectors give alone: the replay's streams 0 .. 5
+  # equal a plain sxs replay's, 6 .. 11 a trellis replay's; paq-ber-curve --detector both
+  # likewise. (Label slow: three trellis runs, the detector's property rather than input
+  # handling; the live service's twelve streams are e2e.both's.)
+  offline offline --detector both
+  offline offline-sxs --detector sxs
+  offline offline-trellis --detector trellis
+  python3 - "$work" <<'EOF2' || fail "twelve streams against the single-detector replays"
+import json, sys
+work = sys.argv[1]
+both = json.load(open(f"{work}/offline.json"))
+sxs, tre = json.load(open(f"{work}/offline-sxs.json")), json.load(open(f"{work}/offline-trellis.json"))
+assert both["detector"] == "both" and len(both["paths"]) == 12 and len(sxs["paths"]) == 6 == len(tre["paths"])
+for i, p in enumerate(both["paths"]):
+    ref = (sxs if i < 6 else tre)["paths"][i % 6]
+    assert (p["bits"], p["bit_errors"], p["resyncs"]) == (ref["bits"], ref["bit_errors"], ref["resyncs"]), (p, ref)
+    print(f"  {p['path']:12} {p['bit_errors']:7}/{p['bits']}")
+print("replay --detector both: streams 0-5 = the sxs replay, 6-11 = the trellis replay")
+EOF2
   # paq-ber-curve --detector both: twelve rows per point, the first six those of --detector sxs
   # and the last six those of --detector trellis (same seeds, two points, two-ray, 25 MS/s).
   for d in sxs trellis both; do
