@@ -21,7 +21,7 @@ command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 \
   "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O0 -gline-tables-only -DNDEBUG" -DPAQ_DSP_OPTIMIZATION=-O2 \
-  -DPAQ_TEST_OPTIMIZATION=-O0 -DPAQ_SETUP_OPTIMIZATION=-O0 \
+  -DPAQ_TEST_OPTIMIZATION=-O0 -DPAQ_HEAVY_TEST_OPTIMIZATION=-O0 -DPAQ_SETUP_OPTIMIZATION=-O0 \
   -DPAQ_WITH_CUDA=OFF -DPAQ_SANITIZE=ON -DPAQ_BUILD_FUZZ=ON -DPAQ_BUILD_BENCH=OFF -DPAQ_DSP_TESTS=OFF "${launcher[@]}" > /dev/null
 if (($#)); then
   cmake --build "$build" -j"$(nproc)" --target "$@"

@@ -457,7 +457,7 @@ rates)
   # Input rate and clock through the live service: a 30.72 MS/s recording whose transmitter clock
   # is 80 ppm slow, read by the file source (unpaced) and resampled to 2 samples per bit: the same
   # packets, clock and errors per path as paqd replay of the same file, nothing missed.
-  "$sim" --preset edwards3 --ebn0-db 14 --seconds 0.3 --seed 79 --sample-rate 30.72e6 --clock-ppm -80 \
+  "$sim" --preset edwards3 --ebn0-db 14 --seconds 0.15 --seed 79 --sample-rate 30.72e6 --clock-ppm -80 \
     --output "$work/rec30" > /dev/null
   "$paqd" replay "$work/rec30.sigmf-meta" --batch-samples 2000000 --json-out "$work/offline.json" > /dev/null 2>&1 \
     || fail "offline replay failed"
@@ -475,7 +475,7 @@ work = sys.argv[1]
 live, off = json.load(open(f"{work}/live.json")), json.load(open(f"{work}/offline.json"))
 print(f"packets live {live['packets_found']} offline {off['packets_found']}; clock {live['mean_clock_ppm']:.1f} ppm; "
       f"missed {live['packets_missed_in_sequence']}")
-assert live["packets_found"] == off["packets_found"] > 450
+assert live["packets_found"] == off["packets_found"] > 225
 assert live["packets_missed_in_sequence"] == 0 == off["packets_missed_in_sequence"]
 assert abs(live["mean_clock_ppm"] + 80) < 1 and off["resampled"] and off["samples_per_bit"] > 2.97
 assert len(live["paths"]) == len(off["paths"]) > 0, (len(live["paths"]), len(off["paths"]))
