@@ -14,6 +14,7 @@
 //   log:        level and destination
 #pragma once
 
+#include "config/log_config.hpp"
 #include "dsp/names.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
@@ -149,16 +150,6 @@ struct monitor_config {
     double status_interval_s = 1.0;
 };
 
-enum class log_destination : std::uint8_t { automatic, console, journal };
-inline constexpr name_table<log_destination, 3> log_destination_names{
-    {{"auto", log_destination::automatic}, {"console", log_destination::console}, {"journal", log_destination::journal}}};
-
-struct log_config {
-    std::string level = "info";  ///< trace, debug, info, warn, error, critical, off
-    /// auto: the journal when started by systemd (JOURNAL_STREAM set), stderr otherwise.
-    log_destination destination = log_destination::automatic;
-};
-
 struct records_config {
     /// Files <base>-packets.csv and <base>-channel.csv; empty: no records.
     std::filesystem::path base;
@@ -200,7 +191,6 @@ struct daemon_config {
 [[nodiscard]] constexpr std::string_view to_string(ring_overflow o) noexcept { return name_of(ring_overflow_names, o); }
 [[nodiscard]] constexpr std::string_view to_string(backend_kind b) noexcept { return name_of(backend_names, b); }
 [[nodiscard]] constexpr std::string_view to_string(solver_kind s) noexcept { return name_of(solver_names, s); }
-[[nodiscard]] constexpr std::string_view to_string(log_destination d) noexcept { return name_of(log_destination_names, d); }
 
 /// Parses a whole configuration document (all sections; a missing section keeps its
 /// defaults). Throws config_error (config/receiver_yaml.hpp) listing every problem, each as

@@ -611,10 +611,7 @@ const section<log_config>& log_schema()
     static const section<C> table = [] {
         section<C> s;
         s.fields = {
-            choice<C>("level", at(&C::level),
-                      choice_list<std::string>{{"trace", "trace"}, {"debug", "debug"}, {"info", "info"},
-                                               {"warn", "warn"}, {"warning", "warning"}, {"error", "error"},
-                                               {"err", "err"}, {"critical", "critical"}, {"off", "off"}},
+            choice<C>("level", at(&C::level), choices(config::log_level_names),
                       {"", "messages below this level are not logged; `--log-level` overrides it"}),
             choice<C>("destination", at(&C::destination),
                       choices(log_destination_names),

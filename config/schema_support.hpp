@@ -520,11 +520,7 @@ field<S> choice(std::string key, Get get, choice_list<E> options, doc_text doc)
             for (const auto& [name, value] : options) {
                 if (get(s) == value) return name;
             }
-            if constexpr (std::is_same_v<E, std::string>) {
-                return get(s);  // set by the command line (--log-level), already checked there
-            } else {
-                return "?";
-            }
+            return "?";
         });
 }
 

@@ -1,5 +1,6 @@
 #include "daemon/counters.hpp"
 
+#include "daemon/sources.hpp"
 #include "io/utc_time.hpp"
 
 #include <cmath>
@@ -25,10 +26,6 @@ constexpr metric_type C = metric_type::counter;
 constexpr metric_type G = metric_type::gauge;
 
 double d(std::uint64_t v) { return static_cast<double>(v); }
-bool with_vita(const S& s) { return s.vita49.has_value(); }
-bool with_tcp(const S& s) { return s.tcp.has_value(); }
-bool with_udp(const S& s) { return s.udp.has_value(); }
-bool with_zmq(const S& s) { return s.zmq.has_value(); }
 bool with_publisher(const S& s) { return s.publisher.has_value(); }
 bool with_soft_streams(const S& s) { return s.publisher.has_value() && s.publisher->soft; }
 bool with_records(const S& s) { return s.records.has_value(); }
@@ -42,7 +39,7 @@ std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::max_streams>& a)
     return t;
 }
 
-const std::vector<scalar_metric> scalars = {
+const std::vector<scalar_metric> scalars_before_source = {
     // intake and the ring
     {"samples_in", C, "Samples the batcher received from the ring.", [](const S& s) { return d(s.pipeline.samples_in); }, nullptr, true},
     {"ring_samples_dropped", C, "Samples dropped because the ring was full.", [](const S& s) { return d(s.pipeline.ring.samples_dropped); }, nullptr, true},
@@ -70,31 +67,10 @@ const std::vector<scalar_metric> scalars = {
     {"source_refused", C, "Datagrams and connections refused: the sender is not in the allow-list.", [](const S& s) { return d(s.source.refused); }, nullptr, true},
     {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source.reconnects); }, nullptr, true},
     {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source.nonfinite); }, nullptr, true},
-    // TCP
-    {"tcp_idle_timeouts", C, "TCP connections dropped after delivering nothing for source.tcp.idle_timeout_s.", [](const S& s) { return d(s.tcp->idle_timeouts); }, with_tcp, true},
-    {"tcp_busy_refused", C, "TCP clients refused (listen mode) because another client was being served and sending.", [](const S& s) { return d(s.tcp->busy_refused); }, with_tcp, true},
-    {"tcp_takeovers", C, "TCP clients served (listen mode) in place of one that had sent nothing for 1 s (or source.tcp.idle_timeout_s, when shorter).", [](const S& s) { return d(s.tcp->takeovers); }, with_tcp, true},
-    // raw UDP (GNU Radio sequence header)
-    {"udp_stale", C, "Raw UDP datagrams with a GNU Radio sequence number equal to the last or at most 16 before it (duplicate or reordered) dropped.", [](const S& s) { return d(s.udp->stale); }, with_udp, true},
-    {"udp_restarts", C, "Raw UDP GNU Radio sequence numbers back to 1 (the sender restarted).", [](const S& s) { return d(s.udp->restarts); }, with_udp, true},
-    {"udp_resyncs", C, "Raw UDP GNU Radio sequence numbers that jumped back beyond the reorder window (16) or ahead beyond 2^24 datagrams: a discontinuity, tracking restarted.", [](const S& s) { return d(s.udp->resyncs); }, with_udp, true},
-    {"udp_header_suspected", G, "1: header none, but the datagrams carry what looks like GNU Radio's sequence number (set source.udp.header).", [](const S& s) { return d(s.udp->header_suspected); }, with_udp, true},
-    // ZeroMQ (GNU Radio tag header)
-    {"zmq_messages_with_tags", C, "ZeroMQ messages carrying GNU Radio stream tags (not decoded) dropped.", [](const S& s) { return d(s.zmq->messages_with_tags); }, with_zmq, true},
-    {"zmq_resyncs", C, "ZeroMQ tag header offsets that went back (the sender restarted) or jumped ahead beyond 2^32 items: a discontinuity, tracking restarted.", [](const S& s) { return d(s.zmq->resyncs); }, with_zmq, true},
-    {"zmq_tag_header_suspected", G, "1: tags none, but the messages start with GNU Radio's tag header (set source.zmq.tags).", [](const S& s) { return d(s.zmq->tag_header_suspected); }, with_zmq, true},
-    // VITA-49
-    {"vita49_context_packets", C, "VITA-49 context packets skipped.", [](const S& s) { return d(s.vita49->context_packets); }, with_vita, true},
-    {"vita49_other_stream", C, "VITA-49 data packets of another stream id dropped.", [](const S& s) { return d(s.vita49->other_stream); }, with_vita, true},
-    {"vita49_stream_changes", C, "VITA-49 stream ids followed (stream_change: follow).", [](const S& s) { return d(s.vita49->stream_changes); }, with_vita, true},
-    {"vita49_duplicates", C, "Repeated VITA-49 packets dropped.", [](const S& s) { return d(s.vita49->duplicates); }, with_vita, true},
-    {"vita49_late", C, "Reordered VITA-49 packets dropped (their place was a gap).", [](const S& s) { return d(s.vita49->late); }, with_vita, true},
-    {"vita49_resyncs", C, "VITA-49 timestamps that jumped backwards: tracking restarted.", [](const S& s) { return d(s.vita49->resyncs); }, with_vita, true},
-    {"vita49_context_rate_mismatches", C, "VITA-49 context packets whose sample rate is not the configured one.", [](const S& s) { return d(s.vita49->context_rate_mismatches); }, with_vita, true},
-    {"vita49_count_mismatches", C, "VITA-49 packets whose 4-bit count disagrees with their timestamps.", [](const S& s) { return d(s.vita49->count_mismatches); }, with_vita, true},
-    {"vita49_packets_before_rate", C, "VITA-49 data packets received before a context packet gave the sample rate.", [](const S& s) { return d(s.vita49->packets_before_rate); }, with_vita, true},
-    {"vita49_samples_before_rate", C, "Their samples (not delivered).", [](const S& s) { return d(s.vita49->samples_before_rate); }, with_vita, true},
-    {"vita49_context_sample_rate_hz", G, "The last sample rate a VITA-49 context packet carried (0: none).", [](const S& s) { return s.vita49->context_sample_rate_hz; }, with_vita, false},
+};
+
+// After the source's kind counters (the source's own list) come:
+const std::vector<scalar_metric> scalars_after_source = {
     // batches and backends
     {"batches_dispatched", C, "Batches handed to the worker pool.", [](const S& s) { return d(s.pipeline.batches_dispatched); }, nullptr, true},
     {"windows", C, "Distinct batch-window storages dispatched (a few, constant once they circulate).", [](const S& s) { return d(s.pipeline.windows); }, nullptr, true},
@@ -220,7 +196,15 @@ std::string si(double v)
 
 }  // namespace
 
-const std::vector<scalar_metric>& scalar_metrics() { return scalars; }
+const std::vector<scalar_metric>& scalar_metrics()
+{
+    static const std::vector<scalar_metric> all = [] {
+        auto v = scalars_before_source;
+        v.insert(v.end(), scalars_after_source.begin(), scalars_after_source.end());
+        return v;
+    }();
+    return all;
+}
 const std::vector<path_metric>& path_metrics() { return per_path; }
 const std::vector<histogram_metric>& histogram_metrics() { return histograms; }
 
@@ -253,13 +237,48 @@ std::string le_label(double bound)
 
 }  // namespace
 
+namespace {
+
+/// One scalar as the outputs print it: a registry entry, or one of the source's kind counters.
+struct scalar_row {
+    const char* name;
+    metric_type type;
+    const char* help;
+    double value;
+    bool integral;
+    std::string prom;  ///< its Prometheus name
+};
+
+/// Every scalar present in s, in the outputs' order: the registry's before the source's kind
+/// counters, those (as the source lists them), the registry's after them.
+template <typename F>
+void for_each_scalar(const S& s, F&& f)
+{
+    auto entries = [&](const std::vector<scalar_metric>& list) {
+        for (const auto& m : list) {
+            if (present(s, m.present)) f(scalar_row{m.name, m.type, m.help, m.value(s), m.integral, prometheus_name(m)});
+        }
+    };
+    entries(scalars_before_source);
+    for (const auto& k : s.source_kind) {
+        const auto type = k.counter->gauge ? metric_type::gauge : metric_type::counter;
+        f(scalar_row{k.counter->name, type, k.counter->help, k.value, k.counter->integral, prom_name("", k.counter->name, type)});
+    }
+    entries(scalars_after_source);
+}
+
+}  // namespace
+
 double value_of(const service_snapshot& s, std::string_view name)
 {
-    for (const auto& m : scalars) {
+    for (const auto& m : scalar_metrics()) {
         if (name == m.name) {
             if (!present(s, m.present)) break;
             return m.value(s);
         }
+    }
+    for (const auto& k : s.source_kind) {
+        if (name == k.counter->name) return k.value;
     }
     throw std::out_of_range("no counter '" + std::string(name) + "' in this snapshot");
 }
@@ -286,12 +305,10 @@ std::string render_prometheus(const service_snapshot& s)
         o += "paqd_build_info{version=\"" + label_value(b.version) + "\",commit=\"" + label_value(b.commit) + "\",cuda=\"" +
              (b.cuda ? "yes" : "no") + "\"} 1\n";
     }
-    for (const auto& m : scalars) {
-        if (!present(s, m.present)) continue;
-        const auto n = prometheus_name(m);
-        header(o, n, m.type, m.help);
-        o += n + " " + number(m.value(s), false) + "\n";
-    }
+    for_each_scalar(s, [&](const scalar_row& r) {
+        header(o, r.prom, r.type, r.help);
+        o += r.prom + " " + number(r.value, false) + "\n";
+    });
     {
         const auto n = prom_name("", gaps_by_reason_name, metric_type::counter);
         header(o, n, metric_type::counter, "Gaps in the sample stream, by reason.");
@@ -325,9 +342,7 @@ std::string render_prometheus(const service_snapshot& s)
 nlohmann::json to_json(const service_snapshot& s)
 {
     nlohmann::json j = nlohmann::json::object();
-    for (const auto& m : scalars) {
-        if (present(s, m.present)) j[m.name] = json_number(m.value(s), m.integral);
-    }
+    for_each_scalar(s, [&](const scalar_row& r) { j[r.name] = json_number(r.value, r.integral); });
     nlohmann::json gaps = nlohmann::json::object();
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {
         gaps[std::string(io::to_string(static_cast<io::gap_reason>(r)))] = s.pipeline.gaps_by_reason[r];
@@ -364,15 +379,14 @@ std::vector<std::string> final_log_lines(const service_snapshot& s)
 {
     std::vector<std::string> lines;
     std::string line = "counters:";
-    for (const auto& m : scalars) {
-        if (!present(s, m.present)) continue;
-        const std::string item = std::string(" ") + m.name + "=" + number(m.value(s), m.integral);
+    for_each_scalar(s, [&](const scalar_row& r) {
+        const std::string item = std::string(" ") + r.name + "=" + number(r.value, r.integral);
         if (line.size() + item.size() > 200) {
             lines.push_back(line);
             line = "counters:";
         }
         line += item;
-    }
+    });
     lines.push_back(line);
     line = std::string(gaps_by_reason_name) + ":";
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {
@@ -400,10 +414,6 @@ std::vector<std::string> final_log_lines(const service_snapshot& s)
 std::string counters_markdown()
 {
     auto when = [](bool (*p)(const S&)) -> std::string {
-        if (p == with_vita) return " (VITA-49 source)";
-        if (p == with_tcp) return " (TCP source)";
-        if (p == with_udp) return " (raw UDP source)";
-        if (p == with_zmq) return " (ZeroMQ source)";
         if (p == with_publisher) return " (publisher on)";
         if (p == with_soft_streams) return " (soft streams on)";
         if (p == with_records) return " (records on)";
@@ -412,10 +422,21 @@ std::string counters_markdown()
         return "";
     };
     std::string o = "| name (`--json-out`, final log) | Prometheus | type | meaning |\n|---|---|---|---|\n";
-    for (const auto& m : scalars) {
-        o += std::string("| `") + m.name + "` | `" + prometheus_name(m) + "` | " +
-             (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
+    auto rows = [&](const std::vector<scalar_metric>& list) {
+        for (const auto& m : list) {
+            o += std::string("| `") + m.name + "` | `" + prometheus_name(m) + "` | " +
+                 (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
+        }
+    };
+    rows(scalars_before_source);
+    for (const auto& kind : kinds_with_counters()) {
+        for (const auto& c : kind.counters) {
+            const auto type = c.gauge ? metric_type::gauge : metric_type::counter;
+            o += std::string("| `") + c.name + "` | `" + prom_name("", c.name, type) + "` | " + (c.gauge ? "gauge" : "counter") + " | " +
+                 c.help + " (" + kind.kind + ") |\n";
+        }
     }
+    rows(scalars_after_source);
     o += std::string("| `") + gaps_by_reason_name + "` {reason: n} | `" + prom_name("", gaps_by_reason_name, metric_type::counter) +
          "{reason}` | counter | Gaps by reason: overflow, lost-packets, stall, reconnect, source-error, discontinuity. |\n";
     for (const auto& m : per_path) {

@@ -18,10 +18,13 @@
 // trellis's named `mmse_trellis` etc., dsp::stream_name), as many as the tally has.
 //
 // A counter that does not apply (VITA-49 counters for another source, the publisher's when it
-// is off, the PN counts without a pattern) is absent from all of them.
+// is off, the PN counts without a pattern) is absent from all of them. The counters of one
+// kind of source are the source's own (io::sample_source::kind_counters): the registry reports
+// whatever the running source lists, in the same four places.
 #pragma once
 
 #include "daemon/pipeline.hpp"
+#include "io/sample_source.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -43,24 +46,9 @@ struct service_snapshot {
         std::uint64_t samples = 0, packets = 0, packets_lost = 0, samples_lost = 0, malformed = 0, refused = 0,
                       reconnects = 0, nonfinite = 0;
     } source;
-    struct vita49_values {
-        std::uint64_t context_packets = 0, other_stream = 0, stream_changes = 0, duplicates = 0, late = 0, resyncs = 0,
-                      context_rate_mismatches = 0, packets_before_rate = 0, samples_before_rate = 0, count_mismatches = 0;
-        double context_sample_rate_hz = 0.0;
-    };
-    std::optional<vita49_values> vita49;  ///< VITA-49 sources only
-    struct tcp_values {
-        std::uint64_t idle_timeouts = 0, busy_refused = 0, takeovers = 0;
-    };
-    std::optional<tcp_values> tcp;  ///< TCP sources only
-    struct udp_values {
-        std::uint64_t stale = 0, restarts = 0, header_suspected = 0, resyncs = 0;
-    };
-    std::optional<udp_values> udp;  ///< raw UDP sources only
-    struct zmq_values {
-        std::uint64_t messages_with_tags = 0, tag_header_suspected = 0, resyncs = 0;
-    };
-    std::optional<zmq_values> zmq;  ///< ZeroMQ sources only
+    /// The counters of the source's kind (VITA-49's, TCP's ...), as the source lists them
+    /// (io::sample_source::kind_counters); reported after the source's common ones.
+    std::vector<io::source_counter_value> source_kind;
     struct publisher_values {
         std::array<std::uint64_t, dsp::chain::max_streams> datagrams_sent{}, send_errors{};  ///< per stream
         std::uint64_t packets_published = 0;
@@ -119,6 +107,7 @@ struct histogram_metric {
     histogram_values (*value)(const service_snapshot&);
 };
 
+/// The scalars, the source's kind counters not included (they are the source's).
 [[nodiscard]] const std::vector<scalar_metric>& scalar_metrics();
 [[nodiscard]] const std::vector<path_metric>& path_metrics();
 [[nodiscard]] const std::vector<histogram_metric>& histogram_metrics();

@@ -4,9 +4,6 @@
 #include "daemon/counters.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/notify.hpp"
-#include "io/file_source.hpp"
-#include "io/net_source.hpp"
-#include "io/zmq_source.hpp"
 #include "io/udp_publisher.hpp"
 #include "io/utc_time.hpp"
 #include "daemon/records.hpp"
@@ -57,28 +54,7 @@ int run_live(const live_options& opt)
         const auto& sc = source->counters();
         snap.source = {source->describe(), sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
                        sc.malformed.load(), sc.refused.load(), sc.reconnects.load(), sc.nonfinite.load()};
-        if (const auto* v = dynamic_cast<const io::vita49_source*>(source.get())) {
-            const auto& vc = v->vita_counters();
-            snap.vita49 = service_snapshot::vita49_values{vc.context_packets.load(), vc.other_stream.load(), vc.stream_changes.load(),
-                                                          vc.duplicates.load(), vc.late.load(), vc.resyncs.load(),
-                                                          vc.context_rate_mismatches.load(), vc.packets_before_rate.load(),
-                                                          vc.samples_before_rate.load(), vc.count_mismatches.load(),
-                                                          vc.context_sample_rate_hz.load()};
-        }
-        if (const auto* t = dynamic_cast<const io::tcp_source*>(source.get())) {
-            const auto& tc = t->tcp_counts();
-            snap.tcp = service_snapshot::tcp_values{tc.idle_timeouts.load(), tc.busy_refused.load(), tc.takeovers.load()};
-        }
-        if (const auto* u = dynamic_cast<const io::udp_source*>(source.get())) {
-            const auto& uc = u->udp_counts();
-            snap.udp = service_snapshot::udp_values{uc.stale.load(), uc.restarts.load(), uc.header_suspected.load(),
-                                                    uc.resyncs.load()};
-        }
-        if (const auto* z = dynamic_cast<const io::zmq_source*>(source.get())) {
-            const auto& zc = z->zmq_counts();
-            snap.zmq = service_snapshot::zmq_values{zc.messages_with_tags.load(), zc.tag_header_suspected.load(),
-                                                    zc.resyncs.load()};
-        }
+        snap.source_kind = source->kind_counters();
         if (udp) {
             service_snapshot::publisher_values pv;
             for (int k = 0; k < dsp::chain::max_streams; ++k) {
@@ -141,10 +117,6 @@ int run_live(const live_options& opt)
         ring = std::make_unique<io::sample_ring>(capacity, policy, runtime::make_ring_allocator(cfg.ring.lock_memory, backend),
                                                  io::sample_ring::default_max_markers, ci16_scale);
         spdlog::info("source: {}", source->describe());
-        if (const auto* f = dynamic_cast<const io::file_source*>(source.get()); f && f->trailing_bytes()) {
-            spdlog::warn("truncated recording: {} trailing bytes after the last whole sample are ignored",
-                         f->trailing_bytes());
-        }
         spdlog::info("ring: {} {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
                      ring->is_ci16() ? "ci16" : "cf32", static_cast<double>(capacity) / rate,
                      capacity * ring->sample_bytes() >> 20, io::to_string(policy), ring->memory_kind());

@@ -14,37 +14,19 @@
 
 namespace paq::daemon {
 
-log_target parse_log_target(std::string_view name)
-{
-    if (name == "auto") return log_target::automatic;
-    if (name == "journal") return log_target::journal;
-    if (name == "stderr" || name == "console") return log_target::console;
-    throw std::invalid_argument("unknown log target '" + std::string(name) +
-                                "' (accepted: auto, journal, stderr)");
-}
-
-std::string_view to_string(log_target target) noexcept
-{
-    switch (target) {
-    case log_target::automatic: return "auto";
-    case log_target::journal: return "journal";
-    case log_target::console: return "stderr";
-    }
-    return "unknown";
-}
-
-spdlog::level::level_enum parse_log_level(std::string_view name)
+spdlog::level::level_enum spdlog_level(config::log_level level) noexcept
 {
     using spdlog::level::level_enum;
-    if (name == "trace") return level_enum::trace;
-    if (name == "debug") return level_enum::debug;
-    if (name == "info") return level_enum::info;
-    if (name == "warning" || name == "warn") return level_enum::warn;
-    if (name == "error" || name == "err") return level_enum::err;
-    if (name == "critical") return level_enum::critical;
-    if (name == "off") return level_enum::off;
-    throw std::invalid_argument("unknown log level '" + std::string(name) +
-                                "' (accepted: trace, debug, info, warning, error, critical, off)");
+    switch (level) {
+    case config::log_level::trace: return level_enum::trace;
+    case config::log_level::debug: return level_enum::debug;
+    case config::log_level::info: return level_enum::info;
+    case config::log_level::warn: return level_enum::warn;
+    case config::log_level::error: return level_enum::err;
+    case config::log_level::critical: return level_enum::critical;
+    case config::log_level::off: return level_enum::off;
+    }
+    return level_enum::info;
 }
 
 bool stderr_is_journal()
@@ -73,18 +55,18 @@ bool stderr_is_journal()
     return static_cast<unsigned long long>(st.st_dev) == dev && static_cast<unsigned long long>(st.st_ino) == ino;
 }
 
-log_target resolve_log_target(log_target requested)
+config::log_destination resolve_log_destination(config::log_destination requested)
 {
-    if (requested != log_target::automatic) {
+    if (requested != config::log_destination::automatic) {
         return requested;
     }
-    return stderr_is_journal() ? log_target::journal : log_target::console;
+    return stderr_is_journal() ? config::log_destination::journal : config::log_destination::console;
 }
 
 std::shared_ptr<spdlog::logger> make_logger(const logger_options& options)
 {
     std::shared_ptr<spdlog::logger> logger;
-    if (resolve_log_target(options.target) == log_target::journal) {
+    if (resolve_log_destination(options.destination) == config::log_destination::journal) {
         // enable_formatting = false: the journal stores priority, time and identifier as
         // fields; the message is the payload alone.
         auto sink = std::make_shared<spdlog::sinks::systemd_sink_mt>(options.name, false);
@@ -95,7 +77,7 @@ std::shared_ptr<spdlog::logger> make_logger(const logger_options& options)
         logger->set_pattern("%n: %l: %v");
         logger->flush_on(spdlog::level::warn);
     }
-    logger->set_level(options.level);
+    logger->set_level(spdlog_level(options.level));
     return logger;
 }
 

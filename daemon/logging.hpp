@@ -5,6 +5,8 @@
 // priority, so `journalctl -p warning -u paqd` works, and needs no timestamp of ours.
 #pragma once
 
+#include "config/log_config.hpp"
+
 #include <spdlog/common.h>
 
 #include <memory>
@@ -17,22 +19,10 @@ class logger;
 
 namespace paq::daemon {
 
-/// Where make_logger() sends messages.
-enum class log_target {
-    automatic,  ///< journal when stderr_is_journal(), console otherwise
-    journal,    ///< the systemd journal (native protocol), even when not started by systemd
-    console,    ///< stderr, "paqd: <level>: <message>"
-};
-
-/// Accepts "auto", "journal", "stderr" (also "console"). Throws std::invalid_argument naming
-/// the bad value and the accepted ones.
-[[nodiscard]] log_target parse_log_target(std::string_view name);
-[[nodiscard]] std::string_view to_string(log_target target) noexcept;
-
-/// Accepts spdlog's names: "trace", "debug", "info", "warning" (or "warn"), "error" (or
-/// "err"), "critical", "off". Throws std::invalid_argument naming the bad value and the
-/// accepted ones (spdlog's own from_str() turns a typo into "off", silencing the log).
-[[nodiscard]] spdlog::level::level_enum parse_log_level(std::string_view name);
+/// The spdlog level of a configured one (config::log_level, whose names the configuration
+/// and --log-level take: spdlog's own from_str() would turn a typo into "off", silencing the
+/// log).
+[[nodiscard]] spdlog::level::level_enum spdlog_level(config::log_level level) noexcept;
 
 /// True when systemd connected stderr to the journal: JOURNAL_STREAM ("<dev>:<inode>") names
 /// the file that fd 2 is. Comparing the inode, not only testing that the variable is set,
@@ -41,14 +31,14 @@ enum class log_target {
 [[nodiscard]] bool stderr_is_journal();
 
 /// automatic -> journal or console (see stderr_is_journal()); the others unchanged.
-[[nodiscard]] log_target resolve_log_target(log_target requested);
+[[nodiscard]] config::log_destination resolve_log_destination(config::log_destination requested);
 
 struct logger_options {
     /// Logger name; also the journal's SYSLOG_IDENTIFIER and the console prefix.
     std::string name = "paqd";
-    log_target target = log_target::automatic;
+    config::log_destination destination = config::log_destination::automatic;
     /// Messages below this level are dropped.
-    spdlog::level::level_enum level = spdlog::level::info;
+    config::log_level level = config::log_level::info;
 };
 
 /// A new logger (not registered: pass it to spdlog::set_default_logger() to make it the

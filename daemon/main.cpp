@@ -135,11 +135,10 @@ int main(int argc, char** argv)
             }
             if (!log_level.empty()) {
                 try {
-                    (void)daemon::parse_log_level(log_level);
+                    cfg.log.level = parse_named(config::log_level_names, log_level, "log level");
                 } catch (const std::invalid_argument& e) {
                     throw config::config_error({std::string("--log-level: ") + e.what()});
                 }
-                cfg.log.level = log_level;
             }
         } catch (const config::config_error& e) {
             for (const auto& m : e.messages()) spdlog::error("{}", m);
@@ -151,10 +150,8 @@ int main(int argc, char** argv)
             return 0;
         }
         daemon::logger_options lo_log;
-        lo_log.level = daemon::parse_log_level(cfg.log.level);
-        lo_log.target = cfg.log.destination == config::log_destination::journal   ? daemon::log_target::journal
-                        : cfg.log.destination == config::log_destination::console ? daemon::log_target::console
-                                                                                  : daemon::log_target::automatic;
+        lo_log.level = cfg.log.level;
+        lo_log.destination = cfg.log.destination;
         spdlog::set_default_logger(daemon::make_logger(lo_log));
         spdlog::info("paqd {} starting with {}; effective configuration:", cli::version, service_config);
         std::istringstream lines(config::to_yaml(cfg));

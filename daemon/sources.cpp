@@ -10,6 +10,17 @@
 
 namespace paq::daemon {
 
+std::span<const source_kind_counters> kinds_with_counters()
+{
+    static const source_kind_counters kinds[] = {
+        {"TCP source", io::tcp_source::counter_list()},
+        {"raw UDP source", io::udp_source::counter_list()},
+        {"ZeroMQ source", io::zmq_source::counter_list()},
+        {"VITA-49 source", io::vita49_source::counter_list()},
+    };
+    return kinds;
+}
+
 std::unique_ptr<io::sample_source> make_source(const config::source_config& cfg)
 {
     switch (cfg.type) {

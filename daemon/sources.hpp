@@ -6,12 +6,22 @@
 #include "io/sample_source.hpp"
 
 #include <memory>
+#include <span>
 
 namespace paq::daemon {
 
 /// Builds (and, for files, opens) the configured source. Throws naming the source and the
 /// problem (missing file, bad address ...).
 [[nodiscard]] std::unique_ptr<io::sample_source> make_source(const config::source_config& cfg);
+
+/// A kind of source that keeps counters of its own (io::sample_source::kind_counters), and
+/// their list: for the registry's docs table (daemon/counters.hpp, counters_markdown).
+struct source_kind_counters {
+    const char* kind;  ///< "VITA-49 source"
+    std::span<const io::source_counter> counters;
+};
+/// Every such kind, in the order the docs list them.
+[[nodiscard]] std::span<const source_kind_counters> kinds_with_counters();
 
 /// ring.overflow, with "auto" resolved: block for file replay (nothing is lost; the file
 /// waits) and TCP (back-pressure reaches the sender), drop for UDP, VITA-49 and libiio

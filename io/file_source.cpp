@@ -48,6 +48,9 @@ struct file_source::impl {
         std::vector<std::string> warnings;
         anchors = recording_anchors(reader.info().meta, warnings);
         for (const auto& w : warnings) spdlog::warn("{}: {}", cfg.path.string(), w);
+        if (const auto t = reader.info().trailing_bytes) {
+            spdlog::warn("{}: truncated recording: {} trailing bytes after the last whole sample are ignored", cfg.path.string(), t);
+        }
     }
     /// The recording's time: one anchor per capture with a core:datetime (none for raw files).
     std::vector<dsp::stream_anchor> anchors;
@@ -90,7 +93,6 @@ std::optional<double> file_source::center_frequency_hz() const
     return f != 0.0 ? std::optional<double>(f) : std::nullopt;
 }
 
-std::uint64_t file_source::trailing_bytes() const { return impl_->reader.info().trailing_bytes; }
 
 void file_source::stop()
 {

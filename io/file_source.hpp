@@ -49,8 +49,6 @@ public:
     void stop() override;
     /// The recording's scale when it is ci16_le (its samples go out as ci16); nullopt for cf32.
     [[nodiscard]] std::optional<float> ci16_scale() const override;
-    /// Bytes after the last whole sample (a truncated file), as found at open.
-    [[nodiscard]] std::uint64_t trailing_bytes() const;
 
 private:
     struct impl;

@@ -161,6 +161,23 @@ inline void add_saturating(std::atomic<std::uint64_t>& counter, std::uint64_t n)
     } while (!counter.compare_exchange_weak(cur, next, std::memory_order_relaxed));
 }
 
+/// A counter that one kind of source keeps beyond source_counters (VITA-49's, TCP's, raw
+/// UDP's, ZeroMQ's), described by the source class that keeps it. The service's registry
+/// (daemon/counters.hpp) reports each one a running source lists, under this name, in the
+/// Prometheus page, the JSON summary and the final log; nothing outside the source names it.
+struct source_counter {
+    const char* name;  ///< the kind's prefix, then what it counts: "vita49_duplicates"
+    bool gauge;        ///< false: a counter (it never decreases)
+    bool integral;     ///< an integer count (printed so)
+    const char* help;
+};
+
+/// A kind counter's value at one moment.
+struct source_counter_value {
+    const source_counter* counter;
+    double value;
+};
+
 class sample_source {
 public:
     virtual ~sample_source() = default;
@@ -182,6 +199,9 @@ public:
     /// refuses the other one (io::ring_sink).
     [[nodiscard]] virtual std::optional<float> ci16_scale() const { return std::nullopt; }
     [[nodiscard]] const source_counters& counters() const noexcept { return counters_; }
+    /// The counters of this kind of source beyond counters(), with their values now (each
+    /// source_counter lives as long as the program). Thread-safe. None by default.
+    [[nodiscard]] virtual std::vector<source_counter_value> kind_counters() const { return {}; }
     /// The latest time anchor the source gave its sink; nullopt when it has no time base or
     /// none yet. Thread-safe.
     [[nodiscard]] std::optional<time_anchor> latest_time_anchor() const { return time_anchor_.get(); }

@@ -483,6 +483,27 @@ std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port
 bool tcp_source::connected() const noexcept { return impl_->peer_connected.load(); }
 double tcp_source::last_retry_delay_s() const noexcept { return impl_->last_retry_delay_s.load(); }
 const tcp_counters& tcp_source::tcp_counts() const noexcept { return impl_->tcounters; }
+
+namespace {
+
+const source_counter tcp_counter_list[] = {
+    {"tcp_idle_timeouts", false, true, "TCP connections dropped after delivering nothing for source.tcp.idle_timeout_s."},
+    {"tcp_busy_refused", false, true, "TCP clients refused (listen mode) because another client was being served and sending."},
+    {"tcp_takeovers", false, true,
+     "TCP clients served (listen mode) in place of one that had sent nothing for 1 s (or source.tcp.idle_timeout_s, when shorter)."},
+};
+
+}  // namespace
+
+std::span<const source_counter> tcp_source::counter_list() noexcept { return tcp_counter_list; }
+
+std::vector<source_counter_value> tcp_source::kind_counters() const
+{
+    const auto& c = impl_->tcounters;
+    return {{&tcp_counter_list[0], static_cast<double>(c.idle_timeouts.load())},
+            {&tcp_counter_list[1], static_cast<double>(c.busy_refused.load())},
+            {&tcp_counter_list[2], static_cast<double>(c.takeovers.load())}};
+}
 const tcp_source_config& tcp_source::config() const noexcept { return impl_->cfg; }
 void tcp_source::stop() { impl_->request_stop(); }
 

@@ -128,6 +128,10 @@ public:
     [[nodiscard]] double last_retry_delay_s() const noexcept;
     [[nodiscard]] const tcp_source_config& config() const noexcept;
     [[nodiscard]] const tcp_counters& tcp_counts() const noexcept;
+    /// The counters of a TCP source (tcp_counters) beyond source_counters, as kind_counters() reports them (the
+    /// service's registry and its docs table list them from here).
+    [[nodiscard]] static std::span<const source_counter> counter_list() noexcept;
+    [[nodiscard]] std::vector<source_counter_value> kind_counters() const override;
 
 private:
     struct impl;

@@ -201,6 +201,32 @@ double udp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t udp_source::local_port() const noexcept { return impl_->local_port.load(); }
 const udp_source_config& udp_source::config() const noexcept { return impl_->cfg; }
 const udp_counters& udp_source::udp_counts() const noexcept { return impl_->udp_counts; }
+
+namespace {
+
+const source_counter udp_counter_list[] = {
+    {"udp_stale", false, true,
+     "Raw UDP datagrams with a GNU Radio sequence number equal to the last or at most 16 before it (duplicate or reordered) dropped."},
+    {"udp_restarts", false, true, "Raw UDP GNU Radio sequence numbers back to 1 (the sender restarted)."},
+    {"udp_resyncs", false, true,
+     "Raw UDP GNU Radio sequence numbers that jumped back beyond the reorder window (16) or ahead beyond 2^24 datagrams: a "
+     "discontinuity, tracking restarted."},
+    {"udp_header_suspected", true, true,
+     "1: header none, but the datagrams carry what looks like GNU Radio's sequence number (set source.udp.header)."},
+};
+
+}  // namespace
+
+std::span<const source_counter> udp_source::counter_list() noexcept { return udp_counter_list; }
+
+std::vector<source_counter_value> udp_source::kind_counters() const
+{
+    const auto& c = impl_->udp_counts;
+    return {{&udp_counter_list[0], static_cast<double>(c.stale.load())},
+            {&udp_counter_list[1], static_cast<double>(c.restarts.load())},
+            {&udp_counter_list[2], static_cast<double>(c.resyncs.load())},
+            {&udp_counter_list[3], static_cast<double>(c.header_suspected.load())}};
+}
 void udp_source::stop() { impl_->request_stop(); }
 
 void udp_source::run(sample_sink& sink)

@@ -294,6 +294,42 @@ double vita49_source::sample_rate_hz() const
 std::uint16_t vita49_source::local_port() const noexcept { return impl_->local_port.load(); }
 const vita49_source_config& vita49_source::config() const noexcept { return impl_->cfg; }
 const vita49_counters& vita49_source::vita_counters() const noexcept { return impl_->vcounters; }
+
+namespace {
+
+const source_counter vita49_counter_list[] = {
+    {"vita49_context_packets", false, true, "VITA-49 context packets skipped."},
+    {"vita49_other_stream", false, true, "VITA-49 data packets of another stream id dropped."},
+    {"vita49_stream_changes", false, true, "VITA-49 stream ids followed (stream_change: follow)."},
+    {"vita49_duplicates", false, true, "Repeated VITA-49 packets dropped."},
+    {"vita49_late", false, true, "Reordered VITA-49 packets dropped (their place was a gap)."},
+    {"vita49_resyncs", false, true, "VITA-49 timestamps that jumped backwards: tracking restarted."},
+    {"vita49_context_rate_mismatches", false, true, "VITA-49 context packets whose sample rate is not the configured one."},
+    {"vita49_count_mismatches", false, true, "VITA-49 packets whose 4-bit count disagrees with their timestamps."},
+    {"vita49_packets_before_rate", false, true, "VITA-49 data packets received before a context packet gave the sample rate."},
+    {"vita49_samples_before_rate", false, true, "Their samples (not delivered)."},
+    {"vita49_context_rates_refused", false, true,
+     "VITA-49 context packets whose sample rate was outside 1 kHz .. 1 GHz, ignored (sample_rate_hz 0)."},
+    {"vita49_context_sample_rate_hz", true, false, "The last sample rate a VITA-49 context packet carried (0: none)."},
+};
+
+}  // namespace
+
+std::span<const source_counter> vita49_source::counter_list() noexcept { return vita49_counter_list; }
+
+std::vector<source_counter_value> vita49_source::kind_counters() const
+{
+    const auto& c = impl_->vcounters;
+    auto d = [](const std::atomic<std::uint64_t>& v) { return static_cast<double>(v.load()); };
+    const double values[] = {d(c.context_packets),     d(c.other_stream),         d(c.stream_changes),
+                             d(c.duplicates),          d(c.late),                 d(c.resyncs),
+                             d(c.context_rate_mismatches), d(c.count_mismatches), d(c.packets_before_rate),
+                             d(c.samples_before_rate), d(c.context_rates_refused), c.context_sample_rate_hz.load()};
+    static_assert(std::size(values) == std::size(vita49_counter_list));
+    std::vector<source_counter_value> out;
+    for (std::size_t k = 0; k < std::size(values); ++k) out.push_back({&vita49_counter_list[k], values[k]});
+    return out;
+}
 void vita49_source::stop() { impl_->request_stop(); }
 
 void vita49_source::run(sample_sink& sink)

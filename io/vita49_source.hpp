@@ -132,6 +132,10 @@ public:
     [[nodiscard]] std::uint16_t local_port() const noexcept;
     [[nodiscard]] const vita49_source_config& config() const noexcept;
     [[nodiscard]] const vita49_counters& vita_counters() const noexcept;
+    /// The counters of a VITA-49 source (vita49_counters) beyond source_counters, as kind_counters() reports them (the
+    /// service's registry and its docs table list them from here).
+    [[nodiscard]] static std::span<const source_counter> counter_list() noexcept;
+    [[nodiscard]] std::vector<source_counter_value> kind_counters() const override;
 
 private:
     struct impl;

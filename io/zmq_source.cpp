@@ -234,6 +234,29 @@ void zmq_source::stop() { impl_->stop_requested.store(true); }
 const zmq_source_config& zmq_source::config() const noexcept { return impl_->cfg; }
 const zmq_counters& zmq_source::zmq_counts() const noexcept { return impl_->counts; }
 
+namespace {
+
+const source_counter zmq_counter_list[] = {
+    {"zmq_messages_with_tags", false, true, "ZeroMQ messages carrying GNU Radio stream tags (not decoded) dropped."},
+    {"zmq_resyncs", false, true,
+     "ZeroMQ tag header offsets that went back (the sender restarted) or jumped ahead beyond 2^32 items: a discontinuity, "
+     "tracking restarted."},
+    {"zmq_tag_header_suspected", true, true,
+     "1: tags none, but the messages start with GNU Radio's tag header (set source.zmq.tags)."},
+};
+
+}  // namespace
+
+std::span<const source_counter> zmq_source::counter_list() noexcept { return zmq_counter_list; }
+
+std::vector<source_counter_value> zmq_source::kind_counters() const
+{
+    const auto& c = impl_->counts;
+    return {{&zmq_counter_list[0], static_cast<double>(c.messages_with_tags.load())},
+            {&zmq_counter_list[1], static_cast<double>(c.resyncs.load())},
+            {&zmq_counter_list[2], static_cast<double>(c.tag_header_suspected.load())}};
+}
+
 void zmq_source::run(sample_sink& sink)
 {
     auto& m = *impl_;

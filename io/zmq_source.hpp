@@ -121,6 +121,10 @@ public:
 
     [[nodiscard]] const zmq_source_config& config() const noexcept;
     [[nodiscard]] const zmq_counters& zmq_counts() const noexcept;
+    /// The counters of a ZeroMQ source (zmq_counters) beyond source_counters, as kind_counters() reports them (the
+    /// service's registry and its docs table list them from here).
+    [[nodiscard]] static std::span<const source_counter> counter_list() noexcept;
+    [[nodiscard]] std::vector<source_counter_value> kind_counters() const override;
 
 private:
     struct impl;

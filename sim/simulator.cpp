@@ -476,11 +476,15 @@ std::pair<double, double> parse_iq_imbalance(std::string_view text) { return par
 
 phase_noise_setting parse_phase_noise(std::string_view text)
 {
-    if (text == "none") return {};
-    if (text == "irig106") return {phase_noise_mask::irig106, {}};
-    if (text.find(':') == std::string_view::npos)
-        throw std::invalid_argument("unknown phase noise '" + std::string(text) +
-                                    "' (allowed: none, irig106, or a curve F:DBC,F:DBC,... of offsets in Hz and dBc/Hz)");
+    if (text.find(':') == std::string_view::npos) {
+        const auto m = value_named(phase_noise_mask_names, text);
+        if (!m || *m == phase_noise_mask::curve)
+            throw std::invalid_argument("unknown phase noise '" + std::string(text) + "' (allowed: " +
+                                        std::string(to_string(phase_noise_mask::none)) + ", " +
+                                        std::string(to_string(phase_noise_mask::irig106)) +
+                                        ", or a curve F:DBC,F:DBC,... of offsets in Hz and dBc/Hz)");
+        return {*m, {}};
+    }
     phase_noise_setting out{phase_noise_mask::curve, {}};
     auto trim = [](std::string_view t) {
         while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
@@ -505,16 +509,6 @@ phase_noise_setting parse_phase_noise(std::string_view text)
         out.curve.push_back({number(part.substr(0, colon)), number(part.substr(colon + 1))});
     }
     return out;
-}
-
-std::string_view to_string(phase_noise_mask m) noexcept
-{
-    switch (m) {
-    case phase_noise_mask::irig106: return "irig106";
-    case phase_noise_mask::curve: return "curve";
-    case phase_noise_mask::none: break;
-    }
-    return "none";
 }
 
 void sim_config::set_phase_noise(std::string_view text)

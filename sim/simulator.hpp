@@ -28,6 +28,7 @@
 // docs/SIGNAL-CHAIN.md, "Simulated field impairments", has the models and their ranges.
 #pragma once
 
+#include "dsp/names.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/types.hpp"
 
@@ -77,7 +78,11 @@ struct agc_step {
 /// none, the IRIG 106 transmitter limit, or a curve given point by point (a transmitter's
 /// data sheet, or the standard's figure where it differs from irig106_phase_noise_curve).
 enum class phase_noise_mask { none, irig106, curve };
-[[nodiscard]] std::string_view to_string(phase_noise_mask m) noexcept;
+/// The names (--phase-noise's keywords, the recordings' paq:phase_noise_mask); a curve is
+/// given by its points, not by its name.
+inline constexpr name_table<phase_noise_mask, 3> phase_noise_mask_names{
+    {{"none", phase_noise_mask::none}, {"irig106", phase_noise_mask::irig106}, {"curve", phase_noise_mask::curve}}};
+[[nodiscard]] constexpr std::string_view to_string(phase_noise_mask m) noexcept { return name_of(phase_noise_mask_names, m); }
 
 /// A point of a phase-noise curve: L(f) in dBc/Hz at the offset f_hz from the carrier.
 struct phase_noise_point {

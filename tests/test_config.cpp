@@ -1153,7 +1153,7 @@ daemon_config every_field_changed() {
     c.metrics.enabled = false;
     c.metrics.bind = "0.0.0.0";
     c.metrics.port = 0;
-    c.log.level = "debug";
+    c.log.level = paq::config::log_level::debug;
     c.log.destination = paq::config::log_destination::journal;
     return c;
 }

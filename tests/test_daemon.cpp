@@ -11,6 +11,7 @@
 #include "daemon/sources.hpp"
 #include "io/file_source.hpp"
 #include "io/net_source.hpp"
+#include "io/zmq_source.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_file.hpp"
 #include "io/utc_time.hpp"
@@ -330,7 +331,7 @@ log: {level: debug, destination: console}
     EXPECT_EQ(c.ring.overflow, config::ring_overflow::drop);
     EXPECT_EQ(c.pipeline.gpus, (std::vector<int>{0, 1}));
     EXPECT_FALSE(c.monitor.pattern);
-    EXPECT_EQ(c.log.level, "debug");
+    EXPECT_EQ(c.log.level, config::log_level::debug);
     // The effective configuration reads back to the same.
     const auto again = config::parse_daemon_config(config::to_yaml(c), "again.yaml");
     EXPECT_EQ(config::to_yaml(again), config::to_yaml(c));
@@ -699,11 +700,22 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     snap.pipeline.samples_in_lost_batches = 4567;  // once missing from the metrics
     snap.pipeline.tally.packets_skipped = 9;       // once three names
     snap.source.refused = 3;
-    snap.vita49 = daemon::service_snapshot::vita49_values{};
-    snap.vita49->count_mismatches = 2;
-    snap.tcp = daemon::service_snapshot::tcp_values{5, 6, 7};
-    snap.udp = daemon::service_snapshot::udp_values{4, 1, 1, 2};
-    snap.zmq = daemon::service_snapshot::zmq_values{2, 1, 3};
+    // Every kind's own counters, as the sources list them (a running service has one kind's).
+    for (const auto& kind : daemon::kinds_with_counters()) {
+        for (const auto& c : kind.counters) snap.source_kind.push_back({&c, 0.0});
+    }
+    auto kind_value = [&](std::string_view name, double v) {
+        for (auto& k : snap.source_kind) {
+            if (name == k.counter->name) return void(k.value = v);
+        }
+        ADD_FAILURE() << "no kind counter " << name;
+    };
+    kind_value("vita49_count_mismatches", 2);
+    kind_value("tcp_idle_timeouts", 5);
+    kind_value("tcp_busy_refused", 6);
+    kind_value("tcp_takeovers", 7);
+    kind_value("udp_resyncs", 2);
+    kind_value("zmq_resyncs", 3);
     snap.publisher = daemon::service_snapshot::publisher_values{};
     snap.publisher->send_errors[2] = 5;
     snap.publisher->send_errors[4] = 6;
@@ -725,6 +737,15 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
         EXPECT_NE(prom.find("\n" + prom_name + " "), std::string::npos) << prom_name;
         ASSERT_TRUE(j.contains(m.name)) << m.name;
         EXPECT_NE(log.find(std::string(" ") + m.name + "="), std::string::npos) << m.name;
+    }
+    for (const auto& k : snap.source_kind) {
+        const std::string name = k.counter->name;
+        EXPECT_TRUE(names.insert(name).second) << "two counters named " << name;
+        const std::string prom_name = "paqd_" + name + (k.counter->gauge ? "" : "_total");
+        EXPECT_NE(prom.find("\n" + prom_name + " "), std::string::npos) << prom_name;
+        ASSERT_TRUE(j.contains(name)) << name;
+        EXPECT_NE(log.find(" " + name + "="), std::string::npos) << name;
+        EXPECT_NE(daemon::counters_markdown().find("| `" + name + "` | `" + prom_name + "` |"), std::string::npos) << name;
     }
     for (const auto& m : daemon::path_metrics()) {
         const std::string prom_name = daemon::prometheus_name(m);
@@ -753,7 +774,7 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     EXPECT_DOUBLE_EQ(daemon::value_of(snap, "record_rows_lost"), 1.0);
     // A counter that does not apply is absent everywhere: no VITA-49 source, no publisher,
     // no pattern (then no PN counts).
-    snap.vita49.reset();
+    std::erase_if(snap.source_kind, [](const io::source_counter_value& k) { return std::string_view(k.counter->name).starts_with("vita49_"); });
     snap.publisher.reset();
     snap.have_pattern = false;
     const auto prom2 = daemon::render_prometheus(snap);

@@ -236,36 +236,35 @@ TEST(notify, bad_watchdog_usec_is_logged_and_ignored)
 
 // --- logger factory ---
 
-TEST(logging, parse_target_and_level)
+TEST(logging, the_configured_names_and_their_spdlog_levels)
 {
-    using paq::daemon::log_target;
-    EXPECT_EQ(paq::daemon::parse_log_target("auto"), log_target::automatic);
-    EXPECT_EQ(paq::daemon::parse_log_target("journal"), log_target::journal);
-    EXPECT_EQ(paq::daemon::parse_log_target("stderr"), log_target::console);
-    EXPECT_EQ(paq::daemon::parse_log_target("console"), log_target::console);
-    EXPECT_EQ(paq::daemon::to_string(log_target::console), "stderr");
-    EXPECT_EQ(paq::daemon::parse_log_level("debug"), spdlog::level::debug);
-    EXPECT_EQ(paq::daemon::parse_log_level("warning"), spdlog::level::warn);
-    EXPECT_EQ(paq::daemon::parse_log_level("warn"), spdlog::level::warn);
-    EXPECT_EQ(paq::daemon::parse_log_level("error"), spdlog::level::err);
-    EXPECT_EQ(paq::daemon::parse_log_level("off"), spdlog::level::off);
+    using paq::config::log_level;
+    using paq::config::log_level_names;
+    EXPECT_EQ(paq::value_named(log_level_names, "debug"), log_level::debug);
+    EXPECT_EQ(paq::value_named(log_level_names, "warning"), log_level::warn);
+    EXPECT_EQ(paq::value_named(log_level_names, "warn"), log_level::warn);
+    EXPECT_EQ(paq::value_named(log_level_names, "err"), log_level::error);
+    EXPECT_EQ(paq::config::to_string(log_level::error), "error");
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::trace), spdlog::level::trace);
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::debug), spdlog::level::debug);
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::info), spdlog::level::info);
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::warn), spdlog::level::warn);
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::error), spdlog::level::err);
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::critical), spdlog::level::critical);
+    EXPECT_EQ(paq::daemon::spdlog_level(log_level::off), spdlog::level::off);
+    using paq::config::log_destination;
+    EXPECT_EQ(paq::value_named(paq::config::log_destination_names, "console"), log_destination::console);
+    EXPECT_EQ(paq::config::to_string(log_destination::automatic), "auto");
 }
 
 TEST(logging, bad_names_are_rejected_with_the_accepted_list)
 {
     try {
-        (void)paq::daemon::parse_log_level("verbose");
+        (void)paq::parse_named(paq::config::log_level_names, "verbose", "log level");
         FAIL() << "no exception";
     } catch (const std::invalid_argument& e) {
         EXPECT_NE(std::string(e.what()).find("'verbose'"), std::string::npos) << e.what();
         EXPECT_NE(std::string(e.what()).find("trace, debug, info"), std::string::npos) << e.what();
-    }
-    try {
-        (void)paq::daemon::parse_log_target("syslog");
-        FAIL() << "no exception";
-    } catch (const std::invalid_argument& e) {
-        EXPECT_NE(std::string(e.what()).find("'syslog'"), std::string::npos) << e.what();
-        EXPECT_NE(std::string(e.what()).find("auto, journal, stderr"), std::string::npos) << e.what();
     }
 }
 
@@ -283,11 +282,11 @@ TEST(logging, journal_stream_must_name_stderr)
     {
         scoped_env env("JOURNAL_STREAM", mine);
         EXPECT_TRUE(paq::daemon::stderr_is_journal());
-        EXPECT_EQ(paq::daemon::resolve_log_target(paq::daemon::log_target::automatic),
-                  paq::daemon::log_target::journal);
+        EXPECT_EQ(paq::daemon::resolve_log_destination(paq::config::log_destination::automatic),
+                  paq::config::log_destination::journal);
         // An explicit choice wins over the environment.
-        EXPECT_EQ(paq::daemon::resolve_log_target(paq::daemon::log_target::console),
-                  paq::daemon::log_target::console);
+        EXPECT_EQ(paq::daemon::resolve_log_destination(paq::config::log_destination::console),
+                  paq::config::log_destination::console);
     }
     {
         // Inherited from a service, but stderr was redirected since: not the journal.
@@ -301,10 +300,10 @@ TEST(logging, journal_stream_must_name_stderr)
     {
         scoped_env env("JOURNAL_STREAM", std::nullopt);
         EXPECT_FALSE(paq::daemon::stderr_is_journal());
-        EXPECT_EQ(paq::daemon::resolve_log_target(paq::daemon::log_target::automatic),
-                  paq::daemon::log_target::console);
-        EXPECT_EQ(paq::daemon::resolve_log_target(paq::daemon::log_target::journal),
-                  paq::daemon::log_target::journal);
+        EXPECT_EQ(paq::daemon::resolve_log_destination(paq::config::log_destination::automatic),
+                  paq::config::log_destination::console);
+        EXPECT_EQ(paq::daemon::resolve_log_destination(paq::config::log_destination::journal),
+                  paq::config::log_destination::journal);
     }
 }
 
@@ -312,9 +311,9 @@ TEST(logging, factory_picks_sink_and_level)
 {
     paq::daemon::logger_options opt;
     opt.name = "paqd-test";
-    opt.level = spdlog::level::debug;
+    opt.level = paq::config::log_level::debug;
     {
-        opt.target = paq::daemon::log_target::journal;
+        opt.destination = paq::config::log_destination::journal;
         const auto logger = paq::daemon::make_logger(opt);
         ASSERT_EQ(logger->sinks().size(), 1u);
         EXPECT_NE(dynamic_cast<spdlog::sinks::systemd_sink_mt*>(logger->sinks()[0].get()), nullptr);
@@ -323,8 +322,8 @@ TEST(logging, factory_picks_sink_and_level)
     }
     {
         scoped_env env("JOURNAL_STREAM", std::nullopt);
-        opt.target = paq::daemon::log_target::automatic;
-        opt.level = spdlog::level::warn;
+        opt.destination = paq::config::log_destination::automatic;
+        opt.level = paq::config::log_level::warn;
         const auto logger = paq::daemon::make_logger(opt);
         ASSERT_EQ(logger->sinks().size(), 1u);
         EXPECT_NE(dynamic_cast<spdlog::sinks::stderr_sink_mt*>(logger->sinks()[0].get()), nullptr);
