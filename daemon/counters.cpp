@@ -246,7 +246,7 @@ struct scalar_row {
     const char* help;
     double value;
     bool integral;
-    std::string prom;  ///< its Prometheus name
+    const char* prom;  ///< its Prometheus name when not the derived one (scalar_metric::prom)
 };
 
 /// Every scalar present in s, in the outputs' order: the registry's before the source's kind
@@ -256,13 +256,13 @@ void for_each_scalar(const S& s, F&& f)
 {
     auto entries = [&](const std::vector<scalar_metric>& list) {
         for (const auto& m : list) {
-            if (present(s, m.present)) f(scalar_row{m.name, m.type, m.help, m.value(s), m.integral, prometheus_name(m)});
+            if (present(s, m.present)) f(scalar_row{m.name, m.type, m.help, m.value(s), m.integral, m.prom});
         }
     };
     entries(scalars_before_source);
     for (const auto& k : s.source_kind) {
         const auto type = k.counter->gauge ? metric_type::gauge : metric_type::counter;
-        f(scalar_row{k.counter->name, type, k.counter->help, k.value, k.counter->integral, prom_name("", k.counter->name, type)});
+        f(scalar_row{k.counter->name, type, k.counter->help, k.value, k.counter->integral, nullptr});
     }
     entries(scalars_after_source);
 }
@@ -306,8 +306,9 @@ std::string render_prometheus(const service_snapshot& s)
              (b.cuda ? "yes" : "no") + "\"} 1\n";
     }
     for_each_scalar(s, [&](const scalar_row& r) {
-        header(o, r.prom, r.type, r.help);
-        o += r.prom + " " + number(r.value, false) + "\n";
+        const std::string n = r.prom ? r.prom : prom_name("", r.name, r.type);
+        header(o, n, r.type, r.help);
+        o += n + " " + number(r.value, false) + "\n";
     });
     {
         const auto n = prom_name("", gaps_by_reason_name, metric_type::counter);
@@ -422,18 +423,18 @@ std::string counters_markdown()
         return "";
     };
     std::string o = "| name (`--json-out`, final log) | Prometheus | type | meaning |\n|---|---|---|---|\n";
+    auto row = [&](const char* name, const std::string& prom, metric_type type, const std::string& meaning) {
+        o += std::string("| `") + name + "` | `" + prom + "` | " + (type == metric_type::counter ? "counter" : "gauge") + " | " +
+             meaning + " |\n";
+    };
     auto rows = [&](const std::vector<scalar_metric>& list) {
-        for (const auto& m : list) {
-            o += std::string("| `") + m.name + "` | `" + prometheus_name(m) + "` | " +
-                 (m.type == metric_type::counter ? "counter" : "gauge") + " | " + m.help + when(m.present) + " |\n";
-        }
+        for (const auto& m : list) row(m.name, prometheus_name(m), m.type, m.help + when(m.present));
     };
     rows(scalars_before_source);
     for (const auto& kind : kinds_with_counters()) {
         for (const auto& c : kind.counters) {
             const auto type = c.gauge ? metric_type::gauge : metric_type::counter;
-            o += std::string("| `") + c.name + "` | `" + prom_name("", c.name, type) + "` | " + (c.gauge ? "gauge" : "counter") + " | " +
-                 c.help + " (" + kind.kind + ") |\n";
+            row(c.name, prom_name("", c.name, type), type, c.help + std::string(" (") + kind.kind + ")");
         }
     }
     rows(scalars_after_source);

@@ -93,7 +93,6 @@ std::optional<double> file_source::center_frequency_hz() const
     return f != 0.0 ? std::optional<double>(f) : std::nullopt;
 }
 
-
 void file_source::stop()
 {
     impl_->stopping = true;

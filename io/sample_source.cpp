@@ -2,8 +2,22 @@
 
 #include <cmath>
 #include <ctime>
+#include <stdexcept>
 
 namespace paq::io {
+
+std::vector<source_counter_value> counter_values(std::span<const source_counter> list, std::initializer_list<double> values)
+{
+    if (values.size() != list.size()) {
+        throw std::logic_error("counter_values: " + std::to_string(values.size()) + " values for " + std::to_string(list.size()) +
+                               " counters");
+    }
+    std::vector<source_counter_value> out;
+    out.reserve(list.size());
+    auto v = values.begin();
+    for (const auto& c : list) out.push_back({&c, *v++});
+    return out;
+}
 
 std::int64_t host_utc_ns() noexcept
 {

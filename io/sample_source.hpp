@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -177,6 +178,11 @@ struct source_counter_value {
     const source_counter* counter;
     double value;
 };
+
+/// A kind's counters with their values, given in the list's order (what kind_counters()
+/// returns). Throws std::logic_error when the counts differ.
+[[nodiscard]] std::vector<source_counter_value> counter_values(std::span<const source_counter> list,
+                                                               std::initializer_list<double> values);
 
 class sample_source {
 public:

@@ -500,9 +500,8 @@ std::span<const source_counter> tcp_source::counter_list() noexcept { return tcp
 std::vector<source_counter_value> tcp_source::kind_counters() const
 {
     const auto& c = impl_->tcounters;
-    return {{&tcp_counter_list[0], static_cast<double>(c.idle_timeouts.load())},
-            {&tcp_counter_list[1], static_cast<double>(c.busy_refused.load())},
-            {&tcp_counter_list[2], static_cast<double>(c.takeovers.load())}};
+    return counter_values(tcp_counter_list, {static_cast<double>(c.idle_timeouts.load()), static_cast<double>(c.busy_refused.load()),
+                                             static_cast<double>(c.takeovers.load())});
 }
 const tcp_source_config& tcp_source::config() const noexcept { return impl_->cfg; }
 void tcp_source::stop() { impl_->request_stop(); }

@@ -222,10 +222,8 @@ std::span<const source_counter> udp_source::counter_list() noexcept { return udp
 std::vector<source_counter_value> udp_source::kind_counters() const
 {
     const auto& c = impl_->udp_counts;
-    return {{&udp_counter_list[0], static_cast<double>(c.stale.load())},
-            {&udp_counter_list[1], static_cast<double>(c.restarts.load())},
-            {&udp_counter_list[2], static_cast<double>(c.resyncs.load())},
-            {&udp_counter_list[3], static_cast<double>(c.header_suspected.load())}};
+    return counter_values(udp_counter_list, {static_cast<double>(c.stale.load()), static_cast<double>(c.restarts.load()),
+                                             static_cast<double>(c.resyncs.load()), static_cast<double>(c.header_suspected.load())});
 }
 void udp_source::stop() { impl_->request_stop(); }
 

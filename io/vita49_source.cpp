@@ -321,14 +321,10 @@ std::vector<source_counter_value> vita49_source::kind_counters() const
 {
     const auto& c = impl_->vcounters;
     auto d = [](const std::atomic<std::uint64_t>& v) { return static_cast<double>(v.load()); };
-    const double values[] = {d(c.context_packets),     d(c.other_stream),         d(c.stream_changes),
-                             d(c.duplicates),          d(c.late),                 d(c.resyncs),
-                             d(c.context_rate_mismatches), d(c.count_mismatches), d(c.packets_before_rate),
-                             d(c.samples_before_rate), d(c.context_rates_refused), c.context_sample_rate_hz.load()};
-    static_assert(std::size(values) == std::size(vita49_counter_list));
-    std::vector<source_counter_value> out;
-    for (std::size_t k = 0; k < std::size(values); ++k) out.push_back({&vita49_counter_list[k], values[k]});
-    return out;
+    return counter_values(vita49_counter_list,
+                          {d(c.context_packets), d(c.other_stream), d(c.stream_changes), d(c.duplicates), d(c.late), d(c.resyncs),
+                           d(c.context_rate_mismatches), d(c.count_mismatches), d(c.packets_before_rate), d(c.samples_before_rate),
+                           d(c.context_rates_refused), c.context_sample_rate_hz.load()});
 }
 void vita49_source::stop() { impl_->request_stop(); }
 

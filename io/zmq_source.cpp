@@ -252,9 +252,8 @@ std::span<const source_counter> zmq_source::counter_list() noexcept { return zmq
 std::vector<source_counter_value> zmq_source::kind_counters() const
 {
     const auto& c = impl_->counts;
-    return {{&zmq_counter_list[0], static_cast<double>(c.messages_with_tags.load())},
-            {&zmq_counter_list[1], static_cast<double>(c.resyncs.load())},
-            {&zmq_counter_list[2], static_cast<double>(c.tag_header_suspected.load())}};
+    return counter_values(zmq_counter_list, {static_cast<double>(c.messages_with_tags.load()), static_cast<double>(c.resyncs.load()),
+                                             static_cast<double>(c.tag_header_suspected.load())});
 }
 
 void zmq_source::run(sample_sink& sink)
