@@ -13,6 +13,7 @@
 #include <cmath>
 #include <functional>
 #include <sstream>
+#include <type_traits>
 
 namespace paq::io {
 
@@ -120,12 +121,15 @@ void file_source::run(sample_sink& sink)
     boost::asio::steady_timer timer(m.io);
 
     // One chunk per timer tick: a chunk leaves when the wall clock reaches the time its last
-    // sample would have arrived on a live link. Unpaced, ticks follow each other at once.
+    // sample would have arrived on a live link. Unpaced, the chunks follow each other at once,
+    // each read straight into the sink's memory (sample_sink::write_from: into the ring's
+    // room, the file's copy the only one on this thread).
     std::size_t n = 0;
     std::size_t next_anchor = 0;  // the first of m.anchors not yet given to the sink
-    // A chunk from the reader's position, up to the next capture time: an anchor names the
-    // first sample of a write (and a capture's time jump ends the segment before it).
-    auto read_chunk = [&] {
+    // Before a read at the reader's position: the capture times that start there go to the
+    // sink (a capture's time jump ends the segment before it); returns how many samples the
+    // read may take, up to the next capture time (an anchor names the first sample of a write).
+    auto next_read = [&] {
         const std::uint64_t pos = m.reader.position();
         while (next_anchor < m.anchors.size() && m.anchors[next_anchor].sample <= pos) {
             const auto& a = m.anchors[next_anchor++];
@@ -139,41 +143,70 @@ void file_source::run(sample_sink& sink)
         if (next_anchor < m.anchors.size()) {
             want = static_cast<std::size_t>(std::min<std::uint64_t>(want, m.anchors[next_anchor].sample - pos));
         }
-        return scale16 ? m.reader.read(std::span<ci16>(chunk16.data(), want)) : m.reader.read(std::span<cf32>(chunk.data(), want));
+        return want;
+    };
+    // Only cf32 can hold NaN or Inf: ci16 is never scanned (every sample is finite).
+    std::uint64_t nonfinite = 0;
+    auto read_into = [&]<class T>(std::span<T> room, std::size_t want) {
+        const std::size_t got = m.reader.read(room.first(std::min(want, room.size())));
+        if constexpr (std::is_same_v<T, cf32>) {
+            for (std::size_t i = 0; i < got; ++i) {
+                if (!std::isfinite(room[i].real()) || !std::isfinite(room[i].imag())) ++nonfinite;
+            }
+        }
+        return got;
+    };
+    // Reads and delivers one chunk (0: the end of the recording).
+    auto deliver_chunk = [&] {
+        const std::size_t want = next_read();
+        nonfinite = 0;
+        return scale16 ? sink.write_ci16_from(chunk16, *scale16, [&](std::span<ci16> room) { return read_into(room, want); })
+                       : sink.write_from(chunk, [&](std::span<cf32> room) { return read_into(room, want); });
+    };
+    auto read_chunk = [&] {
+        const std::size_t want = next_read();
+        nonfinite = 0;
+        return scale16 ? read_into(std::span<ci16>(chunk16), want) : read_into(std::span<cf32>(chunk), want);
+    };
+    auto count = [&](std::size_t k) {
+        delivered += k;
+        counters_.samples += k;
+        counters_.packets += 1;
+        counters_.bytes += k * bytes_per_sample(m.reader.info().format);
+        counters_.nonfinite += nonfinite;
+    };
+    // At the end of the recording: false to stop, else the file starts again after a gap.
+    auto at_end = [&] {
+        if (!m.cfg.loop || m.reader.info().num_samples == 0) return false;
+        m.reader.rewind();
+        next_anchor = 0;
+        sink.gap(0, gap_reason::discontinuity);
+        return true;
     };
     std::function<void()> tick = [&] {
         if (m.stopping) return;
+        if (!m.cfg.paced) {
+            n = deliver_chunk();
+            if (n > 0) count(n);
+            else if (!at_end()) return;
+            boost::asio::post(m.io, tick);  // stop() is looked at between chunks
+            return;
+        }
         n = read_chunk();
         if (n == 0) {
-            if (!m.cfg.loop || m.reader.info().num_samples == 0) return;  // end of stream
-            m.reader.rewind();
-            next_anchor = 0;
-            sink.gap(0, gap_reason::discontinuity);
+            if (!at_end()) return;
             n = read_chunk();
         }
-        if (m.cfg.paced) {
-            timer.expires_at(t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(
-                                      static_cast<double>(delivered + n) / rate)));
-        } else {
-            timer.expires_at(clock::now());
-        }
+        timer.expires_at(t0 + std::chrono::duration_cast<clock::duration>(
+                                  std::chrono::duration<double>(static_cast<double>(delivered + n) / rate)));
         timer.async_wait([&](const boost::system::error_code& ec) {
             if (ec || m.stopping) return;
-            // Only cf32 can hold NaN or Inf: ci16 is never scanned (every sample is finite).
-            std::uint64_t nonfinite = 0;
             if (scale16) {
                 sink.write_ci16(std::span<const ci16>(chunk16.data(), n), *scale16);
             } else {
-                for (std::size_t i = 0; i < n; ++i) {
-                    if (!std::isfinite(chunk[i].real()) || !std::isfinite(chunk[i].imag())) ++nonfinite;
-                }
                 sink.write(std::span<const cf32>(chunk.data(), n));
             }
-            delivered += n;
-            counters_.samples += n;
-            counters_.packets += 1;
-            counters_.bytes += n * bytes_per_sample(m.reader.info().format);
-            counters_.nonfinite += nonfinite;
+            count(n);
             tick();
         });
     };

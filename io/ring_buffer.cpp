@@ -1,5 +1,7 @@
 #include "io/ring_buffer.hpp"
 
+#include "io/bulk_copy.hpp"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -152,7 +154,7 @@ std::size_t sample_ring::write_samples(std::span<const T> samples)
             drop_pending_anchor_locked(accepted, n);
             break;
         }
-        std::size_t space = capacity_ - static_cast<std::size_t>(head_ - tail_);
+        const std::size_t space = space_locked();
         if (space == 0) {
             if (policy_ == overflow_policy::block) {
                 ++stats_.producer_waits;
@@ -176,34 +178,83 @@ std::size_t sample_ring::write_samples(std::span<const T> samples)
         std::memcpy(data + at, samples.data() + accepted, first * sizeof(T));
         if (first < m) std::memcpy(data, samples.data() + accepted + first, (m - first) * sizeof(T));
         lk.lock();
-        if (pending_anchor_ && pending_anchor_->position >= accepted && pending_anchor_->position < accepted + m) {
-            if (anchors_.size() < max_markers_) {
-                anchors_.push_back({pos + (pending_anchor_->position - accepted), pending_anchor_->utc_ns});
-            } else {
-                ++stats_.anchors_dropped;
-            }
-            pending_anchor_.reset();
-        }
-        head_ += m;
-        // The arrival list is bounded whatever the write sizes: a write within
-        // arrival_resolution of the last entry's extends that entry (its samples then count as
-        // arrived at the entry's earlier time: a batch's latency is overstated by at most that
-        // much, never understated), and so does every write once max_arrival_entries are held.
-        const auto now = std::chrono::steady_clock::now();
-        if (!writes_.empty() && (now - writes_.back().second < arrival_resolution || writes_.size() >= max_arrival_entries)) {
-            writes_.back().first = head_;
-        } else {
-            writes_.emplace_back(head_, now);
-        }
-        stats_.samples_written += m;
-        stats_.high_water = std::max(stats_.high_water, static_cast<std::size_t>(head_ - tail_));
+        publish_locked(pos, m, accepted);
         accepted += m;
-        data_cv_.notify_one();
     }
     std::lock_guard lk(mu_);
+    pass_pending_anchor_locked(n);
+    return accepted;
+}
+
+void sample_ring::publish_locked(std::uint64_t pos, std::size_t m, std::size_t offset)
+{
+    if (pending_anchor_ && pending_anchor_->position >= offset && pending_anchor_->position < offset + m) {
+        if (anchors_.size() < max_markers_) {
+            anchors_.push_back({pos + (pending_anchor_->position - offset), pending_anchor_->utc_ns});
+        } else {
+            ++stats_.anchors_dropped;
+        }
+        pending_anchor_.reset();
+    }
+    head_ += m;
+    // The arrival list is bounded whatever the write sizes: a write within
+    // arrival_resolution of the last entry's extends that entry (its samples then count as
+    // arrived at the entry's earlier time: a batch's latency is overstated by at most that
+    // much, never understated), and so does every write once max_arrival_entries are held.
+    const auto now = std::chrono::steady_clock::now();
+    if (!writes_.empty() && (now - writes_.back().second < arrival_resolution || writes_.size() >= max_arrival_entries)) {
+        writes_.back().first = head_;
+    } else {
+        writes_.emplace_back(head_, now);
+    }
+    stats_.samples_written += m;
+    stats_.high_water = std::max(stats_.high_water, static_cast<std::size_t>(head_ - tail_));
+    data_cv_.notify_one();
+}
+
+void sample_ring::pass_pending_anchor_locked(std::size_t n)
+{
     // An anchor for a sample of a later write: count this one's samples off.
     if (pending_anchor_ && pending_anchor_->position >= n) pending_anchor_->position -= n;
-    return accepted;
+}
+
+template <class T>
+std::span<T> sample_ring::reserve(std::size_t max)
+{
+    check_width(sizeof(T), "reserve");
+    std::unique_lock lk(mu_);
+    reserved_ = 0;
+    for (;;) {
+        if (closed_ || aborted_ || max == 0) return {};
+        if (coalescing_) flush_pending_drop_locked();
+        if (coalescing_) return {};  // write() merges the samples into the flood's gap
+        if (space_locked() > 0) break;
+        if (policy_ == overflow_policy::drop) return {};  // write() drops and counts them
+        ++stats_.producer_waits;
+        space_cv_.wait(lk, [&] { return aborted_ || head_ - tail_ < capacity_; });
+    }
+    flush_pending_drop_locked();
+    // Only this thread moves head_, and tail_ only grows: the room stays free until commit().
+    const std::size_t at = static_cast<std::size_t>(head_ % capacity_);
+    reserved_at_ = head_;
+    reserved_ = std::min({max, space_locked(), capacity_ - at});
+    return {reinterpret_cast<T*>(data_) + at, reserved_};
+}
+
+template std::span<cf32> sample_ring::reserve<cf32>(std::size_t);
+template std::span<ci16> sample_ring::reserve<ci16>(std::size_t);
+
+void sample_ring::commit(std::size_t n)
+{
+    std::lock_guard lk(mu_);
+    if (n > reserved_) {
+        throw std::logic_error("ring buffer: commit of " + std::to_string(n) + " samples after a reserve of " + std::to_string(reserved_));
+    }
+    reserved_ = 0;
+    if (closed_ || aborted_) return;
+    if (n == 0) return;
+    publish_locked(reserved_at_, n, 0);
+    pass_pending_anchor_locked(n);
 }
 
 void sample_ring::gap(std::uint64_t lost_samples, gap_reason reason)
@@ -286,8 +337,8 @@ sample_ring::read_result sample_ring::read_samples(std::span<T> out, std::chrono
         // Only this thread moves tail_, and head_ only grows: [pos, pos + m) stays filled.
         const std::size_t at = static_cast<std::size_t>(pos % capacity_);
         const std::size_t first = std::min(m, capacity_ - at);
-        std::memcpy(out.data(), data + at, first * sizeof(T));
-        if (first < m) std::memcpy(out.data() + first, data, (m - first) * sizeof(T));
+        bulk_copy(out.data(), data + at, first * sizeof(T));
+        if (first < m) bulk_copy(out.data() + first, data, (m - first) * sizeof(T));
         lk.lock();
         tail_ += m;
         stats_.samples_read += m;

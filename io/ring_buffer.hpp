@@ -117,6 +117,18 @@ public:
     std::size_t write(std::span<const cf32> samples);
     /// The same for a ci16 ring. Each write throws std::logic_error on a ring of the other width.
     std::size_t write(std::span<const ci16> samples);
+    /// The zero-copy write, for a source that can read its samples straight into the ring
+    /// (a file): room for up to `max` samples of the ring's width (check_width), contiguous in
+    /// the ring's storage (fewer where the storage wraps), which the producer fills and then
+    /// hands over with commit(). Under the block policy it waits for room, as write() does.
+    /// Empty when nothing may be written in place: closed or aborted, or (drop policy) full or
+    /// merging a gap flood; the producer then calls write(), which counts what it drops.
+    template <class T>
+    [[nodiscard]] std::span<T> reserve(std::size_t max);
+    /// The first n samples of the last reserve() (n <= its size, else std::logic_error) are
+    /// in the stream, as if given to write(): time anchors, arrival time and counters alike.
+    /// Dropped, as write() drops, when the ring was closed or aborted meanwhile.
+    void commit(std::size_t n);
     /// A gap in the stream before the next samples.
     void gap(std::uint64_t lost_samples, gap_reason reason);
     /// A time anchor: sample `offset` of the next write() (0: its first; beyond its end: of
@@ -182,6 +194,14 @@ private:
         gap_reason reason;
     };
     void push_marker_locked(std::uint64_t lost, gap_reason reason);
+    /// Samples [pos, pos + m), already in the storage, join the stream: the pending anchor
+    /// when its sample is among them (`offset`: their index in the producer's write), head,
+    /// arrival time, counters; the consumer is woken.
+    void publish_locked(std::uint64_t pos, std::size_t m, std::size_t offset);
+    /// The pending anchor's offset counted past a write of n samples that did not hold it.
+    void pass_pending_anchor_locked(std::size_t n);
+    /// Room for the producer without waiting, or 0 (block policy waits for it in the callers).
+    [[nodiscard]] std::size_t space_locked() const noexcept { return capacity_ - static_cast<std::size_t>(head_ - tail_); }
     /// Places the overflow marker and, once the markers have drained to half (or `force`,
     /// at close), the coalesced gaps.
     void flush_pending_drop_locked(bool force = false);
@@ -212,6 +232,9 @@ private:
     /// (head after a write, when): the arrival time of every sample still in the ring.
     std::deque<std::pair<std::uint64_t, std::chrono::steady_clock::time_point>> writes_;
     std::uint64_t pending_drop_ = 0;    ///< dropped, marker not yet placed (drop policy)
+    /// The last reserve(): where its room starts (head_ then) and how long it is.
+    std::uint64_t reserved_at_ = 0;
+    std::size_t reserved_ = 0;
     /// Coalescing a marker flood (drop policy): the sources' lost counts by reason, and
     /// whether any gap of that reason was merged (a gap of 0 = unknown samples counts too).
     std::array<std::uint64_t, num_gap_reasons> pending_lost_{};
@@ -255,6 +278,19 @@ public:
         ring_.write(samples);
         written_ += samples.size();
     }
+    /// A source that reads straight into memory fills the ring's room itself (sample_ring::
+    /// reserve): no copy on the source's thread. Where the ring has no room to give (drop
+    /// policy and full, closed, or the other width), `scratch` and write() as by default.
+    std::size_t write_from(std::span<cf32> scratch, const fill_fn<cf32>& fill) override
+    {
+        if (ring_.is_ci16()) throw std::logic_error("the source delivered cf32 samples into a ring made for its ci16 samples");
+        return fill_in_place<cf32>(scratch, fill, [&] { return sample_sink::write_from(scratch, fill); });
+    }
+    std::size_t write_ci16_from(std::span<ci16> scratch, float scale, const fill_fn<ci16>& fill) override
+    {
+        if (!ring_.is_ci16() || scale != *ring_.ci16_scale()) return sample_sink::write_ci16_from(scratch, scale, fill);
+        return fill_in_place<ci16>(scratch, fill, [&] { return sample_sink::write_ci16_from(scratch, scale, fill); });
+    }
     void gap(std::uint64_t lost_samples, gap_reason reason) override { ring_.gap(lost_samples, reason); }
     void timestamp(const time_anchor& anchor) override
     {
@@ -262,6 +298,17 @@ public:
     }
 
 private:
+    template <class T, class Fallback>
+    std::size_t fill_in_place(std::span<T> scratch, const fill_fn<T>& fill, Fallback&& fallback)
+    {
+        const std::span<T> room = ring_.reserve<T>(scratch.size());
+        if (room.empty()) return fallback();  // write() counts it, written_ through write()
+        const std::size_t n = fill(room);
+        ring_.commit(n);
+        written_ += n;
+        return n;
+    }
+
     sample_ring& ring_;
     std::uint64_t written_ = 0;  ///< samples the source wrote (accepted or dropped by the ring)
 };

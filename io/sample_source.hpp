@@ -37,6 +37,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <mutex>
 #include <optional>
@@ -103,6 +104,26 @@ public:
         std::vector<cf32> wide(samples.size());
         for (std::size_t k = 0; k < samples.size(); ++k) wide[k] = to_cf32(samples[k], scale);
         write(std::span<const cf32>(wide));
+    }
+    /// Reads up to span.size() samples into the span it is given; returns how many (0: none).
+    template <class T>
+    using fill_fn = std::function<std::size_t(std::span<T>)>;
+    /// For a source that reads its samples straight into memory (a file): `fill` is called
+    /// once, on memory the sink gives (io::ring_sink: the ring's own, no copy) or on `scratch`,
+    /// whose samples then go to write(); returns what `fill` returned. A source's samples
+    /// arrive the same either way.
+    virtual std::size_t write_from(std::span<cf32> scratch, const fill_fn<cf32>& fill)
+    {
+        const std::size_t n = fill(scratch);
+        if (n) write(std::span<const cf32>(scratch.first(n)));
+        return n;
+    }
+    /// The same for ci16 samples at `scale` (write_ci16).
+    virtual std::size_t write_ci16_from(std::span<ci16> scratch, float scale, const fill_fn<ci16>& fill)
+    {
+        const std::size_t n = fill(scratch);
+        if (n) write_ci16(std::span<const ci16>(scratch.first(n)), scale);
+        return n;
     }
     /// `lost_samples` samples are missing before the next write() (0: unknown count).
     virtual void gap(std::uint64_t lost_samples, gap_reason reason) = 0;

@@ -84,6 +84,100 @@ TEST(ring, block_policy_delivers_everything_in_order_across_the_wrap)
     EXPECT_LE(c.high_water, 1000u);
 }
 
+// The zero-copy write (reserve, fill, commit) mixed with write(): the same stream, in order
+// across the wrap, the time anchors on their samples, waiting for room under block.
+TEST(ring, in_place_writes_and_copies_give_one_stream_with_its_anchors)
+{
+    auto ring = make_ring(1000, io::overflow_policy::block);
+    const auto in = ramp(60'000);
+    std::thread producer([&] {
+        io::ring_sink sink(ring);
+        std::vector<cf32> scratch(700);
+        for (std::size_t pos = 0, k = 0; pos < in.size(); ++k) {
+            const std::size_t n = std::min<std::size_t>(1 + (k * 37) % 700, in.size() - pos);
+            if (k % 5 == 0) sink.timestamp({pos + k % 3, static_cast<std::int64_t>(pos + k % 3)});  // utc = the sample's index
+            if (k % 2 == 0) {
+                sink.write(std::span<const cf32>(in.data() + pos, n));
+                pos += n;
+                continue;
+            }
+            // The ring may give less room than asked (its end, or not yet read): the fill
+            // takes what it is given, the source's next chunk the rest.
+            const std::size_t got = sink.write_from(std::span<cf32>(scratch).first(n), [&](std::span<cf32> room) {
+                std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(pos), room.size(), room.begin());
+                return room.size();
+            });
+            ASSERT_GT(got, 0u);
+            ASSERT_LE(got, n);
+            pos += got;
+        }
+        ring.close();
+    });
+    std::vector<cf32> out;
+    std::vector<cf32> buf(333);
+    std::size_t anchors = 0;
+    for (;;) {
+        const auto r = ring.read(buf, 1000ms);
+        if (r.what == io::sample_ring::read_result::kind::end) break;
+        ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+        if (r.time) {
+            EXPECT_EQ(r.time->utc_ns, static_cast<std::int64_t>(out.size() + r.time->offset));
+            ++anchors;
+        }
+        out.insert(out.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r.count));
+    }
+    producer.join();
+    EXPECT_EQ(out, in);
+    const auto c = ring.counters();
+    EXPECT_EQ(c.samples_dropped, 0u);
+    EXPECT_EQ(c.samples_written, in.size());
+    EXPECT_GT(c.producer_waits, 0u);
+    EXPECT_GT(anchors, 10u);
+    EXPECT_EQ(c.anchors, anchors);
+}
+
+// Under drop a full ring gives no room: the sink reads into its scratch and write() drops and
+// counts the samples, so a file source read in place loses nothing silently either.
+TEST(ring, a_full_drop_ring_gives_no_room_and_the_fill_goes_through_write)
+{
+    auto ring = make_ring(100, io::overflow_policy::drop);
+    io::ring_sink sink(ring);
+    std::vector<cf32> scratch(80);
+    const auto a = ramp(80);
+    auto fill_from = [](const std::vector<cf32>& src) {
+        return [&src](std::span<cf32> room) {
+            const std::size_t n = std::min(room.size(), src.size());
+            std::copy_n(src.begin(), n, room.begin());
+            return n;
+        };
+    };
+    EXPECT_EQ(sink.write_from(scratch, fill_from(a)), 80u);  // in place
+    const auto b = ramp(50, 1000.0f);
+    EXPECT_EQ(sink.write_from(std::span<cf32>(scratch).first(50), fill_from(b)), 20u);  // the room left: 20
+    const auto c = ramp(30, 2000.0f);
+    EXPECT_EQ(sink.write_from(std::span<cf32>(scratch).first(30), fill_from(c)), 30u);  // full: read, then dropped
+    auto cnt = ring.counters();
+    EXPECT_EQ(cnt.samples_written, 100u);
+    EXPECT_EQ(cnt.samples_dropped, 30u);
+    std::vector<cf32> buf(200);
+    auto r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.count, 100u);
+    EXPECT_EQ(buf[79], a[79]);
+    EXPECT_EQ(buf[80], b[0]);
+    EXPECT_EQ(buf[99], b[19]);
+    EXPECT_EQ(sink.write_from(std::span<cf32>(scratch).first(5), fill_from(a)), 5u);
+    r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::gap);
+    EXPECT_EQ(r.lost_samples, 30u);
+    // A commit beyond the room, and a reserve at the other width, are the producer's bugs.
+    const auto room = ring.reserve<cf32>(10);
+    EXPECT_EQ(room.size(), 10u);
+    EXPECT_THROW(ring.commit(11), std::logic_error);
+    EXPECT_THROW((void)ring.reserve<ci16>(10), std::logic_error);
+    ring.close();
+    EXPECT_TRUE(ring.reserve<cf32>(10).empty());
+}
+
 TEST(ring, drop_policy_counts_every_dropped_sample_and_marks_the_gap_where_it_happened)
 {
     auto ring = make_ring(100, io::overflow_policy::drop);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dsp/types.hpp"
+#include "io/bulk_copy.hpp"
 #include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
 #include "io/sigmf.hpp"
@@ -160,6 +161,27 @@ void write_meta_with_global(const fs::path& meta_path, const nlohmann::json& glo
 
 // ---------------------------------------------------------------------------------------------
 // sample_format
+
+// The ring's copy into the windows: memcpy's result for every size around the streaming
+// threshold and every alignment of either end, the bytes beside the destination untouched.
+TEST(bulk_copy, equals_memcpy_at_every_alignment_and_size)
+{
+    constexpr std::size_t big = paq::io::bulk_copy_streaming_bytes;
+    std::vector<unsigned char> src(big + 4096), dst(big + 4096), want(big + 4096);
+    std::mt19937 rng(2718);
+    for (auto& b : src) b = static_cast<unsigned char>(rng());
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{63}, std::size_t{4096}, big - 1, big, big + 1, big + 63, big + 1000}) {
+        for (std::size_t so = 0; so < 16; so += 5) {
+            for (std::size_t d_off = 0; d_off < 16; d_off += 3) {
+                std::fill(dst.begin(), dst.end(), 0xa5);
+                want = dst;
+                std::memcpy(want.data() + d_off, src.data() + so, n);
+                paq::io::bulk_copy(dst.data() + d_off, src.data() + so, n);
+                ASSERT_EQ(dst, want) << "bytes " << n << ", offsets " << so << "/" << d_off;
+            }
+        }
+    }
+}
 
 TEST(sample_format, parse_accepts_long_and_short_names) {
   EXPECT_EQ(parse_sample_format("cf32_le"), sample_format::cf32_le);
