@@ -90,7 +90,7 @@ const section<io::file_source_config>& file_schema()
                        {"", "true: deliver at the recorded rate × `rate_factor`; false: as fast as the ring takes samples"}),
             number<C>("rate_factor", at(&C::rate_factor), between(1e-3, 1000), {"", "pacing multiplier"}),
             boolean<C>("loop", at(&C::loop), {"", "start again at the end; each seam is a `discontinuity` gap"}),
-            number<C>("chunk_samples", at(&C::chunk_samples), between(1, 1 << 24), {"samples", "samples per delivery"}),
+            number<C>("chunk_samples", at(&C::chunk_samples), between(1, 1 << 24), {"samples", "samples per delivery (paced; unpaced, up to 4194304 or this, whichever is larger)"}),
         };
         return s;
     }();

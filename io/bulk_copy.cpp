@@ -1,5 +1,6 @@
 #include "io/bulk_copy.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -10,7 +11,9 @@
 
 namespace paq::io {
 
-void bulk_copy(void* dst, const void* src, std::size_t bytes) noexcept
+namespace {
+
+void copy_piece(void* dst, const void* src, std::size_t bytes) noexcept
 {
 #if PAQ_BULK_COPY_SSE2
     if (bytes >= bulk_copy_streaming_bytes) {
@@ -41,6 +44,25 @@ void bulk_copy(void* dst, const void* src, std::size_t bytes) noexcept
     }
 #endif
     std::memcpy(dst, src, bytes);
+}
+
+}  // namespace
+
+void bulk_copy(void* dst, const void* src, std::size_t bytes) noexcept
+{
+    const int pieces = static_cast<int>(std::min<std::size_t>(bulk_copy_max_threads, bytes / bulk_copy_piece_bytes));
+    if (pieces < 2) {
+        copy_piece(dst, src, bytes);
+        return;
+    }
+    auto* d = static_cast<unsigned char*>(dst);
+    const auto* s = static_cast<const unsigned char*>(src);
+#pragma omp parallel for schedule(static) num_threads(pieces)
+    for (int k = 0; k < pieces; ++k) {
+        const std::size_t b = bytes * static_cast<std::size_t>(k) / static_cast<std::size_t>(pieces);
+        const std::size_t e = bytes * static_cast<std::size_t>(k + 1) / static_cast<std::size_t>(pieces);
+        copy_piece(d + b, s + b, e - b);
+    }
 }
 
 }  // namespace paq::io

@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -112,8 +113,11 @@ void file_source::run(sample_sink& sink)
     // A ci16 recording is delivered as stored (write_ci16: no conversion on this thread, half
     // the bytes into the ring); a cf32 one as cf32.
     const std::optional<float> scale16 = ci16_scale();
-    std::vector<cf32> chunk(scale16 ? 0 : m.cfg.chunk_samples);
-    std::vector<ci16> chunk16(scale16 ? m.cfg.chunk_samples : 0);
+    // Unpaced, a read fills up to unpaced_read_samples (or chunk_samples, if larger) of the
+    // ring's room at once: a read that large goes on several threads (sample_file_reader).
+    const std::size_t chunk_size = m.cfg.paced ? m.cfg.chunk_samples : std::max(m.cfg.chunk_samples, unpaced_read_samples);
+    std::vector<cf32> chunk(scale16 ? 0 : chunk_size);
+    std::vector<ci16> chunk16(scale16 ? chunk_size : 0);
     using clock = std::chrono::steady_clock;
     const double rate = m.reader.info().sample_rate_hz * m.cfg.rate_factor;
     const auto t0 = clock::now();
@@ -139,7 +143,7 @@ void file_source::run(sample_sink& sink)
             time_anchor_.set(t);
             sink.timestamp(t);
         }
-        std::size_t want = m.cfg.chunk_samples;
+        std::size_t want = chunk_size;
         if (next_anchor < m.anchors.size()) {
             want = static_cast<std::size_t>(std::min<std::uint64_t>(want, m.anchors[next_anchor].sample - pos));
         }

@@ -14,6 +14,10 @@
 
 namespace paq::io {
 
+/// Unpaced, the file source reads up to this many samples at once straight into the ring's
+/// room (16 MiB of ci16): a read that large goes on several threads.
+inline constexpr std::size_t unpaced_read_samples = std::size_t{1} << 22;
+
 struct file_source_config {
     std::filesystem::path path;                ///< SigMF (.sigmf-meta/-data/base) or raw
     std::optional<sample_format> raw_format;   ///< raw files only
@@ -24,7 +28,8 @@ struct file_source_config {
     bool paced = true;
     double rate_factor = 1.0;  ///< 0 < rate_factor <= 1000
     bool loop = false;         ///< start again at the end (a discontinuity gap at each seam)
-    /// Samples per delivery; at 20.6 MS/s the default is one every ~3.2 ms.
+    /// Samples per delivery when paced; at 20.6 MS/s the default is one every ~3.2 ms.
+    /// Unpaced, deliveries take up to unpaced_read_samples, or this many if it is larger.
     std::size_t chunk_samples = 65536;
 
     /// Empty when valid; otherwise messages naming field, value and allowed range.

@@ -219,19 +219,23 @@ void sample_ring::pass_pending_anchor_locked(std::size_t n)
 }
 
 template <class T>
-std::span<T> sample_ring::reserve(std::size_t max)
+std::span<T> sample_ring::reserve(std::size_t max, std::size_t at_least)
 {
     check_width(sizeof(T), "reserve");
     std::unique_lock lk(mu_);
     reserved_ = 0;
+    const std::size_t wait_for = std::clamp<std::size_t>(std::min(at_least, max), 1, std::max<std::size_t>(1, capacity_ / 4));
     for (;;) {
         if (closed_ || aborted_ || max == 0) return {};
         if (coalescing_) flush_pending_drop_locked();
         if (coalescing_) return {};  // write() merges the samples into the flood's gap
-        if (space_locked() > 0) break;
-        if (policy_ == overflow_policy::drop) return {};  // write() drops and counts them
+        if (space_locked() >= wait_for) break;
+        if (policy_ == overflow_policy::drop) {
+            if (space_locked() > 0) break;
+            return {};  // write() drops and counts them
+        }
         ++stats_.producer_waits;
-        space_cv_.wait(lk, [&] { return aborted_ || head_ - tail_ < capacity_; });
+        space_cv_.wait(lk, [&] { return aborted_ || space_locked() >= wait_for; });
     }
     flush_pending_drop_locked();
     // Only this thread moves head_, and tail_ only grows: the room stays free until commit().
@@ -241,8 +245,8 @@ std::span<T> sample_ring::reserve(std::size_t max)
     return {reinterpret_cast<T*>(data_) + at, reserved_};
 }
 
-template std::span<cf32> sample_ring::reserve<cf32>(std::size_t);
-template std::span<ci16> sample_ring::reserve<ci16>(std::size_t);
+template std::span<cf32> sample_ring::reserve<cf32>(std::size_t, std::size_t);
+template std::span<ci16> sample_ring::reserve<ci16>(std::size_t, std::size_t);
 
 void sample_ring::commit(std::size_t n)
 {

@@ -120,11 +120,13 @@ public:
     /// The zero-copy write, for a source that can read its samples straight into the ring
     /// (a file): room for up to `max` samples of the ring's width (check_width), contiguous in
     /// the ring's storage (fewer where the storage wraps), which the producer fills and then
-    /// hands over with commit(). Under the block policy it waits for room, as write() does.
+    /// hands over with commit(). Under the block policy it waits for room, as write() does, and
+    /// for `at_least` samples of it (at most a quarter of the capacity), so that the producer
+    /// fills large pieces while the consumer drains a full ring in small reads.
     /// Empty when nothing may be written in place: closed or aborted, or (drop policy) full or
     /// merging a gap flood; the producer then calls write(), which counts what it drops.
     template <class T>
-    [[nodiscard]] std::span<T> reserve(std::size_t max);
+    [[nodiscard]] std::span<T> reserve(std::size_t max, std::size_t at_least = 1);
     /// The first n samples of the last reserve() (n <= its size, else std::logic_error) are
     /// in the stream, as if given to write(): time anchors, arrival time and counters alike.
     /// Dropped, as write() drops, when the ring was closed or aborted meanwhile.
@@ -281,6 +283,8 @@ public:
     /// A source that reads straight into memory fills the ring's room itself (sample_ring::
     /// reserve): no copy on the source's thread. Where the ring has no room to give (drop
     /// policy and full, closed, or the other width), `scratch` and write() as by default.
+    /// Under the block policy the ring waits until it has room for a quarter of the scratch
+    /// (sample_ring::reserve's at_least).
     std::size_t write_from(std::span<cf32> scratch, const fill_fn<cf32>& fill) override
     {
         if (ring_.is_ci16()) throw std::logic_error("the source delivered cf32 samples into a ring made for its ci16 samples");
@@ -301,7 +305,7 @@ private:
     template <class T, class Fallback>
     std::size_t fill_in_place(std::span<T> scratch, const fill_fn<T>& fill, Fallback&& fallback)
     {
-        const std::span<T> room = ring_.reserve<T>(scratch.size());
+        const std::span<T> room = ring_.reserve<T>(scratch.size(), std::max<std::size_t>(1, scratch.size() / 4));
         if (room.empty()) return fallback();  // write() counts it, written_ through write()
         const std::size_t n = fill(room);
         ring_.commit(n);

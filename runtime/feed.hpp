@@ -41,8 +41,9 @@ public:
     virtual result read(std::span<ci16> out, std::chrono::milliseconds timeout) = 0;
 };
 
-/// A live source's ring. Reads take at most 2^18 samples (12.7 ms at 20.625 MS/s), so that
-/// the engine looks at its stall timer and heartbeat often whatever the ring holds.
+/// A live source's ring. Reads take at most 2^20 samples (51 ms at 20.625 MS/s), so that the
+/// engine looks at its stall timer and heartbeat often whatever the ring holds, and a read is
+/// large enough for io::bulk_copy to copy it on several threads.
 class ring_feed final : public feed {
 public:
     explicit ring_feed(io::sample_ring& ring) : ring_(ring) {}
@@ -50,7 +51,7 @@ public:
     result read(std::span<cf32> out, std::chrono::milliseconds timeout) override;
     result read(std::span<ci16> out, std::chrono::milliseconds timeout) override;
 
-    static constexpr std::size_t max_read_samples = std::size_t{1} << 18;
+    static constexpr std::size_t max_read_samples = std::size_t{1} << 20;
 
 private:
     io::sample_ring& ring_;
