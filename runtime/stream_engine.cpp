@@ -6,10 +6,15 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
+#include <utility>
 
 namespace paq::runtime {
 
@@ -29,6 +34,87 @@ constexpr std::size_t pending_pool_read_ahead = 3;
 /// How long one read waits for the feed (a live feed: the stall timer and the heartbeat
 /// are looked at this often).
 constexpr std::chrono::milliseconds read_timeout{100};
+
+/// The tally's own thread (`paq-tally`): batch k is counted while the ordered path puts batch
+/// k + 1 through the sinks, so that a batch's time on the ordered path is the sinks' or the
+/// tally's, not both. It counts in the order it is given; an output it has counted comes back
+/// to the caller (for the pool) with the next exchange, or from finish().
+class tally_stage {
+public:
+    explicit tally_stage(std::function<void(const dsp::batch_output&)> count) : count_(std::move(count)), thread_([this] { loop(); }) {}
+    ~tally_stage()
+    {
+        {
+            std::lock_guard lk(mu_);
+            quit_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+    tally_stage(const tally_stage&) = delete;
+    tally_stage& operator=(const tally_stage&) = delete;
+
+    /// Waits until the output handed over before is counted, hands `out` over, and returns the
+    /// counted one (nullopt the first time).
+    std::optional<dsp::batch_output> exchange(dsp::batch_output out)
+    {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return !busy_; });
+        auto counted = std::exchange(counted_, std::nullopt);
+        pending_ = std::move(out);
+        busy_ = true;
+        cv_.notify_all();
+        return counted;
+    }
+    /// Waits until the last output handed over is counted and returns it.
+    std::optional<dsp::batch_output> finish()
+    {
+        std::unique_lock lk(mu_);
+        cv_.wait(lk, [&] { return !busy_; });
+        return std::exchange(counted_, std::nullopt);
+    }
+    /// The first error the count threw, or null.
+    std::exception_ptr error()
+    {
+        std::lock_guard lk(mu_);
+        return error_;
+    }
+
+private:
+    void loop()
+    {
+        io::name_this_thread("paq-tally");
+        std::unique_lock lk(mu_);
+        for (;;) {
+            cv_.wait(lk, [&] { return quit_ || pending_.has_value(); });
+            if (!pending_) return;  // quit, nothing left to count
+            dsp::batch_output out = std::move(*pending_);
+            pending_.reset();
+            lk.unlock();
+            std::exception_ptr e;
+            try {
+                count_(out);
+            } catch (...) {
+                e = std::current_exception();
+            }
+            lk.lock();
+            if (e && !error_) error_ = e;
+            counted_ = std::move(out);
+            busy_ = false;
+            cv_.notify_all();
+        }
+    }
+
+    std::function<void(const dsp::batch_output&)> count_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::optional<dsp::batch_output> pending_;  ///< handed over, not yet taken by the thread
+    std::optional<dsp::batch_output> counted_;  ///< counted, not yet returned
+    bool busy_ = false;                         ///< an output handed over is not counted yet
+    bool quit_ = false;
+    std::exception_ptr error_;
+    std::thread thread_;  ///< last: starts once the members above exist
+};
 
 }  // namespace
 
@@ -294,6 +380,17 @@ void stream_engine::consume()
         stop_ = true;
         pool->abort();
     };
+    // The tally under a lock of its own: the batcher, which takes s_mu_ after every read,
+    // never waits for it.
+    tally_stage tally([this](const dsp::batch_output& out) {
+        const auto t0 = clock::now();
+        {
+            std::lock_guard lk(tally_mu_);
+            tally_.add(out);
+        }
+        std::lock_guard s(s_mu_);
+        timing_.tally_s += seconds_since(t0);
+    });
     while (auto res = pool->next()) {
         if (first_error_) continue;  // ending: drain what is under way
         if (!res->out) {
@@ -326,17 +423,9 @@ void stream_engine::consume()
             continue;
         }
         const double latency = std::chrono::duration<double, std::milli>(clock::now() - res->ready).count();
-        // The tally under a lock of its own: the batcher, which takes s_mu_ after every read,
-        // never waits for it.
-        try {
-            std::lock_guard lk(tally_mu_);
-            tally_.add(out);
-        } catch (...) {
-            first_error_ = std::current_exception();
-        }
         {
             std::lock_guard s(s_mu_);
-            timing_.tally_s += seconds_since(t0);
+            timing_.tally_s += seconds_since(t0);  // the sinks' time (the tally's is added on its thread)
             ++stats_.batches_published;
             stats_.packets_last_batch = out.packets.size();
             if (stats_.first_packet_utc_ns == dsp::unknown_utc_ns) {
@@ -369,12 +458,16 @@ void stream_engine::consume()
                 }
             }
         }
-        if (first_error_) {
+        // Counted on the tally's thread while the next batch goes through the sinks; the
+        // output counted before goes back to the pool.
+        if (auto counted = tally.exchange(std::move(*res->out))) pool->give_back(std::move(*counted));
+        if (auto e = tally.error(); e && !first_error_) {
+            first_error_ = e;
             end_run();
-            continue;
         }
-        pool->give_back(std::move(*res->out));
     }
+    if (auto counted = tally.finish()) pool->give_back(std::move(*counted));
+    if (auto e = tally.error(); e && !first_error_) first_error_ = e;
 }
 
 stream_stats stream_engine::run()

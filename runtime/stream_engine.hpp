@@ -2,8 +2,8 @@
 //
 //   feed (ring or recording) -> batcher thread: dsp::basic_batcher cuts windows -> worker_pool
 //   (one or more backends, results in batch order) -> the calling thread, in batch order:
-//   the sinks (publisher, records, LLR writer ...), then the tally (PN counters, estimates,
-//   latency)
+//   the sinks (publisher, records, LLR writer ...) and the latency -> the tally's thread, in
+//   batch order: the tally (PN counters, estimates), batch k while the sinks take batch k + 1
 //
 // The windows are filled in place and circulate: a backend done with one hands it back to the
 // batcher, which fills it again; each is page-locked for the uploads once, the first time it
@@ -150,8 +150,9 @@ public:
     stream_engine(const stream_engine&) = delete;
     stream_engine& operator=(const stream_engine&) = delete;
 
-    /// Reads the feed to its end on a thread of its own and runs the sinks and the tally on
-    /// the calling thread; returns when every batch is through. Once per engine.
+    /// Reads the feed to its end on a thread of its own, runs the sinks on the calling thread
+    /// and the tally on a thread of its own; returns when every batch is through and counted.
+    /// Once per engine.
     stream_stats run();
     /// From any thread: the pool processes nothing new (what is queued, and what the batcher
     /// still cuts, comes out lost and is counted). The feed's owner ends the feed (the ring's
