@@ -1,7 +1,6 @@
 #include "daemon/live.hpp"
 
 #include "config/receiver_yaml.hpp"
-#include "daemon/counters.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/notify.hpp"
 #include "io/udp_publisher.hpp"
@@ -11,6 +10,7 @@
 #include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
 #include "runtime/backend_factory.hpp"
+#include "runtime/counters.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -20,6 +20,8 @@
 #include <fstream>
 
 namespace paq::daemon {
+
+using runtime::service_snapshot;
 
 int run_live(const live_options& opt)
 {
@@ -45,14 +47,17 @@ int run_live(const live_options& opt)
     std::unique_ptr<metrics_server> metrics;
     std::unique_ptr<io::udp_publisher> udp;
     service_notifier notifier;
-    // Every counter, gathered at one moment for the registry (daemon/counters.hpp): the
-    // status line, the metrics endpoint, the final log and --json-out all read it.
+    // Every counter, gathered at one moment for the registry (runtime/counters.hpp) from its
+    // owners: the status line, the metrics endpoint, the final log and --json-out all read it.
     auto snapshot = [&] {
         service_snapshot snap;
-        snap.pipeline = pipe->stats();
+        auto ps = pipe->stats();
+        snap.ring = ps.ring;
+        snap.source_error = std::move(ps.source_error);
+        snap.engine = std::move(ps);
         snap.have_pattern = have_pattern;
         const auto& sc = source->counters();
-        snap.source = {source->describe(), sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
+        snap.source = service_snapshot::source_values{source->describe(), sc.samples.load(), sc.packets.load(), sc.packets_lost.load(), sc.samples_lost.load(),
                        sc.malformed.load(), sc.refused.load(), sc.reconnects.load(), sc.nonfinite.load()};
         snap.source_kind = source->kind_counters();
         if (udp) {
@@ -250,7 +255,7 @@ int run_live(const live_options& opt)
         }
         if (std::chrono::steady_clock::now() >= next_status) {
             auto s = snapshot();
-            const auto line = status_line(s, &prev, interval);
+            const auto line = runtime::status_line(s, &prev, interval);
             spdlog::info("{}", line);
             notifier.status(line);
             prev = std::move(s);
@@ -284,8 +289,8 @@ int run_live(const live_options& opt)
     // are closed (their counts are final).
     const auto s = snapshot();
     spdlog::info("final: {}", status_line(s, nullptr, 0.0));
-    if (s.pipeline.first_packet_utc_ns != dsp::unknown_utc_ns) {
-        spdlog::info("first packet at {} UTC", io::format_utc_ns(s.pipeline.first_packet_utc_ns));
+    if (s.engine.first_packet_utc_ns != dsp::unknown_utc_ns) {
+        spdlog::info("first packet at {} UTC", io::format_utc_ns(s.engine.first_packet_utc_ns));
     }
     for (const auto& line : final_log_lines(s)) spdlog::info("{}", line);
     if (!opt.json_out.empty()) {
@@ -294,7 +299,7 @@ int run_live(const live_options& opt)
         f << j.dump(2) << "\n";
         if (!f) spdlog::error("cannot write {}", opt.json_out.string());
     }
-    return s.pipeline.source_error ? 1 : 0;
+    return s.source_error ? 1 : 0;
 }
 
 }  // namespace paq::daemon

@@ -4,6 +4,7 @@
 #include "daemon/llr_writer.hpp"
 #include "io/sample_file.hpp"
 #include "io/utc_time.hpp"
+#include "runtime/counters.hpp"
 #include "runtime/receiver_run.hpp"
 #include "runtime/worker_pool.hpp"
 
@@ -116,18 +117,21 @@ replay_result run_replay(const replay_options& opt)
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     res.detector = std::string(dsp::to_string(rc.detector));
     if (info.format == io::sample_format::ci16_le) {
-        res.summary = runtime::run_receiver_ci16(pool_ready, rc, pattern, info.sample_rate_hz, info.meta.ci16_scale,
+        res.engine = runtime::run_receiver_ci16(pool_ready, rc, pattern, info.sample_rate_hz, info.meta.ci16_scale,
                                                  [&](std::span<ci16> out) { return reader.read(out); }, on_batch, anchors);
     } else {
-        res.summary = runtime::run_receiver(pool_ready, rc, pattern, info.sample_rate_hz,
+        res.engine = runtime::run_receiver(pool_ready, rc, pattern, info.sample_rate_hz,
                                             [&](std::span<cf32> out) { return reader.read(out); }, on_batch, anchors);
     }
     maker.join();
+    res.summary = res.engine.tally;
     res.backend = pool->names().front();
     res.workers = pool->workers();
     if (records) {
         records->close();
+        res.records_on = true;
         res.record_rows = records->rows();
+        res.record_rows_lost = records->rows_lost();
     }
     if (llrs) {
         llrs->close();
@@ -225,76 +229,55 @@ void print_table(const replay_result& r, std::ostream& os)
 
 nlohmann::json to_json(const replay_result& r)
 {
+    // The counters under the live service's names (the registry: samples_in, batches_published,
+    // packets_found, paths[] ...), then what only a replay has.
+    runtime::service_snapshot snap;
+    snap.engine = r.engine;
+    snap.engine.first_packet_utc_ns = r.first_packet_utc_ns;
+    snap.engine.finished = true;
+    if (r.records_on) snap.records = runtime::service_snapshot::records_values{r.record_rows, r.record_rows_lost};
+    nlohmann::json j = runtime::to_json(snap);
     const auto& s = r.summary;
-    nlohmann::json paths = nlohmann::json::array();
-    for (const auto& p : s.paths) {
-        paths.push_back({{"path", p.name},
-                         {"packets", p.packets},
-                         {"bits", p.bits_checked},
-                         {"bit_errors", p.bit_errors},
-                         {"ber", p.bits_checked > 0 ? nlohmann::json(p.ber) : nlohmann::json()},  // null: no bit checked
-                         {"bits_before_lock", p.bits_before_lock},
-                         {"resyncs", p.resyncs},
-                         {"locked", p.locked},
-                         {"mean_bep_estimate", p.mean_bep_estimate}});
-    }
-    return {{"file", r.file},
-            {"backend", r.backend},
-            {"workers", r.workers},
-            {"input_width", r.input_width},
-            {"detector", r.detector},
-            {"sample_rate_hz", r.sample_rate_hz},
-            {"bit_rate_hz", r.bit_rate_hz},
-            {"bit_rate_from", r.bit_rate_from},
-            {"pattern", r.pattern},
-            {"pattern_from", r.pattern_from},
-            {"samples_per_bit", r.sample_rate_hz / r.bit_rate_hz},
-            {"resampled", r.resampled},
-            {"mean_clock_ppm", s.mean_clock_ppm},
-            {"packets_clock_corrected", s.packets_clock_corrected},
-            {"packets_phase_smoothed", s.packets_phase_smoothed},
-            {"packets_unequalized_phase", s.packets_unequalized_phase},
-            {"packets_front_end_estimated", s.packets_front_end_estimated},
-            {"packets_front_end_corrected", s.packets_front_end_corrected},
-            {"mean_iq_gain_db", s.mean_iq_gain_db},
-            {"mean_iq_phase_deg", s.mean_iq_phase_deg},
-            {"mean_dc_dbc", s.mean_dc_dbc},
-            {"samples", s.samples},
-            {"batches", s.batches},
-            {"packets_found", s.packets_found},
-            {"packets_flagged", s.packets_flagged},
-            {"packets_truncated", s.packets_truncated},
-            {"packets_missed_in_sequence", s.packets_skipped},
-            {"nonfinite_samples", s.nonfinite_samples},
-            {"trailing_bytes", r.trailing_bytes},
-            {"time_source", r.has_time ? "sigmf-datetime" : "none"},
-            {"first_packet_utc", r.first_packet_utc_ns != dsp::unknown_utc_ns ? nlohmann::json(io::format_utc_ns(r.first_packet_utc_ns))
-                                                                               : nlohmann::json()},
-            {"mean_cfo_hz", s.mean_cfo_hz},
-            {"mean_cfo_rad_per_sample", s.mean_cfo_rad_per_sample},
-            {"mean_ebn0_db", s.mean_ebn0_db},
-            {"max_zf_condition", s.max_zf_condition},
-            {"packets_ill_conditioned", s.packets_ill_conditioned},
-            {"paths", paths},
-            {"llr_files", r.llr_files},
-            {"llr_packets", r.llr_packets},
-            {"llr_steps_per_nat", dsp::llr_steps_per_nat},
-            {"elapsed_s", r.elapsed_s},
-            {"realtime_factor", r.realtime_factor},
-            {"timing",
-             {{"setup_s", r.setup_s},
-              {"backend_s", r.backend_s},
-              {"windows", s.timing.windows},
-              {"windows_locked", s.timing.windows_locked},
-              {"run_s", s.timing.elapsed_s},
-              {"read_s", s.timing.read_s},
-              {"batch_s", s.timing.batch_s},
-              {"process_s", s.timing.process_s},
-              {"tally_s", s.timing.tally_s},
-              {"lock_s", s.timing.lock_s},
-              {"submit_wait_s", s.timing.submit_wait_s},
-              {"pool_wait_s", s.timing.pool_wait_s}}},
-            {"warnings", r.warnings}};
+    const nlohmann::json own = {{"file", r.file},
+                                {"backend", r.backend},
+                                {"workers", r.workers},
+                                {"detector", r.detector},
+                                {"sample_rate_hz", r.sample_rate_hz},
+                                {"bit_rate_hz", r.bit_rate_hz},
+                                {"bit_rate_from", r.bit_rate_from},
+                                {"pattern", r.pattern},
+                                {"pattern_from", r.pattern_from},
+                                {"samples_per_bit", r.sample_rate_hz / r.bit_rate_hz},
+                                {"resampled", r.resampled},
+                                {"mean_iq_gain_db", s.mean_iq_gain_db},
+                                {"mean_iq_phase_deg", s.mean_iq_phase_deg},
+                                {"mean_dc_dbc", s.mean_dc_dbc},
+                                {"nonfinite_samples", s.nonfinite_samples},
+                                {"trailing_bytes", r.trailing_bytes},
+                                {"time_source", r.has_time ? "sigmf-datetime" : "none"},
+                                {"mean_cfo_rad_per_sample", s.mean_cfo_rad_per_sample},
+                                {"max_zf_condition", s.max_zf_condition},
+                                {"llr_files", r.llr_files},
+                                {"llr_packets", r.llr_packets},
+                                {"llr_steps_per_nat", dsp::llr_steps_per_nat},
+                                {"elapsed_s", r.elapsed_s},
+                                {"realtime_factor", r.realtime_factor},
+                                {"timing",
+                                 {{"setup_s", r.setup_s},
+                                  {"backend_s", r.backend_s},
+                                  {"windows", s.timing.windows},
+                                  {"windows_locked", s.timing.windows_locked},
+                                  {"run_s", s.timing.elapsed_s},
+                                  {"read_s", s.timing.read_s},
+                                  {"batch_s", s.timing.batch_s},
+                                  {"process_s", s.timing.process_s},
+                                  {"tally_s", s.timing.tally_s},
+                                  {"lock_s", s.timing.lock_s},
+                                  {"submit_wait_s", s.timing.submit_wait_s},
+                                  {"pool_wait_s", s.timing.pool_wait_s}}},
+                                {"warnings", r.warnings}};
+    j.update(own);
+    return j;
 }
 
 }  // namespace paq::daemon

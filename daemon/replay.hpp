@@ -5,6 +5,7 @@
 #include "config/daemon_config.hpp"
 #include "dsp/backend.hpp"
 #include "runtime/backend_factory.hpp"
+#include "runtime/stream_engine.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/receiver_config.hpp"
 #include "dsp/run_tally.hpp"
@@ -43,7 +44,10 @@ struct replay_options {
 };
 
 struct replay_result {
-    dsp::run_summary summary;
+    /// The stream engine's result, which the JSON reports through the counter registry
+    /// (runtime/counters.hpp) under the live service's names.
+    runtime::stream_stats engine;
+    dsp::run_summary summary;  ///< engine.tally
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"
@@ -61,7 +65,9 @@ struct replay_result {
     /// core:datetime; unknown_utc_ns when it has none (raw files) or no packet was found.
     std::int64_t first_packet_utc_ns = dsp::unknown_utc_ns;
     bool has_time = false;  ///< the recording carries absolute time (a core:datetime)
+    bool records_on = false;            ///< --records given
     std::uint64_t record_rows = 0;      ///< rows written to the records (0: none)
+    std::uint64_t record_rows_lost = 0; ///< rows that could not be written (disk full)
     std::vector<std::string> llr_files; ///< --llr-out's files (empty: none)
     std::uint64_t llr_packets = 0;      ///< packets written to each of them
     /// Wall clock of the whole replay, opening the file and making the backend included.

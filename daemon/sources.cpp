@@ -10,9 +10,9 @@
 
 namespace paq::daemon {
 
-std::span<const source_kind_counters> kinds_with_counters()
+std::span<const runtime::source_kind_counters> kinds_with_counters()
 {
-    static const source_kind_counters kinds[] = {
+    static const runtime::source_kind_counters kinds[] = {
         {"TCP source", io::tcp_source::counter_list()},
         {"raw UDP source", io::udp_source::counter_list()},
         {"ZeroMQ source", io::zmq_source::counter_list()},

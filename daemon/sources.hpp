@@ -4,6 +4,7 @@
 #include "config/daemon_config.hpp"
 #include "io/ring_buffer.hpp"
 #include "io/sample_source.hpp"
+#include "runtime/counters.hpp"
 
 #include <memory>
 #include <span>
@@ -14,14 +15,9 @@ namespace paq::daemon {
 /// problem (missing file, bad address ...).
 [[nodiscard]] std::unique_ptr<io::sample_source> make_source(const config::source_config& cfg);
 
-/// A kind of source that keeps counters of its own (io::sample_source::kind_counters), and
-/// their list: for the registry's docs table (daemon/counters.hpp, counters_markdown).
-struct source_kind_counters {
-    const char* kind;  ///< "VITA-49 source"
-    std::span<const io::source_counter> counters;
-};
-/// Every such kind, in the order the docs list them.
-[[nodiscard]] std::span<const source_kind_counters> kinds_with_counters();
+/// Every kind of source that keeps counters of its own, with their list, in the order the
+/// docs list them (runtime::counters_markdown).
+[[nodiscard]] std::span<const runtime::source_kind_counters> kinds_with_counters();
 
 /// ring.overflow, with "auto" resolved: block for file replay (nothing is lost; the file
 /// waits) and TCP (back-pressure reaches the sender), drop for UDP, VITA-49 and libiio

@@ -40,7 +40,7 @@ private:
 /// The run for samples of type T (cf32, or ci16 kept at its width up to the backend), on a
 /// pool that may still be in the making: the stream engine over a reader_feed.
 template <class T>
-dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+stream_stats run_receiver_t(const pool_future& pool_f, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                 double sample_rate_hz, float ci16_scale, const std::function<std::size_t(std::span<T>)>& read,
                                 const batch_fn& on_batch, std::span<const dsp::stream_anchor> anchors = {})
 {
@@ -63,7 +63,7 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
     std::vector<batch_sink> sinks;
     if (on_batch) sinks.push_back(on_batch);
     stream_engine engine(std::move(opt), source, pool_f, std::move(sinks));
-    return engine.run().tally;
+    return engine.run();
 }
 
 }  // namespace
@@ -71,10 +71,10 @@ dsp::run_summary run_receiver_t(const pool_future& pool_f, const dsp::receiver_c
 dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch)
 {
-    return run_receiver_t<cf32>(ready_pool(pool), cfg, pattern, sample_rate_hz, 1.0f, read, on_batch);
+    return run_receiver_t<cf32>(ready_pool(pool), cfg, pattern, sample_rate_hz, 1.0f, read, on_batch).tally;
 }
 
-dsp::run_summary run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+stream_stats run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch,
                               std::span<const dsp::stream_anchor> anchors)
 {
@@ -84,10 +84,10 @@ dsp::run_summary run_receiver(const pool_future& pool, const dsp::receiver_confi
 dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch)
 {
-    return run_receiver_t<ci16>(ready_pool(pool), cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch);
+    return run_receiver_t<ci16>(ready_pool(pool), cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch).tally;
 }
 
-dsp::run_summary run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+stream_stats run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch,
                                    std::span<const dsp::stream_anchor> anchors)
 {

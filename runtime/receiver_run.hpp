@@ -48,10 +48,12 @@ dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::rec
 /// outlive the run; an error making it ends the run and is rethrown here. `anchors` (in
 /// sample order; optional) time the stream: each packet gets its UTC from the latest one
 /// (packet_record::utc_ns), and one marked discontinuity ends a segment where it lies.
-dsp::run_summary run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+/// Returns the engine's whole result (its tally: the run_summary the others return), which
+/// the counter registry reports (runtime/counters.hpp).
+stream_stats run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {},
                               std::span<const dsp::stream_anchor> anchors = {});
-dsp::run_summary run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+stream_stats run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
                                    const batch_fn& on_batch = {}, std::span<const dsp::stream_anchor> anchors = {});
 

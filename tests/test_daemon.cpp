@@ -5,7 +5,7 @@
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
 #include "daemon/llr_writer.hpp"
-#include "daemon/counters.hpp"
+#include "runtime/counters.hpp"
 #include "daemon/pipeline.hpp"
 #include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
@@ -761,10 +761,11 @@ TEST(pipeline, a_missing_file_is_a_clear_error_before_anything_starts)
 
 TEST(counters, the_status_line_shows_counters_ber_and_latency)
 {
-    daemon::service_snapshot snap;
-    auto& s = snap.pipeline;
+    runtime::service_snapshot snap;
+    snap.ring.emplace();
+    snap.ring->samples_dropped = 7;
+    auto& s = snap.engine;
     s.samples_in = 41'250'000;
-    s.ring.samples_dropped = 7;
     s.gaps = 2;
     s.batches_published = 3;
     s.packets_last_batch = 3104;
@@ -774,9 +775,10 @@ TEST(counters, the_status_line_shows_counters_ber_and_latency)
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
         s.tally.paths[p].name = dsp::path_name(p);
         s.tally.paths[p].locked = p != 0;
+        s.tally.paths[p].bits_checked = 1'000'000;
         s.tally.paths[p].ber = 1e-3 * (p + 1);
     }
-    const auto line = daemon::status_line(snap, nullptr, 1.0);
+    const auto line = runtime::status_line(snap, nullptr, 1.0);
     EXPECT_NE(line.find("drop 7"), std::string::npos) << line;
     EXPECT_NE(line.find("gaps 2"), std::string::npos) << line;
     EXPECT_NE(line.find("pkts 3104/batch"), std::string::npos) << line;
@@ -789,11 +791,13 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
 {
     // Every output is made from the registry: each counter present in one is present in all,
     // under the same name, with the same value; names are unique.
-    daemon::service_snapshot snap;
-    snap.pipeline.samples_in = 123;
-    snap.pipeline.samples_in_lost_batches = 4567;  // once missing from the metrics
-    snap.pipeline.tally.packets_skipped = 9;       // once three names
-    snap.source.refused = 3;
+    runtime::service_snapshot snap;
+    snap.ring.emplace();  // a live service's: its ring and its source
+    snap.source.emplace();
+    snap.engine.samples_in = 123;
+    snap.engine.samples_in_lost_batches = 4567;  // once missing from the metrics
+    snap.engine.tally.packets_skipped = 9;       // once three names
+    snap.source->refused = 3;
     // Every kind's own counters, as the sources list them (a running service has one kind's).
     for (const auto& kind : daemon::kinds_with_counters()) {
         for (const auto& c : kind.counters) snap.source_kind.push_back({&c, 0.0});
@@ -810,24 +814,24 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     kind_value("tcp_takeovers", 7);
     kind_value("udp_resyncs", 2);
     kind_value("zmq_resyncs", 3);
-    snap.publisher = daemon::service_snapshot::publisher_values{};
+    snap.publisher = runtime::service_snapshot::publisher_values{};
     snap.publisher->send_errors[2] = 5;
     snap.publisher->send_errors[4] = 6;
     snap.publisher->soft = true;  // soft streams (publisher.llr_destinations)
     snap.publisher->llr_datagrams_sent = 7;
     snap.publisher->llr_send_errors = 2;
-    snap.records = daemon::service_snapshot::records_values{10, 1};
-    snap.recording = daemon::service_snapshot::recording_values{1000, 0};
-    for (int p = 0; p < dsp::chain::num_paths; ++p) snap.pipeline.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);
+    snap.records = runtime::service_snapshot::records_values{10, 1};
+    snap.recording = runtime::service_snapshot::recording_values{1000, 0};
+    for (int p = 0; p < dsp::chain::num_paths; ++p) snap.engine.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);
 
-    const auto prom = daemon::render_prometheus(snap);
-    const auto j = daemon::to_json(snap);
+    const auto prom = runtime::render_prometheus(snap);
+    const auto j = runtime::to_json(snap);
     std::string log;
-    for (const auto& l : daemon::final_log_lines(snap)) log += l + "\n";
+    for (const auto& l : runtime::final_log_lines(snap)) log += l + "\n";
     std::set<std::string> names;
-    for (const auto& m : daemon::scalar_metrics()) {
+    for (const auto& m : runtime::scalar_metrics()) {
         EXPECT_TRUE(names.insert(m.name).second) << "two counters named " << m.name;
-        const std::string prom_name = daemon::prometheus_name(m);
+        const std::string prom_name = runtime::prometheus_name(m);
         EXPECT_NE(prom.find("\n" + prom_name + " "), std::string::npos) << prom_name;
         ASSERT_TRUE(j.contains(m.name)) << m.name;
         EXPECT_NE(log.find(std::string(" ") + m.name + "="), std::string::npos) << m.name;
@@ -839,10 +843,10 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
         EXPECT_NE(prom.find("\n" + prom_name + " "), std::string::npos) << prom_name;
         ASSERT_TRUE(j.contains(name)) << name;
         EXPECT_NE(log.find(" " + name + "="), std::string::npos) << name;
-        EXPECT_NE(daemon::counters_markdown().find("| `" + name + "` | `" + prom_name + "` |"), std::string::npos) << name;
+        EXPECT_NE(runtime::counters_markdown(daemon::kinds_with_counters()).find("| `" + name + "` | `" + prom_name + "` |"), std::string::npos) << name;
     }
-    for (const auto& m : daemon::path_metrics()) {
-        const std::string prom_name = daemon::prometheus_name(m);
+    for (const auto& m : runtime::path_metrics()) {
+        const std::string prom_name = runtime::prometheus_name(m);
         EXPECT_NE(prom.find(prom_name + "{path=\"mmse\"} "), std::string::npos) << prom_name;
         EXPECT_TRUE(j["paths"][2].contains(m.name)) << m.name;
     }
@@ -865,14 +869,14 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     EXPECT_NE(prom.find("paqd_udp_resyncs_total 2\n"), std::string::npos);
     EXPECT_EQ(j["gaps_by_reason"]["stall"], 0);
     EXPECT_NE(prom.find("paqd_gaps_by_reason_total{reason=\"stall\"} 0\n"), std::string::npos);
-    EXPECT_DOUBLE_EQ(daemon::value_of(snap, "record_rows_lost"), 1.0);
+    EXPECT_DOUBLE_EQ(runtime::value_of(snap, "record_rows_lost"), 1.0);
     // A counter that does not apply is absent everywhere: no VITA-49 source, no publisher,
     // no pattern (then no PN counts).
     std::erase_if(snap.source_kind, [](const io::source_counter_value& k) { return std::string_view(k.counter->name).starts_with("vita49_"); });
     snap.publisher.reset();
     snap.have_pattern = false;
-    const auto prom2 = daemon::render_prometheus(snap);
-    const auto j2 = daemon::to_json(snap);
+    const auto prom2 = runtime::render_prometheus(snap);
+    const auto j2 = runtime::to_json(snap);
     EXPECT_EQ(prom2.find("vita49"), std::string::npos);
     EXPECT_EQ(prom2.find("send_errors"), std::string::npos);
     EXPECT_EQ(prom2.find("paqd_path_bit_errors_total"), std::string::npos);
@@ -880,8 +884,8 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     EXPECT_FALSE(j2.contains("vita49_count_mismatches"));
     EXPECT_FALSE(j2["paths"][0].contains("bit_errors"));
     EXPECT_TRUE(j2["paths"][0].contains("mean_bep_estimate"));
-    EXPECT_THROW((void)daemon::value_of(snap, "send_errors"), std::out_of_range);
-    EXPECT_THROW((void)daemon::value_of(snap, "no_such_counter"), std::out_of_range);
+    EXPECT_THROW((void)runtime::value_of(snap, "send_errors"), std::out_of_range);
+    EXPECT_THROW((void)runtime::value_of(snap, "no_such_counter"), std::out_of_range);
 }
 
 TEST(counters, the_exposition_has_a_cumulative_latency_histogram_build_info_and_window_sums)
@@ -889,20 +893,20 @@ TEST(counters, the_exposition_has_a_cumulative_latency_histogram_build_info_and_
     // The text a scrape gets, parsed line by line: every family declared once (HELP, TYPE),
     // the latency histogram's buckets cumulative and monotone up to +Inf, _count equal to the
     // +Inf bucket, paqd_build_info present, and the sums a windowed mean is taken from.
-    daemon::service_snapshot snap;
-    snap.pipeline.batches_published = 10;
+    runtime::service_snapshot snap;
+    snap.engine.batches_published = 10;
     // 2 batches <= 5 ms, 3 <= 0.25 s, 4 <= 1 s, 1 above 10 s (only in +Inf)
-    snap.pipeline.latency_buckets[2] = 2;
-    snap.pipeline.latency_buckets[7] = 3;
-    snap.pipeline.latency_buckets[9] = 4;
-    snap.pipeline.latency_sum_s = 17.5;
-    snap.pipeline.tally.packets_found = 4;
-    snap.pipeline.tally.ebn0_linear_sum = 40.0;
-    snap.pipeline.tally.cfo_hz_sum = -2000.0;
-    snap.pipeline.tally.paths[2].bep_estimate_sum = 0.004;
-    snap.publisher = daemon::service_snapshot::publisher_values{};
+    snap.engine.latency_buckets[2] = 2;
+    snap.engine.latency_buckets[7] = 3;
+    snap.engine.latency_buckets[9] = 4;
+    snap.engine.latency_sum_s = 17.5;
+    snap.engine.tally.packets_found = 4;
+    snap.engine.tally.ebn0_linear_sum = 40.0;
+    snap.engine.tally.cfo_hz_sum = -2000.0;
+    snap.engine.tally.paths[2].bep_estimate_sum = 0.004;
+    snap.publisher = runtime::service_snapshot::publisher_values{};
     snap.publisher->send_errors[4] = 3;
-    const auto prom = daemon::render_prometheus(snap);
+    const auto prom = runtime::render_prometheus(snap);
 
     std::map<std::string, std::string> types;
     std::vector<std::pair<double, double>> buckets;  // le, count
@@ -951,7 +955,7 @@ TEST(counters, the_exposition_has_a_cumulative_latency_histogram_build_info_and_
     EXPECT_NE(prom.find("paqd_batch_latency_seconds_bucket{le=\"0.001\"} 0\n"), std::string::npos);
 
     EXPECT_EQ(types["paqd_build_info"], "gauge");
-    const auto b = daemon::build_info();
+    const auto b = runtime::build_info();
     EXPECT_FALSE(b.version.empty());
     EXPECT_FALSE(b.commit.empty());
     EXPECT_NE(prom.find("paqd_build_info{version=\"" + b.version + "\",commit=\"" + b.commit + "\",cuda=\"" +
@@ -967,12 +971,12 @@ TEST(counters, the_exposition_has_a_cumulative_latency_histogram_build_info_and_
     EXPECT_NE(prom.find("paqd_path_send_errors_total{path=\"fde1\"} 3\n"), std::string::npos) << "per-stream send errors";
 
     // The JSON and the final log carry the same histogram and build.
-    const auto j = daemon::to_json(snap);
+    const auto j = runtime::to_json(snap);
     EXPECT_EQ(j["batch_latency_seconds"]["count"], 10);
     EXPECT_EQ(j["batch_latency_seconds"]["counts"][7], 5);
     EXPECT_EQ(j["build_info"]["version"], b.version);
     std::string log;
-    for (const auto& l : daemon::final_log_lines(snap)) log += l + "\n";
+    for (const auto& l : runtime::final_log_lines(snap)) log += l + "\n";
     EXPECT_NE(log.find("batch_latency_seconds: count=10 sum=17.5 le0.001=0"), std::string::npos) << log;
     EXPECT_NE(log.find("build: version=" + b.version), std::string::npos) << log;
 }
@@ -984,11 +988,11 @@ TEST(counters, daemon_md_lists_the_registry)
     std::ifstream f(std::string(PAQ_TEST_DATA_DIR) + "/../../docs/DAEMON.md");
     ASSERT_TRUE(f) << "docs/DAEMON.md not found";
     const std::string doc((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-    const std::string begin = "<!-- counters:begin (generated: daemon::counters_markdown) -->\n", end = "<!-- counters:end -->";
+    const std::string begin = "<!-- counters:begin (generated: runtime::counters_markdown) -->\n", end = "<!-- counters:end -->";
     const auto b = doc.find(begin), e = doc.find(end);
     ASSERT_NE(b, std::string::npos);
     ASSERT_NE(e, std::string::npos);
-    const std::string table = daemon::counters_markdown();
+    const std::string table = runtime::counters_markdown(daemon::kinds_with_counters());
     EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), table) << "the table should read:\n" << table;
 }
 

@@ -2,7 +2,7 @@
 // recording (the report's numbers equal the replay table's), the Prometheus endpoint (it
 // answers, its counters move), and the SigMF recording made while receiving.
 #include "chain_fixture.hpp"
-#include "daemon/counters.hpp"
+#include "runtime/counters.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/recorder.hpp"
 #include "daemon/records.hpp"
@@ -268,15 +268,16 @@ TEST(flight_records, channel_rows_and_delay_spread)
 
 TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
 {
-    daemon::service_snapshot snap;
-    auto& stats = snap.pipeline;
+    runtime::service_snapshot snap;
+    snap.ring.emplace();  // a live service's
+    auto& stats = snap.engine;
     stats.tally.paths[2].name = "mmse";
     std::mutex mu;
     daemon::metrics_config cfg;
     cfg.port = 0;  // any free port
     daemon::metrics_server server(cfg, [&] {
         std::lock_guard lk(mu);
-        return daemon::render_prometheus(snap);
+        return runtime::render_prometheus(snap);
     });
     const auto first = http_get(server.port(), "/metrics");
     EXPECT_EQ(first.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << first.substr(0, 200);
@@ -288,7 +289,7 @@ TEST(metrics_endpoint, answers_in_the_prometheus_format_and_its_counters_move)
         stats.samples_in = 41'250'000;
         stats.tally.packets_found = 3104;
         stats.tally.paths[2].bit_errors = 17;
-        stats.ring.samples_dropped = 5;
+        snap.ring->samples_dropped = 5;
         // The clock and front-end gauges and counters.
         stats.clock_ppm_last_batch = -120.5;
         stats.tally.packets_clock_corrected = 3000;

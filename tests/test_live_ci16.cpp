@@ -6,7 +6,7 @@
 #include "chain_fixture.hpp"
 #include "ci16_fixture.hpp"
 
-#include "daemon/counters.hpp"
+#include "runtime/counters.hpp"
 #include "daemon/pipeline.hpp"
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
@@ -575,19 +575,19 @@ TEST(live_ci16, pipeline_gives_the_bits_records_and_counters_of_the_cf32_stream)
 // in the JSON, as paqd replay's summary does.
 TEST(live_ci16, counters_say_the_input_width)
 {
-    daemon::service_snapshot s;
-    s.pipeline.input_ci16 = true;
-    EXPECT_EQ(daemon::value_of(s, "input_sample_bytes"), 4.0);
-    auto j = daemon::to_json(s);
+    runtime::service_snapshot s;
+    s.engine.input_ci16 = true;
+    EXPECT_EQ(runtime::value_of(s, "input_sample_bytes"), 4.0);
+    auto j = runtime::to_json(s);
     EXPECT_EQ(j["input_width"], "ci16");
     EXPECT_EQ(j["input_sample_bytes"], 4);
-    EXPECT_NE(daemon::render_prometheus(s).find("paqd_input_sample_bytes 4\n"), std::string::npos);
+    EXPECT_NE(runtime::render_prometheus(s).find("paqd_input_sample_bytes 4\n"), std::string::npos);
     bool logged = false;
-    for (const auto& line : daemon::final_log_lines(s)) logged = logged || line.find(" input_sample_bytes=4") != std::string::npos;
+    for (const auto& line : runtime::final_log_lines(s)) logged = logged || line.find(" input_sample_bytes=4") != std::string::npos;
     EXPECT_TRUE(logged);
-    s.pipeline.input_ci16 = false;
-    EXPECT_EQ(daemon::value_of(s, "input_sample_bytes"), 8.0);
-    j = daemon::to_json(s);
+    s.engine.input_ci16 = false;
+    EXPECT_EQ(runtime::value_of(s, "input_sample_bytes"), 8.0);
+    j = runtime::to_json(s);
     EXPECT_EQ(j["input_width"], "cf32");
 }
 

@@ -950,7 +950,8 @@ TEST(run_receiver, reads_ahead_while_the_pool_is_made)
                                                pos += n;
                                                return n;
                                            },
-                                           on_batch);
+                                           on_batch)
+                    .tally;
         } else {
             s = runtime::run_receiver(made.get_future().share(), rc, pn_pattern::pn15, 20.625e6,
                                       [&](std::span<cf32> out) {
@@ -959,7 +960,8 @@ TEST(run_receiver, reads_ahead_while_the_pool_is_made)
                                           pos += n;
                                           return n;
                                       },
-                                      on_batch);
+                                      on_batch)
+                    .tally;
         }
         maker.join();
         ASSERT_EQ(order.size(), (samples.size() + 49'999) / 50'000);

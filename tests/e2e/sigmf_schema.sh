@@ -100,8 +100,8 @@ tar --format=pax -cf "$work/flight.sigmf" -C "$work" flight
 import json, sys
 work = sys.argv[1]
 a, m = json.load(open(f"{work}/archive.json")), json.load(open(f"{work}/meta.json"))
-assert a["samples"] == m["samples"] > 0 and a["packets_found"] == m["packets_found"], (a["samples"], m["samples"])
+assert a["samples_in"] == m["samples_in"] > 0 and a["packets_found"] == m["packets_found"], (a["samples_in"], m["samples_in"])
 assert [(p["bits"], p["bit_errors"]) for p in a["paths"]] == [(p["bits"], p["bit_errors"]) for p in m["paths"]]
-print(f"archive replay: {a['samples']} samples, {a['packets_found']} packets, as the .sigmf-meta")
+print(f"archive replay: {a['samples_in']} samples, {a['packets_found']} packets, as the .sigmf-meta")
 PY
 echo "sigmf: all checks passed"

@@ -1,6 +1,7 @@
-// The service's counters: one registry. Every counter and gauge paqd
-// reports while it runs has one entry here, under one name, and the status line, the
-// --json-out summary, the Prometheus endpoint and the final log all read them from here:
+// The counters: one registry. Every counter and gauge paqd reports, live or replaying a
+// recording, has one entry here, under one name, and the status line, the --json-out summary
+// (the live service's and paqd replay's), the Prometheus endpoint and the final log all read
+// them from here:
 //
 //   Prometheus   paqd_<name> (a counter: paqd_<name>_total); per path
 //                paqd_path_<name>{path="mmse"}; by gap reason paqd_<name>_total{reason="stall"};
@@ -17,35 +18,44 @@
 // "Per path" is per output stream: the six paths, or twelve with receiver.detector both (the
 // trellis's named `mmse_trellis` etc., dsp::stream_name), as many as the tally has.
 //
-// A counter that does not apply (VITA-49 counters for another source, the publisher's when it
-// is off, the PN counts without a pattern) is absent from all of them. The counters of one
+// A counter that does not apply (the ring's and the source's in a replay, VITA-49 counters for
+// another source, the publisher's when it is off, the PN counts without a pattern) is absent
+// from all of them. Each owner hands over its own values: the engine (runtime::stream_stats),
+// the ring (io::ring_counters), the source (its common counters and its kind's list), the
+// publisher, the records and the recorder. The counters of one
 // kind of source are the source's own (io::sample_source::kind_counters): the registry reports
 // whatever the running source lists, in the same four places.
 #pragma once
 
-#include "daemon/pipeline.hpp"
+#include "io/ring_buffer.hpp"
 #include "io/sample_source.hpp"
+#include "runtime/stream_engine.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-namespace paq::daemon {
+namespace paq::runtime {
 
 /// Everything the registry reads, gathered at one moment.
 struct service_snapshot {
-    pipeline_stats pipeline;
+    stream_stats engine;  ///< the stream engine's (live and replay)
+    std::optional<io::ring_counters> ring;  ///< a live source's ring (absent in a replay)
+    /// The error that ended the run: the source's, or (prefixed "receiver: ") the engine's own.
+    std::optional<std::string> source_error;
     bool have_pattern = true;
     struct source_values {
         std::string description;
         std::uint64_t samples = 0, packets = 0, packets_lost = 0, samples_lost = 0, malformed = 0, refused = 0,
                       reconnects = 0, nonfinite = 0;
-    } source;
+    };
+    std::optional<source_values> source;  ///< a live source (absent in a replay)
     /// The counters of the source's kind (VITA-49's, TCP's ...), as the source lists them
     /// (io::sample_source::kind_counters); reported after the source's common ones.
     std::vector<io::source_counter_value> source_kind;
@@ -137,10 +147,17 @@ inline constexpr const char* gaps_by_reason_name = "gaps_by_reason";
 [[nodiscard]] nlohmann::json to_json(const service_snapshot& s);
 /// The final log's counter lines (without the "final: <status line>" before them).
 [[nodiscard]] std::vector<std::string> final_log_lines(const service_snapshot& s);
-/// The registry as the markdown table in docs/DAEMON.md (a test keeps the two equal).
-[[nodiscard]] std::string counters_markdown();
+/// A kind of source that keeps counters of its own (io::sample_source::kind_counters), and
+/// their list: for the registry's docs table (counters_markdown).
+struct source_kind_counters {
+    const char* kind;  ///< "VITA-49 source"
+    std::span<const io::source_counter> counters;
+};
+/// The registry as the markdown table in docs/DAEMON.md (a test keeps the two equal), the
+/// counters of each kind of source (the source factory's list) in their place.
+[[nodiscard]] std::string counters_markdown(std::span<const source_kind_counters> kinds);
 /// The status line (also sent to systemd as STATUS=): the intake rate over the last
 /// `interval_s` when `previous` is given.
 [[nodiscard]] std::string status_line(const service_snapshot& s, const service_snapshot* previous, double interval_s);
 
-}  // namespace paq::daemon
+}  // namespace paq::runtime

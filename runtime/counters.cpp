@@ -1,10 +1,10 @@
-#include "daemon/counters.hpp"
+#include "runtime/counters.hpp"
 
-#include "daemon/sources.hpp"
 #include "io/utc_time.hpp"
 
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <stdexcept>
 
 #ifndef PAQ_VERSION
@@ -17,7 +17,7 @@
 #define PAQ_BUILT_WITH_CUDA 0
 #endif
 
-namespace paq::daemon {
+namespace paq::runtime {
 
 namespace {
 
@@ -31,6 +31,8 @@ bool with_soft_streams(const S& s) { return s.publisher.has_value() && s.publish
 bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
 bool with_pattern(const S& s) { return s.have_pattern; }
+bool with_ring(const S& s) { return s.ring.has_value(); }
+bool with_source(const S& s) { return s.source.has_value(); }
 
 std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::max_streams>& a)
 {
@@ -41,70 +43,70 @@ std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::max_streams>& a)
 
 const std::vector<scalar_metric> scalars_before_source = {
     // intake and the ring
-    {"samples_in", C, "Samples the batcher received from the ring.", [](const S& s) { return d(s.pipeline.samples_in); }, nullptr, true},
-    {"ring_samples_dropped", C, "Samples dropped because the ring was full.", [](const S& s) { return d(s.pipeline.ring.samples_dropped); }, nullptr, true},
-    {"ring_overflows", C, "Ring overflow episodes.", [](const S& s) { return d(s.pipeline.ring.overflows); }, nullptr, true},
-    {"ring_producer_waits", C, "Times the source waited for room in the ring (block policy).", [](const S& s) { return d(s.pipeline.ring.producer_waits); }, nullptr, true},
-    {"ring_gaps_coalesced", C, "Gaps merged into others because too many were queued in the ring.", [](const S& s) { return d(s.pipeline.ring.gaps_coalesced); }, nullptr, true},
-    {"ring_fill_samples", G, "Samples waiting in the ring.", [](const S& s) { return d(s.pipeline.ring.fill); }, nullptr, true},
-    {"ring_high_water_samples", G, "The most samples the ring has held.", [](const S& s) { return d(s.pipeline.ring.high_water); }, nullptr, true},
-    {"ring_capacity_samples", G, "Ring capacity.", [](const S& s) { return d(s.pipeline.ring.capacity); }, nullptr, true},
+    {"samples_in", C, "Samples the batcher received (from the ring, or read from the recording).", [](const S& s) { return d(s.engine.samples_in); }, nullptr, true},
+    {"ring_samples_dropped", C, "Samples dropped because the ring was full.", [](const S& s) { return d(s.ring->samples_dropped); }, with_ring, true},
+    {"ring_overflows", C, "Ring overflow episodes.", [](const S& s) { return d(s.ring->overflows); }, with_ring, true},
+    {"ring_producer_waits", C, "Times the source waited for room in the ring (block policy).", [](const S& s) { return d(s.ring->producer_waits); }, with_ring, true},
+    {"ring_gaps_coalesced", C, "Gaps merged into others because too many were queued in the ring.", [](const S& s) { return d(s.ring->gaps_coalesced); }, with_ring, true},
+    {"ring_fill_samples", G, "Samples waiting in the ring.", [](const S& s) { return d(s.ring->fill); }, with_ring, true},
+    {"ring_high_water_samples", G, "The most samples the ring has held.", [](const S& s) { return d(s.ring->high_water); }, with_ring, true},
+    {"ring_capacity_samples", G, "Ring capacity.", [](const S& s) { return d(s.ring->capacity); }, with_ring, true},
     {"input_sample_bytes", G, "Bytes an input sample takes in the ring and the upload: 4 (ci16, converted on the backend) or 8 (cf32); input_width in the JSON says which.",
-     [](const S& s) { return s.pipeline.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
+     [](const S& s) { return s.engine.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
     // gaps and stalls
-    {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.pipeline.gaps); }, nullptr, true},
-    {"samples_lost_in_gaps", C, "Samples the sources' gaps said were lost before the ring (ring overflows are counted in samples_dropped, not here).", [](const S& s) { return d(s.pipeline.samples_lost_in_gaps); }, nullptr, true},
-    {"short_segments", C, "Segments between gaps shorter than one packet.", [](const S& s) { return d(s.pipeline.short_segments); }, nullptr, true},
-    {"samples_in_short_segments", C, "Samples in segments shorter than one packet (no packet fits).", [](const S& s) { return d(s.pipeline.samples_in_short_segments); }, nullptr, true},
-    {"stalls", C, "Times the source gave no samples for longer than the stall timeout.", [](const S& s) { return d(s.pipeline.stalls); }, nullptr, true},
-    {"source_stalled", G, "1 while the source is stalled.", [](const S& s) { return s.pipeline.stalled ? 1.0 : 0.0; }, nullptr, true},
+    {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.engine.gaps); }, nullptr, true},
+    {"samples_lost_in_gaps", C, "Samples the sources' gaps said were lost before the ring (ring overflows are counted in samples_dropped, not here).", [](const S& s) { return d(s.engine.samples_lost_in_gaps); }, nullptr, true},
+    {"short_segments", C, "Segments between gaps shorter than one packet.", [](const S& s) { return d(s.engine.short_segments); }, nullptr, true},
+    {"samples_in_short_segments", C, "Samples in segments shorter than one packet (no packet fits).", [](const S& s) { return d(s.engine.samples_in_short_segments); }, nullptr, true},
+    {"stalls", C, "Times the source gave no samples for longer than the stall timeout.", [](const S& s) { return d(s.engine.stalls); }, with_ring, true},
+    {"source_stalled", G, "1 while the source is stalled.", [](const S& s) { return s.engine.stalled ? 1.0 : 0.0; }, with_ring, true},
     // the source
-    {"source_samples", C, "Samples the source delivered.", [](const S& s) { return d(s.source.samples); }, nullptr, true},
-    {"source_packets", C, "Datagrams or blocks the source received.", [](const S& s) { return d(s.source.packets); }, nullptr, true},
-    {"source_packets_lost", C, "Datagrams the source found missing.", [](const S& s) { return d(s.source.packets_lost); }, nullptr, true},
-    {"source_samples_lost", C, "Samples in the datagrams the source found missing.", [](const S& s) { return d(s.source.samples_lost); }, nullptr, true},
-    {"source_malformed", C, "Malformed datagrams the source rejected.", [](const S& s) { return d(s.source.malformed); }, nullptr, true},
-    {"source_refused", C, "Datagrams and connections refused: the sender is not in the allow-list.", [](const S& s) { return d(s.source.refused); }, nullptr, true},
-    {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source.reconnects); }, nullptr, true},
-    {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source.nonfinite); }, nullptr, true},
+    {"source_samples", C, "Samples the source delivered.", [](const S& s) { return d(s.source->samples); }, with_source, true},
+    {"source_packets", C, "Datagrams or blocks the source received.", [](const S& s) { return d(s.source->packets); }, with_source, true},
+    {"source_packets_lost", C, "Datagrams the source found missing.", [](const S& s) { return d(s.source->packets_lost); }, with_source, true},
+    {"source_samples_lost", C, "Samples in the datagrams the source found missing.", [](const S& s) { return d(s.source->samples_lost); }, with_source, true},
+    {"source_malformed", C, "Malformed datagrams the source rejected.", [](const S& s) { return d(s.source->malformed); }, with_source, true},
+    {"source_refused", C, "Datagrams and connections refused: the sender is not in the allow-list.", [](const S& s) { return d(s.source->refused); }, with_source, true},
+    {"source_reconnects", C, "Source reconnections.", [](const S& s) { return d(s.source->reconnects); }, with_source, true},
+    {"source_nonfinite", C, "NaN/Inf samples the source passed on (their packets are flagged).", [](const S& s) { return d(s.source->nonfinite); }, with_source, true},
 };
 
 // After the source's kind counters (the source's own list) come:
 const std::vector<scalar_metric> scalars_after_source = {
     // batches and backends
-    {"batches_dispatched", C, "Batches handed to the worker pool.", [](const S& s) { return d(s.pipeline.batches_dispatched); }, nullptr, true},
-    {"windows", C, "Distinct batch-window storages dispatched (a few, constant once they circulate).", [](const S& s) { return d(s.pipeline.windows); }, nullptr, true},
-    {"windows_locked", C, "Of them, windows the backend page-locked once for full-speed uploads (0 on the CPU backend).", [](const S& s) { return d(s.pipeline.windows_locked); }, nullptr, true},
-    {"batches_published", C, "Batches processed and published.", [](const S& s) { return d(s.pipeline.batches_published); }, nullptr, true},
-    {"batches_lost", C, "Batches lost: their backend and the fallback failed, or paqd was aborted.", [](const S& s) { return d(s.pipeline.batches_lost); }, nullptr, true},
-    {"samples_in_lost_batches", C, "Samples of the lost batches.", [](const S& s) { return d(s.pipeline.samples_in_lost_batches); }, nullptr, true},
-    {"backend_errors", C, "Backend (e.g. GPU) errors.", [](const S& s) { return d(s.pipeline.backend_errors); }, nullptr, true},
-    {"batches_on_fallback", C, "Batches processed on the CPU fallback.", [](const S& s) { return d(s.pipeline.batches_on_fallback); }, nullptr, true},
-    {"batch_latency_last_seconds", G, "The last batch: its last sample in to its last bit published.", [](const S& s) { return s.pipeline.latency_last_ms / 1e3; }, nullptr, false},
-    {"batch_latency_mean_seconds", G, "Mean batch latency.", [](const S& s) { return s.pipeline.latency_mean_ms / 1e3; }, nullptr, false},
-    {"batch_latency_max_seconds", G, "Largest batch latency.", [](const S& s) { return s.pipeline.latency_max_ms / 1e3; }, nullptr, false},
+    {"batches_dispatched", C, "Batches handed to the worker pool.", [](const S& s) { return d(s.engine.batches_dispatched); }, nullptr, true},
+    {"windows", C, "Distinct batch-window storages dispatched (a few, constant once they circulate).", [](const S& s) { return d(s.engine.windows); }, nullptr, true},
+    {"windows_locked", C, "Of them, windows the backend page-locked once for full-speed uploads (0 on the CPU backend).", [](const S& s) { return d(s.engine.windows_locked); }, nullptr, true},
+    {"batches_published", C, "Batches processed and published.", [](const S& s) { return d(s.engine.batches_published); }, nullptr, true},
+    {"batches_lost", C, "Batches lost: their backend and the fallback failed, or paqd was aborted.", [](const S& s) { return d(s.engine.batches_lost); }, nullptr, true},
+    {"samples_in_lost_batches", C, "Samples of the lost batches.", [](const S& s) { return d(s.engine.samples_in_lost_batches); }, nullptr, true},
+    {"backend_errors", C, "Backend (e.g. GPU) errors.", [](const S& s) { return d(s.engine.backend_errors); }, nullptr, true},
+    {"batches_on_fallback", C, "Batches processed on the CPU fallback.", [](const S& s) { return d(s.engine.batches_on_fallback); }, nullptr, true},
+    {"batch_latency_last_seconds", G, "The last batch: its last sample in to its last bit published.", [](const S& s) { return s.engine.latency_last_ms / 1e3; }, nullptr, false},
+    {"batch_latency_mean_seconds", G, "Mean batch latency.", [](const S& s) { return s.engine.latency_mean_ms / 1e3; }, nullptr, false},
+    {"batch_latency_max_seconds", G, "Largest batch latency.", [](const S& s) { return s.engine.latency_max_ms / 1e3; }, nullptr, false},
     // packets
-    {"packets_found", C, "Packets found and decoded.", [](const S& s) { return d(s.pipeline.tally.packets_found); }, nullptr, true},
-    {"packets_last_batch", G, "Packets in the last published batch.", [](const S& s) { return d(s.pipeline.packets_last_batch); }, nullptr, true},
-    {"packets_truncated", C, "Packets cut by a gap or the end of the stream (not decoded).", [](const S& s) { return d(s.pipeline.tally.packets_truncated); }, nullptr, true},
-    {"packets_flagged", C, "Packets with any flag set.", [](const S& s) { return d(s.pipeline.tally.packets_flagged); }, nullptr, true},
-    {"packets_missed_in_sequence", C, "Packets missing from the sequence.", [](const S& s) { return d(s.pipeline.tally.packets_skipped); }, nullptr, true},
-    {"packets_ill_conditioned", C, "Packets whose ZF condition number was above 1e6.", [](const S& s) { return d(s.pipeline.tally.packets_ill_conditioned); }, nullptr, true},
-    {"packets_clock_corrected", C, "Packets re-timed for the transmitter's clock offset.", [](const S& s) { return d(s.pipeline.tally.packets_clock_corrected); }, nullptr, true},
-    {"packets_phase_smoothed", C, "Packets whose PLL phase wandered (phase noise), detected again by the phase smoother (receiver.phase_smoother auto).", [](const S& s) { return d(s.pipeline.tally.packets_phase_smoothed); }, nullptr, true},
-    {"packets_unequalized_phase", C, "Packets the phase smoother decided whose segment was derotated by the unequalized path's phase, every equalized path made again from it.", [](const S& s) { return d(s.pipeline.tally.packets_unequalized_phase); }, nullptr, true},
-    {"packets_front_end_estimated", C, "Packets whose DC offset and IQ imbalance were estimated.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_estimated); }, nullptr, true},
-    {"packets_front_end_corrected", C, "Packets whose DC offset or IQ imbalance stood above the gate (-30 dB) and was removed.", [](const S& s) { return d(s.pipeline.tally.packets_front_end_corrected); }, nullptr, true},
+    {"packets_found", C, "Packets found and decoded.", [](const S& s) { return d(s.engine.tally.packets_found); }, nullptr, true},
+    {"packets_last_batch", G, "Packets in the last published batch.", [](const S& s) { return d(s.engine.packets_last_batch); }, nullptr, true},
+    {"packets_truncated", C, "Packets cut by a gap or the end of the stream (not decoded).", [](const S& s) { return d(s.engine.tally.packets_truncated); }, nullptr, true},
+    {"packets_flagged", C, "Packets with any flag set.", [](const S& s) { return d(s.engine.tally.packets_flagged); }, nullptr, true},
+    {"packets_missed_in_sequence", C, "Packets missing from the sequence.", [](const S& s) { return d(s.engine.tally.packets_skipped); }, nullptr, true},
+    {"packets_ill_conditioned", C, "Packets whose ZF condition number was above 1e6.", [](const S& s) { return d(s.engine.tally.packets_ill_conditioned); }, nullptr, true},
+    {"packets_clock_corrected", C, "Packets re-timed for the transmitter's clock offset.", [](const S& s) { return d(s.engine.tally.packets_clock_corrected); }, nullptr, true},
+    {"packets_phase_smoothed", C, "Packets whose PLL phase wandered (phase noise), detected again by the phase smoother (receiver.phase_smoother auto).", [](const S& s) { return d(s.engine.tally.packets_phase_smoothed); }, nullptr, true},
+    {"packets_unequalized_phase", C, "Packets the phase smoother decided whose segment was derotated by the unequalized path's phase, every equalized path made again from it.", [](const S& s) { return d(s.engine.tally.packets_unequalized_phase); }, nullptr, true},
+    {"packets_front_end_estimated", C, "Packets whose DC offset and IQ imbalance were estimated.", [](const S& s) { return d(s.engine.tally.packets_front_end_estimated); }, nullptr, true},
+    {"packets_front_end_corrected", C, "Packets whose DC offset or IQ imbalance stood above the gate (-30 dB) and was removed.", [](const S& s) { return d(s.engine.tally.packets_front_end_corrected); }, nullptr, true},
     // estimates
-    {"mean_cfo_hz", G, "Mean carrier frequency offset estimate.", [](const S& s) { return s.pipeline.tally.mean_cfo_hz; }, nullptr, false},
-    {"cfo_sum_hz", G, "Sum of the packets' CFO estimates; signed, so a gauge: its change over a window divided by packets_found's is the window's mean CFO.", [](const S& s) { return s.pipeline.tally.cfo_hz_sum; }, nullptr, false},
-    {"mean_ebn0_db", G, "Mean estimated Eb/N0.", [](const S& s) { return s.pipeline.tally.mean_ebn0_db; }, nullptr, false},
-    {"ebn0_linear_sum", C, "Sum of the packets' Eb/N0 estimates as linear ratios: 10 log10 of its increase over packets_found's is the window's mean Eb/N0 in dB.", [](const S& s) { return s.pipeline.tally.ebn0_linear_sum; }, nullptr, false},
-    {"mean_clock_ppm", G, "Mean transmitter clock offset against the sample clock.", [](const S& s) { return s.pipeline.tally.mean_clock_ppm; }, nullptr, false},
-    {"clock_ppm_last_batch", G, "Mean transmitter clock offset over the last published batch's packets.", [](const S& s) { return s.pipeline.clock_ppm_last_batch; }, nullptr, false},
-    {"iq_gain_db_last_batch", G, "IQ amplitude imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.iq_gain_db_last_batch; }, nullptr, false},
-    {"iq_phase_deg_last_batch", G, "IQ phase imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.iq_phase_deg_last_batch; }, nullptr, false},
-    {"dc_dbc_last_batch", G, "DC offset, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.pipeline.dc_dbc_last_batch; }, nullptr, false},
+    {"mean_cfo_hz", G, "Mean carrier frequency offset estimate.", [](const S& s) { return s.engine.tally.mean_cfo_hz; }, nullptr, false},
+    {"cfo_sum_hz", G, "Sum of the packets' CFO estimates; signed, so a gauge: its change over a window divided by packets_found's is the window's mean CFO.", [](const S& s) { return s.engine.tally.cfo_hz_sum; }, nullptr, false},
+    {"mean_ebn0_db", G, "Mean estimated Eb/N0.", [](const S& s) { return s.engine.tally.mean_ebn0_db; }, nullptr, false},
+    {"ebn0_linear_sum", C, "Sum of the packets' Eb/N0 estimates as linear ratios: 10 log10 of its increase over packets_found's is the window's mean Eb/N0 in dB.", [](const S& s) { return s.engine.tally.ebn0_linear_sum; }, nullptr, false},
+    {"mean_clock_ppm", G, "Mean transmitter clock offset against the sample clock.", [](const S& s) { return s.engine.tally.mean_clock_ppm; }, nullptr, false},
+    {"clock_ppm_last_batch", G, "Mean transmitter clock offset over the last published batch's packets.", [](const S& s) { return s.engine.clock_ppm_last_batch; }, nullptr, false},
+    {"iq_gain_db_last_batch", G, "IQ amplitude imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.engine.iq_gain_db_last_batch; }, nullptr, false},
+    {"iq_phase_deg_last_batch", G, "IQ phase imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.engine.iq_phase_deg_last_batch; }, nullptr, false},
+    {"dc_dbc_last_batch", G, "DC offset, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.engine.dc_dbc_last_batch; }, nullptr, false},
     // outputs
     {"packets_published", C, "Datagrams built for the testers (sent + send errors).", [](const S& s) { return d(s.publisher->packets_published); }, with_publisher, true},
     {"datagrams_sent", C, "UDP datagrams sent to the testers, all streams.", [](const S& s) { return d(sum(s.publisher->datagrams_sent)); }, with_publisher, true},
@@ -116,12 +118,12 @@ const std::vector<scalar_metric> scalars_after_source = {
     {"record_rows_lost", C, "Per-packet record rows that could not be written (disk full).", [](const S& s) { return d(s.records->rows_lost); }, with_records, true},
     {"recorded_samples", C, "Samples written to the SigMF recording.", [](const S& s) { return d(s.recording->samples); }, with_recording, true},
     {"recording_dropped_samples", C, "Samples not recorded (disk too slow or failed).", [](const S& s) { return d(s.recording->dropped); }, with_recording, true},
-    {"up", G, "1 while paqd runs.", [](const S& s) { return s.pipeline.finished ? 0.0 : 1.0; }, nullptr, true},
+    {"up", G, "1 while paqd runs.", [](const S& s) { return s.engine.finished ? 0.0 : 1.0; }, with_ring, true},
 };
 
-const dsp::path_summary& path(const S& s, int p) { return s.pipeline.tally.paths[static_cast<std::size_t>(p)]; }
+const dsp::path_summary& path(const S& s, int p) { return s.engine.tally.paths[static_cast<std::size_t>(p)]; }
 /// The run's output streams (the tally's: 6, or 12 with receiver.detector both).
-int streams(const S& s) { return static_cast<int>(s.pipeline.tally.paths.size()); }
+int streams(const S& s) { return static_cast<int>(s.engine.tally.paths.size()); }
 
 const std::vector<path_metric> per_path = {
     {"packets", C, "Packets decoded per path.", [](const S& s, int p) { return d(path(s, p).packets); }, nullptr, true},
@@ -130,7 +132,8 @@ const std::vector<path_metric> per_path = {
     // promtool reads "bits" in a name as a unit and wants bytes: the Prometheus names say bit.
     {"bits", C, "Data bits checked against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bits_checked); }, with_pattern, true, "paqd_path_checked_bit_count_total"},
     {"bit_errors", C, "Bit errors against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bit_errors); }, with_pattern, true},
-    {"ber", G, "Bit error rate against the PN pattern per path.", [](const S& s, int p) { return path(s, p).ber; }, with_pattern, false},
+    {"ber", G, "Bit error rate against the PN pattern per path (NaN, null in the JSON: no bit checked yet).",
+     [](const S& s, int p) { return path(s, p).bits_checked > 0 ? path(s, p).ber : std::numeric_limits<double>::quiet_NaN(); }, with_pattern, false},
     {"bits_before_lock", C, "Bits before the PN checker locked, per path.", [](const S& s, int p) { return d(path(s, p).bits_before_lock); }, with_pattern, true, "paqd_path_bit_count_before_lock_total"},
     {"resyncs", C, "Times the PN checker lost lock and locked again, per path.", [](const S& s, int p) { return d(path(s, p).resyncs); }, with_pattern, true},
     {"locked", G, "1 when the path's PN checker is locked.", [](const S& s, int p) { return path(s, p).locked ? 1.0 : 0.0; }, with_pattern, true},
@@ -143,9 +146,9 @@ histogram_values latency_histogram(const S& s)
     histogram_values h;
     h.bounds.assign(latency_bucket_bounds_s.begin(), latency_bucket_bounds_s.end());
     std::uint64_t below = 0;
-    for (const auto n : s.pipeline.latency_buckets) h.cumulative.push_back(below += n);
-    h.count = s.pipeline.batches_published;
-    h.sum = s.pipeline.latency_sum_s;
+    for (const auto n : s.engine.latency_buckets) h.cumulative.push_back(below += n);
+    h.count = s.engine.batches_published;
+    h.sum = s.engine.latency_sum_s;
     return h;
 }
 
@@ -315,7 +318,7 @@ std::string render_prometheus(const service_snapshot& s)
         header(o, n, metric_type::counter, "Gaps in the sample stream, by reason.");
         for (std::size_t r = 0; r < num_gap_reasons; ++r) {
             o += n + "{reason=\"" + std::string(io::to_string(static_cast<io::gap_reason>(r))) + "\"} " +
-                 number(d(s.pipeline.gaps_by_reason[r]), true) + "\n";
+                 number(d(s.engine.gaps_by_reason[r]), true) + "\n";
         }
     }
     for (const auto& m : per_path) {
@@ -346,7 +349,7 @@ nlohmann::json to_json(const service_snapshot& s)
     for_each_scalar(s, [&](const scalar_row& r) { j[r.name] = json_number(r.value, r.integral); });
     nlohmann::json gaps = nlohmann::json::object();
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {
-        gaps[std::string(io::to_string(static_cast<io::gap_reason>(r)))] = s.pipeline.gaps_by_reason[r];
+        gaps[std::string(io::to_string(static_cast<io::gap_reason>(r)))] = s.engine.gaps_by_reason[r];
     }
     j[gaps_by_reason_name] = gaps;
     nlohmann::json paths = nlohmann::json::array();
@@ -364,15 +367,15 @@ nlohmann::json to_json(const service_snapshot& s)
     }
     const auto b = build_info();
     j[build_info_name] = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
-    j["source_description"] = s.source.description;
+    if (s.source) j["source_description"] = s.source->description;
     // As paqd replay's summary says it: the width the samples travel at to the backend.
-    j["input_width"] = s.pipeline.input_ci16 ? "ci16" : "cf32";
+    j["input_width"] = s.engine.input_ci16 ? "ci16" : "cf32";
     // When the run's first packet was received (its first sample, UTC), where the source
     // gives time (docs/DAEMON.md, "Time"); null otherwise.
-    j["first_packet_utc"] = s.pipeline.first_packet_utc_ns != dsp::unknown_utc_ns
-                                ? nlohmann::json(io::format_utc_ns(s.pipeline.first_packet_utc_ns))
+    j["first_packet_utc"] = s.engine.first_packet_utc_ns != dsp::unknown_utc_ns
+                                ? nlohmann::json(io::format_utc_ns(s.engine.first_packet_utc_ns))
                                 : nlohmann::json(nullptr);
-    j["source_error"] = s.pipeline.source_error ? nlohmann::json(*s.pipeline.source_error) : nlohmann::json(nullptr);
+    j["source_error"] = s.source_error ? nlohmann::json(*s.source_error) : nlohmann::json(nullptr);
     return j;
 }
 
@@ -391,7 +394,7 @@ std::vector<std::string> final_log_lines(const service_snapshot& s)
     lines.push_back(line);
     line = std::string(gaps_by_reason_name) + ":";
     for (std::size_t r = 0; r < num_gap_reasons; ++r) {
-        line += " " + std::string(io::to_string(static_cast<io::gap_reason>(r))) + "=" + std::to_string(s.pipeline.gaps_by_reason[r]);
+        line += " " + std::string(io::to_string(static_cast<io::gap_reason>(r))) + "=" + std::to_string(s.engine.gaps_by_reason[r]);
     }
     lines.push_back(line);
     for (int p = 0; p < streams(s); ++p) {
@@ -412,7 +415,7 @@ std::vector<std::string> final_log_lines(const service_snapshot& s)
     return lines;
 }
 
-std::string counters_markdown()
+std::string counters_markdown(std::span<const source_kind_counters> kinds)
 {
     auto when = [](bool (*p)(const S&)) -> std::string {
         if (p == with_publisher) return " (publisher on)";
@@ -420,6 +423,8 @@ std::string counters_markdown()
         if (p == with_records) return " (records on)";
         if (p == with_recording) return " (recording on)";
         if (p == with_pattern) return " (with a pattern)";
+        if (p == with_ring) return " (live)";
+        if (p == with_source) return " (live)";
         return "";
     };
     std::string o = "| name (`--json-out`, final log) | Prometheus | type | meaning |\n|---|---|---|---|\n";
@@ -431,7 +436,7 @@ std::string counters_markdown()
         for (const auto& m : list) row(m.name, prometheus_name(m), m.type, m.help + when(m.present));
     };
     rows(scalars_before_source);
-    for (const auto& kind : kinds_with_counters()) {
+    for (const auto& kind : kinds) {
         for (const auto& c : kind.counters) {
             const auto type = c.gauge ? metric_type::gauge : metric_type::counter;
             row(c.name, prom_name("", c.name, type), type, c.help + std::string(" (") + kind.kind + ")");
@@ -483,4 +488,4 @@ std::string status_line(const service_snapshot& s, const service_snapshot* prev,
     return line;
 }
 
-}  // namespace paq::daemon
+}  // namespace paq::runtime
