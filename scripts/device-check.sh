@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -434,6 +434,74 @@ EOF
   cat "$out/soak-threads.txt" 2> /dev/null
   echo "RSS (kB) every 10 s:"
   awk '{printf "%s ", $2} END {print ""}' "$out/soak-rss.txt"
+fi
+if [[ $mode == links ]]; then
+  # Many links on one GPU, one paqd process each: LINKS (64) file sources, each the 8 s ci16
+  # recording looped and paced at real time, with a ring that drops what it cannot hold (as
+  # from a radio), batches of LINKS_BATCH samples (4950000: 0.24 s), the CUDA backend, no
+  # publisher; LINKS_S seconds (60). LINKS_MPS=on runs them under the CUDA MPS control
+  # daemon (started and stopped here). Each writes links-<k>.json; the summary gives the
+  # slowest link's rate, drops, lost batches, the batch latency's mean, max and 99th
+  # percentile (upper bound: the histogram bucket it falls in) and the GPU memory used.
+  links=${LINKS:-64}
+  links_s=${LINKS_S:-60}
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-links > /dev/null
+  cat > /tmp/paq-link.yaml <<EOF
+source: {type: file, file: {path: /tmp/paq-links.sigmf-meta, paced: true, loop: true}}
+ring: {overflow: drop}
+receiver: {batch_samples: ${LINKS_BATCH:-4950000}}
+pipeline: {backend: cuda}
+publisher: {enabled: false}
+metrics: {enabled: false}
+monitor: {status_interval_s: 10}
+log: {destination: console}
+EOF
+  mps=
+  if [[ ${LINKS_MPS:-off} == on ]]; then
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/paq-mps-pipe CUDA_MPS_LOG_DIRECTORY=/tmp/paq-mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    nvidia-cuda-mps-control -d && mps=1 || echo "links: the MPS control daemon did not start; running without it"
+  fi
+  rm -f "$out"/links-*.json
+  pids=()
+  for ((k = 0; k < links; k++)); do
+    ./.device/paqd --config /tmp/paq-link.yaml --duration "$links_s" --json-out "$out/links-$k.json" \
+      > "$out/links-$k.log" 2>&1 &
+    pids+=($!)
+  done
+  gpu_peak=0
+  while kill -0 "${pids[@]}" 2> /dev/null; do
+    used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -1)
+    ((used > gpu_peak)) && gpu_peak=$used
+    sleep 5
+  done
+  for p in "${pids[@]}"; do wait "$p" || status=1; done
+  [[ -n $mps ]] && echo quit | nvidia-cuda-mps-control
+  python3 - "$out" "$links" "$links_s" "$gpu_peak" "${LINKS_MPS:-off}" <<'PY' | tee "$out/links-summary.txt"
+import glob, json, sys
+out, n, dur, gpu_mib, mps = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+rows = [json.load(open(f)) for f in sorted(glob.glob(f"{out}/links-*.json"))]
+if not rows:
+    sys.exit("links: no JSON written")
+bounds = rows[0]["batch_latency_seconds"]["le"]
+def p99(counts, count):
+    return next((b for b, c in zip(bounds, counts) if c >= 0.99 * count), float("inf"))
+total, count = [0] * len(bounds), 0
+for j in rows:
+    h = j["batch_latency_seconds"]
+    total = [a + b for a, b in zip(total, h["counts"])]
+    count += h["count"]
+rate = [j["samples_in"] / dur / 20.625e6 for j in rows]
+mean = sum(j["batch_latency_mean_seconds"] * j["batches_published"] for j in rows) / max(count, 1)
+worst = max(p99(j["batch_latency_seconds"]["counts"], j["batch_latency_seconds"]["count"]) for j in rows)
+print(f"links: {len(rows)} of {n} wrote their JSON (MPS {mps}), {dur:.0f} s, GPU memory used at most {gpu_mib} MiB")
+print(f"  real time per link: min {min(rate):.4f}x, mean {sum(rate) / len(rate):.4f}x")
+print(f"  ring samples dropped {sum(j['ring_samples_dropped'] for j in rows)}, batches lost {sum(j['batches_lost'] for j in rows)}, "
+      f"source errors {sum(1 for j in rows if j['source_error'])}")
+print(f"  batches {count}; latency mean {mean:.3f} s, max {max(j['batch_latency_max_seconds'] for j in rows):.3f} s, "
+      f"99th percentile <= {p99(total, count)} s (the worst link's <= {worst} s)")
+PY
 fi
 if [[ $mode == soft ]]; then
   # The live service's soft streams on the CUDA backend against `paqd replay --backend
