@@ -24,8 +24,9 @@ using batch_fn = std::function<void(const dsp::batch_output&)>;
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain on
 /// `pool`'s workers. `on_batch` (optional) sees every batch output in batch order. Reading and
-/// batching run on a thread of their own, the backends on the pool's, the tally and on_batch
-/// on the calling thread; `read` and `on_batch` are each called from one thread only. The
+/// batching run on a thread of their own, the backends on the pool's, on_batch on the calling
+/// thread and the tally on a thread of its own; `read` and `on_batch` are each called from one
+/// thread only. The
 /// first error (from `read`, a backend, the tally or on_batch) ends the run and is rethrown
 /// here; a backend error the pool's fallback recovered from is not one. The run closes the
 /// pool: one run per pool.
