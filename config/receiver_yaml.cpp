@@ -21,31 +21,46 @@ namespace paq::config {
 
 namespace detail {
 
+namespace {
+
+/// A range as receiver_config::validate() checks it (dsp::receiver_ranges).
+numeric_range range_of(const dsp::setting_range& s)
+{
+    numeric_range r = between(s.lo, s.hi);
+    r.lo_open = s.lo_open;
+    r.hi_open = s.hi_open;
+    r.power_of_two = s.power_of_two;
+    return r;
+}
+
+}  // namespace
+
 // The receiver section's table. A new field of receiver_config needs one entry here (the
 // round-trip test catches a forgotten one: it sets every field to a non-default value).
-// Each range is the one receiver_config::validate() checks (test_config compares them).
+// Each range is the one receiver_config::validate() checks, from dsp::receiver_ranges.
 const section<dsp::receiver_config>& receiver_schema()
 {
+    namespace rr = dsp::receiver_ranges;
     using C = dsp::receiver_config;
     static const section<C> table = [] {
         section<C> s;
         s.fields = {
-            number<C>("batch_samples", at(&C::batch_samples), between(1, 1'000'000'000),
+            number<C>("batch_samples", at(&C::batch_samples), range_of(rr::batch_samples),
                       {"samples", "new samples per batch window (1.9065 s at 20.625 MS/s)"}),
-            number<C>("detection_threshold", at(&C::detection_threshold), strictly_between(0, 1),
+            number<C>("detection_threshold", at(&C::detection_threshold), range_of(rr::detection_threshold),
                       {"", "normalized preamble metric above which a peak is a packet"}),
-            number<C>("fft_size", at(&C::fft_size), power_of_two_between(16384, 1 << 20),
+            number<C>("fft_size", at(&C::fft_size), range_of(rr::fft_size),
                       {"samples", "FFT length for per-packet filtering"}),
-            number<C>("cma_mu", at(&C::cma_mu), above(0, 0.1),
+            number<C>("cma_mu", at(&C::cma_mu), range_of(rr::cma_mu),
                       {"", "CMA step size (the BER depends on `cma_mu` × `cma_iterations`: docs/SIGNAL-CHAIN.md)"}),
-            number<C>("cma_iterations", at(&C::cma_iterations), between(0, 200), {"", "CMA iterations from the MMSE start"}),
-            number<C>("pll_bn_t", at(&C::pll_bn_t), above(0, 0.1), {"", "PLL noise bandwidth × update period"}),
-            number<C>("pll_acquisition_bn_t", at(&C::pll_acquisition_bn_t), above(0, 0.25),
+            number<C>("cma_iterations", at(&C::cma_iterations), range_of(rr::cma_iterations), {"", "CMA iterations from the MMSE start"}),
+            number<C>("pll_bn_t", at(&C::pll_bn_t), range_of(rr::pll_bn_t), {"", "PLL noise bandwidth × update period"}),
+            number<C>("pll_acquisition_bn_t", at(&C::pll_acquisition_bn_t), range_of(rr::pll_acquisition_bn_t),
                       {"", "PLL bandwidth over the 192 known bits"}),
-            number<C>("pll_damping", at(&C::pll_damping), between(0.3, 2), {"", "PLL damping"}),
-            number<C>("cpu_threads", at(&C::cpu_threads), between(0, 1024),
+            number<C>("pll_damping", at(&C::pll_damping), range_of(rr::pll_damping), {"", "PLL damping"}),
+            number<C>("cpu_threads", at(&C::cpu_threads), range_of(rr::cpu_threads),
                       {"threads", "threads per CPU backend (0 = all cores)"}),
-            number<C>("bit_rate_hz", at(&C::bit_rate_hz), between(1e6, 30e6),
+            number<C>("bit_rate_hz", at(&C::bit_rate_hz), range_of(rr::bit_rate_hz),
                       {"bit/s",
                        "the link's bit rate. The input's sample rate comes from the source (`sample_rate_hz` of a "
                        "network source; for VITA-49 checked against the sender's IF Context packets, or taken from "
@@ -55,7 +70,7 @@ const section<dsp::receiver_config>& receiver_schema()
             number<C>("clock_tracking", at(&C::clock_tracking), one_of({{0, "off"}, {1, "on"}}),
                       {"", "estimate the transmitter's bit clock against the sample clock from the packet starts "
                            "and re-time each packet (SIGNAL-CHAIN.md, \"Clock offset\")"}),
-            number<C>("clock_min_ppm", at(&C::clock_min_ppm), between(0, 100),
+            number<C>("clock_min_ppm", at(&C::clock_min_ppm), range_of(rr::clock_min_ppm),
                       {"ppm", "packets whose estimated offset is below this are not re-timed"}),
             number<C>("front_end_correction", at(&C::front_end_correction),
                       one_of({{-1, "auto"}, {0, "off"}, {1, "on"}}),

@@ -134,7 +134,8 @@ struct replay_command {
                             " (default: the recording's paq:pattern, else pn15)");
         cmd->add_option("--config", config_file, "YAML config (section 'receiver')");
         cmd->add_option("--batch-samples", batch_samples, "New samples per batch (overrides the config)");
-        cmd->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)")->check(CLI::Range(0, 1024));
+        cmd->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)")
+            ->check(CLI::Range(static_cast<int>(dsp::receiver_ranges::cpu_threads.lo), static_cast<int>(dsp::receiver_ranges::cpu_threads.hi)));
         cmd->add_option("--backend", backend,
                         "Signal-chain backend: " + names_text(config::backend_names) + " (auto: cuda when a GPU can run it)")
             ->check(CLI::IsMember(names_in(config::backend_names)))

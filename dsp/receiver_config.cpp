@@ -1,6 +1,7 @@
 #include "dsp/receiver_config.hpp"
 
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -15,7 +16,13 @@ std::string bad(const char* field, T value, const char* range)
     os << field << " = " << value << " is out of range (allowed: " << range << ")";
     return os.str();
 }
-bool bit_rate_in_range(double hz) noexcept { return hz >= 1e6 && hz <= 30e6; }
+bool bit_rate_in_range(double hz) noexcept { return receiver_ranges::bit_rate_hz.contains(hz); }
+/// The message when v is outside r, else nothing.
+template <typename T>
+void check(std::vector<std::string>& e, const char* field, T value, const setting_range& r)
+{
+    if (!r.contains(static_cast<double>(value))) e.push_back(bad(field, value, r.text().c_str()));
+}
 /// 0: unset (2 samples per bit).
 bool input_rate_in_range(double hz) noexcept { return hz == 0.0 || (hz >= 1e3 && hz <= 1e9); }
 }  // namespace
@@ -44,37 +51,20 @@ std::string receiver_config::input_rate_error() const
 std::vector<std::string> receiver_config::validate() const
 {
     std::vector<std::string> e;
-    if (batch_samples < 1 || batch_samples > 1'000'000'000) {
-        e.push_back(bad("batch_samples", batch_samples, "1 .. 1000000000"));
-    }
-    if (!(detection_threshold > 0.0 && detection_threshold < 1.0)) {
-        e.push_back(bad("detection_threshold", detection_threshold, "0 < x < 1"));
-    }
-    if (fft_size < 16384 || fft_size > (1u << 20) || (fft_size & (fft_size - 1)) != 0) {
-        e.push_back(bad("fft_size", fft_size, "a power of two, 16384 .. 1048576"));
-    }
-    if (!(cma_mu > 0.0 && cma_mu <= 0.1)) {
-        e.push_back(bad("cma_mu", cma_mu, "0 < x <= 0.1"));
-    }
-    if (cma_iterations < 0 || cma_iterations > 200) {
-        e.push_back(bad("cma_iterations", cma_iterations, "0 .. 200"));
-    }
-    if (!(pll_bn_t > 0.0 && pll_bn_t <= 0.1)) {
-        e.push_back(bad("pll_bn_t", pll_bn_t, "0 < x <= 0.1"));
-    }
-    if (!(pll_acquisition_bn_t > 0.0 && pll_acquisition_bn_t <= 0.25)) {
-        e.push_back(bad("pll_acquisition_bn_t", pll_acquisition_bn_t, "0 < x <= 0.25"));
-    }
-    if (!(pll_damping >= 0.3 && pll_damping <= 2.0)) {
-        e.push_back(bad("pll_damping", pll_damping, "0.3 .. 2"));
-    }
-    if (cpu_threads < 0 || cpu_threads > 1024) {
-        e.push_back(bad("cpu_threads", cpu_threads, "0 (all cores) .. 1024"));
-    }
-    if (!bit_rate_in_range(bit_rate_hz)) e.push_back(bad("bit_rate_hz", bit_rate_hz, "1e6 .. 30e6 bit/s"));
+    namespace r = receiver_ranges;
+    check(e, "batch_samples", batch_samples, r::batch_samples);
+    check(e, "detection_threshold", detection_threshold, r::detection_threshold);
+    check(e, "fft_size", fft_size, r::fft_size);
+    check(e, "cma_mu", cma_mu, r::cma_mu);
+    check(e, "cma_iterations", cma_iterations, r::cma_iterations);
+    check(e, "pll_bn_t", pll_bn_t, r::pll_bn_t);
+    check(e, "pll_acquisition_bn_t", pll_acquisition_bn_t, r::pll_acquisition_bn_t);
+    check(e, "pll_damping", pll_damping, r::pll_damping);
+    check(e, "cpu_threads", cpu_threads, r::cpu_threads);
+    check(e, "bit_rate_hz", bit_rate_hz, r::bit_rate_hz);
     if (auto rate = input_rate_error(); !rate.empty()) e.push_back(std::move(rate));
     if (clock_tracking != 0 && clock_tracking != 1) e.push_back(bad("clock_tracking", clock_tracking, "0 (off) or 1 (on)"));
-    if (!(clock_min_ppm >= 0.0 && clock_min_ppm <= 100.0)) e.push_back(bad("clock_min_ppm", clock_min_ppm, "0 .. 100"));
+    check(e, "clock_min_ppm", clock_min_ppm, r::clock_min_ppm);
     if (phase_smoother < -1 || phase_smoother > 1) {
         e.push_back(bad("phase_smoother", phase_smoother, "-1 (auto: the smoother where the PLL's phase wanders), 0 (the PLL alone) or 1 (the phase smoother on every packet)"));
     }
@@ -85,6 +75,19 @@ std::vector<std::string> receiver_config::validate() const
         e.push_back(bad("front_end_correction", front_end_correction, "-1 (auto: on for radio and network sources), 0 (off) or 1 (on)"));
     }
     return e;
+}
+
+std::string setting_range::text() const
+{
+    std::ostringstream os;
+    os << std::setprecision(12);
+    if (power_of_two) os << "a power of two, ";
+    if (lo_open || hi_open) {
+        os << lo << (lo_open ? " < x " : " <= x ") << (hi_open ? "< " : "<= ") << hi;
+    } else {
+        os << lo << " .. " << hi;
+    }
+    return os.str();
 }
 
 detector_kind parse_detector(std::string_view text)

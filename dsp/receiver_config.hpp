@@ -19,6 +19,40 @@ namespace paq::dsp {
 /// (dsp::resampler_max_ratio).
 inline constexpr double max_input_ratio = 3.2;
 
+/// A setting's allowed values: lo .. hi, either end excluded where open, a power of two where
+/// power_of_two.
+struct setting_range {
+    double lo = 0.0, hi = 0.0;
+    bool lo_open = false, hi_open = false;
+    bool power_of_two = false;
+    [[nodiscard]] constexpr bool contains(double x) const noexcept
+    {
+        if (!(lo_open ? x > lo : x >= lo) || !(hi_open ? x < hi : x <= hi)) return false;  // NaN: false
+        if (!power_of_two) return true;
+        const auto n = static_cast<std::uint64_t>(x);
+        return static_cast<double>(n) == x && n != 0 && (n & (n - 1)) == 0;
+    }
+    /// As the messages write it: "1 .. 1000000000", "0 < x <= 0.1", "a power of two, 16384 .. 1048576".
+    [[nodiscard]] std::string text() const;
+};
+
+/// The ranges of receiver_config's numeric settings, once: validate() checks them, and the
+/// configuration's schema (config/receiver_yaml.cpp) and paqd replay's options take theirs
+/// from here.
+namespace receiver_ranges {
+inline constexpr setting_range batch_samples{1, 1e9};
+inline constexpr setting_range detection_threshold{0, 1, true, true};
+inline constexpr setting_range fft_size{16384, 1 << 20, false, false, true};
+inline constexpr setting_range cma_mu{0, 0.1, true};
+inline constexpr setting_range cma_iterations{0, 200};
+inline constexpr setting_range pll_bn_t{0, 0.1, true};
+inline constexpr setting_range pll_acquisition_bn_t{0, 0.25, true};
+inline constexpr setting_range pll_damping{0.3, 2};
+inline constexpr setting_range cpu_threads{0, 1024};
+inline constexpr setting_range bit_rate_hz{1e6, 30e6};
+inline constexpr setting_range clock_min_ppm{0, 100};
+}  // namespace receiver_ranges
+
 /// receiver_config::detector.
 enum class detector_kind : std::uint8_t { sxs, trellis, both };
 inline constexpr name_table<detector_kind, 3> detector_names{
