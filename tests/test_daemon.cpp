@@ -793,7 +793,7 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     // under the same name, with the same value; names are unique.
     runtime::service_snapshot snap;
     snap.ring.emplace();  // a live service's: its ring and its source
-    snap.source.emplace();
+    snap.source = runtime::service_snapshot::source_values{};
     snap.engine.samples_in = 123;
     snap.engine.samples_in_lost_batches = 4567;  // once missing from the metrics
     snap.engine.tally.packets_skipped = 9;       // once three names
