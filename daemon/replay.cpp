@@ -103,9 +103,6 @@ replay_result run_replay(const replay_options& opt)
         }
     });
     auto on_batch = [&](const dsp::batch_output& out) {
-        if (res.first_packet_utc_ns == dsp::unknown_utc_ns && !out.packets.empty()) {
-            res.first_packet_utc_ns = out.packets.front().utc_ns;
-        }
         if (records) records->add(out);
         if (llrs) llrs->add(out);
     };
@@ -125,6 +122,7 @@ replay_result run_replay(const replay_options& opt)
     }
     maker.join();
     res.summary = res.engine.tally;
+    res.first_packet_utc_ns = res.engine.first_packet_utc_ns;  // the engine's: the first packet with a known time
     res.backend = pool->names().front();
     res.workers = pool->workers();
     if (records) {
@@ -233,8 +231,6 @@ nlohmann::json to_json(const replay_result& r)
     // packets_found, paths[] ...), then what only a replay has.
     runtime::service_snapshot snap;
     snap.engine = r.engine;
-    snap.engine.first_packet_utc_ns = r.first_packet_utc_ns;
-    snap.engine.finished = true;
     if (r.records_on) snap.records = runtime::service_snapshot::records_values{r.record_rows, r.record_rows_lost};
     nlohmann::json j = runtime::to_json(snap);
     const auto& s = r.summary;
