@@ -34,8 +34,14 @@ std::int64_t utc_ns_at(const sample_time& t, std::uint64_t sample) noexcept
 }
 
 template <class T>
-basic_batcher<T>::basic_batcher(std::size_t batch_samples, std::size_t guard_before, std::size_t guard_after, float ci16_scale)
-    : batch_samples_(batch_samples), guard_before_(guard_before), guard_after_(guard_after), ci16_scale_(ci16_scale)
+basic_batcher<T>::basic_batcher(std::size_t batch_samples, std::size_t guard_before, std::size_t guard_after, float ci16_scale,
+                                window_provider<T>* windows)
+    : batch_samples_(batch_samples),
+      guard_before_(guard_before),
+      guard_after_(guard_after),
+      ci16_scale_(ci16_scale),
+      own_(batch_samples + guard_before + guard_after),
+      windows_(windows)
 {
     if (batch_samples == 0) throw std::invalid_argument("batcher: batch_samples must be >= 1");
     if (!(ci16_scale > 0.0f) || !std::isfinite(ci16_scale)) {
@@ -88,19 +94,35 @@ void basic_batcher<T>::commit(std::size_t n)
 template <class T>
 auto basic_batcher<T>::fresh_storage() -> storage
 {
+    storage v = windows().acquire();
+    // Made at a window's full capacity: growing it here would move it (and a page lock with it).
+    if (v.capacity() < max_window_samples()) {
+        throw std::logic_error("batcher: a window from the provider holds " + std::to_string(v.capacity()) + " samples, not " +
+                               std::to_string(max_window_samples()));
+    }
+    // At a window's full size: a new cf32 storage is zero-filled once in its life, a spare
+    // only where it was shorter than a full window; ci16 storage is not written when it grows
+    // (dsp/window_allocator.hpp): its pages fault in where the reader first writes them.
+    if (v.size() < max_window_samples()) v.resize(max_window_samples());
+    return v;
+}
+
+template <class T>
+auto basic_batcher<T>::own_windows::acquire() -> storage
+{
     storage v;
     if (!spares_.empty()) {
         v = std::move(spares_.back());
         spares_.pop_back();
     }
-    // At a window's full size: a new cf32 storage is zero-filled once in its life, a spare
-    // only where it was shorter than a full window; ci16 storage is not written when it grows
-    // (dsp/window_allocator.hpp): its pages fault in where the reader first writes them.
-    if (v.size() < max_window_samples()) {
-        v.reserve(max_window_samples());
-        v.resize(max_window_samples());
-    }
+    if (v.capacity() < window_samples_) v.reserve(window_samples_);
     return v;
+}
+
+template <class T>
+void basic_batcher<T>::own_windows::release(storage&& window)
+{
+    if (spares_.size() < max_spares && window.capacity() >= window_samples_) spares_.push_back(std::move(window));
 }
 
 template <class T>
@@ -245,19 +267,16 @@ std::optional<sample_batch> basic_batcher<T>::pop()
 template <class T>
 void basic_batcher<T>::recycle(storage&& window)
 {
-    if (spares_.size() < max_spares && window.capacity() != 0) spares_.push_back(std::move(window));
+    if (window.capacity() != 0) windows().release(std::move(window));
 }
 
 template <class T>
-auto basic_batcher<T>::release_storage() -> std::vector<storage>
+void basic_batcher<T>::release_storage()
 {
-    std::vector<storage> out = std::move(spares_);
-    spares_.clear();
-    if (buf_.capacity() != 0) out.push_back(std::move(buf_));
+    if (buf_.capacity() != 0) windows().release(std::move(buf_));
     buf_ = storage{};
     held_ = 0;
     given_ = 0;
-    return out;
 }
 
 template <class T>

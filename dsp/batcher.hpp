@@ -67,6 +67,22 @@ template <class T>
     }
 }
 
+/// Where a batcher's window storage comes from and goes back to. A window is made once at a
+/// full window's capacity and never grows past it, so its address is fixed for its life (a
+/// backend may page-lock it). The stream engine's runtime::window_pool owns its windows and
+/// their page locks; a batcher given none keeps a free list of its own.
+template <class T>
+class window_provider {
+public:
+    using storage = window_storage_t<T>;
+    virtual ~window_provider() = default;
+    /// A window's storage: capacity >= the window size the provider was made for; its size
+    /// and contents are whatever the last user left (a new one is empty).
+    [[nodiscard]] virtual storage acquire() = 0;
+    /// Storage back from a batch done with it (from any thread, for a shared provider).
+    virtual void release(storage&& window) = 0;
+};
+
 /// The batcher for samples of type T: cf32, or ci16 kept at the source's width (its windows
 /// go out in sample_batch::samples_ci16 with the scale given here; the backend converts them).
 template <class T>
@@ -79,8 +95,11 @@ public:
     /// larger than batch_guard_before/after when the input is resampled (input_geometry)
     /// \param ci16_scale (ci16 only) counts per unit of amplitude, stamped on every window;
     /// must be positive and finite
+    /// \param windows where the windows come from (max_window_samples() each) and go back to;
+    /// it must outlive the batcher. nullptr: a free list of the batcher's own.
     explicit basic_batcher(std::size_t batch_samples, std::size_t guard_before = batch_guard_before,
-                           std::size_t guard_after = batch_guard_after, float ci16_scale = 1.0f);
+                           std::size_t guard_after = batch_guard_after, float ci16_scale = 1.0f,
+                           window_provider<T>* windows = nullptr);
 
     /// Appends contiguous samples (a copy into the window being filled).
     void push(std::span<const T> samples);
@@ -108,17 +127,16 @@ public:
     /// Next ready batch, in order.
     [[nodiscard]] std::optional<sample_batch> pop();
 
-    /// Hands back a batch's sample storage once the batch is done with: the next windows are
-    /// filled in it instead of in fresh allocations (a default window is ~315 MB, whose first
-    /// touch costs page faults every batch). At most max_spares are kept (more than a
-    /// pipeline ever has in flight, so none is freed while the run goes on).
+    /// Hands back a batch's sample storage once the batch is done with (to the window
+    /// provider): the next windows are filled in it instead of in fresh allocations (a default
+    /// window is ~315 MB, whose first touch costs page faults every batch). The batcher's own
+    /// free list keeps at most max_spares (more than a pipeline ever has in flight).
     void recycle(storage&& window);
     static constexpr std::size_t max_spares = 16;
-    /// Every storage the batcher holds (the window being filled, its samples dropped, and the
-    /// spares), for an owner that must outlive them: the live pipeline page-locks its windows
-    /// and undoes that only when all of them are back. For a batcher that is done (after
-    /// finish() and the last pop()): nothing is cut from it afterwards.
-    [[nodiscard]] std::vector<storage> release_storage();
+    /// Gives the window being filled (its samples dropped) back to the provider. For a
+    /// batcher that is done (after finish() and the last pop()): nothing is cut from it
+    /// afterwards.
+    void release_storage();
 
     /// The largest window: batch_samples + both guards. The batcher fills windows in place,
     /// in storage reserved for this many samples that never grows past it (a backend may
@@ -170,8 +188,21 @@ private:
     std::uint64_t short_segments_ = 0;
     std::deque<sample_batch> ready_;
     std::optional<sample_time> time_;  ///< the latest anchor of the current segment
-    std::vector<storage> spares_;   ///< storage handed back by recycle()
     float ci16_scale_ = 1.0f;
+    /// The free list of a batcher made without a provider.
+    class own_windows final : public window_provider<T> {
+    public:
+        explicit own_windows(std::size_t window_samples) : window_samples_(window_samples) {}
+        storage acquire() override;
+        void release(storage&& window) override;
+
+    private:
+        std::size_t window_samples_;
+        std::vector<storage> spares_;
+    };
+    own_windows own_;
+    window_provider<T>* windows_;  ///< nullptr: own_ (so that a moved batcher keeps its own)
+    [[nodiscard]] window_provider<T>& windows() noexcept { return windows_ != nullptr ? *windows_ : own_; }
 };
 
 /// The UTC of absolute sample `sample` by time `t` (t.utc_ns plus the samples between, before or

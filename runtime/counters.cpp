@@ -75,8 +75,8 @@ const std::vector<scalar_metric> scalars_before_source = {
 const std::vector<scalar_metric> scalars_after_source = {
     // batches and backends
     {"batches_dispatched", C, "Batches handed to the worker pool.", [](const S& s) { return d(s.engine.batches_dispatched); }, nullptr, true},
-    {"windows", C, "Distinct batch-window storages dispatched (a few, constant once they circulate).", [](const S& s) { return d(s.engine.windows); }, nullptr, true},
-    {"windows_locked", C, "Of them, windows the backend page-locked once for full-speed uploads (0 on the CPU backend).", [](const S& s) { return d(s.engine.windows_locked); }, nullptr, true},
+    {"windows", C, "Batch windows made (a few, constant once they circulate).", [](const S& s) { return d(s.engine.windows); }, nullptr, true},
+    {"windows_locked", C, "Of them, windows page-locked for full-speed uploads (0 on the CPU backend).", [](const S& s) { return d(s.engine.windows_locked); }, nullptr, true},
     {"batches_published", C, "Batches processed and published.", [](const S& s) { return d(s.engine.batches_published); }, nullptr, true},
     {"batches_lost", C, "Batches lost: their backend and the fallback failed, or paqd was aborted.", [](const S& s) { return d(s.engine.batches_lost); }, nullptr, true},
     {"samples_in_lost_batches", C, "Samples of the lost batches.", [](const S& s) { return d(s.engine.samples_in_lost_batches); }, nullptr, true},

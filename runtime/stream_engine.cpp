@@ -131,6 +131,8 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
       pool_future_(std::move(pool)),
       sinks_(std::move(sinks)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),
+      windows_(opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after),
+      windows_ci16_(opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after),
       tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples(),
              opt_.receiver.streams())
 {
@@ -149,12 +151,11 @@ worker_pool* stream_engine::acquire_pool()
         std::lock_guard s(s_mu_);
         timing_.pool_wait_s += seconds_since(t0);
     }
-    // Windows go back to the batcher as soon as their backend is done with them (not after
-    // the sinks), so it rarely needs a new one. Never dropped: they may be page-locked.
+    // Windows go back to the window pool as soon as their backend is done with them (not
+    // after the sinks), so the batcher rarely needs a new one.
     p->set_recycle([this](dsp::sample_batch& b) {
-        std::lock_guard sp(spare_mu_);
-        if (b.samples.capacity() != 0) spare_windows_.push_back(std::move(b.samples));
-        if (b.samples_ci16.capacity() != 0) spare_windows_ci16_.push_back(std::move(b.samples_ci16));
+        if (b.samples.capacity() != 0) windows_.release(std::move(b.samples));
+        if (b.samples_ci16.capacity() != 0) windows_ci16_.release(std::move(b.samples_ci16));
     });
     pool_.store(p);
     if (aborted_) p->abort();
@@ -165,17 +166,21 @@ template <class T>
 void stream_engine::batcher_loop()
 {
     constexpr bool narrow = std::is_same_v<T, ci16>;
-    auto& spares = [this]() -> std::vector<dsp::window_storage_t<T>>& {
+    auto& windows = [this]() -> window_pool<T>& {
         if constexpr (narrow) {
-            return spare_windows_ci16_;
+            return windows_ci16_;
         } else {
-            return spare_windows_;
+            return windows_;
         }
     }();
     // A ci16 feed fills ci16 windows (converted by the backend); its scale rides on them.
     dsp::basic_batcher<T> bt(opt_.receiver.batch_samples, geometry_.guard_before, geometry_.guard_after,
-                             feed_.ci16_scale().value_or(1.0f));
-    const std::size_t window_bytes = bt.max_window_samples() * sizeof(T);
+                             feed_.ci16_scale().value_or(1.0f), &windows);
+    auto count_windows = [&] {
+        std::lock_guard s(s_mu_);
+        stats_.windows = windows.windows();
+        stats_.windows_locked = windows.locked();
+    };
     std::vector<cf32> tap;  // a ci16 chunk converted for on_samples (only when tapped)
     std::vector<dsp::sample_batch> waiting;  // complete windows read while the pool is being made
     dsp::run_timing t;  // this thread's share of the timing, added under s_mu_ as it goes
@@ -199,14 +204,7 @@ void stream_engine::batcher_loop()
         t = {};
     };
     auto submit = [&](dsp::sample_batch&& b) {
-        // A window storage the backend has not seen yet is page-locked once (a few circulate).
-        const auto& window = dsp::window_of<T>(b);
-        t.lock_s += pins_.lock_once(*pool, window.data(), window.capacity() * sizeof(T), window_bytes);
-        {
-            std::lock_guard s(s_mu_);
-            stats_.windows = pins_.windows();
-            stats_.windows_locked = pins_.locked();
-        }
+        count_windows();
         // A full queue is back-pressure, not a hang: the heartbeat ticks while submit waits.
         // After abort() the pool processes nothing new: the batch comes back lost, counted.
         const auto t1 = clock::now();
@@ -215,6 +213,9 @@ void stream_engine::batcher_loop()
     };
     auto acquire = [&] {
         pool = acquire_pool();
+        // The windows read while the backends were being made are locked now, later ones as
+        // they are made.
+        t.lock_s += windows.lock_with([pool](const void* data, std::size_t bytes) { return pool->pin_host_memory(data, bytes); });
         for (auto& b : waiting) submit(std::move(b));
         waiting.clear();
     };
@@ -238,20 +239,12 @@ void stream_engine::batcher_loop()
         }
     };
 
-    // Whatever ends the loop, the windows go to the spares below before the batcher is
-    // destroyed: some may be page-locked (pins_), and are freed only after the pins.
+    // Whatever ends the loop, the window being filled goes back to the window pool.
     std::exception_ptr error;
     try {
         while (!stop_) {
             batcher_heartbeat_ns_ = now_ns();
             const auto tw = clock::now();
-            {
-                // Windows the workers are done with: filled again (no fresh ~315 MB allocation,
-                // and its page faults, per batch).
-                std::lock_guard sp(spare_mu_);
-                for (auto& v : spares) bt.recycle(std::move(v));
-                spares.clear();
-            }
             // Straight from the feed into the window being filled (no copy on the way).
             const auto space = bt.write_space();  // a fresh cf32 window's storage is zero-filled here
             t.batch_s += seconds_since(tw);
@@ -357,10 +350,8 @@ void stream_engine::batcher_loop()
         error = std::current_exception();
     }
     flush_timing();
-    {
-        std::lock_guard sp(spare_mu_);
-        for (auto& v : bt.release_storage()) spares.push_back(std::move(v));
-    }
+    bt.release_storage();
+    count_windows();
     if (error) std::rethrow_exception(error);
 }
 
@@ -503,12 +494,10 @@ stream_stats stream_engine::run()
     if (first_error_) stop_ = true;
     batcher.join();
     // Every window is back (the pool has returned every result). They stay page-locked until
-    // the engine goes (pins_ before the windows it locks).
+    // the engine goes.
     stream_stats s;
     {
         std::lock_guard lk(s_mu_);
-        stats_.windows = pins_.windows();
-        stats_.windows_locked = pins_.locked();
         timing_.windows = stats_.windows;
         timing_.windows_locked = stats_.windows_locked;
         if (worker_pool* p = pool_.load()) timing_.process_s = p->stats().process_s;

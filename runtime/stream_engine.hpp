@@ -5,9 +5,10 @@
 //   the sinks (publisher, records, LLR writer ...) and the latency -> the tally's thread, in
 //   batch order: the tally (PN counters, estimates), batch k while the sinks take batch k + 1
 //
-// The windows are filled in place and circulate: a backend done with one hands it back to the
-// batcher, which fills it again; each is page-locked for the uploads once, the first time it
-// goes to the pool, and unlocked when the engine goes.
+// The windows are the engine's window_pool's: filled in place by the batcher, handed back by
+// the worker pool as soon as a backend is done with one, and filled again. The window pool
+// page-locks them for the uploads once the backends exist (those read meanwhile at once, later
+// ones as they are made) and unlocks them when the engine goes.
 //
 // Every sample is accounted for: read from the feed, or lost before it (gaps, counted by
 // reason), or in a segment too short for a packet (counted), or in a batch that failed on its
@@ -28,6 +29,7 @@
 #include "dsp/run_tally.hpp"
 #include "io/sample_source.hpp"
 #include "runtime/feed.hpp"
+#include "runtime/window_pool.hpp"
 #include "runtime/worker_pool.hpp"
 
 #include <array>
@@ -110,8 +112,8 @@ struct stream_stats {
     std::uint64_t backend_errors = 0;
     std::uint64_t batches_on_fallback = 0;
     std::uint64_t packets_last_batch = 0;
-    /// Distinct window storages dispatched, and of them those the backend page-locked (0 with
-    /// the CPU backend): a few, constant once the windows circulate.
+    /// Batch windows made, and of them those page-locked for the backend's uploads (0 with the
+    /// CPU backend): a few, constant once the windows circulate.
     std::uint64_t windows = 0;
     std::uint64_t windows_locked = 0;
     /// Mean estimated transmitter clock offset over the last published batch's packets, ppm.
@@ -182,13 +184,9 @@ private:
     std::atomic<bool> aborted_{false};  ///< abort(): the pool processes nothing new
     std::exception_ptr batcher_error_;  ///< read after the batcher thread is joined
     std::exception_ptr first_error_;    ///< the calling thread's
-    // Windows back from the workers, for the batcher to fill again (cf32 or ci16: the feed's).
-    std::mutex spare_mu_;
-    std::vector<std::vector<cf32>> spare_windows_;
-    std::vector<dsp::window_vector<ci16>> spare_windows_ci16_;
-    /// The batcher thread's while it runs; undone when the engine goes, before the windows
-    /// above (declared after them), when every window is back.
-    window_pins pins_;
+    /// The windows, of the feed's width (the other is empty).
+    window_pool<cf32> windows_;
+    window_pool<ci16> windows_ci16_;
 
     mutable std::mutex s_mu_;  ///< stats_, timing_, latency_sum_ms_
     stream_stats stats_;

@@ -245,13 +245,4 @@ bool worker_pool::healthy(std::chrono::nanoseconds limit) const
     return true;
 }
 
-double window_pins::lock_once(worker_pool& pool, const void* data, std::size_t bytes, std::size_t window_bytes)
-{
-    if (bytes < window_bytes || std::any_of(pins_.begin(), pins_.end(), [&](const auto& p) { return p.first == data; })) return 0.0;
-    const auto t0 = std::chrono::steady_clock::now();
-    pins_.emplace_back(data, pool.pin_host_memory(data, bytes));
-    if (pins_.back().second) ++locked_;
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 }  // namespace paq::runtime

@@ -148,22 +148,4 @@ private:
 /// backend made it: the one place packets get their time.
 void stamp_utc(const dsp::sample_batch& batch, dsp::batch_output& out) noexcept;
 
-/// The window storages a producer has had page-locked for a pool's uploads, each once: a few
-/// circulate (filling, queued, in a backend, on the way back). The pins are undone when this
-/// is destroyed, so it must be destroyed after the pool has finished with the windows and
-/// before they are freed. One producer thread.
-class window_pins {
-public:
-    /// Page-locks [data, data + bytes) unless it was already, when it is a whole window
-    /// (bytes >= window_bytes). Returns the seconds it took (0 when nothing was done).
-    double lock_once(worker_pool& pool, const void* data, std::size_t bytes, std::size_t window_bytes);
-    [[nodiscard]] std::uint64_t windows() const noexcept { return pins_.size(); }  ///< distinct windows seen
-    [[nodiscard]] std::uint64_t locked() const noexcept { return locked_; }       ///< of them, page-locked
-    void clear() noexcept { pins_.clear(); }
-
-private:
-    std::vector<std::pair<const void*, std::shared_ptr<void>>> pins_;
-    std::uint64_t locked_ = 0;
-};
-
 }  // namespace paq::runtime

@@ -1034,9 +1034,9 @@ private:
 
 }  // namespace
 
-// The live pipeline page-locks each window storage once, when first dispatched (its uploads
-// then run at full speed), and undoes it only once the pipeline is gone; a few windows
-// circulate. Counted in windows / windows_locked.
+// The live pipeline's windows (the engine's window pool) are page-locked once each, before any
+// batch in them reaches a backend (the uploads then run at full speed), and unlocked only once
+// the pipeline is gone; a few windows circulate. Counted in windows / windows_locked.
 TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
 {
     sim::sim_config sc;

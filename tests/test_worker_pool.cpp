@@ -2,6 +2,7 @@
 // paq-bench --gpus. Results in submission order whatever order the workers finish in, the
 // CPU fallback, nothing lost uncounted, a producer held back by a slow consumer, the
 // watchdog's view of a stuck worker, and every window handed back.
+#include "runtime/window_pool.hpp"
 #include "runtime/worker_pool.hpp"
 
 #include <gtest/gtest.h>
@@ -270,4 +271,114 @@ TEST(worker_pool, an_output_given_back_is_written_again)
     EXPECT_EQ(second->out->bits, std::vector<std::uint8_t>(8, 1));
     pool.close();
     EXPECT_FALSE(pool.next());
+}
+
+// ------------------------------------------------------------------------------ window pool
+// runtime::window_pool: the stream engine's batch windows, made at a full window's capacity,
+// lent and given back, and page-locked by the pool's lock function (runtime/window_pool.hpp).
+
+namespace {
+
+/// A lock function that records each range it locked; a handle's end is an unlock.
+struct lock_log {
+    std::mutex mu;
+    std::vector<std::pair<const void*, std::size_t>> locked;
+    std::vector<std::weak_ptr<void>> handles;
+    runtime::window_pool<ci16>::lock_fn fn()
+    {
+        return [this](const void* data, std::size_t bytes) {
+            std::lock_guard lk(mu);
+            locked.emplace_back(data, bytes);
+            auto h = std::make_shared<int>(0);
+            handles.push_back(h);
+            return std::shared_ptr<void>(h);
+        };
+    }
+};
+
+}  // namespace
+
+TEST(window_pool, lends_full_windows_and_takes_back_only_its_own)
+{
+    runtime::window_pool<ci16> pool(5000);
+    auto a = pool.acquire();
+    auto b = pool.acquire();
+    EXPECT_GE(a.capacity(), 5000u);
+    EXPECT_GE(b.capacity(), 5000u);
+    EXPECT_NE(a.data(), b.data());
+    EXPECT_EQ(pool.windows(), 2u);
+    EXPECT_EQ(pool.locked(), 0u);
+    const ci16* pa = a.data();
+    a.resize(1234);  // a batch's window is shorter than the storage; the address stays
+    pool.release(std::move(a));
+    auto c = pool.acquire();
+    EXPECT_EQ(c.data(), pa) << "a window given back is lent again";
+    EXPECT_EQ(pool.windows(), 2u);
+
+    dsp::window_vector<ci16> foreign;
+    foreign.reserve(5000);
+    pool.release(std::move(foreign));  // not made here: freed, never lent
+    auto d = pool.acquire();
+    EXPECT_EQ(pool.windows(), 3u) << "the foreign storage was not kept";
+    EXPECT_THROW(runtime::window_pool<cf32>(0), std::invalid_argument);
+}
+
+TEST(window_pool, locks_the_windows_made_before_at_once_and_later_ones_when_made)
+{
+    lock_log log;
+    std::vector<std::weak_ptr<void>> handles;
+    const void* out_at_the_end = nullptr;
+    dsp::window_vector<ci16> still_out;
+    {
+        runtime::window_pool<ci16> pool(4096);
+        auto a = pool.acquire();
+        auto b = pool.acquire();
+        pool.release(std::move(b));  // one lent, one free, before there is anything to lock with
+        EXPECT_EQ(pool.locked(), 0u);
+        EXPECT_GE(pool.lock_with(log.fn()), 0.0);
+        ASSERT_EQ(log.locked.size(), 2u) << "both windows made so far, the lent one too";
+        EXPECT_EQ(pool.locked(), 2u);
+        for (const auto& [data, bytes] : log.locked) EXPECT_EQ(bytes, 4096u * sizeof(ci16));
+        EXPECT_TRUE((log.locked[0].first == a.data()) || (log.locked[1].first == a.data()));
+        auto c = pool.acquire();  // the free one: nothing new to lock
+        EXPECT_EQ(log.locked.size(), 2u);
+        auto e = pool.acquire();  // a new one: locked as it is made
+        ASSERT_EQ(log.locked.size(), 3u);
+        EXPECT_EQ(log.locked[2].first, e.data());
+        EXPECT_EQ(pool.windows(), 3u);
+        EXPECT_EQ(pool.locked(), 3u);
+        EXPECT_THROW((void)pool.lock_with(log.fn()), std::logic_error);
+        pool.release(std::move(a));
+        pool.release(std::move(c));
+        out_at_the_end = e.data();
+        still_out = std::move(e);
+        handles = log.handles;
+        for (const auto& h : handles) EXPECT_FALSE(h.expired()) << "unlocked while the pool lives";
+    }
+    // The pool is gone: every lock undone, the window still out among them; its storage is
+    // its holder's and still valid.
+    for (const auto& h : handles) EXPECT_TRUE(h.expired());
+    EXPECT_EQ(still_out.data(), out_at_the_end);
+    still_out[0] = ci16{1, 2};
+}
+
+TEST(window_pool, a_batcher_takes_its_windows_from_the_pool_and_gives_them_back)
+{
+    runtime::window_pool<cf32> pool(1000 + 10 + 20);
+    dsp::batcher bt(1000, 10, 20, 1.0f, &pool);
+    std::vector<cf32> x(5500, cf32{1.0f, 0.0f});
+    bt.push(x);
+    bt.finish();
+    std::set<const cf32*> seen;
+    std::uint64_t batches = 0;
+    while (auto b = bt.pop()) {
+        seen.insert(b->samples.data());
+        ++batches;
+        bt.recycle(std::move(b->samples));
+    }
+    bt.release_storage();
+    EXPECT_GE(batches, 5u);
+    EXPECT_EQ(pool.windows(), seen.size() + 1) << "every window the batches had, and the one being filled, from the pool";
+    for (std::uint64_t k = 0; k < pool.windows(); ++k) (void)pool.acquire();
+    EXPECT_EQ(pool.windows(), seen.size() + 1) << "all of them back in the pool";
 }
