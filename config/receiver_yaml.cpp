@@ -73,11 +73,12 @@ const section<dsp::receiver_config>& receiver_schema()
             number<C>("clock_min_ppm", at(&C::clock_min_ppm), range_of(rr::clock_min_ppm),
                       {"ppm", "packets whose estimated offset is below this are not re-timed"}),
             number<C>("front_end_correction", at(&C::front_end_correction),
-                      one_of({{-1, "auto"}, {0, "off"}, {1, "on"}}),
-                      {"", "remove each packet's DC offset and IQ imbalance, estimated from its own samples "
-                           "(SIGNAL-CHAIN.md, \"Front-end correction\"); auto: on for the `iio`, `vita49`, `udp` and "
-                           "`tcp` sources, off for `file`. paqd logs the effective value at start; `paqd replay "
-                           "--front-end-correction on|off` overrides it (auto is off for a recording)"}),
+                      one_of({{1, "on"}, {0, "off"}, {-1, "auto"}}),
+                      {"", "remove each packet's DC offset and IQ imbalance, estimated from its own samples, where "
+                           "they are above the gate that leaves clean packets as they are (SIGNAL-CHAIN.md, "
+                           "\"Front-end correction\"); on for every source and for replay, so that a recording "
+                           "replays as it was received; auto is the same as on. paqd logs the effective value at "
+                           "start; `paqd replay --front-end-correction on|off` overrides it"}),
             number<C>("phase_smoother", at(&C::phase_smoother),
                       one_of({{-1, "auto"}, {0, "the PLL alone"}, {1, "the phase smoother on every packet"}}),
                       {"", "the carrier phase the bits are decided at (SIGNAL-CHAIN.md, \"Phase noise\"). The phase "

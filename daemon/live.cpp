@@ -27,13 +27,11 @@ namespace {
 
 /// The receiver for the source's rate: the chain runs at 2 samples per bit of
 /// receiver.bit_rate_hz and resamples any other input rate; a rate it cannot serve is an error
-/// naming both. Front-end correction, auto: on for what comes from a radio's mixer, off for a
-/// file.
+/// naming both.
 dsp::receiver_config receiver_for(const config::daemon_config& cfg, double rate)
 {
     dsp::receiver_config rc = cfg.receiver;
     rc.input_sample_rate_hz = rate;
-    if (rc.front_end_correction < 0) rc.front_end_correction = cfg.source.type == config::source_type::file ? 0 : 1;
     spdlog::info("front-end correction (DC, IQ imbalance): {}", rc.front_end_correction_on() ? "on" : "off");
     if (const auto errors = rc.validate(); !errors.empty()) {
         std::string msg = "the source's sample rate cannot be received:";

@@ -122,8 +122,8 @@ struct replay_command {
                         "receiver.bit_rate_hz, 10.3125e6); any input rate of 2 .. 6.4 samples per bit is resampled")
             ->check(cli::finite_positive());
         cmd->add_option("--front-end-correction", front_end,
-                        "Remove each packet's DC offset and IQ imbalance: on or off (default: receiver.front_end_correction; "
-                        "its default, auto, is off for recordings)")
+                        "Remove each packet's DC offset and IQ imbalance above the gate: on or off (default: "
+                        "receiver.front_end_correction, on)")
             ->check(CLI::IsMember({"on", "off"}));
         cmd->add_option("--detector", detector,
                         "How the bits are decided: sxs (symbol by symbol), trellis (sequence detection), or both (twelve "

@@ -123,7 +123,8 @@ void recorder::write(std::span<const cf32> samples)
             spdlog::warn("recording: the disk does not keep up; samples are dropped from the recording (counted, "
                          "marked in its metadata)");
         }
-        add_gap(gaps_, accepted_, samples.size(), "recording-dropped");
+        add_gap(gaps_, accepted_, samples.size(), io::to_string(io::gap_reason::recording_dropped));
+        new_capture();
         dropped_ += samples.size();
         return;
     }
@@ -140,16 +141,26 @@ void recorder::write(std::span<const cf32> samples)
 void recorder::timestamp(std::int64_t utc_ns, std::size_t offset)
 {
     std::lock_guard lk(mu_);
-    // The first anchor times the recording's first sample, unless a gap or a drop lies
-    // between them (then the recording's index no longer counts the stream's samples).
-    if (datetime_utc_ns_ != dsp::unknown_utc_ns || !gaps_.empty() || dropped_ != 0) return;
-    datetime_utc_ns_ = dsp::utc_ns_at({accepted_ + offset, utc_ns, sample_rate_hz_}, 0);
+    // The capture's first anchor times its first sample (no gap lies between them: a gap
+    // starts a new capture).
+    auto& c = captures_.back();
+    if (c.utc_ns != dsp::unknown_utc_ns) return;
+    c.utc_ns = dsp::utc_ns_at({accepted_ + offset, utc_ns, sample_rate_hz_}, c.sample_start);
 }
 
 void recorder::gap(std::uint64_t lost_samples, io::gap_reason reason)
 {
     std::lock_guard lk(mu_);
     add_gap(gaps_, accepted_, lost_samples, io::to_string(reason));
+    new_capture();
+}
+
+void recorder::new_capture()
+{
+    // Several gaps at one place start one capture; a flood beyond max_gap_entries starts none
+    // (its gaps are coalesced in paq:gaps).
+    if (captures_.back().sample_start == accepted_ || captures_.size() >= max_gap_entries) return;
+    captures_.push_back({accepted_, dsp::unknown_utc_ns});
 }
 
 void recorder::writer_loop()
@@ -196,8 +207,14 @@ void recorder::close()
     extra["paq:recording_dropped_samples"] = dropped_.load();
     // The same gaps as SigMF annotations, for tools that know nothing of paq:gaps.
     writer_->pending_meta().annotations = gap_annotations(gaps_);
-    // core:datetime: the UTC of the first recorded sample, when the source gave time.
-    if (datetime_utc_ns_ != dsp::unknown_utc_ns) writer_->pending_meta().datetime_iso8601 = io::format_utc_ns(datetime_utc_ns_);
+    // A capture per stretch between gaps, each with the UTC of its first sample (core:datetime)
+    // when the source gave time in it.
+    auto& captures = writer_->pending_meta().capture_times;
+    captures.clear();
+    for (std::size_t i = 0; i < captures_.size(); ++i) {
+        const auto& c = captures_[i];
+        captures.push_back({c.sample_start, c.utc_ns != dsp::unknown_utc_ns ? io::format_utc_ns(c.utc_ns) : std::string(), i});
+    }
     writer_->close();
 }
 

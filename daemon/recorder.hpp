@@ -1,6 +1,8 @@
 // Recording while receiving: every sample the receiver reads goes to a SigMF recording too,
 // with the receiver's settings and every gap in the metadata, so any flight can be replayed
-// (`paqd replay` or `source.type: file`). Disk writes run on a thread of their own behind a
+// (`paqd replay` or `source.type: file`) as it was received: each gap (its samples lost and
+// reason in paq:gaps) starts a new capture with its own sample index and core:datetime, and
+// replay ends a segment there as the live receiver did. Disk writes run on a thread of their own behind a
 // bounded queue: a slow or failed disk costs recorded samples (counted, and marked in the
 // metadata), never received ones.
 #pragma once
@@ -55,10 +57,10 @@ public:
     /// counted, and marked as a gap in the metadata.
     void write(std::span<const cf32> samples);
     /// A time anchor: samples[offset] of the next write() was taken at utc_ns (UTC ns). The
-    /// first one, unless a gap or a drop came before it, gives the metadata's core:datetime
-    /// (the UTC of the recording's first sample).
+    /// first one in a capture gives its core:datetime (the UTC of its first sample).
     void timestamp(std::int64_t utc_ns, std::size_t offset);
-    /// A gap in the received stream, marked in the metadata at the current position.
+    /// A gap in the received stream: in paq:gaps at the current position, and a new capture
+    /// from there.
     void gap(std::uint64_t lost_samples, io::gap_reason reason);
     /// Drains the queue, closes the data file and writes the metadata. Throws on an I/O error.
     void close();
@@ -68,9 +70,11 @@ public:
     [[nodiscard]] bool failed() const noexcept { return failed_; }
     [[nodiscard]] std::filesystem::path meta_path() const;
 
-    /// The metadata's gap list holds at most this many entries; a flood of gaps beyond it is
-    /// merged into the last entry (reason "coalesced", with the number of gaps merged and the
-    /// position of the last), so a hostile stream cannot grow the metadata without end.
+    /// The metadata's gap list holds at most this many entries, and the recording this many
+    /// captures; a flood of gaps beyond it is merged into the last entry (reason "coalesced",
+    /// with the number of gaps merged and the position of the last) and starts no capture, so
+    /// a hostile stream cannot grow the metadata without end (a replay takes the flood as one
+    /// gap of unknown size).
     static constexpr std::size_t max_gap_entries = 10000;
     /// Small writes are appended to the last queued chunk up to this many samples, so a flood
     /// of one-sample datagrams costs queue memory by samples, not by allocations.
@@ -78,6 +82,8 @@ public:
 
 private:
     void writer_loop();
+    /// A capture from the current position (after a gap), under mu_.
+    void new_capture();
 
     std::unique_ptr<io::sample_file_writer> writer_;
     std::size_t max_queued_;
@@ -89,7 +95,11 @@ private:
     std::uint64_t accepted_ = 0;  ///< samples queued so far: the position in the recording
     nlohmann::json gaps_ = nlohmann::json::array();
     double sample_rate_hz_;
-    std::int64_t datetime_utc_ns_ = INT64_MIN;  ///< the first sample's UTC (dsp::unknown_utc_ns: none)
+    struct capture {
+        std::uint64_t sample_start = 0;
+        std::int64_t utc_ns = INT64_MIN;  ///< its first sample's UTC (dsp::unknown_utc_ns: none)
+    };
+    std::vector<capture> captures_{capture{}};
     std::atomic<std::uint64_t> recorded_{0}, dropped_{0};
     std::atomic<bool> failed_{false};
     std::string error_;

@@ -106,19 +106,20 @@ replay_result run_replay(const replay_options& opt)
         if (records) records->add(out);
         if (llrs) llrs->add(out);
     };
-    // Absolute time from the recording's core:datetime (each capture's); raw files have none.
-    const auto anchors = io::recording_anchors(info.meta, res.warnings);
-    res.has_time = !anchors.empty();
+    // The recording's gaps (paq:gaps, capture boundaries) and absolute time (each capture's
+    // core:datetime); raw files have neither.
+    const auto marks = io::recording_marks(info.meta, res.warnings);
+    res.has_time = std::any_of(marks.begin(), marks.end(), [](const io::recording_mark& m) { return m.what == io::recording_mark::kind::time; });
     // A ci16 recording stays ci16 up to the backend (half the bytes through the windows and
     // the upload; the backend converts); a cf32 one is read as it is.
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     res.detector = std::string(dsp::to_string(rc.detector));
     if (info.format == io::sample_format::ci16_le) {
         res.engine = runtime::run_receiver_ci16(pool_ready, rc, pattern, info.sample_rate_hz, info.meta.ci16_scale,
-                                                 [&](std::span<ci16> out) { return reader.read(out); }, on_batch, anchors);
+                                                 [&](std::span<ci16> out) { return reader.read(out); }, on_batch, marks);
     } else {
         res.engine = runtime::run_receiver(pool_ready, rc, pattern, info.sample_rate_hz,
-                                            [&](std::span<cf32> out) { return reader.read(out); }, on_batch, anchors);
+                                            [&](std::span<cf32> out) { return reader.read(out); }, on_batch, marks);
     }
     maker.join();
     res.summary = res.engine.tally;

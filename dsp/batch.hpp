@@ -43,16 +43,6 @@ struct sample_time {
     friend bool operator==(const sample_time&, const sample_time&) = default;
 };
 
-/// A time anchor of a finite stream known ahead (a recording's captures, io::recording_anchors):
-/// sample `sample` (absolute index) was taken at utc_ns. discontinuity: its time does not
-/// continue that of the samples before it, which the batcher then ends a segment at.
-struct stream_anchor {
-    std::uint64_t sample = 0;
-    std::int64_t utc_ns = 0;
-    bool discontinuity = false;
-    friend bool operator==(const stream_anchor&, const stream_anchor&) = default;
-};
-
 struct sample_batch {
     std::uint64_t index = 0;          ///< batch sequence number
     std::uint64_t first_sample = 0;   ///< absolute index of samples[0] (gaps included)

@@ -72,7 +72,7 @@ std::vector<std::string> receiver_config::validate() const
         e.push_back("detector: not sxs, trellis or both");
     }
     if (front_end_correction < -1 || front_end_correction > 1) {
-        e.push_back(bad("front_end_correction", front_end_correction, "-1 (auto: on for radio and network sources), 0 (off) or 1 (on)"));
+        e.push_back(bad("front_end_correction", front_end_correction, "1 (on), 0 (off) or -1 (auto: the same as on)"));
     }
     return e;
 }

@@ -111,11 +111,11 @@ struct receiver_config {
     /// drift over a packet is then below 0.013 samples at the default 1 ppm), 0 .. 100.
     double clock_min_ppm = 1.0;
     /// Front-end correction (dsp/iq_correction): each packet's DC offset and IQ
-    /// imbalance estimated from its segment and removed before the chain reads it. 1 on, 0 off,
-    /// -1 auto: paqd turns it on for the sources that come from a radio front end (iio,
-    /// vita49, udp, tcp) and off for files and replay (`paqd replay --front-end-correction`);
-    /// a backend given -1 treats it as off.
-    int front_end_correction = -1;
+    /// imbalance estimated from its segment and removed before the chain reads it, where they
+    /// are above its gate (a clean packet is left as it is). 1 on (the default, for every
+    /// source and for replay, so that a recording replays as it was received), 0 off; -1
+    /// (auto, the former default) is the same as on.
+    int front_end_correction = 1;
     /// Carrier phase: 0 the PLL alone (dsp::detect_packet), 1 the phase smoother on every
     /// packet (dsp::detect_packet_smoothed: a data-aided Kalman smoother over each packet,
     /// started by a forward PLL of its own bandwidth, dsp::smoother::bootstrap_bn_t; pll_bn_t is
@@ -143,8 +143,8 @@ struct receiver_config {
     /// Whether the trellis runs (detector trellis or both).
     [[nodiscard]] bool trellis_on() const noexcept { return detector != detector_kind::sxs; }
 
-    /// Whether the backends correct the front end: front_end_correction == 1.
-    [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction == 1; }
+    /// Whether the backends correct the front end: front_end_correction on (1) or auto (-1).
+    [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction != 0; }
 
     /// Input samples per 2-samples-per-bit sample: input_sample_rate_hz / (2 bit_rate_hz), 1
     /// when the input rate is 0 (unset).

@@ -48,14 +48,14 @@ struct file_source::impl {
           reader(sample_file_reader::open(cfg.path, cfg.raw_format, cfg.raw_sample_rate_hz, cfg.raw_ci16_scale))
     {
         std::vector<std::string> warnings;
-        anchors = recording_anchors(reader.info().meta, warnings);
+        marks = recording_marks(reader.info().meta, warnings);
         for (const auto& w : warnings) spdlog::warn("{}: {}", cfg.path.string(), w);
         if (const auto t = reader.info().trailing_bytes) {
             spdlog::warn("{}: truncated recording: {} trailing bytes after the last whole sample are ignored", cfg.path.string(), t);
         }
     }
-    /// The recording's time: one anchor per capture with a core:datetime (none for raw files).
-    std::vector<dsp::stream_anchor> anchors;
+    /// The recording's gaps and time (none for raw files).
+    std::vector<recording_mark> marks;
 };
 
 file_source::file_source(file_source_config cfg)
@@ -129,25 +129,22 @@ void file_source::run(sample_sink& sink)
     // each read straight into the sink's memory (sample_sink::write_from: into the ring's
     // room, the file's copy the only one on this thread).
     std::size_t n = 0;
-    std::size_t next_anchor = 0;  // the first of m.anchors not yet given to the sink
-    // Before a read at the reader's position: the capture times that start there go to the
-    // sink (a capture's time jump ends the segment before it); returns how many samples the
-    // read may take, up to the next capture time (an anchor names the first sample of a write).
+    mark_cursor marks(m.marks);
+    // Before a read at the reader's position: the recording's gaps and times that lie there go
+    // to the sink; returns how many samples the read may take, up to the next mark (a time
+    // names the first sample of a write).
     auto next_read = [&] {
         const std::uint64_t pos = m.reader.position();
-        while (next_anchor < m.anchors.size() && m.anchors[next_anchor].sample <= pos) {
-            const auto& a = m.anchors[next_anchor++];
-            if (a.sample < pos) continue;
-            if (a.discontinuity && pos > 0) sink.gap(0, gap_reason::discontinuity);
-            const time_anchor t{counters_.samples.load(), a.utc_ns};
+        while (const recording_mark* k = marks.next(pos)) {
+            if (k->what == recording_mark::kind::gap) {
+                sink.gap(k->lost_samples, k->reason);
+                continue;
+            }
+            const time_anchor t{counters_.samples.load(), k->utc_ns};
             time_anchor_.set(t);
             sink.timestamp(t);
         }
-        std::size_t want = chunk_size;
-        if (next_anchor < m.anchors.size()) {
-            want = static_cast<std::size_t>(std::min<std::uint64_t>(want, m.anchors[next_anchor].sample - pos));
-        }
-        return want;
+        return marks.limit(pos, chunk_size);
     };
     // Only cf32 can hold NaN or Inf: ci16 is never scanned (every sample is finite).
     std::uint64_t nonfinite = 0;
@@ -183,7 +180,7 @@ void file_source::run(sample_sink& sink)
     auto at_end = [&] {
         if (!m.cfg.loop || m.reader.info().num_samples == 0) return false;
         m.reader.rewind();
-        next_anchor = 0;
+        marks.rewind();
         sink.gap(0, gap_reason::discontinuity);
         return true;
     };

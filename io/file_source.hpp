@@ -47,8 +47,9 @@ public:
     [[nodiscard]] double sample_rate_hz() const override;
     /// The recording's core:frequency (its first capture's), when it has one.
     [[nodiscard]] std::optional<double> center_frequency_hz() const override;
-    /// Runs the recording; a SigMF recording with core:datetime gives a time anchor at each
-    /// capture's first sample (io::recording_anchors; again after each loop seam).
+    /// Runs the recording; a SigMF recording's gaps and times (io::recording_marks: its
+    /// paq:gaps, capture boundaries and core:datetime) go to the sink where they lie, again
+    /// after each loop seam.
     /// A ci16_le recording is delivered at its width (write_ci16, its metadata's scale).
     void run(sample_sink& sink) override;
     void stop() override;

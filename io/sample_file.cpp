@@ -24,33 +24,147 @@
 
 namespace paq::io {
 
-std::vector<dsp::stream_anchor> recording_anchors(const sigmf_meta& meta, std::vector<std::string>& warnings)
+namespace {
+
+/// |x - y| > 1 us, in unsigned arithmetic: two times 580 years apart differ by more than an
+/// int64 holds.
+bool more_than_1us_apart(std::int64_t x, std::int64_t y)
 {
-  std::vector<sigmf_capture_time> times = meta.capture_times;
-  if (times.empty() && !meta.datetime_iso8601.empty()) times.push_back({0, meta.datetime_iso8601, 0});
-  std::vector<dsp::stream_anchor> out;
-  for (const auto& c : times) {
-    const auto utc = parse_utc_ns(c.datetime);
-    if (!utc) {
-      warnings.push_back("captures[" + std::to_string(c.capture_index) + "] core:datetime '" + c.datetime +
-                         "' is not a UTC time (YYYY-MM-DDTHH:MM:SS[.fffffffff]Z): no absolute time from it");
+  const std::uint64_t d = x >= y ? static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(y)
+                                 : static_cast<std::uint64_t>(y) - static_cast<std::uint64_t>(x);
+  return d > 1000;
+}
+
+/// The gaps paqd's recorder listed in global paq:gaps.
+void recorded_gaps(const sigmf_meta& meta, std::vector<recording_mark>& out, std::vector<std::string>& warnings)
+{
+  if (!meta.extra_global.is_object()) return;
+  const auto it = meta.extra_global.find("paq:gaps");
+  if (it == meta.extra_global.end()) return;
+  if (!it->is_array()) {
+    warnings.push_back("paq:gaps is not an array: its gaps are not known");
+    return;
+  }
+  for (std::size_t i = 0; i < it->size(); ++i) {
+    const auto& g = (*it)[i];
+    const auto count = [&](const char* key) -> std::optional<std::uint64_t> {
+      if (!g.is_object()) return std::nullopt;
+      const auto v = g.find(key);
+      if (v == g.end() || !v->is_number_unsigned()) return std::nullopt;
+      return v->get<std::uint64_t>();
+    };
+    const auto text = [&](const char* key) -> std::string {
+      if (!g.is_object()) return {};
+      const auto v = g.find(key);
+      return v != g.end() && v->is_string() ? v->get<std::string>() : std::string();
+    };
+    const auto at = count("recording_sample");
+    const auto lost = count("lost");
+    if (!at || !lost) {
+      warnings.push_back("paq:gaps[" + std::to_string(i) +
+                         "] has no unsigned recording_sample and lost: that gap is not known");
       continue;
     }
-    dsp::stream_anchor a{c.sample_start, *utc, false};
-    if (!out.empty()) {
-      const auto& p = out.back();
-      const std::int64_t expected = dsp::utc_ns_at({p.sample, p.utc_ns, meta.sample_rate_hz}, c.sample_start);
-      // |utc - expected| > 1 us, in unsigned arithmetic: two times 580 years apart differ by
-      // more than an int64 holds.
-      const auto apart = [](std::int64_t x, std::int64_t y) {
-        return x >= y ? static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(y)
-                      : static_cast<std::uint64_t>(y) - static_cast<std::uint64_t>(x);
-      };
-      a.discontinuity = expected == dsp::unknown_utc_ns || apart(*utc, expected) > 1000;
+    recording_mark m;
+    m.sample = *at;
+    m.what = recording_mark::kind::gap;
+    m.lost_samples = *lost;
+    std::string reason = text("reason");
+    if (reason == "coalesced") {
+      // A flood of gaps merged into one entry: one gap of unknown size where they began.
+      reason = text("first_reason");
+      m.lost_samples = 0;
     }
-    out.push_back(a);
+    if (const auto r = value_named(gap_reason_names, reason)) {
+      m.reason = *r;
+    } else {
+      warnings.push_back("paq:gaps[" + std::to_string(i) + "] reason '" + reason +
+                         "' is not a gap reason paqd knows: taken as a discontinuity");
+    }
+    out.push_back(m);
   }
+}
+
+}  // namespace
+
+std::vector<recording_mark> recording_marks(const sigmf_meta& meta, std::vector<std::string>& warnings)
+{
+  std::vector<recording_mark> gaps;
+  recorded_gaps(meta, gaps, warnings);
+  std::vector<sigmf_capture_time> captures = meta.capture_times;
+  const bool any_capture_time =
+      std::any_of(captures.begin(), captures.end(), [](const sigmf_capture_time& c) { return !c.datetime.empty(); });
+  if (!any_capture_time && !meta.datetime_iso8601.empty()) {
+    if (captures.empty()) captures.push_back({0, "", 0});
+    captures.front().datetime = meta.datetime_iso8601;
+  }
+  std::vector<recording_mark> times;
+  std::optional<recording_mark> last_time;  // the latest capture time, to extrapolate from
+  for (std::size_t i = 0; i < captures.size(); ++i) {
+    const auto& c = captures[i];
+    std::optional<std::int64_t> utc;
+    if (!c.datetime.empty()) {
+      utc = parse_utc_ns(c.datetime);
+      if (!utc) {
+        warnings.push_back("captures[" + std::to_string(c.capture_index) + "] core:datetime '" + c.datetime +
+                           "' is not a UTC time (YYYY-MM-DDTHH:MM:SS[.fffffffff]Z): no absolute time from it");
+      }
+    }
+    // A boundary: a gap unless paq:gaps explains it, or the capture's time continues the
+    // time before it.
+    if (c.sample_start > 0) {
+      const bool listed = std::any_of(gaps.begin(), gaps.end(), [&](const recording_mark& g) { return g.sample == c.sample_start; });
+      bool continues = false;
+      if (utc && last_time) {
+        const std::int64_t expected = dsp::utc_ns_at({last_time->sample, last_time->utc_ns, meta.sample_rate_hz}, c.sample_start);
+        continues = expected != dsp::unknown_utc_ns && !more_than_1us_apart(*utc, expected);
+      }
+      if (!listed && !continues) {
+        recording_mark g;
+        g.sample = c.sample_start;
+        g.what = recording_mark::kind::gap;
+        gaps.push_back(g);
+      }
+    }
+    if (utc) {
+      recording_mark t;
+      t.sample = c.sample_start;
+      t.what = recording_mark::kind::time;
+      t.utc_ns = *utc;
+      times.push_back(t);
+      last_time = t;
+    }
+  }
+  std::vector<recording_mark> out;
+  for (const auto& g : gaps) {
+    if (g.sample > 0) out.push_back(g);
+  }
+  out.insert(out.end(), times.begin(), times.end());
+  // In sample order; at one sample the gaps (in their listed order) before the time.
+  std::stable_sort(out.begin(), out.end(), [](const recording_mark& a, const recording_mark& b) {
+    if (a.sample != b.sample) return a.sample < b.sample;
+    return a.what == recording_mark::kind::gap && b.what == recording_mark::kind::time;
+  });
   return out;
+}
+
+const recording_mark* mark_cursor::next(std::uint64_t position)
+{
+  while (next_ < marks_.size() && marks_[next_].sample <= position) {
+    const recording_mark& m = marks_[next_++];
+    if (m.sample < position) continue;  // already past it
+    if (m.what == recording_mark::kind::gap && position == 0) continue;  // nothing before it
+    return &m;
+  }
+  return nullptr;
+}
+
+std::size_t mark_cursor::limit(std::uint64_t position, std::size_t want) const
+{
+  if (next_ < marks_.size() && marks_[next_].sample > position) {
+    return static_cast<std::size_t>(std::min<std::uint64_t>(want, marks_[next_].sample - position));
+  }
+  return want;
 }
 
 namespace {

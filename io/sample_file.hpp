@@ -13,6 +13,7 @@
 #include "dsp/batch.hpp"
 #include "dsp/types.hpp"
 #include "io/sample_format.hpp"
+#include "io/sample_source.hpp"
 #include "io/sigmf.hpp"
 
 namespace paq::io {
@@ -105,14 +106,46 @@ class sample_file_reader {
   std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first read that needs it
 };
 
-/// A recording's absolute time (docs/DAEMON.md, "Time"): one anchor per capture with a
-/// core:datetime, at its core:sample_start (a global core:datetime, which some writers use,
-/// when no capture has one); none for a raw file or a recording without datetime. A capture
-/// whose time is more than 1 us off the previous anchor's, extrapolated at the recording's
-/// rate, is a discontinuity (the recording paused there): the receiver ends a segment at it.
-/// A core:datetime that is not "YYYY-MM-DDTHH:MM:SS[.f...]Z" gives no anchor and a message in
-/// `warnings` naming the capture.
-[[nodiscard]] std::vector<dsp::stream_anchor> recording_anchors(const sigmf_meta& meta, std::vector<std::string>& warnings);
+/// What lies between a recording's samples: a gap, or the time of the next sample.
+struct recording_mark {
+  enum class kind : std::uint8_t { gap, time };
+  std::uint64_t sample = 0;  ///< the mark lies right before this sample
+  kind what = kind::time;
+  std::uint64_t lost_samples = 0;                 ///< a gap's samples known lost (0: unknown)
+  gap_reason reason = gap_reason::discontinuity;  ///< a gap's
+  std::int64_t utc_ns = 0;                        ///< a time's: the sample's UTC (ns since 1970)
+  friend bool operator==(const recording_mark&, const recording_mark&) = default;
+};
+
+/// A recording's gaps and time (docs/DAEMON.md, "Time" and "Recording"), in sample order, the
+/// gaps at a sample before its time; none for a raw file:
+/// - gaps: each entry of paq:gaps (paqd's recorder lists there every gap it saw, with the
+///   samples lost and the reason; a coalesced entry is one gap of unknown size at its first
+///   sample), and every capture boundary no entry explains whose time does not continue the
+///   capture before it within 1 us at the recording's rate (a discontinuity of unknown size:
+///   a recorder that paused, or a capture without time). No gap lies before sample 0.
+/// - time: each capture's core:datetime (a global core:datetime, which some writers use, when
+///   no capture has one).
+/// A core:datetime that is not "YYYY-MM-DDTHH:MM:SS[.f...]Z" gives no time, and a malformed
+/// paq:gaps entry no gap; each a message in `warnings` naming it.
+[[nodiscard]] std::vector<recording_mark> recording_marks(const sigmf_meta& meta, std::vector<std::string>& warnings);
+
+/// Walks a recording's marks alongside its reads (the file source and replay's feed).
+class mark_cursor {
+ public:
+  explicit mark_cursor(std::span<const recording_mark> marks) : marks_(marks) {}
+  /// The next mark due before sample `position` (the samples read so far), or nullptr when
+  /// the read may go on. A gap before sample 0 and marks already passed are skipped.
+  [[nodiscard]] const recording_mark* next(std::uint64_t position);
+  /// How many of `want` samples a read at `position` may take: up to the next mark.
+  [[nodiscard]] std::size_t limit(std::uint64_t position, std::size_t want) const;
+  /// Back to the first mark (a looped recording).
+  void rewind() noexcept { next_ = 0; }
+
+ private:
+  std::span<const recording_mark> marks_;
+  std::size_t next_ = 0;
+};
 
 /// Writer of a recording, encoding from cf32. Move-only; not thread-safe.
 class sample_file_writer {

@@ -55,15 +55,19 @@ enum class gap_reason : std::uint8_t {
     stall,         ///< no samples for longer than the stall timeout
     reconnect,     ///< the connection or the device went away and came back
     source_error,  ///< the source reported an overrun or a corrupt block
-    discontinuity, ///< the stream jumps (a looped file starts again)
+    discontinuity, ///< the stream jumps (a looped file starts again, a recording's capture boundary)
+    /// samples received but not written by the recorder (its disk fell behind): a gap only
+    /// when such a recording is replayed
+    recording_dropped,
 };
-/// The names (metrics labels, logs), in the enumeration's order.
-inline constexpr name_table<gap_reason, 6> gap_reason_names{{{"overflow", gap_reason::overflow},
+/// The names (metrics labels, logs, recordings' paq:gaps), in the enumeration's order.
+inline constexpr name_table<gap_reason, 7> gap_reason_names{{{"overflow", gap_reason::overflow},
                                                              {"lost-packets", gap_reason::lost_packets},
                                                              {"stall", gap_reason::stall},
                                                              {"reconnect", gap_reason::reconnect},
                                                              {"source-error", gap_reason::source_error},
-                                                             {"discontinuity", gap_reason::discontinuity}}};
+                                                             {"discontinuity", gap_reason::discontinuity},
+                                                             {"recording-dropped", gap_reason::recording_dropped}}};
 /// The number of gap_reason values (for arrays indexed by reason).
 inline constexpr std::size_t num_gap_reasons = gap_reason_names.size();
 

@@ -382,10 +382,25 @@ std::string to_sigmf_json(const sigmf_meta& meta) {
     for (const auto& [key, value] : meta.extra_global.items()) global[key] = ordered_json(value);
   }
 
-  ordered_json capture = ordered_json::object();
-  capture["core:sample_start"] = 0;
-  if (meta.center_frequency_hz != 0) capture["core:frequency"] = meta.center_frequency_hz;
-  if (!meta.datetime_iso8601.empty()) capture["core:datetime"] = meta.datetime_iso8601;
+  std::vector<sigmf_capture_time> starts = meta.capture_times;
+  if (starts.empty()) starts.push_back({0, "", 0});
+  if (starts.front().sample_start != 0) {
+    throw std::invalid_argument("SigMF: the first capture must start at sample 0, not " +
+                                std::to_string(starts.front().sample_start));
+  }
+  if (starts.front().datetime.empty()) starts.front().datetime = meta.datetime_iso8601;
+  ordered_json captures = ordered_json::array();
+  for (std::size_t i = 0; i < starts.size(); ++i) {
+    if (i > 0 && starts[i].sample_start < starts[i - 1].sample_start) {
+      throw std::invalid_argument("SigMF: capture " + std::to_string(i) + " starts at sample " +
+                                  std::to_string(starts[i].sample_start) + ", before the capture before it");
+    }
+    ordered_json capture = ordered_json::object();
+    capture["core:sample_start"] = starts[i].sample_start;
+    if (meta.center_frequency_hz != 0) capture["core:frequency"] = meta.center_frequency_hz;
+    if (!starts[i].datetime.empty()) capture["core:datetime"] = starts[i].datetime;
+    captures.push_back(std::move(capture));
+  }
 
   ordered_json annotations = ordered_json::array();
   if (meta.annotations.is_array()) {
@@ -403,7 +418,7 @@ std::string to_sigmf_json(const sigmf_meta& meta) {
 
   ordered_json doc = ordered_json::object();
   doc["global"] = std::move(global);
-  doc["captures"] = ordered_json::array({std::move(capture)});
+  doc["captures"] = std::move(captures);
   doc["annotations"] = std::move(annotations);
   return doc.dump(2) + "\n";
 }
@@ -451,8 +466,8 @@ namespace {
   return extensions;
 }
 
-// Every capture's core:sample_start (in order, as SigMF requires) and core:header_bytes; the
-// first capture's core:frequency and core:datetime go into meta.
+// Every capture's core:sample_start (in order, as SigMF requires), core:header_bytes and
+// core:datetime; the first capture's core:frequency and core:datetime go into meta too.
 void parse_captures(const std::string& name, const json& captures, sigmf_meta& meta) {
   if (!captures.is_array()) fail(name, "\"captures\" must be a JSON array");
   std::uint64_t previous_start = 0;
@@ -471,12 +486,10 @@ void parse_captures(const std::string& name, const json& captures, sigmf_meta& m
         header != 0) {
       meta.header_chunks.push_back({start, header, i});
     }
-    if (const std::string datetime = get_string(name, capture, "core:datetime", where); !datetime.empty()) {
-      meta.capture_times.push_back({start, datetime, i});
-    }
+    meta.capture_times.push_back({start, get_string(name, capture, "core:datetime", where), i});
     if (i != 0) continue;
-    // Frequency of the first capture only: paqd treats the data file as one continuous stream,
-    // and later captures merely re-tune parts of it (their times are in capture_times).
+    // Frequency of the first capture only: paqd receives one link; a later capture's boundary
+    // is a gap in the stream (io::recording_marks), its time in capture_times.
     const auto freq_it = capture.find("core:frequency");
     if (freq_it != capture.end()) {
       if (!freq_it->is_number() || !std::isfinite(freq_it->get<double>())) {

@@ -46,10 +46,10 @@ struct sigmf_header_chunk {
   bool operator==(const sigmf_header_chunk&) const = default;
 };
 
-/// A capture's core:datetime, as the file has it (read only).
+/// A capture: where it starts and its core:datetime as text ("" when it has none).
 struct sigmf_capture_time {
   std::uint64_t sample_start = 0;  ///< the capture's core:sample_start
-  std::string datetime;            ///< its core:datetime text
+  std::string datetime;            ///< its core:datetime text ("" when none)
   std::size_t capture_index = 0;   ///< its index in "captures", for messages
   bool operator==(const sigmf_capture_time&) const = default;
 };
@@ -84,8 +84,11 @@ struct sigmf_meta {
   /// On read: the captures with header bytes, by sample_start; the reader skips those bytes.
   /// Must be empty on write: paqd writes conforming datasets, samples only.
   std::vector<sigmf_header_chunk> header_chunks;
-  /// On read: every capture's core:datetime, in capture order (the first one is also in
-  /// datetime_iso8601). Ignored on write (datetime_iso8601 goes into the only capture).
+  /// On read: every capture, in capture order, with its core:datetime where it has one (the
+  /// first one is also in datetime_iso8601). On write: empty gives one capture at sample 0
+  /// timed by datetime_iso8601; else these captures (the first at sample 0, in sample order,
+  /// the first timed by datetime_iso8601 when its own datetime is empty), each with
+  /// core:frequency when center_frequency_hz is set.
   std::vector<sigmf_capture_time> capture_times;
 };
 
@@ -129,7 +132,8 @@ struct sigmf_file_paths {
 
 /// The SigMF JSON text for meta. Throws std::invalid_argument if meta cannot be described
 /// (non-positive or non-finite sample rate or ci16 scale, malformed extra_global, extensions or
-/// annotations, a namespace that is used but not declared, header_chunks not empty).
+/// annotations, a namespace that is used but not declared, header_chunks not empty, captures
+/// that do not start at sample 0 or are out of order).
 [[nodiscard]] std::string to_sigmf_json(const sigmf_meta& meta);
 
 /// Writes to_sigmf_json(meta) to meta_path. The text goes to "<meta_path>.tmp" first and is

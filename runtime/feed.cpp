@@ -24,28 +24,18 @@ feed::result reader_feed<T>::read_own(std::span<T> out)
         r.what = result::kind::end;
         return r;
     }
-    // The anchors at the next sample: a discontinuity is a gap first, then the time.
+    // The marks before the next sample: each gap, then the time.
     std::optional<std::int64_t> utc;
-    while (next_anchor_ < anchors_.size() && anchors_[next_anchor_].sample <= samples_read_) {
-        const auto& a = anchors_[next_anchor_];
-        if (a.sample < samples_read_) {  // out of order: already past it
-            ++next_anchor_;
-            continue;
-        }
-        if (a.discontinuity && samples_read_ > 0 && !gap_given_) {
-            gap_given_ = true;
+    while (const io::recording_mark* m = marks_.next(samples_read_)) {
+        if (m->what == io::recording_mark::kind::gap) {
             r.what = result::kind::gap;
-            r.reason = io::gap_reason::discontinuity;
+            r.lost_samples = m->lost_samples;
+            r.reason = m->reason;
             return r;
         }
-        gap_given_ = false;
-        utc = a.utc_ns;
-        ++next_anchor_;
+        utc = m->utc_ns;
     }
-    std::size_t want = std::min(out.size(), max_read_samples);
-    if (next_anchor_ < anchors_.size()) {
-        want = static_cast<std::size_t>(std::min<std::uint64_t>(want, anchors_[next_anchor_].sample - samples_read_));
-    }
+    const std::size_t want = marks_.limit(samples_read_, std::min(out.size(), max_read_samples));
     const std::size_t n = read_(out.first(want));
     if (n == 0) {
         ended_ = true;

@@ -5,8 +5,7 @@
 //                  ring reported, time anchors, and nothing while the source is quiet (the
 //                  engine's stall timeout)
 //   reader_feed    a recording read in order (a read function): samples, and the recording's
-//                  time anchors, a discontinuity among them a gap of unknown size; it never
-//                  waits
+//                  marks (io::recording_marks: its gaps and time); it never waits
 //
 // Each read returns samples, a gap, the end, or (after the timeout) nothing; the samples are
 // of the feed's width, ci16 (at its scale, converted by the backend) or cf32.
@@ -15,6 +14,7 @@
 #include "dsp/batch.hpp"
 #include "dsp/types.hpp"
 #include "io/ring_buffer.hpp"
+#include "io/sample_file.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -39,6 +39,9 @@ public:
     /// for something to happen. Reading at the other width throws std::logic_error.
     virtual result read(std::span<cf32> out, std::chrono::milliseconds timeout) = 0;
     virtual result read(std::span<ci16> out, std::chrono::milliseconds timeout) = 0;
+    /// True when the samples an overflow gap lost are counted before the feed (by a ring:
+    /// io::ring_counters::samples_dropped); false: the engine counts them with the gap's.
+    [[nodiscard]] virtual bool overflow_counted_before() const { return false; }
 };
 
 /// A live source's ring. Reads take at most 2^20 samples (51 ms at 20.625 MS/s), so that the
@@ -50,6 +53,7 @@ public:
     [[nodiscard]] std::optional<float> ci16_scale() const override { return ring_.ci16_scale(); }
     result read(std::span<cf32> out, std::chrono::milliseconds timeout) override;
     result read(std::span<ci16> out, std::chrono::milliseconds timeout) override;
+    [[nodiscard]] bool overflow_counted_before() const override { return true; }  ///< the ring's samples_dropped
 
     static constexpr std::size_t max_read_samples = std::size_t{1} << 20;
 
@@ -58,18 +62,17 @@ private:
 };
 
 /// A recording read in order. `read` writes up to out.size() samples and returns how many (0:
-/// the end). `anchors` (in sample order; optional) time the stream: each gives the samples
-/// from its sample on their UTC, and one marked discontinuity is a gap of unknown size
-/// (gap_reason::discontinuity) where it lies (none before the first sample). A read stops at
-/// the next anchor, so that the anchor names the next read's first sample; reads take at most
-/// 2^22 samples.
+/// the end). `marks` (io::recording_marks; optional) are its gaps and time: a gap (with its
+/// samples lost and reason) where it lies, a time for the samples from its sample on. A read
+/// stops at the next mark, so that a time names the next read's first sample; reads take at
+/// most 2^22 samples.
 template <class T>
 class reader_feed final : public feed {
 public:
     using read_fn = std::function<std::size_t(std::span<T>)>;
 
-    reader_feed(read_fn read, std::span<const dsp::stream_anchor> anchors, std::optional<float> ci16_scale)
-        : read_(std::move(read)), anchors_(anchors), scale_(ci16_scale)
+    reader_feed(read_fn read, std::span<const io::recording_mark> marks, std::optional<float> ci16_scale)
+        : read_(std::move(read)), marks_(marks), scale_(ci16_scale)
     {
     }
     [[nodiscard]] std::optional<float> ci16_scale() const override { return scale_; }
@@ -85,11 +88,9 @@ private:
     result read_own(std::span<T> out);
 
     read_fn read_;
-    std::span<const dsp::stream_anchor> anchors_;
+    io::mark_cursor marks_;
     std::optional<float> scale_;
-    std::size_t next_anchor_ = 0;
     std::uint64_t samples_read_ = 0;
-    bool gap_given_ = false;  ///< the discontinuity at next_anchor_ has been returned
     bool ended_ = false;
 };
 

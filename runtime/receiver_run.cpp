@@ -42,7 +42,7 @@ private:
 template <class T>
 stream_stats run_receiver_t(const pool_future& pool_f, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                 double sample_rate_hz, float ci16_scale, const std::function<std::size_t(std::span<T>)>& read,
-                                const batch_fn& on_batch, std::span<const dsp::stream_anchor> anchors = {})
+                                const batch_fn& on_batch, std::span<const io::recording_mark> marks = {})
 {
     // The backends were made from cfg: the recording's rate must be the one they resample from.
     const dsp::input_geometry g = dsp::make_input_geometry(cfg);
@@ -55,7 +55,7 @@ stream_stats run_receiver_t(const pool_future& pool_f, const dsp::receiver_confi
                                     " Hz but the receiver is configured for an input at " + std::to_string(g.input_rate_hz) +
                                     " Hz (set receiver_config::input_sample_rate_hz)");
     }
-    reader_feed<T> source(read, anchors, std::is_same_v<T, ci16> ? std::optional<float>(ci16_scale) : std::nullopt);
+    reader_feed<T> source(read, marks, std::is_same_v<T, ci16> ? std::optional<float>(ci16_scale) : std::nullopt);
     stream_options opt;
     opt.receiver = cfg;
     opt.pattern = pattern;
@@ -76,9 +76,9 @@ dsp::run_summary run_receiver(worker_pool& pool, const dsp::receiver_config& cfg
 
 stream_stats run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch,
-                              std::span<const dsp::stream_anchor> anchors)
+                              std::span<const io::recording_mark> marks)
 {
-    return run_receiver_t<cf32>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch, anchors);
+    return run_receiver_t<cf32>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch, marks);
 }
 
 dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
@@ -89,9 +89,9 @@ dsp::run_summary run_receiver_ci16(worker_pool& pool, const dsp::receiver_config
 
 stream_stats run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read, const batch_fn& on_batch,
-                                   std::span<const dsp::stream_anchor> anchors)
+                                   std::span<const io::recording_mark> marks)
 {
-    return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch, anchors);
+    return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch, marks);
 }
 
 dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

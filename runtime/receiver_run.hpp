@@ -46,17 +46,18 @@ dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::rec
 
 /// The same on a pool still being made: reading and batching start at once and up to three
 /// complete windows wait for the pool (reading overlaps the backends' setup). The pool must
-/// outlive the run; an error making it ends the run and is rethrown here. `anchors` (in
-/// sample order; optional) time the stream: each packet gets its UTC from the latest one
-/// (packet_record::utc_ns), and one marked discontinuity ends a segment where it lies.
+/// outlive the run; an error making it ends the run and is rethrown here. `marks`
+/// (io::recording_marks: in sample order; optional) are the recording's gaps, each ending a
+/// segment where it lies, and its time: each packet gets its UTC from the latest time
+/// (packet_record::utc_ns).
 /// Returns the engine's whole result (its tally: the run_summary the others return), which
 /// the counter registry reports (runtime/counters.hpp).
 stream_stats run_receiver(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                               double sample_rate_hz, const read_fn& read, const batch_fn& on_batch = {},
-                              std::span<const dsp::stream_anchor> anchors = {});
+                              std::span<const io::recording_mark> marks = {});
 stream_stats run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
-                                   const batch_fn& on_batch = {}, std::span<const dsp::stream_anchor> anchors = {});
+                                   const batch_fn& on_batch = {}, std::span<const io::recording_mark> marks = {});
 
 /// The same on one backend the caller owns (a pool of one worker, no fallback).
 dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

@@ -293,9 +293,11 @@ void stream_engine::batcher_loop()
                     std::lock_guard s(s_mu_);
                     ++stats_.gaps;
                     ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
-                    // Ring overflows are counted by the ring (samples_dropped); this counts what
-                    // the sources reported lost before it.
-                    if (r.reason != io::gap_reason::overflow) stats_.samples_lost_in_gaps += r.lost_samples;
+                    // A ring's overflows are counted by the ring (samples_dropped); this counts
+                    // what the sources reported lost before it (and a recording's overflows).
+                    if (r.reason != io::gap_reason::overflow || !feed_.overflow_counted_before()) {
+                        stats_.samples_lost_in_gaps += r.lost_samples;
+                    }
                 }
                 // At most one line a second on a lossy link; the counters keep every gap.
                 ++gaps_unlogged;

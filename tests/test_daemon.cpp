@@ -7,6 +7,7 @@
 #include "daemon/llr_writer.hpp"
 #include "runtime/counters.hpp"
 #include "daemon/pipeline.hpp"
+#include "daemon/recorder.hpp"
 #include "daemon/replay.hpp"
 #include "daemon/sources.hpp"
 #include "io/file_source.hpp"
@@ -1477,10 +1478,12 @@ TEST(time, sigmf_captures_time_the_packets_live_and_in_replay_and_raw_files_have
         return s < second ? t0 + static_cast<std::int64_t>(s) * 40 : t1 + static_cast<std::int64_t>(s - second) * 40;
     };
     std::vector<std::string> warnings;
-    const auto anchors = io::recording_anchors(io::read_sigmf_meta(dir / "rec.sigmf-meta"), warnings);
-    ASSERT_EQ(anchors.size(), 2u);
+    const auto marks = io::recording_marks(io::read_sigmf_meta(dir / "rec.sigmf-meta"), warnings);
+    ASSERT_EQ(marks.size(), 3u);
     EXPECT_TRUE(warnings.empty());
-    EXPECT_EQ(anchors[1], (dsp::stream_anchor{second, t1, true}));  // 20 s later than the samples say
+    // 20 s later than the samples say: a gap of unknown size, then the time.
+    EXPECT_EQ(marks[1], (io::recording_mark{second, io::recording_mark::kind::gap, 0, io::gap_reason::discontinuity, 0}));
+    EXPECT_EQ(marks[2], (io::recording_mark{second, io::recording_mark::kind::time, 0, io::gap_reason::discontinuity, t1}));
     auto rc = test::small_batches();
     rc.cpu_threads = 1;
     rc.input_sample_rate_hz = 25e6;
@@ -1565,6 +1568,134 @@ TEST(time, host_clock_anchors_are_now_less_the_block_duration)
 // with core:datetime and core:frequency gives a recording whose core:datetime is the UTC of
 // its first sample, exact to the ns as written, and whose core:frequency is the configured
 // one, else the source's; a raw source (no time, no frequency) gives neither key.
+// A lossy live run recorded while receiving replays as it was received: the recorder starts a
+// capture at each gap (its lost samples and reason in paq:gaps, each capture's first sample
+// timed where the source gave time), and paqd replay ends a segment at each, so every path's
+// counts, every packet's start sample and UTC, and the gaps by reason are the live run's.
+TEST(time, a_lossy_live_run_recorded_replays_with_the_live_counts_and_times)
+{
+    sim::sim_config sc;
+    sc.preset = "edwards3";
+    sc.ebn0_db = 13.0;
+    sc.seed = 4177;
+    sc.sample_rate_hz = 25e6;
+    sc.clock_ppm = 12.0;
+    const auto sim = test::simulate(sc, 64);
+    const std::size_t n = sim.samples.size();
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    rc.input_sample_rate_hz = 25e6;
+    rc.bit_rate_hz = 10.3125e6;
+    const std::int64_t t0 = 1'795'603'660'000'000'000;
+    const std::int64_t t1 = 1'795'603'701'000'000'000;
+    const std::size_t a = n / 5, b = 2 * n / 5, c = 3 * n / 5, d = 4 * n / 5;
+    // Anchored; a known loss (time carries on); an unknown one (no time); an unknown one then
+    // anchored again; a known loss mid-packet-stream, anchored.
+    timed_source src(sim.samples,
+                     {{0, a, 0, false, t0},
+                      {a, b, 33'333, true, std::nullopt},
+                      {b, c, 0, true, std::nullopt},
+                      {c, d, 0, true, t1},
+                      {d, n, 7'777, true, t1 + static_cast<std::int64_t>(d - c + 7'777) * 40}},
+                     25e6);
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-lossy-rec-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    config::recording_config cfg;
+    cfg.base = dir / "lossy";
+    cfg.format = io::sample_format::cf32_le;  // the received samples exactly (ci16 would round them)
+    live_result live;
+    {
+        daemon::recorder rec(cfg, 25e6, rc.bit_rate_hz, nlohmann::json::object());
+        io::sample_ring ring(4'000'000, io::overflow_policy::block, io::host_ring_allocator(false));
+        daemon::pipeline_options po;
+        po.receiver = rc;
+        po.sample_rate_hz = 25e6;
+        po.on_samples = [&](std::span<const cf32> x) { rec.write(x); };
+        po.on_gap = [&](std::uint64_t lost, io::gap_reason why) { rec.gap(lost, why); };
+        po.on_time = [&](std::int64_t utc_ns, std::size_t offset) { rec.timestamp(utc_ns, offset); };
+        daemon::pipeline p(po, src, ring, cpu_workers(rc, 2), {}, [&](const dsp::batch_output& out) { live.published.push_back(out); });
+        p.start();
+        p.join();
+        live.stats = p.stats();
+        rec.close();
+    }
+    // The recording: a capture per stretch between gaps, timed where the source gave time.
+    const auto j = nlohmann::json::parse(std::ifstream(dir / "lossy.sigmf-meta"));
+    const auto& caps = j["captures"];
+    ASSERT_EQ(caps.size(), 5u) << caps.dump();
+    EXPECT_EQ(caps[1]["core:sample_start"], a);
+    EXPECT_EQ(caps[4]["core:sample_start"], d);
+    EXPECT_EQ(io::parse_utc_ns(caps[0]["core:datetime"].get<std::string>()), t0);
+    EXPECT_FALSE(caps[1].contains("core:datetime")) << "no anchor in it: the known loss carries the time on";
+    EXPECT_FALSE(caps[2].contains("core:datetime"));
+    EXPECT_EQ(io::parse_utc_ns(caps[3]["core:datetime"].get<std::string>()), t1);
+    EXPECT_EQ(io::parse_utc_ns(caps[4]["core:datetime"].get<std::string>()), t1 + static_cast<std::int64_t>(d - c + 7'777) * 40);
+    EXPECT_EQ(j["global"]["paq:gaps"].size(), 4u);
+
+    daemon::replay_options ro;
+    ro.file = dir / "lossy.sigmf-meta";
+    ro.receiver = rc;
+    ro.backend = config::backend_kind::cpu;
+    ro.records.base = dir / "replayed";
+    const auto rr = daemon::run_replay(ro);
+    const auto& lt = live.stats.tally;
+    EXPECT_GT(lt.packets_found, 30u);
+    EXPECT_EQ(rr.engine.tally.packets_found, lt.packets_found);
+    ASSERT_EQ(rr.engine.tally.paths.size(), lt.paths.size());
+    for (std::size_t k = 0; k < lt.paths.size(); ++k) {
+        EXPECT_EQ(rr.engine.tally.paths[k].packets, lt.paths[k].packets) << lt.paths[k].name;
+        EXPECT_EQ(rr.engine.tally.paths[k].bits_checked, lt.paths[k].bits_checked) << lt.paths[k].name;
+        EXPECT_EQ(rr.engine.tally.paths[k].bit_errors, lt.paths[k].bit_errors) << lt.paths[k].name;
+    }
+    EXPECT_EQ(rr.engine.gaps, live.stats.gaps);
+    EXPECT_EQ(rr.engine.gaps_by_reason, live.stats.gaps_by_reason);
+    EXPECT_EQ(rr.engine.samples_lost_in_gaps, live.stats.samples_lost_in_gaps);
+    EXPECT_EQ(rr.first_packet_utc_ns, live.stats.first_packet_utc_ns);
+    // Every packet where live had it, with live's time.
+    std::map<std::uint64_t, std::int64_t> live_times;
+    for (const auto& out : live.published) {
+        for (const auto& p : out.packets) live_times[p.start_sample] = p.utc_ns;
+    }
+    std::ifstream csv(dir / "replayed-packets.csv");
+    std::string header, row;
+    std::getline(csv, header);
+    std::size_t rows = 0, timed = 0;
+    while (std::getline(csv, row)) {
+        std::vector<std::string> f;
+        std::stringstream ss(row);
+        for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+        const std::uint64_t start = std::stoull(f.at(4));
+        const std::string utc = row.substr(row.rfind(',') + 1);
+        const auto it = live_times.find(start);
+        ASSERT_NE(it, live_times.end()) << "replay found a packet live did not: " << row;
+        if (it->second == dsp::unknown_utc_ns) {
+            EXPECT_TRUE(utc.empty()) << row;
+        } else {
+            EXPECT_EQ(io::parse_utc_ns(utc), it->second) << row;
+            ++timed;
+        }
+        ++rows;
+    }
+    EXPECT_EQ(rows, live_times.size());
+    EXPECT_GT(timed, rows / 2);
+    EXPECT_LT(timed, rows) << "the stretch after the unknown gap has no time, live or replayed";
+
+    // The same samples joined across the gaps (the metadata's gaps and captures removed, as
+    // recordings were made before): not what was received.
+    auto joined = j;
+    joined["global"].erase("paq:gaps");
+    joined["captures"] = nlohmann::json::array({caps[0]});
+    joined["annotations"] = nlohmann::json::array();
+    std::ofstream(dir / "lossy.sigmf-meta") << joined.dump(2);
+    ro.records.base.clear();
+    const auto rj = daemon::run_replay(ro);
+    EXPECT_EQ(rj.engine.gaps, 0u);
+    bool differs = rj.engine.tally.packets_found != lt.packets_found;
+    for (std::size_t k = 0; k < lt.paths.size(); ++k) differs |= rj.engine.tally.paths[k].bit_errors != lt.paths[k].bit_errors;
+    EXPECT_TRUE(differs) << "joined across its gaps, the recording must not give the live counts";
+    std::filesystem::remove_all(dir);
+}
+
 TEST(time, a_live_recording_gets_core_datetime_and_core_frequency_from_its_source_or_the_config)
 {
     sim::sim_config sc;

@@ -483,10 +483,10 @@ TEST(recording, core_datetime_is_the_first_sample_utc_and_core_frequency_the_con
     EXPECT_EQ(timed["captures"][0]["core:frequency"], 2.2505e9);  // the source's: none configured
     // The reader takes the recording's time back: one anchor at sample 0.
     std::vector<std::string> warnings;
-    const auto anchors = io::recording_anchors(io::read_sigmf_meta(dir.path / "timed.sigmf-meta"), warnings);
+    const auto marks = io::recording_marks(io::read_sigmf_meta(dir.path / "timed.sigmf-meta"), warnings);
     EXPECT_TRUE(warnings.empty());
-    ASSERT_EQ(anchors.size(), 1u);
-    EXPECT_EQ(anchors[0], (dsp::stream_anchor{0, t - 10'300 * 40, false}));
+    ASSERT_EQ(marks.size(), 1u);
+    EXPECT_EQ(marks[0], (io::recording_mark{0, io::recording_mark::kind::time, 0, io::gap_reason::discontinuity, t - 10'300 * 40}));
     {
         // A rate that is not a whole number of ns a sample (20.625 MS/s), anchor at sample 0;
         // the configured frequency wins over the source's.

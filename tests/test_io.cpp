@@ -23,6 +23,7 @@
 #include "io/sample_file.hpp"
 #include "io/sample_format.hpp"
 #include "io/sigmf.hpp"
+#include "io/utc_time.hpp"
 #include "io/sigmf_archive.hpp"
 
 namespace {
@@ -379,10 +380,94 @@ TEST_F(io_test, capture_times_centuries_apart_are_a_discontinuity) {
                               {"annotations", nlohmann::json::array()}};
   write_text(meta_path, doc.dump());
   std::vector<std::string> warnings;
-  const auto anchors = recording_anchors(read_sigmf_meta(meta_path), warnings);
-  ASSERT_EQ(anchors.size(), 2u) << ::testing::PrintToString(warnings);
-  EXPECT_FALSE(anchors[0].discontinuity);
-  EXPECT_TRUE(anchors[1].discontinuity);
+  const auto marks = recording_marks(read_sigmf_meta(meta_path), warnings);
+  // Both captures start at sample 0: nothing lies before sample 0, so no gap; two times.
+  ASSERT_EQ(marks.size(), 2u) << ::testing::PrintToString(warnings);
+  EXPECT_EQ(marks[0].what, recording_mark::kind::time);
+  EXPECT_EQ(marks[1].what, recording_mark::kind::time);
+  mark_cursor c(marks);
+  const auto* m = c.next(0);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->utc_ns, *parse_utc_ns("1678-01-01T00:00:00Z"));
+  m = c.next(0);
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->utc_ns, *parse_utc_ns("2261-12-31T23:59:59Z"));
+  EXPECT_EQ(c.next(0), nullptr);
+
+  // The same at sample 100: a time centuries off is a jump, so the boundary is a gap.
+  nlohmann::json later = doc;
+  later["captures"][1]["core:sample_start"] = 100;
+  write_text(meta_path, later.dump());
+  const auto jumped = recording_marks(read_sigmf_meta(meta_path), warnings);
+  ASSERT_EQ(jumped.size(), 3u);
+  EXPECT_EQ(jumped[1], (recording_mark{100, recording_mark::kind::gap, 0, gap_reason::discontinuity, 0}));
+  EXPECT_EQ(jumped[2].what, recording_mark::kind::time);
+}
+
+// A recording's gaps (io::recording_marks): paq:gaps entries as the recorder wrote them (samples
+// lost, reason, a coalesced flood as one gap of unknown size), capture boundaries no entry
+// explains unless their time continues the capture before, each at its sample.
+TEST_F(io_test, recording_marks_give_each_gap_and_time_where_it_lies) {
+  const fs::path meta_path = path("g.sigmf-meta");
+  const nlohmann::json doc = {
+      {"global",
+       {{"core:datatype", "cf32_le"},
+        {"core:sample_rate", 1e6},
+        {"core:version", "1.0.0"},
+        {"core:extensions", {{{"name", "paq"}, {"version", "1.0.0"}, {"optional", true}}}},
+        {"paq:gaps",
+         {{{"recording_sample", 1000}, {"lost", 250}, {"reason", "lost-packets"}},
+          {{"recording_sample", 1000}, {"lost", 7}, {"reason", "overflow"}},
+          {{"recording_sample", 3000}, {"lost", 0}, {"reason", "stall"}},
+          {{"recording_sample", 5000}, {"lost", 99}, {"reason", "coalesced"}, {"first_reason", "reconnect"}, {"gaps", 4}},
+          {{"recording_sample", 6000}, {"lost", 5}, {"reason", "no-such-reason"}},
+          {{"recording_sample", "7000"}, {"lost", 5}, {"reason", "stall"}}}}}},
+      {"captures",
+       {{{"core:sample_start", 0}, {"core:datetime", "2026-12-02T10:00:00Z"}},
+        {{"core:sample_start", 1000}, {"core:datetime", "2026-12-02T10:00:00.001257Z"}},  // after 250 + 7 lost
+        {{"core:sample_start", 2000}, {"core:datetime", "2026-12-02T10:00:00.002257Z"}},  // continues: no gap
+        {{"core:sample_start", 2500}},                                                    // no time, no entry: a gap
+        {{"core:sample_start", 3000}}}},
+      {"annotations", nlohmann::json::array()}};
+  write_text(meta_path, doc.dump());
+  std::vector<std::string> warnings;
+  const auto marks = recording_marks(read_sigmf_meta(meta_path), warnings);
+  using k = recording_mark::kind;
+  const std::int64_t t0 = *parse_utc_ns("2026-12-02T10:00:00Z");
+  const std::vector<recording_mark> expected = {
+      {0, k::time, 0, gap_reason::discontinuity, t0},
+      {1000, k::gap, 250, gap_reason::lost_packets, 0},
+      {1000, k::gap, 7, gap_reason::overflow, 0},
+      {1000, k::time, 0, gap_reason::discontinuity, t0 + 1'257'000},
+      {2000, k::time, 0, gap_reason::discontinuity, t0 + 2'257'000},
+      {2500, k::gap, 0, gap_reason::discontinuity, 0},
+      {3000, k::gap, 0, gap_reason::stall, 0},
+      {5000, k::gap, 0, gap_reason::reconnect, 0},
+      {6000, k::gap, 5, gap_reason::discontinuity, 0},
+  };
+  ASSERT_EQ(marks.size(), expected.size()) << doc.dump();
+  for (std::size_t i = 0; i < marks.size(); ++i) {
+    EXPECT_EQ(marks[i], expected[i]) << i << ": " << marks[i].sample << " " << static_cast<int>(marks[i].what) << " "
+                                     << marks[i].lost_samples << " " << to_string(marks[i].reason) << " " << marks[i].utc_ns;
+  }
+  ASSERT_EQ(warnings.size(), 2u) << ::testing::PrintToString(warnings);
+  EXPECT_NE(warnings[0].find("no-such-reason"), std::string::npos);
+  EXPECT_NE(warnings[1].find("paq:gaps[5]"), std::string::npos);
+
+  mark_cursor c(marks);
+  EXPECT_EQ(c.next(0)->what, k::time);
+  EXPECT_EQ(c.next(0), nullptr);
+  EXPECT_EQ(c.limit(0, 1'000'000), 1000u) << "a read stops at the next mark";
+  EXPECT_EQ(c.next(1000)->lost_samples, 250u);
+  EXPECT_EQ(c.next(1000)->lost_samples, 7u);
+  EXPECT_EQ(c.next(1000)->utc_ns, t0 + 1'257'000);
+  EXPECT_EQ(c.next(1000), nullptr);
+  EXPECT_EQ(c.limit(1000, 300), 300u);
+  const auto* later = c.next(5000);  // the marks at 2000 .. 3000 already passed are skipped
+  ASSERT_NE(later, nullptr);
+  EXPECT_EQ(later->reason, gap_reason::reconnect);
+  c.rewind();
+  EXPECT_EQ(c.next(0)->utc_ns, t0);
 }
 
 TEST_F(io_test, write_rejects_undescribable_meta) {

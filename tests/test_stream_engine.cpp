@@ -100,15 +100,19 @@ void expect_same_bits(const dsp::run_summary& a, const dsp::run_summary& b)
 
 }  // namespace
 
-TEST(reader_feed, anchors_time_the_reads_and_a_discontinuity_is_a_gap_where_it_lies)
+TEST(reader_feed, marks_time_the_reads_and_each_gap_comes_where_it_lies)
 {
+    using mark = io::recording_mark;
     std::vector<cf32> x(1000, cf32(1.0f, 0.0f));
-    const std::vector<dsp::stream_anchor> anchors = {
-        {0, 5'000, true},  // at the first sample: no gap before it
-        {300, 9'000, false},
-        {700, 20'000, true},
+    const std::vector<mark> marks = {
+        {0, mark::kind::gap, 0, io::gap_reason::discontinuity, 0},  // before the first sample: none
+        {0, mark::kind::time, 0, {}, 5'000},
+        {300, mark::kind::time, 0, {}, 9'000},
+        {700, mark::kind::gap, 0, io::gap_reason::discontinuity, 0},
+        {700, mark::kind::gap, 4321, io::gap_reason::lost_packets, 0},
+        {700, mark::kind::time, 0, {}, 20'000},
     };
-    reader_feed<cf32> f(reader_of(x, 1000), anchors, std::nullopt);
+    reader_feed<cf32> f(reader_of(x, 1000), marks, std::nullopt);
     EXPECT_FALSE(f.ci16_scale());
     std::vector<cf32> buf(5000);
     auto r = f.read(buf, std::chrono::milliseconds(0));
@@ -126,6 +130,10 @@ TEST(reader_feed, anchors_time_the_reads_and_a_discontinuity_is_a_gap_where_it_l
     ASSERT_EQ(r.what, kind::gap);
     EXPECT_EQ(r.reason, io::gap_reason::discontinuity);
     EXPECT_EQ(r.lost_samples, 0u) << "a discontinuity's size is unknown";
+    r = f.read(buf, std::chrono::milliseconds(0));
+    ASSERT_EQ(r.what, kind::gap) << "two gaps at one sample: both, in order";
+    EXPECT_EQ(r.reason, io::gap_reason::lost_packets);
+    EXPECT_EQ(r.lost_samples, 4321u);
     r = f.read(buf, std::chrono::milliseconds(0));
     ASSERT_EQ(r.what, kind::samples);
     EXPECT_EQ(r.count, 300u);
