@@ -21,9 +21,10 @@
 //                     the clock tracking's cost is the stage `clock` (and the re-timed
 //                     gather inside `estimates`)
 //
-//   --front-end-correction   each packet's DC and IQ imbalance estimated and removed (the
-//                     batch then carries IQ 2 dB / 10 deg and DC -15 dBc): its cost is
-//                     inside the stage `estimates`
+//   --front-end-correction   the batch carries IQ 2 dB / 10 deg and DC -15 dBc, so that the
+//                     front-end correction (on by default: each packet's DC and IQ imbalance
+//                     estimated, and removed above its gate) applies to every packet: its
+//                     cost is inside the stage `estimates`
 //
 //   --phase-smoother  the phase smoother on every packet (receiver.phase_smoother 1; the batch
 //                     then carries a 1 kHz Wiener phase): its cost is in `detector`
@@ -164,7 +165,8 @@ int main(int argc, char** argv)
                                        "unequalized path's phase and makes every equalized path again)")
         ->capture_default_str()
         ->check(CLI::IsMember(channel_preset_names()));
-    app.add_flag("--front-end-correction", estimators, "Turn the front-end correction on (input with IQ 2 dB / 10 deg, DC -15 dBc)");
+    app.add_flag("--front-end-correction", estimators,
+                 "Input with IQ 2 dB / 10 deg and DC -15 dBc, so that the front-end correction (on by default) applies to every packet");
     auto* smoother_flag = app.add_flag("--phase-smoother", smoother, "The phase smoother on every packet (input with a 1 kHz Wiener linewidth)");
     app.add_option("--phase-noise", phase_noise_hz, "Input with a Wiener phase of this linewidth, Hz (the default receiver smooths the packets whose phase wanders)")
         ->check(CLI::Range(0.0, 1e5))
@@ -436,7 +438,8 @@ int main(int argc, char** argv)
     std::printf("| what | value |\n|---|---|\n");
     const char* smoother_text = rc.phase_smoother == 1 ? "on every packet" : rc.phase_smoother == 0 ? "off (the PLL alone)" : "auto";
     std::printf("| input | %.6g S/s, %.6g bit/s (%.4f input samples per 2-sps sample), clock %+.1f ppm, tracking %s, front-end correction %s, Wiener phase %.0f Hz, phase smoother %s, detector %s |\n",
-                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off", estimators ? "on (IQ 2 dB / 10 deg, DC -15 dBc)" : "off",
+                geom.input_rate_hz, geom.bit_rate_hz, geom.ratio, clock_ppm, rc.clock_tracking ? "on" : "off",
+                rc.front_end_correction_on() ? (estimators ? "on (input: IQ 2 dB / 10 deg, DC -15 dBc)" : "on (input: clean)") : "off",
                 sc.phase_noise_linewidth_hz, smoother_text, std::string(to_string(rc.detector)).c_str());
     std::printf("| packets in the batch | %zu |\n", packets);
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
