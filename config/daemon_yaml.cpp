@@ -277,6 +277,9 @@ const section<io::zmq_source_config>& zmq_schema()
             choice<C>("tags", at(&C::tags),
                       choices(io::zmq_tags_names),
                       {"", "the sink's Pass Tags: gnuradio reads its tag header and counts lost samples exactly"}),
+            optional_text<C>("key", at(&C::key), "at most 255 bytes; unset: any",
+                    {"", "the sink's Key: only messages with this key are taken (a SUB socket subscribes to it); "
+                         "unset takes every message, keyed or not (§3, \"ZeroMQ\")"}),
         };
         return s;
     }();

@@ -450,6 +450,21 @@ field<S> text(std::string key, Get get, std::string allowed, doc_text doc)
         [get](const S& s) -> std::optional<std::string> { return yaml_quoted(get(s)); });
 }
 
+/// A non-empty string, or nothing: empty (the default) is unset and left out of to_yaml.
+template <typename S, typename Get>
+field<S> optional_text(std::string key, Get get, std::string allowed, doc_text doc)
+{
+    return leaf<S>(
+        make_info(std::move(key), "string", std::move(allowed), std::move(doc)),
+        [get](const YAML::Node& v, const YAML::Mark& km, const std::string& path, S& s, parse_context& ctx) {
+            std::string x;
+            if (read_text(v, km, path, x, ctx.errors)) get(s) = std::move(x);
+        },
+        [get](const S& s) -> std::optional<std::string> {
+            return get(s).empty() ? std::nullopt : std::optional(yaml_quoted(get(s)));
+        });
+}
+
 /// A file path: relative ones resolve against the configuration file's directory. Empty
 /// (the default): unset, left out of to_yaml.
 template <typename S, typename Get>

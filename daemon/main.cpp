@@ -38,8 +38,10 @@ struct service_command {
         app.add_option("--json-out", json_out, "Write the final counters and per-path summary as JSON");
         app.add_option("--duration", duration_s, "Stop after this many seconds (default: until the source ends or a signal)")
             ->check(cli::finite_non_negative());
-        app.add_option("--backend", backend, "Override pipeline.backend: auto, cpu or cuda");
-        app.add_option("--log-level", log_level, "Override log.level");
+        app.add_option("--backend", backend, "Override pipeline.backend: " + names_text(config::backend_names))
+            ->check(CLI::IsMember(names_in(config::backend_names)));
+        app.add_option("--log-level", log_level, "Override log.level: " + names_text(config::log_level_names))
+            ->check(CLI::IsMember(names_in(config::log_level_names)));
     }
     /// The configuration with the command line's overrides; config_error naming what is wrong.
     [[nodiscard]] config::daemon_config load() const

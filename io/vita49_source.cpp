@@ -223,9 +223,16 @@ struct vita49_source::impl final : net_core {
                            name, pkt.fields.packet_count, r.packets_lost);
         }
         pending_malformed = false;
-        // The sender's time of this packet's first sample, the index it gets here.
+        // The sender's time of this packet's first sample, the index it gets here. A stream
+        // whose packets carry no UTC or GPS time is timed on the host's clock at arrival, as
+        // raw network IQ is (never mixed with the sender's time once that was seen).
         if (const auto utc_ns = vita49::first_sample_utc_ns(pkt.fields, cfg.sample_rate_hz); utc_ns && n > 0) {
             const time_anchor a{counters.samples.load(), *utc_ns};
+            anchor.set(a);
+            sink->timestamp(a);
+            sender_time_seen = true;
+        } else if (!sender_time_seen && n > 0 && cfg.sample_rate_hz > 0.0) {
+            const time_anchor a = host_clock_anchor(counters.samples.load(), n, cfg.sample_rate_hz);
             anchor.set(a);
             sink->timestamp(a);
         }
@@ -260,6 +267,7 @@ struct vita49_source::impl final : net_core {
     }
 
     time_anchor_slot& anchor;
+    bool sender_time_seen = false;  ///< a packet carried the sender's UTC: the host clock is not used
     vita49_source_config cfg;
     vita49_counters vcounters;
     vita49::sequence_tracker tracker;

@@ -80,6 +80,7 @@ std::vector<std::string> zmq_source_config::validate() const
     if (max_message_bytes < 1024 || max_message_bytes > (256 << 20))
         out_of_range("max_message_bytes", max_message_bytes, "1024 .. 268435456");
     if (max_queue_mib < 1 || max_queue_mib > 16384) out_of_range("max_queue_mib", max_queue_mib, "1 .. 16384");
+    if (key.size() > max_key_bytes) out_of_range("key (bytes)", key.size(), "at most 255 bytes");
     return e;
 }
 
@@ -94,7 +95,8 @@ struct zmq_source::impl {
         : counters(c), cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)),
           name("zmq " + std::string(to_string(cfg.pattern)) + " " + cfg.endpoint + " (" +
                std::string(to_sigmf_datatype(cfg.format)) + ", " + format_rate(cfg.sample_rate_hz) +
-               (cfg.tags == zmq_tags::gnuradio ? ", GNU Radio tag header" : ", tags none: loss undetectable") + ")")
+               (cfg.tags == zmq_tags::gnuradio ? ", GNU Radio tag header" : ", tags none: loss undetectable") +
+               (cfg.key.empty() ? std::string() : ", key '" + cfg.key + "'") + ")")
     {
     }
 
@@ -243,6 +245,8 @@ const source_counter zmq_counter_list[] = {
      "tracking restarted."},
     {"zmq_tag_header_suspected", true, true,
      "1: tags none, but the messages start with GNU Radio's tag header (set source.zmq.tags)."},
+    {"zmq_key_mismatches", false, true,
+     "ZeroMQ messages dropped because their key was not source.zmq.key, or they had none."},
 };
 
 }  // namespace
@@ -253,7 +257,8 @@ std::vector<source_counter_value> zmq_source::kind_counters() const
 {
     const auto& c = impl_->counts;
     return counter_values(zmq_counter_list, {static_cast<double>(c.messages_with_tags.load()), static_cast<double>(c.resyncs.load()),
-                                             static_cast<double>(c.tag_header_suspected.load())});
+                                             static_cast<double>(c.tag_header_suspected.load()),
+                                             static_cast<double>(c.key_mismatches.load())});
 }
 
 void zmq_source::run(sample_sink& sink)
@@ -282,7 +287,9 @@ void zmq_source::run(sample_sink& sink)
         zmq_setsockopt(sock.p, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(sock.p, ZMQ_MAXMSGSIZE, &max_bytes, sizeof max_bytes) != 0)
         fail("cannot set socket options");
-    if (m.cfg.pattern == zmq_pattern::sub && zmq_setsockopt(sock.p, ZMQ_SUBSCRIBE, "", 0) != 0) fail("cannot subscribe");
+    // A key is a subscription's prefix: the exact key is checked on each message below.
+    if (m.cfg.pattern == zmq_pattern::sub && zmq_setsockopt(sock.p, ZMQ_SUBSCRIBE, m.cfg.key.data(), m.cfg.key.size()) != 0)
+        fail("cannot subscribe");
     // The socket's connection events: libzmq reconnects by itself after a connection error,
     // but not after a protocol error, and a message over ZMQ_MAXMSGSIZE is one: the connection
     // is dropped for good and the source would stay deaf. So every disconnection is answered here by
@@ -316,6 +323,10 @@ void zmq_source::run(sample_sink& sink)
 
     zmq_msg_t msg;
     zmq_msg_init(&msg);
+    // Where the current message is among its frames: 0 at its first; a key frame seen (1) or
+    // a message being skipped (its key was not ours, or it has too many frames: 2).
+    enum class frame_state { first, after_key, skipping } state = frame_state::first;
+    bool key_logged = false;
     while (!m.stop_requested.load()) {
         zmq_pollitem_t items[2] = {{sock.p, 0, ZMQ_POLLIN, 0}, {monitor.p, 0, ZMQ_POLLIN, 0}};
         if (zmq_poll(items, 2, poll_ms) < 0) {
@@ -332,7 +343,40 @@ void zmq_source::run(sample_sink& sink)
                 fail("receive failed");
             }
             const auto* data = static_cast<const std::byte*>(zmq_msg_data(&msg));
-            m.on_message(std::span<const std::byte>(data, zmq_msg_size(&msg)), sink);
+            const std::span<const std::byte> frame(data, zmq_msg_size(&msg));
+            const bool more = zmq_msg_more(&msg) != 0;
+            const frame_state at = state;
+            state = more ? frame_state::skipping : frame_state::first;
+            if (at == frame_state::skipping) continue;  // the rest of a message not taken
+            if (more) {
+                if (at == frame_state::after_key) {
+                    // A third frame: not a message a GNU Radio sink sends.
+                    m.malformed(sink);
+                    m.malformed_log.warn("{}: a message of more than two frames (key, items) dropped", m.name);
+                    continue;
+                }
+                // The key frame.
+                const std::string_view key(reinterpret_cast<const char*>(data), frame.size());
+                if (!m.cfg.key.empty() && key != m.cfg.key) {
+                    m.counts.key_mismatches += 1;
+                    m.malformed_log.warn("{}: a message with the key '{}' dropped (source.zmq.key is '{}')", m.name,
+                                         std::string(key.substr(0, 64)), m.cfg.key);
+                    continue;
+                }
+                if (m.cfg.key.empty() && !key_logged) {
+                    spdlog::info("{}: the sender's messages carry the key '{}' (taken; source.zmq.key selects one key)", m.name,
+                                 std::string(key.substr(0, 64)));
+                    key_logged = true;
+                }
+                state = frame_state::after_key;
+                continue;
+            }
+            if (at == frame_state::first && !m.cfg.key.empty()) {
+                m.counts.key_mismatches += 1;
+                m.malformed_log.warn("{}: a message without a key dropped (source.zmq.key is '{}')", m.name, m.cfg.key);
+                continue;
+            }
+            m.on_message(frame, sink);
         }
         if ((items[1].revents & ZMQ_POLLIN) != 0 && disconnected()) {
             // Whatever libzmq would do, connect afresh: the old connection (ended, or waiting to

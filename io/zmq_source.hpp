@@ -21,6 +21,12 @@
 // counted malformed, with a warning naming the setting. Without the header (Pass Tags off)
 // ZeroMQ PUB/SUB drops messages silently at the high-water mark and nothing in the stream
 // says so: that loss cannot be counted (PUSH/PULL blocks the sender instead of dropping).
+//
+// A sink with a key (GNU Radio's "Key" field) sends each message as two frames: the key, then
+// the items. With source.zmq.key set, a SUB socket subscribes to that key and only messages
+// whose key frame is exactly it are taken (others are counted in zmq_key_mismatches, as are
+// messages without a key frame); without, a key frame is taken as a key and not as items, and
+// every keyed message is taken. A message of more than two frames is malformed.
 #pragma once
 
 #include "dsp/names.hpp"
@@ -73,6 +79,10 @@ struct zmq_source_config {
     /// The high-water mark applied (ZMQ_RCVHWM), from the three above.
     [[nodiscard]] int effective_high_water_mark() const noexcept;
     zmq_tags tags = zmq_tags::none;
+    /// The sender's key (GNU Radio's "Key" field), at most max_key_bytes; empty: any message,
+    /// keyed or not.
+    std::string key;
+    static constexpr std::size_t max_key_bytes = 255;
 
     [[nodiscard]] std::vector<std::string> validate() const;
 };
@@ -90,6 +100,8 @@ struct zmq_counters {
     std::atomic<std::uint64_t> resyncs{0};
     /// tags none: 1 once a message started with GNU Radio's tag header magic (Pass Tags on?).
     std::atomic<std::uint64_t> tag_header_suspected{0};
+    /// key set: messages dropped because their key frame was another key, or missing.
+    std::atomic<std::uint64_t> key_mismatches{0};
 };
 
 /// GNU Radio's tag header, as far as paqd reads it.

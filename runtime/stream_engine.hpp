@@ -52,10 +52,11 @@ inline constexpr std::size_t num_gap_reasons = io::num_gap_reasons;
 
 /// Upper bounds (seconds) of the batch latency histogram's buckets (Prometheus `le`), +Inf
 /// implied. A batch's latency is its window's fill time (batch_samples / rate: tens to
-/// hundreds of ms) plus processing, so the buckets run from 1 ms to 10 s with the 1-2.5-5
-/// steps Prometheus's own defaults use; a latency above 10 s lands in +Inf only.
-inline constexpr std::array<double, 13> latency_bucket_bounds_s = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
-                                                                   0.25,  0.5,    1.0,   2.5,  5.0,   10.0};
+/// hundreds of ms) plus processing, so the buckets run from 1 ms with the 1-2.5-5 steps
+/// Prometheus's own defaults use, up to 250 s: the CPU backend takes tens of seconds a
+/// default batch (25-72 s measured), and its latency must not all fall into +Inf.
+inline constexpr std::array<double, 17> latency_bucket_bounds_s = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,  0.1,   0.25, 0.5,
+                                                                   1.0,   2.5,    5.0,   10.0, 25.0,  50.0,  100.0, 250.0};
 
 /// A worker pool still being made (its backends' setup: a CUDA context, plans and buffers
 /// take most of a second), or the error that made it fail.

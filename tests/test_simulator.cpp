@@ -4,6 +4,7 @@
 // unchanged.
 #include "dsp/fft.hpp"
 #include "sim/simulator.hpp"
+#include "io/sigmf.hpp"
 #include "dsp/waveform.hpp"
 
 #include <gtest/gtest.h>
@@ -925,5 +926,22 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
     const std::string m2((std::istreambuf_iterator<char>(meta2)), std::istreambuf_iterator<char>());
     EXPECT_NE(m2.find("\"core:sample_rate\": 4000000"), std::string::npos) << m2;
     EXPECT_EQ(m2.find("paq:resampler"), std::string::npos) << m2;
+    EXPECT_EQ(m2.find("core:datetime"), std::string::npos) << m2;
+    EXPECT_EQ(m2.find("core:frequency"), std::string::npos) << m2;
+    // The capture's time and frequency, read back as a replay reads them.
+    auto [rc3, log3] = run_cli("--seconds 0.001 --datetime 2026-12-02T09:30:00.5Z --center-frequency 2.2505e9");
+    ASSERT_EQ(rc3, 0) << log3;
+    const auto m3 = io::read_sigmf_meta(out + ".sigmf-meta");
+    EXPECT_EQ(m3.datetime_iso8601, "2026-12-02T09:30:00.500000000Z");
+    EXPECT_EQ(m3.center_frequency_hz, 2.2505e9);
+    for (const auto& [args, says] : std::vector<std::pair<std::string, std::string>>{
+             {"--datetime yesterday", "--datetime"},
+             {"--datetime 2026-02-30T00:00:00Z", "--datetime"},
+             {"--center-frequency -5", "--center-frequency"},
+             {"--format raw --datetime 2026-12-02T09:30:00Z", "raw file"}}) {
+        auto [rc4, log4] = run_cli("--seconds 0.001 " + args);
+        EXPECT_NE(rc4, 0) << args;
+        EXPECT_NE(log4.find(says), std::string::npos) << args << ": " << log4;
+    }
     std::filesystem::remove_all(dir);
 }

@@ -130,6 +130,16 @@ public:
         return zmq_recv(sock_, buf, sizeof buf, 0) >= 1 && buf[0] == 1;
     }
     void send(const std::vector<std::byte>& m) { ASSERT_EQ(zmq_send(sock_, m.data(), m.size(), 0), static_cast<int>(m.size())); }
+    /// As a GNU Radio sink with a key sends: the key frame, then the items (more frames after
+    /// them when `extra` is not empty: not what a sink sends).
+    void send_keyed(const std::string& key, const std::vector<std::byte>& m, const std::vector<std::byte>& extra = {})
+    {
+        ASSERT_EQ(zmq_send(sock_, key.data(), key.size(), ZMQ_SNDMORE), static_cast<int>(key.size()));
+        ASSERT_EQ(zmq_send(sock_, m.data(), m.size(), extra.empty() ? 0 : ZMQ_SNDMORE), static_cast<int>(m.size()));
+        if (!extra.empty()) {
+            ASSERT_EQ(zmq_send(sock_, extra.data(), extra.size(), 0), static_cast<int>(extra.size()));
+        }
+    }
 
     std::string endpoint;
 
@@ -211,6 +221,55 @@ TEST_P(zmq_patterns, delivers_exactly_the_samples_sent_without_tags)
     EXPECT_EQ(sink.samples(), sent);
     EXPECT_TRUE(sink.gaps().empty());
     EXPECT_EQ(source.counters().packets.load(), 10u);
+}
+
+// A GNU Radio sink with a key sends [key][items]. With source.zmq.key set only that key's
+// messages are taken: another key (a SUB's subscription is a prefix, so "paqx" reaches it),
+// or none (PULL), is counted and dropped without a gap; a third frame is malformed (a gap).
+// Without a key set, the key frame is not taken for items.
+TEST_P(zmq_patterns, a_key_selects_the_messages_and_its_frame_is_never_samples)
+{
+    const bool sub = GetParam() == zmq_pattern::sub;
+    const auto sent = random_samples(4 * 100, 7);
+    const auto bytes = cf32_bytes(sent);
+    auto part = [&](std::size_t k) { return std::vector<std::byte>(bytes.begin() + k * 800, bytes.begin() + (k + 1) * 800); };
+    {
+        sender tx(GetParam());
+        auto cfg = config_for(tx.endpoint, GetParam(), zmq_tags::none);
+        cfg.key = "paq";
+        zmq_source source(cfg);
+        EXPECT_NE(source.describe().find("key 'paq'"), std::string::npos) << source.describe();
+        recording_sink sink;
+        sink.stop_source_at(source, 200);
+        run_in_background run(source, sink);
+        ASSERT_TRUE(tx.wait_subscriber());
+        tx.send_keyed("paq", part(0));
+        tx.send_keyed("paqx", part(1));              // another key
+        if (!sub) tx.send(part(2));                  // no key (a SUB never gets it: not subscribed)
+        tx.send_keyed("paq", part(2), {std::byte{1}}); // three frames
+        tx.send_keyed("paq", part(3));
+        run.t.join();
+        std::vector<cf32> expected(sent.begin(), sent.begin() + 100);
+        expected.insert(expected.end(), sent.begin() + 300, sent.end());
+        EXPECT_EQ(sink.samples(), expected);
+        EXPECT_EQ(source.zmq_counts().key_mismatches.load(), sub ? 1u : 2u);
+        EXPECT_EQ(source.counters().malformed.load(), 1u);
+        EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{100, 0, gap_reason::source_error}}));
+    }
+    {
+        sender tx(GetParam());
+        zmq_source source(config_for(tx.endpoint, GetParam(), zmq_tags::none));
+        recording_sink sink;
+        sink.stop_source_at(source, 200);
+        run_in_background run(source, sink);
+        ASSERT_TRUE(tx.wait_subscriber());
+        tx.send_keyed("any-key", part(0));
+        tx.send(part(1));
+        run.t.join();
+        EXPECT_EQ(sink.samples(), std::vector<cf32>(sent.begin(), sent.begin() + 200));
+        EXPECT_EQ(source.zmq_counts().key_mismatches.load(), 0u);
+        EXPECT_EQ(source.counters().malformed.load(), 0u);
+    }
 }
 
 TEST_P(zmq_patterns, tag_header_offsets_count_lost_samples_exactly)

@@ -13,6 +13,7 @@
 #include "dsp/waveform.hpp"
 #include "io/sample_file.hpp"
 #include "io/sigmf.hpp"
+#include "io/utc_time.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -37,6 +38,8 @@ int main(int argc, char** argv)
     std::vector<std::string> rays, agc_steps;
     std::string iq_imbalance, phase_noise = "none";
     double dc_offset_dbc = -INFINITY;
+    std::string datetime;             // SigMF core:datetime of the first sample (UTC, ISO 8601)
+    double center_frequency_hz = 0.0;  // SigMF core:frequency (0: not written)
     app.add_option("--preset", cfg.preset, "Channel: awgn, two-ray, edwards3, flight")->capture_default_str();
     app.add_option("--ebn0-db", ebn0, "Eb/N0 at the receiver in dB, or 'inf' for no noise")->capture_default_str();
     app.add_option("--cfo-hz", cfg.cfo_hz, "Carrier frequency offset in Hz")->capture_default_str();
@@ -79,6 +82,11 @@ int main(int argc, char** argv)
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
+    app.add_option("--datetime", datetime,
+                   "SigMF core:datetime: the UTC of the first sample, YYYY-MM-DDTHH:MM:SS[.fffffffff]Z (packets then carry "
+                   "their time in replay)");
+    app.add_option("--center-frequency", center_frequency_hz, "SigMF core:frequency: the carrier's frequency in Hz")
+        ->check(cli::finite_positive());
     app.add_option("--output,-o", output, "Output: base name for SigMF (writes .sigmf-data/.sigmf-meta), file for raw")
         ->required();
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
@@ -120,6 +128,12 @@ int main(int argc, char** argv)
         }
         if (rate_opt->count() == 0) cfg.sample_rate_hz = 2.0 * cfg.bit_rate_hz;
         const auto fmt = io::parse_sample_format(datatype);
+        if (!datetime.empty() && !io::parse_utc_ns(datetime)) {
+            throw std::invalid_argument("--datetime: '" + datetime + "' is not a UTC time YYYY-MM-DDTHH:MM:SS[.fffffffff]Z");
+        }
+        if ((!datetime.empty() || center_frequency_hz > 0.0) && format != "sigmf") {
+            throw std::invalid_argument("--datetime and --center-frequency are SigMF metadata: a raw file cannot carry them");
+        }
         const auto errors = cfg.validate();
         if (!errors.empty()) {
             for (const auto& e : errors) std::cerr << "paq-sim: " << tools::sim_option_of(e) << e << "\n";
@@ -141,6 +155,8 @@ int main(int argc, char** argv)
         meta.sample_rate_hz = cfg.sample_rate_hz;
         meta.description = "paq-sim: SOQPSK-TG iNET packets, preset " + cfg.preset;
         meta.recorder = "paq-sim";
+        meta.datetime_iso8601 = datetime.empty() ? std::string() : io::format_utc_ns(*io::parse_utc_ns(datetime));
+        meta.center_frequency_hz = center_frequency_hz;
         meta.extra_global = nlohmann::json{{"paq:preset", cfg.preset},
                                            {"paq:ebn0_db", std::isfinite(cfg.ebn0_db) ? nlohmann::json(cfg.ebn0_db) : nlohmann::json("inf")},
                                            {"paq:cfo_hz", cfg.cfo_hz},

@@ -99,6 +99,20 @@ done
 # shellcheck disable=SC2016
 got=$(bash -c 'source "$1"; COMP_WORDS=(paqd replay --batch-s); COMP_CWORD=2; _paqd; echo "${COMPREPLY[*]}"' _ "$root/usr/share/bash-completion/completions/paqd" 2>&1)
 [[ $got == --batch-samples ]] || fail "completion of 'paqd replay --batch-s<TAB>' gave '$got'"
+# After an option that takes a value: its choices, never a subcommand; files where it has none.
+complete_words() {  # completion.sh words...: what <TAB> after the words gives
+  # shellcheck disable=SC2016
+  bash -c 'f=$1; shift; source "$f"; COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _paqd; echo "${COMPREPLY[*]}"' _ "$@" 2>&1
+}
+comp=$root/usr/share/bash-completion/completions/paqd
+got=$(complete_words "$comp" paqd --backend "")
+[[ $got == "auto cpu cuda" ]] || fail "completion of 'paqd --backend <TAB>' gave '$got'"
+got=$(complete_words "$comp" paqd replay --detector t)
+[[ $got == trellis ]] || fail "completion of 'paqd replay --detector t<TAB>' gave '$got'"
+got=$(complete_words "$comp" paqd --config "")
+[[ -z $got ]] || fail "completion of 'paqd --config <TAB>' gave '$got' (files expected: bash's default)"
+got=$(complete_words "$comp" paqd "")
+[[ $got == replay ]] || fail "completion of 'paqd <TAB>' gave '$got'"
 
 ((failures == 0)) || { echo "$failures failure(s)" >&2; exit 1; }
 echo "package: $(basename "$deb"), $(wc -l < "$work/contents") entries; install prefix, dpkg -c, conffiles, dpkg -x run: ok"
