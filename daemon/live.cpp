@@ -249,6 +249,13 @@ int live_service::finish(const std::filesystem::path& json_out)
         spdlog::info("first packet at {} UTC", io::format_utc_ns(s.engine.first_packet_utc_ns));
     }
     for (const auto& line : final_log_lines(s)) spdlog::info("{}", line);
+    if (records) {
+        try {
+            records->write_counters(to_json(s));
+        } catch (const std::exception& e) {
+            spdlog::error("records: {}", e.what());
+        }
+    }
     if (!json_out.empty()) {
         const auto j = to_json(s);
         std::ofstream f(json_out);

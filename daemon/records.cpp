@@ -133,6 +133,36 @@ records_writer::~records_writer()
 
 std::filesystem::path records_writer::packets_path() const { return with_suffix(cfg_.base, "-packets.csv"); }
 std::filesystem::path records_writer::channel_path() const { return with_suffix(cfg_.base, "-channel.csv"); }
+std::filesystem::path records_writer::counters_path() const { return with_suffix(cfg_.base, "-counters.json"); }
+
+void records_writer::write_counters(nlohmann::json counters) const
+{
+    counters["records"] = {{"sample_rate_hz", fs_},
+                           {"chain_rate_hz", chain_fs_},
+                           {"packet_spacing_s", static_cast<double>(waveform::L_pkt) / chain_fs_}};
+    const std::string text = counters.dump(2) + "\n";
+    const auto path = counters_path();
+    const auto tmp = std::filesystem::path(path.string() + ".tmp");
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(tmp.string() + ": cannot create: " + std::generic_category().message(errno));
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            throw std::runtime_error(tmp.string() + ": write failed: " + std::generic_category().message(err));
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        throw std::runtime_error(path.string() + ": cannot write: " + std::generic_category().message(err));
+    }
+}
 
 void records_writer::flush(csv_file& f)
 {

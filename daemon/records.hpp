@@ -7,6 +7,8 @@
 #include "dsp/ber.hpp"
 #include "dsp/pn.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -60,6 +62,16 @@ public:
     [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
     [[nodiscard]] std::filesystem::path packets_path() const;
     [[nodiscard]] std::filesystem::path channel_path() const;
+    /// <base>-counters.json: the run's counters (the JSON summary: gaps by reason, samples and
+    /// datagrams lost, packets missed in sequence ...) beside the records, so that paq-report
+    /// tells the losses as paqd counted them.
+    [[nodiscard]] std::filesystem::path counters_path() const;
+    /// Writes `counters` (runtime::to_json of the run's snapshot, or paqd replay's JSON) to
+    /// counters_path(), with an object "records": the input's and the chain's rates and the
+    /// packets' spacing (packet_spacing_s, one packet's length at the chain's rate). Written
+    /// whole or not at all (a temporary file renamed into place); std::runtime_error naming
+    /// the file when it cannot be written.
+    void write_counters(nlohmann::json counters) const;
 
 private:
     struct group {

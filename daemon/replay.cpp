@@ -156,6 +156,14 @@ replay_result run_replay(const replay_options& opt)
         res.warnings.push_back("no path locked to the " + res.pattern + " pattern (from " + res.pattern_from +
                                "): no bit was checked; is the data another pattern (--pattern pn9 .. pn31)?");
     }
+    // The run's counters beside its records, for paq-report (an error here loses no record).
+    if (records) {
+        try {
+            records->write_counters(to_json(res));
+        } catch (const std::exception& e) {
+            res.warnings.push_back(std::string("records: ") + e.what());
+        }
+    }
     return res;
 }
 

@@ -1653,6 +1653,14 @@ TEST(time, a_lossy_live_run_recorded_replays_with_the_live_counts_and_times)
     EXPECT_EQ(rr.engine.gaps_by_reason, live.stats.gaps_by_reason);
     EXPECT_EQ(rr.engine.samples_lost_in_gaps, live.stats.samples_lost_in_gaps);
     EXPECT_EQ(rr.first_packet_utc_ns, live.stats.first_packet_utc_ns);
+    // The counters beside the records (what paq-report reads): the replay's JSON, with the
+    // packets' spacing at the chain's rate.
+    const auto counters = nlohmann::json::parse(std::ifstream(dir / "replayed-counters.json"));
+    EXPECT_EQ(counters["gaps"], rr.engine.gaps);
+    EXPECT_EQ(counters["gaps_by_reason"]["lost-packets"], 4u);
+    EXPECT_EQ(counters["samples_lost_in_gaps"], 33'333u + 7'777u);
+    EXPECT_EQ(counters["packets_missed_in_sequence"], rr.engine.tally.packets_skipped);
+    EXPECT_DOUBLE_EQ(counters["records"]["packet_spacing_s"].get<double>(), 12672.0 / (2.0 * rc.bit_rate_hz));
     // Every packet where live had it, with live's time.
     std::map<std::uint64_t, std::int64_t> live_times;
     for (const auto& out : live.published) {

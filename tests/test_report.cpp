@@ -32,6 +32,8 @@
 #include "tools/report/html.hpp"
 #include "tools/report/records.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -811,7 +813,9 @@ TEST_F(report_test, gaps_and_losses_are_marked_on_every_time_axis_where_they_are
     EXPECT_NEAR(tick_x[1], x_of(d, 1.5), 1.0);
     EXPECT_EQ(count(html, "class=\"legend-gap\""), 2u);
     EXPECT_EQ(count(html, "class=\"legend-lost\""), 2u);
-    EXPECT_NE(html.find("<th>Gaps and losses</th>"), std::string::npos);
+    EXPECT_NE(html.find("<th>Gaps in the records</th>"), std::string::npos);
+    EXPECT_NE(html.find("estimated from the rows"), std::string::npos);
+    EXPECT_NE(html.find("Losses (paqd's counters)</th><td>not read"), std::string::npos) << "no counters: said so";
 
     // A run without any: no marks, no legend.
     std::vector<packet_record> clean;
@@ -822,6 +826,70 @@ TEST_F(report_test, gaps_and_losses_are_marked_on_every_time_axis_where_they_are
     EXPECT_EQ(html2.find("class=\"gap\""), std::string::npos);
     EXPECT_EQ(html2.find("class=\"lost\""), std::string::npos);
     EXPECT_EQ(html2.find("legend-gap"), std::string::npos);
+}
+
+// A lossy run (every other packet lost) read with paqd's counters: the spacing is one packet
+// at the link's rate, not the rows' median (twice that), so every lost packet is counted; the
+// header gives the losses as paqd counted them and names the file. A counters file that is
+// not paqd's is refused naming it.
+TEST_F(report_test, the_counters_file_gives_the_spacing_and_the_losses_as_paqd_counted_them)
+{
+    std::vector<packet_record> rows;
+    // Packets found are numbered in order; every other one was never received.
+    for (std::uint64_t k = 0; k < 600; ++k) regular_rows(rows, k, static_cast<double>(2 * k) / packets_per_s, 1);
+    const auto file = path("lossy-packets.csv");
+    write_rows(file, rows);
+    const auto estimated = read_packets_file(file);
+    EXPECT_NEAR(estimated.packet_spacing_s, 2 / packets_per_s, 1e-9) << "the rows alone: twice the spacing";
+    EXPECT_EQ(estimated.missing_packets, 0u);
+    EXPECT_FALSE(estimated.packet_spacing_known);
+
+    const auto counters = path("lossy-counters.json");
+    {
+        nlohmann::json j = {{"packets_found", 600},
+                            {"gaps", 1182},
+                            {"gaps_by_reason", {{"overflow", 0}, {"lost-packets", 1182}, {"stall", 0}}},
+                            {"samples_lost_in_gaps", 7'490'000},
+                            {"source_packets_lost", 1200},
+                            {"source_samples_lost", 7'490'000},
+                            {"samples_dropped", 0},
+                            {"packets_missed_in_sequence", 599},
+                            {"batches_lost", 0},
+                            {"records", {{"sample_rate_hz", 20.625e6}, {"chain_rate_hz", 20.625e6}, {"packet_spacing_s", 1 / packets_per_s}}}};
+        std::ofstream(counters) << j.dump(2);
+    }
+    const auto c = read_run_counters(counters);
+    EXPECT_EQ(c.gaps, 1182u);
+    EXPECT_EQ(c.source_packets_lost, 1200u);
+    EXPECT_EQ(c.packets_missed_in_sequence, 599u);
+    report_options o;
+    o.packet_spacing_s = c.packet_spacing_s;
+    const auto known = read_packets_file(file, o);
+    EXPECT_TRUE(known.packet_spacing_known);
+    EXPECT_NEAR(known.packet_spacing_s, 1 / packets_per_s, 1e-12);
+    EXPECT_EQ(known.missing_packets, 599u) << "one between every two rows";
+
+    page_inputs in;
+    in.counters = c;
+    const auto html = render_html(known, in);
+    EXPECT_NE(html.find("1&#8239;182 gaps (lost-packets 1&#8239;182)"), std::string::npos);
+    EXPECT_NE(html.find("1&#8239;200 datagrams lost"), std::string::npos);
+    EXPECT_NE(html.find("599 packets missing from the sequence"), std::string::npos);
+    EXPECT_NE(html.find("lossy-counters.json"), std::string::npos);
+    EXPECT_NE(html.find("one packet at the link's rate"), std::string::npos);
+
+    const auto bad = path("bad-counters.json");
+    std::ofstream(bad) << R"({"gaps": 3})";
+    EXPECT_THROW((void)read_run_counters(bad), input_error);
+    std::ofstream(bad) << "not json";
+    try {
+        (void)read_run_counters(bad);
+        ADD_FAILURE() << "not JSON was read";
+    } catch (const input_error& e) {
+        EXPECT_NE(std::string(e.what()).find("bad-counters.json"), std::string::npos) << e.what();
+    }
+    o.packet_spacing_s = -1;
+    EXPECT_THROW((void)read_packets_file(file, o), std::invalid_argument);
 }
 
 /// The bounding boxes of figure 1's window labels, from their x, anchor and text (11 px bold:

@@ -87,14 +87,18 @@ int main(int argc, char** argv)
     CLI::App app{"paq-report: side-by-side equalizer comparison (one self-contained HTML page) from paqd's "
                  "per-packet records"};
     paq::cli::conventions(app, "paq-report", "0 page written; 1 runtime failure (records unreadable, page not writable); 2 usage error");
-    std::string input, channel, output, title;
+    std::string input, channel, counters, output, title;
     std::vector<std::string> meta_args;
-    bool no_channel = false;
+    bool no_channel = false, no_counters = false;
     report_options options;
     double sample_rate_hz = 20.625e6;
     app.add_option("input", input, "Records: the base name <base> or the file <base>-packets.csv")->required();
     app.add_option("--channel", channel, "Channel file (default: <base>-channel.csv when it exists)");
     app.add_flag("--no-channel", no_channel, "Do not read a channel file");
+    app.add_option("--counters", counters,
+                   "paqd's counters of the run (default: <base>-counters.json when it exists): the losses as paqd "
+                   "counted them, and the packet spacing");
+    app.add_flag("--no-counters", no_counters, "Do not read a counters file (the losses then come from the records alone)");
     app.add_option("--output,-o", output, "HTML file to write (default: <base>-report.html)");
     app.add_option("--title", title, "Title of the page, e.g. the flight's name");
     app.add_option("--meta", meta_args, "Run setting shown in the header, KEY=VALUE (repeatable)");
@@ -108,6 +112,7 @@ int main(int argc, char** argv)
         ->capture_default_str()
         ->check(CLI::PositiveNumber);
     app.get_option("--no-channel")->excludes("--channel");
+    app.get_option("--no-counters")->excludes("--counters");
     if (const int rc = paq::cli::parse(app, argc, argv); rc >= 0) return rc;
 
     page_inputs page;
@@ -129,6 +134,21 @@ int main(int argc, char** argv)
         page.title = title;
         page.sample_rate_hz = sample_rate_hz;
         page.generated = utc_now();
+
+        fs::path counters_path;
+        if (no_counters) {
+            page.no_counters_reason = "not read (--no-counters)";
+        } else if (!counters.empty()) {
+            counters_path = counters;  // named explicitly: a missing file is an error
+        } else if (const fs::path guess = base + "-counters.json"; fs::exists(guess)) {
+            counters_path = guess;
+        } else {
+            page.no_counters_reason = "no " + guess.string() + " next to the packets file";
+        }
+        if (!counters_path.empty()) {
+            page.counters = read_run_counters(counters_path);
+            options.packet_spacing_s = page.counters->packet_spacing_s;
+        }
 
         const auto t0 = std::chrono::steady_clock::now();
         const report_data data = read_packets_file(page.packets_path, options);

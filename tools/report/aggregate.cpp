@@ -192,6 +192,14 @@ report_builder::report_builder(const report_options& options)
     data_.options = options;
     for (std::size_t p = 0; p < max_streams; ++p) data_.paths[p].index = p;
     last_window_ = windows_.end();
+    if (options.packet_spacing_s != 0) {
+        if (!(options.packet_spacing_s > 0.0) || !std::isfinite(options.packet_spacing_s)) {
+            throw std::invalid_argument("packet_spacing_s must be positive, got " + std::to_string(options.packet_spacing_s));
+        }
+        spacing_s_ = options.packet_spacing_s;
+        data_.packet_spacing_s = spacing_s_;
+        data_.packet_spacing_known = true;
+    }
 }
 
 void report_builder::add(const packet_record& r)

@@ -143,6 +143,10 @@ struct report_options {
     std::size_t max_points = 1000;  ///< most points per line in the time plots, 2..100000
     double window_s = 1.0;          ///< window for the worst / best moments, >= 0.001 s
     double bad_threshold = 1e-2;    ///< "bad packet": BER (or BEP) above this
+    /// The packets' spacing in s when it is known (paqd's counters: one packet's length at
+    /// the chain's rate); 0: estimated from the rows (the median interval between them, which
+    /// a lossy run lengthens).
+    double packet_spacing_s = 0;
 };
 
 /// What the summary table shows for one path.
@@ -181,6 +185,7 @@ struct report_data {
     std::uint64_t out_of_order_rows = 0; ///< rows whose time is before the previous row's
     /// The packet spacing (s) gaps are measured in; NaN with fewer than two rows in time order.
     double packet_spacing_s = std::numeric_limits<double>::quiet_NaN();
+    bool packet_spacing_known = false;  ///< from report_options (paqd's counters), not estimated
     std::vector<time_mark> marks;            ///< in time order, at most max_marks
     std::uint64_t gaps = 0;                  ///< marks with gap set (all, not only those kept)
     std::uint64_t missing_packets = 0;       ///< sum over all intervals

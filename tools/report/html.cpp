@@ -568,11 +568,37 @@ void header(std::string& h, const report_data& d, const page_inputs& in)
         span += "; the records carry no absolute time (no <code>time_utc</code>), so the axes count from the start";
     }
     fact("Time span", span);
+    if (in.counters) {
+        // The losses as paqd counted them: every gap by its reason, what was lost before the
+        // receiver, and the packets the sequence says are missing.
+        const auto& c = *in.counters;
+        std::string l = format_count(c.gaps) + (c.gaps == 1 ? " gap" : " gaps");
+        std::string reasons;
+        for (const auto& [reason, n] : c.gaps_by_reason) {
+            if (n == 0) continue;
+            reasons += (reasons.empty() ? "" : ", ") + html_escape(reason) + " " + format_count(n);
+        }
+        if (!reasons.empty()) l += " (" + reasons + ")";
+        if (c.source_packets_lost) l += "; " + format_count(*c.source_packets_lost) + " datagrams lost";
+        if (c.source_samples_lost) l += ", " + format_count(*c.source_samples_lost) + " samples in them";
+        l += "; " + format_count(c.samples_lost_in_gaps) + " samples lost before the receiver";
+        if (c.samples_dropped) l += ", " + format_count(*c.samples_dropped) + " dropped by its ring buffer";
+        l += "; " + format_count(c.packets_missed_in_sequence) + " packets missing from the sequence";
+        if (c.batches_lost > 0) {
+            l += "; " + format_count(c.batches_lost) + " batches lost on the backend (" + format_count(c.samples_in_lost_batches) +
+                 " samples)";
+        }
+        fact("Losses (paqd's counters)", l + " &mdash; from " + html_escape(c.path.string()));
+    } else {
+        fact("Losses (paqd's counters)", "not read: " + html_escape(in.no_counters_reason) +
+                                             "; the gaps below are estimated from the records alone");
+    }
     if (!d.marks.empty()) {
         std::string g = format_count(d.gaps) + (d.gaps == 1 ? " gap, " : " gaps, ") + format_count(d.missing_packets) +
-                        " packets missing (packet spacing " + format_width(d.packet_spacing_s) + ")";
+                        " packets missing (packet spacing " + format_width(d.packet_spacing_s) +
+                        (d.packet_spacing_known ? ", one packet at the link's rate" : ", estimated from the rows") + ")";
         if (d.unrecorded_packets > 0) g += ", " + format_count(d.unrecorded_packets) + " packets without a row (rows lost)";
-        fact("Gaps and losses", g + "; marked on the time axes of figures 1 and 3");
+        fact("Gaps in the records", g + "; marked on the time axes of figures 1 and 3");
     }
     fact("Measure", d.ber_mode ? "bit error rate (BER) against the PN pattern: errors / bits, summed exactly over the rows"
                                : "<b>estimated BEP</b>: no PN pattern was configured (the <code>_bits</code> and "

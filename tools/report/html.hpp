@@ -12,6 +12,7 @@
 #pragma once
 
 #include "tools/report/aggregate.hpp"
+#include "tools/report/records.hpp"
 
 #include <cstdint>
 #include <filesystem>
@@ -43,6 +44,9 @@ struct page_inputs {
     std::string no_channel_reason;        ///< shown when channel is nullopt
     double sample_rate_hz = 20.625e6;     ///< tap spacing of the channel estimate is 1 / sample_rate_hz
     std::string generated;                ///< e.g. "2024-05-01 12:00 UTC"; empty: not shown
+    /// paqd's counters of the run (<base>-counters.json): the losses as paqd counted them.
+    std::optional<run_counters> counters;
+    std::string no_counters_reason;       ///< shown when counters is nullopt
 };
 
 /// The whole HTML page.

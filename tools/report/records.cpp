@@ -1,5 +1,7 @@
 #include "tools/report/records.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -380,6 +382,62 @@ bool channel_reader::next(channel_record& r)
         r.taps[k] = {parse_double(csv_, tap_cols_[k][0], names_), parse_double(csv_, tap_cols_[k][1], names_)};
     }
     return true;
+}
+
+run_counters read_run_counters(const std::filesystem::path& path)
+{
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    if (ec) throw input_error(path.string() + ": cannot read: " + ec.message());
+    if (size > max_counters_bytes) {
+        throw input_error(path.string() + ": " + std::to_string(size) + " bytes, more than a counters file holds (" +
+                          std::to_string(max_counters_bytes) + ")");
+    }
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) throw input_error(path.string() + ": cannot open: " + std::generic_category().message(errno));
+    std::string text(static_cast<std::size_t>(size), '\0');
+    const std::size_t got = std::fread(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    text.resize(got);
+    const auto j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) throw input_error(path.string() + ": not a JSON object (paqd's counters)");
+    const auto count = [&](const char* key) -> std::optional<std::uint64_t> {
+        const auto it = j.find(key);
+        if (it == j.end()) return std::nullopt;
+        if (!it->is_number_unsigned()) throw input_error(path.string() + ": " + key + " is not a non-negative integer");
+        return it->get<std::uint64_t>();
+    };
+    const auto required = [&](const char* key) {
+        const auto v = count(key);
+        if (!v) throw input_error(path.string() + ": no " + key + " (not paqd's counters?)");
+        return *v;
+    };
+    run_counters c;
+    c.path = path;
+    c.packets_found = required("packets_found");
+    c.gaps = required("gaps");
+    c.samples_lost_in_gaps = required("samples_lost_in_gaps");
+    c.packets_missed_in_sequence = required("packets_missed_in_sequence");
+    c.batches_lost = count("batches_lost").value_or(0);
+    c.samples_in_lost_batches = count("samples_in_lost_batches").value_or(0);
+    c.samples_in_short_segments = count("samples_in_short_segments").value_or(0);
+    c.samples_dropped = count("samples_dropped");
+    c.source_packets_lost = count("source_packets_lost");
+    c.source_samples_lost = count("source_samples_lost");
+    if (const auto g = j.find("gaps_by_reason"); g != j.end() && g->is_object()) {
+        for (const auto& [reason, n] : g->items()) {
+            if (!n.is_number_unsigned()) throw input_error(path.string() + ": gaps_by_reason." + reason + " is not a count");
+            c.gaps_by_reason.emplace_back(reason, n.get<std::uint64_t>());
+        }
+    }
+    if (const auto r = j.find("records"); r != j.end() && r->is_object()) {
+        if (const auto s = r->find("packet_spacing_s"); s != r->end() && s->is_number()) {
+            const double v = s->get<double>();
+            if (!(v > 0.0) || !std::isfinite(v)) throw input_error(path.string() + ": records.packet_spacing_s is not positive");
+            c.packet_spacing_s = v;
+        }
+    }
+    return c;
 }
 
 }  // namespace paq::report

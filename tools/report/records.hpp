@@ -162,6 +162,32 @@ private:
     int pattern_state_ = -1;  ///< -1: not known yet (no row read), 0: no pattern, 1: pattern
 };
 
+/// What paqd counted in the run, from <base>-counters.json (its JSON summary, written beside
+/// the records): the losses as the receiver saw them, and the packets' spacing.
+struct run_counters {
+    std::filesystem::path path;
+    std::uint64_t packets_found = 0;
+    std::uint64_t gaps = 0;
+    std::vector<std::pair<std::string, std::uint64_t>> gaps_by_reason;  ///< the file's order
+    std::uint64_t samples_lost_in_gaps = 0;
+    std::optional<std::uint64_t> samples_dropped;       ///< the ring's overflows (live runs)
+    std::optional<std::uint64_t> source_packets_lost;   ///< datagrams missing (live network sources)
+    std::optional<std::uint64_t> source_samples_lost;
+    std::uint64_t packets_missed_in_sequence = 0;
+    std::uint64_t batches_lost = 0;
+    std::uint64_t samples_in_lost_batches = 0;
+    std::uint64_t samples_in_short_segments = 0;
+    /// One packet's length at the chain's rate (records.packet_spacing_s); 0 when absent.
+    double packet_spacing_s = 0;
+};
+
+/// Files larger than this are refused (paqd's are a few KiB).
+inline constexpr std::uintmax_t max_counters_bytes = std::uintmax_t{16} << 20;
+
+/// Reads a counters file. Throws input_error naming the file when it is missing, too large,
+/// not JSON, or a counter it needs is missing or not a non-negative number.
+[[nodiscard]] run_counters read_run_counters(const std::filesystem::path& path);
+
 /// Reads <base>-channel.csv row by row. The taps are the columns h<k>_re / h<k>_im for
 /// k = 0, 1, ... as far as the header names them consecutively (at least h0).
 class channel_reader {
