@@ -3,6 +3,7 @@
 //   paq-config-doc                         print every section's table
 //   paq-config-doc --check docs/DAEMON.md  exit 1 when the marked tables differ
 //   paq-config-doc --update docs/DAEMON.md rewrite the marked tables
+//   paq-config-doc --man paqd.yaml.5       write the configuration file's man page
 #include "config/cli.hpp"
 #include "config/schema.hpp"
 
@@ -20,11 +21,22 @@ int main(int argc, char** argv)
     CLI::App app{"paq-config-doc: the configuration key tables of docs/DAEMON.md, generated from the schema"};
     cli::conventions(app, "paq-config-doc", "0 tables printed, in step or updated; 1 the document's tables differ (--check) "
                                             "or it cannot be read or written; 2 usage error");
-    std::string check_file, update_file;
+    std::string check_file, update_file, man_file;
     app.add_option("--check", check_file, "Compare the tables between <!-- schema:begin SECTION --> and "
                                           "<!-- schema:end --> in this Markdown file with the schema");
     app.add_option("--update", update_file, "Rewrite those tables in this Markdown file");
+    app.add_option("--man", man_file, "Write the configuration file's man page, paqd.yaml(5), to this file");
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
+
+    if (!man_file.empty()) {
+        std::ofstream out(man_file, std::ios::binary | std::ios::trunc);
+        out << config::schema_man_page(PAQ_VERSION);
+        if (!out.flush()) {
+            std::cerr << "paq-config-doc: cannot write " << man_file << "\n";
+            return 1;
+        }
+        return 0;
+    }
 
     if (check_file.empty() && update_file.empty()) {
         for (const auto& section : config::schema_sections()) {

@@ -353,9 +353,10 @@ const section<pipeline_config>& pipeline_schema()
         s.fields = {
             choice<C>("backend", at(&C::backend),
                       choices(backend_names),
-                      {"", "auto: cuda when paqd was built with CUDA and a listed device has the 138 KiB of shared "
-                           "memory per block the backend needs (H100, H200, A100), else cpu (a device without it is "
-                           "named in a warning); cuda on such a device fails at start naming what it has and needs"}),
+                      {"", "auto: cuda when the CUDA backend's module loads (package paqd-cuda and the CUDA libraries "
+                           "it names) and a listed device has the 138 KiB of shared memory per block the backend needs "
+                           "(H100, H200, A100), else cpu (the reason logged); cuda without the module, or on such a "
+                           "device, fails at start naming what is missing"}),
             int_list<C>("gpus", at(&C::gpus), between(0, 63), {"", "cuda: one worker per listed device; empty means [0]"}),
             choice<C>("solver", at(&C::solver),
                       name_choices(solver_names),

@@ -169,4 +169,59 @@ std::string update_schema_markdown(std::string_view markdown)
     return out;
 }
 
+namespace {
+
+/// Text for a roff line: backslashes escaped, '-' as \-, Markdown's backticks dropped, and a
+/// leading '.' or '\'' kept from being read as a request.
+std::string roff(std::string_view text)
+{
+    std::string out;
+    for (const char c : text) {
+        if (c == '\\') {
+            out += "\\e";
+        } else if (c == '-') {
+            out += "\\-";
+        } else if (c != '`') {
+            out += c;
+        }
+    }
+    if (!out.empty() && (out.front() == '.' || out.front() == '\'')) out.insert(0, "\\&");
+    return out;
+}
+
+}  // namespace
+
+std::string schema_man_page(std::string_view version)
+{
+    std::string m;
+    m += ".TH PAQD.YAML 5 \"\" \"paqd " + roff(version) + "\" \"File Formats\"\n";
+    m += ".SH NAME\npaqd.yaml \\- configuration of the paqd telemetry receiver\n";
+    m += ".SH SYNOPSIS\n/etc/paqd/paqd.yaml\n";
+    m += ".SH DESCRIPTION\n"
+         "The configuration of \\fBpaqd\\fR(8): a YAML mapping of the sections below. Every key is "
+         "optional and takes the default shown; an unknown key, a value of the wrong type or one outside "
+         "its range stops paqd with a message naming the file, the line, the key and what is allowed "
+         "(exit status 2). \\fBpaqd \\-\\-config FILE \\-\\-check\\-config\\fR validates a file and prints "
+         "the effective configuration. Relative paths are taken from the file's directory.\n";
+    m += ".PP\nThis page is generated from the schema paqd checks the file against; "
+         "/usr/share/doc/paqd/DAEMON.md explains each section at length.\n";
+    std::string section;
+    for (const auto& f : schema()) {
+        if (f.section != section) {
+            section = f.section;
+            m += ".SH " + roff(section) + "\n";
+        }
+        m += ".TP\n.B " + roff(f.key) + "\n";
+        std::string line = f.type;
+        if (!f.default_text.empty()) line += "; default " + f.default_text;
+        if (!f.allowed.empty()) line += "; " + f.allowed;
+        if (!f.unit.empty()) line += "; unit " + f.unit;
+        m += roff(line) + "\n";
+        if (!f.doc.empty()) m += ".br\n" + roff(f.doc) + "\n";
+    }
+    m += ".SH FILES\n.TP\n/etc/paqd/paqd.yaml\nthe service's configuration (a conffile: an upgrade keeps your edits)\n";
+    m += ".SH SEE ALSO\n\\fBpaqd\\fR(8), /usr/share/doc/paqd/DAEMON.md\n";
+    return m;
+}
+
 }  // namespace paq::config

@@ -64,6 +64,10 @@ struct field_info {
 /// std::invalid_argument for an unknown section.
 [[nodiscard]] std::string schema_markdown(std::string_view section);
 
+/// paqd.yaml(5): the configuration file's man page (roff), every section and key of the
+/// schema with its default, allowed values, unit and meaning; `version` in its header.
+[[nodiscard]] std::string schema_man_page(std::string_view version);
+
 /// `markdown` with the text between each "<!-- schema:begin SECTION -->" line and the next
 /// "<!-- schema:end -->" line replaced by schema_markdown(SECTION). Throws
 /// std::invalid_argument for an unknown section, a begin without an end, or a section of

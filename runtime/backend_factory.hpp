@@ -1,6 +1,8 @@
 // The runtime layer's backend factory: the only code above gpu/ that
 // knows the CUDA backend exists. paqd (live and replay) and paq-bench make their backends
-// here, by enum; a build without CUDA says so with an error that names the way out.
+// here, by enum. The CUDA backend is a module loaded at run time (runtime/cuda_module.hpp:
+// libpaqd-cuda.so, package paqd-cuda), so the programs run the CPU backend where it or the
+// CUDA libraries are missing; asking for it there is an error that names the way out.
 //
 // Plain C++ header: nothing of CUDA leaks to the callers.
 #pragma once
@@ -37,8 +39,12 @@ struct backend_spec {
     solver_kind solver = solver_kind::levinson;
 };
 
-/// True when this build has the CUDA backend.
+/// True when the CUDA backend is there: its module loads (the first call loads it: found
+/// through PAQD_CUDA_MODULE, beside the installed programs, or in this build's tree).
 [[nodiscard]] bool built_with_cuda() noexcept;
+/// Why the CUDA backend is not there (every place looked at, the loader's message: a CUDA
+/// library not found ...); empty when it is.
+[[nodiscard]] std::string cuda_backend_unavailable_reason();
 
 /// One backend. Throws std::invalid_argument for an invalid receiver configuration or
 /// `automatic`, std::runtime_error for a CUDA device that is not there or cannot run the

@@ -14,6 +14,8 @@ mkdir -p "$out"
 [[ -d .device/lib || ! -f .device/lib.tar.gz ]] || tar -C .device -xzf .device/lib.tar.gz
 cuda_lib=$(dirname "$(find / -name 'libcublas.so.13*' -not -path '*/proc/*' 2>/dev/null | head -1)")
 export LD_LIBRARY_PATH=".device/lib:${cuda_lib}:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+# The CUDA backend's module, which the programs load at run time.
+export PAQD_CUDA_MODULE="$PWD/.device/libpaqd-cuda.so"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat .device/commit)" | tee -a "$out/gpu.txt"
 status=0

@@ -1472,3 +1472,27 @@ TEST(daemon_config, soft_stream_destinations)
     refused("source:\n  type: vita49\nreceiver:\n  detector: trellis\npublisher:\n  llr_destinations:\n    mmse_trellis: 127.0.0.1:1\n",
             "mmse_trellis");
 }
+
+// paqd.yaml(5) from the schema: every section a .SH and every key a .B line, in order, with
+// no line that roff would read as a request by accident.
+TEST(ConfigSchema, TheManPageListsEverySectionAndKey) {
+  const std::string man = paq::config::schema_man_page("9.9.9");
+  EXPECT_EQ(man.rfind(".TH PAQD.YAML 5 \"\" \"paqd 9.9.9\"", 0), 0u) << man.substr(0, 80);
+  std::size_t at = 0;
+  for (const auto& f : paq::config::schema()) {
+    std::string key;
+    for (const char c : f.key) key += c == '-' ? std::string("\\-") : std::string(1, c);
+    const auto k = man.find("\n.B " + key + "\n", at);
+    ASSERT_NE(k, std::string::npos) << f.section << "." << f.key;
+    at = k;
+  }
+  for (const auto& s : paq::config::schema_sections()) EXPECT_NE(man.find("\n.SH " + s + "\n"), std::string::npos) << s;
+  std::istringstream in(man);
+  std::string line;
+  const std::vector<std::string> requests = {".TH", ".SH", ".SS", ".TP", ".B", ".br", ".PP"};
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] != '.') continue;
+    const std::string req = line.substr(0, line.find(' '));
+    EXPECT_NE(std::find(requests.begin(), requests.end(), req), requests.end()) << "stray request: " << line;
+  }
+}

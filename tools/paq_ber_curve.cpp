@@ -349,7 +349,8 @@ int main(int argc, char** argv)
         }
     }
     if (o.backend == "cuda" && !paq::runtime::built_with_cuda()) {
-        std::cerr << "paq-ber-curve: --backend cuda: this build has no CUDA (built without it); use --backend cpu\n";
+        std::cerr << "paq-ber-curve: --backend cuda: the CUDA backend is not available ("
+                  << paq::runtime::cuda_backend_unavailable_reason() << "); use --backend cpu\n";
         return 2;
     }
     try {

@@ -47,8 +47,9 @@ dpkg -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/contents"
 expected=(/etc/paqd/paqd.yaml
           /usr/lib/systemd/system/paqd.service /usr/lib/systemd/system/paqd@.service
           /usr/lib/sysusers.d/paqd.conf /usr/lib/udev/rules.d/60-paqd.rules /usr/lib/sysctl.d/90-paqd.conf
-          /usr/share/paqd/paqd-iio.conf /usr/share/man/man8/paqd.8.gz
-          /usr/share/doc/paqd/DAEMON.md /usr/share/doc/paqd/README.md)
+          /usr/share/paqd/paqd-iio.conf /usr/share/man/man8/paqd.8.gz /usr/share/man/man5/paqd.yaml.5.gz
+          /usr/share/doc/paqd/DAEMON.md /usr/share/doc/paqd/README.md /usr/share/doc/paqd/CHANGELOG.md
+          /usr/share/doc/paqd/copyright /usr/share/doc/paqd/changelog.gz)
 for p in "${programs[@]}"; do
   expected+=("/usr/bin/$p" "/usr/share/bash-completion/completions/$p")
   [[ $p == paqd ]] || expected+=("/usr/share/man/man1/$p.1.gz")
@@ -83,6 +84,10 @@ for p in "${programs[@]}"; do
         _ "$root/usr/share/bash-completion/completions/$p" "$p" 2>&1)
   [[ $got == --version ]] || fail "completion of $p: '$p --vers<TAB>' gave '$got'"
 done
+# paqd.yaml(5) names every key of the configuration (the schema's tables in DAEMON.md).
+zcat "$root/usr/share/man/man5/paqd.yaml.5.gz" > "$work/yaml5.txt" 2>/dev/null || fail "paqd.yaml(5) unreadable"
+grep -q '^\.TH PAQD.YAML 5' "$work/yaml5.txt" || fail "paqd.yaml(5) has no .TH header"
+grep -q '^\.B stall_timeout_s$' "$work/yaml5.txt" || fail "paqd.yaml(5) does not list source.stall_timeout_s"
 # The man pages list every option of --help (paqd's also those of `paqd replay --help`).
 options_of() { grep -oE -- '(^|[ ,])--?[A-Za-z0-9][A-Za-z0-9-]*' | sed 's/^[ ,]//' | sort -u; }
 for p in "${programs[@]}"; do
@@ -113,6 +118,40 @@ got=$(complete_words "$comp" paqd --config "")
 [[ -z $got ]] || fail "completion of 'paqd --config <TAB>' gave '$got' (files expected: bash's default)"
 got=$(complete_words "$comp" paqd "")
 [[ $got == replay ]] || fail "completion of 'paqd <TAB>' gave '$got'"
+
+# 4. The CUDA backend as a package of its own (a build with CUDA): paqd-cuda holds the module
+#    and names the CUDA libraries in Depends; the base package neither holds it nor needs any
+#    CUDA library, and its paqd runs the CPU backend without the module ('auto'), refuses
+#    'cuda' naming the package, and loads the module once paqd-cuda is unpacked beside it.
+cuda_debs=("$work"/cpack/paqd-cuda_"$version"_*.deb)
+if [[ -f ${cuda_debs[0]} ]]; then
+  cuda_deb=${cuda_debs[0]}
+  dpkg -c "$cuda_deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/cuda-contents"
+  grep -q '/paqd/libpaqd-cuda\.so$' "$work/cuda-contents" || fail "paqd-cuda does not hold libpaqd-cuda.so"
+  for f in /usr/share/doc/paqd-cuda/copyright /usr/share/doc/paqd-cuda/changelog.gz; do
+    grep -qxF "$f" "$work/cuda-contents" || fail "paqd-cuda: $f missing"
+  done
+  grep -q 'libpaqd-cuda' "$work/contents" && fail "the base package holds the CUDA module"
+  deps=$(dpkg-deb -f "$cuda_deb" Depends)
+  [[ $deps == *"paqd (= $version)"* && $deps == *cudart* && $deps == *cufft* && $deps == *cusolver* ]] \
+    || fail "paqd-cuda's Depends does not name paqd and the CUDA libraries: $deps"
+  [[ $(dpkg-deb -f "$deb" Depends) == *cuda* ]] && fail "the base package depends on CUDA: $(dpkg-deb -f "$deb" Depends)"
+  for p in "${programs[@]}"; do
+    readelf -d "$root/usr/bin/$p" | grep NEEDED | grep -iE 'cuda|cublas|cufft|cusolver|cusparse|nvjitlink' \
+      && fail "$p needs a CUDA library"
+  done
+  "$root/usr/bin/paq-sim" --preset awgn --ebn0-db 20 --seconds 0.02 --seed 5 --output "$work/rec" > /dev/null 2>&1 \
+    || fail "unpacked paq-sim failed"
+  out=$(PAQD_CUDA_MODULE= "$root/usr/bin/paqd" replay "$work/rec.sigmf-meta" --backend auto 2>&1) \
+    || fail "unpacked paqd replay --backend auto without paqd-cuda failed: $(tail -5 <<< "$out")"
+  [[ $out == *"(cpu backend"* ]] || fail "replay without paqd-cuda did not say it ran on the cpu: $(tail -5 <<< "$out")"
+  out=$(PAQD_CUDA_MODULE= "$root/usr/bin/paqd" replay "$work/rec.sigmf-meta" --backend cuda 2>&1) \
+    && fail "unpacked paqd replay --backend cuda without paqd-cuda succeeded"
+  [[ $out == *paqd-cuda* ]] || fail "--backend cuda without the module does not name paqd-cuda: $(tail -3 <<< "$out")"
+  dpkg -x "$cuda_deb" "$root"
+  out=$(PAQD_CUDA_MODULE= "$root/usr/bin/paqd" replay "$work/rec.sigmf-meta" --backend cuda 2>&1)
+  [[ $out != *paqd-cuda* ]] || fail "paqd did not load the module beside it: $(tail -3 <<< "$out")"
+fi
 
 ((failures == 0)) || { echo "$failures failure(s)" >&2; exit 1; }
 echo "package: $(basename "$deb"), $(wc -l < "$work/contents") entries; install prefix, dpkg -c, conffiles, dpkg -x run: ok"
