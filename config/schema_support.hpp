@@ -438,8 +438,9 @@ field<S> boolean(std::string key, Get get, doc_text doc)
 }
 
 /// A non-empty string; `allowed` says what the source's own checks accept beyond that.
+/// `empty_is_unset`: an empty value (the default) is left out of to_yaml.
 template <typename S, typename Get>
-field<S> text(std::string key, Get get, std::string allowed, doc_text doc)
+field<S> text(std::string key, Get get, std::string allowed, doc_text doc, bool empty_is_unset = false)
 {
     return leaf<S>(
         make_info(std::move(key), "string", std::move(allowed), std::move(doc)),
@@ -447,22 +448,17 @@ field<S> text(std::string key, Get get, std::string allowed, doc_text doc)
             std::string x;
             if (read_text(v, km, path, x, ctx.errors)) get(s) = std::move(x);
         },
-        [get](const S& s) -> std::optional<std::string> { return yaml_quoted(get(s)); });
+        [get, empty_is_unset](const S& s) -> std::optional<std::string> {
+            if (empty_is_unset && get(s).empty()) return std::nullopt;
+            return yaml_quoted(get(s));
+        });
 }
 
 /// A non-empty string, or nothing: empty (the default) is unset and left out of to_yaml.
 template <typename S, typename Get>
 field<S> optional_text(std::string key, Get get, std::string allowed, doc_text doc)
 {
-    return leaf<S>(
-        make_info(std::move(key), "string", std::move(allowed), std::move(doc)),
-        [get](const YAML::Node& v, const YAML::Mark& km, const std::string& path, S& s, parse_context& ctx) {
-            std::string x;
-            if (read_text(v, km, path, x, ctx.errors)) get(s) = std::move(x);
-        },
-        [get](const S& s) -> std::optional<std::string> {
-            return get(s).empty() ? std::nullopt : std::optional(yaml_quoted(get(s)));
-        });
+    return text<S>(std::move(key), std::move(get), std::move(allowed), std::move(doc), true);
 }
 
 /// A file path: relative ones resolve against the configuration file's directory. Empty

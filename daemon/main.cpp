@@ -212,10 +212,6 @@ struct replay_command {
             return cli::usage_error;
         }
         try {
-            // The CUDA module and the CUDA libraries load before the replay starts reading (as the
-            // dynamic loader loaded them before main when paqd linked them): loaded while the
-            // first windows are read, they compete with the reads for the disk and memory.
-            if (opt.backend != config::backend_kind::cpu) (void)runtime::built_with_cuda();
             const auto res = daemon::run_replay(opt);
             const auto j = daemon::to_json(res);
             if (json) {

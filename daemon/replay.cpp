@@ -22,6 +22,10 @@ namespace paq::daemon {
 
 replay_result run_replay(const replay_options& opt)
 {
+    // The CUDA module and the CUDA libraries load before the replay starts reading or timing
+    // (as the dynamic loader loaded them before main when paqd linked them): loaded while the
+    // first windows are read, they compete with the reads for the disk and memory.
+    if (opt.backend != config::backend_kind::cpu) (void)runtime::cuda_backend_available();
     const auto t_start = std::chrono::steady_clock::now();
     auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
     auto reader = io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz);

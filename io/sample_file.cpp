@@ -98,6 +98,10 @@ std::vector<recording_mark> recording_marks(const sigmf_meta& meta, std::vector<
     if (captures.empty()) captures.push_back({0, "", 0});
     captures.front().datetime = meta.datetime_iso8601;
   }
+  // The samples paq:gaps explains (a flood lists up to 10,000, against as many captures).
+  std::vector<std::uint64_t> listed;
+  for (const auto& g : gaps) listed.push_back(g.sample);
+  std::sort(listed.begin(), listed.end());
   std::vector<recording_mark> times;
   std::optional<recording_mark> last_time;  // the latest capture time, to extrapolate from
   for (std::size_t i = 0; i < captures.size(); ++i) {
@@ -113,17 +117,18 @@ std::vector<recording_mark> recording_marks(const sigmf_meta& meta, std::vector<
     // A boundary: a gap unless paq:gaps explains it, or the capture's time continues the
     // time before it.
     if (c.sample_start > 0) {
-      const bool listed = std::any_of(gaps.begin(), gaps.end(), [&](const recording_mark& g) { return g.sample == c.sample_start; });
+      const bool explained = std::binary_search(listed.begin(), listed.end(), c.sample_start);
       bool continues = false;
       if (utc && last_time) {
         const std::int64_t expected = dsp::utc_ns_at({last_time->sample, last_time->utc_ns, meta.sample_rate_hz}, c.sample_start);
         continues = expected != dsp::unknown_utc_ns && !more_than_1us_apart(*utc, expected);
       }
-      if (!listed && !continues) {
+      if (!explained && !continues) {
         recording_mark g;
         g.sample = c.sample_start;
         g.what = recording_mark::kind::gap;
         gaps.push_back(g);
+        listed.insert(std::upper_bound(listed.begin(), listed.end(), g.sample), g.sample);  // a second capture here
       }
     }
     if (utc) {

@@ -18,8 +18,8 @@ namespace {
 /// The CUDA module, loaded once (the first time it is asked for), or why it is not there.
 struct loaded_module {
     const cuda_module_api* api = nullptr;
-    std::string path;   ///< where it was loaded from
     std::string error;  ///< why not, naming every place looked at
+    void note(const std::string& why) { error += (error.empty() ? "" : "; ") + why; }
 };
 
 [[maybe_unused]] std::string load_error(const std::string& path)
@@ -51,30 +51,29 @@ const loaded_module& cuda_module()
         for (const auto& path : places) {
             std::error_code ec;
             if (!std::filesystem::exists(path, ec)) {
-                r.error += (r.error.empty() ? "" : "; ") + path + ": not there";
+                r.note(path + ": not there");
                 continue;
             }
             void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
             if (h == nullptr) {
                 // Typically a CUDA library the module needs is not found by the loader.
-                r.error += (r.error.empty() ? "" : "; ") + load_error(path);
+                r.note(load_error(path));
                 continue;
             }
             using entry_fn = const cuda_module_api* (*)();
             auto* entry = reinterpret_cast<entry_fn>(dlsym(h, "paqd_cuda_module"));
             const cuda_module_api* api = entry != nullptr ? entry() : nullptr;
             if (api == nullptr) {
-                r.error += (r.error.empty() ? "" : "; ") + path + ": not paqd's CUDA module";
+                r.note(path + ": not paqd's CUDA module");
                 dlclose(h);
                 continue;
             }
             if (api->abi != cuda_module_abi || std::string(api->build_id) != PAQ_BUILD_ID) {
-                r.error += (r.error.empty() ? "" : "; ") + path + ": built for paqd " + api->build_id + ", this is " + PAQ_BUILD_ID;
+                r.note(path + ": built for paqd " + std::string(api->build_id) + ", this is " + PAQ_BUILD_ID);
                 dlclose(h);
                 continue;
             }
             r.api = api;
-            r.path = path;
             r.error.clear();
             break;  // loaded for the process's life
         }
@@ -92,7 +91,7 @@ solver_kind parse_solver(std::string_view text) { return parse_named(config::sol
 
 backend_kind parse_backend(std::string_view text) { return parse_named(config::backend_names, text, "backend"); }
 
-bool built_with_cuda() noexcept { return cuda_module().api != nullptr; }
+bool cuda_backend_available() noexcept { return cuda_module().api != nullptr; }
 
 std::string cuda_backend_unavailable_reason() { return cuda_module().api != nullptr ? std::string() : cuda_module().error; }
 

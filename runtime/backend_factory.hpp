@@ -41,7 +41,7 @@ struct backend_spec {
 
 /// True when the CUDA backend is there: its module loads (the first call loads it: found
 /// through PAQD_CUDA_MODULE, beside the installed programs, or in this build's tree).
-[[nodiscard]] bool built_with_cuda() noexcept;
+[[nodiscard]] bool cuda_backend_available() noexcept;
 /// Why the CUDA backend is not there (every place looked at, the loader's message: a CUDA
 /// library not found ...); empty when it is.
 [[nodiscard]] std::string cuda_backend_unavailable_reason();

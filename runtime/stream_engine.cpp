@@ -118,6 +118,16 @@ private:
 
 }  // namespace
 
+namespace {
+
+/// A batch window's samples: the batch and both guards (dsp::basic_batcher::max_window_samples).
+std::size_t window_samples(const dsp::receiver_config& rc, const dsp::input_geometry& g)
+{
+    return rc.batch_samples + g.guard_before + g.guard_after;
+}
+
+}  // namespace
+
 pool_future ready_pool(worker_pool& pool)
 {
     std::promise<worker_pool*> p;
@@ -131,8 +141,8 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
       pool_future_(std::move(pool)),
       sinks_(std::move(sinks)),
       geometry_(dsp::make_input_geometry(opt_.receiver)),
-      windows_(opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after),
-      windows_ci16_(opt_.receiver.batch_samples + geometry_.guard_before + geometry_.guard_after),
+      windows_(window_samples(opt_.receiver, geometry_)),
+      windows_ci16_(window_samples(opt_.receiver, geometry_)),
       tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples(),
              opt_.receiver.streams())
 {

@@ -348,7 +348,7 @@ int main(int argc, char** argv)
             return 2;
         }
     }
-    if (o.backend == "cuda" && !paq::runtime::built_with_cuda()) {
+    if (o.backend == "cuda" && !paq::runtime::cuda_backend_available()) {
         std::cerr << "paq-ber-curve: --backend cuda: the CUDA backend is not available ("
                   << paq::runtime::cuda_backend_unavailable_reason() << "); use --backend cpu\n";
         return 2;
