@@ -384,10 +384,6 @@ std::string to_sigmf_json(const sigmf_meta& meta) {
 
   std::vector<sigmf_capture_time> starts = meta.capture_times;
   if (starts.empty()) starts.push_back({0, "", 0});
-  if (starts.front().sample_start != 0) {
-    throw std::invalid_argument("SigMF: the first capture must start at sample 0, not " +
-                                std::to_string(starts.front().sample_start));
-  }
   if (starts.front().datetime.empty()) starts.front().datetime = meta.datetime_iso8601;
   ordered_json captures = ordered_json::array();
   for (std::size_t i = 0; i < starts.size(); ++i) {

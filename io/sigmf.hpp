@@ -86,7 +86,7 @@ struct sigmf_meta {
   std::vector<sigmf_header_chunk> header_chunks;
   /// On read: every capture, in capture order, with its core:datetime where it has one (the
   /// first one is also in datetime_iso8601). On write: empty gives one capture at sample 0
-  /// timed by datetime_iso8601; else these captures (the first at sample 0, in sample order,
+  /// timed by datetime_iso8601; else these captures (in sample order, as read accepts them;
   /// the first timed by datetime_iso8601 when its own datetime is empty), each with
   /// core:frequency when center_frequency_hz is set.
   std::vector<sigmf_capture_time> capture_times;
@@ -133,7 +133,7 @@ struct sigmf_file_paths {
 /// The SigMF JSON text for meta. Throws std::invalid_argument if meta cannot be described
 /// (non-positive or non-finite sample rate or ci16 scale, malformed extra_global, extensions or
 /// annotations, a namespace that is used but not declared, header_chunks not empty, captures
-/// that do not start at sample 0 or are out of order).
+/// out of order).
 [[nodiscard]] std::string to_sigmf_json(const sigmf_meta& meta);
 
 /// Writes to_sigmf_json(meta) to meta_path. The text goes to "<meta_path>.tmp" first and is
