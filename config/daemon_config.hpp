@@ -172,6 +172,7 @@ struct metrics_config {
     bool enabled = true;
     std::string bind = "127.0.0.1";  ///< address to listen on ("0.0.0.0": every interface)
     std::uint16_t port = 9469;       ///< 0: any free port (see metrics_server::port())
+    bool live_view = true;           ///< the live view's page and data beside /metrics (daemon/live_view.hpp)
 };
 
 struct daemon_config {

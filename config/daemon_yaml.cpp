@@ -594,6 +594,12 @@ const section<metrics_config>& metrics_schema()
             text<C>("bind", at(&C::bind), "a numeric IPv4/IPv6 address",
                     {"", "`0.0.0.0`: every interface (there is no authentication)"}),
             number<C>("port", at(&C::port), port_range, {"", "0: any free port, shown in the `metrics:` log line"}),
+            boolean<C>("live_view", at(&C::live_view),
+                       {"", "the live view on the same server: a page at `/view` (and `/`) with each path's BER and DQM "
+                            "over the last 10 minutes, a recent packet's constellation and eye, the input spectrum, "
+                            "the channel estimate, level, lock and the counters, updated every second; its data at "
+                            "`/view/data.json`. It decides one packet a second again on the CPU (a few ms on one "
+                            "core). false: `/metrics` only"}),
         };
         // The address's form here, not at start: a name would make every start fail.
         s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {

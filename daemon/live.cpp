@@ -1,6 +1,7 @@
 #include "daemon/live.hpp"
 
 #include "config/receiver_yaml.hpp"
+#include "daemon/live_view.hpp"
 #include "daemon/metrics_http.hpp"
 #include "daemon/notify.hpp"
 #include "io/udp_publisher.hpp"
@@ -100,13 +101,15 @@ struct live_service {
     const config::daemon_config& cfg;
     // Declared in the order each needs the ones before it (destroyed the other way): the
     // pipeline's threads use the source, the ring, the records, the recorder and the
-    // publisher; the metrics endpoint reads the pipeline.
+    // publisher; the live view reads the pipeline (its hook is called by the pipeline's
+    // workers, joined before the view goes); the HTTP server reads both.
     std::unique_ptr<io::sample_source> source;
     std::unique_ptr<io::sample_ring> ring;
     std::unique_ptr<records_writer> records;
     std::unique_ptr<recorder> rec;
     std::unique_ptr<io::udp_publisher> udp;
     std::unique_ptr<pipeline> pipe;
+    std::unique_ptr<live_view> view;
     std::unique_ptr<metrics_server> metrics;
 
     /// Makes every part (throws naming what cannot start); the pipeline is not started.
@@ -164,6 +167,10 @@ void live_service::build()
         po.on_gap = [r = rec.get()](std::uint64_t lost, io::gap_reason why) { r->gap(lost, why); };
         po.on_time = [r = rec.get()](std::int64_t utc_ns, std::size_t offset) { r->timestamp(utc_ns, offset); };
     }
+    if (cfg.metrics.enabled && cfg.metrics.live_view) {
+        view = std::make_unique<live_view>(live_view_options{.receiver = rc, .sample_rate_hz = rate}, [this] { return snapshot(); });
+        po.on_processed = [v = view.get()](const dsp::sample_batch& b, const dsp::batch_output& o) { v->on_processed(b, o); };
+    }
     udp = make_publisher(cfg, rc);
     auto publish = [this](const dsp::batch_output& out) {
         if (udp) {
@@ -183,8 +190,23 @@ void live_service::build()
     };
     pipe = std::make_unique<pipeline>(po, *source, *ring, std::move(workers), std::move(fallback), publish);
     if (cfg.metrics.enabled) {
-        metrics = std::make_unique<metrics_server>(cfg.metrics, [this] { return render_prometheus(snapshot()); });
-        spdlog::info("metrics: http://{}:{}/metrics", cfg.metrics.bind, metrics->port());
+        std::vector<http_route> routes{metrics_route([this] { return render_prometheus(snapshot()); })};
+        if (view) {
+            // The page loads nothing from elsewhere, and the policy says so to the browser.
+            const std::string page_headers =
+                "Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n"
+                "Content-Security-Policy: default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                "connect-src 'self'\r\n";
+            auto page = [] { return std::string(live_view::page()); };
+            routes.push_back({"/view", "text/html; charset=utf-8", page_headers, page});
+            routes.push_back({"/", "text/html; charset=utf-8", page_headers, page});
+            routes.push_back({"/view/data.json", "application/json", "Cache-Control: no-store\r\n",
+                              [v = view.get()] { return v->data_json(); }});
+        }
+        metrics = std::make_unique<metrics_server>(cfg.metrics, std::move(routes));
+        const std::string base = fmt::format("http://{}:{}", cfg.metrics.bind.find(':') != std::string::npos ? "[" + cfg.metrics.bind + "]" : cfg.metrics.bind, metrics->port());
+        spdlog::info("metrics: {}/metrics", base);
+        if (view) spdlog::info("live view: {}/view", base);
     }
 }
 
@@ -225,6 +247,7 @@ service_snapshot live_service::snapshot() const
 int live_service::finish(const std::filesystem::path& json_out)
 {
     metrics.reset();
+    view.reset();
     if (records) {
         try {
             records->close();
@@ -271,6 +294,7 @@ int live_service::finish(const std::filesystem::path& json_out)
 void supervise(live_service& svc, const live_options& opt, service_notifier& notifier, const sigset_t& signals)
 {
     svc.pipe->start();
+    if (svc.view) svc.view->start();
     notifier.ready();
     const auto ping = notifier.watchdog_ping_interval();
     if (ping) spdlog::info("systemd watchdog: pinging every {:.1f} s", std::chrono::duration<double>(*ping).count());

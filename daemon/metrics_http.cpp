@@ -9,6 +9,7 @@
 #include <boost/asio/write.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -31,24 +32,31 @@ struct request_line {
 
 /// The whole reply to one request. HEAD gets GET's status line and headers, Content-Length
 /// included, and no body (RFC 9110 §9.3.2), whatever the status.
-std::string make_reply(const request_line& rq, const std::function<std::string()>& render)
+std::string make_reply(const request_line& rq, const std::vector<http_route>& routes)
 {
     const bool head = rq.method == "HEAD";
     std::string status, headers, body;
+    // The path without a query: /metrics?x and /metrics are the same page.
+    const std::string_view path = std::string_view(rq.target).substr(0, rq.target.find('?'));
+    const auto route = std::find_if(routes.begin(), routes.end(), [&](const http_route& r) { return r.path == path; });
     if (rq.method != "GET" && !head) {
         status = "405 Method Not Allowed";
         headers = "Allow: GET, HEAD\r\n";
-    } else if (rq.target != "/metrics" && !rq.target.starts_with("/metrics?")) {
+    } else if (route == routes.end()) {
         status = "404 Not Found";
         headers = "Content-Type: text/plain\r\n";
-        body = "paqd: metrics are at /metrics\n";
+        body = "paqd serves";
+        for (const auto& r : routes) body += " " + r.path;
+        body += "\n";
     } else {
         status = "200 OK";
-        headers = "Content-Type: text/plain; version=0.0.4; charset=utf-8\r\n";
+        headers = "Content-Type: " + route->content_type + "\r\n" + route->headers;
         try {
-            body = render();
+            body = route->render();
         } catch (const std::exception& e) {
-            body = "# render failed: " + std::string(e.what()) + "\n";
+            status = "500 Internal Server Error";
+            headers = "Content-Type: text/plain\r\n";
+            body = "paqd: " + std::string(e.what()) + "\n";
         }
     }
     std::string reply = "HTTP/1.1 " + status + "\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
@@ -75,7 +83,7 @@ struct metrics_server::impl {
     asio::io_context io;
     tcp::acceptor acceptor{io};
     asio::steady_timer backoff{io};
-    std::function<std::string()> render;
+    std::vector<http_route> routes;
     metrics_limits limits;
     std::thread thread;
     std::list<connection_ptr> connections;  // oldest first; touched on the io thread only
@@ -161,7 +169,7 @@ struct metrics_server::impl {
             request_line rq;
             in >> rq.method >> rq.target;
             ++requests;
-            c->reply = make_reply(rq, render);
+            c->reply = make_reply(rq, routes);
             arm_timer(c);  // a fresh deadline for taking the reply
             asio::async_write(c->sock, asio::buffer(c->reply), [this, c](const boost::system::error_code&, std::size_t) {
                 if (c->closed) return;
@@ -203,11 +211,21 @@ struct metrics_server::impl {
     }
 };
 
+http_route metrics_route(std::function<std::string()> render)
+{
+    return {"/metrics", "text/plain; version=0.0.4; charset=utf-8", "", std::move(render)};
+}
+
 metrics_server::metrics_server(const metrics_config& cfg, std::function<std::string()> render, metrics_limits limits)
+    : metrics_server(cfg, std::vector<http_route>{metrics_route(std::move(render))}, limits)
+{
+}
+
+metrics_server::metrics_server(const metrics_config& cfg, std::vector<http_route> routes, metrics_limits limits)
     : impl_(std::make_unique<impl>())
 {
     if (limits.max_connections < 1) throw std::invalid_argument("metrics endpoint: max_connections must be >= 1");
-    impl_->render = std::move(render);
+    impl_->routes = std::move(routes);
     impl_->limits = limits;
     boost::system::error_code ec;
     const auto addr = asio::ip::make_address(cfg.bind, ec);

@@ -1,5 +1,6 @@
-// The metrics endpoint: GET /metrics answers in the Prometheus text exposition format
-// (version 0.0.4), from a Boost.Asio thread of its own. Bound to 127.0.0.1 by default.
+// paqd's HTTP server: GET /metrics answers in the Prometheus text exposition format (version
+// 0.0.4), and the live view's page and data beside it (daemon/live_view.hpp), from a
+// Boost.Asio thread of its own. Read-only; bound to 127.0.0.1 by default.
 #pragma once
 
 #include "config/daemon_config.hpp"
@@ -11,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace paq::daemon {
 
@@ -38,13 +40,28 @@ struct metrics_limits {
     std::chrono::milliseconds accept_log_interval{10000};
 };
 
-/// Serves text produced by `render` on each request for /metrics (404 elsewhere), over
-/// HTTP/1.1 with one request per connection. HEAD is answered as GET without the body
-/// (RFC 9110 §9.3.2: same status and Content-Length, no content), for every status.
+/// One page the server answers: the path (the request's target up to any '?'), its content
+/// type, more header lines (each ending in CRLF), and what renders its body on each request.
+/// A render that throws answers 500 with the error's text.
+struct http_route {
+    std::string path;
+    std::string content_type;
+    std::string headers;
+    std::function<std::string()> render;
+};
+
+/// /metrics rendered by `render`.
+[[nodiscard]] http_route metrics_route(std::function<std::string()> render);
+
+/// Serves its routes (404 elsewhere, naming them), over HTTP/1.1 with one request per
+/// connection. HEAD is answered as GET without the body (RFC 9110 §9.3.2: same status and
+/// Content-Length, no content), for every status.
 class metrics_server {
 public:
     /// Binds and starts listening now: an address in use or not local throws
     /// std::runtime_error naming it.
+    metrics_server(const metrics_config& cfg, std::vector<http_route> routes, metrics_limits limits = {});
+    /// Only /metrics, rendered by `render`.
     metrics_server(const metrics_config& cfg, std::function<std::string()> render, metrics_limits limits = {});
     ~metrics_server();
     metrics_server(const metrics_server&) = delete;

@@ -21,6 +21,7 @@ runtime::stream_options engine_options(const pipeline_options& opt)
     o.on_samples = opt.on_samples;
     o.on_gap = opt.on_gap;
     o.on_time = opt.on_time;
+    o.on_processed = opt.on_processed;
     return o;
 }
 

@@ -63,6 +63,9 @@ struct pipeline_options {
     std::function<void(std::uint64_t lost, io::gap_reason reason)> on_gap;
     /// A time anchor, before the on_samples call whose samples[offset] it times (UTC ns).
     std::function<void(std::int64_t utc_ns, std::size_t offset)> on_time;
+    /// Each processed window with its output, on a worker's thread before the window is
+    /// filled again (runtime::stream_options::on_processed); it must return at once.
+    std::function<void(const dsp::sample_batch&, const dsp::batch_output&)> on_processed;
 };
 
 /// The stream engine's counters (runtime::stream_stats: samples, gaps, batches, latency, the

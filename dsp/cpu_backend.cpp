@@ -64,6 +64,7 @@ struct cpu_backend::impl {
     sample_batch widened;                         ///< a ci16 batch as cf32 (process())
     int threads;
     bool soft_output = false;                     ///< keep the trellis's LLRs (set_soft_output)
+    packet_view* view_out = nullptr;              ///< inspect(): the batch's first packet goes here
     input_geometry geom;                          ///< the input's rate against 2 samples per bit
     resampler_design clock_design;                ///< ratio-1 table for re-timing packets
 
@@ -95,10 +96,49 @@ struct cpu_backend::impl {
     /// The chain on a window at 2 samples per bit.
     void process_chain(const sample_batch& batch, batch_output& out);
 
+    /// Each path's decisions and I rail as its detector saw them (packet_view), from the
+    /// packet's segment spectrum (w.r_spec), its paths' equalizers (w.c_spec) and traces: the
+    /// derotation is the one each path's bits were decided with (the phase smoother's total
+    /// where it derotated the segment first).
+    void capture_view(workspace& w, packet_view& view) const
+    {
+        const long long pre = static_cast<long long>(packet_margin);
+        const double inv_n = 1.0 / static_cast<double>(cfg.fft_size);
+        const long long dd = t.decision_delay;
+        const std::size_t nb = waveform::packet_bits, nk = waveform::known_bits;
+        for (std::size_t p = 0; p < workspace::paths; ++p) {
+            filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
+            const auto& th = w.trace[p].theta;
+            // Output sample j (2 per bit, j = 0 at bit 0's decision) derotated by its bit's phase.
+            auto at = [&](long long j) {
+                const std::size_t k = std::min(static_cast<std::size_t>(std::max(j, 0LL) / 2), nb - 1);
+                return w.out[static_cast<std::size_t>(pre + dd + j)] * inv_n * std::polar(1.0, -th[k]);
+            };
+            double amp = 0.0;
+            for (std::size_t k = 0; k < nk; ++k) {
+                const cf64 y = at(2 * static_cast<long long>(k));
+                amp += std::abs(k % 2 == 0 ? y.real() : y.imag());
+            }
+            const double scale = amp > 0.0 ? static_cast<double>(nk) / amp : 0.0;
+            auto& c = view.constellation[p];
+            c.clear();
+            for (std::size_t k = nk; k + 1 < nb && c.size() < packet_view::max_points; k += 2) {
+                const cf64 i = at(2 * static_cast<long long>(k)), q = at(2 * static_cast<long long>(k + 1));
+                c.emplace_back(static_cast<float>(i.real() * scale), static_cast<float>(q.imag() * scale));
+            }
+            auto& e = view.eye_i[p];
+            e.clear();
+            const long long first = 2 * static_cast<long long>(nk);
+            const long long last = std::min(first + static_cast<long long>(packet_view::max_points),
+                                            2 * static_cast<long long>(nb - 1));
+            for (long long j = first; j <= last; ++j) e.push_back(static_cast<float>(at(j).real() * scale));
+        }
+    }
+
     /// llr_out: null, or the packet's six trellis LLR blocks (6 x 6144, batch_output::llrs).
     void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
                 workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false,
-                std::int8_t* llr_out = nullptr) const
+                std::int8_t* llr_out = nullptr, packet_view* view = nullptr) const
     {
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
@@ -185,7 +225,9 @@ struct cpu_backend::impl {
                 v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
         };
-        auto trace_of = [&](std::size_t p) { return cfg.trellis_on() ? &w.trace[p] : nullptr; };  // for the trellis
+        // For the trellis, and for a view (its decisions derotated by the detector's phase).
+        const bool keep_traces = cfg.trellis_on() || view != nullptr;
+        auto trace_of = [&](std::size_t p) { return keep_traces ? &w.trace[p] : nullptr; };
         // Where the smoother decides, it also keeps the bit phases of the paths that may be the
         // derotation's source (smoother::phase_source).
         auto smoothed_trace_of = [&](std::size_t p) { return smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p); };
@@ -245,6 +287,7 @@ struct cpu_backend::impl {
                 }
             }
         }
+        if (view) capture_view(w, *view);
         if (!cfg.trellis_on()) return;
         // The trellis takes its carrier phase (and the bits its table is fitted from) from the
         // symbol-by-symbol detector that decided the path: the PLL, or the phase smoother. With
@@ -283,6 +326,21 @@ void cpu_backend::process_packet(const cf32* window, std::size_t window_len, lon
                                  std::uint8_t* bits_out)
 {
     impl_->packet(window, window_len, start, rec, bits_out, *impl_->ws[0]);
+}
+
+bool cpu_backend::inspect(const sample_batch& batch, batch_output& out, packet_view& view)
+{
+    impl_->view_out = &view;
+    try {
+        process(batch, out);
+    } catch (...) {
+        impl_->view_out = nullptr;
+        throw;
+    }
+    impl_->view_out = nullptr;
+    if (out.packets.empty()) return false;
+    view.record = out.packets.front();
+    return true;
 }
 
 void cpu_backend::process(const sample_batch& in, batch_output& out)
@@ -328,7 +386,8 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
         auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
         packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
-               found.moved_periods[i] != 0, soft ? out.llrs.data() + i * num_paths * waveform::data_bits : nullptr);
+               found.moved_periods[i] != 0, soft ? out.llrs.data() + i * num_paths * waveform::data_bits : nullptr,
+               i == 0 ? view_out : nullptr);
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];

@@ -163,7 +163,8 @@ worker_pool* stream_engine::acquire_pool()
     }
     // Windows go back to the window pool as soon as their backend is done with them (not
     // after the sinks), so the batcher rarely needs a new one.
-    p->set_recycle([this](dsp::sample_batch& b) {
+    p->set_recycle([this](dsp::sample_batch& b, const dsp::batch_output* out) {
+        if (out && opt_.on_processed) opt_.on_processed(b, *out);
         if (b.samples.capacity() != 0) windows_.release(std::move(b.samples));
         if (b.samples_ci16.capacity() != 0) windows_ci16_.release(std::move(b.samples_ci16));
     });

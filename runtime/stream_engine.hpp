@@ -85,6 +85,11 @@ struct stream_options {
     std::function<void(std::uint64_t lost, io::gap_reason reason)> on_gap;
     /// A time anchor, before the on_samples call whose samples[offset] it times (UTC ns).
     std::function<void(std::int64_t utc_ns, std::size_t offset)> on_time;
+    /// Each processed window with its output, on the worker's thread as soon as its backend
+    /// is done with it and before the window is filled again (e.g. the live view taking one
+    /// packet's samples now and then). In completion order, not batch order; it must return
+    /// at once.
+    std::function<void(const dsp::sample_batch&, const dsp::batch_output&)> on_processed;
 };
 
 /// What a run adds up to, live or replayed: one type, read while the run goes on (stats()) and

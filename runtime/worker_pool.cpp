@@ -67,7 +67,7 @@ void worker_pool::submit(dsp::sample_batch&& batch, clock::time_point ready, con
         lk.unlock();
         // Aborting: not processed; its samples are counted as lost.
         result r{std::nullopt, std::move(batch), ready, false, nullptr};
-        if (recycle_) recycle_(r.batch);
+        if (recycle_) recycle_(r.batch, nullptr);
         finish(seq, std::move(r));
         return;
     }
@@ -189,7 +189,7 @@ void worker_pool::worker_loop(std::size_t w)
             std::lock_guard r(r_mu_);
             counters_.process_s += static_cast<double>(now_ns() - t0) * 1e-9;
         }
-        if (recycle_) recycle_(res.batch);
+        if (recycle_) recycle_(res.batch, res.out ? &*res.out : nullptr);
         finish(j.seq, std::move(res));
     }
 }

@@ -58,9 +58,10 @@ public:
         double process_s = 0.0;                  ///< in process(), summed over the workers
     };
 
-    /// Sees each batch once its backend is done with it; may take its window's storage
-    /// (samples or samples_ci16) for the batcher to fill again.
-    using recycle_fn = std::function<void(dsp::sample_batch&)>;
+    /// Sees each batch once its backend is done with it, with its output (null when the batch
+    /// was lost); may take its window's storage (samples or samples_ci16) for the batcher to
+    /// fill again.
+    using recycle_fn = std::function<void(dsp::sample_batch&, const dsp::batch_output*)>;
 
     /// workers: one backend per worker thread (at least one). fallback: makes the backend
     /// used when a worker's backend throws (empty: no fallback, the batch is lost).

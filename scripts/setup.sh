@@ -15,6 +15,7 @@ packages=(
   help2man dpkg-dev  # the man pages from --help; dpkg-shlibdeps for the Debian package's Depends
   python3-jsonschema  # the SigMF schema check of every file paqd writes (ctest sigmf.schema)
   prometheus  # promtool: `promtool check metrics` on a live scrape (ctest metrics.promtool)
+  chromium  # headless: the live view during a run and paq-report's page (ctest live_view.browser, report.screenshot)
   # The sanitized build (scripts/sanitize.sh, scripts/fuzz.sh): Clang with libFuzzer and the
   # sanitizer runtimes, the OpenMP runtime Clang links, and llvm-symbolizer for stack traces.
   clang-14 libclang-rt-14-dev libomp-14-dev llvm-14

@@ -217,8 +217,10 @@ TEST(worker_pool, the_watchdog_sees_a_stuck_worker_and_every_window_is_handed_ba
     v.push_back(std::move(b));
     std::mutex m;
     std::set<float> windows;
-    runtime::worker_pool pool(std::move(v), {}, 2, [&](dsp::sample_batch& done) {
+    std::atomic<int> with_output{0};
+    runtime::worker_pool pool(std::move(v), {}, 2, [&](dsp::sample_batch& done, const dsp::batch_output* out) {
         const std::vector<cf32> w = std::move(done.samples);
+        if (out && out->batch_index == done.index) ++with_output;  // processed: its output beside it
         std::lock_guard lk(m);
         windows.insert(w.front().real());
     });
@@ -241,6 +243,7 @@ TEST(worker_pool, the_watchdog_sees_a_stuck_worker_and_every_window_is_handed_ba
     EXPECT_EQ(n, 5);
     EXPECT_TRUE(pool.healthy(20ms));
     EXPECT_EQ(windows, (std::set<float>{0.0f, 1.0f, 2.0f, 3.0f, 4.0f}));
+    EXPECT_EQ(with_output.load(), 5);
 }
 
 TEST(worker_pool, refuses_no_workers_and_a_zero_queue)

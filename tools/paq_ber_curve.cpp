@@ -55,6 +55,9 @@ struct path_tally {
     std::string name;
     std::uint64_t bits = 0;
     std::uint64_t errors = 0;
+    std::uint64_t packets = 0;  ///< packets whose BEP estimate is in bep_sum
+    double bep_sum = 0.0;       ///< sum of the packets' BEP estimates
+    [[nodiscard]] double mean_bep() const { return packets ? bep_sum / static_cast<double>(packets) : 0.0; }
     [[nodiscard]] double ber() const { return bits ? static_cast<double>(errors) / static_cast<double>(bits) : 0.0; }
 };
 
@@ -124,6 +127,8 @@ double run_chunk(paq::sim::simulator& sim, paq::dsp::batch_processor& backend, c
         res.paths[p].name = s.paths[p].name;
         res.paths[p].bits += s.paths[p].bits_checked;
         res.paths[p].errors += s.paths[p].bit_errors;
+        res.paths[p].packets += s.packets_found;
+        res.paths[p].bep_sum += s.paths[p].bep_estimate_sum;
     }
     const double np = static_cast<double>(s.packets_found);
     cfo_hz_sum += s.mean_cfo_hz * np;
@@ -407,12 +412,12 @@ int main(int argc, char** argv)
         return 1;
     }
 
-    csv << "preset,ebn0_db,path,bits,errors,ber,theory_ber,est_ebn0_db,packets_found,seed\n";
+    csv << "preset,ebn0_db,path,bits,errors,ber,theory_ber,est_ebn0_db,packets_found,seed,mean_bep\n";
     for (const auto& r : results) {
         for (const auto& t : r.paths) {
             csv << o.preset << ',' << fmt_double(r.ebn0_db, "%.2f") << ',' << t.name << ',' << t.bits << ','
                 << t.errors << ',' << fmt_double(t.ber(), "%.6e") << ',' << fmt_double(r.theory_ber, "%.6e") << ','
-                << fmt_double(r.est_ebn0_db, "%.3f") << ',' << r.packets_found << ',' << r.seed << '\n';
+                << fmt_double(r.est_ebn0_db, "%.3f") << ',' << r.packets_found << ',' << r.seed << ',' << fmt_double(t.mean_bep(), "%.6e") << '\n';
         }
     }
     csv.close();
@@ -464,7 +469,7 @@ int main(int argc, char** argv)
             pj["seconds"] = r.seconds;
             auto paths = nlohmann::json::array();
             for (const auto& t : r.paths)
-                paths.push_back({{"path", t.name}, {"bits", t.bits}, {"errors", t.errors}, {"ber", t.ber()}});
+                paths.push_back({{"path", t.name}, {"bits", t.bits}, {"errors", t.errors}, {"ber", t.ber()}, {"mean_bep_estimate", t.mean_bep()}});
             pj["paths"] = paths;
             pts.push_back(pj);
         }

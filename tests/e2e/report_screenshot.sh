@@ -7,8 +7,8 @@
 #
 #   tests/e2e/report_screenshot.sh BUILD_DIR [PNG_OUT]
 #
-# Exits 77 (ctest: skipped) without chromium (Debian: chromium; not in scripts/setup.sh, it is
-# some 300 MB). PNG_OUT keeps the screenshot.
+# Exits 77 (ctest: skipped) without chromium (Debian: chromium; scripts/setup.sh installs it).
+# PNG_OUT keeps the screenshot.
 set -euo pipefail
 build=$(cd "$1" && pwd)
 browser=""
