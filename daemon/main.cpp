@@ -228,7 +228,7 @@ struct replay_command {
                 }
             }
             for (const auto& w : res.warnings) spdlog::warn("{}", w);
-            return res.summary.packets_found > 0 ? 0 : 3;
+            return res.engine.tally.packets_found > 0 ? 0 : 3;
         } catch (const config::config_error& e) {  // the recording's rates and the settings do not fit
             for (const auto& m : e.messages()) spdlog::error("{}", m);
             return cli::usage_error;

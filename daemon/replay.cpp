@@ -126,7 +126,6 @@ replay_result run_replay(const replay_options& opt)
                                             [&](std::span<cf32> out) { return reader.read(out); }, on_batch, marks);
     }
     maker.join();
-    res.summary = res.engine.tally;
     res.first_packet_utc_ns = res.engine.first_packet_utc_ns;  // the engine's: the first packet with a known time
     res.backend = pool->names().front();
     res.workers = pool->workers();
@@ -142,9 +141,9 @@ replay_result run_replay(const replay_options& opt)
         res.llr_packets = llrs->packets();
     }
     res.elapsed_s = since_start();
-    const double duration_s = static_cast<double>(res.summary.samples) / info.sample_rate_hz;
+    const double duration_s = static_cast<double>(res.engine.tally.samples) / info.sample_rate_hz;
     res.realtime_factor = res.elapsed_s > 0.0 ? duration_s / res.elapsed_s : 0.0;
-    const auto& s = res.summary;
+    const auto& s = res.engine.tally;
     if (s.nonfinite_samples) {
         res.warnings.push_back(std::to_string(s.nonfinite_samples) +
                                " non-finite (NaN/Inf) samples replaced by zeros; their packets are flagged");
@@ -173,7 +172,7 @@ replay_result run_replay(const replay_options& opt)
 
 void print_table(const replay_result& r, std::ostream& os)
 {
-    const auto& s = r.summary;
+    const auto& s = r.engine.tally;
     os << "paqd replay: " << r.file << " (" << r.backend << " backend";
     if (r.workers > 1) os << ", " << r.workers << " workers";
     if (!r.input_width.empty()) os << ", " << r.input_width << " input";
@@ -246,7 +245,7 @@ nlohmann::json to_json(const replay_result& r)
     snap.engine = r.engine;
     if (r.records_on) snap.records = runtime::service_snapshot::records_values{r.record_rows, r.record_rows_lost};
     nlohmann::json j = runtime::to_json(snap);
-    const auto& s = r.summary;
+    const auto& s = r.engine.tally;
     const nlohmann::json own = {{"file", r.file},
                                 {"backend", r.backend},
                                 {"workers", r.workers},

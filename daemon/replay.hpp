@@ -47,7 +47,6 @@ struct replay_result {
     /// The stream engine's result, which the JSON reports through the counter registry
     /// (runtime/counters.hpp) under the live service's names.
     runtime::stream_stats engine;
-    dsp::run_summary summary;  ///< engine.tally
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"

@@ -296,8 +296,8 @@ TEST(ci16_input, replay_of_a_ci16_recording_equals_its_cf32_twin)
     }
     EXPECT_EQ(res[0].input_width, "ci16");
     EXPECT_EQ(res[1].input_width, "cf32");
-    EXPECT_GE(res[0].summary.packets_found, 25u);
-    expect_same_summaries(res[0].summary, res[1].summary);
+    EXPECT_GE(res[0].engine.tally.packets_found, 25u);
+    expect_same_summaries(res[0].engine.tally, res[1].engine.tally);
     EXPECT_EQ(daemon::to_json(res[0])["input_width"], "ci16");
     std::filesystem::remove_all(dir);
 }

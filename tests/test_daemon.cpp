@@ -1403,8 +1403,8 @@ TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
     ro.records.base = dir / "rec";
     ro.llr_base = dir / "soft";
     const auto rr = daemon::run_replay(ro);
-    ASSERT_GT(rr.summary.packets_found, 20u);
-    EXPECT_EQ(rr.llr_packets, rr.summary.packets_found);
+    ASSERT_GT(rr.engine.tally.packets_found, 20u);
+    EXPECT_EQ(rr.llr_packets, rr.engine.tally.packets_found);
     ASSERT_EQ(rr.llr_files.size(), 6u);
     EXPECT_EQ(std::filesystem::path(rr.llr_files[0]).filename(), "soft-none.llr");
     EXPECT_EQ(std::filesystem::path(rr.llr_files[5]).filename(), "soft-fde2.llr");
@@ -1531,7 +1531,7 @@ TEST(time, sigmf_captures_time_the_packets_live_and_in_replay_and_raw_files_have
         EXPECT_EQ(utc, io::format_utc_ns(expected(start)));
         ++rows;
     }
-    EXPECT_EQ(rows, rr.summary.packets_found);
+    EXPECT_EQ(rows, rr.engine.tally.packets_found);
 
     // The same samples as a raw file: no time anywhere, the column empty.
     {
@@ -1544,7 +1544,7 @@ TEST(time, sigmf_captures_time_the_packets_live_and_in_replay_and_raw_files_have
     ro.raw_sample_rate_hz = 25e6;
     ro.records.base = dir / "raw";
     const auto raw = daemon::run_replay(ro);
-    EXPECT_GT(raw.summary.packets_found, 20u);
+    EXPECT_GT(raw.engine.tally.packets_found, 20u);
     EXPECT_EQ(raw.first_packet_utc_ns, dsp::unknown_utc_ns);
     EXPECT_TRUE(daemon::to_json(raw)["first_packet_utc"].is_null());
     std::ifstream raw_csv(dir / "raw-packets.csv");

@@ -143,7 +143,7 @@ TEST(flight_records, rows_carry_the_clock_and_the_front_end)
     EXPECT_NEAR(std::stod(column(row, index_of("iq_gain_db"))), 1.5, 0.3) << row;
     EXPECT_NEAR(std::stod(column(row, index_of("iq_phase_deg"))), -8.0, 2.0) << row;
     EXPECT_NEAR(std::stod(column(row, index_of("dc_dbc"))), -20.0, 1.5) << row;
-    EXPECT_EQ(res.summary.packets_front_end_corrected, res.summary.packets_found);
+    EXPECT_EQ(res.engine.tally.packets_front_end_corrected, res.engine.tally.packets_found);
 }
 
 TEST(flight_records, report_numbers_equal_the_replay_table)
@@ -157,16 +157,16 @@ TEST(flight_records, report_numbers_equal_the_replay_table)
     opt.records.decimation = 4;  // sums must stay exact when decimated
     opt.records.channel_decimation = 10;
     const auto res = daemon::run_replay(opt);
-    ASSERT_GT(res.summary.packets_found, 100u);
-    EXPECT_EQ(res.record_rows, (res.summary.packets_found + 3) / 4);
+    ASSERT_GT(res.engine.tally.packets_found, 100u);
+    EXPECT_EQ(res.record_rows, (res.engine.tally.packets_found + 3) / 4);
 
     const auto data = report::read_packets_file(dir.path / "records" / "flight-packets.csv");
     EXPECT_TRUE(data.ber_mode);
-    EXPECT_EQ(data.packets, res.summary.packets_found);
+    EXPECT_EQ(data.packets, res.engine.tally.packets_found);
     EXPECT_EQ(data.rows, res.record_rows);
     EXPECT_EQ(data.max_row_packets, 4u);
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
-        const auto& table = res.summary.paths[static_cast<std::size_t>(p)];
+        const auto& table = res.engine.tally.paths[static_cast<std::size_t>(p)];
         const auto& page = data.paths[static_cast<std::size_t>(p)].sums;
         EXPECT_EQ(page.bits, table.bits_checked) << dsp::path_name(p);
         EXPECT_EQ(page.errors, table.bit_errors) << dsp::path_name(p);
@@ -217,7 +217,7 @@ TEST(flight_records, a_recording_with_core_datetime_gives_the_report_utc_axes_fr
     opt.records.base = dir.path / "timed";
     opt.records.decimation = 4;
     const auto res = daemon::run_replay(opt);
-    ASSERT_GT(res.summary.packets_found, 30u);
+    ASSERT_GT(res.engine.tally.packets_found, 30u);
     ASSERT_NE(res.first_packet_utc_ns, dsp::unknown_utc_ns);
     const std::int64_t t0 = *io::parse_utc_ns(datetime);
     // The first packet's time is the recording's plus its start sample at 20.625 MS/s.

@@ -633,7 +633,7 @@ TEST(bad_input, truncated_and_mistyped_recordings)
     EXPECT_EQ(r.trailing_bytes, 3u);
     ASSERT_FALSE(r.warnings.empty());
     EXPECT_NE(r.warnings[0].find("truncated"), std::string::npos);
-    EXPECT_EQ(r.summary.packets_found, sim.complete_packets);
+    EXPECT_EQ(r.engine.tally.packets_found, sim.complete_packets);
 
     // A datatype the receiver cannot read: a clear error naming it.
     {
@@ -786,8 +786,8 @@ TEST(replay_rates, the_bit_rate_comes_from_the_recording_or_the_option)
     EXPECT_EQ(r.bit_rate_from, "paq:bit_rate_hz");
     EXPECT_EQ(r.bit_rate_hz, 5e6);
     EXPECT_TRUE(r.resampled);
-    EXPECT_GE(r.summary.packets_found, 4u);
-    for (const auto& p : r.summary.paths) EXPECT_LT(p.ber, 1e-2) << p.name;
+    EXPECT_GE(r.engine.tally.packets_found, 4u);
+    for (const auto& p : r.engine.tally.paths) EXPECT_LT(p.ber, 1e-2) << p.name;
     // The option wins; 12.5 MS/s is 1.2 samples per bit at 10.3125 Mbit/s: refused, naming both.
     opt.bit_rate_hz = 10.3125e6;
     try {
