@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev
   gnuplot-nox
   help2man dpkg-dev  # the man pages from --help; dpkg-shlibdeps for the Debian package's Depends
+  lintian  # the Debian packages' check (ctest package.deb)
   python3-jsonschema  # the SigMF schema check of every file paqd writes (ctest sigmf.schema)
   prometheus  # promtool: `promtool check metrics` on a live scrape (ctest metrics.promtool)
   chromium  # headless: the live view during a run and paq-report's page (ctest live_view.browser, report.screenshot)

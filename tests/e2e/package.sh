@@ -7,7 +7,9 @@
 #      `dpkg-deb -I` shows it as a conffile and Depends computed by dpkg-shlibdeps;
 #   3. the package unpacked into a scratch root (`dpkg -x`) runs: paqd --version and
 #      --check-config of its own /etc/paqd/paqd.yaml; the installed completion sources
-#      under bash and completes a known option; each man page lists every option of --help.
+#      under bash and completes a known option; each man page lists every option of --help;
+#   4. with CUDA, the backend's own package;
+#   5. lintian finds no error or warning in any package (where lintian is installed).
 # Exits 77 (skipped) without dpkg-deb.
 #
 #   tests/e2e/package.sh BUILD_DIR
@@ -151,6 +153,21 @@ if [[ -f ${cuda_debs[0]} ]]; then
   dpkg -x "$cuda_deb" "$root"
   out=$(PAQD_CUDA_MODULE= "$root/usr/bin/paqd" replay "$work/rec.sigmf-meta" --backend cuda 2>&1)
   [[ $out != *paqd-cuda* ]] || fail "paqd did not load the module beside it: $(tail -3 <<< "$out")"
+fi
+
+# 5. lintian (where installed: scripts/setup.sh installs it) on every package: no error or
+#    warning. The Maintainer is whoever builds (DEBFULLNAME/DEBEMAIL, else git's user); only
+#    where none was named does lintian's bogus-mail-host stand, and nothing else may.
+if command -v lintian > /dev/null; then
+  allowed='^$'
+  grep -q 'unset@localhost' "$build/CPackConfig.cmake" && allowed='bogus-mail-host'
+  for d in "$work"/cpack/*.deb; do
+    lintian --tag-display-limit 0 "$d" 2> /dev/null | grep -E '^(E|W): ' | grep -Ev "$allowed" > "$work/lintian.out"
+    [[ -s $work/lintian.out ]] && fail "lintian $(basename "$d"): $(cat "$work/lintian.out")"
+  done
+  echo "lintian: $(ls "$work"/cpack/*.deb | wc -l) package(s) clean"
+else
+  echo "lintian not installed: not run"
 fi
 
 ((failures == 0)) || { echo "$failures failure(s)" >&2; exit 1; }
