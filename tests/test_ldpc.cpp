@@ -1,0 +1,195 @@
+// The AR4JA LDPC codes of IRIG 106 chapter 2 Appendix 2-D / CCSDS 131.0-B (dsp/ldpc.hpp): each
+// code's size and rate as the standard gives them, its parity-check matrix's structure, the
+// permutations, and the encoder: every codeword satisfies H, the code is linear, and the
+// codewords equal published ones.
+//
+// Reference codewords: IRIG 106-24 chapter 2 Appendix 2-D publishes one per code, whose text
+// was not available here. The ones below are from the open-source labrador-ldpc encoder's
+// test (github.com/adamgreig/labrador-ldpc, src/encoder.rs): information bytes 0, 1, 2, ...
+// (byte i = i mod 256, each MSB first), and the transmitted parity bytes of each code (the
+// whole parity for k = 1024, its first 8 bytes for k = 4096). An encoder made independently
+// from the standard's tables gives the same codeword only if both built the same H (the
+// parity of a systematic code is unique when H's parity part is invertible).
+#include "dsp/ldpc.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+using namespace paq::dsp;
+
+namespace {
+
+std::vector<std::uint8_t> bits_of_bytes(const std::vector<std::uint8_t>& bytes)
+{
+    std::vector<std::uint8_t> b;
+    for (auto x : bytes) {
+        for (int i = 7; i >= 0; --i) b.push_back(static_cast<std::uint8_t>((x >> i) & 1u));
+    }
+    return b;
+}
+
+std::string hex_of_bits(const std::uint8_t* bits, std::size_t n)
+{
+    std::string out;
+    const char* digits = "0123456789ABCDEF";
+    for (std::size_t i = 0; i + 8 <= n; i += 8) {
+        unsigned v = 0;
+        for (std::size_t j = 0; j < 8; ++j) v = (v << 1) | bits[i + j];
+        out += digits[v >> 4];
+        out += digits[v & 15];
+    }
+    return out;
+}
+
+std::vector<std::uint8_t> random_info(int k, std::uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::vector<std::uint8_t> u(static_cast<std::size_t>(k));
+    for (auto& b : u) b = static_cast<std::uint8_t>(rng() & 1u);
+    return u;
+}
+
+}  // namespace
+
+TEST(ldpc, each_code_has_the_standards_sizes_and_rate)
+{
+    struct expect {
+        ldpc::code c;
+        int k, m, n;
+    };
+    // CCSDS 131.0-B tables of M and n.
+    for (const auto& e : {expect{ldpc::code::k1024_r1_2, 1024, 512, 2048}, expect{ldpc::code::k1024_r2_3, 1024, 256, 1536},
+                          expect{ldpc::code::k1024_r4_5, 1024, 128, 1280}, expect{ldpc::code::k4096_r1_2, 4096, 2048, 8192},
+                          expect{ldpc::code::k4096_r2_3, 4096, 1024, 6144}, expect{ldpc::code::k4096_r4_5, 4096, 512, 5120}}) {
+        const auto p = ldpc::params(e.c);
+        EXPECT_EQ(p.k, e.k) << ldpc::to_string(e.c);
+        EXPECT_EQ(p.m, e.m) << ldpc::to_string(e.c);
+        EXPECT_EQ(p.n, e.n) << ldpc::to_string(e.c);
+        EXPECT_EQ(p.k * p.rate_den, p.n * p.rate_num) << ldpc::to_string(e.c);  // k / n is the rate
+        EXPECT_EQ(p.n_full, p.n + p.m);
+        EXPECT_EQ(p.checks, 3 * p.m);
+        EXPECT_EQ(paq::value_named(ldpc::code_names, ldpc::to_string(e.c)), e.c);
+    }
+    // The iNET data field (6144 bits) holds exactly one k = 4096 rate-2/3 codeword.
+    EXPECT_EQ(ldpc::params(ldpc::code::k4096_r2_3).n, 6144);
+}
+
+TEST(ldpc, every_permutation_is_a_bijection_of_its_block)
+{
+    for (int m : {128, 256, 512, 1024, 2048}) {
+        for (int k = 1; k <= 26; ++k) {
+            std::vector<bool> seen(static_cast<std::size_t>(m), false);
+            for (std::uint32_t i = 0; i < static_cast<std::uint32_t>(m); ++i) {
+                const auto c = ldpc::permutation(k, m, i);
+                ASSERT_LT(c, static_cast<std::uint32_t>(m));
+                EXPECT_FALSE(seen[c]) << "Pi_" << k << " M " << m << " column " << c << " twice";
+                seen[c] = true;
+            }
+        }
+    }
+    // Row i's quarter j goes to quarter (theta_k + j) mod 4, shifted by phi_k(j, M): Pi_1 at
+    // M = 128 (theta 3, phi(0) = 1) sends row 0 to column 3 x 32 + 1.
+    EXPECT_EQ(ldpc::permutation(1, 128, 0), 97u);
+    EXPECT_THROW((void)ldpc::permutation(27, 128, 0), std::invalid_argument);
+    EXPECT_THROW((void)ldpc::permutation(1, 100, 0), std::invalid_argument);
+}
+
+TEST(ldpc, the_parity_check_matrices_have_the_protographs_row_and_column_weights)
+{
+    for (auto c : ldpc::all_codes) {
+        const auto& h = ldpc::parity_check_matrix(c);
+        const auto& p = h.p;
+        ASSERT_EQ(h.rows.size(), static_cast<std::size_t>(p.checks));
+        // Block row 0 has weight 3; block rows 1 and 2 have 6 (rate 1/2), 10 (2/3), 18 (4/5):
+        // no two permutations of a sum meet.
+        const std::size_t heavy = p.rate_num == 1 ? 6 : p.rate_num == 2 ? 10 : 18;
+        std::vector<int> col_weight(static_cast<std::size_t>(p.n_full), 0);
+        for (std::size_t r = 0; r < h.rows.size(); ++r) {
+            EXPECT_EQ(h.rows[r].size(), r < static_cast<std::size_t>(p.m) ? 3u : heavy) << ldpc::to_string(c) << " row " << r;
+            for (auto col : h.rows[r]) {
+                ASSERT_LT(col, static_cast<std::uint32_t>(p.n_full));
+                ++col_weight[col];
+            }
+        }
+        // Each column block's degree is its protograph column's: rate 1/2's five blocks
+        // {0,I,I} 2, {0,I,Pi5+Pi6} 3, {I,0,0} 1, {0,I,Pi7+Pi8} 3, {I+Pi1,Pi2+Pi3+Pi4,I} 6 (the
+        // punctured one), and 4 for each block rates 2/3 and 4/5 put in front.
+        std::vector<int> degrees(static_cast<std::size_t>(p.n_full / p.m - 5), 4);
+        for (int d : {2, 3, 1, 3, 6}) degrees.push_back(d);
+        for (int col = 0; col < p.n_full; ++col) {
+            ASSERT_EQ(col_weight[static_cast<std::size_t>(col)], degrees[static_cast<std::size_t>(col / p.m)])
+                << ldpc::to_string(c) << " column " << col;
+        }
+    }
+}
+
+TEST(ldpc, every_codeword_satisfies_h_and_the_code_is_linear)
+{
+    for (auto c : ldpc::all_codes) {
+        const auto& enc = ldpc::encoder::get(c);
+        const auto& h = ldpc::parity_check_matrix(c);
+        const auto p = enc.params();
+        std::vector<std::uint8_t> a(static_cast<std::size_t>(p.n_full)), b(a.size()), s(a.size());
+        const auto ua = random_info(p.k, 11), ub = random_info(p.k, 12);
+        enc.encode_full(ua, a);
+        enc.encode_full(ub, b);
+        EXPECT_TRUE(h.holds(a)) << ldpc::to_string(c);
+        EXPECT_TRUE(h.holds(b)) << ldpc::to_string(c);
+        EXPECT_TRUE(std::equal(ua.begin(), ua.end(), a.begin())) << "not systematic";
+        std::vector<std::uint8_t> us(ua.size());
+        for (std::size_t i = 0; i < us.size(); ++i) us[i] = ua[i] ^ ub[i];
+        enc.encode_full(us, s);
+        for (std::size_t i = 0; i < s.size(); ++i) ASSERT_EQ(s[i], a[i] ^ b[i]) << ldpc::to_string(c) << " bit " << i;
+        // One flipped bit anywhere breaks at least one check; the transmitted word is the
+        // full one's first n bits.
+        a[static_cast<std::size_t>(p.k + 5)] ^= 1u;
+        EXPECT_GT(h.failed_checks(a), 0u);
+        std::vector<std::uint8_t> tx(static_cast<std::size_t>(p.n));
+        enc.encode(ub, tx);
+        EXPECT_TRUE(std::equal(tx.begin(), tx.end(), b.begin()));
+        // The all-zero word is a codeword; sizes are checked.
+        std::vector<std::uint8_t> zero(static_cast<std::size_t>(p.n_full), 0);
+        EXPECT_TRUE(h.holds(zero));
+        std::vector<std::uint8_t> short_info(static_cast<std::size_t>(p.k - 1));
+        EXPECT_THROW(enc.encode(short_info, tx), std::invalid_argument);
+    }
+}
+
+TEST(ldpc, the_encoder_gives_the_published_codewords)
+{
+    struct vec {
+        ldpc::code c;
+        std::string parity;  // transmitted parity bytes, hex (a prefix for k = 4096)
+    };
+    const std::vector<vec> vectors = {
+        {ldpc::code::k1024_r4_5, "F168E07945E308AEEFD16856600A90FAF655A2016077F7E0FAB54906DD6DCD7D"},
+        {ldpc::code::k1024_r2_3, "994D02175387C8DD422E4629066A026DE1ABB9A2AAE0F2E9F6AAE6F0421E52445F62D1A88FB20178B1D62D0BD6B14A6C9326"
+                                 "69AAE0551AD99B9435273F309183"},
+        {ldpc::code::k1024_r1_2,
+         "EEA9AAAF98D916CE6C2B282D1A5B944CA4F1B3D31AEC585AB3E6A4C40DFB4F4DD807A1AD0AE962C4D40BADA106E56EC8A6686AD5E6AC09BE3FF1F3"
+         "4C7F359027F26469038337429121B7BAD050E49142E40D64197084A5B7866F067B12E6C7D5AB10DB034FF68AFE17AC67BFF34A364204AE85B3B647CE"
+         "C40FA58EB8BD4CC5CF"},
+        {ldpc::code::k4096_r4_5, "4AA9B68947B9AA41"},
+        {ldpc::code::k4096_r2_3, "A742B86D957B9C90"},
+        {ldpc::code::k4096_r1_2, "F60056CD23631AED"},
+    };
+    for (const auto& v : vectors) {
+        const auto& enc = ldpc::encoder::get(v.c);
+        const auto p = enc.params();
+        std::vector<std::uint8_t> bytes(static_cast<std::size_t>(p.k / 8));
+        for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<std::uint8_t>(i % 256);
+        const auto info = bits_of_bytes(bytes);
+        std::vector<std::uint8_t> cw(static_cast<std::size_t>(p.n));
+        enc.encode(info, cw);
+        const auto parity = hex_of_bits(cw.data() + p.k, static_cast<std::size_t>(p.n - p.k));
+        EXPECT_EQ(parity.substr(0, v.parity.size()), v.parity) << ldpc::to_string(v.c);
+        if (p.k == 1024) {
+            EXPECT_EQ(parity.size(), v.parity.size()) << "the whole parity";
+        }
+    }
+}
