@@ -1,0 +1,164 @@
+#include "dsp/ldpc_decoder.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace paq::dsp::ldpc {
+
+namespace {
+
+/// A message's magnitude is kept below this: a bit the channel is sure of stays sure, and the
+/// tanh rule stays finite.
+constexpr double llr_limit = 30.0;
+
+}  // namespace
+
+decoder::decoder(code c, decoder_config cfg) : h_(parity_check_matrix(c)), cfg_(cfg)
+{
+    if (cfg_.max_iterations < 1 || cfg_.max_iterations > 1000) {
+        throw std::invalid_argument("ldpc decoder: max_iterations " + std::to_string(cfg_.max_iterations) + " (1 .. 1000)");
+    }
+    if (!(cfg_.normalization > 0.0f && cfg_.normalization <= 1.0f)) {
+        throw std::invalid_argument("ldpc decoder: normalization " + std::to_string(cfg_.normalization) + " (0 < x <= 1)");
+    }
+    row_start_.reserve(h_.rows.size() + 1);
+    row_start_.push_back(0);
+    for (const auto& row : h_.rows) {
+        edge_col_.insert(edge_col_.end(), row.begin(), row.end());
+        row_start_.push_back(static_cast<std::uint32_t>(edge_col_.size()));
+    }
+    channel_.resize(static_cast<std::size_t>(h_.p.n_full));
+    belief_.resize(channel_.size());
+    msg_.resize(edge_col_.size());
+    std::size_t widest = 0;
+    for (const auto& row : h_.rows) widest = std::max(widest, row.size());
+    scratch_.resize(widest);
+}
+
+decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t> info, std::span<std::uint8_t> word)
+{
+    const auto& p = h_.p;
+    if (llr.size() != static_cast<std::size_t>(p.n) || info.size() != static_cast<std::size_t>(p.k) ||
+        (!word.empty() && word.size() != static_cast<std::size_t>(p.n_full))) {
+        throw std::invalid_argument("ldpc decode: " +
+                                    std::to_string(llr.size()) + " LLRs, " + std::to_string(info.size()) + " information and " +
+                                    std::to_string(word.size()) + " codeword bits; expected " + std::to_string(p.n) + ", " +
+                                    std::to_string(p.k) + " and " + std::to_string(p.n_full) + " (or none)");
+    }
+    // The detectors' sign (positive: 1) turned into the decoders' (positive: 0); a NaN is an
+    // erasure; the punctured bits are erasures.
+    for (std::size_t i = 0; i < llr.size(); ++i) {
+        const double l = std::isnan(llr[i]) ? 0.0 : -static_cast<double>(llr[i]);
+        channel_[i] = std::clamp(l, -llr_limit, llr_limit);
+    }
+    std::fill(channel_.begin() + p.n, channel_.end(), 0.0);
+    std::vector<std::uint8_t> hard(static_cast<std::size_t>(p.n_full));
+    const decode_result r = cfg_.kind == decoder_kind::min_sum ? min_sum(hard) : sum_product(hard);
+    std::copy_n(hard.begin(), p.k, info.begin());
+    if (!word.empty()) std::copy(hard.begin(), hard.end(), word.begin());
+    return r;
+}
+
+std::size_t decoder::failed(std::span<const std::uint8_t> hard) const
+{
+    std::size_t f = 0;
+    for (std::size_t r = 0; r + 1 < row_start_.size(); ++r) {
+        unsigned s = 0;
+        for (std::uint32_t e = row_start_[r]; e < row_start_[r + 1]; ++e) s ^= hard[edge_col_[e]];
+        f += s;
+    }
+    return f;
+}
+
+decode_result decoder::min_sum(std::span<std::uint8_t> hard)
+{
+    std::copy(channel_.begin(), channel_.end(), belief_.begin());
+    std::fill(msg_.begin(), msg_.end(), 0.0);
+    const double alpha = cfg_.normalization;
+    decode_result res;
+    for (int it = 1; it <= cfg_.max_iterations; ++it) {
+        for (std::size_t r = 0; r + 1 < row_start_.size(); ++r) {
+            const std::uint32_t e0 = row_start_[r], e1 = row_start_[r + 1];
+            // The bits' messages to this check: their beliefs without its last message.
+            double min1 = INFINITY, min2 = INFINITY;
+            std::uint32_t at_min = e0;
+            bool negative = false;
+            for (std::uint32_t e = e0; e < e1; ++e) {
+                const double q = belief_[edge_col_[e]] - msg_[e];
+                scratch_[e - e0] = q;
+                const double a = std::abs(q);
+                negative ^= q < 0.0;
+                if (a < min1) {
+                    min2 = min1;
+                    min1 = a;
+                    at_min = e;
+                } else if (a < min2) {
+                    min2 = a;
+                }
+            }
+            // Each bit gets the sign of the others' product and the smallest of the others'
+            // magnitudes, scaled; its belief takes the new message at once.
+            for (std::uint32_t e = e0; e < e1; ++e) {
+                const double q = scratch_[e - e0];
+                const bool others_negative = negative ^ (q < 0.0);
+                const double mag = alpha * (e == at_min ? min2 : min1);
+                const double m = std::min(mag, llr_limit);
+                msg_[e] = others_negative ? -m : m;
+                belief_[edge_col_[e]] = std::clamp(q + msg_[e], -4.0 * llr_limit, 4.0 * llr_limit);
+            }
+        }
+        for (std::size_t i = 0; i < hard.size(); ++i) hard[i] = belief_[i] < 0.0 ? 1 : 0;
+        res.iterations = it;
+        res.failed_checks = failed(hard);
+        if (res.failed_checks == 0) {
+            res.converged = true;
+            break;
+        }
+    }
+    return res;
+}
+
+decode_result decoder::sum_product(std::span<std::uint8_t> hard)
+{
+    // Flooding: every bit's message to each of its checks from the last round's check
+    // messages, then every check's messages by the tanh rule from those.
+    std::vector<double> q(msg_.size());
+    std::fill(msg_.begin(), msg_.end(), 0.0);
+    std::vector<double> total(channel_.size());
+    decode_result res;
+    for (int it = 1; it <= cfg_.max_iterations; ++it) {
+        std::copy(channel_.begin(), channel_.end(), total.begin());
+        for (std::size_t e = 0; e < msg_.size(); ++e) total[edge_col_[e]] += msg_[e];
+        for (std::size_t e = 0; e < msg_.size(); ++e) q[e] = std::clamp(total[edge_col_[e]] - msg_[e], -llr_limit, llr_limit);
+        for (std::size_t r = 0; r + 1 < row_start_.size(); ++r) {
+            const std::uint32_t e0 = row_start_[r], e1 = row_start_[r + 1];
+            // The product of the others' tanh(q / 2), by prefix and suffix products (no division
+            // by a tanh that is 0).
+            double prefix = 1.0;
+            for (std::uint32_t e = e0; e < e1; ++e) {
+                scratch_[e - e0] = prefix;
+                prefix *= std::tanh(q[e] / 2.0);
+            }
+            double suffix = 1.0;
+            for (std::uint32_t e = e1; e-- > e0;) {
+                const double t = std::clamp(scratch_[e - e0] * suffix, -1.0 + 1e-15, 1.0 - 1e-15);
+                msg_[e] = std::clamp(2.0 * std::atanh(t), -llr_limit, llr_limit);
+                suffix *= std::tanh(q[e] / 2.0);
+            }
+        }
+        std::copy(channel_.begin(), channel_.end(), total.begin());
+        for (std::size_t e = 0; e < msg_.size(); ++e) total[edge_col_[e]] += msg_[e];
+        for (std::size_t i = 0; i < hard.size(); ++i) hard[i] = total[i] < 0.0 ? 1 : 0;
+        res.iterations = it;
+        res.failed_checks = failed(hard);
+        if (res.failed_checks == 0) {
+            res.converged = true;
+            break;
+        }
+    }
+    return res;
+}
+
+}  // namespace paq::dsp::ldpc

@@ -1,0 +1,66 @@
+// Decoders of the AR4JA LDPC codes (dsp/ldpc.hpp), the CPU reference:
+//
+//   min_sum      layered normalized min-sum: the checks one after another, each updating the
+//                bits' beliefs at once (about half the iterations of flooding); each check's
+//                messages the smallest two magnitudes of the others times `normalization`
+//   sum_product  flooding belief propagation with the exact check rule (tanh), in double:
+//                the yardstick the min-sum decoder is measured against
+//
+// Both stop as soon as the hard decisions satisfy every check (`converged`), or after
+// `max_iterations`. Input: one LLR per transmitted bit, log P(bit 1) / P(bit 0) in nats as
+// the detectors give them (dsp/batch.hpp: positive means 1); 0 is an erasure (a bit that was
+// not received), and the punctured bits start as erasures.
+#pragma once
+
+#include "dsp/ldpc.hpp"
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace paq::dsp::ldpc {
+
+enum class decoder_kind : std::uint8_t { min_sum, sum_product };
+
+struct decoder_config {
+    decoder_kind kind = decoder_kind::min_sum;
+    int max_iterations = 50;
+    /// min_sum: the check messages' scale (normalized min-sum; 1 is plain min-sum).
+    float normalization = 0.75f;
+};
+
+struct decode_result {
+    bool converged = false;   ///< every check holds for the decisions
+    int iterations = 0;       ///< iterations run (the one that converged included)
+    std::size_t failed_checks = 0;  ///< checks that fail for the final decisions (0 if converged)
+};
+
+/// One decoder per thread (it keeps its messages between calls, sized once).
+class decoder {
+public:
+    decoder(code c, decoder_config cfg = {});
+
+    [[nodiscard]] const code_params& params() const noexcept { return h_.p; }
+    [[nodiscard]] const decoder_config& config() const noexcept { return cfg_; }
+
+    /// Decodes the n transmitted bits' LLRs into the k information bits (one per byte, 0 or
+    /// 1) and, if `word` is not empty, every bit of the codeword (n_full, punctured included).
+    /// std::invalid_argument for sizes other than n, k and n_full (or 0).
+    decode_result decode(std::span<const float> llr, std::span<std::uint8_t> info, std::span<std::uint8_t> word = {});
+
+private:
+    decode_result min_sum(std::span<std::uint8_t> hard);
+    decode_result sum_product(std::span<std::uint8_t> hard);
+    [[nodiscard]] std::size_t failed(std::span<const std::uint8_t> hard) const;
+
+    const parity_check& h_;
+    decoder_config cfg_;
+    std::vector<std::uint32_t> row_start_;  ///< edges of row r: [row_start_[r], row_start_[r + 1])
+    std::vector<std::uint32_t> edge_col_;   ///< each edge's column
+    std::vector<double> channel_;           ///< each bit's channel LLR, log P(0) / P(1)
+    std::vector<double> belief_;            ///< each bit's posterior (min_sum), log P(0) / P(1)
+    std::vector<double> msg_;               ///< check-to-bit messages, per edge
+    std::vector<double> scratch_;           ///< one row's bit-to-check messages
+};
+
+}  // namespace paq::dsp::ldpc
