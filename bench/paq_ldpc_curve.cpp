@@ -1,0 +1,174 @@
+// paq-ldpc-curve: frame and bit error rates of an AR4JA LDPC code (dsp/ldpc.hpp) against
+// Eb/N0 per information bit, BPSK over AWGN with ideal LLRs (2y / sigma^2): the decoder judged
+// apart from any detector, the reference curve the receiver's coded paths are measured
+// against, and the min-sum decoder against sum-product. A measurement, not a receiver.
+//
+//   for each Eb/N0 point i: frames of random information bits (from the seed, the point and
+//   the frame's index: the same frames whatever the threads) -> encode -> BPSK + noise ->
+//   decode; blocks of frames until --min-frame-errors frame errors or --max-frames frames
+//   (at least --frames)
+//
+// Output: a table on stdout, a CSV (one row per point) and optionally JSON.
+#include "config/cli.hpp"
+#include "dsp/ldpc.hpp"
+#include "dsp/ldpc_decoder.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace ldpc = paq::dsp::ldpc;
+
+struct point {
+    double ebn0_db = 0.0;
+    std::uint64_t frames = 0, frame_errors = 0, bit_errors = 0, undetected = 0, iterations = 0;
+    double seconds = 0.0;
+};
+
+/// One frame's random generator, from the seed, the point and the frame alone.
+std::mt19937_64 frame_rng(std::uint64_t seed, std::size_t point_index, std::uint64_t frame)
+{
+    std::seed_seq s{static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32), static_cast<std::uint32_t>(point_index),
+                    static_cast<std::uint32_t>(frame), static_cast<std::uint32_t>(frame >> 32)};
+    return std::mt19937_64(s);
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    CLI::App app{"paq-ldpc-curve: frame and bit error rates of an AR4JA LDPC code, BPSK over AWGN with ideal LLRs"};
+    paq::cli::conventions(app, "paq-ldpc-curve", "0 curve written; 1 output not writable; 2 usage error");
+    app.option_defaults()->always_capture_default();
+    std::string code_name = "ar4ja-4096-2/3", decoder_name = "min-sum", output, json;
+    std::vector<double> ebn0;
+    int iterations = 50, threads = 0;
+    float normalization = 0.75f;
+    std::uint64_t frames = 200, min_frame_errors = 50, max_frames = 100000, seed = 1;
+    app.add_option("--code", code_name, "The code")->check(CLI::IsMember(paq::names_in(ldpc::code_names)));
+    app.add_option("--ebn0-db", ebn0, "Eb/N0 per information bit, dB, comma-separated")->required()->delimiter(',');
+    app.add_option("--decoder", decoder_name, "min-sum (layered, normalized) or sum-product (flooding, double)")
+        ->check(CLI::IsMember({"min-sum", "sum-product"}));
+    app.add_option("--iterations", iterations, "Most iterations per frame")->check(CLI::Range(1, 1000));
+    app.add_option("--normalization", normalization, "min-sum: the check messages' scale")->check(CLI::Range(0.01f, 1.0f));
+    app.add_option("--frames", frames, "Frames per point at least")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100000000}));
+    app.add_option("--min-frame-errors", min_frame_errors, "Frames per point until this many frame errors ...");
+    app.add_option("--max-frames", max_frames, "... or this many frames");
+    app.add_option("--seed", seed, "Seed of the information bits and the noise");
+    app.add_option("--threads", threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
+    app.add_option("--output", output, "CSV output file")->required();
+    app.add_option("--json", json, "Optional JSON output file");
+    if (const int rc = paq::cli::parse(app, argc, argv); rc >= 0) return rc;
+    if (max_frames < frames) max_frames = frames;
+
+    const ldpc::code c = *paq::value_named(ldpc::code_names, code_name);
+    const ldpc::decoder_config cfg{decoder_name == "min-sum" ? ldpc::decoder_kind::min_sum : ldpc::decoder_kind::sum_product,
+                                   iterations, normalization};
+    const auto& enc = ldpc::encoder::get(c);
+    const auto p = enc.params();
+    const double rate = static_cast<double>(p.rate_num) / p.rate_den;
+    const int nthreads = threads > 0 ? threads : omp_get_max_threads();
+    std::ofstream csv(output);
+    if (!csv) {
+        std::cerr << "paq-ldpc-curve: cannot write " << output << "\n";
+        return 1;
+    }
+    std::printf("# %s (n %d, k %d), %s, at most %d iterations%s, %d threads, seed %llu\n", code_name.c_str(), p.n, p.k,
+                decoder_name.c_str(), iterations,
+                cfg.kind == ldpc::decoder_kind::min_sum ? (", normalization " + std::to_string(normalization)).c_str() : "", nthreads,
+                static_cast<unsigned long long>(seed));
+    std::printf("%8s %9s %9s %10s %10s %8s %6s %8s\n", "ebn0_dB", "frames", "f_errors", "FER", "BER", "mean_it", "undet", "sec");
+    std::vector<point> points;
+    for (std::size_t pi = 0; pi < ebn0.size(); ++pi) {
+        point pt;
+        pt.ebn0_db = ebn0[pi];
+        const double sigma2 = 1.0 / (2.0 * rate * std::pow(10.0, ebn0[pi] / 10.0));
+        const auto t0 = std::chrono::steady_clock::now();
+        std::vector<std::unique_ptr<ldpc::decoder>> decs(static_cast<std::size_t>(nthreads));
+        for (auto& d : decs) d = std::make_unique<ldpc::decoder>(c, cfg);
+        const std::uint64_t block = 16 * static_cast<std::uint64_t>(nthreads);
+        while (pt.frames < frames || (pt.frame_errors < min_frame_errors && pt.frames < max_frames)) {
+            const std::uint64_t first = pt.frames, count = std::min(block, max_frames - pt.frames);
+            std::uint64_t fe = 0, be = 0, und = 0, its = 0;
+#pragma omp parallel for num_threads(nthreads) schedule(dynamic) reduction(+ : fe, be, und, its)
+            for (std::uint64_t f = first; f < first + count; ++f) {
+                auto rng = frame_rng(seed, pi, f);
+                std::vector<std::uint8_t> u(static_cast<std::size_t>(p.k)), tx(static_cast<std::size_t>(p.n)), out(u.size());
+                for (auto& b : u) b = static_cast<std::uint8_t>(rng() & 1u);
+                enc.encode(u, tx);
+                std::normal_distribution<double> noise(0.0, std::sqrt(sigma2));
+                std::vector<float> l(tx.size());
+                for (std::size_t i = 0; i < tx.size(); ++i) l[i] = static_cast<float>(-2.0 * ((tx[i] ? -1.0 : 1.0) + noise(rng)) / sigma2);
+                const auto r = decs[static_cast<std::size_t>(omp_get_thread_num())]->decode(l, out);
+                std::uint64_t wrong = 0;
+                for (std::size_t i = 0; i < u.size(); ++i) wrong += u[i] != out[i];
+                fe += wrong ? 1 : 0;
+                be += wrong;
+                und += (wrong && r.converged) ? 1 : 0;
+                its += static_cast<std::uint64_t>(r.iterations);
+            }
+            pt.frames += count;
+            pt.frame_errors += fe;
+            pt.bit_errors += be;
+            pt.undetected += und;
+            pt.iterations += its;
+            if (count == 0) break;
+        }
+        pt.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        const double fer = static_cast<double>(pt.frame_errors) / static_cast<double>(pt.frames);
+        const double ber = static_cast<double>(pt.bit_errors) / (static_cast<double>(pt.frames) * p.k);
+        std::printf("%8.2f %9llu %9llu %10.3e %10.3e %8.2f %6llu %8.1f\n", pt.ebn0_db, static_cast<unsigned long long>(pt.frames),
+                    static_cast<unsigned long long>(pt.frame_errors), fer, ber,
+                    static_cast<double>(pt.iterations) / static_cast<double>(pt.frames), static_cast<unsigned long long>(pt.undetected),
+                    pt.seconds);
+        std::fflush(stdout);
+        points.push_back(pt);
+    }
+    csv << "code,decoder,max_iterations,normalization,ebn0_db,frames,frame_errors,fer,bit_errors,ber,mean_iterations,undetected,seed\n";
+    for (const auto& pt : points) {
+        csv << code_name << ',' << decoder_name << ',' << iterations << ',' << (cfg.kind == ldpc::decoder_kind::min_sum ? normalization : 1.0f)
+            << ',' << pt.ebn0_db << ',' << pt.frames << ',' << pt.frame_errors << ','
+            << static_cast<double>(pt.frame_errors) / static_cast<double>(pt.frames) << ',' << pt.bit_errors << ','
+            << static_cast<double>(pt.bit_errors) / (static_cast<double>(pt.frames) * p.k) << ','
+            << static_cast<double>(pt.iterations) / static_cast<double>(pt.frames) << ',' << pt.undetected << ',' << seed << '\n';
+    }
+    if (!csv) {
+        std::cerr << "paq-ldpc-curve: error writing " << output << "\n";
+        return 1;
+    }
+    if (!json.empty()) {
+        nlohmann::json j;
+        j["tool"] = "paq-ldpc-curve";
+        j["settings"] = {{"code", code_name}, {"n", p.n}, {"k", p.k}, {"decoder", decoder_name}, {"max_iterations", iterations},
+                         {"normalization", normalization}, {"seed", seed}, {"channel", "BPSK over AWGN, LLR 2y/sigma^2"}};
+        auto pts = nlohmann::json::array();
+        for (const auto& pt : points) {
+            pts.push_back({{"ebn0_db", pt.ebn0_db}, {"frames", pt.frames}, {"frame_errors", pt.frame_errors},
+                           {"fer", static_cast<double>(pt.frame_errors) / static_cast<double>(pt.frames)}, {"bit_errors", pt.bit_errors},
+                           {"ber", static_cast<double>(pt.bit_errors) / (static_cast<double>(pt.frames) * p.k)},
+                           {"mean_iterations", static_cast<double>(pt.iterations) / static_cast<double>(pt.frames)},
+                           {"undetected", pt.undetected}, {"seconds", pt.seconds}});
+        }
+        j["points"] = pts;
+        std::ofstream jf(json);
+        jf << j.dump(2) << '\n';
+        if (!jf) {
+            std::cerr << "paq-ldpc-curve: cannot write " << json << "\n";
+            return 1;
+        }
+    }
+    return 0;
+}
