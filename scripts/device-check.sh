@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|ldpc|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ status=0
 rows=()
 if [[ $mode == all || $mode == tests ]]; then
   : > "$out/tests.log"
-  for t in test_gpu_device test_gpu_estimators test_gpu_equalizers test_gpu_detector test_gpu_preamble_detector test_gpu_resampler test_gpu_backend; do
+  for t in test_gpu_device test_gpu_estimators test_gpu_equalizers test_gpu_detector test_gpu_preamble_detector test_gpu_resampler test_gpu_ldpc test_gpu_backend; do
     echo "=== $t" >> "$out/tests.log"
     ./.device/$t > "$out/$t.tmp" 2>&1
     rc=$?
@@ -33,6 +33,23 @@ if [[ $mode == all || $mode == tests ]]; then
   done
   echo
   grep -hE '^(metric|estimates|levinson|cusolver|detector|locate|backend)' "$out/tests.log"
+fi
+if [[ $mode == ldpc ]]; then
+  # The LDPC decoders over BPSK/AWGN with ideal LLRs around FER 1e-3: the GPU's min-sum
+  # (flooding, 100 iterations), the CPU's layered min-sum (50) and sum-product (100, double).
+  for spec in "ar4ja-4096-2/3 1.8,2.0,2.2,2.4" "ar4ja-1024-1/2 1.6,1.8,2.0,2.2"; do
+    code=${spec% *}
+    pts=${spec#* }
+    tag=${code//\//}
+    tag=${tag//ar4ja-/}
+    ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --backend cuda --iterations 100 --min-frame-errors 50 \
+      --max-frames 300000 --output "$out/ldpc-$tag-gpu-ms.csv" --json "$out/ldpc-$tag-gpu-ms.json" > "$out/ldpc-$tag-gpu-ms.log" 2>&1 || status=1
+    ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --min-frame-errors 50 --max-frames 100000 \
+      --output "$out/ldpc-$tag-cpu-ms.csv" --json "$out/ldpc-$tag-cpu-ms.json" > "$out/ldpc-$tag-cpu-ms.log" 2>&1 || status=1
+    ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --decoder sum-product --iterations 100 --min-frame-errors 30 \
+      --max-frames 30000 --output "$out/ldpc-$tag-cpu-sp.csv" --json "$out/ldpc-$tag-cpu-sp.json" > "$out/ldpc-$tag-cpu-sp.log" 2>&1 || status=1
+    cat "$out/ldpc-$tag-gpu-ms.log" "$out/ldpc-$tag-cpu-ms.log" "$out/ldpc-$tag-cpu-sp.log"
+  done
 fi
 if [[ $mode == all || $mode == bench ]]; then
   ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1

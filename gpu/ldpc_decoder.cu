@@ -1,0 +1,200 @@
+#include "gpu/ldpc_decoder.hpp"
+
+#include "gpu/resources.cuh"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace paq::gpu {
+
+namespace {
+
+constexpr int threads_per_frame = 256;
+constexpr float llr_limit = 30.0f;  // as the CPU decoder's
+
+/// One frame per block. L: the bits' beliefs, log P(0) / P(1), in shared memory.
+__global__ void min_sum_flooding(const float* __restrict__ llr, int n, int n_full, int k, int rows,
+                                 const std::uint32_t* __restrict__ row_start, const std::uint32_t* __restrict__ edge_col,
+                                 const std::uint32_t* __restrict__ col_start, const std::uint32_t* __restrict__ col_edge,
+                                 float* __restrict__ msg, int edges, int max_iterations, float alpha,
+                                 std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks)
+{
+    extern __shared__ float L[];
+    __shared__ int failed;
+    const std::size_t f = blockIdx.x;
+    const float* ch = llr + f * static_cast<std::size_t>(n);
+    float* R = msg + f * static_cast<std::size_t>(edges);
+    // The channel's belief of bit v: the detectors' sign turned (positive: 0), a NaN or a
+    // punctured bit an erasure.
+    auto channel = [&](int v) {
+        if (v >= n) return 0.0f;
+        const float l = ch[v];
+        return isnan(l) ? 0.0f : fminf(fmaxf(-l, -llr_limit), llr_limit);
+    };
+    for (int v = threadIdx.x; v < n_full; v += blockDim.x) L[v] = channel(v);
+    for (int e = threadIdx.x; e < edges; e += blockDim.x) R[e] = 0.0f;
+    __syncthreads();
+    int it = 0;
+    bool done = false;
+    while (!done && it < max_iterations) {
+        ++it;
+        // Every check: the others' sign product and smallest magnitude, scaled.
+        for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+            const std::uint32_t e0 = row_start[r], e1 = row_start[r + 1];
+            float min1 = INFINITY, min2 = INFINITY;
+            std::uint32_t at_min = e0;
+            bool negative = false;
+            for (std::uint32_t e = e0; e < e1; ++e) {
+                const float q = L[edge_col[e]] - R[e];
+                const float a = fabsf(q);
+                negative ^= q < 0.0f;
+                if (a < min1) {
+                    min2 = min1;
+                    min1 = a;
+                    at_min = e;
+                } else if (a < min2) {
+                    min2 = a;
+                }
+            }
+            for (std::uint32_t e = e0; e < e1; ++e) {
+                const float q = L[edge_col[e]] - R[e];
+                const float m = fminf(alpha * (e == at_min ? min2 : min1), llr_limit);
+                R[e] = (negative ^ (q < 0.0f)) ? -m : m;
+            }
+        }
+        __syncthreads();
+        // Every bit: its channel belief and all its checks' messages.
+        for (int v = threadIdx.x; v < n_full; v += blockDim.x) {
+            float s = channel(v);
+            for (std::uint32_t c = col_start[v]; c < col_start[v + 1]; ++c) s += R[col_edge[c]];
+            L[v] = s;
+        }
+        __syncthreads();
+        // Stop once the decisions satisfy every check.
+        int bad = 0;
+        for (int r = threadIdx.x; r < rows && !bad; r += blockDim.x) {
+            unsigned parity = 0;
+            for (std::uint32_t e = row_start[r]; e < row_start[r + 1]; ++e) parity ^= L[edge_col[e]] < 0.0f ? 1u : 0u;
+            bad = static_cast<int>(parity);
+        }
+        done = __syncthreads_or(bad) == 0;
+    }
+    if (threadIdx.x == 0) failed = 0;
+    __syncthreads();
+    int mine = 0;
+    for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+        unsigned parity = 0;
+        for (std::uint32_t e = row_start[r]; e < row_start[r + 1]; ++e) parity ^= L[edge_col[e]] < 0.0f ? 1u : 0u;
+        mine += static_cast<int>(parity);
+    }
+    if (mine) atomicAdd(&failed, mine);
+    for (int i = threadIdx.x; i < k; i += blockDim.x) info[f * static_cast<std::size_t>(k) + i] = L[i] < 0.0f ? 1 : 0;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        iterations[f] = it;
+        failed_checks[f] = failed;
+    }
+}
+
+}  // namespace
+
+struct ldpc_decoder::impl {
+    explicit impl(int dev) : device(select_device(dev)) {}
+    int device;  ///< made current first: every member after it is allocated there
+    dsp::ldpc::code_params p;
+    dsp::ldpc::decoder_config cfg;
+    std::size_t edges = 0;
+    device_buffer<std::uint32_t> row_start, edge_col, col_start, col_edge;
+    device_buffer<float> llr, msg;
+    device_buffer<std::uint8_t> info;
+    device_buffer<int> iterations, failed;
+    std::size_t capacity = 0;  ///< frames the buffers hold
+    stream st;
+
+    void reserve(std::size_t frames)
+    {
+        if (frames <= capacity) return;
+        llr = device_buffer<float>(frames * static_cast<std::size_t>(p.n));
+        msg = device_buffer<float>(frames * edges);
+        info = device_buffer<std::uint8_t>(frames * static_cast<std::size_t>(p.k));
+        iterations = device_buffer<int>(frames);
+        failed = device_buffer<int>(frames);
+        capacity = frames;
+    }
+};
+
+ldpc_decoder::ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int device)
+{
+    if (cfg.kind != dsp::ldpc::decoder_kind::min_sum) {
+        throw std::invalid_argument("GPU LDPC decoder: only min-sum (sum-product is the CPU's reference)");
+    }
+    if (cfg.max_iterations < 1 || cfg.max_iterations > 1000 || !(cfg.normalization > 0.0f && cfg.normalization <= 1.0f)) {
+        throw std::invalid_argument("GPU LDPC decoder: max_iterations 1 .. 1000 and 0 < normalization <= 1");
+    }
+    impl_ = std::make_unique<impl>(device);
+    const auto& h = dsp::ldpc::parity_check_matrix(c);
+    impl_->p = h.p;
+    impl_->cfg = cfg;
+    // The rows' edges (CSR) and each column's edges (the bits' side).
+    std::vector<std::uint32_t> rs{0}, ec, cs(static_cast<std::size_t>(h.p.n_full) + 1, 0), ce;
+    for (const auto& row : h.rows) {
+        ec.insert(ec.end(), row.begin(), row.end());
+        rs.push_back(static_cast<std::uint32_t>(ec.size()));
+    }
+    for (auto col : ec) ++cs[col + 1];
+    for (std::size_t v = 0; v + 1 < cs.size(); ++v) cs[v + 1] += cs[v];
+    ce.resize(ec.size());
+    std::vector<std::uint32_t> fill(cs.begin(), cs.end() - 1);
+    for (std::uint32_t e = 0; e < ec.size(); ++e) ce[fill[ec[e]]++] = e;
+    impl_->edges = ec.size();
+    auto upload = [&](device_buffer<std::uint32_t>& d, const std::vector<std::uint32_t>& v) {
+        d = device_buffer<std::uint32_t>(v.size());
+        PAQ_CUDA_CHECK(cudaMemcpy(d.data(), v.data(), v.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+    };
+    upload(impl_->row_start, rs);
+    upload(impl_->edge_col, ec);
+    upload(impl_->col_start, cs);
+    upload(impl_->col_edge, ce);
+}
+
+ldpc_decoder::~ldpc_decoder() = default;
+
+const dsp::ldpc::code_params& ldpc_decoder::params() const noexcept { return impl_->p; }
+
+void ldpc_decoder::decode(std::span<const float> llrs, std::size_t frames, std::span<std::uint8_t> info,
+                          std::span<dsp::ldpc::decode_result> results)
+{
+    auto& m = *impl_;
+    const auto n = static_cast<std::size_t>(m.p.n), k = static_cast<std::size_t>(m.p.k);
+    if (llrs.size() != frames * n || info.size() != frames * k || results.size() != frames) {
+        throw std::invalid_argument("GPU LDPC decode: " + std::to_string(llrs.size()) + " LLRs, " + std::to_string(info.size()) +
+                                    " information bits and " + std::to_string(results.size()) + " results for " +
+                                    std::to_string(frames) + " frames of n " + std::to_string(n) + ", k " + std::to_string(k));
+    }
+    if (frames == 0) return;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    m.reserve(frames);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.llr.data(), llrs.data(), llrs.size_bytes(), cudaMemcpyHostToDevice, m.st.get()));
+    const std::size_t smem = static_cast<std::size_t>(m.p.n_full) * sizeof(float);
+    min_sum_flooding<<<static_cast<unsigned>(frames), threads_per_frame, smem, m.st.get()>>>(
+        m.llr.data(), m.p.n, m.p.n_full, m.p.k, m.p.checks, m.row_start.data(), m.edge_col.data(), m.col_start.data(),
+        m.col_edge.data(), m.msg.data(), static_cast<int>(m.edges), m.cfg.max_iterations, m.cfg.normalization, m.info.data(),
+        m.iterations.data(), m.failed.data());
+    PAQ_CUDA_CHECK(cudaGetLastError());
+    std::vector<int> its(frames), failed(frames);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(info.data(), m.info.data(), info.size_bytes(), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(its.data(), m.iterations.data(), frames * sizeof(int), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(failed.data(), m.failed.data(), frames * sizeof(int), cudaMemcpyDeviceToHost, m.st.get()));
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(m.st.get()));
+    for (std::size_t f = 0; f < frames; ++f) {
+        results[f].iterations = its[f];
+        results[f].failed_checks = static_cast<std::size_t>(failed[f]);
+        results[f].converged = failed[f] == 0;
+    }
+}
+
+}  // namespace paq::gpu

@@ -1,0 +1,42 @@
+// The LDPC decoder on the GPU (dsp/ldpc_decoder.hpp is the CPU reference): normalized min-sum
+// with flooding, every frame of a call decoded in one launch (a thread block per frame, the
+// bits' beliefs in shared memory, the check messages in device memory), each frame stopping
+// as soon as its decisions satisfy every check. Flooding needs more iterations than the CPU's
+// layered schedule for the same frame error rate, but every check of a frame is updated at
+// once; where both converge they give the same codeword (test_gpu_ldpc counts any bit that
+// differs). CUDA-free interface: the CPU-only build sees this header and not the .cu.
+#pragma once
+
+#include "dsp/ldpc.hpp"
+#include "dsp/ldpc_decoder.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+namespace paq::gpu {
+
+class ldpc_decoder {
+public:
+    /// On device `device`; std::invalid_argument for a decoder kind other than min_sum (the
+    /// sum-product decoder is the CPU's yardstick) or settings out of range.
+    ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int device = 0);
+    ~ldpc_decoder();
+    ldpc_decoder(const ldpc_decoder&) = delete;
+    ldpc_decoder& operator=(const ldpc_decoder&) = delete;
+
+    [[nodiscard]] const dsp::ldpc::code_params& params() const noexcept;
+
+    /// `frames` frames of n LLRs each (the detectors' sign, as dsp::ldpc::decoder::decode takes
+    /// them) into frames x k information bits (one per byte) and a result per frame. Blocks
+    /// until done; std::invalid_argument for sizes that do not match.
+    void decode(std::span<const float> llrs, std::size_t frames, std::span<std::uint8_t> info,
+                std::span<dsp::ldpc::decode_result> results);
+
+private:
+    struct impl;
+    std::unique_ptr<impl> impl_;
+};
+
+}  // namespace paq::gpu
