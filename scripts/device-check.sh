@@ -44,10 +44,10 @@ if [[ $mode == ldpc ]]; then
     tag=${tag//ar4ja-/}
     ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --backend cuda --iterations 100 --min-frame-errors 50 \
       --max-frames 300000 --output "$out/ldpc-$tag-gpu-ms.csv" --json "$out/ldpc-$tag-gpu-ms.json" > "$out/ldpc-$tag-gpu-ms.log" 2>&1 || status=1
-    ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --min-frame-errors 50 --max-frames 100000 \
+    ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --min-frame-errors 50 --max-frames 40000 \
       --output "$out/ldpc-$tag-cpu-ms.csv" --json "$out/ldpc-$tag-cpu-ms.json" > "$out/ldpc-$tag-cpu-ms.log" 2>&1 || status=1
     ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --decoder sum-product --iterations 100 --min-frame-errors 30 \
-      --max-frames 30000 --output "$out/ldpc-$tag-cpu-sp.csv" --json "$out/ldpc-$tag-cpu-sp.json" > "$out/ldpc-$tag-cpu-sp.log" 2>&1 || status=1
+      --max-frames 16000 --output "$out/ldpc-$tag-cpu-sp.csv" --json "$out/ldpc-$tag-cpu-sp.json" > "$out/ldpc-$tag-cpu-sp.log" 2>&1 || status=1
     cat "$out/ldpc-$tag-gpu-ms.log" "$out/ldpc-$tag-cpu-ms.log" "$out/ldpc-$tag-cpu-sp.log"
   done
 fi
