@@ -62,7 +62,7 @@ int main(int argc, char** argv)
     std::string code_name = "ar4ja-4096-2/3", decoder_name = "min-sum", backend = "cpu", output, json;
     std::vector<double> ebn0;
     int iterations = 50, threads = 0;
-    float normalization = 0.75f;
+    float normalization = 0.7f;
     std::uint64_t frames = 200, min_frame_errors = 50, max_frames = 100000, seed = 1;
     app.add_option("--code", code_name, "The code")->check(CLI::IsMember(paq::names_in(ldpc::code_names)));
     app.add_option("--ebn0-db", ebn0, "Eb/N0 per information bit, dB, comma-separated")->required()->delimiter(',');

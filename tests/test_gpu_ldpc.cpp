@@ -64,7 +64,7 @@ outcome compare(ldpc::code c, std::size_t frames, double ebn0_db, std::uint32_t 
 {
     const auto fr = make_frames(c, frames, ebn0_db, seed, erase);
     const auto p = ldpc::params(c);
-    const ldpc::decoder_config cfg{ldpc::decoder_kind::min_sum, iterations, 0.75f};
+    const ldpc::decoder_config cfg{ldpc::decoder_kind::min_sum, iterations, 0.7f};
     gpu::ldpc_decoder g(c, cfg);
     std::vector<std::uint8_t> gi(fr.info.size());
     std::vector<ldpc::decode_result> gr(frames);

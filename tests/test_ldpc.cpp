@@ -257,7 +257,7 @@ TEST(ldpc_decoder, a_clean_codeword_decodes_at_once_on_every_code)
         std::vector<float> l(tx.size());
         for (std::size_t i = 0; i < tx.size(); ++i) l[i] = tx[i] ? 8.0f : -8.0f;
         for (auto kind : {ldpc::decoder_kind::min_sum, ldpc::decoder_kind::sum_product}) {
-            ldpc::decoder dec(c, {kind, 50, 0.75f});
+            ldpc::decoder dec(c, {kind, 50, 0.7f});
             const auto r = dec.decode(l, out, word);
             EXPECT_TRUE(r.converged) << ldpc::to_string(c);
             EXPECT_LE(r.iterations, 2) << ldpc::to_string(c);  // the punctured bits take one round
@@ -271,7 +271,7 @@ TEST(ldpc_decoder, decodes_bpsk_over_awgn_and_says_when_it_did_not)
 {
     // (2048, 1024) rate 1/2 at 2.5 dB: AR4JA's frame error rate is near 1e-4 there; at 0 dB
     // almost every frame fails, and a failure is reported as such, never as a codeword.
-    ldpc::decoder_config ms{ldpc::decoder_kind::min_sum, 50, 0.75f};
+    ldpc::decoder_config ms{ldpc::decoder_kind::min_sum, 50, 0.7f};
     const auto good = run_frames(ldpc::code::k1024_r1_2, ms, 2.5, 40, 5);
     EXPECT_EQ(good.errors, 0);
     EXPECT_LT(good.iterations / good.frames, 15) << "early termination";
@@ -310,7 +310,7 @@ TEST(ldpc_decoder, min_sum_loses_little_against_sum_product)
 {
     // At 1.5 dB (rate 1/2, k = 1024) both fail on some frames: the layered min-sum decoder
     // (50 iterations) no more than twice as often as flooding sum-product with 100.
-    const auto ms = run_frames(ldpc::code::k1024_r1_2, {ldpc::decoder_kind::min_sum, 50, 0.75f}, 1.5, 60, 41);
+    const auto ms = run_frames(ldpc::code::k1024_r1_2, {ldpc::decoder_kind::min_sum, 50, 0.7f}, 1.5, 60, 41);
     const auto sp = run_frames(ldpc::code::k1024_r1_2, {ldpc::decoder_kind::sum_product, 100, 1.0f}, 1.5, 60, 41);
     std::printf("1.5 dB, 60 frames: min-sum %d frame errors (%.1f iterations), sum-product %d (%.1f)\n", ms.errors,
                 static_cast<double>(ms.iterations) / ms.frames, sp.errors, static_cast<double>(sp.iterations) / sp.frames);
