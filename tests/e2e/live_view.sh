@@ -12,11 +12,8 @@
 # PNG_OUT keeps a screenshot of the page.
 set -euo pipefail
 build=$(cd "$1" && pwd)
-browser=""
-for b in chromium chromium-browser google-chrome; do
-  command -v "$b" > /dev/null && { browser=$b; break; }
-done
-[[ -n $browser ]] || { echo "SKIP: no chromium (Debian package chromium; scripts/setup.sh)"; exit 77; }
+source "$(dirname "$0")/common.sh"
+find_browser
 work=$(mktemp -d "${TMPDIR:-/tmp}/paq-live-view.XXXXXX")
 paqd_pid=""
 cleanup() {
@@ -35,16 +32,8 @@ printf '%s\n' "receiver: {batch_samples: 1000000}" \
 "$build/daemon/paqd" --config "$work/paqd.yaml" > "$work/paqd.out" 2> "$work/paqd.log" &
 paqd_pid=$!
 
-# Waits are generous: a sanitized paqd on a loaded machine takes seconds to start and to
-# finish its first batch.
-port=""
-for _ in $(seq 600); do
-  port=$(grep -o 'live view: http://127.0.0.1:[0-9]*' "$work/paqd.log" | grep -o '[0-9]*$' || true)
-  [[ -n $port ]] && break
-  kill -0 "$paqd_pid" 2> /dev/null || { cat "$work/paqd.log" >&2; fail "paqd exited"; }
-  sleep 0.1
-done
-[[ -n $port ]] || fail "no live view in the log"
+port=$(logged_port "$work/paqd.log" "live view" "$paqd_pid")
+[[ -n $port ]] || { tail -20 "$work/paqd.log" >&2; fail "no live view in the log"; }
 python3 - "$port" <<'PY' || fail "the data endpoint never showed a packet"
 import json, sys, time, urllib.request
 port = sys.argv[1]

@@ -12,6 +12,7 @@
 # scripts/setup.sh installs).
 set -euo pipefail
 build=$(cd "$1" && pwd)
+source "$(dirname "$0")/common.sh"
 command -v promtool > /dev/null || { echo "SKIP: no promtool (Debian package prometheus; scripts/setup.sh)"; exit 77; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/paq-promtool.XXXXXX")
 paqd_pid=""
@@ -33,14 +34,7 @@ printf '%s\n' "receiver: {bit_rate_hz: 1e6, batch_samples: 400000}" \
 "$build/daemon/paqd" --config "$work/paqd.yaml" > "$work/paqd.out" 2> "$work/paqd.log" &
 paqd_pid=$!
 
-# Waits are generous: a sanitized paqd on a loaded machine takes seconds to start and to
-# finish its first batch.
-port=""
-for _ in $(seq 600); do
-  port=$(grep -o 'metrics: http://127.0.0.1:[0-9]*' "$work/paqd.log" | grep -o '[0-9]*$' || true)
-  [[ -n $port ]] && break
-  sleep 0.1
-done
+port=$(logged_port "$work/paqd.log" metrics "$paqd_pid")
 [[ -n $port ]] || { tail -20 "$work/paqd.log" >&2; fail "no metrics endpoint in the log"; }
 
 scrape() {

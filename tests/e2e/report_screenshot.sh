@@ -11,11 +11,8 @@
 # PNG_OUT keeps the screenshot.
 set -euo pipefail
 build=$(cd "$1" && pwd)
-browser=""
-for b in chromium chromium-browser google-chrome; do
-  command -v "$b" > /dev/null && { browser=$b; break; }
-done
-[[ -n $browser ]] || { echo "SKIP: no chromium (Debian package chromium)"; exit 77; }
+source "$(dirname "$0")/common.sh"
+find_browser
 work=$(mktemp -d "${TMPDIR:-/tmp}/paq-screenshot.XXXXXX")
 cleanup() { [[ -n "${PAQ_E2E_KEEP:-}" ]] && echo "kept $work" >&2 || rm -rf "$work"; }
 trap cleanup EXIT
