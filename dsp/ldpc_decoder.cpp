@@ -72,6 +72,15 @@ std::size_t decoder::failed(std::span<const std::uint8_t> hard) const
     return f;
 }
 
+bool decoder::decided(std::span<const double> belief, std::span<std::uint8_t> hard, int iteration, decode_result& res) const
+{
+    for (std::size_t i = 0; i < hard.size(); ++i) hard[i] = belief[i] < 0.0 ? 1 : 0;
+    res.iterations = iteration;
+    res.failed_checks = failed(hard);
+    res.converged = res.failed_checks == 0;
+    return res.converged;
+}
+
 decode_result decoder::min_sum(std::span<std::uint8_t> hard)
 {
     std::copy(channel_.begin(), channel_.end(), belief_.begin());
@@ -109,13 +118,7 @@ decode_result decoder::min_sum(std::span<std::uint8_t> hard)
                 belief_[edge_col_[e]] = std::clamp(q + msg_[e], -4.0 * llr_limit, 4.0 * llr_limit);
             }
         }
-        for (std::size_t i = 0; i < hard.size(); ++i) hard[i] = belief_[i] < 0.0 ? 1 : 0;
-        res.iterations = it;
-        res.failed_checks = failed(hard);
-        if (res.failed_checks == 0) {
-            res.converged = true;
-            break;
-        }
+        if (decided(belief_, hard, it, res)) break;
     }
     return res;
 }
@@ -150,13 +153,7 @@ decode_result decoder::sum_product(std::span<std::uint8_t> hard)
         }
         std::copy(channel_.begin(), channel_.end(), total.begin());
         for (std::size_t e = 0; e < msg_.size(); ++e) total[edge_col_[e]] += msg_[e];
-        for (std::size_t i = 0; i < hard.size(); ++i) hard[i] = total[i] < 0.0 ? 1 : 0;
-        res.iterations = it;
-        res.failed_checks = failed(hard);
-        if (res.failed_checks == 0) {
-            res.converged = true;
-            break;
-        }
+        if (decided(total, hard, it, res)) break;
     }
     return res;
 }

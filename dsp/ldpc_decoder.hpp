@@ -54,6 +54,8 @@ private:
     decode_result min_sum(std::span<std::uint8_t> hard);
     decode_result sum_product(std::span<std::uint8_t> hard);
     [[nodiscard]] std::size_t failed(std::span<const std::uint8_t> hard) const;
+    /// The decisions from the beliefs after `iteration`, and whether they satisfy every check.
+    bool decided(std::span<const double> belief, std::span<std::uint8_t> hard, int iteration, decode_result& res) const;
 
     const parity_check& h_;
     decoder_config cfg_;
