@@ -46,11 +46,10 @@ nlohmann::json rounded(const std::vector<float>& v, double step)
 
 /// Welch's estimate of the excerpt's spectrum: `bins`-point Hann segments overlapping by half,
 /// |X|^2 averaged, in dB re. unit power per bin, bin 0 at -fs/2.
-std::vector<float> welch_db(const std::vector<cf32>& x, std::size_t bins)
+std::vector<float> welch_db(const std::vector<cf32>& x, const dsp::fft_plan& plan, std::size_t bins)
 {
     std::vector<float> out(bins, -200.0f);
     if (x.size() < bins) return out;
-    dsp::fft_plan plan(bins, dsp::fft_plan::direction::forward);
     dsp::fft_buffer in(bins), spec(bins);
     std::vector<double> w(bins), acc(bins, 0.0);
     double wsum2 = 0.0;
@@ -77,7 +76,8 @@ live_view::live_view(live_view_options opt, snapshot_fn snapshot)
     : opt_(std::move(opt)),
       snapshot_(std::move(snapshot)),
       inspector_(inspector_config(opt_.receiver)),
-      geometry_(dsp::make_input_geometry(opt_.receiver))
+      geometry_(dsp::make_input_geometry(opt_.receiver)),
+      spectrum_plan_(opt_.spectrum_bins, dsp::fft_plan::direction::forward)
 {
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("live view: the sample rate must be positive");
     if (opt_.history_points == 0) throw std::invalid_argument("live view: history_points must be at least 1");
@@ -204,7 +204,6 @@ void live_view::update_history(const runtime::service_snapshot& s)
     if (prev_) history_.push_back(std::move(pt));  // the first snapshot is the baseline
     while (history_.size() > opt_.history_points) history_.pop_front();
     prev_ = s;
-    prev_t_s_ = t;
     counters_ = std::move(counters);
     locked_ = std::move(locked);
 }
@@ -223,7 +222,7 @@ void live_view::show_packet(dsp::sample_batch&& excerpt)
     double power = 0.0;
     for (const auto& s : x) power += static_cast<double>(std::norm(s));
     d.level_db = 10.0 * std::log10(std::max(power / static_cast<double>(std::max<std::size_t>(x.size(), 1)), 1e-30));
-    d.spectrum_db = welch_db(x, opt_.spectrum_bins);
+    d.spectrum_db = welch_db(x, spectrum_plan_, opt_.spectrum_bins);
     d.age_origin_s = now_s();
     std::lock_guard lk(mu_);
     shown_ = std::move(d);

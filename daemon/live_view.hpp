@@ -15,6 +15,7 @@
 
 #include "dsp/batch.hpp"
 #include "dsp/cpu_backend.hpp"
+#include "dsp/fft.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/receiver_config.hpp"
 #include "runtime/counters.hpp"
@@ -98,6 +99,7 @@ private:
     snapshot_fn snapshot_;
     dsp::cpu_backend inspector_;
     dsp::input_geometry geometry_;
+    dsp::fft_plan spectrum_plan_;  ///< made once: planning takes FFTW's lock
     dsp::batch_output inspect_out_;
     std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
 
@@ -110,7 +112,6 @@ private:
     mutable std::mutex mu_;
     std::deque<history_point> history_;
     std::optional<runtime::service_snapshot> prev_;
-    double prev_t_s_ = 0.0;
     std::optional<packet_display> shown_;
     nlohmann::json counters_;
     std::vector<std::string> stream_names_;

@@ -32,6 +32,8 @@ decoder::decoder(code c, decoder_config cfg) : h_(parity_check_matrix(c)), cfg_(
     channel_.resize(static_cast<std::size_t>(h_.p.n_full));
     belief_.resize(channel_.size());
     msg_.resize(edge_col_.size());
+    edge_scratch_.resize(edge_col_.size());
+    hard_.resize(channel_.size());
     std::size_t widest = 0;
     for (const auto& row : h_.rows) widest = std::max(widest, row.size());
     scratch_.resize(widest);
@@ -54,10 +56,9 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
         channel_[i] = std::clamp(l, -llr_limit, llr_limit);
     }
     std::fill(channel_.begin() + p.n, channel_.end(), 0.0);
-    std::vector<std::uint8_t> hard(static_cast<std::size_t>(p.n_full));
-    const decode_result r = cfg_.kind == decoder_kind::min_sum ? min_sum(hard) : sum_product(hard);
-    std::copy_n(hard.begin(), p.k, info.begin());
-    if (!word.empty()) std::copy(hard.begin(), hard.end(), word.begin());
+    const decode_result r = cfg_.kind == decoder_kind::min_sum ? min_sum(hard_) : sum_product(hard_);
+    std::copy_n(hard_.begin(), p.k, info.begin());
+    if (!word.empty()) std::copy(hard_.begin(), hard_.end(), word.begin());
     return r;
 }
 
@@ -127,9 +128,9 @@ decode_result decoder::sum_product(std::span<std::uint8_t> hard)
 {
     // Flooding: every bit's message to each of its checks from the last round's check
     // messages, then every check's messages by the tanh rule from those.
-    std::vector<double> q(msg_.size());
+    std::vector<double>& q = edge_scratch_;
+    std::vector<double>& total = belief_;
     std::fill(msg_.begin(), msg_.end(), 0.0);
-    std::vector<double> total(channel_.size());
     decode_result res;
     for (int it = 1; it <= cfg_.max_iterations; ++it) {
         std::copy(channel_.begin(), channel_.end(), total.begin());

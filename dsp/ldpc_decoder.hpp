@@ -62,9 +62,11 @@ private:
     std::vector<std::uint32_t> row_start_;  ///< edges of row r: [row_start_[r], row_start_[r + 1])
     std::vector<std::uint32_t> edge_col_;   ///< each edge's column
     std::vector<double> channel_;           ///< each bit's channel LLR, log P(0) / P(1)
-    std::vector<double> belief_;            ///< each bit's posterior (min_sum), log P(0) / P(1)
+    std::vector<double> belief_;            ///< each bit's posterior, log P(0) / P(1)
     std::vector<double> msg_;               ///< check-to-bit messages, per edge
     std::vector<double> scratch_;           ///< one row's bit-to-check messages
+    std::vector<double> edge_scratch_;      ///< sum_product: every edge's bit-to-check message
+    std::vector<std::uint8_t> hard_;        ///< the decisions, n_full bits
 };
 
 }  // namespace paq::dsp::ldpc
