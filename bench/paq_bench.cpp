@@ -37,8 +37,12 @@
 //                     smoother derotates most packets by the unequalized path's phase and
 //                     makes every equalized path again (over edwards3: ZF and FDE2)
 //
+//   --fec CODE        the batch's data fields carry this LDPC code (receiver.fec) and every
+//                     stream decodes them: the decoder's cost is the stage `fec`
+//   --ebn0-db DB      the batch's Eb/N0 per channel bit (default 12)
+//
 //   paq-bench [--json FILE] [--gpus N] [--preset NAME] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]
-//             [--phase-smoother | --phase-noise HZ | --pll-only] [--trellis | --both-detectors]
+//             [--phase-smoother | --phase-noise HZ | --pll-only] [--trellis | --both-detectors] [--fec CODE] [--ebn0-db DB]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/input_stage.hpp"
@@ -152,7 +156,8 @@ int main(int argc, char** argv)
     double input_rate_hz = 0.0, clock_ppm = 0.0;
     bool estimators = false, smoother = false, trellis = false, both = false, pll_only = false;
     double phase_noise_hz = 0.0;
-    std::string preset = "edwards3";
+    std::string preset = "edwards3", fec = "none";
+    double ebn0_db = 12.0;
     CLI::App app{"paq-bench: one default batch of edwards3 on the GPU, stage by stage, against the CPU"};
     cli::conventions(app, "paq-bench",
                      "0 measured; 1 runtime failure (no CUDA device, no batch); 2 usage error (including --gpus above the "
@@ -174,6 +179,10 @@ int main(int argc, char** argv)
     app.add_flag("--pll-only", pll_only, "The PLL alone (receiver.phase_smoother 0)")->excludes(smoother_flag);
     app.add_flag("--trellis", trellis, "Detect with the trellis (receiver.detector trellis) instead of symbol by symbol");
     app.add_flag("--both-detectors", both, "Detect both ways (receiver.detector both: twelve streams)")->excludes("--trellis");
+    app.add_option("--fec", fec, "The data fields' LDPC code, decoded on every stream (receiver.fec): " + names_text(fec_names))
+        ->check(CLI::IsMember(names_in(fec_names)))
+        ->capture_default_str();
+    app.add_option("--ebn0-db", ebn0_db, "The batch's Eb/N0 per channel bit, dB")->capture_default_str()->check(CLI::Range(-10.0, 60.0));
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     const auto devices = bench::require_devices("paq-bench");
     if (devices.empty()) return 1;
@@ -184,7 +193,7 @@ int main(int argc, char** argv)
     receiver_config rc;  // defaults: one batch = 1.9065 s
     sim_config sc;
     sc.preset = preset;
-    sc.ebn0_db = 12.0;
+    sc.ebn0_db = ebn0_db;
     sc.cfo_hz = 50'000.0;
     sc.timing_offset_samples = 0.3;
     sc.seed = 2027;
@@ -207,6 +216,11 @@ int main(int argc, char** argv)
     if (pll_only) rc.phase_smoother = 0;
     if (trellis) rc.detector = detector_kind::trellis;
     if (both) rc.detector = detector_kind::both;
+    rc.fec = sc.fec = parse_fec(fec);
+    if (const auto why = framing_error(rc.fec); !why.empty()) {
+        std::fprintf(stderr, "paq-bench: %s\n", why.c_str());
+        return 2;
+    }
     input_geometry geom;
     try {
         geom = make_input_geometry(rc);
@@ -249,11 +263,23 @@ int main(int argc, char** argv)
     // Pageable input first (5 runs after 2 warm-ups), then the same memory page-locked.
     std::vector<double> pageable;
     std::size_t packets = 0;
+    // With --fec: the batch's codewords over all streams, those that failed, and the mean
+    // iterations (the decoder stops at convergence: its time depends on the Eb/N0).
+    std::size_t codewords = 0, codewords_failed = 0;
+    double mean_iterations = 0.0;
     for (int it = 0; it < 7; ++it) {
         const auto t0 = clock_type::now();
         const auto out = gpu_be.process(*batch);
         if (it >= 2) pageable.push_back(ms_since(t0));
         packets = out.packets.size();
+        codewords = out.codewords.size();
+        codewords_failed = 0;
+        double iterations = 0.0;
+        for (const auto& c : out.codewords) {
+            codewords_failed += c.converged ? 0 : 1;
+            iterations += c.iterations;
+        }
+        mean_iterations = codewords ? iterations / static_cast<double>(codewords) : 0.0;
     }
     const auto t_pin = clock_type::now();
     gpu::host_pin pin(batch->samples.data(), batch->samples.size() * sizeof(cf32));
@@ -385,6 +411,11 @@ int main(int argc, char** argv)
                      {"phase_smoother", rc.phase_smoother},
                      {"phase_noise_linewidth_hz", sc.phase_noise_linewidth_hz},
                      {"detector", std::string(to_string(rc.detector))},
+                     {"fec", std::string(to_string(rc.fec))},
+                     {"fec_codewords", codewords},
+                     {"fec_codewords_failed", codewords_failed},
+                     {"fec_mean_iterations", mean_iterations},
+                     {"ebn0_db", sc.ebn0_db},
                      {"packets", packets},
                      {"window_bytes", window_bytes},
                      {"gpu_end_to_end_ms_median", gpu_ms},
@@ -442,6 +473,10 @@ int main(int argc, char** argv)
                 rc.front_end_correction_on() ? (estimators ? "on (input: IQ 2 dB / 10 deg, DC -15 dBc)" : "on (input: clean)") : "off",
                 sc.phase_noise_linewidth_hz, smoother_text, std::string(to_string(rc.detector)).c_str());
     std::printf("| packets in the batch | %zu |\n", packets);
+    if (rc.fec_on()) {
+        std::printf("| fec | %s at Eb/N0 %.2f dB a channel bit: %zu codewords, %zu failed, %.2f iterations on average |\n",
+                    std::string(to_string(rc.fec)).c_str(), sc.ebn0_db, codewords, codewords_failed, mean_iterations);
+    }
     std::printf("| GPU end to end, pinned input, median of 20 (min / max) | %.2f ms (%.2f / %.2f) |\n", gpu_ms, e2e.front(), e2e.back());
     std::printf("| real-time factor (%.1f ms / time) | %.1fx |\n", batch_ms, batch_ms / gpu_ms);
     std::printf("| GPU end to end, ci16 input (converted on the device), pinned, median of 20 | %.2f ms (%.1fx real time; %zu packets) |\n",

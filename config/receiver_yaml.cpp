@@ -107,6 +107,17 @@ const section<dsp::receiver_config>& receiver_schema()
                            "summaries, metrics, bitstreams 6 .. 11), for comparing the detectors side by side. On "
                            "the GPU backend a batch takes about twice as long with `trellis` or `both` as with `sxs` "
                            "(PERFORMANCE.md)"}),
+            choice<C>("fec", at(&C::fec), choices(dsp::fec_names),
+                      {"", "the LDPC code the link's data fields carry (BITSTREAM.md, \"Coded data fields\"): `none`, or "
+                           "one of the CCSDS AR4JA codes of IRIG 106 chapter 2 whose codewords fit the 6144-bit data "
+                           "field whole (`ar4ja-1024-1/2`: 3 codewords, `ar4ja-1024-2/3`: 4, `ar4ja-4096-2/3`: 1; the "
+                           "other three are refused). Every output stream's data field is then decoded (layered "
+                           "normalized min-sum) from its soft decisions, and the decoded information bits are counted "
+                           "against the PN pattern beside the channel bits (summaries, metrics `fec_*`). Both "
+                           "backends decode: the CPU layered, the GPU flooding min-sum, every codeword of a batch in "
+                           "one launch"}),
+            number<C>("fec_iterations", at(&C::fec_iterations), range_of(rr::fec_iterations),
+                      {"", "the LDPC decoder's most iterations per codeword (it stops as soon as every check holds)"}),
         };
         // Fields that failed to parse keep their (valid) defaults, so this reports only what
         // the schema cannot see on its own (today nothing: the ranges are validate()'s).

@@ -104,7 +104,8 @@ struct replay_command {
     bool json = false;
     std::size_t batch_samples = 0;
     int threads = -1;
-    std::string front_end, detector;
+    std::string front_end, detector, fec;
+    int fec_iterations = 0;
     std::string backend = "cpu";
     std::vector<int> gpus;
     std::string solver{name_of(config::solver_names, config::solver_kind::levinson)};
@@ -131,6 +132,12 @@ struct replay_command {
                         "How the bits are decided: sxs (symbol by symbol), trellis (sequence detection), or both (twelve "
                         "streams, side by side) (default: receiver.detector, sxs)")
             ->check(CLI::IsMember(names_in(dsp::detector_names)));
+        cmd->add_option("--fec", fec,
+                        "The LDPC code the data fields carry: " + names_text(dsp::fec_names) +
+                            " (default: the recording's paq:fec, else receiver.fec, none; docs/BITSTREAM.md, \"Coded data fields\")")
+            ->check(CLI::IsMember(names_in(dsp::fec_names)));
+        cmd->add_option("--fec-iterations", fec_iterations, "The LDPC decoder's most iterations per codeword (default: receiver.fec_iterations, 50)")
+            ->check(CLI::Range(static_cast<int>(dsp::receiver_ranges::fec_iterations.lo), static_cast<int>(dsp::receiver_ranges::fec_iterations.hi)));
         cmd->add_option("--pattern", pattern,
                         "Data pattern for BER counting: " + names_text(dsp::pn_pattern_names) +
                             " (default: the recording's paq:pattern, else pn15)");
@@ -195,6 +202,8 @@ struct replay_command {
             if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
             if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;
             if (!detector.empty()) opt.receiver.detector = dsp::parse_detector(detector);
+            if (!fec.empty()) opt.fec = dsp::parse_fec(fec);
+            if (fec_iterations > 0) opt.receiver.fec_iterations = fec_iterations;
             const auto errors = opt.receiver.validate();
             if (!errors.empty()) {
                 for (const auto& e : errors) spdlog::error("{}", e);

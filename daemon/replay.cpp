@@ -51,6 +51,21 @@ replay_result run_replay(const replay_options& opt)
         rc.bit_rate_hz = g["paq:bit_rate_hz"].get<double>();
         res.bit_rate_from = "paq:bit_rate_hz";
     }
+    // The code: --fec, else the recording's paq:fec, else the config.
+    res.fec_from = "receiver.fec";
+    if (opt.fec) {
+        rc.fec = *opt.fec;
+        res.fec_from = "--fec";
+    } else if (const auto& g = info.meta.extra_global; g.is_object() && g.contains("paq:fec") && g["paq:fec"].is_string()) {
+        const auto name = g["paq:fec"].get<std::string>();
+        const auto code = value_named(dsp::fec_names, name);
+        if (!code) {
+            throw config::config_error({opt.file.string() + ": its paq:fec '" + name + "' is not a code paqd decodes (" +
+                                        names_text(dsp::fec_names) + "); give --fec"});
+        }
+        rc.fec = *code;
+        res.fec_from = "paq:fec";
+    }
     rc.input_sample_rate_hz = info.sample_rate_hz;
     if (const auto errors = rc.validate(); !errors.empty()) {
         std::string msg = opt.file.string() + ": cannot receive it:";
@@ -118,6 +133,7 @@ replay_result run_replay(const replay_options& opt)
     // the upload; the backend converts); a cf32 one is read as it is.
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     res.detector = std::string(dsp::to_string(rc.detector));
+    res.fec = rc.fec;
     if (info.format == io::sample_format::ci16_le) {
         res.engine = runtime::run_receiver_ci16(pool_ready, rc, pattern, info.sample_rate_hz, info.meta.ci16_scale,
                                                  [&](std::span<ci16> out) { return reader.read(out); }, on_batch, marks);
@@ -203,24 +219,53 @@ void print_table(const replay_result& r, std::ostream& os)
            << s.mean_iq_gain_db << " dB / " << s.mean_iq_phase_deg << " deg, DC " << std::setprecision(1) << s.mean_dc_dbc
            << " dBc\n";
     }
+    const auto fec = dsp::ldpc_code_of(r.fec) ? dsp::framing_for(*dsp::ldpc_code_of(r.fec)) : std::nullopt;
+    if (fec) {
+        os << "  fec " << dsp::to_string(r.fec) << " (from " << r.fec_from << "): " << fec->codewords << " codeword" << (fec->codewords > 1 ? "s" : "")
+           << " of " << fec->n << " bits per packet, " << fec->info_bits()
+           << " information bits; bits and errors count the decoded information bits\n";
+    }
     os << "\n";
     // The name column as wide as the longest stream name (mmse_trellis with detector both).
     int name_w = 5;
     for (const auto& p : s.paths) name_w = std::max(name_w, static_cast<int>(p.name.size()));
-    char head[96];
+    char head[160];
     std::snprintf(head, sizeof head, "  %-*s %8s %11s %9s %11s   sync\n", name_w, "path", "packets", "bits", "errors", "BER");
+    if (fec) {
+        std::snprintf(head, sizeof head, "  %-*s %8s %11s %9s %11s %9s %7s %10s %6s %11s   sync\n", name_w, "path", "packets", "bits",
+                      "errors", "BER", "codewords", "failed", "FER", "iter", "channel BER");
+    }
     os << head;
     for (const auto& p : s.paths) {
-        char line[160], ber[32];
+        char line[256], ber[32];
         if (p.bits_checked > 0) {
             std::snprintf(ber, sizeof ber, "%11.3e", p.ber);
         } else {
             std::snprintf(ber, sizeof ber, "%11s", "-");  // no bit checked: no rate
         }
-        std::snprintf(line, sizeof line, "  %-*s %8llu %11llu %9llu %s   %s\n", name_w, p.name.c_str(),
-                      static_cast<unsigned long long>(p.packets), static_cast<unsigned long long>(p.bits_checked),
-                      static_cast<unsigned long long>(p.bit_errors), ber,
-                      p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK");
+        const char* sync = p.locked ? (p.resyncs ? "locked (resynced)" : "locked") : "NO LOCK";
+        if (fec) {
+            char fer[32], channel[32];
+            const auto& f = p.fec;
+            if (f.codewords > 0) {
+                std::snprintf(fer, sizeof fer, "%10.3e", f.fer());
+            } else {
+                std::snprintf(fer, sizeof fer, "%10s", "-");
+            }
+            if (f.channel_bits > 0) {
+                std::snprintf(channel, sizeof channel, "%11.3e", f.channel_ber());
+            } else {
+                std::snprintf(channel, sizeof channel, "%11s", "-");
+            }
+            std::snprintf(line, sizeof line, "  %-*s %8llu %11llu %9llu %s %9llu %7llu %s %6.2f %s   %s\n", name_w, p.name.c_str(),
+                          static_cast<unsigned long long>(p.packets), static_cast<unsigned long long>(p.bits_checked),
+                          static_cast<unsigned long long>(p.bit_errors), ber, static_cast<unsigned long long>(f.codewords),
+                          static_cast<unsigned long long>(f.codewords_failed), fer, f.mean_iterations(), channel, sync);
+        } else {
+            std::snprintf(line, sizeof line, "  %-*s %8llu %11llu %9llu %s   %s\n", name_w, p.name.c_str(),
+                          static_cast<unsigned long long>(p.packets), static_cast<unsigned long long>(p.bits_checked),
+                          static_cast<unsigned long long>(p.bit_errors), ber, sync);
+        }
         os << line;
     }
     if (!r.llr_files.empty()) {
@@ -250,6 +295,8 @@ nlohmann::json to_json(const replay_result& r)
                                 {"backend", r.backend},
                                 {"workers", r.workers},
                                 {"detector", r.detector},
+                                {"fec", dsp::to_string(r.fec)},
+                                {"fec_from", r.fec_from},
                                 {"sample_rate_hz", r.sample_rate_hz},
                                 {"bit_rate_hz", r.bit_rate_hz},
                                 {"bit_rate_from", r.bit_rate_from},

@@ -41,6 +41,9 @@ struct replay_options {
     /// --bit-rate: the link's bit rate. Unset: the recording's paq:bit_rate_hz (paq-sim and
     /// paqd recordings carry it), else receiver.bit_rate_hz.
     std::optional<double> bit_rate_hz;
+    /// --fec: the LDPC code of the data fields. Unset: the recording's paq:fec (paq-sim --ldpc
+    /// writes it), else receiver.fec.
+    std::optional<dsp::fec_code> fec;
 };
 
 struct replay_result {
@@ -59,6 +62,8 @@ struct replay_result {
     std::size_t workers = 1;            ///< backends the batches went to (one per GPU)
     std::string input_width;            ///< "ci16" (kept up to the backend) or "cf32"
     std::string detector = "sxs";       ///< receiver.detector: "sxs" or "trellis"
+    dsp::fec_code fec = dsp::fec_code::none;  ///< the code decoded (none: no decoding)
+    std::string fec_from;               ///< "--fec", "paq:fec" or "receiver.fec"
     std::vector<std::string> warnings;  ///< also in the JSON
     /// UTC of the run's first packet's first sample (ns since 1970), from the recording's
     /// core:datetime; unknown_utc_ns when it has none (raw files) or no packet was found.

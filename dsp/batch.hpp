@@ -9,6 +9,7 @@
 //   and processed from the same samples whichever batch it falls in, and exactly once.
 #pragma once
 
+#include "dsp/fec.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/types.hpp"
 #include "dsp/waveform.hpp"
@@ -173,6 +174,14 @@ struct batch_output {
     /// trellis's LLR of every data bit, [packet][path][6144] (quantize_llr; the bits' order,
     /// path the six paths none .. fde2). Empty otherwise.
     std::vector<std::int8_t> llrs;
+    /// With receiver.fec (dsp/fec.hpp): every stream's data field decoded.
+    /// decoded: the information bits, [packet][stream][fec_info_bytes], packed MSB first;
+    /// codewords: [packet][stream][fec_codewords], each codeword's decoding. Empty (and both
+    /// sizes 0) without FEC.
+    std::vector<std::uint8_t> decoded;
+    std::vector<codeword_result> codewords;
+    int fec_info_bytes = 0;
+    int fec_codewords = 0;
 
     /// Empty again for batch `index` with `streams_per_packet` streams, the vectors' capacity
     /// kept (a backend's process() starts so).
@@ -183,6 +192,10 @@ struct batch_output {
         packets.clear();
         bits.clear();
         llrs.clear();
+        decoded.clear();
+        codewords.clear();
+        fec_info_bytes = 0;
+        fec_codewords = 0;
         truncated_packets = 0;
         nonfinite_samples = 0;
     }
@@ -200,6 +213,34 @@ struct batch_output {
     [[nodiscard]] const std::int8_t* packet_llrs(std::size_t packet, int path) const noexcept
     {
         return llrs.data() + (packet * chain::num_paths + static_cast<std::size_t>(path)) * waveform::data_bits;
+    }
+
+    /// Sizes decoded and codewords for `count` packets of `framing` (the backends, before decoding).
+    void size_fec(std::size_t count, const fec_framing& framing)
+    {
+        fec_info_bytes = framing.info_bytes();
+        fec_codewords = framing.codewords;
+        decoded.assign(count * static_cast<std::size_t>(streams) * static_cast<std::size_t>(fec_info_bytes), 0);
+        codewords.assign(count * static_cast<std::size_t>(streams) * static_cast<std::size_t>(fec_codewords), codeword_result{});
+    }
+    [[nodiscard]] bool has_fec() const noexcept { return fec_codewords > 0; }
+    /// `packet`'s stream `stream` decoded: fec_info_bytes bytes; only with has_fec().
+    [[nodiscard]] std::uint8_t* packet_decoded(std::size_t packet, int stream) noexcept
+    {
+        return decoded.data() + (packet * static_cast<std::size_t>(streams) + static_cast<std::size_t>(stream)) * static_cast<std::size_t>(fec_info_bytes);
+    }
+    [[nodiscard]] const std::uint8_t* packet_decoded(std::size_t packet, int stream) const noexcept
+    {
+        return const_cast<batch_output*>(this)->packet_decoded(packet, stream);
+    }
+    /// `packet`'s stream `stream`'s codewords: fec_codewords of them; only with has_fec().
+    [[nodiscard]] codeword_result* packet_codewords(std::size_t packet, int stream) noexcept
+    {
+        return codewords.data() + (packet * static_cast<std::size_t>(streams) + static_cast<std::size_t>(stream)) * static_cast<std::size_t>(fec_codewords);
+    }
+    [[nodiscard]] const codeword_result* packet_codewords(std::size_t packet, int stream) const noexcept
+    {
+        return const_cast<batch_output*>(this)->packet_codewords(packet, stream);
     }
 };
 

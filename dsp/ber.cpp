@@ -6,8 +6,8 @@
 
 namespace paq::dsp {
 
-stream_ber_counter::stream_ber_counter(pn_pattern pattern, double packet_spacing_samples)
-    : checker_(pattern), spacing_(packet_spacing_samples), learn_(packet_spacing_samples <= 0.0)
+stream_ber_counter::stream_ber_counter(pn_pattern pattern, double packet_spacing_samples, std::size_t bits_per_packet)
+    : checker_(pattern), spacing_(packet_spacing_samples), bits_per_packet_(bits_per_packet), learn_(packet_spacing_samples <= 0.0)
 {
     if (learn_) spacing_ = 0.0;
 }
@@ -24,12 +24,12 @@ void stream_ber_counter::add_packet(std::uint64_t start_sample, const std::uint8
         const double gap = static_cast<double>(start_sample - *last_start_) / spacing_;
         const auto missed = static_cast<long long>(std::llround(gap)) - 1;
         if (missed > 0) {
-            checker_.skip(static_cast<std::uint64_t>(missed) * waveform::data_bits);
+            checker_.skip(static_cast<std::uint64_t>(missed) * bits_per_packet_);
             skipped_ += static_cast<std::uint64_t>(missed);
         }
     }
     last_start_ = start_sample;
-    checker_.push_packed(packed_bits, waveform::data_bits);
+    checker_.push_packed(packed_bits, bits_per_packet_);
     ++packets_;
 }
 

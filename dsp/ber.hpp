@@ -19,9 +19,12 @@ public:
     /// per bit, L_pkt x the input ratio otherwise); 0: learned from the stream, as the
     /// smallest start-to-start distance within L_pkt x [0.99, 3.21] seen so far (a tester that
     /// does not know the receiver's input rate).
-    explicit stream_ber_counter(pn_pattern pattern, double packet_spacing_samples = static_cast<double>(waveform::L_pkt));
+    /// bits_per_packet: the bits each packet adds (6144, or a coded link's information bits
+    /// per packet), skipped as many per missed packet.
+    explicit stream_ber_counter(pn_pattern pattern, double packet_spacing_samples = static_cast<double>(waveform::L_pkt),
+                                std::size_t bits_per_packet = waveform::data_bits);
 
-    /// Adds one packet's 6144 data bits (packed, MSB first), in stream order. start_sample
+    /// Adds one packet's bits_per_packet data bits (packed, MSB first), in stream order. start_sample
     /// places the packet: a jump of more than one packet spacing means packets were missed.
     /// The bits are checked 64 at a time (pn_checker::push_packed).
     void add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits);
@@ -35,6 +38,7 @@ private:
     pn_checker checker_;
     std::optional<std::uint64_t> last_start_;
     double spacing_;   ///< samples between packet starts; 0 until learned
+    std::size_t bits_per_packet_;
     bool learn_;
     std::uint64_t packets_ = 0;
     std::uint64_t skipped_ = 0;

@@ -5,6 +5,7 @@
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/estimators.hpp"
+#include "dsp/fec.hpp"
 #include "dsp/fft.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/iq_correction.hpp"
@@ -47,6 +48,19 @@ struct workspace {
     fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
+    /// receiver.fec: each path's symbol-by-symbol LLRs over the data, a statistic's scratch,
+    /// one stream's LLRs and the decoder (absent without FEC).
+    std::array<std::vector<float>, paths> sxs_llr;
+    std::vector<double> stat;
+    std::vector<float> llr;
+    std::unique_ptr<stream_decoder> decoder;
+};
+
+/// Where a packet's decoded streams go (batch_output::packet_decoded and packet_codewords of
+/// its stream 0: the streams follow each other).
+struct fec_out {
+    std::uint8_t* info = nullptr;
+    codeword_result* codewords = nullptr;
 };
 
 }  // namespace
@@ -67,6 +81,7 @@ struct cpu_backend::impl {
     packet_view* view_out = nullptr;              ///< inspect(): the batch's first packet goes here
     input_geometry geom;                          ///< the input's rate against 2 samples per bit
     resampler_design clock_design;                ///< ratio-1 table for re-timing packets
+    fec_framing framing;                          ///< receiver.fec's (when on)
 
     explicit impl(const receiver_config& c)
         : cfg(c),
@@ -91,6 +106,36 @@ struct cpu_backend::impl {
             }
         }
         for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
+        if (const auto code = ldpc_code_of(c.fec)) {
+            framing = *framing_for(*code);  // validate() refused the codes without one
+            for (auto& w : ws) {
+                for (auto& l : w->sxs_llr) l.resize(waveform::data_bits);
+                w->stat.resize(waveform::data_bits);
+                w->llr.resize(waveform::data_bits);
+                w->decoder = std::make_unique<stream_decoder>(framing, c.fec_iterations);
+            }
+        }
+    }
+
+    /// Path p's symbol-by-symbol LLRs (w.sxs_llr[p]) from its decision samples and the phases
+    /// its detector decided them at (w.trace[p]): the statistic each data bit was decided on.
+    static void sxs_soft(workspace& w, std::size_t p)
+    {
+        const auto& th = w.trace[p].theta;
+        const auto& v = w.v[p];
+        for (std::size_t i = 0; i < waveform::data_bits; ++i) {
+            const std::size_t k = waveform::known_bits + i;
+            const cf64 y = v[k] * std::polar(1.0, -th[k]);
+            w.stat[i] = k % 2 == 0 ? y.real() : y.imag();
+        }
+        sxs_llrs(w.stat, w.sxs_llr[p]);
+    }
+
+    /// Decodes stream `stream`'s LLRs into `fo`.
+    void decode(workspace& w, std::span<const float> llr, int stream, const fec_out& fo) const
+    {
+        w.decoder->decode(llr, fo.info + static_cast<std::size_t>(stream) * static_cast<std::size_t>(framing.info_bytes()),
+                          fo.codewords + static_cast<std::size_t>(stream) * static_cast<std::size_t>(framing.codewords));
     }
 
     /// The chain on a window at 2 samples per bit.
@@ -138,8 +183,9 @@ struct cpu_backend::impl {
     /// llr_out: null, or the packet's six trellis LLR blocks (6 x 6144, batch_output::llrs).
     void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
                 workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false,
-                std::int8_t* llr_out = nullptr, packet_view* view = nullptr) const
+                std::int8_t* llr_out = nullptr, packet_view* view = nullptr, fec_out fo = {}) const
     {
+        const bool fec = fo.info != nullptr;
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
         const double inv_n = 1.0 / static_cast<double>(n);
@@ -226,7 +272,7 @@ struct cpu_backend::impl {
             }
         };
         // For the trellis, and for a view (its decisions derotated by the detector's phase).
-        const bool keep_traces = cfg.trellis_on() || view != nullptr;
+        const bool keep_traces = cfg.trellis_on() || view != nullptr || fec;
         auto trace_of = [&](std::size_t p) { return keep_traces ? &w.trace[p] : nullptr; };
         // Where the smoother decides, it also keeps the bit phases of the paths that may be the
         // derotation's source (smoother::phase_source).
@@ -246,6 +292,7 @@ struct cpu_backend::impl {
             } else {
                 rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p));
             }
+            if (fec) sxs_soft(w, p);
         }
         // phase_smoother auto: where the PLL's phase wandered (dsp/phase_gate.hpp), every path
         // again by the phase smoother, the packet flagged.
@@ -253,6 +300,7 @@ struct cpu_backend::impl {
             rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
                 rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, smoothed_trace_of(p));
+                if (fec) sxs_soft(w, p);
             }
         }
         // Where the smoother decided: the segment derotated by the phases of the unequalized or
@@ -279,6 +327,7 @@ struct cpu_backend::impl {
                 decision_samples(v);
                 sxs_trace* const trace = trace_of(p);
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
+                if (fec) sxs_soft(w, p);  // before its phases become the totals below
                 if (trace) {
                     for (int k = 0; k < nb; ++k) {
                         const double total = trace->theta[static_cast<std::size_t>(k)] + smoother::pre_derotation(th, nb, static_cast<double>(k));
@@ -288,6 +337,9 @@ struct cpu_backend::impl {
             }
         }
         if (view) capture_view(w, *view);
+        if (fec && cfg.detector != detector_kind::trellis) {
+            for (std::size_t p = 0; p < workspace::paths; ++p) decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
+        }
         if (!cfg.trellis_on()) return;
         // The trellis takes its carrier phase (and the bits its table is fitted from) from the
         // symbol-by-symbol detector that decided the path: the PLL, or the phase smoother. With
@@ -303,6 +355,7 @@ struct cpu_backend::impl {
                 std::int8_t* q = llr_out + p * waveform::data_bits;
                 for (std::size_t i = 0; i < waveform::data_bits; ++i) q[i] = quantize_llr(w.trellis.llr[waveform::known_bits + i]);
             }
+            if (fec) decode(w, std::span(w.trellis.llr).subspan(waveform::known_bits, waveform::data_bits), static_cast<int>(ts), fo);
         }
     }
 };
@@ -380,6 +433,7 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
     out.bits.assign(np * out.packet_bytes(), 0);
     const bool soft = soft_output && cfg.trellis_on();
     if (soft) out.llrs.assign(np * num_paths * waveform::data_bits, 0);
+    if (cfg.fec_on()) out.size_fec(np, framing);
     const int nthreads = threads;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads)
     for (std::size_t i = 0; i < np; ++i) {
@@ -387,7 +441,8 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
         auto& rec = out.packets[i];
         packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
                found.moved_periods[i] != 0, soft ? out.llrs.data() + i * num_paths * waveform::data_bits : nullptr,
-               i == 0 ? view_out : nullptr);
+               i == 0 ? view_out : nullptr,
+               cfg.fec_on() ? fec_out{out.packet_decoded(i, 0), out.packet_codewords(i, 0)} : fec_out{});
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];

@@ -3,6 +3,7 @@
 // binds it to YAML.
 #pragma once
 
+#include "dsp/fec.hpp"
 #include "dsp/names.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/waveform.hpp"
@@ -51,6 +52,7 @@ inline constexpr setting_range pll_damping{0.3, 2};
 inline constexpr setting_range cpu_threads{0, 1024};
 inline constexpr setting_range bit_rate_hz{1e6, 30e6};
 inline constexpr setting_range clock_min_ppm{0, 100};
+inline constexpr setting_range fec_iterations{1, max_fec_iterations};
 }  // namespace receiver_ranges
 
 /// receiver_config::detector.
@@ -137,6 +139,17 @@ struct receiver_config {
     /// the phase smoother where it decided the packet), or both: every path decided both ways,
     /// twelve output streams (output_streams). Both backends (gpu/trellis.cu on the GPU).
     detector_kind detector = detector_kind::sxs;
+    /// The LDPC code the link's data fields carry (dsp/fec.hpp): none (the default: the data
+    /// fields are the bits), or a codeword-aligned AR4JA code, whose codewords every output
+    /// stream then decodes (its soft decisions: the trellis's LLRs, or the symbol-by-symbol
+    /// detector's statistics scaled by dsp::sxs_llrs).
+    fec_code fec = fec_code::none;
+    /// The decoder's most iterations per codeword (layered normalized min-sum, stopping as soon
+    /// as every check holds), 1 .. 255.
+    int fec_iterations = 50;
+
+    /// Whether the data fields are decoded.
+    [[nodiscard]] bool fec_on() const noexcept { return fec != fec_code::none; }
 
     /// Output streams per packet: output_streams(detector).
     [[nodiscard]] int streams() const noexcept { return output_streams(detector); }

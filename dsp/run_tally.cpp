@@ -19,14 +19,17 @@ std::vector<path_summary> stream_summaries(int streams)
     return v;
 }
 
-run_tally::run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams)
-    : sample_rate_hz_(chain_rate_hz)
+run_tally::run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams,
+                     std::optional<fec_framing> fec)
+    : sample_rate_hz_(chain_rate_hz), fec_(fec)
 {
     if (!chain::valid_streams(streams)) {
         throw std::invalid_argument("run_tally: " + std::to_string(streams) + " streams (6 or 12)");
     }
-    for (int p = 0; p < streams; ++p) counters_.emplace_back(pattern, packet_spacing_samples);
+    const auto bits = fec_ ? static_cast<std::size_t>(fec_->info_bits()) : waveform::data_bits;
+    for (int p = 0; p < streams; ++p) counters_.emplace_back(pattern, packet_spacing_samples, bits);
     bep_sum_.assign(static_cast<std::size_t>(streams), 0.0);
+    fec_sums_.assign(static_cast<std::size_t>(streams), fec_summary{});
 }
 
 void run_tally::add(const batch_output& out)
@@ -34,6 +37,10 @@ void run_tally::add(const batch_output& out)
     if (static_cast<std::size_t>(out.streams) != counters_.size()) {
         throw std::invalid_argument("run_tally: a batch with " + std::to_string(out.streams) + " streams, the tally counts " +
                                     std::to_string(counters_.size()));
+    }
+    if (fec_ && !out.packets.empty() && (out.fec_codewords != fec_->codewords || out.fec_info_bytes != fec_->info_bytes())) {
+        throw std::invalid_argument("run_tally: a batch without the coded link's decoding (" + std::to_string(out.fec_codewords) +
+                                    " codewords a stream; expected " + std::to_string(fec_->codewords) + ")");
     }
     ++s_.batches;
     s_.packets_truncated += out.truncated_packets;
@@ -58,9 +65,22 @@ void run_tally::add(const batch_output& out)
     for (int p = 0; p < out.streams; ++p) {
         auto& counter = counters_[static_cast<std::size_t>(p)];
         double bep = 0.0;
+        auto& f = fec_sums_[static_cast<std::size_t>(p)];
         for (std::size_t i = 0; i < out.packets.size(); ++i) {
-            counter.add_packet(out.packets[i].start_sample, out.packet_bits(i, p));
+            counter.add_packet(out.packets[i].start_sample, fec_ ? out.packet_decoded(i, p) : out.packet_bits(i, p));
             bep += out.packets[i].paths[static_cast<std::size_t>(p)].bep_estimate;
+            if (!fec_) continue;
+            const codeword_result* cw = out.packet_codewords(i, p);
+            for (int c = 0; c < out.fec_codewords; ++c) {
+                ++f.codewords;
+                f.iterations += cw[c].iterations;
+                if (!cw[c].converged) {
+                    ++f.codewords_failed;
+                    continue;
+                }
+                f.channel_bits += static_cast<std::uint64_t>(fec_->n);
+                f.channel_bit_errors += cw[c].channel_errors;
+            }
         }
         bep_sum_[static_cast<std::size_t>(p)] += bep;
     }
@@ -124,6 +144,7 @@ run_summary run_tally::summary() const
         ps.ber = c.ber();
         ps.bep_estimate_sum = bep_sum_[p];
         ps.mean_bep_estimate = s.packets_found ? bep_sum_[p] / static_cast<double>(s.packets_found) : 0.0;
+        ps.fec = fec_sums_[p];
     }
     s.packets_skipped = counters_[0].packets_skipped();
     return s;

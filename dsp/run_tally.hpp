@@ -11,11 +11,31 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace paq::dsp {
+
+/// A coded link's decoding on one stream (receiver.fec): its codewords, and the channel bits of
+/// the converged ones against the decoded codeword.
+struct fec_summary {
+    std::uint64_t codewords = 0;
+    std::uint64_t codewords_failed = 0;   ///< not converged within receiver.fec_iterations
+    std::uint64_t iterations = 0;         ///< summed over the codewords
+    std::uint64_t channel_bits = 0;       ///< received bits of converged codewords
+    std::uint64_t channel_bit_errors = 0; ///< of them, decided otherwise than the decoded codeword
+    [[nodiscard]] double fer() const noexcept { return codewords ? static_cast<double>(codewords_failed) / static_cast<double>(codewords) : 0.0; }
+    [[nodiscard]] double channel_ber() const noexcept
+    {
+        return channel_bits ? static_cast<double>(channel_bit_errors) / static_cast<double>(channel_bits) : 0.0;
+    }
+    [[nodiscard]] double mean_iterations() const noexcept
+    {
+        return codewords ? static_cast<double>(iterations) / static_cast<double>(codewords) : 0.0;
+    }
+};
 
 struct path_summary {
     std::string name;
@@ -30,6 +50,9 @@ struct path_summary {
     /// Sum over the run's packets of this path's BEP estimate (a running sum: with
     /// run_summary::packets_found it gives the mean over any window, e.g. a Prometheus rate).
     double bep_estimate_sum = 0.0;
+    /// With receiver.fec: the decoding; the PN counts above (bits_checked .. ber) are then the
+    /// decoded information bits'.
+    fec_summary fec;
 };
 
 /// Where a run's time went (run_receiver). The stages overlap, so their busy times may sum to
@@ -115,7 +138,10 @@ public:
     /// to it, whatever the input's rate)
     /// \param packet_spacing_samples input samples between packet starts (input_geometry)
     /// \param streams output streams per packet (receiver_config::streams(): 6, or 12)
-    run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams);
+    /// \param fec the coded link's framing (receiver.fec), or none: then each stream's PN
+    /// counter takes its decoded information bits, and its codewords are counted
+    run_tally(pn_pattern pattern, double chain_rate_hz, double packet_spacing_samples, int streams,
+              std::optional<fec_framing> fec = std::nullopt);
     /// One batch output, in batch order, with the tally's number of streams
     /// (std::invalid_argument otherwise).
     void add(const batch_output& out);
@@ -129,6 +155,8 @@ private:
     std::uint64_t samples_ = 0;
     std::vector<stream_ber_counter> counters_;
     std::vector<double> bep_sum_;
+    std::optional<fec_framing> fec_;
+    std::vector<fec_summary> fec_sums_;
     double cfo_sum_ = 0.0;
     double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;

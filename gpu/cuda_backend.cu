@@ -14,6 +14,7 @@
 #include "dsp/soqpsk.hpp"
 #include "gpu/equalizers.hpp"
 #include "gpu/iq_correction.hpp"
+#include "gpu/ldpc_decoder.hpp"
 #include "gpu/detector.hpp"
 #include "gpu/device.hpp"
 #include "gpu/estimators.hpp"
@@ -35,6 +36,7 @@
 #include <future>
 #include <limits>
 #include <numbers>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -49,6 +51,49 @@ constexpr int n_fft = static_cast<int>(estimators::segment_stride);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
+
+/// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
+/// output stream) of the packets located (*count). Streams below sxs_streams are the
+/// symbol-by-symbol detector's statistics (detector stream p * 6 + path, 6144 a stream) scaled
+/// as dsp::sxs_llrs scales them (2 mean / variance of their magnitudes); the others the
+/// trellis's LLRs of the data bits (6336 a stream, the known bits first).
+constexpr int fec_llr_threads = 256;
+__global__ void __launch_bounds__(fec_llr_threads) fec_llr_kernel(const float* __restrict__ sxs_stat, const float* __restrict__ trellis_llr,
+                                                                  const int* __restrict__ count, int streams, int sxs_streams,
+                                                                  float* __restrict__ out)
+{
+    constexpr int nd = static_cast<int>(waveform::data_bits);
+    const int p = static_cast<int>(blockIdx.x) / streams, st = static_cast<int>(blockIdx.x) % streams;
+    if (p >= *count) return;
+    const std::size_t src_stream = static_cast<std::size_t>(p) * num_paths + static_cast<std::size_t>(st % num_paths);
+    float* dst = out + static_cast<std::size_t>(blockIdx.x) * nd;
+    if (st >= sxs_streams) {
+        const float* src = trellis_llr + src_stream * waveform::packet_bits + waveform::known_bits;
+        for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) dst[i] = src[i];
+        return;
+    }
+    const float* src = sxs_stat + src_stream * nd;
+    double sum = 0.0, sum2 = 0.0;
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) {
+        const double m = fabs(static_cast<double>(src[i]));
+        sum += m;
+        sum2 += m * m;
+    }
+    __shared__ double s1[fec_llr_threads], s2[fec_llr_threads];
+    s1[threadIdx.x] = sum;
+    s2[threadIdx.x] = sum2;
+    __syncthreads();
+    for (int w = fec_llr_threads / 2; w > 0; w /= 2) {
+        if (static_cast<int>(threadIdx.x) < w) {
+            s1[threadIdx.x] += s1[threadIdx.x + w];
+            s2[threadIdx.x] += s2[threadIdx.x + w];
+        }
+        __syncthreads();
+    }
+    const double mean = s1[0] / nd, var = s2[0] / nd - mean * mean;
+    const double scale = var > 1e-300 && isfinite(var) ? 2.0 * mean / var : 1.0;
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale);
+}
 
 __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __restrict__ load, int np)
 {
@@ -232,6 +277,15 @@ struct chain_part {
         llr_q = device_buffer<std::int8_t>(n);
         llr_host = pinned_buffer<std::int8_t>(n);
     }
+    /// receiver.fec: the framing, the decoder, every slot's streams' LLRs, and the decoded
+    /// information bits and codeword results ([packet][stream][...]) on the device and back.
+    std::optional<dsp::fec_framing> fec;
+    std::unique_ptr<ldpc_decoder> fec_decoder;
+    device_buffer<float> fec_llr;
+    device_buffer<std::uint8_t> fec_info;
+    device_buffer<dsp::codeword_result> fec_results;
+    pinned_buffer<std::uint8_t> fec_info_host;
+    pinned_buffer<dsp::codeword_result> fec_results_host;
     event located;  ///< after the starts and M around the peaks are back (clock tracking)
     /// The per-packet estimates go back on a stream of their own once the paths are made, so
     /// that the host fills the records while the detector runs (collect): fields_ready.
@@ -264,7 +318,7 @@ struct chain_part {
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets, t),
-          det(dev, max_packets * num_paths, smoother_use_of(c), c.trellis_on()),
+          det(dev, max_packets * num_paths, smoother_use_of(c), c.trellis_on(), c.fec_on() && c.detector != dsp::detector_kind::trellis),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
@@ -317,6 +371,18 @@ struct chain_part {
           iq_sums(max_packets * iq_dc_sums_per_slot),
           iq_sums_host(max_packets * iq_dc_sums_per_slot)
     {
+        if (const auto code = dsp::ldpc_code_of(c.fec)) {
+            fec = dsp::framing_for(*code);  // validate() refused the codes without one
+            const std::size_t frames = max_packets * static_cast<std::size_t>(c.streams() * fec->codewords);
+            fec_decoder = std::make_unique<ldpc_decoder>(*code, dsp::ldpc::decoder_config{dsp::ldpc::decoder_kind::min_sum, c.fec_iterations}, dev);
+            fec_decoder->reserve_device(frames);
+            PAQ_CUDA_CHECK(cudaSetDevice(dev));
+            fec_llr = device_buffer<float>(max_packets * static_cast<std::size_t>(c.streams()) * waveform::data_bits);
+            fec_info = device_buffer<std::uint8_t>(frames * static_cast<std::size_t>(fec->k / 8));
+            fec_results = device_buffer<dsp::codeword_result>(frames);
+            fec_info_host = pinned_buffer<std::uint8_t>(fec_info.size());
+            fec_results_host = pinned_buffer<dsp::codeword_result>(frames);
+        }
         PAQ_CUDA_CHECK(cudaMemset(zero_load.data(), 0, max_packets * sizeof(double)));
         // Unused batch slots of the FFT buffers stay finite.
         PAQ_CUDA_CHECK(cudaMemset(hspec.data(), 0, hspec.size() * sizeof(cuFloatComplex)));
@@ -341,7 +407,8 @@ struct chain_part {
         if (st == cuda_backend::stage::copy_back) return;
         static thread_local char name[40];
         auto next = static_cast<cuda_backend::stage>(static_cast<int>(st) + 1);
-        if (next == cuda_backend::stage::trellis && !trellis) next = cuda_backend::stage::copy_back;
+        if (next == cuda_backend::stage::trellis && !trellis) next = cuda_backend::stage::fec;
+        if (next == cuda_backend::stage::fec && !fec) next = cuda_backend::stage::copy_back;
         std::snprintf(name, sizeof name, "paq %s", cuda_backend::stage_name(next));
         nvtx.next(name);
     }
@@ -513,6 +580,7 @@ const char* cuda_backend::stage_name(stage st) noexcept
     case stage::paths: return "paths";
     case stage::detector: return "detector";
     case stage::trellis: return "trellis";
+    case stage::fec: return "fec";
     case stage::copy_back: return "copy_back";
     case stage::records: return "records";
     case stage::count: break;
@@ -684,10 +752,18 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.packets.clear();
     out.truncated_packets = 0;
     out.nonfinite_samples = 0;
+    const auto* fec = m.parts.empty() || !m.parts.front()->fec ? nullptr : &*m.parts.front()->fec;
+    out.fec_info_bytes = fec ? fec->info_bytes() : 0;
+    out.fec_codewords = fec ? fec->codewords : 0;
+    const auto size_fec = [&](std::size_t packets) {
+        out.decoded.resize(fec ? packets * static_cast<std::size_t>(out.streams * out.fec_info_bytes) : 0);
+        out.codewords.resize(fec ? packets * static_cast<std::size_t>(out.streams * out.fec_codewords) : 0);
+    };
     const std::size_t len = batch.size();
     if (len < dsp::detector_span) {
         out.bits.clear();
         out.llrs.clear();
+        size_fec(0);
         return;
     }
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
@@ -766,6 +842,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.bits.resize(capacity * out.packet_bytes());
     const bool soft = !m.parts.empty() && m.parts.front()->soft();
     out.llrs.resize(soft ? capacity * num_paths * waveform::data_bits : 0);
+    size_fec(capacity);
     double records_ms = 0.0, last_records_ms = 0.0;
     std::size_t filled = 0;
     const auto host_queued = host_clock::now();
@@ -787,6 +864,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.packets.resize(filled);
     out.bits.resize(filled * out.packet_bytes());
     if (soft) out.llrs.resize(filled * num_paths * waveform::data_bits);
+    size_fec(filled);
 
     if (timed && n_active > 0) {
         m.last.parts = static_cast<int>(n_active);
@@ -1004,6 +1082,19 @@ void chain_part::enqueue_tail(bool timed)
         if (m.soft()) m.trellis->quantize_llrs(np * num_paths, m.llr_q.data(), s);
         stage_done(cuda_backend::stage::trellis);
     }
+    if (m.fec) {
+        // Every located packet's streams decoded, every codeword of them in one launch.
+        const int streams = m.cfg.streams();
+        const int sxs_streams = m.cfg.detector == dsp::detector_kind::trellis ? 0 : num_paths;
+        const int* count = m.loc.device().count;
+        fec_llr_kernel<<<static_cast<unsigned>(np * static_cast<std::size_t>(streams)), fec_llr_threads, 0, s>>>(
+            m.det.device_soft(), m.trellis ? m.trellis->device_llr() : nullptr, count, streams, sxs_streams, m.fec_llr.data());
+        PAQ_CUDA_CHECK(cudaGetLastError());
+        const int per_packet = streams * m.fec->codewords;
+        m.fec_decoder->decode_device(m.fec_llr.data(), np * static_cast<std::size_t>(per_packet), count, per_packet, m.fec_info.data(),
+                                     m.fec_results.data(), s);
+        stage_done(cuda_backend::stage::fec);
+    }
 
     // The detectors' outputs come back after them (pinned, asynchronous).
     const auto back = [&](void* dst, const void* src, std::size_t bytes) {
@@ -1026,6 +1117,10 @@ void chain_part::enqueue_tail(bool timed)
         }
     }
     if (m.soft()) back(m.llr_host.data(), m.llr_q.data(), np * num_paths * waveform::data_bits);
+    if (m.fec) {
+        back(m.fec_info_host.data(), m.fec_info.data(), m.fec_info.size());
+        back(m.fec_results_host.data(), m.fec_results.data(), m.fec_results.size() * sizeof(dsp::codeword_result));
+    }
     stage_done(cuda_backend::stage::copy_back);
     if (timed) m.events_recorded = m.next_ev;
 }
@@ -1114,6 +1209,14 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
                 rec.paths[d * num_paths + path] = m.stats_host[(d * m.max_packets + p) * num_paths + path];
             }
         }
+    }
+    if (m.fec) {
+        // [packet][stream][...] on both sides: the part's packets follow the earlier parts'.
+        const std::size_t info_per_packet = static_cast<std::size_t>(out.streams) * static_cast<std::size_t>(m.fec->info_bytes());
+        const std::size_t words_per_packet = static_cast<std::size_t>(out.streams * m.fec->codewords);
+        std::memcpy(out.decoded.data() + first_packet * info_per_packet, m.fec_info_host.data(), found_np * info_per_packet);
+        std::memcpy(out.codewords.data() + first_packet * words_per_packet, m.fec_results_host.data(),
+                    found_np * words_per_packet * sizeof(dsp::codeword_result));
     }
     return ms + host_ms(t_bits);
 }

@@ -88,6 +88,7 @@ public:
         paths,          ///< six filter paths: tap spectra, then per packet on chip the folded products, inverse transforms, decision samples
         detector,       ///< PLL / OQPSK detector
         trellis,        ///< receiver.detector trellis: its low-passed, derotated input at 2 samples per bit (gpu/paths.cuh), then the trellis detector (gpu/trellis.cuh); 0 with sxs
+        fec,            ///< receiver.fec: each stream's LLRs made, every codeword decoded (gpu/ldpc_decoder.hpp); 0 without FEC
         copy_back,      ///< bits, estimates and starts to pinned host memory
         records,        ///< host: batch_output filled (host clock)
         count

@@ -132,7 +132,7 @@ __global__ void rotation_kernel(const double* __restrict__ theta, int n, cuDoubl
 /// instructions a pair, one every 4.2 cycles); nothing else runs beside the last part's.
 template <bool known, bool keep_theta, bool gated>
 __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatComplex (&cur)[prefetch], const dsp::pll_gains& g,
-                                          unsigned char* __restrict__ out, float4* __restrict__ theta_row)
+                                          unsigned char* __restrict__ out, float4* __restrict__ theta_row, float* __restrict__ soft_row)
 {
     float tb[prefetch / 2];
 #pragma unroll
@@ -162,6 +162,7 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
             const double m = fabs(comp);
             st.sum += m;
             st.sum2 += m * m;
+            if (soft_row != nullptr) soft_row[i] = static_cast<float>(comp);
         }
         if (!even) {
             // a and a_prev are +-1: both products are exact, so the fused form rounds once,
@@ -195,13 +196,14 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
 }
 
 /// Mirrors dsp::detect_packet step for step, a thread per stream (see pll_chunk).
-/// theta_out (keep_theta): the phase of each bit pair, for the trellis. gate_out (gated
+/// theta_out (keep_theta): the phase of each bit pair, for the trellis. soft_out (or null): each
+/// data bit's decision statistic (stream by stream, 6144 a stream). gate_out (gated
 /// smoother only): per stream the phase's wander over the data and the decisions' rho
 /// (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its phase_gate::measure.
 template <bool keep_theta, bool gated>
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out,
-                              dsp::phase_gate::measure* __restrict__ gate_out)
+                              dsp::phase_gate::measure* __restrict__ gate_out, float* __restrict__ soft_out)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
@@ -228,6 +230,7 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     st.e_scale = amp > 0.0 ? 1.0 / amp : 0.0;
     unsigned char* out = bits + static_cast<std::size_t>(s) * data_bytes;
     float4* theta_row = keep_theta ? reinterpret_cast<float4*>(theta_out + static_cast<std::size_t>(s) * (nbits / 2)) : nullptr;
+    float* soft_row = soft_out != nullptr ? soft_out + static_cast<std::size_t>(s) * (nbits - nk) : nullptr;
     // The known bits (acquisition gains), then the data (tracking gains), whole chunks each,
     // two chunks a turn: the next chunk loads into the other array while this one is used
     // (the arrays trade roles, no copy between them).
@@ -237,16 +240,16 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     load_chunk(0, cur);
     for (int k0 = 0; k0 < nk; k0 += 2 * prefetch) {
         load_chunk(k0 + prefetch, next);
-        pll_chunk<true, keep_theta, gated>(st, k0, cur, acq, out, theta_row);
+        pll_chunk<true, keep_theta, gated>(st, k0, cur, acq, out, theta_row, nullptr);
         load_chunk(k0 + 2 * prefetch, cur);  // nk < nbits: the first data chunk at most
-        pll_chunk<true, keep_theta, gated>(st, k0 + prefetch, next, acq, out, theta_row);
+        pll_chunk<true, keep_theta, gated>(st, k0 + prefetch, next, acq, out, theta_row, nullptr);
     }
     for (int k0 = nk; k0 < nbits; k0 += 2 * prefetch) {
         load_chunk(k0 + prefetch, next);
-        pll_chunk<false, keep_theta, gated>(st, k0, cur, track, out, theta_row);
+        pll_chunk<false, keep_theta, gated>(st, k0, cur, track, out, theta_row, soft_row);
         if (gated) st.wander.end_block_if_full();
         if (k0 + 2 * prefetch < nbits) load_chunk(k0 + 2 * prefetch, cur);
-        pll_chunk<false, keep_theta, gated>(st, k0 + prefetch, next, track, out, theta_row);
+        pll_chunk<false, keep_theta, gated>(st, k0 + prefetch, next, track, out, theta_row, soft_row);
         if (gated) st.wander.end_block_if_full();
     }
     stats[s] = decision_stats(st.sum, st.sum2, st.known_errors);
@@ -689,7 +692,8 @@ constexpr int decide_warps = 4;
 
 __global__ void __launch_bounds__(32 * decide_warps) smoother_decide_kernel(smoother_arrays m, int streams,
                                                                           unsigned char* __restrict__ bits,
-                                                                          dsp::path_stats* __restrict__ stats)
+                                                                          dsp::path_stats* __restrict__ stats,
+                                                                          float* __restrict__ soft)
 {
     __shared__ unsigned out_words[decide_warps][data_bytes / 4];
     const int w = static_cast<int>(threadIdx.x) / 32, c = static_cast<int>(threadIdx.x) % 32;
@@ -710,6 +714,7 @@ __global__ void __launch_bounds__(32 * decide_warps) smoother_decide_kernel(smoo
             }
             sum += fabs(cv);
             sum2 += cv * cv;
+            if (soft != nullptr) soft[static_cast<std::size_t>(s) * (nbits - nk) + i] = static_cast<float>(cv);
         };
         bit(k0 - nk, y0.x);
         bit(k0 + 1 - nk, y1.y);
@@ -733,6 +738,8 @@ struct stream_detector::impl {
     device_buffer<dsp::path_stats> stats;
     smoother_use use;
     bool keep_phase;
+    bool keep_soft;
+    device_buffer<float> soft;  ///< keep_soft: each data bit's decision statistic, streams x 6144
     // The smoother's per-stream arrays (empty without it): phase, observation, forward and
     // backward filter per pair, the line and the known-bit errors per stream; and the filters'
     // gains (dsp::smoother::gains). The phase is kept by the PLL too when asked (keep_phase).
@@ -755,8 +762,9 @@ struct stream_detector::impl {
     /// Whether the smoother's arrays are needed.
     static bool sm(smoother_use u) noexcept { return u != smoother_use::never; }
 
-    impl(int dev, std::size_t ms, smoother_use u, bool kp)
+    impl(int dev, std::size_t ms, smoother_use u, bool kp, bool ks)
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
+          keep_soft(ks), soft(ks ? ms * (nbits - nk) : 0),
           theta(sm(u) || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
           f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), theta_bit(sm(u) ? ms * nbits : 0),
           zr_bit(sm(u) ? 2 * ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
@@ -779,8 +787,8 @@ struct stream_detector::impl {
     }
 };
 
-stream_detector::stream_detector(int device_id, std::size_t max_streams, smoother_use smoother, bool keep_phase)
-    : impl_(std::make_unique<impl>(device_id, max_streams, smoother, keep_phase))
+stream_detector::stream_detector(int device_id, std::size_t max_streams, smoother_use smoother, bool keep_phase, bool keep_soft)
+    : impl_(std::make_unique<impl>(device_id, max_streams, smoother, keep_phase, keep_soft))
 {
 }
 
@@ -788,6 +796,7 @@ stream_detector::~stream_detector() = default;
 
 cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(impl_->v.data()); }
 std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
+const float* stream_detector::device_soft() const noexcept { return impl_->keep_soft ? impl_->soft.data() : nullptr; }
 dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
 const float* stream_detector::device_theta() const noexcept { return impl_->theta.size() > 0 ? impl_->theta.data() : nullptr; }
 const float* stream_detector::device_theta_bit() const noexcept
@@ -820,7 +829,7 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
         auto launch = [&](auto kernel) {
             kernel<<<per_thread(streams, 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
                                                                  m.stats.data(), m.keep_phase ? m.theta.data() : nullptr,
-                                                                 gated ? m.gate.data() : nullptr);
+                                                                 gated ? m.gate.data() : nullptr, m.keep_soft ? m.soft.data() : nullptr);
         };
         if (m.keep_phase) {
             gated ? launch(detect_kernel<true, true>) : launch(detect_kernel<true, false>);
@@ -870,7 +879,8 @@ void stream_detector::smooth_device(std::size_t streams, const dsp::pll_gains& a
         smoother_filter_kernel<<<per_thread(streams, 128 / filter_group), 128, 0, stream>>>(arr, n);
         PAQ_CUDA_CHECK_LAUNCH();
     }
-    smoother_decide_kernel<<<per_warp(decide_warps), 32 * decide_warps, 0, stream>>>(arr, n, m.bits.data(), m.stats.data());
+    smoother_decide_kernel<<<per_warp(decide_warps), 32 * decide_warps, 0, stream>>>(arr, n, m.bits.data(), m.stats.data(),
+                                                                                      m.keep_soft ? m.soft.data() : nullptr);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

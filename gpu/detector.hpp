@@ -33,7 +33,9 @@ class stream_detector {
 public:
     /// With the smoother (always, gated) per stream 101 KB of device memory more. keep_phase:
     /// the PLL keeps its phase per bit pair too (the smoother always does): device_theta().
-    stream_detector(int device_id, std::size_t max_streams, smoother_use smoother = smoother_use::never, bool keep_phase = false);
+    /// keep_soft: every data bit's decision statistic is kept (device_soft()).
+    stream_detector(int device_id, std::size_t max_streams, smoother_use smoother = smoother_use::never, bool keep_phase = false,
+                    bool keep_soft = false);
     ~stream_detector();
     stream_detector(const stream_detector&) = delete;
     stream_detector& operator=(const stream_detector&) = delete;
@@ -50,6 +52,11 @@ public:
     [[nodiscard]] cf32* device_input() noexcept;
     [[nodiscard]] std::uint8_t* device_bits() noexcept;
     [[nodiscard]] dsp::path_stats* device_stats() noexcept;
+    /// keep_soft: the statistic each data bit was decided on (its rail after the carrier phase
+    /// it was decided at: the PLL's, or the smoother's where it decided the stream, the one
+    /// dsp::cpu_backend hands dsp::sxs_llrs), stream s's bit i at [s * 6144 + i], for the
+    /// streams of the last detect_device() or redecide_device(); nullptr without keep_soft.
+    [[nodiscard]] const float* device_soft() const noexcept;
     /// The phase each bit pair was derotated by (dsp::sxs_trace::theta, in float): pair j of
     /// stream s at [s * 3168 + j] for the streams of the last detect_device(); nullptr
     /// without the smoother or keep_phase.

@@ -21,11 +21,18 @@ __global__ void min_sum_flooding(const float* __restrict__ llr, int n, int n_ful
                                  const std::uint32_t* __restrict__ row_start, const std::uint32_t* __restrict__ edge_col,
                                  const std::uint32_t* __restrict__ col_start, const std::uint32_t* __restrict__ col_edge,
                                  float* __restrict__ msg, int edges, int max_iterations, float alpha,
-                                 std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks)
+                                 std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks,
+                                 const int* __restrict__ active_packets, int frames_per_packet, std::uint8_t* __restrict__ info_packed,
+                                 dsp::codeword_result* __restrict__ results)
 {
     extern __shared__ float L[];
-    __shared__ int failed;
+    __shared__ int failed, channel_errors;
     const std::size_t f = blockIdx.x;
+    // Frames of packets past the count (a batch's unused slots): nothing to decode.
+    if (active_packets != nullptr && static_cast<long long>(f / static_cast<std::size_t>(frames_per_packet)) >= *active_packets) {
+        if (results != nullptr && threadIdx.x == 0) results[f] = dsp::codeword_result{};
+        return;
+    }
     const float* ch = llr + f * static_cast<std::size_t>(n);
     float* R = msg + f * static_cast<std::size_t>(edges);
     // The channel's belief of bit v: the detectors' sign turned (positive: 0), a NaN or a
@@ -83,7 +90,7 @@ __global__ void min_sum_flooding(const float* __restrict__ llr, int n, int n_ful
         }
         done = __syncthreads_or(bad) == 0;
     }
-    if (threadIdx.x == 0) failed = 0;
+    if (threadIdx.x == 0) failed = channel_errors = 0;
     __syncthreads();
     int mine = 0;
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
@@ -92,11 +99,33 @@ __global__ void min_sum_flooding(const float* __restrict__ llr, int n, int n_ful
         mine += static_cast<int>(parity);
     }
     if (mine) atomicAdd(&failed, mine);
-    for (int i = threadIdx.x; i < k; i += blockDim.x) info[f * static_cast<std::size_t>(k) + i] = L[i] < 0.0f ? 1 : 0;
+    if (info != nullptr) {
+        for (int i = threadIdx.x; i < k; i += blockDim.x) info[f * static_cast<std::size_t>(k) + i] = L[i] < 0.0f ? 1 : 0;
+    }
+    if (info_packed != nullptr) {  // k is a multiple of 8: MSB first, k / 8 bytes a frame
+        for (int b = threadIdx.x; b < k / 8; b += blockDim.x) {
+            unsigned byte = 0;
+            for (int j = 0; j < 8; ++j) byte |= (L[8 * b + j] < 0.0f ? 0x80u : 0u) >> j;
+            info_packed[f * static_cast<std::size_t>(k / 8) + static_cast<std::size_t>(b)] = static_cast<std::uint8_t>(byte);
+        }
+    }
+    if (results != nullptr) {
+        // The received hard decisions (an LLR above 0: 1, as the CPU's) against the decoded word.
+        int diff = 0;
+        for (int v = threadIdx.x; v < n; v += blockDim.x) diff += (ch[v] > 0.0f) != (L[v] < 0.0f) ? 1 : 0;
+        if (diff) atomicAdd(&channel_errors, diff);
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
-        iterations[f] = it;
-        failed_checks[f] = failed;
+        if (iterations != nullptr) iterations[f] = it;
+        if (failed_checks != nullptr) failed_checks[f] = failed;
+        if (results != nullptr) {
+            dsp::codeword_result r;
+            r.iterations = static_cast<std::uint8_t>(min(it, 255));
+            r.converged = failed == 0 ? 1 : 0;
+            r.channel_errors = static_cast<std::uint16_t>(min(channel_errors, 65535));
+            results[f] = r;
+        }
     }
 }
 
@@ -115,11 +144,16 @@ struct ldpc_decoder::impl {
     std::size_t capacity = 0;  ///< frames the buffers hold
     stream st;
 
+    std::size_t device_capacity = 0;  ///< frames msg holds for decode_device
+
     void reserve(std::size_t frames)
     {
         if (frames <= capacity) return;
         llr = device_buffer<float>(frames * static_cast<std::size_t>(p.n));
-        msg = device_buffer<float>(frames * edges);
+        if (frames > device_capacity) {
+            msg = device_buffer<float>(frames * edges);
+            device_capacity = frames;
+        }
         info = device_buffer<std::uint8_t>(frames * static_cast<std::size_t>(p.k));
         iterations = device_buffer<int>(frames);
         failed = device_buffer<int>(frames);
@@ -183,7 +217,7 @@ void ldpc_decoder::decode(std::span<const float> llrs, std::size_t frames, std::
     min_sum_flooding<<<static_cast<unsigned>(frames), threads_per_frame, smem, m.st.get()>>>(
         m.llr.data(), m.p.n, m.p.n_full, m.p.k, m.p.checks, m.row_start.data(), m.edge_col.data(), m.col_start.data(),
         m.col_edge.data(), m.msg.data(), static_cast<int>(m.edges), m.cfg.max_iterations, m.cfg.normalization, m.info.data(),
-        m.iterations.data(), m.failed.data());
+        m.iterations.data(), m.failed.data(), nullptr, 1, nullptr, nullptr);
     PAQ_CUDA_CHECK(cudaGetLastError());
     std::vector<int> its(frames), failed(frames);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(info.data(), m.info.data(), info.size_bytes(), cudaMemcpyDeviceToHost, m.st.get()));
@@ -195,6 +229,32 @@ void ldpc_decoder::decode(std::span<const float> llrs, std::size_t frames, std::
         results[f].failed_checks = static_cast<std::size_t>(failed[f]);
         results[f].converged = failed[f] == 0;
     }
+}
+
+void ldpc_decoder::reserve_device(std::size_t frames)
+{
+    auto& m = *impl_;
+    PAQ_CUDA_CHECK(cudaSetDevice(m.device));
+    if (frames <= m.device_capacity) return;
+    m.msg = device_buffer<float>(frames * m.edges);
+    m.device_capacity = frames;
+}
+
+void ldpc_decoder::decode_device(const float* llrs, std::size_t frames, const int* active_packets, int frames_per_packet,
+                                 std::uint8_t* info_packed, dsp::codeword_result* results, cuda_stream_t s)
+{
+    auto& m = *impl_;
+    if (frames > m.device_capacity) {
+        throw std::invalid_argument("GPU LDPC decode: " + std::to_string(frames) + " frames, reserved for " + std::to_string(m.device_capacity));
+    }
+    if (m.p.k % 8 != 0 || frames_per_packet < 1) throw std::invalid_argument("GPU LDPC decode: k a multiple of 8, frames per packet >= 1");
+    if (frames == 0) return;
+    const std::size_t smem = static_cast<std::size_t>(m.p.n_full) * sizeof(float);
+    min_sum_flooding<<<static_cast<unsigned>(frames), threads_per_frame, smem, s>>>(
+        llrs, m.p.n, m.p.n_full, m.p.k, m.p.checks, m.row_start.data(), m.edge_col.data(), m.col_start.data(), m.col_edge.data(),
+        m.msg.data(), static_cast<int>(m.edges), m.cfg.max_iterations, m.cfg.normalization, nullptr, nullptr, nullptr,
+        active_packets, frames_per_packet, info_packed, results);
+    PAQ_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace paq::gpu

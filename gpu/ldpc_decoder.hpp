@@ -7,8 +7,10 @@
 // differs). CUDA-free interface: the CPU-only build sees this header and not the .cu.
 #pragma once
 
+#include "dsp/fec.hpp"
 #include "dsp/ldpc.hpp"
 #include "dsp/ldpc_decoder.hpp"
+#include "gpu/stream_ref.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -33,6 +35,17 @@ public:
     /// until done; std::invalid_argument for sizes that do not match.
     void decode(std::span<const float> llrs, std::size_t frames, std::span<std::uint8_t> info,
                 std::span<dsp::ldpc::decode_result> results);
+
+    // --- device-level API (the CUDA backend's): nothing is copied and nothing waits.
+    /// Room for `frames` frames' messages (device memory: frames x edges floats).
+    void reserve_device(std::size_t frames);
+    /// `frames` frames of n LLRs each at `llrs` (device) decoded on stream `s`
+    /// into info_packed (device, k / 8 bytes a frame, MSB first) and results (device, one a
+    /// frame: iterations, converged, the received hard decisions' differences from the decoded
+    /// codeword). active_packets (device, or null: all): frames f with f / frames_per_packet at
+    /// or past *active_packets are skipped, their results zero.
+    void decode_device(const float* llrs, std::size_t frames, const int* active_packets, int frames_per_packet,
+                       std::uint8_t* info_packed, dsp::codeword_result* results, cuda_stream_t s);
 
 private:
     struct impl;

@@ -31,6 +31,7 @@ bool with_soft_streams(const S& s) { return s.publisher.has_value() && s.publish
 bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
 bool with_pattern(const S& s) { return s.have_pattern; }
+bool with_fec(const S& s) { return s.engine.fec; }
 bool with_ring(const S& s) { return s.ring.has_value(); }
 bool with_source(const S& s) { return s.source.has_value(); }
 
@@ -130,13 +131,23 @@ const std::vector<path_metric> per_path = {
     {"mean_bep_estimate", G, "Mean estimated bit error probability per path.", [](const S& s, int p) { return path(s, p).mean_bep_estimate; }, nullptr, false},
     {"bep_estimate_sum", C, "Sum of the packets' BEP estimates per path: its increase over packets_found's is the window's mean BEP.", [](const S& s, int p) { return path(s, p).bep_estimate_sum; }, nullptr, false},
     // promtool reads "bits" in a name as a unit and wants bytes: the Prometheus names say bit.
-    {"bits", C, "Data bits checked against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bits_checked); }, with_pattern, true, "paqd_path_checked_bit_count_total"},
+    {"bits", C, "Data bits checked against the PN pattern per path (with receiver.fec, the decoded information bits).", [](const S& s, int p) { return d(path(s, p).bits_checked); }, with_pattern, true, "paqd_path_checked_bit_count_total"},
     {"bit_errors", C, "Bit errors against the PN pattern per path.", [](const S& s, int p) { return d(path(s, p).bit_errors); }, with_pattern, true},
     {"ber", G, "Bit error rate against the PN pattern per path (NaN, null in the JSON: no bit checked yet).",
      [](const S& s, int p) { return path(s, p).bits_checked > 0 ? path(s, p).ber : std::numeric_limits<double>::quiet_NaN(); }, with_pattern, false},
     {"bits_before_lock", C, "Bits before the PN checker locked, per path.", [](const S& s, int p) { return d(path(s, p).bits_before_lock); }, with_pattern, true, "paqd_path_bit_count_before_lock_total"},
     {"resyncs", C, "Times the PN checker lost lock and locked again, per path.", [](const S& s, int p) { return d(path(s, p).resyncs); }, with_pattern, true},
     {"locked", G, "1 when the path's PN checker is locked.", [](const S& s, int p) { return path(s, p).locked ? 1.0 : 0.0; }, with_pattern, true},
+    // a coded link (receiver.fec): the PN counts above are then the decoded information bits'
+    {"fec_codewords", C, "LDPC codewords decoded per path (receiver.fec).", [](const S& s, int p) { return d(path(s, p).fec.codewords); }, with_fec, true},
+    {"fec_codewords_failed", C, "LDPC codewords per path whose decoding did not converge within receiver.fec_iterations.", [](const S& s, int p) { return d(path(s, p).fec.codewords_failed); }, with_fec, true},
+    {"fec_fer", G, "LDPC frame (codeword) error rate per path: failed over decoded (NaN, null in the JSON: none decoded yet).",
+     [](const S& s, int p) { return path(s, p).fec.codewords > 0 ? path(s, p).fec.fer() : std::numeric_limits<double>::quiet_NaN(); }, with_fec, false},
+    {"fec_iterations", C, "LDPC decoder iterations per path, summed over the codewords.", [](const S& s, int p) { return d(path(s, p).fec.iterations); }, with_fec, true},
+    {"fec_channel_bits", C, "Received bits of the converged codewords per path.", [](const S& s, int p) { return d(path(s, p).fec.channel_bits); }, with_fec, true, "paqd_path_fec_channel_bit_count_total"},
+    {"fec_channel_bit_errors", C, "Received bits of the converged codewords decided otherwise than the decoded codeword, per path: the channel's errors before decoding.", [](const S& s, int p) { return d(path(s, p).fec.channel_bit_errors); }, with_fec, true},
+    {"fec_channel_ber", G, "Channel bit error rate before decoding per path, over the converged codewords (NaN, null in the JSON: none yet).",
+     [](const S& s, int p) { return path(s, p).fec.channel_bits > 0 ? path(s, p).fec.channel_ber() : std::numeric_limits<double>::quiet_NaN(); }, with_fec, false},
     {"datagrams_sent", C, "UDP datagrams sent per stream.", [](const S& s, int p) { return d(s.publisher->datagrams_sent[static_cast<std::size_t>(p)]); }, with_publisher, true},
     {"send_errors", C, "UDP sends refused per stream.", [](const S& s, int p) { return d(s.publisher->send_errors[static_cast<std::size_t>(p)]); }, with_publisher, true},
 };
@@ -423,6 +434,7 @@ std::string counters_markdown(std::span<const source_kind_counters> kinds)
         if (p == with_records) return " (records on)";
         if (p == with_recording) return " (recording on)";
         if (p == with_pattern) return " (with a pattern)";
+        if (p == with_fec) return " (receiver.fec on)";
         if (p == with_ring) return " (live)";
         if (p == with_source) return " (live)";
         return "";

@@ -35,6 +35,13 @@ constexpr std::size_t pending_pool_read_ahead = 3;
 /// are looked at this often).
 constexpr std::chrono::milliseconds read_timeout{100};
 
+/// The tally's framing: receiver.fec's, none without FEC.
+std::optional<dsp::fec_framing> fec_framing_of(const dsp::receiver_config& r)
+{
+    const auto code = dsp::ldpc_code_of(r.fec);
+    return code ? dsp::framing_for(*code) : std::nullopt;
+}
+
 /// The tally's own thread (`paq-tally`): batch k is counted while the ordered path puts batch
 /// k + 1 through the sinks, so that a batch's time on the ordered path is the sinks' or the
 /// tally's, not both. It counts in the order it is given; an output it has counted comes back
@@ -144,10 +151,11 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
       windows_(window_samples(opt_.receiver, geometry_)),
       windows_ci16_(window_samples(opt_.receiver, geometry_)),
       tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples(),
-             opt_.receiver.streams())
+             opt_.receiver.streams(), fec_framing_of(opt_.receiver))
 {
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("stream engine: the sample rate must be positive");
     stats_.input_ci16 = feed_.ci16_scale().has_value();
+    stats_.fec = opt_.receiver.fec_on();
 }
 
 stream_engine::~stream_engine() = default;

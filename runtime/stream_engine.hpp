@@ -98,6 +98,8 @@ struct stream_stats {
     /// The input's width through the windows and the upload: ci16 (4 bytes a sample,
     /// converted by the backend), else cf32 (8 bytes).
     bool input_ci16 = false;
+    /// The data fields are decoded (receiver.fec): the tally's per-path fec counts apply.
+    bool fec = false;
     std::uint64_t samples_in = 0;  ///< samples read from the feed
     std::uint64_t gaps = 0;        ///< gaps of any reason, stalls included
     std::array<std::uint64_t, num_gap_reasons> gaps_by_reason{};

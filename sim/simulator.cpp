@@ -541,6 +541,7 @@ std::vector<std::string> sim_config::validate() const
         os << field << " = " << v << " is out of range (allowed: " << range << ")";
         e.push_back(os.str());
     };
+    if (auto f = framing_error(fec); !f.empty()) e.push_back(std::move(f));
     try {
         (void)channel_preset_by_name(preset);
     } catch (const std::invalid_argument& ex) {
@@ -648,6 +649,7 @@ struct simulator::impl {
     channel_preset preset;
     sim_truth truth;
     pn_generator pn;
+    std::optional<fec_framing> framing;  ///< cfg.fec's
     soqpsk_modulator mod;
     std::mt19937_64 rng;
     std::normal_distribution<double> normal{0.0, 1.0};
@@ -696,6 +698,10 @@ struct simulator::impl {
             std::string msg = "invalid simulator configuration:";
             for (const auto& s : errors) msg += "\n  " + s;
             throw std::invalid_argument(msg);
+        }
+        if (const auto code = ldpc_code_of(cfg.fec)) {
+            framing = framing_for(*code);
+            (void)ldpc::encoder::get(*code);  // its elimination before the first sample, not inside
         }
         channel_rate_hz = 2.0 * cfg.bit_rate_hz;
         preset.rays.insert(preset.rays.end(), cfg.extra_rays.begin(), cfg.extra_rays.end());
@@ -822,7 +828,11 @@ struct simulator::impl {
         bits.insert(bits.end(), known.begin(), known.end());
         const std::size_t k0 = bits.size();
         bits.resize(waveform::packet_bits);
-        pn.fill(std::span(bits).subspan(k0));
+        if (framing) {
+            encode_data_field(*framing, pn, std::span(bits).subspan(k0));
+        } else {
+            pn.fill(std::span(bits).subspan(k0));
+        }
         // Centre of the first preamble bit leaves the modulator at 2k + 8 and the channel's
         // line of sight adds interp_half samples (and the timing offset's fraction).
         const std::uint64_t start = packets * waveform::L_pkt + soqpsk_modulator::delay_samples + interp_half;

@@ -29,6 +29,7 @@
 #pragma once
 
 #include "dsp/names.hpp"
+#include "dsp/fec.hpp"
 #include "dsp/pn.hpp"
 #include "dsp/types.hpp"
 
@@ -175,6 +176,9 @@ struct sim_config {
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
     double flight_start_s = 0.0;
     dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
+    /// The data fields' LDPC code (dsp/fec.hpp): none, the PN pattern itself; else each data
+    /// field the codewords of the pattern's next information bits (a codeword-aligned code).
+    dsp::fec_code fec = dsp::fec_code::none;
     /// Rays added to the preset's (for channels outside the presets, e.g. a long echo).
     /// At most 8; amplitude 0 .. 10 of the line of sight, delay 0 .. 2000 ns.
     std::vector<channel_ray> extra_rays;

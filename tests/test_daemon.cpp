@@ -824,6 +824,8 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     snap.records = runtime::service_snapshot::records_values{10, 1};
     snap.recording = runtime::service_snapshot::recording_values{1000, 0};
     for (int p = 0; p < dsp::chain::num_paths; ++p) snap.engine.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);
+    snap.engine.fec = true;  // a coded link: the per-path fec_ counters
+    snap.engine.tally.paths[2].fec = {30, 1, 150, 29 * 2048, 700};
 
     const auto prom = runtime::render_prometheus(snap);
     const auto j = runtime::to_json(snap);

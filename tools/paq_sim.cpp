@@ -34,7 +34,7 @@ int main(int argc, char** argv)
     cli::conventions(app, "paq-sim", "0 recording written; 1 runtime failure (output not writable); 2 usage error or a setting out of range");
     sim::sim_config cfg;
     double seconds = 1.0;
-    std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf";
+    std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf", ldpc = "none";
     std::vector<std::string> rays, agc_steps;
     std::string iq_imbalance, phase_noise = "none";
     double dc_offset_dbc = -INFINITY;
@@ -80,6 +80,12 @@ int main(int argc, char** argv)
                    "slower phase perfectly would still face. 0: all of it")
         ->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
+    app.add_option("--ldpc", ldpc,
+                   "LDPC code of the data fields: each packet's data field the codewords of the pattern's next "
+                   "information bits, codeword-aligned (" + names_text(dsp::fec_names) +
+                       "; the SigMF metadata's paq:fec names it for paqd replay; docs/BITSTREAM.md, \"Coded data fields\")")
+        ->check(CLI::IsMember(names_in(dsp::fec_names)))
+        ->capture_default_str();
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
     app.add_option("--datetime", datetime,
@@ -94,6 +100,7 @@ int main(int argc, char** argv)
     bool settings_read = false;  // a mistake before this is a usage error (2), after it a runtime failure (1)
     try {
         cfg.pattern = dsp::parse_pn_pattern(pattern);
+        cfg.fec = dsp::parse_fec(ldpc);
         for (const auto& r : rays) cfg.extra_rays.push_back(sim::parse_channel_ray(r));
         if (ebn0 == "inf" || ebn0 == "+inf") {
             cfg.ebn0_db = INFINITY;
@@ -165,6 +172,7 @@ int main(int argc, char** argv)
                                            {"paq:seed", cfg.seed},
                                            {"paq:flight_start_s", cfg.flight_start_s},
                                            {"paq:pattern", std::string(dsp::to_string(cfg.pattern))},
+                                           {"paq:fec", std::string(dsp::to_string(cfg.fec))},
                                            {"paq:bit_rate_hz", cfg.bit_rate_hz},
                                            {"paq:samples_per_bit", cfg.sample_rate_hz / cfg.bit_rate_hz},
                                            {"paq:packet_samples", waveform::L_pkt},  // at 2 samples per bit

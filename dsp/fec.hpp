@@ -1,0 +1,108 @@
+// Forward error correction of the packets' data fields (receiver.fec): which LDPC code the
+// link carries, how its codewords sit in the data fields, and the decoding of one output
+// stream's data field from its soft decisions. Both backends call decode_stream() on the CPU
+// side of their results; the codes themselves are dsp/ldpc.hpp, the decoder dsp/ldpc_decoder.hpp.
+//
+// Framing (docs/BITSTREAM.md, "Coded data fields"): codeword-aligned. A data field of 6144 bits
+// holds 6144 / n whole codewords, one after another, each the transmitted codeword of the
+// CCSDS 131.0-B AR4JA code (its information bits first, then the parity, the last M parity bits
+// punctured), with no sync marker and no randomizer: the packet's own preamble and ASM mark
+// where each codeword starts, so a lost, truncated or skipped packet takes its codewords with
+// it and never shifts the next packet's. The information bits of consecutive codewords form
+// one continuous stream (the PN pattern of a test link). Three codes divide 6144:
+//   ar4ja-1024-1/2  n = 2048  3 codewords, 3072 information bits per packet
+//   ar4ja-1024-2/3  n = 1536  4 codewords, 4096 information bits per packet
+//   ar4ja-4096-2/3  n = 6144  1 codeword,  4096 information bits per packet
+// The other three (n = 1280, 8192, 5120) need the standard's continuous stream with its
+// attached sync marker and randomizer across packets, which is not implemented: the
+// configuration refuses them by name.
+#pragma once
+
+#include "dsp/ldpc.hpp"
+#include "dsp/ldpc_decoder.hpp"
+#include "dsp/names.hpp"
+#include "dsp/pn.hpp"
+#include "dsp/waveform.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace paq::dsp {
+
+/// receiver.fec: none, or one of the six AR4JA codes (the names are ldpc::code_names').
+enum class fec_code : std::uint8_t { none, k1024_r1_2, k1024_r2_3, k1024_r4_5, k4096_r1_2, k4096_r2_3, k4096_r4_5 };
+inline constexpr name_table<fec_code, 7> fec_names = [] {
+    name_table<fec_code, 7> t{};
+    t[0] = {"none", fec_code::none};
+    for (std::size_t i = 0; i < ldpc::code_names.size(); ++i) {
+        t[i + 1] = {ldpc::code_names[i].name, static_cast<fec_code>(static_cast<int>(ldpc::code_names[i].value) + 1)};
+    }
+    return t;
+}();
+[[nodiscard]] constexpr std::string_view to_string(fec_code f) noexcept { return name_of(fec_names, f); }
+/// "none" or a code name; anything else throws std::invalid_argument naming the allowed ones.
+[[nodiscard]] fec_code parse_fec(std::string_view text);
+/// The code of `f`; nullopt for none.
+[[nodiscard]] constexpr std::optional<ldpc::code> ldpc_code_of(fec_code f) noexcept
+{
+    if (f == fec_code::none) return std::nullopt;
+    return static_cast<ldpc::code>(static_cast<int>(f) - 1);
+}
+
+/// How a code's codewords fill a data field.
+struct fec_framing {
+    ldpc::code code{};
+    int n = 0;              ///< transmitted bits per codeword
+    int k = 0;              ///< information bits per codeword
+    int codewords = 0;      ///< per data field
+    [[nodiscard]] int info_bits() const noexcept { return codewords * k; }        ///< per packet
+    [[nodiscard]] int info_bytes() const noexcept { return info_bits() / 8; }     ///< packed
+};
+
+/// The framing of `c`; nullopt when its n does not divide the data field (framing_error says why).
+[[nodiscard]] std::optional<fec_framing> framing_for(ldpc::code c) noexcept;
+/// Empty when `f` is none or framed; else a message naming the code and the codes that are.
+[[nodiscard]] std::string framing_error(fec_code f);
+
+/// The most iterations receiver.fec_iterations allows (codeword_result keeps them in a byte).
+inline constexpr int max_fec_iterations = 255;
+
+/// One codeword's decoding.
+struct codeword_result {
+    std::uint8_t iterations = 0;  ///< run (the converging one included)
+    std::uint8_t converged = 0;   ///< 1: every parity check holds for the decisions
+    /// Received bits (the n transmitted) whose hard decision differs from the decoded
+    /// codeword's: the channel's errors where the codeword converged.
+    std::uint16_t channel_errors = 0;
+};
+
+/// A data field's information bits from its codewords (the transmitter's side: paq-sim):
+/// takes framing.info_bits() bits from `pn` and writes the 6144 coded bits (one per byte, 0 or 1).
+void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<std::uint8_t> data_bits);
+
+/// The symbol-by-symbol detector's soft decisions as LLRs in nats (positive: 1), from its
+/// decision statistics `stat` over the data bits (the rail it decided each bit on, after its
+/// carrier phase): each scaled by 2 mean / variance of the packet's |stat|, the LLR of a
+/// Gaussian statistic of that mean and variance. `llr` and `stat` may be the same.
+void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
+
+/// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).
+class stream_decoder {
+public:
+    stream_decoder(const fec_framing& framing, int max_iterations);
+    [[nodiscard]] const fec_framing& framing() const noexcept { return framing_; }
+    /// `llr`: the 6144 data bits' LLRs (nats, positive 1; 0 an erasure). Writes the packed
+    /// information bits (MSB first, framing.info_bytes()) and one result per codeword.
+    void decode(std::span<const float> llr, std::uint8_t* info_packed, codeword_result* results);
+
+private:
+    fec_framing framing_;
+    ldpc::decoder decoder_;
+    std::vector<std::uint8_t> info_, word_;
+};
+
+}  // namespace paq::dsp
