@@ -1,4 +1,4 @@
-// paq-bench: one default batch (edwards3 unless --preset, Eb/N0 12 dB, 39,321,600 new samples + guards)
+// paq-bench: one default batch (edwards3 unless --preset, Eb/N0 12 dB unless --ebn0-db, 39,321,600 new samples + guards)
 // through the CUDA backend.
 //
 //   end to end     process() from pinned host samples to bits on the host (it returns when
@@ -217,6 +217,9 @@ int main(int argc, char** argv)
     if (trellis) rc.detector = detector_kind::trellis;
     if (both) rc.detector = detector_kind::both;
     rc.fec = sc.fec = parse_fec(fec);
+    char ebn0_buf[32];
+    std::snprintf(ebn0_buf, sizeof ebn0_buf, "%g", ebn0_db);
+    const std::string ebn0_text = ebn0_buf;
     if (const auto why = framing_error(rc.fec); !why.empty()) {
         std::fprintf(stderr, "paq-bench: %s\n", why.c_str());
         return 2;
@@ -401,7 +404,7 @@ int main(int argc, char** argv)
         stages[gpu::cuda_backend::stage_name(static_cast<gpu::cuda_backend::stage>(s))] = median(stage[static_cast<std::size_t>(s)]);
     }
     nlohmann::json j{{"gpu", gpu::describe(devices[0])},
-                     {"input", preset + ", Eb/N0 12 dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
+                     {"input", preset + ", Eb/N0 " + ebn0_text + " dB, CFO 50 kHz, timing 0.3, seed 2027; one default batch"},
                      {"input_rate_hz", geom.input_rate_hz},
                      {"bit_rate_hz", geom.bit_rate_hz},
                      {"input_ratio", geom.ratio},
