@@ -375,7 +375,6 @@ struct chain_part {
             fec = dsp::framing_for(*code);  // validate() refused the codes without one
             const std::size_t frames = max_packets * static_cast<std::size_t>(c.streams() * fec->codewords);
             fec_decoder = std::make_unique<ldpc_decoder>(*code, dsp::ldpc::decoder_config{dsp::ldpc::decoder_kind::min_sum, c.fec_iterations}, dev);
-            fec_decoder->reserve_device(frames);
             PAQ_CUDA_CHECK(cudaSetDevice(dev));
             fec_llr = device_buffer<float>(max_packets * static_cast<std::size_t>(c.streams()) * waveform::data_bits);
             fec_info = device_buffer<std::uint8_t>(frames * static_cast<std::size_t>(fec->k / 8));

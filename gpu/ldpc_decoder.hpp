@@ -1,6 +1,7 @@
 // The LDPC decoder on the GPU (dsp/ldpc_decoder.hpp is the CPU reference): normalized min-sum
-// with flooding, every frame of a call decoded in one launch (a thread block per frame, the
-// bits' beliefs in shared memory, the check messages in device memory), each frame stopping
+// with flooding, every frame of a call decoded in one launch (a thread block per frame, all it
+// updates in shared memory: the bits' beliefs and each check's messages compressed as min-sum
+// allows, its two smallest magnitudes and a sign per edge), each frame stopping
 // as soon as its decisions satisfy every check. Flooding needs more iterations than the CPU's
 // layered schedule for the same frame error rate, but every check of a frame is updated at
 // once; where both converge they give the same codeword (test_gpu_ldpc counts any bit that
@@ -37,8 +38,6 @@ public:
                 std::span<dsp::ldpc::decode_result> results);
 
     // --- device-level API (the CUDA backend's): nothing is copied and nothing waits.
-    /// Room for `frames` frames' messages (device memory: frames x edges floats).
-    void reserve_device(std::size_t frames);
     /// `frames` frames of n LLRs each at `llrs` (device) decoded on stream `s`
     /// into info_packed (device, k / 8 bytes a frame, MSB first) and results (device, one a
     /// frame: iterations, converged, the received hard decisions' differences from the decoded
