@@ -78,8 +78,8 @@ int write_all(int fd, std::string_view data)
 }  // namespace
 
 records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern,
-                               double sample_rate_hz, double chain_rate_hz, int streams)
-    : cfg_(cfg), pattern_(pattern), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz),
+                               double sample_rate_hz, double chain_rate_hz, int streams, std::optional<dsp::fec_framing> fec)
+    : cfg_(cfg), pattern_(pattern), fec_(fec), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz),
       streams_(streams)
 {
     if (!dsp::chain::valid_streams(streams)) {
@@ -101,7 +101,8 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
     if (pattern_) {
         // Packets are L_pkt chain samples apart: L_pkt x fs / chain_fs input samples.
         for (int p = 0; p < streams_; ++p) {
-            counters_.emplace_back(*pattern_, static_cast<double>(waveform::L_pkt) * fs_ / chain_fs_);
+            counters_.emplace_back(*pattern_, static_cast<double>(waveform::L_pkt) * fs_ / chain_fs_,
+                                   fec_ ? static_cast<std::size_t>(fec_->info_bits()) : waveform::data_bits);
         }
     }
     std::string& ph = packets_file_.header;
@@ -110,6 +111,7 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
     for (int p = 0; p < streams_; ++p) {
         const std::string n = dsp::stream_name(p);
         ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
+        if (fec_) ph += ',' + n + "_codewords_failed," + n + "_iterations," + n + "_channel_errors";
     }
     // The packet start in UTC when the source gives time (docs/RECORDS.md); empty otherwise.
     ph += ",time_utc\n";
@@ -229,6 +231,11 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
                           static_cast<unsigned long long>(g_.known_errors[p]));
         }
         out += buf;
+        if (fec_) {
+            std::snprintf(buf, sizeof buf, ",%llu,%llu,%llu", static_cast<unsigned long long>(g_.codewords_failed[p]),
+                          static_cast<unsigned long long>(g_.iterations[p]), static_cast<unsigned long long>(g_.channel_errors[p]));
+            out += buf;
+        }
     }
     out += ',';
     out += io::format_utc_ns(rec.utc_ns);  // empty when unknown
@@ -244,6 +251,9 @@ void records_writer::add(const dsp::batch_output& out)
         throw std::invalid_argument("records: a batch with " + std::to_string(out.streams) + " streams, the files have columns for " +
                                     std::to_string(streams_));
     }
+    if (fec_ && !out.packets.empty() && (out.fec_codewords != fec_->codewords || out.fec_info_bytes != fec_->info_bytes())) {
+        throw std::invalid_argument("records: a batch without the coded link's decoding");
+    }
     for (std::size_t i = 0; i < out.packets.size(); ++i) {
         const auto& rec = out.packets[i];
         ++packets_;
@@ -253,13 +263,23 @@ void records_writer::add(const dsp::batch_output& out)
             if (pattern_) {
                 auto& c = counters_[p];
                 const auto before = c.counts();
-                c.add_packet(rec.start_sample, out.packet_bits(i, static_cast<int>(p)));
+                c.add_packet(rec.start_sample, fec_ ? out.packet_decoded(i, static_cast<int>(p)) : out.packet_bits(i, static_cast<int>(p)));
                 const auto after = c.counts();
                 g_.bits[p] += after.bits_checked - before.bits_checked;
                 g_.errors[p] += after.bit_errors - before.bit_errors;
             }
             g_.bep_sum[p] += rec.paths[p].bep_estimate;
             g_.known_errors[p] += rec.paths[p].known_bit_errors;
+            if (!fec_) continue;
+            const dsp::codeword_result* cw = out.packet_codewords(i, static_cast<int>(p));
+            for (int c = 0; c < fec_->codewords; ++c) {
+                g_.iterations[p] += cw[c].iterations;
+                if (cw[c].converged) {
+                    g_.channel_errors[p] += cw[c].channel_errors;
+                } else {
+                    ++g_.codewords_failed[p];
+                }
+            }
         }
         const std::uint64_t packet = packets_.load() - 1;
         if (packet % cfg_.channel_decimation == 0) {

@@ -34,8 +34,11 @@ public:
     /// it); 0: the same as sample_rate_hz
     /// \param streams output streams per packet (receiver_config::streams(): 6, or 12 with
     /// detector both), one group of columns each
+    /// \param fec a coded link's framing (receiver.fec): the PN columns then count the decoded
+    /// information bits, and each stream has three columns more (its codewords' decoding)
     records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern, double sample_rate_hz,
-                   double chain_rate_hz = 0.0, int streams = dsp::chain::num_paths);
+                   double chain_rate_hz = 0.0, int streams = dsp::chain::num_paths,
+                   std::optional<dsp::fec_framing> fec = std::nullopt);
     ~records_writer();
     records_writer(const records_writer&) = delete;
     records_writer& operator=(const records_writer&) = delete;
@@ -78,6 +81,7 @@ private:
         std::uint32_t packets = 0;
         std::uint32_t flags = 0;
         std::array<std::uint64_t, dsp::chain::max_streams> bits{}, errors{}, known_errors{};
+        std::array<std::uint64_t, dsp::chain::max_streams> codewords_failed{}, iterations{}, channel_errors{};
         std::array<double, dsp::chain::max_streams> bep_sum{};
     };
     /// One CSV file written with plain write(2): no hidden buffer between a counted row and
@@ -99,6 +103,7 @@ private:
 
     records_config cfg_;
     std::optional<dsp::pn_pattern> pattern_;
+    std::optional<dsp::fec_framing> fec_;
     double fs_;
     double chain_fs_;
     int streams_;

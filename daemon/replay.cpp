@@ -96,7 +96,8 @@ replay_result run_replay(const replay_options& opt)
     res.resampled = rc.input_ratio() != 1.0;
     const auto kind = runtime::resolve_backend(opt.backend);
     std::unique_ptr<records_writer> records;
-    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams());
+    if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams(),
+                                                                            runtime::fec_framing_of(rc));
     std::unique_ptr<llr_writer> llrs;
     if (!opt.llr_base.empty()) llrs = std::make_unique<llr_writer>(opt.llr_base, rc.detector);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take

@@ -35,13 +35,6 @@ constexpr std::size_t pending_pool_read_ahead = 3;
 /// are looked at this often).
 constexpr std::chrono::milliseconds read_timeout{100};
 
-/// The tally's framing: receiver.fec's, none without FEC.
-std::optional<dsp::fec_framing> fec_framing_of(const dsp::receiver_config& r)
-{
-    const auto code = dsp::ldpc_code_of(r.fec);
-    return code ? dsp::framing_for(*code) : std::nullopt;
-}
-
 /// The tally's own thread (`paq-tally`): batch k is counted while the ordered path puts batch
 /// k + 1 through the sinks, so that a batch's time on the ordered path is the sinks' or the
 /// tally's, not both. It counts in the order it is given; an output it has counted comes back
@@ -571,6 +564,12 @@ bool stream_engine::healthy(std::chrono::nanoseconds worker_limit) const
         return false;
     const worker_pool* p = pool_.load();
     return p == nullptr || p->healthy(worker_limit);
+}
+
+std::optional<dsp::fec_framing> fec_framing_of(const dsp::receiver_config& r)
+{
+    const auto code = dsp::ldpc_code_of(r.fec);
+    return code ? dsp::framing_for(*code) : std::nullopt;
 }
 
 }  // namespace paq::runtime

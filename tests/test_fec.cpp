@@ -3,6 +3,7 @@
 // packet skips its information bits, never misaligns), and the CPU chain decoding every stream
 // of simulated coded links (other rates, a CFO, a clock offset, multipath) to error-free
 // information bits while the channel bits carry errors.
+#include "daemon/records.hpp"
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/fec.hpp"
@@ -14,10 +15,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 using namespace paq;
 using namespace paq::dsp;
@@ -132,14 +138,14 @@ TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
     EXPECT_FLOAT_EQ(out[3], 0.5f);
 }
 
-TEST(fec, a_coded_links_tally_counts_information_bits_and_skips_a_missed_packets)
+namespace {
+
+/// What a decoder that corrected everything gives: 12 packets one packet spacing apart, their
+/// decoded information bits the pattern's next 3072 each, packet 5 missing; every codeword
+/// converged in 3 iterations with w channel errors (w its place), but codeword 1 of the MMSE
+/// stream of the first packet, which failed.
+batch_output decoded_batch(const fec_framing& f)
 {
-    // Decoded information bits as a decoder that corrected everything gives them, 12 packets
-    // one packet spacing apart; packet 5 missing. The PN counter of information bits skips
-    // the missing packet's 3072 bits and stays locked without an error.
-    const auto f = *framing_for(ldpc::code::k1024_r1_2);
-    const double spacing = static_cast<double>(waveform::L_pkt);
-    run_tally tally(pn_pattern::pn15, 20.625e6, spacing, chain::num_paths, f);
     pn_generator pn(pn_pattern::pn15);
     batch_output out;
     out.reset(0, chain::num_paths);
@@ -164,8 +170,19 @@ TEST(fec, a_coded_links_tally_counts_information_bits_and_skips_a_missed_packets
             for (int w = 0; w < f.codewords; ++w) out.packet_codewords(i, s)[w] = {3, 1, static_cast<std::uint16_t>(w)};
         }
     }
-    out.packet_codewords(0, 2)[1].converged = 0;  // one codeword of the MMSE stream failed
-    tally.add(out);
+    out.packet_codewords(0, 2)[1].converged = 0;
+    return out;
+}
+
+}  // namespace
+
+TEST(fec, a_coded_links_tally_counts_information_bits_and_skips_a_missed_packets)
+{
+    // The PN counter of information bits skips the missing packet's 3072 bits and stays locked
+    // without an error.
+    const auto f = *framing_for(ldpc::code::k1024_r1_2);
+    run_tally tally(pn_pattern::pn15, 20.625e6, static_cast<double>(waveform::L_pkt), chain::num_paths, f);
+    tally.add(decoded_batch(f));
     const auto s = tally.summary();
     EXPECT_EQ(s.packets_skipped, 1u);
     for (const auto& p : s.paths) {
@@ -186,6 +203,59 @@ TEST(fec, a_coded_links_tally_counts_information_bits_and_skips_a_missed_packets
     plain.packets.resize(1);
     plain.bits.assign(plain.packet_bytes(), 0);
     EXPECT_THROW(tally.add(plain), std::invalid_argument);
+}
+
+TEST(fec, the_records_count_the_decoded_bits_and_each_streams_codewords)
+{
+    const auto f = *framing_for(ldpc::code::k1024_r1_2);
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-fec-records-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    {
+        config::records_config rc;
+        rc.base = dir / "run";
+        daemon::records_writer w(rc, pn_pattern::pn15, 20.625e6, 20.625e6, chain::num_paths, f);
+        w.add(decoded_batch(f));
+        w.close();
+        EXPECT_EQ(w.rows(), 11u);
+    }
+    std::ifstream in(dir / "run-packets.csv");
+    std::string header;
+    std::getline(in, header);
+    std::vector<std::string> names;
+    for (std::size_t a = 0, b; a <= header.size(); a = b + 1) {
+        b = header.find(',', a);
+        if (b == std::string::npos) b = header.size();
+        names.push_back(header.substr(a, b - a));
+    }
+    auto col = [&](const std::string& n) {
+        const auto it = std::find(names.begin(), names.end(), n);
+        EXPECT_NE(it, names.end()) << n;
+        return static_cast<std::size_t>(it - names.begin());
+    };
+    const auto bits = col("mmse_bits"), errors = col("mmse_errors"), failed = col("mmse_codewords_failed"),
+               iterations = col("mmse_iterations"), channel = col("none_channel_errors");
+    EXPECT_EQ(names.size(), 19u + 6u * 7u + 1u);
+    std::uint64_t sum_bits = 0, sum_errors = 0, sum_failed = 0, sum_iterations = 0, sum_channel = 0;
+    for (std::string line; std::getline(in, line);) {
+        std::vector<std::string> v;
+        for (std::size_t a = 0, b; a <= line.size(); a = b + 1) {
+            b = line.find(',', a);
+            if (b == std::string::npos) b = line.size();
+            v.push_back(line.substr(a, b - a));
+        }
+        ASSERT_EQ(v.size(), names.size()) << line;
+        sum_bits += std::stoull(v[bits]);
+        sum_errors += std::stoull(v[errors]);
+        sum_failed += std::stoull(v[failed]);
+        sum_iterations += std::stoull(v[iterations]);
+        sum_channel += std::stoull(v[channel]);
+    }
+    EXPECT_GT(sum_bits, 8u * 3072u);  // the decoded bits, checked once locked
+    EXPECT_EQ(sum_errors, 0u);
+    EXPECT_EQ(sum_failed, 1u);
+    EXPECT_EQ(sum_iterations, 99u);
+    EXPECT_EQ(sum_channel, 33u);
+    std::filesystem::remove_all(dir);
 }
 
 namespace {
