@@ -180,7 +180,7 @@ int main(int argc, char** argv)
     app.add_flag("--trellis", trellis, "Detect with the trellis (receiver.detector trellis) instead of symbol by symbol");
     app.add_flag("--both-detectors", both, "Detect both ways (receiver.detector both: twelve streams)")->excludes("--trellis");
     app.add_option("--fec", fec, "The data fields' LDPC code, decoded on every stream (receiver.fec): " + names_text(fec_names))
-        ->check(CLI::IsMember(names_in(fec_names)))
+        ->check(CLI::IsMember(names_in(fec_names)).description(""))
         ->capture_default_str();
     app.add_option("--ebn0-db", ebn0_db, "The batch's Eb/N0 per channel bit, dB")->capture_default_str()->check(CLI::Range(-10.0, 60.0));
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;

@@ -135,7 +135,7 @@ struct replay_command {
         cmd->add_option("--fec", fec,
                         "The LDPC code the data fields carry: " + names_text(dsp::fec_names) +
                             " (default: the recording's paq:fec, else receiver.fec, none; docs/BITSTREAM.md, \"Coded data fields\")")
-            ->check(CLI::IsMember(names_in(dsp::fec_names)));
+            ->check(CLI::IsMember(names_in(dsp::fec_names)).description(""));
         cmd->add_option("--fec-iterations", fec_iterations, "The LDPC decoder's most iterations per codeword (default: receiver.fec_iterations, 50)")
             ->check(CLI::Range(static_cast<int>(dsp::receiver_ranges::fec_iterations.lo), static_cast<int>(dsp::receiver_ranges::fec_iterations.hi)));
         cmd->add_option("--pattern", pattern,

@@ -84,7 +84,7 @@ int main(int argc, char** argv)
                    "LDPC code of the data fields: each packet's data field the codewords of the pattern's next "
                    "information bits, codeword-aligned (" + names_text(dsp::fec_names) +
                        "; the SigMF metadata's paq:fec names it for paqd replay; docs/BITSTREAM.md, \"Coded data fields\")")
-        ->check(CLI::IsMember(names_in(dsp::fec_names)))
+        ->check(CLI::IsMember(names_in(dsp::fec_names)).description(""))
         ->capture_default_str();
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
