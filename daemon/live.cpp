@@ -134,7 +134,7 @@ void live_service::build()
         runtime::make_backends(backend, cfg.pipeline.gpus, cfg.pipeline.cpu_workers, runtime::parse_solver(cfg.pipeline.solver), rc);
     if (!cfg.records.base.empty()) {
         records = std::make_unique<records_writer>(cfg.records, cfg.monitor.pattern, rate, 2.0 * rc.bit_rate_hz, rc.streams(),
-                                                   runtime::fec_framing_of(rc));
+                                                   dsp::framing_for(rc.fec));
         spdlog::info("records: {} (one row per {} packet(s)), channel every {} packet(s)", records->packets_path().string(),
                      cfg.records.decimation, cfg.records.channel_decimation);
     }

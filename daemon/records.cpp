@@ -232,8 +232,9 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
         }
         out += buf;
         if (fec_) {
-            std::snprintf(buf, sizeof buf, ",%llu,%llu,%llu", static_cast<unsigned long long>(g_.codewords_failed[p]),
-                          static_cast<unsigned long long>(g_.iterations[p]), static_cast<unsigned long long>(g_.channel_errors[p]));
+            const auto& f = g_.fec[p];
+            std::snprintf(buf, sizeof buf, ",%llu,%llu,%llu", static_cast<unsigned long long>(f.codewords_failed),
+                          static_cast<unsigned long long>(f.iterations), static_cast<unsigned long long>(f.channel_bit_errors));
             out += buf;
         }
     }
@@ -251,7 +252,7 @@ void records_writer::add(const dsp::batch_output& out)
         throw std::invalid_argument("records: a batch with " + std::to_string(out.streams) + " streams, the files have columns for " +
                                     std::to_string(streams_));
     }
-    if (fec_ && !out.packets.empty() && (out.fec_codewords != fec_->codewords || out.fec_info_bytes != fec_->info_bytes())) {
+    if (fec_ && !out.decoded_with(*fec_)) {
         throw std::invalid_argument("records: a batch without the coded link's decoding");
     }
     for (std::size_t i = 0; i < out.packets.size(); ++i) {
@@ -270,16 +271,7 @@ void records_writer::add(const dsp::batch_output& out)
             }
             g_.bep_sum[p] += rec.paths[p].bep_estimate;
             g_.known_errors[p] += rec.paths[p].known_bit_errors;
-            if (!fec_) continue;
-            const dsp::codeword_result* cw = out.packet_codewords(i, static_cast<int>(p));
-            for (int c = 0; c < fec_->codewords; ++c) {
-                g_.iterations[p] += cw[c].iterations;
-                if (cw[c].converged) {
-                    g_.channel_errors[p] += cw[c].channel_errors;
-                } else {
-                    ++g_.codewords_failed[p];
-                }
-            }
+            if (fec_) g_.fec[p].add(out.packet_codewords(i, static_cast<int>(p)), fec_->codewords, fec_->n);
         }
         const std::uint64_t packet = packets_.load() - 1;
         if (packet % cfg_.channel_decimation == 0) {

@@ -4,6 +4,7 @@
 
 #include "config/daemon_config.hpp"
 #include "dsp/batch.hpp"
+#include "dsp/run_tally.hpp"
 #include "dsp/ber.hpp"
 #include "dsp/pn.hpp"
 
@@ -81,7 +82,7 @@ private:
         std::uint32_t packets = 0;
         std::uint32_t flags = 0;
         std::array<std::uint64_t, dsp::chain::max_streams> bits{}, errors{}, known_errors{};
-        std::array<std::uint64_t, dsp::chain::max_streams> codewords_failed{}, iterations{}, channel_errors{};
+        std::array<dsp::fec_summary, dsp::chain::max_streams> fec{};  ///< with receiver.fec
         std::array<double, dsp::chain::max_streams> bep_sum{};
     };
     /// One CSV file written with plain write(2): no hidden buffer between a counted row and

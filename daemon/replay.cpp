@@ -97,7 +97,7 @@ replay_result run_replay(const replay_options& opt)
     const auto kind = runtime::resolve_backend(opt.backend);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams(),
-                                                                            runtime::fec_framing_of(rc));
+                                                                            dsp::framing_for(rc.fec));
     std::unique_ptr<llr_writer> llrs;
     if (!opt.llr_base.empty()) llrs = std::make_unique<llr_writer>(opt.llr_base, rc.detector);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
@@ -220,7 +220,7 @@ void print_table(const replay_result& r, std::ostream& os)
            << s.mean_iq_gain_db << " dB / " << s.mean_iq_phase_deg << " deg, DC " << std::setprecision(1) << s.mean_dc_dbc
            << " dBc\n";
     }
-    const auto fec = dsp::ldpc_code_of(r.fec) ? dsp::framing_for(*dsp::ldpc_code_of(r.fec)) : std::nullopt;
+    const auto fec = dsp::framing_for(r.fec);
     if (fec) {
         os << "  fec " << dsp::to_string(r.fec) << " (from " << r.fec_from << "): " << fec->codewords << " codeword" << (fec->codewords > 1 ? "s" : "")
            << " of " << fec->n << " bits per packet, " << fec->info_bits()

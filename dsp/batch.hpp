@@ -224,6 +224,11 @@ struct batch_output {
         codewords.assign(count * static_cast<std::size_t>(streams) * static_cast<std::size_t>(fec_codewords), codeword_result{});
     }
     [[nodiscard]] bool has_fec() const noexcept { return fec_codewords > 0; }
+    /// Whether the packets' streams were decoded with `framing` (an empty batch always is).
+    [[nodiscard]] bool decoded_with(const fec_framing& framing) const noexcept
+    {
+        return packets.empty() || (fec_codewords == framing.codewords && fec_info_bytes == framing.info_bytes());
+    }
     /// `packet`'s stream `stream` decoded: fec_info_bytes bytes; only with has_fec().
     [[nodiscard]] std::uint8_t* packet_decoded(std::size_t packet, int stream) noexcept
     {

@@ -48,11 +48,10 @@ struct workspace {
     fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
-    /// receiver.fec: each path's symbol-by-symbol LLRs over the data, a statistic's scratch,
-    /// one stream's LLRs and the decoder (absent without FEC).
+    /// receiver.fec: each path's symbol-by-symbol LLRs over the data, a statistic's scratch
+    /// and the decoder (absent without FEC).
     std::array<std::vector<float>, paths> sxs_llr;
     std::vector<double> stat;
-    std::vector<float> llr;
     std::unique_ptr<stream_decoder> decoder;
 };
 
@@ -106,12 +105,11 @@ struct cpu_backend::impl {
             }
         }
         for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
-        if (const auto code = ldpc_code_of(c.fec)) {
-            framing = *framing_for(*code);  // validate() refused the codes without one
+        if (const auto f = framing_for(c.fec)) {  // validate() refused the codes without one
+            framing = *f;
             for (auto& w : ws) {
                 for (auto& l : w->sxs_llr) l.resize(waveform::data_bits);
                 w->stat.resize(waveform::data_bits);
-                w->llr.resize(waveform::data_bits);
                 w->decoder = std::make_unique<stream_decoder>(framing, c.fec_iterations);
             }
         }

@@ -16,6 +16,12 @@ std::optional<fec_framing> framing_for(ldpc::code c) noexcept
     return fec_framing{c, p.n, p.k, static_cast<int>(waveform::data_bits / static_cast<std::size_t>(p.n))};
 }
 
+std::optional<fec_framing> framing_for(fec_code f) noexcept
+{
+    const auto c = ldpc_code_of(f);
+    return c ? framing_for(*c) : std::nullopt;
+}
+
 std::string framing_error(fec_code f)
 {
     const auto c = ldpc_code_of(f);

@@ -65,6 +65,8 @@ struct fec_framing {
 
 /// The framing of `c`; nullopt when its n does not divide the data field (framing_error says why).
 [[nodiscard]] std::optional<fec_framing> framing_for(ldpc::code c) noexcept;
+/// receiver.fec's framing: nullopt for none (and for a code without one).
+[[nodiscard]] std::optional<fec_framing> framing_for(fec_code f) noexcept;
 /// Empty when `f` is none or framed; else a message naming the code and the codes that are.
 [[nodiscard]] std::string framing_error(fec_code f);
 

@@ -38,7 +38,7 @@ void run_tally::add(const batch_output& out)
         throw std::invalid_argument("run_tally: a batch with " + std::to_string(out.streams) + " streams, the tally counts " +
                                     std::to_string(counters_.size()));
     }
-    if (fec_ && !out.packets.empty() && (out.fec_codewords != fec_->codewords || out.fec_info_bytes != fec_->info_bytes())) {
+    if (fec_ && !out.decoded_with(*fec_)) {
         throw std::invalid_argument("run_tally: a batch without the coded link's decoding (" + std::to_string(out.fec_codewords) +
                                     " codewords a stream; expected " + std::to_string(fec_->codewords) + ")");
     }
@@ -69,18 +69,7 @@ void run_tally::add(const batch_output& out)
         for (std::size_t i = 0; i < out.packets.size(); ++i) {
             counter.add_packet(out.packets[i].start_sample, fec_ ? out.packet_decoded(i, p) : out.packet_bits(i, p));
             bep += out.packets[i].paths[static_cast<std::size_t>(p)].bep_estimate;
-            if (!fec_) continue;
-            const codeword_result* cw = out.packet_codewords(i, p);
-            for (int c = 0; c < out.fec_codewords; ++c) {
-                ++f.codewords;
-                f.iterations += cw[c].iterations;
-                if (!cw[c].converged) {
-                    ++f.codewords_failed;
-                    continue;
-                }
-                f.channel_bits += static_cast<std::uint64_t>(fec_->n);
-                f.channel_bit_errors += cw[c].channel_errors;
-            }
+            if (fec_) f.add(out.packet_codewords(i, p), fec_->codewords, fec_->n);
         }
         bep_sum_[static_cast<std::size_t>(p)] += bep;
     }

@@ -35,6 +35,20 @@ struct fec_summary {
     {
         return codewords ? static_cast<double>(iterations) / static_cast<double>(codewords) : 0.0;
     }
+    /// Adds `count` codewords of n bits each (one packet's stream: batch_output::packet_codewords).
+    void add(const codeword_result* cw, int count, int n) noexcept
+    {
+        for (int c = 0; c < count; ++c) {
+            ++codewords;
+            iterations += cw[c].iterations;
+            if (!cw[c].converged) {
+                ++codewords_failed;
+                continue;
+            }
+            channel_bits += static_cast<std::uint64_t>(n);
+            channel_bit_errors += cw[c].channel_errors;
+        }
+    }
 };
 
 struct path_summary {

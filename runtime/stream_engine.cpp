@@ -144,7 +144,7 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
       windows_(window_samples(opt_.receiver, geometry_)),
       windows_ci16_(window_samples(opt_.receiver, geometry_)),
       tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples(),
-             opt_.receiver.streams(), fec_framing_of(opt_.receiver))
+             opt_.receiver.streams(), dsp::framing_for(opt_.receiver.fec))
 {
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("stream engine: the sample rate must be positive");
     stats_.input_ci16 = feed_.ci16_scale().has_value();
@@ -564,12 +564,6 @@ bool stream_engine::healthy(std::chrono::nanoseconds worker_limit) const
         return false;
     const worker_pool* p = pool_.load();
     return p == nullptr || p->healthy(worker_limit);
-}
-
-std::optional<dsp::fec_framing> fec_framing_of(const dsp::receiver_config& r)
-{
-    const auto code = dsp::ldpc_code_of(r.fec);
-    return code ? dsp::framing_for(*code) : std::nullopt;
 }
 
 }  // namespace paq::runtime

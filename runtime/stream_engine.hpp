@@ -207,8 +207,4 @@ private:
     bool ran_ = false;
 };
 
-/// receiver.fec's framing (dsp/fec.hpp); none without FEC. The tally and the records count
-/// by it.
-[[nodiscard]] std::optional<dsp::fec_framing> fec_framing_of(const dsp::receiver_config& r);
-
 }  // namespace paq::runtime

@@ -278,7 +278,7 @@ coded_run run_coded(const sim::sim_config& sc, std::size_t samples, const receiv
     rc.detector = detector_kind::both;
     rc.input_sample_rate_hz = sc.sample_rate_hz;
     rc.batch_samples = samples / 2;
-    const auto f = *framing_for(*ldpc_code_of(sc.fec));
+    const auto f = *framing_for(sc.fec);
     const auto g = make_input_geometry(rc);
     cpu_backend backend(rc);
     run_tally tally(sc.pattern, g.chain_rate_hz(), g.packet_spacing_samples(), rc.streams(), f);
