@@ -73,12 +73,25 @@ struct publisher_config {
     io::udp_publisher_config udp = default_udp();
 
     /// The publisher's config for a receiver making `streams` streams (6, or 12 with detector
-    /// both): the destinations of the streams it does not make cleared.
-    [[nodiscard]] io::udp_publisher_config for_streams(int streams) const
+    /// both) and decoding with `fec`: the destinations of the streams it does not make cleared.
+    [[nodiscard]] io::udp_publisher_config for_streams(int streams, dsp::fec_code fec = dsp::fec_code::none) const
     {
         io::udp_publisher_config c = udp;
-        for (std::size_t i = static_cast<std::size_t>(streams); i < c.destinations.size(); ++i) c.destinations[i].clear();
+        for (std::size_t i = static_cast<std::size_t>(streams); i < c.destinations.size(); ++i) {
+            c.destinations[i].clear();
+            c.decoded_destinations[i].clear();
+        }
+        c.fec = fec;
         return c;
+    }
+
+    /// Whether any decoded stream (udp.decoded_destinations) is set.
+    [[nodiscard]] bool any_decoded() const
+    {
+        for (const auto& d : udp.decoded_destinations) {
+            if (!d.empty()) return true;
+        }
+        return false;
     }
 
     /// Whether any soft stream (udp.llr_destinations) is set.

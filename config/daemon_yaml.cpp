@@ -461,6 +461,16 @@ const section<publisher_config>& publisher_schema()
                            "`receiver.detector: trellis` or `both`. Each datagram counts against `max_datagrams_per_second`",
                        "none"}),
             &io::udp_publisher_config::llr_destinations, true);
+        field<C> decoded_destinations = destinations_field<dsp::chain::max_streams>(
+            make_info("decoded_destinations", "mapping",
+                      "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2`, `none_trellis` .. `fde2_trellis` to "
+                      "`host:port` or `[ipv6]:port` (port 1 .. 65535)",
+                      {"", "decoded streams: where each listed stream's decoded information bits go, one datagram per "
+                           "packet with its codewords' results (BITSTREAM.md, \"Decoded streams\"; at most 600 bytes). "
+                           "Needs `receiver.fec`. May share a port with anything else paqd sends (the payload type tells "
+                           "them apart). Each datagram counts against `max_datagrams_per_second`",
+                       "none"}),
+            &io::udp_publisher_config::decoded_destinations, true);
         s.fields = {
             boolean<C>("enabled", at(&C::enabled),
                        {"", "false: no bitstreams (a warning says so); the destinations are then not checked beyond "
@@ -493,6 +503,7 @@ const section<publisher_config>& publisher_schema()
                               "socket buffer; paqd warns at start when its streams need more at the nominal packet rate"}),
             std::move(destinations),
             std::move(llr_destinations),
+            std::move(decoded_destinations),
         };
         s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
             if (c.enabled) ctx.report(path, c.udp.validate(), mark);
@@ -688,13 +699,24 @@ const section<daemon_config>& daemon_schema()
                     }
                 }
             }
+            // The decoded streams carry the code's information bits.
+            if (c.receiver.fec == dsp::fec_code::none) {
+                for (int st = 0; st < dsp::chain::max_streams; ++st) {
+                    const std::string key = std::string("publisher.decoded_destinations.") + dsp::stream_name(st);
+                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
+                        ctx.errors.add(it->second, key + ": a decoded stream, but receiver.fec is none (name the link's code)");
+                    }
+                }
+            }
             if (c.receiver.detector == dsp::detector_kind::both) return;
-            for (int st = dsp::chain::num_paths; st < dsp::chain::max_streams; ++st) {
-                const std::string key = std::string("publisher.destinations.") + dsp::stream_name(st);
-                if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
-                    ctx.errors.add(it->second, key + ": a trellis stream, but receiver.detector is " +
-                                                   std::string(dsp::to_string(c.receiver.detector)) +
-                                                   " (the `_trellis` streams exist with `detector: both`)");
+            for (const char* list : {"destinations", "decoded_destinations"}) {
+                for (int st = dsp::chain::num_paths; st < dsp::chain::max_streams; ++st) {
+                    const std::string key = std::string("publisher.") + list + "." + dsp::stream_name(st);
+                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
+                        ctx.errors.add(it->second, key + ": a trellis stream, but receiver.detector is " +
+                                                       std::string(dsp::to_string(c.receiver.detector)) +
+                                                       " (the `_trellis` streams exist with `detector: both`)");
+                    }
                 }
             }
         };
@@ -731,6 +753,7 @@ std::string to_yaml(const daemon_config& c)
     daemon_config effective = c;
     effective.publisher.udp = c.publisher.for_streams(c.receiver.streams());
     if (!c.receiver.trellis_on()) effective.publisher.udp.llr_destinations = {};  // no soft streams without the trellis
+    if (c.receiver.fec == dsp::fec_code::none) effective.publisher.udp.decoded_destinations = {};  // nor decoded ones without a code
     std::string out;
     daemon_schema().emit(effective, 0, out);
     return out;

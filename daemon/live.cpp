@@ -76,12 +76,13 @@ std::unique_ptr<io::udp_publisher> make_publisher(const config::daemon_config& c
         throw std::invalid_argument("publisher.llr_destinations: the soft streams carry the trellis's LLRs, but "
                                     "receiver.detector is sxs");
     }
-    auto udp = std::make_unique<io::udp_publisher>(cfg.publisher.for_streams(rc.streams()));
+    auto udp = std::make_unique<io::udp_publisher>(cfg.publisher.for_streams(rc.streams(), rc.fec));
     spdlog::info("publisher: {}", udp->describe());
     // Datagrams a second at the nominal packet rate against the pacing.
     int sent_streams = 0;
     for (int s = 0; s < rc.streams(); ++s) sent_streams += udp->enabled(s) ? 1 : 0;
     for (int p = 0; p < dsp::chain::num_paths; ++p) sent_streams += udp->llr_enabled(p) ? 1 : 0;
+    for (int s = 0; s < rc.streams(); ++s) sent_streams += udp->decoded_enabled(s) ? 1 : 0;
     const double packets_per_s = rc.bit_rate_hz / static_cast<double>(waveform::packet_bits);
     const double needed = sent_streams * packets_per_s, cap = cfg.publisher.udp.max_datagrams_per_second;
     if (cap > 0.0 && needed > cap) {
@@ -237,6 +238,13 @@ service_snapshot live_service::snapshot() const
             pv.llr_datagrams_sent += c.datagrams_sent.load();
             pv.llr_send_errors += c.send_errors.load();
             pv.llr_bytes_sent += c.bytes_sent.load();
+        }
+        pv.decoded = udp->any_decoded_enabled();
+        for (int k = 0; k < dsp::chain::max_streams; ++k) {
+            const auto& c = udp->decoded_counters(k);
+            pv.decoded_datagrams_sent += c.datagrams_sent.load();
+            pv.decoded_send_errors += c.send_errors.load();
+            pv.decoded_bytes_sent += c.bytes_sent.load();
         }
         snap.publisher = pv;
     }

@@ -183,6 +183,8 @@ void live_view::update_history(const runtime::service_snapshot& s)
     pt.t_s = t;
     pt.ber.assign(n, nan);
     pt.dqm.assign(n, nan);
+    pt.codewords.assign(n, 0);
+    pt.codewords_failed.assign(n, 0);
     std::vector<bool> locked(n, false);
     const std::uint64_t packets_before = prev_ ? prev_->engine.tally.packets_found : 0;
     pt.packets = tally.packets_found - std::min(tally.packets_found, packets_before);
@@ -194,6 +196,8 @@ void live_view::update_history(const runtime::service_snapshot& s)
         const auto bits = now.bits_checked - std::min(now.bits_checked, was.bits_checked);
         const auto errors = now.bit_errors - std::min(now.bit_errors, was.bit_errors);
         if (s.have_pattern && bits > 0) pt.ber[p] = static_cast<double>(errors) / static_cast<double>(bits);
+        pt.codewords[p] = now.fec.codewords - std::min(now.fec.codewords, was.fec.codewords);
+        pt.codewords_failed[p] = now.fec.codewords_failed - std::min(now.fec.codewords_failed, was.fec.codewords_failed);
         if (pt.packets > 0) {
             const double mean_bep = (now.bep_estimate_sum - was.bep_estimate_sum) / static_cast<double>(pt.packets);
             pt.dqm[p] = io::dqm_from_bep(mean_bep);
@@ -244,13 +248,17 @@ std::string live_view::data_json() const
     j["pn_locked"] = locked;
     // History: one entry per second, oldest first; t is seconds before now (<= 0).
     auto times = nlohmann::json::array(), packets = nlohmann::json::array();
-    std::vector<nlohmann::json> ber(stream_names_.size(), nlohmann::json::array()), dqm(stream_names_.size(), nlohmann::json::array());
+    const std::size_t n = stream_names_.size();
+    std::vector<nlohmann::json> ber(n, nlohmann::json::array()), dqm(n, nlohmann::json::array());
+    std::vector<nlohmann::json> codewords(n, nlohmann::json::array()), failed(n, nlohmann::json::array());
     for (const auto& h : history_) {
         times.push_back(std::round((h.t_s - t) * 100.0) / 100.0);
         packets.push_back(h.packets);
-        for (std::size_t p = 0; p < stream_names_.size(); ++p) {
+        for (std::size_t p = 0; p < n; ++p) {
             ber[p].push_back(number_or_null(h.ber[p]));
             dqm[p].push_back(number_or_null(h.dqm[p]));
+            codewords[p].push_back(h.codewords[p]);
+            failed[p].push_back(h.codewords_failed[p]);
         }
     }
     nlohmann::json hist;
@@ -258,6 +266,9 @@ std::string live_view::data_json() const
     hist["packets"] = packets;
     hist["ber"] = ber;
     hist["dqm"] = dqm;
+    // A coded link's (receiver.fec): codewords decoded and failed per second; all 0 otherwise.
+    hist["codewords"] = codewords;
+    hist["codewords_failed"] = failed;
     j["history"] = hist;
     if (shown_) {
         const auto& v = shown_->view;

@@ -82,6 +82,8 @@ private:
         std::uint64_t packets = 0;        ///< packets found in this second
         std::vector<double> ber;          ///< per stream; NaN without bits checked (or no pattern)
         std::vector<double> dqm;          ///< per stream, from the mean estimated BEP; NaN without packets
+        /// Per stream, a coded link's (receiver.fec) codewords decoded in this second, and the failed ones.
+        std::vector<std::uint64_t> codewords, codewords_failed;
     };
     struct packet_display {
         dsp::packet_view view;

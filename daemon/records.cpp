@@ -142,6 +142,13 @@ void records_writer::write_counters(nlohmann::json counters) const
     counters["records"] = {{"sample_rate_hz", fs_},
                            {"chain_rate_hz", chain_fs_},
                            {"packet_spacing_s", static_cast<double>(waveform::L_pkt) / chain_fs_}};
+    if (fec_) {
+        // The code of the rows' codeword columns, for paq-report's table of decoded and channel bits.
+        counters["records"]["fec"] = {{"code", std::string(dsp::ldpc::to_string(fec_->code))},
+                                      {"n", fec_->n},
+                                      {"k", fec_->k},
+                                      {"codewords_per_packet", fec_->codewords}};
+    }
     const std::string text = counters.dump(2) + "\n";
     const auto path = counters_path();
     const auto tmp = std::filesystem::path(path.string() + ".tmp");

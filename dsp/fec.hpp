@@ -59,8 +59,8 @@ struct fec_framing {
     int n = 0;              ///< transmitted bits per codeword
     int k = 0;              ///< information bits per codeword
     int codewords = 0;      ///< per data field
-    [[nodiscard]] int info_bits() const noexcept { return codewords * k; }        ///< per packet
-    [[nodiscard]] int info_bytes() const noexcept { return info_bits() / 8; }     ///< packed
+    [[nodiscard]] constexpr int info_bits() const noexcept { return codewords * k; }  ///< per packet
+    [[nodiscard]] constexpr int info_bytes() const noexcept { return info_bits() / 8; }  ///< packed
 };
 
 /// The framing of `c`; nullopt when its n does not divide the data field (framing_error says why).

@@ -19,8 +19,8 @@ constexpr std::uint64_t window = bert_monitor::sequence_window;
 
 bert_monitor::bert_monitor(const bert_monitor_config& config) : config_(config)
 {
-    streams_.reserve(static_cast<std::size_t>(bitstream_streams));
-    for (int s = 0; s < bitstream_streams; ++s) streams_.emplace_back(config.pattern);
+    streams_.reserve(static_cast<std::size_t>(tracked_streams));
+    for (int s = 0; s < tracked_streams; ++s) streams_.emplace_back(config.pattern);
 }
 
 void bert_monitor::malformed(int port_stream, std::string error)
@@ -64,7 +64,15 @@ void bert_monitor::ingest(std::span<const std::uint8_t> datagram, int port_strea
     }
 
     ++datagrams_total_;
+    if (d.fec) stream = decoded_id(stream);
     stream_state& st = streams_[static_cast<std::size_t>(stream)];
+    if (d.fec && d.fec->code != st.s.code) {
+        // A decoded stream's first datagram, or a sender now sending another code (a new run):
+        // the checker takes the code's information bits per packet.
+        if (st.started) start_new_run(st);
+        st.s.code = d.fec->code;
+        st.ber = checker_for(d.fec->code);
+    }
     ++st.s.datagrams;
     st.s.bytes += datagram.size();
     if (d.dqe) st.s.last_dqm = d.dqe->dqm;
@@ -103,7 +111,7 @@ void bert_monitor::start_new_run(stream_state& st)
     st.pn_before.resyncs += c.resyncs;
     // The new run's start samples count from its own start: the checker's packet spacing
     // (and its lock: bits between the runs are unknown) must start over.
-    st.ber = dsp::stream_ber_counter(config_.pattern, 0.0);
+    st.ber = checker_for(st.s.code);
     std::fill(st.slot_start.begin(), st.slot_start.end(), unseen);
     st.started = false;
 }
@@ -149,15 +157,23 @@ void bert_monitor::track_sequence(stream_state& st, const decoded_datagram& d)
     if (advances) {
         st.ber.add_packet(start, d.bits.data());
         ++st.s.packets_checked;
+        if (d.fec) st.s.fec.add(d.fec->results.data(), d.fec->codewords, dsp::framing_for(d.fec->code)->n);
     }
 }
 
-bert_stream_stats bert_monitor::stats(int stream) const
+dsp::stream_ber_counter bert_monitor::checker_for(dsp::fec_code code) const
 {
-    if (stream < 0 || stream >= bitstream_streams) {
-        throw std::out_of_range("bert_monitor::stats: stream " + std::to_string(stream) + " (allowed: 0 .. 11)");
+    const auto framing = dsp::framing_for(code);
+    return dsp::stream_ber_counter(config_.pattern, 0.0,
+                                   framing ? static_cast<std::size_t>(framing->info_bits()) : std::size_t{waveform::data_bits});
+}
+
+bert_stream_stats bert_monitor::stats(int id) const
+{
+    if (id < 0 || id >= tracked_streams) {
+        throw std::out_of_range("bert_monitor::stats: id " + std::to_string(id) + " (allowed: 0 .. 23)");
     }
-    const stream_state& st = streams_[static_cast<std::size_t>(stream)];
+    const stream_state& st = streams_[static_cast<std::size_t>(id)];
     bert_stream_stats s = st.s;
     s.pn = st.ber.counts();
     s.pn.bits_checked += st.pn_before.bits_checked;

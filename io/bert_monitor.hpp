@@ -27,6 +27,7 @@
 
 #include "dsp/ber.hpp"
 #include "dsp/pn.hpp"
+#include "dsp/run_tally.hpp"
 #include "io/bitstream.hpp"
 
 #include <array>
@@ -61,6 +62,10 @@ struct bert_stream_stats {
     dsp::pn_checker::counts pn{};       ///< bits checked, bit errors, lock, resyncs
     std::optional<std::uint16_t> last_dqm;  ///< from the latest DQE frame
     float last_bep_estimate = 0.5f;     ///< from the latest paq header
+    /// A decoded stream's (payload type 3): its code (none for a bitstream) and its checked
+    /// datagrams' codewords (converged, failed, iterations, channel errors).
+    dsp::fec_code code = dsp::fec_code::none;
+    dsp::fec_summary fec{};
 
     [[nodiscard]] bool active() const noexcept { return datagrams > 0; }
     [[nodiscard]] double ber() const noexcept
@@ -75,6 +80,10 @@ public:
     /// told apart within it). A datagram this many or more numbers behind the highest one seen
     /// is taken as a restart of the sender.
     static constexpr std::uint64_t sequence_window = 65536;
+    /// Ids the monitor counts in: 0 .. 11 the bitstreams (the paq header's stream id), 12 ..
+    /// 23 the decoded streams of the same streams (payload type 3; decoded_id).
+    static constexpr int tracked_streams = 2 * bitstream_streams;
+    [[nodiscard]] static constexpr int decoded_id(int stream) noexcept { return bitstream_streams + stream; }
 
     explicit bert_monitor(const bert_monitor_config& config);
 
@@ -84,9 +93,9 @@ public:
     /// malformed datagram (on a shared port those count as unattributed).
     void ingest(std::span<const std::uint8_t> datagram, int port_stream = -1);
 
-    /// stream: 0 .. 11.
-    [[nodiscard]] bert_stream_stats stats(int stream) const;
-    /// Streams that received at least one valid datagram.
+    /// id: 0 .. 11 a bitstream, 12 .. 23 a decoded stream (decoded_id).
+    [[nodiscard]] bert_stream_stats stats(int id) const;
+    /// Streams (bitstreams and decoded streams) that received at least one valid datagram.
     [[nodiscard]] int active_streams() const noexcept;
     /// Smallest bits_checked over the active streams (0 when none is active).
     [[nodiscard]] std::uint64_t min_bits_checked() const noexcept;
@@ -126,6 +135,8 @@ private:
     void track_sequence(stream_state& st, const decoded_datagram& d);
     [[nodiscard]] static bool new_run(const stream_state& st, std::uint64_t seq, std::uint64_t start) noexcept;
     void start_new_run(stream_state& st);
+    /// A checker for `code`'s information bits per packet (6144 for none), spacing learned.
+    [[nodiscard]] dsp::stream_ber_counter checker_for(dsp::fec_code code) const;
 
     bert_monitor_config config_;
     std::vector<stream_state> streams_;

@@ -127,15 +127,17 @@ double bep_from_dqm(std::uint16_t dqm) noexcept
 
 namespace {
 
-/// The paq header (version 2) of a datagram with payload `type`.
-void put_header(std::uint8_t* p, const datagram_header& header, payload_type type) noexcept
+/// The paq header (version 2) of a datagram with payload `type`. A decoded stream's datagram
+/// puts its code in byte 9 and its information bits in the payload bit count.
+void put_header(std::uint8_t* p, const datagram_header& header, payload_type type, std::uint8_t code = 0,
+                std::uint32_t payload_bits = bitstream_payload_bits) noexcept
 {
     put32(p + off_magic, bitstream_magic);
     p[off_version] = bitstream_version;
     p[off_payload_type] = static_cast<std::uint8_t>(type);
     put16(p + off_header_length, static_cast<std::uint16_t>(bitstream_header_bytes));
     p[off_stream_id] = header.stream_id;
-    p[off_reserved8] = 0;
+    p[off_reserved8] = code;
     put16(p + off_reserved16, 0);
     put32(p + off_flags, header.flags);
     put64(p + off_sequence, header.sequence);
@@ -145,7 +147,7 @@ void put_header(std::uint8_t* p, const datagram_header& header, payload_type typ
     put32(p + off_bep, std::bit_cast<std::uint32_t>(header.bep_estimate));
     put32(p + off_cfo, std::bit_cast<std::uint32_t>(header.cfo_rad_per_sample));
     put32(p + off_ebn0, std::bit_cast<std::uint32_t>(header.ebn0_db));
-    put32(p + off_payload_bits, bitstream_payload_bits);
+    put32(p + off_payload_bits, payload_bits);
     put64(p + off_utc, static_cast<std::uint64_t>(header.utc_ns));
 }
 
@@ -163,6 +165,7 @@ struct read_header {
     std::uint8_t version = 0;
     std::size_t length = 0;
     std::uint8_t type = 0;
+    std::uint8_t code = 0;  ///< byte 9: a decoded stream's code (0 otherwise)
 };
 
 /// Reads and checks the paq header of a datagram that starts with the paq magic or not:
@@ -188,12 +191,31 @@ struct read_header {
                std::to_string(min_header) + " .. datagram length " + std::to_string(n);
     }
     if (p[off_stream_id] >= bitstream_streams) return "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 11";
-    if (p[off_reserved8] != 0 || get16(p + off_reserved16) != 0) {
-        return "reserved bytes 9..11 are " + hex(p[off_reserved8], 2) + " " + hex(get16(p + off_reserved16), 4) + ", must be zero";
-    }
+    const std::uint8_t type = p[off_payload_type];
     const std::uint32_t payload_bits = get32(p + off_payload_bits);
-    if (payload_bits != bitstream_payload_bits) {
-        return "payload bit count is " + std::to_string(payload_bits) + ", expected " + std::to_string(bitstream_payload_bits);
+    if (type == static_cast<std::uint8_t>(payload_type::decoded)) {
+        // Byte 9 is the code; the payload bits are its information bits per packet.
+        if (get16(p + off_reserved16) != 0) {
+            return "reserved bytes 10..11 are " + hex(get16(p + off_reserved16), 4) + ", must be zero";
+        }
+        const std::uint8_t code = p[off_reserved8];
+        const auto framing = code < dsp::fec_names.size() ? dsp::framing_for(static_cast<dsp::fec_code>(code)) : std::nullopt;
+        if (!framing) {
+            return "decoded stream: code (byte 9) is " + std::to_string(code) +
+                   ", allowed 1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3) or 5 (ar4ja-4096-2/3)";
+        }
+        if (payload_bits != static_cast<std::uint32_t>(framing->info_bits())) {
+            return "decoded stream: payload bit count is " + std::to_string(payload_bits) + ", " +
+                   std::string(dsp::to_string(static_cast<dsp::fec_code>(code))) + " carries " +
+                   std::to_string(framing->info_bits()) + " information bits per packet";
+        }
+    } else {
+        if (p[off_reserved8] != 0 || get16(p + off_reserved16) != 0) {
+            return "reserved bytes 9..11 are " + hex(p[off_reserved8], 2) + " " + hex(get16(p + off_reserved16), 4) + ", must be zero";
+        }
+        if (payload_bits != bitstream_payload_bits) {
+            return "payload bit count is " + std::to_string(payload_bits) + ", expected " + std::to_string(bitstream_payload_bits);
+        }
     }
     datagram_header& h = out.header;
     h.stream_id = p[off_stream_id];
@@ -208,7 +230,8 @@ struct read_header {
     h.utc_ns = version >= 2 ? static_cast<std::int64_t>(get64(p + off_utc)) : bitstream_unknown_utc_ns;
     out.version = version;
     out.length = header_length;
-    out.type = p[off_payload_type];
+    out.type = type;
+    out.code = p[off_reserved8];
     return {};
 }
 
@@ -267,6 +290,42 @@ std::size_t encode_llr_datagram(const datagram_header& header, std::span<const s
     return llr_datagram_bytes;
 }
 
+std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::span<const std::uint8_t> info,
+                                    std::span<const dsp::codeword_result> results, std::span<std::uint8_t> out)
+{
+    const auto framing = dsp::framing_for(code);
+    if (!framing) {
+        throw std::invalid_argument("encode_decoded_datagram: code " + std::string(dsp::to_string(code)) +
+                                    " has no codeword-aligned framing");
+    }
+    const std::size_t size = decoded_datagram_bytes(*framing);
+    if (info.size() != static_cast<std::size_t>(framing->info_bytes()) ||
+        results.size() != static_cast<std::size_t>(framing->codewords)) {
+        throw std::invalid_argument("encode_decoded_datagram: " + std::to_string(info.size()) + " information bytes and " +
+                                    std::to_string(results.size()) + " codewords, " + std::string(dsp::to_string(code)) +
+                                    " has " + std::to_string(framing->info_bytes()) + " and " +
+                                    std::to_string(framing->codewords));
+    }
+    if (out.size() < size) {
+        throw std::invalid_argument("encode_decoded_datagram: output buffer is " + std::to_string(out.size()) +
+                                    " bytes, this datagram needs " + std::to_string(size));
+    }
+    check_stream_id("encode_decoded_datagram", header);
+    std::uint8_t* p = out.data();
+    put_header(p, header, payload_type::decoded, static_cast<std::uint8_t>(code),
+               static_cast<std::uint32_t>(framing->info_bits()));
+    p += bitstream_header_bytes;
+    std::memcpy(p, info.data(), info.size());
+    p += info.size();
+    for (const dsp::codeword_result& r : results) {
+        p[0] = r.converged ? 1 : 0;
+        p[1] = r.iterations;
+        put16(p + 2, r.converged ? r.channel_errors : std::uint16_t{0});
+        p += codeword_record_bytes;
+    }
+    return size;
+}
+
 decode_result decode_datagram(std::span<const std::uint8_t> datagram)
 {
     decode_result r;
@@ -288,13 +347,39 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
         r.error = "payload type is 2: the trellis's LLRs (a soft stream, publisher.llr_destinations), not a bitstream";
         return r;
     }
-    if (h.type != static_cast<std::uint8_t>(payload_type::bits) && h.type != static_cast<std::uint8_t>(payload_type::dqe)) {
-        r.error = "payload type is " + std::to_string(h.type) + ", allowed 0 (bits) or 1 (dqe)";
+    if (h.type != static_cast<std::uint8_t>(payload_type::bits) && h.type != static_cast<std::uint8_t>(payload_type::dqe) &&
+        h.type != static_cast<std::uint8_t>(payload_type::decoded)) {
+        r.error = "payload type is " + std::to_string(h.type) + ", allowed 0 (bits), 1 (dqe) or 3 (decoded)";
         return r;
     }
     const std::size_t payload_size = n - h.length;
     const std::uint8_t* payload = p + h.length;
-    if (h.type == static_cast<std::uint8_t>(payload_type::dqe)) {
+    if (h.type == static_cast<std::uint8_t>(payload_type::decoded)) {
+        const auto code = static_cast<dsp::fec_code>(h.code);
+        const dsp::fec_framing framing = *dsp::framing_for(code);  // read_paq_header checked it
+        const std::size_t info = static_cast<std::size_t>(framing.info_bytes());
+        const std::size_t records = codeword_record_bytes * static_cast<std::size_t>(framing.codewords);
+        if (payload_size != info + records) {
+            r.error = length_error(n, h.length, info + records) + " (" + std::to_string(info) + " information bytes + " +
+                      std::to_string(framing.codewords) + " codeword records)";
+            return r;
+        }
+        decoded_fec f;
+        f.code = code;
+        f.codewords = framing.codewords;
+        for (int c = 0; c < framing.codewords; ++c) {
+            const std::uint8_t* rec = payload + info + codeword_record_bytes * static_cast<std::size_t>(c);
+            if (rec[0] > 1) {
+                r.error = "decoded stream: codeword " + std::to_string(c) + "'s status is " + std::to_string(rec[0]) +
+                          ", allowed 0 (failed) or 1 (converged)";
+                return r;
+            }
+            f.results[static_cast<std::size_t>(c)] = dsp::codeword_result{rec[1], rec[0], get16(rec + 2)};
+        }
+        r.datagram.format = bitstream_format::paq;
+        r.datagram.bits = datagram.subspan(h.length, info);
+        r.datagram.fec = f;
+    } else if (h.type == static_cast<std::uint8_t>(payload_type::dqe)) {
         r.error = check_dqe(payload, payload_size, "DQE payload");
         if (!r.ok()) return r;
         r.datagram.format = bitstream_format::dqe;
@@ -325,7 +410,7 @@ llr_decode_result decode_llr_datagram(std::span<const std::uint8_t> datagram)
     r.error = read_paq_header(datagram.data(), datagram.size(), h);
     if (!r.ok()) return r;
     if (h.type != static_cast<std::uint8_t>(payload_type::llrs)) {
-        r.error = "payload type is " + std::to_string(h.type) + ", expected 2 (LLRs); 0 and 1 are bitstreams";
+        r.error = "payload type is " + std::to_string(h.type) + ", expected 2 (LLRs); 0, 1 and 3 are bitstreams";
         return r;
     }
     if (datagram.size() - h.length != llr_payload_bytes) {

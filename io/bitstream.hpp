@@ -24,6 +24,7 @@
 #include "dsp/batch.hpp"
 #include "dsp/receiver_tables.hpp"
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -55,6 +56,7 @@ enum class payload_type : std::uint8_t {
     bits = 0,  ///< the 768 data bytes
     dqe = 1,   ///< a DQE frame: 6-byte DQE header, then the 768 data bytes
     llrs = 2,  ///< the trellis's 6144 LLRs, a signed byte each (dsp::quantize_llr): a soft stream
+    decoded = 3,  ///< a coded link's decoded information bits and its codewords' results: a decoded stream
 };
 
 /// A soft stream's datagram (publisher.llr_destinations): the paq header with payload type 2,
@@ -63,6 +65,23 @@ enum class payload_type : std::uint8_t {
 /// fragments it off the host (docs/BITSTREAM.md, "Soft streams").
 inline constexpr std::size_t llr_payload_bytes = waveform::data_bits;  // 6144
 inline constexpr std::size_t llr_datagram_bytes = bitstream_header_bytes + llr_payload_bytes;
+
+/// A decoded stream's datagram (publisher.decoded_destinations, receiver.fec): the paq header
+/// with payload type 3, the code in byte 9 (dsp::fec_code: 1 ar4ja-1024-1/2, 2 ar4ja-1024-2/3,
+/// 5 ar4ja-4096-2/3) and the information bits per packet as its payload bit count (3072 or
+/// 4096); then the packet's decoded information bits, packed MSB first (384 or 512 bytes), and
+/// one 4-byte record per codeword of the data field, in order: status (1 converged, 0 failed),
+/// iterations, and the channel bit errors (big-endian u16; 0 for a failed codeword).
+inline constexpr std::size_t codeword_record_bytes = 4;
+/// The most codewords a data field holds (ar4ja-1024-2/3: 4).
+inline constexpr int max_field_codewords = 4;
+[[nodiscard]] constexpr std::size_t decoded_datagram_bytes(const dsp::fec_framing& f) noexcept
+{
+    return bitstream_header_bytes + static_cast<std::size_t>(f.info_bytes()) +
+           codeword_record_bytes * static_cast<std::size_t>(f.codewords);
+}
+/// The largest decoded datagram: 4096 information bits in 4 codewords (ar4ja-1024-2/3), 600 bytes.
+inline constexpr std::size_t decoded_max_datagram_bytes = bitstream_header_bytes + 512 + codeword_record_bytes * max_field_codewords;
 
 /// The on-wire formats a publisher can send.
 enum class bitstream_format : std::uint8_t {
@@ -172,6 +191,20 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
 /// small or the stream id is above 11 (caller bugs).
 std::size_t encode_llr_datagram(const datagram_header& header, std::span<const std::int8_t> llrs, std::span<std::uint8_t> out);
 
+/// Writes one decoded stream's datagram (payload type 3) into `out` and returns its size,
+/// decoded_datagram_bytes(framing). info: framing.info_bytes() bytes; results: framing.codewords
+/// of them. Throws std::invalid_argument on sizes that do not match, a code without a framing,
+/// an output too small or a stream id above 11 (caller bugs).
+std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::span<const std::uint8_t> info,
+                                    std::span<const dsp::codeword_result> results, std::span<std::uint8_t> out);
+
+/// A decoded stream's payload beyond its information bits.
+struct decoded_fec {
+    dsp::fec_code code = dsp::fec_code::none;
+    int codewords = 0;  ///< records in `results`
+    std::array<dsp::codeword_result, max_field_codewords> results{};
+};
+
 /// A datagram as the decoder found it. `bits` points into the decoded buffer.
 struct decoded_datagram {
     bitstream_format format = bitstream_format::paq;
@@ -179,7 +212,10 @@ struct decoded_datagram {
     std::uint8_t version = 0;        ///< the paq header's version (1 or 2); 0 for dqe-raw
     std::size_t header_length = 0;   ///< the paq header's length field; 0 for dqe-raw
     std::optional<dqe_words> dqe;    ///< present for dqe and dqe-raw
-    std::span<const std::uint8_t> bits;  ///< the 768 data bytes, MSB first
+    std::span<const std::uint8_t> bits;  ///< the 768 data bytes, MSB first; a decoded stream's information bytes
+    /// Present for a decoded stream's datagram (payload type 3): the code and the codewords'
+    /// results; `bits` then holds the decoded information bits (fec_framing::info_bytes()).
+    std::optional<decoded_fec> fec;
 };
 
 struct decode_result {
@@ -193,7 +229,9 @@ struct decode_result {
 /// a bare DQE frame by its sync word. Rejected, with the field named: too short, unknown
 /// magic/sync, version (1 and 2 are read), header length (at least 64 for version 1, 72 for
 /// version 2; more is skipped), stream id, reserved bytes not zero, payload bit count,
-/// payload type, datagram length not matching the payload, DQE sync inside a dqe payload.
+/// payload type, datagram length not matching the payload, DQE sync inside a dqe payload; for a
+/// decoded stream's datagram (payload type 3) a code without a framing, a payload bit count
+/// other than its information bits, a codeword status other than 0 or 1.
 /// An LLR datagram (payload type 2, 6144 payload bytes) is rejected with a message that says
 /// what it is.
 /// Never throws except std::bad_alloc for the message.

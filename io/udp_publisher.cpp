@@ -111,6 +111,15 @@ std::vector<std::string> udp_publisher_config::validate() const
             e.push_back("llr_destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) + "): " + ex.what());
         }
     }
+    for (std::size_t i = 0; i < decoded_destinations.size(); ++i) {
+        if (decoded_destinations[i].empty()) continue;
+        try {
+            (void)parse_host_port(decoded_destinations[i]);
+        } catch (const std::invalid_argument& ex) {
+            e.push_back("decoded_destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) +
+                        "): " + ex.what());
+        }
+    }
     if (send_buffer_bytes < min_send_buffer || send_buffer_bytes > max_send_buffer) {
         e.push_back(bad("send_buffer_bytes", send_buffer_bytes, "4096 .. 1073741824"));
     }
@@ -144,8 +153,10 @@ struct udp_publisher::impl {
     asio::io_context io;
     std::array<stream, dsp::chain::max_streams> streams;
     std::array<stream, dsp::chain::num_paths> llr_streams;  ///< the soft streams, by path
+    std::array<stream, dsp::chain::max_streams> decoded_streams;  ///< the decoded streams, by stream
     std::array<std::uint8_t, bitstream_max_datagram_bytes> buffer{};
     std::vector<std::uint8_t> llr_buffer = std::vector<std::uint8_t>(llr_datagram_bytes);
+    std::array<std::uint8_t, decoded_max_datagram_bytes> decoded_buffer{};
     /// Every enabled bitstream has a destination of its own (the unpaced streams may then be
     /// sent at once).
     bool own_destinations = false;
@@ -254,6 +265,24 @@ struct udp_publisher::impl {
         }
     }
 
+    /// Unpaced: encodes the datagrams of packets 0 .. count - 1 into st.group with
+    /// encode(k, slot) (returns the datagram's size) and sends them send_group at a time.
+    template <typename Encode>
+    void send_grouped(const char* kind, int id, stream& st, stream_send_counters& c, std::size_t count, Encode&& encode)
+    {
+        if (st.group.empty()) st.group.resize(send_group * bitstream_max_datagram_bytes);
+        std::size_t n = 0;
+        for (std::size_t k = 0; k < count; ++k) {
+            const std::span<std::uint8_t> slot(st.group.data() + n * bitstream_max_datagram_bytes, bitstream_max_datagram_bytes);
+            st.group_iov[n] = iovec{slot.data(), encode(k, slot)};
+            if (++n == send_group) {
+                send_group_now(kind, id, st, c, n);
+                n = 0;
+            }
+        }
+        if (n > 0) send_group_now(kind, id, st, c, n);
+    }
+
     /// Sends size bytes of data on st's socket (paced), counting it in c. kind and id name the
     /// stream in a log line (log_error).
     void send(const char* kind, int id, stream& st, stream_send_counters& c, const std::uint8_t* data, std::size_t size)
@@ -280,6 +309,12 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         for (const auto& e : errors) msg += "\n  " + e;
         throw std::invalid_argument(msg);
     }
+    const bool any_decoded = std::any_of(config.decoded_destinations.begin(), config.decoded_destinations.end(),
+                                         [](const std::string& d) { return !d.empty(); });
+    if (any_decoded && !dsp::framing_for(config.fec)) {
+        throw std::invalid_argument("udp_publisher config: decoded_destinations: the decoded streams need a framed code, but "
+                                    "fec is " + std::string(dsp::to_string(config.fec)) + " (set receiver.fec)");
+    }
     udp::resolver resolver(impl_->io);
     for (int s = 0; s < dsp::chain::max_streams; ++s) {
         const std::string& dest = config.destinations[static_cast<std::size_t>(s)];
@@ -289,17 +324,30 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         const std::string& dest = config.llr_destinations[static_cast<std::size_t>(p)];
         if (!dest.empty()) impl_->open(resolver, "LLRs of " + std::string(dsp::stream_name(p)), dest, impl_->llr_streams[static_cast<std::size_t>(p)]);
     }
+    for (int s = 0; s < dsp::chain::max_streams; ++s) {
+        const std::string& dest = config.decoded_destinations[static_cast<std::size_t>(s)];
+        if (!dest.empty()) {
+            impl_->open(resolver, "decoded " + std::string(dsp::stream_name(s)), dest, impl_->decoded_streams[static_cast<std::size_t>(s)]);
+        }
+    }
     // Streams sent at once keep each stream's order, not the order across streams: only when
-    // no two share a destination does no receiver see a difference.
-    std::vector<udp::endpoint> seen;
+    // no two threads share a destination does no receiver see a difference. A stream's
+    // decoded stream goes out on its thread.
+    std::vector<std::pair<udp::endpoint, int>> seen;
     impl_->own_destinations = true;
-    for (const auto& st : impl_->streams) {
-        if (!st.socket) continue;
+    const auto claim = [&](const impl::stream& st, int thread) {
+        if (!st.socket) return;
         boost::system::error_code ec;
         const auto ep = st.socket->remote_endpoint(ec);
-        if (ec || std::find(seen.begin(), seen.end(), ep) != seen.end()) impl_->own_destinations = false;
-        seen.push_back(ep);
+        const auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& e) { return e.first == ep; });
+        if (ec || (it != seen.end() && it->second != thread)) impl_->own_destinations = false;
+        seen.emplace_back(ep, thread);
+    };
+    for (int s = 0; s < dsp::chain::max_streams; ++s) {
+        claim(impl_->streams[static_cast<std::size_t>(s)], s);
+        claim(impl_->decoded_streams[static_cast<std::size_t>(s)], s);
     }
+
     if (config.max_datagrams_per_second > 0.0) {
         impl_->interval = std::chrono::duration_cast<clock_type::duration>(
             std::chrono::duration<double>(1.0 / config.max_datagrams_per_second));
@@ -333,33 +381,63 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                                                    : std::string();
     // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
     const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
+    // Likewise a batch not decoded with the publisher's code: its decoded datagrams fail.
+    const auto framing = dsp::framing_for(m.config.fec);
+    const bool decoded = any_decoded_enabled();
+    const bool have_decoded = framing && batch.has_fec() && batch.decoded_with(*framing);
+    const std::string not_decoded =
+        decoded && !have_decoded ? "batch " + std::to_string(batch.batch_index) + " is not decoded with " +
+                                       std::string(dsp::to_string(m.config.fec)) + " (" +
+                                       std::to_string(batch.fec_codewords) + " codewords per stream)"
+                                 : std::string();
+    const std::size_t info_bytes = framing ? static_cast<std::size_t>(framing->info_bytes()) : 0;
+    const std::size_t field_codewords = framing ? static_cast<std::size_t>(framing->codewords) : 0;
+    // Packet k's decoded datagram of stream s into out (its size), or 0 counted as a failed send.
+    const auto encode_decoded = [&](const datagram_header& h, std::size_t k, int s, std::span<std::uint8_t> out) -> std::size_t {
+        auto& st = m.decoded_streams[static_cast<std::size_t>(s)];
+        if (!have_decoded) {
+            auto& c = decoded_counters_[static_cast<std::size_t>(s)];
+            c.packets_published.fetch_add(1, std::memory_order_relaxed);
+            c.send_errors.fetch_add(1, std::memory_order_relaxed);
+            m.log_error("decoded ", s, st, not_decoded);
+            return 0;
+        }
+        return encode_decoded_datagram(h, m.config.fec, {batch.packet_decoded(k, s), info_bytes},
+                                       {batch.packet_codewords(k, s), field_codewords}, out);
+    };
     if (m.config.max_datagrams_per_second == 0.0 && !soft && m.own_destinations) {
-        // Unpaced: the streams at once (one thread each), send_group datagrams per system
-        // call; each stream's datagrams in packet order, as when sent one by one, and each
-        // stream to a receiver of its own.
+        // Unpaced: the streams at once (one thread each, a stream's decoded stream on its
+        // thread after it), send_group datagrams per system call; each stream's datagrams in
+        // packet order, as when sent one by one, and each stream to a receiver of its own.
         const std::uint64_t first_index = packets_published_.load(std::memory_order_relaxed);
 #pragma omp parallel for schedule(static, 1) num_threads(batch.streams) if (batch.packets.size() >= 16)
         for (int s = 0; s < batch.streams; ++s) {
-            auto& st = m.streams[static_cast<std::size_t>(s)];
-            if (!st.socket) continue;
-            if (st.group.empty()) st.group.resize(send_group * bitstream_max_datagram_bytes);
-            std::size_t n = 0;
-            for (std::size_t k = 0; k < batch.packets.size(); ++k) {
+            const auto header = [&](std::size_t k, impl::stream& st) {
                 datagram_header h = packet_header(batch, k, first_index + k);
                 h.stream_id = static_cast<std::uint8_t>(s);
                 h.sequence = st.sequence++;
                 h.bep_estimate = batch.packets[k].paths[static_cast<std::size_t>(s)].bep_estimate;
-                const std::span<std::uint8_t> slot(st.group.data() + n * bitstream_max_datagram_bytes,
-                                                   bitstream_max_datagram_bytes);
-                const std::size_t size = encode_datagram(m.config.format, h, m.config.dqe_id.id_for(s),
-                                                         {batch.packet_bits(k, s), dsp::packed_data_bytes}, slot);
-                st.group_iov[n] = iovec{slot.data(), size};
-                if (++n == send_group) {
-                    m.send_group_now("bitstream ", s, st, counters_[static_cast<std::size_t>(s)], n);
-                    n = 0;
-                }
+                return h;
+            };
+            auto& st = m.streams[static_cast<std::size_t>(s)];
+            if (st.socket) {
+                m.send_grouped("bitstream ", s, st, counters_[static_cast<std::size_t>(s)], batch.packets.size(),
+                               [&](std::size_t k, std::span<std::uint8_t> slot) {
+                                   return encode_datagram(m.config.format, header(k, st), m.config.dqe_id.id_for(s),
+                                                          {batch.packet_bits(k, s), dsp::packed_data_bytes}, slot);
+                               });
             }
-            if (n > 0) m.send_group_now("bitstream ", s, st, counters_[static_cast<std::size_t>(s)], n);
+            auto& dst = m.decoded_streams[static_cast<std::size_t>(s)];
+            if (!dst.socket) continue;
+            if (!have_decoded) {
+                for (std::size_t k = 0; k < batch.packets.size(); ++k) {
+                    ++dst.sequence;
+                    (void)encode_decoded(datagram_header{}, k, s, {});
+                }
+                continue;
+            }
+            m.send_grouped("decoded ", s, dst, decoded_counters_[static_cast<std::size_t>(s)], batch.packets.size(),
+                           [&](std::size_t k, std::span<std::uint8_t> slot) { return encode_decoded(header(k, dst), k, s, slot); });
         }
         packets_published_.fetch_add(batch.packets.size(), std::memory_order_relaxed);
         return;
@@ -394,6 +472,15 @@ void udp_publisher::publish(const dsp::batch_output& batch)
             const std::size_t size = encode_llr_datagram(h, {batch.packet_llrs(k, p), llr_payload_bytes}, m.llr_buffer);
             m.send("LLRs of ", p, st, llr_counters_[static_cast<std::size_t>(p)], m.llr_buffer.data(), size);
         }
+        for (int s = 0; decoded && s < batch.streams; ++s) {
+            auto& st = m.decoded_streams[static_cast<std::size_t>(s)];
+            if (!st.socket) continue;
+            h.stream_id = static_cast<std::uint8_t>(s);
+            h.sequence = st.sequence++;
+            h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
+            const std::size_t size = encode_decoded(h, k, s, m.decoded_buffer);
+            if (size > 0) m.send("decoded ", s, st, decoded_counters_[static_cast<std::size_t>(s)], m.decoded_buffer.data(), size);
+        }
         packets_published_.fetch_add(1, std::memory_order_relaxed);
     }
 }
@@ -424,6 +511,27 @@ bool udp_publisher::llr_enabled(int path) const noexcept
     return path >= 0 && path < dsp::chain::num_paths && impl_->llr_streams[static_cast<std::size_t>(path)].socket;
 }
 
+const stream_send_counters& udp_publisher::decoded_counters(int stream) const
+{
+    if (stream < 0 || stream >= dsp::chain::max_streams) {
+        throw std::out_of_range("udp_publisher::decoded_counters: stream " + std::to_string(stream) + " (allowed: 0 .. 11)");
+    }
+    return decoded_counters_[static_cast<std::size_t>(stream)];
+}
+
+bool udp_publisher::decoded_enabled(int stream) const noexcept
+{
+    return stream >= 0 && stream < dsp::chain::max_streams && impl_->decoded_streams[static_cast<std::size_t>(stream)].socket;
+}
+
+bool udp_publisher::any_decoded_enabled() const noexcept
+{
+    for (int s = 0; s < dsp::chain::max_streams; ++s) {
+        if (decoded_enabled(s)) return true;
+    }
+    return false;
+}
+
 bool udp_publisher::any_llr_enabled() const noexcept
 {
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
@@ -448,6 +556,12 @@ std::string udp_publisher::describe() const
         os << "; LLRs of";
         for (int p = 0; p < dsp::chain::num_paths; ++p) {
             if (llr_enabled(p)) os << ' ' << dsp::stream_name(p) << '=' << impl_->llr_streams[static_cast<std::size_t>(p)].destination;
+        }
+    }
+    if (any_decoded_enabled()) {
+        os << "; decoded (" << dsp::to_string(impl_->config.fec) << ") of";
+        for (int s = 0; s < dsp::chain::max_streams; ++s) {
+            if (decoded_enabled(s)) os << ' ' << dsp::stream_name(s) << '=' << impl_->decoded_streams[static_cast<std::size_t>(s)].destination;
         }
     }
     os << ", SO_SNDBUF " << impl_->config.send_buffer_bytes << " bytes, ";

@@ -1,12 +1,15 @@
 // Sends the output bitstreams as UDP datagrams (io/bitstream.hpp, docs/BITSTREAM.md): one
 // datagram per packet per enabled stream, each stream to its own destination. The streams are
 // the six paths, and with receiver.detector both the six paths decided by the trellis; the
-// soft streams carry the trellis's LLRs of the paths listed in llr_destinations.
+// soft streams carry the trellis's LLRs of the paths listed in llr_destinations, the decoded
+// streams a coded link's decoded information bits of the streams listed in decoded_destinations.
 //
 //   batch_output --publish()--> for each packet, for each enabled stream (none .. fde2_trellis):
 //                                   encode (paq | dqe | dqe-raw) -> [pacing] -> send()
 //                               then for each enabled soft stream (path none .. fde2):
 //                                   encode_llr_datagram -> [pacing] -> send()
+//                               then for each enabled decoded stream (none .. fde2_trellis):
+//                                   encode_decoded_datagram -> [pacing] -> send()
 //
 // Lifecycle: construct (validate, resolve, open and connect the sockets: everything that can
 // fail for setup reasons throws here) -> publish() per batch from one thread -> destroy.
@@ -50,6 +53,14 @@ struct udp_publisher_config {
     /// trellis's stream of the path: the path with detector trellis, 6 + path with both);
     /// empty: none. The batches must carry LLRs (dsp::batch_processor::set_soft_output) when any is set.
     std::array<std::string, dsp::chain::num_paths> llr_destinations{};
+    /// Decoded streams: per stream id (as `destinations`), where that stream's decoded
+    /// information bits go, one datagram per packet (io::encode_decoded_datagram, payload
+    /// type 3, its own sequence numbers); empty: none. Needs `fec`, and the batches decoded
+    /// with it (receiver.fec).
+    std::array<std::string, dsp::chain::max_streams> decoded_destinations{};
+    /// The link's code (receiver.fec): what the decoded streams carry. The constructor refuses
+    /// a decoded stream without a framed code (validate() checks the fields on their own).
+    dsp::fec_code fec = dsp::fec_code::none;
     bitstream_format format = bitstream_format::paq;
     dqe_id_config dqe_id{};                               ///< the DQE ID word (dqe, dqe-raw)
     std::size_t send_buffer_bytes = std::size_t{8} << 20;  ///< SO_SNDBUF per socket, 4096 .. 1 GiB
@@ -85,12 +96,14 @@ public:
 
     /// Sends every packet of the batch, in order, on every enabled stream of the batch's
     /// streams, then on every enabled soft stream (the datagrams of one packet go out
-    /// together). Unpaced, without soft streams and with a destination for each stream, the
-    /// streams are sent at once, one thread each, 64 datagrams per system call (sendmmsg);
-    /// each stream's datagrams stay in packet order. Call from one thread. Network errors are counted, not thrown;
+    /// together). Unpaced, without soft streams and with a destination for each stream (its
+    /// decoded stream may share it), the streams are sent at once, one thread each (a stream's
+    /// decoded stream on its thread), 64 datagrams per system call (sendmmsg); each stream's
+    /// datagrams stay in packet order. Call from one thread. Network errors are counted, not thrown;
     /// std::invalid_argument only when batch.bits is smaller than the packets need. A batch
     /// without LLRs for its packets while a soft stream is enabled (its backend was not asked
-    /// for them) has its bitstreams sent and each soft datagram counted as a failed send.
+    /// for them) has its bitstreams sent and each soft datagram counted as a failed send; so has
+    /// a batch not decoded with `fec` while a decoded stream is enabled, each decoded datagram.
     void publish(const dsp::batch_output& batch);
 
     /// stream: 0 .. 11 (dsp::stream_name).
@@ -101,6 +114,10 @@ public:
         return packets_published_.load(std::memory_order_relaxed);
     }
     [[nodiscard]] bool enabled(int stream) const noexcept;
+    /// The decoded stream of stream 0 .. 11 (decoded_destinations).
+    [[nodiscard]] const stream_send_counters& decoded_counters(int stream) const;
+    [[nodiscard]] bool decoded_enabled(int stream) const noexcept;
+    [[nodiscard]] bool any_decoded_enabled() const noexcept;
     /// The soft stream of path 0 .. 5 (llr_destinations).
     [[nodiscard]] const stream_send_counters& llr_counters(int path) const;
     [[nodiscard]] bool llr_enabled(int path) const noexcept;
@@ -116,6 +133,7 @@ private:
     std::unique_ptr<impl> impl_;
     std::array<stream_send_counters, dsp::chain::max_streams> counters_{};
     std::array<stream_send_counters, dsp::chain::num_paths> llr_counters_{};
+    std::array<stream_send_counters, dsp::chain::max_streams> decoded_counters_{};
     std::atomic<std::uint64_t> packets_published_{0};
 };
 

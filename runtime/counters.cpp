@@ -28,6 +28,7 @@ constexpr metric_type G = metric_type::gauge;
 double d(std::uint64_t v) { return static_cast<double>(v); }
 bool with_publisher(const S& s) { return s.publisher.has_value(); }
 bool with_soft_streams(const S& s) { return s.publisher.has_value() && s.publisher->soft; }
+bool with_decoded_streams(const S& s) { return s.publisher.has_value() && s.publisher->decoded; }
 bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
 bool with_pattern(const S& s) { return s.have_pattern; }
@@ -115,6 +116,9 @@ const std::vector<scalar_metric> scalars_after_source = {
     {"llr_datagrams_sent", C, "LLR datagrams sent on the soft streams (publisher.llr_destinations), all paths.", [](const S& s) { return d(s.publisher->llr_datagrams_sent); }, with_soft_streams, true},
     {"llr_send_errors", C, "LLR datagrams refused by the kernel, all soft streams.", [](const S& s) { return d(s.publisher->llr_send_errors); }, with_soft_streams, true},
     {"llr_bytes_sent", C, "UDP payload bytes of the LLR datagrams sent, all soft streams.", [](const S& s) { return d(s.publisher->llr_bytes_sent); }, with_soft_streams, true, "paqd_llr_sent_bytes_total"},
+    {"decoded_datagrams_sent", C, "Datagrams sent on the decoded streams (publisher.decoded_destinations), all streams.", [](const S& s) { return d(s.publisher->decoded_datagrams_sent); }, with_decoded_streams, true},
+    {"decoded_send_errors", C, "Decoded-stream datagrams refused by the kernel or not made (a batch not decoded), all decoded streams.", [](const S& s) { return d(s.publisher->decoded_send_errors); }, with_decoded_streams, true},
+    {"decoded_bytes_sent", C, "UDP payload bytes of the decoded-stream datagrams sent, all decoded streams.", [](const S& s) { return d(s.publisher->decoded_bytes_sent); }, with_decoded_streams, true, "paqd_decoded_sent_bytes_total"},
     {"record_rows", C, "Per-packet record rows written.", [](const S& s) { return d(s.records->rows); }, with_records, true},
     {"record_rows_lost", C, "Per-packet record rows that could not be written (disk full).", [](const S& s) { return d(s.records->rows_lost); }, with_records, true},
     {"recorded_samples", C, "Samples written to the SigMF recording.", [](const S& s) { return d(s.recording->samples); }, with_recording, true},
@@ -431,6 +435,7 @@ std::string counters_markdown(std::span<const source_kind_counters> kinds)
     auto when = [](bool (*p)(const S&)) -> std::string {
         if (p == with_publisher) return " (publisher on)";
         if (p == with_soft_streams) return " (soft streams on)";
+        if (p == with_decoded_streams) return " (decoded streams on)";
         if (p == with_records) return " (records on)";
         if (p == with_recording) return " (recording on)";
         if (p == with_pattern) return " (with a pattern)";

@@ -65,6 +65,9 @@ struct service_snapshot {
         bool soft = false;  ///< any soft stream (publisher.llr_destinations)
         std::uint64_t llr_datagrams_sent = 0, llr_send_errors = 0;  ///< the soft streams'
         std::uint64_t llr_bytes_sent = 0;
+        bool decoded = false;  ///< any decoded stream (publisher.decoded_destinations)
+        std::uint64_t decoded_datagrams_sent = 0, decoded_send_errors = 0;  ///< the decoded streams'
+        std::uint64_t decoded_bytes_sent = 0;
     };
     std::optional<publisher_values> publisher;  ///< publisher enabled
     struct records_values {

@@ -275,12 +275,175 @@ TEST(bitstream, llr_datagrams_round_trip_and_are_told_from_the_bitstreams)
     // A bitstream datagram whose type byte was corrupted to 2 is not called an LLR datagram.
     auto corrupted = valid_datagram(bitstream_format::paq);
     corrupted[5] = 2;
-    EXPECT_NE(io::decode_datagram(corrupted).error.find("payload type is 2, allowed 0 (bits) or 1 (dqe)"), std::string::npos);
+    EXPECT_NE(io::decode_datagram(corrupted).error.find("payload type is 2, allowed 0 (bits), 1 (dqe) or 3 (decoded)"),
+              std::string::npos);
 
     EXPECT_THROW(io::encode_llr_datagram(h, {llrs.data(), 6143}, d), std::invalid_argument);
     EXPECT_THROW(io::encode_llr_datagram(h, llrs, {d.data(), 6215}), std::invalid_argument);
     h.stream_id = 12;
     EXPECT_THROW(io::encode_llr_datagram(h, llrs, d), std::invalid_argument);
+}
+
+// ---------------------------------------------------------------------------------------
+// Decoded streams (payload type 3): a coded link's information bits and codeword results.
+
+namespace {
+
+/// A decoded stream's datagram of `code` for one packet: `info` packed information bytes and
+/// the codewords' results, header fields as encode_packet's.
+std::vector<std::uint8_t> decoded_datagram(dsp::fec_code code, int stream, std::uint64_t sequence, std::uint64_t start_sample,
+                                           const std::vector<std::uint8_t>& info, const std::vector<dsp::codeword_result>& results)
+{
+    io::datagram_header h;
+    h.stream_id = static_cast<std::uint8_t>(stream);
+    h.sequence = sequence;
+    h.packet_index = sequence;
+    h.start_sample = start_sample;
+    h.bep_estimate = 1e-3f;
+    std::vector<std::uint8_t> out(io::decoded_max_datagram_bytes);
+    out.resize(io::encode_decoded_datagram(h, code, info, results, out));
+    return out;
+}
+
+/// `bits` bits of `gen`, packed MSB first.
+std::vector<std::uint8_t> pn_bytes(dsp::pn_generator& gen, std::size_t bits)
+{
+    std::vector<std::uint8_t> v(bits / 8, 0);
+    for (std::size_t i = 0; i < bits; ++i) v[i / 8] = static_cast<std::uint8_t>(v[i / 8] | (gen.next() << (7 - i % 8)));
+    return v;
+}
+
+}  // namespace
+
+TEST(bitstream, decoded_datagrams_round_trip_with_their_codewords_and_are_checked)
+{
+    // Each framed code: the header (payload type 3, the code in byte 9, the information bits as
+    // the payload bit count), the information bytes and one record per codeword survive; a
+    // failed codeword's channel errors are sent as 0.
+    for (const dsp::fec_code code : {dsp::fec_code::k1024_r1_2, dsp::fec_code::k1024_r2_3, dsp::fec_code::k4096_r2_3}) {
+        SCOPED_TRACE(std::string(dsp::to_string(code)));
+        const dsp::fec_framing f = *dsp::framing_for(code);
+        std::vector<std::uint8_t> info(static_cast<std::size_t>(f.info_bytes()));
+        for (std::size_t i = 0; i < info.size(); ++i) info[i] = static_cast<std::uint8_t>(i * 29 + 3);
+        std::vector<dsp::codeword_result> results;
+        for (int c = 0; c < f.codewords; ++c) {
+            results.push_back({static_cast<std::uint8_t>(3 + c), static_cast<std::uint8_t>(c != 1), static_cast<std::uint16_t>(40 + c)});
+        }
+        const auto d = decoded_datagram(code, 9, 77, 123456, info, results);
+        ASSERT_EQ(d.size(), 72 + info.size() + 4 * results.size());
+        EXPECT_EQ(d.size(), io::decoded_datagram_bytes(f));
+        EXPECT_LE(d.size(), io::decoded_max_datagram_bytes);
+        EXPECT_EQ(d[5], 3);                                   // payload type
+        EXPECT_EQ(d[9], static_cast<std::uint8_t>(code));     // the code
+        EXPECT_EQ(d[60] << 24 | d[61] << 16 | d[62] << 8 | d[63], f.info_bits());
+        const auto r = io::decode_datagram(d);
+        ASSERT_TRUE(r.ok()) << r.error;
+        ASSERT_TRUE(r.datagram.fec.has_value());
+        EXPECT_EQ(r.datagram.fec->code, code);
+        EXPECT_EQ(r.datagram.header.stream_id, 9);
+        EXPECT_EQ(r.datagram.header.sequence, 77u);
+        EXPECT_EQ(r.datagram.header.start_sample, 123456u);
+        ASSERT_EQ(r.datagram.bits.size(), info.size());
+        EXPECT_TRUE(std::equal(info.begin(), info.end(), r.datagram.bits.begin()));
+        ASSERT_EQ(r.datagram.fec->codewords, f.codewords);
+        for (int c = 0; c < f.codewords; ++c) {
+            const dsp::codeword_result& got = r.datagram.fec->results[static_cast<std::size_t>(c)];
+            EXPECT_EQ(got.iterations, 3 + c);
+            EXPECT_EQ(got.converged, c != 1 ? 1 : 0);
+            EXPECT_EQ(got.channel_errors, c != 1 ? 40 + c : 0);
+        }
+        // A bitstream datagram is not a decoded one.
+        EXPECT_FALSE(io::decode_datagram(valid_datagram(bitstream_format::paq)).datagram.fec.has_value());
+    }
+
+    dsp::pn_generator gen(dsp::pn_pattern::pn15);
+    const auto info = pn_bytes(gen, 4096);
+    const std::vector<dsp::codeword_result> one{{5, 1, 12}};
+    const auto good = decoded_datagram(dsp::fec_code::k4096_r2_3, 2, 0, 0, info, one);
+    const auto refused = [&](auto change, const char* message) {
+        auto d = good;
+        change(d);
+        const auto r = io::decode_datagram(d);
+        EXPECT_FALSE(r.ok()) << message;
+        EXPECT_NE(r.error.find(message), std::string::npos) << r.error;
+    };
+    refused([](auto& d) { d[9] = 3; }, "decoded stream: code (byte 9) is 3, allowed 1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3) or 5");
+    refused([](auto& d) { d[9] = 0; }, "decoded stream: code (byte 9) is 0");
+    refused([](auto& d) { d[9] = 200; }, "decoded stream: code (byte 9) is 200");
+    refused([](auto& d) { d[9] = 1; }, "decoded stream: payload bit count is 4096, ar4ja-1024-1/2 carries 3072");
+    refused([](auto& d) { d[11] = 1; }, "reserved bytes 10..11 are 0x0001, must be zero");
+    refused([](auto& d) { d.pop_back(); }, "datagram length is 587 bytes, header length 72 + payload 516 = 588 expected");
+    refused([](auto& d) { d.push_back(0); }, "datagram length is 589 bytes");
+    refused([](auto& d) { d[72 + 512] = 2; }, "decoded stream: codeword 0's status is 2, allowed 0 (failed) or 1 (converged)");
+    // The LLR decoder names it a bitstream-side datagram.
+    EXPECT_NE(io::decode_llr_datagram(good).error.find("payload type is 3, expected 2 (LLRs)"), std::string::npos);
+
+    std::vector<std::uint8_t> out(io::decoded_max_datagram_bytes);
+    io::datagram_header h;
+    EXPECT_THROW(io::encode_decoded_datagram(h, dsp::fec_code::none, info, one, out), std::invalid_argument);
+    EXPECT_THROW(io::encode_decoded_datagram(h, dsp::fec_code::k4096_r1_2, info, one, out), std::invalid_argument);
+    EXPECT_THROW(io::encode_decoded_datagram(h, dsp::fec_code::k4096_r2_3, {info.data(), 511}, one, out), std::invalid_argument);
+    EXPECT_THROW(io::encode_decoded_datagram(h, dsp::fec_code::k1024_r2_3, info, one, out), std::invalid_argument);
+    EXPECT_THROW(io::encode_decoded_datagram(h, dsp::fec_code::k4096_r2_3, info, one, {out.data(), 587}), std::invalid_argument);
+    h.stream_id = 12;
+    EXPECT_THROW(io::encode_decoded_datagram(h, dsp::fec_code::k4096_r2_3, info, one, out), std::invalid_argument);
+}
+
+TEST(bert_monitor, decoded_streams_are_checked_on_their_own_with_their_codewords)
+{
+    // ar4ja-1024-1/2: 3072 information bits and 3 codewords per packet. The decoded stream of
+    // mmse (stream 2) and mmse's bitstream arrive on one port: they are counted apart. Packet
+    // 6 is lost (the checker skips its 3072 bits by start sample), packet 9 comes twice, and
+    // packet 12 has 5 bit errors in a failed codeword.
+    constexpr int packets = 20;
+    const auto code = dsp::fec_code::k1024_r1_2;
+    dsp::pn_generator gen(dsp::pn_pattern::pn15);
+    auto batches = test::make_pn_batches(1, packets);
+    io::bert_monitor mon({dsp::pn_pattern::pn15, std::nullopt});
+    dsp::fec_summary expected;
+    std::uint64_t seq = 0;
+    for (std::uint64_t k = 0; k < packets; ++k) {
+        auto info = pn_bytes(gen, 3072);
+        std::vector<dsp::codeword_result> results{{2, 1, 7}, {4, 1, 0}, {3, 1, 11}};
+        if (k == 12) {
+            results[1] = {50, 0, 0};
+            for (int b = 0; b < 5; ++b) info[200 + static_cast<std::size_t>(b) * 3] ^= 0x10;
+        }
+        const std::uint64_t start = 1000 + k * waveform::L_pkt;
+        mon.ingest(test::encode_packet(bitstream_format::paq, batches[0], k, 2, k, k));
+        if (k == 6) {
+            ++seq;
+            continue;
+        }
+        const auto d = decoded_datagram(code, 2, seq++, start, info, results);
+        mon.ingest(d);
+        if (k == 9) mon.ingest(d);
+        expected.add(results.data(), 3, 2048);
+    }
+    const auto s = mon.stats(io::bert_monitor::decoded_id(2));
+    EXPECT_EQ(s.code, code);
+    EXPECT_EQ(s.datagrams, packets - 1 + 1u);
+    EXPECT_EQ(s.lost, 1u);
+    EXPECT_EQ(s.duplicated, 1u);
+    EXPECT_EQ(s.packets_checked, packets - 1u);
+    EXPECT_EQ(s.packets_skipped, 1u);
+    EXPECT_EQ(s.pn.bits_checked + s.pn.bits_before_lock, (packets - 1u) * 3072u);
+    EXPECT_EQ(s.pn.bit_errors, 5u);
+    EXPECT_TRUE(s.pn.locked);
+    EXPECT_EQ(s.fec.codewords, 3u * (packets - 1));
+    EXPECT_EQ(s.fec.codewords_failed, 1u);
+    EXPECT_EQ(s.fec.iterations, expected.iterations);
+    EXPECT_EQ(s.fec.channel_bits, expected.channel_bits);
+    EXPECT_EQ(s.fec.channel_bit_errors, expected.channel_bit_errors);
+    // mmse's bitstream on its own: every packet, 6144 bits each, no errors.
+    const auto b = mon.stats(2);
+    EXPECT_EQ(b.code, dsp::fec_code::none);
+    EXPECT_EQ(b.datagrams, static_cast<std::uint64_t>(packets));
+    EXPECT_EQ(b.pn.bits_checked + b.pn.bits_before_lock, packets * data_bits);
+    EXPECT_EQ(b.pn.bit_errors, 0u);
+    EXPECT_EQ(b.fec.codewords, 0u);
+    EXPECT_EQ(mon.active_streams(), 2);
+    EXPECT_THROW((void)mon.stats(io::bert_monitor::tracked_streams), std::out_of_range);
 }
 
 TEST(bitstream, format_names_parse)

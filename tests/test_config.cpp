@@ -1491,6 +1491,47 @@ TEST(daemon_config, soft_stream_destinations)
             "mmse_trellis");
 }
 
+// publisher.decoded_destinations: the decoded streams, per stream; off by default and not
+// written then; written back and read again when set; refused at their line without a code or
+// (the `_trellis` ones) without detector both, and a bad host:port named.
+TEST(daemon_config, decoded_stream_destinations)
+{
+    const auto plain = paq::config::parse_daemon_config("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-2/3\n");
+    EXPECT_FALSE(plain.publisher.any_decoded());
+    EXPECT_FALSE(contains(paq::config::to_yaml(plain), "decoded_destinations")) << paq::config::to_yaml(plain);
+
+    const auto coded = paq::config::parse_daemon_config(
+        "source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-2/3\n  detector: both\npublisher:\n  decoded_destinations:\n"
+        "    mmse: 127.0.0.1:50202\n    fde2_trellis: \"[::1]:50211\"\n");
+    EXPECT_TRUE(coded.publisher.any_decoded());
+    EXPECT_EQ(coded.publisher.udp.decoded_destinations[2], "127.0.0.1:50202");
+    EXPECT_EQ(coded.publisher.udp.decoded_destinations[11], "[::1]:50211");
+    const auto effective = coded.publisher.for_streams(coded.receiver.streams(), coded.receiver.fec);
+    EXPECT_EQ(effective.fec, paq::dsp::fec_code::k4096_r2_3);
+    EXPECT_EQ(effective.decoded_destinations[11], "[::1]:50211");
+    EXPECT_TRUE(coded.publisher.for_streams(6, coded.receiver.fec).decoded_destinations[11].empty());
+    const auto text = paq::config::to_yaml(coded);
+    EXPECT_TRUE(contains(text, "  decoded_destinations:\n    mmse: \"127.0.0.1:50202\"\n    fde2_trellis: \"[::1]:50211\"\n")) << text;
+    EXPECT_EQ(paq::config::to_yaml(paq::config::parse_daemon_config(text)), text);
+
+    const auto refused = [](const std::string& yaml, const std::string& expected) {
+        try {
+            (void)paq::config::parse_daemon_config(yaml, "t.yaml");
+            ADD_FAILURE() << "accepted: " << yaml;
+        } catch (const std::exception& e) {
+            EXPECT_TRUE(contains(e.what(), expected)) << e.what();
+        }
+    };
+    refused("source:\n  type: vita49\npublisher:\n  decoded_destinations:\n    mmse: 127.0.0.1:50202\n",
+            "t.yaml:5: publisher.decoded_destinations.mmse: a decoded stream, but receiver.fec is none");
+    refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-1/2\npublisher:\n  decoded_destinations:\n    zf_trellis: 127.0.0.1:1\n",
+            "t.yaml:7: publisher.decoded_destinations.zf_trellis: a trellis stream, but receiver.detector is sxs");
+    refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-1/2\npublisher:\n  decoded_destinations:\n    cma: 127.0.0.1\n",
+            "decoded_destinations[3] (cma): destination '127.0.0.1' has no ':port'");
+    refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-1/2\npublisher:\n  decoded_destinations:\n    mmse_soft: 127.0.0.1:1\n",
+            "mmse_soft");
+}
+
 // paqd.yaml(5) from the schema: every section a .SH and every key a .B line, in order, with
 // no line that roff would read as a request by accident.
 TEST(ConfigSchema, TheManPageListsEverySectionAndKey) {

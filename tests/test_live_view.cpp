@@ -89,6 +89,32 @@ std::vector<cf32> simulate_at(double rate, double ebn0_db, std::uint64_t seed, s
 
 }  // namespace
 
+TEST(live_view, history_holds_a_coded_links_codewords_and_failures_per_second)
+{
+    // receiver.fec: each second's codewords and failed ones per stream, from the tally's
+    // counters (the page's FER column sums the last 10 s); all 0 on an uncoded link.
+    fake_counters c;
+    daemon::live_view view(view_options(), [&] { return c.snap; });
+    view.tick();
+    c.add(10, 61440, 0, 1e-4);
+    view.tick();
+    for (std::size_t p = 0; p < c.snap.engine.tally.paths.size(); ++p) {
+        auto& f = c.snap.engine.tally.paths[p].fec;
+        f.codewords += 30;
+        f.codewords_failed += p;
+    }
+    c.add(10, 61440, 0, 1e-4);
+    view.tick();
+    const auto d = json::parse(view.data_json());
+    ASSERT_EQ(d["history"]["t_s"].size(), 2u);
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        EXPECT_EQ(d["history"]["codewords"][p][0], 0) << p;
+        EXPECT_EQ(d["history"]["codewords_failed"][p][0], 0) << p;
+        EXPECT_EQ(d["history"]["codewords"][p][1], 30) << p;
+        EXPECT_EQ(d["history"]["codewords_failed"][p][1], p) << p;
+    }
+}
+
 TEST(live_view, history_holds_each_seconds_ber_and_dqm_from_the_counters)
 {
     fake_counters c;
@@ -350,6 +376,7 @@ TEST(live_view, the_server_answers_each_route_and_names_them_where_none_matches)
     EXPECT_NE(page.find("Content-Type: text/html; charset=utf-8\r\n"), std::string::npos);
     EXPECT_NE(page.find("Content-Security-Policy: default-src 'none'\r\n"), std::string::npos);
     EXPECT_NE(page.find("<canvas id=\"ber-chart\""), std::string::npos);
+    EXPECT_NE(page.find("<th>FER (coded link)</th>"), std::string::npos);
     // Self-contained: nothing loaded from elsewhere.
     EXPECT_EQ(page.find("src=\"http"), std::string::npos);
     EXPECT_EQ(page.find("href=\"http"), std::string::npos);

@@ -297,6 +297,142 @@ TEST(udp_publisher, soft_streams_carry_the_trellis_llrs_of_each_listed_path)
     }
 }
 
+TEST(udp_publisher, decoded_streams_carry_each_listed_streams_information_bits_and_codewords)
+{
+    // publisher.decoded_destinations with receiver.fec ar4ja-1024-1/2: one datagram per packet
+    // per listed stream, its sequence its own, its bytes the batch's decoded information bits
+    // and codeword results. mmse's decoded stream shares mmse's bitstream port (told apart by
+    // payload type); fde1's has a port of its own. Unpaced (the streams on threads of their
+    // own) and paced (one by one) send the same datagrams.
+    const auto code = dsp::fec_code::k1024_r1_2;
+    const dsp::fec_framing f = *dsp::framing_for(code);
+    for (const double pacing : {0.0, 1e6}) {
+        SCOPED_TRACE(pacing == 0.0 ? "unpaced" : "paced");
+        udp_receiver mmse_rx, fde1_rx;
+        io::udp_publisher_config c;
+        c.send_buffer_bytes = 1 << 20;
+        c.max_datagrams_per_second = pacing;
+        c.destinations[2] = mmse_rx.destination();
+        c.decoded_destinations[2] = mmse_rx.destination();
+        c.decoded_destinations[4] = fde1_rx.destination();
+        c.fec = code;
+        io::udp_publisher pub(c);
+        EXPECT_TRUE(pub.decoded_enabled(2));
+        EXPECT_TRUE(pub.decoded_enabled(4));
+        EXPECT_FALSE(pub.decoded_enabled(0));
+        EXPECT_FALSE(pub.enabled(4));
+        EXPECT_NE(pub.describe().find("decoded (ar4ja-1024-1/2) of mmse=" + mmse_rx.destination() + " fde1="), std::string::npos)
+            << pub.describe();
+
+        auto batches = test::make_pn_batches(2, 20);
+        for (auto& b : batches) {
+            b.size_fec(b.packets.size(), f);
+            for (std::size_t i = 0; i < b.decoded.size(); ++i) b.decoded[i] = static_cast<std::uint8_t>(i * 7 + b.batch_index);
+            for (std::size_t i = 0; i < b.codewords.size(); ++i) {
+                b.codewords[i] = {static_cast<std::uint8_t>(1 + i % 50), static_cast<std::uint8_t>(i % 9 != 4),
+                                  static_cast<std::uint16_t>(i % 300)};
+            }
+        }
+        // A batch not decoded (a receiver without the code: the caller's bug) has its
+        // bitstreams sent; each decoded datagram it cannot make is a counted failed send.
+        auto plain = batches[0];
+        plain.decoded.clear();
+        plain.codewords.clear();
+        plain.fec_codewords = plain.fec_info_bytes = 0;
+        EXPECT_NO_THROW(pub.publish(plain));
+        for (std::size_t k = 0; k < plain.packets.size(); ++k) {
+            const auto d = mmse_rx.receive(2000);
+            ASSERT_TRUE(d.has_value());
+            EXPECT_FALSE(io::decode_datagram(*d).datagram.fec.has_value());
+        }
+        EXPECT_FALSE(fde1_rx.receive(50).has_value());
+        EXPECT_EQ(pub.decoded_counters(4).send_errors.load(), 20u);
+
+        for (const auto& b : batches) pub.publish(b);
+        std::uint64_t index = 20;
+        std::size_t bitstreams = 0;
+        std::vector<std::vector<std::uint8_t>> mmse_decoded;
+        while (const auto d = mmse_rx.receive(500)) {
+            const auto r = io::decode_datagram(*d);
+            ASSERT_TRUE(r.ok()) << r.error;
+            if (r.datagram.fec) {
+                mmse_decoded.push_back(*d);
+            } else {
+                ++bitstreams;
+            }
+        }
+        EXPECT_EQ(bitstreams, 40u);
+        for (const int s : {2, 4}) {
+            SCOPED_TRACE("stream " + std::to_string(s));
+            std::uint64_t k_all = index;
+            for (const auto& b : batches) {
+                for (std::size_t k = 0; k < b.packets.size(); ++k, ++k_all) {
+                    std::vector<std::uint8_t> d;
+                    if (s == 2) {
+                        ASSERT_LT(k_all - index, mmse_decoded.size());
+                        d = mmse_decoded[k_all - index];
+                    } else {
+                        auto got = fde1_rx.receive(2000);
+                        ASSERT_TRUE(got.has_value());
+                        d = *got;
+                    }
+                    ASSERT_EQ(d.size(), io::decoded_datagram_bytes(f));
+                    const auto r = io::decode_datagram(d);
+                    ASSERT_TRUE(r.ok()) << r.error;
+                    const auto& h = r.datagram.header;
+                    EXPECT_EQ(h.stream_id, s);
+                    EXPECT_EQ(h.sequence, k_all);  // the 20 packets of the batch not decoded count in it
+                    EXPECT_EQ(h.packet_index, k_all);
+                    EXPECT_EQ(h.start_sample, b.packets[k].start_sample);
+                    EXPECT_EQ(h.bep_estimate, b.packets[k].paths[static_cast<std::size_t>(s)].bep_estimate);
+                    ASSERT_TRUE(r.datagram.fec.has_value());
+                    EXPECT_EQ(r.datagram.fec->code, code);
+                    EXPECT_TRUE(std::equal(r.datagram.bits.begin(), r.datagram.bits.end(), b.packet_decoded(k, s)));
+                    ASSERT_EQ(r.datagram.fec->codewords, 3);
+                    for (int cw = 0; cw < 3; ++cw) {
+                        const auto& want = b.packet_codewords(k, s)[cw];
+                        const auto& got = r.datagram.fec->results[static_cast<std::size_t>(cw)];
+                        EXPECT_EQ(got.iterations, want.iterations);
+                        EXPECT_EQ(got.converged, want.converged);
+                        EXPECT_EQ(got.channel_errors, want.converged ? want.channel_errors : 0);
+                    }
+                }
+            }
+        }
+        EXPECT_EQ(mmse_decoded.size(), 40u);
+        for (const int s : {2, 4}) {
+            const auto& cnt = pub.decoded_counters(s);
+            EXPECT_EQ(cnt.packets_published.load(), 60u);
+            EXPECT_EQ(cnt.datagrams_sent.load(), 40u);
+            EXPECT_EQ(cnt.send_errors.load(), 20u);
+            EXPECT_EQ(cnt.bytes_sent.load(), 40u * io::decoded_datagram_bytes(f));
+        }
+        EXPECT_EQ(pub.decoded_counters(0).packets_published.load(), 0u);
+        EXPECT_THROW((void)pub.decoded_counters(12), std::out_of_range);
+    }
+
+    // Decoded streams without a framed code are refused at construction, naming the field.
+    io::udp_publisher_config c;
+    c.destinations[0] = "127.0.0.1:5000";
+    c.decoded_destinations[1] = "127.0.0.1:5001";
+    for (const auto fec : {dsp::fec_code::none, dsp::fec_code::k4096_r4_5}) {
+        c.fec = fec;
+        try {
+            io::udp_publisher p(c);
+            FAIL() << "no exception";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find("decoded_destinations: the decoded streams need a framed code, but fec is " +
+                                                 std::string(dsp::to_string(fec))),
+                      std::string::npos)
+                << e.what();
+        }
+    }
+    c.decoded_destinations[1] = "nowhere";
+    const auto e = c.validate();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_NE(e[0].find("decoded_destinations[1] (zf): destination 'nowhere' has no ':port'"), std::string::npos) << e[0];
+}
+
 TEST(udp_publisher_config, a_bad_soft_stream_destination_is_named)
 {
     io::udp_publisher_config c;

@@ -832,6 +832,100 @@ TEST_F(report_test, gaps_and_losses_are_marked_on_every_time_axis_where_they_are
 // at the link's rate, not the rows' median (twice that), so every lost packet is counted; the
 // header gives the losses as paqd counted them and names the file. A counters file that is
 // not paqd's is refused naming it.
+// paqd's receiver.fec adds three columns per stream (`_codewords_failed`, `_iterations`,
+// `_channel_errors`); the counters file names the code (records.fec). The report sums them
+// exactly and sets the decoded and channel bits side by side; without the counters the rates
+// that need the code's size read n/a.
+TEST_F(report_test, a_coded_links_codewords_are_summed_and_set_beside_the_decoded_ber)
+{
+    const auto file = path("coded-packets.csv");
+    constexpr std::uint64_t rows = 400;
+    {
+        csv_writer w(file);
+        std::string h = packets_header(n_paths);
+        for (const auto n : path_names) {
+            if (n.find("trellis") != std::string_view::npos) break;
+            h += "," + std::string(n) + "_codewords_failed," + std::string(n) + "_iterations," + std::string(n) + "_channel_errors";
+        }
+        w.raw(h);
+        w.end_row();
+        for (std::uint64_t i = 0; i < rows; ++i) {
+            packet_record r{};
+            fill_estimates(r, i, static_cast<double>(i) / packets_per_s);
+            w.num(i), w.num(1), w.num(r.time_s), w.num(r.batch), w.num(r.start_sample), w.num(r.metric), w.num(r.cfo_hz);
+            w.num(r.sigma2), w.num(r.ebn0_db), w.num(r.channel_energy), w.num(r.delay_spread_ns), w.num(r.zf_condition), w.num(0);
+            for (std::size_t p = 0; p < n_paths; ++p) {
+                // 3072 decoded bits a packet; path p fails a codeword every (p + 2)th packet, with 100 errors.
+                const bool fails = i % (p + 2) == 0;
+                w.num(3072), w.num(fails ? 100 : 0), w.num(1e-3), w.num(0);
+            }
+            for (std::size_t p = 0; p < n_paths; ++p) {
+                const bool fails = i % (p + 2) == 0;
+                w.num(fails ? 1 : 0), w.num(fails ? 60 : 12), w.num(fails ? 20 : 30);
+            }
+            w.end_row();
+        }
+    }
+    const auto counters = path("coded-counters.json");
+    std::ofstream(counters) << nlohmann::json{{"packets_found", rows},
+                                              {"gaps", 0},
+                                              {"samples_lost_in_gaps", 0},
+                                              {"packets_missed_in_sequence", 0},
+                                              {"records",
+                                               {{"packet_spacing_s", 1 / packets_per_s},
+                                                {"fec", {{"code", "ar4ja-1024-1/2"}, {"n", 2048}, {"k", 1024}, {"codewords_per_packet", 3}}}}}}
+                                   .dump();
+    const auto c = read_run_counters(counters);
+    ASSERT_TRUE(c.fec.has_value());
+    EXPECT_EQ(c.fec->code, "ar4ja-1024-1/2");
+    EXPECT_EQ(c.fec->n, 2048u);
+    EXPECT_EQ(c.fec->codewords_per_packet, 3u);
+    report_options o;
+    o.fec = c.fec;
+    const auto d = read_packets_file(file, o);
+    ASSERT_TRUE(d.coded);
+    for (std::size_t p = 0; p < n_paths; ++p) {
+        SCOPED_TRACE(std::string(path_names[p]));
+        std::uint64_t failed = 0;
+        for (std::uint64_t i = 0; i < rows; ++i) failed += i % (p + 2) == 0 ? 1 : 0;
+        EXPECT_EQ(d.paths[p].sums.codewords_failed, failed);
+        EXPECT_EQ(d.paths[p].sums.iterations, failed * 60 + (rows - failed) * 12);
+        EXPECT_EQ(d.paths[p].sums.channel_errors, failed * 20 + (rows - failed) * 30);
+        EXPECT_EQ(d.paths[p].sums.errors, failed * 100);
+    }
+    page_inputs in;
+    in.counters = c;
+    in.packets_path = file;
+    in.no_channel_reason = "none";
+    const auto html = render_html(d, in);
+    EXPECT_NE(html.find("Decoded and channel bits side by side"), std::string::npos);
+    EXPECT_NE(html.find("<code>ar4ja-1024-1/2</code> (3 codewords of 2048 bits per packet)"), std::string::npos);
+    // none: a failed codeword every 2nd packet, 200 of 1200 codewords: FER 0.1667; iterations
+    // (200 x 60 + 200 x 12) / 1200 = 12; channel BER (200 x 20 + 200 x 30) / (1000 x 2048) = 4.883e-3.
+    EXPECT_NE(html.find("<td>1&#8239;200</td><td>200</td><td>0.167</td><td>12.00</td><td>4.88e-3</td>"),
+              std::string::npos)
+        << html.substr(html.find("Decoded and channel bits"), 2000);
+
+    // Without the code's size (no counters): the counts, and n/a for the rates.
+    const auto bare = read_packets_file(file);
+    page_inputs no_counters;
+    no_counters.packets_path = file;
+    no_counters.no_channel_reason = "none";
+    const auto html2 = render_html(bare, no_counters);
+    EXPECT_NE(html2.find("paqd's counters were not read, so its size is unknown"), std::string::npos);
+    EXPECT_NE(html2.find("<td>n/a</td><td>200</td><td>n/a</td>"), std::string::npos);
+    // A malformed records.fec is named.
+    const auto bad = path("bad-fec-counters.json");
+    std::ofstream(bad) << R"({"packets_found": 1, "gaps": 0, "samples_lost_in_gaps": 0, "packets_missed_in_sequence": 0,
+                            "records": {"fec": {"code": "ar4ja-1024-1/2", "n": 0, "k": 1024, "codewords_per_packet": 3}}})";
+    try {
+        (void)read_run_counters(bad);
+        ADD_FAILURE() << "a zero codeword size was read";
+    } catch (const input_error& x) {
+        EXPECT_NE(std::string(x.what()).find("records.fec.n is not a codeword size or count"), std::string::npos) << x.what();
+    }
+}
+
 TEST_F(report_test, the_counters_file_gives_the_spacing_and_the_losses_as_paqd_counted_them)
 {
     std::vector<packet_record> rows;

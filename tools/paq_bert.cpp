@@ -301,6 +301,7 @@ private:
         io_.stop();
     }
 
+    /// Bitstream s (0 .. 11) has a row: it was received, had malformed datagrams or has a port.
     [[nodiscard]] bool shown(int s) const
     {
         if (monitor_.stats(s).active() || monitor_.stats(s).malformed > 0) return true;
@@ -308,6 +309,16 @@ private:
             if (l->stream == s) return true;
         }
         return false;
+    }
+
+    /// The decoded streams (paqd's publisher.decoded_destinations) received: their stream ids.
+    [[nodiscard]] std::vector<int> decoded_streams() const
+    {
+        std::vector<int> v;
+        for (int s = 0; s < io::bitstream_streams; ++s) {
+            if (monitor_.stats(io::bert_monitor::decoded_id(s)).active()) v.push_back(s);
+        }
+        return v;
     }
 
     void print_table(bool final) const
@@ -330,6 +341,28 @@ private:
                         static_cast<unsigned long long>(st.reordered), static_cast<unsigned long long>(st.malformed),
                         st.pn.locked ? "yes" : "no", static_cast<unsigned long long>(st.pn.resyncs),
                         static_cast<unsigned long long>(st.sender_restarts));
+        }
+        // A coded link's decoded streams: their information bits checked, their codewords counted,
+        // and the channel's BER before decoding (the converged codewords' received bits that
+        // the decoder corrected). The same stream's bitstream carries the coded bits, which no
+        // PN checker can follow.
+        const std::vector<int> decoded = decoded_streams();
+        if (!decoded.empty()) {
+            std::printf("decoded streams (receiver.fec):\n%-4s %-12s %-15s %10s %13s %10s %10s %9s %7s %9s %6s %10s %8s %6s %5s %6s\n",
+                        "id", "path", "code", "packets", "bits", "errors", "BER", "codewords", "failed", "FER", "iter",
+                        "chan BER", "lost", "dup", "lock", "resync");
+        }
+        for (int s : decoded) {
+            const io::bert_stream_stats st = monitor_.stats(io::bert_monitor::decoded_id(s));
+            std::printf("%-4d %-12s %-15s %10llu %13llu %10llu %10.3e %9llu %7llu %9.3e %6.2f %10.3e %8llu %6llu %5s %6llu\n", s,
+                        dsp::stream_name(s), std::string(dsp::to_string(st.code)).c_str(),
+                        static_cast<unsigned long long>(st.datagrams), static_cast<unsigned long long>(st.pn.bits_checked),
+                        static_cast<unsigned long long>(st.pn.bit_errors), st.ber(),
+                        static_cast<unsigned long long>(st.fec.codewords), static_cast<unsigned long long>(st.fec.codewords_failed),
+                        st.fec.fer(), st.fec.mean_iterations(),
+                        st.fec.channel_ber(),
+                        static_cast<unsigned long long>(st.lost), static_cast<unsigned long long>(st.duplicated),
+                        st.pn.locked ? "yes" : "no", static_cast<unsigned long long>(st.pn.resyncs));
         }
         // paqd's receiver.detector both: each path's two detectors side by side, on the same
         // packets (the ratio is the trellis's BER over the symbol-by-symbol detector's).
@@ -384,6 +417,35 @@ private:
                                {"last_bep_estimate", st.last_bep_estimate},
                                {"last_dqm", st.last_dqm ? nlohmann::json(*st.last_dqm) : nlohmann::json(nullptr)}});
         }
+        nlohmann::json decoded = nlohmann::json::array();
+        for (int s : decoded_streams()) {
+            const io::bert_stream_stats st = monitor_.stats(io::bert_monitor::decoded_id(s));
+            decoded.push_back({{"stream", s},
+                               {"path", dsp::stream_name(s)},
+                               {"code", std::string(dsp::to_string(st.code))},
+                               {"datagrams", st.datagrams},
+                               {"bytes", st.bytes},
+                               {"bits_checked", st.pn.bits_checked},
+                               {"bit_errors", st.pn.bit_errors},
+                               {"ber", st.ber()},
+                               {"bits_before_lock", st.pn.bits_before_lock},
+                               {"locked", st.pn.locked},
+                               {"resyncs", st.pn.resyncs},
+                               {"sender_restarts", st.sender_restarts},
+                               {"lost", st.lost},
+                               {"duplicated", st.duplicated},
+                               {"reordered", st.reordered},
+                               {"packets_checked", st.packets_checked},
+                               {"packets_skipped", st.packets_skipped},
+                               {"codewords", st.fec.codewords},
+                               {"codewords_failed", st.fec.codewords_failed},
+                               {"fer", st.fec.fer()},
+                               {"iterations", st.fec.iterations},
+                               {"mean_iterations", st.fec.mean_iterations()},
+                               {"channel_bits", st.fec.channel_bits},
+                               {"channel_bit_errors", st.fec.channel_bit_errors},
+                               {"channel_ber", st.fec.channel_ber()}});
+        }
         nlohmann::json detectors = nlohmann::json::array();
         for (const auto& [p, sxs, trellis] : detector_pairs()) {
             detectors.push_back({{"path", dsp::path_name(p)},
@@ -405,6 +467,7 @@ private:
                 {"receive_errors", receive_errors_},
                 {"active_streams", monitor_.active_streams()},
                 {"streams", streams},
+                {"decoded_streams", decoded},
                 {"detectors", detectors}};
     }
 
@@ -490,7 +553,7 @@ int main(int argc, char** argv)
     app.add_option("--idle-timeout", o.idle_timeout_s,
                    "Stop when nothing arrived for this many seconds after the first datagram, 0 = off")
         ->capture_default_str();
-    app.add_option("--expect-streams", o.expect_streams, "Streams that must be active for a clean run, 0 .. 12")
+    app.add_option("--expect-streams", o.expect_streams, "Streams that must be active for a clean run, 0 .. 24 (bitstreams and decoded streams)")
         ->capture_default_str();
     app.add_option("--json", o.json, "Write the summary as JSON to this file");
     app.add_option("--rcvbuf", o.rcvbuf_bytes, "SO_RCVBUF bytes per socket")->capture_default_str();
@@ -505,9 +568,9 @@ int main(int argc, char** argv)
         if (!(o.idle_timeout_s >= 0.0)) {
             throw std::invalid_argument("--idle-timeout = " + std::to_string(o.idle_timeout_s) + " is out of range (allowed: >= 0)");
         }
-        if (o.expect_streams < 0 || o.expect_streams > io::bitstream_streams) {
+        if (o.expect_streams < 0 || o.expect_streams > io::bert_monitor::tracked_streams) {
             throw std::invalid_argument("--expect-streams = " + std::to_string(o.expect_streams) +
-                                        " is out of range (allowed: 0 .. 12)");
+                                        " is out of range (allowed: 0 .. 24)");
         }
         if (o.rcvbuf_bytes < 4096 || o.rcvbuf_bytes > (std::size_t{1} << 30)) {
             throw std::invalid_argument("--rcvbuf = " + std::to_string(o.rcvbuf_bytes) +

@@ -148,6 +148,7 @@ int main(int argc, char** argv)
         if (!counters_path.empty()) {
             page.counters = read_run_counters(counters_path);
             options.packet_spacing_s = page.counters->packet_spacing_s;
+            options.fec = page.counters->fec;
         }
 
         const auto t0 = std::chrono::steady_clock::now();

@@ -5,7 +5,7 @@
 #
 #   tests/e2e/e2e.sh BUILD_DIR CASE
 #     CASE: tcp | vita49-drops | zmq-drops | udp-gnuradio-drops | stall | sigterm | notify |
-#           hostile | rates | both | detectors   (the cases tests/CMakeLists.txt runs as e2e.CASE)
+#           hostile | rates | both | detectors | coded   (the cases tests/CMakeLists.txt runs as e2e.CASE)
 #
 # Each case prints what it compares and exits non-zero on the first mismatch.
 set -euo pipefail
@@ -39,6 +39,7 @@ write_config() {  # $1: source section (YAML); DETECTOR: receiver.detector (sxs)
 receiver:
   batch_samples: $batch
   detector: ${DETECTOR:-sxs}
+  fec: ${FEC:-none}
 source:
 $1
 pipeline:
@@ -54,6 +55,12 @@ publisher:
 $(if [[ ${DETECTOR:-sxs} == both ]]; then
     k=6
     for p in none zf mmse cma fde1 fde2; do echo "    ${p}_trellis: \"127.0.0.1:$((bert_port + k))\""; k=$((k + 1)); done
+  fi)
+$(if [[ -n ${FEC:-} ]]; then
+    # Each stream's decoded information bits to its bitstream's port (the payload type tells them apart).
+    echo "  decoded_destinations:"
+    k=0
+    for p in none zf mmse cma fde1 fde2; do echo "    $p: \"127.0.0.1:$((bert_port + k))\""; k=$((k + 1)); done
   fi)
 $(if [[ -n ${LLR_PORTS:-} ]]; then
     read -r mmse_port fde2_port <<< "$LLR_PORTS"
@@ -629,6 +636,56 @@ for pt in range(2):
         assert (b[k + 6]["path"], b[k + 6]["bits"], b[k + 6]["errors"]) == (t["path"] + "_trellis", t["bits"], t["errors"]), (b[k + 6], t)
 print("paq-ber-curve --detector both: twelve streams per point, equal to the sxs and trellis curves")
 EOF2
+  ;;
+coded)
+  # receiver.fec: a coded link (ar4ja-1024-1/2, 3 codewords per packet; edwards3 at 9 dB, 25 MS/s,
+  # +30 ppm) over TCP. Every stream's decoded information bits go to paq-bert on its bitstream's
+  # port: paq-bert's decoded streams count the bits, errors and codewords paqd counted, which
+  # equal the offline replay's (the code read from the recording's paq:fec); the records carry
+  # the codewords and paq-report sets decoded and channel bits side by side.
+  "$sim" --preset edwards3 --ebn0-db 9 --cfo-hz -25000 --seconds 0.25 --seed 5077 --sample-rate 25e6 --clock-ppm 30 \
+    --ldpc ar4ja-1024-1/2 --output "$work/rec" > /dev/null
+  offline offline --records "$work/coded"
+  grep -q "fec ar4ja-1024-1/2 (from paq:fec)" "$work/offline.txt" || fail "the replay did not take the recording's code: $(head -5 "$work/offline.txt")"
+  FEC=ar4ja-1024-1/2 write_config "  type: tcp
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 25000000, end_on_close: true}"
+  start_bert
+  start_paqd
+  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
+    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
+  wait_paqd
+  wait_bert
+  python3 - "$work" <<'EOF2' || fail "decoded streams against paqd's tally and the replay"
+import json, sys
+work = sys.argv[1]
+live, off, bert = (json.load(open(f"{work}/{n}.json")) for n in ("live", "offline", "bert"))
+assert off["fec"] == "ar4ja-1024-1/2" and off["fec_from"] == "paq:fec", (off["fec"], off["fec_from"])
+assert live["packets_found"] == off["packets_found"] > 300, (live["packets_found"], off["packets_found"])
+dec = bert["decoded_streams"]
+assert [d["path"] for d in dec] == ["none", "zf", "mmse", "cma", "fde1", "fde2"], [d["path"] for d in dec]
+assert len(live["paths"]) == len(off["paths"]) == 6
+failed = 0
+for d, p, o in zip(dec, live["paths"], off["paths"]):
+    assert d["code"] == "ar4ja-1024-1/2" and d["lost"] == 0 and d["duplicated"] == 0 and d["reordered"] == 0, d
+    mine = (d["bits_checked"], d["bit_errors"], d["codewords"], d["codewords_failed"], d["iterations"], d["channel_bit_errors"])
+    theirs = (p["bits"], p["bit_errors"], p["fec_codewords"], p["fec_codewords_failed"], p["fec_iterations"], p["fec_channel_bit_errors"])
+    replay = (o["bits"], o["bit_errors"], o["fec_codewords"], o["fec_codewords_failed"], o["fec_iterations"], o["fec_channel_bit_errors"])
+    print(f"  {p['path']:5} decoded {d['bit_errors']:6}/{d['bits_checked']:8}  codewords {d['codewords']} failed {d['codewords_failed']}"
+          f"  iterations {d['mean_iterations']:.2f}  channel BER {d['channel_ber']:.2e}")
+    assert mine == theirs, (p["path"], "paq-bert", mine, "paqd", theirs)
+    assert theirs == replay, (p["path"], "live", theirs, "replay", replay)
+    assert p["fec_codewords"] == 3 * live["packets_found"], (p["fec_codewords"], live["packets_found"])
+    failed += d["codewords_failed"]
+assert dec[2]["codewords_failed"] == 0 and dec[2]["bit_errors"] == 0, dec[2]
+assert 0 < failed, "every codeword of every path decoded: the test would not see a failure counted"
+assert live["decoded_datagrams_sent"] == 6 * live["packets_found"] and live["decoded_send_errors"] == 0, live
+assert [s["datagrams"] for s in bert["streams"]] == [live["packets_found"]] * 6, [s["datagrams"] for s in bert["streams"]]
+print(f"paq-bert: six decoded streams beside six bitstreams on six ports, equal to paqd's counts and the replay's ({failed} failed codewords)")
+EOF2
+  "$build/tools/paq-report" "$work/coded" -o "$work/coded.html" > "$work/report.log" 2>&1 || fail "paq-report: $(cat "$work/report.log")"
+  grep -q "Decoded and channel bits side by side" "$work/coded.html" || fail "the report has no table of decoded and channel bits"
+  grep -q "<code>ar4ja-1024-1/2</code> (3 codewords of 2048 bits per packet)" "$work/coded.html" || fail "the report does not name the code"
+  echo "paq-report: decoded and channel bits side by side"
   ;;
 *)
   echo "unknown case $case_name" >&2

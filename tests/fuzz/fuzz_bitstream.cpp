@@ -11,7 +11,8 @@
 // every datagram once, valid or malformed, and never checks more packets than it received.
 // An LLR datagram the LLR decoder accepts has its 6144 LLRs inside it, is not also accepted
 // as a bitstream, and (current version, header of the current length) encodes back to the
-// same bytes.
+// same bytes. A decoded stream's datagram (payload type 3) has its code's information bytes
+// and codeword records, and (likewise, its failed codewords without channel errors) encodes back.
 #include "io/bert_monitor.hpp"
 #include "io/bitstream.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
@@ -42,9 +43,34 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         const io::decode_result r = io::decode_datagram(datagram);
         if (r.ok()) {
             const auto& d = r.datagram;
-            PAQ_FUZZ_CHECK(d.bits.size() == io::bitstream_payload_bytes, "bits of " + std::to_string(d.bits.size()) + " bytes");
             PAQ_FUZZ_CHECK(d.bits.data() >= datagram.data() && d.bits.data() + d.bits.size() <= datagram.data() + datagram.size(),
                            "bits outside the datagram");
+            if (d.fec) {
+                // A decoded stream's datagram: its code's information bytes and codeword records.
+                const auto framing = dsp::framing_for(d.fec->code);
+                PAQ_FUZZ_CHECK(framing.has_value(), "a decoded datagram of a code without a framing");
+                PAQ_FUZZ_CHECK(d.bits.size() == static_cast<std::size_t>(framing->info_bytes()) && d.fec->codewords == framing->codewords,
+                               "a decoded datagram's payload does not match its code");
+                PAQ_FUZZ_CHECK(datagram.size() == d.header_length + io::decoded_datagram_bytes(*framing) - io::bitstream_header_bytes,
+                               "accepted a decoded datagram of the wrong length");
+                bool failed_with_errors = false;
+                for (int c = 0; c < d.fec->codewords; ++c) {
+                    const auto& res = d.fec->results[static_cast<std::size_t>(c)];
+                    failed_with_errors |= !res.converged && res.channel_errors != 0;
+                }
+                // The encoder writes 0 channel errors for a failed codeword; otherwise the bytes come back.
+                if (d.version == io::bitstream_version && d.header_length == io::bitstream_header_bytes && !failed_with_errors) {
+                    std::vector<std::uint8_t> again(io::decoded_max_datagram_bytes);
+                    const std::size_t n = io::encode_decoded_datagram(
+                        d.header, d.fec->code, d.bits, {d.fec->results.data(), static_cast<std::size_t>(d.fec->codewords)}, again);
+                    PAQ_FUZZ_CHECK(n == datagram.size() && std::memcmp(again.data(), datagram.data(), n) == 0,
+                                   "an accepted decoded datagram does not encode back to its bytes");
+                }
+                monitor.ingest(datagram, port_stream);
+                ++ingested;
+                continue;
+            }
+            PAQ_FUZZ_CHECK(d.bits.size() == io::bitstream_payload_bytes, "bits of " + std::to_string(d.bits.size()) + " bytes");
             // A paq header may be longer than its version's (receivers skip the rest).
             const std::size_t expected = d.format == io::bitstream_format::dqe_raw ? io::datagram_bytes(d.format)
                                          : d.header_length + io::datagram_bytes(d.format) - io::bitstream_header_bytes;
@@ -84,7 +110,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                    std::to_string(monitor.datagrams_total()) + " valid + " + std::to_string(monitor.malformed_total()) +
                        " malformed != " + std::to_string(ingested) + " ingested");
     std::uint64_t per_stream = 0;
-    for (int s = 0; s < io::bitstream_streams; ++s) {
+    for (int s = 0; s < io::bert_monitor::tracked_streams; ++s) {
         const io::bert_stream_stats st = monitor.stats(s);
         per_stream += st.datagrams;
         PAQ_FUZZ_CHECK(st.packets_checked <= st.datagrams, "stream " + std::to_string(s) + " checked more packets than it received");

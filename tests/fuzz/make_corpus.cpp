@@ -453,6 +453,32 @@ void bitstream_corpus()
         add_record(b, datagram(io::bitstream_format::paq, h));
         put(t, "soft-streams", b);
     }
+    {  // decoded streams: a coded link's datagrams (payload type 3) of mmse (ar4ja-1024-1/2, one
+       // failed codeword) and mmse_trellis (ar4ja-4096-2/3) beside mmse's bitstream
+        bytes b{12};
+        io::datagram_header h;
+        h.stream_id = 2;
+        std::vector<std::uint8_t> info(384);
+        for (std::size_t i = 0; i < info.size(); ++i) info[i] = static_cast<std::uint8_t>(i * 7);
+        for (int k = 0; k < 3; ++k) {
+            h.sequence = static_cast<std::uint64_t>(k);
+            h.start_sample = 9000 + 12672 * static_cast<std::uint64_t>(k);
+            const std::vector<dsp::codeword_result> cw{{3, 1, 11}, {static_cast<std::uint8_t>(k == 2 ? 50 : 4), static_cast<std::uint8_t>(k != 2), 0}, {5, 1, 40}};
+            std::vector<std::uint8_t> d(io::decoded_max_datagram_bytes);
+            d.resize(io::encode_decoded_datagram(h, dsp::fec_code::k1024_r1_2, info, cw, d));
+            add_record(b, d);
+        }
+        h.stream_id = 8;
+        h.sequence = 0;
+        const std::vector<std::uint8_t> info2(512, 0x5A);
+        const std::vector<dsp::codeword_result> one{{4, 1, 17}};
+        std::vector<std::uint8_t> d(io::decoded_max_datagram_bytes);
+        d.resize(io::encode_decoded_datagram(h, dsp::fec_code::k4096_r2_3, info2, one, d));
+        add_record(b, d);
+        h.stream_id = 2;
+        add_record(b, datagram(io::bitstream_format::paq, h));
+        put(t, "decoded-streams", b);
+    }
 }
 
 // ---- TCP and UDP sources -----------------------------------------------------------------

@@ -50,6 +50,9 @@ void path_sums::add(const path_record& r, std::uint64_t row_packets) noexcept
     bits += r.bits;
     errors += r.errors;
     known_errors += r.known_errors;
+    codewords_failed += r.codewords_failed;
+    iterations += r.iterations;
+    channel_errors += r.channel_errors;
     if (std::isfinite(r.bep)) {
         bep_sum += r.bep * static_cast<double>(row_packets);
         bep_packets += row_packets;
@@ -63,6 +66,9 @@ void path_sums::merge(const path_sums& o) noexcept
     bits += o.bits;
     errors += o.errors;
     known_errors += o.known_errors;
+    codewords_failed += o.codewords_failed;
+    iterations += o.iterations;
+    channel_errors += o.channel_errors;
     bep_sum += o.bep_sum;
     bep_packets += o.bep_packets;
 }
@@ -211,6 +217,7 @@ void report_builder::add(const packet_record& r)
         }
         d.ber_mode = r.has_pattern;
         d.streams = r.streams;
+        d.coded = r.coded;
         d.first_packet = r.packet;
         d.min_time_s = d.max_time_s = r.time_s;
     } else {

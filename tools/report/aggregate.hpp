@@ -48,6 +48,10 @@ struct path_sums {
     std::uint64_t known_errors = 0;
     double bep_sum = 0;             ///< sum of bep * packets over rows whose bep is finite
     std::uint64_t bep_packets = 0;  ///< packets of those rows
+    /// A coded link's rows (path_record): failed codewords, decoder iterations, channel errors.
+    std::uint64_t codewords_failed = 0;
+    std::uint64_t iterations = 0;
+    std::uint64_t channel_errors = 0;
 
     void add(const path_record& r, std::uint64_t row_packets) noexcept;
     void merge(const path_sums& o) noexcept;
@@ -147,6 +151,9 @@ struct report_options {
     /// the chain's rate); 0: estimated from the rows (the median interval between them, which
     /// a lossy run lengthens).
     double packet_spacing_s = 0;
+    /// A coded link's code (paqd's counters, records.fec): codewords per packet and their size,
+    /// for the frame error rate and the channel's BER before decoding.
+    std::optional<coded_link> fec;
 };
 
 /// What the summary table shows for one path.
@@ -200,6 +207,8 @@ struct report_data {
     /// Streams of the run: 6 paths, or 12 when paqd ran receiver.detector both (the six paths
     /// decided symbol by symbol, then by the trellis). paths[0 .. streams) are used.
     std::size_t streams = n_paths;
+    /// The rows carry a coded link's columns (paqd's receiver.fec): the BER counts decoded bits.
+    bool coded = false;
     std::array<path_summary, max_streams> paths{};
     std::vector<std::size_t> ranking;  ///< stream indices, best first (streams of them)
 

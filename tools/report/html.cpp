@@ -650,6 +650,50 @@ void detectors_table(std::string& h, const report_data& d)
          ", so the ratio compares the detectors and nothing else.</p>\n";
 }
 
+/// A coded link (paqd's receiver.fec): each stream's decoded information bits beside what its
+/// detector gave the decoder.
+void coded_table(std::string& h, const report_data& d)
+{
+    const auto& fec = d.options.fec;
+    const bool ber = d.ber_mode;
+    h += "<h3>Decoded and channel bits side by side</h3>\n<div class=\"scroll\"><table class=\"summary\">\n<tr><th class=\"l\">path</th>";
+    if (ber) h += "<th>BER after decoding</th><th>errors after decoding</th>";
+    h += "<th>codewords</th><th>failed</th><th>FER</th><th>mean iterations</th><th>channel BER before decoding<sup>a</sup></th>"
+         "<th>channel errors<sup>a</sup></th></tr>\n";
+    for (std::size_t p = 0; p < d.streams; ++p) {
+        const auto& s = d.paths[p].sums;
+        h += "<tr><td class=\"l\">" + swatch(p) + name_of(p) + "</td>";
+        if (ber) h += "<td>" + format_rate(s.ber()) + "</td><td>" + format_count(s.errors) + "</td>";
+        if (fec) {
+            const std::uint64_t codewords = s.packets * fec->codewords_per_packet;
+            const std::uint64_t converged = codewords > s.codewords_failed ? codewords - s.codewords_failed : 0;
+            h += "<td>" + format_count(codewords) + "</td><td>" + format_count(s.codewords_failed) + "</td><td>" +
+                 format_rate(codewords ? static_cast<double>(s.codewords_failed) / static_cast<double>(codewords)
+                                       : std::numeric_limits<double>::quiet_NaN()) +
+                 "</td><td>" +
+                 (codewords ? printf_string("%.2f", static_cast<double>(s.iterations) / static_cast<double>(codewords))
+                            : std::string("n/a")) +
+                 "</td><td>" +
+                 format_rate(converged ? static_cast<double>(s.channel_errors) / static_cast<double>(converged * fec->n)
+                                       : std::numeric_limits<double>::quiet_NaN()) +
+                 "</td>";
+        } else {
+            h += "<td>n/a</td><td>" + format_count(s.codewords_failed) + "</td><td>n/a</td><td>n/a</td><td>n/a</td>";
+        }
+        h += "<td>" + format_count(s.channel_errors) + "</td></tr>\n";
+    }
+    h += "</table></div>\n<p class=\"read\"><b>How to read this.</b> The link carries " +
+         (fec ? "the LDPC code <code>" + html_escape(fec->code) + "</code> (" + std::to_string(fec->codewords_per_packet) +
+                    " codewords of " + std::to_string(fec->n) + " bits per packet)"
+              : std::string("an LDPC code (paqd's counters were not read, so its size is unknown and the rates are n/a)")) +
+         ", and paqd decoded every stream's data fields: " +
+         std::string(ber ? "the BER above and in the summary counts the decoded information bits against the PN data. " : "") +
+         "A failed codeword is one whose decisions still broke a parity check after the last iteration. "
+         "<sup>a</sup> The channel's errors are the received bits of the converged codewords that the decoder "
+         "corrected: what the detector gave the decoder, counted where the decoded codeword is known; failed "
+         "codewords are left out, so on a link near the code's limit this understates the channel's BER.</p>\n";
+}
+
 void summary(std::string& h, const report_data& d)
 {
     const bool ber = d.ber_mode;
@@ -743,6 +787,7 @@ void summary(std::string& h, const report_data& d)
          "packets; the worst window tells how bad the hardest second was. Prefer a path that is best overall and "
          "also has a low worst window.</p>\n";
     if (d.streams == max_streams) detectors_table(h, d);
+    if (d.coded) coded_table(h, d);
 }
 
 /// The sentence under a time figure that explains its gap bands and loss ticks.

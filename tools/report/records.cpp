@@ -272,6 +272,11 @@ packet_reader::packet_reader(fs::path path)
         const std::string n(path_names[p]);
         path_cols_[p] = {h.at(n + "_bits"), h.at(n + "_errors"), h.at(n + "_bep"), h.at(n + "_known_errors")};
     }
+    coded_ = h.find("none_codewords_failed").has_value();
+    for (std::size_t p = 0; coded_ && p < streams_; ++p) {
+        const std::string n(path_names[p]);
+        fec_cols_[p] = {h.at(n + "_codewords_failed"), h.at(n + "_iterations"), h.at(n + "_channel_errors")};
+    }
 }
 
 bool packet_reader::next(packet_record& r)
@@ -339,7 +344,14 @@ bool packet_reader::next(packet_record& r)
                       std::to_string(pr.known_errors) + " errors among " +
                           std::to_string(known_bits_per_packet * r.packets) + " known bits");
         }
+        if (coded_) {
+            const auto [failed_col, iterations_col, channel_col] = fec_cols_[p];
+            pr.codewords_failed = parse_uint(csv_, failed_col, names_);
+            pr.iterations = parse_uint(csv_, iterations_col, names_);
+            pr.channel_errors = parse_uint(csv_, channel_col, names_);
+        }
     }
+    r.coded = coded_;
     return true;
 }
 
@@ -435,6 +447,20 @@ run_counters read_run_counters(const std::filesystem::path& path)
             const double v = s->get<double>();
             if (!(v > 0.0) || !std::isfinite(v)) throw input_error(path.string() + ": records.packet_spacing_s is not positive");
             c.packet_spacing_s = v;
+        }
+        if (const auto fec = r->find("fec"); fec != r->end()) {
+            const auto field = [&](const char* key) {
+                const auto it = fec->find(key);
+                if (it == fec->end() || !it->is_number_unsigned() || it->get<std::uint64_t>() == 0 ||
+                    it->get<std::uint64_t>() > 65536) {
+                    throw input_error(path.string() + ": records.fec." + key + " is not a codeword size or count (1 .. 65536)");
+                }
+                return it->get<std::uint64_t>();
+            };
+            if (!fec->is_object() || !fec->contains("code") || !(*fec)["code"].is_string()) {
+                throw input_error(path.string() + ": records.fec is not an object with the code's name");
+            }
+            c.fec = coded_link{(*fec)["code"].get<std::string>(), field("n"), field("k"), field("codewords_per_packet")};
         }
     }
     return c;

@@ -53,6 +53,13 @@ struct path_record {
     std::uint64_t errors = 0;        ///< bit errors among them, <= bits (0 without a pattern)
     double bep = 0;                  ///< estimated bit error probability, mean over the row's packets; may be NaN
     std::uint64_t known_errors = 0;  ///< errors among the row's packets' known bits
+    /// A coded link's (paqd's receiver.fec; the `_codewords_failed`, `_iterations` and
+    /// `_channel_errors` columns): the row's codewords that did not converge, the decoder's
+    /// iterations over all of them, and the received bits of the converged ones that the
+    /// decoder corrected. bits / errors then count the decoded information bits.
+    std::uint64_t codewords_failed = 0;
+    std::uint64_t iterations = 0;
+    std::uint64_t channel_errors = 0;
 };
 
 /// One row of <base>-packets.csv.
@@ -78,6 +85,8 @@ struct packet_record {
     bool has_pattern = true;
     /// Streams of the file: 6, or 12 when it has the `_trellis` columns (paths[0 .. streams)).
     std::size_t streams = n_paths;
+    /// The file has a coded link's columns (`none_codewords_failed` ...): path_record's codeword fields are read.
+    bool coded = false;
     std::array<path_record, max_streams> paths{};
 };
 
@@ -159,7 +168,17 @@ private:
     std::optional<std::size_t> time_utc_;  ///< the optional `time_utc` column
     std::size_t streams_ = n_paths;  ///< 12 when the header has the `_trellis` columns
     std::array<std::array<std::size_t, 4>, max_streams> path_cols_{};  ///< bits, errors, bep, known_errors
+    bool coded_ = false;  ///< the header has `none_codewords_failed`: a coded link's columns
+    std::array<std::array<std::size_t, 3>, max_streams> fec_cols_{};  ///< codewords_failed, iterations, channel_errors
     int pattern_state_ = -1;  ///< -1: not known yet (no row read), 0: no pattern, 1: pattern
+};
+
+/// The code of a coded link, as paqd's counters file names it (records.fec).
+struct coded_link {
+    std::string code;            ///< e.g. "ar4ja-4096-2/3"
+    std::uint64_t n = 0;         ///< transmitted bits per codeword
+    std::uint64_t k = 0;         ///< information bits per codeword
+    std::uint64_t codewords_per_packet = 0;
 };
 
 /// What paqd counted in the run, from <base>-counters.json (its JSON summary, written beside
@@ -179,6 +198,8 @@ struct run_counters {
     std::uint64_t samples_in_short_segments = 0;
     /// One packet's length at the chain's rate (records.packet_spacing_s); 0 when absent.
     double packet_spacing_s = 0;
+    /// A coded link's code (records.fec: paqd's receiver.fec), when the run decoded one.
+    std::optional<coded_link> fec;
 };
 
 /// Files larger than this are refused (paqd's are a few KiB).
