@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace paq::gpu {
@@ -16,33 +17,46 @@ namespace {
 constexpr int threads_per_frame = 512;
 constexpr float llr_limit = 30.0f;  // as the CPU decoder's
 /// A column's edge as the kernel reads it: its check (row) and its place in that row's list.
-constexpr int pos_bits = 5;  // rows have at most 18 edges (ar4ja-*-4/5); the signs fit a u32
+constexpr int pos_bits = 5;
 __host__ __device__ constexpr std::uint32_t col_entry(std::uint32_t row, std::uint32_t pos) { return row << pos_bits | pos; }
+/// A check's signs and the place of its smallest magnitude share a word: the signs in bits
+/// 0 .. 23 (rows have at most 18 edges, ar4ja-*-4/5), the place above.
+constexpr int max_row_degree = 24;
+constexpr int place_shift = 24;
 
-/// The shared memory a frame takes: its bits' beliefs and each check's compressed messages
-/// (the two smallest scaled magnitudes, the place of the smallest, a sign bit per edge).
+/// The shared memory a frame takes: each check's two smallest scaled magnitudes (a float2),
+/// its bits' beliefs, and each check's signs and place of the smallest (a word).
 __host__ __device__ constexpr std::size_t frame_smem_bytes(int n_full, int rows)
 {
-    return static_cast<std::size_t>(n_full) * sizeof(float) + static_cast<std::size_t>(rows) * (2 * sizeof(float) + sizeof(std::uint32_t)) +
-           static_cast<std::size_t>(rows + 3) / 4 * 4;
+    return static_cast<std::size_t>(rows) * sizeof(float2) + static_cast<std::size_t>(n_full) * sizeof(float) +
+           static_cast<std::size_t>(rows) * sizeof(std::uint32_t);
 }
+
+/// The code's graph as the kernel reads it, each list transposed (ELL) so that the threads of
+/// a warp, on consecutive checks or bits, read consecutive words: the checks' edges
+/// row_cols[j * rows + r] (edge j of check r: its bit), the bits' edges
+/// col_edges[c * n_full + v] (edge c of bit v: col_entry(check, place)), each list in the
+/// order of the matrix (the sums and minima are taken in the CPU's order), with the degrees.
+struct graph_view {
+    const std::uint16_t* __restrict__ row_cols;
+    const std::uint8_t* __restrict__ row_degree;
+    const std::uint32_t* __restrict__ col_edges;
+    const std::uint8_t* __restrict__ col_degree;
+};
 
 /// One frame per block, everything it updates in shared memory. L: the bits' beliefs, log P(0)
 /// / P(1). The check-to-bit messages are min-sum's, so a check's messages are its two smallest
 /// incoming magnitudes (scaled and limited) and a sign per edge: kept so, each message is made
 /// again where it is read, the same float the full message array held.
 __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
-    const float* __restrict__ llr, int n, int n_full, int k, int rows, const std::uint32_t* __restrict__ row_start,
-    const std::uint32_t* __restrict__ edge_col, const std::uint32_t* __restrict__ col_start, const std::uint32_t* __restrict__ col_entries,
-    int max_iterations, float alpha, std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks,
+    const float* __restrict__ llr, int n, int n_full, int k, int rows, graph_view g, int max_iterations, float alpha,
+    std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks,
     const int* __restrict__ active_packets, int frames_per_packet, std::uint8_t* __restrict__ info_packed,
     dsp::codeword_result* __restrict__ results)
 {
-    extern __shared__ float L[];
-    float* const m1 = L + n_full;  // per check: the smallest scaled magnitude
-    float* const m2 = m1 + rows;   // the second smallest
-    std::uint32_t* const signs = reinterpret_cast<std::uint32_t*>(m2 + rows);  // bit j: edge j's message negative
-    std::uint8_t* const at_min = reinterpret_cast<std::uint8_t*>(signs + rows);  // the smallest's place
+    extern __shared__ float2 mm[];  // per check: the smallest and the second smallest scaled magnitude
+    float* const L = reinterpret_cast<float*>(mm + rows);
+    std::uint32_t* const sp = reinterpret_cast<std::uint32_t*>(L + n_full);  // per check: signs | place << 24
     __shared__ int failed, channel_errors;
     const std::size_t f = blockIdx.x;
     // Frames of packets past the count (a batch's unused slots): nothing to decode.
@@ -58,16 +72,15 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
         const float l = ch[v];
         return isnan(l) ? 0.0f : fminf(fmaxf(-l, -llr_limit), llr_limit);
     };
-    // Check r's message on its edge j.
-    auto message = [&](int r, unsigned j) {
-        const float m = j == at_min[r] ? m2[r] : m1[r];
-        return (signs[r] >> j & 1u) ? -m : m;
+    // A check's message on its edge j, from its two magnitudes m and its word w.
+    auto message = [](float2 m, std::uint32_t w, unsigned j) {
+        const float v = j == (w >> place_shift) ? m.y : m.x;
+        return (w >> j & 1u) ? -v : v;
     };
     for (int v = threadIdx.x; v < n_full; v += blockDim.x) L[v] = channel(v);
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-        m1[r] = m2[r] = 0.0f;
-        signs[r] = 0u;
-        at_min[r] = 0;
+        mm[r] = make_float2(0.0f, 0.0f);
+        sp[r] = 0u;
     }
     __syncthreads();
     // Iteration i: every check (its messages from the beliefs of iteration i - 1), then every
@@ -78,33 +91,36 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
     while (true) {
         int bad = 0;
         for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-            const std::uint32_t e0 = row_start[r], e1 = row_start[r + 1];
+            const unsigned degree = g.row_degree[r];
+            const float2 m = mm[r];
+            const std::uint32_t w = sp[r];
+            const unsigned at = w >> place_shift;
+            // The kernel is bound by its integer and logic instructions: the edge's column walks
+            // by pointer, its old message's sign and the new one's by shifting words.
+            const std::uint16_t* col = g.row_cols + r;
+            std::uint32_t old_signs = w, bit = 1u;
             float min1 = INFINITY, min2 = INFINITY;
             unsigned place = 0, neg = 0u, parity = 0u;
-            bool negative = false;
-            for (std::uint32_t e = e0; e < e1; ++e) {
-                const unsigned j = e - e0;
-                const float belief = L[edge_col[e]];
+            for (unsigned j = 0; j < degree; ++j, col += rows, old_signs >>= 1, bit <<= 1) {
+                const float belief = L[*col];
                 parity ^= belief < 0.0f ? 1u : 0u;
-                const float q = belief - message(r, j);
+                const float old = j == at ? m.y : m.x;
+                const float q = belief - ((old_signs & 1u) ? -old : old);
                 const float a = fabsf(q);
-                negative ^= q < 0.0f;
-                neg |= (q < 0.0f ? 1u : 0u) << j;
-                if (a < min1) {
-                    min2 = min1;
-                    min1 = a;
-                    place = j;
-                } else if (a < min2) {
-                    min2 = a;
-                }
+                if (q < 0.0f) neg |= bit;
+                // The two smallest, without branches: a below min1 pushes min1 down to
+                // second place; otherwise a competes for second place (ties as the CPU's).
+                min2 = fminf(min2, fmaxf(a, min1));
+                if (a < min1) place = j;
+                min1 = fminf(min1, a);
             }
+            const bool negative = __popc(neg) & 1u;
             bad |= static_cast<int>(parity);
             // Edge j's message is negative when the others' signs multiply to -1: all the
             // signs' product times its own.
-            signs[r] = negative ? ~neg & ((1u << (e1 - e0)) - 1u) : neg;
-            m1[r] = fminf(alpha * min1, llr_limit);
-            m2[r] = fminf(alpha * min2, llr_limit);
-            at_min[r] = static_cast<std::uint8_t>(place);
+            const std::uint32_t signs = negative ? ~neg & ((1u << degree) - 1u) : neg;
+            mm[r] = make_float2(fminf(alpha * min1, llr_limit), fminf(alpha * min2, llr_limit));
+            sp[r] = signs | place << place_shift;
         }
         const bool satisfied = __syncthreads_or(bad) == 0;  // also the checks' pass's barrier
         if ((it >= 1 && satisfied) || it == max_iterations) break;
@@ -112,9 +128,12 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
         // Every bit: its channel belief and all its checks' messages.
         for (int v = threadIdx.x; v < n_full; v += blockDim.x) {
             float s = channel(v);
-            for (std::uint32_t c = col_start[v]; c < col_start[v + 1]; ++c) {
-                const std::uint32_t x = col_entries[c];
-                s += message(static_cast<int>(x >> pos_bits), x & ((1u << pos_bits) - 1u));
+            const unsigned degree = g.col_degree[v];
+            const std::uint32_t* edge = g.col_edges + v;
+            for (unsigned c = 0; c < degree; ++c, edge += n_full) {
+                const std::uint32_t x = *edge;
+                const std::uint32_t r = x >> pos_bits;
+                s += message(mm[r], sp[r], x & ((1u << pos_bits) - 1u));
             }
             L[v] = s;
         }
@@ -125,7 +144,9 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
     int mine = 0;
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
         unsigned parity = 0;
-        for (std::uint32_t e = row_start[r]; e < row_start[r + 1]; ++e) parity ^= L[edge_col[e]] < 0.0f ? 1u : 0u;
+        const unsigned degree = g.row_degree[r];
+        const std::uint16_t* col = g.row_cols + r;
+        for (unsigned j = 0; j < degree; ++j, col += rows) parity ^= L[*col] < 0.0f ? 1u : 0u;
         mine += static_cast<int>(parity);
     }
     if (mine) atomicAdd(&failed, mine);
@@ -167,12 +188,19 @@ struct ldpc_decoder::impl {
     dsp::ldpc::code_params p;
     dsp::ldpc::decoder_config cfg;
     std::size_t smem = 0;  ///< dynamic shared memory a frame's block takes
-    device_buffer<std::uint32_t> row_start, edge_col, col_start, col_entries;
+    device_buffer<std::uint16_t> row_cols;
+    device_buffer<std::uint32_t> col_edges;
+    device_buffer<std::uint8_t> row_degree, col_degree;
     device_buffer<float> llr;
     device_buffer<std::uint8_t> info;
     device_buffer<int> iterations, failed;
     std::size_t capacity = 0;  ///< frames the host API's buffers hold
     stream st;
+
+    [[nodiscard]] graph_view graph() const noexcept
+    {
+        return graph_view{row_cols.data(), row_degree.data(), col_edges.data(), col_degree.data()};
+    }
 
     void reserve(std::size_t frames)
     {
@@ -197,28 +225,42 @@ ldpc_decoder::ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int
     const auto& h = dsp::ldpc::parity_check_matrix(c);
     impl_->p = h.p;
     impl_->cfg = cfg;
-    // The rows' edges (CSR) and each column's edges as (row, place in the row's list).
-    std::vector<std::uint32_t> rs{0}, ec, cs(static_cast<std::size_t>(h.p.n_full) + 1, 0), ce;
-    for (const auto& row : h.rows) {
-        if (row.size() > 32) throw std::invalid_argument("GPU LDPC decoder: a check of more than 32 bits");
-        ec.insert(ec.end(), row.begin(), row.end());
-        rs.push_back(static_cast<std::uint32_t>(ec.size()));
+    // The rows' edges and each column's edges as (row, place in the row's list), transposed
+    // (graph_view), in the matrix's order.
+    const std::size_t rows = h.rows.size(), n_full = static_cast<std::size_t>(h.p.n_full);
+    if (n_full > 65535) throw std::invalid_argument("GPU LDPC decoder: more than 65535 bits in a codeword");
+    std::size_t max_row = 0;
+    for (const auto& row : h.rows) max_row = std::max(max_row, row.size());
+    if (max_row > static_cast<std::size_t>(max_row_degree)) {
+        throw std::invalid_argument("GPU LDPC decoder: a check of more than " + std::to_string(max_row_degree) + " bits");
     }
-    for (auto col : ec) ++cs[col + 1];
-    for (std::size_t v = 0; v + 1 < cs.size(); ++v) cs[v + 1] += cs[v];
-    ce.resize(ec.size());
-    std::vector<std::uint32_t> fill(cs.begin(), cs.end() - 1);
-    for (std::uint32_t r = 0; r + 1 < rs.size(); ++r) {
-        for (std::uint32_t e = rs[r]; e < rs[r + 1]; ++e) ce[fill[ec[e]]++] = col_entry(r, e - rs[r]);
+    std::vector<std::vector<std::uint32_t>> cols(n_full);
+    for (std::size_t r = 0; r < rows; ++r) {
+        for (std::size_t j = 0; j < h.rows[r].size(); ++j) cols[h.rows[r][j]].push_back(col_entry(static_cast<std::uint32_t>(r), static_cast<std::uint32_t>(j)));
     }
-    auto upload = [&](device_buffer<std::uint32_t>& d, const std::vector<std::uint32_t>& v) {
-        d = device_buffer<std::uint32_t>(v.size());
-        PAQ_CUDA_CHECK(cudaMemcpy(d.data(), v.data(), v.size() * sizeof(std::uint32_t), cudaMemcpyHostToDevice));
+    std::size_t max_col = 0;
+    for (const auto& c : cols) max_col = std::max(max_col, c.size());
+    if (max_col > 255) throw std::invalid_argument("GPU LDPC decoder: a bit in more than 255 checks");
+    std::vector<std::uint16_t> rc(max_row * rows, 0);
+    std::vector<std::uint8_t> rd(rows), cd(n_full);
+    std::vector<std::uint32_t> ce(max_col * n_full, 0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        rd[r] = static_cast<std::uint8_t>(h.rows[r].size());
+        for (std::size_t j = 0; j < h.rows[r].size(); ++j) rc[j * rows + r] = static_cast<std::uint16_t>(h.rows[r][j]);
+    }
+    for (std::size_t v = 0; v < n_full; ++v) {
+        cd[v] = static_cast<std::uint8_t>(cols[v].size());
+        for (std::size_t c = 0; c < cols[v].size(); ++c) ce[c * n_full + v] = cols[v][c];
+    }
+    auto upload = [](auto& d, const auto& v) {
+        using T = typename std::decay_t<decltype(v)>::value_type;
+        d = device_buffer<T>(v.size());
+        PAQ_CUDA_CHECK(cudaMemcpy(d.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
     };
-    upload(impl_->row_start, rs);
-    upload(impl_->edge_col, ec);
-    upload(impl_->col_start, cs);
-    upload(impl_->col_entries, ce);
+    upload(impl_->row_cols, rc);
+    upload(impl_->row_degree, rd);
+    upload(impl_->col_edges, ce);
+    upload(impl_->col_degree, cd);
     impl_->smem = frame_smem_bytes(h.p.n_full, h.p.checks);
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(min_sum_flooding, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(impl_->smem)));
 }
@@ -242,8 +284,7 @@ void ldpc_decoder::decode(std::span<const float> llrs, std::size_t frames, std::
     m.reserve(frames);
     PAQ_CUDA_CHECK(cudaMemcpyAsync(m.llr.data(), llrs.data(), llrs.size_bytes(), cudaMemcpyHostToDevice, m.st.get()));
     min_sum_flooding<<<static_cast<unsigned>(frames), threads_per_frame, m.smem, m.st.get()>>>(
-        m.llr.data(), m.p.n, m.p.n_full, m.p.k, m.p.checks, m.row_start.data(), m.edge_col.data(), m.col_start.data(),
-        m.col_entries.data(), m.cfg.max_iterations, m.cfg.normalization, m.info.data(), m.iterations.data(), m.failed.data(), nullptr, 1,
+        m.llr.data(), m.p.n, m.p.n_full, m.p.k, m.p.checks, m.graph(), m.cfg.max_iterations, m.cfg.normalization, m.info.data(), m.iterations.data(), m.failed.data(), nullptr, 1,
         nullptr, nullptr);
     PAQ_CUDA_CHECK(cudaGetLastError());
     std::vector<int> its(frames), failed(frames);
@@ -265,8 +306,7 @@ void ldpc_decoder::decode_device(const float* llrs, std::size_t frames, const in
     if (m.p.k % 8 != 0 || frames_per_packet < 1) throw std::invalid_argument("GPU LDPC decode: k a multiple of 8, frames per packet >= 1");
     if (frames == 0) return;
     min_sum_flooding<<<static_cast<unsigned>(frames), threads_per_frame, m.smem, s>>>(
-        llrs, m.p.n, m.p.n_full, m.p.k, m.p.checks, m.row_start.data(), m.edge_col.data(), m.col_start.data(), m.col_entries.data(),
-        m.cfg.max_iterations, m.cfg.normalization, nullptr, nullptr, nullptr, active_packets, frames_per_packet, info_packed, results);
+        llrs, m.p.n, m.p.n_full, m.p.k, m.p.checks, m.graph(), m.cfg.max_iterations, m.cfg.normalization, nullptr, nullptr, nullptr, active_packets, frames_per_packet, info_packed, results);
     PAQ_CUDA_CHECK(cudaGetLastError());
 }
 
