@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|ldpc|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|ldpc|coded|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +49,19 @@ if [[ $mode == ldpc ]]; then
     ./.device/paq-ldpc-curve --code "$code" --ebn0-db "$pts" --decoder sum-product --iterations 100 --min-frame-errors 30 \
       --max-frames 16000 --output "$out/ldpc-$tag-cpu-sp.csv" --json "$out/ldpc-$tag-cpu-sp.json" > "$out/ldpc-$tag-cpu-sp.log" 2>&1 || status=1
     cat "$out/ldpc-$tag-gpu-ms.log" "$out/ldpc-$tag-cpu-ms.log" "$out/ldpc-$tag-cpu-sp.log"
+  done
+fi
+if [[ $mode == coded ]]; then
+  # Coded links (receiver.fec): each stream's decoded BER and FER against Eb/N0 per information
+  # bit, both detectors, 3 s recordings (4882 packets, 20 M information bits a stream for
+  # ar4ja-4096-2/3), decoded by the CUDA backend (docs/BER-RESULTS.md, "Coded links").
+  for spec in "ar4ja-4096-2/3 awgn 2.5,3,3.5,4,4.5,5" "ar4ja-4096-2/3 edwards3 5,6,7,8,9" "ar4ja-1024-1/2 awgn 2.5,3,3.5,4,4.5"; do
+    read -r code preset pts <<< "$spec"
+    tag=${code//\//}
+    tag=${tag//ar4ja-/}-$preset
+    python3 scripts/coded-curves.py --bin .device --code "$code" --preset "$preset" --info-ebn0-db "$pts" --backend cuda \
+      --output "$out/coded-$tag.csv" > "$out/coded-$tag.log" 2>&1 || status=1
+    cat "$out/coded-$tag.log"
   done
 fi
 if [[ $mode == all || $mode == bench ]]; then
