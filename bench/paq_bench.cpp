@@ -46,6 +46,7 @@
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/input_stage.hpp"
+#include "dsp/run_tally.hpp"
 #include "sim/simulator.hpp"
 #include "gpu/cuda_backend.hpp"
 #include "bench/bench_common.hpp"
@@ -268,22 +269,17 @@ int main(int argc, char** argv)
     std::size_t packets = 0;
     // With --fec: the batch's codewords over all streams, those that failed, and the mean
     // iterations (the decoder stops at convergence: its time depends on the Eb/N0).
-    std::size_t codewords = 0, codewords_failed = 0;
-    double mean_iterations = 0.0;
+    dsp::fec_summary decoding;
     for (int it = 0; it < 7; ++it) {
         const auto t0 = clock_type::now();
         const auto out = gpu_be.process(*batch);
         if (it >= 2) pageable.push_back(ms_since(t0));
         packets = out.packets.size();
-        codewords = out.codewords.size();
-        codewords_failed = 0;
-        double iterations = 0.0;
-        for (const auto& c : out.codewords) {
-            codewords_failed += c.converged ? 0 : 1;
-            iterations += c.iterations;
-        }
-        mean_iterations = codewords ? iterations / static_cast<double>(codewords) : 0.0;
+        decoding = {};
+        if (const auto framing = dsp::framing_for(rc.fec)) decoding.add(out.codewords.data(), static_cast<int>(out.codewords.size()), framing->n);
     }
+    const std::size_t codewords = decoding.codewords, codewords_failed = decoding.codewords_failed;
+    const double mean_iterations = decoding.mean_iterations();
     const auto t_pin = clock_type::now();
     gpu::host_pin pin(batch->samples.data(), batch->samples.size() * sizeof(cf32));
     const double pin_ms = ms_since(t_pin);
