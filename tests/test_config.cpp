@@ -34,6 +34,16 @@ bool contains(std::string_view haystack, std::string_view needle) {
     return haystack.find(needle) != std::string_view::npos;
 }
 
+/// A daemon configuration (as file t.yaml) refused with a message that contains `expected`.
+void refused(const std::string& yaml, const std::string& expected) {
+    try {
+        (void)paq::config::parse_daemon_config(yaml, "t.yaml");
+        ADD_FAILURE() << "accepted: " << yaml;
+    } catch (const std::exception& e) {
+        EXPECT_TRUE(contains(e.what(), expected)) << e.what();
+    }
+}
+
 void expect_same(const receiver_config& a, const receiver_config& b) {
     EXPECT_EQ(a.batch_samples, b.batch_samples);
     EXPECT_EQ(a.detection_threshold, b.detection_threshold);
@@ -1470,14 +1480,6 @@ TEST(daemon_config, soft_stream_destinations)
     EXPECT_NO_THROW((void)paq::config::parse_daemon_config(
         "source:\n  type: vita49\nreceiver:\n  detector: both\npublisher:\n  llr_destinations:\n    none: 127.0.0.1:50100\n"));
 
-    const auto refused = [](const std::string& yaml, const std::string& expected) {
-        try {
-            (void)paq::config::parse_daemon_config(yaml, "t.yaml");
-            ADD_FAILURE() << "accepted: " << yaml;
-        } catch (const std::exception& e) {
-            EXPECT_TRUE(contains(e.what(), expected)) << e.what();
-        }
-    };
     // Made in code with the symbol-by-symbol detector: not written (it would not read back).
     auto sxs = soft;
     sxs.receiver.detector = paq::dsp::detector_kind::sxs;
@@ -1514,14 +1516,6 @@ TEST(daemon_config, decoded_stream_destinations)
     EXPECT_TRUE(contains(text, "  decoded_destinations:\n    mmse: \"127.0.0.1:50202\"\n    fde2_trellis: \"[::1]:50211\"\n")) << text;
     EXPECT_EQ(paq::config::to_yaml(paq::config::parse_daemon_config(text)), text);
 
-    const auto refused = [](const std::string& yaml, const std::string& expected) {
-        try {
-            (void)paq::config::parse_daemon_config(yaml, "t.yaml");
-            ADD_FAILURE() << "accepted: " << yaml;
-        } catch (const std::exception& e) {
-            EXPECT_TRUE(contains(e.what(), expected)) << e.what();
-        }
-    };
     refused("source:\n  type: vita49\npublisher:\n  decoded_destinations:\n    mmse: 127.0.0.1:50202\n",
             "t.yaml:5: publisher.decoded_destinations.mmse: a decoded stream, but receiver.fec is none");
     refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-1/2\npublisher:\n  decoded_destinations:\n    zf_trellis: 127.0.0.1:1\n",

@@ -393,58 +393,49 @@ private:
 
     [[nodiscard]] nlohmann::json summary(int code) const
     {
+        // The keys a bitstream and a decoded stream share.
+        const auto counts = [](int s, const io::bert_stream_stats& st) {
+            return nlohmann::json{{"stream", s},
+                                  {"path", dsp::stream_name(s)},
+                                  {"datagrams", st.datagrams},
+                                  {"bytes", st.bytes},
+                                  {"bits_checked", st.pn.bits_checked},
+                                  {"bit_errors", st.pn.bit_errors},
+                                  {"ber", st.ber()},
+                                  {"bits_before_lock", st.pn.bits_before_lock},
+                                  {"locked", st.pn.locked},
+                                  {"resyncs", st.pn.resyncs},
+                                  {"sender_restarts", st.sender_restarts},
+                                  {"lost", st.lost},
+                                  {"duplicated", st.duplicated},
+                                  {"reordered", st.reordered},
+                                  {"packets_checked", st.packets_checked},
+                                  {"packets_skipped", st.packets_skipped}};
+        };
         nlohmann::json streams = nlohmann::json::array();
         for (int s = 0; s < io::bitstream_streams; ++s) {
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
-            streams.push_back({{"stream", s},
-                               {"path", dsp::stream_name(s)},
-                               {"datagrams", st.datagrams},
-                               {"bytes", st.bytes},
-                               {"bits_checked", st.pn.bits_checked},
-                               {"bit_errors", st.pn.bit_errors},
-                               {"ber", st.ber()},
-                               {"bits_before_lock", st.pn.bits_before_lock},
-                               {"locked", st.pn.locked},
-                               {"resyncs", st.pn.resyncs},
-                               {"sender_restarts", st.sender_restarts},
-                               {"lost", st.lost},
-                               {"duplicated", st.duplicated},
-                               {"reordered", st.reordered},
-                               {"malformed", st.malformed},
-                               {"packets_checked", st.packets_checked},
-                               {"packets_skipped", st.packets_skipped},
-                               {"last_bep_estimate", st.last_bep_estimate},
-                               {"last_dqm", st.last_dqm ? nlohmann::json(*st.last_dqm) : nlohmann::json(nullptr)}});
+            nlohmann::json j = counts(s, st);
+            j["malformed"] = st.malformed;
+            j["last_bep_estimate"] = st.last_bep_estimate;
+            j["last_dqm"] = st.last_dqm ? nlohmann::json(*st.last_dqm) : nlohmann::json(nullptr);
+            streams.push_back(std::move(j));
         }
         nlohmann::json decoded = nlohmann::json::array();
         for (int s : decoded_streams()) {
             const io::bert_stream_stats st = monitor_.stats(io::bert_monitor::decoded_id(s));
-            decoded.push_back({{"stream", s},
-                               {"path", dsp::stream_name(s)},
-                               {"code", std::string(dsp::to_string(st.code))},
-                               {"datagrams", st.datagrams},
-                               {"bytes", st.bytes},
-                               {"bits_checked", st.pn.bits_checked},
-                               {"bit_errors", st.pn.bit_errors},
-                               {"ber", st.ber()},
-                               {"bits_before_lock", st.pn.bits_before_lock},
-                               {"locked", st.pn.locked},
-                               {"resyncs", st.pn.resyncs},
-                               {"sender_restarts", st.sender_restarts},
-                               {"lost", st.lost},
-                               {"duplicated", st.duplicated},
-                               {"reordered", st.reordered},
-                               {"packets_checked", st.packets_checked},
-                               {"packets_skipped", st.packets_skipped},
-                               {"codewords", st.fec.codewords},
-                               {"codewords_failed", st.fec.codewords_failed},
-                               {"fer", st.fec.fer()},
-                               {"iterations", st.fec.iterations},
-                               {"mean_iterations", st.fec.mean_iterations()},
-                               {"channel_bits", st.fec.channel_bits},
-                               {"channel_bit_errors", st.fec.channel_bit_errors},
-                               {"channel_ber", st.fec.channel_ber()}});
+            nlohmann::json j = counts(s, st);
+            j["code"] = std::string(dsp::to_string(st.code));
+            j["codewords"] = st.fec.codewords;
+            j["codewords_failed"] = st.fec.codewords_failed;
+            j["fer"] = st.fec.fer();
+            j["iterations"] = st.fec.iterations;
+            j["mean_iterations"] = st.fec.mean_iterations();
+            j["channel_bits"] = st.fec.channel_bits;
+            j["channel_bit_errors"] = st.fec.channel_bit_errors;
+            j["channel_ber"] = st.fec.channel_ber();
+            decoded.push_back(std::move(j));
         }
         nlohmann::json detectors = nlohmann::json::array();
         for (const auto& [p, sxs, trellis] : detector_pairs()) {

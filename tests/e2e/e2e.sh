@@ -126,11 +126,11 @@ offline() {
     > "$work/$name.txt" 2>&1 || fail "offline replay ($name) failed: $(tail -5 "$work/$name.txt")"
 }
 
-# The whole recording over TCP to paqd (DETECTOR: receiver.detector), its bitstreams to
-# paq-bert (BERT_STREAMS ports), both run to their end.
+# The whole recording over TCP to paqd (DETECTOR: receiver.detector; RATE: its sample rate,
+# 20625000), its bitstreams to paq-bert (BERT_STREAMS ports), both run to their end.
 tcp_live() {
   write_config "  type: tcp
-  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 20625000, end_on_close: true}"
+  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: ${RATE:-20625000}, end_on_close: true}"
   start_bert
   start_paqd
   "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
@@ -647,14 +647,7 @@ coded)
     --ldpc ar4ja-1024-1/2 --output "$work/rec" > /dev/null
   offline offline --records "$work/coded"
   grep -q "fec ar4ja-1024-1/2 (from paq:fec)" "$work/offline.txt" || fail "the replay did not take the recording's code: $(head -5 "$work/offline.txt")"
-  FEC=ar4ja-1024-1/2 write_config "  type: tcp
-  tcp: {mode: listen, host: 127.0.0.1, port: $src_port, format: cf32_le, sample_rate_hz: 25000000, end_on_close: true}"
-  start_bert
-  start_paqd
-  "$stream" "$work/rec.sigmf-meta" --mode tcp-connect --host 127.0.0.1 --port "$src_port" --format cf32 --fast \
-    > "$work/stream.log" 2>&1 || fail "paq-stream failed: $(cat "$work/stream.log")"
-  wait_paqd
-  wait_bert
+  FEC=ar4ja-1024-1/2 RATE=25000000 tcp_live
   python3 - "$work" <<'EOF2' || fail "decoded streams against paqd's tally and the replay"
 import json, sys
 work = sys.argv[1]
