@@ -86,22 +86,10 @@ struct publisher_config {
     }
 
     /// Whether any decoded stream (udp.decoded_destinations) is set.
-    [[nodiscard]] bool any_decoded() const
-    {
-        for (const auto& d : udp.decoded_destinations) {
-            if (!d.empty()) return true;
-        }
-        return false;
-    }
+    [[nodiscard]] bool any_decoded() const { return udp.any_decoded(); }
 
     /// Whether any soft stream (udp.llr_destinations) is set.
-    [[nodiscard]] bool any_llr() const
-    {
-        for (const auto& d : udp.llr_destinations) {
-            if (!d.empty()) return true;
-        }
-        return false;
-    }
+    [[nodiscard]] bool any_llr() const { return udp.any_llr(); }
 
     [[nodiscard]] static io::udp_publisher_config default_udp()
     {

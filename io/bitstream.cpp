@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace paq::io {
 
@@ -159,6 +161,19 @@ void check_stream_id(const char* who, const datagram_header& header)
     }
 }
 
+/// The codes a decoded stream may carry (those with a codeword-aligned framing), as byte 9
+/// holds them: "1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3) or 5 (ar4ja-4096-2/3)".
+[[nodiscard]] std::string framed_codes()
+{
+    std::vector<std::string> v;
+    for (const auto& [name, code] : dsp::fec_names) {
+        if (dsp::framing_for(code)) v.push_back(std::to_string(static_cast<int>(code)) + " (" + std::string(name) + ")");
+    }
+    std::string out;
+    for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
+    return out;
+}
+
 /// A paq header as read: its fields, version, length and payload type.
 struct read_header {
     datagram_header header{};
@@ -200,10 +215,7 @@ struct read_header {
         }
         const std::uint8_t code = p[off_reserved8];
         const auto framing = code < dsp::fec_names.size() ? dsp::framing_for(static_cast<dsp::fec_code>(code)) : std::nullopt;
-        if (!framing) {
-            return "decoded stream: code (byte 9) is " + std::to_string(code) +
-                   ", allowed 1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3) or 5 (ar4ja-4096-2/3)";
-        }
+        if (!framing) return "decoded stream: code (byte 9) is " + std::to_string(code) + ", allowed " + framed_codes();
         if (payload_bits != static_cast<std::uint32_t>(framing->info_bits())) {
             return "decoded stream: payload bit count is " + std::to_string(payload_bits) + ", " +
                    std::string(dsp::to_string(static_cast<dsp::fec_code>(code))) + " carries " +

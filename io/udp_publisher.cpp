@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <system_error>
@@ -91,35 +92,24 @@ host_port parse_host_port(std::string_view text)
 std::vector<std::string> udp_publisher_config::validate() const
 {
     std::vector<std::string> e;
-    bool any = false;
-    for (std::size_t i = 0; i < destinations.size(); ++i) {
-        if (destinations[i].empty()) continue;
-        any = true;
-        try {
-            (void)parse_host_port(destinations[i]);
-        } catch (const std::invalid_argument& ex) {
-            e.push_back("destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) +
-                        "): " + ex.what());
+    // Each listed host:port of a list (`name`), by stream id; true when any is set.
+    const auto check = [&e](const char* name, std::span<const std::string> list) {
+        bool set = false;
+        for (std::size_t i = 0; i < list.size(); ++i) {
+            if (list[i].empty()) continue;
+            set = true;
+            try {
+                (void)parse_host_port(list[i]);
+            } catch (const std::invalid_argument& ex) {
+                e.push_back(std::string(name) + "[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) +
+                            "): " + ex.what());
+            }
         }
-    }
-    if (!any) e.emplace_back("destinations: all are empty (allowed: at least one host:port)");
-    for (std::size_t i = 0; i < llr_destinations.size(); ++i) {
-        if (llr_destinations[i].empty()) continue;
-        try {
-            (void)parse_host_port(llr_destinations[i]);
-        } catch (const std::invalid_argument& ex) {
-            e.push_back("llr_destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) + "): " + ex.what());
-        }
-    }
-    for (std::size_t i = 0; i < decoded_destinations.size(); ++i) {
-        if (decoded_destinations[i].empty()) continue;
-        try {
-            (void)parse_host_port(decoded_destinations[i]);
-        } catch (const std::invalid_argument& ex) {
-            e.push_back("decoded_destinations[" + std::to_string(i) + "] (" + dsp::stream_name(static_cast<int>(i)) +
-                        "): " + ex.what());
-        }
-    }
+        return set;
+    };
+    if (!check("destinations", destinations)) e.emplace_back("destinations: all are empty (allowed: at least one host:port)");
+    (void)check("llr_destinations", llr_destinations);
+    (void)check("decoded_destinations", decoded_destinations);
     if (send_buffer_bytes < min_send_buffer || send_buffer_bytes > max_send_buffer) {
         e.push_back(bad("send_buffer_bytes", send_buffer_bytes, "4096 .. 1073741824"));
     }
@@ -174,10 +164,10 @@ struct udp_publisher::impl {
     }
 
     /// kind and id name the stream ("bitstream " / "LLRs of " and the stream's name); the log
-    /// line is made at most once a second per stream.
-    void log_error(const char* kind, int id, stream& st, const std::string& what)
+    /// line is made at most once a second per stream. errors: the failed sends this stands for.
+    void log_error(const char* kind, int id, stream& st, const std::string& what, std::uint64_t errors = 1)
     {
-        ++st.unlogged_errors;
+        st.unlogged_errors += errors;
         const auto now = clock_type::now();
         if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
         spdlog::warn("{}{} -> {}: send failed: {} ({} error(s) since the last report)", kind, dsp::stream_name(id),
@@ -309,9 +299,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         for (const auto& e : errors) msg += "\n  " + e;
         throw std::invalid_argument(msg);
     }
-    const bool any_decoded = std::any_of(config.decoded_destinations.begin(), config.decoded_destinations.end(),
-                                         [](const std::string& d) { return !d.empty(); });
-    if (any_decoded && !dsp::framing_for(config.fec)) {
+    if (config.any_decoded() && !dsp::framing_for(config.fec)) {
         throw std::invalid_argument("udp_publisher config: decoded_destinations: the decoded streams need a framed code, but "
                                     "fec is " + std::string(dsp::to_string(config.fec)) + " (set receiver.fec)");
     }
@@ -392,18 +380,20 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                                  : std::string();
     const std::size_t info_bytes = framing ? static_cast<std::size_t>(framing->info_bytes()) : 0;
     const std::size_t field_codewords = framing ? static_cast<std::size_t>(framing->codewords) : 0;
-    // Packet k's decoded datagram of stream s into out (its size), or 0 counted as a failed send.
-    const auto encode_decoded = [&](const datagram_header& h, std::size_t k, int s, std::span<std::uint8_t> out) -> std::size_t {
-        auto& st = m.decoded_streams[static_cast<std::size_t>(s)];
-        if (!have_decoded) {
-            auto& c = decoded_counters_[static_cast<std::size_t>(s)];
-            c.packets_published.fetch_add(1, std::memory_order_relaxed);
-            c.send_errors.fetch_add(1, std::memory_order_relaxed);
-            m.log_error("decoded ", s, st, not_decoded);
-            return 0;
-        }
+    // Packet k's decoded datagram of stream s into out; its size.
+    const auto encode_decoded = [&](const datagram_header& h, std::size_t k, int s, std::span<std::uint8_t> out) {
         return encode_decoded_datagram(h, m.config.fec, {batch.packet_decoded(k, s), info_bytes},
                                        {batch.packet_codewords(k, s), field_codewords}, out);
+    };
+    // Without decoded bits: `count` of stream s's decoded datagrams counted as failed sends,
+    // their sequence numbers left as a gap.
+    const auto fail_decoded = [&](int s, std::size_t count) {
+        auto& st = m.decoded_streams[static_cast<std::size_t>(s)];
+        auto& c = decoded_counters_[static_cast<std::size_t>(s)];
+        st.sequence += count;
+        c.packets_published.fetch_add(count, std::memory_order_relaxed);
+        c.send_errors.fetch_add(count, std::memory_order_relaxed);
+        m.log_error("decoded ", s, st, not_decoded, count);
     };
     if (m.config.max_datagrams_per_second == 0.0 && !soft && m.own_destinations) {
         // Unpaced: the streams at once (one thread each, a stream's decoded stream on its
@@ -430,10 +420,7 @@ void udp_publisher::publish(const dsp::batch_output& batch)
             auto& dst = m.decoded_streams[static_cast<std::size_t>(s)];
             if (!dst.socket) continue;
             if (!have_decoded) {
-                for (std::size_t k = 0; k < batch.packets.size(); ++k) {
-                    ++dst.sequence;
-                    (void)encode_decoded(datagram_header{}, k, s, {});
-                }
+                fail_decoded(s, batch.packets.size());
                 continue;
             }
             m.send_grouped("decoded ", s, dst, decoded_counters_[static_cast<std::size_t>(s)], batch.packets.size(),
@@ -475,11 +462,15 @@ void udp_publisher::publish(const dsp::batch_output& batch)
         for (int s = 0; decoded && s < batch.streams; ++s) {
             auto& st = m.decoded_streams[static_cast<std::size_t>(s)];
             if (!st.socket) continue;
+            if (!have_decoded) {
+                fail_decoded(s, 1);
+                continue;
+            }
             h.stream_id = static_cast<std::uint8_t>(s);
             h.sequence = st.sequence++;
             h.bep_estimate = rec.paths[static_cast<std::size_t>(s)].bep_estimate;
             const std::size_t size = encode_decoded(h, k, s, m.decoded_buffer);
-            if (size > 0) m.send("decoded ", s, st, decoded_counters_[static_cast<std::size_t>(s)], m.decoded_buffer.data(), size);
+            m.send("decoded ", s, st, decoded_counters_[static_cast<std::size_t>(s)], m.decoded_buffer.data(), size);
         }
         packets_published_.fetch_add(1, std::memory_order_relaxed);
     }

@@ -42,6 +42,16 @@ struct host_port {
 /// Throws std::invalid_argument naming the text when it is not host:port with a port 1..65535.
 [[nodiscard]] host_port parse_host_port(std::string_view text);
 
+/// Whether any destination of a list is set.
+template <std::size_t n>
+[[nodiscard]] bool any_set(const std::array<std::string, n>& destinations) noexcept
+{
+    for (const auto& d : destinations) {
+        if (!d.empty()) return true;
+    }
+    return false;
+}
+
 struct udp_publisher_config {
     /// Destination per stream, indexed by stream id (dsp::stream_name: none, zf, mmse, cma,
     /// fde1, fde2, then none_trellis .. fde2_trellis): "host:port" or "[ipv6]:port"; an empty
@@ -68,6 +78,10 @@ struct udp_publisher_config {
     /// unpaced, else 1 .. 1e8.
     /// After an idle spell at most 1 ms worth of datagrams go out back to back.
     double max_datagrams_per_second = 0.0;
+
+    /// Whether any soft stream (llr_destinations) or decoded stream (decoded_destinations) is set.
+    [[nodiscard]] bool any_llr() const noexcept { return any_set(llr_destinations); }
+    [[nodiscard]] bool any_decoded() const noexcept { return any_set(decoded_destinations); }
 
     /// Empty when valid; otherwise one message per bad field, naming the field, the value and
     /// the allowed range. At least one destination must be set.
