@@ -108,7 +108,7 @@ inline constexpr double ill_conditioned_zf_condition = 1e6;
 
 struct path_stats {
     std::uint16_t known_bit_errors = 0;  ///< preamble+ASM bits the detector got wrong (of 192)
-    float bep_estimate = 0.5f;           ///< Q(mean/std) of the data decision statistics
+    float bep_estimate = 0.5f;           ///< of the data decisions (dsp/decision_quality.hpp; the trellis: its LLRs')
 };
 
 struct packet_record {

@@ -2,6 +2,7 @@
 
 #include "dsp/batcher.hpp"
 #include "dsp/clock_recovery.hpp"
+#include "dsp/decision_quality.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/estimators.hpp"
@@ -48,10 +49,12 @@ struct workspace {
     fft_buffer eq;                           ///< the equalized packet without the detection filter (trellis input)
     std::vector<cf64> solve_work;
     std::vector<cf32> clock_scratch;
-    /// receiver.fec: each path's symbol-by-symbol LLRs over the data, a statistic's scratch
-    /// and the decoder (absent without FEC).
+    /// Each path's symbol-by-symbol decision statistics over the data (sxs_statistics): its
+    /// BEP estimate's input, and with receiver.fec its LLRs'.
+    std::array<std::vector<double>, paths> stat;
+    /// receiver.fec: each path's symbol-by-symbol LLRs over the data and the decoder (absent
+    /// without FEC).
     std::array<std::vector<float>, paths> sxs_llr;
-    std::vector<double> stat;
     std::unique_ptr<stream_decoder> decoder;
 };
 
@@ -105,28 +108,30 @@ struct cpu_backend::impl {
             }
         }
         for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
+        for (auto& w : ws) {
+            for (auto& st : w->stat) st.resize(waveform::data_bits);
+        }
         if (const auto f = framing_for(c.fec)) {  // validate() refused the codes without one
             framing = *f;
             for (auto& w : ws) {
                 for (auto& l : w->sxs_llr) l.resize(waveform::data_bits);
-                w->stat.resize(waveform::data_bits);
                 w->decoder = std::make_unique<stream_decoder>(framing, c.fec_iterations);
             }
         }
     }
 
-    /// Path p's symbol-by-symbol LLRs (w.sxs_llr[p]) from its decision samples and the phases
-    /// its detector decided them at (w.trace[p]): the statistic each data bit was decided on.
-    static void sxs_soft(workspace& w, std::size_t p)
+    /// Path p's symbol-by-symbol decision statistics (w.stat[p]) from its decision samples and
+    /// the phases its detector decided them at (w.trace[p]): the statistic each data bit was
+    /// decided on. Taken where the path's bits are decided for the last time.
+    static void sxs_statistics(workspace& w, std::size_t p)
     {
         const auto& th = w.trace[p].theta;
         const auto& v = w.v[p];
         for (std::size_t i = 0; i < waveform::data_bits; ++i) {
             const std::size_t k = waveform::known_bits + i;
             const cf64 y = v[k] * std::polar(1.0, -th[k]);
-            w.stat[i] = k % 2 == 0 ? y.real() : y.imag();
+            w.stat[p][i] = k % 2 == 0 ? y.real() : y.imag();
         }
-        sxs_llrs(w.stat, w.sxs_llr[p]);
     }
 
     /// Decodes stream `stream`'s LLRs into `fo`.
@@ -269,36 +274,30 @@ struct cpu_backend::impl {
                 v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
             }
         };
-        // For the trellis, and for a view (its decisions derotated by the detector's phase).
-        const bool keep_traces = cfg.trellis_on() || view != nullptr || fec;
-        auto trace_of = [&](std::size_t p) { return keep_traces ? &w.trace[p] : nullptr; };
-        // Where the smoother decides, it also keeps the bit phases of the paths that may be the
-        // derotation's source (smoother::phase_source).
-        auto smoothed_trace_of = [&](std::size_t p) { return smoother::phase_source(static_cast<int>(p)) ? &w.trace[p] : trace_of(p); };
+        // Each path's trace (its phases and bits): for its statistics (the BEP estimate, the
+        // LLRs), the trellis, a view, and the derotation's source (smoother::phase_source).
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
             filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
             auto& v = w.v[p];
             decision_samples(v);
-            sxs_trace* const trace = cfg.phase_smoother_always() ? smoothed_trace_of(p) : trace_of(p);
+            sxs_trace& trace = w.trace[p];
             if (cfg.phase_smoother_always()) {
-                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
+                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, &trace);
             } else if (cfg.phase_smoother_auto()) {
-                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), trace, w.gate[p]);
-            } else if (trace) {
-                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), *trace);
+                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), &trace, w.gate[p]);
             } else {
-                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p));
+                rec.paths[p] = detect_packet(v.data(), pll_acq, pll_track, path_bits(p), trace);
             }
-            if (fec) sxs_soft(w, p);
+            sxs_statistics(w, p);
         }
         // phase_smoother auto: where the PLL's phase wandered (dsp/phase_gate.hpp), every path
         // again by the phase smoother, the packet flagged.
         if (cfg.phase_smoother_auto() && phase_gate::smoother_needed(w.gate.data(), static_cast<int>(workspace::paths))) {
             rec.flags |= flag_phase_smoothed;
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, smoothed_trace_of(p));
-                if (fec) sxs_soft(w, p);
+                rec.paths[p] = detect_packet_smoothed(w.v[p].data(), pll_acq, pll_boot, path_bits(p), w.smooth, &w.trace[p]);
+                sxs_statistics(w, p);
             }
         }
         // Where the smoother decided: the segment derotated by the phases of the unequalized or
@@ -323,20 +322,29 @@ struct cpu_backend::impl {
                 filter_path(w.t2, w.c_spec[p], hno_spec, inv, w.out);
                 auto& v = w.v[p];
                 decision_samples(v);
-                sxs_trace* const trace = trace_of(p);
-                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, trace);
-                if (fec) sxs_soft(w, p);  // before its phases become the totals below
-                if (trace) {
-                    for (int k = 0; k < nb; ++k) {
-                        const double total = trace->theta[static_cast<std::size_t>(k)] + smoother::pre_derotation(th, nb, static_cast<double>(k));
-                        trace->theta[static_cast<std::size_t>(k)] = static_cast<double>(static_cast<float>(total));
-                    }
+                sxs_trace& trace = w.trace[p];
+                rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, &trace);
+                sxs_statistics(w, p);  // before its phases become the totals below
+                for (int k = 0; k < nb; ++k) {
+                    const double total = trace.theta[static_cast<std::size_t>(k)] + smoother::pre_derotation(th, nb, static_cast<double>(k));
+                    trace.theta[static_cast<std::size_t>(k)] = static_cast<double>(static_cast<float>(total));
                 }
             }
         }
         if (view) capture_view(w, *view);
+        // Each path's BEP estimate from the statistics its bits were finally decided on
+        // (dsp/decision_quality.hpp; the detectors' own, Q(mean / std), chose the derotation's
+        // source above). With the trellis alone its estimates replace these.
+        if (cfg.detector != detector_kind::trellis) {
+            for (std::size_t p = 0; p < workspace::paths; ++p) {
+                rec.paths[p].bep_estimate = static_cast<float>(decision_quality::bep_of(w.stat[p].data(), waveform::data_bits));
+            }
+        }
         if (fec && cfg.detector != detector_kind::trellis) {
-            for (std::size_t p = 0; p < workspace::paths; ++p) decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
+            for (std::size_t p = 0; p < workspace::paths; ++p) {
+                sxs_llrs(w.stat[p], w.sxs_llr[p]);
+                decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
+            }
         }
         if (!cfg.trellis_on()) return;
         // The trellis takes its carrier phase (and the bits its table is fitted from) from the

@@ -3,6 +3,7 @@
 #include "dsp/batch.hpp"
 #include "dsp/batcher.hpp"
 #include "dsp/clock_recovery.hpp"
+#include "dsp/decision_quality.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
@@ -93,6 +94,66 @@ __global__ void __launch_bounds__(fec_llr_threads) fec_llr_kernel(const float* _
     const double mean = s1[0] / nd, var = s2[0] / nd - mean * mean;
     const double scale = var > 1e-300 && isfinite(var) ? 2.0 * mean / var : 1.0;
     for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale);
+}
+
+/// Each located packet's symbol-by-symbol streams' BEP estimates (dsp/decision_quality.hpp,
+/// as dsp::cpu_backend makes them) from the statistics their bits were decided on: a block per
+/// (packet, path), stream s's statistics at sxs_stat[s * 6144], its estimate into stats[s].
+constexpr int quality_threads = 256;
+__global__ void __launch_bounds__(quality_threads) decision_quality_kernel(const float* __restrict__ sxs_stat,
+                                                                          const int* __restrict__ located,
+                                                                          dsp::path_stats* __restrict__ stats)
+{
+    namespace dq = dsp::decision_quality;
+    constexpr int nd = static_cast<int>(waveform::data_bits);
+    const int s = static_cast<int>(blockIdx.x);
+    if (s / num_paths >= *located) return;
+    const float* x = sxs_stat + static_cast<std::size_t>(s) * nd;
+    // Each context's sums in registers (a context index into an array would put it in local
+    // memory): every bit adds to the one it falls in.
+    constexpr int nc = dq::contexts;
+    double count[nc] = {}, abs_sum[nc] = {}, sq_sum[nc] = {};
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += quality_threads) {
+        const double xi = x[i];
+        const int c = dq::context_of(xi, i > 0, i > 0 ? static_cast<double>(x[i - 1]) : 0.0, i + 1 < nd,
+                                     i + 1 < nd ? static_cast<double>(x[i + 1]) : 0.0);
+        const double a = fabs(xi), q = xi * xi;
+#pragma unroll
+        for (int k = 0; k < nc; ++k) {
+            const bool on = c == k;
+            count[k] += on ? 1.0 : 0.0;
+            abs_sum[k] += on ? a : 0.0;
+            sq_sum[k] += on ? q : 0.0;
+        }
+    }
+    // The block's sums: a warp's by shuffles, then the warps' in shared memory.
+    constexpr int warps = quality_threads / 32;
+    __shared__ double part[3 * nc][warps];
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+    for (int k = 0; k < nc; ++k) {
+        for (int off = 16; off > 0; off /= 2) {
+            count[k] += __shfl_down_sync(0xffffffffu, count[k], off);
+            abs_sum[k] += __shfl_down_sync(0xffffffffu, abs_sum[k], off);
+            sq_sum[k] += __shfl_down_sync(0xffffffffu, sq_sum[k], off);
+        }
+        if (lane == 0) {
+            part[k][warp] = count[k];
+            part[nc + k][warp] = abs_sum[k];
+            part[2 * nc + k][warp] = sq_sum[k];
+        }
+    }
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    dq::moments total;
+    for (int k = 0; k < nc; ++k) {
+        for (int w = 0; w < warps; ++w) {
+            total.count[k] += part[k][w];
+            total.abs_sum[k] += part[nc + k][w];
+            total.sq_sum[k] += part[2 * nc + k][w];
+        }
+    }
+    stats[s].bep_estimate = static_cast<float>(dq::bep(total));
 }
 
 __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __restrict__ load, int np)
@@ -318,7 +379,7 @@ struct chain_part {
           max_packets(max_window / waveform::L_pkt + 2),
           fe(dev, max_window, max_packets, input_design, max_input),
           loc(dev, max_window, max_packets, t),
-          det(dev, max_packets * num_paths, smoother_use_of(c), c.trellis_on(), c.fec_on() && c.detector != dsp::detector_kind::trellis),
+          det(dev, max_packets * num_paths, smoother_use_of(c), c.trellis_on(), c.detector != dsp::detector_kind::trellis),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
           spec_mmse(max_packets * n_fft),
@@ -1068,6 +1129,13 @@ void chain_part::enqueue_tail(bool timed)
             PAQ_CUDA_CHECK(cudaMemcpyAsync(m.derotation_host.data(), m.det.device_derotation(), np, cudaMemcpyDeviceToHost, s));
             m.derotation_valid = true;
         }
+    }
+    if (m.cfg.detector != dsp::detector_kind::trellis) {
+        // The published symbol-by-symbol estimates, from the final statistics (the detector's own
+        // chose the derotation's source above).
+        decision_quality_kernel<<<static_cast<unsigned>(np * num_paths), quality_threads, 0, s>>>(
+            m.det.device_soft(), m.loc.device().count, m.det.device_stats());
+        PAQ_CUDA_CHECK(cudaGetLastError());
     }
     stage_done(cuda_backend::stage::detector);
     if (m.trellis) {

@@ -135,6 +135,7 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
                                           unsigned char* __restrict__ out, float4* __restrict__ theta_row, float* __restrict__ soft_row)
 {
     float tb[prefetch / 2];
+    float sb[prefetch];  // the data bits' statistics, written four at a time after the chunk
 #pragma unroll
     for (int j = 0; j < prefetch; ++j) {
         const int k = k0 + j;
@@ -162,7 +163,7 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
             const double m = fabs(comp);
             st.sum += m;
             st.sum2 += m * m;
-            if (soft_row != nullptr) soft_row[i] = static_cast<float>(comp);
+            sb[j] = static_cast<float>(comp);
         }
         if (!even) {
             // a and a_prev are +-1: both products are exact, so the fused form rounds once,
@@ -187,6 +188,16 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
         }
         st.y_prev = y;
         st.a_prev = a;
+    }
+    if constexpr (!known) {
+        // A thread's row is its own stream's: 64 bytes at once, not 16 scattered stores.
+        if (soft_row != nullptr) {
+            float4* d = reinterpret_cast<float4*>(soft_row + (k0 - nk));
+#pragma unroll
+            for (int q = 0; q < prefetch / 4; ++q) d[q] = make_float4(sb[4 * q], sb[4 * q + 1], sb[4 * q + 2], sb[4 * q + 3]);
+        }
+    } else {
+        (void)sb;
     }
     if constexpr (keep_theta) {
         static_assert(prefetch == 16, "a chunk's eight phases are two float4");

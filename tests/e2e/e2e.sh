@@ -26,10 +26,11 @@ paqd=$build/daemon/paqd
 
 fail() { echo "FAIL ($case_name): $*" >&2; echo "--- paqd log:" >&2; tail -40 "$work/paqd.log" >&2 || true; exit 1; }
 
-# Ports: distinct per case and per run (several ctest jobs may run at once).
-base=$((20000 + ($$ % 2000) * 10))
+# Ports: distinct per case and per run (several ctest jobs may run at once): a run's 20
+# ports apart from those of any other process id modulo 2000.
+base=$((20000 + ($$ % 2000) * 20))
 bert_port=$base          # .. base+5 (base+11 with twelve streams)
-src_port=$((base + 8))
+src_port=$((base + 12))
 
 batch=1000000
 "$sim" --preset edwards3 --ebn0-db 12 --cfo-hz 40000 --seconds 0.25 --seed 77 --output "$work/rec" > /dev/null

@@ -1,0 +1,110 @@
+// The bit error probability of a path's symbol-by-symbol decisions, estimated from the
+// statistics they were decided on (path_stats::bep_estimate, the DQM of the DQE frames).
+//
+// A single Gaussian fitted to the packet's |statistic| (Q(mean / std)) overstates the BEP the
+// cleaner the link is: SOQPSK-TG's own intersymbol interference spreads the statistic into
+// clusters whose spread is not noise (1.4-1.7x the measured BER at 10 dB Eb/N0 on AWGN), and it
+// folds the errors' statistics into the distribution (0.86x at 5 dB). The estimate here:
+//   - each data bit falls in one of four contexts: whether the bit before and the bit after it
+//     were decided alike (the neighbours on the other rail, whose pulses overlap its own the most;
+//     a neighbour outside the data counts as alike);
+//   - per context the statistic's magnitude is modelled as a folded Gaussian N(mu_c, sigma_c^2):
+//     its mean |x| and mean x^2 give mu_c / sigma_c exactly (folded_normal_snr), errors included;
+//   - the BEP is the bits' mean of Q(mu_c / sigma_c).
+// docs/SIGNAL-CHAIN.md ("Decision quality") gives the measured ratios to the BER.
+// Header-only and usable in device code, so both backends run the same arithmetic.
+#pragma once
+
+#include "dsp/iq_correction.hpp"  // PAQ_HOST_DEVICE
+
+#include <cmath>
+#include <cstddef>
+
+namespace paq::dsp::decision_quality {
+
+inline constexpr int contexts = 4;
+
+/// Bit i's context from its own statistic and its neighbours' (has_prev / has_next false at
+/// the data's edges: a missing neighbour counts as decided alike).
+PAQ_HOST_DEVICE inline int context_of(double x, bool has_prev, double prev, bool has_next, double next) noexcept
+{
+    const bool own = x >= 0.0;
+    const bool prev_alike = !has_prev || (prev >= 0.0) == own;
+    const bool next_alike = !has_next || (next >= 0.0) == own;
+    return (prev_alike ? 1 : 0) | (next_alike ? 2 : 0);
+}
+
+/// Per context: the bits, the sum of |x| and the sum of x^2.
+struct moments {
+    double count[contexts] = {};
+    double abs_sum[contexts] = {};
+    double sq_sum[contexts] = {};
+
+    PAQ_HOST_DEVICE void add(int c, double x) noexcept
+    {
+        count[c] += 1.0;
+        abs_sum[c] += fabs(x);
+        sq_sum[c] += x * x;
+    }
+};
+
+/// E|x| / sqrt(E x^2) of a Gaussian of mean r and unit variance, folded at zero.
+PAQ_HOST_DEVICE inline double folded_ratio(double r) noexcept
+{
+    constexpr double sqrt_2_over_pi = 0.79788456080286535588;
+    const double mean_abs = sqrt_2_over_pi * exp(-0.5 * r * r) + r * erf(r * 0.70710678118654752440);
+    return mean_abs / sqrt(1.0 + r * r);
+}
+
+/// mu / sigma of the Gaussian whose folded magnitude has mean `mean_abs` and mean square
+/// `mean_sq`. 0 where the ratio is at or below a zero-mean Gaussian's (sqrt(2/pi)), or not finite.
+PAQ_HOST_DEVICE inline double folded_normal_snr(double mean_abs, double mean_sq) noexcept
+{
+    constexpr double largest = 1.7976931348623157e308;  // not finite: above it, or NaN
+    if (!(mean_sq > 0.0 && mean_sq <= largest) || !(mean_abs > 0.0 && mean_abs <= largest)) return 0.0;
+    const double f = fmin(mean_abs / sqrt(mean_sq), 1.0);
+    if (!(f > folded_ratio(0.0))) return 0.0;
+    // Past r = 8 the folded tail is below 1e-14 and the ratio is r / sqrt(1 + r^2).
+    constexpr double r_high = 8.0;
+    if (f >= folded_ratio(r_high)) {
+        const double rest = 1.0 - f * f;
+        return rest > 0.0 ? f / sqrt(rest) : 1e30;
+    }
+    double lo = 0.0, hi = r_high;  // folded_ratio rises with r
+    for (int i = 0; i < 56; ++i) {
+        const double mid = 0.5 * (lo + hi);
+        if (folded_ratio(mid) < f) lo = mid; else hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/// The estimated BEP from the contexts' moments: the bits' mean of Q(mu_c / sigma_c).
+/// 0.5 without bits.
+PAQ_HOST_DEVICE inline double bep(const moments& m) noexcept
+{
+    double total = 0.0, errors = 0.0;
+    for (int c = 0; c < contexts; ++c) {
+        const double n = m.count[c];
+        if (n <= 0.0) continue;
+        const double r = folded_normal_snr(m.abs_sum[c] / n, m.sq_sum[c] / n);
+        errors += n * 0.5 * erfc(r * 0.70710678118654752440);
+        total += n;
+    }
+    return total > 0.0 ? errors / total : 0.5;
+}
+
+/// The estimate over `n` statistics in the order of their bits (T: float or double).
+template <class T>
+double bep_of(const T* stat, std::size_t n) noexcept
+{
+    moments m;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double x = static_cast<double>(stat[i]);
+        const int c = context_of(x, i > 0, i > 0 ? static_cast<double>(stat[i - 1]) : 0.0, i + 1 < n,
+                                 i + 1 < n ? static_cast<double>(stat[i + 1]) : 0.0);
+        m.add(c, x);
+    }
+    return bep(m);
+}
+
+}  // namespace paq::dsp::decision_quality
