@@ -93,18 +93,49 @@ PAQ_HOST_DEVICE inline double bep(const moments& m) noexcept
     return total > 0.0 ? errors / total : 0.5;
 }
 
-/// The estimate over `n` statistics in the order of their bits (T: float or double).
+/// The most mu / sigma an LLR's scale is made from: past it an error is as good as impossible
+/// (Q(40) ~ 1e-350), and statistics without spread give finite LLRs.
+inline constexpr double max_llr_snr = 40.0;
+
+/// Per context the factor that makes a statistic its LLR (nats, positive: 1): 2 mu / sigma^2 of
+/// the context's folded Gaussian, the log-likelihood ratio of x under N(+mu, sigma^2) against
+/// N(-mu, sigma^2). 0 for a context without bits or without information (its bits erasures).
+PAQ_HOST_DEVICE inline void llr_scales(const moments& m, double (&scale)[contexts]) noexcept
+{
+    for (int c = 0; c < contexts; ++c) {
+        scale[c] = 0.0;
+        const double n = m.count[c];
+        if (n <= 0.0) continue;
+        const double mean_sq = m.sq_sum[c] / n;
+        const double r = fmin(folded_normal_snr(m.abs_sum[c] / n, mean_sq), max_llr_snr);
+        if (r <= 0.0) continue;
+        // sigma^2 = E x^2 / (1 + r^2), mu = r sigma: 2 mu / sigma^2 = 2 r sqrt(1 + r^2) / sqrt(E x^2).
+        scale[c] = 2.0 * r * sqrt(1.0 + r * r) / sqrt(mean_sq);
+    }
+}
+
+/// Bit i's context within `n` statistics in the order of their bits (T: float or double).
+template <class T>
+PAQ_HOST_DEVICE int context_at(const T* stat, std::size_t n, std::size_t i) noexcept
+{
+    return context_of(static_cast<double>(stat[i]), i > 0, i > 0 ? static_cast<double>(stat[i - 1]) : 0.0, i + 1 < n,
+                      i + 1 < n ? static_cast<double>(stat[i + 1]) : 0.0);
+}
+
+/// The contexts' moments of `n` statistics in the order of their bits.
+template <class T>
+moments moments_of(const T* stat, std::size_t n) noexcept
+{
+    moments m;
+    for (std::size_t i = 0; i < n; ++i) m.add(context_at(stat, n, i), static_cast<double>(stat[i]));
+    return m;
+}
+
+/// The estimate over `n` statistics in the order of their bits.
 template <class T>
 double bep_of(const T* stat, std::size_t n) noexcept
 {
-    moments m;
-    for (std::size_t i = 0; i < n; ++i) {
-        const double x = static_cast<double>(stat[i]);
-        const int c = context_of(x, i > 0, i > 0 ? static_cast<double>(stat[i - 1]) : 0.0, i + 1 < n,
-                                 i + 1 < n ? static_cast<double>(stat[i + 1]) : 0.0);
-        m.add(c, x);
-    }
-    return bep(m);
+    return bep(moments_of(stat, n));
 }
 
 }  // namespace paq::dsp::decision_quality

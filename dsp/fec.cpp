@@ -1,5 +1,7 @@
 #include "dsp/fec.hpp"
 
+#include "dsp/decision_quality.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -51,20 +53,13 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
 {
+    namespace dq = decision_quality;
     const std::size_t n = std::min(stat.size(), llr.size());
-    double sum = 0.0, sum2 = 0.0;
+    double scale[dq::contexts];
+    dq::llr_scales(dq::moments_of(stat.data(), n), scale);
     for (std::size_t i = 0; i < n; ++i) {
-        const double m = std::abs(stat[i]);
-        sum += m;
-        sum2 += m * m;
+        llr[i] = static_cast<float>(stat[i] * scale[dq::context_at(stat.data(), n, i)]);
     }
-    const double count = static_cast<double>(n);
-    const double mean = n ? sum / count : 0.0;
-    const double var = n ? sum2 / count - mean * mean : 0.0;
-    // A packet whose statistics have no spread (all equal, or none finite) carries no measure
-    // of its noise: its LLRs are the statistics at unit scale rather than infinite.
-    const double scale = var > 1e-300 && std::isfinite(var) ? 2.0 * mean / var : 1.0;
-    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(stat[i] * scale);
 }
 
 stream_decoder::stream_decoder(const fec_framing& framing, int max_iterations)

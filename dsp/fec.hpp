@@ -88,8 +88,9 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 /// The symbol-by-symbol detector's soft decisions as LLRs in nats (positive: 1), from its
 /// decision statistics `stat` over the data bits (the rail it decided each bit on, after its
-/// carrier phase): each scaled by 2 mean / variance of the packet's |stat|, the LLR of a
-/// Gaussian statistic of that mean and variance. `llr` and `stat` may be the same.
+/// carrier phase): each scaled by 2 mu / sigma^2 of its context's folded Gaussian
+/// (dsp/decision_quality.hpp, the model of the BEP estimate), the LLR of a statistic of that
+/// mean and variance.
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
 
 /// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).

@@ -53,15 +53,79 @@ constexpr int pre = static_cast<int>(dsp::packet_margin);
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
 
+namespace dq = dsp::decision_quality;
+
+/// Threads of the kernels that read a stream's statistics as a block.
+constexpr int stream_block_threads = 256;
+
+/// The contexts' moments (dsp/decision_quality.hpp) of one stream's 6144 statistics, summed by
+/// the whole block of stream_block_threads; every thread gets them.
+__device__ dq::moments block_moments(const float* __restrict__ x)
+{
+    constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
+    constexpr int warps = stream_block_threads / 32;
+    // Each context's sums in registers (a context index into an array would put it in local
+    // memory): every bit adds to the one it falls in.
+    double sums[3][nc] = {};
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+        const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
+        const double xi = x[i], a = fabs(xi), q = xi * xi;
+#pragma unroll
+        for (int k = 0; k < nc; ++k) {
+            const bool on = c == k;
+            sums[0][k] += on ? 1.0 : 0.0;
+            sums[1][k] += on ? a : 0.0;
+            sums[2][k] += on ? q : 0.0;
+        }
+    }
+    // A warp's by shuffles, then the warps' in shared memory.
+    __shared__ double part[3 * nc][warps];
+    __shared__ double total[3 * nc];
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+    for (int j = 0; j < 3 * nc; ++j) {
+        double v = sums[j / nc][j % nc];
+        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0) part[j][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < 3 * nc) {
+        double v = 0.0;
+        for (int w = 0; w < warps; ++w) v += part[threadIdx.x][w];
+        total[threadIdx.x] = v;
+    }
+    __syncthreads();
+    dq::moments m;
+    for (int k = 0; k < nc; ++k) {
+        m.count[k] = total[k];
+        m.abs_sum[k] = total[nc + k];
+        m.sq_sum[k] = total[2 * nc + k];
+    }
+    return m;
+}
+
+/// Each located packet's symbol-by-symbol streams' BEP estimates (dsp/decision_quality.hpp,
+/// as dsp::cpu_backend makes them) from the statistics their bits were decided on: a block per
+/// (packet, path), stream s's statistics at sxs_stat[s * 6144], its estimate into stats[s].
+__global__ void __launch_bounds__(stream_block_threads) decision_quality_kernel(const float* __restrict__ sxs_stat,
+                                                                               const int* __restrict__ located,
+                                                                               dsp::path_stats* __restrict__ stats)
+{
+    const int s = static_cast<int>(blockIdx.x);
+    if (s / num_paths >= *located) return;
+    const dq::moments m = block_moments(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits);
+    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(dq::bep(m));
+}
+
 /// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
 /// output stream) of the packets located (*count). Streams below sxs_streams are the
 /// symbol-by-symbol detector's statistics (detector stream p * 6 + path, 6144 a stream) scaled
-/// as dsp::sxs_llrs scales them (2 mean / variance of their magnitudes); the others the
-/// trellis's LLRs of the data bits (6336 a stream, the known bits first).
-constexpr int fec_llr_threads = 256;
-__global__ void __launch_bounds__(fec_llr_threads) fec_llr_kernel(const float* __restrict__ sxs_stat, const float* __restrict__ trellis_llr,
-                                                                  const int* __restrict__ count, int streams, int sxs_streams,
-                                                                  float* __restrict__ out)
+/// as dsp::sxs_llrs scales them (per context, dq::llr_scales); the others the trellis's LLRs of
+/// the data bits (6336 a stream, the known bits first).
+__global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const float* __restrict__ sxs_stat,
+                                                                      const float* __restrict__ trellis_llr,
+                                                                      const int* __restrict__ count, int streams,
+                                                                      int sxs_streams, float* __restrict__ out)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits);
     const int p = static_cast<int>(blockIdx.x) / streams, st = static_cast<int>(blockIdx.x) % streams;
@@ -70,90 +134,15 @@ __global__ void __launch_bounds__(fec_llr_threads) fec_llr_kernel(const float* _
     float* dst = out + static_cast<std::size_t>(blockIdx.x) * nd;
     if (st >= sxs_streams) {
         const float* src = trellis_llr + src_stream * waveform::packet_bits + waveform::known_bits;
-        for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) dst[i] = src[i];
+        for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) dst[i] = src[i];
         return;
     }
     const float* src = sxs_stat + src_stream * nd;
-    double sum = 0.0, sum2 = 0.0;
-    for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) {
-        const double m = fabs(static_cast<double>(src[i]));
-        sum += m;
-        sum2 += m * m;
+    double scale[dq::contexts];
+    dq::llr_scales(block_moments(src), scale);
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+        dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale[dq::context_at(src, nd, static_cast<std::size_t>(i))]);
     }
-    __shared__ double s1[fec_llr_threads], s2[fec_llr_threads];
-    s1[threadIdx.x] = sum;
-    s2[threadIdx.x] = sum2;
-    __syncthreads();
-    for (int w = fec_llr_threads / 2; w > 0; w /= 2) {
-        if (static_cast<int>(threadIdx.x) < w) {
-            s1[threadIdx.x] += s1[threadIdx.x + w];
-            s2[threadIdx.x] += s2[threadIdx.x + w];
-        }
-        __syncthreads();
-    }
-    const double mean = s1[0] / nd, var = s2[0] / nd - mean * mean;
-    const double scale = var > 1e-300 && isfinite(var) ? 2.0 * mean / var : 1.0;
-    for (int i = static_cast<int>(threadIdx.x); i < nd; i += fec_llr_threads) dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale);
-}
-
-/// Each located packet's symbol-by-symbol streams' BEP estimates (dsp/decision_quality.hpp,
-/// as dsp::cpu_backend makes them) from the statistics their bits were decided on: a block per
-/// (packet, path), stream s's statistics at sxs_stat[s * 6144], its estimate into stats[s].
-constexpr int quality_threads = 256;
-__global__ void __launch_bounds__(quality_threads) decision_quality_kernel(const float* __restrict__ sxs_stat,
-                                                                          const int* __restrict__ located,
-                                                                          dsp::path_stats* __restrict__ stats)
-{
-    namespace dq = dsp::decision_quality;
-    constexpr int nd = static_cast<int>(waveform::data_bits);
-    const int s = static_cast<int>(blockIdx.x);
-    if (s / num_paths >= *located) return;
-    const float* x = sxs_stat + static_cast<std::size_t>(s) * nd;
-    // Each context's sums in registers (a context index into an array would put it in local
-    // memory): every bit adds to the one it falls in.
-    constexpr int nc = dq::contexts;
-    double count[nc] = {}, abs_sum[nc] = {}, sq_sum[nc] = {};
-    for (int i = static_cast<int>(threadIdx.x); i < nd; i += quality_threads) {
-        const double xi = x[i];
-        const int c = dq::context_of(xi, i > 0, i > 0 ? static_cast<double>(x[i - 1]) : 0.0, i + 1 < nd,
-                                     i + 1 < nd ? static_cast<double>(x[i + 1]) : 0.0);
-        const double a = fabs(xi), q = xi * xi;
-#pragma unroll
-        for (int k = 0; k < nc; ++k) {
-            const bool on = c == k;
-            count[k] += on ? 1.0 : 0.0;
-            abs_sum[k] += on ? a : 0.0;
-            sq_sum[k] += on ? q : 0.0;
-        }
-    }
-    // The block's sums: a warp's by shuffles, then the warps' in shared memory.
-    constexpr int warps = quality_threads / 32;
-    __shared__ double part[3 * nc][warps];
-    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-#pragma unroll
-    for (int k = 0; k < nc; ++k) {
-        for (int off = 16; off > 0; off /= 2) {
-            count[k] += __shfl_down_sync(0xffffffffu, count[k], off);
-            abs_sum[k] += __shfl_down_sync(0xffffffffu, abs_sum[k], off);
-            sq_sum[k] += __shfl_down_sync(0xffffffffu, sq_sum[k], off);
-        }
-        if (lane == 0) {
-            part[k][warp] = count[k];
-            part[nc + k][warp] = abs_sum[k];
-            part[2 * nc + k][warp] = sq_sum[k];
-        }
-    }
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    dq::moments total;
-    for (int k = 0; k < nc; ++k) {
-        for (int w = 0; w < warps; ++w) {
-            total.count[k] += part[k][w];
-            total.abs_sum[k] += part[nc + k][w];
-            total.sq_sum[k] += part[2 * nc + k][w];
-        }
-    }
-    stats[s].bep_estimate = static_cast<float>(dq::bep(total));
 }
 
 __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __restrict__ load, int np)
@@ -1133,7 +1122,7 @@ void chain_part::enqueue_tail(bool timed)
     if (m.cfg.detector != dsp::detector_kind::trellis) {
         // The published symbol-by-symbol estimates, from the final statistics (the detector's own
         // chose the derotation's source above).
-        decision_quality_kernel<<<static_cast<unsigned>(np * num_paths), quality_threads, 0, s>>>(
+        decision_quality_kernel<<<static_cast<unsigned>(np * num_paths), stream_block_threads, 0, s>>>(
             m.det.device_soft(), m.loc.device().count, m.det.device_stats());
         PAQ_CUDA_CHECK(cudaGetLastError());
     }
@@ -1154,7 +1143,7 @@ void chain_part::enqueue_tail(bool timed)
         const int streams = m.cfg.streams();
         const int sxs_streams = m.cfg.detector == dsp::detector_kind::trellis ? 0 : num_paths;
         const int* count = m.loc.device().count;
-        fec_llr_kernel<<<static_cast<unsigned>(np * static_cast<std::size_t>(streams)), fec_llr_threads, 0, s>>>(
+        fec_llr_kernel<<<static_cast<unsigned>(np * static_cast<std::size_t>(streams)), stream_block_threads, 0, s>>>(
             m.det.device_soft(), m.trellis ? m.trellis->device_llr() : nullptr, count, streams, sxs_streams, m.fec_llr.data());
         PAQ_CUDA_CHECK(cudaGetLastError());
         const int per_packet = streams * m.fec->codewords;

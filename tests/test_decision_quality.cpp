@@ -1,14 +1,16 @@
-// The symbol-by-symbol detector's BEP estimate (dsp/decision_quality.hpp): its folded-Gaussian
-// inversion, its contexts on statistics whose truth is known, and on the chain against the
-// measured BER of signals with another sample rate, a clock offset, a carrier offset and a level
-// than the other chain tests use.
+// The symbol-by-symbol detector's BEP estimate and LLRs (dsp/decision_quality.hpp): the
+// folded-Gaussian inversion, the contexts on statistics whose truth is known, and the chain's
+// estimate against the measured BER of signals with another sample rate, a clock offset, a
+// carrier offset and a level than the other chain tests use.
 #include "dsp/cpu_backend.hpp"
 #include "dsp/decision_quality.hpp"
+#include "dsp/fec.hpp"
 #include "runtime/receiver_run.hpp"
 #include "sim/simulator.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -22,6 +24,14 @@ namespace dq = paq::dsp::decision_quality;
 namespace {
 
 double q_function(double r) { return 0.5 * std::erfc(r / std::sqrt(2.0)); }
+
+/// The mean error probability the LLRs state: 1 / (1 + e^|LLR|) each.
+double stated_error_rate(const std::vector<float>& llr)
+{
+    double sum = 0.0;
+    for (const float l : llr) sum += 1.0 / (1.0 + std::exp(std::min(std::abs(static_cast<double>(l)), 700.0)));
+    return sum / static_cast<double>(llr.size());
+}
 
 }  // namespace
 
@@ -67,6 +77,11 @@ TEST(decision_quality, a_gaussian_statistic_gives_its_error_probability)
         const double est = dq::bep_of(x.data(), x.size()), truth = q_function(r);
         std::printf("r %.1f: estimate %.3e, single Gaussian of |x| %.3e, Q(r) %.3e\n", r, est, single, truth);
         EXPECT_NEAR(est / truth, 1.0, 0.04) << r;
+        // The LLRs of the same model are consistent: the mean of 1 / (1 + e^|LLR|), the error
+        // probability each one states, is the error rate.
+        std::vector<float> llr(x.size());
+        sxs_llrs(x, llr);
+        EXPECT_NEAR(stated_error_rate(llr) / truth, 1.0, 0.04) << r;
         if (r < 2.0) {
             EXPECT_LT(single / truth, 0.9) << r;  // why the folding is modelled
         }
@@ -101,6 +116,9 @@ TEST(decision_quality, interference_from_the_neighbours_is_not_taken_for_noise)
     std::printf("neighbour interference: estimate %.3e, single Gaussian %.3e, exact %.3e\n", est, single, exact);
     EXPECT_NEAR(est / exact, 1.0, 0.1);
     EXPECT_GT(single / exact, 1.3);
+    std::vector<float> llr(n);
+    sxs_llrs(x, llr);
+    EXPECT_NEAR(stated_error_rate(llr) / exact, 1.0, 0.1);
 }
 
 namespace {

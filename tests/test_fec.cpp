@@ -120,8 +120,8 @@ TEST(fec, a_data_field_holds_whole_codewords_of_consecutive_pattern_bits)
 
 TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
 {
-    // Statistics +-mu + N(0, sigma^2): the LLR of each is 2 mu x / sigma^2. The scale is
-    // estimated from |x| (whose mean and spread are mu and sigma well above the noise).
+    // Statistics +-mu + N(0, sigma^2): the LLR of each is 2 mu x / sigma^2, whatever context
+    // of its neighbours it falls in (dsp/decision_quality.hpp; the contexts' own tests there).
     std::mt19937_64 rng(77);
     std::normal_distribution<double> noise(0.0, 0.3);
     const double mu = 1.7;
@@ -131,11 +131,11 @@ TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
     sxs_llrs(stat, llr);
     const double want = 2.0 * mu / (0.3 * mu * 0.3 * mu);
     for (std::size_t i = 0; i < 100; ++i) EXPECT_NEAR(llr[i] / stat[i], want, 0.02 * want);
-    // No spread: the statistics at unit scale, not infinities.
+    // No spread: finite LLRs, as of mu / sigma = 40 (decision_quality::max_llr_snr).
     std::vector<double> flat(64, 0.5);
     std::vector<float> out(64);
     sxs_llrs(flat, out);
-    EXPECT_FLOAT_EQ(out[3], 0.5f);
+    EXPECT_FLOAT_EQ(out[3], static_cast<float>(2.0 * 40.0 * std::sqrt(1.0 + 40.0 * 40.0)));
 }
 
 namespace {
