@@ -334,16 +334,16 @@ struct cpu_backend::impl {
         if (view) capture_view(w, *view);
         // Each path's BEP estimate from the statistics its bits were finally decided on
         // (dsp/decision_quality.hpp; the detectors' own, Q(mean / std), chose the derotation's
-        // source above). With the trellis alone its estimates replace these.
+        // source above), and with receiver.fec their LLRs from the same moments. With the trellis
+        // alone its estimates and LLRs replace these.
         if (cfg.detector != detector_kind::trellis) {
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                rec.paths[p].bep_estimate = static_cast<float>(decision_quality::bep_of(w.stat[p].data(), waveform::data_bits));
-            }
-        }
-        if (fec && cfg.detector != detector_kind::trellis) {
-            for (std::size_t p = 0; p < workspace::paths; ++p) {
-                sxs_llrs(w.stat[p], w.sxs_llr[p]);
-                decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
+                const auto m = decision_quality::moments_of(w.stat[p].data(), waveform::data_bits);
+                rec.paths[p].bep_estimate = static_cast<float>(decision_quality::bep(m));
+                if (fec) {
+                    sxs_llrs(w.stat[p], m, w.sxs_llr[p]);
+                    decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
+                }
             }
         }
         if (!cfg.trellis_on()) return;

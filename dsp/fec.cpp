@@ -53,10 +53,15 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
 {
+    sxs_llrs(stat, decision_quality::moments_of(stat.data(), std::min(stat.size(), llr.size())), llr);
+}
+
+void sxs_llrs(std::span<const double> stat, const decision_quality::moments& m, std::span<float> llr) noexcept
+{
     namespace dq = decision_quality;
     const std::size_t n = std::min(stat.size(), llr.size());
     double scale[dq::contexts];
-    dq::llr_scales(dq::moments_of(stat.data(), n), scale);
+    dq::llr_scales(m, scale);
     for (std::size_t i = 0; i < n; ++i) {
         llr[i] = static_cast<float>(stat[i] * scale[dq::context_at(stat.data(), n, i)]);
     }

@@ -33,6 +33,10 @@
 
 namespace paq::dsp {
 
+namespace decision_quality {
+struct moments;  // dsp/decision_quality.hpp (which reaches this header through dsp/batch.hpp)
+}
+
 /// receiver.fec: none, or one of the six AR4JA codes (the names are ldpc::code_names').
 enum class fec_code : std::uint8_t { none, k1024_r1_2, k1024_r2_3, k1024_r4_5, k4096_r1_2, k4096_r2_3, k4096_r4_5 };
 inline constexpr name_table<fec_code, 7> fec_names = [] {
@@ -92,6 +96,8 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 /// (dsp/decision_quality.hpp, the model of the BEP estimate), the LLR of a statistic of that
 /// mean and variance.
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
+/// The same from the statistics' moments already summed (decision_quality::moments_of(stat)).
+void sxs_llrs(std::span<const double> stat, const decision_quality::moments& m, std::span<float> llr) noexcept;
 
 /// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).
 class stream_decoder {
