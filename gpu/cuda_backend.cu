@@ -58,9 +58,16 @@ namespace dq = dsp::decision_quality;
 /// Threads of the kernels that read a stream's statistics as a block.
 constexpr int stream_block_threads = 256;
 
-/// The contexts' moments (dsp/decision_quality.hpp) of one stream's 6144 statistics, summed by
-/// the whole block of stream_block_threads; every thread gets them.
-__device__ dq::moments block_moments(const float* __restrict__ x)
+/// A stream's decision quality: its contexts' moments and their mu / sigma (dsp/decision_quality.hpp).
+struct stream_quality {
+    dq::moments m;
+    double snr[dq::contexts];
+};
+
+/// The decision quality of one stream's 6144 statistics, summed by the whole block of
+/// stream_block_threads, each context's mu / sigma inverted by a thread of its own; every
+/// thread gets it.
+__device__ stream_quality block_quality(const float* __restrict__ x)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
     constexpr int warps = stream_block_threads / 32;
@@ -81,6 +88,7 @@ __device__ dq::moments block_moments(const float* __restrict__ x)
     // A warp's by shuffles, then the warps' in shared memory.
     __shared__ double part[3 * nc][warps];
     __shared__ double total[3 * nc];
+    __shared__ double snr[nc];
     const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
 #pragma unroll
     for (int j = 0; j < 3 * nc; ++j) {
@@ -95,13 +103,16 @@ __device__ dq::moments block_moments(const float* __restrict__ x)
         total[threadIdx.x] = v;
     }
     __syncthreads();
-    dq::moments m;
+    stream_quality q;
     for (int k = 0; k < nc; ++k) {
-        m.count[k] = total[k];
-        m.abs_sum[k] = total[nc + k];
-        m.sq_sum[k] = total[2 * nc + k];
+        q.m.count[k] = total[k];
+        q.m.abs_sum[k] = total[nc + k];
+        q.m.sq_sum[k] = total[2 * nc + k];
     }
-    return m;
+    if (threadIdx.x < nc) snr[threadIdx.x] = dq::context_snr(q.m, static_cast<int>(threadIdx.x));
+    __syncthreads();
+    for (int k = 0; k < nc; ++k) q.snr[k] = snr[k];
+    return q;
 }
 
 /// Each located packet's symbol-by-symbol streams' BEP estimates (dsp/decision_quality.hpp,
@@ -113,8 +124,8 @@ __global__ void __launch_bounds__(stream_block_threads) decision_quality_kernel(
 {
     const int s = static_cast<int>(blockIdx.x);
     if (s / num_paths >= *located) return;
-    const dq::moments m = block_moments(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits);
-    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(dq::bep(m));
+    const stream_quality q = block_quality(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits);
+    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(dq::bep(q.m, q.snr));
 }
 
 /// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
@@ -138,8 +149,9 @@ __global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const flo
         return;
     }
     const float* src = sxs_stat + src_stream * nd;
+    const stream_quality q = block_quality(src);
     double scale[dq::contexts];
-    dq::llr_scales(block_moments(src), scale);
+    dq::llr_scales(q.m, q.snr, scale);
     for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
         dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale[dq::context_at(src, nd, static_cast<std::size_t>(i))]);
     }
