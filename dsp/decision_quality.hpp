@@ -25,12 +25,13 @@ namespace paq::dsp::decision_quality {
 inline constexpr int contexts = 4;
 
 /// Bit i's context from its own statistic and its neighbours' (has_prev / has_next false at
-/// the data's edges: a missing neighbour counts as decided alike).
-PAQ_HOST_DEVICE inline int context_of(double x, bool has_prev, double prev, bool has_next, double next) noexcept
+/// the data's edges: a missing neighbour counts as decided alike). T: float or double.
+template <class T>
+PAQ_HOST_DEVICE int context_of(T x, bool has_prev, T prev, bool has_next, T next) noexcept
 {
-    const bool own = x >= 0.0;
-    const bool prev_alike = !has_prev || (prev >= 0.0) == own;
-    const bool next_alike = !has_next || (next >= 0.0) == own;
+    const bool own = x >= T(0);
+    const bool prev_alike = !has_prev || (prev >= T(0)) == own;
+    const bool next_alike = !has_next || (next >= T(0)) == own;
     return (prev_alike ? 1 : 0) | (next_alike ? 2 : 0);
 }
 
@@ -155,8 +156,7 @@ PAQ_HOST_DEVICE inline void llr_scales(const moments& m, double (&scale)[context
 template <class T>
 PAQ_HOST_DEVICE int context_at(const T* stat, std::size_t n, std::size_t i) noexcept
 {
-    return context_of(static_cast<double>(stat[i]), i > 0, i > 0 ? static_cast<double>(stat[i - 1]) : 0.0, i + 1 < n,
-                      i + 1 < n ? static_cast<double>(stat[i + 1]) : 0.0);
+    return context_of(stat[i], i > 0, i > 0 ? stat[i - 1] : T(0), i + 1 < n, i + 1 < n ? stat[i + 1] : T(0));
 }
 
 /// The contexts' moments of `n` statistics in the order of their bits.
