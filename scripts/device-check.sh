@@ -63,6 +63,8 @@ if [[ $mode == coded ]]; then
       --output "$out/coded-$tag.csv" > "$out/coded-$tag.log" 2>&1 || status=1
     cat "$out/coded-$tag.log"
   done
+  # Six files in one: at most 8 files come back from $OUT.
+  (cd "$out" && tar -czf coded.tar.gz coded-*.csv coded-*.log && rm -f coded-*.csv coded-*.log)
 fi
 if [[ $mode == all || $mode == bench ]]; then
   ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
