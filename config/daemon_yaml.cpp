@@ -86,6 +86,12 @@ const section<io::file_source_config>& file_schema()
             optional_number<C>("sample_rate_hz", at(&C::raw_sample_rate_hz), between(1e3, 1e9),
                                {"Hz", "raw files only (required for raw)"}),
             number<C>("ci16_scale", at(&C::raw_ci16_scale), ci16_scale_range, {"", "raw ci16 counts per unit amplitude"}),
+            optional_number<C>("channel", at(&C::channel), between(1, io::max_channels),
+                               {"", "the channel received of a recording that interleaves several (SigMF `core:num_channels`, "
+                                    "or `channels` of a raw file); required for such a recording",
+                                "unset"}),
+            number<C>("channels", at(&C::raw_channels), between(1, io::max_channels),
+                      {"", "raw files only: channels interleaved, a sample of each per sample time"}),
             boolean<C>("paced", at(&C::paced),
                        {"", "true: deliver at the recorded rate × `rate_factor`; false: as fast as the ring takes samples"}),
             number<C>("rate_factor", at(&C::rate_factor), between(1e-3, 1000), {"", "pacing multiplier"}),

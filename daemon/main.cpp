@@ -112,6 +112,7 @@ struct replay_command {
     std::string records_base;
     std::uint32_t records_decimation = 1, channel_decimation = 100;
     std::string llr_base;
+    int channel = 0, channels = 1;
 
     void add_to(CLI::App& app)
     {
@@ -120,6 +121,13 @@ struct replay_command {
         cmd->add_option("--datatype", format, "Raw files: sample type, cf32_le or ci16_le (SigMF core:datatype)");
         cmd->add_option("--format", format)->group("");  // the old name, kept hidden
         cmd->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(cli::finite_positive());
+        cmd->add_option("--channel", channel,
+                        "The channel received of a recording that interleaves several (SigMF core:num_channels, or "
+                        "--channels of a raw file): 1 .. its channels; required for such a recording")
+            ->check(CLI::Range(1, io::max_channels));
+        cmd->add_option("--channels", channels, "Raw files: channels interleaved, a sample of each per sample time")
+            ->check(CLI::Range(1, io::max_channels))
+            ->capture_default_str();
         cmd->add_option("--bit-rate", bit_rate,
                         "The link's bit rate in bit/s, 1e6 .. 30e6 (default: the recording's paq:bit_rate_hz, else "
                         "receiver.bit_rate_hz, 10.3125e6); any input rate of 2 .. 6.4 samples per bit is resampled")
@@ -199,6 +207,8 @@ struct replay_command {
             if (threads >= 0) opt.receiver.cpu_threads = threads;
             if (!format.empty()) opt.raw_format = io::parse_sample_format(format);
             if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
+            if (channel > 0) opt.channel = channel;
+            opt.raw_channels = channels;
             if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
             if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;
             if (!detector.empty()) opt.receiver.detector = dsp::parse_detector(detector);

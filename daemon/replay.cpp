@@ -28,11 +28,14 @@ replay_result run_replay(const replay_options& opt)
     if (opt.backend != config::backend_kind::cpu) (void)runtime::cuda_backend_available();
     const auto t_start = std::chrono::steady_clock::now();
     auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-    auto reader = io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz);
+    auto reader = io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz, io::default_ci16_scale, opt.channel,
+                                               opt.raw_channels);
     const auto& info = reader.info();
     replay_result res;
     res.file = opt.file.string();
     res.sample_rate_hz = info.sample_rate_hz;
+    res.channel = info.channel;
+    res.channels = info.num_channels;
     res.trailing_bytes = info.trailing_bytes;
     if (info.trailing_bytes) {
         res.warnings.push_back("truncated file: " + std::to_string(info.trailing_bytes) +
@@ -194,6 +197,7 @@ void print_table(const replay_result& r, std::ostream& os)
     if (r.workers > 1) os << ", " << r.workers << " workers";
     if (!r.input_width.empty()) os << ", " << r.input_width << " input";
     if (r.detector != "sxs") os << ", " << r.detector << " detector";
+    if (r.channels > 1) os << ", channel " << r.channel << " of " << r.channels;
     os << ")\n";
     os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
@@ -299,6 +303,8 @@ nlohmann::json to_json(const replay_result& r)
                                 {"fec", dsp::to_string(r.fec)},
                                 {"fec_from", r.fec_from},
                                 {"sample_rate_hz", r.sample_rate_hz},
+                                {"channel", r.channel},
+                                {"channels", r.channels},
                                 {"bit_rate_hz", r.bit_rate_hz},
                                 {"bit_rate_from", r.bit_rate_from},
                                 {"pattern", r.pattern},

@@ -26,6 +26,10 @@ struct replay_options {
     std::filesystem::path file;
     std::optional<io::sample_format> raw_format;   ///< raw files only
     std::optional<double> raw_sample_rate_hz;      ///< raw files only
+    /// --channel: the channel received of a recording that interleaves several (1 .. its
+    /// channels; such a recording needs it); --channels: a raw file's channels.
+    std::optional<int> channel;
+    int raw_channels = 1;
     /// --pattern: the data's PN pattern. Unset: the recording's paq:pattern (paq-sim writes
     /// it), else pn15.
     std::optional<dsp::pn_pattern> pattern;
@@ -51,6 +55,7 @@ struct replay_result {
     /// (runtime/counters.hpp) under the live service's names.
     runtime::stream_stats engine;
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
+    int channel = 1, channels = 1;      ///< the channel received, of the recording's channels
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"
     std::string pattern;                ///< the PN pattern the bits were counted against ("pn15")

@@ -34,6 +34,12 @@ std::vector<std::string> file_source_config::validate() const
     if (!(raw_ci16_scale > 0.0f)) {
         e.push_back("source.file.ci16_scale = " + std::to_string(raw_ci16_scale) + ": must be > 0");
     }
+    if (channel && (*channel < 1 || *channel > max_channels)) {
+        e.push_back("source.file.channel = " + std::to_string(*channel) + ": must be in [1, " + std::to_string(max_channels) + "]");
+    }
+    if (raw_channels < 1 || raw_channels > max_channels) {
+        e.push_back("source.file.channels = " + std::to_string(raw_channels) + ": must be in [1, " + std::to_string(max_channels) + "]");
+    }
     return e;
 }
 
@@ -45,7 +51,8 @@ struct file_source::impl {
 
     impl(file_source_config c)
         : cfg(std::move(c)),
-          reader(sample_file_reader::open(cfg.path, cfg.raw_format, cfg.raw_sample_rate_hz, cfg.raw_ci16_scale))
+          reader(sample_file_reader::open(cfg.path, cfg.raw_format, cfg.raw_sample_rate_hz, cfg.raw_ci16_scale, cfg.channel,
+                                            cfg.raw_channels))
     {
         std::vector<std::string> warnings;
         marks = recording_marks(reader.info().meta, warnings);

@@ -23,6 +23,10 @@ struct file_source_config {
     std::optional<sample_format> raw_format;   ///< raw files only
     std::optional<double> raw_sample_rate_hz;  ///< raw files only
     float raw_ci16_scale = default_ci16_scale;
+    /// The channel received of a recording that interleaves several (1 .. its channels; a
+    /// recording of several needs it: sample_file_reader::open); raw_channels: a raw file's.
+    std::optional<int> channel;
+    int raw_channels = 1;
     /// true: samples leave at the recorded rate times rate_factor (a live link);
     /// false: as fast as the ring takes them.
     bool paced = true;

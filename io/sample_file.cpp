@@ -251,12 +251,29 @@ namespace {
   return static_cast<std::uint64_t>(st.st_size);
 }
 
+/// The channel a reader reads of a recording with `channels` interleaved (1: there is no
+/// choice to make, and channel 1 is the only one accepted).
+void choose_channel(recording_info& info, int channels, std::optional<int> channel, const fs::path& path) {
+  info.num_channels = channels;
+  if (channel && (*channel < 1 || *channel > channels)) {
+    throw std::invalid_argument(path.string() + ": channel " + std::to_string(*channel) + " does not exist (it has " +
+                                std::to_string(channels) + (channels == 1 ? " channel" : " channels, 1 .. " + std::to_string(channels)) + ")");
+  }
+  if (!channel && channels > 1) {
+    throw format_error(path.string() + ": " + std::to_string(channels) +
+                       " channels interleaved (core:num_channels), and paqd receives one: choose it (paqd replay --channel 1 .. " +
+                       std::to_string(channels) + "; paqd.yaml source.file.channel)");
+  }
+  info.channel = channel.value_or(1);
+}
+
 }  // namespace
 
 sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
                                             std::optional<sample_format> raw_format,
                                             std::optional<double> raw_sample_rate_hz,
-                                            float raw_ci16_scale) {
+                                            float raw_ci16_scale, std::optional<int> channel,
+                                            int raw_channels) {
   recording_info info;
   const sigmf_file_paths paths = sigmf_paths(path);
   std::error_code ec;
@@ -281,6 +298,7 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
     ri.sample_rate_hz = ri.meta.sample_rate_hz;
     ri.data_offset_bytes = rec.data.offset_bytes;
     ri.archive_member = rec.data.name;
+    choose_channel(ri, ri.meta.num_channels, channel, path);
     reader.lay_out(rec.data.size_bytes);
     return reader;
   }
@@ -308,6 +326,11 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
       throw std::invalid_argument(path.string() + ": ci16 scale must be positive and finite, got " +
                                   std::to_string(raw_ci16_scale));
     }
+    if (raw_channels < 1 || raw_channels > max_channels) {
+      throw std::invalid_argument(path.string() + ": " + std::to_string(raw_channels) +
+                                  " channels is out of range (1 .. " + std::to_string(max_channels) + ")");
+    }
+    info.meta.num_channels = raw_channels;
     info.meta.format = *raw_format;
     info.meta.sample_rate_hz = *raw_sample_rate_hz;
     info.meta.ci16_scale = raw_ci16_scale;
@@ -316,6 +339,7 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
   info.format = info.meta.format;
   info.sample_rate_hz = info.meta.sample_rate_hz;
 
+  choose_channel(info, info.meta.num_channels, channel, path);
   const fs::path data_path = info.data_path;
   // From here on the reader object owns fd and closes it if a check below throws.
   sample_file_reader reader(std::move(info), open_for_reading(data_path));
@@ -327,7 +351,8 @@ void sample_file_reader::lay_out(std::uint64_t data_bytes) {
   recording_info& ri = info_;
   const std::string data_name =
       ri.data_path.string() + (ri.archive_member.empty() ? "" : ": member " + ri.archive_member);
-  const std::size_t sample_bytes = bytes_per_sample(ri.format);
+  // A sample time is a sample of each channel: the layout counts whole sample times.
+  const std::size_t sample_bytes = frame_bytes();
   segments_.assign(1, segment{0, ri.data_offset_bytes});
 
   // SigMF Non-Conforming Datasets: a capture's header_bytes lie right before its first sample,
@@ -355,7 +380,8 @@ void sample_file_reader::lay_out(std::uint64_t data_bytes) {
   if (ri.num_samples == 0) {
     throw format_error(data_name + ": contains no samples (" + std::to_string(data_bytes) +
                        " bytes" + (headers ? ", " + std::to_string(headers) + " of them headers" : "") +
-                       "; one " + std::string(to_sigmf_datatype(ri.format)) + " sample is " +
+                       "; one " + std::string(to_sigmf_datatype(ri.format)) + " sample" +
+                       (ri.num_channels > 1 ? " of each of " + std::to_string(ri.num_channels) + " channels" : "") + " is " +
                        std::to_string(sample_bytes) + " bytes)");
   }
   // Advisory only: a failure costs read-ahead, not correctness, so the result is not checked.
@@ -378,7 +404,7 @@ void sample_file_reader::read_exact(std::byte* dst, std::size_t num_bytes,
     if (got == 0) {
       throw std::runtime_error(info_.data_path.string() + ": unexpected end of file at byte offset " +
                                std::to_string(at) + " (expected " +
-                               std::to_string(info_.num_samples * bytes_per_sample(info_.format)) +
+                               std::to_string(info_.num_samples * frame_bytes()) +
                                " bytes; did the file shrink while being read?)");
     }
     done += static_cast<std::size_t>(got);
@@ -430,7 +456,27 @@ std::pair<std::size_t, std::uint64_t> sample_file_reader::contiguous_run(std::si
   if (next != segments_.end()) {
     count = static_cast<std::size_t>(std::min<std::uint64_t>(count, next->sample_start - position_));
   }
-  return {count, seg.offset_bytes + (position_ - seg.sample_start) * bytes_per_sample(info_.format)};
+  return {count, seg.offset_bytes + (position_ - seg.sample_start) * frame_bytes()};
+}
+
+void sample_file_reader::ensure_buffer() {
+  if (!buffer_.empty()) return;
+  // Small files get a buffer of their own size, not a whole block (a whole sample time at least).
+  const std::uint64_t file_bytes = info_.num_samples * frame_bytes();
+  buffer_.resize(static_cast<std::size_t>(std::max<std::uint64_t>(frame_bytes(), std::min<std::uint64_t>(io_block_bytes, file_bytes))));
+}
+
+std::size_t sample_file_reader::frame_bytes() const noexcept {
+  return bytes_per_sample(info_.format) * static_cast<std::size_t>(info_.num_channels);
+}
+
+void sample_file_reader::read_channel(std::size_t count, std::uint64_t offset) {
+  const std::size_t sample_bytes = bytes_per_sample(info_.format), frame = frame_bytes();
+  read_exact(buffer_.data(), count * frame, offset);
+  // Sample i of the channel moves from i * frame + (channel - 1) * sample_bytes to
+  // i * sample_bytes: never past a byte still to be moved.
+  const std::size_t at = static_cast<std::size_t>(info_.channel - 1) * sample_bytes;
+  for (std::size_t i = 0; i < count; ++i) std::memmove(buffer_.data() + i * sample_bytes, buffer_.data() + i * frame + at, sample_bytes);
 }
 
 std::size_t sample_file_reader::read(std::span<ci16> out) {
@@ -443,8 +489,15 @@ std::size_t sample_file_reader::read(std::span<ci16> out) {
   const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), remaining));
   std::size_t done = 0;
   while (done < count) {
-    const auto [n, offset] = contiguous_run(count - done);
-    read_exact_parallel(reinterpret_cast<std::byte*>(out.data() + done), n * sizeof(ci16), offset);
+    auto [n, offset] = contiguous_run(count - done);
+    if (info_.num_channels > 1) {
+      ensure_buffer();
+      n = std::min(n, buffer_.size() / frame_bytes());
+      read_channel(n, offset);
+      std::memcpy(out.data() + done, buffer_.data(), n * sizeof(ci16));
+    } else {
+      read_exact_parallel(reinterpret_cast<std::byte*>(out.data() + done), n * sizeof(ci16), offset);
+    }
     position_ += n;
     done += n;
   }
@@ -456,19 +509,19 @@ std::size_t sample_file_reader::read_contiguous(cf32* out, std::size_t count) {
   std::uint64_t offset = 0;
   std::tie(count, offset) = contiguous_run(count);
 
-  if (is_native_layout(info_.format)) {
+  if (is_native_layout(info_.format) && info_.num_channels == 1) {
     read_exact_parallel(reinterpret_cast<std::byte*>(out), count * sample_bytes, offset);
     position_ += count;
     return count;
   }
 
-  if (buffer_.empty()) {
-    // Small files get a buffer of their own size, not a whole block.
-    const std::uint64_t file_bytes = info_.num_samples * sample_bytes;
-    buffer_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(io_block_bytes, file_bytes)));
+  ensure_buffer();
+  const std::size_t chunk = std::min(buffer_.size() / frame_bytes(), count);
+  if (info_.num_channels > 1) {
+    read_channel(chunk, offset);
+  } else {
+    read_exact(buffer_.data(), chunk * sample_bytes, offset);
   }
-  const std::size_t chunk = std::min(buffer_.size() / sample_bytes, count);
-  read_exact(buffer_.data(), chunk * sample_bytes, offset);
   decode(info_.format, buffer_.data(), chunk, out, info_.meta.ci16_scale);
   position_ += chunk;
   return chunk;
@@ -612,6 +665,10 @@ void sample_file_writer::close() {
     throw std::runtime_error(data_path_.string() + ": cannot close: " + errno_text(err));
   }
   if (failed_ || meta_path_.empty()) return;
+  if (const auto channels = static_cast<std::uint64_t>(meta_.num_channels); samples_written_ % channels != 0) {
+    throw std::runtime_error(data_path_.string() + ": " + std::to_string(samples_written_) + " samples are not whole sample times of " +
+                             std::to_string(channels) + " channels: no meta file written");
+  }
   write_sigmf_meta(meta_path_, meta_);
 }
 

@@ -28,6 +28,10 @@ struct recording_info {
   std::uint64_t num_samples = 0;     ///< whole samples in the data (header bytes excluded)
   std::uint64_t trailing_bytes = 0;  ///< bytes after the last whole sample: a truncated file
   bool is_sigmf = false;
+  /// Channels interleaved in the data (SigMF core:num_channels, or a raw file's as given) and
+  /// the one read, 1 .. num_channels. A sample is one sample time: num_channels values.
+  int num_channels = 1;
+  int channel = 1;
   /// The SigMF metadata; for a raw file, format, sample_rate_hz and ci16_scale as given to
   /// open() and everything else defaulted.
   sigmf_meta meta;
@@ -51,10 +55,16 @@ class sample_file_reader {
   /// max_sample_rate_hz] (NaN included) or a non-positive raw scale. A data file
   /// whose size is not a multiple of the sample size is accepted: see
   /// recording_info::trailing_bytes.
+  /// A recording of several channels (SigMF core:num_channels, or raw_channels for a raw
+  /// file) is read one channel at a time: `channel`, 1 .. the channels; without it such a
+  /// recording throws format_error naming its channels (paqd receives one channel).
+  /// std::invalid_argument for a channel the recording does not have, or raw_channels outside
+  /// 1 .. max_channels.
   [[nodiscard]] static sample_file_reader open(const std::filesystem::path& path,
                                                std::optional<sample_format> raw_format = {},
                                                std::optional<double> raw_sample_rate_hz = {},
-                                               float raw_ci16_scale = default_ci16_scale);
+                                               float raw_ci16_scale = default_ci16_scale,
+                                               std::optional<int> channel = {}, int raw_channels = 1);
 
   sample_file_reader(sample_file_reader&& other) noexcept;
   sample_file_reader& operator=(sample_file_reader&& other) noexcept;
@@ -98,6 +108,13 @@ class sample_file_reader {
   /// How many of count samples from position_ lie in one segment, and the byte offset of
   /// the first.
   [[nodiscard]] std::pair<std::size_t, std::uint64_t> contiguous_run(std::size_t count) const;
+  /// Allocates buffer_ at the first read that needs it.
+  void ensure_buffer();
+  /// Bytes of one sample time: a sample of each channel.
+  [[nodiscard]] std::size_t frame_bytes() const noexcept;
+  /// Reads `count` sample times (from one segment, at offset) into buffer_ and packs the
+  /// chosen channel's samples at its start (a multi-channel recording).
+  void read_channel(std::size_t count, std::uint64_t offset);
 
   recording_info info_;
   std::vector<segment> segments_;  ///< never empty once open
@@ -174,7 +191,9 @@ class sample_file_writer {
   /// Appends samples. Throws std::runtime_error naming the file, byte offset and strerror on a
   /// write error (e.g. disk full); the writer is then failed: further writes throw
   /// std::logic_error and close() writes no meta file for the incomplete recording.
-  /// std::logic_error after close().
+  /// std::logic_error after close(). A recording of several channels (meta.num_channels) takes
+  /// them interleaved, a sample of each channel per sample time; close() refuses a last
+  /// sample time left incomplete.
   void write(std::span<const cf32> samples);
 
   /// Syncs and closes the data file, then (SigMF, not failed) writes the meta file. Throws

@@ -23,6 +23,9 @@ inline constexpr name_table<sample_format, 4> sample_format_names{{{"cf32_le", s
 /// signal amplitude: enough headroom that noise at low Eb/N0 rarely clips, while a unit signal
 /// still uses 13 bits.
 inline constexpr float default_ci16_scale = 8192.0f;
+/// The most channels a recording may interleave, a sample of each per sample time (SigMF
+/// core:num_channels, a raw file's channel count).
+inline constexpr int max_channels = 16;
 /// The ci16 scales paqd takes (a recording's paq:ci16_scale, a source's ci16_scale): beyond
 /// them a count would convert to zero, a denormal or an infinity.
 inline constexpr double min_ci16_scale = 1e-6;

@@ -221,6 +221,11 @@ std::vector<sigmf_extension> validate_for_writing(const sigmf_meta& meta) {
   if (!std::isfinite(meta.center_frequency_hz)) {
     throw std::invalid_argument("center frequency must be finite");
   }
+  if (meta.num_channels < 1 || meta.num_channels > max_channels) {
+    throw std::invalid_argument("SigMF num_channels " + std::to_string(meta.num_channels) + " is out of range (1 .. " +
+                                std::to_string(max_channels) + ")");
+  }
+
   if (!meta.header_chunks.empty()) {
     throw std::invalid_argument("SigMF header_chunks must be empty: paqd writes samples only");
   }
@@ -362,6 +367,7 @@ std::string to_sigmf_json(const sigmf_meta& meta) {
   global["core:datatype"] = to_sigmf_datatype(meta.format);
   global["core:sample_rate"] = meta.sample_rate_hz;
   global["core:version"] = sigmf_version;
+  if (meta.num_channels > 1) global["core:num_channels"] = meta.num_channels;
   if (!meta.description.empty()) global["core:description"] = meta.description;
   if (!meta.recorder.empty()) global["core:recorder"] = meta.recorder;
   if (!extensions.empty()) {
@@ -547,10 +553,13 @@ sigmf_meta parse_sigmf_meta(std::string_view text, const std::string& name) {
   meta.extensions = parse_extensions(name, global);
 
   // Layouts that would make us decode the wrong bytes: refuse rather than produce noise.
-  const auto channels_it = global.find("core:num_channels");
-  if (channels_it != global.end() && get_count(name, global, "core:num_channels", "global") > 1) {
-    fail(name, "multi-channel recordings (core:num_channels " + channels_it->dump() +
-                   ") are not supported (allowed: 1)");
+  if (global.contains("core:num_channels")) {
+    const std::uint64_t channels = get_count(name, global, "core:num_channels", "global");
+    if (channels < 1 || channels > static_cast<std::uint64_t>(max_channels)) {
+      fail(name, "global core:num_channels " + std::to_string(channels) + " is out of range (1 .. " +
+                     std::to_string(max_channels) + ")");
+    }
+    meta.num_channels = static_cast<int>(channels);
   }
   if (const std::uint64_t trailing = get_count(name, global, "core:trailing_bytes", "global");
       trailing != 0) {

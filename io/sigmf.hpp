@@ -69,6 +69,9 @@ struct sigmf_meta {
   float ci16_scale = default_ci16_scale;
   double center_frequency_hz = 0;  ///< 0: unknown, core:frequency is not written
   std::string datetime_iso8601;    ///< empty: not written
+  /// global core:num_channels, 1 .. max_channels: the channels' samples interleaved, one of
+  /// each channel per sample time (written when above 1).
+  int num_channels = 1;
   /// Extra namespaced keys of the "global" object, e.g. {"paq:preset": "...", "paq:seed": 7}.
   /// Must be null or an object whose keys have a non-core namespace ("ns:name"). On read it
   /// receives every global key outside the core namespace, except paq:ci16_scale.
@@ -153,7 +156,7 @@ void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& 
 /// cf32_le / ci16_le, or a core:sample_rate that is missing, not a number or outside
 /// [min_sample_rate_hz, max_sample_rate_hz], a malformed core:extensions or one that declares
 /// an extension other than paq with optional: false (SigMF: the reader must then support it);
-/// also for layouts paqd would misread (core:num_channels > 1, nonzero core:trailing_bytes,
+/// also for layouts paqd would misread (core:num_channels above max_channels, nonzero core:trailing_bytes,
 /// captures out of order or with a malformed core:sample_start or core:header_bytes).
 [[nodiscard]] sigmf_meta parse_sigmf_meta(std::string_view text, const std::string& name);
 

@@ -43,6 +43,8 @@ std::mt19937_64 sub_rng(std::uint64_t seed, std::uint32_t tag)
 constexpr std::uint32_t rng_tag_wiener = 0x57494e52u;  // "WINR"
 constexpr std::uint32_t rng_tag_mask = 0x4d41534bu;    // "MASK"
 constexpr std::uint32_t rng_tag_dc = 0x44434f46u;      // "DCOF"
+constexpr std::uint32_t rng_tag_noise = 0x4e4f4953u;   // "NOIS": a second channel's noise on
+constexpr std::uint32_t rng_tag_shadow = 0x53484144u;  // "SHAD": each channel's fades
 
 // ---- Resampler -------------------------------------------------------------------------
 //
@@ -474,6 +476,41 @@ agc_step parse_agc_step(std::string_view text)
 
 std::pair<double, double> parse_iq_imbalance(std::string_view text) { return parse_pair(text, "DB,DEG"); }
 
+void apply_channel_setting(sim_config& cfg, std::string_view text)
+{
+    const std::string s(text);
+    constexpr const char* keys = "preset, ebn0-db, gain-db, delay-ns, phase-rad, shadow-db, shadow-s, shadow-every-s";
+    for (const auto part : split_commas(text)) {
+        const auto eq = part.find('=');
+        if (eq == std::string_view::npos || eq == 0)
+            throw std::invalid_argument("'" + s + "': '" + std::string(part) + "' is not KEY=VALUE (keys: " + keys + ")");
+        const std::string key(part.substr(0, eq)), value(part.substr(eq + 1));
+        if (key == "preset") {
+            (void)channel_preset_by_name(value);  // an unknown name is refused here, naming the presets
+            cfg.preset = value;
+            continue;
+        }
+        double* field = key == "ebn0-db"          ? &cfg.ebn0_db
+                        : key == "gain-db"        ? &cfg.gain_db
+                        : key == "delay-ns"       ? &cfg.delay_ns
+                        : key == "phase-rad"      ? &cfg.phase_rad
+                        : key == "shadow-db"      ? &cfg.shadow_depth_db
+                        : key == "shadow-s"       ? &cfg.shadow_duration_s
+                        : key == "shadow-every-s" ? &cfg.shadow_interval_s
+                                                  : nullptr;
+        if (field == nullptr) throw std::invalid_argument("'" + s + "': unknown key '" + key + "' (keys: " + keys + ")");
+        if (key == "ebn0-db" && (value == "inf" || value == "+inf")) {
+            *field = std::numeric_limits<double>::infinity();
+            continue;
+        }
+        const auto x = whole_number(value);
+        if (!x || !std::isfinite(*x))
+            throw std::invalid_argument("'" + s + "': " + key + " '" + value + "' is not a finite number" +
+                                        (key == "ebn0-db" ? " or inf" : ""));
+        *field = *x;
+    }
+}
+
 phase_noise_setting parse_phase_noise(std::string_view text)
 {
     if (text.find(':') == std::string_view::npos) {
@@ -639,6 +676,17 @@ std::vector<std::string> sim_config::validate() const
         if (!(r.delay_ns >= 0.0 && r.delay_ns <= 2000.0)) add(f + ".delay_ns", r.delay_ns, "0 .. 2000 ns");
         if (!std::isfinite(r.phase_rad)) add(f + ".phase_rad", r.phase_rad, "finite");
     }
+    if (channel < 0 || channel > 15) add("channel", channel, "0 .. 15");
+    if (!(delay_ns >= 0.0 && delay_ns <= 2000.0)) add("delay_ns", delay_ns, "0 .. 2000 ns");
+    if (!(shadow_depth_db >= 0.0 && shadow_depth_db <= 60.0)) add("shadow_depth_db", shadow_depth_db, "0 (none) .. 60 dB");
+    if (shadow_depth_db > 0.0) {
+        if (!(shadow_duration_s >= 1e-3 && shadow_duration_s <= 60.0)) add("shadow_duration_s", shadow_duration_s, "1e-3 .. 60 s");
+        if (!(shadow_interval_s > shadow_duration_s && shadow_interval_s <= 3600.0)) {
+            std::ostringstream os;
+            os << "above shadow_duration_s (" << shadow_duration_s << " s) .. 3600 s";
+            add("shadow_interval_s", shadow_interval_s, os.str());
+        }
+    }
     if (start_offset_samples < -1 || start_offset_samples >= static_cast<long long>(waveform::L_pkt))
         add("start_offset_samples", static_cast<double>(start_offset_samples), "-1 (from seed) or 0 .. 12671");
     return e;
@@ -687,6 +735,10 @@ struct simulator::impl {
     cf64 dc = 0.0;
     bool gain_on = false;
     double gain = 1.0;                                      ///< linear, at the current sample
+    // Shadowing fades (cfg.shadow_depth_db): the current or next fade's span, output seconds.
+    bool shadow = false;
+    std::mt19937_64 shadow_rng;
+    double fade_start_s = 0.0, fade_end_s = 0.0;
     std::vector<std::pair<std::uint64_t, double>> steps;    ///< (first output sample, linear factor)
     std::size_t next_step = 0;
 
@@ -707,6 +759,12 @@ struct simulator::impl {
         preset.rays.insert(preset.rays.end(), cfg.extra_rays.begin(), cfg.extra_rays.end());
         drop = cfg.start_offset_samples >= 0 ? static_cast<std::uint64_t>(cfg.start_offset_samples)
                                              : rng() % waveform::L_pkt;
+        // Another channel of the same transmission: the same start, noise of its own.
+        if (cfg.channel > 0) rng = sub_rng(cfg.seed, rng_tag_noise + static_cast<std::uint32_t>(cfg.channel));
+        if (cfg.shadow_depth_db > 0.0) {
+            shadow = true;
+            shadow_rng = sub_rng(cfg.seed, rng_tag_shadow + static_cast<std::uint32_t>(cfg.channel));
+        }
         if (std::isfinite(cfg.ebn0_db)) {
             // Eb = unit signal power x output samples per bit; N0 = complex noise variance per
             // output sample (the noise is white over the output band).
@@ -715,7 +773,7 @@ struct simulator::impl {
             noise_std = std::sqrt(sigma_c2 / 2.0);
         }
         double max_delay_ns = 80.0;
-        for (const auto& r : preset.rays) max_delay_ns = std::max(max_delay_ns, r.delay_ns);
+        for (const auto& r : preset.rays) max_delay_ns = std::max(max_delay_ns, r.delay_ns + cfg.delay_ns);
         const auto span = static_cast<std::size_t>(2 * interp_half + 2 + std::ceil(max_delay_ns * 1e-9 * channel_rate_hz));
         taps.assign(span, 0.0);
         history.assign(span - 1, 0.0);
@@ -756,7 +814,7 @@ struct simulator::impl {
         }
         if (std::isfinite(cfg.dc_offset_dbc)) {
             dc_on = true;
-            auto r = sub_rng(cfg.seed, rng_tag_dc);
+            auto r = sub_rng(cfg.seed, rng_tag_dc + static_cast<std::uint32_t>(cfg.channel));
             const double phase = std::uniform_real_distribution<double>(0.0, 2 * pi)(r);
             dc = std::polar(std::pow(10.0, cfg.dc_offset_dbc / 20.0), phase);
         }
@@ -781,7 +839,7 @@ struct simulator::impl {
             rays[1].phase_rad = 2 * pi * 37.0 * t_s;
         }
         for (const auto& r : rays) {
-            const double d = r.delay_ns * 1e-9 * channel_rate_hz + cfg.timing_offset_samples;
+            const double d = (r.delay_ns + cfg.delay_ns) * 1e-9 * channel_rate_hz + cfg.timing_offset_samples;
             add_fractional_delay(taps, interp_half, d, std::polar(r.amplitude, r.phase_rad));
         }
         // Normalize the received SOQPSK-TG power (not the tap energy) to 1, so Eb/N0 is the
@@ -838,13 +896,15 @@ struct simulator::impl {
         const std::uint64_t start = packets * waveform::L_pkt + soqpsk_modulator::delay_samples + interp_half;
         if (start >= drop) {
             if (truth.packet_starts.empty()) truth.first_packet_number = packets;
+            // The line of sight's fraction and the channel's delay, in channel samples.
+            const double offset = cfg.timing_offset_samples + cfg.delay_ns * 1e-9 * channel_rate_hz;
             if (resample) {
-                const long double pos = output_position(static_cast<long double>(start) + cfg.timing_offset_samples);
+                const long double pos = output_position(static_cast<long double>(start) + offset);
                 truth.packet_starts.push_back(static_cast<std::uint64_t>(std::floor(pos)));
                 truth.packet_start_positions.push_back(static_cast<double>(pos));
             } else {
-                truth.packet_starts.push_back(start - drop);
-                truth.packet_start_positions.push_back(static_cast<double>(start - drop) + cfg.timing_offset_samples);
+                truth.packet_starts.push_back(start - drop + static_cast<std::uint64_t>(std::floor(offset)));
+                truth.packet_start_positions.push_back(static_cast<double>(start - drop) + offset);
             }
         }
         mod.modulate(bits, pending);
@@ -886,6 +946,22 @@ struct simulator::impl {
         return highpass ? highpass->next(theta) : theta;
     }
 
+    /// The shadowing's amplitude factor at output sample n: 1 between fades; in a fade, its
+    /// depth in dB a raised cosine over the fade. The fades come one after another, each
+    /// starting an exponential time (mean interval - duration) after the last one's end.
+    double shadow_factor(std::uint64_t n)
+    {
+        const double t = static_cast<double>(n) / cfg.sample_rate_hz;
+        while (t >= fade_end_s) {
+            const double gap = std::exponential_distribution<double>(1.0 / (cfg.shadow_interval_s - cfg.shadow_duration_s))(shadow_rng);
+            fade_start_s = fade_end_s + gap;
+            fade_end_s = fade_start_s + cfg.shadow_duration_s;
+        }
+        if (t < fade_start_s) return 1.0;
+        const double depth_db = cfg.shadow_depth_db * 0.5 * (1.0 - std::cos(2 * pi * (t - fade_start_s) / cfg.shadow_duration_s));
+        return std::pow(10.0, -depth_db / 20.0);
+    }
+
     /// Front end after the noise: IQ imbalance, DC, gain (each only when set).
     void front_end(cf64& y, std::uint64_t n)
     {
@@ -908,6 +984,7 @@ struct simulator::impl {
         double ph = std::fmod(w * static_cast<double>(gg), 2 * pi) + cfg.phase_rad;
         if (wiener || mask_pn) ph += phase_noise_next();
         y *= std::polar(1.0, ph);
+        if (shadow) y *= shadow_factor(n_out);
         if (noise_std > 0.0) y += cf64(noise_std * normal(rng), noise_std * normal(rng));
         return y;
     }
@@ -931,6 +1008,7 @@ struct simulator::impl {
         double ph = std::fmod(w_o * static_cast<double>(n_out) + w_c * static_cast<double>(drop), 2 * pi) + cfg.phase_rad;
         if (wiener || mask_pn) ph += phase_noise_next();
         y *= std::polar(1.0, ph);
+        if (shadow) y *= shadow_factor(n_out);
         if (noise_std > 0.0) y += cf64(noise_std * normal(rng), noise_std * normal(rng));
         return y;
     }

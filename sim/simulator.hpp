@@ -70,6 +70,14 @@ struct agc_step {
     double db;      ///< -60 .. +60
 };
 
+struct sim_config;
+/// One receive channel's settings over a base configuration: "KEY=VALUE,KEY=VALUE,..." with the
+/// keys preset, ebn0-db (a number or inf), gain-db, delay-ns, phase-rad, shadow-db, shadow-s
+/// and shadow-every-s (e.g. "preset=two-ray,ebn0-db=9,delay-ns=40,shadow-db=10"); the
+/// channel number is set by the caller. Throws std::invalid_argument naming the bad part;
+/// the values are checked by sim_config::validate().
+void apply_channel_setting(sim_config& cfg, std::string_view text);
+
 /// "TIME_S,DB" (e.g. "2.5,20"). Throws std::invalid_argument naming the bad part.
 [[nodiscard]] agc_step parse_agc_step(std::string_view text);
 /// "DB,DEG" (e.g. "1,5"): IQ amplitude and phase imbalance. Throws std::invalid_argument.
@@ -185,6 +193,24 @@ struct sim_config {
     /// Samples dropped from the start, so the recording begins inside a packet.
     /// -1: chosen from the seed.
     long long start_offset_samples = -1;
+
+    /// Receive channels (two polarizations, or two antennas) of one transmission: simulators
+    /// of one configuration but for these fields make the same data, start, transmitter clock,
+    /// carrier offset and phase noise (a shared local oscillator); each channel has its own
+    /// noise, DC phase and shadowing fades (from `channel` and the seed), and its own preset,
+    /// extra rays, delay, carrier phase, Eb/N0 and gain where they are set apart. 0 .. 15;
+    /// channel 0 is the single-channel simulator, sample for sample.
+    int channel = 0;
+    /// Every ray of the channel arrives this much later (the path to this antenna), 0 .. 2000 ns;
+    /// the truth's packet starts include it.
+    double delay_ns = 0.0;
+    /// Airframe shadowing: fades of the signal (not of the receiver's noise) to this depth, dB,
+    /// a raised cosine in dB over shadow_duration_s each, starting at random times
+    /// shadow_interval_s apart on average (from one fade's start to the next's). 0: none, else
+    /// 0 .. 60 dB; duration 1e-3 .. 60 s; interval above the duration, at most 3600 s.
+    double shadow_depth_db = 0.0;
+    double shadow_duration_s = 1.0;
+    double shadow_interval_s = 5.0;
 
     /// Empty when valid; one message per bad field (field, value, allowed range).
     [[nodiscard]] std::vector<std::string> validate() const;

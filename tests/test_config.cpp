@@ -964,6 +964,8 @@ void expect_same(const daemon_config& a, const daemon_config& b) {
     EXPECT_EQ(sa.file.raw_format, sb.file.raw_format);
     EXPECT_EQ(sa.file.raw_sample_rate_hz, sb.file.raw_sample_rate_hz);
     EXPECT_EQ(sa.file.raw_ci16_scale, sb.file.raw_ci16_scale);
+    EXPECT_EQ(sa.file.channel, sb.file.channel);
+    EXPECT_EQ(sa.file.raw_channels, sb.file.raw_channels);
     EXPECT_EQ(sa.file.paced, sb.file.paced);
     EXPECT_EQ(sa.file.rate_factor, sb.file.rate_factor);
     EXPECT_EQ(sa.file.loop, sb.file.loop);
@@ -1098,6 +1100,8 @@ daemon_config every_field_changed() {
     s.file.raw_format = paq::io::sample_format::cf32_le;
     s.file.raw_sample_rate_hz = 25e6 / 3.0;
     s.file.raw_ci16_scale = 1000.5f;
+    s.file.channel = 2;
+    s.file.raw_channels = 3;
     s.file.paced = false;
     s.file.rate_factor = 2.5;
     s.file.loop = true;

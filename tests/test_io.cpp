@@ -589,6 +589,74 @@ TEST_F(io_test, raw_round_trips) {
   EXPECT_TRUE(within(samples, read_all(r16, 4096), ci16_tolerance(scale)));
 }
 
+// Two channels interleaved, a sample of each per sample time (SigMF core:num_channels): each is
+// read on its own, from SigMF (cf32 and ci16, decoded and at its width) and from a raw file.
+TEST_F(io_test, each_channel_of_an_interleaved_recording_is_read_on_its_own) {
+  const std::vector<cf32> one = random_samples(70'001, 0x5EED0C01), two = random_samples(70'001, 0x5EED0C02);
+  std::vector<cf32> both;
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    both.push_back(one[i]);
+    both.push_back(two[i]);
+  }
+  for (const auto format : {sample_format::cf32_le, sample_format::ci16_le}) {
+    sigmf_meta meta = basic_meta(format);
+    meta.num_channels = 2;
+    {
+      auto writer = sample_file_writer::create_sigmf(path("two"), meta);
+      writer.write(both);
+      writer.close();
+    }
+    EXPECT_EQ(fs::file_size(path("two.sigmf-data")), both.size() * bytes_per_sample(format));
+    EXPECT_EQ(read_sigmf_meta(path("two.sigmf-meta")).num_channels, 2);
+    // paqd receives one channel: a recording of two without a choice is refused, naming them.
+    expect_error<format_error>([&] { (void)sample_file_reader::open(path("two")); },
+                               {path("two").string(), "2 channels interleaved", "--channel 1 .. 2", "source.file.channel"});
+    expect_error<std::invalid_argument>([&] { (void)sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, 3); },
+                                        {"channel 3 does not exist", "2 channels"});
+    expect_error<std::invalid_argument>([&] { (void)sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, 0); },
+                                        {"channel 0 does not exist"});
+    for (const int channel : {1, 2}) {
+      const auto& expected = channel == 1 ? one : two;
+      auto reader = sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, channel);
+      EXPECT_EQ(reader.info().num_channels, 2);
+      EXPECT_EQ(reader.info().channel, channel);
+      EXPECT_EQ(reader.info().num_samples, one.size());
+      // Reads of odd sizes, larger than the reader's block, cross its buffer's ends.
+      const auto got = read_all(reader, 300'007);
+      if (format == sample_format::cf32_le) {
+        EXPECT_TRUE(bit_identical(got, expected)) << channel;
+      } else {
+        EXPECT_TRUE(within(expected, got, ci16_tolerance(default_ci16_scale))) << channel;
+        reader.rewind();
+        std::vector<paq::ci16> raw(one.size() + 5);
+        ASSERT_EQ(reader.read(std::span<paq::ci16>(raw)), one.size());
+        // At its width: the very samples the decoded read gave.
+        for (std::size_t i = 0; i < one.size(); ++i) ASSERT_EQ(paq::to_cf32(raw[i], default_ci16_scale), got[i]) << i;
+      }
+    }
+  }
+  // A raw file says nothing of its channels: given, they are read alike; a bad count is refused.
+  {
+    auto writer = sample_file_writer::create_raw(path("two.cf32"), sample_format::cf32_le);
+    writer.write(both);
+    writer.close();
+  }
+  auto raw = sample_file_reader::open(path("two.cf32"), sample_format::cf32_le, 1e6, default_ci16_scale, 2, 2);
+  EXPECT_EQ(raw.info().num_samples, one.size());
+  EXPECT_TRUE(bit_identical(read_all(raw, 4096), two));
+  EXPECT_EQ(sample_file_reader::open(path("two.cf32"), sample_format::cf32_le, 1e6).info().num_samples, both.size());
+  expect_error<std::invalid_argument>(
+      [&] { (void)sample_file_reader::open(path("two.cf32"), sample_format::cf32_le, 1e6, default_ci16_scale, 1, max_channels + 1); },
+      {"channels is out of range"});
+  // A writer of two channels refuses to describe half a sample time.
+  sigmf_meta meta = basic_meta(sample_format::cf32_le);
+  meta.num_channels = 2;
+  auto writer = sample_file_writer::create_sigmf(path("half"), meta);
+  writer.write(std::span<const cf32>(both).subspan(0, 3));
+  expect_error<std::runtime_error>([&] { writer.close(); }, {"not whole sample times of 2 channels"});
+  EXPECT_FALSE(fs::exists(path("half.sigmf-meta")));
+}
+
 TEST_F(io_test, clipping_is_counted_and_saturated) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<cf32> samples = {{5.0f, 0.0f}, {nan, -5.0f}, {0.25f, -0.25f}, {4.5f, 4.5f}};
@@ -823,14 +891,20 @@ TEST_F(io_test, layouts_that_would_be_misread_are_refused) {
   const fs::path meta = path("l.sigmf-meta");
   const nlohmann::json ok = {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}};
   nlohmann::json global = ok;
-  global["core:num_channels"] = 2;
+  for (const int channels : {0, max_channels + 1}) {
+    global["core:num_channels"] = channels;
+    write_meta_with_global(meta, global);
+    expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:num_channels " + std::to_string(channels), "out of range"});
+  }
+  global["core:num_channels"] = -2;
   write_meta_with_global(meta, global);
-  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:num_channels"});
+  expect_error<format_error>([&] { (void)read_sigmf_meta(meta); }, {"core:num_channels must be a non-negative integer"});
 
-  global = ok;
-  global["core:num_channels"] = 1;
-  write_meta_with_global(meta, global);
-  EXPECT_NO_THROW((void)read_sigmf_meta(meta));
+  for (const int channels : {1, 2, max_channels}) {
+    global["core:num_channels"] = channels;
+    write_meta_with_global(meta, global);
+    EXPECT_EQ(read_sigmf_meta(meta).num_channels, channels);
+  }
 
   global = ok;
   global["core:trailing_bytes"] = 16;

@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
+#include <limits>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -864,6 +866,132 @@ TEST(simulator_phase_noise, only_the_phase_beyond_an_offset)
 
 // ---- paq-sim ---------------------------------------------------------------------------------
 
+// Receive channels of one transmission: the same signal, each with its own noise; a channel's
+// delay moves its packets; its fades take the signal (not the noise) down to their depth.
+TEST(simulator_channels, channels_share_the_transmission_and_nothing_else)
+{
+    auto c = base(10.3125e6, 20.625e6);
+    c.start_offset_samples = -1;  // from the seed: the channels must agree on it
+    c.seed = 2029;
+    c.ebn0_db = 10.0;
+    c.cfo_hz = 12e3;
+    c.phase_noise_linewidth_hz = 200.0;
+    constexpr std::size_t n = 200000;
+    sim_truth t0, t1;
+    const auto one = run(c, n, &t0);
+    sim_config c1 = c;
+    c1.channel = 1;
+    const auto two = run(c1, n, &t1);
+    // Channel 0 is the single-channel simulator (output_is_bit_identical_... pins that one).
+    EXPECT_EQ(t0.packet_starts, t1.packet_starts);
+    c.ebn0_db = c1.ebn0_db = std::numeric_limits<double>::infinity();
+    const auto clean0 = run(c, n), clean1 = run(c1, n);
+    double dn = 0.0, n0 = 0.0, n1 = 0.0;
+    std::complex<double> cross = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(clean0[i], clean1[i]) << i;  // the same signal, phase noise included
+        const cf64 e0 = cf64(one[i]) - cf64(clean0[i]), e1 = cf64(two[i]) - cf64(clean1[i]);
+        n0 += std::norm(e0);
+        n1 += std::norm(e1);
+        cross += e0 * std::conj(e1);
+        dn += std::norm(e0 - e1);
+    }
+    const double var = 2.0 / std::pow(10.0, 1.0);  // 2 samples per bit / (Eb/N0 10 dB)
+    EXPECT_NEAR(n0 / n, var, 0.02 * var);
+    EXPECT_NEAR(n1 / n, var, 0.02 * var);
+    EXPECT_LT(std::abs(cross) / std::sqrt(n0 * n1), 0.01);  // independent noise
+    EXPECT_NEAR(dn / n, 2.0 * var, 0.04 * var);
+
+    // A channel's delay: every packet start later by it (40 ns = 0.825 channel samples here).
+    sim_config d = base(10.3125e6, 20.625e6);
+    d.channel = 1;
+    d.delay_ns = 40.0;
+    sim_truth td, tb;
+    (void)run(base(10.3125e6, 20.625e6), 60000, &tb);
+    (void)run(d, 60000, &td);
+    ASSERT_EQ(td.packet_start_positions.size(), tb.packet_start_positions.size());
+    for (std::size_t k = 0; k < td.packet_start_positions.size(); ++k)
+        EXPECT_NEAR(td.packet_start_positions[k] - tb.packet_start_positions[k], 0.825, 1e-9);
+}
+
+TEST(simulator_channels, shadowing_fades_the_signal_to_its_depth_and_leaves_the_noise)
+{
+    const double fs = 2.0e6;  // a 1 Mbit/s link: seconds of output stay short
+    auto c = base(1.0e6, fs);
+    c.channel = 1;
+    c.shadow_depth_db = 20.0;
+    c.shadow_duration_s = 0.02;
+    c.shadow_interval_s = 0.05;
+    const auto n = static_cast<std::size_t>(0.5 * fs);
+    const auto faded = run(c, n);
+    c.shadow_depth_db = 0.0;
+    const auto clear = run(c, n);
+    // The ratio of the two, sample by sample, is the fade's amplitude: 1 between fades, down to
+    // -20 dB at each fade's middle, a raised cosine in dB.
+    const double per_ms = fs / 1e3;
+    int fades = 0;
+    double deepest = 0.0, in_fade = 0.0;
+    for (std::size_t i = 0; i < n; i += static_cast<std::size_t>(per_ms / 4)) {
+        if (std::abs(cf64(clear[i])) < 0.3) continue;
+        const double db = 20.0 * std::log10(std::abs(cf64(faded[i])) / std::abs(cf64(clear[i])));
+        ASSERT_LE(db, 1e-9) << i;
+        ASSERT_GE(db, -20.0 - 1e-9) << i;
+        if (db < -0.01) in_fade += 1.0;
+        if (db < -19.9 && deepest >= -19.9) ++fades;
+        deepest = db;
+    }
+    // 0.5 s at one fade every 50 ms on average: about ten, a fraction 0.02 / 0.05 of the time faded.
+    EXPECT_GE(fades, 5);
+    EXPECT_LE(fades, 16);
+    const double fraction = in_fade / (static_cast<double>(n) / (per_ms / 4));
+    EXPECT_GT(fraction, 0.2);
+    EXPECT_LT(fraction, 0.6);
+    // The fades take the signal alone: with noise, the faded channel's noise is the clear one's.
+    c.ebn0_db = 10.0;
+    c.shadow_depth_db = 20.0;
+    const auto noisy = run(c, n);
+    double noise = 0.0;
+    for (std::size_t i = 0; i < n; ++i) noise += std::norm(cf64(noisy[i]) - cf64(faded[i]));
+    EXPECT_NEAR(noise / static_cast<double>(n), 0.2, 0.004);  // 2 samples per bit / 10 dB
+}
+
+TEST(simulator_channels, channel_settings_are_parsed_and_checked)
+{
+    sim_config c;
+    apply_channel_setting(c, "preset=two-ray,ebn0-db=9.5,gain-db=-3,delay-ns=40,phase-rad=1.25,shadow-db=10,shadow-s=2,shadow-every-s=7");
+    EXPECT_EQ(c.preset, "two-ray");
+    EXPECT_EQ(c.ebn0_db, 9.5);
+    EXPECT_EQ(c.gain_db, -3.0);
+    EXPECT_EQ(c.delay_ns, 40.0);
+    EXPECT_EQ(c.phase_rad, 1.25);
+    EXPECT_EQ(c.shadow_depth_db, 10.0);
+    EXPECT_EQ(c.shadow_duration_s, 2.0);
+    EXPECT_EQ(c.shadow_interval_s, 7.0);
+    EXPECT_TRUE(c.validate().empty());
+    apply_channel_setting(c, "ebn0-db=inf");
+    EXPECT_TRUE(std::isinf(c.ebn0_db));
+    for (const auto& [text, part] : std::vector<std::pair<std::string, std::string>>{
+             {"preset=moon", "moon"}, {"depth=3", "unknown key 'depth'"}, {"delay-ns", "not KEY=VALUE"},
+             {"gain-db=loud", "gain-db 'loud' is not a finite number"}, {"ebn0-db=nan", "or inf"}}) {
+        try {
+            apply_channel_setting(c, text);
+            ADD_FAILURE() << text << " accepted";
+        } catch (const std::invalid_argument& e) {
+            EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << text << ": " << e.what();
+        }
+    }
+    sim_config bad;
+    bad.channel = 16;
+    bad.delay_ns = 2500.0;
+    bad.shadow_depth_db = 10.0;
+    bad.shadow_interval_s = 0.5;  // not above the 1 s duration
+    const auto errors = bad.validate();
+    ASSERT_EQ(errors.size(), 3u);
+    EXPECT_NE(errors[0].find("channel"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[1].find("delay_ns"), std::string::npos) << errors[1];
+    EXPECT_NE(errors[2].find("shadow_interval_s"), std::string::npos) << errors[2];
+}
+
 TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
 {
     const std::string sim = std::string(PAQ_BINARY_DIR) + "/tools/paq-sim";
@@ -897,7 +1025,11 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
              {"--phase-noise 1e3:-70,1e4:-50", "--phase-noise", "0 .. -40 dB/decade"},
              {"--phase-noise 1e3:-70,1e7:-150", "--phase-noise", "a quarter of the sample rate"},
              {"--phase-noise irig106 --phase-noise-above 5", "--phase-noise-above", "10 Hz .. a quarter of the sample rate"},
-             {"--phase-noise-above 3e4", "--phase-noise-above", "only with phase noise"}}) {
+             {"--phase-noise-above 3e4", "--phase-noise-above", "only with phase noise"},
+             {"--channel preset=edwards3 --channel preset=moon", "--channel 2", "moon"},
+             {"--channel delay-ns=3000", "--channel 1: delay-ns", "0 .. 2000 ns"},
+             {"--channel shadow-db=10,shadow-s=2,shadow-every-s=1", "shadow-every-s", "above shadow_duration_s"},
+             {"--channel volume=3", "--channel 1", "unknown key 'volume'"}}) {
         auto [rc, log] = run_cli(b.args + (b.args.find("--seconds") == std::string::npos ? " --seconds 0.001" : ""));
         EXPECT_NE(rc, 0) << b.args;
         EXPECT_NE(log.find(b.must_contain1), std::string::npos) << b.args << ": " << log;
@@ -919,6 +1051,23 @@ TEST(paq_sim_cli, rejects_bad_impairment_values_naming_the_option_and_range)
         EXPECT_NE(m.find(key), std::string::npos) << key << " in " << m;
     const auto bytes = std::filesystem::file_size(out + ".sigmf-data");
     EXPECT_EQ(bytes, 25000u * 8u);  // 0.002 s at 12.5 MS/s, cf32
+    // Two channels: interleaved, described, each channel's settings in the metadata.
+    auto [rc_two, log_two] = run_cli("--seconds 0.001 --bit-rate 2e6 --ebn0-db 10 --channel preset=edwards3 "
+                                     "--channel preset=two-ray,ebn0-db=4,delay-ns=40,shadow-db=10,shadow-s=0.5");
+    ASSERT_EQ(rc_two, 0) << log_two;
+    EXPECT_NE(log_two.find("of each of 2 channels"), std::string::npos) << log_two;
+    EXPECT_EQ(std::filesystem::file_size(out + ".sigmf-data"), 2u * 4000u * 8u);
+    const auto two = io::read_sigmf_meta(out + ".sigmf-meta");
+    EXPECT_EQ(two.num_channels, 2);
+    const auto& chs = two.extra_global.at("paq:channels");
+    ASSERT_EQ(chs.size(), 2u);
+    EXPECT_EQ(chs[0].at("preset"), "edwards3");
+    EXPECT_EQ(chs[0].at("ebn0_db"), 10.0);
+    EXPECT_EQ(chs[1].at("preset"), "two-ray");
+    EXPECT_EQ(chs[1].at("ebn0_db"), 4.0);
+    EXPECT_EQ(chs[1].at("delay_ns"), 40.0);
+    EXPECT_EQ(chs[1].at("shadow_depth_db"), 10.0);
+    EXPECT_EQ(chs[1].at("shadow_duration_s"), 0.5);
     // Defaults: 2 x the bit rate, no resampler.
     auto [rc2, log2] = run_cli("--seconds 0.001 --bit-rate 2e6");
     ASSERT_EQ(rc2, 0) << log2;

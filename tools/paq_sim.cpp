@@ -7,6 +7,8 @@
 //   paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50e3 --seconds 3 --seed 7 --output demo
 //   paq-sim --sample-rate 25e6 --clock-ppm 100 --iq-imbalance 2,10 --dc-offset -15
 //           --phase-noise irig106 --ebn0-db 11 --seconds 1 --output field   (one line)
+//   paq-sim --ebn0-db 12 --channel preset=edwards3 --channel preset=two-ray,delay-ns=40,shadow-db=10
+//           --seconds 3 --output two   (two channels, interleaved; one line)
 #include "config/cli.hpp"
 #include "tools/sim_options.hpp"
 #include "sim/simulator.hpp"
@@ -18,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -35,7 +38,7 @@ int main(int argc, char** argv)
     sim::sim_config cfg;
     double seconds = 1.0;
     std::string output, format = "sigmf", datatype = "cf32_le", pattern = "pn15", ebn0 = "inf", ldpc = "none";
-    std::vector<std::string> rays, agc_steps;
+    std::vector<std::string> rays, agc_steps, channels;
     std::string iq_imbalance, phase_noise = "none";
     double dc_offset_dbc = -INFINITY;
     std::string datetime;             // SigMF core:datetime of the first sample (UTC, ISO 8601)
@@ -86,6 +89,13 @@ int main(int argc, char** argv)
                        "; the SigMF metadata's paq:fec names it for paqd replay; docs/BITSTREAM.md, \"Coded data fields\")")
         ->check(CLI::IsMember(names_in(dsp::fec_names)).description(""))
         ->capture_default_str();
+    app.add_option("--channel", channels,
+                   "A receive channel of the same transmission (repeatable: one per channel, interleaved in the output, "
+                   "SigMF core:num_channels): KEY=VALUE,... over the other options, keys preset, ebn0-db, gain-db, "
+                   "delay-ns (0 .. 2000), phase-rad, shadow-db (airframe shadowing: fades of this depth, 0 .. 60), "
+                   "shadow-s (a fade's length, default 1) and shadow-every-s (mean time from one fade's start to the "
+                   "next's, default 5); each channel has its own noise and fades, the same data, clock, carrier offset "
+                   "and phase noise; e.g. --channel preset=edwards3 --channel preset=two-ray,delay-ns=40,shadow-db=10");
     app.add_option("--format", format, "File format: sigmf or raw")->check(CLI::IsMember({"sigmf", "raw"}))->capture_default_str();
     app.add_option("--datatype", datatype, "Sample type: cf32_le or ci16_le")->capture_default_str();
     app.add_option("--datetime", datetime,
@@ -141,11 +151,33 @@ int main(int argc, char** argv)
         if ((!datetime.empty() || center_frequency_hz > 0.0) && format != "sigmf") {
             throw std::invalid_argument("--datetime and --center-frequency are SigMF metadata: a raw file cannot carry them");
         }
-        const auto errors = cfg.validate();
-        if (!errors.empty()) {
-            for (const auto& e : errors) std::cerr << "paq-sim: " << tools::sim_option_of(e) << e << "\n";
-            return 2;
+        // One configuration per receive channel: the options, then each --channel's settings.
+        std::vector<sim::sim_config> cfgs;
+        for (std::size_t c = 0; c < std::max<std::size_t>(1, channels.size()); ++c) {
+            sim::sim_config ch = cfg;
+            ch.channel = static_cast<int>(c);
+            if (!channels.empty()) {
+                try {
+                    sim::apply_channel_setting(ch, channels[c]);
+                } catch (const std::invalid_argument& e) {
+                    throw std::invalid_argument("--channel " + std::to_string(c + 1) + ": " + e.what());
+                }
+            }
+            const auto errors = ch.validate();
+            if (!errors.empty()) {
+                for (const auto& e : errors) {
+                    std::cerr << "paq-sim: " << (channels.empty() ? "" : "--channel " + std::to_string(c + 1) + ": ")
+                              << tools::sim_option_of(e) << e << "\n";
+                }
+                return 2;
+            }
+            cfgs.push_back(ch);
         }
+        if (cfgs.size() > static_cast<std::size_t>(io::max_channels)) {
+            throw std::invalid_argument("--channel: " + std::to_string(cfgs.size()) + " channels (allowed: at most " +
+                                        std::to_string(io::max_channels) + ")");
+        }
+        cfg = cfgs.front();  // the global paq: keys describe the first channel
         if (const double end_ppm = cfg.clock_ppm + cfg.clock_drift_ppm_per_s * seconds; std::abs(end_ppm) > 1000.0) {
             std::cerr << "paq-sim: --clock-ppm " << cfg.clock_ppm << " + --clock-drift-ppm-per-s "
                       << cfg.clock_drift_ppm_per_s << " x --seconds " << seconds << " reaches " << end_ppm
@@ -156,8 +188,11 @@ int main(int argc, char** argv)
         const auto total = static_cast<std::uint64_t>(std::llround(seconds * cfg.sample_rate_hz));
         settings_read = true;
 
-        sim::simulator sim(cfg);
+        std::vector<sim::simulator> sims;
+        for (const auto& c : cfgs) sims.emplace_back(c);
+        sim::simulator& sim = sims.front();
         io::sigmf_meta meta;
+        meta.num_channels = static_cast<int>(cfgs.size());
         meta.format = fmt;
         meta.sample_rate_hz = cfg.sample_rate_hz;
         meta.description = "paq-sim: SOQPSK-TG iNET packets, preset " + cfg.preset;
@@ -214,18 +249,41 @@ int main(int argc, char** argv)
             auto& j = meta.extra_global["paq:agc_steps"];
             for (const auto& st : cfg.agc_steps) j.push_back({{"time_s", st.time_s}, {"db", st.db}});
         }
+        if (cfgs.size() > 1 || cfg.shadow_depth_db > 0.0 || cfg.delay_ns > 0.0) {
+            auto& j = meta.extra_global["paq:channels"];
+            for (const auto& c : cfgs) {
+                j.push_back({{"preset", c.preset},
+                             {"ebn0_db", std::isfinite(c.ebn0_db) ? nlohmann::json(c.ebn0_db) : nlohmann::json("inf")},
+                             {"gain_db", c.gain_db},
+                             {"delay_ns", c.delay_ns},
+                             {"phase_rad", c.phase_rad},
+                             {"shadow_depth_db", c.shadow_depth_db},
+                             {"shadow_duration_s", c.shadow_duration_s},
+                             {"shadow_interval_s", c.shadow_interval_s}});
+            }
+        }
         if (!cfg.extra_rays.empty()) {
             auto& j = meta.extra_global["paq:extra_rays"];
             for (const auto& r : cfg.extra_rays) j.push_back({{"amplitude", r.amplitude}, {"delay_ns", r.delay_ns}, {"phase_rad", r.phase_rad}});
         }
         auto writer = format == "sigmf" ? io::sample_file_writer::create_sigmf(output, meta)
                                         : io::sample_file_writer::create_raw(output, fmt);
-        std::vector<cf32> buf;
+        std::vector<cf32> buf, one;
         constexpr std::uint64_t chunk = 1 << 20;
         for (std::uint64_t done = 0; done < total;) {
             const auto n = static_cast<std::size_t>(std::min(chunk, total - done));
             buf.clear();
-            sim.generate(n, buf);
+            if (sims.size() == 1) {
+                sim.generate(n, buf);
+            } else {
+                // A sample of each channel per sample time.
+                buf.resize(n * sims.size());
+                for (std::size_t c = 0; c < sims.size(); ++c) {
+                    one.clear();
+                    sims[c].generate(n, one);
+                    for (std::size_t i = 0; i < n; ++i) buf[i * sims.size() + c] = one[i];
+                }
+            }
             writer.write(buf);
             done += n;
         }
@@ -234,7 +292,8 @@ int main(int argc, char** argv)
             std::cerr << "paq-sim: warning: " << writer.clipped_components()
                       << " ci16 components clipped (noise peaks beyond full scale)\n";
         }
-        std::cout << "paq-sim: wrote " << total << " samples (" << seconds << " s, "
+        std::cout << "paq-sim: wrote " << total << " samples" << (sims.size() > 1 ? " of each of " + std::to_string(sims.size()) + " channels" : "")
+                  << " (" << seconds << " s, "
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
         if (cfg.phase_noise != sim::phase_noise_mask::none) {
             char only[48] = "";

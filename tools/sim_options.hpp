@@ -32,6 +32,10 @@ inline std::string sim_option_of(const std::string& message)
         {"flight_start_s", "--flight-start"},
         {"extra_rays", "--ray"},
         {"preset", "--preset"},
+        {"delay_ns", "delay-ns"},
+        {"shadow_depth_db", "shadow-db"},
+        {"shadow_duration_s", "shadow-s"},
+        {"shadow_interval_s", "shadow-every-s"},
     };
     for (const auto& [field, option] : fields)
         if (message.rfind(field, 0) == 0) return option + ": ";
