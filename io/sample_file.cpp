@@ -261,8 +261,8 @@ void choose_channel(recording_info& info, int channels, std::optional<int> chann
   }
   if (!channel && channels > 1) {
     throw format_error(path.string() + ": " + std::to_string(channels) +
-                       " channels interleaved (core:num_channels), and paqd receives one: choose it (paqd replay --channel 1 .. " +
-                       std::to_string(channels) + "; paqd.yaml source.file.channel)");
+                       " channels interleaved (core:num_channels), and paqd receives one: choose it (--channel 1 .. " +
+                       std::to_string(channels) + " of paqd replay and paq-stream; source.file.channel in paqd.yaml)");
   }
   info.channel = channel.value_or(1);
 }

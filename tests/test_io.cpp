@@ -1241,6 +1241,28 @@ TEST_F(io_test, header_bytes_are_skipped_in_every_capture) {
       }
     }
   }
+
+  // Two channels: a capture's sample_start counts sample times, and its header lies before the
+  // sample of each channel at that time.
+  const auto one = random_samples(1000, 0x5EED0015), two = random_samples(1000, 0x5EED0016);
+  std::vector<cf32> both;
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    both.push_back(one[i]);
+    both.push_back(two[i]);
+  }
+  write_with_headers(path("h2.sigmf-data"), sample_format::cf32_le, both, {{0, 16}, {1000, 73}, {1280, 3}});
+  write_text(path("h2.sigmf-meta"),
+             nlohmann::json({{"global", {{"core:datatype", "cf32_le"}, {"core:sample_rate", 1e6}, {"core:num_channels", 2}}},
+                             {"captures",
+                              {{{"core:sample_start", 0}, {"core:header_bytes", 16}},
+                               {{"core:sample_start", 500}, {"core:header_bytes", 73}},
+                               {{"core:sample_start", 640}, {"core:header_bytes", 3}}}}})
+                 .dump());
+  for (const int channel : {1, 2}) {
+    auto reader = sample_file_reader::open(path("h2"), {}, {}, default_ci16_scale, channel);
+    EXPECT_EQ(reader.info().num_samples, 1000u);
+    EXPECT_TRUE(bit_identical(channel == 1 ? one : two, read_all(reader, 333))) << channel;
+  }
 }
 
 TEST_F(io_test, header_bytes_past_the_data_or_captures_out_of_order_are_refused) {

@@ -53,6 +53,8 @@ struct options {
     int port = 0;
     std::optional<std::string> raw_format;
     std::optional<double> raw_rate_hz;
+    std::optional<int> channel;  ///< --channel: of a recording of several channels
+    int raw_channels = 1;        ///< --channels: a raw file's
     double rate_factor = 1.0;
     bool fast = false;
     std::size_t samples_per_packet = 0;  ///< 0: the most that fit default_max_datagram_bytes
@@ -255,6 +257,13 @@ int main(int argc, char** argv)
     app.add_option("--port", o.port, "Port: 1..65535 (tcp-listen: 0 picks a free one and prints it)")->required();
     app.add_option("--datatype", o.raw_format, "Raw input only: sample type, cf32_le or ci16_le (SigMF gives its own)");
     app.add_option("--sample-rate", o.raw_rate_hz, "Raw input only: sample rate in Hz");
+    app.add_option("--channel", o.channel,
+                   "The channel sent of a recording that interleaves several (SigMF core:num_channels, or --channels of a "
+                   "raw file): 1 .. its channels; required for such a recording")
+        ->check(CLI::Range(1, io::max_channels));
+    app.add_option("--channels", o.raw_channels, "Raw input only: channels interleaved, a sample of each per sample time")
+        ->check(CLI::Range(1, io::max_channels))
+        ->capture_default_str();
     app.add_option("--raw-format", o.raw_format)->group("");  // the old names, kept hidden
     app.add_option("--raw-rate", o.raw_rate_hz)->group("");
     app.add_option("--rate-factor", o.rate_factor, "Send at this multiple of the recording's rate")
@@ -341,7 +350,7 @@ int main(int argc, char** argv)
     double stalled_s = 0;
     try {
         auto reader = io::sample_file_reader::open(o.input, raw_format, o.raw_rate_hz,
-                                                   o.ci16_scale.value_or(io::default_ci16_scale));
+                                                   o.ci16_scale.value_or(io::default_ci16_scale), o.channel, o.raw_channels);
         const auto& info = reader.info();
         // Forward a ci16 recording bit-exactly unless told otherwise: same scale as it was read with.
         const float scale = o.ci16_scale.value_or(info.format == io::sample_format::ci16_le ? info.meta.ci16_scale
