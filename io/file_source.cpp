@@ -83,6 +83,7 @@ std::string file_source::describe() const
     std::ostringstream os;
     os << "file " << info.data_path.string() << " (" << to_sigmf_datatype(info.format) << ", "
        << info.sample_rate_hz / 1e6 << " MS/s, " << info.num_samples << " samples, ";
+    if (info.num_channels > 1) os << "channel " << info.channel << " of " << info.num_channels << ", ";
     if (impl_->cfg.paced) {
         os << "paced";
         if (impl_->cfg.rate_factor != 1.0) os << " x" << impl_->cfg.rate_factor;

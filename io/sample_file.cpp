@@ -254,6 +254,7 @@ namespace {
 /// The channel a reader reads of a recording with `channels` interleaved (1: there is no
 /// choice to make, and channel 1 is the only one accepted).
 void choose_channel(recording_info& info, int channels, std::optional<int> channel, const fs::path& path) {
+  const char* counted_by = info.is_sigmf ? "core:num_channels" : "--channels";
   info.num_channels = channels;
   if (channel && (*channel < 1 || *channel > channels)) {
     throw std::invalid_argument(path.string() + ": channel " + std::to_string(*channel) + " does not exist (it has " +
@@ -261,7 +262,7 @@ void choose_channel(recording_info& info, int channels, std::optional<int> chann
   }
   if (!channel && channels > 1) {
     throw format_error(path.string() + ": " + std::to_string(channels) +
-                       " channels interleaved (core:num_channels), and paqd receives one: choose it (--channel 1 .. " +
+                       " channels interleaved (" + counted_by + "), and paqd receives one: choose it (--channel 1 .. " +
                        std::to_string(channels) + " of paqd replay and paq-stream; source.file.channel in paqd.yaml)");
   }
   info.channel = channel.value_or(1);

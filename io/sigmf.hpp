@@ -156,7 +156,7 @@ void write_sigmf_meta(const std::filesystem::path& meta_path, const sigmf_meta& 
 /// cf32_le / ci16_le, or a core:sample_rate that is missing, not a number or outside
 /// [min_sample_rate_hz, max_sample_rate_hz], a malformed core:extensions or one that declares
 /// an extension other than paq with optional: false (SigMF: the reader must then support it);
-/// also for layouts paqd would misread (core:num_channels above max_channels, nonzero core:trailing_bytes,
+/// also for layouts paqd would misread (core:num_channels outside 1 .. max_channels, nonzero core:trailing_bytes,
 /// captures out of order or with a malformed core:sample_start or core:header_bytes).
 [[nodiscard]] sigmf_meta parse_sigmf_meta(std::string_view text, const std::string& name);
 

@@ -894,17 +894,18 @@ struct simulator::impl {
         // Centre of the first preamble bit leaves the modulator at 2k + 8 and the channel's
         // line of sight adds interp_half samples (and the timing offset's fraction).
         const std::uint64_t start = packets * waveform::L_pkt + soqpsk_modulator::delay_samples + interp_half;
-        if (start >= drop) {
+        // The line of sight's fraction and the channel's delay, in channel samples: the packet
+        // is in the recording when its first pulse's centre, start + offset, is not dropped.
+        const double offset = cfg.timing_offset_samples + cfg.delay_ns * 1e-9 * channel_rate_hz;
+        if (static_cast<long double>(start) + offset >= static_cast<long double>(drop)) {
             if (truth.packet_starts.empty()) truth.first_packet_number = packets;
-            // The line of sight's fraction and the channel's delay, in channel samples.
-            const double offset = cfg.timing_offset_samples + cfg.delay_ns * 1e-9 * channel_rate_hz;
             if (resample) {
                 const long double pos = output_position(static_cast<long double>(start) + offset);
                 truth.packet_starts.push_back(static_cast<std::uint64_t>(std::floor(pos)));
                 truth.packet_start_positions.push_back(static_cast<double>(pos));
             } else {
-                truth.packet_starts.push_back(start - drop + static_cast<std::uint64_t>(std::floor(offset)));
-                truth.packet_start_positions.push_back(static_cast<double>(start - drop) + offset);
+                truth.packet_starts.push_back(start + static_cast<std::uint64_t>(std::floor(offset)) - drop);
+                truth.packet_start_positions.push_back(static_cast<double>(static_cast<long double>(start) - static_cast<long double>(drop)) + offset);
             }
         }
         mod.modulate(bits, pending);

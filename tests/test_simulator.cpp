@@ -912,6 +912,24 @@ TEST(simulator_channels, channels_share_the_transmission_and_nothing_else)
     ASSERT_EQ(td.packet_start_positions.size(), tb.packet_start_positions.size());
     for (std::size_t k = 0; k < td.packet_start_positions.size(); ++k)
         EXPECT_NEAR(td.packet_start_positions[k] - tb.packet_start_positions[k], 0.825, 1e-9);
+    // A packet whose transmission starts before the recording but arrives after its start, by
+    // the channel's delay, is in the truth: 20 samples (969.7 ns) of delay, the recording
+    // starting 20 samples after packet 1's line of sight would have begun.
+    sim_config z = base(10.3125e6, 20.625e6);
+    z.start_offset_samples = 0;
+    sim_truth tz;
+    (void)run(z, 40000, &tz);
+    ASSERT_GE(tz.packet_start_positions.size(), 2u);
+    const auto start1 = static_cast<long long>(std::llround(tz.packet_start_positions[1] - 0.25));
+    z.start_offset_samples = start1 + 20 - static_cast<long long>(L);  // drop = start1 + 20 - one packet, in range
+    ASSERT_GE(z.start_offset_samples, 0);
+    z.delay_ns = 20.0 / 20.625e6 * 1e9;
+    (void)run(z, 40000, &tz);
+    // Packet 0 starts at start1 - L: with the drop at start1 + 20 - L it lies 0.25 samples in.
+    ASSERT_FALSE(tz.packet_start_positions.empty());
+    EXPECT_EQ(tz.first_packet_number, 0u);
+    EXPECT_NEAR(tz.packet_start_positions[0], 0.25, 1e-6);
+    EXPECT_EQ(tz.packet_starts[0], 0u);
 }
 
 TEST(simulator_channels, shadowing_fades_the_signal_to_its_depth_and_leaves_the_noise)

@@ -151,6 +151,10 @@ int main(int argc, char** argv)
         if ((!datetime.empty() || center_frequency_hz > 0.0) && format != "sigmf") {
             throw std::invalid_argument("--datetime and --center-frequency are SigMF metadata: a raw file cannot carry them");
         }
+        if (channels.size() > static_cast<std::size_t>(io::max_channels)) {
+            throw std::invalid_argument("--channel: " + std::to_string(channels.size()) + " channels (allowed: at most " +
+                                        std::to_string(io::max_channels) + ")");
+        }
         // One configuration per receive channel: the options, then each --channel's settings.
         std::vector<sim::sim_config> cfgs;
         for (std::size_t c = 0; c < std::max<std::size_t>(1, channels.size()); ++c) {
@@ -172,10 +176,6 @@ int main(int argc, char** argv)
                 return 2;
             }
             cfgs.push_back(ch);
-        }
-        if (cfgs.size() > static_cast<std::size_t>(io::max_channels)) {
-            throw std::invalid_argument("--channel: " + std::to_string(cfgs.size()) + " channels (allowed: at most " +
-                                        std::to_string(io::max_channels) + ")");
         }
         cfg = cfgs.front();  // the global paq: keys describe the first channel
         if (const double end_ppm = cfg.clock_ppm + cfg.clock_drift_ppm_per_s * seconds; std::abs(end_ppm) > 1000.0) {
@@ -295,6 +295,10 @@ int main(int argc, char** argv)
         std::cout << "paq-sim: wrote " << total << " samples" << (sims.size() > 1 ? " of each of " + std::to_string(sims.size()) + " channels" : "")
                   << " (" << seconds << " s, "
                   << sim.truth().packet_starts.size() << " packet starts) to " << writer.data_path().string() << "\n";
+        if (sims.size() > 1 && format == "raw") {
+            std::cout << "paq-sim: the raw file interleaves " << sims.size() << " channels: read it with --channels "
+                      << sims.size() << " and --channel N\n";
+        }
         if (cfg.phase_noise != sim::phase_noise_mask::none) {
             char only[48] = "";
             if (cfg.phase_noise_above_hz > 0.0) std::snprintf(only, sizeof only, " (only beyond %g Hz)", cfg.phase_noise_above_hz);
