@@ -28,8 +28,16 @@ replay_result run_replay(const replay_options& opt)
     if (opt.backend != config::backend_kind::cpu) (void)runtime::cuda_backend_available();
     const auto t_start = std::chrono::steady_clock::now();
     auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
-    auto reader = io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz, io::default_ci16_scale, opt.channel,
-                                               opt.raw_channels);
+    // The options that do not fit the recording (its channel, a raw file's rate or channels) are
+    // a usage error, as a bad option is; a bad file is not.
+    auto reader = [&] {
+        try {
+            return io::sample_file_reader::open(opt.file, opt.raw_format, opt.raw_sample_rate_hz, io::default_ci16_scale,
+                                                opt.channel, opt.raw_channels);
+        } catch (const std::invalid_argument& e) {
+            throw config::config_error({e.what()});
+        }
+    }();
     const auto& info = reader.info();
     replay_result res;
     res.file = opt.file.string();

@@ -261,7 +261,7 @@ void choose_channel(recording_info& info, int channels, std::optional<int> chann
                                 std::to_string(channels) + (channels == 1 ? " channel" : " channels, 1 .. " + std::to_string(channels)) + ")");
   }
   if (!channel && channels > 1) {
-    throw format_error(path.string() + ": " + std::to_string(channels) +
+    throw std::invalid_argument(path.string() + ": " + std::to_string(channels) +
                        " channels interleaved (" + counted_by + "), and paqd receives one: choose it (--channel 1 .. " +
                        std::to_string(channels) + " of paqd replay and paq-stream; source.file.channel in paqd.yaml)");
   }

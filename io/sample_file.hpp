@@ -56,10 +56,10 @@ class sample_file_reader {
   /// whose size is not a multiple of the sample size is accepted: see
   /// recording_info::trailing_bytes.
   /// A recording of several channels (SigMF core:num_channels, or raw_channels for a raw
-  /// file) is read one channel at a time: `channel`, 1 .. the channels; without it such a
-  /// recording throws format_error naming its channels (paqd receives one channel).
-  /// std::invalid_argument for a channel the recording does not have, or raw_channels outside
-  /// 1 .. max_channels.
+  /// file) is read one channel at a time: `channel`, 1 .. the channels. std::invalid_argument
+  /// (the caller's choice, not the file, is wrong) for such a recording without a channel,
+  /// naming its channels (paqd receives one), for a channel the recording does not have, and
+  /// for raw_channels outside 1 .. max_channels.
   [[nodiscard]] static sample_file_reader open(const std::filesystem::path& path,
                                                std::optional<sample_format> raw_format = {},
                                                std::optional<double> raw_sample_rate_hz = {},

@@ -1420,7 +1420,7 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     try {
         (void)daemon::run_replay(ro);
         ADD_FAILURE() << "a two-channel recording replayed without a channel";
-    } catch (const io::format_error& e) {
+    } catch (const config::config_error& e) {  // a usage error: paqd replay exits 2
         EXPECT_NE(std::string(e.what()).find("2 channels interleaved"), std::string::npos) << e.what();
     }
     ro.channel = 1;

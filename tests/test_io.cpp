@@ -609,7 +609,7 @@ TEST_F(io_test, each_channel_of_an_interleaved_recording_is_read_on_its_own) {
     EXPECT_EQ(fs::file_size(path("two.sigmf-data")), both.size() * bytes_per_sample(format));
     EXPECT_EQ(read_sigmf_meta(path("two.sigmf-meta")).num_channels, 2);
     // paqd receives one channel: a recording of two without a choice is refused, naming them.
-    expect_error<format_error>([&] { (void)sample_file_reader::open(path("two")); },
+    expect_error<std::invalid_argument>([&] { (void)sample_file_reader::open(path("two")); },
                                {path("two").string(), "2 channels interleaved", "--channel 1 .. 2", "source.file.channel"});
     expect_error<std::invalid_argument>([&] { (void)sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, 3); },
                                         {"channel 3 does not exist", "2 channels"});
