@@ -103,6 +103,12 @@ PAQ_HOST_DEVICE inline double context_snr(const moments& m, int c) noexcept
     return n > 0.0 ? folded_normal_snr(m.abs_sum[c] / n, m.sq_sum[c] / n) : 0.0;
 }
 
+/// Every context's context_snr.
+PAQ_HOST_DEVICE inline void context_snrs(const moments& m, double (&snr)[contexts]) noexcept
+{
+    for (int c = 0; c < contexts; ++c) snr[c] = context_snr(m, c);
+}
+
 /// The estimated BEP from the contexts' moments and their context_snr: the bits' mean of
 /// Q(mu_c / sigma_c). 0.5 without bits.
 PAQ_HOST_DEVICE inline double bep(const moments& m, const double (&snr)[contexts]) noexcept
@@ -121,7 +127,7 @@ PAQ_HOST_DEVICE inline double bep(const moments& m, const double (&snr)[contexts
 PAQ_HOST_DEVICE inline double bep(const moments& m) noexcept
 {
     double snr[contexts];
-    for (int c = 0; c < contexts; ++c) snr[c] = context_snr(m, c);
+    context_snrs(m, snr);
     return bep(m, snr);
 }
 
@@ -149,7 +155,7 @@ PAQ_HOST_DEVICE inline void llr_scales(const moments& m, const double (&snr)[con
 PAQ_HOST_DEVICE inline void llr_scales(const moments& m, double (&scale)[contexts]) noexcept
 {
     double snr[contexts];
-    for (int c = 0; c < contexts; ++c) snr[c] = context_snr(m, c);
+    context_snrs(m, snr);
     llr_scales(m, snr, scale);
 }
 

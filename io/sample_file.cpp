@@ -474,6 +474,7 @@ std::size_t sample_file_reader::frame_bytes() const noexcept {
 void sample_file_reader::read_channel(std::size_t count, std::uint64_t offset) {
   const std::size_t sample_bytes = bytes_per_sample(info_.format), frame = frame_bytes();
   read_exact(buffer_.data(), count * frame, offset);
+  if (info_.num_channels == 1) return;
   // Sample i of the channel moves from i * frame + (channel - 1) * sample_bytes to
   // i * sample_bytes: never past a byte still to be moved.
   const std::size_t at = static_cast<std::size_t>(info_.channel - 1) * sample_bytes;
@@ -518,11 +519,7 @@ std::size_t sample_file_reader::read_contiguous(cf32* out, std::size_t count) {
 
   ensure_buffer();
   const std::size_t chunk = std::min(buffer_.size() / frame_bytes(), count);
-  if (info_.num_channels > 1) {
-    read_channel(chunk, offset);
-  } else {
-    read_exact(buffer_.data(), chunk * sample_bytes, offset);
-  }
+  read_channel(chunk, offset);
   decode(info_.format, buffer_.data(), chunk, out, info_.meta.ci16_scale);
   position_ += chunk;
   return chunk;

@@ -112,8 +112,8 @@ class sample_file_reader {
   void ensure_buffer();
   /// Bytes of one sample time: a sample of each channel.
   [[nodiscard]] std::size_t frame_bytes() const noexcept;
-  /// Reads `count` sample times (from one segment, at offset) into buffer_ and packs the
-  /// chosen channel's samples at its start (a multi-channel recording).
+  /// Reads `count` sample times (from one segment, at offset) into buffer_, the chosen
+  /// channel's samples packed at its start.
   void read_channel(std::size_t count, std::uint64_t offset);
 
   recording_info info_;
