@@ -199,8 +199,10 @@ int main(int argc, char** argv)
         meta.recorder = "paq-sim";
         meta.datetime_iso8601 = datetime.empty() ? std::string() : io::format_utc_ns(*io::parse_utc_ns(datetime));
         meta.center_frequency_hz = center_frequency_hz;
+        // An Eb/N0 as the metadata writes it: a number, or "inf" without noise.
+        const auto ebn0_json = [](double db) { return std::isfinite(db) ? nlohmann::json(db) : nlohmann::json("inf"); };
         meta.extra_global = nlohmann::json{{"paq:preset", cfg.preset},
-                                           {"paq:ebn0_db", std::isfinite(cfg.ebn0_db) ? nlohmann::json(cfg.ebn0_db) : nlohmann::json("inf")},
+                                           {"paq:ebn0_db", ebn0_json(cfg.ebn0_db)},
                                            {"paq:cfo_hz", cfg.cfo_hz},
                                            {"paq:phase_rad", cfg.phase_rad},
                                            {"paq:timing_offset_samples", cfg.timing_offset_samples},
@@ -253,7 +255,7 @@ int main(int argc, char** argv)
             auto& j = meta.extra_global["paq:channels"];
             for (const auto& c : cfgs) {
                 j.push_back({{"preset", c.preset},
-                             {"ebn0_db", std::isfinite(c.ebn0_db) ? nlohmann::json(c.ebn0_db) : nlohmann::json("inf")},
+                             {"ebn0_db", ebn0_json(c.ebn0_db)},
                              {"gain_db", c.gain_db},
                              {"delay_ns", c.delay_ns},
                              {"phase_rad", c.phase_rad},
