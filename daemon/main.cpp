@@ -112,7 +112,8 @@ struct replay_command {
     std::string records_base;
     std::uint32_t records_decimation = 1, channel_decimation = 100;
     std::string llr_base;
-    int channel = 0, channels = 1;
+    std::vector<int> channel;
+    int channels = 1;
 
     void add_to(CLI::App& app)
     {
@@ -123,8 +124,11 @@ struct replay_command {
         cmd->add_option("--sample-rate", sample_rate, "Raw files: sample rate in Hz")->check(cli::finite_positive());
         cmd->add_option("--channel", channel,
                         "The channel received of a recording that interleaves several (SigMF core:num_channels, or "
-                        "--channels of a raw file): 1 .. its channels; required for such a recording")
-            ->check(CLI::Range(1, io::max_channels));
+                        "--channels of a raw file): 1 .. its channels; required for such a recording. Given twice: "
+                        "both channels combined on every path (the CPU backend)")
+            ->check(CLI::Range(1, io::max_channels))
+            ->expected(1)
+            ->take_all();
         cmd->add_option("--channels", channels, "Raw files: channels interleaved, a sample of each per sample time")
             ->check(CLI::Range(1, io::max_channels))
             ->capture_default_str();
@@ -207,7 +211,12 @@ struct replay_command {
             if (threads >= 0) opt.receiver.cpu_threads = threads;
             if (!format.empty()) opt.raw_format = io::parse_sample_format(format);
             if (sample_rate > 0.0) opt.raw_sample_rate_hz = sample_rate;
-            if (channel > 0) opt.channel = channel;
+            if (channel.size() > 2) throw config::config_error({"--channel: at most two channels are combined, not " + std::to_string(channel.size())});
+            if (!channel.empty()) opt.channel = channel[0];
+            if (channel.size() == 2) {
+                if (channel[1] == channel[0]) throw config::config_error({"--channel: channel " + std::to_string(channel[0]) + " twice"});
+                opt.second_channel = channel[1];
+            }
             opt.raw_channels = channels;
             if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
             if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;

@@ -78,10 +78,14 @@ int write_all(int fd, std::string_view data)
 }  // namespace
 
 records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern,
-                               double sample_rate_hz, double chain_rate_hz, int streams, std::optional<dsp::fec_framing> fec)
+                               double sample_rate_hz, double chain_rate_hz, int streams, std::optional<dsp::fec_framing> fec,
+                               int receive_channels, std::array<int, 2> channel_numbers)
     : cfg_(cfg), pattern_(pattern), fec_(fec), fs_(sample_rate_hz), chain_fs_(chain_rate_hz > 0.0 ? chain_rate_hz : sample_rate_hz),
-      streams_(streams)
+      streams_(streams), receive_channels_(receive_channels), channel_numbers_(channel_numbers)
 {
+    if (receive_channels < 1 || receive_channels > dsp::chain::max_receive_channels) {
+        throw std::invalid_argument("records: " + std::to_string(receive_channels) + " receive channels (1 or 2)");
+    }
     if (!dsp::chain::valid_streams(streams)) {
         throw std::invalid_argument("records: " + std::to_string(streams) + " streams (6 or 12)");
     }
@@ -108,6 +112,12 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
     std::string& ph = packets_file_.header;
     ph = "packet,packets,time_s,batch,start_sample,metric,cfo_hz,sigma2,ebn0_db,channel_energy,"
          "delay_spread_ns,zf_condition,channel_first_tap,channel_last_tap,flags,clock_ppm,iq_gain_db,iq_phase_deg,dc_dbc";
+    if (receive_channels_ == 2) {
+        if (channel_numbers_[0] < 1 || channel_numbers_[1] < 1 || channel_numbers_[0] == channel_numbers_[1]) {
+            throw std::invalid_argument("records: the two channels' numbers must differ and be 1 or more");
+        }
+        ph += ",best_channel,ebn0_ch" + std::to_string(channel_numbers_[0]) + "_db,ebn0_ch" + std::to_string(channel_numbers_[1]) + "_db";
+    }
     for (int p = 0; p < streams_; ++p) {
         const std::string n = dsp::stream_name(p);
         ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
@@ -228,6 +238,11 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
                   rec.clock_ppm, fe[0], fe[1], fe[2]);
     std::string& out = packets_file_.pending;
     out += buf;
+    if (receive_channels_ == 2) {
+        std::snprintf(buf, sizeof buf, ",%d,%.3f,%.3f", channel_numbers_[rec.best_channel != 0 ? 1 : 0], static_cast<double>(rec.channel_ebn0_db[0]),
+                      static_cast<double>(rec.channel_ebn0_db[1]));
+        out += buf;
+    }
     for (std::size_t p = 0; p < static_cast<std::size_t>(streams_); ++p) {
         if (pattern_) {
             std::snprintf(buf, sizeof buf, ",%llu,%llu,%.4g,%llu", static_cast<unsigned long long>(g_.bits[p]),

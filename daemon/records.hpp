@@ -37,9 +37,14 @@ public:
     /// detector both), one group of columns each
     /// \param fec a coded link's framing (receiver.fec): the PN columns then count the decoded
     /// information bits, and each stream has three columns more (its codewords' decoding)
+    /// \param receive_channels receiver_config::channels: with 2, three columns more after dc_dbc
+    /// (best_channel, ebn0_chN_db, ebn0_chM_db: dsp::packet_record's per-channel fields)
+    /// \param channel_numbers with 2: the recording's numbers of the first and second channel
+    /// (N, M): best_channel is one of them, the Eb/N0 columns are named by them
     records_writer(const records_config& cfg, std::optional<dsp::pn_pattern> pattern, double sample_rate_hz,
                    double chain_rate_hz = 0.0, int streams = dsp::chain::num_paths,
-                   std::optional<dsp::fec_framing> fec = std::nullopt);
+                   std::optional<dsp::fec_framing> fec = std::nullopt, int receive_channels = 1,
+                   std::array<int, 2> channel_numbers = {1, 2});
     ~records_writer();
     records_writer(const records_writer&) = delete;
     records_writer& operator=(const records_writer&) = delete;
@@ -108,6 +113,8 @@ private:
     double fs_;
     double chain_fs_;
     int streams_;
+    int receive_channels_ = 1;
+    std::array<int, 2> channel_numbers_{1, 2};
     csv_file packets_file_, channel_file_;
     std::vector<dsp::stream_ber_counter> counters_;
     group g_;

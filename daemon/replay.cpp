@@ -44,6 +44,18 @@ replay_result run_replay(const replay_options& opt)
     res.sample_rate_hz = info.sample_rate_hz;
     res.channel = info.channel;
     res.channels = info.num_channels;
+    if (opt.second_channel && (*opt.second_channel < 1 || *opt.second_channel > info.num_channels)) {
+        throw config::config_error({opt.file.string() + ": --channel " + std::to_string(*opt.second_channel) + ": the recording has " +
+                                    std::to_string(info.num_channels) + " channel(s)"});
+    }
+    if (opt.second_channel && opt.backend == config::backend_kind::cuda) {
+        throw config::config_error({"--backend cuda: two receive channels are combined by the cpu backend only (--backend cpu, "
+                                    "or auto)"});
+    }
+    if (opt.second_channel && *opt.second_channel == info.channel) {
+        throw config::config_error({"--channel " + std::to_string(info.channel) + " twice: name two channels to combine"});
+    }
+    res.second_channel = opt.second_channel.value_or(0);
     res.trailing_bytes = info.trailing_bytes;
     if (info.trailing_bytes) {
         res.warnings.push_back("truncated file: " + std::to_string(info.trailing_bytes) +
@@ -78,6 +90,14 @@ replay_result run_replay(const replay_options& opt)
         res.fec_from = "paq:fec";
     }
     rc.input_sample_rate_hz = info.sample_rate_hz;
+    // Two --channel options combine two channels (receiver_config::channels 2); a receiver
+    // set for two needs them named.
+    if (opt.second_channel) {
+        rc.channels = 2;
+    } else if (rc.channels != 1) {
+        throw config::config_error({"the receiver is set for " + std::to_string(rc.channels) +
+                                    " receive channels: name the two channels of the recording to combine (--channel N --channel M)"});
+    }
     if (const auto errors = rc.validate(); !errors.empty()) {
         std::string msg = opt.file.string() + ": cannot receive it:";
         for (const auto& e : errors) msg += "\n  " + e;
@@ -105,10 +125,11 @@ replay_result run_replay(const replay_options& opt)
     res.pattern = std::string(dsp::to_string(pattern));
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const auto kind = runtime::resolve_backend(opt.backend);
+    const auto kind = runtime::resolve_backend(opt.backend, rc.channels);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams(),
-                                                                            dsp::framing_for(rc.fec));
+                                                                            dsp::framing_for(rc.fec), rc.channels,
+                                                                            std::array{info.channel, opt.second_channel.value_or(0)});
     std::unique_ptr<llr_writer> llrs;
     if (!opt.llr_base.empty()) llrs = std::make_unique<llr_writer>(opt.llr_base, rc.detector);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
@@ -146,7 +167,12 @@ replay_result run_replay(const replay_options& opt)
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     res.detector = std::string(dsp::to_string(rc.detector));
     res.fec = rc.fec;
-    if (info.format == io::sample_format::ci16_le) {
+    if (opt.second_channel) {
+        res.input_width = "cf32 x 2";
+        res.engine = runtime::run_receiver_x2(pool_ready, rc, pattern, info.sample_rate_hz,
+                                              [&](std::span<cf32x2> out) { return reader.read(out, *opt.second_channel); }, on_batch,
+                                              marks);
+    } else if (info.format == io::sample_format::ci16_le) {
         res.engine = runtime::run_receiver_ci16(pool_ready, rc, pattern, info.sample_rate_hz, info.meta.ci16_scale,
                                                  [&](std::span<ci16> out) { return reader.read(out); }, on_batch, marks);
     } else {
@@ -205,7 +231,11 @@ void print_table(const replay_result& r, std::ostream& os)
     if (r.workers > 1) os << ", " << r.workers << " workers";
     if (!r.input_width.empty()) os << ", " << r.input_width << " input";
     if (r.detector != "sxs") os << ", " << r.detector << " detector";
-    if (r.channels > 1) os << ", channel " << r.channel << " of " << r.channels;
+    if (r.second_channel > 0) {
+        os << ", channels " << r.channel << " and " << r.second_channel << " of " << r.channels << " combined";
+    } else if (r.channels > 1) {
+        os << ", channel " << r.channel << " of " << r.channels;
+    }
     os << ")\n";
     os << "  samples " << s.samples << " (" << std::fixed << std::setprecision(3)
        << static_cast<double>(s.samples) / r.sample_rate_hz << " s), batches " << s.batches << ", packets found "
@@ -313,6 +343,7 @@ nlohmann::json to_json(const replay_result& r)
                                 {"sample_rate_hz", r.sample_rate_hz},
                                 {"channel", r.channel},
                                 {"channels", r.channels},
+                                {"combined_channel", r.second_channel > 0 ? nlohmann::json(r.second_channel) : nlohmann::json(nullptr)},
                                 {"bit_rate_hz", r.bit_rate_hz},
                                 {"bit_rate_from", r.bit_rate_from},
                                 {"pattern", r.pattern},

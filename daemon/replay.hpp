@@ -29,6 +29,8 @@ struct replay_options {
     /// --channel: the channel received of a recording that interleaves several (1 .. its
     /// channels; such a recording needs it); --channels: a raw file's channels.
     std::optional<int> channel;
+    /// A second --channel: combined with the first on every path (receiver_config::channels 2).
+    std::optional<int> second_channel;
     int raw_channels = 1;
     /// --pattern: the data's PN pattern. Unset: the recording's paq:pattern (paq-sim writes
     /// it), else pn15.
@@ -56,6 +58,7 @@ struct replay_result {
     runtime::stream_stats engine;
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
     int channel = 1, channels = 1;      ///< the channel received, of the recording's channels
+    int second_channel = 0;             ///< the channel combined with it (receiver_config::channels 2), 0: none
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"
     std::string pattern;                ///< the PN pattern the bits were counted against ("pn15")

@@ -54,6 +54,9 @@ struct sample_batch {
     /// samples_ci16 holds the window; size() is its length either way.
     window_vector<ci16> samples_ci16;
     float ci16_scale = 0.0f;
+    /// With two receive channels (receiver_config::channels 2): the window of both channels, a
+    /// cf32x2 per sample time (then samples and samples_ci16 are empty).
+    std::vector<cf32x2> samples_x2;
     std::size_t owned_begin = 0;      ///< preamble peaks in [owned_begin, owned_end) belong here
     std::size_t owned_end = 0;
     bool segment_start = false;       ///< samples[0] follows a gap or the stream start
@@ -70,8 +73,12 @@ struct sample_batch {
     std::optional<sample_time> time;
 
     [[nodiscard]] bool is_ci16() const noexcept { return !samples_ci16.empty(); }
-    /// Samples in the window, whichever width holds them.
-    [[nodiscard]] std::size_t size() const noexcept { return is_ci16() ? samples_ci16.size() : samples.size(); }
+    [[nodiscard]] bool is_two_channel() const noexcept { return !samples_x2.empty(); }
+    /// Sample times in the window, whichever storage holds them.
+    [[nodiscard]] std::size_t size() const noexcept
+    {
+        return is_ci16() ? samples_ci16.size() : is_two_channel() ? samples_x2.size() : samples.size();
+    }
 };
 
 /// Packet flags.
@@ -147,6 +154,15 @@ struct packet_record {
     float iq_gain_db = 0.0f;
     float iq_phase_deg = 0.0f;
     float dc_dbc = -300.0f;
+    /// Receive channels the packet was combined from (receiver_config::channels). With two: each
+    /// channel's estimated Eb/N0 (dB, as ebn0_db for one), and best_channel the one with the
+    /// higher (0 or 1: the per-packet best-channel choice); h, the support, sigma2 and
+    /// channel_energy are that channel's, ebn0_db is the combined paths' (the channels' signal
+    /// to noise ratios summed, what maximal-ratio combining gives), and the front-end fields
+    /// channel 1's.
+    std::uint8_t receive_channels = 1;
+    std::uint8_t best_channel = 0;
+    std::array<float, chain::max_receive_channels> channel_ebn0_db{};
 };
 
 /// Soft output: a trellis LLR, log P(bit 1) / P(bit 0) in nats (positive: the bit

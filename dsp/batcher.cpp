@@ -173,7 +173,7 @@ void basic_batcher<T>::emit(std::uint64_t window_end, std::uint64_t owned_end, b
         b.samples_ci16 = take_window(window_end, keep_from);
         b.ci16_scale = ci16_scale_;
     } else {
-        b.samples = take_window(window_end, keep_from);
+        window_of<T>(b) = take_window(window_end, keep_from);
     }
     b.owned_begin = owned_next_ - w0;
     b.owned_end = owned_end - w0;
@@ -284,6 +284,7 @@ std::size_t basic_batcher<T>::max_window_samples() const noexcept { return batch
 
 template class basic_batcher<cf32>;
 template class basic_batcher<ci16>;
+template class basic_batcher<cf32x2>;
 
 std::vector<batch_part> split_batch(const sample_batch& batch, std::size_t parts)
 {
@@ -330,6 +331,8 @@ sample_batch part_batch(const sample_batch& batch, const batch_part& part)
     if (batch.is_ci16()) {
         b.samples_ci16.assign(batch.samples_ci16.begin() + from, batch.samples_ci16.begin() + to);
         b.ci16_scale = batch.ci16_scale;
+    } else if (batch.is_two_channel()) {
+        b.samples_x2.assign(batch.samples_x2.begin() + from, batch.samples_x2.begin() + to);
     } else {
         b.samples.assign(batch.samples.begin() + from, batch.samples.begin() + to);
     }
@@ -356,12 +359,15 @@ std::size_t max_part_window(std::size_t batch_samples, std::size_t parts, std::s
     return std::min(max_window, (max_window + parts - 1) / parts + guard_before + guard_after);
 }
 
-void widen_batch(const sample_batch& in, sample_batch& out)
+namespace {
+
+/// Everything of a batch but its samples, from `in` into `out` (its storage left empty).
+void copy_batch_frame(const sample_batch& in, sample_batch& out)
 {
-    if (!in.is_ci16()) throw std::invalid_argument("widen_batch: the batch is not ci16");
     out.index = in.index;
     out.first_sample = in.first_sample;
     out.samples_ci16.clear();
+    out.samples_x2.clear();
     out.ci16_scale = 0.0f;
     out.owned_begin = in.owned_begin;
     out.owned_end = in.owned_end;
@@ -369,6 +375,15 @@ void widen_batch(const sample_batch& in, sample_batch& out)
     out.segment_end = in.segment_end;
     out.lost_samples_before = in.lost_samples_before;
     out.segment_first_sample = in.segment_first_sample;
+    out.time = in.time;
+}
+
+}  // namespace
+
+void widen_batch(const sample_batch& in, sample_batch& out)
+{
+    if (!in.is_ci16()) throw std::invalid_argument("widen_batch: the batch is not ci16");
+    copy_batch_frame(in, out);
     const std::size_t n = in.samples_ci16.size();
     out.samples.resize(n);
     const ci16* src = in.samples_ci16.data();
@@ -377,6 +392,25 @@ void widen_batch(const sample_batch& in, sample_batch& out)
     const auto n_signed = static_cast<std::ptrdiff_t>(n);
 #pragma omp parallel for schedule(static) if (n >= (std::size_t{1} << 20))
     for (std::ptrdiff_t k = 0; k < n_signed; ++k) dst[k] = to_cf32(src[k], scale);
+}
+
+void channel_batch(const sample_batch& in, int channel, sample_batch& out)
+{
+    if (!in.is_two_channel()) throw std::invalid_argument("channel_batch: the batch does not hold two channels");
+    if (channel != 0 && channel != 1) throw std::invalid_argument("channel_batch: channel " + std::to_string(channel) + " of 0 .. 1");
+    copy_batch_frame(in, out);
+    const std::size_t n = in.samples_x2.size();
+    out.samples.resize(n);
+    const cf32x2* src = in.samples_x2.data();
+    cf32* dst = out.samples.data();
+    const auto n_signed = static_cast<std::ptrdiff_t>(n);
+    if (channel == 0) {
+#pragma omp parallel for schedule(static) if (n >= (std::size_t{1} << 20))
+        for (std::ptrdiff_t k = 0; k < n_signed; ++k) dst[k] = src[k].a;
+    } else {
+#pragma omp parallel for schedule(static) if (n >= (std::size_t{1} << 20))
+        for (std::ptrdiff_t k = 0; k < n_signed; ++k) dst[k] = src[k].b;
+    }
 }
 
 }  // namespace paq::dsp

@@ -45,6 +45,11 @@ struct batch_part {
 /// does first with a ci16 window. Throws std::invalid_argument for a batch that is not ci16.
 void widen_batch(const sample_batch& in, sample_batch& out);
 
+/// One channel (0 or 1) of a two-channel batch as a cf32 batch, into `out` (its storage
+/// reused), everything else copied: how a backend reads a two-channel window. Throws
+/// std::invalid_argument for a batch that is not two-channel or another channel.
+void channel_batch(const sample_batch& in, int channel, sample_batch& out);
+
 /// Largest part window when windows of at most batch_samples + both guards are split into
 /// `parts` (for one part: that whole window).
 [[nodiscard]] std::size_t max_part_window(std::size_t batch_samples, std::size_t parts);
@@ -62,6 +67,8 @@ template <class T>
 {
     if constexpr (std::is_same_v<T, ci16>) {
         return b.samples_ci16;
+    } else if constexpr (std::is_same_v<T, cf32x2>) {
+        return b.samples_x2;
     } else {
         return b.samples;
     }
@@ -213,7 +220,9 @@ private:
 
 using batcher = basic_batcher<cf32>;
 using batcher_ci16 = basic_batcher<ci16>;
+using batcher_x2 = basic_batcher<cf32x2>;  ///< two receive channels (sample_batch::samples_x2)
 extern template class basic_batcher<cf32>;
 extern template class basic_batcher<ci16>;
+extern template class basic_batcher<cf32x2>;
 
 }  // namespace paq::dsp

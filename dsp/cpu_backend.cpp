@@ -2,6 +2,7 @@
 
 #include "dsp/batcher.hpp"
 #include "dsp/clock_recovery.hpp"
+#include "dsp/combining.hpp"
 #include "dsp/decision_quality.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
@@ -32,11 +33,17 @@ namespace {
 
 /// Per-thread scratch: everything one packet needs, allocated once.
 struct workspace {
-    explicit workspace(std::size_t n) : seg(n), r_spec(n), h_spec(n), out(n), t1(n), t2(n), eq(n)
+    workspace(std::size_t n, int channels)
+        : seg(n), r_spec(n), h_spec(n), out(n), t1(n), t2(n), eq(n), seg2(channels > 1 ? n : 0), r_spec2(channels > 1 ? n : 0),
+          h_spec2(channels > 1 ? n : 0), t3(channels > 1 ? n : 0), t4(channels > 1 ? n : 0)
     {
         c_spec.reserve(paths);
         for (std::size_t p = 0; p < paths; ++p) c_spec.emplace_back(n);
         for (auto& x : v) x.resize(waveform::packet_bits);
+        if (channels > 1) {
+            c_spec2.reserve(paths);
+            for (std::size_t p = 0; p < paths; ++p) c_spec2.emplace_back(n);
+        }
     }
     static constexpr std::size_t paths = chain::num_paths;
     fft_buffer seg, r_spec, h_spec, out, t1, t2;
@@ -56,6 +63,10 @@ struct workspace {
     /// without FEC).
     std::array<std::vector<float>, paths> sxs_llr;
     std::unique_ptr<stream_decoder> decoder;
+    /// The second receive channel's (receiver_config::channels 2; empty with one): its segment, its
+    /// spectrum, its channel's spectrum, each path's equalizer on it, and two more buffers.
+    fft_buffer seg2, r_spec2, h_spec2, t3, t4;
+    std::vector<fft_buffer> c_spec2;
 };
 
 /// Where a packet's decoded streams go (batch_output::packet_decoded and packet_codewords of
@@ -78,6 +89,7 @@ struct cpu_backend::impl {
     std::vector<std::unique_ptr<workspace>> ws;  ///< one per thread; process_packet uses ws[0]
     std::vector<double> metric;                   ///< preamble metric of the current batch
     sample_batch widened;                         ///< a ci16 batch as cf32 (process())
+    std::array<sample_batch, max_receive_channels> planar;  ///< a two-channel batch's channels (process())
     int threads;
     bool soft_output = false;                     ///< keep the trellis's LLRs (set_soft_output)
     packet_view* view_out = nullptr;              ///< inspect(): the batch's first packet goes here
@@ -107,7 +119,7 @@ struct cpu_backend::impl {
                 trellis_lp[k] = trellis::lowpass_gain((k < c.fft_size / 2 ? kk : kk - n) / n) / n;
             }
         }
-        for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size));
+        for (int i = 0; i < threads; ++i) ws.push_back(std::make_unique<workspace>(c.fft_size, c.channels));
         for (auto& w : ws) {
             for (auto& st : w->stat) st.resize(waveform::data_bits);
         }
@@ -142,20 +154,67 @@ struct cpu_backend::impl {
     }
 
     /// The chain on a window at 2 samples per bit.
-    void process_chain(const sample_batch& batch, batch_output& out);
+    /// channels: the receive channels' windows of the same samples (cfg.channels of them).
+    void process_chain(std::span<const sample_batch* const> channels, batch_output& out);
+
+    /// The packet's receive channels as the paths read them: each channel's segment spectrum
+    /// (r) and each path's equalizer on that channel (c[p]); one or two of each.
+    struct channel_spectra {
+        std::array<const fft_buffer*, max_receive_channels> r{};
+        std::array<std::array<const fft_buffer*, max_receive_channels>, num_paths> c{};
+        std::size_t count = 1;
+    };
+    static channel_spectra spectra_of(const workspace& w, std::size_t channels, const fft_buffer& r0, const fft_buffer& r1)
+    {
+        channel_spectra s;
+        s.count = channels;
+        s.r = {&r0, &r1};
+        for (std::size_t p = 0; p < num_paths; ++p) s.c[p] = {&w.c_spec[p], channels > 1 ? &w.c_spec2[p] : nullptr};
+        return s;
+    }
+    /// Path p through `filter` into y: IFFT(sum over the channels of R x C_p x filter).
+    template <class Filter>
+    void filter_packet(const channel_spectra& s, std::size_t p, const Filter& filter, fft_buffer& y) const
+    {
+        filter_paths(std::span(s.r.data(), s.count), std::span(s.c[p].data(), s.count), filter, inv, y);
+    }
+
+    /// Two receive channels: each path's equalizer on each channel (w.c_spec, w.c_spec2) from
+    /// the joint taps, the channels' spectra (w.h_spec, w.h_spec2) and single paths
+    /// (dsp/combining.hpp).
+    void combined_responses(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces,
+                            const std::array<eq_taps, max_receive_channels>& zf, const std::array<eq_taps, max_receive_channels>& mmse,
+                            const std::array<eq_taps, max_receive_channels>& cma,
+                            const std::array<single_path, max_receive_channels>& sp) const
+    {
+        const std::array<double, max_receive_channels> sigma2{ces[0].sigma2, ces[1].sigma2};
+        auto out = [&](eq_path p) {
+            const auto i = static_cast<std::size_t>(p);
+            return std::array<fft_buffer*, max_receive_channels>{&w.c_spec[i], &w.c_spec2[i]};
+        };
+        const std::array<const fft_buffer*, max_receive_channels> h{&w.h_spec, &w.h_spec2};
+        mrc_single_path_response(sp, sigma2, out(eq_path::none));
+        for (std::size_t ch = 0; ch < max_receive_channels; ++ch) {
+            taps_to_spectrum(zf[ch].data(), -L1, L_eq, fwd, *out(eq_path::zf)[ch]);
+            taps_to_spectrum(mmse[ch].data(), -L1, L_eq, fwd, *out(eq_path::mmse)[ch]);
+            taps_to_spectrum(cma[ch].data(), -L1, L_eq, fwd, *out(eq_path::cma)[ch]);
+        }
+        fde_combining_response(h, sigma2, nullptr, out(eq_path::fde1));
+        fde_combining_response(h, sigma2, t.psi.data(), out(eq_path::fde2));
+    }
 
     /// Each path's decisions and I rail as its detector saw them (packet_view), from the
     /// packet's segment spectrum (w.r_spec), its paths' equalizers (w.c_spec) and traces: the
     /// derotation is the one each path's bits were decided with (the phase smoother's total
     /// where it derotated the segment first).
-    void capture_view(workspace& w, packet_view& view) const
+    void capture_view(workspace& w, const channel_spectra& spec, packet_view& view) const
     {
         const long long pre = static_cast<long long>(packet_margin);
         const double inv_n = 1.0 / static_cast<double>(cfg.fft_size);
         const long long dd = t.decision_delay;
         const std::size_t nb = waveform::packet_bits, nk = waveform::known_bits;
         for (std::size_t p = 0; p < workspace::paths; ++p) {
-            filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
+            filter_packet(spec, p, hno_spec, w.out);
             const auto& th = w.trace[p].theta;
             // Output sample j (2 per bit, j = 0 at bit 0's decision) derotated by its bit's phase.
             auto at = [&](long long j) {
@@ -184,7 +243,8 @@ struct cpu_backend::impl {
     }
 
     /// llr_out: null, or the packet's six trellis LLR blocks (6 x 6144, batch_output::llrs).
-    void packet(const cf32* window, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
+    /// windows: the receive channels' windows of the same samples (cfg.channels of them).
+    void packet(std::span<const cf32* const> windows, std::size_t len, long long start, packet_record& rec, std::uint8_t* bits_out,
                 workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false,
                 std::int8_t* llr_out = nullptr, packet_view* view = nullptr, fec_out fo = {}) const
     {
@@ -192,81 +252,133 @@ struct cpu_backend::impl {
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
         const double inv_n = 1.0 / static_cast<double>(n);
+        const std::size_t nch = windows.size();
+        const bool two = nch > 1;
 
         // Segment: the packet at [pre, pre + L_pkt), packet_margin samples each side, zeros
         // beyond. Only these samples are read, whatever window the packet arrived in.
         std::uint32_t nonfinite = 0;
         const long long seg_len = static_cast<long long>(waveform::L_pkt) + 2 * pre;
-        if (clock != fixed_pos{1} << fixed_frac_bits) {
-            // Re-timed for the transmitter's clock (anchored at the start: dsp/clock_recovery).
-            nonfinite = clock_correct_packet(window, len, start, clock, packet_margin, static_cast<std::size_t>(seg_len),
-                                             w.seg.data(), n, clock_design, w.clock_scratch);
-        } else {
-            std::fill(w.seg.data(), w.seg.data() + n, cf64(0.0));
-            for (long long i = 0; i < seg_len; ++i) {
-                const long long idx = start - pre + i;
-                if (idx < 0 || idx >= static_cast<long long>(len)) continue;
-                const cf32 s = window[idx];
-                if (!std::isfinite(s.real()) || !std::isfinite(s.imag())) {
-                    ++nonfinite;
-                    continue;
+        const std::array<fft_buffer*, max_receive_channels> segs{&w.seg, &w.seg2};
+        rec.front_end_estimated = rec.front_end_corrected = false;
+        for (std::size_t ch = 0; ch < nch; ++ch) {
+            const cf32* window = windows[ch];
+            fft_buffer& seg = *segs[ch];
+            if (clock != fixed_pos{1} << fixed_frac_bits) {
+                // Re-timed for the transmitter's clock (anchored at the start: dsp/clock_recovery).
+                nonfinite += clock_correct_packet(window, len, start, clock, packet_margin, static_cast<std::size_t>(seg_len),
+                                                  seg.data(), n, clock_design, w.clock_scratch);
+            } else {
+                std::fill(seg.data(), seg.data() + n, cf64(0.0));
+                for (long long i = 0; i < seg_len; ++i) {
+                    const long long idx = start - pre + i;
+                    if (idx < 0 || idx >= static_cast<long long>(len)) continue;
+                    const cf32 x = window[idx];
+                    if (!std::isfinite(x.real()) || !std::isfinite(x.imag())) {
+                        ++nonfinite;
+                        continue;
+                    }
+                    seg[static_cast<std::size_t>(i)] = cf64(x.real(), x.imag());
                 }
-                w.seg[static_cast<std::size_t>(i)] = cf64(s.real(), s.imag());
+            }
+            if (cfg.front_end_correction_on()) {
+                // DC and IQ imbalance of the receiver's mixer (each channel's own), from the
+                // segment itself; the record keeps channel 1's.
+                const auto fe = estimate_iq_dc(seg.data(), static_cast<std::size_t>(seg_len));
+                correct_iq_dc(seg.data(), static_cast<std::size_t>(seg_len), fe);
+                if (ch == 0) record_front_end(fe, rec);
             }
         }
-        rec.front_end_estimated = rec.front_end_corrected = false;
-        if (cfg.front_end_correction_on()) {
-            // DC and IQ imbalance of the receiver's mixer, from the segment itself.
-            const auto fe = estimate_iq_dc(w.seg.data(), static_cast<std::size_t>(seg_len));
-            correct_iq_dc(w.seg.data(), static_cast<std::size_t>(seg_len), fe);
-            record_front_end(fe, rec);
-        }
-        cf64* r = w.seg.data() + pre;  // r[0] = packet start
+        // r[c][0] = channel c's packet start
+        const std::array<cf64*, max_receive_channels> r{w.seg.data() + pre, two ? w.seg2.data() + pre : nullptr};
+        const std::span<const cf64* const> rs(r.data(), nch);
 
         rec.nonfinite_samples = nonfinite;
-        rec.cfo_rad_per_sample = estimate_cfo(r);
+        rec.cfo_rad_per_sample = estimate_cfo(rs);
         // The offset that estimate is left with, measured over the channel estimator's window.
-        rec.cfo_rad_per_sample += refine_cfo(r, rec.cfo_rad_per_sample, t);
-        derotate(r, static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
+        rec.cfo_rad_per_sample += refine_cfo(rs, rec.cfo_rad_per_sample, t);
+        for (std::size_t ch = 0; ch < nch; ++ch) {
+            derotate(r[ch], static_cast<int>(-pre), static_cast<int>(seg_len - pre), rec.cfo_rad_per_sample);
+        }
 
-        const auto ce = estimate_channel(r, t);
+        std::array<channel_estimate, max_receive_channels> ces{};
+        for (std::size_t ch = 0; ch < nch; ++ch) ces[ch] = estimate_channel(r[ch], t);
+        // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition; with
+        // two channels the combined: the channels' signal to noise ratios summed.
+        // A channel of two without signal or noise (all zeros: a dead input) counts as 0, not
+        // as the one channel's 0 dB floor, so that it neither adds to the sum nor is chosen.
+        auto snr_of = [two](const channel_estimate& ce) {
+            const double p = received_power(ce.h.data(), L_ch);
+            if (two) return p > 0.0 && ce.sigma2 > 0.0 ? p / ce.sigma2 : 0.0;
+            return std::max(p, 1e-300) / std::max(ce.sigma2, 1e-300);
+        };
+        rec.receive_channels = static_cast<std::uint8_t>(nch);
+        rec.best_channel = 0;
+        double snr_sum = 0.0;
+        for (std::size_t ch = 0; ch < nch; ++ch) {
+            const double snr = snr_of(ces[ch]);
+            snr_sum += snr;
+            if (two) rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-30)));
+            if (snr > snr_of(ces[rec.best_channel])) rec.best_channel = static_cast<std::uint8_t>(ch);
+        }
+        const auto& ce = ces[rec.best_channel];
         rec.h = ce.h;
         rec.channel_support = ce.support;
         rec.channel_first_tap = t.supports[static_cast<std::size_t>(ce.support)].first_tap;
         rec.channel_last_tap = t.supports[static_cast<std::size_t>(ce.support)].last_tap;
         rec.sigma2 = ce.sigma2;
         rec.channel_energy = ce.energy;
-        // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition.
-        rec.ebn0_db = 10.0 * std::log10(std::max(received_power(ce.h.data(), L_ch), 1e-300) / std::max(ce.sigma2, 1e-300));
+        rec.ebn0_db = 10.0 * std::log10(two ? std::max(snr_sum, 1e-30) : snr_sum);
 
         fwd.execute(w.seg.data(), w.r_spec.data());
+        if (two) fwd.execute(w.seg2.data(), w.r_spec2.data());
 
         // Equalizers.
-        taps_to_spectrum(ce.h.data(), -N1, L_ch, fwd, w.h_spec);
+        const std::array<fft_buffer*, max_receive_channels> h_specs{&w.h_spec, &w.h_spec2};
+        for (std::size_t ch = 0; ch < nch; ++ch) taps_to_spectrum(ces[ch].h.data(), -N1, L_ch, fwd, *h_specs[ch]);
+        const auto weights = two ? combining_weights(std::array{ces[0].sigma2, ces[1].sigma2}) : std::array{1.0, 0.0};
         double h_min = INFINITY, h_max = 0.0;
         for (std::size_t k = 0; k < n; ++k) {
-            h_min = std::min(h_min, std::norm(w.h_spec[k]));
-            h_max = std::max(h_max, std::norm(w.h_spec[k]));
+            // One channel: |H|^2; two: the combined channel's sum_c w_c |H_c|^2.
+            double g = std::norm(w.h_spec[k]);
+            if (two) g = weights[0] * g + weights[1] * std::norm(w.h_spec2[k]);
+            h_min = std::min(h_min, g);
+            h_max = std::max(h_max, g);
         }
         rec.zf_condition = h_min > 0.0 ? h_max / h_min : INFINITY;
-        eq_taps c_zf{}, c_mmse{};
-        const auto rh = channel_autocorrelation(ce.h);
-        const auto zf = solve_equalizer(ce.h, rh, 0.0, c_zf, w.solve_work);
-        const auto mm = solve_equalizer(ce.h, rh, 2.0 * ce.sigma2, c_mmse, w.solve_work);
+        std::array<eq_taps, max_receive_channels> c_zf{}, c_mmse{};
+        solve_result zf, mm;
+        if (!two) {
+            const auto rh = channel_autocorrelation(ce.h);
+            zf = solve_equalizer(ce.h, rh, 0.0, c_zf[0], w.solve_work);
+            mm = solve_equalizer(ce.h, rh, 2.0 * ce.sigma2, c_mmse[0], w.solve_work);
+        } else {
+            const std::array<channel_taps, max_receive_channels> hs{ces[0].h, ces[1].h};
+            const std::array<double, max_receive_channels> noise{2.0 * ces[0].sigma2, 2.0 * ces[1].sigma2};
+            const std::array<double, max_receive_channels> zf_loads{joint_zf_load_fraction * noise[0], joint_zf_load_fraction * noise[1]};
+            zf = solve_joint_equalizer(hs, zf_loads, c_zf, w.solve_work);
+            mm = solve_joint_equalizer(hs, noise, c_mmse, w.solve_work);
+        }
         rec.flags = packet_flags(nonfinite, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition, zf.regularized || mm.regularized,
                                  start_realigned);
-        eq_taps c_cma = c_mmse;
-        cma_refine(c_cma, w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
+        auto c_cma = c_mmse;
+        if (!two) {
+            cma_refine(c_cma[0], w.r_spec, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2);
+        } else {
+            const std::array<const fft_buffer*, max_receive_channels> rsp{&w.r_spec, &w.r_spec2};
+            cma_refine(c_cma, rsp, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2, &w.t3);
+        }
 
         // The unequalized path: no equalizer, only the timing, phase and gain of the best
-        // single-path fit to the channel (what carrier and timing recovery would give it).
-        const auto sp = fit_single_path(ce.h);
-
+        // single-path fit to the channel (what carrier and timing recovery would give it);
+        // with two channels, each channel's so, combined by maximal-ratio combining.
+        std::array<single_path, max_receive_channels> sp{};
+        for (std::size_t ch = 0; ch < nch; ++ch) sp[ch] = fit_single_path(ces[ch].h);
 
         // The six paths (dsp/paths): R x C x H_NO, then the decision samples, detected by the
         // PLL (or by the phase smoother alone with phase_smoother 1). Each path's equalizer
         // spectrum, samples and trace are kept for the steps after.
-        const packet_equalizers eq{c_zf, c_mmse, c_cma, sp, w.h_spec, ce.sigma2, t.psi.data()};
+        const packet_equalizers eq{c_zf[0], c_mmse[0], c_cma[0], sp[0], w.h_spec, ce.sigma2, t.psi.data()};
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
         // A path's decision samples from its filtered segment (w.out): bit k's at 2k + decision_delay.
         auto decision_samples = [&](std::vector<cf64>& v) {
@@ -276,9 +388,14 @@ struct cpu_backend::impl {
         };
         // Each path's trace (its phases and bits): for its statistics (the BEP estimate, the
         // LLRs), the trellis, a view, and the derotation's source (smoother::phase_source).
+        if (two) {
+            combined_responses(w, ces, c_zf, c_mmse, c_cma, sp);
+        } else {
+            for (std::size_t p = 0; p < workspace::paths; ++p) path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
+        }
+        const auto spec = spectra_of(w, nch, w.r_spec, w.r_spec2);
         for (std::size_t p = 0; p < workspace::paths; ++p) {
-            path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
-            filter_path(w.r_spec, w.c_spec[p], hno_spec, inv, w.out);
+            filter_packet(spec, p, hno_spec, w.out);
             auto& v = w.v[p];
             decision_samples(v);
             sxs_trace& trace = w.trace[p];
@@ -311,15 +428,21 @@ struct cpu_backend::impl {
             if (source == static_cast<int>(eq_path::none)) rec.flags |= flag_unequalized_phase;
             const double* th = w.trace[static_cast<std::size_t>(source)].theta.data();
             const int nb = static_cast<int>(waveform::packet_bits);
-            std::fill(w.t1.data(), w.t1.data() + w.t1.size(), cf64(0.0));
-            for (long long i = 0; i < seg_len; ++i) {
-                const double u = static_cast<double>(i - pre - t.decision_delay) / 2.0;
-                w.t1[static_cast<std::size_t>(i)] = w.seg[static_cast<std::size_t>(i)] * std::polar(1.0, -smoother::pre_derotation(th, nb, u));
+            // Each channel's segment derotated: channel 1's spectrum into t2, channel 2's into t4.
+            const std::array<const fft_buffer*, max_receive_channels> from{&w.seg, &w.seg2};
+            const std::array<fft_buffer*, max_receive_channels> into{&w.t2, &w.t4};
+            for (std::size_t ch = 0; ch < nch; ++ch) {
+                std::fill(w.t1.data(), w.t1.data() + w.t1.size(), cf64(0.0));
+                for (long long i = 0; i < seg_len; ++i) {
+                    const double u = static_cast<double>(i - pre - t.decision_delay) / 2.0;
+                    w.t1[static_cast<std::size_t>(i)] = (*from[ch])[static_cast<std::size_t>(i)] * std::polar(1.0, -smoother::pre_derotation(th, nb, u));
+                }
+                fwd.execute(w.t1.data(), into[ch]->data());
             }
-            fwd.execute(w.t1.data(), w.t2.data());
+            const auto derotated = spectra_of(w, nch, w.t2, w.t4);
             for (std::size_t p = 0; p < workspace::paths; ++p) {
                 if (!smoother::pre_derotated(static_cast<int>(p), source)) continue;
-                filter_path(w.t2, w.c_spec[p], hno_spec, inv, w.out);
+                filter_packet(derotated, p, hno_spec, w.out);
                 auto& v = w.v[p];
                 decision_samples(v);
                 sxs_trace& trace = w.trace[p];
@@ -331,7 +454,7 @@ struct cpu_backend::impl {
                 }
             }
         }
-        if (view) capture_view(w, *view);
+        if (view) capture_view(w, spec, *view);
         // Each path's BEP estimate from the statistics its bits were finally decided on
         // (dsp/decision_quality.hpp; the detectors' own, Q(mean / std), chose the derotation's
         // source above), and with receiver.fec their LLRs from the same moments. With the trellis
@@ -354,7 +477,7 @@ struct cpu_backend::impl {
         const bool both = cfg.detector == detector_kind::both;
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             const std::size_t ts = both ? p + workspace::paths : p;
-            filter_path(w.r_spec, w.c_spec[p], trellis_lp, inv, w.eq);
+            filter_packet(spec, p, trellis_lp, w.eq);
             rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace[p], w.trace[p].known_errors,
                                                   path_bits(ts), w.trellis);
             if (llr_out) {
@@ -384,7 +507,8 @@ void cpu_backend::set_soft_output(bool on) { impl_->soft_output = on; }
 void cpu_backend::process_packet(const cf32* window, std::size_t window_len, long long start, packet_record& rec,
                                  std::uint8_t* bits_out)
 {
-    impl_->packet(window, window_len, start, rec, bits_out, *impl_->ws[0]);
+    if (impl_->cfg.channels != 1) throw std::logic_error("process_packet: one receive channel only (this backend was made for two)");
+    impl_->packet(std::span<const cf32* const>(&window, 1), window_len, start, rec, bits_out, *impl_->ws[0]);
 }
 
 bool cpu_backend::inspect(const sample_batch& batch, batch_output& out, packet_view& view)
@@ -404,32 +528,61 @@ bool cpu_backend::inspect(const sample_batch& batch, batch_output& out, packet_v
 
 void cpu_backend::process(const sample_batch& in, batch_output& out)
 {
-    // A ci16 window is converted first (the same to_cf32 as every other conversion), into
-    // storage kept across batches.
-    if (in.is_ci16()) widen_batch(in, impl_->widened);
-    const sample_batch& batch = in.is_ci16() ? impl_->widened : in;
-    if (!impl_->geom.resampling) {
-        impl_->process_chain(batch, out);
+    auto& m = *impl_;
+    const int channels = m.cfg.channels;
+    if (in.is_two_channel() != (channels == 2)) {
+        throw std::invalid_argument(in.is_two_channel()
+                                        ? "cpu backend: a two-channel window, but the backend was made for one receive channel"
+                                        : "cpu backend: made for two receive channels, but the window holds one");
+    }
+    // A ci16 window is converted first (the same to_cf32 as every other conversion), a
+    // two-channel window split into its channels, into storage kept across batches.
+    std::array<const sample_batch*, max_receive_channels> batch{&in, nullptr};
+    if (in.is_ci16()) {
+        widen_batch(in, m.widened);
+        batch[0] = &m.widened;
+    } else if (in.is_two_channel()) {
+        for (int c = 0; c < channels; ++c) {
+            channel_batch(in, c, m.planar[static_cast<std::size_t>(c)]);
+            batch[static_cast<std::size_t>(c)] = &m.planar[static_cast<std::size_t>(c)];
+        }
+    }
+    const auto count = static_cast<std::size_t>(channels);
+    if (!m.geom.resampling) {
+        m.process_chain(std::span(batch.data(), count), out);
         return;
     }
     // The input stage: the window at 2 samples per bit, then its packets' starts as input
     // sample indices again.
-    const sample_batch chain_batch = resample_batch(batch, impl_->geom);
-    impl_->process_chain(chain_batch, out);
-    for (auto& rec : out.packets) rec.start_sample = input_index(batch, rec.start_sample, impl_->geom);
+    std::array<sample_batch, max_receive_channels> resampled;
+    std::array<const sample_batch*, max_receive_channels> chain_batch{};
+    for (std::size_t c = 0; c < count; ++c) {
+        resampled[c] = resample_batch(*batch[c], m.geom);
+        chain_batch[c] = &resampled[c];
+    }
+    m.process_chain(std::span(chain_batch.data(), count), out);
+    for (auto& rec : out.packets) rec.start_sample = input_index(*batch[0], rec.start_sample, m.geom);
 }
 
-void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& out)
+void cpu_backend::impl::process_chain(std::span<const sample_batch* const> channels, batch_output& out)
 {
+    const sample_batch& batch = *channels[0];
     out.reset(batch.index, cfg.streams());
     const std::size_t len = batch.samples.size();
     if (len < detector_span) return;
+    std::array<std::span<const cf32>, max_receive_channels> windows{};
+    std::array<const cf32*, max_receive_channels> data{};
+    for (std::size_t c = 0; c < channels.size(); ++c) {
+        windows[c] = channels[c]->samples;
+        data[c] = channels[c]->samples.data();
+    }
+    const std::span<const std::span<const cf32>> all(windows.data(), channels.size());
 
     // Kept across batches: a full window's metric is ~300 MB, not to be allocated per batch.
     metric.resize(len - detector_span + 1);
-    preamble_metric(batch.samples, metric, t.preamble_template);
+    preamble_metric(all, metric, t.preamble_template);
     auto found = locate_packets(batch, metric, cfg.detection_threshold, t.template_offset);
-    check_packet_starts(batch.samples, found, t);
+    check_packet_starts(all, found, t);
     out.truncated_packets = found.truncated;
     const auto& starts = found.starts;
     const std::size_t np = starts.size();
@@ -445,7 +598,7 @@ void cpu_backend::impl::process_chain(const sample_batch& batch, batch_output& o
     for (std::size_t i = 0; i < np; ++i) {
         auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
         auto& rec = out.packets[i];
-        packet(batch.samples.data(), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
+        packet(std::span<const cf32* const>(data.data(), channels.size()), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
                found.moved_periods[i] != 0, soft ? out.llrs.data() + i * num_paths * waveform::data_bits : nullptr,
                i == 0 ? view_out : nullptr,
                cfg.fec_on() ? fec_out{out.packet_decoded(i, 0), out.packet_codewords(i, 0)} : fec_out{});

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <stdexcept>
 
 namespace paq::dsp {
 
@@ -77,16 +78,23 @@ double segment_mean_power(const fft_buffer& r_spec, std::size_t pre) noexcept
     return sum / (static_cast<double>(r_spec.size()) * seg_len);
 }
 
-void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
-                const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2)
+void cma_refine(std::span<eq_taps> c, std::span<const fft_buffer* const> r_spec, std::size_t pre, double mu, int iterations,
+                const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2, fft_buffer* t3)
 {
-    const std::size_t n = r_spec.size();
+    const std::size_t channels = c.size();
+    if (channels == 0 || channels > static_cast<std::size_t>(max_receive_channels) || r_spec.size() != channels ||
+        (channels > 1 && t3 == nullptr)) {
+        throw std::invalid_argument("cma_refine: one set of taps and one spectrum per channel (and a third buffer for several)");
+    }
+    const std::size_t n = r_spec[0]->size();
     const double inv_n = 1.0 / static_cast<double>(n);
     constexpr std::size_t lpkt = waveform::L_pkt;
-    // Level invariance: the step is mu over the segment's mean power. With the input
-    // scaled by g the MMSE start scales by 1/g, the gradient by g, so a fixed step would act
-    // g^2 times as strongly (off at -20 dB, unstable at +17 dB). Parseval: sum |R|^2 = n sum |r|^2.
-    const double power = segment_mean_power(r_spec, pre);
+    // Level invariance: the step is mu over the segment's mean power (summed over the
+    // channels). With the input scaled by g the MMSE start scales by 1/g, the gradient by g,
+    // so a fixed step would act g^2 times as strongly (off at -20 dB, unstable at +17 dB).
+    // Parseval: sum |R|^2 = n sum |r|^2.
+    double power = 0.0;
+    for (const fft_buffer* r : r_spec) power += segment_mean_power(*r, pre);
     if (!(power > 0.0) || !std::isfinite(power)) return;  // an empty segment: the MMSE taps stand
     const double step = mu / power;
     // A step is kept only if the next one finds the CMA cost sum (|y|^2 - 1)^2 no higher than
@@ -95,12 +103,17 @@ void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu
     // level at the preamble, makes |y| ten times too large after a +20 dB step and the first
     // step throws the taps far away (measured: a whole packet lost). The last step is not
     // checked (that would cost one more filtering per packet); a blow-up starts at the first.
-    eq_taps previous = c;
+    std::array<eq_taps, max_receive_channels> previous{};
+    std::copy(c.begin(), c.end(), previous.begin());
     double previous_cost = INFINITY;
     for (int it = 0; it < iterations; ++it) {
-        // y = r * c over the segment
-        taps_to_spectrum(c.data(), -L1, L_eq, fwd, t1);
-        for (std::size_t k = 0; k < n; ++k) t1[k] *= r_spec[k];
+        // y = sum over the channels of r * c, over the segment
+        taps_to_spectrum(c[0].data(), -L1, L_eq, fwd, t1);
+        for (std::size_t k = 0; k < n; ++k) t1[k] *= (*r_spec[0])[k];
+        for (std::size_t ch = 1; ch < channels; ++ch) {
+            taps_to_spectrum(c[ch].data(), -L1, L_eq, fwd, *t3);
+            for (std::size_t k = 0; k < n; ++k) t1[k] += (*t3)[k] * (*r_spec[ch])[k];
+        }
         inv.execute(t1.data(), t1.data());
         // z(n) = 2 (|y|^2 - 1) y on the packet, 0 elsewhere
         std::fill(t2.data(), t2.data() + n, cf64(0.0));
@@ -112,21 +125,35 @@ void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu
             t2[i] = 2.0 * e * y;
         }
         if (!(cost <= previous_cost)) {
-            c = previous;
+            std::copy(previous.begin(), previous.begin() + static_cast<std::ptrdiff_t>(channels), c.begin());
             return;
         }
         previous_cost = cost;
-        previous = c;
-        // b(k) = sum_m z(m) r*(m - k) = IFFT(Z conj(R))(k)
+        std::copy(c.begin(), c.end(), previous.begin());
+        // b_c(k) = sum_m z(m) r_c*(m - k) = IFFT(Z conj(R_c))(k), per channel
         fwd.execute(t2.data(), t2.data());
-        for (std::size_t k = 0; k < n; ++k) t2[k] *= std::conj(r_spec[k]);
-        inv.execute(t2.data(), t2.data());
         const double scale = step * inv_n / static_cast<double>(lpkt);
-        for (int l = -L1; l <= L2; ++l) {
-            const std::size_t idx = static_cast<std::size_t>((l + static_cast<long long>(n)) % static_cast<long long>(n));
-            c[static_cast<std::size_t>(l + L1)] -= scale * t2[idx];
+        for (std::size_t ch = channels; ch-- > 0;) {
+            fft_buffer& b = ch == 0 ? t2 : *t3;  // the last channel's from Z in t2 itself
+            if (ch != 0) {
+                for (std::size_t k = 0; k < n; ++k) b[k] = t2[k] * std::conj((*r_spec[ch])[k]);
+            } else {
+                for (std::size_t k = 0; k < n; ++k) b[k] *= std::conj((*r_spec[0])[k]);
+            }
+            inv.execute(b.data(), b.data());
+            for (int l = -L1; l <= L2; ++l) {
+                const std::size_t idx = static_cast<std::size_t>((l + static_cast<long long>(n)) % static_cast<long long>(n));
+                c[ch][static_cast<std::size_t>(l + L1)] -= scale * b[idx];
+            }
         }
     }
+}
+
+void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
+                const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2)
+{
+    const fft_buffer* r = &r_spec;
+    cma_refine(std::span<eq_taps>(&c, 1), std::span<const fft_buffer* const>(&r, 1), pre, mu, iterations, fwd, inv, t1, t2, nullptr);
 }
 
 void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, fft_buffer& out) noexcept

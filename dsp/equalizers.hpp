@@ -11,6 +11,7 @@
 #include "dsp/receiver_tables.hpp"
 
 #include <array>
+#include <span>
 #include <vector>
 
 namespace paq::dsp {
@@ -43,6 +44,13 @@ void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_pl
 /// not depend on it. A segment of zero power leaves c as it is.
 void cma_refine(eq_taps& c, const fft_buffer& r_spec, std::size_t pre, double mu, int iterations,
                 const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2);
+/// The same for an equalizer over several receive channels (at most max_receive_channels):
+/// y = sum_c r_c * c_c, the CMA cost on y, each channel's taps stepped along its own gradient,
+/// P the channels' segment powers summed. t3: a third buffer (only for more than one channel).
+/// One channel: the call above, bit for bit. Throws std::invalid_argument for counts that do
+/// not match.
+void cma_refine(std::span<eq_taps> c, std::span<const fft_buffer* const> r_spec, std::size_t pre, double mu, int iterations,
+                const fft_plan& fwd, const fft_plan& inv, fft_buffer& t1, fft_buffer& t2, fft_buffer* t3);
 
 /// Condition number of R + load I from the channel's spectrum: R is the Toeplitz matrix of
 /// |H(f)|^2, whose eigenvalues fill [min |H|^2, max |H|^2] (a Cholesky pivot ratio is no

@@ -10,11 +10,21 @@
 #include "dsp/types.hpp"
 
 #include <array>
+#include <span>
 
 namespace paq::dsp {
 
 /// w0 = (1/32) arg sum_{n=64}^{223} r(n) r*(n - 32), radians per sample. |w0| < pi/32.
 [[nodiscard]] double estimate_cfo(const cf64* r) noexcept;
+/// The same over several receive channels of one packet (one transmitter, one carrier): the
+/// channels' lag products summed before the angle, each weighted by cfo_channel_weights (a
+/// channel of strong noise would otherwise outweigh a clean one). One channel: estimate_cfo(r[0]).
+[[nodiscard]] double estimate_cfo(std::span<const cf64* const> r) noexcept;
+
+/// Each channel's weight in the CFO estimates over several channels: 1 / its noise power, the
+/// noise measured as the part of the preamble's energy that does not repeat one period later,
+/// (E - |sum r(n) r*(n - 32)|) / 160 over n = 64 .. 223 (at least 1e-3 of E / 160).
+[[nodiscard]] std::array<double, chain::max_receive_channels> cfo_channel_weights(std::span<const cf64* const> r) noexcept;
 
 /// r(n) <- r(n) exp(-j w0 n) for n in [first, last).
 void derotate(cf64* r, int first, int last, double w0) noexcept;
@@ -43,6 +53,8 @@ struct channel_estimate {
 
 /// Blocks of the observation range that estimate_cfo_residual measures a phase over.
 inline constexpr std::size_t cfo_refine_block = 32;
+/// At most this many blocks (the observation ranges of receiver_tables are shorter).
+inline constexpr std::size_t cfo_refine_max_blocks = 32;
 
 /// The carrier offset left after estimate_cfo, in radians per sample,
 /// from `obs`, the channel estimator's observation range (M samples, r(obs_first) ..
@@ -64,6 +76,10 @@ inline constexpr int cfo_refine_passes = 3;
 /// the copy derotated by the result. Returns the sum; the caller derotates the packet once,
 /// by w0 plus it.
 [[nodiscard]] double refine_cfo(const cf64* r, double w0, const receiver_tables& t);
+/// The same over several receive channels of one packet: each pass measures the block phases
+/// of every channel against its own pilot prediction and sums them block by block, each
+/// channel weighted by cfo_channel_weights, before the slope. One channel: refine_cfo(r[0]).
+[[nodiscard]] double refine_cfo(std::span<const cf64* const> r, double w0, const receiver_tables& t);
 
 /// The slope of the block phases (as estimate_cfo_residual): the phases of block_sums[b] at
 /// centres[b] with weights[b], unwrapped in order (gpu/estimators.cu's cfo_residual_kernel

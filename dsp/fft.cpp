@@ -65,6 +65,7 @@ void fft_plan::execute(const cf64* in, cf64* out) const noexcept
 
 fft_buffer::fft_buffer(std::size_t n) : n_(n)
 {
+    if (n == 0) return;  // an empty buffer (a second receive channel's, unused with one)
     p_ = static_cast<cf64*>(fftw_malloc(sizeof(cf64) * n));
     if (!p_) {
         throw std::bad_alloc();

@@ -35,7 +35,7 @@ private:
 /// An FFTW-aligned buffer of complex doubles.
 class fft_buffer {
 public:
-    explicit fft_buffer(std::size_t n);
+    explicit fft_buffer(std::size_t n);  ///< n zeros; n = 0: an empty buffer (data() null)
     ~fft_buffer();
     fft_buffer(const fft_buffer&) = delete;
     fft_buffer& operator=(const fft_buffer&) = delete;

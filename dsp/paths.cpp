@@ -25,7 +25,35 @@ void filter_path_by(const fft_buffer& r_spec, const fft_buffer& c_spec, const Fi
     inv.execute(y.data(), y.data());
 }
 
+template <class Filter>
+void filter_paths_by(std::span<const fft_buffer* const> r_spec, std::span<const fft_buffer* const> c_spec, const Filter& filter,
+                     const fft_plan& inv, fft_buffer& y)
+{
+    if (r_spec.size() == 1) {
+        filter_path_by(*r_spec[0], *c_spec[0], filter, inv, y);
+        return;
+    }
+    for (std::size_t k = 0; k < y.size(); ++k) {
+        cf64 sum = 0.0;
+        for (std::size_t c = 0; c < r_spec.size(); ++c) sum += (*r_spec[c])[k] * (*c_spec[c])[k];
+        y[k] = sum * filter[k];
+    }
+    inv.execute(y.data(), y.data());
+}
+
 }  // namespace
+
+void filter_paths(std::span<const fft_buffer* const> r_spec, std::span<const fft_buffer* const> c_spec, const fft_buffer& filter,
+                  const fft_plan& inv, fft_buffer& y)
+{
+    filter_paths_by(r_spec, c_spec, filter, inv, y);
+}
+
+void filter_paths(std::span<const fft_buffer* const> r_spec, std::span<const fft_buffer* const> c_spec,
+                  const std::vector<double>& filter, const fft_plan& inv, fft_buffer& y)
+{
+    filter_paths_by(r_spec, c_spec, filter, inv, y);
+}
 
 void filter_path(const fft_buffer& r_spec, const fft_buffer& c_spec, const fft_buffer& filter, const fft_plan& inv, fft_buffer& y)
 {

@@ -8,6 +8,7 @@
 #include "dsp/fft.hpp"
 #include "dsp/receiver_tables.hpp"
 
+#include <span>
 #include <vector>
 
 namespace paq::dsp {
@@ -34,5 +35,12 @@ void path_response(eq_path p, const packet_equalizers& eq, const fft_plan& fwd, 
 void filter_path(const fft_buffer& r_spec, const fft_buffer& c_spec, const fft_buffer& filter, const fft_plan& inv, fft_buffer& y);
 void filter_path(const fft_buffer& r_spec, const fft_buffer& c_spec, const std::vector<double>& filter, const fft_plan& inv,
                  fft_buffer& y);
+
+/// The same over several receive channels: y = IFFT(sum_c R_c x C_c x filter). One channel:
+/// filter_path, bit for bit.
+void filter_paths(std::span<const fft_buffer* const> r_spec, std::span<const fft_buffer* const> c_spec, const fft_buffer& filter,
+                  const fft_plan& inv, fft_buffer& y);
+void filter_paths(std::span<const fft_buffer* const> r_spec, std::span<const fft_buffer* const> c_spec,
+                  const std::vector<double>& filter, const fft_plan& inv, fft_buffer& y);
 
 }  // namespace paq::dsp

@@ -6,51 +6,68 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 namespace paq::dsp {
 
-void preamble_metric(std::span<const cf32> r, std::span<double> out, const std::array<cf64, 32>& tmpl)
+void preamble_metric(std::span<const std::span<const cf32>> r, std::span<double> out, const std::array<cf64, 32>& tmpl)
 {
-    if (r.size() < detector_span) {
+    const std::size_t channels = r.size();
+    if (channels == 0 || r[0].size() < detector_span) {
         return;
     }
-    const std::size_t n_metric = r.size() - detector_span + 1;
-    const std::size_t n_corr = r.size() - 32 + 1;  // c(v), e(v) for v = 0 .. n_corr-1
+    const std::size_t len = r[0].size();
+    for (const auto& x : r) {
+        if (x.size() != len) throw std::invalid_argument("preamble_metric: the channels' windows differ in length");
+    }
+    const std::size_t n_metric = len - detector_span + 1;
+    const std::size_t n_corr = len - 32 + 1;  // c(v), e(v) for v = 0 .. n_corr-1
     constexpr std::size_t chunk = 1 << 16;
     const std::size_t n_chunks = (n_metric + chunk - 1) / chunk;
 
 #pragma omp parallel
     {
-        std::vector<double> c_abs2(chunk + 224);
-        std::vector<double> e32(chunk + 224);
+        std::vector<std::vector<double>> c_abs2(channels, std::vector<double>(chunk + 224));
+        std::vector<std::vector<double>> e32(channels, std::vector<double>(chunk + 224));
 #pragma omp for schedule(dynamic)
         for (std::size_t ci = 0; ci < n_chunks; ++ci) {
             const std::size_t u0 = ci * chunk;
             const std::size_t u1 = std::min(n_metric, u0 + chunk);
             const std::size_t v1 = std::min(n_corr, u1 + 224);
-            for (std::size_t v = u0; v < v1; ++v) {
-                cf64 c = 0.0;
-                double e = 0.0;
-                for (std::size_t l = 0; l < 32; ++l) {
-                    // Non-finite samples count as zero here, as they do in the packet chain.
-                    const cf32 raw = r[v + l];
-                    const cf64 s = std::isfinite(raw.real()) && std::isfinite(raw.imag()) ? cf64(raw.real(), raw.imag()) : cf64(0.0);
-                    c += s * std::conj(tmpl[l]);
-                    e += std::norm(s);
+            for (std::size_t ch = 0; ch < channels; ++ch) {
+                for (std::size_t v = u0; v < v1; ++v) {
+                    cf64 c = 0.0;
+                    double e = 0.0;
+                    for (std::size_t l = 0; l < 32; ++l) {
+                        // Non-finite samples count as zero here, as they do in the packet chain.
+                        const cf32 raw = r[ch][v + l];
+                        const cf64 s = std::isfinite(raw.real()) && std::isfinite(raw.imag()) ? cf64(raw.real(), raw.imag()) : cf64(0.0);
+                        c += s * std::conj(tmpl[l]);
+                        e += std::norm(s);
+                    }
+                    c_abs2[ch][v - u0] = std::norm(c);
+                    e32[ch][v - u0] = e;
                 }
-                c_abs2[v - u0] = std::norm(c);
-                e32[v - u0] = e;
             }
             for (std::size_t u = u0; u < u1; ++u) {
-                double l_sum = 0.0, e_sum = 0.0;
-                for (std::size_t m = 0; m < 8; ++m) {
-                    l_sum += c_abs2[u - u0 + 32 * m];
-                    e_sum += e32[u - u0 + 32 * m];
+                double best = 0.0;
+                for (std::size_t ch = 0; ch < channels; ++ch) {
+                    double l_sum = 0.0, e_sum = 0.0;
+                    for (std::size_t m = 0; m < 8; ++m) {
+                        l_sum += c_abs2[ch][u - u0 + 32 * m];
+                        e_sum += e32[ch][u - u0 + 32 * m];
+                    }
+                    best = std::max(best, e_sum > 0.0 ? l_sum / (32.0 * e_sum) : 0.0);
                 }
-                out[u] = e_sum > 0.0 ? l_sum / (32.0 * e_sum) : 0.0;
+                out[u] = best;
             }
         }
     }
+}
+
+void preamble_metric(std::span<const cf32> r, std::span<double> out, const std::array<cf64, 32>& tmpl)
+{
+    preamble_metric(std::span<const std::span<const cf32>>(&r, 1), out, tmpl);
 }
 
 std::vector<preamble_peak> find_preamble_peaks(std::span<const double> metric, std::size_t first, std::size_t last,
@@ -140,24 +157,47 @@ packet_candidates locate_packets(const sample_batch& batch, std::span<const doub
     return c;
 }
 
-void check_packet_starts(std::span<const cf32> window, packet_candidates& c, const receiver_tables& t)
+void check_packet_starts(std::span<const std::span<const cf32>> windows, packet_candidates& c, const receiver_tables& t)
 {
     const int n = static_cast<int>(t.x_known.size());
     const auto* x = reinterpret_cast<const double*>(t.x_known.data());  // std::complex: re, im
-    const auto len = static_cast<long long>(window.size());
-    const auto reader = [&](long long m, double& sr, double& si) {
-        const cf32 v = window[static_cast<std::size_t>(m)];
-        const bool ok = std::isfinite(v.real()) && std::isfinite(v.imag());
-        sr = ok ? static_cast<double>(v.real()) : 0.0;
-        si = ok ? static_cast<double>(v.imag()) : 0.0;
+    const auto len = static_cast<long long>(windows.empty() ? 0 : windows[0].size());
+    // One channel: K(v). Several: each channel's K(v) over its energy on the known samples
+    // (so in [0, 1] whatever its level; a channel of noise only adds a nearly constant term
+    // instead of its noise power's fluctuations), summed.
+    const auto metric = [&](long long v) {
+        double k = 0.0;
+        for (const auto& window : windows) {
+            const auto reader = [&](long long m, double& sr, double& si) {
+                const cf32 s = window[static_cast<std::size_t>(m)];
+                const bool ok = std::isfinite(s.real()) && std::isfinite(s.imag());
+                sr = ok ? static_cast<double>(s.real()) : 0.0;
+                si = ok ? static_cast<double>(s.imag()) : 0.0;
+            };
+            const double kc = start_check::known_metric(reader, v, x, n, t.known_first);
+            if (windows.size() == 1) return kc;
+            double e = 0.0;
+            for (int i = 0; i < n; ++i) {
+                double sr = 0.0, si = 0.0;
+                reader(v + t.known_first + i, sr, si);
+                e += sr * sr + si * si;
+            }
+            k += e > 0.0 ? kc / (static_cast<double>(start_check::period) * e) : 0.0;
+        }
+        return k;
     };
     c.moved_periods.assign(c.starts.size(), 0);
     for (std::size_t i = 0; i < c.starts.size(); ++i) {
         const long long s = c.starts[i];
-        const long long v = start_check::checked_start(reader, len, static_cast<long long>(waveform::L_pkt), s, x, n, t.known_first);
+        const long long v = start_check::checked_start_by(metric, len, static_cast<long long>(waveform::L_pkt), s);
         c.moved_periods[i] = static_cast<int>((v - s) / start_check::period);
         c.starts[i] = v;
     }
+}
+
+void check_packet_starts(std::span<const cf32> window, packet_candidates& c, const receiver_tables& t)
+{
+    check_packet_starts(std::span<const std::span<const cf32>>(&window, 1), c, t);
 }
 
 }  // namespace paq::dsp

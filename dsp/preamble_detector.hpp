@@ -27,6 +27,13 @@ inline constexpr std::size_t detector_span = 256;          ///< samples one metr
 /// Each value depends only on r(u .. u+255), in a fixed order of summation, so it is the
 /// same whatever window the samples arrive in.
 void preamble_metric(std::span<const cf32> r, std::span<double> out, const std::array<cf64, 32>& tmpl);
+/// The metric over several receive channels' windows of the same samples (equal lengths;
+/// std::invalid_argument otherwise): at each u the largest of the channels' M(u), so that a
+/// channel that fades or carries noise only never hides the other (selection: the channels'
+/// combined (sum of L) / (32 sum of energies) always lies between theirs, and a channel of
+/// strong noise pulls it down). Noise alone then passes a threshold up to twice as often.
+/// One channel: the call above.
+void preamble_metric(std::span<const std::span<const cf32>> r, std::span<double> out, const std::array<cf64, 32>& tmpl);
 
 struct preamble_peak {
     std::size_t u;   ///< position of the metric peak in the window
@@ -64,5 +71,8 @@ struct packet_candidates {
 /// known sequence (dsp/start_check.hpp; a side lobe of L(u) moves to the true start) and
 /// fills moved_periods. window: the samples the metric was computed on.
 void check_packet_starts(std::span<const cf32> window, packet_candidates& c, const receiver_tables& t);
+/// The same over several receive channels' windows of the same samples: each channel's K
+/// normalized by 32 times its energy on the known samples (in [0, 1] at any level), summed.
+void check_packet_starts(std::span<const std::span<const cf32>> windows, packet_candidates& c, const receiver_tables& t);
 
 }  // namespace paq::dsp

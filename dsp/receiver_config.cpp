@@ -74,6 +74,7 @@ std::vector<std::string> receiver_config::validate() const
     if (auto f = framing_error(fec); !f.empty()) e.push_back(std::move(f));
     if (to_string(fec) == "?") e.push_back("fec: not none or an AR4JA code (" + names_text(fec_names) + ")");
     check(e, "fec_iterations", fec_iterations, r::fec_iterations);
+    check(e, "channels", channels, r::channels);
     if (front_end_correction < -1 || front_end_correction > 1) {
         e.push_back(bad("front_end_correction", front_end_correction, "1 (on), 0 (off) or -1 (auto: the same as on)"));
     }

@@ -53,6 +53,7 @@ inline constexpr setting_range cpu_threads{0, 1024};
 inline constexpr setting_range bit_rate_hz{1e6, 30e6};
 inline constexpr setting_range clock_min_ppm{0, 100};
 inline constexpr setting_range fec_iterations{1, max_fec_iterations};
+inline constexpr setting_range channels{1, chain::max_receive_channels};
 }  // namespace receiver_ranges
 
 /// receiver_config::detector.
@@ -147,6 +148,16 @@ struct receiver_config {
     /// The decoder's most iterations per codeword (layered normalized min-sum, stopping as soon
     /// as every check holds), 1 .. 255.
     int fec_iterations = 50;
+    /// Receive channels of the link, 1 or 2 (two polarizations or two antennas, coherent: one
+    /// sample clock and one local oscillator). With 2 every path combines both channels
+    /// (dsp/combining.hpp): the preamble found on either or both, one carrier offset, a channel
+    /// and noise estimate per channel, ZF and MMSE solved jointly, two-input CMA, FDE1 and FDE2
+    /// as frequency-domain combining, the unequalized path as maximal-ratio combining; each
+    /// packet records its channels' Eb/N0 and the better one (packet_record::best_channel). The
+    /// windows then hold both channels (sample_batch::samples_x2). The CPU backend only. Not a
+    /// configuration key: `paqd replay --channel N --channel M` sets it (the service's sources
+    /// deliver one channel).
+    int channels = 1;
 
     /// Whether the data fields are decoded.
     [[nodiscard]] bool fec_on() const noexcept { return fec != fec_code::none; }

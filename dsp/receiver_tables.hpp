@@ -26,6 +26,9 @@ inline constexpr int num_paths = 6;
 inline constexpr int max_streams = 2 * num_paths;
 /// Whether n is a number of output streams a receiver makes: 6, or 12 with detector both.
 [[nodiscard]] constexpr bool valid_streams(int n) noexcept { return n == num_paths || n == max_streams; }
+/// Receive channels the chain combines (receiver_config::channels: 1, or 2 for two polarizations or
+/// antennas of one link).
+inline constexpr int max_receive_channels = 2;
 }  // namespace chain
 
 /// The six output paths, in output order.

@@ -47,25 +47,33 @@ PAQ_HOST_DEVICE double known_metric(const Reader& r, long long v, const double* 
 }
 
 /// The checked start of the packet located at s in a window of len samples (packets of
-/// packet_len samples): s, or the candidate s + 32 k (k = -reach .. reach, in that order) with
-/// the largest K if that is strictly larger than K(s).
-template <class Reader>
-PAQ_HOST_DEVICE long long checked_start(const Reader& r, long long len, long long packet_len, long long s, const double* x, int n_known,
-                                        int known_first) noexcept
+/// packet_len samples), by the metric k(v) (known_metric, or its sum over receive channels):
+/// s, or the candidate s + 32 k (k = -reach .. reach, in that order) with the largest k(v) if
+/// that is strictly larger than k(s).
+template <class Metric>
+PAQ_HOST_DEVICE long long checked_start_by(const Metric& metric, long long len, long long packet_len, long long s) noexcept
 {
     long long best = s;
-    double k_best = known_metric(r, s, x, n_known, known_first);
+    double k_best = metric(s);
     for (int k = -reach; k <= reach; ++k) {
         if (k == 0) continue;
         const long long v = s + static_cast<long long>(period) * k;
         if (v < 0 || v + packet_len > len) continue;
-        const double kv = known_metric(r, v, x, n_known, known_first);
+        const double kv = metric(v);
         if (kv > k_best) {
             best = v;
             k_best = kv;
         }
     }
     return best;
+}
+
+/// checked_start_by with K(v) of one window.
+template <class Reader>
+PAQ_HOST_DEVICE long long checked_start(const Reader& r, long long len, long long packet_len, long long s, const double* x, int n_known,
+                                        int known_first) noexcept
+{
+    return checked_start_by([&](long long v) { return known_metric(r, v, x, n_known, known_first); }, len, packet_len, s);
 }
 
 }  // namespace paq::dsp::start_check

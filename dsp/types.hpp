@@ -29,6 +29,15 @@ static_assert(sizeof(ci16) == 4, "ci16 must be two packed 16-bit integers");
     return {static_cast<float>(s.re) / scale, static_cast<float>(s.im) / scale};
 }
 
+/// One sample time of a two-channel stream: channel 1's sample, then channel 2's (the
+/// interleaved layout of a two-channel recording, SigMF core:num_channels 2). The chain with
+/// two receive channels (receiver_config::channels 2) takes its windows of these.
+struct cf32x2 {
+    cf32 a;
+    cf32 b;
+};
+static_assert(sizeof(cf32x2) == 16, "cf32x2 must be two packed cf32");
+
 /// a + b, or 2^64 - 1 where that overflows: sample counts and indices from outside (a hostile
 /// timestamp, a flood of gaps) must never wrap to a small number.
 [[nodiscard]] constexpr std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) noexcept

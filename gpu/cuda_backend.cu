@@ -612,6 +612,10 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != estimators::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
+    if (cfg.channels != 1) {
+        throw std::invalid_argument("cuda backend: " + std::to_string(cfg.channels) +
+                                    " receive channels: two are combined by the cpu backend only (--backend cpu, or auto)");
+    }
     // The receiver tables (CPU, double, a few hundred ms the first time) while the device's
     // context is made (another few hundred).
     auto tables = std::async(std::launch::async, [&cfg] { return &dsp::get_receiver_tables(cfg.fft_size); });

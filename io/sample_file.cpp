@@ -213,7 +213,8 @@ sample_file_reader::sample_file_reader(sample_file_reader&& other) noexcept
       segments_(std::move(other.segments_)),
       fd_(std::exchange(other.fd_, -1)),
       position_(std::exchange(other.position_, 0)),
-      buffer_(std::move(other.buffer_)) {}
+      buffer_(std::move(other.buffer_)),
+      decoded_(std::move(other.decoded_)) {}
 
 sample_file_reader& sample_file_reader::operator=(sample_file_reader&& other) noexcept {
   if (this != &other) {
@@ -223,6 +224,7 @@ sample_file_reader& sample_file_reader::operator=(sample_file_reader&& other) no
     fd_ = std::exchange(other.fd_, -1);
     position_ = std::exchange(other.position_, 0);
     buffer_ = std::move(other.buffer_);
+    decoded_ = std::move(other.decoded_);
   }
   return *this;
 }
@@ -500,6 +502,34 @@ std::size_t sample_file_reader::read(std::span<ci16> out) {
     } else {
       read_exact_parallel(reinterpret_cast<std::byte*>(out.data() + done), n * sizeof(ci16), offset);
     }
+    position_ += n;
+    done += n;
+  }
+  return count;
+}
+
+std::size_t sample_file_reader::read(std::span<cf32x2> out, int second) {
+  if (fd_ < 0) throw std::logic_error("sample_file_reader::read on a moved-from reader");
+  if (second < 1 || second > info_.num_channels || second == info_.channel) {
+    throw std::invalid_argument(info_.data_path.string() + ": channel " + std::to_string(second) +
+                                " cannot be the second channel read (the recording has " +
+                                std::to_string(info_.num_channels) + ", channel " + std::to_string(info_.channel) +
+                                " is the first)");
+  }
+  const std::size_t frame = frame_bytes(), channels = static_cast<std::size_t>(info_.num_channels);
+  const auto a = static_cast<std::size_t>(info_.channel - 1), b = static_cast<std::size_t>(second - 1);
+  const std::uint64_t remaining = info_.num_samples - position_;
+  const auto count = static_cast<std::size_t>(std::min<std::uint64_t>(out.size(), remaining));
+  std::size_t done = 0;
+  while (done < count) {
+    auto [n, offset] = contiguous_run(count - done);
+    ensure_buffer();
+    n = std::min(n, buffer_.size() / frame);
+    read_exact(buffer_.data(), n * frame, offset);
+    // Every channel's samples decoded at once, then the two picked out.
+    decoded_.resize(n * channels);
+    decode(info_.format, buffer_.data(), n * channels, decoded_.data(), info_.meta.ci16_scale);
+    for (std::size_t i = 0; i < n; ++i) out[done + i] = {decoded_[i * channels + a], decoded_[i * channels + b]};
     position_ += n;
     done += n;
   }

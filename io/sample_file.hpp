@@ -80,6 +80,10 @@ class sample_file_reader {
   /// to_cf32(s, info().meta.ci16_scale)), for a chain that takes ci16 at its own width.
   /// Throws std::logic_error for a recording that is not ci16_le.
   [[nodiscard]] std::size_t read(std::span<ci16> out);
+  /// Two channels of a multi-channel recording per sample time, decoded to cf32: the channel
+  /// open() chose (cf32x2::a) and `second` (cf32x2::b, 1 .. the channels, not the chosen
+  /// one; std::invalid_argument otherwise). The same positions and end as read().
+  [[nodiscard]] std::size_t read(std::span<cf32x2> out, int second);
 
   [[nodiscard]] const recording_info& info() const noexcept { return info_; }
   /// Samples read so far (since open or the last rewind).
@@ -121,6 +125,7 @@ class sample_file_reader {
   int fd_ = -1;
   std::uint64_t position_ = 0;
   std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first read that needs it
+  std::vector<cf32> decoded_;      ///< a two-channel read's block, every channel decoded
 };
 
 /// What lies between a recording's samples: a gap, or the time of the next sample.

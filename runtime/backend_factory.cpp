@@ -125,9 +125,13 @@ std::vector<std::unique_ptr<dsp::batch_processor>> make_backends(backend_kind ki
     return out;
 }
 
-backend_kind resolve_backend(backend_kind requested)
+backend_kind resolve_backend(backend_kind requested, int receive_channels)
 {
     if (requested != backend_kind::automatic) return requested;
+    if (receive_channels > 1) {
+        spdlog::info("two receive channels are combined by the CPU backend; using it");
+        return backend_kind::cpu;
+    }
     const auto& m = cuda_module();
     if (m.api == nullptr) {
 #ifdef PAQ_CUDA_MODULE

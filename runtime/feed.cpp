@@ -16,6 +16,11 @@ feed::result ring_feed::read(std::span<ci16> out, std::chrono::milliseconds time
     return ring_.read(out.first(std::min(out.size(), max_read_samples)), timeout);
 }
 
+feed::result feed::read(std::span<cf32x2>, std::chrono::milliseconds)
+{
+    throw std::logic_error("feed: a two-channel read from a feed of one channel");
+}
+
 template <class T>
 feed::result reader_feed<T>::read_own(std::span<T> out)
 {
@@ -57,7 +62,7 @@ feed::result reader_feed<T>::read(std::span<cf32> out, std::chrono::milliseconds
     if constexpr (std::is_same_v<T, cf32>) {
         return read_own(out);
     } else {
-        throw std::logic_error("reader_feed: a cf32 read from a ci16 recording");
+        throw std::logic_error("reader_feed: a cf32 read from a ci16 or two-channel recording");
     }
 }
 
@@ -67,11 +72,22 @@ feed::result reader_feed<T>::read(std::span<ci16> out, std::chrono::milliseconds
     if constexpr (std::is_same_v<T, ci16>) {
         return read_own(out);
     } else {
-        throw std::logic_error("reader_feed: a ci16 read from a cf32 recording");
+        throw std::logic_error("reader_feed: a ci16 read from a cf32 or two-channel recording");
+    }
+}
+
+template <class T>
+feed::result reader_feed<T>::read(std::span<cf32x2> out, std::chrono::milliseconds)
+{
+    if constexpr (std::is_same_v<T, cf32x2>) {
+        return read_own(out);
+    } else {
+        throw std::logic_error("reader_feed: a two-channel read from a recording read as one channel");
     }
 }
 
 template class reader_feed<cf32>;
 template class reader_feed<ci16>;
+template class reader_feed<cf32x2>;
 
 }  // namespace paq::runtime

@@ -22,6 +22,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace paq::runtime {
@@ -39,6 +40,10 @@ public:
     /// for something to happen. Reading at the other width throws std::logic_error.
     virtual result read(std::span<cf32> out, std::chrono::milliseconds timeout) = 0;
     virtual result read(std::span<ci16> out, std::chrono::milliseconds timeout) = 0;
+    /// Receive channels per sample time: 1, or 2 (then read as cf32x2, receiver_config::channels 2).
+    [[nodiscard]] virtual int channels() const { return 1; }
+    /// Two channels' samples (a feed of channels() 2); std::logic_error from any other feed.
+    virtual result read(std::span<cf32x2> out, std::chrono::milliseconds timeout);
     /// True when the samples an overflow gap lost are counted before the feed (by a ring:
     /// io::ring_counters::samples_dropped); false: the engine counts them with the gap's.
     [[nodiscard]] virtual bool overflow_counted_before() const { return false; }
@@ -61,7 +66,7 @@ private:
     io::sample_ring& ring_;
 };
 
-/// A recording read in order. `read` writes up to out.size() samples and returns how many (0:
+/// A recording read in order (T: cf32, ci16 at its width, or cf32x2 for two channels). `read` writes up to out.size() samples and returns how many (0:
 /// the end). `marks` (io::recording_marks; optional) are its gaps and time: a gap (with its
 /// samples lost and reason) where it lies, a time for the samples from its sample on. A read
 /// stops at the next mark, so that a time names the next read's first sample; reads take at
@@ -78,6 +83,8 @@ public:
     [[nodiscard]] std::optional<float> ci16_scale() const override { return scale_; }
     result read(std::span<cf32> out, std::chrono::milliseconds timeout) override;
     result read(std::span<ci16> out, std::chrono::milliseconds timeout) override;
+    result read(std::span<cf32x2> out, std::chrono::milliseconds timeout) override;
+    [[nodiscard]] int channels() const override { return std::is_same_v<T, cf32x2> ? 2 : 1; }
 
     /// Samples read so far.
     [[nodiscard]] std::uint64_t samples_read() const noexcept { return samples_read_; }
@@ -96,5 +103,6 @@ private:
 
 extern template class reader_feed<cf32>;
 extern template class reader_feed<ci16>;
+extern template class reader_feed<cf32x2>;
 
 }  // namespace paq::runtime

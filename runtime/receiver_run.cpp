@@ -56,6 +56,14 @@ stream_stats run_receiver_t(const pool_future& pool_f, const dsp::receiver_confi
                                     " Hz (set receiver_config::input_sample_rate_hz)");
     }
     reader_feed<T> source(read, marks, std::is_same_v<T, ci16> ? std::optional<float>(ci16_scale) : std::nullopt);
+    if (source.channels() != cfg.channels) {
+        try {
+            if (worker_pool* p = pool_f.get()) p->close();
+        } catch (...) {  // NOLINT(bugprone-empty-catch): the channel error is the one to report
+        }
+        throw std::invalid_argument("run_receiver: the samples have " + std::to_string(source.channels()) +
+                                    " receive channel(s) but the receiver is set for " + std::to_string(cfg.channels));
+    }
     stream_options opt;
     opt.receiver = cfg;
     opt.pattern = pattern;
@@ -92,6 +100,29 @@ stream_stats run_receiver_ci16(const pool_future& pool, const dsp::receiver_conf
                                    std::span<const io::recording_mark> marks)
 {
     return run_receiver_t<ci16>(pool, cfg, pattern, sample_rate_hz, ci16_scale, read, on_batch, marks);
+}
+
+stream_stats run_receiver_x2(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                             double sample_rate_hz, const read_x2_fn& read, const batch_fn& on_batch,
+                             std::span<const io::recording_mark> marks)
+{
+    return run_receiver_t<cf32x2>(pool, cfg, pattern, sample_rate_hz, 1.0f, read, on_batch, marks);
+}
+
+dsp::run_summary run_receiver_x2(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                 double sample_rate_hz, std::span<const cf32x2> samples, const batch_fn& on_batch)
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> one;
+    one.push_back(std::make_unique<borrowed_backend>(backend));
+    worker_pool pool(std::move(one), {}, 1);
+    std::size_t pos = 0;
+    const read_x2_fn read = [&](std::span<cf32x2> out) {
+        const std::size_t n = std::min(out.size(), samples.size() - pos);
+        std::copy_n(samples.begin() + static_cast<std::ptrdiff_t>(pos), n, out.begin());
+        pos += n;
+        return n;
+    };
+    return run_receiver_t<cf32x2>(ready_pool(pool), cfg, pattern, sample_rate_hz, 1.0f, read, on_batch).tally;
 }
 
 dsp::run_summary run_receiver_ci16(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

@@ -20,6 +20,7 @@ namespace paq::runtime {
 
 using read_fn = std::function<std::size_t(std::span<cf32>)>;
 using read_ci16_fn = std::function<std::size_t(std::span<ci16>)>;
+using read_x2_fn = std::function<std::size_t(std::span<cf32x2>)>;
 using batch_fn = std::function<void(const dsp::batch_output&)>;
 
 /// Pulls samples with `read` (returns the count written, 0 at the end) and runs the chain on
@@ -58,6 +59,15 @@ stream_stats run_receiver(const pool_future& pool, const dsp::receiver_config& c
 stream_stats run_receiver_ci16(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
                                    double sample_rate_hz, float ci16_scale, const read_ci16_fn& read,
                                    const batch_fn& on_batch = {}, std::span<const io::recording_mark> marks = {});
+
+/// The same for two receive channels (receiver_config::channels 2): `read` gives both channels'
+/// samples of each sample time (cf32x2), the windows carry both (sample_batch::samples_x2).
+stream_stats run_receiver_x2(const pool_future& pool, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                             double sample_rate_hz, const read_x2_fn& read, const batch_fn& on_batch = {},
+                             std::span<const io::recording_mark> marks = {});
+/// Two receive channels on one backend the caller owns, over samples already in memory.
+dsp::run_summary run_receiver_x2(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,
+                                 double sample_rate_hz, std::span<const cf32x2> samples, const batch_fn& on_batch = {});
 
 /// The same on one backend the caller owns (a pool of one worker, no fallback).
 dsp::run_summary run_receiver(dsp::batch_processor& backend, const dsp::receiver_config& cfg, dsp::pn_pattern pattern,

@@ -143,10 +143,15 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
       geometry_(dsp::make_input_geometry(opt_.receiver)),
       windows_(window_samples(opt_.receiver, geometry_)),
       windows_ci16_(window_samples(opt_.receiver, geometry_)),
+      windows_x2_(window_samples(opt_.receiver, geometry_)),
       tally_(opt_.pattern.value_or(dsp::pn_pattern::pn15), geometry_.chain_rate_hz(), geometry_.packet_spacing_samples(),
              opt_.receiver.streams(), dsp::framing_for(opt_.receiver.fec))
 {
     if (!(opt_.sample_rate_hz > 0.0)) throw std::invalid_argument("stream engine: the sample rate must be positive");
+    if (feed_.channels() != opt_.receiver.channels) {
+        throw std::invalid_argument("stream engine: the source gives " + std::to_string(feed_.channels()) +
+                                    " receive channel(s) but the receiver is set for " + std::to_string(opt_.receiver.channels));
+    }
     stats_.input_ci16 = feed_.ci16_scale().has_value();
     stats_.fec = opt_.receiver.fec_on();
 }
@@ -168,6 +173,7 @@ worker_pool* stream_engine::acquire_pool()
         if (out && opt_.on_processed) opt_.on_processed(b, *out);
         if (b.samples.capacity() != 0) windows_.release(std::move(b.samples));
         if (b.samples_ci16.capacity() != 0) windows_ci16_.release(std::move(b.samples_ci16));
+        if (b.samples_x2.capacity() != 0) windows_x2_.release(std::move(b.samples_x2));
     });
     pool_.store(p);
     if (aborted_) p->abort();
@@ -181,6 +187,8 @@ void stream_engine::batcher_loop()
     auto& windows = [this]() -> window_pool<T>& {
         if constexpr (narrow) {
             return windows_ci16_;
+        } else if constexpr (std::is_same_v<T, cf32x2>) {
+            return windows_x2_;
         } else {
             return windows_;
         }
@@ -288,6 +296,11 @@ void stream_engine::batcher_loop()
                         const float scale = *feed_.ci16_scale();
                         tap.resize(r.count);
                         for (std::size_t k = 0; k < r.count; ++k) tap[k] = to_cf32(space[k], scale);
+                        opt_.on_samples(std::span<const cf32>(tap.data(), r.count));
+                    } else if constexpr (std::is_same_v<T, cf32x2>) {
+                        // Channel 1 (the spectrum of the live view, a recording's samples).
+                        tap.resize(r.count);
+                        for (std::size_t k = 0; k < r.count; ++k) tap[k] = space[k].a;
                         opt_.on_samples(std::span<const cf32>(tap.data(), r.count));
                     } else {
                         opt_.on_samples(std::span<const cf32>(space.data(), r.count));
@@ -484,7 +497,9 @@ stream_stats stream_engine::run()
     std::thread batcher([this] {
         io::name_this_thread("paq-batcher");
         try {
-            if (feed_.ci16_scale()) {
+            if (feed_.channels() == 2) {
+                batcher_loop<cf32x2>();
+            } else if (feed_.ci16_scale()) {
                 batcher_loop<ci16>();
             } else {
                 batcher_loop<cf32>();

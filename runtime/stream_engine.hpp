@@ -195,6 +195,7 @@ private:
     /// The windows, of the feed's width (the other is empty).
     window_pool<cf32> windows_;
     window_pool<ci16> windows_ci16_;
+    window_pool<cf32x2> windows_x2_;  ///< two receive channels' windows
 
     mutable std::mutex s_mu_;  ///< stats_, timing_, latency_sum_ms_
     stream_stats stats_;

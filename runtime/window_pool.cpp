@@ -84,5 +84,6 @@ std::uint64_t window_pool<T>::locked() const
 
 template class window_pool<cf32>;
 template class window_pool<ci16>;
+template class window_pool<cf32x2>;
 
 }  // namespace paq::runtime

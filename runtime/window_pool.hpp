@@ -61,5 +61,6 @@ private:
 
 extern template class window_pool<cf32>;
 extern template class window_pool<ci16>;
+extern template class window_pool<cf32x2>;
 
 }  // namespace paq::runtime

@@ -634,6 +634,25 @@ TEST_F(io_test, each_channel_of_an_interleaved_recording_is_read_on_its_own) {
         for (std::size_t i = 0; i < one.size(); ++i) ASSERT_EQ(paq::to_cf32(raw[i], default_ci16_scale), got[i]) << i;
       }
     }
+    // Both channels at once (paqd replay --channel 2 --channel 1): each sample time's pair, in
+    // reads that cross the reader's block, the same values as the reads of one channel.
+    auto reader = sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, 2);
+    std::vector<paq::cf32x2> pairs;
+    std::vector<paq::cf32x2> block(300'007);
+    while (const std::size_t n = reader.read(std::span<paq::cf32x2>(block), 1)) pairs.insert(pairs.end(), block.begin(), block.begin() + static_cast<std::ptrdiff_t>(n));
+    ASSERT_EQ(pairs.size(), one.size());
+    auto first = sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, 2);
+    auto second = sample_file_reader::open(path("two"), {}, {}, default_ci16_scale, 1);
+    const auto a = read_all(first, 4096), b = read_all(second, 4096);
+    for (std::size_t i = 0; i < pairs.size(); ++i) {
+      ASSERT_EQ(pairs[i].a, a[i]) << i;
+      ASSERT_EQ(pairs[i].b, b[i]) << i;
+    }
+    // The second channel must be another one the recording has.
+    reader.rewind();
+    for (const int bad : {2, 3, 0}) {
+      expect_error<std::invalid_argument>([&] { (void)reader.read(std::span<paq::cf32x2>(block), bad); }, {"cannot be the second channel"});
+    }
   }
   // A raw file says nothing of its channels: given, they are read alike; a bad count is refused.
   {

@@ -1,0 +1,162 @@
+#include "dsp/combining.hpp"
+
+#include "dsp/linalg.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+#include <stdexcept>
+#include <string>
+
+namespace paq::dsp {
+
+using namespace chain;
+
+solve_result solve_joint_equalizer(std::span<const channel_taps> h, std::span<const double> loads, std::span<eq_taps> c,
+                                   std::vector<cf64>& work)
+{
+    const std::size_t channels = h.size();
+    if (channels == 0 || channels > static_cast<std::size_t>(max_receive_channels) || loads.size() != channels ||
+        c.size() != channels) {
+        throw std::invalid_argument("solve_joint_equalizer: one channel estimate, load and set of taps per channel (1 or 2)");
+    }
+    const std::size_t taps = L_eq;
+    const std::size_t n = channels * taps;
+    // Unknown x = channels * a + c (tap a of channel c): entries of taps a and b are zero for
+    // |a - b| > L_ch - 1, so the matrix has channels * (L_ch - 1) + channels - 1 sub-diagonals.
+    const std::size_t band = channels * (L_ch - 1) + channels - 1;
+    // r[c][d][k + L_ch - 1] = sum_n h_d(n) h_c*(n - k), k = -(L_ch - 1) .. L_ch - 1.
+    constexpr int span = 2 * L_ch - 1;
+    std::array<std::array<std::array<cf64, span>, max_receive_channels>, max_receive_channels> r{};
+    for (std::size_t cc = 0; cc < channels; ++cc) {
+        for (std::size_t d = 0; d < channels; ++d) {
+            for (int k = -(L_ch - 1); k <= L_ch - 1; ++k) {
+                cf64 s = 0.0;
+                for (int m = std::max(0, k); m < std::min(L_ch, L_ch + k); ++m) {
+                    s += h[d][static_cast<std::size_t>(m)] * std::conj(h[cc][static_cast<std::size_t>(m - k)]);
+                }
+                r[cc][d][static_cast<std::size_t>(k + L_ch - 1)] = s;
+            }
+        }
+    }
+    work.assign(n * n, 0.0);
+    double max_diag = 0.0;
+    auto fill = [&](double extra) {
+        for (std::size_t x = 0; x < n; ++x) {
+            const std::size_t a = x / channels, cc = x % channels;
+            const std::size_t y0 = x > band ? x - band : 0;
+            for (std::size_t y = y0; y <= x; ++y) {
+                const std::size_t b = y / channels, d = y % channels;
+                const long long k = static_cast<long long>(a) - static_cast<long long>(b);
+                work[x * n + y] = k <= L_ch - 1 ? r[cc][d][static_cast<std::size_t>(k + L_ch - 1)] : cf64(0.0);
+            }
+            work[x * n + x] += loads[cc] + extra;
+            max_diag = std::max(max_diag, work[x * n + x].real());
+        }
+    };
+    solve_result res;
+    fill(0.0);
+    auto st = cholesky_banded(work, n, band);
+    if (!st.ok) {
+        res.regularized = true;
+        fill(std::max(max_diag, 1e-30) * 1e-10);
+        st = cholesky_banded(work, n, band);
+    }
+    // Right side: channel c's tap l is h_c*(-l), l = -L1 .. L2 (h_c(m) for m = -N1 .. N2).
+    std::vector<cf64> rhs(n, 0.0);
+    for (std::size_t cc = 0; cc < channels; ++cc) {
+        for (int l = -L1; l <= L2; ++l) {
+            const int m = -l;
+            if (m >= -N1 && m <= N2) {
+                rhs[static_cast<std::size_t>(l + L1) * channels + cc] = std::conj(h[cc][static_cast<std::size_t>(m + N1)]);
+            }
+        }
+    }
+    if (st.ok) {
+        cholesky_solve_banded(work, n, band, rhs);
+    } else {
+        std::fill(rhs.begin(), rhs.end(), cf64(0.0));
+    }
+    for (std::size_t cc = 0; cc < channels; ++cc) {
+        for (std::size_t a = 0; a < taps; ++a) c[cc][a] = rhs[a * channels + cc];
+    }
+    return res;
+}
+
+std::array<double, max_receive_channels> combining_weights(std::span<const double> sigma2)
+{
+    if (sigma2.empty() || sigma2.size() > static_cast<std::size_t>(max_receive_channels)) {
+        throw std::invalid_argument("combining_weights: 1 or 2 noise variances, not " + std::to_string(sigma2.size()));
+    }
+    double least = INFINITY;
+    for (const double s : sigma2) {
+        if (s >= 0.0 && std::isfinite(s)) least = std::min(least, s);
+    }
+    std::array<double, max_receive_channels> w{};
+    for (std::size_t c = 0; c < sigma2.size(); ++c) {
+        const double s = sigma2[c];
+        if (!(s >= 0.0) || !std::isfinite(s)) continue;  // a noise not known: no weight
+        w[c] = s > 0.0 ? least / s : 1.0;                // least = 0: only noiseless channels weigh
+    }
+    return w;
+}
+
+namespace {
+
+/// The quietest channel's noise variance (finite, >= 0); 0 when there is none.
+double least_noise(std::span<const double> sigma2) noexcept
+{
+    double least = INFINITY;
+    for (const double s : sigma2) {
+        if (s >= 0.0 && std::isfinite(s)) least = std::min(least, s);
+    }
+    return std::isfinite(least) ? least : 0.0;
+}
+
+void check_counts(const char* what, std::size_t in, std::size_t sigma2, std::size_t out)
+{
+    if (in == 0 || in > static_cast<std::size_t>(max_receive_channels) || sigma2 != in || out != in) {
+        throw std::invalid_argument(std::string(what) + ": one input, noise variance and output per channel (1 or 2), not " +
+                                    std::to_string(in) + ", " + std::to_string(sigma2) + " and " + std::to_string(out));
+    }
+}
+
+}  // namespace
+
+void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span<const double> sigma2, const double* psi,
+                            std::span<fft_buffer* const> out)
+{
+    check_counts("fde_combining_response", h_spec.size(), sigma2.size(), out.size());
+    const auto w = combining_weights(sigma2);
+    const double noise = 2.0 * least_noise(sigma2);
+    const std::size_t n = h_spec[0]->size();
+    for (std::size_t c = 0; c < h_spec.size(); ++c) {
+        if (h_spec[c]->size() != n || out[c]->size() != n) throw std::invalid_argument("fde_combining_response: spectra of different lengths");
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+        double den = psi ? noise / psi[k] : noise;
+        for (std::size_t c = 0; c < h_spec.size(); ++c) den += w[c] * std::norm((*h_spec[c])[k]);
+        for (std::size_t c = 0; c < h_spec.size(); ++c) {
+            (*out[c])[k] = den > 0.0 ? w[c] * std::conj((*h_spec[c])[k]) / den : cf64(0.0);
+        }
+    }
+}
+
+void mrc_single_path_response(std::span<const single_path> paths, std::span<const double> sigma2, std::span<fft_buffer* const> out)
+{
+    check_counts("mrc_single_path_response", paths.size(), sigma2.size(), out.size());
+    const auto w = combining_weights(sigma2);
+    double total = 0.0;
+    for (std::size_t c = 0; c < paths.size(); ++c) total += w[c] * std::norm(paths[c].gain);
+    const std::size_t n = out[0]->size();
+    for (std::size_t c = 0; c < paths.size(); ++c) {
+        if (out[c]->size() != n) throw std::invalid_argument("mrc_single_path_response: outputs of different lengths");
+        const cf64 g = total > 0.0 ? w[c] * std::conj(paths[c].gain) / total : cf64(0.0);
+        for (std::size_t k = 0; k < n; ++k) {
+            const double f = (k < n / 2 ? static_cast<double>(k) : static_cast<double>(k) - static_cast<double>(n)) / static_cast<double>(n);
+            (*out[c])[k] = g * std::polar(1.0, 2.0 * std::numbers::pi * f * paths[c].delay_samples);
+        }
+    }
+}
+
+}  // namespace paq::dsp

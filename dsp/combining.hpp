@@ -1,0 +1,74 @@
+// The chain's paths over two receive channels of one link (receiver_config::channels 2: two
+// polarizations, or two antennas): each path an equalizer per channel whose outputs add.
+//
+//   y(n) = sum_c sum_l c_c(l) r_c(n - l)        (the time-domain paths: ZF, MMSE, CMA)
+//   Y(k) = sum_c C_c(k) R_c(k)                  (every path on the FFT grid, dsp/paths.hpp)
+//
+// Each channel has its own channel estimate h_c and noise sigma2_c (per real dimension); the
+// channels share the transmitter, its carrier and its clock. The designs are the one-channel
+// designs of dsp/equalizers.hpp written for a receiver with two inputs (single input, multiple
+// output: the minimum mean square error over both channels):
+//   ZF, MMSE   the normal equations over both channels' taps at once, a Hermitian
+//              block-Toeplitz system of 2 x 186 unknowns: R_cd(a, b) = sum_n h_d(n) h_c*(n - a + b),
+//              right side h_c*(-a), each channel's diagonal loaded by its noise 2 sigma2_c
+//              (MMSE) or not at all (ZF). Interleaving the channels' taps makes it banded
+//              (75 sub-diagonals): band Cholesky in double.
+//   FDE1/FDE2  C_c = (H_c* / sigma2_c) / (sum_d |H_d|^2 / sigma2_d + 2 / Psi), Psi = 1 for FDE1
+//              (the Wiener combiner; one channel: dsp::fde_response).
+//   none       maximal-ratio combining of the channels' single-path fits (dsp::fit_single_path):
+//              C_c = (g_c* / sigma2_c) exp(j 2 pi f tau_c) / sum_d |g_d|^2 / sigma2_d.
+//   CMA        from the joint MMSE taps, dsp::cma_refine over both channels.
+#pragma once
+
+#include "dsp/equalizers.hpp"
+#include "dsp/fft.hpp"
+#include "dsp/receiver_tables.hpp"
+
+#include <array>
+#include <span>
+#include <vector>
+
+namespace paq::dsp {
+
+using channel_taps = std::array<cf64, chain::L_ch>;
+
+/// The joint ZF's loads, as a fraction of each channel's noise 2 sigma2_c. Over two channels
+/// the zero-forcing equations are singular: at every frequency the two channels' responses
+/// span one direction, and any combination that cancels the signal (H_2 on channel 1 against
+/// H_1 on channel 2) passes noise only. The joint ZF is meant as the limit of the joint MMSE
+/// as the noise goes to zero with the channels' ratio kept, which takes none of that
+/// direction; a millionth of the noise approaches it (the difference is the load over R's
+/// least eigenvalue on the signal's directions: small unless the combined channel has a deep
+/// null). A noiseless estimate (sigma2 0) leaves the system singular: loaded as any singular
+/// system and flagged (solve_result::regularized). One channel: no load, as dsp::solve_equalizer.
+inline constexpr double joint_zf_load_fraction = 1e-6;
+
+/// Solves the joint normal equations above for h.size() channels (1 or 2): loads[c] is added
+/// to channel c's diagonal (2 sigma2_c for MMSE, 0 for ZF), c[c] receives channel c's taps.
+/// `work` holds (2 x 186)^2 entries. A system that is not positive definite in double is
+/// loaded by 1e-10 of its largest diagonal entry and flagged (solve_result::regularized); one
+/// that still is not gives zero taps. One channel: the equations of dsp::solve_equalizer (the
+/// same taps to round-off; its fallback load is 1e-10 of r_h(0) without the load).
+solve_result solve_joint_equalizer(std::span<const channel_taps> h, std::span<const double> loads, std::span<eq_taps> c,
+                                   std::vector<cf64>& work);
+
+/// Each channel's weight in the combiners: sigma2_min / sigma2_c (1 for the quietest channel),
+/// sigma2_min the least finite noise variance. A noise variance that is not finite (or
+/// negative) weighs 0; with a noiseless channel (sigma2 0) only the noiseless ones weigh.
+/// std::invalid_argument for other than 1 or 2 variances.
+[[nodiscard]] std::array<double, chain::max_receive_channels> combining_weights(std::span<const double> sigma2);
+
+/// FDE1 (psi = nullptr) or FDE2 over the channels: out[c] = w_c H_c* / (sum_d w_d |H_d|^2 +
+/// 2 sigma2_min / Psi), w = combining_weights(sigma2).
+/// std::invalid_argument for counts or lengths that differ.
+void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span<const double> sigma2, const double* psi,
+                            std::span<fft_buffer* const> out);
+
+/// The unequalized path over the channels: each channel's single path undone in delay and
+/// phase and weighted by maximal-ratio combining, out[c] = w_c g_c* exp(j 2 pi f tau_c) /
+/// sum_d w_d |g_d|^2. Zero where every gain is zero. std::invalid_argument for counts or
+/// lengths that differ.
+void mrc_single_path_response(std::span<const single_path> paths, std::span<const double> sigma2,
+                              std::span<fft_buffer* const> out);
+
+}  // namespace paq::dsp
