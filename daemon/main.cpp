@@ -114,6 +114,7 @@ struct replay_command {
     std::string llr_base;
     std::vector<int> channel;
     int channels = 1;
+    bool each_channel = false;
 
     void add_to(CLI::App& app)
     {
@@ -129,6 +130,9 @@ struct replay_command {
             ->check(CLI::Range(1, io::max_channels))
             ->expected(1)
             ->take_all();
+        cmd->add_flag("--each-channel", each_channel,
+                      "With two --channel: each channel also received alone, its BER per path beside the combined "
+                      "paths' (three runs over the recording)");
         cmd->add_option("--channels", channels, "Raw files: channels interleaved, a sample of each per sample time")
             ->check(CLI::Range(1, io::max_channels))
             ->capture_default_str();
@@ -217,6 +221,7 @@ struct replay_command {
                 if (channel[1] == channel[0]) throw config::config_error({"--channel: channel " + std::to_string(channel[0]) + " twice"});
                 opt.second_channel = channel[1];
             }
+            opt.each_channel = each_channel;
             opt.raw_channels = channels;
             if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
             if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;

@@ -48,6 +48,9 @@ replay_result run_replay(const replay_options& opt)
         throw config::config_error({opt.file.string() + ": --channel " + std::to_string(*opt.second_channel) + ": the recording has " +
                                     std::to_string(info.num_channels) + " channel(s)"});
     }
+    if (opt.each_channel && !opt.second_channel) {
+        throw config::config_error({"--each-channel: name two channels to combine (--channel N --channel M)"});
+    }
     if (opt.second_channel && opt.backend == config::backend_kind::cuda) {
         throw config::config_error({"--backend cuda: two receive channels are combined by the cpu backend only (--backend cpu, "
                                     "or auto)"});
@@ -197,6 +200,19 @@ replay_result run_replay(const replay_options& opt)
     res.elapsed_s = since_start();
     const double duration_s = static_cast<double>(res.engine.tally.samples) / info.sample_rate_hz;
     res.realtime_factor = res.elapsed_s > 0.0 ? duration_s / res.elapsed_s : 0.0;
+    // --each-channel: each channel alone, over the same recording and settings, for the table's
+    // side-by-side comparison (runs of their own after this one's timing: no records, no LLRs).
+    if (opt.each_channel) {
+        for (const int ch : {info.channel, *opt.second_channel}) {
+            replay_options alone = opt;
+            alone.channel = ch;
+            alone.second_channel.reset();
+            alone.each_channel = false;
+            alone.records.base.clear();
+            alone.llr_base.clear();
+            res.each_channel.push_back({ch, run_replay(alone).engine.tally});
+        }
+    }
     const auto& s = res.engine.tally;
     if (s.nonfinite_samples) {
         res.warnings.push_back(std::to_string(s.nonfinite_samples) +
@@ -322,6 +338,40 @@ void print_table(const replay_result& r, std::ostream& os)
        << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
        << " s, read meanwhile: the reader waited " << t.pool_wait_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
+    if (r.each_channel.size() == 2) {
+        // BER side by side: the combined paths, each channel alone, and the combined gain over
+        // the better channel (its BER over the combined).
+        os << "\n  each channel alone (--each-channel):\n";
+        char head2[160];
+        std::snprintf(head2, sizeof head2, "  %-*s %11s %11s %11s %10s\n", name_w, "path", "combined", ("channel " + std::to_string(r.each_channel[0].channel)).c_str(),
+                      ("channel " + std::to_string(r.each_channel[1].channel)).c_str(), "gain");
+        os << head2;
+        auto ber_text = [](const dsp::path_summary& p) {
+            char b[32];
+            if (p.bits_checked > 0) {
+                std::snprintf(b, sizeof b, "%11.3e", p.ber);
+            } else {
+                std::snprintf(b, sizeof b, "%11s", "-");
+            }
+            return std::string(b);
+        };
+        for (std::size_t i = 0; i < s.paths.size(); ++i) {
+            const auto& c = s.paths[i];
+            const auto& a = r.each_channel[0].tally.paths[i];
+            const auto& b = r.each_channel[1].tally.paths[i];
+            char gain[32];
+            const double better = std::min(a.bits_checked ? a.ber : INFINITY, b.bits_checked ? b.ber : INFINITY);
+            if (c.bits_checked > 0 && c.ber > 0.0 && std::isfinite(better)) {
+                std::snprintf(gain, sizeof gain, "%9.2fx", better / c.ber);
+            } else {
+                std::snprintf(gain, sizeof gain, "%10s", "-");
+            }
+            char line[200];
+            std::snprintf(line, sizeof line, "  %-*s %s %s %s %s\n", name_w, c.name.c_str(), ber_text(c).c_str(), ber_text(a).c_str(),
+                          ber_text(b).c_str(), gain);
+            os << line;
+        }
+    }
     for (const auto& w : r.warnings) os << "  warning: " << w << "\n";
 }
 
@@ -378,6 +428,20 @@ nlohmann::json to_json(const replay_result& r)
                                   {"pool_wait_s", s.timing.pool_wait_s}}},
                                 {"warnings", r.warnings}};
     j.update(own);
+    // --each-channel: each channel alone, its paths as the combined run's are listed.
+    nlohmann::json each = nlohmann::json::array();
+    for (const auto& a : r.each_channel) {
+        nlohmann::json paths = nlohmann::json::array();
+        for (const auto& p : a.tally.paths) {
+            paths.push_back({{"name", p.name},
+                             {"bits", p.bits_checked},
+                             {"errors", p.bit_errors},
+                             {"ber", p.bits_checked > 0 ? nlohmann::json(p.ber) : nlohmann::json(nullptr)},
+                             {"mean_bep_estimate", p.mean_bep_estimate}});
+        }
+        each.push_back({{"channel", a.channel}, {"packets_found", a.tally.packets_found}, {"mean_ebn0_db", a.tally.mean_ebn0_db}, {"paths", paths}});
+    }
+    j["each_channel"] = each;
     return j;
 }
 

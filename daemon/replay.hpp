@@ -31,6 +31,9 @@ struct replay_options {
     std::optional<int> channel;
     /// A second --channel: combined with the first on every path (receiver_config::channels 2).
     std::optional<int> second_channel;
+    /// --each-channel (with two channels): each channel also received alone, its paths beside
+    /// the combined ones in the table and the JSON.
+    bool each_channel = false;
     int raw_channels = 1;
     /// --pattern: the data's PN pattern. Unset: the recording's paq:pattern (paq-sim writes
     /// it), else pn15.
@@ -52,6 +55,12 @@ struct replay_options {
     std::optional<dsp::fec_code> fec;
 };
 
+/// One channel of a combined replay received alone (replay_options::each_channel).
+struct channel_alone {
+    int channel = 1;           ///< the recording's channel number
+    dsp::run_summary tally;    ///< its counts per path
+};
+
 struct replay_result {
     /// The stream engine's result, which the JSON reports through the counter registry
     /// (runtime/counters.hpp) under the live service's names.
@@ -59,6 +68,7 @@ struct replay_result {
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
     int channel = 1, channels = 1;      ///< the channel received, of the recording's channels
     int second_channel = 0;             ///< the channel combined with it (receiver_config::channels 2), 0: none
+    std::vector<channel_alone> each_channel;  ///< --each-channel: the two channels alone, in --channel order
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"
     std::string pattern;                ///< the PN pattern the bits were counted against ("pn15")

@@ -1475,6 +1475,20 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
         EXPECT_EQ(rows, r12.engine.tally.packets_found);
     }
     ro.records.base.clear();
+    // --each-channel: each channel alone beside the combined paths, the same counts as their
+    // own replays.
+    ro.each_channel = true;
+    const auto side = daemon::run_replay(ro);
+    ASSERT_EQ(side.each_channel.size(), 2u);
+    EXPECT_EQ(side.each_channel[0].channel, 1);
+    EXPECT_EQ(side.each_channel[1].channel, 2);
+    EXPECT_EQ(side.each_channel[0].tally.paths[2].bit_errors, r1.engine.tally.paths[2].bit_errors);
+    EXPECT_EQ(side.each_channel[1].tally.paths[2].bit_errors, r2.engine.tally.paths[2].bit_errors);
+    EXPECT_EQ(daemon::to_json(side)["each_channel"][1]["paths"][2]["errors"], r2.engine.tally.paths[2].bit_errors);
+    std::ostringstream side_table;
+    daemon::print_table(side, side_table);
+    EXPECT_NE(side_table.str().find("each channel alone"), std::string::npos) << side_table.str();
+    ro.each_channel = false;
     // A second channel the recording lacks, or the same one twice, two channels on the cuda
     // backend, and receiver_config::channels 2 without two channels named: usage errors.
     for (const int bad : {3, 1}) {
@@ -1486,6 +1500,9 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     EXPECT_THROW((void)daemon::run_replay(ro), config::config_error);
     ro.backend = config::backend_kind::cpu;
     ro.second_channel.reset();
+    ro.each_channel = true;  // without two channels
+    EXPECT_THROW((void)daemon::run_replay(ro), config::config_error);
+    ro.each_channel = false;
     ro.receiver.channels = 2;
     EXPECT_THROW((void)daemon::run_replay(ro), config::config_error);
     std::filesystem::remove_all(dir);
