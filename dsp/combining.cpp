@@ -1,5 +1,6 @@
 #include "dsp/combining.hpp"
 
+#include "dsp/equalizers.hpp"
 #include "dsp/linalg.hpp"
 
 #include <algorithm>
@@ -79,6 +80,60 @@ solve_result solve_joint_equalizer(std::span<const channel_taps> h, std::span<co
     }
     for (std::size_t cc = 0; cc < channels; ++cc) {
         for (std::size_t a = 0; a < taps; ++a) c[cc][a] = rhs[a * channels + cc];
+    }
+    return res;
+}
+
+solve_result solve_combined_zf(std::span<const channel_taps> h, std::span<const double> sigma2, eq_taps& c, std::vector<cf64>& work)
+{
+    if (h.empty() || h.size() > static_cast<std::size_t>(max_receive_channels) || sigma2.size() != h.size()) {
+        throw std::invalid_argument("solve_combined_zf: one channel estimate and noise variance per channel (1 or 2)");
+    }
+    const auto w = combining_weights(sigma2);
+    // g(k), k = -(L_ch - 1) .. L_ch - 1, at g[k + L_ch - 1]: sum_c w_c r_cc(k), r(-k) = r(k)*.
+    constexpr int half = L_ch - 1;
+    constexpr int len = 2 * half + 1;
+    std::array<cf64, len> g{};
+    for (std::size_t ch = 0; ch < h.size(); ++ch) {
+        const auto r = channel_autocorrelation(h[ch]);
+        for (int k = 0; k <= half; ++k) {
+            g[static_cast<std::size_t>(half + k)] += w[ch] * r[static_cast<std::size_t>(k)];
+            if (k > 0) g[static_cast<std::size_t>(half - k)] += w[ch] * std::conj(r[static_cast<std::size_t>(k)]);
+        }
+    }
+    // r_g(k) = sum_n g(n) g*(n - k), k = 0 .. len - 1.
+    std::array<cf64, len> rg{};
+    for (int k = 0; k < len; ++k) {
+        cf64 sum = 0.0;
+        for (int n = k; n < len; ++n) sum += g[static_cast<std::size_t>(n)] * std::conj(g[static_cast<std::size_t>(n - k)]);
+        rg[static_cast<std::size_t>(k)] = sum;
+    }
+    constexpr std::size_t n = L_eq;
+    constexpr std::size_t band = len - 1;
+    work.assign(n * n, 0.0);
+    auto fill = [&](double load) {
+        for (std::size_t i = 0; i < n; ++i) {
+            const std::size_t j0 = i > band ? i - band : 0;
+            for (std::size_t j = j0; j <= i; ++j) work[i * n + j] = rg[i - j];
+            work[i * n + i] += load;
+        }
+    };
+    solve_result res;
+    fill(0.0);
+    auto st = cholesky_banded(work, n, band);
+    if (!st.ok) {
+        res.regularized = true;
+        fill(std::max(rg[0].real(), 1e-30) * 1e-10);
+        st = cholesky_banded(work, n, band);
+    }
+    // Right side g*(-l) = g(l) (g is Hermitian), l = -L1 .. L2, g(l) for |l| <= half.
+    for (int l = -L1; l <= L2; ++l) {
+        c[static_cast<std::size_t>(l + L1)] = (l >= -half && l <= half) ? std::conj(g[static_cast<std::size_t>(half - l)]) : cf64(0.0);
+    }
+    if (st.ok) {
+        cholesky_solve_banded(work, n, band, c);
+    } else {
+        c.fill(0.0);
     }
     return res;
 }

@@ -8,11 +8,12 @@
 // channels share the transmitter, its carrier and its clock. The designs are the one-channel
 // designs of dsp/equalizers.hpp written for a receiver with two inputs (single input, multiple
 // output: the minimum mean square error over both channels):
-//   ZF, MMSE   the normal equations over both channels' taps at once, a Hermitian
+//   MMSE       the normal equations over both channels' taps at once, a Hermitian
 //              block-Toeplitz system of 2 x 186 unknowns: R_cd(a, b) = sum_n h_d(n) h_c*(n - a + b),
-//              right side h_c*(-a), each channel's diagonal loaded by its noise 2 sigma2_c
-//              (MMSE) or not at all (ZF). Interleaving the channels' taps makes it banded
-//              (75 sub-diagonals): band Cholesky in double.
+//              right side h_c*(-a), each channel's diagonal loaded by its noise 2 sigma2_c.
+//              Interleaving the channels' taps makes it banded (75 sub-diagonals): band
+//              Cholesky in double.
+//   ZF         maximal-ratio combining, then the ZF of the combined channel (solve_combined_zf).
 //   FDE1/FDE2  C_c = (H_c* / sigma2_c) / (sum_d |H_d|^2 / sigma2_d + 2 / Psi), Psi = 1 for FDE1
 //              (the Wiener combiner; one channel: dsp::fde_response).
 //   none       maximal-ratio combining of the channels' single-path fits (dsp::fit_single_path):
@@ -32,17 +33,6 @@ namespace paq::dsp {
 
 using channel_taps = std::array<cf64, chain::L_ch>;
 
-/// The joint ZF's loads, as a fraction of each channel's noise 2 sigma2_c. Over two channels
-/// the zero-forcing equations are singular: at every frequency the two channels' responses
-/// span one direction, and any combination that cancels the signal (H_2 on channel 1 against
-/// H_1 on channel 2) passes noise only. The joint ZF is meant as the limit of the joint MMSE
-/// as the noise goes to zero with the channels' ratio kept, which takes none of that
-/// direction; a millionth of the noise approaches it (the difference is the load over R's
-/// least eigenvalue on the signal's directions: small unless the combined channel has a deep
-/// null). A noiseless estimate (sigma2 0) leaves the system singular: loaded as any singular
-/// system and flagged (solve_result::regularized). One channel: no load, as dsp::solve_equalizer.
-inline constexpr double joint_zf_load_fraction = 1e-6;
-
 /// Solves the joint normal equations above for h.size() channels (1 or 2): loads[c] is added
 /// to channel c's diagonal (2 sigma2_c for MMSE, 0 for ZF), c[c] receives channel c's taps.
 /// `work` holds (2 x 186)^2 entries. A system that is not positive definite in double is
@@ -51,6 +41,21 @@ inline constexpr double joint_zf_load_fraction = 1e-6;
 /// same taps to round-off; its fallback load is 1e-10 of r_h(0) without the load).
 solve_result solve_joint_equalizer(std::span<const channel_taps> h, std::span<const double> loads, std::span<eq_taps> c,
                                    std::vector<cf64>& work);
+
+/// ZF over two channels: the channels combined by their matched filters and noise weights
+/// first (maximal-ratio combining: sum_c w_c H_c*, w = combining_weights), which leaves one
+/// channel G(f) = sum_c w_c |H_c(f)|^2, g(k) = sum_c w_c r_cc(k) for |k| <= 37, and then the
+/// 186-tap least-squares ZF of g, as dsp::solve_equalizer makes it for one channel:
+/// R_g(a, b) = sum_n g(n) g*(n - a + b) (74 sub-diagonals), right side g*(-a). Channel c's
+/// equalizer is then C_c(f) = w_c H_c*(f) C(f), C the taps' spectrum. Why not the joint
+/// normal equations without noise: over two channels they are singular (at every frequency
+/// the two responses span one direction), and their least-squares solutions with a vanishing
+/// load force the response with taps of growing norm (two channels without common zeros can
+/// be inverted exactly by finite filters), which amplifies the noise: measured worse than one
+/// channel at 12 dB. A system not positive definite in double is loaded by 1e-10 of r_g(0)
+/// and flagged, as one channel's. `work` holds 186^2 entries.
+solve_result solve_combined_zf(std::span<const channel_taps> h, std::span<const double> sigma2, eq_taps& c,
+                               std::vector<cf64>& work);
 
 /// Each channel's weight in the combiners: sigma2_min / sigma2_c (1 for the quietest channel),
 /// sigma2_min the least finite noise variance. A noise variance that is not finite (or

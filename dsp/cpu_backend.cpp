@@ -180,8 +180,8 @@ struct cpu_backend::impl {
     }
 
     /// Two receive channels: each path's equalizer on each channel (w.c_spec, w.c_spec2) from
-    /// the joint taps, the channels' spectra (w.h_spec, w.h_spec2) and single paths
-    /// (dsp/combining.hpp).
+    /// the joint taps (MMSE, CMA), the combined channel's ZF taps (zf[0]), the channels'
+    /// spectra (w.h_spec, w.h_spec2) and single paths (dsp/combining.hpp).
     void combined_responses(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces,
                             const std::array<eq_taps, max_receive_channels>& zf, const std::array<eq_taps, max_receive_channels>& mmse,
                             const std::array<eq_taps, max_receive_channels>& cma,
@@ -194,8 +194,13 @@ struct cpu_backend::impl {
         };
         const std::array<const fft_buffer*, max_receive_channels> h{&w.h_spec, &w.h_spec2};
         mrc_single_path_response(sp, sigma2, out(eq_path::none));
+        // ZF: channel c's matched filter and weight, then the combined channel's ZF.
+        const auto weights = combining_weights(sigma2);
+        taps_to_spectrum(zf[0].data(), -L1, L_eq, fwd, w.t3);
         for (std::size_t ch = 0; ch < max_receive_channels; ++ch) {
-            taps_to_spectrum(zf[ch].data(), -L1, L_eq, fwd, *out(eq_path::zf)[ch]);
+            fft_buffer& c = *out(eq_path::zf)[ch];
+            const fft_buffer& hc = *h[ch];
+            for (std::size_t k = 0; k < c.size(); ++k) c[k] = weights[ch] * std::conj(hc[k]) * w.t3[k];
             taps_to_spectrum(mmse[ch].data(), -L1, L_eq, fwd, *out(eq_path::mmse)[ch]);
             taps_to_spectrum(cma[ch].data(), -L1, L_eq, fwd, *out(eq_path::cma)[ch]);
         }
@@ -355,8 +360,8 @@ struct cpu_backend::impl {
         } else {
             const std::array<channel_taps, max_receive_channels> hs{ces[0].h, ces[1].h};
             const std::array<double, max_receive_channels> noise{2.0 * ces[0].sigma2, 2.0 * ces[1].sigma2};
-            const std::array<double, max_receive_channels> zf_loads{joint_zf_load_fraction * noise[0], joint_zf_load_fraction * noise[1]};
-            zf = solve_joint_equalizer(hs, zf_loads, c_zf, w.solve_work);
+            const std::array<double, max_receive_channels> sigma2{ces[0].sigma2, ces[1].sigma2};
+            zf = solve_combined_zf(hs, sigma2, c_zf[0], w.solve_work);  // the combined channel's: one set of taps
             mm = solve_joint_equalizer(hs, noise, c_mmse, w.solve_work);
         }
         rec.flags = packet_flags(nonfinite, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition, zf.regularized || mm.regularized,

@@ -112,12 +112,35 @@ TEST(combining, the_joint_mmse_minimizes_the_mean_square_error_over_both_channel
         (void)dsp::solve_equalizer(h[ch], dsp::channel_autocorrelation(h[ch]), noise[ch], alone[ch], work);
         EXPECT_LT(best, 0.8 * mse(h, noise, alone)) << "channel " << ch + 1;
     }
-    // Over two channels the zero-forcing equations are singular; the joint ZF (loads a
-    // millionth of the noise) still solves without regularization and forces the response.
-    std::array<eq_taps, 2> zf{};
-    const std::array<double, 2> zf_loads{dsp::joint_zf_load_fraction * noise[0], dsp::joint_zf_load_fraction * noise[1]};
-    EXPECT_FALSE(dsp::solve_joint_equalizer(h, zf_loads, zf, work).regularized);
-    EXPECT_LT(mse(h, std::array{0.0, 0.0}, zf), 1e-3);
+    // ZF over two channels: maximal-ratio combining, then the combined channel's ZF: the
+    // combined response (sum_c w_c |H_c|^2 through the taps) is forced to an impulse.
+    eq_taps zf{};
+    EXPECT_FALSE(dsp::solve_combined_zf(h, std::array{0.02, 0.05}, zf, work).regularized);
+    {
+        const std::size_t fft_n = 16384;
+        const double scale = static_cast<double>(fft_n);
+        dsp::fft_plan fwd(fft_n, dsp::fft_plan::direction::forward), inv(fft_n, dsp::fft_plan::direction::inverse);
+        dsp::fft_buffer h0(fft_n), h1(fft_n), cz(fft_n), y(fft_n);
+        dsp::taps_to_spectrum(h[0].data(), -chain::N1, chain::L_ch, fwd, h0);
+        dsp::taps_to_spectrum(h[1].data(), -chain::N1, chain::L_ch, fwd, h1);
+        dsp::taps_to_spectrum(zf.data(), -chain::L1, chain::L_eq, fwd, cz);
+        const auto w = dsp::combining_weights(std::array{0.02, 0.05});
+        for (std::size_t k = 0; k < fft_n; ++k) y[k] = (w[0] * std::norm(h0[k]) + w[1] * std::norm(h1[k])) * cz[k];
+        inv.execute(y.data(), y.data());
+        double isi = 0.0;
+        for (std::size_t k = 1; k < fft_n; ++k) isi += std::norm(y[k] / scale);
+        EXPECT_NEAR(y[0].real() / scale, 1.0, 0.01);
+        // As closely as channel 1's own ZF forces channel 1 (186 taps either way).
+        eq_taps zf1{};
+        (void)dsp::solve_equalizer(h[0], dsp::channel_autocorrelation(h[0]), 0.0, zf1, work);
+        dsp::taps_to_spectrum(zf1.data(), -chain::L1, chain::L_eq, fwd, cz);
+        for (std::size_t k = 0; k < fft_n; ++k) y[k] = h0[k] * cz[k];
+        inv.execute(y.data(), y.data());
+        double isi1 = 0.0;
+        for (std::size_t k = 1; k < fft_n; ++k) isi1 += std::norm(y[k] / scale);
+        EXPECT_LT(isi, 0.01);
+        EXPECT_LT(isi, 2.0 * isi1) << "channel 1's own ZF: " << isi1;
+    }
 }
 
 TEST(combining, the_combiners_weigh_each_channel_by_its_noise)
