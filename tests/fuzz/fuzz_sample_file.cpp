@@ -5,7 +5,8 @@
 // 2..3: the ci16 scale; bits 4..7: the read chunk size), the rest is the data file.
 //
 // Checked, besides the sanitizers: the reader finds every whole sample and the trailing
-// bytes, delivers exactly what io::decode gives for the same bytes, whatever the chunk size;
+// bytes, delivers exactly what io::decode gives for the same bytes, whatever the chunk size
+// (also read as a raw file of two interleaved channels, both at once);
 // encoding the decoded samples gives back the bytes (ci16: -32768 saturates to -32767 and is
 // counted as clipped; cf32: bit-exact).
 #include "io/sample_file.hpp"
@@ -13,6 +14,7 @@
 #include "tests/fuzz/fuzz_support.hpp"
 
 #include <cstring>
+#include <optional>
 #include <vector>
 
 using namespace paq;
@@ -106,5 +108,36 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     PAQ_FUZZ_CHECK(got.size() == whole, "read " + std::to_string(got.size()) + " of " + std::to_string(whole) + " samples");
     PAQ_FUZZ_CHECK(std::memcmp(got.data(), expected.data(), whole * sizeof(cf32)) == 0, "reader and io::decode disagree");
     PAQ_FUZZ_CHECK(reader->position() == whole, "position after the end wrong");
+
+    // The same bytes as two interleaved channels, both read at once (paqd replay --channel 2
+    // --channel 1): every whole sample time, channel 2 then channel 1 of it, what io::decode
+    // gives; a file without a whole sample time is refused.
+    const std::size_t times = whole / 2;
+    std::optional<io::sample_file_reader> two;
+    try {
+        two.emplace(io::sample_file_reader::open(open_path, format, 6.6e6, scale, 2, 2));
+    } catch (const io::format_error& e) {
+        PAQ_FUZZ_CHECK(sigmf || times == 0, std::string("two channels of ") + std::to_string(times) + " sample times refused: " + e.what());
+        return 0;
+    } catch (const std::invalid_argument&) {
+        PAQ_FUZZ_CHECK(sigmf, "a raw file of two channels refused its channel");  // SigMF metadata says one channel
+        return 0;
+    }
+    PAQ_FUZZ_CHECK(!sigmf && times > 0, "a recording of one channel was opened as two, or one without a sample time");
+    PAQ_FUZZ_CHECK(two->info().num_samples == times, "two channels: num_samples wrong");
+    std::vector<cf32x2> pairs(chunk);
+    std::size_t at = 0;
+    for (;;) {
+        const std::size_t n = two->read(std::span<cf32x2>(pairs), 1);
+        PAQ_FUZZ_CHECK(n <= chunk, "two channels: read returned more than asked");
+        if (n == 0) break;
+        for (std::size_t i = 0; i < n; ++i, ++at) {
+            PAQ_FUZZ_CHECK(at < times, "two channels: read past the last sample time");
+            PAQ_FUZZ_CHECK(std::memcmp(&pairs[i].a, &expected[2 * at + 1], sizeof(cf32)) == 0 &&
+                               std::memcmp(&pairs[i].b, &expected[2 * at], sizeof(cf32)) == 0,
+                           "two channels: reader and io::decode disagree");
+        }
+    }
+    PAQ_FUZZ_CHECK(at == times, "two channels: read " + std::to_string(at) + " of " + std::to_string(times) + " sample times");
     return 0;
 }
