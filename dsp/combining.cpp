@@ -108,52 +108,11 @@ solve_result solve_combined_zf(std::span<const channel_taps> h, std::span<const 
         for (int n = k; n < len; ++n) sum += g[static_cast<std::size_t>(n)] * std::conj(g[static_cast<std::size_t>(n - k)]);
         rg[static_cast<std::size_t>(k)] = sum;
     }
-    constexpr std::size_t n = L_eq;
-    constexpr std::size_t band = len - 1;
-    work.assign(n * n, 0.0);
-    auto fill = [&](double load) {
-        for (std::size_t i = 0; i < n; ++i) {
-            const std::size_t j0 = i > band ? i - band : 0;
-            for (std::size_t j = j0; j <= i; ++j) work[i * n + j] = rg[i - j];
-            work[i * n + i] += load;
-        }
-    };
-    solve_result res;
-    fill(0.0);
-    auto st = cholesky_banded(work, n, band);
-    if (!st.ok) {
-        res.regularized = true;
-        fill(std::max(rg[0].real(), 1e-30) * 1e-10);
-        st = cholesky_banded(work, n, band);
-    }
     // Right side g*(-l) = g(l) (g is Hermitian), l = -L1 .. L2, g(l) for |l| <= half.
     for (int l = -L1; l <= L2; ++l) {
         c[static_cast<std::size_t>(l + L1)] = (l >= -half && l <= half) ? std::conj(g[static_cast<std::size_t>(half - l)]) : cf64(0.0);
     }
-    if (st.ok) {
-        cholesky_solve_banded(work, n, band, c);
-    } else {
-        c.fill(0.0);
-    }
-    return res;
-}
-
-std::array<double, max_receive_channels> combining_weights(std::span<const double> sigma2)
-{
-    if (sigma2.empty() || sigma2.size() > static_cast<std::size_t>(max_receive_channels)) {
-        throw std::invalid_argument("combining_weights: 1 or 2 noise variances, not " + std::to_string(sigma2.size()));
-    }
-    double least = INFINITY;
-    for (const double s : sigma2) {
-        if (s >= 0.0 && std::isfinite(s)) least = std::min(least, s);
-    }
-    std::array<double, max_receive_channels> w{};
-    for (std::size_t c = 0; c < sigma2.size(); ++c) {
-        const double s = sigma2[c];
-        if (!(s >= 0.0) || !std::isfinite(s)) continue;  // a noise not known: no weight
-        w[c] = s > 0.0 ? least / s : 1.0;                // least = 0: only noiseless channels weigh
-    }
-    return w;
+    return solve_toeplitz_taps(rg, 0.0, c, work);
 }
 
 namespace {
@@ -177,6 +136,23 @@ void check_counts(const char* what, std::size_t in, std::size_t sigma2, std::siz
 }
 
 }  // namespace
+
+std::array<double, max_receive_channels> combining_weights(std::span<const double> sigma2)
+{
+    if (sigma2.empty() || sigma2.size() > static_cast<std::size_t>(max_receive_channels)) {
+        throw std::invalid_argument("combining_weights: 1 or 2 noise variances, not " + std::to_string(sigma2.size()));
+    }
+    const double least = least_noise(sigma2);
+    std::array<double, max_receive_channels> w{};
+    for (std::size_t c = 0; c < sigma2.size(); ++c) {
+        const double s = sigma2[c];
+        if (!(s >= 0.0) || !std::isfinite(s)) continue;  // a noise not known: no weight
+        w[c] = s > 0.0 ? least / s : 1.0;                // least = 0: only noiseless channels weigh
+    }
+    return w;
+}
+
+
 
 void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span<const double> sigma2, const double* psi,
                             std::span<fft_buffer* const> out)

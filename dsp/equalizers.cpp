@@ -23,16 +23,15 @@ std::array<cf64, L_ch> channel_autocorrelation(const std::array<cf64, L_ch>& h) 
     return r;
 }
 
-solve_result solve_equalizer(const std::array<cf64, L_ch>& h, const std::array<cf64, L_ch>& rh, double diag_load,
-                             eq_taps& c, std::vector<cf64>& work)
+solve_result solve_toeplitz_taps(std::span<const cf64> r, double diag_load, eq_taps& c, std::vector<cf64>& work)
 {
     constexpr std::size_t n = L_eq;
-    constexpr std::size_t band = L_ch - 1;
+    const std::size_t band = r.size() - 1;
     work.assign(n * n, 0.0);
     auto fill = [&](double load) {
         for (std::size_t i = 0; i < n; ++i) {
             const std::size_t j0 = i > band ? i - band : 0;
-            for (std::size_t j = j0; j <= i; ++j) work[i * n + j] = rh[i - j];  // R[i][j] = r_h(i-j)
+            for (std::size_t j = j0; j <= i; ++j) work[i * n + j] = r[i - j];  // R[i][j] = r(i-j)
             work[i * n + i] += load;
         }
     };
@@ -41,15 +40,10 @@ solve_result solve_equalizer(const std::array<cf64, L_ch>& h, const std::array<c
     auto st = cholesky_banded(work, n, band);
     if (!st.ok) {
         // Numerically singular (e.g. a channel estimate of zeros): load the diagonal by a
-        // tiny fraction of r_h(0) and flag it.
+        // tiny fraction of r(0) and flag it.
         res.regularized = true;
-        fill(diag_load + std::max(rh[0].real(), 1e-30) * 1e-10);
+        fill(diag_load + std::max(r[0].real(), 1e-30) * 1e-10);
         st = cholesky_banded(work, n, band);
-    }
-    // h_n0(l) = conj(h(-l)), l = -L1 .. L2; h(m) exists for m = -N1 .. N2.
-    for (int l = -L1; l <= L2; ++l) {
-        const int m = -l;
-        c[static_cast<std::size_t>(l + L1)] = (m >= -N1 && m <= N2) ? std::conj(h[static_cast<std::size_t>(m + N1)]) : cf64(0.0);
     }
     if (st.ok) {
         cholesky_solve_banded(work, n, band, c);
@@ -57,6 +51,17 @@ solve_result solve_equalizer(const std::array<cf64, L_ch>& h, const std::array<c
         c.fill(0.0);
     }
     return res;
+}
+
+solve_result solve_equalizer(const std::array<cf64, L_ch>& h, const std::array<cf64, L_ch>& rh, double diag_load,
+                             eq_taps& c, std::vector<cf64>& work)
+{
+    // h_n0(l) = conj(h(-l)), l = -L1 .. L2; h(m) exists for m = -N1 .. N2.
+    for (int l = -L1; l <= L2; ++l) {
+        const int m = -l;
+        c[static_cast<std::size_t>(l + L1)] = (m >= -N1 && m <= N2) ? std::conj(h[static_cast<std::size_t>(m + N1)]) : cf64(0.0);
+    }
+    return solve_toeplitz_taps(rh, diag_load, c, work);
 }
 
 void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_plan& fwd, fft_buffer& out)

@@ -31,6 +31,13 @@ struct solve_result {
 solve_result solve_equalizer(const std::array<cf64, chain::L_ch>& h, const std::array<cf64, chain::L_ch>& rh,
                              double diag_load, eq_taps& c, std::vector<cf64>& work);
 
+/// Solves (R + diag_load I) c = b for the 186 taps, R the banded Hermitian Toeplitz matrix of
+/// r (R[i][j] = r(i - j), r.size() - 1 sub-diagonals), b given in c and replaced by the
+/// solution. Band Cholesky in double; not positive definite: loaded by 1e-10 of r(0) more and
+/// flagged, and zero taps where that fails too. What solve_equalizer and the two-channel ZF
+/// (dsp::solve_combined_zf) solve.
+solve_result solve_toeplitz_taps(std::span<const cf64> r, double diag_load, eq_taps& c, std::vector<cf64>& work);
+
 /// Places taps c(l) at FFT index l mod n and transforms: C(k).
 void taps_to_spectrum(const cf64* taps, int first_index, int count, const fft_plan& fwd, fft_buffer& out);
 
