@@ -90,6 +90,10 @@ const section<io::file_source_config>& file_schema()
                                {"", "the channel received of a recording that interleaves several (SigMF `core:num_channels`, "
                                     "or `channels` of a raw file); required for such a recording",
                                 "unset"}),
+            optional_number<C>("second_channel", at(&C::second_channel), between(1, io::max_channels),
+                               {"", "with `receiver.channels: 2`: the other channel received, beside `channel` (both "
+                                    "delivered together, decoded to cf32)",
+                                "unset"}),
             number<C>("channels", at(&C::raw_channels), between(1, io::max_channels),
                       {"", "raw files only: channels interleaved, a sample of each per sample time"}),
             boolean<C>("paced", at(&C::paced),
@@ -318,6 +322,12 @@ const section<source_config>& source_schema()
             switch (c.type) {
             case source_type::file:
                 if (c.file.path.empty()) ctx.errors.add(mark, sub + ".path: must be set when source.type is file");
+                if (c.file.second_channel && !c.file.channel) {
+                    ctx.errors.add(mark, sub + ".second_channel: needs " + sub + ".channel, the first of the two channels received");
+                } else if (c.file.second_channel && *c.file.second_channel == *c.file.channel) {
+                    ctx.errors.add(mark, sub + ".second_channel = " + std::to_string(*c.file.second_channel) + ": must differ from " +
+                                             sub + ".channel (two different channels are combined)");
+                }
                 break;
             case source_type::tcp: ctx.report(sub, c.tcp.validate(), mark); break;
             case source_type::udp: ctx.report(sub, c.udp.validate(), mark); break;
@@ -692,6 +702,34 @@ const section<daemon_config>& daemon_schema()
                 auto it = ctx.marks.find(key);
                 if (it == ctx.marks.end()) it = ctx.marks.find("receiver.bit_rate_hz");
                 ctx.errors.add(it != ctx.marks.end() ? it->second : top_mark, key + ": " + e);
+            }
+            // Two receive channels: a source that delivers two, the CPU backend, no recorder.
+            auto at_key = [&](const std::string& key, const std::string& fallback = "receiver.channels") {
+                auto it = ctx.marks.find(key);
+                if (it == ctx.marks.end()) it = ctx.marks.find(fallback);
+                return it != ctx.marks.end() ? it->second : top_mark;
+            };
+            const bool second = c.source.type == source_type::file && c.source.file.second_channel.has_value();
+            if (c.receiver.channels == 2) {
+                if (!second) {
+                    ctx.errors.add(at_key("receiver.channels"),
+                                   "receiver.channels: 2, but the source delivers one channel (two channels come from a "
+                                   "multi-channel recording: source.file.channel and source.file.second_channel)");
+                }
+                if (c.pipeline.backend == backend_kind::cuda) {
+                    ctx.errors.add(at_key("pipeline.backend"),
+                                   "pipeline.backend: cuda receives one channel; receiver.channels 2 runs on the cpu backend "
+                                   "(`backend: cpu` or `auto`)");
+                }
+                if (!c.recording.base.empty()) {
+                    ctx.errors.add(at_key("recording.path"),
+                                   "recording.path: the recorder writes one channel; it cannot record receiver.channels 2 "
+                                   "(record with one channel, or replay the multi-channel recording itself)");
+                }
+            } else if (second) {
+                ctx.errors.add(at_key("source.file.second_channel"),
+                               "source.file.second_channel: a second channel, but receiver.channels is 1 (set "
+                               "`receiver.channels: 2` to combine them, or drop second_channel)");
             }
             if (!c.publisher.enabled) return;
             // The soft streams are the trellis's LLRs.

@@ -67,6 +67,10 @@ const section<dsp::receiver_config>& receiver_schema()
                        "them with `sample_rate_hz: 0`; SigMF `core:sample_rate`, the iio device); any rate of 2 .. "
                        "6.4 samples per bit is resampled to 2 samples per bit (docs/SIGNAL-CHAIN.md, \"Resampling to "
                        "2 samples per bit\")"}),
+            number<C>("channels", at(&C::channels), range_of(rr::channels),
+                      {"", "receive channels of the link (two polarizations or antennas, one sample clock): 2 "
+                           "combines both on every path (docs/SIGNAL-CHAIN.md, \"Two receive channels\"); the "
+                           "source must deliver as many (`source.file.second_channel`); CPU backend only"}),
             number<C>("clock_tracking", at(&C::clock_tracking), one_of({{0, "off"}, {1, "on"}}),
                       {"", "estimate the transmitter's bit clock against the sample clock from the packet starts "
                            "and re-time each packet (SIGNAL-CHAIN.md, \"Clock offset\")"}),

@@ -54,10 +54,10 @@ std::unique_ptr<io::sample_ring> make_ring(const config::daemon_config& cfg, con
     const io::overflow_policy policy = overflow_for(cfg);
     const std::optional<float> ci16_scale = source.ci16_scale();
     auto ring = std::make_unique<io::sample_ring>(capacity, policy, runtime::make_ring_allocator(cfg.ring.lock_memory, backend),
-                                                  io::sample_ring::default_max_markers, ci16_scale);
+                                                  io::sample_ring::default_max_markers, ci16_scale, source.channels());
     spdlog::info("source: {}", source.describe());
     spdlog::info("ring: {} {} samples ({:.2f} s, {} MiB), overflow policy {}, memory {}", capacity,
-                 ring->is_ci16() ? "ci16" : "cf32", static_cast<double>(capacity) / rate,
+                 ring->channels() == 2 ? "two-channel cf32" : ring->is_ci16() ? "ci16" : "cf32", static_cast<double>(capacity) / rate,
                  capacity * ring->sample_bytes() >> 20, io::to_string(policy), ring->memory_kind());
     spdlog::info("input width: {}", ring->is_ci16() ? fmt::format("ci16 (scale {}), converted on the backend", *ci16_scale)
                                                     : std::string("cf32"));
@@ -125,8 +125,12 @@ struct live_service {
 
 void live_service::build()
 {
-    const auto backend = runtime::resolve_backend(cfg.pipeline.backend);
+    const auto backend = runtime::resolve_backend(cfg.pipeline.backend, cfg.receiver.channels);
     source = make_source(cfg.source);
+    if (source->channels() != cfg.receiver.channels) {
+        throw std::invalid_argument("receiver.channels is " + std::to_string(cfg.receiver.channels) + " but the source delivers " +
+                                    std::to_string(source->channels()) + " channel(s): " + source->describe());
+    }
     const double rate = source->sample_rate_hz();
     const dsp::receiver_config rc = receiver_for(cfg, rate);
     // The backends before the ring: with the cuda backend the ring is pinned by CUDA, and a

@@ -148,6 +148,9 @@ void live_view::on_processed(const dsp::sample_batch& batch, const dsp::batch_ou
             x.samples_ci16.assign(batch.samples_ci16.begin() + static_cast<std::ptrdiff_t>(begin),
                                   batch.samples_ci16.begin() + static_cast<std::ptrdiff_t>(end));
             x.ci16_scale = batch.ci16_scale;
+        } else if (batch.is_two_channel()) {
+            x.samples_x2.assign(batch.samples_x2.begin() + static_cast<std::ptrdiff_t>(begin),
+                                batch.samples_x2.begin() + static_cast<std::ptrdiff_t>(end));
         } else {
             x.samples.assign(batch.samples.begin() + static_cast<std::ptrdiff_t>(begin), batch.samples.begin() + static_cast<std::ptrdiff_t>(end));
         }
@@ -220,6 +223,10 @@ void live_view::show_packet(dsp::sample_batch&& excerpt)
     if (excerpt.is_ci16()) {
         x.reserve(excerpt.samples_ci16.size());
         for (const auto s : excerpt.samples_ci16) x.push_back(to_cf32(s, excerpt.ci16_scale));
+    } else if (excerpt.is_two_channel()) {
+        // Level and spectrum of channel 1 (the first channel received).
+        x.reserve(excerpt.samples_x2.size());
+        for (const auto& s : excerpt.samples_x2) x.push_back(s.a);
     } else {
         x = std::move(excerpt.samples);
     }

@@ -58,6 +58,11 @@ void run_tally::add(const batch_output& out)
         if (rec.front_end_corrected) ++s_.packets_front_end_corrected;
         front_end_.add(rec);
         ebn0_lin_sum_ += std::pow(10.0, rec.ebn0_db / 10.0);
+        if (rec.receive_channels == 2) {
+            ++s_.packets_two_channel;
+            ++s_.packets_best_channel[rec.best_channel < 2 ? rec.best_channel : 0];
+            for (std::size_t c = 0; c < 2; ++c) s_.channel_ebn0_linear_sum[c] += std::pow(10.0, static_cast<double>(rec.channel_ebn0_db[c]) / 10.0);
+        }
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
     }
     // The streams' PN counters are independent: one thread each, every packet in order.
@@ -112,6 +117,12 @@ run_summary run_tally::summary() const
         s.mean_clock_ppm = clock_ppm_sum_ / np;
         s.mean_cfo_hz = s.mean_cfo_rad_per_sample * sample_rate_hz_ / (2.0 * std::numbers::pi);
         s.mean_ebn0_db = 10.0 * std::log10(ebn0_lin_sum_ / np);
+    }
+    if (s.packets_two_channel) {
+        for (std::size_t c = 0; c < 2; ++c) {
+            const double mean = s.channel_ebn0_linear_sum[c] / static_cast<double>(s.packets_two_channel);
+            s.channel_mean_ebn0_db[c] = mean > 0.0 ? 10.0 * std::log10(mean) : -300.0;
+        }
     }
     s.packets_front_end_estimated = front_end_.packets();
     if (front_end_.packets()) {

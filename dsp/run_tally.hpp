@@ -102,6 +102,14 @@ struct run_summary {
     /// packets_found's). The CFO sum is signed, so it may go down; the Eb/N0 sum (linear) never does.
     double cfo_hz_sum = 0.0;
     double ebn0_linear_sum = 0.0;
+    /// Two receive channels (packet_record::receive_channels 2), per channel received (0: the
+    /// first, 1: the second): the packets it was the better one on (packet_record::
+    /// best_channel, the per-packet selection), its Eb/N0 estimates summed as linear ratios,
+    /// and their mean in dB. All zero with one channel.
+    std::array<std::uint64_t, chain::max_receive_channels> packets_best_channel{};
+    std::array<double, chain::max_receive_channels> channel_ebn0_linear_sum{};
+    std::array<double, chain::max_receive_channels> channel_mean_ebn0_db{};
+    std::uint64_t packets_two_channel = 0;  ///< packets received on two channels
     double max_zf_condition = 0.0;        ///< largest ZF condition number seen
     std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
     double mean_clock_ppm = 0.0;          ///< transmitter clock against the sample clock, mean over packets

@@ -40,6 +40,18 @@ std::vector<std::string> file_source_config::validate() const
     if (raw_channels < 1 || raw_channels > max_channels) {
         e.push_back("source.file.channels = " + std::to_string(raw_channels) + ": must be in [1, " + std::to_string(max_channels) + "]");
     }
+    if (second_channel) {
+        if (*second_channel < 1 || *second_channel > max_channels) {
+            e.push_back("source.file.second_channel = " + std::to_string(*second_channel) + ": must be in [1, " +
+                        std::to_string(max_channels) + "]");
+        } else if (!channel) {
+            e.push_back("source.file.second_channel = " + std::to_string(*second_channel) +
+                        ": needs source.file.channel, the first of the two channels received");
+        } else if (*channel == *second_channel) {
+            e.push_back("source.file.second_channel = " + std::to_string(*second_channel) +
+                        ": must differ from source.file.channel (two different channels are combined)");
+        }
+    }
     return e;
 }
 
@@ -57,6 +69,10 @@ struct file_source::impl {
         std::vector<std::string> warnings;
         marks = recording_marks(reader.info().meta, warnings);
         for (const auto& w : warnings) spdlog::warn("{}: {}", cfg.path.string(), w);
+        if (cfg.second_channel && *cfg.second_channel > reader.info().num_channels) {
+            throw std::invalid_argument(cfg.path.string() + ": source.file.second_channel = " + std::to_string(*cfg.second_channel) +
+                                        ": the recording has " + std::to_string(reader.info().num_channels) + " channel(s)");
+        }
         if (const auto t = reader.info().trailing_bytes) {
             spdlog::warn("{}: truncated recording: {} trailing bytes after the last whole sample are ignored", cfg.path.string(), t);
         }
@@ -83,7 +99,11 @@ std::string file_source::describe() const
     std::ostringstream os;
     os << "file " << info.data_path.string() << " (" << to_sigmf_datatype(info.format) << ", "
        << info.sample_rate_hz / 1e6 << " MS/s, " << info.num_samples << " samples, ";
-    if (info.num_channels > 1) os << "channel " << info.channel << " of " << info.num_channels << ", ";
+    if (impl_->cfg.second_channel) {
+        os << "channels " << info.channel << " and " << *impl_->cfg.second_channel << " of " << info.num_channels << ", ";
+    } else if (info.num_channels > 1) {
+        os << "channel " << info.channel << " of " << info.num_channels << ", ";
+    }
     if (impl_->cfg.paced) {
         os << "paced";
         if (impl_->cfg.rate_factor != 1.0) os << " x" << impl_->cfg.rate_factor;
@@ -109,8 +129,11 @@ void file_source::stop()
     boost::asio::post(impl_->io, [this] { impl_->io.stop(); });
 }
 
+int file_source::channels() const { return impl_->cfg.second_channel ? 2 : 1; }
+
 std::optional<float> file_source::ci16_scale() const
 {
+    if (impl_->cfg.second_channel) return std::nullopt;
     const auto& info = impl_->reader.info();
     return ci16_scale_of(info.format, info.meta.ci16_scale);
 }
@@ -124,8 +147,11 @@ void file_source::run(sample_sink& sink)
     // Unpaced, a read fills up to unpaced_read_samples (or chunk_samples, if larger) of the
     // ring's room at once: a read that large goes on several threads (sample_file_reader).
     const std::size_t chunk_size = m.cfg.paced ? m.cfg.chunk_samples : std::max(m.cfg.chunk_samples, unpaced_read_samples);
-    std::vector<cf32> chunk(scale16 ? 0 : chunk_size);
+    // Two channels go as cf32x2 (decoded from any format).
+    const std::optional<int> second = m.cfg.second_channel;
+    std::vector<cf32> chunk(scale16 || second ? 0 : chunk_size);
     std::vector<ci16> chunk16(scale16 ? chunk_size : 0);
+    std::vector<cf32x2> chunk2(second ? chunk_size : 0);
     using clock = std::chrono::steady_clock;
     const double rate = m.reader.info().sample_rate_hz * m.cfg.rate_factor;
     const auto t0 = clock::now();
@@ -156,12 +182,18 @@ void file_source::run(sample_sink& sink)
     };
     // Only cf32 can hold NaN or Inf: ci16 is never scanned (every sample is finite).
     std::uint64_t nonfinite = 0;
+    auto finite = [](cf32 v) { return std::isfinite(v.real()) && std::isfinite(v.imag()); };
     auto read_into = [&]<class T>(std::span<T> room, std::size_t want) {
-        const std::size_t got = m.reader.read(room.first(std::min(want, room.size())));
+        const auto part = room.first(std::min(want, room.size()));
+        std::size_t got = 0;
+        if constexpr (std::is_same_v<T, cf32x2>) {
+            got = m.reader.read(part, *second);
+            for (std::size_t i = 0; i < got; ++i) nonfinite += (finite(room[i].a) ? 0 : 1) + (finite(room[i].b) ? 0 : 1);
+        } else {
+            got = m.reader.read(part);
+        }
         if constexpr (std::is_same_v<T, cf32>) {
-            for (std::size_t i = 0; i < got; ++i) {
-                if (!std::isfinite(room[i].real()) || !std::isfinite(room[i].imag())) ++nonfinite;
-            }
+            for (std::size_t i = 0; i < got; ++i) nonfinite += finite(room[i]) ? 0 : 1;
         }
         return got;
     };
@@ -169,19 +201,21 @@ void file_source::run(sample_sink& sink)
     auto deliver_chunk = [&] {
         const std::size_t want = next_read();
         nonfinite = 0;
+        if (second) return sink.write_x2_from(chunk2, [&](std::span<cf32x2> room) { return read_into(room, want); });
         return scale16 ? sink.write_ci16_from(chunk16, *scale16, [&](std::span<ci16> room) { return read_into(room, want); })
                        : sink.write_from(chunk, [&](std::span<cf32> room) { return read_into(room, want); });
     };
     auto read_chunk = [&] {
         const std::size_t want = next_read();
         nonfinite = 0;
+        if (second) return read_into(std::span<cf32x2>(chunk2), want);
         return scale16 ? read_into(std::span<ci16>(chunk16), want) : read_into(std::span<cf32>(chunk), want);
     };
     auto count = [&](std::size_t k) {
         delivered += k;
         counters_.samples += k;
         counters_.packets += 1;
-        counters_.bytes += k * bytes_per_sample(m.reader.info().format);
+        counters_.bytes += k * bytes_per_sample(m.reader.info().format) * (second ? 2 : 1);
         counters_.nonfinite += nonfinite;
     };
     // At the end of the recording: false to stop, else the file starts again after a gap.
@@ -210,7 +244,9 @@ void file_source::run(sample_sink& sink)
                                   std::chrono::duration<double>(static_cast<double>(delivered + n) / rate)));
         timer.async_wait([&](const boost::system::error_code& ec) {
             if (ec || m.stopping) return;
-            if (scale16) {
+            if (second) {
+                sink.write_x2(std::span<const cf32x2>(chunk2.data(), n));
+            } else if (scale16) {
                 sink.write_ci16(std::span<const ci16>(chunk16.data(), n), *scale16);
             } else {
                 sink.write(std::span<const cf32>(chunk.data(), n));

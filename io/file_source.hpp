@@ -27,6 +27,9 @@ struct file_source_config {
     /// recording of several needs it: sample_file_reader::open); raw_channels: a raw file's.
     std::optional<int> channel;
     int raw_channels = 1;
+    /// Two receive channels of the recording (receiver.channels 2): this one with `channel`
+    /// (required then), delivered together as cf32x2 (1 .. its channels, not `channel`).
+    std::optional<int> second_channel;
     /// true: samples leave at the recorded rate times rate_factor (a live link);
     /// false: as fast as the ring takes them.
     bool paced = true;
@@ -57,8 +60,11 @@ public:
     /// A ci16_le recording is delivered at its width (write_ci16, its metadata's scale).
     void run(sample_sink& sink) override;
     void stop() override;
-    /// The recording's scale when it is ci16_le (its samples go out as ci16); nullopt for cf32.
+    /// The recording's scale when it is ci16_le (its samples go out as ci16); nullopt for cf32,
+    /// and for two channels (decoded to cf32x2).
     [[nodiscard]] std::optional<float> ci16_scale() const override;
+    /// 2 with a second_channel, else 1.
+    [[nodiscard]] int channels() const override;
 
 private:
     struct impl;

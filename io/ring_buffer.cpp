@@ -45,14 +45,19 @@ ring_allocator host_ring_allocator(bool try_lock)
 }
 
 sample_ring::sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc,
-                         std::size_t max_markers, std::optional<float> ci16_scale)
+                         std::size_t max_markers, std::optional<float> ci16_scale, int channels)
     : capacity_(capacity_samples),
       max_markers_(max_markers),
       policy_(policy),
       ci16_scale_(ci16_scale),
-      sample_bytes_(ci16_scale ? sizeof(ci16) : sizeof(cf32)),
+      channels_(channels),
+      sample_bytes_(channels == 2 ? sizeof(cf32x2) : ci16_scale ? sizeof(ci16) : sizeof(cf32)),
       alloc_(std::move(alloc))
 {
+    if (channels_ < 1 || channels_ > 2) {
+        throw std::invalid_argument("ring buffer: 1 or 2 receive channels, not " + std::to_string(channels_));
+    }
+    if (channels_ == 2 && ci16_scale_) throw std::invalid_argument("ring buffer: a ring of two channels holds cf32 samples, not ci16");
     if (capacity_ == 0) throw std::invalid_argument("ring buffer: capacity must be at least 1 sample");
     if (max_markers_ < 2) throw std::invalid_argument("ring buffer: max_markers must be at least 2");
     if (ci16_scale_ && (!(*ci16_scale_ > 0.0f) || !std::isfinite(*ci16_scale_))) {
@@ -68,11 +73,20 @@ sample_ring::~sample_ring()
     if (data_) alloc_.release(data_, capacity_ * sample_bytes_);
 }
 
+namespace {
+
+const char* width_name(std::size_t bytes) noexcept
+{
+    return bytes == sizeof(ci16) ? "ci16" : bytes == sizeof(cf32) ? "cf32" : "two-channel cf32";
+}
+
+}  // namespace
+
 void sample_ring::check_width(std::size_t bytes, const char* what) const
 {
     if (bytes == sample_bytes_) return;
-    throw std::logic_error(std::string("ring buffer: ") + what + " of " + (bytes == sizeof(ci16) ? "ci16" : "cf32") +
-                           " samples on a ring of " + (is_ci16() ? "ci16" : "cf32") + " samples");
+    throw std::logic_error(std::string("ring buffer: ") + what + " of " + width_name(bytes) + " samples on a ring of " +
+                           width_name(sample_bytes_) + " samples");
 }
 
 void sample_ring::push_marker_locked(std::uint64_t lost, gap_reason reason)
@@ -132,6 +146,12 @@ std::size_t sample_ring::write(std::span<const cf32> samples)
 std::size_t sample_ring::write(std::span<const ci16> samples)
 {
     check_width(sizeof(ci16), "write");
+    return write_samples(samples);
+}
+
+std::size_t sample_ring::write(std::span<const cf32x2> samples)
+{
+    check_width(sizeof(cf32x2), "write");
     return write_samples(samples);
 }
 
@@ -247,6 +267,7 @@ std::span<T> sample_ring::reserve(std::size_t max, std::size_t at_least)
 
 template std::span<cf32> sample_ring::reserve<cf32>(std::size_t, std::size_t);
 template std::span<ci16> sample_ring::reserve<ci16>(std::size_t, std::size_t);
+template std::span<cf32x2> sample_ring::reserve<cf32x2>(std::size_t, std::size_t);
 
 void sample_ring::commit(std::size_t n)
 {
@@ -310,6 +331,12 @@ sample_ring::read_result sample_ring::read(std::span<cf32> out, std::chrono::mil
 sample_ring::read_result sample_ring::read(std::span<ci16> out, std::chrono::milliseconds timeout)
 {
     check_width(sizeof(ci16), "read");
+    return read_samples(out, timeout);
+}
+
+sample_ring::read_result sample_ring::read(std::span<cf32x2> out, std::chrono::milliseconds timeout)
+{
+    check_width(sizeof(cf32x2), "read");
     return read_samples(out, timeout);
 }
 

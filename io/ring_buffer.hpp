@@ -29,10 +29,12 @@
 // The samples are of one width, fixed when the ring is made: cf32 (8 bytes), or ci16 with the
 // scale that converts them (4 bytes; to_cf32(s, ci16_scale())), made so for a source
 // that delivers ci16 (sample_source::ci16_scale()): nothing is converted on the way in or out,
-// and both copies (source -> ring, ring -> batch window) move half the bytes. write() and
-// read() of the other width are refused (std::logic_error): a ring never holds both. Gaps,
+// and both copies (source -> ring, ring -> batch window) move half the bytes; or, for a source
+// of two receive channels (sample_source::channels() 2), cf32x2 (16 bytes: a sample of each
+// channel per sample time, so that an overflow or a gap never separates the channels). write()
+// and read() of another width are refused (std::logic_error): a ring never holds two. Gaps,
 // overflow, markers, anchors and counters are the same whatever the width (they count
-// samples, not bytes).
+// samples, that is sample times, not bytes).
 //
 // The storage comes from an allocator hook, so that the daemon can put it in pinned (page-
 // locked) memory: cudaHostAlloc when the CUDA backend is built, mlock otherwise.
@@ -105,8 +107,11 @@ public:
     /// \param max_markers gap markers queued at most, >= 2
     /// \param ci16_scale set: the ring holds ci16 samples standing for to_cf32(s, *ci16_scale)
     /// (> 0 and finite, else std::invalid_argument); unset: cf32 samples
+    /// \param channels 1, or 2: the ring holds cf32x2 samples (ci16_scale unset); else
+    /// std::invalid_argument
     sample_ring(std::size_t capacity_samples, overflow_policy policy, ring_allocator alloc,
-                std::size_t max_markers = default_max_markers, std::optional<float> ci16_scale = std::nullopt);
+                std::size_t max_markers = default_max_markers, std::optional<float> ci16_scale = std::nullopt,
+                int channels = 1);
     ~sample_ring();
     sample_ring(const sample_ring&) = delete;
     sample_ring& operator=(const sample_ring&) = delete;
@@ -115,8 +120,10 @@ public:
     /// Copies samples in (blocking or dropping when full, by policy). Returns the number
     /// accepted. After close() or abort() nothing is accepted.
     std::size_t write(std::span<const cf32> samples);
-    /// The same for a ci16 ring. Each write throws std::logic_error on a ring of the other width.
+    /// The same for a ci16 ring, and for a ring of two channels. Each write throws
+    /// std::logic_error on a ring of another width.
     std::size_t write(std::span<const ci16> samples);
+    std::size_t write(std::span<const cf32x2> samples);
     /// The zero-copy write, for a source that can read its samples straight into the ring
     /// (a file): room for up to `max` samples of the ring's width (check_width), contiguous in
     /// the ring's storage (fewer where the storage wraps), which the producer fills and then
@@ -159,8 +166,10 @@ public:
     /// Copies up to out.size() contiguous samples (never across a gap), or returns the next
     /// gap, waiting at most `timeout` for either.
     read_result read(std::span<cf32> out, std::chrono::milliseconds timeout);
-    /// The same for a ci16 ring. Each read throws std::logic_error on a ring of the other width.
+    /// The same for a ci16 ring, and for a ring of two channels. Each read throws
+    /// std::logic_error on a ring of another width.
     read_result read(std::span<ci16> out, std::chrono::milliseconds timeout);
+    read_result read(std::span<cf32x2> out, std::chrono::milliseconds timeout);
 
     // ---- either thread
     /// Wakes a producer blocked on a full ring (shutdown); later writes are refused.
@@ -171,7 +180,9 @@ public:
     /// The samples' width: ci16 (with this scale), or cf32 (nullopt).
     [[nodiscard]] std::optional<float> ci16_scale() const noexcept { return ci16_scale_; }
     [[nodiscard]] bool is_ci16() const noexcept { return ci16_scale_.has_value(); }
-    /// Bytes a sample takes in the ring: 4 (ci16) or 8 (cf32).
+    /// Receive channels per sample time: 1, or 2 (cf32x2 samples).
+    [[nodiscard]] int channels() const noexcept { return channels_; }
+    /// Bytes a sample takes in the ring: 4 (ci16), 8 (cf32) or 16 (cf32x2).
     [[nodiscard]] std::size_t sample_bytes() const noexcept { return sample_bytes_; }
 
     /// The arrival times kept for the batch latency: one entry per write, but writes within
@@ -214,6 +225,7 @@ private:
     const std::size_t max_markers_;
     const overflow_policy policy_;
     const std::optional<float> ci16_scale_;
+    const int channels_;
     const std::size_t sample_bytes_;
     ring_allocator alloc_;
     std::byte* data_ = nullptr;  ///< capacity_ samples of sample_bytes_ each
@@ -294,6 +306,17 @@ public:
     {
         if (!ring_.is_ci16() || scale != *ring_.ci16_scale()) return sample_sink::write_ci16_from(scratch, scale, fill);
         return fill_in_place<ci16>(scratch, fill, [&] { return sample_sink::write_ci16_from(scratch, scale, fill); });
+    }
+    /// Two channels' samples into a ring of two channels (std::logic_error into another).
+    void write_x2(std::span<const cf32x2> samples) override
+    {
+        ring_.write(samples);
+        written_ += samples.size();
+    }
+    std::size_t write_x2_from(std::span<cf32x2> scratch, const fill_fn<cf32x2>& fill) override
+    {
+        if (ring_.channels() != 2) throw std::logic_error("the source delivered two channels into a ring made for one");
+        return fill_in_place<cf32x2>(scratch, fill, [&] { return sample_sink::write_x2_from(scratch, fill); });
     }
     void gap(std::uint64_t lost_samples, gap_reason reason) override { ring_.gap(lost_samples, reason); }
     void timestamp(const time_anchor& anchor) override

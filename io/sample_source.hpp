@@ -42,6 +42,7 @@
 #include <mutex>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -127,6 +128,20 @@ public:
     {
         const std::size_t n = fill(scratch);
         if (n) write_ci16(std::span<const ci16>(scratch.first(n)), scale);
+        return n;
+    }
+    /// Two receive channels' samples, a sample of each per sample time (a source of
+    /// sample_source::channels() 2). A sink of one channel refuses them (std::logic_error).
+    virtual void write_x2(std::span<const cf32x2> samples)
+    {
+        (void)samples;
+        throw std::logic_error("the source delivered two receive channels to a consumer of one");
+    }
+    /// write_from for two channels' samples (write_x2).
+    virtual std::size_t write_x2_from(std::span<cf32x2> scratch, const fill_fn<cf32x2>& fill)
+    {
+        const std::size_t n = fill(scratch);
+        if (n) write_x2(std::span<const cf32x2>(scratch.first(n)));
         return n;
     }
     /// `lost_samples` samples are missing before the next write() (0: unknown count).
@@ -229,6 +244,10 @@ public:
     /// width (ci16 stays 4 bytes a sample up to the backend), and the ring's sink
     /// refuses the other one (io::ring_sink).
     [[nodiscard]] virtual std::optional<float> ci16_scale() const { return std::nullopt; }
+    /// Receive channels per sample time, fixed for the source's life: 1, or 2 (two
+    /// polarizations or antennas of one link: run() then delivers cf32x2 samples with
+    /// write_x2 only, ci16_scale() is nullopt, and the counts and anchors are of sample times).
+    [[nodiscard]] virtual int channels() const { return 1; }
     [[nodiscard]] const source_counters& counters() const noexcept { return counters_; }
     /// The counters of this kind of source beyond counters(), with their values now (each
     /// source_counter lives as long as the program). Thread-safe. None by default.

@@ -35,6 +35,7 @@ bool with_pattern(const S& s) { return s.have_pattern; }
 bool with_fec(const S& s) { return s.engine.fec; }
 bool with_ring(const S& s) { return s.ring.has_value(); }
 bool with_source(const S& s) { return s.source.has_value(); }
+bool with_two_channels(const S& s) { return s.engine.receive_channels == 2; }
 
 std::uint64_t sum(const std::array<std::uint64_t, dsp::chain::max_streams>& a)
 {
@@ -104,6 +105,10 @@ const std::vector<scalar_metric> scalars_after_source = {
     {"cfo_sum_hz", G, "Sum of the packets' CFO estimates; signed, so a gauge: its change over a window divided by packets_found's is the window's mean CFO.", [](const S& s) { return s.engine.tally.cfo_hz_sum; }, nullptr, false},
     {"mean_ebn0_db", G, "Mean estimated Eb/N0.", [](const S& s) { return s.engine.tally.mean_ebn0_db; }, nullptr, false},
     {"ebn0_linear_sum", C, "Sum of the packets' Eb/N0 estimates as linear ratios: 10 log10 of its increase over packets_found's is the window's mean Eb/N0 in dB.", [](const S& s) { return s.engine.tally.ebn0_linear_sum; }, nullptr, false},
+    {"packets_best_receive_channel1", C, "Packets on which the first channel received (source.file.channel) had the higher Eb/N0 (the per-packet best-channel choice).", [](const S& s) { return d(s.engine.tally.packets_best_channel[0]); }, with_two_channels, true},
+    {"packets_best_receive_channel2", C, "Packets on which the second channel received (source.file.second_channel) had the higher Eb/N0.", [](const S& s) { return d(s.engine.tally.packets_best_channel[1]); }, with_two_channels, true},
+    {"receive_channel1_mean_ebn0_db", G, "The first channel's mean estimated Eb/N0 (mean_ebn0_db is the combined paths').", [](const S& s) { return s.engine.tally.channel_mean_ebn0_db[0]; }, with_two_channels, false},
+    {"receive_channel2_mean_ebn0_db", G, "The second channel's mean estimated Eb/N0.", [](const S& s) { return s.engine.tally.channel_mean_ebn0_db[1]; }, with_two_channels, false},
     {"mean_clock_ppm", G, "Mean transmitter clock offset against the sample clock.", [](const S& s) { return s.engine.tally.mean_clock_ppm; }, nullptr, false},
     {"clock_ppm_last_batch", G, "Mean transmitter clock offset over the last published batch's packets.", [](const S& s) { return s.engine.clock_ppm_last_batch; }, nullptr, false},
     {"iq_gain_db_last_batch", G, "IQ amplitude imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.engine.iq_gain_db_last_batch; }, nullptr, false},
@@ -440,6 +445,7 @@ std::string counters_markdown(std::span<const source_kind_counters> kinds)
         if (p == with_recording) return " (recording on)";
         if (p == with_pattern) return " (with a pattern)";
         if (p == with_fec) return " (receiver.fec on)";
+        if (p == with_two_channels) return " (receiver.channels 2)";
         if (p == with_ring) return " (live)";
         if (p == with_source) return " (live)";
         return "";

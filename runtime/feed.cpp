@@ -16,6 +16,11 @@ feed::result ring_feed::read(std::span<ci16> out, std::chrono::milliseconds time
     return ring_.read(out.first(std::min(out.size(), max_read_samples)), timeout);
 }
 
+feed::result ring_feed::read(std::span<cf32x2> out, std::chrono::milliseconds timeout)
+{
+    return ring_.read(out.first(std::min(out.size(), max_read_samples)), timeout);
+}
+
 feed::result feed::read(std::span<cf32x2>, std::chrono::milliseconds)
 {
     throw std::logic_error("feed: a two-channel read from a feed of one channel");

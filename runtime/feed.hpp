@@ -58,6 +58,8 @@ public:
     [[nodiscard]] std::optional<float> ci16_scale() const override { return ring_.ci16_scale(); }
     result read(std::span<cf32> out, std::chrono::milliseconds timeout) override;
     result read(std::span<ci16> out, std::chrono::milliseconds timeout) override;
+    result read(std::span<cf32x2> out, std::chrono::milliseconds timeout) override;
+    [[nodiscard]] int channels() const override { return ring_.channels(); }
     [[nodiscard]] bool overflow_counted_before() const override { return true; }  ///< the ring's samples_dropped
 
     static constexpr std::size_t max_read_samples = std::size_t{1} << 20;

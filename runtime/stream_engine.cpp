@@ -154,6 +154,7 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
     }
     stats_.input_ci16 = feed_.ci16_scale().has_value();
     stats_.fec = opt_.receiver.fec_on();
+    stats_.receive_channels = opt_.receiver.channels;
 }
 
 stream_engine::~stream_engine() = default;

@@ -100,6 +100,8 @@ struct stream_stats {
     bool input_ci16 = false;
     /// The data fields are decoded (receiver.fec): the tally's per-path fec counts apply.
     bool fec = false;
+    /// Receive channels combined (receiver.channels): with 2 the tally's per-channel counts apply.
+    int receive_channels = 1;
     std::uint64_t samples_in = 0;  ///< samples read from the feed
     std::uint64_t gaps = 0;        ///< gaps of any reason, stalls included
     std::array<std::uint64_t, num_gap_reasons> gaps_by_reason{};

@@ -378,6 +378,38 @@ TEST(ring, reads_carry_the_time_their_last_sample_was_written)
     EXPECT_LE(r.written, t_second);
 }
 
+// A ring of two receive channels: cf32x2 sample times in and out, overflow counted in sample
+// times (a pair is never split), the other widths refused.
+TEST(ring, two_channels_travel_as_pairs_and_overflow_drops_whole_sample_times)
+{
+    io::sample_ring ring(1000, io::overflow_policy::drop, io::host_ring_allocator(false), io::sample_ring::default_max_markers,
+                         std::nullopt, 2);
+    EXPECT_EQ(ring.channels(), 2);
+    EXPECT_EQ(ring.sample_bytes(), 16u);
+    std::vector<cf32x2> in(1500);
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = {cf32(static_cast<float>(i), 0.0f), cf32(0.0f, -static_cast<float>(i))};
+    EXPECT_EQ(ring.write(std::span<const cf32x2>(in)), 1000u);
+    EXPECT_EQ(ring.counters().samples_dropped, 500u);
+    std::vector<cf32x2> out(2000);
+    const auto r = ring.read(std::span<cf32x2>(out), std::chrono::milliseconds(10));
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+    ASSERT_EQ(r.count, 1000u);
+    for (std::size_t i = 0; i < r.count; ++i) {
+        EXPECT_EQ(out[i].a, in[i].a);
+        EXPECT_EQ(out[i].b, in[i].b);
+    }
+    ring.write(std::span<const cf32x2>(in).first(10));
+    const auto g = ring.read(std::span<cf32x2>(out), std::chrono::milliseconds(10));
+    EXPECT_EQ(g.what, io::sample_ring::read_result::kind::gap);
+    EXPECT_EQ(g.lost_samples, 500u);
+    std::vector<cf32> one(4);
+    EXPECT_THROW(ring.write(std::span<const cf32>(one)), std::logic_error);
+    EXPECT_THROW((void)ring.read(std::span<cf32>(one), std::chrono::milliseconds(1)), std::logic_error);
+    EXPECT_THROW(io::sample_ring(10, io::overflow_policy::drop, io::host_ring_allocator(false), 16, 512.0f, 2), std::invalid_argument);
+    EXPECT_THROW(io::sample_ring(10, io::overflow_policy::drop, io::host_ring_allocator(false), 16, std::nullopt, 3),
+                 std::invalid_argument);
+}
+
 TEST(ring, policy_names)
 {
     EXPECT_EQ(io::parse_overflow_policy("drop"), io::overflow_policy::drop);
@@ -483,6 +515,22 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     EXPECT_NE(e.find("metrics.bind: 'not-an-ip' is not a numeric IPv4/IPv6 address"), std::string::npos) << e;
     EXPECT_TRUE(config_errors(base + "metrics:\n  bind: '::1'\n").empty());
     EXPECT_TRUE(config_errors(base + "metrics:\n  enabled: false\n  bind: not-an-ip\n").empty());
+    // Two receive channels: a source of two, the cpu backend, no recorder; and no second
+    // channel without them.
+    const std::string two = "source:\n  file: {path: a, channel: 1, second_channel: 2}\nreceiver:\n  channels: 2\n";
+    EXPECT_TRUE(config_errors(two).empty()) << config_errors(two);
+    e = config_errors(base + "receiver:\n  channels: 2\n");
+    EXPECT_NE(e.find("receiver.channels: 2, but the source delivers one channel"), std::string::npos) << e;
+    e = config_errors(two + "pipeline:\n  backend: cuda\n");
+    EXPECT_NE(e.find("pipeline.backend: cuda receives one channel"), std::string::npos) << e;
+    e = config_errors(two + "recording:\n  path: r\n");
+    EXPECT_NE(e.find("recording.path: the recorder writes one channel"), std::string::npos) << e;
+    e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 2}\n");
+    EXPECT_NE(e.find("source.file.second_channel: a second channel, but receiver.channels is 1"), std::string::npos) << e;
+    e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 1}\nreceiver:\n  channels: 2\n");
+    EXPECT_NE(e.find("must differ from source.file.channel"), std::string::npos) << e;
+    e = config_errors(base + "receiver:\n  channels: 3\n");
+    EXPECT_NE(e.find("receiver.channels = 3 is out of range"), std::string::npos) << e;
     // A section that is no mapping is one message, not that plus its defaults' checks.
     e = config_errors("source: vita49\n");
     EXPECT_NE(e.find("'source' must be a mapping of field: value, got a scalar"), std::string::npos) << e;
@@ -834,6 +882,8 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     for (int p = 0; p < dsp::chain::num_paths; ++p) snap.engine.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);
     snap.engine.fec = true;  // a coded link: the per-path fec_ counters
     snap.engine.tally.paths[2].fec = {30, 1, 150, 29 * 2048, 700};
+    snap.engine.receive_channels = 2;  // two receive channels: the per-channel counters
+    snap.engine.tally.packets_best_channel = {40, 2};
 
     const auto prom = runtime::render_prometheus(snap);
     const auto j = runtime::to_json(snap);
@@ -1475,6 +1525,54 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
         EXPECT_EQ(rows, r12.engine.tally.packets_found);
     }
     ro.records.base.clear();
+    // Live: the file source delivering both channels (source.file.second_channel) through a
+    // ring of two channels into the service's pipeline (receiver.channels 2): the replay's
+    // counts, path by path.
+    {
+        io::file_source_config fc;
+        fc.path = dir / "two.sigmf-meta";
+        fc.channel = 1;
+        fc.second_channel = 2;
+        fc.paced = false;
+        fc.chunk_samples = 30'000;
+        io::file_source src(fc);
+        EXPECT_EQ(src.channels(), 2);
+        EXPECT_FALSE(src.ci16_scale().has_value());
+        EXPECT_NE(src.describe().find("channels 1 and 2 of 2"), std::string::npos) << src.describe();
+        auto rc = ro.receiver;
+        rc.channels = 2;
+        rc.input_sample_rate_hz = one.sample_rate_hz;
+        io::sample_ring ring(4'000'000, io::overflow_policy::block, io::host_ring_allocator(false),
+                             io::sample_ring::default_max_markers, std::nullopt, 2);
+        daemon::pipeline_options po;
+        po.receiver = rc;
+        po.sample_rate_hz = src.sample_rate_hz();
+        daemon::pipeline live(po, src, ring, cpu_workers(rc, 2), {}, [](const dsp::batch_output&) {});
+        live.start();
+        live.join();
+        const auto st = live.stats();
+        EXPECT_EQ(st.samples_in, a.samples.size());
+        EXPECT_EQ(st.tally.packets_found, r12.engine.tally.packets_found);
+        for (int p = 0; p < dsp::chain::num_paths; ++p) {
+            EXPECT_EQ(st.tally.paths[static_cast<std::size_t>(p)].bits_checked, r12.engine.tally.paths[static_cast<std::size_t>(p)].bits_checked) << p;
+            EXPECT_EQ(st.tally.paths[static_cast<std::size_t>(p)].bit_errors, r12.engine.tally.paths[static_cast<std::size_t>(p)].bit_errors) << p;
+        }
+        // The per-channel counts: channel 1 (13 dB) the better on every packet, 6 dB above
+        // channel 2; the same in replay.
+        EXPECT_EQ(st.receive_channels, 2);
+        EXPECT_EQ(st.tally.packets_two_channel, st.tally.packets_found);
+        EXPECT_EQ(st.tally.packets_best_channel[0], st.tally.packets_found);
+        EXPECT_EQ(st.tally.packets_best_channel, r12.engine.tally.packets_best_channel);
+        EXPECT_NEAR(st.tally.channel_mean_ebn0_db[0] - st.tally.channel_mean_ebn0_db[1], 6.0, 1.5);
+        EXPECT_EQ(daemon::to_json(r12)["packets_best_receive_channel1"], st.tally.packets_found);
+        // A source of two channels into a ring of one, and a second channel the recording lacks.
+        io::sample_ring narrow(1'000'000, io::overflow_policy::block, io::host_ring_allocator(false));
+        io::ring_sink sink(narrow);
+        const std::array<cf32x2, 1> pair{};
+        EXPECT_THROW(sink.write_x2(pair), std::logic_error);
+        fc.second_channel = 3;
+        EXPECT_THROW(io::file_source{fc}, std::invalid_argument);
+    }
     // --each-channel: each channel alone beside the combined paths, the same counts as their
     // own replays.
     ro.each_channel = true;
