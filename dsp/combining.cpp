@@ -84,6 +84,39 @@ solve_result solve_joint_equalizer(std::span<const channel_taps> h, std::span<co
     return res;
 }
 
+double joint_spectral_condition(std::span<const channel_taps> h, std::span<const double> loads, int grid)
+{
+    const std::size_t channels = h.size();
+    if (channels == 0 || channels > static_cast<std::size_t>(max_receive_channels) || loads.size() != channels) {
+        throw std::invalid_argument("joint_spectral_condition: one channel estimate and load per channel (1 or 2)");
+    }
+    double lo = INFINITY, hi = 0.0;
+    for (int k = 0; k < grid; ++k) {
+        std::array<cf64, max_receive_channels> v{};
+        for (std::size_t c = 0; c < channels; ++c) {
+            for (int m = 0; m < L_ch; ++m) {
+                v[c] += h[c][static_cast<std::size_t>(m)] * std::polar(1.0, -2.0 * std::numbers::pi * k * m / static_cast<double>(grid));
+            }
+        }
+        // The eigenvalues of [[a, b], [b*, d]], a = |v_0|^2 + l_0, d = |v_1|^2 + l_1, |b|^2 =
+        // |v_0|^2 |v_1|^2: the greater (a + d) / 2 + sqrt(((a - d) / 2)^2 + |b|^2), the lesser
+        // the determinant l_0 l_1 + l_0 |v_1|^2 + l_1 |v_0|^2 over it (no cancellation).
+        const double n0 = std::norm(v[0]);
+        if (channels == 1) {
+            lo = std::min(lo, n0 + loads[0]);
+            hi = std::max(hi, n0 + loads[0]);
+            continue;
+        }
+        const double n1 = std::norm(v[1]);
+        const double a = n0 + loads[0], d = n1 + loads[1];
+        const double great = 0.5 * (a + d) + std::sqrt(0.25 * (a - d) * (a - d) + n0 * n1);
+        const double det = loads[0] * loads[1] + loads[0] * n1 + loads[1] * n0;
+        lo = std::min(lo, det / great);
+        hi = std::max(hi, great);
+    }
+    return hi / lo;
+}
+
 solve_result solve_combined_zf(std::span<const channel_taps> h, std::span<const double> sigma2, eq_taps& c, std::vector<cf64>& work)
 {
     if (h.empty() || h.size() > static_cast<std::size_t>(max_receive_channels) || sigma2.size() != h.size()) {

@@ -42,6 +42,13 @@ using channel_taps = std::array<cf64, chain::L_ch>;
 solve_result solve_joint_equalizer(std::span<const channel_taps> h, std::span<const double> loads, std::span<eq_taps> c,
                                    std::vector<cf64>& work);
 
+/// Condition number of the joint system above from the channels' spectra: its eigenvalues
+/// lie between the least and the greatest eigenvalue over frequency of the 2 x 2 matrix
+/// S(f) = v(f) v(f)^H + diag(loads), v_c = conj(H_c(f)) (one channel: spectral_condition).
+/// `grid` frequencies. std::invalid_argument for other than 1 or 2 channels, or counts that
+/// differ.
+[[nodiscard]] double joint_spectral_condition(std::span<const channel_taps> h, std::span<const double> loads, int grid = 2048);
+
 /// ZF over two channels: the channels combined by their matched filters and noise weights
 /// first (maximal-ratio combining: sum_c w_c H_c*, w = combining_weights), which leaves one
 /// channel G(f) = sum_c w_c |H_c(f)|^2, g(k) = sum_c w_c r_cc(k) for |k| <= 37, and then the

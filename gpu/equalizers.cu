@@ -1,5 +1,6 @@
 #include "gpu/equalizers.hpp"
 
+#include "gpu/complex64.cuh"
 #include "gpu/resources.cuh"
 
 #include <cuComplex.h>
@@ -15,22 +16,6 @@ constexpr int n_ch = dsp::chain::L_ch;   // 38
 constexpr int n1 = dsp::chain::N1;
 constexpr int l1 = dsp::chain::L1;
 constexpr int warps_per_block = 4;
-
-struct z64 {
-    double re, im;
-};
-__device__ inline z64 operator+(z64 a, z64 b) { return {a.re + b.re, a.im + b.im}; }
-__device__ inline z64 operator-(z64 a, z64 b) { return {a.re - b.re, a.im - b.im}; }
-__device__ inline z64 operator*(z64 a, z64 b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
-__device__ inline z64 conj(z64 a) { return {a.re, -a.im}; }
-__device__ inline z64 warp_sum(z64 v)
-{
-    for (int o = 16; o > 0; o >>= 1) {
-        v.re += __shfl_xor_sync(0xffffffffu, v.re, o);
-        v.im += __shfl_xor_sync(0xffffffffu, v.im, o);
-    }
-    return v;
-}
 
 /// One batch of systems for levinson_kernel: the loads, the taps out, the success flags.
 struct levinson_job {

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh >/dev/null
 rm -rf .device && mkdir -p .device/lib
-bins=(build/tests/test_gpu_device build/tests/test_gpu_estimators build/tests/test_gpu_equalizers build/tests/test_gpu_detector build/tests/test_gpu_backend build/tests/test_gpu_preamble_detector build/tests/test_gpu_resampler build/tests/test_gpu_ldpc build/bench/paq-bench-solvers build/bench/paq-ldpc-curve build/bench/paq-bench build/bench/paq-bench-setup build/daemon/paqd build/tools/paq-sim build/tools/paq-report build/tools/paq-bert build/tools/paq-stream build/tools/paq-ber-curve)
+bins=(build/tests/test_gpu_device build/tests/test_gpu_estimators build/tests/test_gpu_equalizers build/tests/test_gpu_detector build/tests/test_gpu_backend build/tests/test_gpu_preamble_detector build/tests/test_gpu_resampler build/tests/test_gpu_ldpc build/tests/test_gpu_combining build/bench/paq-bench-solvers build/bench/paq-ldpc-curve build/bench/paq-bench build/bench/paq-bench-setup build/daemon/paqd build/tools/paq-sim build/tools/paq-report build/tools/paq-bert build/tools/paq-stream build/tools/paq-ber-curve)
 cp "${bins[@]}" .device/
 # The CUDA backend's module (loaded at run time; device-check.sh points PAQD_CUDA_MODULE at it).
 cp build/gpu/libpaqd-cuda.so .device/

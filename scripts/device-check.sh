@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|ldpc|coded|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ status=0
 rows=()
 if [[ $mode == all || $mode == tests ]]; then
   : > "$out/tests.log"
-  for t in test_gpu_device test_gpu_estimators test_gpu_equalizers test_gpu_detector test_gpu_preamble_detector test_gpu_resampler test_gpu_ldpc test_gpu_backend; do
+  for t in test_gpu_device test_gpu_estimators test_gpu_equalizers test_gpu_detector test_gpu_preamble_detector test_gpu_resampler test_gpu_ldpc test_gpu_combining test_gpu_backend; do
     echo "=== $t" >> "$out/tests.log"
     ./.device/$t > "$out/$t.tmp" 2>&1
     rc=$?
@@ -32,7 +32,7 @@ if [[ $mode == all || $mode == tests ]]; then
     rm -f "$out/$t.tmp"
   done
   echo
-  grep -hE '^(metric|estimates|levinson|cusolver|detector|locate|backend)' "$out/tests.log"
+  grep -hE '^(metric|estimates|levinson|cusolver|detector|locate|backend|block-levinson|band-cholesky|conjugate-residual|[0-9]+ systems)' "$out/tests.log"
 fi
 if [[ $mode == ldpc ]]; then
   # The LDPC decoders over BPSK/AWGN with ideal LLRs around FER 1e-3: the GPU's min-sum
@@ -65,6 +65,16 @@ if [[ $mode == coded ]]; then
   done
   # Six files in one: at most 8 files come back from $OUT.
   (cd "$out" && tar -czf coded.tar.gz coded-*.csv coded-*.log && rm -f coded-*.csv coded-*.log)
+fi
+if [[ $mode == solvers ]]; then
+  # The one- and two-channel solvers alone: their GPU tests, then their table.
+  for t in test_gpu_equalizers test_gpu_combining; do
+    ./.device/$t > "$out/$t.log" 2>&1 || status=1
+    rows+=("$(printf '%-22s %s' "$t" "$(grep -E '^\[  (PASSED|FAILED) ' "$out/$t.log" | tr '\n' ' ')")")
+  done
+  grep -hE '^(levinson|cusolver|block-levinson|band-cholesky|conjugate-residual|[0-9]+ systems)' "$out"/test_gpu_*.log
+  ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1
+  cat "$out/bench-solvers.log"
 fi
 if [[ $mode == all || $mode == bench ]]; then
   ./.device/paq-bench-solvers --json "$out/bench-solvers.json" > "$out/bench-solvers.log" 2>&1 || status=1

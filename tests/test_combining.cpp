@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <limits>
+#include <numbers>
 #include <random>
 
 namespace paq {
@@ -141,6 +142,30 @@ TEST(combining, the_joint_mmse_minimizes_the_mean_square_error_over_both_channel
         EXPECT_LT(isi, 0.01);
         EXPECT_LT(isi, 2.0 * isi1) << "channel 1's own ZF: " << isi1;
     }
+}
+
+TEST(combining, the_joint_condition_is_the_one_channel_condition_and_bounds_two)
+{
+    std::mt19937 g(7331);
+    const auto h = random_channel(g);
+    for (const double load : {0.0, 0.02, 1.0}) {
+        const std::array<channel_taps, 1> one{h};
+        const std::array<double, 1> l1{load};
+        EXPECT_NEAR(dsp::joint_spectral_condition(one, l1), dsp::spectral_condition(h, load),
+                    1e-9 * dsp::spectral_condition(h, load));
+    }
+    // The same channel twice, load l on each: S(f) has the eigenvalues 2 |H|^2 + l and l.
+    const std::array<channel_taps, 2> two{h, h};
+    const std::array<double, 2> loads{0.05, 0.05};
+    double hi = 0.0;
+    for (int k = 0; k < 2048; ++k) {
+        cf64 s = 0.0;
+        for (int m = 0; m < chain::L_ch; ++m) s += h[static_cast<std::size_t>(m)] * std::polar(1.0, -2.0 * std::numbers::pi * k * m / 2048.0);
+        hi = std::max(hi, std::norm(s));
+    }
+    EXPECT_NEAR(dsp::joint_spectral_condition(two, loads), (2.0 * hi + 0.05) / 0.05, 1e-9 * (2.0 * hi + 0.05) / 0.05);
+    const std::array<double, 1> short_loads{0.05};
+    EXPECT_THROW((void)dsp::joint_spectral_condition(two, short_loads), std::invalid_argument);
 }
 
 TEST(combining, the_combiners_weigh_each_channel_by_its_noise)
