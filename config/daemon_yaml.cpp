@@ -122,6 +122,9 @@ const section<io::tcp_source_config>& tcp_schema()
             choice<C>("format", at(&C::format), sample_formats, {"", "wire format"}),
             number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
             number<C>("sample_rate_hz", at(&C::sample_rate_hz), above(0, 1e9), {"Hz", "the sender's rate (TCP carries none)"}),
+            number<C>("channels", at(&C::channels), between(1, 2),
+                      {"", "receive channels interleaved in the stream, a sample of each per sample time; 2 with "
+                           "`receiver.channels: 2`"}),
             number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range,
                       {"bytes", "SO_RCVBUF; 0 keeps the kernel default and autotuning"}),
             number<C>("retry_initial_s", at(&C::retry_initial_s), between(0.001, 60),
@@ -154,6 +157,9 @@ const section<io::udp_source_config>& udp_schema()
             choice<C>("format", at(&C::format), sample_formats, {"", "wire format"}),
             number<C>("ci16_scale", at(&C::ci16_scale), ci16_scale_range, {"", "ci16 counts per unit amplitude"}),
             number<C>("sample_rate_hz", at(&C::sample_rate_hz), above(0, 1e9), {"Hz", "the sender's rate (raw UDP carries none)"}),
+            number<C>("channels", at(&C::channels), between(1, 2),
+                      {"", "receive channels interleaved in each datagram (whole sample times), a sample of each per "
+                           "sample time; 2 with `receiver.channels: 2`"}),
             number<C>("rcvbuf_bytes", at(&C::rcvbuf_bytes), rcvbuf_range,
                       {"bytes", "SO_RCVBUF, capped by `net.core.rmem_max` (§7)"}),
             allow_list<C>(at(&C::allow), "a non-empty list of addresses / CIDR prefixes",
@@ -710,11 +716,15 @@ const section<daemon_config>& daemon_schema()
                 return it != ctx.marks.end() ? it->second : top_mark;
             };
             const bool second = c.source.type == source_type::file && c.source.file.second_channel.has_value();
+            int source_channels = second ? 2 : 1;
+            if (c.source.type == source_type::udp) source_channels = c.source.udp.channels;
+            if (c.source.type == source_type::tcp) source_channels = c.source.tcp.channels;
             if (c.receiver.channels == 2) {
-                if (!second) {
+                if (source_channels != 2) {
                     ctx.errors.add(at_key("receiver.channels"),
                                    "receiver.channels: 2, but the source delivers one channel (two channels come from a "
-                                   "multi-channel recording: source.file.channel and source.file.second_channel)");
+                                   "multi-channel recording, source.file.channel and source.file.second_channel, or "
+                                   "interleaved over the network, source.udp.channels or source.tcp.channels 2)");
                 }
                 if (c.pipeline.backend == backend_kind::cuda) {
                     ctx.errors.add(at_key("pipeline.backend"),
@@ -730,6 +740,10 @@ const section<daemon_config>& daemon_schema()
                 ctx.errors.add(at_key("source.file.second_channel"),
                                "source.file.second_channel: a second channel, but receiver.channels is 1 (set "
                                "`receiver.channels: 2` to combine them, or drop second_channel)");
+            } else if (source_channels == 2) {
+                const std::string key = "source." + std::string(to_string(c.source.type)) + ".channels";
+                ctx.errors.add(at_key(key), key + ": 2, but receiver.channels is 1 (set `receiver.channels: 2` to "
+                                                  "combine them)");
             }
             if (!c.publisher.enabled) return;
             // The soft streams are the trellis's LLRs.

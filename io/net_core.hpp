@@ -72,6 +72,14 @@ inline void check_scale(error_list& e, float ci16_scale)
     if (!(ci16_scale > 0.0f) || !std::isfinite(ci16_scale)) e.add("ci16_scale", ci16_scale, "> 0");
 }
 
+inline void check_channels(error_list& e, int channels)
+{
+    if (channels < 1 || channels > 2) e.add("channels", channels, "1 or 2 (two receive channels interleaved, a sample of each per sample time)");
+}
+
+/// "" for one channel, ", 2 channels interleaved" for two (describe()).
+inline std::string channels_text(int channels) { return channels == 2 ? ", 2 channels interleaved" : ""; }
+
 inline void check_rcvbuf(error_list& e, int rcvbuf_bytes)
 {
     if (rcvbuf_bytes < 0 || rcvbuf_bytes > max_rcvbuf_bytes)
@@ -215,10 +223,23 @@ struct net_core {
     }
 
     /// n whole raw IQ samples of `format` at `bytes`: ci16 delivered as received (converted by
-    /// the backend), cf32 decoded and scanned for NaN/Inf. raw_capacity(n) first
-    /// sizes the buffers, so that no delivery allocates.
-    void deliver_raw(sample_format format, float ci16_scale, const std::byte* bytes, std::size_t n)
+    /// the backend), cf32 decoded and scanned for NaN/Inf. With two channels a sample is a
+    /// sample time, the channels' values interleaved: decoded to cf32 and delivered as cf32x2.
+    /// raw_capacity(n, channels) first sizes the buffers, so that no delivery allocates.
+    void deliver_raw(sample_format format, float ci16_scale, const std::byte* bytes, std::size_t n, int channels = 1)
     {
+        if (channels == 2) {
+            if (raw.size() < 2 * n) raw.resize(2 * n);
+            if (raw2.size() < n) raw2.resize(n);
+            decode(format, bytes, 2 * n, raw.data(), ci16_scale);
+            if (n == 0) return;
+            counters.nonfinite += count_nonfinite(raw.data(), 2 * n);
+            for (std::size_t k = 0; k < n; ++k) raw2[k] = {raw[2 * k], raw[2 * k + 1]};
+            anchor_on_host_clock(n);
+            counters.samples += n;
+            sink->write_x2(std::span<const cf32x2>(raw2.data(), n));
+            return;
+        }
         if (format == sample_format::ci16_le) {
             if (raw16.size() < n) raw16.resize(n);
             decode_ci16(bytes, n, raw16.data());
@@ -229,9 +250,12 @@ struct net_core {
             deliver(raw.data(), n);
         }
     }
-    void raw_capacity(sample_format format, std::size_t n)
+    void raw_capacity(sample_format format, std::size_t n, int channels = 1)
     {
-        if (format == sample_format::ci16_le) {
+        if (channels == 2) {
+            raw.resize(2 * n);
+            raw2.resize(n);
+        } else if (format == sample_format::ci16_le) {
             raw16.resize(n);
         } else {
             raw.resize(n);
@@ -280,6 +304,7 @@ struct net_core {
     std::atomic<std::uint16_t> local_port{0};
     std::vector<cf32> raw;    ///< deliver_raw(): a cf32_le block, decoded
     std::vector<ci16> raw16;  ///< deliver_raw(): a ci16_le block as received
+    std::vector<cf32x2> raw2; ///< deliver_raw(): two channels' block, paired
     log_limiter limiter;
     sender_allow_list allow;  ///< empty: every sender
     std::string allow_text;   ///< its entries, for the log

@@ -23,6 +23,7 @@ std::vector<std::string> tcp_source_config::validate() const
         e.errors.emplace_back("host is empty (connect mode needs the sender's host name or address)");
     check_port(e, port, mode == tcp_mode::listen);
     check_scale(e, ci16_scale);
+    check_channels(e, channels);
     check_rate(e, sample_rate_hz);
     check_rcvbuf(e, rcvbuf_bytes);
     if (!(retry_initial_s >= 0.001 && retry_initial_s <= 60.0)) e.add("retry_initial_s", retry_initial_s, "0.001 .. 60 s");
@@ -42,7 +43,7 @@ std::vector<std::string> tcp_source_config::validate() const
 struct tcp_source::impl final : net_core {
     impl(source_counters& c, tcp_source_config config)
         : net_core(c, describe_config(config)), cfg(std::move(config)),
-          sample_bytes(bytes_per_sample(cfg.format)), buf(cfg.read_bytes + sample_bytes),
+          sample_bytes(bytes_per_sample(cfg.format) * static_cast<std::size_t>(cfg.channels)), buf(cfg.read_bytes + sample_bytes),
           backoff_s(cfg.retry_initial_s), idle_timeout(seconds(cfg.idle_timeout_s)),
           takeover_silence(cfg.idle_timeout_s > 0.0 ? std::min(idle_timeout, seconds(tcp_listen_takeover_silence_s))
                                                     : seconds(tcp_listen_takeover_silence_s)),
@@ -51,14 +52,14 @@ struct tcp_source::impl final : net_core {
                                                                                             static_cast<double>(sample_bytes))))
     {
         set_allow_list(cfg.allow);
-        raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1);
+        raw_capacity(cfg.format, cfg.read_bytes / sample_bytes + 1, cfg.channels);
     }
 
     static std::string describe_config(const tcp_source_config& c)
     {
         return std::string("tcp ") + (c.mode == tcp_mode::connect ? "connect " : "listen ") +
                endpoint_text(c.host, c.port) + " (" + std::string(to_sigmf_datatype(c.format)) + ", " +
-               format_rate(c.sample_rate_hz) + (c.allow.empty() ? "" : ", allow-list") + ")";
+               format_rate(c.sample_rate_hz) + channels_text(c.channels) + (c.allow.empty() ? "" : ", allow-list") + ")";
     }
 
     void close_all() noexcept override
@@ -388,7 +389,7 @@ struct tcp_source::impl final : net_core {
         counters.bytes += n;
         const std::size_t total = carry + n;
         const std::size_t whole = total / sample_bytes;
-        deliver_raw(cfg.format, cfg.ci16_scale, buf.data(), whole);
+        deliver_raw(cfg.format, cfg.ci16_scale, buf.data(), whole, cfg.channels);
         carry = total - whole * sample_bytes;
         // A sample split across reads: keep its first bytes for the next read.
         if (carry > 0) std::memmove(buf.data(), buf.data() + whole * sample_bytes, carry);
@@ -476,8 +477,10 @@ tcp_source::~tcp_source() = default;
 std::string tcp_source::describe() const { return impl_->name; }
 std::optional<float> tcp_source::ci16_scale() const
 {
+    if (impl_->cfg.channels == 2) return std::nullopt;  // decoded to cf32x2
     return ci16_scale_of(impl_->cfg.format, impl_->cfg.ci16_scale);
 }
+int tcp_source::channels() const { return impl_->cfg.channels; }
 double tcp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t tcp_source::local_port() const noexcept { return impl_->local_port.load(); }
 bool tcp_source::connected() const noexcept { return impl_->peer_connected.load(); }

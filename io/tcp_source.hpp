@@ -56,6 +56,9 @@ struct tcp_source_config {
     sample_format format = sample_format::ci16_le;
     float ci16_scale = default_ci16_scale;  ///< ci16 counts per unit amplitude, > 0
     double sample_rate_hz = 0;              ///< the sender's rate, > 0 (required: TCP carries none)
+    /// Receive channels interleaved in the stream, a sample of each per sample time: 1 or 2
+    /// (then delivered as cf32x2, receiver.channels 2).
+    int channels = 1;
     /// SO_RCVBUF in bytes, 0 .. 1 GiB; 0 keeps the kernel's default (and TCP autotuning).
     int rcvbuf_bytes = 0;
     /// Connect mode: the first wait before dialling again after a connection that brought no
@@ -113,6 +116,7 @@ public:
     [[nodiscard]] std::string describe() const override;
     /// The configured ci16 scale when the samples are ci16 (delivered at their width, write_ci16).
     [[nodiscard]] std::optional<float> ci16_scale() const override;
+    [[nodiscard]] int channels() const override;
     [[nodiscard]] double sample_rate_hz() const override;
     /// Throws std::runtime_error (naming the source) if listen mode cannot bind or listen.
     /// Connection failures in connect mode are retried, never thrown.

@@ -49,6 +49,7 @@ std::vector<std::string> udp_source_config::validate() const
     check_scale(e, ci16_scale);
     check_rate(e, sample_rate_hz);
     check_rcvbuf(e, rcvbuf_bytes);
+    check_channels(e, channels);
     for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
     return e.errors;
 }
@@ -63,11 +64,12 @@ struct udp_source::impl final : net_core {
                           (config.header == udp_header::none
                                ? std::string(", loss undetectable")
                                : ", header " + std::string(to_string(config.header))) +
-                          (config.allow.empty() ? "" : ", allow-list") + ")"),
-          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format)), head_bytes(header_bytes(cfg.header))
+                          channels_text(config.channels) + (config.allow.empty() ? "" : ", allow-list") + ")"),
+          cfg(std::move(config)), sample_bytes(bytes_per_sample(cfg.format) * static_cast<std::size_t>(cfg.channels)),
+          head_bytes(header_bytes(cfg.header))
     {
         set_allow_list(cfg.allow);
-        raw_capacity(cfg.format, max_datagram_bytes / sample_bytes + 1);
+        raw_capacity(cfg.format, max_datagram_bytes / sample_bytes + 1, cfg.channels);
     }
 
     void close_all() noexcept override
@@ -122,8 +124,9 @@ struct udp_source::impl final : net_core {
         const auto body = d.subspan(head_bytes);
         if (body.size() % sample_bytes != 0) {
             counters.malformed += 1;
-            limiter.warn("{}: datagram of {} bytes ({}-byte header) is not a whole number of {}-byte {} samples; dropped",
-                         name, d.size(), head_bytes, sample_bytes, to_sigmf_datatype(cfg.format));
+            limiter.warn("{}: datagram of {} bytes ({}-byte header) is not a whole number of {}-byte {} samples{}; dropped",
+                         name, d.size(), head_bytes, sample_bytes, to_sigmf_datatype(cfg.format),
+                         cfg.channels == 2 ? " (sample times of 2 channels)" : "");
             sink->gap(0, gap_reason::source_error);
             return;
         }
@@ -165,7 +168,7 @@ struct udp_source::impl final : net_core {
             }
             last_seq = seq;
         }
-        deliver_raw(cfg.format, cfg.ci16_scale, body.data(), n);
+        deliver_raw(cfg.format, cfg.ci16_scale, body.data(), n, cfg.channels);
     }
 
     udp_source_config cfg;
@@ -195,8 +198,10 @@ udp_source::~udp_source() = default;
 std::string udp_source::describe() const { return impl_->name; }
 std::optional<float> udp_source::ci16_scale() const
 {
+    if (impl_->cfg.channels == 2) return std::nullopt;  // decoded to cf32x2
     return ci16_scale_of(impl_->cfg.format, impl_->cfg.ci16_scale);
 }
+int udp_source::channels() const { return impl_->cfg.channels; }
 double udp_source::sample_rate_hz() const { return impl_->cfg.sample_rate_hz; }
 std::uint16_t udp_source::local_port() const noexcept { return impl_->local_port.load(); }
 const udp_source_config& udp_source::config() const noexcept { return impl_->cfg; }

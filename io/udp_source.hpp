@@ -95,6 +95,9 @@ struct udp_source_config {
     /// source watches the first datagrams: if their first 8 bytes count up by one like GNU
     /// Radio's sequence number it warns once, naming this setting (udp_counters::header_suspected).
     udp_header header = udp_header::none;
+    /// Receive channels interleaved in each datagram, a sample of each per sample time: 1 or
+    /// 2 (then delivered as cf32x2, receiver.channels 2); a datagram carries whole sample times.
+    int channels = 1;
 
     [[nodiscard]] std::vector<std::string> validate() const;
 };
@@ -134,6 +137,7 @@ public:
     [[nodiscard]] std::string describe() const override;
     /// The configured ci16 scale when the samples are ci16 (delivered at their width, write_ci16).
     [[nodiscard]] std::optional<float> ci16_scale() const override;
+    [[nodiscard]] int channels() const override;
     /// The configured rate (raw UDP carries none).
     [[nodiscard]] double sample_rate_hz() const override;
     /// Throws std::runtime_error naming the source if it cannot bind or the socket fails.

@@ -54,8 +54,8 @@ const std::vector<scalar_metric> scalars_before_source = {
     {"ring_fill_samples", G, "Samples waiting in the ring.", [](const S& s) { return d(s.ring->fill); }, with_ring, true},
     {"ring_high_water_samples", G, "The most samples the ring has held.", [](const S& s) { return d(s.ring->high_water); }, with_ring, true},
     {"ring_capacity_samples", G, "Ring capacity.", [](const S& s) { return d(s.ring->capacity); }, with_ring, true},
-    {"input_sample_bytes", G, "Bytes an input sample takes in the ring and the upload: 4 (ci16, converted on the backend) or 8 (cf32); input_width in the JSON says which.",
-     [](const S& s) { return s.engine.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
+    {"input_sample_bytes", G, "Bytes an input sample takes in the ring and the upload: 4 (ci16, converted on the backend), 8 (cf32) or 16 (two receive channels' cf32); input_width in the JSON says which.",
+     [](const S& s) { return s.engine.receive_channels == 2 ? 16.0 : s.engine.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
     // gaps and stalls
     {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.engine.gaps); }, nullptr, true},
     {"samples_lost_in_gaps", C, "Samples the sources' gaps said were lost before the ring (ring overflows are counted in samples_dropped, not here).", [](const S& s) { return d(s.engine.samples_lost_in_gaps); }, nullptr, true},
@@ -389,7 +389,7 @@ nlohmann::json to_json(const service_snapshot& s)
     j[build_info_name] = {{"version", b.version}, {"commit", b.commit}, {"cuda", b.cuda}};
     if (s.source) j["source_description"] = s.source->description;
     // As paqd replay's summary says it: the width the samples travel at to the backend.
-    j["input_width"] = s.engine.input_ci16 ? "ci16" : "cf32";
+    j["input_width"] = s.engine.receive_channels == 2 ? "cf32 x 2" : s.engine.input_ci16 ? "ci16" : "cf32";
     // When the run's first packet was received (its first sample, UTC), where the source
     // gives time (docs/DAEMON.md, "Time"); null otherwise.
     j["first_packet_utc"] = s.engine.first_packet_utc_ns != dsp::unknown_utc_ns

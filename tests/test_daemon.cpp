@@ -529,6 +529,11 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     EXPECT_NE(e.find("source.file.second_channel: a second channel, but receiver.channels is 1"), std::string::npos) << e;
     e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 1}\nreceiver:\n  channels: 2\n");
     EXPECT_NE(e.find("must differ from source.file.channel"), std::string::npos) << e;
+    EXPECT_TRUE(config_errors("source:\n  type: udp\n  udp: {port: 5000, sample_rate_hz: 25e6, channels: 2}\n"
+                              "receiver:\n  channels: 2\n")
+                    .empty());
+    e = config_errors("source:\n  type: tcp\n  tcp: {port: 5000, sample_rate_hz: 25e6, channels: 2}\n");
+    EXPECT_NE(e.find("source.tcp.channels: 2, but receiver.channels is 1"), std::string::npos) << e;
     e = config_errors(base + "receiver:\n  channels: 3\n");
     EXPECT_NE(e.find("receiver.channels = 3 is out of range"), std::string::npos) << e;
     // A section that is no mapping is one message, not that plus its defaults' checks.

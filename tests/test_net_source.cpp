@@ -113,6 +113,24 @@ public:
         }
         sample_sink::write_ci16(s, counts_per_unit);
     }
+    /// Two channels' sample times: kept interleaved (channel 1, channel 2, ...) in samples(),
+    /// as they were sent, and counted.
+    void write_x2(std::span<const paq::cf32x2> s) override
+    {
+        std::lock_guard lock(m_);
+        for (const auto& v : s) {
+            samples_.push_back(v.a);
+            samples_.push_back(v.b);
+        }
+        pairs_ += s.size();
+        if (stop_at_ > 0 && samples_.size() >= stop_at_ && source_ != nullptr) source_->stop();
+        cv_.notify_all();
+    }
+    std::size_t pairs()
+    {
+        std::lock_guard lock(m_);
+        return pairs_;
+    }
     void gap(std::uint64_t lost, gap_reason reason) override
     {
         std::lock_guard lock(m_);
@@ -153,6 +171,7 @@ public:
 
 private:
     std::mutex m_;
+    std::size_t pairs_ = 0;
     std::condition_variable cv_;
     std::vector<cf32> samples_;
     std::vector<gap_event> gaps_;
@@ -892,6 +911,75 @@ TEST(udp_source, delivers_exactly_the_samples_sent_and_rejects_partial_samples)
     EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{10 * 256, 0, gap_reason::source_error}}));
     EXPECT_EQ(source.counters().packets.load(), 21u);
     EXPECT_EQ(source.counters().malformed.load(), 1u);
+}
+
+// Two receive channels interleaved (channels 2): whole sample times go out as cf32x2 pairs,
+// decoded to cf32 from any format; a datagram of one channel's sample is malformed. TCP: the
+// same with sample times split across reads.
+TEST(udp_source, two_interleaved_channels_arrive_as_sample_times)
+{
+    udp_source_config cfg;
+    cfg.bind_address = "127.0.0.1";
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.rcvbuf_bytes = 0;
+    cfg.channels = 2;
+    udp_source source(cfg);
+    EXPECT_EQ(source.channels(), 2);
+    EXPECT_FALSE(source.ci16_scale().has_value());
+    EXPECT_NE(source.describe().find("2 channels interleaved"), std::string::npos) << source.describe();
+    recording_sink sink;
+    const auto sent = ci16_samples(20 * 256, 9);  // 20 datagrams of 128 sample times
+    const auto bytes = encode_le(sample_format::ci16_le, sent);
+    sink.stop_source_at(source, sent.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+    asio::io_context ioc;
+    udp::socket tx(ioc, udp::endpoint(loopback, 0));
+    const udp::endpoint dst(loopback, port);
+    for (std::size_t k = 0; k < 20; ++k) {
+        tx.send_to(asio::buffer(bytes.data() + k * 1024, 1024), dst);
+        if (k == 9) tx.send_to(asio::buffer(bytes.data(), 4), dst);  // one channel's sample only
+        std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.pairs(), sent.size() / 2);
+    EXPECT_EQ(sink.narrow_samples(), 0u);
+    EXPECT_EQ(source.counters().samples.load(), sent.size() / 2);  // sample times
+    EXPECT_EQ(source.counters().malformed.load(), 1u);
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{10 * 256, 0, gap_reason::source_error}}));
+}
+
+TEST(tcp_source, two_interleaved_channels_arrive_as_sample_times_across_reads)
+{
+    const auto sent = cf32_samples(5000, 4);  // 2500 sample times
+    const auto bytes = encode_le(sample_format::cf32_le, sent);
+    asio::io_context ioc;
+    tcp::acceptor acceptor(ioc, tcp::endpoint(loopback, 0));
+    tcp_source_config cfg;
+    cfg.port = acceptor.local_endpoint().port();
+    cfg.format = sample_format::cf32_le;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.end_on_close = true;
+    cfg.read_bytes = 70;  // not a multiple of a sample time (16 bytes)
+    cfg.channels = 2;
+    tcp_source source(cfg);
+    EXPECT_EQ(source.channels(), 2);
+    recording_sink sink;
+    background_run run(source, sink);
+    tcp::socket peer(ioc);
+    acceptor.accept(peer);
+    write_irregular(peer, bytes);
+    peer.close();
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent);
+    EXPECT_EQ(sink.pairs(), 2500u);
+    EXPECT_EQ(source.counters().samples.load(), 2500u);
+    EXPECT_TRUE(sink.gaps().empty());
+    cfg.channels = 3;
+    EXPECT_FALSE(cfg.validate().empty());
 }
 
 // GNU Radio's UDP Sink headers (gr-network packet_headers.h): seqnum u64 in the sender's
