@@ -61,7 +61,10 @@ void run_tally::add(const batch_output& out)
         if (rec.receive_channels == 2) {
             ++s_.packets_two_channel;
             ++s_.packets_best_channel[rec.best_channel < 2 ? rec.best_channel : 0];
-            for (std::size_t c = 0; c < 2; ++c) s_.channel_ebn0_linear_sum[c] += std::pow(10.0, static_cast<double>(rec.channel_ebn0_db[c]) / 10.0);
+            for (std::size_t c = 0; c < 2; ++c) {
+                s_.channel_ebn0_linear_sum[c] += std::pow(10.0, static_cast<double>(rec.channel_ebn0_db[c]) / 10.0);
+                if (rec.channel_ebn0_db[c] <= silent_channel_ebn0_db) ++s_.packets_channel_silent[c];
+            }
         }
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
     }

@@ -87,6 +87,10 @@ struct run_timing {
 /// `streams` empty path summaries named by dsp::stream_name (none .. fde2[_trellis]).
 [[nodiscard]] std::vector<path_summary> stream_summaries(int streams);
 
+/// A receive channel's Eb/N0 at or below this is a channel that carried nothing (the chain
+/// records a channel of zeros as -300 dB).
+inline constexpr float silent_channel_ebn0_db = -299.0f;
+
 struct run_summary {
     std::uint64_t samples = 0;
     std::uint64_t batches = 0;
@@ -110,6 +114,9 @@ struct run_summary {
     std::array<double, chain::max_receive_channels> channel_ebn0_linear_sum{};
     std::array<double, chain::max_receive_channels> channel_mean_ebn0_db{};
     std::uint64_t packets_two_channel = 0;  ///< packets received on two channels
+    /// Of them, packets on which the channel carried nothing (all zeros: a dead input or a
+    /// disconnected antenna; its Eb/N0 reads -300 dB).
+    std::array<std::uint64_t, chain::max_receive_channels> packets_channel_silent{};
     double max_zf_condition = 0.0;        ///< largest ZF condition number seen
     std::uint64_t packets_ill_conditioned = 0;  ///< ZF condition above 1e6
     double mean_clock_ppm = 0.0;          ///< transmitter clock against the sample clock, mean over packets

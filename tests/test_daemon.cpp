@@ -378,6 +378,32 @@ TEST(ring, reads_carry_the_time_their_last_sample_was_written)
     EXPECT_LE(r.written, t_second);
 }
 
+// Two receive channels in the tally: each packet's better channel counted, each channel's
+// Eb/N0 averaged as linear ratios, a channel of zeros (-300 dB) counted as silent.
+TEST(tally, two_channels_count_the_better_channel_and_a_silent_one)
+{
+    dsp::run_tally tally(dsp::pn_pattern::pn15, 20.625e6, static_cast<double>(waveform::L_pkt), dsp::chain::num_paths);
+    dsp::batch_output out;
+    out.reset(0, dsp::chain::num_paths);
+    out.packets.resize(3);
+    out.bits.assign(3 * out.packet_bytes(), 0);
+    const std::array<std::array<float, 2>, 3> ebn0{{{12.0f, 2.0f}, {9.0f, -300.0f}, {3.0f, 13.0f}}};
+    for (std::size_t i = 0; i < 3; ++i) {
+        auto& rec = out.packets[i];
+        rec.start_sample = 1000 + i * waveform::L_pkt;
+        rec.receive_channels = 2;
+        rec.channel_ebn0_db = ebn0[i];
+        rec.best_channel = ebn0[i][1] > ebn0[i][0] ? 1 : 0;
+    }
+    tally.add(out);
+    const auto s = tally.summary();
+    EXPECT_EQ(s.packets_two_channel, 3u);
+    EXPECT_EQ(s.packets_best_channel, (std::array<std::uint64_t, 2>{2, 1}));
+    EXPECT_EQ(s.packets_channel_silent, (std::array<std::uint64_t, 2>{0, 1}));
+    const double mean1 = (std::pow(10.0, 1.2) + std::pow(10.0, 0.9) + std::pow(10.0, 0.3)) / 3.0;
+    EXPECT_NEAR(s.channel_mean_ebn0_db[0], 10.0 * std::log10(mean1), 1e-4);
+}
+
 // A ring of two receive channels: cf32x2 sample times in and out, overflow counted in sample
 // times (a pair is never split), the other widths refused.
 TEST(ring, two_channels_travel_as_pairs_and_overflow_drops_whole_sample_times)

@@ -4,7 +4,8 @@
 // harness lets the source read before sending the next (so that samples split across reads
 // are exercised where the input puts the splits), then the client closes.
 //
-// Input: byte 0 bit 0 picks the source (ci16_le, else cf32_le), then the records.
+// Input: byte 0 bit 0 picks the source (ci16_le, else cf32_le), bit 1 one of two receive
+// channels interleaved (a sample time of each channel, delivered as cf32x2), then the records.
 //
 // Checked, besides the sanitizers: the source reads every byte; it delivers exactly the
 // whole samples of the connection's bytes, decoded as io::decode decodes them (a partial
@@ -29,13 +30,14 @@ using paq::fuzz::socket_fd;
 namespace {
 
 struct running_source {
-    explicit running_source(io::sample_format format)
+    running_source(io::sample_format format, int channels)
     {
         io::tcp_source_config cfg;
         cfg.mode = io::tcp_mode::listen;
         cfg.host = "127.0.0.1";
         cfg.port = 0;
         cfg.format = format;
+        cfg.channels = channels;
         cfg.sample_rate_hz = 6.6e6;
         cfg.read_bytes = 64 * 1024;
         // One long-lived source for every input: no idle timeout (libFuzzer may pause between
@@ -59,10 +61,13 @@ struct running_source {
     std::uint64_t connections = 0;
 };
 
-running_source& source_for(io::sample_format format)
+running_source& source_for(io::sample_format format, int channels)
 {
-    static running_source ci16(io::sample_format::ci16_le);
-    static running_source cf32(io::sample_format::cf32_le);
+    static running_source ci16(io::sample_format::ci16_le, 1);
+    static running_source cf32(io::sample_format::cf32_le, 1);
+    static running_source ci16x2(io::sample_format::ci16_le, 2);
+    static running_source cf32x2(io::sample_format::cf32_le, 2);
+    if (channels == 2) return format == io::sample_format::ci16_le ? ci16x2 : cf32x2;
     return format == io::sample_format::ci16_le ? ci16 : cf32;
 }
 
@@ -71,8 +76,10 @@ running_source& source_for(io::sample_format format)
 extern "C" int LLVMFuzzerInitialize(int*, char***)
 {
     spdlog::set_level(spdlog::level::err);
-    (void)source_for(io::sample_format::ci16_le);
-    (void)source_for(io::sample_format::cf32_le);
+    for (const int channels : {1, 2}) {
+        (void)source_for(io::sample_format::ci16_le, channels);
+        (void)source_for(io::sample_format::cf32_le, channels);
+    }
     return 0;
 }
 
@@ -80,7 +87,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 {
     if (size < 1) return 0;
     const io::sample_format format = (data[0] & 1) ? io::sample_format::ci16_le : io::sample_format::cf32_le;
-    running_source& rs = source_for(format);
+    const int channels = (data[0] & 2) ? 2 : 1;
+    running_source& rs = source_for(format, channels);
     const io::source_counters& counters = rs.source->counters();
     const std::uint64_t bytes_before = counters.bytes.load();
 
@@ -112,8 +120,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::vector<cf32> got;
     std::vector<recording_sink::gap_event> gaps;
     rs.sink.take(got, gaps);
-    const std::size_t bps = io::bytes_per_sample(format);
-    const std::size_t whole = sent.size() / bps;
+    // Whole sample times (a sample of each channel), their values interleaved as the sink keeps them.
+    const std::size_t bps = io::bytes_per_sample(format) * static_cast<std::size_t>(channels);
+    const std::size_t whole = sent.size() / bps * static_cast<std::size_t>(channels);
     std::vector<cf32> expected(whole);
     const std::vector<std::byte> exact = paq::fuzz::exact_copy(sent);
     io::decode(format, exact.data(), whole, expected.data(), io::default_ci16_scale);

@@ -3,10 +3,11 @@
 // record (fuzz_support.hpp) as one datagram, the harness waiting until the source has
 // received it before sending the next.
 //
-// Input: byte 0 bit 0 picks the source (ci16_le, else cf32_le), then the datagrams.
+// Input: byte 0 bit 0 picks the source (ci16_le, else cf32_le), bit 1 one of two receive
+// channels interleaved (a sample time of each channel, delivered as cf32x2), then the datagrams.
 //
 // Checked, besides the sanitizers: the source receives each datagram within 5 s; a datagram
-// of whole samples is delivered as io::decode decodes it, any other is counted as malformed
+// of whole samples (sample times) is delivered as io::decode decodes it, any other is counted as malformed
 // and reported as one gap(0, source_error) in its place.
 #include "io/net_source.hpp"
 #include "io/sample_format.hpp"
@@ -27,12 +28,13 @@ using paq::fuzz::socket_fd;
 namespace {
 
 struct running_source {
-    explicit running_source(io::sample_format format)
+    running_source(io::sample_format format, int channels)
     {
         io::udp_source_config cfg;
         cfg.bind_address = "127.0.0.1";
         cfg.port = 0;
         cfg.format = format;
+        cfg.channels = channels;
         cfg.sample_rate_hz = 6.6e6;
         cfg.rcvbuf_bytes = 0;
         source = std::make_unique<io::udp_source>(cfg);
@@ -51,10 +53,13 @@ struct running_source {
     socket_fd client{SOCK_DGRAM};
 };
 
-running_source& source_for(io::sample_format format)
+running_source& source_for(io::sample_format format, int channels)
 {
-    static running_source ci16(io::sample_format::ci16_le);
-    static running_source cf32(io::sample_format::cf32_le);
+    static running_source ci16(io::sample_format::ci16_le, 1);
+    static running_source cf32(io::sample_format::cf32_le, 1);
+    static running_source ci16x2(io::sample_format::ci16_le, 2);
+    static running_source cf32x2(io::sample_format::cf32_le, 2);
+    if (channels == 2) return format == io::sample_format::ci16_le ? ci16x2 : cf32x2;
     return format == io::sample_format::ci16_le ? ci16 : cf32;
 }
 
@@ -63,8 +68,10 @@ running_source& source_for(io::sample_format format)
 extern "C" int LLVMFuzzerInitialize(int*, char***)
 {
     spdlog::set_level(spdlog::level::err);
-    (void)source_for(io::sample_format::ci16_le);
-    (void)source_for(io::sample_format::cf32_le);
+    for (const int channels : {1, 2}) {
+        (void)source_for(io::sample_format::ci16_le, channels);
+        (void)source_for(io::sample_format::cf32_le, channels);
+    }
     return 0;
 }
 
@@ -72,9 +79,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 {
     if (size < 1) return 0;
     const io::sample_format format = (data[0] & 1) ? io::sample_format::ci16_le : io::sample_format::cf32_le;
-    running_source& rs = source_for(format);
+    const int channels = (data[0] & 2) ? 2 : 1;
+    running_source& rs = source_for(format, channels);
     const io::source_counters& counters = rs.source->counters();
-    const std::size_t bps = io::bytes_per_sample(format);
+    // A sample time's bytes (a sample of each channel); expected holds the channels' values
+    // interleaved, as the sink keeps them.
+    const std::size_t bps = io::bytes_per_sample(format) * static_cast<std::size_t>(channels);
 
     std::vector<cf32> expected;
     std::vector<std::size_t> malformed_at;  // samples delivered before each malformed datagram
@@ -93,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             malformed_at.push_back(expected.size());
             continue;
         }
-        const std::size_t whole = record.size() / bps;
+        const std::size_t whole = record.size() / bps * static_cast<std::size_t>(channels);
         const std::vector<std::byte> exact = paq::fuzz::exact_copy(record);
         const std::size_t at = expected.size();
         expected.resize(at + whole);

@@ -22,6 +22,15 @@ public:
         std::lock_guard lock(mu_);
         samples_.insert(samples_.end(), s.begin(), s.end());
     }
+    /// Two channels' sample times, kept interleaved as they were sent (channel 1, channel 2).
+    void write_x2(std::span<const cf32x2> s) override
+    {
+        std::lock_guard lock(mu_);
+        for (const auto& v : s) {
+            samples_.push_back(v.a);
+            samples_.push_back(v.b);
+        }
+    }
     void gap(std::uint64_t lost, io::gap_reason reason) override
     {
         std::lock_guard lock(mu_);
