@@ -263,6 +263,9 @@ const section<io::iio_config>& iio_schema()
                       {"ms", "libiio I/O timeout; longer than `buffer_samples / sample_rate_hz`"}),
             number<C>("scale", at(&C::scale), between(1e-6, 1e9),
                       {"", "samples are (I + jQ) / scale after sign extension from the device's bits"}),
+            number<C>("channels", at(&C::channels), between(1, 2),
+                      {"", "RX channels captured: 1 (RX1), or 2 (RX1 and RX2 of a 2R2T card, combined with "
+                           "`receiver.channels: 2`; both channels' gain control set alike)"}),
         };
         return s;
     }();
@@ -719,12 +722,14 @@ const section<daemon_config>& daemon_schema()
             int source_channels = second ? 2 : 1;
             if (c.source.type == source_type::udp) source_channels = c.source.udp.channels;
             if (c.source.type == source_type::tcp) source_channels = c.source.tcp.channels;
+            if (c.source.type == source_type::iio) source_channels = c.source.iio.channels;
             if (c.receiver.channels == 2) {
                 if (source_channels != 2) {
                     ctx.errors.add(at_key("receiver.channels"),
                                    "receiver.channels: 2, but the source delivers one channel (two channels come from a "
                                    "multi-channel recording, source.file.channel and source.file.second_channel, or "
-                                   "interleaved over the network, source.udp.channels or source.tcp.channels 2)");
+                                   "interleaved over the network, source.udp.channels or source.tcp.channels 2, or a radio's "
+                                   "two RX channels, source.iio.channels 2)");
                 }
                 if (c.pipeline.backend == backend_kind::cuda) {
                     ctx.errors.add(at_key("pipeline.backend"),

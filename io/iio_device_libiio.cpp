@@ -63,7 +63,11 @@ public:
             rx_ = find_device(config.rx_device, "rx_device");
             i_ = find_rx_channel("voltage0");
             q_ = find_rx_channel("voltage1");
-            for (iio_channel* ch : {i_, q_}) {
+            // RX2 (a 2R2T card): voltage2 and voltage3.
+            i2_ = config.channels == 2 ? find_rx_channel("voltage2") : nullptr;
+            q2_ = config.channels == 2 ? find_rx_channel("voltage3") : nullptr;
+            for (iio_channel* ch : {i_, q_, i2_, q2_}) {
+                if (ch == nullptr) continue;
                 const iio_data_format* f = iio_channel_get_data_format(ch);
                 if (f->length != 16 || !f->is_signed || f->is_be || f->shift != 0 || f->bits == 0 || f->bits > 16 ||
                     f->repeat > 1) {
@@ -100,14 +104,16 @@ public:
         return 0;
     }
 
-    void start_rx(std::size_t buffer_samples) override
+    void start_rx(std::size_t buffer_samples, int channels) override
     {
         if (rx_ == nullptr) throw std::logic_error("libiio: start_rx() before open()");
-        // Only RX1 I and Q: on a 2R2T card voltage2/3 (RX2) would interleave into the buffer.
+        if (channels == 2 && (i2_ == nullptr || q2_ == nullptr)) throw std::logic_error("libiio: RX2 not found at open()");
+        // RX1 I and Q, and with two channels RX2's (interleaved I1 Q1 I2 Q2); nothing else,
+        // which would interleave into the buffer too.
         const unsigned n = iio_device_get_channels_count(rx_);
         for (unsigned k = 0; k < n; ++k) {
             iio_channel* ch = iio_device_get_channel(rx_, k);
-            if (ch == i_ || ch == q_) {
+            if (ch == i_ || ch == q_ || (channels == 2 && (ch == i2_ || ch == q2_))) {
                 iio_channel_enable(ch);
             } else {
                 iio_channel_disable(ch);
@@ -122,9 +128,15 @@ public:
         }
         const auto* first_i = static_cast<const char*>(iio_buffer_first(buf, i_));
         const auto* first_q = static_cast<const char*>(iio_buffer_first(buf, q_));
-        if (iio_buffer_step(buf) != 4 || first_q - first_i != 2) {
+        bool laid_out = iio_buffer_step(buf) == 4 * channels && first_q - first_i == 2;
+        if (channels == 2) {
+            laid_out = laid_out && static_cast<const char*>(iio_buffer_first(buf, i2_)) - first_i == 4 &&
+                       static_cast<const char*>(iio_buffer_first(buf, q2_)) - first_i == 6;
+        }
+        if (!laid_out) {
             iio_buffer_destroy(buf);
-            throw std::runtime_error("libiio: '" + uri_ + "': the capture buffer is not interleaved 16-bit I, Q");
+            throw std::runtime_error("libiio: '" + uri_ + "': the capture buffer is not interleaved 16-bit I, Q" +
+                                     (channels == 2 ? " of RX1 then RX2" : ""));
         }
         std::lock_guard lock(buffer_mutex_);
         buffer_ = buf;
@@ -159,7 +171,7 @@ public:
         }
         ctx_ = nullptr;
         phy_ = rx_ = nullptr;
-        i_ = q_ = nullptr;
+        i_ = q_ = i2_ = q2_ = nullptr;
     }
 
     void cancel() noexcept override
@@ -204,6 +216,8 @@ private:
     iio_device* rx_ = nullptr;
     iio_channel* i_ = nullptr;
     iio_channel* q_ = nullptr;
+    iio_channel* i2_ = nullptr;  ///< RX2 I and Q (two channels only)
+    iio_channel* q2_ = nullptr;
     unsigned bits_ = 16;
     std::mutex buffer_mutex_;  // buffer_ between close()/start_rx() and cancel()
     iio_buffer* buffer_ = nullptr;

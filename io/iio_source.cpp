@@ -79,6 +79,9 @@ std::vector<std::string> iio_config::validate() const
     if (!(gain_db >= -3.0 && gain_db <= 71.0)) {
         e.push_back(bad("gain_db", gain_db, "-3 .. 71 dB"));
     }
+    if (channels < 1 || channels > 2) {
+        e.push_back(bad("channels", channels, "1 (RX1) or 2 (RX1 and RX2)"));
+    }
     if (buffer_samples < 4096 || buffer_samples > (std::size_t{1} << 24)) {
         e.push_back(bad("buffer_samples", buffer_samples, "4096 .. 16777216"));
     }
@@ -150,6 +153,7 @@ std::string iio_source::describe() const
        << config_.sample_rate_hz / 1e6 << " MS/s, LO " << config_.lo_hz / 1e6 << " MHz, RF bandwidth "
        << config_.rf_bandwidth_hz / 1e6 << " MHz, gain " << to_string(config_.gain_mode);
     if (config_.gain_mode == iio_gain_mode::manual) os << " " << config_.gain_db << " dB";
+    if (config_.channels == 2) os << ", RX1 and RX2";
     os << ")";
     return os.str();
 }
@@ -174,6 +178,14 @@ void iio_source::configure()
     };
     if (config_.gain_mode == iio_gain_mode::manual) {
         steps.push_back({"voltage0", false, "hardwaregain", format_number(config_.gain_db), "gain_db"});
+    }
+    // RX2's gain control is its own (the phy's input voltage1); the rate, bandwidth and LO
+    // are shared.
+    if (config_.channels == 2) {
+        steps.push_back({"voltage1", false, "gain_control_mode", std::string(to_string(config_.gain_mode)), "gain_mode"});
+        if (config_.gain_mode == iio_gain_mode::manual) {
+            steps.push_back({"voltage1", false, "hardwaregain", format_number(config_.gain_db), "gain_db"});
+        }
     }
     for (const auto& s : steps) {
         const int rc = device_->write_phy_attr(s.channel, s.output, s.attr, s.value);
@@ -201,7 +213,7 @@ void iio_source::open_and_configure()
     try {
         device_->open(config_);
         configure();
-        device_->start_rx(config_.buffer_samples);
+        device_->start_rx(config_.buffer_samples, config_.channels);
     } catch (...) {
         device_->close();
         throw;
@@ -242,13 +254,17 @@ void iio_source::run(sample_sink& sink)
     open_and_configure();
     // The radio's words, sign-extended, go out as ci16 (4 bytes a sample, converted by the
     // backend), at the configured scale.
-    std::vector<ci16> samples(config_.buffer_samples);
+    std::vector<ci16> samples(config_.channels == 2 ? 0 : config_.buffer_samples);
+    // Two RX channels: each sample time's four words, converted, then paired.
+    std::vector<cf32> wide(config_.channels == 2 ? 2 * config_.buffer_samples : 0);
+    std::vector<cf32x2> pairs(config_.channels == 2 ? config_.buffer_samples : 0);
+    const std::size_t words_per_time = 2 * static_cast<std::size_t>(config_.channels);
     while (!stop_.load()) {
         const iio_refill_result block = device_->refill();
         if (stop_.load()) {
             break;
         }
-        if (block.error != 0 || block.iq.size() < 2) {
+        if (block.error != 0 || block.iq.size() < words_per_time) {
             spdlog::warn("iio source {}: capture failed: {}; reconnecting", config_.uri,
                          block.error != 0 ? errno_text(block.error) : std::string("empty buffer"));
             sink.gap(0, gap_reason::reconnect);
@@ -258,18 +274,26 @@ void iio_source::run(sample_sink& sink)
             }
             continue;
         }
-        const std::size_t n = block.iq.size() / 2;
-        if (n > samples.size()) {
-            samples.resize(n);
-        }
-        const std::span<ci16> out(samples.data(), n);
-        extend_iq(block.iq, device_->sample_bits(), out);
+        const std::size_t n = block.iq.size() / words_per_time;
         // The radio's samples carry no time here: the host's clock when the buffer came back,
         // less its duration (io/sample_source.hpp; docs/DAEMON.md, "Time").
         const time_anchor a = host_clock_anchor(counters_.samples.load(std::memory_order_relaxed), n, config_.sample_rate_hz);
         time_anchor_.set(a);
         sink.timestamp(a);
-        sink.write_ci16(out, config_.scale);
+        if (config_.channels == 2) {
+            if (2 * n > wide.size()) wide.resize(2 * n);
+            if (n > pairs.size()) pairs.resize(n);
+            convert_iq(block.iq.first(n * words_per_time), device_->sample_bits(), config_.scale, std::span<cf32>(wide.data(), 2 * n));
+            for (std::size_t k = 0; k < n; ++k) pairs[k] = {wide[2 * k], wide[2 * k + 1]};
+            sink.write_x2(std::span<const cf32x2>(pairs.data(), n));
+        } else {
+            if (n > samples.size()) {
+                samples.resize(n);
+            }
+            const std::span<ci16> out(samples.data(), n);
+            extend_iq(block.iq.first(2 * n), device_->sample_bits(), out);
+            sink.write_ci16(out, config_.scale);
+        }
         counters_.samples.fetch_add(n, std::memory_order_relaxed);
         counters_.bytes.fetch_add(block.iq.size_bytes(), std::memory_order_relaxed);
         counters_.packets.fetch_add(1, std::memory_order_relaxed);

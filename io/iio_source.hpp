@@ -81,14 +81,19 @@ struct iio_config {
     /// full scale is 2048; 512 gives the project's ci16 headroom (full scale = 4x a unit
     /// signal, see default_ci16_scale), which is where the AGC's ~-12 dBFS target lands.
     float scale = 512.0f;
+    /// RX channels captured: 1 (RX1: voltage0/voltage1 of rx_device), or 2 (RX1 and RX2 of a
+    /// 2R2T card such as the AD9361: voltage0..3, one sample of each per sample time, delivered
+    /// as cf32x2 for receiver.channels 2). With 2 the gain mode and manual gain are written to
+    /// both RX channels of the phy (voltage0 and voltage1).
+    int channels = 1;
 
     /// Empty when valid; otherwise one message per bad field, naming the field, the value and
     /// the allowed range.
     [[nodiscard]] std::vector<std::string> validate() const;
 };
 
-/// A block of samples from one refill: interleaved I, Q as 16-bit words, valid until the next
-/// refill() or close().
+/// A block of samples from one refill: interleaved I, Q as 16-bit words (I1 Q1 I2 Q2 with two
+/// RX channels), valid until the next refill() or close().
 struct iio_refill_result {
     std::span<const std::int16_t> iq;
     /// 0, or a negative errno (the buffer or the context failed).
@@ -111,8 +116,10 @@ public:
     /// Reads the attribute back into `value`. Returns 0 or a negative errno.
     [[nodiscard]] virtual int read_phy_attr(std::string_view channel, bool output, std::string_view attr,
                                             std::string& value) = 0;
-    /// Enables I and Q and creates the capture buffer. Throws std::runtime_error on failure.
-    virtual void start_rx(std::size_t buffer_samples) = 0;
+    /// Enables I and Q of `channels` RX channels (1: RX1; 2: RX1 and RX2, their words
+    /// interleaved I1 Q1 I2 Q2 per sample time) and creates the capture buffer. Throws
+    /// std::runtime_error on failure.
+    virtual void start_rx(std::size_t buffer_samples, int channels) = 0;
     /// Significant bits per I/Q word (12 for the AD9361): the rest is sign extension.
     [[nodiscard]] virtual unsigned sample_bits() const = 0;
     /// Blocks until the next buffer is full (or timeout_ms, or cancel()).
@@ -145,8 +152,13 @@ public:
     /// "iio ip:192.168.2.1 (ad9361-phy / cf-ad9361-lpc, 20.625 MS/s, LO 2250 MHz, slow_attack)"
     [[nodiscard]] std::string describe() const override;
     [[nodiscard]] double sample_rate_hz() const override { return config_.sample_rate_hz; }
-    /// The radio's samples are ci16 (sign-extended, delivered at their width): config.scale.
-    [[nodiscard]] std::optional<float> ci16_scale() const override { return config_.scale; }
+    /// The radio's samples are ci16 (sign-extended, delivered at their width): config.scale;
+    /// with two RX channels converted to cf32 pairs (nullopt).
+    [[nodiscard]] std::optional<float> ci16_scale() const override
+    {
+        return config_.channels == 2 ? std::nullopt : std::optional<float>(config_.scale);
+    }
+    [[nodiscard]] int channels() const override { return config_.channels; }
     /// The LO the radio is tuned to (iio_source_config::lo_hz).
     [[nodiscard]] std::optional<double> center_frequency_hz() const override { return config_.lo_hz; }
     /// See the diagram above. Throws std::runtime_error for a failure before the first

@@ -558,6 +558,7 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     EXPECT_TRUE(config_errors("source:\n  type: udp\n  udp: {port: 5000, sample_rate_hz: 25e6, channels: 2}\n"
                               "receiver:\n  channels: 2\n")
                     .empty());
+    EXPECT_TRUE(config_errors("source:\n  type: iio\n  iio: {channels: 2}\nreceiver:\n  channels: 2\n").empty());
     e = config_errors("source:\n  type: tcp\n  tcp: {port: 5000, sample_rate_hz: 25e6, channels: 2}\n");
     EXPECT_NE(e.find("source.tcp.channels: 2, but receiver.channels is 1"), std::string::npos) << e;
     e = config_errors(base + "receiver:\n  channels: 3\n");

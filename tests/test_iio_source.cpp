@@ -82,9 +82,9 @@ public:
         value = it->second;
         return 0;
     }
-    void start_rx(std::size_t buffer_samples) override
+    void start_rx(std::size_t buffer_samples, int channels) override
     {
-        log("start_rx " + std::to_string(buffer_samples));
+        log("start_rx " + std::to_string(buffer_samples) + (channels == 2 ? " x2" : ""));
         if (!open_) throw std::runtime_error("fake: start_rx before open");
     }
     unsigned sample_bits() const override { return bits; }
@@ -409,6 +409,44 @@ TEST(iio_source, streams_converted_blocks_and_counts_them)
     EXPECT_EQ(n.packets.load(), 2u);
     EXPECT_EQ(n.bytes.load(), 8192u * 4);
     EXPECT_EQ(n.reconnects.load(), 0u);
+}
+
+// Two RX channels (RX1 and RX2 of a 2R2T card): both channels' gain control written, four
+// words a sample time captured, delivered as cf32 pairs (RX1, RX2) converted as convert_iq
+// converts each channel, counted in sample times.
+TEST(iio_source, two_rx_channels_arrive_as_sample_times_of_rx1_and_rx2)
+{
+    struct pair_sink final : sample_sink {
+        std::vector<cf32x2> pairs;
+        void write(std::span<const cf32>) override { ADD_FAILURE() << "one-channel write"; }
+        void write_x2(std::span<const cf32x2> s) override { pairs.insert(pairs.end(), s.begin(), s.end()); }
+        void gap(std::uint64_t, gap_reason) override {}
+    };
+    iio_config c = test_config();
+    c.channels = 2;
+    c.gain_mode = iio_gain_mode::manual;
+    c.gain_db = 20.0;
+    fixture f(c);
+    EXPECT_EQ(f.source->channels(), 2);
+    EXPECT_FALSE(f.source->ci16_scale().has_value());
+    EXPECT_NE(f.source->describe().find("RX1 and RX2"), std::string::npos) << f.source->describe();
+    const auto words = random_iq(2 * 4096, 3);  // 4096 sample times of I1 Q1 I2 Q2
+    f.radio->script = {words};
+    pair_sink sink;
+    f.source->run(sink);
+    const auto& calls = f.radio->calls;
+    for (const char* call : {"write voltage1/gain_control_mode=manual", "write voltage1/hardwaregain=20", "start_rx 4096 x2"}) {
+        EXPECT_NE(std::find(calls.begin(), calls.end(), call), calls.end()) << call;
+    }
+    ASSERT_EQ(sink.pairs.size(), 4096u);
+    const auto wide = reference(words, 512.0);  // consecutive (I, Q) pairs: RX1, RX2, RX1, ...
+    for (std::size_t k = 0; k < 4096; ++k) {
+        ASSERT_EQ(sink.pairs[k].a, wide[2 * k]) << k;
+        ASSERT_EQ(sink.pairs[k].b, wide[2 * k + 1]) << k;
+    }
+    EXPECT_EQ(f.source->counters().samples.load(), 4096u);
+    c.channels = 3;
+    EXPECT_FALSE(c.validate().empty());
 }
 
 // The radio's words go out as ci16 at their width (sign-extended, not scaled:
