@@ -1780,10 +1780,10 @@ protected:
     }
     /// Runs paq-stream with these arguments after the recording; returns its exit status and
     /// fills `output` with what it printed.
-    int stream(const std::string& args, std::string& output)
+    int stream(const std::string& args, std::string& output, const std::string& input = "rec")
     {
         const auto log = dir_ / "paq-stream.log";
-        const std::string cmd = std::string(PAQ_BINARY_DIR) + "/tools/paq-stream " + (dir_ / "rec").string() + " " +
+        const std::string cmd = std::string(PAQ_BINARY_DIR) + "/tools/paq-stream " + (dir_ / input).string() + " " +
                                 args + " > " + log.string() + " 2>&1";
         const int status = std::system(cmd.c_str());
         std::ifstream in(log);
@@ -1844,6 +1844,41 @@ TEST_F(paq_stream_test, tcp_connect_into_a_listening_source)
     ASSERT_EQ(stream("--mode tcp-connect --port " + std::to_string(port) + " --fast", out), 0) << out;
     ASSERT_TRUE(run.finished_within(5000ms));
     EXPECT_EQ(sink.samples(), sent_);
+}
+
+// --channel twice: both channels of a two-channel recording, interleaved a sample of each per
+// sample time, into a TCP source of two channels: the recording's pairs exactly.
+TEST_F(paq_stream_test, two_channels_interleaved_into_a_source_of_two)
+{
+    sigmf_meta meta;
+    meta.format = sample_format::ci16_le;
+    meta.sample_rate_hz = rate_hz;
+    meta.num_channels = 2;
+    {
+        auto w = sample_file_writer::create_sigmf(dir_ / "two", meta);
+        w.write(sent_);  // 10000 sample times
+        w.close();
+    }
+    tcp_source_config cfg;
+    cfg.mode = tcp_mode::listen;
+    cfg.port = 0;
+    cfg.sample_rate_hz = rate_hz;
+    cfg.end_on_close = true;
+    cfg.channels = 2;
+    tcp_source source(cfg);
+    recording_sink sink;
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+    std::string out;
+    ASSERT_EQ(stream("--mode tcp-connect --port " + std::to_string(port) + " --fast --channel 1 --channel 2", out, "two"), 0) << out;
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), sent_);
+    EXPECT_EQ(sink.pairs(), sent_.size() / 2);
+    EXPECT_NE(out.find("sent 10000 sample times of 2 channels"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode vita49 --port 5000 --channel 1 --channel 2", out, "two"), 2);
+    EXPECT_NE(out.find("two channels (--channel twice) go over --mode udp, tcp-connect and tcp-listen only"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode udp --port 5000 --channel 2 --channel 2", out, "two"), 2);
 }
 
 TEST_F(paq_stream_test, bad_arguments_exit_2_and_io_errors_exit_1)

@@ -53,7 +53,7 @@ struct options {
     int port = 0;
     std::optional<std::string> raw_format;
     std::optional<double> raw_rate_hz;
-    std::optional<int> channel;  ///< --channel: of a recording of several channels
+    std::vector<int> channels;   ///< --channel: of a recording of several channels (twice: both, interleaved)
     int raw_channels = 1;        ///< --channels: a raw file's
     double rate_factor = 1.0;
     bool fast = false;
@@ -257,10 +257,14 @@ int main(int argc, char** argv)
     app.add_option("--port", o.port, "Port: 1..65535 (tcp-listen: 0 picks a free one and prints it)")->required();
     app.add_option("--datatype", o.raw_format, "Raw input only: sample type, cf32_le or ci16_le (SigMF gives its own)");
     app.add_option("--sample-rate", o.raw_rate_hz, "Raw input only: sample rate in Hz");
-    app.add_option("--channel", o.channel,
+    app.add_option("--channel", o.channels,
                    "The channel sent of a recording that interleaves several (SigMF core:num_channels, or --channels of a "
-                   "raw file): 1 .. its channels; required for such a recording")
-        ->check(CLI::Range(1, io::max_channels));
+                   "raw file): 1 .. its channels; required for such a recording. Given twice (tcp-*, udp): both channels, "
+                   "interleaved a sample of each per sample time, for a receiver of two channels (paqd's "
+                   "source.udp.channels / source.tcp.channels 2); --samples-per-packet then counts sample times")
+        ->check(CLI::Range(1, io::max_channels))
+        ->expected(1)
+        ->take_all();
     app.add_option("--channels", o.raw_channels, "Raw input only: channels interleaved, a sample of each per sample time")
         ->check(CLI::Range(1, io::max_channels))
         ->capture_default_str();
@@ -317,6 +321,12 @@ int main(int argc, char** argv)
         bad.push_back("--stall-for " + std::to_string(o.stall_for_s) + " is out of range (allowed: 0 .. 3600 s)");
     if (o.ci16_scale && !(*o.ci16_scale > 0.0f)) bad.emplace_back("--ci16-scale must be positive");
     if (o.no_timestamps && o.mode != "vita49") bad.emplace_back("--no-timestamps applies to --mode vita49 only");
+    const std::optional<int> channel = o.channels.empty() ? std::nullopt : std::optional<int>(o.channels[0]);
+    const std::optional<int> second = o.channels.size() == 2 ? std::optional<int>(o.channels[1]) : std::nullopt;
+    if (o.channels.size() > 2) bad.emplace_back("--channel given " + std::to_string(o.channels.size()) + " times (at most 2)");
+    if (second && *second == *channel) bad.push_back("--channel " + std::to_string(*second) + " given twice (two different channels)");
+    if (second && o.mode != "udp" && o.mode != "tcp-connect" && o.mode != "tcp-listen")
+        bad.emplace_back("two channels (--channel twice) go over --mode udp, tcp-connect and tcp-listen only (raw IQ, interleaved)");
     io::sample_format wire_format = io::sample_format::ci16_le;
     std::optional<io::sample_format> raw_format;
     try {
@@ -327,7 +337,8 @@ int main(int argc, char** argv)
         bad.emplace_back(e.what());
     }
     if (o.mode == "vita49") wire_format = io::sample_format::ci16_le;
-    const std::size_t bytes_per = o.mode == "vita49" ? io::vita49::bytes_per_sample : io::bytes_per_sample(wire_format);
+    // A sample time's bytes on the wire (both channels' samples with two).
+    const std::size_t bytes_per = o.mode == "vita49" ? io::vita49::bytes_per_sample : io::bytes_per_sample(wire_format) * (second ? 2 : 1);
     const std::size_t overhead = o.mode == "vita49" ? (o.no_timestamps ? 8 : vita49_prefix_bytes) : 0;
     if (o.samples_per_packet == 0) {
         o.samples_per_packet = datagrams ? fitting_power_of_two(bytes_per, overhead, default_max_datagram_bytes) : 8192;
@@ -350,7 +361,7 @@ int main(int argc, char** argv)
     double stalled_s = 0;
     try {
         auto reader = io::sample_file_reader::open(o.input, raw_format, o.raw_rate_hz,
-                                                   o.ci16_scale.value_or(io::default_ci16_scale), o.channel, o.raw_channels);
+                                                   o.ci16_scale.value_or(io::default_ci16_scale), channel, o.raw_channels);
         const auto& info = reader.info();
         // Forward a ci16 recording bit-exactly unless told otherwise: same scale as it was read with.
         const float scale = o.ci16_scale.value_or(info.format == io::sample_format::ci16_le ? info.meta.ci16_scale
@@ -370,7 +381,19 @@ int main(int argc, char** argv)
         sigaction(SIGINT, &sa, nullptr);
         sigaction(SIGTERM, &sa, nullptr);
 
-        std::vector<cf32> chunk(o.samples_per_packet);
+        // Two channels: read as pairs, sent interleaved (2 values a sample time).
+        std::vector<cf32> chunk(o.samples_per_packet * (second ? 2 : 1));
+        std::vector<cf32x2> pairs(second ? o.samples_per_packet : 0);
+        auto read_chunk = [&]() -> std::size_t {
+            if (!second) return reader.read(chunk);
+            const std::size_t got = reader.read(std::span<cf32x2>(pairs), *second);
+            for (std::size_t k = 0; k < got; ++k) {
+                chunk[2 * k] = pairs[k].a;
+                chunk[2 * k + 1] = pairs[k].b;
+            }
+            return got;
+        };
+        const std::size_t values_per_time = second ? 2 : 1;
         const auto stall_position = o.stall_at_s ? std::optional<std::uint64_t>(static_cast<std::uint64_t>(
                                                        *o.stall_at_s * info.sample_rate_hz))
                                                  : std::nullopt;
@@ -378,12 +401,12 @@ int main(int argc, char** argv)
         auto start = clock_type::now();
         std::uint64_t position = 0;  // samples streamed, dropped ones included
         for (std::uint64_t index = 0; interrupted == 0; ++index) {
-            std::size_t n = reader.read(chunk);
+            std::size_t n = read_chunk();
             if (n == 0) {
                 if (!o.loop) break;
                 reader.rewind();
                 ++t.loops;
-                n = reader.read(chunk);
+                n = read_chunk();
                 if (n == 0) break;
             }
             if (stall_position && !stall_done && position + n > *stall_position) {
@@ -398,7 +421,7 @@ int main(int argc, char** argv)
                                              std::chrono::duration<double>(static_cast<double>(position) / send_rate_hz));
                 std::this_thread::sleep_until(due);
             }
-            (void)tx.send(std::span<const cf32>(chunk.data(), n), position, index, t);
+            (void)tx.send(std::span<const cf32>(chunk.data(), n * values_per_time), position, index, t);
             position += n;
         }
         tx.close();
@@ -409,11 +432,13 @@ int main(int argc, char** argv)
         return 1;
     }
     const double elapsed_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-    std::cout << "paq-stream: " << (interrupted ? "interrupted; " : "") << "sent " << t.samples_sent << " samples in "
-              << t.units_sent << (datagrams ? " datagrams" : " writes") << " (" << t.bytes_sent << " bytes) in "
+    // With two channels the totals count values; a sample time is two of them.
+    const std::uint64_t per_time = second ? 2 : 1;
+    std::cout << "paq-stream: " << (interrupted ? "interrupted; " : "") << "sent " << t.samples_sent / per_time
+              << (second ? " sample times of 2 channels in " : " samples in ") << t.units_sent << (datagrams ? " datagrams" : " writes") << " (" << t.bytes_sent << " bytes) in "
               << elapsed_s << " s";
     if (t.loops > 0) std::cout << ", " << t.loops << " loops";
-    if (datagrams) std::cout << "; dropped " << t.datagrams_dropped << " datagrams (" << t.samples_dropped << " samples)";
+    if (datagrams) std::cout << "; dropped " << t.datagrams_dropped << " datagrams (" << t.samples_dropped / per_time << " samples)";
     if (stalled_s > 0) std::cout << "; stalled " << stalled_s << " s";
     std::cout << "\n";
     if (t.clipped > 0) std::cerr << "paq-stream: warning: " << t.clipped << " ci16 components clipped\n";
