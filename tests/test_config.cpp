@@ -365,7 +365,7 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(message.starts_with("test.yaml:3: unknown key 'cma_muu' in 'receiver'")) << message;
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
-                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, clock_tracking, "
+                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, channels, clock_tracking, "
                                   "clock_min_ppm, front_end_correction, phase_smoother, detector, fec, fec_iterations)"))
         << message;
 }
@@ -1269,6 +1269,7 @@ std::string type_for(const std::string& section) {
 // Settings a value at the end of a range needs beside it to pass the source's checks that
 // involve two keys (a bound of one is not a contradiction of the other's default).
 std::vector<std::string> companions(const std::string& section, const std::string& key) {
+    if (section == "source.file" && key == "second_channel") return {"path: rec.sigmf-meta", "channel: 3"};
     if (section == "source.file") return {"path: rec.sigmf-meta"};
     if (section == "source.tcp" && key == "port") return {"mode: listen"};
     if (section == "source.tcp" && key == "retry_max_s") return {"retry_initial_s: 0.001"};
@@ -1302,8 +1303,17 @@ TEST(ConfigSchema, EveryRangeRefusesAValueJustOutsideWithOneMessageNamingKeyValu
             // second check with a narrower one behind the schema's).
             for (const double v : inside(*f.range)) {
                 const std::string value = number_yaml(v, f.range->integer);
-                const std::string yaml = document_with(f.section, f.key, f.type == "list" ? "[" + value + "]" : value,
-                                                       type_for(f.section), companions(f.section, f.key));
+                std::string yaml = document_with(f.section, f.key, f.type == "list" ? "[" + value + "]" : value,
+                                                 type_for(f.section), companions(f.section, f.key));
+                // Two receive channels go with a source of two, and a source of two with them.
+                if (path == "receiver.channels" && v == 2.0) {
+                    yaml = "receiver:\n  channels: 2\nsource:\n  type: file\n  file: {path: rec.sigmf-meta, channel: 1, "
+                           "second_channel: 2}\n";
+                }
+                const bool two_channel_source = path == "source.file.second_channel" ||
+                                                (f.section != "source.file" && f.section.starts_with("source.") &&
+                                                 f.key == "channels" && v == 2.0);
+                if (two_channel_source) yaml += "receiver:\n  channels: 2\n";
                 SCOPED_TRACE(yaml);
                 try {
                     (void)parse_daemon_config(yaml, "paqd.yaml");
@@ -1393,7 +1403,7 @@ TEST(ConfigSchema, UnknownKeysNameTheSectionAndListTheKnownOnes) {
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_EQ(errors[0], "paqd.yaml:4: unknown key 'gain' in 'source.iio' (known: uri, phy_device, rx_device, "
                          "sample_rate_hz, lo_hz, rf_bandwidth_hz, gain_mode, gain_db, buffer_samples, "
-                         "reconnect_interval_s, reconnect_max_interval_s, timeout_ms, scale)");
+                         "reconnect_interval_s, reconnect_max_interval_s, timeout_ms, scale, channels)");
     errors = daemon_errors("source:\n  type: vita49\nreceiver:\n  cma_muu: 0.01\n");
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_TRUE(errors[0].starts_with("paqd.yaml:4: unknown key 'cma_muu' in 'receiver', did you mean 'cma_mu'?"))
