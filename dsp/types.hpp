@@ -2,6 +2,7 @@
 #pragma once
 
 #include <complex>
+#include <span>
 #include <cstddef>
 #include <cstdint>
 
@@ -37,6 +38,22 @@ struct cf32x2 {
     cf32 b;
 };
 static_assert(sizeof(cf32x2) == 16, "cf32x2 must be two packed cf32");
+
+/// Interleaved values of two channels (channel 1, channel 2, ... per sample time, as a
+/// two-channel stream carries them) as sample times: out[k] = {in[2k], in[2k + 1]} for every
+/// k < out.size() (in holds at least twice as many).
+inline void pair_channels(std::span<const cf32> interleaved, std::span<cf32x2> out) noexcept
+{
+    for (std::size_t k = 0; k < out.size(); ++k) out[k] = {interleaved[2 * k], interleaved[2 * k + 1]};
+}
+/// The reverse: sample times as interleaved values, out[2k] = in[k].a, out[2k + 1] = in[k].b.
+inline void interleave_channels(std::span<const cf32x2> in, std::span<cf32> out) noexcept
+{
+    for (std::size_t k = 0; k < in.size(); ++k) {
+        out[2 * k] = in[k].a;
+        out[2 * k + 1] = in[k].b;
+    }
+}
 
 /// a + b, or 2^64 - 1 where that overflows: sample counts and indices from outside (a hostile
 /// timestamp, a flood of gaps) must never wrap to a small number.

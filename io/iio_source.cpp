@@ -284,7 +284,7 @@ void iio_source::run(sample_sink& sink)
             if (2 * n > wide.size()) wide.resize(2 * n);
             if (n > pairs.size()) pairs.resize(n);
             convert_iq(block.iq.first(n * words_per_time), device_->sample_bits(), config_.scale, std::span<cf32>(wide.data(), 2 * n));
-            for (std::size_t k = 0; k < n; ++k) pairs[k] = {wide[2 * k], wide[2 * k + 1]};
+            pair_channels(std::span<const cf32>(wide.data(), 2 * n), std::span<cf32x2>(pairs.data(), n));
             sink.write_x2(std::span<const cf32x2>(pairs.data(), n));
         } else {
             if (n > samples.size()) {

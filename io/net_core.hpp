@@ -234,7 +234,7 @@ struct net_core {
             decode(format, bytes, 2 * n, raw.data(), ci16_scale);
             if (n == 0) return;
             counters.nonfinite += count_nonfinite(raw.data(), 2 * n);
-            for (std::size_t k = 0; k < n; ++k) raw2[k] = {raw[2 * k], raw[2 * k + 1]};
+            pair_channels(std::span<const cf32>(raw.data(), 2 * n), std::span<cf32x2>(raw2.data(), n));
             anchor_on_host_clock(n);
             counters.samples += n;
             sink->write_x2(std::span<const cf32x2>(raw2.data(), n));

@@ -387,10 +387,7 @@ int main(int argc, char** argv)
         auto read_chunk = [&]() -> std::size_t {
             if (!second) return reader.read(chunk);
             const std::size_t got = reader.read(std::span<cf32x2>(pairs), *second);
-            for (std::size_t k = 0; k < got; ++k) {
-                chunk[2 * k] = pairs[k].a;
-                chunk[2 * k + 1] = pairs[k].b;
-            }
+            interleave_channels(std::span<const cf32x2>(pairs.data(), got), chunk);
             return got;
         };
         const std::size_t values_per_time = second ? 2 : 1;
