@@ -185,8 +185,6 @@ std::array<double, max_receive_channels> combining_weights(std::span<const doubl
     return w;
 }
 
-
-
 void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span<const double> sigma2, const double* psi,
                             std::span<fft_buffer* const> out)
 {
@@ -206,19 +204,40 @@ void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span
     }
 }
 
-void mrc_single_path_response(std::span<const single_path> paths, std::span<const double> sigma2, std::span<fft_buffer* const> out)
+double signal_fraction(double received_power, double sigma2, double noise_gain) noexcept
+{
+    if (!(received_power > 0.0) || !std::isfinite(received_power)) return 0.0;
+    const double f = 1.0 - 2.0 * sigma2 * noise_gain / received_power;
+    return std::isfinite(f) ? std::clamp(f, 0.0, 1.0) : 0.0;
+}
+
+void mrc_single_path_response(std::span<const single_path> paths, std::span<const double> sigma2, std::span<const double> fraction,
+                              std::span<fft_buffer* const> out)
 {
     check_counts("mrc_single_path_response", paths.size(), sigma2.size(), out.size());
+    if (fraction.size() != paths.size()) throw std::invalid_argument("mrc_single_path_response: one signal fraction per channel");
     const auto w = combining_weights(sigma2);
+    std::array<double, max_receive_channels> f{};
     double total = 0.0;
-    for (std::size_t c = 0; c < paths.size(); ++c) total += w[c] * std::norm(paths[c].gain);
+    for (std::size_t c = 0; c < paths.size(); ++c) {
+        f[c] = std::clamp(std::isfinite(fraction[c]) ? fraction[c] : 0.0, 0.0, 1.0);
+        total += w[c] * f[c] * std::norm(paths[c].gain);
+    }
+    if (!(total > 0.0)) {
+        // No channel's estimate shows signal above its noise: the plain combiner.
+        total = 0.0;
+        for (std::size_t c = 0; c < paths.size(); ++c) {
+            f[c] = 1.0;
+            total += w[c] * std::norm(paths[c].gain);
+        }
+    }
     const std::size_t n = out[0]->size();
     for (std::size_t c = 0; c < paths.size(); ++c) {
         if (out[c]->size() != n) throw std::invalid_argument("mrc_single_path_response: outputs of different lengths");
-        const cf64 g = total > 0.0 ? w[c] * std::conj(paths[c].gain) / total : cf64(0.0);
+        const cf64 g = total > 0.0 ? w[c] * f[c] * std::conj(paths[c].gain) / total : cf64(0.0);
         for (std::size_t k = 0; k < n; ++k) {
-            const double f = (k < n / 2 ? static_cast<double>(k) : static_cast<double>(k) - static_cast<double>(n)) / static_cast<double>(n);
-            (*out[c])[k] = g * std::polar(1.0, 2.0 * std::numbers::pi * f * paths[c].delay_samples);
+            const double fr = (k < n / 2 ? static_cast<double>(k) : static_cast<double>(k) - static_cast<double>(n)) / static_cast<double>(n);
+            (*out[c])[k] = g * std::polar(1.0, 2.0 * std::numbers::pi * fr * paths[c].delay_samples);
         }
     }
 }

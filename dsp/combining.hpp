@@ -16,8 +16,9 @@
 //   ZF         maximal-ratio combining, then the ZF of the combined channel (solve_combined_zf).
 //   FDE1/FDE2  C_c = (H_c* / sigma2_c) / (sum_d |H_d|^2 / sigma2_d + 2 / Psi), Psi = 1 for FDE1
 //              (the Wiener combiner; one channel: dsp::fde_response).
-//   none       maximal-ratio combining of the channels' single-path fits (dsp::fit_single_path):
-//              C_c = (g_c* / sigma2_c) exp(j 2 pi f tau_c) / sum_d |g_d|^2 / sigma2_d.
+//   none       maximal-ratio combining of the channels' single-path fits (dsp::fit_single_path),
+//              each gain shrunk by its estimate's signal fraction f_c (signal_fraction):
+//              C_c = (f_c g_c* / sigma2_c) exp(j 2 pi f tau_c) / sum_d f_d |g_d|^2 / sigma2_d.
 //   CMA        from the joint MMSE taps, dsp::cma_refine over both channels.
 #pragma once
 
@@ -76,11 +77,20 @@ solve_result solve_combined_zf(std::span<const channel_taps> h, std::span<const 
 void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span<const double> sigma2, const double* psi,
                             std::span<fft_buffer* const> out);
 
+/// The part of a channel estimate's received-signal power that is signal, not estimation
+/// noise: 1 - 2 sigma2 noise_gain / p, clamped to [0, 1] (0 for a power that is not positive
+/// or not finite). p the estimate's received_power, noise_gain its support's
+/// (receiver_tables::channel_support::noise_gain). It is the Wiener shrinkage P / (P + N) of
+/// the estimate: an estimate of a channel far below the other is mostly noise, its phase and
+/// gain random, and combining it by its face value adds noise and a signal of random phase.
+[[nodiscard]] double signal_fraction(double received_power, double sigma2, double noise_gain) noexcept;
+
 /// The unequalized path over the channels: each channel's single path undone in delay and
-/// phase and weighted by maximal-ratio combining, out[c] = w_c g_c* exp(j 2 pi f tau_c) /
-/// sum_d w_d |g_d|^2. Zero where every gain is zero. std::invalid_argument for counts or
-/// lengths that differ.
+/// phase and weighted by maximal-ratio combining with its gain shrunk by its estimate's
+/// signal_fraction f_c, out[c] = w_c f_c g_c* exp(j 2 pi f tau_c) / sum_d w_d f_d |g_d|^2 (unit
+/// gain on the combined signal). Where every f_c |g_c| is zero, the plain combiner (every f_c
+/// 1); zero where every gain is zero. std::invalid_argument for counts or lengths that differ.
 void mrc_single_path_response(std::span<const single_path> paths, std::span<const double> sigma2,
-                              std::span<fft_buffer* const> out);
+                              std::span<const double> fraction, std::span<fft_buffer* const> out);
 
 }  // namespace paq::dsp

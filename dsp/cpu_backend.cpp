@@ -193,7 +193,12 @@ struct cpu_backend::impl {
             return std::array<fft_buffer*, max_receive_channels>{&w.c_spec[i], &w.c_spec2[i]};
         };
         const std::array<const fft_buffer*, max_receive_channels> h{&w.h_spec, &w.h_spec2};
-        mrc_single_path_response(sp, sigma2, out(eq_path::none));
+        std::array<double, max_receive_channels> fraction{};
+        for (std::size_t ch = 0; ch < max_receive_channels; ++ch) {
+            const auto& support = t.supports[static_cast<std::size_t>(ces[ch].support)];
+            fraction[ch] = signal_fraction(received_power(ces[ch].h.data(), L_ch), ces[ch].sigma2, support.noise_gain);
+        }
+        mrc_single_path_response(sp, sigma2, fraction, out(eq_path::none));
         // ZF: channel c's matched filter and weight, then the combined channel's ZF.
         const auto weights = combining_weights(sigma2);
         taps_to_spectrum(zf[0].data(), -L1, L_eq, fwd, w.t3);

@@ -83,7 +83,7 @@ TEST(combining, one_channel_designs_are_the_one_channel_equalizers)
     for (std::size_t k = 0; k < n; k += 97) EXPECT_LT(std::abs(a[k] - b[k]), 1e-12 * (1.0 + std::abs(a[k]))) << k;
     const auto sp = dsp::fit_single_path(h);
     dsp::single_path_response(sp, a);
-    dsp::mrc_single_path_response(std::span(&sp, 1), std::array{sigma2}, std::span(&bp, 1));
+    dsp::mrc_single_path_response(std::span(&sp, 1), std::array{sigma2}, std::array{1.0}, std::span(&bp, 1));
     for (std::size_t k = 0; k < n; k += 97) EXPECT_LT(std::abs(a[k] - b[k]), 1e-12 * std::abs(a[k])) << k;
 }
 
@@ -187,9 +187,26 @@ TEST(combining, the_combiners_weigh_each_channel_by_its_noise)
     dsp::fft_buffer a(n), b(n);
     std::array<dsp::fft_buffer*, 2> out{&a, &b};
     const dsp::single_path p{0.0, cf64(1.0, 0.0)};
-    dsp::mrc_single_path_response(std::array{p, p}, std::array{0.01, 0.04}, out);
+    dsp::mrc_single_path_response(std::array{p, p}, std::array{0.01, 0.04}, std::array{1.0, 1.0}, out);
     EXPECT_NEAR(a[0].real(), 0.8, 1e-12);
     EXPECT_NEAR(b[0].real(), 0.2, 1e-12);
+    // Channel 2's estimate mostly noise (a signal fraction of 0.1): its gain shrunk tenfold in
+    // the combiner (weights 1 and 0.25 x 0.1 over their sum 1.025), the combined gain still 1.
+    dsp::mrc_single_path_response(std::array{p, p}, std::array{0.01, 0.04}, std::array{1.0, 0.1}, out);
+    EXPECT_NEAR(a[0].real(), 1.0 / 1.025, 1e-12);
+    EXPECT_NEAR(b[0].real(), 0.025 / 1.025, 1e-12);
+    EXPECT_NEAR(a[0].real() + b[0].real(), 1.0, 1e-12);
+    // Neither estimate shows signal: the plain combiner, never a path of zeros.
+    dsp::mrc_single_path_response(std::array{p, p}, std::array{0.01, 0.04}, std::array{0.0, 0.0}, out);
+    EXPECT_NEAR(a[0].real(), 0.8, 1e-12);
+    EXPECT_NEAR(b[0].real(), 0.2, 1e-12);
+    EXPECT_THROW(dsp::mrc_single_path_response(std::array{p, p}, std::array{0.01, 0.04}, std::array{1.0}, out), std::invalid_argument);
+    // The signal fraction: the estimate's power less its noise's, over it, in [0, 1].
+    EXPECT_DOUBLE_EQ(dsp::signal_fraction(1.0, 0.01, 5.0), 0.9);
+    EXPECT_DOUBLE_EQ(dsp::signal_fraction(0.05, 0.01, 5.0), 0.0);
+    EXPECT_DOUBLE_EQ(dsp::signal_fraction(0.0, 0.01, 5.0), 0.0);
+    EXPECT_DOUBLE_EQ(dsp::signal_fraction(std::numeric_limits<double>::quiet_NaN(), 0.01, 5.0), 0.0);
+    EXPECT_DOUBLE_EQ(dsp::signal_fraction(1.0, 0.0, 5.0), 1.0);
     // The same samples on both channels: the metric over two is the one channel's.
     sim::sim_config sc;
     sc.ebn0_db = 8.0;
@@ -304,7 +321,7 @@ TEST(two_channels, a_channel_of_noise_only_costs_little_and_is_never_chosen)
     ASSERT_GE(res.combined.packets_found, 110u);
     EXPECT_EQ(res.combined.packets_found, res.first.packets_found);
     EXPECT_EQ(res.chose_second, 0u);
-    for (const int p : {1, 2, 3, 4, 5}) {
+    for (int p = 0; p < chain::num_paths; ++p) {
         SCOPED_TRACE(dsp::path_name(p));
         EXPECT_LE(ber(res.combined, p), 1.1 * ber(res.first, p) + 2e-5);
     }
