@@ -194,6 +194,15 @@ const section<io::vita49_source_config>& vita49_schema()
             number<C>("port", at(&C::port), port_range, {"", "0: an ephemeral port, logged"}),
             optional_number<C>("stream_id", at(&C::stream_id), between(0, 4294967295.0),
                                {"", "accept only this stream id, always; unset: lock onto the first IF Data stream id seen"}),
+            optional_number<C>("second_stream_id", at(&C::second_stream_id), between(0, 4294967295.0),
+                               {"", "with `receiver.channels: 2`: the radio's second channel, beside `stream_id` (both "
+                                    "set, different). The two streams' packets are paired by their timestamps (TSF "
+                                    "sample count, or TSI with picoseconds) into sample times of both; a channel's "
+                                    "lost packets drop the other's samples at those times (a lost-packets gap), a "
+                                    "channel more than 100 ms behind the other or silent is logged by name and "
+                                    "counted (`vita49_channel1_lag_events`, ...; the other's samples given up as a "
+                                    "stall gap), packets without such a timestamp are dropped and counted "
+                                    "(`vita49_untimed_packets`)"}),
             std::move(stream_change),
             number<C>("stream_timeout_ms", at(&C::stream_timeout_ms), between(1, 3'600'000),
                       {"ms", "follow: how long the current stream must be silent before another id is taken"}),
@@ -723,13 +732,15 @@ const section<daemon_config>& daemon_schema()
             if (c.source.type == source_type::udp) source_channels = c.source.udp.channels;
             if (c.source.type == source_type::tcp) source_channels = c.source.tcp.channels;
             if (c.source.type == source_type::iio) source_channels = c.source.iio.channels;
+            if (c.source.type == source_type::vita49 && c.source.vita49.second_stream_id) source_channels = 2;
             if (c.receiver.channels == 2) {
                 if (source_channels != 2) {
                     ctx.errors.add(at_key("receiver.channels"),
                                    "receiver.channels: 2, but the source delivers one channel (two channels come from a "
                                    "multi-channel recording, source.file.channel and source.file.second_channel, or "
-                                   "interleaved over the network, source.udp.channels or source.tcp.channels 2, or a radio's "
-                                   "two RX channels, source.iio.channels 2)");
+                                   "interleaved over the network, source.udp.channels or source.tcp.channels 2, two VITA-49 "
+                                   "streams, source.vita49.second_stream_id, or a radio's two RX channels, "
+                                   "source.iio.channels 2)");
                 }
                 if (c.pipeline.backend == backend_kind::cuda) {
                     ctx.errors.add(at_key("pipeline.backend"),
@@ -746,8 +757,11 @@ const section<daemon_config>& daemon_schema()
                                "source.file.second_channel: a second channel, but receiver.channels is 1 (set "
                                "`receiver.channels: 2` to combine them, or drop second_channel)");
             } else if (source_channels == 2) {
-                const std::string key = "source." + std::string(to_string(c.source.type)) + ".channels";
-                ctx.errors.add(at_key(key), key + ": 2, but receiver.channels is 1 (set `receiver.channels: 2` to "
+                const std::string key = "source." + std::string(to_string(c.source.type)) +
+                                        (c.source.type == source_type::vita49 ? ".second_stream_id" : ".channels");
+                const bool vita = c.source.type == source_type::vita49;
+                ctx.errors.add(at_key(key), key + (vita ? ": a second channel" : ": 2") +
+                                                ", but receiver.channels is 1 (set `receiver.channels: 2` to "
                                                   "combine them)");
             }
             if (!c.publisher.enabled) return;

@@ -70,7 +70,8 @@ const section<dsp::receiver_config>& receiver_schema()
             number<C>("channels", at(&C::channels), range_of(rr::channels),
                       {"", "receive channels of the link (two polarizations or antennas, one sample clock): 2 "
                            "combines both on every path (docs/SIGNAL-CHAIN.md, \"Two receive channels\"); the "
-                           "source must deliver as many (`source.file.second_channel`); CPU backend only"}),
+                           "source must deliver as many (`source.file.second_channel`, `channels: 2` of tcp, udp and iio, "
+                           "`source.vita49.second_stream_id`); CPU backend only"}),
             number<C>("clock_tracking", at(&C::clock_tracking), one_of({{0, "off"}, {1, "on"}}),
                       {"", "estimate the transmitter's bit clock against the sample clock from the packet starts "
                            "and re-time each packet (SIGNAL-CHAIN.md, \"Clock offset\")"}),

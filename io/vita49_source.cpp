@@ -1,5 +1,6 @@
 #include "io/vita49_source.hpp"
 
+#include "io/channel_pairing.hpp"
 #include "io/net_core.hpp"
 #include "io/vita49.hpp"
 
@@ -34,6 +35,14 @@ std::vector<std::string> vita49_source_config::validate() const
     check_rcvbuf(e, rcvbuf_bytes);
     if (stream_timeout_ms < 1 || stream_timeout_ms > 3'600'000)
         e.add("stream_timeout_ms", stream_timeout_ms, "1 .. 3600000 ms");
+    if (second_stream_id) {
+        if (!stream_id) {
+            e.errors.push_back("second_stream_id needs stream_id: the two channels' streams are both named");
+        } else if (*second_stream_id == *stream_id) {
+            e.errors.push_back("second_stream_id " + std::to_string(*second_stream_id) +
+                               " is stream_id: the second channel is another stream");
+        }
+    }
     for (auto& m : check_allow_list(allow)) e.errors.push_back(std::move(m));
     return e.errors;
 }
@@ -54,6 +63,10 @@ struct vita49_source::impl final : net_core {
         char id[32];
         if (c.stream_id) std::snprintf(id, sizeof id, "stream id 0x%08x", static_cast<unsigned>(*c.stream_id));
         std::string stream = c.stream_id ? std::string(id) : std::string("first stream id seen");
+        if (c.stream_id && c.second_stream_id) {
+            std::snprintf(id, sizeof id, "0x%08x", static_cast<unsigned>(*c.second_stream_id));
+            stream += " and " + std::string(id) + ": 2 channels paired by timestamp";
+        }
         if (!c.stream_id && c.stream_change == stream_change_policy::follow)
             stream += ", follows a new one after " + std::to_string(c.stream_timeout_ms) + " ms of silence";
         return "vita49 udp " + endpoint_text(c.bind_address, c.port) + " (" + stream + ", ci16, " +
@@ -113,6 +126,7 @@ struct vita49_source::impl final : net_core {
                 }
                 cfg.sample_rate_hz = r;
                 tracker = vita49::sequence_tracker(r);
+                pairer = channel_pairer(lag_bound(r));
                 spdlog::info("{}: sample rate {:.9g} MS/s from stream id 0x{:08x}'s IF Context packet ({} IF Data packets, {} "
                              "samples before it not delivered)",
                              name, r / 1e6, p.fields.stream_id, vcounters.packets_before_rate.load(),
@@ -168,6 +182,10 @@ struct vita49_source::impl final : net_core {
             return;
         }
         const std::uint32_t id = pkt.fields.stream_id;
+        if (cfg.second_stream_id) {
+            on_channel_packet(id);
+            return;
+        }
         const auto now = std::chrono::steady_clock::now();
         if (!locked_stream) {
             locked_stream = id;
@@ -242,6 +260,140 @@ struct vita49_source::impl final : net_core {
         deliver(samples.data(), n, cfg.ci16_scale);
     }
 
+    // ---- two channels (second_stream_id) -------------------------------------------------
+
+    /// The pairer's output: sample times to the sink (on the host's clock while the sender
+    /// gives no UTC), gaps named by what caused them.
+    struct pair_sink final : paired_output {
+        explicit pair_sink(impl& m) : self(m) {}
+        void pairs(std::span<const cf32x2> s) override
+        {
+            if (s.empty()) return;
+            if (!self.sender_time_seen && self.cfg.sample_rate_hz > 0.0) {
+                const time_anchor a = host_clock_anchor(self.counters.samples.load(), s.size(), self.cfg.sample_rate_hz);
+                self.anchor.set(a);
+                self.sink->timestamp(a);
+            }
+            self.counters.samples += s.size();
+            self.sink->write_x2(s);
+        }
+        void gap(std::uint64_t sample_times, bool lagging) override
+        {
+            self.sink->gap(sample_times, lagging ? gap_reason::stall : gap_reason::lost_packets);
+        }
+        impl& self;
+    };
+
+    /// The timeline index of a packet's first sample from its timestamps: the sample count
+    /// (with TSI, seconds x the integer rate added), or TSI + picoseconds times the rate.
+    [[nodiscard]] std::optional<std::int64_t> timeline_index(const vita49::packet_fields& f) const noexcept
+    {
+        const double rate = cfg.sample_rate_hz;
+        if (f.tsf == vita49::tsf_type::sample_count) {
+            if (f.tsi == vita49::tsi_type::none) return static_cast<std::int64_t>(f.fractional_timestamp & 0x7fff'ffff'ffff'ffffULL);
+            const double whole = std::round(rate);
+            if (std::abs(rate - whole) > 1e-6 || whole <= 0.0) return std::nullopt;
+            return static_cast<std::int64_t>(f.integer_timestamp) * static_cast<std::int64_t>(whole) +
+                   static_cast<std::int64_t>(f.fractional_timestamp & 0x7fff'ffff'ffff'ffffULL);
+        }
+        if (f.tsf == vita49::tsf_type::real_time_ps && f.tsi != vita49::tsi_type::none && rate > 0.0) {
+            const long double t = static_cast<long double>(f.integer_timestamp) +
+                                  static_cast<long double>(f.fractional_timestamp) * 1e-12L;
+            return static_cast<std::int64_t>(std::llround(t * static_cast<long double>(rate)));
+        }
+        return std::nullopt;
+    }
+
+    /// A data packet of channel 1's or channel 2's stream (else counted and dropped): tracked
+    /// as one stream's, placed on the timeline (its first packet, or the first after a jump,
+    /// by its timestamp; each next one after its channel's last, lost samples between) and
+    /// given to the pairer.
+    void on_channel_packet(std::uint32_t id)
+    {
+        const int ch = id == *cfg.stream_id ? 0 : id == *cfg.second_stream_id ? 1 : -1;
+        if (ch < 0) {
+            vcounters.other_stream += 1;
+            other_log.warn("{}: packet of stream id 0x{:08x} dropped (receiving 0x{:08x} and 0x{:08x})", name, id,
+                           *cfg.stream_id, *cfg.second_stream_id);
+            return;
+        }
+        pending_malformed = false;  // the timestamps tell what an unreadable datagram held
+        const auto c = static_cast<std::size_t>(ch);
+        const std::size_t n = pkt.num_samples();
+        const auto placed = timeline_index(pkt.fields);
+        if (!placed) {
+            vcounters.untimed_packets += 1;
+            vcounters.unpaired_samples[c] += n;
+            other_log.error("{}: channel {} (stream id 0x{:08x}): packet without a timestamp that places it (TSF sample "
+                            "count, or TSI with a real-time TSF, at an integer rate for TSI with a sample count): two "
+                            "channels are paired by their timestamps; dropped",
+                            name, ch + 1, id);
+            return;
+        }
+        const vita49::sequence_result r = tracker.update(pkt.fields, n);
+        if (r.duplicate || r.late) {
+            (r.duplicate ? vcounters.duplicates : vcounters.late) += 1;
+            order_log.warn("{}: channel {}: {} packet dropped (packet count {}, timestamp {})", name, ch + 1,
+                           r.duplicate ? "duplicate" : "late (reordered)", pkt.fields.packet_count, pkt.fields.fractional_timestamp);
+            return;
+        }
+        if (r.resync) {
+            vcounters.resyncs += 1;
+            order_log.warn("{}: channel {}: timestamp jumped {} to {}: the channels are paired again from their "
+                           "timestamps",
+                           name, ch + 1, r.jumped_forward ? "forward" : "back", pkt.fields.fractional_timestamp);
+            restart_pairing();
+        } else if (r.packets_lost > 0 || r.samples_lost > 0) {
+            add_saturating(counters.packets_lost, r.packets_lost);
+            add_saturating(counters.samples_lost, r.samples_lost);
+            limiter.warn("{}: channel {}: {} packet(s) lost ({} {} samples)", name, ch + 1, r.packets_lost,
+                         r.samples_exact ? "exactly" : "about", r.samples_lost);
+        }
+        std::int64_t start = *placed;
+        if (channel_next[c]) {
+            start = *channel_next[c] + static_cast<std::int64_t>(std::min<std::uint64_t>(r.samples_lost, 1ULL << 40));
+        }
+        channel_next[c] = start + static_cast<std::int64_t>(n);
+        // The sender's UTC for the next sample time delivered, when this packet begins there.
+        if (const auto utc_ns = vita49::first_sample_utc_ns(pkt.fields, cfg.sample_rate_hz);
+            utc_ns && n > 0 && pairer.started() && start == pairer.next_index()) {
+            const time_anchor a{counters.samples.load(), *utc_ns};
+            anchor.set(a);
+            sink->timestamp(a);
+            sender_time_seen = true;
+        }
+        counters.bytes += pkt.payload.size();
+        vita49::decode_payload(pkt, samples.data());
+        if (converted.size() < n) converted.resize(n);
+        for (std::size_t i = 0; i < n; ++i) converted[i] = to_cf32(samples[i], cfg.ci16_scale);
+        const auto before = pairer.counts();
+        pairer.push(ch, start, std::span<const cf32>(converted.data(), n), pairs_out);
+        const auto& after = pairer.counts();
+        for (std::size_t k = 0; k < 2; ++k) {
+            vcounters.unpaired_samples[k] += after.unpaired_samples[k] - before.unpaired_samples[k];
+            if (after.lag_events[k] != before.lag_events[k]) {
+                vcounters.lag_events[k] += after.lag_events[k] - before.lag_events[k];
+                lag_log.warn("{}: channel {} (stream id 0x{:08x}) is more than {} ms behind channel {} or silent: "
+                             "channel {}'s samples given up until it pairs again ({} times in all)",
+                             name, k + 1, k == 0 ? *cfg.stream_id : *cfg.second_stream_id,
+                             vita49_source::max_channel_lag_s * 1e3, 2 - k, 2 - k, vcounters.lag_events[k].load());
+            }
+        }
+    }
+
+    /// Both channels placed again by their next timestamps; what was buffered is counted as
+    /// unpaired and the stream gets a discontinuity.
+    void restart_pairing()
+    {
+        const auto before = pairer.counts();
+        pairer.reset();
+        for (std::size_t k = 0; k < 2; ++k) {
+            vcounters.unpaired_samples[k] += pairer.counts().unpaired_samples[k] - before.unpaired_samples[k];
+        }
+        channel_next = {};
+        sink->gap(0, gap_reason::discontinuity);
+    }
+
     /// Whether another stream id may replace the current one (never with a configured id).
     [[nodiscard]] bool follows() const noexcept
     {
@@ -278,9 +430,21 @@ struct vita49_source::impl final : net_core {
     std::chrono::steady_clock::time_point locked_seen{};  ///< last packet of locked_stream
     bool pending_malformed = false;
     std::vector<ci16> samples;  ///< a packet's payload as received (ci16, host byte order)
+    // Two channels: the pairer (holding at most max_channel_lag_s of samples a channel), its
+    // output, each channel's next timeline index (unset until placed by a timestamp), and a
+    // packet's samples converted for it.
+    [[nodiscard]] static std::uint64_t lag_bound(double rate_hz) noexcept
+    {
+        return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max(rate_hz, 0.0) * vita49_source::max_channel_lag_s),
+                                         1024, std::uint64_t{1} << 22);
+    }
+    channel_pairer pairer{lag_bound(cfg.sample_rate_hz)};
+    pair_sink pairs_out{*this};
+    std::array<std::optional<std::int64_t>, 2> channel_next{};
+    std::vector<cf32> converted;
     // One limiter per kind of message, so that a flood of one kind hides none of the others
     // (net_core::limiter is the one for losses).
-    log_limiter malformed_log, other_log, order_log;
+    log_limiter malformed_log, other_log, order_log, lag_log;
     log_limiter rate_log{std::chrono::seconds(10)};
     udp::socket socket{ioc};
 };
@@ -293,7 +457,12 @@ vita49_source::vita49_source(vita49_source_config cfg)
 vita49_source::~vita49_source() = default;
 
 std::string vita49_source::describe() const { return impl_->name; }
-std::optional<float> vita49_source::ci16_scale() const { return impl_->cfg.ci16_scale; }
+std::optional<float> vita49_source::ci16_scale() const
+{
+    if (impl_->cfg.second_stream_id) return std::nullopt;  // paired as cf32x2
+    return impl_->cfg.ci16_scale;
+}
+int vita49_source::channels() const { return impl_->cfg.second_stream_id ? 2 : 1; }
 double vita49_source::sample_rate_hz() const
 {
     if (impl_->cfg.sample_rate_hz == 0.0) impl_->learn_rate_from_context();
@@ -319,6 +488,13 @@ const source_counter vita49_counter_list[] = {
     {"vita49_context_rates_refused", false, true,
      "VITA-49 context packets whose sample rate was outside 1 kHz .. 1 GHz, ignored (sample_rate_hz 0)."},
     {"vita49_context_sample_rate_hz", true, false, "The last sample rate a VITA-49 context packet carried (0: none)."},
+    {"vita49_channel1_unpaired_samples", false, true,
+     "Two channels: channel 1's samples dropped for want of channel 2's at their time (lost, lagging or silent)."},
+    {"vita49_channel2_unpaired_samples", false, true, "The same for channel 2's samples."},
+    {"vita49_channel1_lag_events", false, true,
+     "Two channels: times channel 1 fell more than 100 ms behind channel 2 or silent (channel 2's samples given up)."},
+    {"vita49_channel2_lag_events", false, true, "The same for channel 2."},
+    {"vita49_untimed_packets", false, true, "Two channels: data packets without a timestamp to pair them by, dropped."},
 };
 
 }  // namespace
@@ -332,7 +508,8 @@ std::vector<source_counter_value> vita49_source::kind_counters() const
     return counter_values(vita49_counter_list,
                           {d(c.context_packets), d(c.other_stream), d(c.stream_changes), d(c.duplicates), d(c.late), d(c.resyncs),
                            d(c.context_rate_mismatches), d(c.count_mismatches), d(c.packets_before_rate), d(c.samples_before_rate),
-                           d(c.context_rates_refused), c.context_sample_rate_hz.load()});
+                           d(c.context_rates_refused), c.context_sample_rate_hz.load(), d(c.unpaired_samples[0]),
+                           d(c.unpaired_samples[1]), d(c.lag_events[0]), d(c.lag_events[1]), d(c.untimed_packets)});
 }
 void vita49_source::stop() { impl_->request_stop(); }
 

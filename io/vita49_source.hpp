@@ -10,6 +10,7 @@
 #include "io/sample_source.hpp"
 #include "io/sender_allow_list.hpp"
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -46,6 +47,12 @@ struct vita49_source_config {
     /// first IF Data stream id seen, and change it as stream_change says. Packets of any other
     /// stream id are counted (vita49_counters::other_stream) and dropped.
     std::optional<std::uint32_t> stream_id;
+    /// A second receive channel (receiver.channels 2): the stream id of the radio's other
+    /// channel, beside stream_id (which must be set, and differ). The two streams' packets are
+    /// paired by their timestamps (TSF sample count, or TSI with a real-time TSF) into sample
+    /// times of both channels (io/channel_pairing.hpp); a packet without such a timestamp
+    /// cannot be placed and is dropped, counted (vita49_untimed_packets).
+    std::optional<std::uint32_t> second_stream_id;
     /// Without stream_id: follow a new stream id once the current one is silent, or stay.
     stream_change_policy stream_change = stream_change_policy::follow;
     /// follow: how long the current stream must have sent nothing before another id is
@@ -86,6 +93,13 @@ struct vita49_counters {
     std::atomic<std::uint64_t> samples_before_rate{0};
     /// sample_rate_hz 0: context packets whose rate was outside 1 kHz .. 1 GHz, ignored.
     std::atomic<std::uint64_t> context_rates_refused{0};
+    /// Two channels (second_stream_id): each channel's samples dropped for want of the other
+    /// channel's at their time (the other lost them, lagged or fell silent), the times each
+    /// channel began to lag or fell silent (more than max_channel_lag_s behind the other),
+    /// and the packets without a timestamp to pair them by.
+    std::array<std::atomic<std::uint64_t>, 2> unpaired_samples{};
+    std::array<std::atomic<std::uint64_t>, 2> lag_events{};
+    std::atomic<std::uint64_t> untimed_packets{0};
 };
 
 /// VITA-49 over UDP. Per packet of the accepted stream:
@@ -107,6 +121,12 @@ struct vita49_counters {
 ///    policy is follow, no stream_id is configured and the current stream has been silent
 ///    for stream_timeout_ms: then the source takes the new id (stream_changes), restarts
 ///    the sequence tracking and reports gap(0, gap_reason::discontinuity) before its samples.
+/// With second_stream_id, the packets of stream_id (channel 1) and second_stream_id (channel
+/// 2) are tracked each as above and paired by their timestamps into sample times of both
+/// (cf32x2, channels() 2): a channel's lost samples drop the other's at those times (a
+/// lost_packets gap of the sample times); a channel more than max_channel_lag_s behind the
+/// other, or silent, is logged by name, counted (lag_events), and the other's oldest samples
+/// given up as a stall gap; a timestamp jump on either restarts the pairing (a discontinuity).
 class vita49_source final : public sample_source {
 public:
     /// Throws std::invalid_argument listing cfg.validate()'s messages.
@@ -128,6 +148,11 @@ public:
     /// Throws std::runtime_error naming the source if it cannot bind or the socket fails.
     void run(sample_sink& sink) override;
     void stop() override;
+    /// 2 with second_stream_id, else 1.
+    [[nodiscard]] int channels() const override;
+    /// How far one channel may run ahead of the other before the other counts as lagging or
+    /// silent (seconds of samples held, at most 2^22 samples a channel).
+    static constexpr double max_channel_lag_s = 0.1;
 
     [[nodiscard]] std::uint16_t local_port() const noexcept;
     [[nodiscard]] const vita49_source_config& config() const noexcept;

@@ -1001,6 +1001,7 @@ void expect_same(const daemon_config& a, const daemon_config& b) {
     EXPECT_EQ(sa.vita49.bind_address, sb.vita49.bind_address);
     EXPECT_EQ(sa.vita49.port, sb.vita49.port);
     EXPECT_EQ(sa.vita49.stream_id, sb.vita49.stream_id);
+    EXPECT_EQ(sa.vita49.second_stream_id, sb.vita49.second_stream_id);
     EXPECT_EQ(sa.vita49.stream_change, sb.vita49.stream_change);
     EXPECT_EQ(sa.vita49.stream_timeout_ms, sb.vita49.stream_timeout_ms);
     EXPECT_EQ(sa.vita49.ci16_scale, sb.vita49.ci16_scale);
@@ -1277,6 +1278,7 @@ std::vector<std::string> companions(const std::string& section, const std::strin
     if (section == "source.iio" && key == "reconnect_max_interval_s") return {"reconnect_interval_s: 0.1"};
     if (section == "source.iio" && key == "reconnect_interval_s") return {"reconnect_max_interval_s: 600"};
     if (section == "source.vita49" && key == "sample_rate_hz") return {"allow: [192.0.2.7]", "stream_id: 7"};
+    if (section == "source.vita49" && key == "second_stream_id") return {"stream_id: 7"};
     return {};
 }
 
@@ -1310,7 +1312,7 @@ TEST(ConfigSchema, EveryRangeRefusesAValueJustOutsideWithOneMessageNamingKeyValu
                     yaml = "receiver:\n  channels: 2\nsource:\n  type: file\n  file: {path: rec.sigmf-meta, channel: 1, "
                            "second_channel: 2}\n";
                 }
-                const bool two_channel_source = path == "source.file.second_channel" ||
+                const bool two_channel_source = path == "source.file.second_channel" || path == "source.vita49.second_stream_id" ||
                                                 (f.section != "source.file" && f.section.starts_with("source.") &&
                                                  f.key == "channels" && v == 2.0);
                 if (two_channel_source) yaml += "receiver:\n  channels: 2\n";

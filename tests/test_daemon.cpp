@@ -561,6 +561,17 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     EXPECT_TRUE(config_errors("source:\n  type: iio\n  iio: {channels: 2}\nreceiver:\n  channels: 2\n").empty());
     e = config_errors("source:\n  type: tcp\n  tcp: {port: 5000, sample_rate_hz: 25e6, channels: 2}\n");
     EXPECT_NE(e.find("source.tcp.channels: 2, but receiver.channels is 1"), std::string::npos) << e;
+    // Two VITA-49 streams: both ids named, different, and two receive channels.
+    const std::string vita = "source:\n  type: vita49\n  vita49: {port: 4991, sample_rate_hz: 25e6, stream_id: 7, second_stream_id: 8}\n";
+    EXPECT_TRUE(config_errors(vita + "receiver:\n  channels: 2\n").empty()) << config_errors(vita + "receiver:\n  channels: 2\n");
+    e = config_errors(vita);
+    EXPECT_NE(e.find("source.vita49.second_stream_id: a second channel, but receiver.channels is 1"), std::string::npos) << e;
+    e = config_errors("source:\n  type: vita49\n  vita49: {port: 4991, sample_rate_hz: 25e6, second_stream_id: 8}\n"
+                      "receiver:\n  channels: 2\n");
+    EXPECT_NE(e.find("second_stream_id needs stream_id"), std::string::npos) << e;
+    e = config_errors("source:\n  type: vita49\n  vita49: {port: 4991, sample_rate_hz: 25e6, stream_id: 8, second_stream_id: 8}\n"
+                      "receiver:\n  channels: 2\n");
+    EXPECT_NE(e.find("second_stream_id 8 is stream_id"), std::string::npos) << e;
     e = config_errors(base + "receiver:\n  channels: 3\n");
     EXPECT_NE(e.find("receiver.channels = 3 is out of range"), std::string::npos) << e;
     // A section that is no mapping is one message, not that plus its defaults' checks.

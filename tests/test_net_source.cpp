@@ -1412,6 +1412,70 @@ TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
     EXPECT_EQ(v.other_stream.load(), 1u);
 }
 
+// Two stream ids of one radio, paired by their sample-count timestamps into sample times of
+// both channels: channel 2 begins two packets late and loses one; a third stream and a packet
+// without a timestamp are counted and dropped.
+TEST(vita49_source, two_stream_ids_are_paired_by_timestamp_into_two_channels)
+{
+    constexpr std::size_t spp = 100, num_packets = 30;
+    const auto first = ci16_samples(spp * num_packets, 21);
+    const auto second = ci16_samples(spp * num_packets, 22);
+    auto cfg = vita_config(7);
+    cfg.second_stream_id = 8;
+    vita49_source source(cfg);
+    EXPECT_EQ(source.channels(), 2);
+    EXPECT_FALSE(source.ci16_scale().has_value());
+    EXPECT_NE(source.describe().find("0x00000007 and 0x00000008: 2 channels paired by timestamp"), std::string::npos)
+        << source.describe();
+    std::vector<cf32> expected;  // interleaved: channel 1, channel 2 per sample time
+    for (std::size_t k = 2; k < num_packets; ++k) {
+        if (k == 10) continue;
+        for (std::size_t i = k * spp; i < (k + 1) * spp; ++i) {
+            expected.push_back(first[i]);
+            expected.push_back(second[i]);
+        }
+    }
+    recording_sink sink;
+    sink.stop_source_at(source, expected.size());
+    background_run run(source, sink);
+    const std::uint16_t port = wait_local_port(source);
+    ASSERT_NE(port, 0);
+    vita49_sender tx(port);
+    for (std::size_t k = 0; k < num_packets; ++k) {
+        tx.send_packet(7, k, std::span<const cf32>(first.data() + k * spp, spp), true);
+        if (k == 5) {
+            tx.send_packet(9, k, std::span<const cf32>(first.data(), spp), true);    // another stream
+            tx.send_packet(8, k, std::span<const cf32>(second.data(), spp), false);  // no timestamp
+        }
+        if (k >= 2 && k != 10) tx.send_packet(8, k, std::span<const cf32>(second.data() + k * spp, spp), true);
+    }
+    ASSERT_TRUE(run.finished_within(5000ms));
+    EXPECT_EQ(sink.samples(), expected);
+    EXPECT_EQ(sink.pairs(), expected.size() / 2);
+    EXPECT_EQ(sink.narrow_samples(), 0u);
+    // Channel 2's lost packet: channel 1's samples at those times dropped, a gap of them.
+    EXPECT_EQ(sink.gaps(), (std::vector<gap_event>{{2 * 8 * spp, spp, gap_reason::lost_packets}}));
+    const auto& c = source.counters();
+    EXPECT_EQ(c.samples.load(), expected.size() / 2);  // sample times
+    EXPECT_EQ(c.packets_lost.load(), 1u);
+    EXPECT_EQ(c.samples_lost.load(), spp);
+    const auto& v = source.vita_counters();
+    EXPECT_EQ(v.other_stream.load(), 1u);
+    EXPECT_EQ(v.untimed_packets.load(), 1u);
+    EXPECT_EQ(v.unpaired_samples[0].load(), 3 * spp);  // before channel 2 began, and at its loss
+    EXPECT_EQ(v.unpaired_samples[1].load(), spp);      // the packet without a timestamp
+    EXPECT_EQ(v.lag_events[0].load() + v.lag_events[1].load(), 0u);
+    // The counters reach the registry by name.
+    bool named = false;
+    for (const auto& kc : source.kind_counters()) {
+        if (std::string(kc.counter->name) == "vita49_channel1_unpaired_samples") {
+            named = true;
+            EXPECT_EQ(kc.value, 3.0 * spp);
+        }
+    }
+    EXPECT_TRUE(named);
+}
+
 TEST(vita49_source, without_timestamps_losses_are_estimated_and_malformed_data_is_a_gap)
 {
     constexpr std::size_t spp = 64;

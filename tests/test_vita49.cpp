@@ -1,4 +1,5 @@
-// Tests of io/vita49: the IF Data codec, its validation, and the sequence tracker.
+// Tests of io/vita49: the IF Data codec, its validation, and the sequence tracker; and of
+// io/channel_pairing, which joins two VITA-49 streams' channels by their timestamps.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "dsp/types.hpp"
+#include "io/channel_pairing.hpp"
 #include "io/vita49.hpp"
 
 namespace {
@@ -439,6 +441,125 @@ TEST(vita49_sequence, integer_seconds_times_the_rate_past_2_64_have_no_position)
     const auto r = t.update(at(1, 0xFFFFFFFFu, ~std::uint64_t{0} - 10), 100);
     EXPECT_FALSE(r.samples_exact);
     EXPECT_LE(r.samples_lost, 15u * 100u);
+}
+
+// ---- channel_pairer ---------------------------------------------------------------------------
+
+/// What a pairer delivered: the sample times, and the gaps with the index they came before.
+struct pair_log final : paq::io::paired_output {
+    std::vector<paq::cf32x2> got;
+    struct gap_at {
+        std::size_t before = 0;
+        std::uint64_t times = 0;
+        bool lagging = false;
+        friend bool operator==(const gap_at&, const gap_at&) = default;
+    };
+    std::vector<gap_at> gaps;
+    void pairs(std::span<const paq::cf32x2> s) override { got.insert(got.end(), s.begin(), s.end()); }
+    void gap(std::uint64_t times, bool lagging) override { gaps.push_back({got.size(), times, lagging}); }
+};
+
+/// Channel c's sample at timeline index i: distinct for every channel and index.
+cf32 mark(int c, std::int64_t i) { return cf32(static_cast<float>(i), static_cast<float>(c + 1)); }
+std::vector<cf32> block_of(int c, std::int64_t start, std::size_t n)
+{
+    std::vector<cf32> v(n);
+    for (std::size_t k = 0; k < n; ++k) v[k] = mark(c, start + static_cast<std::int64_t>(k));
+    return v;
+}
+/// Every delivered sample time holds both channels' samples of one timeline index.
+void expect_aligned(const pair_log& log)
+{
+    for (const auto& p : log.got) {
+        ASSERT_EQ(p.a.imag(), 1.0f);
+        ASSERT_EQ(p.b.imag(), 2.0f);
+        ASSERT_EQ(p.a.real(), p.b.real());
+    }
+}
+
+TEST(channel_pairer, pairs_by_timeline_whatever_the_order_and_the_block_sizes)
+{
+    paq::io::channel_pairer p(100000);
+    pair_log log;
+    // Channel 2 starts 30 samples later and sends blocks of 70 against channel 1's 100, and
+    // arrives in bursts behind channel 1.
+    std::int64_t a = 1000, b = 1030;
+    for (int round = 0; round < 20; ++round) {
+        p.push(0, a, block_of(0, a, 100), log);
+        a += 100;
+        if (round % 3 == 2) {
+            while (b < a - 50) {
+                p.push(1, b, block_of(1, b, 70), log);
+                b += 70;
+            }
+        }
+    }
+    expect_aligned(log);
+    ASSERT_FALSE(log.got.empty());
+    EXPECT_EQ(log.got.front().a.real(), 1030.0f);  // the timeline starts where both have begun
+    EXPECT_TRUE(log.gaps.empty());
+    EXPECT_EQ(p.counts().unpaired_samples[0], 30u);  // channel 1's before channel 2 began
+    EXPECT_EQ(p.counts().unpaired_samples[1], 0u);
+    EXPECT_EQ(static_cast<std::int64_t>(log.got.size()), std::min(a, b) - 1030);
+    EXPECT_EQ(p.next_index(), std::min(a, b));
+}
+
+TEST(channel_pairer, a_loss_on_one_channel_drops_the_others_samples_there_as_a_gap)
+{
+    paq::io::channel_pairer p(100000);
+    pair_log log;
+    for (std::int64_t k = 0; k < 10; ++k) {
+        if (k != 4 && k != 5) p.push(0, 100 * k, block_of(0, 100 * k, 100), log);  // channel 1 lost two
+        if (k != 7) p.push(1, 100 * k, block_of(1, 100 * k, 100), log);            // channel 2 one
+    }
+    expect_aligned(log);
+    EXPECT_EQ(log.got.size(), 700u);
+    EXPECT_EQ(log.gaps, (std::vector<pair_log::gap_at>{{400, 200, false}, {500, 100, false}}));
+    EXPECT_EQ(p.counts().unpaired_samples[0], 100u);  // channel 1's block 7
+    EXPECT_EQ(p.counts().unpaired_samples[1], 200u);  // channel 2's blocks 4 and 5
+    EXPECT_EQ(p.counts().lag_events, (std::array<std::uint64_t, 2>{0, 0}));
+}
+
+TEST(channel_pairer, a_silent_channel_is_named_counted_and_bounds_what_is_held)
+{
+    paq::io::channel_pairer p(1000);
+    pair_log log;
+    p.push(0, 0, block_of(0, 0, 100), log);
+    p.push(1, 0, block_of(1, 0, 100), log);
+    // Channel 2 falls silent for 5000 samples: channel 1's are given up beyond the bound, in
+    // steps of half of it, one lag event for the whole silence.
+    for (std::int64_t i = 100; i < 5100; i += 100) {
+        p.push(0, i, block_of(0, i, 100), log);
+        EXPECT_LE(p.buffered(0), 1000u);
+    }
+    EXPECT_EQ(p.counts().lag_events, (std::array<std::uint64_t, 2>{0, 1}));
+    // It comes back: pairing resumes where its samples are; what it sends for times already
+    // given up is dropped and counted.
+    p.push(1, 4000, block_of(1, 4000, 1200), log);
+    for (std::int64_t i = 5100; i < 5500; i += 100) {
+        p.push(0, i, block_of(0, i, 100), log);
+        p.push(1, i + 100, block_of(1, i + 100, 100), log);
+    }
+    expect_aligned(log);
+    std::uint64_t lost = 0;
+    for (const auto& g : log.gaps) {
+        EXPECT_TRUE(g.lagging);
+        lost += g.times;
+    }
+    EXPECT_EQ(100 + lost + (log.got.size() - 100), static_cast<std::uint64_t>(p.next_index()));
+    EXPECT_EQ(p.next_index(), 5500);
+    EXPECT_GT(p.counts().unpaired_samples[1], 0u);  // channel 2's samples of times given up
+    EXPECT_EQ(p.counts().unpaired_samples[0], lost);
+    EXPECT_EQ(p.counts().lag_events, (std::array<std::uint64_t, 2>{0, 1}));
+    // reset: what is held is counted, the timeline starts over.
+    p.push(1, 5600, block_of(1, 5600, 50), log);
+    const auto before = p.counts().unpaired_samples[1];
+    EXPECT_EQ(p.buffered(1), 150u);  // 5500 .. 5650: channel 1 ends at 5500
+    p.reset();
+    EXPECT_EQ(p.counts().unpaired_samples[1], before + 150);
+    EXPECT_EQ(p.buffered(1), 0u);
+    EXPECT_FALSE(p.started());
+    EXPECT_THROW(p.push(2, 0, block_of(0, 0, 1), log), std::invalid_argument);
 }
 
 }  // namespace
