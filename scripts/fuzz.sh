@@ -28,7 +28,8 @@ symbolizer=/usr/lib/llvm-14/bin/llvm-symbolizer
 # harness also keeps its batches small).
 declare -A max_len=(
   [fuzz_vita49_batcher]=65536 [fuzz_sigmf_meta]=16384 [fuzz_sample_file]=16384 [fuzz_sigmf_archive]=16384 [fuzz_config_yaml]=8192
-  [fuzz_metrics_http]=20480 [fuzz_bitstream]=16384 [fuzz_tcp_source]=16384 [fuzz_udp_source]=16384 [fuzz_udp_sequence]=4096 [fuzz_zmq_tag_header]=4096)
+  [fuzz_metrics_http]=20480 [fuzz_bitstream]=16384 [fuzz_tcp_source]=16384 [fuzz_udp_source]=16384 [fuzz_udp_sequence]=4096 [fuzz_zmq_tag_header]=4096
+  [fuzz_channel_pairing]=4096)
 # Per input: 10 s, 2 GiB RSS, no single allocation over 512 MiB.
 limits=(-timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=512)
 

@@ -11,6 +11,7 @@
 #include "io/sigmf.hpp"
 #include "io/vita49.hpp"
 
+#include <array>
 #include <cstdio>
 #include <cstring>
 #include <cstdlib>
@@ -523,6 +524,23 @@ void net_corpus()
     put("fuzz_udp_sequence", "extremes", seqs({0, UINT64_MAX, 1, UINT64_MAX - 1, UINT64_MAX}));
     // One far-ahead number, then the real ones again; a restart whose 1 and 2 were lost.
     put("fuzz_udp_sequence", "far-ahead-then-back", seqs({1, 2, 3, UINT64_MAX - 1, 4, 5, 6, 3, 4}));
+    // Two channels' blocks for the pairer: in step; channel 2 late and losing one; an
+    // overlap and a step back; a long silence of channel 2 beyond the bound; a reset.
+    auto pair_ops = [](std::uint8_t bound, std::initializer_list<std::array<int, 3>> list) {
+        bytes b{bound};
+        for (const auto& [op, delta, n] : list) {
+            const auto d = static_cast<std::uint32_t>(delta) & 0xffffffu;
+            b.insert(b.end(), {static_cast<std::uint8_t>(op), static_cast<std::uint8_t>(d >> 16), static_cast<std::uint8_t>(d >> 8),
+                               static_cast<std::uint8_t>(d), static_cast<std::uint8_t>(n >> 8), static_cast<std::uint8_t>(n)});
+        }
+        return b;
+    };
+    put("fuzz_channel_pairing", "in-step", pair_ops(64, {{0, 0, 100}, {1, 0, 100}, {0, 0, 100}, {1, 0, 100}, {1, 0, 70}, {0, 0, 30}}));
+    put("fuzz_channel_pairing", "late-and-lossy",
+        pair_ops(64, {{0, 0, 100}, {0, 0, 100}, {1, 200, 100}, {0, 0, 100}, {1, 100, 100}, {0, 0, 100}, {0, 0, 100}}));
+    put("fuzz_channel_pairing", "overlap-and-back", pair_ops(8, {{0, 0, 100}, {1, 0, 100}, {0, -50, 100}, {1, -300, 400}, {0, 5, 10}}));
+    put("fuzz_channel_pairing", "silent-then-back",
+        pair_ops(2, {{0, 0, 20}, {1, 0, 20}, {0, 0, 40}, {0, 0, 40}, {0, 0, 40}, {1, 0, 200}, {0, 0, 40}, {2, 0, 0}, {1, 0, 10}, {0, -10, 10}}));
     // GNU Radio ZeroMQ tag headers (magic f0 5f, version 1, offset u64, ntags u64).
     auto tag_header = [](std::uint64_t offset, std::uint64_t ntags) {
         bytes b{0xf0, 0x5f, 0x01};
