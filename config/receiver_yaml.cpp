@@ -72,6 +72,12 @@ const section<dsp::receiver_config>& receiver_schema()
                            "combines both on every path (docs/SIGNAL-CHAIN.md, \"Two receive channels\"); the "
                            "source must deliver as many (`source.file.second_channel`, `channels: 2` of tcp, udp and iio, "
                            "`source.vita49.second_stream_id`); CPU backend only"}),
+            choice<C>("combining", at(&C::combining), choices(dsp::combining_names),
+                      {"", "with `channels: 2`: `joint`, every path combines both channels (docs/SIGNAL-CHAIN.md, "
+                           "\"Two receive channels\"); `select`, selection diversity: every path on the packet's "
+                           "better channel alone (the smaller MMSE error: multipath and noise weighed), as one "
+                           "channel would receive it (the records' `best_channel` names it). Ignored with one "
+                           "channel"}),
             number<C>("clock_tracking", at(&C::clock_tracking), one_of({{0, "off"}, {1, "on"}}),
                       {"", "estimate the transmitter's bit clock against the sample clock from the packet starts "
                            "and re-time each packet (SIGNAL-CHAIN.md, \"Clock offset\")"}),

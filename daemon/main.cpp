@@ -104,7 +104,7 @@ struct replay_command {
     bool json = false;
     std::size_t batch_samples = 0;
     int threads = -1;
-    std::string front_end, detector, fec;
+    std::string front_end, detector, fec, combining;
     int fec_iterations = 0;
     std::string backend = "cpu";
     std::vector<int> gpus;
@@ -130,6 +130,10 @@ struct replay_command {
             ->check(CLI::Range(1, io::max_channels))
             ->expected(1)
             ->take_all();
+        cmd->add_option("--combining", combining,
+                        "With two --channel: joint (every path combines both channels) or select (every path on the "
+                        "packet's better channel alone) (default: receiver.combining, joint)")
+            ->check(CLI::IsMember(names_in(dsp::combining_names)));
         cmd->add_flag("--each-channel", each_channel,
                       "With two --channel: each channel also received alone, its BER per path beside the combined "
                       "paths' (three runs over the recording)");
@@ -222,6 +226,10 @@ struct replay_command {
                 opt.second_channel = channel[1];
             }
             opt.each_channel = each_channel;
+            if (!combining.empty()) {
+                if (channel.size() != 2) throw config::config_error({"--combining: chooses how two channels combine; name two (--channel N --channel M)"});
+                opt.receiver.combining = dsp::parse_combining(combining);
+            }
             opt.raw_channels = channels;
             if (bit_rate > 0.0) opt.bit_rate_hz = bit_rate;
             if (!front_end.empty()) opt.receiver.front_end_correction = front_end == "on" ? 1 : 0;

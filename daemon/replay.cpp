@@ -169,6 +169,7 @@ replay_result run_replay(const replay_options& opt)
     // the upload; the backend converts); a cf32 one is read as it is.
     res.input_width = info.format == io::sample_format::ci16_le ? "ci16" : "cf32";
     res.detector = std::string(dsp::to_string(rc.detector));
+    res.combining = std::string(dsp::to_string(rc.combining));
     res.fec = rc.fec;
     if (opt.second_channel) {
         res.input_width = "cf32 x 2";
@@ -248,7 +249,8 @@ void print_table(const replay_result& r, std::ostream& os)
     if (!r.input_width.empty()) os << ", " << r.input_width << " input";
     if (r.detector != "sxs") os << ", " << r.detector << " detector";
     if (r.second_channel > 0) {
-        os << ", channels " << r.channel << " and " << r.second_channel << " of " << r.channels << " combined";
+        os << ", channels " << r.channel << " and " << r.second_channel << " of " << r.channels
+           << (r.combining == "select" ? ", the better per packet (select)" : " combined");
     } else if (r.channels > 1) {
         os << ", channel " << r.channel << " of " << r.channels;
     }
@@ -394,6 +396,7 @@ nlohmann::json to_json(const replay_result& r)
                                 {"channel", r.channel},
                                 {"channels", r.channels},
                                 {"combined_channel", r.second_channel > 0 ? nlohmann::json(r.second_channel) : nlohmann::json(nullptr)},
+                                {"combining", r.second_channel > 0 ? nlohmann::json(r.combining) : nlohmann::json(nullptr)},
                                 {"bit_rate_hz", r.bit_rate_hz},
                                 {"bit_rate_from", r.bit_rate_from},
                                 {"pattern", r.pattern},

@@ -68,6 +68,7 @@ struct replay_result {
     double sample_rate_hz = 0.0;        ///< the recording's (input) sample rate
     int channel = 1, channels = 1;      ///< the channel received, of the recording's channels
     int second_channel = 0;             ///< the channel combined with it (receiver_config::channels 2), 0: none
+    std::string combining = "joint";    ///< with second_channel: receiver.combining, "joint" or "select"
     std::vector<channel_alone> each_channel;  ///< --each-channel: the two channels alone, in --channel order
     double bit_rate_hz = 0.0;           ///< the bit rate the chain ran at
     std::string bit_rate_from;          ///< "--bit-rate", "paq:bit_rate_hz" or "receiver.bit_rate_hz"

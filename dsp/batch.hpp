@@ -159,7 +159,9 @@ struct packet_record {
     /// higher (0 or 1: the per-packet best-channel choice); h, the support, sigma2 and
     /// channel_energy are that channel's, ebn0_db is the combined paths' (the channels' signal
     /// to noise ratios summed, what maximal-ratio combining gives), and the front-end fields
-    /// channel 1's.
+    /// channel 1's. With receiver_config::combining select, best_channel is the channel the
+    /// paths were received on (the smaller MMSE error), and every other field is that channel's
+    /// as the one-channel chain makes it (ebn0_db its own).
     std::uint8_t receive_channels = 1;
     std::uint8_t best_channel = 0;
     std::array<float, chain::max_receive_channels> channel_ebn0_db{};

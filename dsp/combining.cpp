@@ -204,6 +204,18 @@ void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span
     }
 }
 
+double mmse_error(const channel_taps& h, const eq_taps& c) noexcept
+{
+    // Tap l = -L1 .. L2 at c[l + L1]; h(m), m = -N1 .. N2, at h[m + N1].
+    double q = 0.0;
+    for (int l = -L1; l <= L2; ++l) {
+        const int m = -l;
+        if (m >= -N1 && m <= N2) q += (c[static_cast<std::size_t>(l + L1)] * h[static_cast<std::size_t>(m + N1)]).real();
+    }
+    const double e = 1.0 - q;
+    return std::isfinite(e) ? std::clamp(e, 0.0, 1.0) : 1.0;
+}
+
 double signal_fraction(double received_power, double sigma2, double noise_gain) noexcept
 {
     if (!(received_power > 0.0) || !std::isfinite(received_power)) return 0.0;

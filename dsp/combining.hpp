@@ -77,6 +77,13 @@ solve_result solve_combined_zf(std::span<const channel_taps> h, std::span<const 
 void fde_combining_response(std::span<const fft_buffer* const> h_spec, std::span<const double> sigma2, const double* psi,
                             std::span<fft_buffer* const> out);
 
+/// The mean square error the MMSE taps c (dsp::solve_equalizer with the load 2 sigma2) leave
+/// on channel h, per unit signal power: 1 - Re(sum_l c(l) h(-l)) = 1 - p^H (R + 2 sigma2 I)^-1
+/// p, in [0, 1] (non-finite: 1). It weighs the multipath and the noise together: of two
+/// channels, the one of the smaller error is the one an MMSE equalizer receives better, which
+/// Eb/N0 alone does not tell (a strong channel of deep spectral nulls loses to a weaker flat one).
+[[nodiscard]] double mmse_error(const channel_taps& h, const eq_taps& c) noexcept;
+
 /// The part of a channel estimate's received-signal power that is signal, not estimation
 /// noise: 1 - 2 sigma2 noise_gain / p, clamped to [0, 1] (0 for a power that is not positive
 /// or not finite). p the estimate's received_power, noise_gain its support's

@@ -331,6 +331,26 @@ struct cpu_backend::impl {
             if (two) rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-30)));
             if (snr > snr_of(ces[rec.best_channel])) rec.best_channel = static_cast<std::uint8_t>(ch);
         }
+        if (two && cfg.combining == combining_kind::select) {
+            // Selection diversity: the packet as the one-channel chain receives it on the
+            // channel whose MMSE equalizer leaves the smaller error (multipath and noise both
+            // weighed; its own carrier, channel and noise estimates then from that channel
+            // alone); the record keeps both channels' Eb/N0 and names the channel chosen.
+            std::array<double, max_receive_channels> error{};
+            for (std::size_t ch = 0; ch < nch; ++ch) {
+                eq_taps c{};
+                (void)solve_equalizer(ces[ch].h, channel_autocorrelation(ces[ch].h), 2.0 * ces[ch].sigma2, c, w.solve_work);
+                error[ch] = mmse_error(ces[ch].h, c);
+            }
+            const std::uint8_t best = error[1] < error[0] ? 1 : 0;
+            const auto ebn0 = rec.channel_ebn0_db;
+            const std::array<const cf32*, 1> chosen{windows[best]};
+            packet(chosen, len, start, rec, bits_out, w, clock, start_realigned, llr_out, view, fo);
+            rec.receive_channels = 2;
+            rec.best_channel = best;
+            rec.channel_ebn0_db = ebn0;
+            return;
+        }
         const auto& ce = ces[rec.best_channel];
         rec.h = ce.h;
         rec.channel_support = ce.support;

@@ -75,6 +75,7 @@ std::vector<std::string> receiver_config::validate() const
     if (to_string(fec) == "?") e.push_back("fec: not none or an AR4JA code (" + names_text(fec_names) + ")");
     check(e, "fec_iterations", fec_iterations, r::fec_iterations);
     check(e, "channels", channels, r::channels);
+    if (to_string(combining) == "?") e.push_back("combining: not " + names_text(combining_names));
     if (front_end_correction < -1 || front_end_correction > 1) {
         e.push_back(bad("front_end_correction", front_end_correction, "1 (on), 0 (off) or -1 (auto: the same as on)"));
     }
@@ -97,6 +98,11 @@ std::string setting_range::text() const
 detector_kind parse_detector(std::string_view text)
 {
     return parse_named(detector_names, text, "detector");
+}
+
+combining_kind parse_combining(std::string_view text)
+{
+    return parse_named(combining_names, text, "combining");
 }
 
 }  // namespace paq::dsp

@@ -64,6 +64,17 @@ inline constexpr name_table<detector_kind, 3> detector_names{
 /// "sxs", "trellis", "both"; anything else throws std::invalid_argument naming the allowed ones.
 [[nodiscard]] detector_kind parse_detector(std::string_view text);
 
+/// What two receive channels make of each packet (receiver_config::combining): joint, every
+/// path combining both channels (dsp/combining.hpp); or select, selection diversity: every
+/// path on the packet's better channel alone (the smaller MMSE error, dsp::mmse_error), as the
+/// one-channel chain makes it on that channel.
+enum class combining_kind : std::uint8_t { joint, select };
+inline constexpr name_table<combining_kind, 2> combining_names{
+    {{"joint", combining_kind::joint}, {"select", combining_kind::select}}};
+[[nodiscard]] constexpr std::string_view to_string(combining_kind c) noexcept { return name_of(combining_names, c); }
+/// std::invalid_argument naming the choices.
+[[nodiscard]] combining_kind parse_combining(std::string_view text);
+
 /// Output streams per packet (batch_output::streams): the six paths, each decided once by the
 /// detector; with `both`, twelve: streams 0 .. 5 decided symbol by symbol, 6 .. 11 the same
 /// paths by the trellis (dsp::stream_name).
@@ -158,6 +169,10 @@ struct receiver_config {
     /// `receiver.channels` in the service's configuration (its source must deliver as many);
     /// `paqd replay --channel N --channel M` sets it.
     int channels = 1;
+    /// With two channels: joint (every path combines both) or select (every path on the
+    /// packet's better channel alone: selection diversity, what a best-channel selector
+    /// delivers; the packet's record names the channel). Ignored with one channel.
+    combining_kind combining = combining_kind::joint;
 
     /// Whether the data fields are decoded.
     [[nodiscard]] bool fec_on() const noexcept { return fec != fec_code::none; }

@@ -242,7 +242,8 @@ struct two_channel_result {
     dsp::run_summary combined, first, second;
     std::uint64_t chose_second = 0, packets = 0;
 };
-two_channel_result receive_two(const two_channel_run& r, double rate_hz)
+two_channel_result receive_two(const two_channel_run& r, double rate_hz,
+                               dsp::combining_kind combining = dsp::combining_kind::joint)
 {
     dsp::receiver_config rc = test::small_batches();
     rc.input_sample_rate_hz = rate_hz;
@@ -253,6 +254,7 @@ two_channel_result receive_two(const two_channel_run& r, double rate_hz)
         out.second = runtime::run_receiver(be, rc, dsp::pn_pattern::pn15, rate_hz, r.second);
     }
     rc.channels = 2;
+    rc.combining = combining;
     dsp::cpu_backend be(rc);
     out.combined = runtime::run_receiver_x2(be, rc, dsp::pn_pattern::pn15, rate_hz, r.both, [&](const dsp::batch_output& o) {
         for (const auto& rec : o.packets) {
@@ -353,6 +355,51 @@ TEST(two_channels, shadowed_multipath_channels_combine_to_a_fifth_of_the_better_
     // The best channel follows the fades: each channel is the better one on some packets.
     EXPECT_GT(res.chose_second, res.packets / 10);
     EXPECT_LT(res.chose_second, res.packets - res.packets / 10);
+}
+
+// Selection diversity (receiver.combining select): every path on the packet's channel of the
+// smaller MMSE error, as the one-channel chain receives that channel. Beside a channel of
+// noise only it is channel 1 alone, bit for bit; with independent shadowing it beats the better
+// channel alone, and the joint combiner beats it.
+TEST(two_channels, selection_receives_each_packet_on_its_better_channel)
+{
+    sim::sim_config a;
+    a.preset = "edwards3";
+    a.ebn0_db = 13.0;
+    a.seed = 7177;
+    a.cfo_hz = 14e3;
+    sim::sim_config b = a;
+    b.preset = "awgn";
+    b.ebn0_db = -10.0;
+    const auto weak = simulate_two(a, b, 60);
+    const auto sel = receive_two(weak, 2.0 * a.bit_rate_hz, dsp::combining_kind::select);
+    ASSERT_GE(sel.combined.packets_found, 55u);
+    EXPECT_EQ(sel.chose_second, 0u);
+    EXPECT_EQ(sel.combined.packets_found, sel.first.packets_found);
+    for (int p = 0; p < chain::num_paths; ++p) {
+        SCOPED_TRACE(dsp::path_name(p));
+        EXPECT_EQ(sel.combined.paths[static_cast<std::size_t>(p)].bit_errors, sel.first.paths[static_cast<std::size_t>(p)].bit_errors);
+        EXPECT_EQ(sel.combined.paths[static_cast<std::size_t>(p)].bits_checked, sel.first.paths[static_cast<std::size_t>(p)].bits_checked);
+    }
+    a.ebn0_db = 11.0;
+    a.seed = 7187;
+    a.shadow_depth_db = 10.0;
+    a.shadow_duration_s = 0.01;
+    a.shadow_interval_s = 0.02;
+    b = a;
+    b.preset = "two-ray";
+    b.delay_ns = 40.0;
+    b.phase_rad = 2.0;
+    const auto faded = simulate_two(a, b, 120);
+    const auto s = receive_two(faded, 2.0 * a.bit_rate_hz, dsp::combining_kind::select);
+    const auto j = receive_two(faded, 2.0 * a.bit_rate_hz);
+    ASSERT_GE(s.combined.packets_found, 110u);
+    const double better = std::min(ber(s.first, 2), ber(s.second, 2));
+    EXPECT_GT(better, 1e-3);
+    EXPECT_LT(ber(s.combined, 2), better) << "channel 1 " << ber(s.first, 2) << ", channel 2 " << ber(s.second, 2);
+    EXPECT_LT(ber(j.combined, 2), ber(s.combined, 2));
+    EXPECT_GT(s.chose_second, s.packets / 10);
+    EXPECT_LT(s.chose_second, s.packets - s.packets / 10);
 }
 
 }  // namespace

@@ -62,6 +62,8 @@ void expect_same(const receiver_config& a, const receiver_config& b) {
     EXPECT_EQ(a.detector, b.detector);
     EXPECT_EQ(a.fec, b.fec);
     EXPECT_EQ(a.fec_iterations, b.fec_iterations);
+    EXPECT_EQ(a.channels, b.channels);
+    EXPECT_EQ(a.combining, b.combining);
 }
 
 // The messages of the config_error that parsing `yaml` throws; fails the test if none.
@@ -181,6 +183,8 @@ TEST(ReceiverYaml, EachFieldIsParsedAndOthersKeepDefaults) {
         {"pll_acquisition_bn_t: 0.05", [](receiver_config& c) { c.pll_acquisition_bn_t = 0.05; }},
         {"pll_damping: 1.0", [](receiver_config& c) { c.pll_damping = 1.0; }},
         {"cpu_threads: 8", [](receiver_config& c) { c.cpu_threads = 8; }},
+        {"channels: 2", [](receiver_config& c) { c.channels = 2; }},
+        {"combining: select", [](receiver_config& c) { c.combining = paq::dsp::combining_kind::select; }},
     };
     for (const auto& c : cases) {
         SCOPED_TRACE(c.yaml_line);
@@ -262,6 +266,8 @@ TEST(ReceiverYaml, RoundTripEveryFieldChanged) {
     c.phase_smoother = 1;
     c.fec = paq::dsp::fec_code::k1024_r2_3;
     c.fec_iterations = 17;
+    c.channels = 2;
+    c.combining = paq::dsp::combining_kind::select;
     ASSERT_TRUE(c.validate().empty());
     const std::string yaml = to_yaml(c);
     SCOPED_TRACE(yaml);
@@ -365,7 +371,7 @@ TEST(ReceiverYaml, UnknownKeyIsAnError) {
     EXPECT_TRUE(message.starts_with("test.yaml:3: unknown key 'cma_muu' in 'receiver'")) << message;
     EXPECT_TRUE(contains(message, "did you mean 'cma_mu'?")) << message;
     EXPECT_TRUE(contains(message, "(known: batch_samples, detection_threshold, fft_size, cma_mu, cma_iterations, "
-                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, channels, clock_tracking, "
+                                  "pll_bn_t, pll_acquisition_bn_t, pll_damping, cpu_threads, bit_rate_hz, channels, combining, clock_tracking, "
                                   "clock_min_ppm, front_end_correction, phase_smoother, detector, fec, fec_iterations)"))
         << message;
 }

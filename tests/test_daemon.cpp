@@ -1630,6 +1630,23 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     daemon::print_table(side, side_table);
     EXPECT_NE(side_table.str().find("each channel alone"), std::string::npos) << side_table.str();
     ro.each_channel = false;
+    // receiver.combining select: every packet on its better channel, here channel 1 (13 dB
+    // edwards3 against channel 2's two-ray at 7 dB) on every packet: channel 1's replay, path
+    // by path, but for the packet starts, which both channels' preambles place (a sample's
+    // difference moves a few errors).
+    ro.receiver.combining = dsp::combining_kind::select;
+    const auto sel = daemon::run_replay(ro);
+    ro.receiver.combining = dsp::combining_kind::joint;
+    EXPECT_EQ(sel.engine.tally.packets_found, r1.engine.tally.packets_found);
+    for (int p = 0; p < dsp::chain::num_paths; ++p) {
+        const auto e1 = static_cast<double>(r1.engine.tally.paths[static_cast<std::size_t>(p)].bit_errors);
+        EXPECT_NEAR(static_cast<double>(sel.engine.tally.paths[static_cast<std::size_t>(p)].bit_errors), e1, 0.03 * e1 + 3.0) << p;
+    }
+    EXPECT_EQ(sel.engine.tally.packets_best_channel[0], sel.engine.tally.packets_found);
+    EXPECT_EQ(daemon::to_json(sel)["combining"], "select");
+    std::ostringstream sel_table;
+    daemon::print_table(sel, sel_table);
+    EXPECT_NE(sel_table.str().find("channels 1 and 2 of 2, the better per packet (select)"), std::string::npos) << sel_table.str();
     // A second channel the recording lacks, or the same one twice, two channels on the cuda
     // backend, and receiver_config::channels 2 without two channels named: usage errors.
     for (const int bad : {3, 1}) {
