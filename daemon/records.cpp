@@ -117,6 +117,7 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
             throw std::invalid_argument("records: the two channels' numbers must differ and be 1 or more");
         }
         ph += ",best_channel,ebn0_ch" + std::to_string(channel_numbers_[0]) + "_db,ebn0_ch" + std::to_string(channel_numbers_[1]) + "_db";
+        ph += ",level_ch" + std::to_string(channel_numbers_[0]) + "_db,level_ch" + std::to_string(channel_numbers_[1]) + "_db";
     }
     for (int p = 0; p < streams_; ++p) {
         const std::string n = dsp::stream_name(p);
@@ -239,8 +240,9 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
     std::string& out = packets_file_.pending;
     out += buf;
     if (receive_channels_ == 2) {
-        std::snprintf(buf, sizeof buf, ",%d,%.3f,%.3f", channel_numbers_[rec.best_channel != 0 ? 1 : 0], static_cast<double>(rec.channel_ebn0_db[0]),
-                      static_cast<double>(rec.channel_ebn0_db[1]));
+        std::snprintf(buf, sizeof buf, ",%d,%.3f,%.3f,%.3f,%.3f", channel_numbers_[rec.best_channel != 0 ? 1 : 0],
+                      static_cast<double>(rec.channel_ebn0_db[0]), static_cast<double>(rec.channel_ebn0_db[1]),
+                      static_cast<double>(rec.channel_level_db[0]), static_cast<double>(rec.channel_level_db[1]));
         out += buf;
     }
     for (std::size_t p = 0; p < static_cast<std::size_t>(streams_); ++p) {

@@ -165,6 +165,10 @@ struct packet_record {
     std::uint8_t receive_channels = 1;
     std::uint8_t best_channel = 0;
     std::array<float, chain::max_receive_channels> channel_ebn0_db{};
+    /// With two receive channels: each channel's received level at the packet, the estimated
+    /// signal power plus noise, mean power per sample in dB re. 1 of the samples as the chain
+    /// takes them (cf32; ci16 counts over ci16_scale); -300 for a channel of zeros.
+    std::array<float, chain::max_receive_channels> channel_level_db{};
 };
 
 /// Soft output: a trellis LLR, log P(bit 1) / P(bit 0) in nats (positive: the bit

@@ -328,7 +328,11 @@ struct cpu_backend::impl {
         for (std::size_t ch = 0; ch < nch; ++ch) {
             const double snr = snr_of(ces[ch]);
             snr_sum += snr;
-            if (two) rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-30)));
+            if (two) {
+                rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-30)));
+                const double level = received_power(ces[ch].h.data(), L_ch) + 2.0 * ces[ch].sigma2;
+                rec.channel_level_db[ch] = static_cast<float>(10.0 * std::log10(std::max(level, 1e-30)));
+            }
             if (snr > snr_of(ces[rec.best_channel])) rec.best_channel = static_cast<std::uint8_t>(ch);
         }
         if (two && cfg.combining == combining_kind::select) {
@@ -344,11 +348,13 @@ struct cpu_backend::impl {
             }
             const std::uint8_t best = error[1] < error[0] ? 1 : 0;
             const auto ebn0 = rec.channel_ebn0_db;
+            const auto level = rec.channel_level_db;
             const std::array<const cf32*, 1> chosen{windows[best]};
             packet(chosen, len, start, rec, bits_out, w, clock, start_realigned, llr_out, view, fo);
             rec.receive_channels = 2;
             rec.best_channel = best;
             rec.channel_ebn0_db = ebn0;
+            rec.channel_level_db = level;
             return;
         }
         const auto& ce = ces[rec.best_channel];

@@ -64,6 +64,7 @@ void run_tally::add(const batch_output& out)
             for (std::size_t c = 0; c < 2; ++c) {
                 s_.channel_ebn0_linear_sum[c] += std::pow(10.0, static_cast<double>(rec.channel_ebn0_db[c]) / 10.0);
                 if (rec.channel_ebn0_db[c] <= silent_channel_ebn0_db) ++s_.packets_channel_silent[c];
+                s_.channel_level_linear_sum[c] += std::pow(10.0, static_cast<double>(rec.channel_level_db[c]) / 10.0);
             }
         }
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
@@ -125,6 +126,8 @@ run_summary run_tally::summary() const
         for (std::size_t c = 0; c < 2; ++c) {
             const double mean = s.channel_ebn0_linear_sum[c] / static_cast<double>(s.packets_two_channel);
             s.channel_mean_ebn0_db[c] = mean > 0.0 ? 10.0 * std::log10(mean) : -300.0;
+            const double level = s.channel_level_linear_sum[c] / static_cast<double>(s.packets_two_channel);
+            s.channel_mean_level_db[c] = level > 1e-30 ? 10.0 * std::log10(level) : -300.0;
         }
     }
     s.packets_front_end_estimated = front_end_.packets();

@@ -113,6 +113,10 @@ struct run_summary {
     std::array<std::uint64_t, chain::max_receive_channels> packets_best_channel{};
     std::array<double, chain::max_receive_channels> channel_ebn0_linear_sum{};
     std::array<double, chain::max_receive_channels> channel_mean_ebn0_db{};
+    /// Each channel's received level (packet_record::channel_level_db): the sum of the packets'
+    /// as linear powers, and their mean in dB (-300: only zeros).
+    std::array<double, chain::max_receive_channels> channel_level_linear_sum{};
+    std::array<double, chain::max_receive_channels> channel_mean_level_db{};
     std::uint64_t packets_two_channel = 0;  ///< packets received on two channels
     /// Of them, packets on which the channel carried nothing (all zeros: a dead input or a
     /// disconnected antenna; its Eb/N0 reads -300 dB).

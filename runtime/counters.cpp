@@ -111,6 +111,8 @@ const std::vector<scalar_metric> scalars_after_source = {
     {"packets_receive_channel2_silent", C, "Packets on which the second channel received carried nothing.", [](const S& s) { return d(s.engine.tally.packets_channel_silent[1]); }, with_two_channels, true},
     {"receive_channel1_mean_ebn0_db", G, "The first channel's mean estimated Eb/N0 (mean_ebn0_db is the combined paths').", [](const S& s) { return s.engine.tally.channel_mean_ebn0_db[0]; }, with_two_channels, false},
     {"receive_channel2_mean_ebn0_db", G, "The second channel's mean estimated Eb/N0.", [](const S& s) { return s.engine.tally.channel_mean_ebn0_db[1]; }, with_two_channels, false},
+    {"receive_channel1_mean_level_db", G, "The first channel's mean received level at the packets: signal and noise power per sample, dB re. 1 of the samples as taken (ci16: counts over ci16_scale; -300: only zeros).", [](const S& s) { return s.engine.tally.channel_mean_level_db[0]; }, with_two_channels, false},
+    {"receive_channel2_mean_level_db", G, "The second channel's mean received level.", [](const S& s) { return s.engine.tally.channel_mean_level_db[1]; }, with_two_channels, false},
     {"mean_clock_ppm", G, "Mean transmitter clock offset against the sample clock.", [](const S& s) { return s.engine.tally.mean_clock_ppm; }, nullptr, false},
     {"clock_ppm_last_batch", G, "Mean transmitter clock offset over the last published batch's packets.", [](const S& s) { return s.engine.clock_ppm_last_batch; }, nullptr, false},
     {"iq_gain_db_last_batch", G, "IQ amplitude imbalance, mean over the last batch's corrected packets (NaN: none).", [](const S& s) { return s.engine.iq_gain_db_last_batch; }, nullptr, false},

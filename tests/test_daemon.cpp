@@ -393,6 +393,7 @@ TEST(tally, two_channels_count_the_better_channel_and_a_silent_one)
         rec.start_sample = 1000 + i * waveform::L_pkt;
         rec.receive_channels = 2;
         rec.channel_ebn0_db = ebn0[i];
+        rec.channel_level_db = {-20.0f, ebn0[i][1] <= -299.0f ? -300.0f : -30.0f};
         rec.best_channel = ebn0[i][1] > ebn0[i][0] ? 1 : 0;
     }
     tally.add(out);
@@ -402,6 +403,9 @@ TEST(tally, two_channels_count_the_better_channel_and_a_silent_one)
     EXPECT_EQ(s.packets_channel_silent, (std::array<std::uint64_t, 2>{0, 1}));
     const double mean1 = (std::pow(10.0, 1.2) + std::pow(10.0, 0.9) + std::pow(10.0, 0.3)) / 3.0;
     EXPECT_NEAR(s.channel_mean_ebn0_db[0], 10.0 * std::log10(mean1), 1e-4);
+    // Levels averaged as powers: channel 2's zeros pull its mean to 10 log10(2/3 x 0.001).
+    EXPECT_NEAR(s.channel_mean_level_db[0], -20.0, 1e-4);
+    EXPECT_NEAR(s.channel_mean_level_db[1], 10.0 * std::log10(2.0 / 3.0 * 1e-3), 1e-4);
 }
 
 // A ring of two receive channels: cf32x2 sample times in and out, overflow counted in sample
@@ -1562,7 +1566,7 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
         std::ifstream csv(dir / "both-packets.csv");
         std::string header, row;
         std::getline(csv, header);
-        EXPECT_NE(header.find(",best_channel,ebn0_ch1_db,ebn0_ch2_db,"), std::string::npos) << header;
+        EXPECT_NE(header.find(",best_channel,ebn0_ch1_db,ebn0_ch2_db,level_ch1_db,level_ch2_db,"), std::string::npos) << header;
         std::size_t rows = 0;
         while (std::getline(csv, row)) ++rows;
         EXPECT_EQ(rows, r12.engine.tally.packets_found);
