@@ -202,14 +202,15 @@ replay_result run_replay(const replay_options& opt)
     const double duration_s = static_cast<double>(res.engine.tally.samples) / info.sample_rate_hz;
     res.realtime_factor = res.elapsed_s > 0.0 ? duration_s / res.elapsed_s : 0.0;
     // --each-channel: each channel alone, over the same recording and settings, for the table's
-    // side-by-side comparison (runs of their own after this one's timing: no records, no LLRs).
+    // side-by-side comparison (runs of their own after this one's timing; with --records BASE
+    // their records go to BASE-chN, which paq-report sets beside the combined run's; no LLRs).
     if (opt.each_channel) {
         for (const int ch : {info.channel, *opt.second_channel}) {
             replay_options alone = opt;
             alone.channel = ch;
             alone.second_channel.reset();
             alone.each_channel = false;
-            alone.records.base.clear();
+            if (!alone.records.base.empty()) alone.records.base += "-ch" + std::to_string(ch);
             alone.llr_base.clear();
             res.each_channel.push_back({ch, run_replay(alone).engine.tally});
         }

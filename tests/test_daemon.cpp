@@ -1623,8 +1623,20 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     // --each-channel: each channel alone beside the combined paths, the same counts as their
     // own replays.
     ro.each_channel = true;
+    ro.records.base = dir / "side";  // each channel's records alone beside the combined: side-chN
     const auto side = daemon::run_replay(ro);
+    ro.records.base.clear();
     ASSERT_EQ(side.each_channel.size(), 2u);
+    for (const auto& [name, rows_expected] : {std::pair{"side-packets.csv", side.engine.tally.packets_found},
+                                               std::pair{"side-ch1-packets.csv", r1.engine.tally.packets_found},
+                                               std::pair{"side-ch2-packets.csv", r2.engine.tally.packets_found}}) {
+        std::ifstream csv(dir / name);
+        ASSERT_TRUE(csv.good()) << name;
+        std::string row;
+        std::size_t rows = 0;
+        while (std::getline(csv, row)) ++rows;
+        EXPECT_EQ(rows, rows_expected + 1) << name;  // the header, a row a packet
+    }
     EXPECT_EQ(side.each_channel[0].channel, 1);
     EXPECT_EQ(side.each_channel[1].channel, 2);
     EXPECT_EQ(side.each_channel[0].tally.paths[2].bit_errors, r1.engine.tally.paths[2].bit_errors);

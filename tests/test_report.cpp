@@ -1369,6 +1369,39 @@ TEST_F(report_test, cli_writes_the_page_and_reports_errors_with_exit_status)
     ASSERT_EQ(run_tool("'" + base + "-packets.csv' --no-channel -o '" + path("x.html").string() + "'", log), 0);
     EXPECT_EQ(count(read_text(path("x.html")), "<svg"), 3u);
 
+    // A two-channel run with each channel's records alone beside it (paqd replay --each-channel
+    // --records two): the combined paths against each channel alone. Combined: 2 errors a
+    // packet on every path; channel 1 alone 10, channel 2 alone 4: the better over the
+    // combined 2.
+    const auto two = path("two").string();
+    const auto rows = [](std::uint64_t errors) {
+        return [errors](std::uint64_t i, packet_record& r) {
+            fill_estimates(r, i, static_cast<double>(i) / packets_per_s);
+            for (std::size_t p = 0; p < n_paths; ++p) {
+                r.paths[p].bits = bits_per_packet;
+                r.paths[p].errors = errors;
+                r.paths[p].bep = 1e-4;
+            }
+        };
+    };
+    (void)write_packets(two + "-packets.csv", 500, rows(2));
+    (void)write_packets(two + "-ch1-packets.csv", 500, rows(10));
+    (void)write_packets(two + "-ch2-packets.csv", 500, rows(4));
+    ASSERT_EQ(run_tool("'" + two + "'", log), 0) << read_text(log);
+    const auto both = read_text(two + "-report.html");
+    EXPECT_NE(both.find("Combined and each channel alone"), std::string::npos);
+    EXPECT_NE(both.find("<th>channel 1 alone</th><th>channel 2 alone</th>"), std::string::npos);
+    // Each path's row ends in the ratio and the combined errors (2 x 500 packets).
+    EXPECT_EQ(count(both, "<td>2</td><td>1&#8239;000</td></tr>"), n_paths) << both;
+    EXPECT_NE(both.find("two-ch2-packets.csv"), std::string::npos);
+    EXPECT_EQ(html.find("Combined and each channel alone"), std::string::npos);  // one channel: no table
+    // A channel that found no packet alone (a header only): shown as such, the page still made.
+    std::ofstream(two + "-ch2-packets.csv", std::ios::binary | std::ios::trunc) << packets_header() << "\n";
+    ASSERT_EQ(run_tool("'" + two + "'", log), 0) << read_text(log);
+    const auto none2 = read_text(two + "-report.html");
+    EXPECT_NE(none2.find("no packet found alone"), std::string::npos);
+    EXPECT_EQ(count(none2, "<td>5</td><td>1&#8239;000</td></tr>"), n_paths) << "channel 1 the better";
+
     // Bad arguments: 2. Bad input: 1, with the file:line:column message.
     EXPECT_EQ(run_tool("", log), 2);
     EXPECT_EQ(run_tool("'" + base + "' --meta novalue", log), 2);

@@ -5,6 +5,10 @@
 //                                           present), writes flight7-report.html
 //   paq-report flight7-packets.csv --channel ch.csv --title "Flight 7" --meta tail=N123 -o f7.html
 //
+// A two-channel run's records with each channel's alone beside them (paqd replay --each-channel
+// --records flight7: flight7-ch1-packets.csv, flight7-ch2-packets.csv) add a table of the
+// combined paths against each channel alone.
+//
 // Exit status: 0 written, 1 unreadable or malformed input (the message names file:line:column)
 // or output not writable, 2 bad arguments.
 #include "config/cli.hpp"
@@ -14,6 +18,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -48,6 +53,38 @@ public:
     }
     if (input.size() > 4 && input.ends_with(".csv")) return input.substr(0, input.size() - 4);
     return input;
+}
+
+/// The records of each receive channel alone beside a two-channel run's (paqd replay
+/// --each-channel --records BASE): <base>-chN-packets.csv, in channel order.
+[[nodiscard]] std::vector<std::pair<int, fs::path>> channel_files(const std::string& base)
+{
+    const fs::path b(base);
+    const fs::path dir = b.has_parent_path() ? b.parent_path() : fs::path(".");
+    const std::string prefix = b.filename().string() + "-ch";
+    std::vector<std::pair<int, fs::path>> out;
+    std::error_code ec;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string name = it->path().filename().string();
+        if (name.size() <= prefix.size() + packets_suffix.size() || !name.starts_with(prefix) || !name.ends_with(packets_suffix)) continue;
+        const std::string digits = name.substr(prefix.size(), name.size() - prefix.size() - packets_suffix.size());
+        if (digits.size() > 2 || !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+        out.emplace_back(std::stoi(digits), it->path());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+/// Whether a packets file holds its header and no row (a channel that found no packet).
+[[nodiscard]] bool packets_file_is_empty(const fs::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    std::string line;
+    std::size_t lines = 0;
+    while (lines < 2 && std::getline(in, line)) {
+        if (!line.empty() && line != "\r") ++lines;
+    }
+    return in.eof() && lines == 1;
 }
 
 [[nodiscard]] std::string utc_now()
@@ -178,6 +215,14 @@ int main(int argc, char** argv)
             if (data.best_window) view.best = std::move(snaps.nearest[k++]);
             if (data.worst_window) view.worst = std::move(snaps.nearest[k++]);
             page.channel = std::move(view);
+        }
+
+        for (const auto& [ch, path] : channel_files(base)) {
+            // A channel that found no packet alone (its records only a header) is shown as such.
+            report_data alone;
+            alone.streams = 0;
+            if (!packets_file_is_empty(path)) alone = read_packets_file(path, options);
+            page.each_channel.push_back({ch, path, std::move(alone)});
         }
 
         const std::string html = render_html(data, page);

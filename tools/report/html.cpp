@@ -549,6 +549,17 @@ void header(std::string& h, const report_data& d, const page_inputs& in)
     } else {
         fact("Channel file", "none: " + html_escape(in.no_channel_reason));
     }
+    if (!in.each_channel.empty()) {
+        std::string files;
+        for (const auto& c : in.each_channel) {
+            files += (files.empty() ? "" : ", ") + ("channel " + std::to_string(c.channel) + ": <code>" +
+                                                   html_escape(c.path.string()) + "</code> (" +
+                                                   (c.data.streams == 0 ? std::string("no packet found alone")
+                                                                        : format_count(c.data.packets) + " packets") +
+                                                   ")");
+        }
+        fact("Each channel alone", files);
+    }
     std::string pk = format_count(d.packets) + " (packet index " + format_count(d.first_packet) + " to " +
                      format_count(d.last_packet) + ")";
     if (d.decimated_rows > 0) {
@@ -692,6 +703,42 @@ void coded_table(std::string& h, const report_data& d)
          "<sup>a</sup> The channel's errors are the received bits of the converged codewords that the decoder "
          "corrected: what the detector gave the decoder, counted where the decoded codeword is known; failed "
          "codewords are left out, so on a link near the code's limit this understates the channel's BER.</p>\n";
+}
+
+/// Two receive channels: the combined paths beside each channel received alone (the same
+/// recording replayed on each channel), and the better channel's over the combined.
+void each_channel_table(std::string& h, const report_data& d, const page_inputs& in)
+{
+    if (in.each_channel.empty()) return;
+    const bool ber = d.ber_mode;
+    h += "<h3>Combined and each channel alone</h3>\n<div class=\"scroll\"><table class=\"summary\">\n<tr><th class=\"l\">path</th>";
+    h += "<th>" + rate_name(d) + ", combined</th>";
+    for (const auto& c : in.each_channel) h += "<th>channel " + std::to_string(c.channel) + " alone</th>";
+    h += "<th>better channel / combined</th>";
+    if (ber) h += "<th>errors, combined</th>";
+    h += "</tr>\n";
+    for (std::size_t p = 0; p < d.streams; ++p) {
+        const double vc = d.value(d.paths[p].sums);
+        double better = nan;
+        h += "<tr><td class=\"l\">" + name_of(p) + "</td><td>" + swatch(p) + format_rate(vc) + "</td>";
+        for (const auto& c : in.each_channel) {
+            const double v = p < c.data.streams ? c.data.value(c.data.paths[p].sums) : nan;
+            if (std::isfinite(v) && !(better <= v)) better = v;
+            h += "<td>" + format_rate(v) + "</td>";
+        }
+        h += "<td>";
+        h += vc > 0 && std::isfinite(vc) && std::isfinite(better) ? printf_string("%.3g", better / vc) : std::string("n/a");
+        h += "</td>";
+        if (ber) h += "<td>" + format_count(d.paths[p].sums.errors) + "</td>";
+        h += "</tr>\n";
+    }
+    std::string files;
+    for (const auto& c : in.each_channel) files += (files.empty() ? "" : ", ") + ("<code>" + html_escape(c.path.string()) + "</code>");
+    h += "</table></div>\n<p class=\"read\"><b>How to read this.</b> The run combined two receive channels; the same "
+         "recording was also received on each channel alone (" + files + ", <code>paqd replay --each-channel</code>). "
+         "The ratio of the better channel alone to the combined is what combining gains on each path: above 1, the "
+         "combined "
+         "path " + std::string(ber ? "made fewer errors" : "estimates fewer errors") + ".</p>\n";
 }
 
 void summary(std::string& h, const report_data& d)
@@ -1281,6 +1328,7 @@ std::string render_html(const report_data& d, const page_inputs& in)
     h += "</style>\n</head>\n<body>\n";
     header(h, d, in);
     summary(h, d);
+    each_channel_table(h, d, in);
     ber_figure(h, d);
     errors_figure(h, d);
     estimates_figure(h, d);

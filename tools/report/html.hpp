@@ -2,7 +2,9 @@
 // external resource) that compares the six equalizer paths of a run.
 //
 //   header           input files, packets, time span, mode (BER or estimated BEP), settings
-//   summary table    paths ranked by BER (or mean estimated BEP), with exact counts
+//   summary table    paths ranked by BER (or mean estimated BEP), with exact counts; with
+//                    each channel's records alone beside a two-channel run's, the combined
+//                    paths against each channel alone
 //   figure 1 (svg)   BER or BEP per path over time, log scale, one line per path
 //   figure 2 (svg)   distribution of errors per packet, grouped bars per error class
 //   figure 3 (svg)   CFO, estimated Eb/N0 and delay spread over time (mean, min-max band)
@@ -34,6 +36,14 @@ struct channel_view {
     std::optional<channel_record> worst;
 };
 
+/// A run's receive channel received alone (paqd replay --each-channel with --records BASE:
+/// BASE-chN-packets.csv beside the combined run's BASE-packets.csv).
+struct channel_alone {
+    int channel = 0;  ///< the recording's channel number N
+    std::filesystem::path path;
+    report_data data;
+};
+
 /// Everything on the page that does not come from the packet rows.
 struct page_inputs {
     std::string title;                                        ///< empty: "Equalizer comparison"
@@ -47,6 +57,8 @@ struct page_inputs {
     /// paqd's counters of the run (<base>-counters.json): the losses as paqd counted them.
     std::optional<run_counters> counters;
     std::string no_counters_reason;       ///< shown when counters is nullopt
+    /// Two receive channels: each channel received alone, in channel order (empty: none found).
+    std::vector<channel_alone> each_channel;
 };
 
 /// The whole HTML page.
