@@ -224,9 +224,16 @@ void live_view::show_packet(dsp::sample_batch&& excerpt)
         x.reserve(excerpt.samples_ci16.size());
         for (const auto s : excerpt.samples_ci16) x.push_back(to_cf32(s, excerpt.ci16_scale));
     } else if (excerpt.is_two_channel()) {
-        // Level and spectrum of channel 1 (the first channel received).
+        // Level and spectrum of channel 1 (the first channel received); each channel's level.
         x.reserve(excerpt.samples_x2.size());
-        for (const auto& s : excerpt.samples_x2) x.push_back(s.a);
+        double p1 = 0.0, p2 = 0.0;
+        for (const auto& s : excerpt.samples_x2) {
+            x.push_back(s.a);
+            p1 += static_cast<double>(std::norm(s.a));
+            p2 += static_cast<double>(std::norm(s.b));
+        }
+        const double n = static_cast<double>(std::max<std::size_t>(excerpt.samples_x2.size(), 1));
+        d.channel_level_db = {10.0 * std::log10(std::max(p1 / n, 1e-30)), 10.0 * std::log10(std::max(p2 / n, 1e-30))};
     } else {
         x = std::move(excerpt.samples);
     }
@@ -287,6 +294,19 @@ std::string live_view::data_json() const
         pk["ebn0_db"] = number_or_null(rec.ebn0_db);
         pk["cfo_hz"] = number_or_null(rec.cfo_rad_per_sample / (2.0 * std::numbers::pi) * 2.0 * opt_.receiver.bit_rate_hz);
         pk["level_db"] = number_or_null(shown_->level_db);
+        // Two receive channels: each channel's level (the excerpt's), its Eb/N0 at this packet
+        // and whether the packet's better channel (null with one channel).
+        if (shown_->channel_level_db.size() == 2 && rec.receive_channels == 2) {
+            auto chans = nlohmann::json::array();
+            for (std::size_t c = 0; c < 2; ++c) {
+                chans.push_back({{"level_db", number_or_null(shown_->channel_level_db[c])},
+                                 {"ebn0_db", number_or_null(rec.channel_ebn0_db[c])},
+                                 {"best", rec.best_channel == c}});
+            }
+            pk["receive_channels"] = chans;
+        } else {
+            pk["receive_channels"] = nullptr;
+        }
         pk["flags"] = rec.flags;
         auto h = nlohmann::json::array();
         for (const auto& tap : rec.h) h.push_back({round_to(tap.real(), 1e-4), round_to(tap.imag(), 1e-4)});

@@ -89,6 +89,8 @@ private:
         dsp::packet_view view;
         std::vector<float> spectrum_db;   ///< Welch estimate, dB, centred (bin 0 = -fs/2)
         double level_db = 0.0;            ///< the excerpt's mean power, dB re. 1 (full scale of a ci16 input at scale 1/32768)
+        /// Two receive channels: each channel's excerpt's mean power (level_db is channel 1's).
+        std::vector<double> channel_level_db;
         double age_origin_s = 0.0;        ///< when it was shown (seconds since the view started)
     };
 

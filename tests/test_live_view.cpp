@@ -11,6 +11,8 @@
 #include "io/bitstream.hpp"
 
 #include <gtest/gtest.h>
+
+#include <random>
 #include <nlohmann/json.hpp>
 
 #include <array>
@@ -159,6 +161,54 @@ TEST(live_view, history_holds_each_seconds_ber_and_dqm_from_the_counters)
     EXPECT_LE(d["history"]["t_s"][0].get<double>(), d["history"]["t_s"][2].get<double>());
     EXPECT_LE(d["history"]["t_s"][2].get<double>(), 0.0);
     EXPECT_TRUE(d["packet"].is_null());  // no window was offered
+}
+
+// Two receive channels: the view decides the packet over both, as the service does, and shows
+// each channel's level and Eb/N0 and which was the better.
+TEST(live_view, two_receive_channels_show_each_channels_level_and_the_better_one)
+{
+    const double rate = 20.625e6;
+    auto o = view_options(rate);
+    o.receiver.batch_samples = 400'000;
+    o.receiver.channels = 2;
+    const auto x = simulate_at(rate, 14.0, 5503, 500'000);
+    // Channel 2: the same samples 20 dB down and noise of its own: a weaker channel.
+    std::vector<cf32x2> both(x.size());
+    std::mt19937_64 rng(5507);
+    std::normal_distribution<float> noise(0.0f, 0.05f);
+    for (std::size_t i = 0; i < x.size(); ++i) both[i] = {x[i], 0.1f * x[i] + cf32(noise(rng), noise(rng))};
+    fake_counters c;
+    daemon::live_view view(o, [&] { return c.snap; });
+    const auto g = dsp::make_input_geometry(o.receiver);
+    dsp::batcher_x2 bt(o.receiver.batch_samples, g.guard_before, g.guard_after);
+    bt.push(std::span<const cf32x2>(both));
+    bt.finish();
+    auto win = bt.pop();
+    ASSERT_TRUE(win.has_value());
+    ASSERT_TRUE(win->is_two_channel());
+    dsp::cpu_backend backend(o.receiver);
+    dsp::batch_output out;
+    backend.process(*win, out);
+    ASSERT_GT(out.packets.size(), 5u);
+    view.on_processed(*win, out);
+    view.tick();
+    ASSERT_EQ(view.packets_viewed(), 1u);
+    const auto d = json::parse(view.data_json());
+    const auto& pk = d["packet"];
+    ASSERT_TRUE(pk["receive_channels"].is_array()) << pk.dump();
+    const auto& ch = pk["receive_channels"];
+    ASSERT_EQ(ch.size(), 2u);
+    double p1 = 0, p2 = 0;
+    for (const auto& s : both) p1 += std::norm(s.a), p2 += std::norm(s.b);
+    EXPECT_NEAR(ch[0]["level_db"].get<double>() - ch[1]["level_db"].get<double>(), 10.0 * std::log10(p1 / p2), 1.0);
+    EXPECT_NEAR(pk["level_db"].get<double>(), ch[0]["level_db"].get<double>(), 1e-9);
+    EXPECT_GT(ch[0]["ebn0_db"].get<double>(), ch[1]["ebn0_db"].get<double>() + 3.0);
+    EXPECT_TRUE(ch[0]["best"].get<bool>());
+    EXPECT_FALSE(ch[1]["best"].get<bool>());
+    // One channel: no per-channel entry.
+    auto o1 = view_options(rate);
+    daemon::live_view one(o1, [&] { return c.snap; });
+    EXPECT_TRUE(json::parse(one.data_json())["packet"].is_null());
 }
 
 TEST(live_view, a_packet_taken_from_a_window_is_decided_again_as_the_service_decided_it)
