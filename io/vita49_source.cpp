@@ -290,11 +290,12 @@ struct vita49_source::impl final : net_core {
     {
         const double rate = cfg.sample_rate_hz;
         if (f.tsf == vita49::tsf_type::sample_count) {
-            if (f.tsi == vita49::tsi_type::none) return static_cast<std::int64_t>(f.fractional_timestamp & 0x7fff'ffff'ffff'ffffULL);
+            if (f.fractional_timestamp >= (std::uint64_t{1} << 62)) return -1;  // out of range: refused by the caller
+            if (f.tsi == vita49::tsi_type::none) return static_cast<std::int64_t>(f.fractional_timestamp);
             const double whole = std::round(rate);
             if (std::abs(rate - whole) > 1e-6 || whole <= 0.0) return std::nullopt;
             return static_cast<std::int64_t>(f.integer_timestamp) * static_cast<std::int64_t>(whole) +
-                   static_cast<std::int64_t>(f.fractional_timestamp & 0x7fff'ffff'ffff'ffffULL);
+                   static_cast<std::int64_t>(f.fractional_timestamp);
         }
         if (f.tsf == vita49::tsf_type::real_time_ps && f.tsi != vita49::tsi_type::none && rate > 0.0) {
             const long double t = static_cast<long double>(f.integer_timestamp) +
@@ -320,13 +321,18 @@ struct vita49_source::impl final : net_core {
         pending_malformed = false;  // the timestamps tell what an unreadable datagram held
         const auto c = static_cast<std::size_t>(ch);
         const std::size_t n = pkt.num_samples();
-        const auto placed = timeline_index(pkt.fields);
+        // Timeline indices stay below 2^62 (146 years of samples at 1 GS/s; far beyond any real
+        // sender's count), so that no sum of them and of samples lost can overflow.
+        constexpr std::int64_t timeline_limit = std::int64_t{1} << 62;
+        auto placed = timeline_index(pkt.fields);
+        if (placed && (*placed < 0 || *placed >= timeline_limit)) placed.reset();
+        if (placed && channel_next[c] && *channel_next[c] >= timeline_limit) restart_pairing();
         if (!placed) {
             vcounters.untimed_packets += 1;
             vcounters.unpaired_samples[c] += n;
             other_log.error("{}: channel {} (stream id 0x{:08x}): packet without a timestamp that places it (TSF sample "
-                            "count, or TSI with a real-time TSF, at an integer rate for TSI with a sample count): two "
-                            "channels are paired by their timestamps; dropped",
+                            "count, or TSI with a real-time TSF, at an integer rate for TSI with a sample count; below "
+                            "2^62 samples): two channels are paired by their timestamps; dropped",
                             name, ch + 1, id);
             return;
         }

@@ -1414,7 +1414,7 @@ TEST(vita49_source, dropped_datagrams_give_exact_gaps_and_counters)
 
 // Two stream ids of one radio, paired by their sample-count timestamps into sample times of
 // both channels: channel 2 begins two packets late and loses one; a third stream and a packet
-// without a timestamp are counted and dropped.
+// without a timestamp, or with one beyond 2^62 samples, are counted and dropped.
 TEST(vita49_source, two_stream_ids_are_paired_by_timestamp_into_two_channels)
 {
     constexpr std::size_t spp = 100, num_packets = 30;
@@ -1446,6 +1446,11 @@ TEST(vita49_source, two_stream_ids_are_paired_by_timestamp_into_two_channels)
         if (k == 5) {
             tx.send_packet(9, k, std::span<const cf32>(first.data(), spp), true);    // another stream
             tx.send_packet(8, k, std::span<const cf32>(second.data(), spp), false);  // no timestamp
+            vita49::packet_fields far;  // a sample count beyond 2^62: not placed
+            far.stream_id = 7;
+            far.tsf = vita49::tsf_type::sample_count;
+            far.fractional_timestamp = ~std::uint64_t{0} - 5;
+            tx.send(vita49::encode_packet(far, std::span<const cf32>(first.data(), spp), scale));
         }
         if (k >= 2 && k != 10) tx.send_packet(8, k, std::span<const cf32>(second.data() + k * spp, spp), true);
     }
@@ -1461,8 +1466,8 @@ TEST(vita49_source, two_stream_ids_are_paired_by_timestamp_into_two_channels)
     EXPECT_EQ(c.samples_lost.load(), spp);
     const auto& v = source.vita_counters();
     EXPECT_EQ(v.other_stream.load(), 1u);
-    EXPECT_EQ(v.untimed_packets.load(), 1u);
-    EXPECT_EQ(v.unpaired_samples[0].load(), 3 * spp);  // before channel 2 began, and at its loss
+    EXPECT_EQ(v.untimed_packets.load(), 2u);
+    EXPECT_EQ(v.unpaired_samples[0].load(), 4 * spp);  // before channel 2 began, at its loss, and the far one
     EXPECT_EQ(v.unpaired_samples[1].load(), spp);      // the packet without a timestamp
     EXPECT_EQ(v.lag_events[0].load() + v.lag_events[1].load(), 0u);
     // The counters reach the registry by name.
@@ -1470,7 +1475,7 @@ TEST(vita49_source, two_stream_ids_are_paired_by_timestamp_into_two_channels)
     for (const auto& kc : source.kind_counters()) {
         if (std::string(kc.counter->name) == "vita49_channel1_unpaired_samples") {
             named = true;
-            EXPECT_EQ(kc.value, 3.0 * spp);
+            EXPECT_EQ(kc.value, 4.0 * spp);
         }
     }
     EXPECT_TRUE(named);
