@@ -1945,9 +1945,32 @@ TEST_F(paq_stream_test, two_channels_interleaved_into_a_source_of_two)
     EXPECT_EQ(sink.samples(), sent_);
     EXPECT_EQ(sink.pairs(), sent_.size() / 2);
     EXPECT_NE(out.find("sent 10000 sample times of 2 channels"), std::string::npos) << out;
-    EXPECT_EQ(stream("--mode vita49 --port 5000 --channel 1 --channel 2", out, "two"), 2);
-    EXPECT_NE(out.find("two channels (--channel twice) go over --mode udp, tcp-connect and tcp-listen only"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode zmq-push --port 5000 --channel 1 --channel 2", out, "two"), 2);
+    EXPECT_NE(out.find("two channels (--channel twice) go over --mode udp, tcp-connect and tcp-listen"), std::string::npos) << out;
     EXPECT_EQ(stream("--mode udp --port 5000 --channel 2 --channel 2", out, "two"), 2);
+
+    // VITA-49: a stream id each (1 and 2), the same timestamps; a VITA-49 source of two
+    // channels pairs them back into the recording's sample times.
+    auto vcfg = vita_config(1);
+    vcfg.second_stream_id = 2;
+    vita49_source vsource(vcfg);
+    recording_sink vsink;
+    vsink.stop_source_at(vsource, sent_.size());
+    background_run vrun(vsource, vsink);
+    const std::uint16_t vport = wait_local_port(vsource);
+    ASSERT_NE(vport, 0);
+    ASSERT_EQ(stream("--mode vita49 --port " + std::to_string(vport) + " --samples-per-packet 500 --channel 1 --channel 2", out,
+                     "two"),
+              0)
+        << out;
+    ASSERT_TRUE(vrun.finished_within(5000ms));
+    EXPECT_EQ(vsink.samples(), sent_);
+    EXPECT_TRUE(vsink.gaps().empty());
+    EXPECT_NE(out.find("sent 10000 sample times of 2 channels in 40 datagrams"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode vita49 --port 5000 --channel 1 --channel 2 --no-timestamps", out, "two"), 2);
+    EXPECT_NE(out.find("pairs the two streams by their timestamps"), std::string::npos) << out;
+    EXPECT_EQ(stream("--mode vita49 --port 5000 --channel 1 --channel 2 --second-stream-id 1", out, "two"), 2);
+    EXPECT_EQ(stream("--mode vita49 --port 5000 --second-stream-id 3", out, "two"), 2);
 }
 
 TEST_F(paq_stream_test, bad_arguments_exit_2_and_io_errors_exit_1)

@@ -61,6 +61,8 @@ struct options {
     std::string format;  ///< empty: ci16 for tcp and udp, cf32 for zmq-* (each as paqd's source defaults)
     std::optional<float> ci16_scale;
     std::uint32_t stream_id = 1;
+    std::optional<std::uint32_t> second_stream_id;  ///< vita49 with two channels: channel 2's (default stream_id + 1)
+    bool two_channels = false;                      ///< --channel twice
     bool no_timestamps = false;
     std::uint64_t drop_every = 0;
     std::optional<double> stall_at_s;
@@ -157,21 +159,29 @@ public:
     {
         const bool datagrams = sock_udp_.is_open() || zsock_ != nullptr;
         if (datagrams && o_.drop_every > 0 && (index + 1) % o_.drop_every == 0) {
-            ++t.datagrams_dropped;
+            t.datagrams_dropped += o_.mode == "vita49" && o_.two_channels ? 2 : 1;  // both channels' packets
             t.samples_dropped += samples.size();
             return false;
         }
         std::size_t clipped = 0;
-        if (o_.mode == "vita49") {
-            paq::io::vita49::packet_fields f;
-            f.stream_id = o_.stream_id;
-            f.packet_count = static_cast<std::uint8_t>(index % 16);
-            if (!o_.no_timestamps) {
-                f.tsf = paq::io::vita49::tsf_type::sample_count;  // free-running: TSI none
-                f.fractional_timestamp = position;
+        if (o_.mode == "vita49" && o_.two_channels) {
+            // Two channels: each its own stream id, a packet each with the same timestamp and
+            // packet count (a radio's two RX channels), channel 1's first.
+            const std::size_t n = samples.size() / 2;
+            one_.resize(n);
+            for (int ch = 0; ch < 2; ++ch) {
+                for (std::size_t i = 0; i < n; ++i) one_[i] = samples[2 * i + static_cast<std::size_t>(ch)];
+                send_vita49(ch == 0 ? o_.stream_id : o_.second_stream_id.value_or(o_.stream_id + 1), one_, position, index, clipped);
+                sock_udp_.send_to(asio::buffer(buf_), dst_);
+                t.bytes_sent += buf_.size();
+                ++t.units_sent;
             }
-            buf_.resize(paq::io::vita49::packet_bytes(f, samples.size()));
-            (void)paq::io::vita49::encode_packet(f, samples, scale_, buf_, &clipped);
+            t.clipped += clipped;
+            t.samples_sent += samples.size();
+            return true;
+        }
+        if (o_.mode == "vita49") {
+            send_vita49(o_.stream_id, samples, position, index, clipped);
         } else {
             // GNU Radio's headers, little-endian: the UDP Sink's sequence number (from 1, u64;
             // seq-size adds the i16 payload size and pads to 16 bytes), or gr-zeromq's tag
@@ -211,6 +221,24 @@ public:
         return true;
     }
 
+    /// One VITA-49 IF Data packet of `samples` into buf_: the stream id, the packet count of
+    /// `index`, a free-running sample-count timestamp at `position` (unless --no-timestamps).
+    void send_vita49(std::uint32_t stream_id, std::span<const paq::cf32> samples, std::uint64_t position, std::uint64_t index,
+                     std::size_t& clipped)
+    {
+        paq::io::vita49::packet_fields f;
+        f.stream_id = stream_id;
+        f.packet_count = static_cast<std::uint8_t>(index % 16);
+        if (!o_.no_timestamps) {
+            f.tsf = paq::io::vita49::tsf_type::sample_count;  // free-running: TSI none
+            f.fractional_timestamp = position;
+        }
+        buf_.resize(paq::io::vita49::packet_bytes(f, samples.size()));
+        std::size_t c = 0;
+        (void)paq::io::vita49::encode_packet(f, samples, scale_, buf_, &c);
+        clipped += c;
+    }
+
     void close()
     {
         boost::system::error_code ec;
@@ -231,6 +259,7 @@ private:
     tcp::socket sock_tcp_;
     udp::endpoint dst_;
     std::vector<std::byte> buf_;
+    std::vector<paq::cf32> one_;  ///< vita49 with two channels: one channel's samples of a chunk
     void* zctx_ = nullptr;
     void* zsock_ = nullptr;
 };
@@ -283,7 +312,10 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember(paq::names_in(paq::io::sample_format_names)));
     app.add_option("--ci16-scale", o.ci16_scale,
                    "ci16 counts per unit amplitude (default: the recording's for ci16 recordings, else 8192)");
-    app.add_option("--stream-id", o.stream_id, "VITA-49 stream id")->capture_default_str();
+    app.add_option("--stream-id", o.stream_id, "VITA-49 stream id (with --channel twice: channel 1's)")->capture_default_str();
+    app.add_option("--second-stream-id", o.second_stream_id,
+                   "VITA-49 with --channel twice: channel 2's stream id (default: --stream-id + 1); paqd pairs them by "
+                   "their timestamps (source.vita49.second_stream_id)");
     app.add_flag("--no-timestamps", o.no_timestamps, "VITA-49: omit the sample-count timestamp (packet count only)");
     app.add_option("--drop-every", o.drop_every,
                    "Fault: skip every Nth datagram (udp, vita49), still advancing packet count and timestamp; 0: off")
@@ -325,8 +357,16 @@ int main(int argc, char** argv)
     const std::optional<int> second = o.channels.size() == 2 ? std::optional<int>(o.channels[1]) : std::nullopt;
     if (o.channels.size() > 2) bad.emplace_back("--channel given " + std::to_string(o.channels.size()) + " times (at most 2)");
     if (second && *second == *channel) bad.push_back("--channel " + std::to_string(*second) + " given twice (two different channels)");
-    if (second && o.mode != "udp" && o.mode != "tcp-connect" && o.mode != "tcp-listen")
-        bad.emplace_back("two channels (--channel twice) go over --mode udp, tcp-connect and tcp-listen only (raw IQ, interleaved)");
+    if (second && o.mode != "udp" && o.mode != "tcp-connect" && o.mode != "tcp-listen" && o.mode != "vita49")
+        bad.emplace_back("two channels (--channel twice) go over --mode udp, tcp-connect and tcp-listen (raw IQ, interleaved) "
+                         "and vita49 (a stream id each) only");
+    if (second && o.mode == "vita49" && o.no_timestamps)
+        bad.emplace_back("--no-timestamps with two channels: the receiver pairs the two streams by their timestamps");
+    if (o.second_stream_id && !(second && o.mode == "vita49"))
+        bad.emplace_back("--second-stream-id applies to --mode vita49 with --channel twice only");
+    if (second && o.mode == "vita49" && o.second_stream_id.value_or(o.stream_id + 1) == o.stream_id)
+        bad.emplace_back("--second-stream-id equals --stream-id: the two channels need two stream ids");
+    o.two_channels = second.has_value();
     io::sample_format wire_format = io::sample_format::ci16_le;
     std::optional<io::sample_format> raw_format;
     try {
