@@ -355,6 +355,12 @@ struct vita49_source::impl final : net_core {
             limiter.warn("{}: channel {}: {} packet(s) lost ({} {} samples)", name, ch + 1, r.packets_lost,
                          r.samples_exact ? "exactly" : "about", r.samples_lost);
         }
+        if (r.count_mismatch) {
+            vcounters.count_mismatches += 1;
+            order_log.warn("{}: channel {}: packet count {} disagrees with the timestamps ({} packet(s) missing by "
+                           "timestamp): the timestamps are used",
+                           name, ch + 1, pkt.fields.packet_count, r.packets_lost);
+        }
         std::int64_t start = *placed;
         if (channel_next[c]) {
             start = *channel_next[c] + static_cast<std::int64_t>(std::min<std::uint64_t>(r.samples_lost, 1ULL << 40));
