@@ -757,9 +757,8 @@ const section<daemon_config>& daemon_schema()
                                "source.file.second_channel: a second channel, but receiver.channels is 1 (set "
                                "`receiver.channels: 2` to combine them, or drop second_channel)");
             } else if (source_channels == 2) {
-                const std::string key = "source." + std::string(to_string(c.source.type)) +
-                                        (c.source.type == source_type::vita49 ? ".second_stream_id" : ".channels");
                 const bool vita = c.source.type == source_type::vita49;
+                const std::string key = "source." + std::string(to_string(c.source.type)) + (vita ? ".second_stream_id" : ".channels");
                 ctx.errors.add(at_key(key), key + (vita ? ": a second channel" : ": 2") +
                                                 ", but receiver.channels is 1 (set `receiver.channels: 2` to "
                                                   "combine them)");

@@ -181,8 +181,10 @@ struct cpu_backend::impl {
 
     /// Two receive channels: each path's equalizer on each channel (w.c_spec, w.c_spec2) from
     /// the joint taps (MMSE, CMA), the combined channel's ZF taps (zf[0]), the channels'
-    /// spectra (w.h_spec, w.h_spec2) and single paths (dsp/combining.hpp).
+    /// spectra (w.h_spec, w.h_spec2) and single paths (dsp/combining.hpp); power: each channel
+    /// estimate's received_power.
     void combined_responses(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces,
+                            const std::array<double, max_receive_channels>& power,
                             const std::array<eq_taps, max_receive_channels>& zf, const std::array<eq_taps, max_receive_channels>& mmse,
                             const std::array<eq_taps, max_receive_channels>& cma,
                             const std::array<single_path, max_receive_channels>& sp) const
@@ -196,7 +198,7 @@ struct cpu_backend::impl {
         std::array<double, max_receive_channels> fraction{};
         for (std::size_t ch = 0; ch < max_receive_channels; ++ch) {
             const auto& support = t.supports[static_cast<std::size_t>(ces[ch].support)];
-            fraction[ch] = signal_fraction(received_power(ces[ch].h.data(), L_ch), ces[ch].sigma2, support.noise_gain);
+            fraction[ch] = signal_fraction(power[ch], ces[ch].sigma2, support.noise_gain);
         }
         mrc_single_path_response(sp, sigma2, fraction, out(eq_path::none));
         // ZF: channel c's matched filter and weight, then the combined channel's ZF.
@@ -317,23 +319,21 @@ struct cpu_backend::impl {
         // two channels the combined: the channels' signal to noise ratios summed.
         // A channel of two without signal or noise (all zeros: a dead input) counts as 0, not
         // as the one channel's 0 dB floor, so that it neither adds to the sum nor is chosen.
-        auto snr_of = [two](const channel_estimate& ce) {
-            const double p = received_power(ce.h.data(), L_ch);
-            if (two) return p > 0.0 && ce.sigma2 > 0.0 ? p / ce.sigma2 : 0.0;
-            return std::max(p, 1e-300) / std::max(ce.sigma2, 1e-300);
-        };
+        // Each channel's received signal power (received_power of its estimate), once.
+        std::array<double, max_receive_channels> power{}, snr{};
         rec.receive_channels = static_cast<std::uint8_t>(nch);
         rec.best_channel = 0;
         double snr_sum = 0.0;
         for (std::size_t ch = 0; ch < nch; ++ch) {
-            const double snr = snr_of(ces[ch]);
-            snr_sum += snr;
+            const double p = power[ch] = received_power(ces[ch].h.data(), L_ch);
+            const double s2 = ces[ch].sigma2;
+            snr[ch] = two ? (p > 0.0 && s2 > 0.0 ? p / s2 : 0.0) : std::max(p, 1e-300) / std::max(s2, 1e-300);
+            snr_sum += snr[ch];
             if (two) {
-                rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr, 1e-30)));
-                const double level = received_power(ces[ch].h.data(), L_ch) + 2.0 * ces[ch].sigma2;
-                rec.channel_level_db[ch] = static_cast<float>(10.0 * std::log10(std::max(level, 1e-30)));
+                rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr[ch], 1e-30)));
+                rec.channel_level_db[ch] = static_cast<float>(10.0 * std::log10(std::max(p + 2.0 * s2, 1e-30)));
             }
-            if (snr > snr_of(ces[rec.best_channel])) rec.best_channel = static_cast<std::uint8_t>(ch);
+            if (snr[ch] > snr[rec.best_channel]) rec.best_channel = static_cast<std::uint8_t>(ch);
         }
         if (two && cfg.combining == combining_kind::select) {
             // Selection diversity: the packet as the one-channel chain receives it on the
@@ -425,7 +425,7 @@ struct cpu_backend::impl {
         // Each path's trace (its phases and bits): for its statistics (the BEP estimate, the
         // LLRs), the trellis, a view, and the derotation's source (smoother::phase_source).
         if (two) {
-            combined_responses(w, ces, c_zf, c_mmse, c_cma, sp);
+            combined_responses(w, ces, power, c_zf, c_mmse, c_cma, sp);
         } else {
             for (std::size_t p = 0; p < workspace::paths; ++p) path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
         }

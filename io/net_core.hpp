@@ -235,9 +235,7 @@ struct net_core {
             if (n == 0) return;
             counters.nonfinite += count_nonfinite(raw.data(), 2 * n);
             pair_channels(std::span<const cf32>(raw.data(), 2 * n), std::span<cf32x2>(raw2.data(), n));
-            anchor_on_host_clock(n);
-            counters.samples += n;
-            sink->write_x2(std::span<const cf32x2>(raw2.data(), n));
+            deliver(std::span<const cf32x2>(raw2.data(), n));
             return;
         }
         if (format == sample_format::ci16_le) {
@@ -280,6 +278,15 @@ struct net_core {
         anchor_on_host_clock(n);
         counters.samples += n;
         sink->write_ci16(std::span<const ci16>(samples, n), scale);
+    }
+
+    /// Two channels' sample times (decoded, scanned by the caller where they can be non-finite).
+    void deliver(std::span<const cf32x2> times)
+    {
+        if (times.empty()) return;
+        anchor_on_host_clock(times.size());
+        counters.samples += times.size();
+        sink->write_x2(times);
     }
 
     /// Raw IQ carries no time: the host's clock at arrival (io/sample_source.hpp).

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace paq::io {
@@ -200,64 +201,77 @@ struct vita49_source::impl final : net_core {
         }
         locked_seen = now;
         const std::size_t n = pkt.num_samples();
-        const vita49::sequence_result r = tracker.update(pkt.fields, n);
-        if (r.duplicate) {
-            vcounters.duplicates += 1;
-            order_log.warn("{}: duplicate packet dropped (packet count {}, timestamp {})", name, pkt.fields.packet_count,
-                         pkt.fields.fractional_timestamp);
-            return;
-        }
-        if (r.late) {
-            vcounters.late += 1;
-            order_log.warn("{}: late (reordered) packet dropped (packet count {}, timestamp {})", name,
-                         pkt.fields.packet_count, pkt.fields.fractional_timestamp);
-            return;
-        }
+        const auto tracked = track(n, "");
+        if (!tracked) return;
+        const vita49::sequence_result& r = *tracked;
         if (r.resync) {
-            vcounters.resyncs += 1;
-            if (r.jumped_forward) {
-                order_log.warn("{}: timestamp jumped forward to {}, beyond any plausible loss: a discontinuity, "
-                               "tracking restarted", name, pkt.fields.fractional_timestamp);
-            } else {
-                order_log.warn("{}: timestamp jumped back to {}: sender restarted? tracking restarted", name,
-                               pkt.fields.fractional_timestamp);
-            }
             sink->gap(0, gap_reason::lost_packets);
         } else if (r.packets_lost > 0 || r.samples_lost > 0) {
-            add_saturating(counters.packets_lost, r.packets_lost);
-            add_saturating(counters.samples_lost, r.samples_lost);
-            limiter.warn("{}: {} packet(s) lost ({} {} samples)", name, r.packets_lost,
-                         r.samples_exact ? "exactly" : "about", r.samples_lost);
             sink->gap(r.samples_lost, gap_reason::lost_packets);
         } else if (pending_malformed && !r.samples_exact && !r.first) {
             // Neither timestamp nor packet count shows a loss, but a datagram was unreadable:
             // it may have carried samples of this stream (packet count mod 16).
             sink->gap(0, gap_reason::source_error);
         }
-        if (r.count_mismatch) {
-            vcounters.count_mismatches += 1;
-            order_log.warn("{}: packet count {} disagrees with the timestamps ({} packet(s) missing by timestamp): "
-                           "the timestamps are used",
-                           name, pkt.fields.packet_count, r.packets_lost);
-        }
         pending_malformed = false;
         // The sender's time of this packet's first sample, the index it gets here. A stream
         // whose packets carry no UTC or GPS time is timed on the host's clock at arrival, as
         // raw network IQ is (never mixed with the sender's time once that was seen).
         if (const auto utc_ns = vita49::first_sample_utc_ns(pkt.fields, cfg.sample_rate_hz); utc_ns && n > 0) {
-            const time_anchor a{counters.samples.load(), *utc_ns};
-            anchor.set(a);
-            sink->timestamp(a);
+            set_anchor({counters.samples.load(), *utc_ns});
             sender_time_seen = true;
         } else if (!sender_time_seen && n > 0 && cfg.sample_rate_hz > 0.0) {
-            const time_anchor a = host_clock_anchor(counters.samples.load(), n, cfg.sample_rate_hz);
-            anchor.set(a);
-            sink->timestamp(a);
+            set_anchor(host_clock_anchor(counters.samples.load(), n, cfg.sample_rate_hz));
         }
         counters.bytes += pkt.payload.size();
         // VITA-49 IF data is ci16: delivered as received (byte order fixed), not converted.
         vita49::decode_payload(pkt, samples.data());
         deliver(samples.data(), n, cfg.ci16_scale);
+    }
+
+    /// The sequence tracking of a data packet of n samples (each stream id tracked on its own),
+    /// `who` prefixing the log lines ("" or "channel N: "): a duplicate or late packet is
+    /// counted, logged and refused (nullopt); a resync, lost packets and a packet count that
+    /// disagrees with the timestamps are counted and logged. The caller marks the gaps.
+    [[nodiscard]] std::optional<vita49::sequence_result> track(std::size_t n, std::string_view who)
+    {
+        const vita49::sequence_result r = tracker.update(pkt.fields, n);
+        if (r.duplicate || r.late) {
+            (r.duplicate ? vcounters.duplicates : vcounters.late) += 1;
+            order_log.warn("{}: {}{} packet dropped (packet count {}, timestamp {})", name, who,
+                           r.duplicate ? "duplicate" : "late (reordered)", pkt.fields.packet_count,
+                           pkt.fields.fractional_timestamp);
+            return std::nullopt;
+        }
+        if (r.resync) {
+            vcounters.resyncs += 1;
+            if (r.jumped_forward) {
+                order_log.warn("{}: {}timestamp jumped forward to {}, beyond any plausible loss: a discontinuity, "
+                               "tracking restarted", name, who, pkt.fields.fractional_timestamp);
+            } else {
+                order_log.warn("{}: {}timestamp jumped back to {}: sender restarted? tracking restarted", name, who,
+                               pkt.fields.fractional_timestamp);
+            }
+        } else if (r.packets_lost > 0 || r.samples_lost > 0) {
+            add_saturating(counters.packets_lost, r.packets_lost);
+            add_saturating(counters.samples_lost, r.samples_lost);
+            limiter.warn("{}: {}{} packet(s) lost ({} {} samples)", name, who, r.packets_lost,
+                         r.samples_exact ? "exactly" : "about", r.samples_lost);
+        }
+        if (r.count_mismatch) {
+            vcounters.count_mismatches += 1;
+            order_log.warn("{}: {}packet count {} disagrees with the timestamps ({} packet(s) missing by timestamp): "
+                           "the timestamps are used",
+                           name, who, pkt.fields.packet_count, r.packets_lost);
+        }
+        return r;
+    }
+
+    /// A time anchor for the sink and latest_time_anchor().
+    void set_anchor(const time_anchor& a)
+    {
+        anchor.set(a);
+        sink->timestamp(a);
     }
 
     // ---- two channels (second_stream_id) -------------------------------------------------
@@ -270,12 +284,9 @@ struct vita49_source::impl final : net_core {
         {
             if (s.empty()) return;
             if (!self.sender_time_seen && self.cfg.sample_rate_hz > 0.0) {
-                const time_anchor a = host_clock_anchor(self.counters.samples.load(), s.size(), self.cfg.sample_rate_hz);
-                self.anchor.set(a);
-                self.sink->timestamp(a);
+                self.set_anchor(host_clock_anchor(self.counters.samples.load(), s.size(), self.cfg.sample_rate_hz));
             }
-            self.counters.samples += s.size();
-            self.sink->write_x2(s);
+            self.deliver(s);
         }
         void gap(std::uint64_t sample_times, bool lagging) override
         {
@@ -329,38 +340,19 @@ struct vita49_source::impl final : net_core {
         if (placed && channel_next[c] && *channel_next[c] >= timeline_limit) restart_pairing();
         if (!placed) {
             vcounters.untimed_packets += 1;
-            vcounters.unpaired_samples[c] += n;
+            untimed_samples[c] += n;
+            publish_pairing_counts();
             other_log.error("{}: channel {} (stream id 0x{:08x}): packet without a timestamp that places it (TSF sample "
                             "count, or TSI with a real-time TSF, at an integer rate for TSI with a sample count; below "
                             "2^62 samples): two channels are paired by their timestamps; dropped",
                             name, ch + 1, id);
             return;
         }
-        const vita49::sequence_result r = tracker.update(pkt.fields, n);
-        if (r.duplicate || r.late) {
-            (r.duplicate ? vcounters.duplicates : vcounters.late) += 1;
-            order_log.warn("{}: channel {}: {} packet dropped (packet count {}, timestamp {})", name, ch + 1,
-                           r.duplicate ? "duplicate" : "late (reordered)", pkt.fields.packet_count, pkt.fields.fractional_timestamp);
-            return;
-        }
-        if (r.resync) {
-            vcounters.resyncs += 1;
-            order_log.warn("{}: channel {}: timestamp jumped {} to {}: the channels are paired again from their "
-                           "timestamps",
-                           name, ch + 1, r.jumped_forward ? "forward" : "back", pkt.fields.fractional_timestamp);
-            restart_pairing();
-        } else if (r.packets_lost > 0 || r.samples_lost > 0) {
-            add_saturating(counters.packets_lost, r.packets_lost);
-            add_saturating(counters.samples_lost, r.samples_lost);
-            limiter.warn("{}: channel {}: {} packet(s) lost ({} {} samples)", name, ch + 1, r.packets_lost,
-                         r.samples_exact ? "exactly" : "about", r.samples_lost);
-        }
-        if (r.count_mismatch) {
-            vcounters.count_mismatches += 1;
-            order_log.warn("{}: channel {}: packet count {} disagrees with the timestamps ({} packet(s) missing by "
-                           "timestamp): the timestamps are used",
-                           name, ch + 1, pkt.fields.packet_count, r.packets_lost);
-        }
+        constexpr std::string_view channel_prefix[2] = {"channel 1: ", "channel 2: "};
+        const auto tracked = track(n, channel_prefix[c]);
+        if (!tracked) return;
+        const vita49::sequence_result& r = *tracked;
+        if (r.resync) restart_pairing();  // both channels placed again by their timestamps
         std::int64_t start = *placed;
         if (channel_next[c]) {
             start = *channel_next[c] + static_cast<std::int64_t>(std::min<std::uint64_t>(r.samples_lost, 1ULL << 40));
@@ -369,41 +361,40 @@ struct vita49_source::impl final : net_core {
         // The sender's UTC for the next sample time delivered, when this packet begins there.
         if (const auto utc_ns = vita49::first_sample_utc_ns(pkt.fields, cfg.sample_rate_hz);
             utc_ns && n > 0 && pairer.started() && start == pairer.next_index()) {
-            const time_anchor a{counters.samples.load(), *utc_ns};
-            anchor.set(a);
-            sink->timestamp(a);
+            set_anchor({counters.samples.load(), *utc_ns});
             sender_time_seen = true;
         }
         counters.bytes += pkt.payload.size();
-        vita49::decode_payload(pkt, samples.data());
         if (converted.size() < n) converted.resize(n);
-        for (std::size_t i = 0; i < n; ++i) converted[i] = to_cf32(samples[i], cfg.ci16_scale);
-        const auto before = pairer.counts();
+        vita49::decode_payload(pkt, converted.data(), cfg.ci16_scale);
         pairer.push(ch, start, std::span<const cf32>(converted.data(), n), pairs_out);
-        const auto& after = pairer.counts();
-        for (std::size_t k = 0; k < 2; ++k) {
-            vcounters.unpaired_samples[k] += after.unpaired_samples[k] - before.unpaired_samples[k];
-            if (after.lag_events[k] != before.lag_events[k]) {
-                vcounters.lag_events[k] += after.lag_events[k] - before.lag_events[k];
-                lag_log.warn("{}: channel {} (stream id 0x{:08x}) is more than {} ms behind channel {} or silent: "
-                             "channel {}'s samples given up until it pairs again ({} times in all)",
-                             name, k + 1, k == 0 ? *cfg.stream_id : *cfg.second_stream_id,
-                             vita49_source::max_channel_lag_s * 1e3, 2 - k, 2 - k, vcounters.lag_events[k].load());
-            }
-        }
+        publish_pairing_counts();
     }
 
     /// Both channels placed again by their next timestamps; what was buffered is counted as
     /// unpaired and the stream gets a discontinuity.
     void restart_pairing()
     {
-        const auto before = pairer.counts();
         pairer.reset();
-        for (std::size_t k = 0; k < 2; ++k) {
-            vcounters.unpaired_samples[k] += pairer.counts().unpaired_samples[k] - before.unpaired_samples[k];
-        }
+        publish_pairing_counts();
         channel_next = {};
         sink->gap(0, gap_reason::discontinuity);
+    }
+
+    /// The pairer's counts into the shared counters (the samples of packets not placed added to
+    /// the unpaired), and a log line for each channel that began to lag.
+    void publish_pairing_counts()
+    {
+        const auto& pc = pairer.counts();
+        for (std::size_t k = 0; k < 2; ++k) {
+            vcounters.unpaired_samples[k] = pc.unpaired_samples[k] + untimed_samples[k];
+            if (pc.lag_events[k] == vcounters.lag_events[k].load()) continue;
+            vcounters.lag_events[k] = pc.lag_events[k];
+            lag_log.warn("{}: channel {} (stream id 0x{:08x}) is more than {} ms behind channel {} or silent: "
+                         "channel {}'s samples given up until it pairs again ({} times in all)",
+                         name, k + 1, k == 0 ? *cfg.stream_id : *cfg.second_stream_id, vita49_source::max_channel_lag_s * 1e3,
+                         2 - k, 2 - k, pc.lag_events[k]);
+        }
     }
 
     /// Whether another stream id may replace the current one (never with a configured id).
@@ -444,7 +435,7 @@ struct vita49_source::impl final : net_core {
     std::vector<ci16> samples;  ///< a packet's payload as received (ci16, host byte order)
     // Two channels: the pairer (holding at most max_channel_lag_s of samples a channel), its
     // output, each channel's next timeline index (unset until placed by a timestamp), and a
-    // packet's samples converted for it.
+    // packet's samples decoded for it.
     [[nodiscard]] static std::uint64_t lag_bound(double rate_hz) noexcept
     {
         return std::clamp<std::uint64_t>(static_cast<std::uint64_t>(std::max(rate_hz, 0.0) * vita49_source::max_channel_lag_s),
@@ -453,6 +444,7 @@ struct vita49_source::impl final : net_core {
     channel_pairer pairer{lag_bound(cfg.sample_rate_hz)};
     pair_sink pairs_out{*this};
     std::array<std::optional<std::int64_t>, 2> channel_next{};
+    std::array<std::uint64_t, 2> untimed_samples{};  ///< samples of packets not placed, per channel
     std::vector<cf32> converted;
     // One limiter per kind of message, so that a flood of one kind hides none of the others
     // (net_core::limiter is the one for losses).

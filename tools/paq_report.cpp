@@ -75,18 +75,6 @@ public:
     return out;
 }
 
-/// Whether a packets file holds its header and no row (a channel that found no packet).
-[[nodiscard]] bool packets_file_is_empty(const fs::path& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    std::string line;
-    std::size_t lines = 0;
-    while (lines < 2 && std::getline(in, line)) {
-        if (!line.empty() && line != "\r") ++lines;
-    }
-    return in.eof() && lines == 1;
-}
-
 [[nodiscard]] std::string utc_now()
 {
     const auto now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -217,13 +205,7 @@ int main(int argc, char** argv)
             page.channel = std::move(view);
         }
 
-        for (const auto& [ch, path] : channel_files(base)) {
-            // A channel that found no packet alone (its records only a header) is shown as such.
-            report_data alone;
-            alone.streams = 0;
-            if (!packets_file_is_empty(path)) alone = read_packets_file(path, options);
-            page.each_channel.push_back({ch, path, std::move(alone)});
-        }
+        for (const auto& [ch, path] : channel_files(base)) page.each_channel.push_back({ch, path, read_packets_file_if_any(path, options)});
 
         const std::string html = render_html(data, page);
         write_file(output, html);

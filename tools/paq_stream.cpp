@@ -171,17 +171,12 @@ public:
             one_.resize(n);
             for (int ch = 0; ch < 2; ++ch) {
                 for (std::size_t i = 0; i < n; ++i) one_[i] = samples[2 * i + static_cast<std::size_t>(ch)];
-                send_vita49(ch == 0 ? o_.stream_id : o_.second_stream_id.value_or(o_.stream_id + 1), one_, position, index, clipped);
-                sock_udp_.send_to(asio::buffer(buf_), dst_);
-                t.bytes_sent += buf_.size();
-                ++t.units_sent;
+                encode_vita49(ch == 0 ? o_.stream_id : o_.second_stream_id.value_or(o_.stream_id + 1), one_, position, index, clipped);
+                transmit(t);
             }
-            t.clipped += clipped;
-            t.samples_sent += samples.size();
-            return true;
-        }
-        if (o_.mode == "vita49") {
-            send_vita49(o_.stream_id, samples, position, index, clipped);
+        } else if (o_.mode == "vita49") {
+            encode_vita49(o_.stream_id, samples, position, index, clipped);
+            transmit(t);
         } else {
             // GNU Radio's headers, little-endian: the UDP Sink's sequence number (from 1, u64;
             // seq-size adds the i16 payload size and pads to 16 bytes), or gr-zeromq's tag
@@ -206,24 +201,31 @@ public:
             buf_.resize(head.size() + body);
             std::copy(head.begin(), head.end(), buf_.begin());
             clipped = paq::io::encode(format_, samples.data(), samples.size(), buf_.data() + head.size(), scale_);
+            transmit(t);
         }
-        if (zsock_) {
-            if (zmq_send(zsock_, buf_.data(), buf_.size(), 0) < 0)
-                throw std::runtime_error(std::string("zmq send failed: ") + zmq_strerror(zmq_errno()));
-        } else if (datagrams)
-            sock_udp_.send_to(asio::buffer(buf_), dst_);
-        else
-            asio::write(sock_tcp_, asio::buffer(buf_));
         t.clipped += clipped;
-        t.bytes_sent += buf_.size();
         t.samples_sent += samples.size();
-        ++t.units_sent;
         return true;
     }
 
-    /// One VITA-49 IF Data packet of `samples` into buf_: the stream id, the packet count of
+    /// buf_ onto the wire (a ZeroMQ message, a datagram or a TCP write), counted.
+    void transmit(totals& t)
+    {
+        if (zsock_) {
+            if (zmq_send(zsock_, buf_.data(), buf_.size(), 0) < 0)
+                throw std::runtime_error(std::string("zmq send failed: ") + zmq_strerror(zmq_errno()));
+        } else if (sock_udp_.is_open()) {
+            sock_udp_.send_to(asio::buffer(buf_), dst_);
+        } else {
+            asio::write(sock_tcp_, asio::buffer(buf_));
+        }
+        t.bytes_sent += buf_.size();
+        ++t.units_sent;
+    }
+
+    /// One VITA-49 IF Data packet of `samples` encoded into buf_: the stream id, the packet count of
     /// `index`, a free-running sample-count timestamp at `position` (unless --no-timestamps).
-    void send_vita49(std::uint32_t stream_id, std::span<const paq::cf32> samples, std::uint64_t position, std::uint64_t index,
+    void encode_vita49(std::uint32_t stream_id, std::span<const paq::cf32> samples, std::uint64_t position, std::uint64_t index,
                      std::size_t& clipped)
     {
         paq::io::vita49::packet_fields f;

@@ -431,15 +431,22 @@ report_data report_builder::finish() const
     return d;
 }
 
-report_data read_packets_file(const std::filesystem::path& path, const report_options& options)
+std::optional<report_data> read_packets_file_if_any(const std::filesystem::path& path, const report_options& options)
 {
     packet_reader reader(path);
     report_builder builder(options);
     packet_record r;
     std::uint64_t rows = 0;
     for (; reader.next(r); ++rows) builder.add(r);
-    if (rows == 0) throw input_error(path.string() + ": no data rows after the header");
+    if (rows == 0) return std::nullopt;
     return builder.finish();
+}
+
+report_data read_packets_file(const std::filesystem::path& path, const report_options& options)
+{
+    auto d = read_packets_file_if_any(path, options);
+    if (!d) throw input_error(path.string() + ": no data rows after the header");
+    return std::move(*d);
 }
 
 channel_snapshots read_channel_snapshots(const std::filesystem::path& path, std::span<const double> times_s)

@@ -264,6 +264,10 @@ private:
 
 /// Reads a packets file through report_builder. Throws input_error.
 [[nodiscard]] report_data read_packets_file(const std::filesystem::path& path, const report_options& options = {});
+/// The same for a file that may hold no data rows (the header only: a run that found no
+/// packet): nullopt then, where read_packets_file throws.
+[[nodiscard]] std::optional<report_data> read_packets_file_if_any(const std::filesystem::path& path,
+                                                                  const report_options& options = {});
 
 /// The rows of a channel file nearest in time to each of the given times.
 struct channel_snapshots {

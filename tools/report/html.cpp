@@ -554,8 +554,8 @@ void header(std::string& h, const report_data& d, const page_inputs& in)
         for (const auto& c : in.each_channel) {
             files += (files.empty() ? "" : ", ") + ("channel " + std::to_string(c.channel) + ": <code>" +
                                                    html_escape(c.path.string()) + "</code> (" +
-                                                   (c.data.streams == 0 ? std::string("no packet found alone")
-                                                                        : format_count(c.data.packets) + " packets") +
+                                                   (c.data ? format_count(c.data->packets) + " packets"
+                                                           : std::string("no packet found alone")) +
                                                    ")");
         }
         fact("Each channel alone", files);
@@ -722,7 +722,7 @@ void each_channel_table(std::string& h, const report_data& d, const page_inputs&
         double better = nan;
         h += "<tr><td class=\"l\">" + name_of(p) + "</td><td>" + swatch(p) + format_rate(vc) + "</td>";
         for (const auto& c : in.each_channel) {
-            const double v = p < c.data.streams ? c.data.value(c.data.paths[p].sums) : nan;
+            const double v = c.data && p < c.data->streams ? c.data->value(c.data->paths[p].sums) : nan;
             if (std::isfinite(v) && !(better <= v)) better = v;
             h += "<td>" + format_rate(v) + "</td>";
         }

@@ -41,7 +41,7 @@ struct channel_view {
 struct channel_alone {
     int channel = 0;  ///< the recording's channel number N
     std::filesystem::path path;
-    report_data data;
+    std::optional<report_data> data;  ///< nullopt: the channel found no packet alone
 };
 
 /// Everything on the page that does not come from the packet rows.
