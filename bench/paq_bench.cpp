@@ -40,9 +40,15 @@
 //   --fec CODE        the batch's data fields carry this LDPC code (receiver.fec) and every
 //                     stream decodes them: the decoder's cost is the stage `fec`
 //   --ebn0-db DB      the batch's Eb/N0 per channel bit (default 12)
+//   --channels 2      two receive channels (receiver.channels 2, joint combining): the same
+//                     transmission on a second channel (the preset again, its own noise and a
+//                     two-ray echo of 40 ns), its batch time against one channel's on the same
+//                     batch's first channel, each pinned, median of 20 after 3 warm-ups; only
+//                     that table (and its JSON)
 //
 //   paq-bench [--json FILE] [--gpus N] [--preset NAME] [--input-rate HZ] [--clock-ppm PPM] [--front-end-correction]
 //             [--phase-smoother | --phase-noise HZ | --pll-only] [--trellis | --both-detectors] [--fec CODE] [--ebn0-db DB]
+//             [--channels 2]
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/input_stage.hpp"
@@ -148,6 +154,75 @@ throughput run_workers(const receiver_config& rc, int n_gpus, std::vector<sample
     return t;
 }
 
+/// --channels 2: a batch of two receive channels through the two-channel backend against its
+/// first channel through the one-channel backend (both pinned, the default parts). Prints the
+/// table; writes json_path when given. Returns the exit code.
+int bench_two_channels(receiver_config rc, const sim_config& sc, const std::string& json_path, const gpu::gpu_device_info& device)
+{
+    const auto geom = make_input_geometry(rc);
+    sim_config second = sc;
+    second.channel = 1;
+    second.preset = "two-ray";
+    second.delay_ns = 40.0;
+    second.phase_rad = 1.0;
+    std::vector<cf32> x, y;
+    simulator(sc).generate(rc.batch_samples + geom.guard_after + 1000, x);
+    simulator(second).generate(x.size(), y);
+    std::vector<cf32x2> both(std::min(x.size(), y.size()));
+    for (std::size_t i = 0; i < both.size(); ++i) both[i] = {x[i], y[i]};
+    batcher bt1(rc.batch_samples, geom.guard_before, geom.guard_after);
+    bt1.push(x);
+    batcher_x2 bt2(rc.batch_samples, geom.guard_before, geom.guard_after);
+    bt2.push(both);
+    auto one = bt1.pop();
+    auto two = bt2.pop();
+    if (!one || !two) {
+        std::fprintf(stderr, "paq-bench: no batch\n");
+        return 1;
+    }
+    gpu::cuda_backend be1(rc, 0);
+    receiver_config rc2 = rc;
+    rc2.channels = 2;
+    gpu::cuda_backend be2(rc2, 0);
+    gpu::host_pin pin1(one->samples.data(), one->samples.size() * sizeof(cf32));
+    gpu::host_pin pin2(two->samples_x2.data(), two->samples_x2.size() * sizeof(cf32x2));
+    const double t1 = median(time_process(be1, *one, 3, 20));
+    const double t2 = median(time_process(be2, *two, 3, 20));
+    const std::size_t p1 = be1.process(*one).packets.size(), p2 = be2.process(*two).packets.size();
+    // Where the second channel's time goes: the stages of one run each, one part.
+    be1.enable_stage_timing(true);
+    be2.enable_stage_timing(true);
+    (void)be1.process(*one);
+    (void)be2.process(*two);
+    const auto s1 = be1.last_timing(), s2 = be2.last_timing();
+    const double batch_s = static_cast<double>(rc.batch_samples) / (rc.input_sample_rate_hz > 0.0 ? rc.input_sample_rate_hz : 2.0 * rc.bit_rate_hz);
+    std::printf("paq-bench: two receive channels on %s, batch %.4f s (%zu sample times), pinned, median of 20\n", device.name.c_str(), batch_s,
+                static_cast<std::size_t>(rc.batch_samples));
+    std::printf("  %-22s %10s %8s %12s\n", "", "ms", "packets", "x real time");
+    std::printf("  %-22s %10.2f %8zu %12.1f\n", "one channel", t1, p1, batch_s * 1e3 / t1);
+    std::printf("  %-22s %10.2f %8zu %12.1f\n", "two channels (joint)", t2, p2, batch_s * 1e3 / t2);
+    std::printf("  two channels / one: %.2fx\n", t2 / t1);
+    nlohmann::json stages1 = nlohmann::json::object(), stages2 = nlohmann::json::object();
+    for (int st = 0; st < static_cast<int>(gpu::cuda_backend::stage::count); ++st) {
+        const auto k = static_cast<gpu::cuda_backend::stage>(st);
+        stages1[gpu::cuda_backend::stage_name(k)] = s1.ms[static_cast<std::size_t>(st)];
+        stages2[gpu::cuda_backend::stage_name(k)] = s2.ms[static_cast<std::size_t>(st)];
+        std::printf("    %-14s %8.3f %8.3f ms\n", gpu::cuda_backend::stage_name(k), s1.ms[static_cast<std::size_t>(st)],
+                    s2.ms[static_cast<std::size_t>(st)]);
+    }
+    if (!json_path.empty()) {
+        const nlohmann::json j{{"gpu", gpu::describe(device)},
+                               {"batch_s", batch_s},
+                               {"preset", sc.preset},
+                               {"ebn0_db", sc.ebn0_db},
+                               {"one_channel", {{"host_end_to_end_ms", t1}, {"packets", p1}, {"stages_ms", stages1}}},
+                               {"two_channels", {{"host_end_to_end_ms", t2}, {"packets", p2}, {"stages_ms", stages2}}},
+                               {"ratio", t2 / t1}};
+        std::ofstream(json_path) << j.dump(2) << "\n";
+    }
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv)
@@ -184,6 +259,8 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember(names_in(fec_names)).description(""))
         ->capture_default_str();
     app.add_option("--ebn0-db", ebn0_db, "The batch's Eb/N0 per channel bit, dB")->capture_default_str()->check(CLI::Range(-10.0, 60.0));
+    int channels = 1;
+    app.add_option("--channels", channels, "2: a two-channel batch against one channel's (only that table)")->check(CLI::Range(1, 2));
     if (const int rc = cli::parse(app, argc, argv); rc >= 0) return rc;
     const auto devices = bench::require_devices("paq-bench");
     if (devices.empty()) return 1;
@@ -232,6 +309,7 @@ int main(int argc, char** argv)
         std::fprintf(stderr, "paq-bench: %s\n", e.what());
         return 2;
     }
+    if (channels == 2) return bench_two_channels(rc, sc, json_path, devices[0]);
     simulator sim(sc);
     std::vector<cf32> x;
     sim.generate(rc.batch_samples + geom.guard_after + 1000, x);

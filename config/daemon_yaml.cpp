@@ -742,10 +742,15 @@ const section<daemon_config>& daemon_schema()
                                    "streams, source.vita49.second_stream_id, or a radio's two RX channels, "
                                    "source.iio.channels 2)");
                 }
-                if (c.pipeline.backend == backend_kind::cuda) {
-                    ctx.errors.add(at_key("pipeline.backend"),
-                                   "pipeline.backend: cuda receives one channel; receiver.channels 2 runs on the cpu backend "
-                                   "(`backend: cpu` or `auto`)");
+                if (c.pipeline.backend != backend_kind::cpu && c.pipeline.solver != name_of(solver_names, solver_kind::levinson)) {
+                    ctx.errors.add(at_key("pipeline.solver"), "pipeline.solver: " + c.pipeline.solver +
+                                                                  " solves one channel; receiver.channels 2 is solved by levinson "
+                                                                  "(block Levinson for the joint systems)");
+                }
+                if (c.pipeline.backend == backend_kind::cuda && c.receiver.combining == dsp::combining_kind::select) {
+                    ctx.errors.add(at_key("receiver.combining"),
+                                   "receiver.combining: select (each packet on one channel) runs on the cpu backend only; with "
+                                   "pipeline.backend cuda use `combining: joint`, or `backend: cpu` or `auto`");
                 }
                 if (!c.recording.base.empty()) {
                     ctx.errors.add(at_key("recording.path"),

@@ -71,7 +71,7 @@ const section<dsp::receiver_config>& receiver_schema()
                       {"", "receive channels of the link (two polarizations or antennas, one sample clock): 2 "
                            "combines both on every path (docs/SIGNAL-CHAIN.md, \"Two receive channels\"); the "
                            "source must deliver as many (`source.file.second_channel`, `channels: 2` of tcp, udp and iio, "
-                           "`source.vita49.second_stream_id`); CPU backend only"}),
+                           "`source.vita49.second_stream_id`); both backends (combining select: the CPU backend)"}),
             choice<C>("combining", at(&C::combining), choices(dsp::combining_names),
                       {"", "with `channels: 2`: `joint`, every path combines both channels (docs/SIGNAL-CHAIN.md, "
                            "\"Two receive channels\"); `select`, selection diversity: every path on the packet's "

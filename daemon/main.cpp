@@ -126,13 +126,13 @@ struct replay_command {
         cmd->add_option("--channel", channel,
                         "The channel received of a recording that interleaves several (SigMF core:num_channels, or "
                         "--channels of a raw file): 1 .. its channels; required for such a recording. Given twice: "
-                        "both channels combined on every path (the CPU backend)")
+                        "both channels combined on every path")
             ->check(CLI::Range(1, io::max_channels))
             ->expected(1)
             ->take_all();
         cmd->add_option("--combining", combining,
                         "With two --channel: joint (every path combines both channels) or select (every path on the "
-                        "packet's better channel alone) (default: receiver.combining, joint)")
+                        "packet's better channel alone; the cpu backend) (default: receiver.combining, joint)")
             ->check(CLI::IsMember(names_in(dsp::combining_names)));
         cmd->add_flag("--each-channel", each_channel,
                       "With two --channel: each channel also received alone, its BER per path beside the combined "

@@ -51,9 +51,9 @@ replay_result run_replay(const replay_options& opt)
     if (opt.each_channel && !opt.second_channel) {
         throw config::config_error({"--each-channel: name two channels to combine (--channel N --channel M)"});
     }
-    if (opt.second_channel && opt.backend == config::backend_kind::cuda) {
-        throw config::config_error({"--backend cuda: two receive channels are combined by the cpu backend only (--backend cpu, "
-                                    "or auto)"});
+    if (opt.second_channel && opt.backend == config::backend_kind::cuda && opt.receiver.combining == dsp::combining_kind::select) {
+        throw config::config_error({"--backend cuda: two receive channels received by selection (--combining select) run on the cpu "
+                                    "backend only (--backend cpu, or auto; --combining joint runs on both)"});
     }
     if (opt.second_channel && *opt.second_channel == info.channel) {
         throw config::config_error({"--channel " + std::to_string(info.channel) + " twice: name two channels to combine"});
@@ -128,7 +128,7 @@ replay_result run_replay(const replay_options& opt)
     res.pattern = std::string(dsp::to_string(pattern));
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const auto kind = runtime::resolve_backend(opt.backend, rc.channels);
+    const auto kind = runtime::resolve_backend(opt.backend, rc.channels, rc.combining == dsp::combining_kind::select);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams(),
                                                                             dsp::framing_for(rc.fec), rc.channels,

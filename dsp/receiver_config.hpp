@@ -165,7 +165,8 @@ struct receiver_config {
     /// and noise estimate per channel, ZF and MMSE solved jointly, two-input CMA, FDE1 and FDE2
     /// as frequency-domain combining, the unequalized path as maximal-ratio combining; each
     /// packet records its channels' Eb/N0 and the better one (packet_record::best_channel). The
-    /// windows then hold both channels (sample_batch::samples_x2). The CPU backend only.
+    /// windows then hold both channels (sample_batch::samples_x2). Both backends (combining
+    /// select: the CPU backend only).
     /// `receiver.channels` in the service's configuration (its source must deliver as many);
     /// `paqd replay --channel N --channel M` sets it.
     int channels = 1;

@@ -13,6 +13,7 @@
 #include "dsp/trellis.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
+#include "gpu/combining.hpp"
 #include "gpu/equalizers.hpp"
 #include "gpu/iq_correction.hpp"
 #include "gpu/ldpc_decoder.hpp"
@@ -238,6 +239,141 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
     }
 }
 
+// Two receive channels (dsp/combining.hpp). Channel c's per-slot estimates lie max_packets
+// slots after channel 0's (gpu::estimators with two channels).
+constexpr int max_supports_here = 64;
+__constant__ double c_rx_re[L_ch], c_rx_im[L_ch];                 ///< dsp::soqpsk_autocorrelation, lags 0 .. 37
+__constant__ double c_noise_gain[max_supports_here];              ///< each channel support's noise_gain
+
+/// Per packet: the channels' taps side by side for the joint solver (h_pair: [packet][channel][38]),
+/// its diagonal loads 2 sigma2_c, the combining weights (dsp::combining_weights: sigma2_min /
+/// sigma2_c, a noise not finite or negative weighs 0, a noiseless channel 1 and only those)
+/// and 2 sigma2_min, the FDE combiners' noise. One block of 64 threads a packet.
+__global__ void combining_terms_kernel(const cuFloatComplex* __restrict__ h, const double* __restrict__ sigma2, std::size_t slots,
+                                       cuFloatComplex* __restrict__ h_pair, double* __restrict__ loads, double* __restrict__ weight,
+                                       double* __restrict__ noise)
+{
+    const int p = blockIdx.x;
+    for (int i = threadIdx.x; i < 2 * L_ch; i += blockDim.x) {
+        const int c = i / L_ch, a = i % L_ch;
+        h_pair[static_cast<std::size_t>(p) * 2 * L_ch + i] = h[(c * slots + static_cast<std::size_t>(p)) * L_ch + a];
+    }
+    if (threadIdx.x != 0) return;
+    const double s[2] = {sigma2[p], sigma2[slots + static_cast<std::size_t>(p)]};
+    double least = INFINITY;
+    for (const double v : s) {
+        if (v >= 0.0 && isfinite(v)) least = fmin(least, v);
+    }
+    if (!isfinite(least)) least = 0.0;
+    for (int c = 0; c < 2; ++c) {
+        const double v = s[c];
+        weight[2 * p + c] = !(v >= 0.0) || !isfinite(v) ? 0.0 : v > 0.0 ? least / v : 1.0;
+        loads[2 * p + c] = 2.0 * v;
+    }
+    noise[p] = 2.0 * least;
+}
+
+/// The joint solver's taps ([packet][channel][186]) to each channel's (channel c's slots after
+/// channel 0's).
+__global__ void unpack_taps_kernel(const cuFloatComplex* __restrict__ c_pair, std::size_t slots, cuFloatComplex* __restrict__ c)
+{
+    const int p = blockIdx.x;
+    for (int i = threadIdx.x; i < 2 * L_eq; i += blockDim.x) {
+        const int ch = i / L_eq, l = i % L_eq;
+        c[(ch * slots + static_cast<std::size_t>(p)) * L_eq + l] = c_pair[static_cast<std::size_t>(p) * 2 * L_eq + i];
+    }
+}
+
+/// dsp::received_power of channel estimate h (38 taps), in the CPU's order.
+__device__ double received_power_of(const cuFloatComplex* h)
+{
+    double p = 0.0;
+    for (int a = 0; a < L_ch; ++a) {
+        const double ar = h[a].x, ai = h[a].y;
+        p += (ar * ar + ai * ai) * c_rx_re[0];
+        for (int b = a + 1; b < L_ch; ++b) {
+            const double br = h[b].x, bi = h[b].y;
+            const double ur = ar * br + ai * bi, ui = ai * br - ar * bi;
+            p += 2.0 * (ur * c_rx_re[b - a] - ui * c_rx_im[b - a]);
+        }
+    }
+    return p;
+}
+
+/// The unequalized path over two channels (dsp::mrc_single_path_response): each channel's
+/// single-path gain shrunk by its estimate's signal fraction (dsp::signal_fraction), then
+/// mrc_c = w_c f_c g_c* / sum_d w_d f_d |g_d|^2 (the plain combiner where no channel shows
+/// signal; zero where every gain is). A thread a packet.
+__global__ void mrc_kernel(const cuFloatComplex* __restrict__ h, const double* __restrict__ sigma2, const int* __restrict__ support,
+                           const double* __restrict__ weight, const cuDoubleComplex* __restrict__ gain, std::size_t slots, int packets,
+                           cuDoubleComplex* __restrict__ mrc)
+{
+    const int p = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+    if (p >= packets) return;
+    double f[2], g2[2], total = 0.0;
+    cuDoubleComplex g[2];
+    for (int c = 0; c < 2; ++c) {
+        const std::size_t slot = c * slots + static_cast<std::size_t>(p);
+        const double power = received_power_of(h + slot * L_ch);
+        const int sup = min(max(support[slot], 0), max_supports_here - 1);
+        double fr = 0.0;
+        if (power > 0.0 && isfinite(power)) {
+            fr = 1.0 - 2.0 * sigma2[slot] * c_noise_gain[sup] / power;
+            fr = isfinite(fr) ? fmin(fmax(fr, 0.0), 1.0) : 0.0;
+        }
+        f[c] = fr;
+        g[c] = gain[slot];
+        g2[c] = g[c].x * g[c].x + g[c].y * g[c].y;
+        total += weight[2 * p + c] * f[c] * g2[c];
+    }
+    if (!(total > 0.0)) {
+        total = 0.0;
+        for (int c = 0; c < 2; ++c) {
+            f[c] = 1.0;
+            total += weight[2 * p + c] * g2[c];
+        }
+    }
+    for (int c = 0; c < 2; ++c) {
+        const double k = total > 0.0 ? weight[2 * p + c] * f[c] / total : 0.0;
+        mrc[2 * p + c] = make_cuDoubleComplex(k * g[c].x, -k * g[c].y);
+    }
+}
+
+/// The combined channel's ZF condition number, max / min over frequency of sum_c w_c |H_c|^2
+/// (the CPU's record of it): a block per packet.
+__global__ void combined_condition_kernel(const float2* __restrict__ hspec, std::size_t spectrum_slots, const double* __restrict__ weight,
+                                          double* __restrict__ cond)
+{
+    const int p = blockIdx.x;
+    const float w0 = static_cast<float>(weight[2 * p]), w1 = static_cast<float>(weight[2 * p + 1]);
+    const float2* h0 = hspec + static_cast<std::size_t>(p) * n_fft;
+    const float2* h1 = h0 + spectrum_slots * n_fft;
+    float lo = INFINITY, hi = 0.0f;
+    for (int k = threadIdx.x; k < n_fft; k += blockDim.x) {
+        const float2 a = h0[k], b = h1[k];
+        const float v = w0 * (a.x * a.x + a.y * a.y) + w1 * (b.x * b.x + b.y * b.y);
+        lo = fminf(lo, v);
+        hi = fmaxf(hi, v);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        lo = fminf(lo, __shfl_xor_sync(0xffffffffu, lo, o));
+        hi = fmaxf(hi, __shfl_xor_sync(0xffffffffu, hi, o));
+    }
+    __shared__ float red_lo[32], red_hi[32];
+    if (threadIdx.x % 32 == 0) {
+        red_lo[threadIdx.x / 32] = lo;
+        red_hi[threadIdx.x / 32] = hi;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < static_cast<int>(blockDim.x) / 32; ++w) {
+            lo = fminf(lo, red_lo[w]);
+            hi = fmaxf(hi, red_hi[w]);
+        }
+        cond[p] = lo > 0.0f ? static_cast<double>(hi) / lo : INFINITY;
+    }
+}
+
 /// With a float cuSOLVER solver: packets whose ZF system has a condition number above 1e6
 /// (flagged ill-conditioned), or that the solver could not factor, take the double-precision
 /// Levinson taps instead. One block per packet.
@@ -279,6 +415,10 @@ struct chain_part {
     const dsp::receiver_tables& t;
     int device;
     std::size_t max_window, max_packets;
+    /// Receive channels (receiver_config::channels). With two, every per-slot buffer below that
+    /// the channels do not share holds channel 2's max_packets slots after channel 1's (as the
+    /// front end's); the ZF taps (c_zf, spec_zf) are the combined channel's.
+    int channels;
     estimators fe;
     preamble_detector loc;
     stream_detector det;
@@ -355,6 +495,13 @@ struct chain_part {
     stream fields_st;
     event paths_done, fields_ready;
     event smoothed_counted;  ///< the gated smoother's stream count is on the host (smoothed_streams_host)
+    /// Two channels: the joint MMSE solver (block Levinson) with its inputs and outputs
+    /// ([packet][channel][...]), the combining weights (2 a packet), 2 sigma2_min, each
+    /// channel's maximal-ratio coefficient (2 a packet), the two-input CMA's scratch.
+    std::unique_ptr<joint_solver> joint;
+    device_buffer<cuFloatComplex> h_pair, c_pair, cma_scratch;
+    device_buffer<double> loads_pair, weight, noise_min;
+    device_buffer<cuDoubleComplex> mrc;
     std::array<event, stage_count_events> ev;
     std::array<cuda_backend::stage, stage_count_events> ev_stage{};  ///< the stage that ends at each event
     int events_recorded = 0;  ///< by the last enqueue() (0: timing was off)
@@ -379,26 +526,27 @@ struct chain_part {
           device(select_device(dev)),
           max_window(window),
           max_packets(max_window / waveform::L_pkt + 2),
-          fe(dev, max_window, max_packets, input_design, max_input),
+          channels(c.channels),
+          fe(dev, max_window, max_packets, input_design, max_input, c.channels),
           loc(dev, max_window, max_packets, t),
           det(dev, max_packets * num_paths, smoother_use_of(c), c.trellis_on(), c.detector != dsp::detector_kind::trellis),
           plan(n_fft, static_cast<int>(max_packets), fe.device().stream),
           spec_zf(max_packets * n_fft),
-          spec_mmse(max_packets * n_fft),
-          spec_cma(max_packets * n_fft),
-          hspec(max_packets * n_fft),
+          spec_mmse(per_slot(c) * n_fft),
+          spec_cma(per_slot(c) * n_fft),
+          hspec(per_slot(c) * n_fft),
           c_zf(max_packets * L_eq),
-          c_mmse(max_packets * L_eq),
-          c_cma(max_packets * L_eq),
+          c_mmse(per_slot(c) * L_eq),
+          c_cma(per_slot(c) * L_eq),
           hno(hno_dev),
           psi(psi_dev),
           lp(lp_dev),
           trellis(c.trellis_on() ? std::make_unique<stream_trellis>(max_packets * num_paths) : nullptr),
           zero_load(max_packets),
           load(max_packets),
-          tau(max_packets),
+          tau(per_slot(c)),
           cond(max_packets),
-          gain(max_packets),
+          gain(per_slot(c)),
           ok_zf(max_packets),
           ok_mmse(max_packets),
           solver(solver_name == "levinson" ? nullptr : make_batched_solver(solver_name, dev, max_packets)),
@@ -409,12 +557,12 @@ struct chain_part {
           boot(dsp::make_pll_gains(dsp::smoother::bootstrap_bn_t, c.pll_damping)),
           bits_host(max_packets * static_cast<std::size_t>(c.streams()) * dsp::packed_data_bytes),
           stats_host(max_packets * static_cast<std::size_t>(c.streams())),
-          h_host(max_packets * L_ch),
+          h_host(per_slot(c) * L_ch),
           cfo_host(max_packets),
-          sigma2_host(max_packets),
+          sigma2_host(per_slot(c)),
           cond_host(max_packets),
-          nonfinite_host(max_packets),
-          support_host(max_packets),
+          nonfinite_host(per_slot(c)),
+          support_host(per_slot(c)),
           ok_zf_host(max_packets),
           ok_mmse_host(max_packets),
           starts_host(max_packets),
@@ -422,7 +570,7 @@ struct chain_part {
           moved_host(max_packets),
           smoothed_host(c.phase_smoother_auto() ? max_packets : 0),
           derotation_host(smoother_use_of(c) != smoother_use::never ? max_packets : 0),
-          spectra(smoother_use_of(c) != smoother_use::never ? max_packets * n_fft : 0),
+          spectra(smoother_use_of(c) != smoother_use::never ? per_slot(c) * n_fft : 0),
           smoothed_streams_host(1),
           count_host(1),
           truncated_host(1),
@@ -431,9 +579,20 @@ struct chain_part {
           steps_dev(max_packets),
           refined(max_packets),
           ppm(max_packets),
-          iq_sums(max_packets * iq_dc_sums_per_slot),
-          iq_sums_host(max_packets * iq_dc_sums_per_slot)
+          iq_sums(per_slot(c) * iq_dc_sums_per_slot),
+          iq_sums_host(per_slot(c) * iq_dc_sums_per_slot)
     {
+        if (channels == 2) {
+            joint = make_joint_solver("block-levinson", dev, max_packets);
+            PAQ_CUDA_CHECK(cudaSetDevice(dev));
+            h_pair = device_buffer<cuFloatComplex>(max_packets * 2 * L_ch);
+            c_pair = device_buffer<cuFloatComplex>(max_packets * 2 * L_eq);
+            cma_scratch = device_buffer<cuFloatComplex>(max_packets * n_fft);
+            loads_pair = device_buffer<double>(max_packets * 2);
+            weight = device_buffer<double>(max_packets * 2);
+            noise_min = device_buffer<double>(max_packets);
+            mrc = device_buffer<cuDoubleComplex>(max_packets * 2);
+        }
         if (const auto code = dsp::ldpc_code_of(c.fec)) {
             fec = dsp::framing_for(*code);  // validate() refused the codes without one
             const std::size_t frames = max_packets * static_cast<std::size_t>(c.streams() * fec->codewords);
@@ -480,6 +639,23 @@ struct chain_part {
     [[nodiscard]] bool waits_for_count() const noexcept { return rederives() && det.device_smoothed_streams() != nullptr; }
     /// The segments' spectra: `spectra`, or the segments themselves transformed in place.
     [[nodiscard]] cuFloatComplex* spectra_of(cuFloatComplex* seg) noexcept { return rederives() ? spectra.data() : seg; }
+    /// Receive channel ch's: its segments (the front end's), their spectra (as spectra_of).
+    [[nodiscard]] cuFloatComplex* segments_of(int ch) noexcept { return reinterpret_cast<cuFloatComplex*>(fe.device(ch).segments); }
+    [[nodiscard]] cuFloatComplex* spectrum_of(int ch) noexcept
+    {
+        return rederives() ? spectra.data() + static_cast<std::size_t>(ch) * max_packets * n_fft : segments_of(ch);
+    }
+    /// Per-slot buffers of every channel: channel ch's first slot.
+    [[nodiscard]] std::size_t slot0(int ch) const noexcept { return static_cast<std::size_t>(ch) * max_packets; }
+    /// Slots of a per-channel buffer for config c: max_packets a channel (max_packets is
+    /// set before the buffers).
+    [[nodiscard]] std::size_t per_slot(const dsp::receiver_config& c) const noexcept { return static_cast<std::size_t>(c.channels) * max_packets; }
+    /// The second channel's inputs to the paths, its spectra at r2.
+    [[nodiscard]] second_channel second_for(const cuFloatComplex* r2) noexcept
+    {
+        const std::size_t b = slot0(1) * n_fft;
+        return {r2, spec_mmse.data() + b, spec_cma.data() + b, hspec.data() + b, weight.data(), noise_min.data(), tau.data() + slot0(1), mrc.data()};
+    }
     /// Bit k of a packet is decided at sample 2 (m0 + k) + parity of its segment.
     [[nodiscard]] int decision_parity() const noexcept { return (pre + t.decision_delay) & 1; }
     [[nodiscard]] int decision_m0() const noexcept { return (pre + t.decision_delay) / 2; }
@@ -542,6 +718,21 @@ struct cuda_backend::impl {
         // Once per backend: the kernels' shared memory, H_NO (in double on the host) and Psi.
         cma_setup_device();
         paths_setup_device();
+        if (c.channels == 2) {
+            // The two-channel kernels' constants: R_x and each channel support's noise gain.
+            const auto& rx = dsp::soqpsk_autocorrelation();
+            std::array<double, L_ch> rx_re{}, rx_im{};
+            for (std::size_t k = 0; k < static_cast<std::size_t>(L_ch) && k < rx.size(); ++k) {
+                rx_re[k] = rx[k].real();
+                rx_im[k] = rx[k].imag();
+            }
+            std::array<double, max_supports_here> gain{};
+            if (t.supports.size() > gain.size()) throw std::logic_error("cuda backend: more channel supports than the kernels hold");
+            for (std::size_t i = 0; i < t.supports.size(); ++i) gain[i] = t.supports[i].noise_gain;
+            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_re, rx_re.data(), sizeof rx_re));
+            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_im, rx_im.data(), sizeof rx_im));
+            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_noise_gain, gain.data(), sizeof gain));
+        }
         dsp::fft_plan fwd(n_fft, dsp::fft_plan::direction::forward);
         dsp::fft_buffer hno_d(n_fft);
         dsp::taps_to_spectrum(t.h_no.data(), -hno_half, L_hno, fwd, hno_d);
@@ -612,9 +803,13 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
         throw std::invalid_argument(msg);
     }
     if (cfg.fft_size != estimators::segment_stride) throw std::invalid_argument("cuda backend: fft_size must be 16384");
-    if (cfg.channels != 1) {
-        throw std::invalid_argument("cuda backend: " + std::to_string(cfg.channels) +
-                                    " receive channels: two are combined by the cpu backend only (--backend cpu, or auto)");
+    if (cfg.channels == 2 && cfg.combining == dsp::combining_kind::select) {
+        throw std::invalid_argument("cuda backend: receiver.combining select (each packet on one channel) is received by the cpu backend "
+                                    "only (--backend cpu, or auto); joint combining runs on both");
+    }
+    if (cfg.channels == 2 && solver != "levinson") {
+        throw std::invalid_argument("cuda backend: two receive channels are solved by block Levinson; the solver '" + solver +
+                                    "' serves one channel (use levinson)");
     }
     // The receiver tables (CPU, double, a few hundred ms the first time) while the device's
     // context is made (another few hundred).
@@ -685,8 +880,9 @@ std::shared_ptr<void> cuda_backend::pin_host_memory(const void* data, std::size_
 bool cuda_backend::impl::plan_part(const dsp::sample_batch& batch, const dsp::batch_part& part, std::uint64_t batch_m_begin,
                                    chain_part::window_plan& w) const
 {
-    w.input = batch.is_ci16() ? host_window(std::span<const ci16>(batch.samples_ci16).subspan(part.offset, part.length), batch.ci16_scale)
-                              : host_window(std::span<const cf32>(batch.samples).subspan(part.offset, part.length));
+    w.input = batch.is_ci16()         ? host_window(std::span<const ci16>(batch.samples_ci16).subspan(part.offset, part.length), batch.ci16_scale)
+              : batch.is_two_channel() ? host_window(std::span<const cf32x2>(batch.samples_x2).subspan(part.offset, part.length))
+                                       : host_window(std::span<const cf32>(batch.samples).subspan(part.offset, part.length));
     w.resampling = geom.resampling;
     if (!geom.resampling) {
         w.n_out = part.length;
@@ -833,14 +1029,19 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         return;
     }
     if (len > m.max_window) throw std::invalid_argument("cuda backend: batch window larger than configured");
+    if (batch.is_two_channel() != (m.cfg.channels == 2)) {
+        throw std::invalid_argument(batch.is_two_channel() ? "cuda backend: a two-channel window, but the backend was made for one receive channel"
+                                                           : "cuda backend: made for two receive channels, but the window holds one");
+    }
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const bool timed = m.timing_on;
     const auto host_start = host_clock::now();
     m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
-        PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.is_ci16() ? static_cast<const void*>(batch.samples_ci16.data())
-                                                                        : static_cast<const void*>(batch.samples.data())));
+        PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.is_ci16()           ? static_cast<const void*>(batch.samples_ci16.data())
+                                                       : batch.is_two_channel() ? static_cast<const void*>(batch.samples_x2.data())
+                                                                                : static_cast<const void*>(batch.samples.data())));
         m.last.pinned_input = attr.type == cudaMemoryTypeHost;
     }
 
@@ -979,7 +1180,7 @@ void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)
     m.loc.locate_device(m.fe.device_metric(), n_metric, w.params, s);
     // Each start checked against its neighbours a preamble period or two away with the whole
     // known sequence (dsp/start_check.hpp), as the CPU's dsp::check_packet_starts.
-    m.loc.check_starts_device(m.fe.device_window(), static_cast<long long>(w.n_out), s);
+    m.loc.check_starts_device(m.fe.device_window(), static_cast<long long>(w.n_out), s, m.channels == 2 ? m.fe.device_window(1) : nullptr);
     if (timed) m.mark(s, cuda_backend::stage::locate, m.next_ev);
     if (clock) {
         nvtx.next("paq clock (peaks)");
@@ -1018,42 +1219,84 @@ void chain_part::enqueue_back(bool timed, bool clock)
     stage_done(cuda_backend::stage::estimates);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
+    const bool two = m.channels == 2;
 
-    // ZF and MMSE (Levinson, double), the unequalized path's single-path fit.
-    mmse_load_kernel<<<(P + 127) / 128, 128, 0, s>>>(d.sigma2, m.load.data(), P);
-    PAQ_CUDA_CHECK_LAUNCH();
-    if (m.solver) {
-        m.solver->solve_on_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
-        m.solver->solve_on_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
-        levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf_lev.data()),
-                                      m.ok_zf_lev.data(), np, s);
+    // ZF and MMSE (Levinson, double), the unequalized path's single-path fit. Two channels
+    // (dsp/combining.hpp): the joint MMSE over both (block Levinson), the combined channel's
+    // ZF, each channel's single path, combined by maximal-ratio combining.
+    if (two) {
+        const std::size_t mp = m.max_packets;
+        combining_terms_kernel<<<P, 64, 0, s>>>(h, d.sigma2, mp, m.h_pair.data(), m.loads_pair.data(), m.weight.data(), m.noise_min.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        m.joint->solve_on_device(reinterpret_cast<const cf32*>(m.h_pair.data()), m.loads_pair.data(), reinterpret_cast<cf32*>(m.c_pair.data()),
+                                 m.ok_mmse.data(), np, s);
+        unpack_taps_kernel<<<P, 128, 0, s>>>(m.c_pair.data(), mp, m.c_mmse.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        const auto d2 = m.fe.device(1);
+        combined_zf_device(d.channels, d2.channels, d.sigma2, d2.sigma2, reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
+        for (int ch = 0; ch < 2; ++ch) {
+            single_path_kernel<<<P, 128, 0, s>>>(reinterpret_cast<cuFloatComplex*>(m.fe.device(ch).channels), m.tau.data() + m.slot0(ch),
+                                                 m.gain.data() + m.slot0(ch));
+            PAQ_CUDA_CHECK_LAUNCH();
+        }
+        mrc_kernel<<<(P + 127) / 128, 128, 0, s>>>(h, d.sigma2, d.support, m.weight.data(), m.gain.data(), mp, P, m.mrc.data());
+        PAQ_CUDA_CHECK_LAUNCH();
     } else {
-        levinson_solver::solve_device_pair(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(),
-                                           m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+        mmse_load_kernel<<<(P + 127) / 128, 128, 0, s>>>(d.sigma2, m.load.data(), P);
+        PAQ_CUDA_CHECK_LAUNCH();
+        if (m.solver) {
+            m.solver->solve_on_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
+            m.solver->solve_on_device(d.channels, m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+            levinson_solver::solve_device(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf_lev.data()),
+                                          m.ok_zf_lev.data(), np, s);
+        } else {
+            levinson_solver::solve_device_pair(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(),
+                                               m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
+        }
+        single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
+        PAQ_CUDA_CHECK_LAUNCH();
     }
-    single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
-    PAQ_CUDA_CHECK_LAUNCH();
     stage_done(cuda_backend::stage::solvers);
 
     // R = FFT of each segment (out of place where paths may be made again from the
     // segments, else in place), H = FFT of each channel estimate.
     cuFloatComplex* const spec = m.spectra_of(seg);
     m.plan.forward(seg, spec);
-    // H, and with it max |H|^2 / min |H|^2 per packet (the ZF condition number).
-    taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), m.cond.data()}}, 1}, P, s);
-    if (m.solver) {
-        zf_fallback_kernel<<<P, 64, 0, s>>>(m.cond.data(), m.c_zf_lev.data(), m.ok_zf_lev.data(), m.c_zf.data(), m.ok_zf.data());
+    if (two) {
+        // Each channel's R and H; the condition number of the combined channel's sum_c w_c |H_c|^2.
+        m.plan.forward(m.segments_of(1), m.spectrum_of(1));
+        auto* h2 = reinterpret_cast<cuFloatComplex*>(m.fe.device(1).channels);
+        taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), nullptr}, {h2, L_ch, -N1, m.hspec.data() + m.slot0(1) * n_fft, nullptr}}, 2}, P,
+                            s);
+        combined_condition_kernel<<<P, 256, 0, s>>>(reinterpret_cast<const float2*>(m.hspec.data()), m.max_packets, m.weight.data(),
+                                                    m.cond.data());
+    } else {
+        // H, and with it max |H|^2 / min |H|^2 per packet (the ZF condition number).
+        taps_spectra_device({{{h, L_ch, -N1, m.hspec.data(), m.cond.data()}}, 1}, P, s);
+        if (m.solver) {
+            zf_fallback_kernel<<<P, 64, 0, s>>>(m.cond.data(), m.c_zf_lev.data(), m.ok_zf_lev.data(), m.c_zf.data(), m.ok_zf.data());
+        }
     }
     PAQ_CUDA_CHECK_LAUNCH();
     stage_done(cuda_backend::stage::spectra);
 
     // CMA from MMSE.
-    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), np * L_eq * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(m.c_cma.data(), m.c_mmse.data(), m.c_cma.size() * sizeof(cuFloatComplex), cudaMemcpyDeviceToDevice, s));
     // Each packet's CMA steps on chip (gpu/cma: the transforms in shared memory).
     // Its first step transforms the MMSE taps: their spectrum for the MMSE path comes from there.
     const bool mmse_from_cma = m.cfg.cma_iterations > 0;
-    cma_refine_device(reinterpret_cast<const cf32*>(spec), reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s,
-                      mmse_from_cma ? reinterpret_cast<cf32*>(m.spec_mmse.data()) : nullptr);
+    const std::size_t second_spectra = m.slot0(1) * n_fft, second_taps = m.slot0(1) * L_eq;  // channel 2's offsets (two channels)
+    if (two) {
+        cma_refine_device({reinterpret_cast<const cf32*>(spec), reinterpret_cast<const cf32*>(m.spectrum_of(1))},
+                          {reinterpret_cast<cf32*>(m.c_cma.data()), reinterpret_cast<cf32*>(m.c_cma.data() + second_taps)},
+                          reinterpret_cast<cf32*>(m.cma_scratch.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s,
+                          mmse_from_cma ? std::array<cf32*, 2>{reinterpret_cast<cf32*>(m.spec_mmse.data()),
+                                                               reinterpret_cast<cf32*>(m.spec_mmse.data() + second_spectra)}
+                                        : std::array<cf32*, 2>{nullptr, nullptr});
+    } else {
+        cma_refine_device(reinterpret_cast<const cf32*>(spec), reinterpret_cast<cf32*>(m.c_cma.data()), np, pre, m.cfg.cma_mu, m.cfg.cma_iterations, s,
+                          mmse_from_cma ? reinterpret_cast<cf32*>(m.spec_mmse.data()) : nullptr);
+    }
     stage_done(cuda_backend::stage::cma);
 
     // Six paths: the tap spectra, then per packet on chip: R x C x H_NO folded, the N/2-point
@@ -1063,9 +1306,17 @@ void chain_part::enqueue_back(bool timed, bool clock)
                                 {m.c_mmse.data(), L_eq, -L1, m.spec_mmse.data(), nullptr}},
                                mmse_from_cma ? 2 : 3};
     taps_spectra_device(spectra, P, s);
+    if (two) {
+        // Channel 2's CMA and MMSE taps' spectra.
+        taps_spectrum_jobs spectra2{{{m.c_cma.data() + second_taps, L_eq, -L1, m.spec_cma.data() + second_spectra, nullptr},
+                                     {m.c_mmse.data() + second_taps, L_eq, -L1, m.spec_mmse.data() + second_spectra, nullptr}},
+                                    mmse_from_cma ? 1 : 2};
+        taps_spectra_device(spectra2, P, s);
+    }
     const int parity = m.decision_parity(), m0 = m.decision_m0();
+    const second_channel second = two ? m.second_for(m.spectrum_of(1)) : second_channel{};
     paths_device(spec, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
-                 m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s);
+                 m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s, nullptr, two ? &second : nullptr);
     stage_done(cuda_backend::stage::paths);
     // The per-packet estimates are final now: back on the side stream while the detector runs.
     {
@@ -1080,15 +1331,17 @@ void chain_part::enqueue_back(bool timed, bool clock)
         back_field(m.starts_host.data(), found.starts, np * sizeof(long long));
         back_field(m.metrics_host.data(), found.metrics, np * sizeof(float));
         back_field(m.moved_host.data(), found.moved_periods, np * sizeof(int));
-        back_field(m.h_host.data(), d.channels, np * L_ch * sizeof(cf32));
+        // Every channel's (two: channel 2's max_packets slots after channel 1's, on both sides).
+        const std::size_t nc = static_cast<std::size_t>(m.channels) * np;
+        back_field(m.h_host.data(), d.channels, nc * L_ch * sizeof(cf32));
         back_field(m.cfo_host.data(), d.cfo, np * sizeof(double));
-        back_field(m.sigma2_host.data(), d.sigma2, np * sizeof(double));
+        back_field(m.sigma2_host.data(), d.sigma2, nc * sizeof(double));
         back_field(m.cond_host.data(), m.cond.data(), np * sizeof(double));
-        back_field(m.nonfinite_host.data(), d.nonfinite, np * sizeof(unsigned));
-        back_field(m.support_host.data(), d.support, np * sizeof(int));
+        back_field(m.nonfinite_host.data(), d.nonfinite, nc * sizeof(unsigned));
+        back_field(m.support_host.data(), d.support, nc * sizeof(int));
         back_field(m.ok_zf_host.data(), m.ok_zf.data(), np);
         back_field(m.ok_mmse_host.data(), m.ok_mmse.data(), np);
-        if (m.cfg.front_end_correction_on()) back_field(m.iq_sums_host.data(), m.iq_sums.data(), np * iq_dc_sums_per_slot * sizeof(double));
+        if (m.cfg.front_end_correction_on()) back_field(m.iq_sums_host.data(), m.iq_sums.data(), np * iq_dc_sums_per_slot * sizeof(double));  // channel 1's
         PAQ_CUDA_CHECK(cudaEventRecord(m.fields_ready.get(), fs));
     }
     m.det.detect_device(np * num_paths, m.acq, m.track, m.boot, s);
@@ -1126,11 +1379,15 @@ void chain_part::enqueue_tail(bool timed)
             // Each packet's source and the streams made again; the segments (time domain)
             // derotated and transformed in place: only the paths read them.
             m.det.plan_rederivation_device(np * num_paths, s);
-            pre_derotate_device(seg, m.det.device_derotation(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
-            m.plan.forward(seg, seg);
+            for (int ch = 0; ch < m.channels; ++ch) {
+                cuFloatComplex* sc = m.segments_of(ch);
+                pre_derotate_device(sc, m.det.device_derotation(), m.det.device_theta_bit(), pre, m.t.decision_delay, P, s);
+                m.plan.forward(sc, sc);
+            }
+            const second_channel second = m.channels == 2 ? m.second_for(m.segments_of(1)) : second_channel{};
             paths_device(seg, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi,
                          d.sigma2, m.tau.data(), m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s,
-                         m.det.device_derotation());
+                         m.det.device_derotation(), m.channels == 2 ? &second : nullptr);
             m.det.redecide_device(np * num_paths, m.acq, m.boot, s);
             PAQ_CUDA_CHECK(cudaMemcpyAsync(m.derotation_host.data(), m.det.device_derotation(), np, cudaMemcpyDeviceToHost, s));
             m.derotation_valid = true;
@@ -1148,9 +1405,10 @@ void chain_part::enqueue_tail(bool timed)
         // The trellis's input: the same paths low-passed, one sample a bit (at its instant), derotated by
         // the symbol-by-symbol detector's phase (the PLL's or the smoother's) as they are made;
         // detected with the table fitted on that detector's bits.
+        const second_channel second = m.channels == 2 ? m.second_for(m.spectrum_of(1)) : second_channel{};
         paths_trellis_device(spec, m.lp, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2,
                              m.tau.data(), m.gain.data(), parity, m0, m.det.device_theta(), m.det.device_theta_bit(),
-                             m.det.device_smoothed(), m.trellis->device_input(), P, s);
+                             m.det.device_smoothed(), m.trellis->device_input(), P, s, m.channels == 2 ? &second : nullptr);
         m.trellis->detect_device(np * num_paths, m.det.device_bits(), m.det.device_stats(), s);
         if (m.soft()) m.trellis->quantize_llrs(np * num_paths, m.llr_q.data(), s);
         stage_done(cuda_backend::stage::trellis);
@@ -1235,21 +1493,51 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
             dsp::record_front_end(dsp::iq_dc_from_sums(q[0], q[1], q[2], q[3], q[4], q[5]), rec);
         }
         rec.cfo_rad_per_sample = m.cfo_host[p];
-        rec.sigma2 = m.sigma2_host[p];
-        rec.nonfinite_samples = m.nonfinite_host[p];
-        rec.channel_support = m.support_host[p];
+        rec.zf_condition = m.cond_host[p];
+        // Channel estimate `slot` (channel c's at c max_packets + p) into rec.h, its energy.
+        const auto load_h = [&](std::size_t slot) {
+            double energy = 0.0;
+            for (int a = 0; a < L_ch; ++a) {
+                const cf32 v32 = m.h_host[slot * L_ch + static_cast<std::size_t>(a)];
+                rec.h[static_cast<std::size_t>(a)] = cf64(v32.real(), v32.imag());
+                energy += std::norm(rec.h[static_cast<std::size_t>(a)]);
+            }
+            rec.channel_energy = energy;
+        };
+        std::size_t slot = p;  // the channel estimate the record keeps: the one, or the better of two
+        if (m.channels == 1) {
+            load_h(slot);
+            rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(m.sigma2_host[p], 1e-300));
+            rec.nonfinite_samples = m.nonfinite_host[p];
+        } else {
+            // As dsp::cpu_backend: each channel's Eb/N0 (its received power over sigma2; 0 for
+            // a channel without signal or noise) and level, the combined Eb/N0 their sum, the
+            // record's estimate the channel of the higher Eb/N0.
+            rec.receive_channels = 2;
+            rec.best_channel = 0;
+            std::array<double, 2> snr{};
+            double snr_sum = 0.0;
+            rec.nonfinite_samples = 0;
+            for (std::size_t ch = 0; ch < 2; ++ch) {
+                const std::size_t sl = ch * m.max_packets + p;
+                load_h(sl);
+                const double pw = dsp::received_power(rec.h.data(), L_ch), s2 = m.sigma2_host[sl];
+                snr[ch] = pw > 0.0 && s2 > 0.0 ? pw / s2 : 0.0;
+                snr_sum += snr[ch];
+                rec.channel_ebn0_db[ch] = static_cast<float>(10.0 * std::log10(std::max(snr[ch], 1e-30)));
+                rec.channel_level_db[ch] = static_cast<float>(10.0 * std::log10(std::max(pw + 2.0 * s2, 1e-30)));
+                if (snr[ch] > snr[rec.best_channel]) rec.best_channel = static_cast<std::uint8_t>(ch);
+                rec.nonfinite_samples += m.nonfinite_host[sl];
+            }
+            slot = rec.best_channel * m.max_packets + p;
+            load_h(slot);
+            rec.ebn0_db = 10.0 * std::log10(std::max(snr_sum, 1e-30));
+        }
+        rec.sigma2 = m.sigma2_host[slot];
+        rec.channel_support = m.support_host[slot];
         const auto& support = m.t.supports.at(static_cast<std::size_t>(rec.channel_support));
         rec.channel_first_tap = support.first_tap;
         rec.channel_last_tap = support.last_tap;
-        rec.zf_condition = m.cond_host[p];
-        double energy = 0.0;
-        for (int a = 0; a < L_ch; ++a) {
-            const cf32 v32 = m.h_host[p * L_ch + static_cast<std::size_t>(a)];
-            rec.h[static_cast<std::size_t>(a)] = cf64(v32.real(), v32.imag());
-            energy += std::norm(rec.h[static_cast<std::size_t>(a)]);
-        }
-        rec.channel_energy = energy;
-        rec.ebn0_db = 10.0 * std::log10(std::max(dsp::received_power(rec.h.data(), L_ch), 1e-300) / std::max(rec.sigma2, 1e-300));
         rec.flags = dsp::packet_flags(rec.nonfinite_samples, rec.cfo_rad_per_sample, rec.ebn0_db, rec.zf_condition,
                                       !m.ok_zf_host[p] || !m.ok_mmse_host[p], m.moved_host[p] != 0);
         nonfinite_total += rec.nonfinite_samples;

@@ -113,6 +113,39 @@ void cma_setup_device();
 void cma_refine_device(const cf32* r_spec, cf32* taps, std::size_t packets, std::size_t pre, double mu, int iterations,
                        cuda_stream_t stream, cf32* start_spectrum = nullptr);
 
+/// Two receive channels: dsp::cma_refine over both (y = sum over the channels of c_c * r_c;
+/// each channel's taps stepped by its own gradient, the step over the channels' summed mean
+/// power; a step stands only if the next finds the cost no higher). Channel c's spectra at
+/// r_spec[c] (packets x 16384), its taps at taps[c] (packets x 186, in/out); scratch: device,
+/// packets x 16384 (the first channel's product and the error's spectrum between the
+/// transforms). With start_spectrum[c] (packets x 16384 each, or null) and iterations > 0,
+/// the spectrum of channel c's start taps is left there, as the one-channel form does.
+/// Allocates nothing (cma_setup_device first); std::invalid_argument for iterations < 0.
+void cma_refine_device(std::array<const cf32*, 2> r_spec, std::array<cf32*, 2> taps, cf32* scratch, std::size_t packets,
+                       std::size_t pre, double mu, int iterations, cuda_stream_t stream,
+                       std::array<cf32*, 2> start_spectrum = {nullptr, nullptr});
+
+/// Host convenience for tests, two channels: r_spec[c] packets x 16384, taps[c] packets x
+/// 186; returns the refined taps, channel 1's then channel 2's (2 x packets x 186).
+[[nodiscard]] std::vector<cf32> cma_refine(std::array<std::span<const cf32>, 2> r_spec, std::array<std::span<const cf32>, 2> taps,
+                                           std::size_t packets, std::size_t pre, double mu, int iterations, int device);
+
+// Two-channel ZF.
+/// dsp::solve_combined_zf for np packets on the device, asynchronous on `stream`: each
+/// packet's channels combined by their matched filters and noise weights (dsp::combining_weights
+/// of sigma2_1[p], sigma2_2[p]) into g(k) = sum_c w_c r_cc(k), |k| <= 37, then the 186-tap ZF of
+/// g by the one-channel Levinson recursion in double (Toeplitz r_g(k), k = 0 .. 74; right side
+/// g*(-l)). h1, h2: np x 38 each; c: np x 186; ok: np (0 where the recursion broke down: zero
+/// taps, as levinson_solver). Allocates nothing.
+void combined_zf_device(const cf32* h1, const cf32* h2, const double* sigma2_1, const double* sigma2_2, cf32* c, std::uint8_t* ok,
+                        std::size_t np, cuda_stream_t stream);
+
+/// Host convenience for tests: combined_zf_device on `device` for h1.size() packets (h2 and
+/// the variances as many); ok receives the flags.
+[[nodiscard]] std::vector<eq_taps32> combined_zf(std::span<const channel32> h1, std::span<const channel32> h2,
+                                                 std::span<const double> sigma2_1, std::span<const double> sigma2_2,
+                                                 std::span<std::uint8_t> ok, int device);
+
 /// Host convenience for tests: copies up, runs cma_refine_device on `device`, copies back.
 [[nodiscard]] std::vector<cf32> cma_refine(std::span<const cf32> r_spec, std::span<const cf32> taps, std::size_t packets,
                                            std::size_t pre, double mu, int iterations, int device);

@@ -210,28 +210,57 @@ std::size_t resampled_ready(std::size_t arrived, dsp::fixed_pos first_pos, dsp::
 }
 
 /// One block per packet: w0 = arg(sum_{n=64}^{223} r(n) r*(n-32)) / 32, reduced in double.
-__global__ void cfo_kernel(const cuFloatComplex* __restrict__ seg, double* __restrict__ w0)
+/// Two receive channels (channel c's segments and estimates `slots` slots after channel 0's,
+/// `slots` = max_packets): the lag products summed, each weighted by 1 / its channel's noise
+/// as dsp::cfo_channel_weights measures it (the weights to `weight`, for the refinement), and
+/// the one offset written to both channels' slots.
+template <int channels>
+__global__ void cfo_kernel(const cuFloatComplex* __restrict__ seg, double* __restrict__ w0, std::size_t slots, double* __restrict__ weight)
 {
     const int p = blockIdx.x;
-    const cuFloatComplex* r = seg + static_cast<std::size_t>(p) * seg_stride + pre;
-    double ar = 0.0, ai = 0.0;
-    for (int n = 2 * lq + threadIdx.x; n <= 7 * lq - 1; n += blockDim.x) {
-        const cuFloatComplex a = r[n], b = r[n - lq];
-        ar += static_cast<double>(a.x) * b.x + static_cast<double>(a.y) * b.y;
-        ai += static_cast<double>(a.y) * b.x - static_cast<double>(a.x) * b.y;
-    }
-    __shared__ double sr[256], si[256];
-    sr[threadIdx.x] = ar;
-    si[threadIdx.x] = ai;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            sr[threadIdx.x] += sr[threadIdx.x + s];
-            si[threadIdx.x] += si[threadIdx.x + s];
+    __shared__ double sr[256], si[256], se[256];
+    double acc_r = 0.0, acc_i = 0.0;
+    for (int c = 0; c < channels; ++c) {
+        const cuFloatComplex* r = seg + (static_cast<std::size_t>(p) + c * slots) * seg_stride + pre;
+        double ar = 0.0, ai = 0.0, e = 0.0;
+        for (int n = 2 * lq + threadIdx.x; n <= 7 * lq - 1; n += blockDim.x) {
+            const cuFloatComplex a = r[n], b = r[n - lq];
+            ar += static_cast<double>(a.x) * b.x + static_cast<double>(a.y) * b.y;
+            ai += static_cast<double>(a.y) * b.x - static_cast<double>(a.x) * b.y;
+            if constexpr (channels > 1) {
+                e += 0.5 * (static_cast<double>(a.x) * a.x + static_cast<double>(a.y) * a.y + static_cast<double>(b.x) * b.x +
+                            static_cast<double>(b.y) * b.y);
+            }
         }
+        sr[threadIdx.x] = ar;
+        si[threadIdx.x] = ai;
+        se[threadIdx.x] = e;
         __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if (threadIdx.x < s) {
+                sr[threadIdx.x] += sr[threadIdx.x + s];
+                si[threadIdx.x] += si[threadIdx.x + s];
+                if constexpr (channels > 1) se[threadIdx.x] += se[threadIdx.x + s];
+            }
+            __syncthreads();
+        }
+        if constexpr (channels == 1) {
+            acc_r = sr[0];
+            acc_i = si[0];
+        } else {
+            const double energy = se[0];
+            const double noise = fmax(energy - hypot(sr[0], si[0]), 1e-3 * energy) / (5.0 * lq);
+            const double wc = noise > 0.0 && isfinite(noise) ? 1.0 / noise : 0.0;
+            acc_r += wc * sr[0];
+            acc_i += wc * si[0];
+            if (threadIdx.x == 0) weight[static_cast<std::size_t>(p) + c * slots] = wc;
+        }
+        __syncthreads();  // the sums are read before the next channel's overwrite them
     }
-    if (threadIdx.x == 0) w0[p] = atan2(si[0], sr[0]) / lq;
+    if (threadIdx.x == 0) {
+        const double w = atan2(acc_i, acc_r) / lq;
+        for (int c = 0; c < channels; ++c) w0[static_cast<std::size_t>(p) + c * slots] = w;
+    }
 }
 
 /// r(n) <- r(n) exp(-j w0 n), n relative to the packet start; the phase in double (it grows
@@ -256,30 +285,42 @@ constexpr int cfo_block = static_cast<int>(dsp::cfo_refine_block);
 constexpr int max_cfo_blocks = 32;
 static_assert(cfo_block == 32, "one warp per block");
 
+/// Two receive channels (channel c's observation copies, fits and offsets `slots` slots after
+/// channel 0's): the block sums of both, each channel's weighted by `weight` (cfo_kernel's),
+/// as dsp::refine_cfo over several channels; the one slope written to both channels' slots.
+template <int channels>
 __global__ void cfo_residual_kernel(const cuFloatComplex* __restrict__ obs, int obs_first, int m_obs,
-                                    const cuFloatComplex* __restrict__ fit, double* __restrict__ dw, double* __restrict__ w0)
+                                    const cuFloatComplex* __restrict__ fit, double* __restrict__ dw, double* __restrict__ w0,
+                                    std::size_t slots, const double* __restrict__ weight)
 {
     const int p = blockIdx.x;
-    const cuFloatComplex* r = obs + static_cast<std::size_t>(p) * m_obs;
-    const cuFloatComplex* f = fit + static_cast<std::size_t>(p) * m_obs;
     const int blocks = (m_obs + cfo_block - 1) / cfo_block;
     __shared__ double sr[max_cfo_blocks], si[max_cfo_blocks];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     for (int b = warp; b < blocks; b += warps) {
         const int i = b * cfo_block + lane;
-        double ar = 0.0, ai = 0.0;
-        if (i < m_obs) {
-            // r f*
-            ar = static_cast<double>(r[i].x) * f[i].x + static_cast<double>(r[i].y) * f[i].y;
-            ai = static_cast<double>(r[i].y) * f[i].x - static_cast<double>(r[i].x) * f[i].y;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            ar += __shfl_down_sync(0xffffffffu, ar, o);
-            ai += __shfl_down_sync(0xffffffffu, ai, o);
+        double br = 0.0, bi = 0.0;
+        for (int c = 0; c < channels; ++c) {
+            const std::size_t slot = static_cast<std::size_t>(p) + c * slots;
+            const cuFloatComplex* r = obs + slot * m_obs;
+            const cuFloatComplex* f = fit + slot * m_obs;
+            double ar = 0.0, ai = 0.0;
+            if (i < m_obs) {
+                // r f*
+                ar = static_cast<double>(r[i].x) * f[i].x + static_cast<double>(r[i].y) * f[i].y;
+                ai = static_cast<double>(r[i].y) * f[i].x - static_cast<double>(r[i].x) * f[i].y;
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                ar += __shfl_down_sync(0xffffffffu, ar, o);
+                ai += __shfl_down_sync(0xffffffffu, ai, o);
+            }
+            const double wc = channels > 1 ? weight[slot] : 1.0;
+            br += wc * ar;
+            bi += wc * ai;
         }
         if (lane == 0) {
-            sr[b] = ar;
-            si[b] = ai;
+            sr[b] = br;
+            si[b] = bi;
         }
     }
     __syncthreads();
@@ -301,8 +342,11 @@ __global__ void cfo_residual_kernel(const cuFloatComplex* __restrict__ obs, int 
     const double den = sw * sxx - sx * sx;
     double slope = den > 0.0 ? (sw * sxy - sx * sy) / den : 0.0;
     if (!isfinite(slope)) slope = 0.0;
-    dw[p] = slope;
-    w0[p] += slope;
+    for (int c = 0; c < channels; ++c) {
+        const std::size_t slot = static_cast<std::size_t>(p) + c * slots;
+        dw[slot] = slope;
+        w0[slot] += slope;
+    }
 }
 
 /// obs (m_obs per packet) <- the packet's observation range, r(obs_first + i), derotated by
@@ -404,11 +448,46 @@ __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_s
     if (threadIdx.x == 0) support[p] = best;
 }
 
+/// Two receive channels' samples as they arrive, interleaved (channel 0, channel 1, one
+/// sample time each), split into two planar windows: channel 1's `stride` samples after
+/// channel 0's.
+__global__ void deinterleave_kernel(const float4* __restrict__ pairs, std::size_t n, cuFloatComplex* __restrict__ out, std::size_t stride)
+{
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        const float4 v = pairs[i];
+        out[i] = make_cuFloatComplex(v.x, v.y);
+        out[stride + i] = make_cuFloatComplex(v.z, v.w);
+    }
+}
+
+/// a[i] = max(a[i], b[i]): the receive channels' preamble metrics combined as
+/// dsp::preamble_metric combines them, the larger at each position.
+template <class T>
+__global__ void max_kernel(T* __restrict__ a, const T* __restrict__ b, std::size_t n)
+{
+    for (std::size_t i = blockIdx.x * static_cast<std::size_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<std::size_t>(gridDim.x) * blockDim.x) {
+        a[i] = a[i] < b[i] ? b[i] : a[i];
+    }
+}
+
+template <class T>
+void launch_max(T* a, const T* b, std::size_t n, cudaStream_t s)
+{
+    if (n == 0) return;
+    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 4096));
+    max_kernel<T><<<blocks, 256, 0, s>>>(a, b, n);
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 struct estimators::impl {
     int device;
     std::size_t max_window, max_packets;
+    /// Receive channels (1 or 2). With two, every per-window and per-slot buffer holds channel
+    /// 1's after channel 0's (windows max_window apart, slots max_packets apart) and `metric`
+    /// is the channels' combined metric.
+    int channels;
     const dsp::receiver_tables& t;
     stream st;
     cublas_handle blas;
@@ -419,6 +498,9 @@ struct estimators::impl {
     device_buffer<float> metric;
     device_buffer<long long> starts;
     device_buffer<double> w0, sigma2;
+    device_buffer<double> cfo_weight;  ///< two channels: each slot's weight in the common offset
+    device_buffer<float> metric2;      ///< two channels: channel 1's metric before it is combined
+    device_buffer<float4> pairs;       ///< two channels: the interleaved samples as uploaded
     device_buffer<double> dw;  ///< the residual offset of estimate_cfo_residual
     device_buffer<cuFloatComplex> obs;  ///< refine_cfo's copies of the observation ranges (M per packet)
     device_buffer<double> peak_metrics;  ///< 3 per slot: M around each peak, in double
@@ -449,30 +531,34 @@ struct estimators::impl {
 
     void estimate_stages(std::size_t np);
 
-    impl(int dev, std::size_t mw, std::size_t mp, const dsp::resampler_design* input_design, std::size_t mi)
+    impl(int dev, std::size_t mw, std::size_t mp, const dsp::resampler_design* input_design, std::size_t mi, int ch)
         : device(select_device(dev)),
           max_window(mw),
           max_packets(mp),
+          channels(ch),
           t(dsp::get_receiver_tables(16384)),
           blas(st.get()),
-          window(mw),
-          seg(mp * seg_stride),
+          window(mw * static_cast<std::size_t>(ch)),
+          seg(static_cast<std::size_t>(ch) * mp * seg_stride),
           x_lpi_cm(t.M * l_ch * (t.supports.size() + 1)),
           x_cm(t.M * l_ch),
-          h(mp * l_ch),
+          h(static_cast<std::size_t>(ch) * mp * l_ch),
           h_all(mp * l_ch * (t.supports.size() + 1)),
-          fit(mp * t.M),
+          fit(static_cast<std::size_t>(ch) * mp * t.M),
           n_supports(static_cast<int>(t.supports.size())),
-          support(mp),
+          support(static_cast<std::size_t>(ch) * mp),
           support_host(mp),
           metric(mw),
           starts(mp),
-          w0(mp),
-          dw(mp),
-          obs(mp * t.M),
-          sigma2(mp),
-          peak_metrics(3 * mp),
-          nonfinite(mp),
+          w0(static_cast<std::size_t>(ch) * mp),
+          sigma2(static_cast<std::size_t>(ch) * mp),
+          cfo_weight(static_cast<std::size_t>(ch) * mp),
+          metric2(ch > 1 ? mw : 0),
+          pairs(ch > 1 ? std::max(mw, mi) : 0),
+          dw(static_cast<std::size_t>(ch) * mp),
+          obs(static_cast<std::size_t>(ch) * mp * t.M),
+          peak_metrics(static_cast<std::size_t>(ch) * 3 * mp),
+          nonfinite(static_cast<std::size_t>(ch) * mp),
           h_host(mp * l_ch),
           w0_host(mp),
           sigma2_host(mp),
@@ -481,7 +567,7 @@ struct estimators::impl {
           clock_table(dsp::design_resampler(1.0)),
           input_rs(input_design ? std::make_unique<device_resampler>(*input_design) : nullptr),
           max_input(input_design ? mi : 0),
-          input(input_design ? mi : 0),
+          input(input_design ? mi * static_cast<std::size_t>(ch) : 0),
           raw16(input_design ? std::max(mw, mi) : mw)
     {
         std::array<cuFloatComplex, 32> tmpl{};
@@ -547,7 +633,10 @@ struct estimators::impl {
     void copy_chunk(const host_window& w, cuFloatComplex* dst, std::size_t b, std::size_t e)
     {
         if (e <= b) return;
-        if (w.is_ci16()) {
+        if (w.channels > 1) {
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(pairs.data() + b, static_cast<const cf32x2*>(w.data) + b, (e - b) * sizeof(cf32x2),
+                                           cudaMemcpyHostToDevice, copy_st.get()));
+        } else if (w.is_ci16()) {
             PAQ_CUDA_CHECK(cudaMemcpyAsync(raw16.data() + b, static_cast<const ci16*>(w.data) + b, (e - b) * sizeof(ci16),
                                            cudaMemcpyHostToDevice, copy_st.get()));
         } else {
@@ -555,20 +644,56 @@ struct estimators::impl {
                                            copy_st.get()));
         }
     }
-    /// For ci16: chunk [b, e) converted into dst, on the compute stream (after its copy).
-    void convert_chunk(const host_window& w, cuFloatComplex* dst, std::size_t b, std::size_t e)
+    /// For ci16: chunk [b, e) converted into dst, on the compute stream (after its copy). For
+    /// two channels: split into dst (channel 0) and dst + stride (channel 1).
+    void convert_chunk(const host_window& w, cuFloatComplex* dst, std::size_t b, std::size_t e, std::size_t stride)
     {
+        if (e > b && w.channels > 1) {
+            const std::size_t n = e - b;
+            const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 65535));
+            deinterleave_kernel<<<blocks, 256, 0, st.get()>>>(pairs.data() + b, n, dst + b, stride);
+            PAQ_CUDA_CHECK_LAUNCH();
+            return;
+        }
         if (e <= b || !w.is_ci16()) return;
         const std::size_t n = e - b;
         const auto blocks = static_cast<unsigned>(std::min<std::size_t>((n + 255) / 256, 65535));
         ci16_to_cf32_kernel<<<blocks, 256, 0, st.get()>>>(raw16.data() + b, n, w.ci16_scale, dst + b);
         PAQ_CUDA_CHECK_LAUNCH();
     }
+    /// M(u) for u in [b, b + cnt) into `metric`: of the one channel, or the channels' larger.
+    void metric_range(std::size_t b, std::size_t cnt)
+    {
+        const auto blocks = static_cast<unsigned>((cnt + metric_block - 1) / metric_block);
+        metric_kernel<<<blocks, metric_threads, 0, st.get()>>>(window.data() + b, cnt, metric.data() + b);
+        PAQ_CUDA_CHECK_LAUNCH();
+        if (channels > 1) {
+            metric_kernel<<<blocks, metric_threads, 0, st.get()>>>(window.data() + max_window + b, cnt, metric2.data() + b);
+            PAQ_CUDA_CHECK_LAUNCH();
+            launch_max(metric.data() + b, metric2.data() + b, cnt, st.get());
+        }
+    }
+    /// Checks a window for this front end's channel count.
+    void check_channels(const host_window& w) const
+    {
+        if (w.channels != channels) {
+            throw std::invalid_argument("gpu estimators: a window of " + std::to_string(w.channels) + " receive channel(s) for a front end of " +
+                                        std::to_string(channels));
+        }
+    }
 };
 
+namespace {
+int checked_channels(int channels)
+{
+    if (channels < 1 || channels > 2) throw std::invalid_argument("gpu estimators: 1 or 2 receive channels, not " + std::to_string(channels));
+    return channels;
+}
+}  // namespace
+
 estimators::estimators(int device_id, std::size_t max_window_samples, std::size_t max_packets, const dsp::resampler_design* input_design,
-                     std::size_t max_input_samples)
-    : impl_(std::make_unique<impl>(device_id, max_window_samples, max_packets, input_design, max_input_samples))
+                     std::size_t max_input_samples, int channels)
+    : impl_(std::make_unique<impl>(device_id, max_window_samples, max_packets, input_design, max_input_samples, checked_channels(channels)))
 {
 }
 
@@ -580,6 +705,7 @@ void estimators::preamble_metric(std::span<const cf32> window, std::span<float> 
     if (window.size() < dsp::detector_span) return;
     const std::size_t n_metric = window.size() - dsp::detector_span + 1;
     if (metric_out.size() < n_metric) throw std::invalid_argument("gpu estimators: metric_out too small");
+    if (m.channels != 1) throw std::logic_error("gpu estimators: preamble_metric takes one receive channel");
     m.upload(window);
     const unsigned blocks = static_cast<unsigned>((n_metric + metric_block - 1) / metric_block);
     metric_kernel<<<blocks, metric_threads, 0, m.st.get()>>>(m.window.data(), n_metric, m.metric.data());
@@ -590,6 +716,7 @@ void estimators::preamble_metric(std::span<const cf32> window, std::span<float> 
 
 void estimators::upload_window(std::span<const cf32> window)
 {
+    if (impl_->channels != 1) throw std::logic_error("gpu estimators: upload_window takes one receive channel; two go up by upload_and_metric_device");
     impl_->upload(window);
 }
 
@@ -598,6 +725,7 @@ void estimators::upload_and_metric_device(host_window window, cuda_event_t uploa
     auto& m = *impl_;
     if (window.size > m.max_window) throw std::invalid_argument("gpu estimators: window larger than at Create");
     if (window.size < dsp::detector_span) throw std::invalid_argument("gpu estimators: window shorter than the metric span");
+    m.check_channels(window);
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const std::size_t len = window.size;
     const std::size_t n_metric = len - dsp::detector_span + 1;
@@ -612,14 +740,11 @@ void estimators::upload_and_metric_device(host_window window, cuda_event_t uploa
         m.copy_chunk(window, m.window.data(), b, e);
         PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
         PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
-        m.convert_chunk(window, m.window.data(), b, e);
+        m.convert_chunk(window, m.window.data(), b, e, m.max_window);
         // Metric values whose 256 samples have all arrived.
         const std::size_t ready = c + 1 == impl::upload_chunks ? n_metric : (e >= dsp::detector_span ? std::min(n_metric, e - dsp::detector_span + 1) : 0);
         if (ready > metric_done) {
-            const std::size_t cnt = ready - metric_done;
-            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_threads, 0, m.st.get()>>>(m.window.data() + metric_done, cnt,
-                                                                                           m.metric.data() + metric_done);
-            PAQ_CUDA_CHECK_LAUNCH();
+            m.metric_range(metric_done, ready - metric_done);
             metric_done = ready;
         }
     }
@@ -633,6 +758,7 @@ void estimators::upload_resample_and_metric_device(host_window input, dsp::fixed
     if (input.size > m.max_input) throw std::invalid_argument("gpu estimators: input window larger than at Create");
     if (n_out > m.max_window) throw std::invalid_argument("gpu estimators: resampled window larger than at Create");
     if (n_out < dsp::detector_span) throw std::invalid_argument("gpu estimators: resampled window shorter than the metric span");
+    m.check_channels(input);
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const std::size_t len = input.size;
     const std::size_t n_metric = n_out - dsp::detector_span + 1;
@@ -650,24 +776,23 @@ void estimators::upload_resample_and_metric_device(host_window input, dsp::fixed
         m.copy_chunk(input, m.input.data(), b, e);
         PAQ_CUDA_CHECK(cudaEventRecord(m.chunk_done[c].get(), m.copy_st.get()));
         PAQ_CUDA_CHECK(cudaStreamWaitEvent(m.st.get(), m.chunk_done[c].get(), 0));
-        m.convert_chunk(input, m.input.data(), b, e);
+        m.convert_chunk(input, m.input.data(), b, e, m.max_input);
         // Outputs whose filter has all its inputs (the last chunk: all, edges reading zeros),
         // then the metric values whose 256 outputs are there.
         const bool last = c + 1 == impl::upload_chunks;
         const std::size_t ready = last ? n_out : resampled_ready(e, first_pos, step, taps, n_out);
         if (ready > resampled) {
             if (m.resample_timed) PAQ_CUDA_CHECK(cudaEventRecord(m.resample_ev[2 * m.resample_pairs].get(), m.st.get()));
-            m.input_rs->resample_device(in, len, first_pos + static_cast<dsp::fixed_pos>(resampled) * step, step, out + resampled,
-                                        ready - resampled, m.st.get());
+            for (int ch = 0; ch < m.channels; ++ch) {
+                m.input_rs->resample_device(in + ch * m.max_input, len, first_pos + static_cast<dsp::fixed_pos>(resampled) * step, step,
+                                            out + ch * m.max_window + resampled, ready - resampled, m.st.get());
+            }
             if (m.resample_timed) PAQ_CUDA_CHECK(cudaEventRecord(m.resample_ev[2 * m.resample_pairs++ + 1].get(), m.st.get()));
             resampled = ready;
         }
         const std::size_t ready_metric = last ? n_metric : (resampled >= dsp::detector_span ? std::min(n_metric, resampled - dsp::detector_span + 1) : 0);
         if (ready_metric > metric_done) {
-            const std::size_t cnt = ready_metric - metric_done;
-            metric_kernel<<<static_cast<unsigned>((cnt + metric_block - 1) / metric_block), metric_threads, 0, m.st.get()>>>(
-                m.window.data() + metric_done, cnt, m.metric.data() + metric_done);
-            PAQ_CUDA_CHECK_LAUNCH();
+            m.metric_range(metric_done, ready_metric - metric_done);
             metric_done = ready_metric;
         }
     }
@@ -680,9 +805,13 @@ void estimators::peak_metrics_device(const long long* starts, const int* count, 
     if (slots == 0) return;
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const auto n_metric = m.window_len >= dsp::detector_span ? static_cast<long long>(m.window_len - dsp::detector_span + 1) : 0LL;
-    peak_metrics_kernel<<<static_cast<unsigned>(slots), 32, 0, m.st.get()>>>(m.window.data(), n_metric, starts, count, template_offset,
-                                                                            m.peak_metrics.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    for (int ch = 0; ch < m.channels; ++ch) {
+        peak_metrics_kernel<<<static_cast<unsigned>(slots), 32, 0, m.st.get()>>>(m.window.data() + ch * m.max_window, n_metric, starts, count,
+                                                                                template_offset, m.peak_metrics.data() + ch * 3 * m.max_packets);
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+    // Two channels: the larger of the channels' values, as the combined metric is.
+    if (m.channels > 1) launch_max(m.peak_metrics.data(), m.peak_metrics.data() + 3 * m.max_packets, 3 * slots, m.st.get());
 }
 
 void estimators::enable_resample_timing(bool on) noexcept { impl_->resample_timed = on; }
@@ -708,7 +837,12 @@ std::vector<cf32> estimators::window_to_host()
 }
 
 const float* estimators::device_metric() const noexcept { return impl_->metric.data(); }
-const cf32* estimators::device_window() const noexcept { return reinterpret_cast<const cf32*>(impl_->window.data()); }
+const cf32* estimators::device_window(int channel) const noexcept
+{
+    return reinterpret_cast<const cf32*>(impl_->window.data() + static_cast<std::size_t>(channel) * impl_->max_window);
+}
+
+int estimators::channels() const noexcept { return impl_->channels; }
 
 cuda_event_t estimators::upload_done() const noexcept { return impl_->chunk_done[impl::upload_chunks - 1].get(); }
 
@@ -737,12 +871,15 @@ void estimators::gather_device(const long long* starts, const int* count, std::s
     if (slots > m.max_packets) throw std::invalid_argument("gpu estimators: more slots than at Create");
     if (slots == 0) return;
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
-    PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data(), 0, slots * sizeof(unsigned), m.st.get()));
     const dim3 gather_grid((seg_stride + 255) / 256, static_cast<unsigned>(slots));
-    gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data(), static_cast<long long>(m.window_len), starts, count, steps,
-                                                       reinterpret_cast<const float2*>(m.clock_table.table()), m.clock_table.taps(),
-                                                       m.seg.data(), m.nonfinite.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    for (int ch = 0; ch < m.channels; ++ch) {
+        const std::size_t slot0 = static_cast<std::size_t>(ch) * m.max_packets;
+        PAQ_CUDA_CHECK(cudaMemsetAsync(m.nonfinite.data() + slot0, 0, slots * sizeof(unsigned), m.st.get()));
+        gather_kernel<<<gather_grid, 256, 0, m.st.get()>>>(m.window.data() + ch * m.max_window, static_cast<long long>(m.window_len), starts,
+                                                           count, steps, reinterpret_cast<const float2*>(m.clock_table.table()),
+                                                           m.clock_table.taps(), m.seg.data() + slot0 * seg_stride, m.nonfinite.data() + slot0);
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
 }
 
 void estimators::estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps)
@@ -755,67 +892,97 @@ void estimators::estimate_device(const long long* starts, const int* count, std:
 {
     if (slots == 0) return;
     gather_device(starts, count, slots, steps);
+    auto& m = *impl_;
     if (iq_sums != nullptr) {
-        iq_dc_correct_device(reinterpret_cast<cf32*>(impl_->seg.data()), seg_stride, seg_len, count, slots, iq_sums, impl_->st.get());
+        for (int ch = 0; ch < m.channels; ++ch) {
+            const std::size_t slot0 = static_cast<std::size_t>(ch) * m.max_packets;
+            iq_dc_correct_device(reinterpret_cast<cf32*>(m.seg.data() + slot0 * seg_stride), seg_stride, seg_len, count, slots,
+                                 iq_sums + slot0 * iq_dc_sums_per_slot, m.st.get());
+        }
     }
-    impl_->estimate_stages(slots);
+    m.estimate_stages(slots);
 }
 
 void estimators::impl::estimate_stages(std::size_t np)
 {
     auto& m = *this;
-    cfo_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
+    const std::size_t mp = m.max_packets;
+    if (m.channels == 1) {
+        cfo_kernel<1><<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data(), mp, nullptr);
+    } else {
+        cfo_kernel<2><<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data(), mp, m.cfo_weight.data());
+    }
     PAQ_CUDA_CHECK_LAUNCH();
 
     const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
     const int rows = l_ch * (m.n_supports + 1);
     const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
+    // Each channel's slots start mp slots after the previous channel's.
+    auto seg_of = [&](int ch) { return m.seg.data() + static_cast<std::size_t>(ch) * mp * seg_stride; };
+    auto obs_of = [&](int ch) { return m.obs.data() + static_cast<std::size_t>(ch) * mp * m.t.M; };
+    auto fit_of = [&](int ch) { return m.fit.data() + static_cast<std::size_t>(ch) * mp * m.t.M; };
+    auto slot_of = [&](auto* base, int ch) { return base + static_cast<std::size_t>(ch) * mp; };
     // dsp::refine_cfo: the observation ranges copied out derotated by w0; per pass the pilot
     // estimate alone (the first 38 rows of H_all), its fit, the block phases against it
     // (dsp::estimate_cfo_residual: w0 += dw), the copies derotated by dw.
     const dim3 ogrid(static_cast<unsigned>((M + 255) / 256), static_cast<unsigned>(np));
-    obs_rotate_kernel<<<ogrid, 256, 0, m.st.get()>>>(m.seg.data(), true, m.t.obs_first, M, m.w0.data(), m.obs.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    for (int ch = 0; ch < m.channels; ++ch) {
+        obs_rotate_kernel<<<ogrid, 256, 0, m.st.get()>>>(seg_of(ch), true, m.t.obs_first, M, slot_of(m.w0.data(), ch), obs_of(ch));
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
     for (int pass = 0; pass < dsp::cfo_refine_passes; ++pass) {
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M,
-                                     m.obs.data(), M, &zero, m.h_all.data(), rows));
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch,
-                                     m.h_all.data(), rows, &zero, m.fit.data(), M));
-        cfo_residual_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.obs.data(), m.t.obs_first, M, m.fit.data(),
-                                                                              m.dw.data(), m.w0.data());
+        for (int ch = 0; ch < m.channels; ++ch) {
+            PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs_of(ch), M,
+                                         &zero, m.h_all.data(), rows));
+            PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(),
+                                         rows, &zero, fit_of(ch), M));
+        }
+        if (m.channels == 1) {
+            cfo_residual_kernel<1><<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.obs.data(), m.t.obs_first, M, m.fit.data(), m.dw.data(),
+                                                                                     m.w0.data(), mp, nullptr);
+        } else {
+            cfo_residual_kernel<2><<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.obs.data(), m.t.obs_first, M, m.fit.data(), m.dw.data(),
+                                                                                     m.w0.data(), mp, m.cfo_weight.data());
+        }
         PAQ_CUDA_CHECK_LAUNCH();
         if (pass + 1 < dsp::cfo_refine_passes) {
-            obs_rotate_kernel<<<ogrid, 256, 0, m.st.get()>>>(m.seg.data(), false, m.t.obs_first, M, m.dw.data(), m.obs.data());
-            PAQ_CUDA_CHECK_LAUNCH();
+            for (int ch = 0; ch < m.channels; ++ch) {
+                obs_rotate_kernel<<<ogrid, 256, 0, m.st.get()>>>(seg_of(ch), false, m.t.obs_first, M, slot_of(m.dw.data(), ch), obs_of(ch));
+                PAQ_CUDA_CHECK_LAUNCH();
+            }
         }
     }
-    // The packet derotated once, by w0 plus the correction.
-    const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
-    derotate_kernel<<<grid, 256, 0, m.st.get()>>>(m.seg.data(), m.w0.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    for (int ch = 0; ch < m.channels; ++ch) {
+        // The packet derotated once, by w0 plus the correction.
+        const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
+        derotate_kernel<<<grid, 256, 0, m.st.get()>>>(seg_of(ch), slot_of(m.w0.data(), ch));
+        PAQ_CUDA_CHECK_LAUNCH();
 
-    // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
-    // column p is the packet's observation range inside its segment (leading dimension
-    // seg_stride).
-    const cuFloatComplex* obs = m.seg.data() + pre + m.t.obs_first;
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs,
-                                 seg_stride, &zero, m.h_all.data(), rows));
-    // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(),
-                                 rows, &zero, m.fit.data(), M));
-    noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.seg.data(), m.t.obs_first, M, m.fit.data(), m.t.rho,
-                                                                   m.sigma2.data());
-    PAQ_CUDA_CHECK_LAUNCH();
-    support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, m.sigma2.data(), m.h.data(),
-                                                                    m.support.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+        // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
+        // column p is the packet's observation range inside its segment (leading dimension
+        // seg_stride).
+        const cuFloatComplex* obs = seg_of(ch) + pre + m.t.obs_first;
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs, seg_stride, &zero,
+                                     m.h_all.data(), rows));
+        // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(), rows,
+                                     &zero, fit_of(ch), M));
+        noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(seg_of(ch), m.t.obs_first, M, fit_of(ch), m.t.rho,
+                                                                       slot_of(m.sigma2.data(), ch));
+        PAQ_CUDA_CHECK_LAUNCH();
+        support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, slot_of(m.sigma2.data(), ch),
+                                                                        m.h.data() + static_cast<std::size_t>(ch) * mp * l_ch,
+                                                                        slot_of(m.support.data(), ch));
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
 }
 
-estimators::device_results estimators::device() noexcept
+estimators::device_results estimators::device(int channel) noexcept
 {
     auto& m = *impl_;
-    return {reinterpret_cast<cf32*>(m.seg.data()), reinterpret_cast<cf32*>(m.h.data()), m.w0.data(), m.sigma2.data(),
-            m.nonfinite.data(), m.support.data(), m.st.get()};
+    const std::size_t slot0 = static_cast<std::size_t>(channel) * m.max_packets;
+    return {reinterpret_cast<cf32*>(m.seg.data() + slot0 * seg_stride), reinterpret_cast<cf32*>(m.h.data() + slot0 * l_ch), m.w0.data() + slot0,
+            m.sigma2.data() + slot0, m.nonfinite.data() + slot0, m.support.data() + slot0, m.st.get()};
 }
 
 std::vector<packet_estimate> estimators::estimate(std::span<const cf32> window, std::span<const long long> starts)

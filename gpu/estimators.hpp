@@ -36,15 +36,18 @@ struct packet_estimate {
 
 /// An input window as the host holds it: cf32 samples, or ci16 samples (4 bytes a
 /// sample over the link, half of cf32) that the device converts after the upload, each component divided
-/// by ci16_scale as paq::to_cf32 does, bit for bit.
+/// by ci16_scale as paq::to_cf32 does, bit for bit; or two receive channels' cf32 samples
+/// interleaved (cf32x2, one sample time each), which the device splits after the upload.
 struct host_window {
     const void* data = nullptr;
-    std::size_t size = 0;
+    std::size_t size = 0;     ///< sample times
     float ci16_scale = 0.0f;  ///< > 0: the samples are ci16
+    int channels = 1;         ///< 2: cf32x2
 
     host_window(std::span<const cf32> w) noexcept : data(w.data()), size(w.size()) {}  // NOLINT(google-explicit-constructor)
     host_window(const std::vector<cf32>& w) noexcept : host_window(std::span<const cf32>(w)) {}  // NOLINT(google-explicit-constructor)
     host_window(std::span<const ci16> w, float scale) noexcept : data(w.data()), size(w.size()), ci16_scale(scale) {}
+    host_window(std::span<const cf32x2> w) noexcept : data(w.data()), size(w.size()), channels(2) {}  // NOLINT(google-explicit-constructor)
     [[nodiscard]] bool is_ci16() const noexcept { return ci16_scale > 0.0f; }
 };
 
@@ -58,8 +61,15 @@ public:
     /// \param max_packets largest number of packets per call
     /// \param input_design with it, upload_resample_and_metric_device() takes input windows
     ///        of up to max_input_samples and resamples them on the device with this design
+    /// \param channels receive channels (1 or 2; std::invalid_argument otherwise). With two,
+    ///        the device-level API below takes cf32x2 windows; each channel is resampled on its
+    ///        own, the metric is the channels' larger at each position (dsp::preamble_metric
+    ///        over several channels), each slot's segment, channel estimate and noise are each
+    ///        channel's own (device(1) for the second), and the carrier offset is one for
+    ///        both, from the channels' lag products and block phases weighted by their noise
+    ///        (dsp::estimate_cfo, dsp::refine_cfo over several channels).
     estimators(int device_id, std::size_t max_window_samples, std::size_t max_packets,
-              const dsp::resampler_design* input_design = nullptr, std::size_t max_input_samples = 0);
+              const dsp::resampler_design* input_design = nullptr, std::size_t max_input_samples = 0, int channels = 1);
     ~estimators();
     estimators(const estimators&) = delete;
     estimators& operator=(const estimators&) = delete;
@@ -109,8 +119,10 @@ public:
     /// M(u), u = 0 .. window - 256, of the last upload_and_metric_device().
     [[nodiscard]] const float* device_metric() const noexcept;
     /// The window at 2 samples per bit on the device, of the last upload (as uploaded, or as
-    /// resampled): window_len samples.
-    [[nodiscard]] const cf32* device_window() const noexcept;
+    /// resampled): window_len samples. `channel`: the receive channel (0 or 1).
+    [[nodiscard]] const cf32* device_window(int channel = 0) const noexcept;
+    /// Receive channels (the constructor's).
+    [[nodiscard]] int channels() const noexcept;
     /// As estimate_device, with the starts already on the device: `slots` segments are
     /// filled, those at p >= *count with zeros. Allocates nothing, no host synchronization.
     void estimate_device(const long long* starts, const int* count, std::size_t slots);
@@ -120,7 +132,8 @@ public:
     /// 2^32 is today's plain copy, bit for bit. Null steps: no correction.
     void estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps);
     /// The same with each segment's DC and IQ imbalance removed after the gather (gpu/iq_correction;
-    /// the moments per slot into iq_sums, device, gpu::iq_dc_sums_per_slot each). Null: no correction.
+    /// the moments per slot into iq_sums, device, gpu::iq_dc_sums_per_slot each; with two
+    /// channels channel 1's max_packets slots after channel 0's). Null: no correction.
     void estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps, double* iq_sums);
     /// Only the first stage of estimate_device: the packet segments (device().segments, not
     /// yet de-rotated) and the non-finite counts. For tests.
@@ -134,7 +147,8 @@ public:
         int* support;          ///< packets: index into dsp::receiver_tables::supports
         cuda_stream_t stream;  ///< everything above is ordered on this stream
     };
-    [[nodiscard]] device_results device() noexcept;
+    /// Receive channel `channel`'s (0 or 1; the stream is the same).
+    [[nodiscard]] device_results device(int channel = 0) noexcept;
 
 private:
     struct impl;

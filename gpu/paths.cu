@@ -96,6 +96,76 @@ __device__ __forceinline__ float2 path_product(const path_inputs& in, const pack
                           path_coefficient<path>(t.row + k, k, spec, in.hspec, in.psi, t.noise, t.tau, t.inv_gain));
 }
 
+/// Two receive channels (dsp/combining.hpp): each path's equalizer on each channel, the
+/// outputs added. What the second channel adds to path_inputs, and each packet's combining
+/// terms: the channels' weights w_c (dsp::combining_weights), 2 sigma2 of the quieter channel
+/// (the FDE combiners' noise), each channel's single path delay and maximal-ratio coefficient
+/// (dsp::mrc_single_path_response: w_c f_c g_c* / sum_d w_d f_d |g_d|^2).
+struct second_inputs {
+    const float2* __restrict__ r;
+    const float2* __restrict__ spec_mmse;
+    const float2* __restrict__ spec_cma;
+    const float2* __restrict__ hspec;
+    const double* __restrict__ weight;  ///< 2 per packet
+    const double* __restrict__ noise;   ///< per packet
+    const double* __restrict__ tau;     ///< per packet: channel 2's single path delay
+    const cuDoubleComplex* __restrict__ mrc;  ///< 2 per packet
+};
+struct pair_terms {
+    float w0, w1, noise;
+    double tau1;
+    cuDoubleComplex mrc0, mrc1;
+};
+
+__device__ inline pair_terms pair_terms_of(int p, const second_inputs& two)
+{
+    return {static_cast<float>(two.weight[2 * p]), static_cast<float>(two.weight[2 * p + 1]), static_cast<float>(two.noise[p]), two.tau[p],
+            two.mrc[2 * p], two.mrc[2 * p + 1]};
+}
+
+/// mrc exp(j 2 pi f tau) at bin k, in double (the unequalized path's combiner on one channel).
+__device__ inline float2 single_path_at(int k, double tau, cuDoubleComplex mrc)
+{
+    double sn, cs;
+    sincos(2.0 * 3.14159265358979323846 * freq_of_bin(k) * tau, &sn, &cs);
+    const cuDoubleComplex v = cuCmul(mrc, make_cuDoubleComplex(cs, sn));
+    return make_float2(static_cast<float>(v.x), static_cast<float>(v.y));
+}
+
+/// path_product over two channels: sum_c R_c x C_c x filter (dsp::cpu_backend's combined
+/// responses): none, the channels' single paths by maximal-ratio combining; ZF, w_c H_c* times
+/// the combined channel's ZF spectrum (spec); MMSE and CMA, each channel's taps' spectrum;
+/// FDE1 and FDE2, w_c H_c* / (sum_d w_d |H_d|^2 + 2 sigma2_min / Psi).
+template <int path>
+__device__ __forceinline__ float2 path_product2(const path_inputs& in, const packet_terms& t, const second_inputs& two, const pair_terms& q,
+                                                const float2* __restrict__ spec, int k)
+{
+    const std::size_t i = t.row + k;
+    float2 c0, c1;
+    if constexpr (path == 0) {
+        c0 = single_path_at(k, t.tau, q.mrc0);
+        c1 = single_path_at(k, q.tau1, q.mrc1);
+    } else if constexpr (path == 1) {
+        const float2 z = __ldcs(spec + i), h0 = in.hspec[i], h1 = two.hspec[i];
+        c0 = smem_fft::cmul(make_float2(q.w0 * h0.x, -q.w0 * h0.y), z);
+        c1 = smem_fft::cmul(make_float2(q.w1 * h1.x, -q.w1 * h1.y), z);
+    } else if constexpr (path == 2) {
+        c0 = __ldcs(spec + i);
+        c1 = __ldcs(two.spec_mmse + i);
+    } else if constexpr (path == 3) {
+        c0 = __ldcs(spec + i);
+        c1 = __ldcs(two.spec_cma + i);
+    } else {
+        const float2 h0 = in.hspec[i], h1 = two.hspec[i];
+        const float den = q.w0 * (h0.x * h0.x + h0.y * h0.y) + q.w1 * (h1.x * h1.x + h1.y * h1.y) + (path == 5 ? q.noise / in.psi[k] : q.noise);
+        const float inv = den > 0.0f ? 1.0f / den : 0.0f;
+        c0 = make_float2(q.w0 * h0.x * inv, -q.w0 * h0.y * inv);
+        c1 = make_float2(q.w1 * h1.x * inv, -q.w1 * h1.y * inv);
+    }
+    const float2 y0 = smem_fft::cmul(in.r[i], c0), y1 = smem_fft::cmul(two.r[i], c1);
+    return smem_fft::cmul(make_float2(y0.x + y1.x, y0.y + y1.y), in.filter[k]);
+}
+
 /// body(path as a compile-time constant, the path's tap spectrum or null) for a runtime path.
 /// A switch, not six inlined copies: six copies made the paths kernel 2.4x larger and the stage
 /// 3.80 ms instead of 3.30 on the H100 (a350130).
@@ -118,21 +188,30 @@ __device__ __forceinline__ void with_path(int path, const path_inputs& in, Body&
 /// so of the bins k and k + N/2 a fold adds only the one in band is read and formed (k for
 /// k < N/4, k + N/2 for k >= N/4), the other term being an exact zero (R x 0 x C): the same
 /// values at half the reads.
-template <bool in_band = false>
-__device__ __forceinline__ void fold(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity)
+/// channels 2: path_product2 with the second channel's inputs `two` and the packet's `q`.
+template <bool in_band = false, int channels = 1>
+__device__ __forceinline__ void fold(int path, const path_inputs& in, const packet_terms& t, float2* f, int parity,
+                                     const second_inputs& two = {}, const pair_terms& q = {})
 {
     with_path(path, in, [&](auto path_c, const float2* spec) {
         constexpr int p = decltype(path_c)::value;
         const float2 zero = make_float2(0.0f, 0.0f);
+        auto product = [&](int k) {
+            if constexpr (channels == 1) {
+                return path_product<p>(in, t, spec, k);
+            } else {
+                return path_product2<p>(in, t, two, q, spec, k);
+            }
+        };
 #pragma unroll 4
         for (int k = threadIdx.x; k < n_fft / 2; k += blockDim.x) {
             float2 lo, hi;
             if constexpr (in_band) {
-                lo = k < n_fft / 4 ? path_product<p>(in, t, spec, k) : zero;
-                hi = k < n_fft / 4 ? zero : path_product<p>(in, t, spec, k + n_fft / 2);
+                lo = k < n_fft / 4 ? product(k) : zero;
+                hi = k < n_fft / 4 ? zero : product(k + n_fft / 2);
             } else {
-                lo = path_product<p>(in, t, spec, k);
-                hi = path_product<p>(in, t, spec, k + n_fft / 2);
+                lo = product(k);
+                hi = product(k + n_fft / 2);
             }
             f[smem_fft::pad<true>(k)] = fold_bins(lo, hi, k, parity);
         }
@@ -154,12 +233,13 @@ constexpr int paths_threads = 256;
 constexpr std::size_t paths_smem_bytes = static_cast<std::size_t>(smem_fft::padded_size(n_fft / 2, true)) * sizeof(float2);
 static_assert(paths_smem_bytes <= backend_shared_memory_bytes);
 
+template <int channels>
 __global__ void __launch_bounds__(paths_threads, 3)
     paths_kernel(const float2* __restrict__ r, const float2* __restrict__ hno, const float2* __restrict__ spec_zf,
                  const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                  const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
                  const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v,
-                 const std::uint8_t* __restrict__ derotation)
+                 const std::uint8_t* __restrict__ derotation, second_inputs two)
 {
     extern __shared__ float2 f[];  // the path's folded spectrum, N/2 points (smem_fft layout)
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
@@ -169,7 +249,11 @@ __global__ void __launch_bounds__(paths_threads, 3)
     const path_inputs in{r, hno, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    fold(path, in, t, f, parity);
+    if constexpr (channels == 1) {
+        fold(path, in, t, f, parity);
+    } else {
+        fold<false, 2>(path, in, t, f, parity, two, pair_terms_of(p, two));
+    }
     __syncthreads();
     // The transform's last stage (a pass of its own) is done where its output is read.
     smem_fft::dif_but_last<paths_log_n, true, true>(f);
@@ -201,19 +285,26 @@ __device__ inline float2 derotated(float2 v, double cs, double sn)
 /// thread for turn i and the odd one for turn i + 1, and they trade them (half the double
 /// sincos). Out: x, packets x 6 streams of 6336 samples.
 static_assert(paths_threads % 2 == 0 && n_bits % 2 == 0, "threads 2m, 2m + 1 hold the two bits of a pair");
+template <int channels>
 __global__ void __launch_bounds__(paths_threads, 3)
     paths_trellis_kernel(const float2* __restrict__ r, const float2* __restrict__ lp, const float2* __restrict__ spec_zf,
                          const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                          const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
                          const cuDoubleComplex* __restrict__ gain, int parity, int m0, const float* __restrict__ theta,
-                         const float* __restrict__ theta_bit, const std::uint8_t* __restrict__ smoothed, float2* __restrict__ x)
+                         const float* __restrict__ theta_bit, const std::uint8_t* __restrict__ smoothed, float2* __restrict__ x,
+                         second_inputs two)
 {
     extern __shared__ float2 f[];
     const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
     const path_inputs in{r, lp, spec_zf, spec_mmse, spec_cma, hspec, psi};
     const packet_terms t = packet_terms_of(p, sigma2, tau, gain);
     const float inv_n = 1.0f / static_cast<float>(n_fft);
-    fold<true>(path, in, t, f, parity);  // LP: dsp::trellis::lowpass_stop <= 0.25 (asserted there)
+    // LP: dsp::trellis::lowpass_stop <= 0.25 (asserted there)
+    if constexpr (channels == 1) {
+        fold<true>(path, in, t, f, parity);
+    } else {
+        fold<true, 2>(path, in, t, f, parity, two, pair_terms_of(p, two));
+    }
     __syncthreads();
     smem_fft::dif_but_last<paths_log_n, true, true>(f);
     const std::size_t stream = static_cast<std::size_t>(p) * num_paths + path;
@@ -326,11 +417,26 @@ __global__ void pre_derotate_kernel(cuFloatComplex* __restrict__ seg, const std:
 
 }  // namespace
 
+namespace {
+second_inputs second_of(const second_channel* two)
+{
+    if (two == nullptr) return {};
+    if (!two->r || !two->spec_mmse || !two->spec_cma || !two->hspec || !two->weight || !two->noise || !two->tau || !two->mrc) {
+        throw std::invalid_argument("paths: a second receive channel without all of its inputs");
+    }
+    return {reinterpret_cast<const float2*>(two->r), reinterpret_cast<const float2*>(two->spec_mmse), reinterpret_cast<const float2*>(two->spec_cma),
+            reinterpret_cast<const float2*>(two->hspec), two->weight, two->noise, two->tau, two->mrc};
+}
+}  // namespace
+
 void paths_setup_device()
 {
-    PAQ_CUDA_CHECK(cudaFuncSetAttribute(paths_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
-    PAQ_CUDA_CHECK(
-        cudaFuncSetAttribute(paths_trellis_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
+    for (auto* k : {paths_kernel<1>, paths_kernel<2>}) {
+        PAQ_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
+    }
+    for (auto* k : {paths_trellis_kernel<1>, paths_trellis_kernel<2>}) {
+        PAQ_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(paths_smem_bytes)));
+    }
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(taps_spectra_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(spectra_smem_bytes)));
 }
 
@@ -356,30 +462,35 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
                   const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s,
-                  const std::uint8_t* derotation)
+                  const std::uint8_t* derotation, const second_channel* second)
 {
     if (packets <= 0) return;
-    paths_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
+    const second_inputs two = second_of(second);
+    auto* kernel = second ? paths_kernel<2> : paths_kernel<1>;
+    kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), hno, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v,
-        derotation);
+        derotation, two);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
 void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                           const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
                           const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta,
-                          const float* theta_bit, const std::uint8_t* smoothed, float2* x, int packets, cudaStream_t s)
+                          const float* theta_bit, const std::uint8_t* smoothed, float2* x, int packets, cudaStream_t s,
+                          const second_channel* second)
 {
     if (theta == nullptr) throw std::invalid_argument("paths_trellis_device: no phase from the detector (stream_detector keep_phase)");
     if (packets <= 0) return;
     // The last sample read, y(2 (m0 + 6335) + parity), must lie inside the N/2 transform's
     // index range (the CPU reads the same samples from its full transform).
     if (m0 < 0 || m0 + n_bits > n_fft / 2) throw std::invalid_argument("paths_trellis_device: packet outside the segment");
-    paths_trellis_kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
+    const second_inputs two = second_of(second);
+    auto* kernel = second ? paths_trellis_kernel<2> : paths_trellis_kernel<1>;
+    kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), lp, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, theta,
-        theta_bit, smoothed, x);
+        theta_bit, smoothed, x, two);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -39,6 +39,22 @@ struct taps_spectrum_jobs {
 /// (the channel estimates' H; the ZF, MMSE and CMA taps' spectra of the paths).
 void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream_t s);
 
+/// A second receive channel (receiver_config::channels 2) for the paths: every path an
+/// equalizer per channel whose outputs add (dsp/combining.hpp). With it, the one-channel
+/// arguments are channel 1's (r, spec_mmse, spec_cma, hspec, tau), spec_zf is the combined
+/// channel's ZF taps' spectrum (dsp::solve_combined_zf; channel c's ZF is w_c H_c* times it),
+/// and sigma2 and gain are not read.
+struct second_channel {
+    const cuFloatComplex* r;          ///< its segments' spectra (N per packet)
+    const cuFloatComplex* spec_mmse;  ///< its joint MMSE taps' spectra
+    const cuFloatComplex* spec_cma;   ///< its CMA taps' spectra
+    const cuFloatComplex* hspec;      ///< its channel estimates' spectra
+    const double* weight;             ///< per packet, w_1 and w_2 (dsp::combining_weights)
+    const double* noise;              ///< per packet, 2 sigma2 of the quieter channel (the FDE combiners')
+    const double* tau;                ///< per packet, its single path's delay
+    const cuDoubleComplex* mrc;       ///< per packet, each channel's maximal-ratio coefficient (dsp::mrc_single_path_response)
+};
+
 /// The paths of `packets` packets on stream `s`. r: the packets' spectra (N per packet);
 /// hno: H_NO (N); spec_*: the taps' spectra (N per packet); hspec: the channel estimates'
 /// spectra; psi: the FDE2 weights (N); sigma2, tau, gain: per packet (noise, and the single
@@ -50,7 +66,7 @@ void taps_spectra_device(const taps_spectrum_jobs& jobs, int packets, cudaStream
 void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                   const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2, const double* tau,
                   const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s,
-                  const std::uint8_t* derotation = nullptr);
+                  const std::uint8_t* derotation = nullptr, const second_channel* second = nullptr);
 
 /// dsp::smoother::pre_derotation on the packets' time-domain segments (seg, segment_stride
 /// apart, sample i in [0, seg_len)): each packet whose `derotation` (per packet,
@@ -74,6 +90,7 @@ void pre_derotate_device(cuFloatComplex* seg, const std::uint8_t* derotation, co
 void paths_trellis_device(const cuFloatComplex* r, const float2* lp, const cuFloatComplex* spec_zf, const cuFloatComplex* spec_mmse,
                           const cuFloatComplex* spec_cma, const cuFloatComplex* hspec, const float* psi, const double* sigma2,
                           const double* tau, const cuDoubleComplex* gain, int parity, int m0, const float* theta,
-                          const float* theta_bit, const std::uint8_t* smoothed, float2* x, int packets, cudaStream_t s);
+                          const float* theta_bit, const std::uint8_t* smoothed, float2* x, int packets, cudaStream_t s,
+                          const second_channel* second = nullptr);
 
 }  // namespace paq::gpu

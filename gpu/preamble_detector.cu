@@ -123,7 +123,10 @@ __global__ void __launch_bounds__(finalize_threads)
 constexpr int check_warps = 2 * dsp::start_check::reach + 1;
 static_assert(dsp::start_check::period == 32, "a lane per sample of a period");
 
-__global__ void __launch_bounds__(32 * check_warps) check_starts_kernel(const float2* __restrict__ window, long long window_len,
+/// With window2 (a second receive channel's window, or null), each channel's K over its energy
+/// on the known samples, summed over both channels.
+__global__ void __launch_bounds__(32 * check_warps) check_starts_kernel(const float2* __restrict__ window, const float2* __restrict__ window2,
+                                                                       long long window_len,
                                                                        const int* __restrict__ count, int max_packets,
                                                                        const double2* __restrict__ x, int n_known, int known_first, long long* __restrict__ starts,
                                                                        int* __restrict__ moved)
@@ -136,23 +139,35 @@ __global__ void __launch_bounds__(32 * check_warps) check_starts_kernel(const fl
     const long long v = s + static_cast<long long>(dsp::start_check::period) * k;
     const bool valid = v >= 0 && v + static_cast<long long>(waveform::L_pkt) <= window_len;
     double metric = 0.0;
-    if (valid) {
+    const bool two = window2 != nullptr;
+    for (int ch = 0; valid && ch < (two ? 2 : 1); ++ch) {
+        const float2* __restrict__ win = ch == 0 ? window : window2;
+        double kc = 0.0, energy = 0.0;
         for (int b0 = 0; b0 < n_known; b0 += 32) {
             const int i = b0 + lane;
             double re = 0.0, im = 0.0;
             if (i < n_known) {
-                const float2 z = window[v + known_first + i];
+                const float2 z = win[v + known_first + i];
                 const bool ok = isfinite(z.x) && isfinite(z.y);
                 const double sr = ok ? static_cast<double>(z.x) : 0.0, si = ok ? static_cast<double>(z.y) : 0.0;
                 re = sr * x[i].x + si * x[i].y;  // s conj(x), as dsp::start_check::known_metric
                 im = si * x[i].x - sr * x[i].y;
+                if (two) energy += sr * sr + si * si;
             }
             for (int o = 16; o > 0; o >>= 1) {
                 re += __shfl_xor_sync(0xffffffffu, re, o);
                 im += __shfl_xor_sync(0xffffffffu, im, o);
             }
-            metric += re * re + im * im;
+            kc += re * re + im * im;
         }
+        if (!two) {
+            metric = kc;
+            break;
+        }
+        // Several channels: each channel's K over its energy on the known samples, summed
+        // (dsp::check_packet_starts over several channels).
+        for (int o = 16; o > 0; o >>= 1) energy += __shfl_xor_sync(0xffffffffu, energy, o);
+        metric += energy > 0.0 ? kc / (static_cast<double>(dsp::start_check::period) * energy) : 0.0;
     }
     __shared__ double k_of[check_warps];
     __shared__ bool valid_of[check_warps];
@@ -260,12 +275,12 @@ void preamble_detector::locate_device(const float* metric, std::size_t n_metric,
     PAQ_CUDA_CHECK_LAUNCH();
 }
 
-void preamble_detector::check_starts_device(const cf32* window, long long window_len, cuda_stream_t s)
+void preamble_detector::check_starts_device(const cf32* window, long long window_len, cuda_stream_t s, const cf32* window2)
 {
     auto& m = *impl_;
     const int mp = static_cast<int>(m.max_packets);
     check_starts_kernel<<<static_cast<unsigned>(mp), 32 * check_warps, 0, s>>>(
-        reinterpret_cast<const float2*>(window), window_len, m.count.data(), mp, m.x.data(), static_cast<int>(m.x.size()),
+        reinterpret_cast<const float2*>(window), reinterpret_cast<const float2*>(window2), window_len, m.count.data(), mp, m.x.data(), static_cast<int>(m.x.size()),
         m.known_first, m.starts.data(), m.moved.data());
     PAQ_CUDA_CHECK_LAUNCH();
 }

@@ -68,8 +68,10 @@ public:
     void locate_device(const float* metric, std::size_t n_metric, const locate_params& params, cuda_stream_t stream);
     /// After locate_device: dsp::check_packet_starts on the device (dsp/start_check.hpp) over
     /// the window the metric was computed on (window_len samples at 2 samples per bit); moves
-    /// the starts in place and writes moved_periods. Allocates nothing.
-    void check_starts_device(const cf32* window, long long window_len, cuda_stream_t stream);
+    /// the starts in place and writes moved_periods. Allocates nothing. With window2 (a second
+    /// receive channel's window of the same samples) each channel's known-sequence metric over
+    /// its energy on the known samples, summed, as dsp::check_packet_starts over several channels.
+    void check_starts_device(const cf32* window, long long window_len, cuda_stream_t stream, const cf32* window2 = nullptr);
     [[nodiscard]] located_packets device() noexcept;
     [[nodiscard]] std::size_t max_packets() const noexcept;
 

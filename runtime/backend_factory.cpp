@@ -125,11 +125,11 @@ std::vector<std::unique_ptr<dsp::batch_processor>> make_backends(backend_kind ki
     return out;
 }
 
-backend_kind resolve_backend(backend_kind requested, int receive_channels)
+backend_kind resolve_backend(backend_kind requested, int receive_channels, bool select_combining)
 {
     if (requested != backend_kind::automatic) return requested;
-    if (receive_channels > 1) {
-        spdlog::info("two receive channels are combined by the CPU backend; using it");
+    if (receive_channels > 1 && select_combining) {
+        spdlog::info("two receive channels received by selection (combining: select) run on the CPU backend; using it");
         return backend_kind::cpu;
     }
     const auto& m = cuda_module();

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|bench|setup|rates|replay|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|bench|setup|rates|replay|channels|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -183,6 +183,29 @@ if [[ $mode == all || $mode == replay ]]; then
     # Tables to the output only: at most 8 files come back from $OUT.
     ./.device/paqd replay /tmp/paq-replay.sigmf-meta --backend "$b" --json-out "$out/replay-$b.json" 2>&1 || status=1
   done
+fi
+if [[ $mode == channels ]]; then
+  # Two receive channels (SIGNAL-CHAIN.md "Two receive channels"): the recordings of its table
+  # replayed with both channels combined by each backend, tables side by side (the BER of
+  # every path equal within the GPU's allowance), and the two-channel batch time against one
+  # channel's (paq-bench --channels 2).
+  sim=./.device/paq-sim
+  $sim --seconds 2 --seed 9101 --cfo-hz 7000 --clock-ppm 12 --ebn0-db 8 -o /tmp/awgn2-8 \
+    --channel preset=awgn --channel preset=awgn,phase-rad=0.7,delay-ns=30 > /dev/null
+  $sim --seconds 2 --seed 9107 --cfo-hz -15000 -o /tmp/weak \
+    --channel preset=awgn,ebn0-db=10 --channel preset=awgn,ebn0-db=-10,phase-rad=2 > /dev/null
+  $sim --seconds 3 --seed 9109 --cfo-hz 11000 --clock-ppm -20 --ebn0-db 12 -o /tmp/shadow \
+    --channel preset=edwards3,shadow-db=10,shadow-s=0.3,shadow-every-s=1 \
+    --channel preset=two-ray,delay-ns=40,phase-rad=2,shadow-db=10,shadow-s=0.3,shadow-every-s=1 > /dev/null
+  for rec in awgn2-8 weak shadow; do
+    for b in cpu cuda; do
+      echo
+      echo "=== $rec, two channels, $b"
+      ./.device/paqd replay "/tmp/$rec.sigmf-meta" --channel 1 --channel 2 --backend "$b" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) |combined|took" || status=1
+    done
+  done
+  echo
+  ./.device/paq-bench --channels 2 --json "$out/bench-channels.json" "${bench_args[@]}" || status=1
 fi
 if [[ $mode == levels ]]; then
   # Input levels: the same edwards3 recording at the nominal level, -30 dB, +17 dB and with

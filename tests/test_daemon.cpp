@@ -545,14 +545,16 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     EXPECT_NE(e.find("metrics.bind: 'not-an-ip' is not a numeric IPv4/IPv6 address"), std::string::npos) << e;
     EXPECT_TRUE(config_errors(base + "metrics:\n  bind: '::1'\n").empty());
     EXPECT_TRUE(config_errors(base + "metrics:\n  enabled: false\n  bind: not-an-ip\n").empty());
-    // Two receive channels: a source of two, the cpu backend, no recorder; and no second
-    // channel without them.
+    // Two receive channels: a source of two, selection on the cpu backend only, no recorder;
+    // and no second channel without them.
     const std::string two = "source:\n  file: {path: a, channel: 1, second_channel: 2}\nreceiver:\n  channels: 2\n";
     EXPECT_TRUE(config_errors(two).empty()) << config_errors(two);
     e = config_errors(base + "receiver:\n  channels: 2\n");
     EXPECT_NE(e.find("receiver.channels: 2, but the source delivers one channel"), std::string::npos) << e;
-    e = config_errors(two + "pipeline:\n  backend: cuda\n");
-    EXPECT_NE(e.find("pipeline.backend: cuda receives one channel"), std::string::npos) << e;
+    EXPECT_TRUE(config_errors(two + "pipeline:\n  backend: cuda\n").empty()) << config_errors(two + "pipeline:\n  backend: cuda\n");
+    e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 2}\nreceiver:\n  channels: 2\n  combining: select\n"
+                      "pipeline:\n  backend: cuda\n");
+    EXPECT_NE(e.find("receiver.combining: select (each packet on one channel) runs on the cpu backend only"), std::string::npos) << e;
     e = config_errors(two + "recording:\n  path: r\n");
     EXPECT_NE(e.find("recording.path: the recorder writes one channel"), std::string::npos) << e;
     e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 2}\n");
@@ -1663,7 +1665,7 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     std::ostringstream sel_table;
     daemon::print_table(sel, sel_table);
     EXPECT_NE(sel_table.str().find("channels 1 and 2 of 2, the better per packet (select)"), std::string::npos) << sel_table.str();
-    // A second channel the recording lacks, or the same one twice, two channels on the cuda
+    // A second channel the recording lacks, or the same one twice, selection on the cuda
     // backend, and receiver_config::channels 2 without two channels named: usage errors.
     for (const int bad : {3, 1}) {
         ro.second_channel = bad;
@@ -1671,7 +1673,10 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     }
     ro.second_channel = 2;
     ro.backend = config::backend_kind::cuda;
+    const auto combining = ro.receiver.combining;
+    ro.receiver.combining = dsp::combining_kind::select;
     EXPECT_THROW((void)daemon::run_replay(ro), config::config_error);
+    ro.receiver.combining = combining;
     ro.backend = config::backend_kind::cpu;
     ro.second_channel.reset();
     ro.each_channel = true;  // without two channels

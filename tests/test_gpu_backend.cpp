@@ -34,21 +34,25 @@ struct comparison {
     std::size_t phase_smoothed = 0;      ///< packets the CPU flagged flag_phase_smoothed (phase_smoother auto)
     std::size_t unequalized_phase = 0;   ///< packets the CPU flagged flag_unequalized_phase (derotated by that path's phases)
     double worst_bep = 0.0;              ///< largest |GPU / CPU - 1| of a path's BEP estimate (paths whose CPU estimate is > 1e-12)
+    std::size_t best_channel_diff = 0;   ///< two channels: packets whose better channel differs (a near tie of the Eb/N0s)
+    double worst_channel_ebn0 = 0.0;     ///< two channels: largest |GPU - CPU| of a channel's Eb/N0 in dB
 };
 
 /// The GPU backend (default: 4 parts) against the CPU on the same batches (cut with the input
-/// geometry's guards: at 2 samples per bit, the defaults).
-comparison compare_backends(const std::vector<cf32>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
+/// geometry's guards: at 2 samples per bit, the defaults). T: cf32, or cf32x2 for two receive
+/// channels (rc.channels 2).
+template <class T>
+comparison compare_backends(const std::vector<T>& samples, const receiver_config& rc, std::uint64_t lost_at = 0,
                             std::uint64_t lost = 0, int parts = gpu::cuda_backend::default_parts)
 {
     cpu_backend cpu(rc);
     gpu::cuda_backend gpu_be(rc, 0, "levinson", parts);
     const auto geom = make_input_geometry(rc);
-    batcher bt(rc.batch_samples, geom.guard_before, geom.guard_after);
+    basic_batcher<T> bt(rc.batch_samples, geom.guard_before, geom.guard_after);
     if (lost) {
-        bt.push(std::span<const cf32>(samples).first(lost_at));
+        bt.push(std::span<const T>(samples).first(lost_at));
         bt.gap(lost);
-        bt.push(std::span<const cf32>(samples).subspan(lost_at + lost));
+        bt.push(std::span<const T>(samples).subspan(lost_at + lost));
     } else {
         bt.push(samples);
     }
@@ -90,6 +94,14 @@ comparison compare_backends(const std::vector<cf32>& samples, const receiver_con
             c.worst_cfo = std::max(c.worst_cfo, std::abs(a.packets[p].cfo_rad_per_sample - g.packets[p].cfo_rad_per_sample));
             c.worst_sigma2 = std::max(c.worst_sigma2, std::abs(g.packets[p].sigma2 / a.packets[p].sigma2 - 1.0));
             if (a.packets[p].channel_support != g.packets[p].channel_support) ++c.support_diff;
+            EXPECT_EQ(a.packets[p].receive_channels, g.packets[p].receive_channels);
+            if (rc.channels == 2) {
+                if (a.packets[p].best_channel != g.packets[p].best_channel) ++c.best_channel_diff;
+                for (std::size_t ch = 0; ch < 2; ++ch) {
+                    c.worst_channel_ebn0 =
+                        std::max(c.worst_channel_ebn0, static_cast<double>(std::abs(a.packets[p].channel_ebn0_db[ch] - g.packets[p].channel_ebn0_db[ch])));
+                }
+            }
             for (int path = 0; path < std::min(a.streams, g.streams); ++path) {
                 const auto* x = a.packet_bits(p, path);
                 const auto* y = g.packet_bits(p, path);
@@ -135,6 +147,12 @@ void report_and_check(const char* what, const comparison& c, std::size_t nominal
     EXPECT_LT(c.worst_cfo, 1e-6);
     EXPECT_LT(c.worst_sigma2, 1e-3);
     EXPECT_EQ(c.truncated_cpu, c.truncated_gpu);
+    if (c.worst_channel_ebn0 > 0.0 || c.best_channel_diff > 0) {
+        std::printf("backend %s: two channels: the better channel differs on %zu packets, max |d Eb/N0| of a channel %.1e dB\n", what,
+                    c.best_channel_diff, c.worst_channel_ebn0);
+    }
+    EXPECT_LE(c.best_channel_diff, c.packets / 50);
+    EXPECT_LT(c.worst_channel_ebn0, 0.01);
 }
 
 /// Why these tests cannot run the CUDA backend here (they all run it on device 0), or empty:
@@ -749,6 +767,67 @@ TEST_F(gpu_backend, ci16_windows_give_what_their_cf32_conversion_gives)
         EXPECT_GE(packets, 60u);
         EXPECT_LE(static_cast<double>(gpu_cpu_diff), 3e-5 * bits);  // measured 1 and 0 of 2.58 M (H200, b11ff9d)
     }
+}
+
+// Two receive channels (receiver.channels 2, joint combining): every path combining both
+// channels on the GPU (the joint MMSE by block Levinson, the combined ZF, the two-input CMA,
+// the combiners' responses in the paths) against the CPU's double-precision designs. One
+// transmission on two channels with their own noise, multipath and fades (the simulator's
+// channel 0 and 1 of one link), at 2 samples per bit and resampled from 25 MS/s with a clock
+// offset, and beside a channel 20 dB weaker.
+namespace {
+std::vector<cf32x2> two_channels(sim_config a, sim_config b, std::size_t packets)
+{
+    a.channel = 0;
+    b.channel = 1;
+    const auto x = test::simulate(a, packets).samples;
+    const auto y = test::simulate(b, packets).samples;
+    std::vector<cf32x2> both(std::min(x.size(), y.size()));
+    for (std::size_t i = 0; i < both.size(); ++i) both[i] = {x[i], y[i]};
+    return both;
+}
+}  // namespace
+
+TEST_F(gpu_backend, two_receive_channels_match_the_cpu)
+{
+    sim_config a;
+    a.preset = "edwards3";
+    a.ebn0_db = 11.0;
+    a.cfo_hz = -21'000.0;
+    a.clock_ppm = 25.0;
+    a.timing_offset_samples = 0.4;
+    a.shadow_depth_db = 10.0;
+    a.shadow_duration_s = 0.004;
+    a.shadow_interval_s = 0.01;
+    a.seed = 6421;
+    sim_config b = a;
+    b.preset = "two-ray";
+    b.delay_ns = 55.0;
+    b.phase_rad = 1.1;
+    b.ebn0_db = 8.0;
+    receiver_config rc;
+    rc.batch_samples = 250'000;
+    rc.channels = 2;
+    report_and_check("two channels", compare_backends(two_channels(a, b, 60), rc), 60);
+
+    // Resampled: 25 MS/s, the phase smoother on every packet (the segments derotated and the
+    // paths made again from both channels), and the trellis beside it.
+    sim_config a25 = a, b25 = b;
+    a25.sample_rate_hz = b25.sample_rate_hz = 25e6;
+    a25.seed = b25.seed = 6422;
+    receiver_config r25 = rc;
+    r25.input_sample_rate_hz = 25e6;
+    r25.phase_smoother = 1;
+    r25.detector = detector_kind::both;
+    report_and_check("two channels, 25 MS/s, smoother, both detectors", compare_backends(two_channels(a25, b25, samples_for(50, 25e6)), r25), 50);
+
+    // Beside a channel 20 dB weaker: the better channel is the first on every packet.
+    sim_config weak = a;
+    weak.preset = "awgn";
+    weak.ebn0_db = -9.0;
+    weak.shadow_depth_db = 0.0;
+    const auto c = compare_backends(two_channels(a, weak, 60), rc);
+    report_and_check("two channels, one 20 dB weaker", c, 60);
 }
 
 TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)

@@ -187,3 +187,122 @@ TEST_F(gpu_equalizers, on_chip_cma_matches_the_cpu)
     EXPECT_EQ(same, c32);  // no steps: the taps unchanged
     EXPECT_THROW((void)gpu::cma_refine(r32, std::span(c32).first(10), packets, pre, 0.012, 2, 0), std::invalid_argument);
 }
+
+TEST_F(gpu_equalizers, on_chip_two_channel_cma_matches_the_cpu)
+{
+    // One packet's samples (complex Gaussian over the packet and its margins, as above) through
+    // two ground-bounce channels, the second 6 dB weaker, each with its own noise; each
+    // channel's start taps 0.7 times its own MMSE taps (their sum equalizes, 3 dB too strong,
+    // so that CMA moves the taps well): the GPU's two-channel CMA steps against
+    // dsp::cma_refine over both channels in double, for the default step (2 x 0.012) and for
+    // 12 x 0.002. The error is measured against the change CMA makes, over both channels.
+    constexpr std::size_t packets = 12, n = gpu::cma_fft_size, pre = packet_margin, seg = 2 * pre + waveform::L_pkt;
+    constexpr std::size_t taps_per_channel = packets * chain::L_eq;
+    constexpr double sigma2 = 0.05;  // noise variance per component
+    std::mt19937_64 rng(4343);
+    std::normal_distribution<double> nd(0.0, std::sqrt(0.5));
+    std::array<std::vector<cf32>, 2> r32, c32;
+    std::array<std::vector<fft_buffer>, 2> r64;
+    std::array<std::vector<eq_taps>, 2> c0;
+    fft_plan fwd(n, fft_plan::direction::forward), inv(n, fft_plan::direction::inverse);
+    fft_buffer t1(n), t2(n), t3(n);
+    std::vector<cf64> work, s(seg);
+    for (std::size_t p = 0; p < packets; ++p) {
+        for (auto& v : s) v = cf64(nd(rng), nd(rng));
+        for (std::size_t ch = 0; ch < 2; ++ch) {
+            auto h = random_channel(rng, 0.0);
+            for (auto& v : h) v *= ch == 0 ? 1.0 : 0.5;
+            fft_buffer& r = r64[ch].emplace_back(n);
+            for (std::size_t t = 0; t < seg; ++t) {
+                cf64 v = std::sqrt(2.0 * sigma2) * cf64(nd(rng), nd(rng));
+                for (int m = 0; m < chain::L_ch; ++m) {
+                    const auto u = static_cast<long long>(t) - (m - chain::N1);  // h(m - N1) at delay m - N1
+                    if (u >= 0 && u < static_cast<long long>(seg)) v += h[static_cast<std::size_t>(m)] * s[static_cast<std::size_t>(u)];
+                }
+                r[t] = v;
+            }
+            fwd.execute(r.data(), r.data());
+            for (std::size_t k = 0; k < n; ++k) r32[ch].emplace_back(static_cast<float>(r[k].real()), static_cast<float>(r[k].imag()));
+            eq_taps& c = c0[ch].emplace_back();
+            (void)solve_equalizer(h, channel_autocorrelation(h), 2.0 * sigma2, c, work);
+            for (auto& v : c) {
+                v *= 0.7;
+                v = cf64(static_cast<float>(v.real()), static_cast<float>(v.imag()));  // the GPU's start exactly
+                c32[ch].emplace_back(static_cast<float>(v.real()), static_cast<float>(v.imag()));
+            }
+        }
+    }
+    const std::array<std::span<const cf32>, 2> r_spans{r32[0], r32[1]}, c_spans{c32[0], c32[1]};
+    for (const auto& [mu, iterations] : {std::pair{0.012, 2}, std::pair{0.002, 12}}) {
+        const auto got = gpu::cma_refine(r_spans, c_spans, packets, pre, mu, iterations, 0);
+        ASSERT_EQ(got.size(), 2 * taps_per_channel);
+        double worst = 0.0;
+        for (std::size_t p = 0; p < packets; ++p) {
+            std::array<eq_taps, 2> c{c0[0][p], c0[1][p]};
+            const std::array<const fft_buffer*, 2> r{&r64[0][p], &r64[1][p]};
+            cma_refine(std::span<eq_taps>(c), std::span<const fft_buffer* const>(r), pre, mu, iterations, fwd, inv, t1, t2, &t3);
+            double err = 0.0, change = 0.0;
+            for (std::size_t ch = 0; ch < 2; ++ch) {
+                double channel_change = 0.0;
+                for (int l = 0; l < chain::L_eq; ++l) {
+                    const auto i = static_cast<std::size_t>(l);
+                    const cf32 g = got[ch * taps_per_channel + p * chain::L_eq + i];
+                    err = std::max(err, std::abs(cf64(g.real(), g.imag()) - c[ch][i]));
+                    channel_change = std::max(channel_change, std::abs(c[ch][i] - c0[ch][p][i]));
+                }
+                ASSERT_GT(channel_change, 1e-3) << "the test input must make CMA move both channels' taps";
+                change = std::max(change, channel_change);
+            }
+            worst = std::max(worst, err / change);
+        }
+        std::printf("two-channel cma on chip, %d x %.3f: max tap error / max tap change %.2e\n", iterations, mu, worst);
+        EXPECT_LT(worst, 2e-4);
+    }
+    // Start taps ten times too large (as after a step of the input's level inside the
+    // packet): the first step throws them far off, the next finds the cost higher, and both
+    // channels' start taps stand, on the CPU and on the GPU alike.
+    {
+        std::array<std::vector<cf32>, 2> large = c32;
+        for (auto& taps : large) {
+            for (auto& v : taps) v *= 10.0f;
+        }
+        const auto got = gpu::cma_refine(r_spans, {large[0], large[1]}, packets, pre, 0.012, 3, 0);
+        for (std::size_t p = 0; p < packets; ++p) {
+            std::array<eq_taps, 2> start{}, c{};
+            for (std::size_t ch = 0; ch < 2; ++ch) {
+                for (std::size_t i = 0; i < static_cast<std::size_t>(chain::L_eq); ++i) {
+                    const cf32 v = large[ch][p * chain::L_eq + i];
+                    start[ch][i] = cf64(v.real(), v.imag());
+                }
+            }
+            c = start;
+            const std::array<const fft_buffer*, 2> r{&r64[0][p], &r64[1][p]};
+            cma_refine(std::span<eq_taps>(c), std::span<const fft_buffer* const>(r), pre, 0.012, 3, fwd, inv, t1, t2, &t3);
+            ASSERT_EQ(c, start) << "the CPU must have refused the first step, packet " << p;
+        }
+        std::vector<cf32> expected(large[0]);
+        expected.insert(expected.end(), large[1].begin(), large[1].end());
+        EXPECT_EQ(got, expected);
+    }
+    // A second channel of zeros (no signal, no taps) leaves the first channel's refinement as
+    // the one-channel kernel makes it, and its own taps at zero.
+    {
+        const std::vector<cf32> zero_spectra(packets * n), zero_taps(taps_per_channel);
+        const auto got = gpu::cma_refine({r32[0], zero_spectra}, {c32[0], zero_taps}, packets, pre, 0.012, 2, 0);
+        const auto one = gpu::cma_refine(r32[0], c32[0], packets, pre, 0.012, 2, 0);
+        double err = 0.0, change = 0.0;
+        for (std::size_t i = 0; i < taps_per_channel; ++i) {
+            err = std::max(err, static_cast<double>(std::abs(got[i] - one[i])));
+            change = std::max(change, static_cast<double>(std::abs(one[i] - c32[0][i])));
+            EXPECT_EQ(got[taps_per_channel + i], cf32(0.0f)) << i;
+        }
+        EXPECT_GT(change, 1e-3);
+        EXPECT_LT(err / change, 1e-5);
+    }
+    std::vector<cf32> start(c32[0]);
+    start.insert(start.end(), c32[1].begin(), c32[1].end());
+    EXPECT_EQ(gpu::cma_refine(r_spans, c_spans, packets, pre, 0.012, 0, 0), start);  // no steps: the taps unchanged
+    EXPECT_THROW((void)gpu::cma_refine({r32[0], std::span(r32[1]).first(n)}, c_spans, packets, pre, 0.012, 2, 0), std::invalid_argument);
+    EXPECT_THROW((void)gpu::cma_refine(r_spans, {c32[0], std::span(c32[1]).first(10)}, packets, pre, 0.012, 2, 0), std::invalid_argument);
+    EXPECT_THROW((void)gpu::cma_refine(r_spans, c_spans, packets, pre, 0.012, -1, 0), std::invalid_argument);
+}
