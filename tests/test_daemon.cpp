@@ -555,6 +555,9 @@ TEST(daemon_config, errors_name_the_field_the_value_and_the_allowed_range)
     e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 2}\nreceiver:\n  channels: 2\n  combining: select\n"
                       "pipeline:\n  backend: cuda\n");
     EXPECT_NE(e.find("receiver.combining: select (each packet on one channel) runs on the cpu backend only"), std::string::npos) << e;
+    e = config_errors(two + "pipeline:\n  backend: cuda\n  solver: cusolver-dn-chol\n");
+    EXPECT_NE(e.find("pipeline.solver: cusolver-dn-chol solves one channel"), std::string::npos) << e;
+    EXPECT_TRUE(config_errors(two + "pipeline:\n  backend: cpu\n  solver: cusolver-dn-chol\n").empty());
     e = config_errors(two + "recording:\n  path: r\n");
     EXPECT_NE(e.find("recording.path: the recorder writes one channel"), std::string::npos) << e;
     e = config_errors("source:\n  file: {path: a, channel: 1, second_channel: 2}\n");
