@@ -180,10 +180,17 @@ int bench_two_channels(receiver_config rc, const sim_config& sc, const std::stri
         std::fprintf(stderr, "paq-bench: no batch\n");
         return 1;
     }
+    // Device memory each backend holds: free memory before and after it is made.
+    std::size_t free0 = 0, free1 = 0, free2 = 0, total = 0;
+    cudaSetDevice(0);
+    cudaMemGetInfo(&free0, &total);
     gpu::cuda_backend be1(rc, 0);
+    cudaMemGetInfo(&free1, &total);
     receiver_config rc2 = rc;
     rc2.channels = 2;
     gpu::cuda_backend be2(rc2, 0);
+    cudaMemGetInfo(&free2, &total);
+    const double gib1 = static_cast<double>(free0 - free1) / (1u << 30), gib2 = static_cast<double>(free1 - free2) / (1u << 30);
     gpu::host_pin pin1(one->samples.data(), one->samples.size() * sizeof(cf32));
     gpu::host_pin pin2(two->samples_x2.data(), two->samples_x2.size() * sizeof(cf32x2));
     const double t1 = median(time_process(be1, *one, 3, 20));
@@ -198,9 +205,9 @@ int bench_two_channels(receiver_config rc, const sim_config& sc, const std::stri
     const double batch_s = static_cast<double>(rc.batch_samples) / (rc.input_sample_rate_hz > 0.0 ? rc.input_sample_rate_hz : 2.0 * rc.bit_rate_hz);
     std::printf("paq-bench: two receive channels on %s, batch %.4f s (%zu sample times), pinned, median of 20\n", device.name.c_str(), batch_s,
                 static_cast<std::size_t>(rc.batch_samples));
-    std::printf("  %-22s %10s %8s %12s\n", "", "ms", "packets", "x real time");
-    std::printf("  %-22s %10.2f %8zu %12.1f\n", "one channel", t1, p1, batch_s * 1e3 / t1);
-    std::printf("  %-22s %10.2f %8zu %12.1f\n", "two channels (joint)", t2, p2, batch_s * 1e3 / t2);
+    std::printf("  %-22s %10s %8s %12s %12s\n", "", "ms", "packets", "x real time", "device GiB");
+    std::printf("  %-22s %10.2f %8zu %12.1f %12.2f\n", "one channel", t1, p1, batch_s * 1e3 / t1, gib1);
+    std::printf("  %-22s %10.2f %8zu %12.1f %12.2f\n", "two channels (joint)", t2, p2, batch_s * 1e3 / t2, gib2);
     std::printf("  two channels / one: %.2fx\n", t2 / t1);
     nlohmann::json stages1 = nlohmann::json::object(), stages2 = nlohmann::json::object();
     for (int st = 0; st < static_cast<int>(gpu::cuda_backend::stage::count); ++st) {
@@ -215,8 +222,8 @@ int bench_two_channels(receiver_config rc, const sim_config& sc, const std::stri
                                {"batch_s", batch_s},
                                {"preset", sc.preset},
                                {"ebn0_db", sc.ebn0_db},
-                               {"one_channel", {{"host_end_to_end_ms", t1}, {"packets", p1}, {"stages_ms", stages1}}},
-                               {"two_channels", {{"host_end_to_end_ms", t2}, {"packets", p2}, {"stages_ms", stages2}}},
+                               {"one_channel", {{"host_end_to_end_ms", t1}, {"packets", p1}, {"device_gib", gib1}, {"stages_ms", stages1}}},
+                               {"two_channels", {{"host_end_to_end_ms", t2}, {"packets", p2}, {"device_gib", gib2}, {"stages_ms", stages2}}},
                                {"ratio", t2 / t1}};
         std::ofstream(json_path) << j.dump(2) << "\n";
     }

@@ -204,6 +204,12 @@ if [[ $mode == channels ]]; then
       ./.device/paqd replay "/tmp/$rec.sigmf-meta" --channel 1 --channel 2 --backend "$b" 2>&1 | grep -E "^  (none|zf|mmse|cma|fde1|fde2|path) |combined|took" || status=1
     done
   done
+  # The live service on `shadow` (the file source of two channels, the GPU): its final
+  # counts per path are the replay's.
+  printf 'source:\n  type: file\n  file: {path: /tmp/shadow.sigmf-meta, channel: 1, second_channel: 2}\nreceiver:\n  channels: 2\npipeline:\n  backend: cuda\npublisher:\n  enabled: false\n' > /tmp/two.yaml
+  echo
+  echo "=== shadow, two channels, live service, cuda"
+  ./.device/paqd -c /tmp/two.yaml 2>&1 | grep -E "info: path |packets_best_receive" || status=1
   echo
   ./.device/paq-bench --channels 2 --json "$out/bench-channels.json" "${bench_args[@]}" || status=1
 fi

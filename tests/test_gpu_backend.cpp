@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <string>
 
@@ -808,7 +809,11 @@ TEST_F(gpu_backend, two_receive_channels_match_the_cpu)
     receiver_config rc;
     rc.batch_samples = 250'000;
     rc.channels = 2;
-    report_and_check("two channels", compare_backends(two_channels(a, b, 60), rc), 60);
+    auto both = two_channels(a, b, 60);
+    // Samples that are not numbers on either channel: counted per packet as on the CPU.
+    both[both.size() / 3].a = cf32(std::nanf(""), 0.0f);
+    both[both.size() / 2].b = cf32(0.0f, std::numeric_limits<float>::infinity());
+    report_and_check("two channels", compare_backends(both, rc), 60);
 
     // Resampled: 25 MS/s, the phase smoother on every packet (the segments derotated and the
     // paths made again from both channels), and the trellis beside it.
@@ -828,6 +833,20 @@ TEST_F(gpu_backend, two_receive_channels_match_the_cpu)
     weak.shadow_depth_db = 0.0;
     const auto c = compare_backends(two_channels(a, weak, 60), rc);
     report_and_check("two channels, one 20 dB weaker", c, 60);
+
+    // Selection, and a solver other than block Levinson, are refused naming the reason.
+    receiver_config sel = rc;
+    sel.combining = combining_kind::select;
+    EXPECT_THROW(gpu::cuda_backend(sel, 0), std::invalid_argument);
+    EXPECT_THROW(gpu::cuda_backend(rc, 0, "cusolver-dn-chol"), std::invalid_argument);
+    // A window of one channel into the backend made for two, and the other way round.
+    gpu::cuda_backend two_be(rc, 0);
+    batcher one(rc.batch_samples);
+    one.push(test::simulate(a, 4).samples);
+    one.finish();
+    const auto w = one.pop();
+    ASSERT_TRUE(w.has_value());
+    EXPECT_THROW((void)two_be.process(*w), std::invalid_argument);
 }
 
 TEST(gpu_backend_solvers, every_solver_selectable_by_name_matches_the_cpu)

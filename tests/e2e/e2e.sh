@@ -27,8 +27,11 @@ paqd=$build/daemon/paqd
 fail() { echo "FAIL ($case_name): $*" >&2; echo "--- paqd log:" >&2; tail -40 "$work/paqd.log" >&2 || true; exit 1; }
 
 # Ports: distinct per case and per run (several ctest jobs may run at once): a run's 20
-# ports apart from those of any other process id modulo 2000.
-base=$((20000 + ($$ % 2000) * 20))
+# ports apart from those of any other process id modulo 600, all below 32768, where Linux's
+# ephemeral ports begin (ip_local_port_range 32768 .. 60999): a port up there can be taken by
+# any socket of another test that connects or sends (seen: paq-bert's bind refused, "Address
+# already in use").
+base=$((20000 + ($$ % 600) * 20))
 bert_port=$base          # .. base+5 (base+11 with twelve streams)
 src_port=$((base + 12))
 
