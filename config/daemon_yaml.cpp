@@ -747,7 +747,7 @@ const section<daemon_config>& daemon_schema()
                                                                   " solves one channel; receiver.channels 2 is solved by levinson "
                                                                   "(block Levinson for the joint systems)");
                 }
-                if (c.pipeline.backend == backend_kind::cuda && c.receiver.combining == dsp::combining_kind::select) {
+                if (c.pipeline.backend == backend_kind::cuda && c.receiver.selects_channel()) {
                     ctx.errors.add(at_key("receiver.combining"),
                                    "receiver.combining: select (each packet on one channel) runs on the cpu backend only; with "
                                    "pipeline.backend cuda use `combining: joint`, or `backend: cpu` or `auto`");

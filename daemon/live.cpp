@@ -125,8 +125,7 @@ struct live_service {
 
 void live_service::build()
 {
-    const auto backend =
-        runtime::resolve_backend(cfg.pipeline.backend, cfg.receiver.channels, cfg.receiver.combining == dsp::combining_kind::select);
+    const auto backend = runtime::resolve_backend(cfg.pipeline.backend, cfg.receiver);
     source = make_source(cfg.source);
     if (source->channels() != cfg.receiver.channels) {
         throw std::invalid_argument("receiver.channels is " + std::to_string(cfg.receiver.channels) + " but the source delivers " +

@@ -128,7 +128,7 @@ replay_result run_replay(const replay_options& opt)
     res.pattern = std::string(dsp::to_string(pattern));
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const auto kind = runtime::resolve_backend(opt.backend, rc.channels, rc.combining == dsp::combining_kind::select);
+    const auto kind = runtime::resolve_backend(opt.backend, rc);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams(),
                                                                             dsp::framing_for(rc.fec), rc.channels,

@@ -185,6 +185,9 @@ struct receiver_config {
 
     /// Whether the backends correct the front end: front_end_correction on (1) or auto (-1).
     [[nodiscard]] bool front_end_correction_on() const noexcept { return front_end_correction != 0; }
+    /// Whether two channels are received by selection (combining select), which only the CPU
+    /// backend does.
+    [[nodiscard]] bool selects_channel() const noexcept { return channels == 2 && combining == combining_kind::select; }
 
     /// Input samples per 2-samples-per-bit sample: input_sample_rate_hz / (2 bit_rate_hz), 1
     /// when the input rate is 0 (unset).

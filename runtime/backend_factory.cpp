@@ -125,10 +125,10 @@ std::vector<std::unique_ptr<dsp::batch_processor>> make_backends(backend_kind ki
     return out;
 }
 
-backend_kind resolve_backend(backend_kind requested, int receive_channels, bool select_combining)
+backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config& rc)
 {
     if (requested != backend_kind::automatic) return requested;
-    if (receive_channels > 1 && select_combining) {
+    if (rc.selects_channel()) {
         spdlog::info("two receive channels received by selection (combining: select) run on the CPU backend; using it");
         return backend_kind::cpu;
     }

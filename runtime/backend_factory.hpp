@@ -58,9 +58,10 @@ struct backend_spec {
                                                                                const dsp::receiver_config& cfg);
 
 /// `automatic`: cuda when a device can run the CUDA backend, else cpu (the reason logged
-/// as a warning); cpu for two receive channels received by selection (`select`: only the CPU
-/// backend selects). cpu and cuda are returned as they are.
-[[nodiscard]] backend_kind resolve_backend(backend_kind requested, int receive_channels = 1, bool select_combining = false);
+/// as a warning); cpu for a receiver that selects a channel per packet
+/// (receiver_config::selects_channel: only the CPU backend selects). cpu and cuda are
+/// returned as they are.
+[[nodiscard]] backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config& rc = {});
 
 /// One line per CUDA device this process sees ("GPU 0: NVIDIA H100 ..."); empty without
 /// CUDA or without a device.
