@@ -13,6 +13,7 @@
 #include "dsp/trellis.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
+#include "gpu/channel_terms.cuh"
 #include "gpu/combining.hpp"
 #include "gpu/equalizers.hpp"
 #include "gpu/iq_correction.hpp"
@@ -241,9 +242,8 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
 
 // Two receive channels (dsp/combining.hpp). Channel c's per-slot estimates lie max_packets
 // slots after channel 0's (gpu::estimators with two channels).
-constexpr int max_supports_here = 64;
 __constant__ double c_rx_re[L_ch], c_rx_im[L_ch];                 ///< dsp::soqpsk_autocorrelation, lags 0 .. 37
-__constant__ double c_noise_gain[max_supports_here];              ///< each channel support's noise_gain
+__constant__ double c_noise_gain[max_channel_supports];           ///< each channel support's noise_gain
 
 /// Per packet: the channels' taps side by side for the joint solver (h_pair: [packet][channel][38]),
 /// its diagonal loads 2 sigma2_c, the combining weights (dsp::combining_weights: sigma2_min /
@@ -259,17 +259,10 @@ __global__ void combining_terms_kernel(const cuFloatComplex* __restrict__ h, con
         h_pair[static_cast<std::size_t>(p) * 2 * L_ch + i] = h[(c * slots + static_cast<std::size_t>(p)) * L_ch + a];
     }
     if (threadIdx.x != 0) return;
-    const double s[2] = {sigma2[p], sigma2[slots + static_cast<std::size_t>(p)]};
-    double least = INFINITY;
-    for (const double v : s) {
-        if (v >= 0.0 && isfinite(v)) least = fmin(least, v);
-    }
-    if (!isfinite(least)) least = 0.0;
-    for (int c = 0; c < 2; ++c) {
-        const double v = s[c];
-        weight[2 * p + c] = !(v >= 0.0) || !isfinite(v) ? 0.0 : v > 0.0 ? least / v : 1.0;
-        loads[2 * p + c] = 2.0 * v;
-    }
+    const double s1 = sigma2[p], s2 = sigma2[slots + static_cast<std::size_t>(p)];
+    const double least = combining_weights(s1, s2, weight[2 * p], weight[2 * p + 1]);
+    loads[2 * p] = 2.0 * s1;
+    loads[2 * p + 1] = 2.0 * s2;
     noise[p] = 2.0 * least;
 }
 
@@ -282,22 +275,6 @@ __global__ void unpack_taps_kernel(const cuFloatComplex* __restrict__ c_pair, st
         const int ch = i / L_eq, l = i % L_eq;
         c[(ch * slots + static_cast<std::size_t>(p)) * L_eq + l] = c_pair[static_cast<std::size_t>(p) * 2 * L_eq + i];
     }
-}
-
-/// dsp::received_power of channel estimate h (38 taps), in the CPU's order.
-__device__ double received_power_of(const cuFloatComplex* h)
-{
-    double p = 0.0;
-    for (int a = 0; a < L_ch; ++a) {
-        const double ar = h[a].x, ai = h[a].y;
-        p += (ar * ar + ai * ai) * c_rx_re[0];
-        for (int b = a + 1; b < L_ch; ++b) {
-            const double br = h[b].x, bi = h[b].y;
-            const double ur = ar * br + ai * bi, ui = ai * br - ar * bi;
-            p += 2.0 * (ur * c_rx_re[b - a] - ui * c_rx_im[b - a]);
-        }
-    }
-    return p;
 }
 
 /// The unequalized path over two channels (dsp::mrc_single_path_response): each channel's
@@ -314,8 +291,14 @@ __global__ void mrc_kernel(const cuFloatComplex* __restrict__ h, const double* _
     cuDoubleComplex g[2];
     for (int c = 0; c < 2; ++c) {
         const std::size_t slot = c * slots + static_cast<std::size_t>(p);
-        const double power = received_power_of(h + slot * L_ch);
-        const int sup = min(max(support[slot], 0), max_supports_here - 1);
+        const cuFloatComplex* hs = h + slot * L_ch;
+        const double power = received_power<L_ch>(
+            [&](int a, double& re, double& im) {
+                re = hs[a].x;
+                im = hs[a].y;
+            },
+            1, 0, c_rx_re, c_rx_im);
+        const int sup = min(max(support[slot], 0), max_channel_supports - 1);
         double fr = 0.0;
         if (power > 0.0 && isfinite(power)) {
             fr = 1.0 - 2.0 * sigma2[slot] * c_noise_gain[sup] / power;
@@ -726,7 +709,7 @@ struct cuda_backend::impl {
                 rx_re[k] = rx[k].real();
                 rx_im[k] = rx[k].imag();
             }
-            std::array<double, max_supports_here> gain{};
+            std::array<double, max_channel_supports> gain{};
             if (t.supports.size() > gain.size()) throw std::logic_error("cuda backend: more channel supports than the kernels hold");
             for (std::size_t i = 0; i < t.supports.size(); ++i) gain[i] = t.supports[i].noise_gain;
             PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_re, rx_re.data(), sizeof rx_re));

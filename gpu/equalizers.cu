@@ -1,5 +1,6 @@
 #include "gpu/equalizers.hpp"
 
+#include "gpu/channel_terms.cuh"
 #include "gpu/complex64.cuh"
 #include "gpu/resources.cuh"
 
@@ -156,18 +157,6 @@ constexpr int combined_warps_per_block = 4;
 static_assert(combined_warps_per_block * (2 * n_eq + 2 * n_g) * sizeof(z64) <= 48 * 1024,
               "combined_zf_kernel's shared memory must fit the default static limit");
 
-/// dsp::combining_weights of two noise variances: sigma2_min / sigma2_c, 0 for a variance
-/// that is not finite or negative; with a noiseless channel only the noiseless ones weigh.
-__device__ inline void combining_weights(double s1, double s2, double& w1, double& w2)
-{
-    double least = INFINITY;
-    if (s1 >= 0.0 && isfinite(s1)) least = fmin(least, s1);
-    if (s2 >= 0.0 && isfinite(s2)) least = fmin(least, s2);
-    if (!isfinite(least)) least = 0.0;
-    w1 = (s1 >= 0.0 && isfinite(s1)) ? (s1 > 0.0 ? least / s1 : 1.0) : 0.0;
-    w2 = (s2 >= 0.0 && isfinite(s2)) ? (s2 > 0.0 ? least / s2 : 1.0) : 0.0;
-}
-
 /// One warp per packet, dsp::solve_combined_zf: the two channels' 38 taps (staged in the
 /// warp's f and x, free until the recursion starts), g(k) = w_1 r_11(k) + w_2 r_22(k) for
 /// k = 0 .. 37 and g(-k) = conj(g(k)), t(k) = r_g(k) = sum_n g(n) g*(n - k) for k = 0 .. 74,
@@ -195,7 +184,7 @@ __global__ void __launch_bounds__(32 * combined_warps_per_block)
         h2[i] = {b.x, b.y};
     }
     double w1 = 0.0, w2 = 0.0;
-    combining_weights(sigma2_1[p], sigma2_2[p], w1, w2);
+    (void)combining_weights(sigma2_1[p], sigma2_2[p], w1, w2);
     __syncwarp();
     // g(k) at g[g_half + k]; g(0) = sum_c w_c sum |h_c(n)|^2 exactly real.
     for (int k = lane; k <= g_half; k += 32) {

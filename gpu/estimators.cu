@@ -6,6 +6,7 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
+#include "gpu/channel_terms.cuh"
 #include "gpu/estimators.cuh"
 #include "gpu/resampler.cuh"
 #include "gpu/resampler.hpp"
@@ -387,7 +388,7 @@ __global__ void noise_kernel(const cuFloatComplex* __restrict__ seg, int obs_fir
 }
 
 /// The candidate supports, for support_kernel (dsp::select_channel_support).
-constexpr int max_supports = 32;
+constexpr int max_supports = max_channel_supports;
 __constant__ int c_support_first[max_supports];
 __constant__ int c_support_last[max_supports];
 __constant__ double c_support_noise_gain[max_supports];
@@ -417,17 +418,12 @@ __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_s
     double risk = CUDART_INF;
     if (c < n_supports) {
         const int lo = c_support_first[c] + dsp::chain::N1, hi = c_support_last[c] + dsp::chain::N1;
-        double pw = 0.0;
-        for (int a = 0; a < l_ch; ++a) {
-            if (a >= lo && a <= hi) continue;
-            pw += (wr[a] * wr[a] + wi[a] * wi[a]) * c_rx_re[0];
-            for (int b = a + 1; b < l_ch; ++b) {
-                if (b >= lo && b <= hi) continue;
-                const double ur = wr[a] * wr[b] + wi[a] * wi[b];
-                const double ui = wi[a] * wr[b] - wr[a] * wi[b];
-                pw += 2.0 * (ur * c_rx_re[b - a] - ui * c_rx_im[b - a]);
-            }
-        }
+        const double pw = received_power<l_ch>(
+            [&](int a, double& re, double& im) {
+                re = wr[a];
+                im = wi[a];
+            },
+            lo, hi, c_rx_re, c_rx_im);
         risk = nv * c_support_noise_gain[c] + pw - nv * c_support_outside_gain[c];
         if (!isfinite(risk)) risk = CUDART_INF;
     }
@@ -552,7 +548,7 @@ struct estimators::impl {
           starts(mp),
           w0(static_cast<std::size_t>(ch) * mp),
           sigma2(static_cast<std::size_t>(ch) * mp),
-          cfo_weight(static_cast<std::size_t>(ch) * mp),
+          cfo_weight(ch > 1 ? static_cast<std::size_t>(ch) * mp : 0),
           metric2(ch > 1 ? mw : 0),
           pairs(ch > 1 ? std::max(mw, mi) : 0),
           dw(static_cast<std::size_t>(ch) * mp),
