@@ -445,25 +445,7 @@ void stream_engine::consume()
         {
             std::lock_guard s(s_mu_);
             timing_.tally_s += seconds_since(t0);  // the sinks' time (the tally's is added on its thread)
-            ++stats_.batches_published;
-            stats_.packets_last_batch = out.packets.size();
-            if (stats_.first_packet_utc_ns == dsp::unknown_utc_ns) {
-                for (const auto& rec : out.packets) {
-                    if (rec.utc_ns == dsp::unknown_utc_ns) continue;
-                    stats_.first_packet_utc_ns = rec.utc_ns;
-                    break;
-                }
-            }
-            if (!out.packets.empty()) {
-                double sum = 0.0;
-                for (const auto& rec : out.packets) sum += rec.clock_ppm;
-                stats_.clock_ppm_last_batch = sum / static_cast<double>(out.packets.size());
-                dsp::front_end_means fe;
-                for (const auto& rec : out.packets) fe.add(rec);
-                stats_.iq_gain_db_last_batch = fe.iq_gain_db();
-                stats_.iq_phase_deg_last_batch = fe.iq_phase_deg();
-                stats_.dc_dbc_last_batch = fe.dc_dbc();
-            }
+            stats_.count_published(out);
             stats_.latency_last_ms = latency;
             stats_.latency_max_ms = std::max(stats_.latency_max_ms, latency);
             latency_sum_ms_ += latency;
@@ -538,6 +520,28 @@ stream_stats stream_engine::run()
     if (batcher_error_ && !first_error_) first_error_ = batcher_error_;
     if (first_error_) std::rethrow_exception(first_error_);
     return s;
+}
+
+void stream_stats::count_published(const dsp::batch_output& out) noexcept
+{
+    ++batches_published;
+    packets_last_batch = out.packets.size();
+    if (first_packet_utc_ns == dsp::unknown_utc_ns) {
+        for (const auto& rec : out.packets) {
+            if (rec.utc_ns == dsp::unknown_utc_ns) continue;
+            first_packet_utc_ns = rec.utc_ns;
+            break;
+        }
+    }
+    if (out.packets.empty()) return;
+    double sum = 0.0;
+    for (const auto& rec : out.packets) sum += rec.clock_ppm;
+    clock_ppm_last_batch = sum / static_cast<double>(out.packets.size());
+    dsp::front_end_means fe;
+    for (const auto& rec : out.packets) fe.add(rec);
+    iq_gain_db_last_batch = fe.iq_gain_db();
+    iq_phase_deg_last_batch = fe.iq_phase_deg();
+    dc_dbc_last_batch = fe.dc_dbc();
 }
 
 void stream_engine::abort()

@@ -149,6 +149,11 @@ struct stream_stats {
     /// unknown_utc_ns until then, or for a feed without time.
     std::int64_t first_packet_utc_ns = dsp::unknown_utc_ns;
     bool finished = false;  ///< run() has returned
+
+    /// A batch through the sinks: batches_published, packets_last_batch, the last batch's
+    /// means (clock, front end) and the first packet's time. The tally and the latency are
+    /// counted apart (the engine's tally thread and its clock).
+    void count_published(const dsp::batch_output& out) noexcept;
 };
 
 class stream_engine {
