@@ -3,16 +3,17 @@
 #   1. copies whose ExecStart points at the paqd in the build tree;
 #   2. the units as generated, in a staged root where the built paqd sits at the installed
 #      path (ExecStart must name an executable, and the real one is not installed here).
-#      Also with the iio drop-in (IIO_DROPIN) in each unit's .d directory.
+#      Also with the iio drop-in (IIO_DROPIN) in each unit's .d directory, and the template
+#      with the drop-in installed beside it (TEMPLATE_DROPIN: paqd@.service.d/host-threads.conf).
 #   3. the sysusers.d entry, applied by systemd-sysusers to an empty root, creates paqd.
 #   4. `systemd-analyze security --offline` rates each unit's exposure at most 2.0 (it was
 #      3.5 before SystemCallFilter, ProtectProc, RestrictRealtime, ...; 1.6 now).
-# Usage: verify-units.sh SYSTEMD_ANALYZE BUILT_PAQD INSTALLED_PAQD SYSUSERS_CONF IIO_DROPIN UNIT...
+# Usage: verify-units.sh SYSTEMD_ANALYZE BUILT_PAQD INSTALLED_PAQD SYSUSERS_CONF IIO_DROPIN TEMPLATE_DROPIN UNIT...
 # Exits 77 (CTest: skipped) when systemd-analyze is not available.
 set -euo pipefail
 
-analyze=$1 built=$2 installed=$3 sysusers_conf=$4 iio_dropin=$5
-shift 5
+analyze=$1 built=$2 installed=$3 sysusers_conf=$4 iio_dropin=$5 template_dropin=$6
+shift 6
 if [[ -z $analyze || ! -x $analyze ]]; then
   echo "verify-units: systemd-analyze not found; skipping"
   exit 77
@@ -81,6 +82,15 @@ for unit in "$@"; do
   cp "$iio_dropin" "$root/etc/systemd/system/$(basename "$unit").d/iio.conf"
   verify "$(basename "$unit") + $(basename "$iio_dropin")" --root="$root" \
     "$root/etc/systemd/system/$(instance_name "$unit")"
+  rm -r "$root/etc/systemd/system/$(basename "$unit").d"
+done
+
+# 2c. The template with the drop-in the package installs beside it.
+for unit in "$@"; do
+  [[ $(basename "$unit") == *@.service ]] || continue
+  mkdir -p "$root/etc/systemd/system/$(basename "$unit").d"
+  cp "$template_dropin" "$root/etc/systemd/system/$(basename "$unit").d/host-threads.conf"
+  verify "$(basename "$unit") + host-threads.conf" --root="$root" "$root/etc/systemd/system/$(instance_name "$unit")"
   rm -r "$root/etc/systemd/system/$(basename "$unit").d"
 done
 

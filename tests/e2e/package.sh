@@ -48,6 +48,7 @@ deb=${debs[0]}
 dpkg -c "$deb" | awk '{print $6}' | sed 's|^\./|/|' > "$work/contents"
 expected=(/etc/paqd/paqd.yaml
           /usr/lib/systemd/system/paqd.service /usr/lib/systemd/system/paqd@.service
+          /usr/lib/systemd/system/paqd@.service.d/host-threads.conf
           /usr/lib/sysusers.d/paqd.conf /usr/lib/udev/rules.d/60-paqd.rules /usr/lib/sysctl.d/90-paqd.conf
           /usr/share/paqd/paqd-iio.conf /usr/share/man/man8/paqd.8.gz /usr/share/man/man5/paqd.yaml.5.gz
           /usr/share/doc/paqd/DAEMON.md /usr/share/doc/paqd/README.md /usr/share/doc/paqd/CHANGELOG.md
