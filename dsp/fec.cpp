@@ -33,8 +33,9 @@ std::string framing_error(fec_code f)
         if (framing_for(code)) framed += (framed.empty() ? "" : ", ") + std::string(ldpc::to_string(code));
     }
     return "fec = " + std::string(to_string(f)) + ": its codeword (" + std::to_string(ldpc::params(*c).n) +
-           " bits) does not divide the 6144-bit data field, and the continuous stream with sync markers that it "
-           "needs is not implemented (codeword-aligned codes: " + framed + ", or none)";
+           " bits) does not divide the 6144-bit data field, so it is sent as the continuous stream of sync-marked, "
+           "randomized codewords across the data fields, which the receiver does not decode yet (codeword-aligned "
+           "codes: " + framed + ", or none)";
 }
 
 void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<std::uint8_t> data_bits)

@@ -1,5 +1,6 @@
 #include "sim/simulator.hpp"
 
+#include "dsp/fec_stream.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
 
@@ -45,6 +46,7 @@ constexpr std::uint32_t rng_tag_mask = 0x4d41534bu;    // "MASK"
 constexpr std::uint32_t rng_tag_dc = 0x44434f46u;      // "DCOF"
 constexpr std::uint32_t rng_tag_noise = 0x4e4f4953u;   // "NOIS": a second channel's noise on
 constexpr std::uint32_t rng_tag_shadow = 0x53484144u;  // "SHAD": each channel's fades
+constexpr std::uint32_t rng_tag_stream = 0x5354524du;  // "STRM": where a coded stream stands at the first packet
 
 // ---- Resampler -------------------------------------------------------------------------
 //
@@ -578,7 +580,6 @@ std::vector<std::string> sim_config::validate() const
         os << field << " = " << v << " is out of range (allowed: " << range << ")";
         e.push_back(os.str());
     };
-    if (auto f = framing_error(fec); !f.empty()) e.push_back(std::move(f));
     try {
         (void)channel_preset_by_name(preset);
     } catch (const std::invalid_argument& ex) {
@@ -697,7 +698,8 @@ struct simulator::impl {
     channel_preset preset;
     sim_truth truth;
     pn_generator pn;
-    std::optional<fec_framing> framing;  ///< cfg.fec's
+    std::optional<fec_framing> framing;  ///< cfg.fec's, a codeword-aligned code
+    std::optional<stream_encoder> stream;  ///< cfg.fec's, a code sent as the continuous stream
     soqpsk_modulator mod;
     std::mt19937_64 rng;
     std::normal_distribution<double> normal{0.0, 1.0};
@@ -753,6 +755,12 @@ struct simulator::impl {
         }
         if (const auto code = ldpc_code_of(cfg.fec)) {
             framing = framing_for(*code);
+            if (const auto layout = stream_layout_for(*code)) {
+                // The link came up mid-frame, somewhere the seed decides (the same on every
+                // channel of one transmission).
+                auto r = sub_rng(cfg.seed, rng_tag_stream);
+                stream.emplace(*code, static_cast<int>(r() % static_cast<std::uint64_t>(layout->frame_bits())));
+            }
             (void)ldpc::encoder::get(*code);  // its elimination before the first sample, not inside
         }
         channel_rate_hz = 2.0 * cfg.bit_rate_hz;
@@ -888,6 +896,8 @@ struct simulator::impl {
         bits.resize(waveform::packet_bits);
         if (framing) {
             encode_data_field(*framing, pn, std::span(bits).subspan(k0));
+        } else if (stream) {
+            stream->next_data_field(pn, std::span(bits).subspan(k0));
         } else {
             pn.fill(std::span(bits).subspan(k0));
         }

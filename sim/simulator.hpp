@@ -184,8 +184,10 @@ struct sim_config {
     /// cycles are 7 s and 11 s), so a short recording can start mid-manoeuvre. >= 0.
     double flight_start_s = 0.0;
     dsp::pn_pattern pattern = dsp::pn_pattern::pn15;
-    /// The data fields' LDPC code (dsp/fec.hpp): none, the PN pattern itself; else each data
-    /// field the codewords of the pattern's next information bits (a codeword-aligned code).
+    /// The data fields' LDPC code (dsp/fec.hpp): none, the PN pattern itself; else the codewords
+    /// of the pattern's next information bits: each data field whole codewords (a code whose n
+    /// divides 6144), or the continuous stream of sync-marked, randomized codewords across the
+    /// data fields (dsp/fec_stream.hpp), begun mid-frame where the seed decides.
     dsp::fec_code fec = dsp::fec_code::none;
     /// Rays added to the preset's (for channels outside the presets, e.g. a long echo).
     /// At most 8; amplitude 0 .. 10 of the line of sight, delay 0 .. 2000 ns.

@@ -1,5 +1,6 @@
 // Coded data fields (dsp/fec.hpp, receiver.fec): the names and the framing, the transmitter's
-// encoding, the symbol-by-symbol detector's LLR scale, the tally of a coded link (a missed
+// encoding (whole codewords in a data field, or the continuous stream of sync-marked,
+// randomized codewords of dsp/fec_stream.hpp), the symbol-by-symbol detector's LLR scale, the tally of a coded link (a missed
 // packet skips its information bits, never misaligns), and the CPU chain decoding every stream
 // of simulated coded links (other rates, a CFO, a clock offset, multipath) to error-free
 // information bits while the channel bits carry errors.
@@ -7,6 +8,7 @@
 #include "dsp/batcher.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/fec.hpp"
+#include "dsp/fec_stream.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/ldpc.hpp"
 #include "dsp/receiver_config.hpp"
@@ -19,6 +21,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -78,12 +81,13 @@ TEST(fec, names_are_none_and_the_six_codes_and_three_of_them_are_framed)
         EXPECT_FALSE(framing_for(code)) << ldpc::to_string(code);
     }
 
-    // The configuration refuses the codes without a framing, by name.
+    // The receiver refuses the codes sent as the continuous stream, by name, saying why.
     receiver_config rc;
     rc.fec = fec_code::k4096_r1_2;
     const auto errors = rc.validate();
     ASSERT_EQ(errors.size(), 1u);
     EXPECT_NE(errors[0].find("ar4ja-4096-1/2"), std::string::npos) << errors[0];
+    EXPECT_NE(errors[0].find("continuous stream"), std::string::npos) << errors[0];
     EXPECT_NE(errors[0].find("ar4ja-1024-2/3"), std::string::npos) << errors[0];
     rc.fec = fec_code::k1024_r2_3;
     EXPECT_TRUE(rc.validate().empty());
@@ -116,6 +120,184 @@ TEST(fec, a_data_field_holds_whole_codewords_of_consecutive_pattern_bits)
     std::vector<std::uint8_t> short_field(100);
     pn_generator g(pn_pattern::pn15);
     EXPECT_THROW(encode_data_field(*framing_for(ldpc::code::k1024_r1_2), g, short_field), std::invalid_argument);
+}
+
+namespace {
+
+/// Bits (one per byte, a multiple of 4) as hexadecimal digits, the first bit the most significant.
+std::string hex_of(std::span<const std::uint8_t> bits)
+{
+    std::string s;
+    for (std::size_t i = 0; i + 4 <= bits.size(); i += 4) {
+        const int v = bits[i] << 3 | bits[i + 1] << 2 | bits[i + 2] << 1 | bits[i + 3];
+        s += "0123456789ABCDEF"[v];
+    }
+    return s;
+}
+
+/// Checks that `stream` (bits, one per byte) is code `c`'s continuous stream begun at `offset`
+/// of its first frame, the codewords' information bits `pn`'s consecutive bits (frame 0's
+/// included, sent or not): every frame wholly inside has the marker, and its randomizer taken
+/// off, the codeword of the next information bits, which satisfies the code's checks. Returns
+/// the frames checked.
+int check_stream(ldpc::code c, int offset, const std::vector<std::uint8_t>& stream, pn_generator& pn)
+{
+    const auto l = *stream_layout_for(c);
+    const auto marker = sync_marker_bits(c);
+    const auto rnd = randomizer_bits();
+    const auto& h = ldpc::parity_check_matrix(c);
+    std::vector<std::uint8_t> info(static_cast<std::size_t>(l.k)), full(static_cast<std::size_t>(h.p.n_full));
+    int checked = 0;
+    for (long long f = 0;; ++f) {
+        const long long start = f * l.frame_bits() - offset;
+        if (start + l.frame_bits() > static_cast<long long>(stream.size())) break;
+        pn.fill(info);
+        if (start < 0) continue;  // frame 0, begun before the first data field
+        const auto at = static_cast<std::size_t>(start);
+        for (std::size_t i = 0; i < marker.size(); ++i) {
+            EXPECT_EQ(stream[at + i], marker[i]) << ldpc::to_string(c) << " frame " << f << " marker bit " << i;
+        }
+        ldpc::encoder::get(c).encode_full(info, full);
+        EXPECT_TRUE(h.holds(full));
+        for (int i = 0; i < l.n; ++i) {
+            const auto b = static_cast<std::size_t>(i);
+            const auto sent = static_cast<std::uint8_t>(stream[at + marker.size() + b] ^ rnd[b % rnd.size()]);
+            if (sent != full[b]) {
+                ADD_FAILURE() << ldpc::to_string(c) << " offset " << offset << " frame " << f << " codeword bit " << i;
+                return checked;
+            }
+        }
+        ++checked;
+    }
+    return checked;
+}
+
+}  // namespace
+
+TEST(fec_stream, markers_randomizer_and_layouts_are_the_standards)
+{
+    // IRIG 106 chapter 2, Appendix 2-D: A = FCB88938D8D76A4F, its complement 034776C7272895B0;
+    // k = 1024 codes send A, k = 4096 codes A A Abar A.
+    EXPECT_EQ(hex_of(sync_marker_bits(ldpc::code::k1024_r4_5)), "FCB88938D8D76A4F");
+    EXPECT_EQ(hex_of(sync_marker_bits(ldpc::code::k4096_r1_2)),
+              "FCB88938D8D76A4FFCB88938D8D76A4F034776C7272895B0FCB88938D8D76A4F");
+    EXPECT_EQ(hex_of(sync_marker_bits(ldpc::code::k4096_r4_5)), hex_of(sync_marker_bits(ldpc::code::k4096_r1_2)));
+    // CCSDS 131.0-B's pseudo-randomizer: its first bytes as the standard prints them, a period of
+    // 255 with 128 ones (a maximal-length sequence of degree 8).
+    const auto r = randomizer_bits();
+    ASSERT_EQ(r.size(), 255u);
+    EXPECT_EQ(hex_of(r.first(64)), "FF480EC09A0D70BC");
+    EXPECT_EQ(std::count(r.begin(), r.end(), std::uint8_t{1}), 128);
+
+    const struct {
+        ldpc::code c;
+        int marker, n, k;
+    } expect[] = {{ldpc::code::k1024_r4_5, 64, 1280, 1024}, {ldpc::code::k4096_r1_2, 256, 8192, 4096}, {ldpc::code::k4096_r4_5, 256, 5120, 4096}};
+    for (const auto& e : expect) {
+        const auto l = stream_layout_for(e.c);
+        ASSERT_TRUE(l) << ldpc::to_string(e.c);
+        EXPECT_EQ(l->marker_bits, e.marker);
+        EXPECT_EQ(l->n, e.n);
+        EXPECT_EQ(l->k, e.k);
+        EXPECT_EQ(l->frame_bits(), e.marker + e.n);
+        EXPECT_FALSE(framing_for(e.c));
+    }
+    for (const auto c : {ldpc::code::k1024_r1_2, ldpc::code::k1024_r2_3, ldpc::code::k4096_r2_3}) {
+        EXPECT_FALSE(stream_layout_for(c)) << ldpc::to_string(c);
+        EXPECT_THROW(stream_encoder(c, 0), std::invalid_argument);
+    }
+}
+
+TEST(fec_stream, data_fields_carry_marked_randomized_codewords_of_consecutive_pattern_bits)
+{
+    for (const auto c : {ldpc::code::k1024_r4_5, ldpc::code::k4096_r1_2, ldpc::code::k4096_r4_5}) {
+        const int frame = stream_layout_for(c)->frame_bits();
+        for (const int offset : {0, 1, 777 % frame, frame - 1}) {
+            stream_encoder enc(c, offset);
+            pn_generator tx(pn_pattern::pn23), ref(pn_pattern::pn23);
+            std::vector<std::uint8_t> field(waveform::data_bits), stream;
+            for (int j = 0; j < 6; ++j) {
+                enc.next_data_field(tx, field);
+                stream.insert(stream.end(), field.begin(), field.end());
+            }
+            // Six data fields hold 4-27 whole frames; every one of them is checked.
+            const int whole = static_cast<int>((stream.size() + static_cast<std::size_t>(offset)) / static_cast<std::size_t>(frame)) -
+                              (offset > 0 ? 1 : 0);
+            EXPECT_EQ(check_stream(c, offset, stream, ref), whole) << ldpc::to_string(c) << " offset " << offset;
+        }
+        EXPECT_THROW(stream_encoder(c, -1), std::invalid_argument);
+        EXPECT_THROW(stream_encoder(c, frame), std::invalid_argument);
+        stream_encoder enc(c, 0);
+        pn_generator g(pn_pattern::pn15);
+        std::vector<std::uint8_t> short_field(100);
+        EXPECT_THROW(enc.next_data_field(g, short_field), std::invalid_argument);
+    }
+}
+
+TEST(fec_stream, the_simulator_sends_the_continuous_stream_in_its_packets)
+{
+    // A noiseless ar4ja-4096-1/2 link through the CPU chain, uncoded on the receiver's side: the
+    // data fields of consecutive packets, joined, are the code's stream, begun where the seed
+    // put it, every frame found there.
+    sim::sim_config sc;
+    sc.preset = "awgn";
+    sc.ebn0_db = std::numeric_limits<double>::infinity();
+    sc.cfo_hz = -12e3;
+    sc.pattern = pn_pattern::pn15;
+    sc.seed = 7331;
+    sc.fec = fec_code::k4096_r1_2;
+    std::vector<cf32> x;
+    sim::simulator(sc).generate(20 * waveform::L_pkt, x);
+    receiver_config rc;
+    cpu_backend backend(rc);
+    std::vector<std::uint8_t> stream;
+    std::uint64_t last = 0;
+    for (const auto& w : windows_of(x, rc)) {
+        batch_output out;
+        backend.process(w, out);
+        for (std::size_t i = 0; i < out.packets.size(); ++i) {
+            if (!stream.empty()) {
+                ASSERT_NEAR(static_cast<double>(out.packets[i].start_sample - last), static_cast<double>(waveform::L_pkt), 2.0);
+            }
+            last = out.packets[i].start_sample;
+            const auto bits = unpack(out.packet_bits(i, 0), waveform::data_bits);
+            stream.insert(stream.end(), bits.begin(), bits.end());
+        }
+    }
+    ASSERT_GE(stream.size(), 17u * waveform::data_bits);
+    // The offset is found as a receiver would: the one place the marker starts every frame.
+    const auto l = *stream_layout_for(ldpc::code::k4096_r1_2);
+    const auto marker = sync_marker_bits(l.code);
+    int found = -1;
+    for (int at = 0; at < l.frame_bits(); ++at) {
+        if (std::equal(marker.begin(), marker.end(), stream.begin() + at)) {
+            ASSERT_EQ(found, -1) << "two marker places";
+            found = at;
+        }
+    }
+    ASSERT_GE(found, 0);
+    // From there every whole frame has the marker and, its randomizer taken off, a codeword
+    // (the code's checks hold on it, its parity completed by the encoder from its systematic
+    // bits); their information bits, frame after frame, are the pattern without an error.
+    const auto& h = ldpc::parity_check_matrix(l.code);
+    const auto rnd = randomizer_bits();
+    std::vector<std::uint8_t> word(static_cast<std::size_t>(l.n)), full(static_cast<std::size_t>(h.p.n_full));
+    pn_checker checker(pn_pattern::pn15);
+    int frames = 0;
+    for (std::size_t at = static_cast<std::size_t>(found); at + static_cast<std::size_t>(l.frame_bits()) <= stream.size();
+         at += static_cast<std::size_t>(l.frame_bits()), ++frames) {
+        ASSERT_TRUE(std::equal(marker.begin(), marker.end(), stream.begin() + static_cast<std::ptrdiff_t>(at))) << "frame " << frames;
+        for (std::size_t i = 0; i < word.size(); ++i) word[i] = static_cast<std::uint8_t>(stream[at + marker.size() + i] ^ rnd[i % rnd.size()]);
+        ldpc::encoder::get(l.code).encode_full(std::span(word).first(static_cast<std::size_t>(l.k)), full);
+        ASSERT_TRUE(std::equal(word.begin(), word.end(), full.begin())) << "frame " << frames << ": not the codeword of its bits";
+        ASSERT_TRUE(h.holds(full));
+        checker.push(std::span(word).first(static_cast<std::size_t>(l.k)));
+    }
+    EXPECT_GE(frames, 10);
+    const auto counts = checker.get();
+    EXPECT_TRUE(counts.locked);
+    EXPECT_EQ(counts.bit_errors, 0u);
+    EXPECT_GE(counts.bits_checked, static_cast<std::uint64_t>(frames - 1) * static_cast<std::uint64_t>(l.k));
 }
 
 TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)

@@ -84,8 +84,9 @@ int main(int argc, char** argv)
         ->capture_default_str();
     app.add_option("--pattern", pattern, "Data pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--ldpc", ldpc,
-                   "LDPC code of the data fields: each packet's data field the codewords of the pattern's next "
-                   "information bits, codeword-aligned (" + names_text(dsp::fec_names) +
+                   "LDPC code of the data fields: the codewords of the pattern's next information bits, whole "
+                   "codewords in each data field where n divides 6144, else the standard's continuous stream of "
+                   "sync-marked, randomized codewords across the data fields (" + names_text(dsp::fec_names) +
                        "; the SigMF metadata's paq:fec names it for paqd replay; docs/BITSTREAM.md, \"Coded data fields\")")
         ->check(CLI::IsMember(names_in(dsp::fec_names)).description(""))
         ->capture_default_str();
