@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -104,6 +105,124 @@ void stream_encoder::next_data_field(pn_generator& pn, std::span<std::uint8_t> d
         std::copy_n(frame_.begin() + static_cast<std::ptrdiff_t>(pos_), take, data_bits.begin() + static_cast<std::ptrdiff_t>(out));
         pos_ += take;
         out += take;
+    }
+}
+
+std::vector<std::int64_t> data_field_places(std::span<const std::uint64_t> starts, double spacing)
+{
+    if (!(spacing > 0.0)) throw std::invalid_argument("data_field_places: the packet spacing must be positive");
+    std::vector<std::int64_t> places(starts.size());
+    for (std::size_t j = 1; j < starts.size(); ++j) {
+        if (starts[j] < starts[j - 1]) throw std::invalid_argument("data_field_places: packet starts out of order");
+        const auto steps = std::llround(static_cast<double>(starts[j] - starts[j - 1]) / spacing);
+        places[j] = places[j - 1] + std::max<std::int64_t>(1, steps);
+    }
+    return places;
+}
+
+namespace {
+
+constexpr auto field_bits = static_cast<std::int64_t>(waveform::data_bits);
+
+/// floor(a / b) for b > 0.
+constexpr std::int64_t floor_div(std::int64_t a, std::int64_t b) noexcept { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+/// Stream s's LLRs of stream bits [first, first + out.size()), 0 where no packet holds them.
+void stream_llrs(const stream_fields& fields, int s, std::int64_t first, std::span<float> out)
+{
+    const std::int64_t last = first + static_cast<std::int64_t>(out.size());  // one past
+    for (std::int64_t place = floor_div(first, field_bits); place * field_bits < last; ++place) {
+        const std::int64_t b0 = std::max(first, place * field_bits), b1 = std::min(last, (place + 1) * field_bits);
+        float* dst = out.data() + (b0 - first);
+        const auto it = std::lower_bound(fields.places.begin(), fields.places.end(), place);
+        if (it == fields.places.end() || *it != place) {
+            std::fill(dst, dst + (b1 - b0), 0.0f);
+            continue;
+        }
+        const auto j = static_cast<std::size_t>(it - fields.places.begin());
+        const float* src = fields.llr.data() + (j * static_cast<std::size_t>(fields.streams) + static_cast<std::size_t>(s)) * waveform::data_bits +
+                           static_cast<std::size_t>(b0 - place * field_bits);
+        std::copy(src, src + (b1 - b0), dst);
+    }
+}
+
+}  // namespace
+
+stream_deframer::stream_deframer(ldpc::code c)
+{
+    const auto l = stream_layout_for(c);
+    if (!l) throw std::invalid_argument("stream_deframer: " + std::string(ldpc::to_string(c)) + " is codeword-aligned, not a continuous stream");
+    layout_ = *l;
+}
+
+std::optional<int> stream_deframer::find_offset(const stream_fields& fields, int search_fields) const
+{
+    if (fields.places.empty() || fields.streams < 1) return std::nullopt;
+    const std::int64_t fields_seen = std::min<std::int64_t>(std::max(search_fields, 1), fields.places.back() + 1);
+    const auto bits = static_cast<std::size_t>(fields_seen * field_bits);
+    // The streams' LLRs summed: every stream carries the same bits.
+    std::vector<float> one(bits), sum(bits, 0.0f);
+    for (int s = 0; s < fields.streams; ++s) {
+        stream_llrs(fields, s, 0, one);
+        for (std::size_t i = 0; i < bits; ++i) sum[i] += one[i];
+    }
+    const auto marker = sync_marker_bits(layout_.code);
+    const std::size_t m = marker.size(), frame = static_cast<std::size_t>(layout_.frame_bits());
+    if (bits < m) return std::nullopt;
+    // corr[x]: the marker against the bits from x; mag[x]: their LLRs' magnitude.
+    std::vector<double> corr(bits - m + 1), mag(bits - m + 1);
+    for (std::size_t x = 0; x < corr.size(); ++x) {
+        double c = 0.0, a = 0.0;
+        for (std::size_t i = 0; i < m; ++i) {
+            const double v = sum[x + i];
+            c += marker[i] ? v : -v;
+            a += std::fabs(v);
+        }
+        corr[x] = c;
+        mag[x] = a;
+    }
+    int best = -1;
+    double best_score = 0.0, best_mag = 0.0;
+    for (std::size_t o = 0; o < frame && o < corr.size(); ++o) {
+        double score = 0.0, magnitude = 0.0;
+        for (std::size_t x = o; x < corr.size(); x += frame) {
+            score += corr[x];
+            magnitude += mag[x];
+        }
+        if (best < 0 || score > best_score) {
+            best = static_cast<int>(o);
+            best_score = score;
+            best_mag = magnitude;
+        }
+    }
+    if (best < 0 || !(best_mag > 0.0) || best_score < 0.25 * best_mag) return std::nullopt;
+    return best;
+}
+
+std::vector<stream_frame> stream_deframer::frames(std::span<const std::int64_t> places, int offset) const
+{
+    std::vector<stream_frame> out;
+    if (places.empty()) return out;
+    const std::int64_t frame = layout_.frame_bits();
+    if (offset < 0 || offset >= frame) throw std::invalid_argument("stream_deframer: offset " + std::to_string(offset) + " outside the frame");
+    const std::int64_t last_bit = (places.back() + 1) * field_bits - 1;
+    for (std::int64_t start = offset > 0 ? offset - frame : offset; start + frame - 1 <= last_bit; start += frame) {
+        const std::int64_t end = start + frame - 1;
+        const auto it = std::lower_bound(places.begin(), places.end(), floor_div(end, field_bits));
+        const bool held = it != places.end() && *it == floor_div(end, field_bits);
+        out.push_back({start, held ? static_cast<int>(it - places.begin()) : -1});
+    }
+    return out;
+}
+
+void stream_deframer::codeword_llrs(const stream_fields& fields, int s, const stream_frame& f, std::span<float> out) const
+{
+    if (out.size() != static_cast<std::size_t>(layout_.n)) {
+        throw std::invalid_argument("stream_deframer: " + std::to_string(out.size()) + " LLRs (expected " + std::to_string(layout_.n) + ")");
+    }
+    stream_llrs(fields, s, f.start + layout_.marker_bits, out);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        if (randomizer[i % randomizer.size()]) out[i] = -out[i];
     }
 }
 

@@ -300,6 +300,131 @@ TEST(fec_stream, the_simulator_sends_the_continuous_stream_in_its_packets)
     EXPECT_GE(counts.bits_checked, static_cast<std::uint64_t>(frames - 1) * static_cast<std::uint64_t>(l.k));
 }
 
+namespace {
+
+/// A run of data fields of code `c`'s stream (begun at `offset`) as a receiver has them: two
+/// streams' LLRs (+-amplitude, Gaussian noise of unit variance on each), the packets at the
+/// places given (the others missed). Returns the LLRs [packet][stream][6144] and, through
+/// `info`, every frame's information bits from the encoder's frame 0 on.
+std::vector<float> received_fields(ldpc::code c, int offset, std::span<const std::int64_t> places, double amplitude,
+                                   std::uint64_t seed, std::vector<std::vector<std::uint8_t>>& info)
+{
+    const auto l = *stream_layout_for(c);
+    stream_encoder enc(c, offset);
+    pn_generator tx(pn_pattern::pn23), ref(pn_pattern::pn23);
+    std::vector<std::uint8_t> field(waveform::data_bits);
+    std::vector<float> llr;
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<double> noise(0.0, 1.0);
+    std::int64_t place = 0;
+    for (const auto p : places) {
+        for (; place <= p; ++place) {
+            enc.next_data_field(tx, field);
+            if (place != p) continue;
+            for (int s = 0; s < 2; ++s) {
+                for (const auto b : field) llr.push_back(static_cast<float>((b ? amplitude : -amplitude) + noise(rng)));
+            }
+        }
+    }
+    const std::int64_t frames = (place * static_cast<std::int64_t>(waveform::data_bits) + offset) / l.frame_bits() + 1;
+    info.assign(static_cast<std::size_t>(frames), std::vector<std::uint8_t>(static_cast<std::size_t>(l.k)));
+    for (auto& f : info) ref.fill(f);
+    return llr;
+}
+
+}  // namespace
+
+TEST(fec_stream, places_follow_the_packet_starts_and_count_the_missed_ones)
+{
+    // 20.625 MS/s, +80 ppm: 2 x 6336 samples a packet, 1.01 samples more each; packets 3, 4
+    // and 9 missed.
+    const double spacing = 2.0 * 6336.0;
+    std::vector<std::uint64_t> starts;
+    const std::int64_t sent[] = {0, 1, 2, 5, 6, 7, 8, 10, 11};
+    for (const auto p : sent) starts.push_back(static_cast<std::uint64_t>(std::llround(1234.0 + static_cast<double>(p) * spacing * (1.0 + 80e-6))));
+    const auto places = data_field_places(starts, spacing);
+    ASSERT_EQ(places.size(), std::size(sent));
+    for (std::size_t j = 0; j < places.size(); ++j) EXPECT_EQ(places[j], sent[j]) << j;
+    EXPECT_THROW((void)data_field_places(starts, 0.0), std::invalid_argument);
+    std::swap(starts[1], starts[2]);
+    EXPECT_THROW((void)data_field_places(starts, spacing), std::invalid_argument);
+    EXPECT_TRUE(data_field_places({}, spacing).empty());
+}
+
+TEST(fec_stream, the_receiver_finds_the_frames_and_decodes_each_codeword_it_holds)
+{
+    // Every code at several offsets, 16 data fields with fields 5 and 6 missed: the markers
+    // give the offset, each frame its owner (none where its last bit was in a missed field),
+    // and every frame wholly received decodes to its information bits; amplitude 2 with unit
+    // noise is a channel BER of 2.3 %.
+    for (const auto c : {ldpc::code::k1024_r4_5, ldpc::code::k4096_r1_2, ldpc::code::k4096_r4_5}) {
+        const auto l = *stream_layout_for(c);
+        const stream_deframer d(c);
+        ldpc::decoder dec(c);
+        for (const int offset : {0, 5, l.frame_bits() - 100}) {
+            SCOPED_TRACE(std::string(ldpc::to_string(c)) + " offset " + std::to_string(offset));
+            std::vector<std::int64_t> places;
+            for (std::int64_t p = 0; p < 16; ++p) {
+                if (p != 5 && p != 6) places.push_back(p);
+            }
+            std::vector<std::vector<std::uint8_t>> info;
+            const auto llr = received_fields(c, offset, places, 2.0, 17u + static_cast<std::uint64_t>(offset), info);
+            const stream_fields fields{places, llr, 2};
+            const auto found = d.find_offset(fields);
+            ASSERT_TRUE(found);
+            EXPECT_EQ(*found, (l.frame_bits() - offset) % l.frame_bits());
+            const auto frames = d.frames(places, *found);
+            ASSERT_FALSE(frames.empty());
+            std::vector<float> word(static_cast<std::size_t>(l.n));
+            std::vector<std::uint8_t> bits(static_cast<std::size_t>(l.k));
+            int decoded = 0, lost = 0;
+            for (const auto& f : frames) {
+                const std::int64_t end = f.start + l.frame_bits() - 1, place = end / 6144;
+                EXPECT_EQ(f.owner < 0, place == 5 || place == 6) << "frame at " << f.start;
+                if (f.owner >= 0) {
+                    EXPECT_EQ(places[static_cast<std::size_t>(f.owner)], place);
+                }
+                lost += f.owner < 0;
+                // Wholly received: no bit in a missed field, none before the first.
+                if (f.start < 0 || (f.start < 7 * 6144 && end >= 5 * 6144)) continue;
+                const auto index = static_cast<std::size_t>((f.start + offset) / l.frame_bits());
+                for (int s = 0; s < 2; ++s) {
+                    d.codeword_llrs(fields, s, f, word);
+                    const auto r = dec.decode(word, bits);
+                    ASSERT_TRUE(r.converged) << "frame " << index << " stream " << s;
+                    ASSERT_EQ(bits, info[index]) << "frame " << index << " stream " << s;
+                }
+                ++decoded;
+            }
+            EXPECT_GE(decoded, 14 * 6144 / l.frame_bits() - 3);  // the 14 fields received, less the frames cut
+            EXPECT_GE(lost, 1);
+        }
+    }
+}
+
+TEST(fec_stream, the_markers_are_found_at_a_channel_ber_of_ten_percent_and_not_in_uncoded_data)
+{
+    for (const auto c : {ldpc::code::k1024_r4_5, ldpc::code::k4096_r1_2}) {
+        const auto l = *stream_layout_for(c);
+        const stream_deframer d(c);
+        const std::int64_t places[] = {0, 1, 2, 3, 4, 5, 6, 7};
+        std::vector<std::vector<std::uint8_t>> info;
+        // Amplitude 1.28 with unit noise: each bit wrong with probability 10 %.
+        const auto llr = received_fields(c, 4321 % l.frame_bits(), places, 1.28, 99, info);
+        const auto found = d.find_offset({places, llr, 2});
+        ASSERT_TRUE(found) << ldpc::to_string(c);
+        EXPECT_EQ(*found, (l.frame_bits() - 4321 % l.frame_bits()) % l.frame_bits());
+        // The uncoded pattern carries no marker.
+        pn_generator pn(pn_pattern::pn15);
+        std::vector<std::uint8_t> b(8 * 2 * waveform::data_bits);
+        pn.fill(b);
+        std::vector<float> plain(b.size());
+        for (std::size_t i = 0; i < b.size(); ++i) plain[i] = b[i] ? 3.0f : -3.0f;
+        EXPECT_FALSE(d.find_offset({places, plain, 2})) << ldpc::to_string(c);
+    }
+    EXPECT_THROW(stream_deframer(ldpc::code::k4096_r2_3), std::invalid_argument);
+}
+
 TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
 {
     // Statistics +-mu + N(0, sigma^2): the LLR of each is 2 mu x / sigma^2, whatever context
