@@ -331,8 +331,9 @@ int main(int argc, char** argv)
     char ebn0_buf[32];
     std::snprintf(ebn0_buf, sizeof ebn0_buf, "%g", ebn0_db);
     const std::string ebn0_text = ebn0_buf;
-    if (const auto why = framing_error(rc.fec); !why.empty()) {
-        std::fprintf(stderr, "paq-bench: %s\n", why.c_str());
+    if (const auto f = framing_for(rc.fec); f && f->continuous()) {
+        std::fprintf(stderr, "paq-bench: --fec %s is sent as the continuous stream, which the cuda backend does not decode\n",
+                     std::string(to_string(rc.fec)).c_str());
         return 2;
     }
     input_geometry geom;

@@ -768,6 +768,14 @@ const section<daemon_config>& daemon_schema()
                                                 ", but receiver.channels is 1 (set `receiver.channels: 2` to "
                                                   "combine them)");
             }
+            // The continuous stream is decoded by the CPU backend.
+            if (c.receiver.fec_continuous() && c.pipeline.backend == backend_kind::cuda) {
+                const auto m = ctx.marks.find("receiver.fec");
+                ctx.errors.add(m != ctx.marks.end() ? m->second : top_mark,
+                               "receiver.fec: " + std::string(dsp::to_string(c.receiver.fec)) +
+                                   " is sent as the continuous stream, which the cpu backend decodes; with pipeline.backend "
+                                   "cuda use a codeword-aligned code, or `backend: cpu` or `auto`");
+            }
             if (!c.publisher.enabled) return;
             // The soft streams are the trellis's LLRs.
             if (!c.receiver.trellis_on()) {
@@ -777,6 +785,18 @@ const section<daemon_config>& daemon_schema()
                         ctx.errors.add(it->second, key + ": the LLRs are the trellis's, but receiver.detector is " +
                                                        std::string(dsp::to_string(c.receiver.detector)) +
                                                        " (use `detector: trellis` or `both`)");
+                    }
+                }
+            }
+            // The continuous stream's decoded bits are not published yet (the decoded streams'
+            // datagrams carry whole codewords per packet).
+            if (c.receiver.fec_continuous()) {
+                for (int st = 0; st < dsp::chain::max_streams; ++st) {
+                    const std::string key = std::string("publisher.decoded_destinations.") + dsp::stream_name(st);
+                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
+                        ctx.errors.add(it->second, key + ": the decoded streams carry codeword-aligned codes; receiver.fec " +
+                                                       std::string(dsp::to_string(c.receiver.fec)) +
+                                                       " is the continuous stream, whose decoded bits are counted, not published");
                     }
                 }
             }

@@ -120,13 +120,15 @@ const section<dsp::receiver_config>& receiver_schema()
                            "(PERFORMANCE.md)"}),
             choice<C>("fec", at(&C::fec), choices(dsp::fec_names),
                       {"", "the LDPC code the link's data fields carry (BITSTREAM.md, \"Coded data fields\"): `none`, or "
-                           "one of the CCSDS AR4JA codes of IRIG 106 chapter 2 whose codewords fit the 6144-bit data "
-                           "field whole (`ar4ja-1024-1/2`: 3 codewords, `ar4ja-1024-2/3`: 4, `ar4ja-4096-2/3`: 1; the "
-                           "other three are refused). Every output stream's data field is then decoded (layered "
-                           "normalized min-sum) from its soft decisions, and the decoded information bits are counted "
-                           "against the PN pattern beside the channel bits (summaries, metrics `fec_*`). Both "
-                           "backends decode: the CPU layered, the GPU flooding min-sum, every codeword of a batch in "
-                           "one launch"}),
+                           "one of the six CCSDS AR4JA codes of IRIG 106 chapter 2: those whose codewords fit the "
+                           "6144-bit data field whole (`ar4ja-1024-1/2`: 3 codewords, `ar4ja-1024-2/3`: 4, "
+                           "`ar4ja-4096-2/3`: 1), and the other three sent as the continuous stream of sync-marked, "
+                           "randomized codewords across the data fields. Every output stream's data field is then "
+                           "decoded (layered normalized min-sum) from its soft decisions, and the decoded information "
+                           "bits are counted against the PN pattern beside the channel bits (summaries, metrics "
+                           "`fec_*`). The CPU backend decodes every code (layered); the GPU the codeword-aligned ones "
+                           "(flooding min-sum, every codeword of a batch in one launch), `auto` taking the CPU for the "
+                           "continuous stream, whose decoded bits are not published as decoded streams"}),
             number<C>("fec_iterations", at(&C::fec_iterations), range_of(rr::fec_iterations),
                       {"", "the LDPC decoder's most iterations per codeword (it stops as soon as every check holds)"}),
         };

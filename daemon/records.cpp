@@ -159,6 +159,8 @@ void records_writer::write_counters(nlohmann::json counters) const
                                       {"n", fec_->n},
                                       {"k", fec_->k},
                                       {"codewords_per_packet", fec_->codewords}};
+        // The continuous stream: up to codewords_per_packet frames a packet, as many as end in it.
+        if (fec_->continuous()) counters["records"]["fec"]["continuous"] = true;
     }
     const std::string text = counters.dump(2) + "\n";
     const auto path = counters_path();
@@ -276,7 +278,7 @@ void records_writer::add(const dsp::batch_output& out)
         throw std::invalid_argument("records: a batch with " + std::to_string(out.streams) + " streams, the files have columns for " +
                                     std::to_string(streams_));
     }
-    if (fec_ && !out.decoded_with(*fec_)) {
+    if (fec_ && (!out.decoded_with(*fec_) || (fec_->continuous() && out.frames.size() != out.packets.size()))) {
         throw std::invalid_argument("records: a batch without the coded link's decoding");
     }
     for (std::size_t i = 0; i < out.packets.size(); ++i) {
@@ -288,14 +290,21 @@ void records_writer::add(const dsp::batch_output& out)
             if (pattern_) {
                 auto& c = counters_[p];
                 const auto before = c.counts();
-                c.add_packet(rec.start_sample, fec_ ? out.packet_decoded(i, static_cast<int>(p)) : out.packet_bits(i, static_cast<int>(p)));
+                if (fec_ && fec_->continuous()) {
+                    c.add_frames(rec.start_sample, out.frames[i].first, out.frames[i].count, out.packet_decoded(i, static_cast<int>(p)),
+                                 static_cast<std::size_t>(fec_->k));
+                } else {
+                    c.add_packet(rec.start_sample, fec_ ? out.packet_decoded(i, static_cast<int>(p)) : out.packet_bits(i, static_cast<int>(p)));
+                }
                 const auto after = c.counts();
                 g_.bits[p] += after.bits_checked - before.bits_checked;
                 g_.errors[p] += after.bit_errors - before.bit_errors;
             }
             g_.bep_sum[p] += rec.paths[p].bep_estimate;
             g_.known_errors[p] += rec.paths[p].known_bit_errors;
-            if (fec_) g_.fec[p].add(out.packet_codewords(i, static_cast<int>(p)), fec_->codewords, fec_->n);
+            if (fec_) {
+                g_.fec[p].add(out.packet_codewords(i, static_cast<int>(p)), fec_->continuous() ? out.frames[i].count : fec_->codewords, fec_->n);
+            }
         }
         const std::uint64_t packet = packets_.load() - 1;
         if (packet % cfg_.channel_decimation == 0) {

@@ -92,6 +92,10 @@ replay_result run_replay(const replay_options& opt)
         rc.fec = *code;
         res.fec_from = "paq:fec";
     }
+    if (opt.backend == config::backend_kind::cuda && rc.fec_continuous()) {
+        throw config::config_error({"--backend cuda: fec " + std::string(dsp::to_string(rc.fec)) + " (from " + res.fec_from +
+                                    ") is sent as the continuous stream, which the cpu backend decodes (--backend cpu, or auto)"});
+    }
     rc.input_sample_rate_hz = info.sample_rate_hz;
     // Two --channel options combine two channels (receiver_config::channels 2); a receiver
     // set for two needs them named.
@@ -283,9 +287,15 @@ void print_table(const replay_result& r, std::ostream& os)
     }
     const auto fec = dsp::framing_for(r.fec);
     if (fec) {
-        os << "  fec " << dsp::to_string(r.fec) << " (from " << r.fec_from << "): " << fec->codewords << " codeword" << (fec->codewords > 1 ? "s" : "")
-           << " of " << fec->n << " bits per packet, " << fec->info_bits()
-           << " information bits; bits and errors count the decoded information bits\n";
+        if (fec->continuous()) {
+            os << "  fec " << dsp::to_string(r.fec) << " (from " << r.fec_from << "): the continuous stream, codewords of " << fec->n
+               << " bits behind " << fec->marker_bits << "-bit sync markers, " << fec->k
+               << " information bits each; bits and errors count the decoded information bits\n";
+        } else {
+            os << "  fec " << dsp::to_string(r.fec) << " (from " << r.fec_from << "): " << fec->codewords << " codeword"
+               << (fec->codewords > 1 ? "s" : "") << " of " << fec->n << " bits per packet, " << fec->info_bits()
+               << " information bits; bits and errors count the decoded information bits\n";
+        }
     }
     os << "\n";
     // The name column as wide as the longest stream name (mmse_trellis with detector both).

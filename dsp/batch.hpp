@@ -204,6 +204,25 @@ struct batch_output {
     std::vector<codeword_result> codewords;
     int fec_info_bytes = 0;
     int fec_codewords = 0;
+    /// A code sent as the continuous stream (dsp/fec_stream.hpp): per packet the frames whose
+    /// last bit it holds, decoded into its first `count` codeword slots on every stream. The
+    /// first one's number counts the stream's frames: within the batch from the backend (frame
+    /// 0 the first begun in the batch, -1 the one begun before it), the run's once the engine
+    /// has joined the batch to the one before (dsp::stream_stitcher). `pending`: of them, the
+    /// first ones begun in the batch before, decoded when joined (none after). Empty otherwise.
+    struct packet_frames {
+        std::int64_t first = 0;
+        std::uint8_t count = 0;
+        std::uint8_t pending = 0;
+    };
+    std::vector<packet_frames> frames;
+    /// The continuous stream: where the frames begin, in bits from the batch's first data field
+    /// (-1: no sync marker found, no frame decoded), and the soft decisions of the batch's first
+    /// and last packets (at most two each) that the frames across the batch's edges need:
+    /// their places (data fields from the first packet's, ascending) and LLRs [packet][stream][6144].
+    int fec_offset = -1;
+    std::vector<std::int64_t> fec_edge_places;
+    std::vector<float> fec_edge_llr;
 
     /// Empty again for batch `index` with `streams_per_packet` streams, the vectors' capacity
     /// kept (a backend's process() starts so).
@@ -218,6 +237,10 @@ struct batch_output {
         codewords.clear();
         fec_info_bytes = 0;
         fec_codewords = 0;
+        frames.clear();
+        fec_offset = -1;
+        fec_edge_places.clear();
+        fec_edge_llr.clear();
         truncated_packets = 0;
         nonfinite_samples = 0;
     }
@@ -244,6 +267,7 @@ struct batch_output {
         fec_codewords = framing.codewords;
         decoded.assign(count * static_cast<std::size_t>(streams) * static_cast<std::size_t>(fec_info_bytes), 0);
         codewords.assign(count * static_cast<std::size_t>(streams) * static_cast<std::size_t>(fec_codewords), codeword_result{});
+        if (framing.continuous()) frames.assign(count, packet_frames{});
     }
     [[nodiscard]] bool has_fec() const noexcept { return fec_codewords > 0; }
     /// Whether the packets' streams were decoded with `framing` (an empty batch always is).

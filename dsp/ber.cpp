@@ -12,25 +12,39 @@ stream_ber_counter::stream_ber_counter(pn_pattern pattern, double packet_spacing
     if (learn_) spacing_ = 0.0;
 }
 
-void stream_ber_counter::add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits)
+std::uint64_t stream_ber_counter::note_packet(std::uint64_t start_sample)
 {
     if (last_start_ && learn_) {
         const double d = static_cast<double>(start_sample - *last_start_);
         constexpr double l = static_cast<double>(waveform::L_pkt);
         if (d >= 0.99 * l && d <= 3.21 * l && (spacing_ == 0.0 || d < spacing_)) spacing_ = d;
     }
+    std::uint64_t missed = 0;
     if (last_start_ && spacing_ > 0.0) {
         // Sample clocks drift a little; packets are one spacing apart to within a few samples.
         const double gap = static_cast<double>(start_sample - *last_start_) / spacing_;
-        const auto missed = static_cast<long long>(std::llround(gap)) - 1;
-        if (missed > 0) {
-            checker_.skip(static_cast<std::uint64_t>(missed) * bits_per_packet_);
-            skipped_ += static_cast<std::uint64_t>(missed);
-        }
+        const auto m = static_cast<long long>(std::llround(gap)) - 1;
+        if (m > 0) missed = static_cast<std::uint64_t>(m);
     }
+    skipped_ += missed;
     last_start_ = start_sample;
-    checker_.push_packed(packed_bits, bits_per_packet_);
     ++packets_;
+    return missed;
+}
+
+void stream_ber_counter::add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits)
+{
+    if (const auto missed = note_packet(start_sample)) checker_.skip(missed * bits_per_packet_);
+    checker_.push_packed(packed_bits, bits_per_packet_);
+}
+
+void stream_ber_counter::add_frames(std::uint64_t start_sample, std::int64_t first, int count, const std::uint8_t* packed_bits, std::size_t k)
+{
+    (void)note_packet(start_sample);
+    if (count <= 0) return;
+    if (next_frame_ && first > *next_frame_) checker_.skip(static_cast<std::uint64_t>(first - *next_frame_) * k);
+    checker_.push_packed(packed_bits, static_cast<std::size_t>(count) * k);
+    next_frame_ = first + count;
 }
 
 double stream_ber_counter::ber() const noexcept

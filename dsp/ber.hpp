@@ -28,6 +28,11 @@ public:
     /// places the packet: a jump of more than one packet spacing means packets were missed.
     /// The bits are checked 64 at a time (pn_checker::push_packed).
     void add_packet(std::uint64_t start_sample, const std::uint8_t* packed_bits);
+    /// A packet of a continuous stream (dsp/fec_stream.hpp), in stream order: its decoded
+    /// frames, `count` of k information bits (packed MSB first, k / 8 bytes each) from frame
+    /// number `first`. A jump in the frames' numbers skips the missing frames' bits; the
+    /// packet counts as add_packet's do.
+    void add_frames(std::uint64_t start_sample, std::int64_t first, int count, const std::uint8_t* packed_bits, std::size_t k);
 
     [[nodiscard]] pn_checker::counts counts() const noexcept { return checker_.get(); }
     [[nodiscard]] std::uint64_t packets() const noexcept { return packets_; }
@@ -35,6 +40,9 @@ public:
     [[nodiscard]] double ber() const noexcept;
 
 private:
+    /// Counts a packet at `start_sample`; returns the packets missed before it.
+    std::uint64_t note_packet(std::uint64_t start_sample);
+
     pn_checker checker_;
     std::optional<std::uint64_t> last_start_;
     double spacing_;   ///< samples between packet starts; 0 until learned
@@ -42,6 +50,7 @@ private:
     bool learn_;
     std::uint64_t packets_ = 0;
     std::uint64_t skipped_ = 0;
+    std::optional<std::int64_t> next_frame_;
 };
 
 /// Q(sqrt(2 Eb/N0)): the OQPSK bit error probability in AWGN.

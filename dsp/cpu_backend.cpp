@@ -8,6 +8,7 @@
 #include "dsp/equalizers.hpp"
 #include "dsp/estimators.hpp"
 #include "dsp/fec.hpp"
+#include "dsp/fec_stream.hpp"
 #include "dsp/fft.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/iq_correction.hpp"
@@ -21,6 +22,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <cmath>
 #include <numbers>
 #include <stdexcept>
@@ -63,6 +65,7 @@ struct workspace {
     /// without FEC).
     std::array<std::vector<float>, paths> sxs_llr;
     std::unique_ptr<stream_decoder> decoder;
+    std::vector<float> word_llr;  ///< the continuous stream: one codeword's LLRs
     /// The second receive channel's (receiver_config::channels 2; empty with one): its segment, its
     /// spectrum, its channel's spectrum, each path's equalizer on it, and two more buffers.
     fft_buffer seg2, r_spec2, h_spec2, t3, t4;
@@ -70,10 +73,13 @@ struct workspace {
 };
 
 /// Where a packet's decoded streams go (batch_output::packet_decoded and packet_codewords of
-/// its stream 0: the streams follow each other).
+/// its stream 0: the streams follow each other). With the continuous stream the packet's
+/// streams' LLRs go to `llr` instead ([stream][6144]), decoded once the batch's frames are found.
 struct fec_out {
     std::uint8_t* info = nullptr;
     codeword_result* codewords = nullptr;
+    float* llr = nullptr;
+    [[nodiscard]] bool on() const noexcept { return info != nullptr || llr != nullptr; }
 };
 
 }  // namespace
@@ -96,6 +102,8 @@ struct cpu_backend::impl {
     input_geometry geom;                          ///< the input's rate against 2 samples per bit
     resampler_design clock_design;                ///< ratio-1 table for re-timing packets
     fec_framing framing;                          ///< receiver.fec's (when on)
+    std::optional<stream_deframer> deframer;      ///< receiver.fec sent as the continuous stream
+    std::vector<float> stream_llr;                ///< its batch's LLRs [packet][stream][6144]
 
     explicit impl(const receiver_config& c)
         : cfg(c),
@@ -123,11 +131,13 @@ struct cpu_backend::impl {
         for (auto& w : ws) {
             for (auto& st : w->stat) st.resize(waveform::data_bits);
         }
-        if (const auto f = framing_for(c.fec)) {  // validate() refused the codes without one
+        if (const auto f = framing_for(c.fec)) {
             framing = *f;
+            if (framing.continuous()) deframer.emplace(framing.code);
             for (auto& w : ws) {
                 for (auto& l : w->sxs_llr) l.resize(waveform::data_bits);
                 w->decoder = std::make_unique<stream_decoder>(framing, c.fec_iterations);
+                if (framing.continuous()) w->word_llr.resize(static_cast<std::size_t>(framing.n));
             }
         }
     }
@@ -146,12 +156,22 @@ struct cpu_backend::impl {
         }
     }
 
-    /// Decodes stream `stream`'s LLRs into `fo`.
+    /// Decodes stream `stream`'s LLRs into `fo` (the continuous stream: keeps them there).
     void decode(workspace& w, std::span<const float> llr, int stream, const fec_out& fo) const
     {
+        if (fo.llr) {
+            std::copy(llr.begin(), llr.end(), fo.llr + static_cast<std::size_t>(stream) * waveform::data_bits);
+            return;
+        }
         w.decoder->decode(llr, fo.info + static_cast<std::size_t>(stream) * static_cast<std::size_t>(framing.info_bytes()),
                           fo.codewords + static_cast<std::size_t>(stream) * static_cast<std::size_t>(framing.codewords));
     }
+
+    /// The continuous stream over the batch's packets (their start samples still in chain
+    /// samples): the packets' places, the frames' offset from their markers, each frame whose
+    /// last bit a packet holds into that packet's next slot (decoded on every stream, but the
+    /// one begun before the batch: pending), and the edge packets' LLRs for the engine.
+    void decode_stream(batch_output& out);
 
     /// The chain on a window at 2 samples per bit.
     /// channels: the receive channels' windows of the same samples (cfg.channels of them).
@@ -260,7 +280,7 @@ struct cpu_backend::impl {
                 workspace& w, fixed_pos clock = fixed_pos{1} << fixed_frac_bits, bool start_realigned = false,
                 std::int8_t* llr_out = nullptr, packet_view* view = nullptr, fec_out fo = {}) const
     {
-        const bool fec = fo.info != nullptr;
+        const bool fec = fo.on();
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
         const double inv_n = 1.0 / static_cast<double>(n);
@@ -629,6 +649,8 @@ void cpu_backend::impl::process_chain(std::span<const sample_batch* const> chann
     const bool soft = soft_output && cfg.trellis_on();
     if (soft) out.llrs.assign(np * num_paths * waveform::data_bits, 0);
     if (cfg.fec_on()) out.size_fec(np, framing);
+    const bool stream = deframer.has_value();
+    if (stream) stream_llr.assign(np * static_cast<std::size_t>(out.streams) * waveform::data_bits, 0.0f);
     const int nthreads = threads;
 #pragma omp parallel for schedule(dynamic) num_threads(nthreads)
     for (std::size_t i = 0; i < np; ++i) {
@@ -637,13 +659,70 @@ void cpu_backend::impl::process_chain(std::span<const sample_batch* const> chann
         packet(std::span<const cf32* const>(data.data(), channels.size()), len, starts[i], rec, out.bits.data() + i * out.packet_bytes(), w, steps[i],
                found.moved_periods[i] != 0, soft ? out.llrs.data() + i * num_paths * waveform::data_bits : nullptr,
                i == 0 ? view_out : nullptr,
-               cfg.fec_on() ? fec_out{out.packet_decoded(i, 0), out.packet_codewords(i, 0)} : fec_out{});
+               stream         ? fec_out{nullptr, nullptr, stream_llr.data() + i * static_cast<std::size_t>(out.streams) * waveform::data_bits}
+               : cfg.fec_on() ? fec_out{out.packet_decoded(i, 0), out.packet_codewords(i, 0)}
+                              : fec_out{});
         rec.start_sample = batch.first_sample + static_cast<std::uint64_t>(starts[i]);
         rec.metric = found.metrics[i];
         rec.clock_ppm = ppm[i];
         rec.clock_corrected = steps[i] != fixed_pos{1} << fixed_frac_bits;
     }
     for (const auto& rec : out.packets) out.nonfinite_samples += rec.nonfinite_samples;
+    if (stream) decode_stream(out);
+}
+
+void cpu_backend::impl::decode_stream(batch_output& out)
+{
+    const std::size_t np = out.packets.size();
+    const auto streams = static_cast<std::size_t>(out.streams);
+    std::vector<std::uint64_t> starts(np);
+    for (std::size_t i = 0; i < np; ++i) starts[i] = out.packets[i].start_sample;
+    const auto places = data_field_places(starts, static_cast<double>(waveform::L_pkt));
+    const stream_fields fields{places, stream_llr, out.streams};
+    // The edges: the first two packets and the last two (all of them up to four).
+    const std::size_t per_packet = streams * waveform::data_bits;
+    for (std::size_t i = 0; i < np; ++i) {
+        if (i >= 2 && i + 2 < np) continue;
+        out.fec_edge_places.push_back(places[i]);
+        out.fec_edge_llr.insert(out.fec_edge_llr.end(), stream_llr.begin() + static_cast<std::ptrdiff_t>(i * per_packet),
+                                stream_llr.begin() + static_cast<std::ptrdiff_t>((i + 1) * per_packet));
+    }
+    const auto offset = deframer->find_offset(fields);
+    if (!offset) return;
+    out.fec_offset = *offset;
+    const auto frames = deframer->frames(places, *offset);
+    const std::int64_t frame_bits = deframer->layout().frame_bits();
+    struct job {
+        std::size_t frame;
+        std::size_t owner;
+        int slot;
+    };
+    std::vector<job> jobs;
+    for (std::size_t q = 0; q < frames.size(); ++q) {
+        const auto& f = frames[q];
+        if (f.owner < 0) continue;  // its last bit was in a missed packet: lost with it
+        auto& pf = out.frames[static_cast<std::size_t>(f.owner)];
+        if (pf.count == 0) pf.first = f.start < 0 ? -1 : (f.start - *offset) / frame_bits;
+        if (pf.count >= framing.codewords) throw std::logic_error("cpu backend: more frames end in a packet than its slots");
+        const int slot = pf.count++;
+        if (f.start < 0) {
+            ++pf.pending;  // begun in the batch before: the engine decodes it
+            continue;
+        }
+        jobs.push_back({q, static_cast<std::size_t>(f.owner), slot});
+    }
+    const auto k_bytes = static_cast<std::size_t>(framing.k / 8);
+    const auto total = static_cast<std::ptrdiff_t>(jobs.size() * streams);
+    const int nthreads = threads;
+#pragma omp parallel for schedule(dynamic) num_threads(nthreads)
+    for (std::ptrdiff_t ti = 0; ti < total; ++ti) {
+        auto& w = *ws[static_cast<std::size_t>(omp_get_thread_num())];
+        const auto& jb = jobs[static_cast<std::size_t>(ti) / streams];
+        const int s = static_cast<int>(static_cast<std::size_t>(ti) % streams);
+        deframer->codeword_llrs(fields, s, frames[jb.frame], w.word_llr);
+        w.decoder->decode_one(w.word_llr, out.packet_decoded(jb.owner, s) + static_cast<std::size_t>(jb.slot) * k_bytes,
+                              out.packet_codewords(jb.owner, s)[jb.slot]);
+    }
 }
 
 }  // namespace paq::dsp

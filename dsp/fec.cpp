@@ -1,6 +1,7 @@
 #include "dsp/fec.hpp"
 
 #include "dsp/decision_quality.hpp"
+#include "dsp/fec_stream.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +15,15 @@ fec_code parse_fec(std::string_view text) { return parse_named(fec_names, text, 
 std::optional<fec_framing> framing_for(ldpc::code c) noexcept
 {
     const auto p = ldpc::params(c);
-    if (p.n <= 0 || waveform::data_bits % static_cast<std::size_t>(p.n) != 0) return std::nullopt;
-    return fec_framing{c, p.n, p.k, static_cast<int>(waveform::data_bits / static_cast<std::size_t>(p.n))};
+    if (p.n <= 0) return std::nullopt;
+    if (waveform::data_bits % static_cast<std::size_t>(p.n) == 0) {
+        return fec_framing{c, p.n, p.k, static_cast<int>(waveform::data_bits / static_cast<std::size_t>(p.n)), 0};
+    }
+    const auto l = stream_layout_for(c);
+    if (!l) return std::nullopt;
+    // Frames of L bits end in a 6144-bit field at most ceil(6144 / L) times.
+    const int most = static_cast<int>((waveform::data_bits + static_cast<std::size_t>(l->frame_bits()) - 1) / static_cast<std::size_t>(l->frame_bits()));
+    return fec_framing{c, p.n, p.k, most, l->marker_bits};
 }
 
 std::optional<fec_framing> framing_for(fec_code f) noexcept
@@ -24,18 +32,11 @@ std::optional<fec_framing> framing_for(fec_code f) noexcept
     return c ? framing_for(*c) : std::nullopt;
 }
 
-std::string framing_error(fec_code f)
+std::optional<fec_framing> aligned_framing_for(fec_code f) noexcept
 {
-    const auto c = ldpc_code_of(f);
-    if (!c || framing_for(*c)) return {};
-    std::string framed;
-    for (const auto code : ldpc::all_codes) {
-        if (framing_for(code)) framed += (framed.empty() ? "" : ", ") + std::string(ldpc::to_string(code));
-    }
-    return "fec = " + std::string(to_string(f)) + ": its codeword (" + std::to_string(ldpc::params(*c).n) +
-           " bits) does not divide the 6144-bit data field, so it is sent as the continuous stream of sync-marked, "
-           "randomized codewords across the data fields, which the receiver does not decode yet (codeword-aligned "
-           "codes: " + framed + ", or none)";
+    const auto fr = framing_for(f);
+    if (!fr || fr->continuous()) return std::nullopt;
+    return fr;
 }
 
 void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<std::uint8_t> data_bits)
@@ -86,19 +87,25 @@ void stream_decoder::decode(std::span<const float> llr, std::uint8_t* info_packe
         throw std::invalid_argument("stream_decoder: " + std::to_string(llr.size()) + " LLRs (expected 6144)");
     }
     const auto n = static_cast<std::size_t>(framing_.n);
-    const auto k = static_cast<std::size_t>(framing_.k);
-    std::memset(info_packed, 0, static_cast<std::size_t>(framing_.info_bytes()));
+    const auto k_bytes = static_cast<std::size_t>(framing_.k / 8);
     for (int w = 0; w < framing_.codewords; ++w) {
-        const auto in = llr.subspan(static_cast<std::size_t>(w) * n, n);
-        const auto r = decoder_.decode(in, info_, word_);
-        unsigned errors = 0;
-        for (std::size_t i = 0; i < n; ++i) errors += static_cast<unsigned>((in[i] > 0.0f) != (word_[i] != 0));
-        results[w] = {static_cast<std::uint8_t>(std::min(r.iterations, 255)), static_cast<std::uint8_t>(r.converged ? 1 : 0),
-                      static_cast<std::uint16_t>(std::min(errors, 65535u))};
-        const std::size_t first = static_cast<std::size_t>(w) * k;
-        for (std::size_t i = 0; i < k; ++i) {
-            if (info_[i]) info_packed[(first + i) / 8] = static_cast<std::uint8_t>(info_packed[(first + i) / 8] | (0x80u >> ((first + i) % 8)));
-        }
+        decode_one(llr.subspan(static_cast<std::size_t>(w) * n, n), info_packed + static_cast<std::size_t>(w) * k_bytes, results[w]);
+    }
+}
+
+void stream_decoder::decode_one(std::span<const float> llr, std::uint8_t* info_packed, codeword_result& result)
+{
+    const auto n = static_cast<std::size_t>(framing_.n);
+    if (llr.size() != n) throw std::invalid_argument("stream_decoder: " + std::to_string(llr.size()) + " LLRs (expected " + std::to_string(n) + ")");
+    const auto r = decoder_.decode(llr, info_, word_);
+    unsigned errors = 0;
+    for (std::size_t i = 0; i < n; ++i) errors += static_cast<unsigned>((llr[i] > 0.0f) != (word_[i] != 0));
+    result = {static_cast<std::uint8_t>(std::min(r.iterations, 255)), static_cast<std::uint8_t>(r.converged ? 1 : 0),
+              static_cast<std::uint16_t>(std::min(errors, 65535u))};
+    const auto k = static_cast<std::size_t>(framing_.k);
+    std::memset(info_packed, 0, k / 8);
+    for (std::size_t i = 0; i < k; ++i) {
+        if (info_[i]) info_packed[i / 8] = static_cast<std::uint8_t>(info_packed[i / 8] | (0x80u >> (i % 8)));
     }
 }
 

@@ -1,9 +1,9 @@
 // Forward error correction of the packets' data fields (receiver.fec): which LDPC code the
 // link carries, how its codewords sit in the data fields, and the decoding of one output
-// stream's data field from its soft decisions. Both backends call decode_stream() on the CPU
-// side of their results; the codes themselves are dsp/ldpc.hpp, the decoder dsp/ldpc_decoder.hpp.
+// stream's data field from its soft decisions; the codes themselves are dsp/ldpc.hpp, the decoder dsp/ldpc_decoder.hpp.
 //
-// Framing (docs/BITSTREAM.md, "Coded data fields"): codeword-aligned. A data field of 6144 bits
+// Framing (docs/BITSTREAM.md, "Coded data fields"): codeword-aligned where the codeword
+// divides the data field, else the continuous stream (dsp/fec_stream.hpp). A data field of 6144 bits
 // holds 6144 / n whole codewords, one after another, each the transmitted codeword of the
 // CCSDS 131.0-B AR4JA code (its information bits first, then the parity, the last M parity bits
 // punctured), with no sync marker and no randomizer: the packet's own preamble and ASM mark
@@ -13,9 +13,10 @@
 //   ar4ja-1024-1/2  n = 2048  3 codewords, 3072 information bits per packet
 //   ar4ja-1024-2/3  n = 1536  4 codewords, 4096 information bits per packet
 //   ar4ja-4096-2/3  n = 6144  1 codeword,  4096 information bits per packet
-// The other three (n = 1280, 8192, 5120) need the standard's continuous stream with its
-// attached sync marker and randomizer across packets, which is not implemented: the
-// configuration refuses them by name.
+// The other three (n = 1280, 8192, 5120) are sent as the standard's continuous stream, each
+// codeword behind its attached sync marker and randomized, across the data fields: the CPU
+// backend finds and decodes its frames (dsp::stream_deframer), the stream engine joins each
+// batch's frames to the batch before's (dsp::stream_stitcher).
 #pragma once
 
 #include "dsp/ldpc.hpp"
@@ -57,22 +58,31 @@ inline constexpr name_table<fec_code, 7> fec_names = [] {
     return static_cast<ldpc::code>(static_cast<int>(f) - 1);
 }
 
-/// How a code's codewords fill a data field.
+/// How a code's codewords fill the data fields.
 struct fec_framing {
     ldpc::code code{};
     int n = 0;              ///< transmitted bits per codeword
     int k = 0;              ///< information bits per codeword
-    int codewords = 0;      ///< per data field
-    [[nodiscard]] constexpr int info_bits() const noexcept { return codewords * k; }  ///< per packet
+    /// Codeword-aligned: the codewords of each data field. The continuous stream: the most
+    /// whose last bit a data field can hold (a packet's decoded frames, batch_output::frames).
+    int codewords = 0;
+    /// The continuous stream's sync marker (dsp/fec_stream.hpp): 64 or 256 bits; 0 when the
+    /// codewords are aligned to the data fields.
+    int marker_bits = 0;
+    [[nodiscard]] constexpr bool continuous() const noexcept { return marker_bits > 0; }
+    [[nodiscard]] constexpr int info_bits() const noexcept { return codewords * k; }  ///< per packet (at most)
     [[nodiscard]] constexpr int info_bytes() const noexcept { return info_bits() / 8; }  ///< packed
 };
 
-/// The framing of `c`; nullopt when its n does not divide the data field (framing_error says why).
+/// The framing of `c`: codeword-aligned where n divides the data field, else the continuous
+/// stream (dsp/fec_stream.hpp).
 [[nodiscard]] std::optional<fec_framing> framing_for(ldpc::code c) noexcept;
-/// receiver.fec's framing: nullopt for none (and for a code without one).
+/// receiver.fec's framing: nullopt for none.
 [[nodiscard]] std::optional<fec_framing> framing_for(fec_code f) noexcept;
-/// Empty when `f` is none or framed; else a message naming the code and the codes that are.
-[[nodiscard]] std::string framing_error(fec_code f);
+/// The codeword-aligned framing of `f` (what the decoded streams' datagrams and the CUDA
+/// backend carry); nullopt for none and for a continuous stream.
+[[nodiscard]] std::optional<fec_framing> aligned_framing_for(fec_code f) noexcept;
+
 
 /// The most iterations receiver.fec_iterations allows (codeword_result keeps them in a byte).
 inline constexpr int max_fec_iterations = 255;
@@ -104,9 +114,12 @@ class stream_decoder {
 public:
     stream_decoder(const fec_framing& framing, int max_iterations);
     [[nodiscard]] const fec_framing& framing() const noexcept { return framing_; }
-    /// `llr`: the 6144 data bits' LLRs (nats, positive 1; 0 an erasure). Writes the packed
-    /// information bits (MSB first, framing.info_bytes()) and one result per codeword.
+    /// `llr`: the 6144 data bits' LLRs (nats, positive 1; 0 an erasure) of a codeword-aligned
+    /// framing. Writes the packed information bits (MSB first, framing.info_bytes()) and one
+    /// result per codeword.
     void decode(std::span<const float> llr, std::uint8_t* info_packed, codeword_result* results);
+    /// One codeword: its n LLRs; writes its k information bits packed (k / 8 bytes) and its result.
+    void decode_one(std::span<const float> llr, std::uint8_t* info_packed, codeword_result& result);
 
 private:
     fec_framing framing_;

@@ -226,4 +226,95 @@ void stream_deframer::codeword_llrs(const stream_fields& fields, int s, const st
     }
 }
 
+stream_stitcher::stream_stitcher(const fec_framing& framing, int max_iterations, double packet_spacing_samples)
+    : framing_(framing), deframer_(framing.code), decoder_(framing, max_iterations), spacing_(packet_spacing_samples),
+      word_(static_cast<std::size_t>(framing.n))
+{
+    if (!framing.continuous()) throw std::invalid_argument("stream_stitcher: a codeword-aligned framing");
+    if (!(packet_spacing_samples > 0.0)) throw std::invalid_argument("stream_stitcher: the packet spacing must be positive");
+}
+
+void stream_stitcher::drop_first(batch_output& out, std::size_t i) const
+{
+    auto& pf = out.frames[i];
+    const auto k_bytes = static_cast<std::size_t>(framing_.k / 8);
+    for (int s = 0; s < out.streams; ++s) {
+        std::uint8_t* info = out.packet_decoded(i, s);
+        codeword_result* cw = out.packet_codewords(i, s);
+        for (int slot = 1; slot < pf.count; ++slot) {
+            std::copy_n(info + static_cast<std::size_t>(slot) * k_bytes, k_bytes, info + static_cast<std::size_t>(slot - 1) * k_bytes);
+            cw[slot - 1] = cw[slot];
+        }
+        std::fill_n(info + static_cast<std::size_t>(pf.count - 1) * k_bytes, k_bytes, std::uint8_t{0});
+        cw[pf.count - 1] = codeword_result{};
+    }
+    --pf.count;
+    --pf.pending;
+    ++pf.first;
+}
+
+void stream_stitcher::join(batch_output& out)
+{
+    if (out.packets.empty()) return;  // nothing between: the next batch joins the one before
+    if (out.frames.size() != out.packets.size()) throw std::invalid_argument("stream_stitcher: a batch without the stream's frames");
+    const std::int64_t frame = deframer_.layout().frame_bits();
+    if (out.fec_offset < 0) {
+        have_prev_ = false;  // no sync: nothing decoded, nothing to join to
+        return;
+    }
+    // Where the batch's frame 0 falls on the batch before's frame grid.
+    bool joined = false;
+    std::int64_t base = next_number_, place0 = 0;
+    if (have_prev_ && out.packets.front().start_sample > prev_last_start_) {
+        const auto steps = std::llround(static_cast<double>(out.packets.front().start_sample - prev_last_start_) / spacing_);
+        place0 = prev_last_place_ + std::max<std::int64_t>(1, steps);
+        const std::int64_t shift = place0 * field_bits + out.fec_offset - prev_offset_;
+        if (shift % frame == 0) {
+            base = prev_base_ + shift / frame;
+            joined = true;
+        }
+    }
+    if (numbered_ && !joined) ++resyncs_;
+    // The frame begun in the batch before (one at most: the frame across the batch's first
+    // bit), in its packet's first slot: decoded from both batches' edges where they join,
+    // else dropped.
+    for (std::size_t i = 0; i < out.packets.size() && i < 2; ++i) {
+        auto& pf = out.frames[i];
+        if (pf.pending == 0) continue;
+        if (pf.pending > 1) throw std::logic_error("stream_stitcher: more than one frame begun before the batch");
+        if (!joined) {
+            drop_first(out, i);
+            continue;
+        }
+        std::vector<std::int64_t> places;
+        for (const auto p : prev_places_) places.push_back(p - place0);
+        places.insert(places.end(), out.fec_edge_places.begin(), out.fec_edge_places.end());
+        std::vector<float> llr = prev_llr_;
+        llr.insert(llr.end(), out.fec_edge_llr.begin(), out.fec_edge_llr.end());
+        const stream_fields fields{places, llr, out.streams};
+        const stream_frame f{out.fec_offset - frame, static_cast<int>(i)};
+        for (int s = 0; s < out.streams; ++s) {
+            deframer_.codeword_llrs(fields, s, f, word_);
+            decoder_.decode_one(word_, out.packet_decoded(i, s), out.packet_codewords(i, s)[0]);
+        }
+        pf.pending = 0;
+    }
+    // The run's numbers.
+    std::int64_t highest = base - 1;
+    for (auto& pf : out.frames) {
+        if (pf.count == 0) continue;
+        pf.first += base;
+        highest = std::max(highest, pf.first + pf.count - 1);
+    }
+    next_number_ = std::max(next_number_, highest + 1);
+    numbered_ = true;
+    have_prev_ = true;
+    prev_last_start_ = out.packets.back().start_sample;
+    prev_last_place_ = out.fec_edge_places.empty() ? 0 : out.fec_edge_places.back();
+    prev_offset_ = out.fec_offset;
+    prev_base_ = base;
+    prev_places_ = out.fec_edge_places;
+    prev_llr_ = out.fec_edge_llr;
+}
+
 }  // namespace paq::dsp

@@ -23,6 +23,7 @@
 // a test link), as in the codeword-aligned framing.
 #pragma once
 
+#include "dsp/batch.hpp"
 #include "dsp/ldpc.hpp"
 #include "dsp/pn.hpp"
 
@@ -123,6 +124,42 @@ public:
 
 private:
     stream_layout layout_;
+};
+
+/// Joins each batch's continuous stream to the batch before it, batch after batch in order,
+/// before anything counts the batch (the stream engine): the frames' numbers become the run's,
+/// and the frame begun in the batch before is decoded from the two batches' edge LLRs into
+/// its slot. The batches join where the packets between them (their start samples, one
+/// spacing apart) put the second batch's frames on the first one's frame grid. Where they do
+/// not (the run's first batch, a batch without sync, frames off the grid: a resync), the frame
+/// begun before is dropped from its packet and the numbers go on past the ones used.
+class stream_stitcher {
+public:
+    /// packet_spacing_samples: input samples between packet starts (the batches' start samples).
+    stream_stitcher(const fec_framing& framing, int max_iterations, double packet_spacing_samples);
+    void join(batch_output& out);
+    /// Batches whose frames did not continue the ones before (after the first that had sync).
+    [[nodiscard]] std::uint64_t resyncs() const noexcept { return resyncs_; }
+
+private:
+    /// Drops packet i's first frame (its slot 0): the others move up a slot.
+    void drop_first(batch_output& out, std::size_t i) const;
+
+    fec_framing framing_;
+    stream_deframer deframer_;
+    stream_decoder decoder_;
+    double spacing_;
+    bool have_prev_ = false;
+    std::uint64_t prev_last_start_ = 0;
+    std::int64_t prev_last_place_ = 0;
+    int prev_offset_ = 0;
+    std::int64_t prev_base_ = 0;    ///< the run's number of the batch before's frame 0
+    std::int64_t next_number_ = 0;  ///< one past the highest frame number given
+    bool numbered_ = false;         ///< a batch with sync has been numbered
+    std::uint64_t resyncs_ = 0;
+    std::vector<std::int64_t> prev_places_;
+    std::vector<float> prev_llr_;
+    std::vector<float> word_;
 };
 
 }  // namespace paq::dsp

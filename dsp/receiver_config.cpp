@@ -48,6 +48,12 @@ std::string receiver_config::input_rate_error() const
     return samples_per_bit_error();
 }
 
+bool receiver_config::fec_continuous() const noexcept
+{
+    const auto f = framing_for(fec);
+    return f && f->continuous();
+}
+
 std::vector<std::string> receiver_config::validate() const
 {
     std::vector<std::string> e;
@@ -71,7 +77,6 @@ std::vector<std::string> receiver_config::validate() const
     if (detector != detector_kind::sxs && detector != detector_kind::trellis && detector != detector_kind::both) {
         e.push_back("detector: not sxs, trellis or both");
     }
-    if (auto f = framing_error(fec); !f.empty()) e.push_back(std::move(f));
     if (to_string(fec) == "?") e.push_back("fec: not none or an AR4JA code (" + names_text(fec_names) + ")");
     check(e, "fec_iterations", fec_iterations, r::fec_iterations);
     check(e, "channels", channels, r::channels);

@@ -188,6 +188,9 @@ struct receiver_config {
     /// Whether two channels are received by selection (combining select), which only the CPU
     /// backend does.
     [[nodiscard]] bool selects_channel() const noexcept { return channels == 2 && combining == combining_kind::select; }
+    /// Whether receiver.fec is sent as the continuous stream (dsp/fec_stream.hpp), which only the
+    /// CPU backend decodes.
+    [[nodiscard]] bool fec_continuous() const noexcept;
 
     /// Input samples per 2-samples-per-bit sample: input_sample_rate_hz / (2 bit_rate_hz), 1
     /// when the input rate is 0 (unset).

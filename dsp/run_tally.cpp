@@ -38,7 +38,7 @@ void run_tally::add(const batch_output& out)
         throw std::invalid_argument("run_tally: a batch with " + std::to_string(out.streams) + " streams, the tally counts " +
                                     std::to_string(counters_.size()));
     }
-    if (fec_ && !out.decoded_with(*fec_)) {
+    if (fec_ && (!out.decoded_with(*fec_) || (fec_->continuous() && out.frames.size() != out.packets.size()))) {
         throw std::invalid_argument("run_tally: a batch without the coded link's decoding (" + std::to_string(out.fec_codewords) +
                                     " codewords a stream; expected " + std::to_string(fec_->codewords) + ")");
     }
@@ -76,9 +76,15 @@ void run_tally::add(const batch_output& out)
         double bep = 0.0;
         auto& f = fec_sums_[static_cast<std::size_t>(p)];
         for (std::size_t i = 0; i < out.packets.size(); ++i) {
-            counter.add_packet(out.packets[i].start_sample, fec_ ? out.packet_decoded(i, p) : out.packet_bits(i, p));
+            if (fec_ && fec_->continuous()) {
+                const auto& pf = out.frames[i];
+                counter.add_frames(out.packets[i].start_sample, pf.first, pf.count, out.packet_decoded(i, p), static_cast<std::size_t>(fec_->k));
+                f.add(out.packet_codewords(i, p), pf.count, fec_->n);
+            } else {
+                counter.add_packet(out.packets[i].start_sample, fec_ ? out.packet_decoded(i, p) : out.packet_bits(i, p));
+                if (fec_) f.add(out.packet_codewords(i, p), fec_->codewords, fec_->n);
+            }
             bep += out.packets[i].paths[static_cast<std::size_t>(p)].bep_estimate;
-            if (fec_) f.add(out.packet_codewords(i, p), fec_->codewords, fec_->n);
         }
         bep_sum_[static_cast<std::size_t>(p)] += bep;
     }

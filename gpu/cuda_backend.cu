@@ -577,7 +577,7 @@ struct chain_part {
             mrc = device_buffer<cuDoubleComplex>(max_packets * 2);
         }
         if (const auto code = dsp::ldpc_code_of(c.fec)) {
-            fec = dsp::framing_for(*code);  // validate() refused the codes without one
+            fec = dsp::framing_for(*code);  // the constructor refused the continuous stream
             const std::size_t frames = max_packets * static_cast<std::size_t>(c.streams() * fec->codewords);
             fec_decoder = std::make_unique<ldpc_decoder>(*code, dsp::ldpc::decoder_config{dsp::ldpc::decoder_kind::min_sum, c.fec_iterations}, dev);
             PAQ_CUDA_CHECK(cudaSetDevice(dev));
@@ -789,6 +789,10 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
     if (cfg.channels == 2 && cfg.combining == dsp::combining_kind::select) {
         throw std::invalid_argument("cuda backend: receiver.combining select (each packet on one channel) is received by the cpu backend "
                                     "only (--backend cpu, or auto); joint combining runs on both");
+    }
+    if (cfg.fec_continuous()) {
+        throw std::invalid_argument("cuda backend: fec " + std::string(dsp::to_string(cfg.fec)) +
+                                    " is sent as the continuous stream, which the cpu backend decodes (--backend cpu, or auto)");
     }
     if (cfg.channels == 2 && solver != "levinson") {
         throw std::invalid_argument("cuda backend: two receive channels are solved by block Levinson; the solver '" + solver +

@@ -157,13 +157,13 @@ void bert_monitor::track_sequence(stream_state& st, const decoded_datagram& d)
     if (advances) {
         st.ber.add_packet(start, d.bits.data());
         ++st.s.packets_checked;
-        if (d.fec) st.s.fec.add(d.fec->results.data(), d.fec->codewords, dsp::framing_for(d.fec->code)->n);
+        if (d.fec) st.s.fec.add(d.fec->results.data(), d.fec->codewords, dsp::aligned_framing_for(d.fec->code)->n);
     }
 }
 
 dsp::stream_ber_counter bert_monitor::checker_for(dsp::fec_code code) const
 {
-    const auto framing = dsp::framing_for(code);
+    const auto framing = dsp::aligned_framing_for(code);
     return dsp::stream_ber_counter(config_.pattern, 0.0,
                                    framing ? static_cast<std::size_t>(framing->info_bits()) : std::size_t{waveform::data_bits});
 }

@@ -167,7 +167,7 @@ void check_stream_id(const char* who, const datagram_header& header)
 {
     std::vector<std::string> v;
     for (const auto& [name, code] : dsp::fec_names) {
-        if (dsp::framing_for(code)) v.push_back(std::to_string(static_cast<int>(code)) + " (" + std::string(name) + ")");
+        if (dsp::aligned_framing_for(code)) v.push_back(std::to_string(static_cast<int>(code)) + " (" + std::string(name) + ")");
     }
     std::string out;
     for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
@@ -214,7 +214,7 @@ struct read_header {
             return "reserved bytes 10..11 are " + hex(get16(p + off_reserved16), 4) + ", must be zero";
         }
         const std::uint8_t code = p[off_reserved8];
-        const auto framing = code < dsp::fec_names.size() ? dsp::framing_for(static_cast<dsp::fec_code>(code)) : std::nullopt;
+        const auto framing = code < dsp::fec_names.size() ? dsp::aligned_framing_for(static_cast<dsp::fec_code>(code)) : std::nullopt;
         if (!framing) return "decoded stream: code (byte 9) is " + std::to_string(code) + ", allowed " + framed_codes();
         if (payload_bits != static_cast<std::uint32_t>(framing->info_bits())) {
             return "decoded stream: payload bit count is " + std::to_string(payload_bits) + ", " +
@@ -305,7 +305,7 @@ std::size_t encode_llr_datagram(const datagram_header& header, std::span<const s
 std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::span<const std::uint8_t> info,
                                     std::span<const dsp::codeword_result> results, std::span<std::uint8_t> out)
 {
-    const auto framing = dsp::framing_for(code);
+    const auto framing = dsp::aligned_framing_for(code);
     if (!framing) {
         throw std::invalid_argument("encode_decoded_datagram: code " + std::string(dsp::to_string(code)) +
                                     " has no codeword-aligned framing");
@@ -368,7 +368,7 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
     const std::uint8_t* payload = p + h.length;
     if (h.type == static_cast<std::uint8_t>(payload_type::decoded)) {
         const auto code = static_cast<dsp::fec_code>(h.code);
-        const dsp::fec_framing framing = *dsp::framing_for(code);  // read_paq_header checked it
+        const dsp::fec_framing framing = *dsp::aligned_framing_for(code);  // read_paq_header checked it
         const std::size_t info = static_cast<std::size_t>(framing.info_bytes());
         const std::size_t records = codeword_record_bytes * static_cast<std::size_t>(framing.codewords);
         if (payload_size != info + records) {

@@ -299,8 +299,8 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         for (const auto& e : errors) msg += "\n  " + e;
         throw std::invalid_argument(msg);
     }
-    if (config.any_decoded() && !dsp::framing_for(config.fec)) {
-        throw std::invalid_argument("udp_publisher config: decoded_destinations: the decoded streams need a framed code, but "
+    if (config.any_decoded() && !dsp::aligned_framing_for(config.fec)) {
+        throw std::invalid_argument("udp_publisher config: decoded_destinations: the decoded streams need a codeword-aligned code, but "
                                     "fec is " + std::string(dsp::to_string(config.fec)) + " (set receiver.fec)");
     }
     udp::resolver resolver(impl_->io);
@@ -370,7 +370,7 @@ void udp_publisher::publish(const dsp::batch_output& batch)
     // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
     const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
     // Likewise a batch not decoded with the publisher's code: its decoded datagrams fail.
-    const auto framing = dsp::framing_for(m.config.fec);
+    const auto framing = dsp::aligned_framing_for(m.config.fec);
     const bool decoded = any_decoded_enabled();
     const bool have_decoded = framing && batch.has_fec() && batch.decoded_with(*framing);
     const std::string not_decoded =

@@ -153,6 +153,9 @@ stream_engine::stream_engine(stream_options opt, feed& source, pool_future pool,
                                     " receive channel(s) but the receiver is set for " + std::to_string(opt_.receiver.channels));
     }
     stats_.input_ci16 = feed_.ci16_scale().has_value();
+    if (const auto f = dsp::framing_for(opt_.receiver.fec); f && f->continuous()) {
+        stitcher_.emplace(*f, opt_.receiver.fec_iterations, geometry_.packet_spacing_samples());
+    }
     stats_.fec = opt_.receiver.fec_on();
     stats_.receive_channels = opt_.receiver.channels;
 }
@@ -423,6 +426,15 @@ void stream_engine::consume()
             }
             end_run();
             continue;
+        }
+        if (stitcher_) {
+            try {
+                stitcher_->join(*res->out);
+            } catch (...) {
+                first_error_ = std::current_exception();
+                end_run();
+                continue;
+            }
         }
         const auto& out = *res->out;
         const auto t0 = clock::now();

@@ -24,6 +24,7 @@
 #include "dsp/backend.hpp"
 #include "dsp/batch.hpp"
 #include "dsp/batcher.hpp"
+#include "dsp/fec_stream.hpp"
 #include "dsp/input_stage.hpp"
 #include "dsp/receiver_config.hpp"
 #include "dsp/run_tally.hpp"
@@ -208,6 +209,9 @@ private:
     stream_stats stats_;
     mutable std::mutex tally_mu_;  ///< tally_ (its own: a batch's tally takes milliseconds)
     dsp::run_tally tally_;
+    /// receiver.fec sent as the continuous stream: joins each batch's frames to the batch
+    /// before's, on the ordered path before the sinks and the tally see the batch.
+    std::optional<dsp::stream_stitcher> stitcher_;
     dsp::run_timing timing_;
     double latency_sum_ms_ = 0.0;
     std::atomic<std::int64_t> batcher_heartbeat_ns_{0};

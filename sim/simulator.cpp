@@ -754,7 +754,7 @@ struct simulator::impl {
             throw std::invalid_argument(msg);
         }
         if (const auto code = ldpc_code_of(cfg.fec)) {
-            framing = framing_for(*code);
+            framing = aligned_framing_for(cfg.fec);
             if (const auto layout = stream_layout_for(*code)) {
                 // The link came up mid-frame, somewhere the seed decides (the same on every
                 // channel of one transmission).

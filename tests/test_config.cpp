@@ -274,11 +274,8 @@ TEST(ReceiverYaml, RoundTripEveryFieldChanged) {
     expect_same(parse_receiver_config(yaml), c);
 }
 
-TEST(ReceiverYaml, AnLdpcCodeWithoutAFramingIsRefusedByName) {
-    const auto errors = parse_errors("receiver:\n  fec: ar4ja-4096-4/5\n");
-    ASSERT_EQ(errors.size(), 1u);
-    EXPECT_NE(errors[0].find("ar4ja-4096-4/5"), std::string::npos) << errors[0];
-    EXPECT_NE(errors[0].find("ar4ja-4096-2/3"), std::string::npos) << errors[0];
+TEST(ReceiverYaml, AContinuousStreamCodeIsTakenAndAnUnknownCodeRefusedByName) {
+    EXPECT_EQ(parse_receiver_config("receiver:\n  fec: ar4ja-4096-4/5\n").fec, paq::dsp::fec_code::k4096_r4_5);
     const auto unknown = parse_errors("receiver:\n  fec: turbo\n");
     ASSERT_FALSE(unknown.empty());
     EXPECT_NE(unknown[0].find("ar4ja-1024-1/2"), std::string::npos) << unknown[0];
@@ -1345,12 +1342,8 @@ TEST(ConfigSchema, EveryRangeRefusesAValueJustOutsideWithOneMessageNamingKeyValu
                 try {
                     (void)parse_daemon_config(yaml, "paqd.yaml");
                 } catch (const config_error& e) {
-                    // The other sources' own checks want what the default sub-sections lack; the
-                    // LDPC codes that do not divide the data field are named and refused by the
-                    // receiver's check (dsp::framing_error), not by the schema.
-                    const bool unframed_code = f.key == "fec" && e.messages().size() == 1 &&
-                                               contains(e.messages()[0], "does not divide the 6144-bit data field");
-                    if (!(f.section == "source" && name != "vita49" && name != "file") && !unframed_code) ADD_FAILURE() << e.what();
+                    // The other sources' own checks want what the default sub-sections lack.
+                    if (!(f.section == "source" && name != "vita49" && name != "file")) ADD_FAILURE() << e.what();
                 }
             }
             const auto errors = daemon_errors(document_with(f.section, f.key, "no-such-value", "vita49",
@@ -1546,6 +1539,13 @@ TEST(daemon_config, decoded_stream_destinations)
             "decoded_destinations[3] (cma): destination '127.0.0.1' has no ':port'");
     refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-1/2\npublisher:\n  decoded_destinations:\n    mmse_soft: 127.0.0.1:1\n",
             "mmse_soft");
+    // The continuous stream: decoded on the cpu backend, its decoded bits counted, not published.
+    refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-1/2\npublisher:\n  decoded_destinations:\n    mmse: 127.0.0.1:50202\n",
+            "t.yaml:7: publisher.decoded_destinations.mmse: the decoded streams carry codeword-aligned codes; receiver.fec "
+            "ar4ja-4096-1/2 is the continuous stream");
+    refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-4/5\npipeline:\n  backend: cuda\npublisher:\n  enabled: false\n",
+            "t.yaml:4: receiver.fec: ar4ja-1024-4/5 is sent as the continuous stream, which the cpu backend decodes");
+    EXPECT_NO_THROW((void)paq::config::parse_daemon_config("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-4/5\n"));
 }
 
 // paqd.yaml(5) from the schema: every section a .SH and every key a .B line, in order, with

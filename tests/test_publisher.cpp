@@ -411,7 +411,7 @@ TEST(udp_publisher, decoded_streams_carry_each_listed_streams_information_bits_a
         EXPECT_THROW((void)pub.decoded_counters(12), std::out_of_range);
     }
 
-    // Decoded streams without a framed code are refused at construction, naming the field.
+    // Decoded streams without a codeword-aligned code are refused at construction, naming the field.
     io::udp_publisher_config c;
     c.destinations[0] = "127.0.0.1:5000";
     c.decoded_destinations[1] = "127.0.0.1:5001";
@@ -421,7 +421,7 @@ TEST(udp_publisher, decoded_streams_carry_each_listed_streams_information_bits_a
             io::udp_publisher p(c);
             FAIL() << "no exception";
         } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find("decoded_destinations: the decoded streams need a framed code, but fec is " +
+            EXPECT_NE(std::string(e.what()).find("decoded_destinations: the decoded streams need a codeword-aligned code, but fec is " +
                                                  std::string(dsp::to_string(fec))),
                       std::string::npos)
                 << e.what();

@@ -47,7 +47,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                            "bits outside the datagram");
             if (d.fec) {
                 // A decoded stream's datagram: its code's information bytes and codeword records.
-                const auto framing = dsp::framing_for(d.fec->code);
+                const auto framing = dsp::aligned_framing_for(d.fec->code);
                 PAQ_FUZZ_CHECK(framing.has_value(), "a decoded datagram of a code without a framing");
                 PAQ_FUZZ_CHECK(d.bits.size() == static_cast<std::size_t>(framing->info_bytes()) && d.fec->codewords == framing->codewords,
                                "a decoded datagram's payload does not match its code");

@@ -675,7 +675,10 @@ void coded_table(std::string& h, const report_data& d)
         const auto& s = d.paths[p].sums;
         h += "<tr><td class=\"l\">" + swatch(p) + name_of(p) + "</td>";
         if (ber) h += "<td>" + format_rate(s.ber()) + "</td><td>" + format_count(s.errors) + "</td>";
-        if (fec) {
+        if (fec && fec->continuous) {
+            // The rows count the failed codewords, not the decoded ones: paqd's summary has those.
+            h += "<td>n/a</td><td>" + format_count(s.codewords_failed) + "</td><td>n/a</td><td>n/a</td><td>n/a</td>";
+        } else if (fec) {
             const std::uint64_t codewords = s.packets * fec->codewords_per_packet;
             const std::uint64_t converged = codewords > s.codewords_failed ? codewords - s.codewords_failed : 0;
             h += "<td>" + format_count(codewords) + "</td><td>" + format_count(s.codewords_failed) + "</td><td>" +
@@ -694,7 +697,11 @@ void coded_table(std::string& h, const report_data& d)
         h += "<td>" + format_count(s.channel_errors) + "</td></tr>\n";
     }
     h += "</table></div>\n<p class=\"read\"><b>How to read this.</b> The link carries " +
-         (fec ? "the LDPC code <code>" + html_escape(fec->code) + "</code> (" + std::to_string(fec->codewords_per_packet) +
+         (fec && fec->continuous
+              ? "the LDPC code <code>" + html_escape(fec->code) + "</code> as the continuous stream (codewords of " +
+                    std::to_string(fec->n) + " bits across the packets; how many each packet ended is in paqd's JSON summary, "
+                    "paths[].fec_codewords, not in the records, so the codeword rates here are n/a)"
+          : fec ? "the LDPC code <code>" + html_escape(fec->code) + "</code> (" + std::to_string(fec->codewords_per_packet) +
                     " codewords of " + std::to_string(fec->n) + " bits per packet)"
               : std::string("an LDPC code (paqd's counters were not read, so its size is unknown and the rates are n/a)")) +
          ", and paqd decoded every stream's data fields: " +

@@ -461,6 +461,10 @@ run_counters read_run_counters(const std::filesystem::path& path)
                 throw input_error(path.string() + ": records.fec is not an object with the code's name");
             }
             c.fec = coded_link{(*fec)["code"].get<std::string>(), field("n"), field("k"), field("codewords_per_packet")};
+            if (const auto it = fec->find("continuous"); it != fec->end()) {
+                if (!it->is_boolean()) throw input_error(path.string() + ": records.fec.continuous is not true or false");
+                c.fec->continuous = it->get<bool>();
+            }
         }
     }
     return c;

@@ -179,6 +179,10 @@ struct coded_link {
     std::uint64_t n = 0;         ///< transmitted bits per codeword
     std::uint64_t k = 0;         ///< information bits per codeword
     std::uint64_t codewords_per_packet = 0;
+    /// The continuous stream (records.fec.continuous): a packet holds up to
+    /// codewords_per_packet codewords, as many as end in it, so the rows' packets do not
+    /// give the codewords' count.
+    bool continuous = false;
 };
 
 /// What paqd counted in the run, from <base>-counters.json (its JSON summary, written beside
