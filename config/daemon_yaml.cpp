@@ -788,25 +788,18 @@ const section<daemon_config>& daemon_schema()
                     }
                 }
             }
-            // The continuous stream's decoded bits are not published yet (the decoded streams'
-            // datagrams carry whole codewords per packet).
-            if (c.receiver.fec_continuous()) {
+            // The decoded streams carry a codeword-aligned code's information bits (their
+            // datagrams hold whole codewords per packet): none without a code, and the
+            // continuous stream's decoded bits are counted but not published.
+            if (c.receiver.fec == dsp::fec_code::none || c.receiver.fec_continuous()) {
+                const std::string why = c.receiver.fec == dsp::fec_code::none
+                                            ? ": a decoded stream, but receiver.fec is none (name the link's code)"
+                                            : ": the decoded streams carry codeword-aligned codes; receiver.fec " +
+                                                  std::string(dsp::to_string(c.receiver.fec)) +
+                                                  " is the continuous stream, whose decoded bits are counted, not published";
                 for (int st = 0; st < dsp::chain::max_streams; ++st) {
                     const std::string key = std::string("publisher.decoded_destinations.") + dsp::stream_name(st);
-                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
-                        ctx.errors.add(it->second, key + ": the decoded streams carry codeword-aligned codes; receiver.fec " +
-                                                       std::string(dsp::to_string(c.receiver.fec)) +
-                                                       " is the continuous stream, whose decoded bits are counted, not published");
-                    }
-                }
-            }
-            // The decoded streams carry the code's information bits.
-            if (c.receiver.fec == dsp::fec_code::none) {
-                for (int st = 0; st < dsp::chain::max_streams; ++st) {
-                    const std::string key = std::string("publisher.decoded_destinations.") + dsp::stream_name(st);
-                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) {
-                        ctx.errors.add(it->second, key + ": a decoded stream, but receiver.fec is none (name the link's code)");
-                    }
+                    if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) ctx.errors.add(it->second, key + why);
                 }
             }
             if (c.receiver.detector == dsp::detector_kind::both) return;

@@ -20,12 +20,7 @@ std::uint64_t stream_ber_counter::note_packet(std::uint64_t start_sample)
         if (d >= 0.99 * l && d <= 3.21 * l && (spacing_ == 0.0 || d < spacing_)) spacing_ = d;
     }
     std::uint64_t missed = 0;
-    if (last_start_ && spacing_ > 0.0) {
-        // Sample clocks drift a little; packets are one spacing apart to within a few samples.
-        const double gap = static_cast<double>(start_sample - *last_start_) / spacing_;
-        const auto m = static_cast<long long>(std::llround(gap)) - 1;
-        if (m > 0) missed = static_cast<std::uint64_t>(m);
-    }
+    if (last_start_ && spacing_ > 0.0) missed = static_cast<std::uint64_t>(packets_apart(*last_start_, start_sample, spacing_) - 1);
     skipped_ += missed;
     last_start_ = start_sample;
     ++packets_;

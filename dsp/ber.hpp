@@ -8,10 +8,21 @@
 #include "dsp/pn.hpp"
 #include "dsp/waveform.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 
 namespace paq::dsp {
+
+/// How many packet places the packet starting at `to` is after the one starting at `from`
+/// (start samples, `spacing` samples between packet starts): their distance in spacings,
+/// rounded (sample clocks drift a little), at least 1. One more than the packets missed
+/// between them.
+[[nodiscard]] inline std::int64_t packets_apart(std::uint64_t from, std::uint64_t to, double spacing) noexcept
+{
+    return std::max<std::int64_t>(1, std::llround((static_cast<double>(to) - static_cast<double>(from)) / spacing));
+}
 
 class stream_ber_counter {
 public:

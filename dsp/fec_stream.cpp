@@ -1,5 +1,6 @@
 #include "dsp/fec_stream.hpp"
 
+#include "dsp/ber.hpp"
 #include "dsp/waveform.hpp"
 
 #include <algorithm>
@@ -114,8 +115,7 @@ std::vector<std::int64_t> data_field_places(std::span<const std::uint64_t> start
     std::vector<std::int64_t> places(starts.size());
     for (std::size_t j = 1; j < starts.size(); ++j) {
         if (starts[j] < starts[j - 1]) throw std::invalid_argument("data_field_places: packet starts out of order");
-        const auto steps = std::llround(static_cast<double>(starts[j] - starts[j - 1]) / spacing);
-        places[j] = places[j - 1] + std::max<std::int64_t>(1, steps);
+        places[j] = places[j - 1] + packets_apart(starts[j - 1], starts[j], spacing);
     }
     return places;
 }
@@ -266,15 +266,13 @@ void stream_stitcher::join(batch_output& out)
     bool joined = false;
     std::int64_t base = next_number_, place0 = 0;
     if (have_prev_ && out.packets.front().start_sample > prev_last_start_) {
-        const auto steps = std::llround(static_cast<double>(out.packets.front().start_sample - prev_last_start_) / spacing_);
-        place0 = prev_last_place_ + std::max<std::int64_t>(1, steps);
+        place0 = prev_last_place_ + packets_apart(prev_last_start_, out.packets.front().start_sample, spacing_);
         const std::int64_t shift = place0 * field_bits + out.fec_offset - prev_offset_;
         if (shift % frame == 0) {
             base = prev_base_ + shift / frame;
             joined = true;
         }
     }
-    if (numbered_ && !joined) ++resyncs_;
     // The frame begun in the batch before (one at most: the frame across the batch's first
     // bit), in its packet's first slot: decoded from both batches' edges where they join,
     // else dropped.
@@ -307,7 +305,6 @@ void stream_stitcher::join(batch_output& out)
         highest = std::max(highest, pf.first + pf.count - 1);
     }
     next_number_ = std::max(next_number_, highest + 1);
-    numbered_ = true;
     have_prev_ = true;
     prev_last_start_ = out.packets.back().start_sample;
     prev_last_place_ = out.fec_edge_places.empty() ? 0 : out.fec_edge_places.back();

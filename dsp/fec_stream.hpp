@@ -138,8 +138,6 @@ public:
     /// packet_spacing_samples: input samples between packet starts (the batches' start samples).
     stream_stitcher(const fec_framing& framing, int max_iterations, double packet_spacing_samples);
     void join(batch_output& out);
-    /// Batches whose frames did not continue the ones before (after the first that had sync).
-    [[nodiscard]] std::uint64_t resyncs() const noexcept { return resyncs_; }
 
 private:
     /// Drops packet i's first frame (its slot 0): the others move up a slot.
@@ -155,8 +153,6 @@ private:
     int prev_offset_ = 0;
     std::int64_t prev_base_ = 0;    ///< the run's number of the batch before's frame 0
     std::int64_t next_number_ = 0;  ///< one past the highest frame number given
-    bool numbered_ = false;         ///< a batch with sync has been numbered
-    std::uint64_t resyncs_ = 0;
     std::vector<std::int64_t> prev_places_;
     std::vector<float> prev_llr_;
     std::vector<float> word_;
