@@ -17,6 +17,7 @@
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/trellis.hpp"
+#include "dsp/trellis_math.hpp"
 
 #include <omp.h>
 
@@ -535,7 +536,7 @@ struct cpu_backend::impl {
             const std::size_t ts = both ? p + workspace::paths : p;
             filter_packet(spec, p, trellis_lp, w.eq);
             rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace[p], w.trace[p].known_errors,
-                                                  path_bits(ts), w.trellis);
+                                                  trellis_math::llr_calibration(static_cast<int>(p)), path_bits(ts), w.trellis);
             if (llr_out) {
                 std::int8_t* q = llr_out + p * waveform::data_bits;
                 for (std::size_t i = 0; i < waveform::data_bits; ++i) q[i] = quantize_llr(w.trellis.llr[waveform::known_bits + i]);

@@ -71,15 +71,16 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
 }
 
 /// Max-log BCJR over the packet's bits: the LLR of every bit into llr, the known bits fixed.
-void detect(const std::vector<cf64>& r, const trellis_model& model, const std::int8_t* known_and_sxs, std::vector<double>& alpha,
-            std::vector<double>& beta, std::vector<double>& branch, std::vector<float>& llr) noexcept
+void detect(const std::vector<cf64>& r, const trellis_model& model, double calibration, const std::int8_t* known_and_sxs,
+            std::vector<double>& alpha, std::vector<double>& beta, std::vector<double>& branch, std::vector<float>& llr) noexcept
 {
     // Metric in units of log-likelihood: squared distance / (2 sigma2), each sample counted as
-    // independent. At one sample a bit the low-passed noise (zero from trellis::lowpass_stop)
-    // correlates 0.29 a bit apart and -0.19 two bits apart, so the LLRs are somewhat
-    // overconfident: the BEP estimate is 0.53-0.63x the measured BER on AWGN (the pair of
-    // samples a bit, correlated 0.78 and counted half, gave 0.5-0.6x).
-    const double scale = 1.0 / (2.0 * model.sigma2);
+    // independent; times the calibration (trellis_math::llr_calibration). At one sample a bit
+    // the low-passed noise (zero from trellis::lowpass_stop) correlates 0.29 a bit apart and
+    // -0.17 two bits apart, and max-log keeps only the best path of each sign, so the metrics'
+    // LLRs alone are overconfident (their BEP estimate 0.58-0.66x the measured BER on AWGN; the
+    // pair of samples a bit, correlated 0.78 and counted half, gave 0.5-0.6x).
+    const double scale = calibration / (2.0 * model.sigma2);
     auto forced = [&](long j) -> int {  // -1 free, else the known bit (0 / 1)
         if (j < n_known) return known_and_sxs[j] > 0 ? 1 : 0;
         return -1;
@@ -165,8 +166,8 @@ double trellis::lowpass_gain(double f) noexcept
 
 trellis_scratch::trellis_scratch() : r(waveform::packet_bits), llr(waveform::packet_bits) {}
 
-path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, std::uint8_t* bits_out,
-                                 trellis_scratch& sc, trellis_model* model_out) noexcept
+path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, double llr_calibration,
+                                 std::uint8_t* bits_out, trellis_scratch& sc, trellis_model* model_out) noexcept
 {
     // Bit k's sample, x[2k], derotated by the PLL's phase at bit k.
     for (long k = 0; k < n_bits; ++k) {
@@ -179,7 +180,7 @@ path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned
     const trellis_model model = fit(sc.r, trace.bits.data());
     if (model_out) *model_out = model;
     if (model.complete && model.sigma2 > 0.0) {
-        detect(sc.r, model, trace.bits.data(), sc.alpha, sc.beta, sc.branch, sc.llr);
+        detect(sc.r, model, llr_calibration, trace.bits.data(), sc.alpha, sc.beta, sc.branch, sc.llr);
     } else {
         // No usable model (a degenerate packet): the symbol-by-symbol bits stand.
         for (long k = 0; k < n_bits; ++k) sc.llr[static_cast<std::size_t>(k)] = trace.bits[static_cast<std::size_t>(k)] > 0 ? 1.0f : -1.0f;

@@ -86,10 +86,11 @@ struct trellis_model {
 /// Detects one packet: x[2k] is bit k's decision instant in the equalized signal at 2 samples
 /// per bit low-passed by trellis::lowpass_gain, x valid over [0, trellis::input_samples); trace
 /// from dsp::detect_packet on the same path. Writes the 6144 data bits, MSB first, to bits_out
-/// (768 bytes) and every packet bit's LLR to scratch.llr. known_bit_errors are the
-/// symbol-by-symbol detector's (given in known_errors); the BEP estimate is the mean of
-/// 1 / (1 + e^|LLR|) over the data bits.
-path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, std::uint8_t* bits_out,
-                                 trellis_scratch& scratch, trellis_model* model_out = nullptr) noexcept;
+/// (768 bytes) and every packet bit's LLR to scratch.llr, the max-log metrics' LLR times
+/// llr_calibration (trellis_math::llr_calibration of the path; it changes no decision).
+/// known_bit_errors are the symbol-by-symbol detector's (given in known_errors); the BEP
+/// estimate is the mean of 1 / (1 + e^|LLR|) over the data bits.
+path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, double llr_calibration,
+                                 std::uint8_t* bits_out, trellis_scratch& scratch, trellis_model* model_out = nullptr) noexcept;
 
 }  // namespace paq::dsp

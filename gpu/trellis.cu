@@ -393,7 +393,9 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
         for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
         const double sigma2 = se / (2.0 * static_cast<double>(n_bits - before - after));
         usable = complete && sigma2 > 0.0;
-        const float llr_scale = usable ? static_cast<float>(1.0 / (2.0 * sigma2)) : 0.0f;
+        // The path's calibration (trellis_math::llr_calibration): streams are [packet][path].
+        const double calibration = dsp::trellis_math::llr_calibration(sr % dsp::chain::num_paths);
+        const float llr_scale = usable ? static_cast<float>(calibration / (2.0 * sigma2)) : 0.0f;
         __syncwarp(mask);  // the table's memory becomes the path metrics'
         // Backward, a block of rows at a time from the last: the block's forward metrics again
         // from its checkpoint (the same steps, so the same values), kept in registers (the

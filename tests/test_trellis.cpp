@@ -91,10 +91,10 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_on_awgn_on_every_path)
         EXPECT_EQ(t.bits_checked, s.bits_checked) << t.name;
         EXPECT_EQ(t.resyncs, 0u) << t.name;
         EXPECT_LE(static_cast<double>(t.bit_errors), 0.65 * static_cast<double>(s.bit_errors)) << t.name;
-        // Soft values: the BEP estimate (mean of 1 / (1 + e^|LLR|)) follows the measured BER
-        // (0.52-0.62x measured).
-        EXPECT_GT(t.mean_bep_estimate, 0.4 * t.ber) << t.name;
-        EXPECT_LT(t.mean_bep_estimate, 1.5 * t.ber) << t.name;
+        // Soft values, calibrated (trellis_math::llr_calibration): the BEP estimate (mean of
+        // 1 / (1 + e^|LLR|)) within 0.8-1.25x of the measured BER (measured 1.01-1.04x).
+        EXPECT_GE(t.mean_bep_estimate, 0.8 * t.ber) << t.name;
+        EXPECT_LE(t.mean_bep_estimate, 1.25 * t.ber) << t.name;
     }
 }
 
@@ -123,6 +123,21 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_path)
         EXPECT_GT(t.bits_checked, 2'490'000u) << t.name;
         const double bound = s.name == "zf" ? 0.9 : s.name == "fde2" ? 0.4 : s.name == "none" ? 0.01 : 0.15;
         EXPECT_LE(static_cast<double>(t.bit_errors), bound * static_cast<double>(s.bit_errors)) << t.name;
+        // The calibrated BEP estimate: MMSE, CMA, FDE1 and FDE2 within 0.8-1.25x of the
+        // measured BER (0.99-1.08x). ZF's is understated (0.63x: its noise, coloured by the
+        // channel's inverse, is more correlated than one factor allows for); the unequalized
+        // path's overstated (59x: interference beyond the table's two bits a side taken for
+        // noise, at a BER of 6e-6). Bounded so that a change shows.
+        const double ratio = t.mean_bep_estimate / t.ber;
+        if (s.name == "zf") {
+            EXPECT_GT(ratio, 0.5) << t.name;
+            EXPECT_LT(ratio, 0.8) << t.name;
+        } else if (s.name == "none") {
+            EXPECT_GT(ratio, 1.0) << t.name;
+        } else {
+            EXPECT_GE(ratio, 0.8) << t.name;
+            EXPECT_LE(ratio, 1.25) << t.name;
+        }
     }
 }
 
@@ -346,7 +361,7 @@ TEST(trellis, the_table_explains_a_noiseless_packet_to_within_minus_23_db)
     trellis_scratch sc;
     trellis_model model;
     std::vector<std::uint8_t> out(packed_data_bytes);
-    (void)detect_packet_trellis(spec.data(), trace, 0, out.data(), sc, &model);
+    (void)detect_packet_trellis(spec.data(), trace, 0, 1.0, out.data(), sc, &model);
     EXPECT_TRUE(model.complete);
     double power = 0.0;
     for (std::size_t m = 64; m < 2 * n_bits - 64; m += 2) power += std::norm(spec[m]);
