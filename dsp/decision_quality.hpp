@@ -1,5 +1,6 @@
 // The bit error probability of a path's symbol-by-symbol decisions, estimated from the
-// statistics they were decided on (path_stats::bep_estimate, the DQM of the DQE frames).
+// statistics they were decided on (path_stats::bep_estimate, the DQM of the DQE frames), and
+// the LLRs of those decisions from the same model.
 //
 // A single Gaussian fitted to the packet's |statistic| (Q(mean / std)) overstates the BEP the
 // cleaner the link is: SOQPSK-TG's own intersymbol interference spreads the statistic into
@@ -10,7 +11,12 @@
 //     a neighbour outside the data counts as alike);
 //   - per context the statistic's magnitude is modelled as a folded Gaussian N(mu_c, sigma_c^2):
 //     its mean |x| and mean x^2 give mu_c / sigma_c exactly (folded_normal_snr), errors included;
-//   - the BEP is the bits' mean of Q(mu_c / sigma_c).
+//   - the spread sigma_c^2 is split into a two-point part +-a_c and Gaussian noise s_c^2 by the
+//     mean deviations E| |x| - mu_c |, pooled over the contexts (models_of): what an equalizer
+//     leaves of multipath interference is bounded, its tails lighter than noise's, and one
+//     Gaussian over it overstates the BEP (MMSE, CMA and FDE1 1.6-2.5x over edwards3);
+//   - the BEP is the bits' mean of (Q((mu_c - a_c) / s_c) + Q((mu_c + a_c) / s_c)) / 2, and a
+//     bit's LLR the log-likelihood ratio of its statistic under that model (llr).
 // docs/SIGNAL-CHAIN.md ("Decision quality") gives the measured ratios to the BER.
 // Header-only and usable in device code, so both backends run the same arithmetic.
 #pragma once
@@ -35,11 +41,14 @@ PAQ_HOST_DEVICE int context_of(T x, bool has_prev, T prev, bool has_next, T next
     return (prev_alike ? 1 : 0) | (next_alike ? 2 : 0);
 }
 
-/// Per context: the bits, the sum of |x| and the sum of x^2.
+/// Per context: the bits, the sum of |x| and the sum of x^2 (the first pass over the
+/// statistics), and the sum of | |x| - mu_c | about the context's centre (the second pass,
+/// add_deviation, once context_centre is known).
 struct moments {
     double count[contexts] = {};
     double abs_sum[contexts] = {};
     double sq_sum[contexts] = {};
+    double dev_sum[contexts] = {};
 
     PAQ_HOST_DEVICE void add(int c, double x) noexcept
     {
@@ -47,6 +56,7 @@ struct moments {
         abs_sum[c] += fabs(x);
         sq_sum[c] += x * x;
     }
+    PAQ_HOST_DEVICE void add_deviation(int c, double x, double centre) noexcept { dev_sum[c] += fabs(fabs(x) - centre); }
 };
 
 /// E|x| / sqrt(E x^2) of a Gaussian of mean r and unit variance, folded at zero.
@@ -109,54 +119,109 @@ PAQ_HOST_DEVICE inline void context_snrs(const moments& m, double (&snr)[context
     for (int c = 0; c < contexts; ++c) snr[c] = context_snr(m, c);
 }
 
-/// The estimated BEP from the contexts' moments and their context_snr: the bits' mean of
-/// Q(mu_c / sigma_c). 0.5 without bits.
-PAQ_HOST_DEVICE inline double bep(const moments& m, const double (&snr)[contexts]) noexcept
+/// The most mu / sigma the model is made from: past it an error is as good as impossible
+/// (Q(40) ~ 1e-350), and statistics without spread give finite LLRs.
+inline constexpr double max_llr_snr = 40.0;
+
+/// Context c's centre mu_c from its first-pass moments and its context_snr (mu / sigma capped
+/// at max_llr_snr); 0 without bits. The second pass's deviations are taken about it.
+PAQ_HOST_DEVICE inline double context_centre(const moments& m, int c, double snr) noexcept
+{
+    const double n = m.count[c];
+    const double r = fmin(snr, max_llr_snr);
+    if (n <= 0.0 || !(r > 0.0)) return 0.0;
+    return r * sqrt(m.sq_sum[c] / n / (1.0 + r * r));
+}
+
+/// One context's model of its bits' statistics: a bit decided right has the statistic
+/// mu + a u + s z (u = +-1 equally likely, z standard normal), one decided wrong its negation.
+/// s = 0: no information (the bits are erasures, their BEP one half).
+struct context_model {
+    double mu = 0.0;  ///< the centre
+    double a = 0.0;   ///< the two-point part of the spread (0: all of it noise)
+    double s = 0.0;   ///< the noise's standard deviation
+};
+
+/// Below this mu / sigma (a BEP above 2.3%) a context takes no two-point part: the deviations
+/// of its bits decided wrong, folded in, would count as spread.
+inline constexpr double min_split_snr = 2.0;
+/// The largest a / s the fit gives (a^2 = 0.9 sigma^2).
+inline constexpr double max_split = 3.0;
+
+/// The contexts' models from their moments (both passes) and context_snrs. mu_c and sigma_c^2
+/// are each context's folded Gaussian's. The two-point part is the interference's, the same
+/// shape in every context: the contexts' deviations pooled, sum_c E_c| |x| - mu_c | n_c over
+/// sum_c sigma_c n_c (the contexts above min_split_snr), is the ratio E|a u + s z| / sigma of a
+/// two-point part +-a in Gaussian noise s, which is folded_ratio(a / s) (|a u + s z| is a folded
+/// Gaussian of mean a and deviation s); a / s is the same in each, s_c^2 = sigma_c^2 / (1 +
+/// (a / s)^2). Noise alone gives a / s = 0 but for the ratio's sampling spread (standard
+/// deviation 0.21 / sqrt(bits)), which can read as a small part.
+PAQ_HOST_DEVICE inline void models_of(const moments& m, const double (&snr)[contexts], context_model (&md)[contexts]) noexcept
+{
+    double var[contexts], dev = 0.0, spread = 0.0;
+    for (int c = 0; c < contexts; ++c) {
+        md[c] = context_model{};
+        var[c] = 0.0;
+        const double n = m.count[c];
+        const double r = fmin(snr[c], max_llr_snr);
+        if (n <= 0.0 || !(r > 0.0)) continue;
+        var[c] = m.sq_sum[c] / n / (1.0 + r * r);
+        md[c].s = sqrt(var[c]);
+        md[c].mu = r * md[c].s;
+        if (r > min_split_snr) {
+            dev += m.dev_sum[c];
+            spread += n * md[c].s;
+        }
+    }
+    if (!(spread > 0.0)) return;
+    const double t = fmin(folded_normal_snr(dev / spread, 1.0), max_split);
+    if (!(t > 0.0)) return;
+    for (int c = 0; c < contexts; ++c) {
+        if (!(md[c].s > 0.0) || !(md[c].mu > min_split_snr * md[c].s)) continue;
+        md[c].s = sqrt(var[c] / (1.0 + t * t));
+        md[c].a = t * md[c].s;
+    }
+}
+
+/// A bit's error probability under its context's model.
+PAQ_HOST_DEVICE inline double error_probability(const context_model& md) noexcept
+{
+    if (!(md.s > 0.0)) return 0.5;
+    constexpr double inv_sqrt2 = 0.70710678118654752440;
+    return 0.25 * (erfc((md.mu - md.a) / md.s * inv_sqrt2) + erfc((md.mu + md.a) / md.s * inv_sqrt2));
+}
+
+/// The estimated BEP: the bits' mean of their contexts' error_probability. 0.5 without bits.
+PAQ_HOST_DEVICE inline double bep(const moments& m, const context_model (&md)[contexts]) noexcept
 {
     double total = 0.0, errors = 0.0;
     for (int c = 0; c < contexts; ++c) {
         const double n = m.count[c];
         if (n <= 0.0) continue;
-        errors += n * 0.5 * erfc(snr[c] * 0.70710678118654752440);
+        errors += n * error_probability(md[c]);
         total += n;
     }
     return total > 0.0 ? errors / total : 0.5;
 }
 
-/// The estimated BEP from the contexts' moments.
-PAQ_HOST_DEVICE inline double bep(const moments& m) noexcept
+/// log cosh(z), without overflow.
+PAQ_HOST_DEVICE inline double log_cosh(double z) noexcept
 {
-    double snr[contexts];
-    context_snrs(m, snr);
-    return bep(m, snr);
+    const double a = fabs(z);
+    return a + log1p(exp(-2.0 * a)) - 0.69314718055994530942;
 }
 
-/// The most mu / sigma an LLR's scale is made from: past it an error is as good as impossible
-/// (Q(40) ~ 1e-350), and statistics without spread give finite LLRs.
-inline constexpr double max_llr_snr = 40.0;
-
-/// Per context the factor that makes a statistic its LLR (nats, positive: 1): 2 mu / sigma^2 of
-/// the context's folded Gaussian (its context_snr given), the log-likelihood ratio of x under
-/// N(+mu, sigma^2) against N(-mu, sigma^2). 0 for a context without bits or without information
-/// (its bits erasures).
-PAQ_HOST_DEVICE inline void llr_scales(const moments& m, const double (&snr)[contexts], double (&scale)[contexts]) noexcept
+/// The LLR (nats, positive: 1) of statistic x under its context's model: the log of the
+/// likelihood of x as mu + a u + s z over that as -(mu + a u + s z). With u = x / s, m = mu / s
+/// and b = a / s it is 2 u m + log cosh(b (u - m)) - log cosh(b (u + m)): 2 mu x / s^2 when
+/// a = 0, the Gaussian's. 0 for a context without information.
+PAQ_HOST_DEVICE inline double llr(const context_model& md, double x) noexcept
 {
-    for (int c = 0; c < contexts; ++c) {
-        scale[c] = 0.0;
-        const double n = m.count[c];
-        const double r = fmin(snr[c], max_llr_snr);
-        if (n <= 0.0 || !(r > 0.0)) continue;
-        // sigma^2 = E x^2 / (1 + r^2), mu = r sigma: 2 mu / sigma^2 = 2 r sqrt(1 + r^2) / sqrt(E x^2).
-        scale[c] = 2.0 * r * sqrt(1.0 + r * r) / sqrt(m.sq_sum[c] / n);
-    }
-}
-
-/// The scales from the contexts' moments alone.
-PAQ_HOST_DEVICE inline void llr_scales(const moments& m, double (&scale)[contexts]) noexcept
-{
-    double snr[contexts];
-    context_snrs(m, snr);
-    llr_scales(m, snr, scale);
+    if (!(md.s > 0.0)) return 0.0;
+    const double u = x / md.s, m = md.mu / md.s;
+    if (md.a == 0.0) return 2.0 * u * m;
+    const double b = md.a / md.s;
+    return 2.0 * u * m + log_cosh(b * (u - m)) - log_cosh(b * (u + m));
 }
 
 /// Bit i's context within `n` statistics in the order of their bits (T: float or double).
@@ -166,13 +231,35 @@ PAQ_HOST_DEVICE int context_at(const T* stat, std::size_t n, std::size_t i) noex
     return context_of(stat[i], i > 0, i > 0 ? stat[i - 1] : T(0), i + 1 < n, i + 1 < n ? stat[i + 1] : T(0));
 }
 
-/// The contexts' moments of `n` statistics in the order of their bits.
+/// The contexts' moments of `n` statistics in the order of their bits, both passes.
 template <class T>
 moments moments_of(const T* stat, std::size_t n) noexcept
 {
     moments m;
     for (std::size_t i = 0; i < n; ++i) m.add(context_at(stat, n, i), static_cast<double>(stat[i]));
+    double centre[contexts];
+    for (int c = 0; c < contexts; ++c) centre[c] = context_centre(m, c, context_snr(m, c));
+    for (std::size_t i = 0; i < n; ++i) {
+        const int c = context_at(stat, n, i);
+        m.add_deviation(c, static_cast<double>(stat[i]), centre[c]);
+    }
     return m;
+}
+
+/// Every context's model from the moments of both passes.
+inline void models_of(const moments& m, context_model (&md)[contexts]) noexcept
+{
+    double snr[contexts];
+    context_snrs(m, snr);
+    models_of(m, snr, md);
+}
+
+/// The estimated BEP from the moments of both passes.
+inline double bep(const moments& m) noexcept
+{
+    context_model md[contexts];
+    models_of(m, md);
+    return bep(m, md);
 }
 
 /// The estimate over `n` statistics in the order of their bits.

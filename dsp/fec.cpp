@@ -62,11 +62,9 @@ void sxs_llrs(std::span<const double> stat, const decision_quality::moments& m, 
 {
     namespace dq = decision_quality;
     const std::size_t n = std::min(stat.size(), llr.size());
-    double scale[dq::contexts];
-    dq::llr_scales(m, scale);
-    for (std::size_t i = 0; i < n; ++i) {
-        llr[i] = static_cast<float>(stat[i] * scale[dq::context_at(stat.data(), n, i)]);
-    }
+    dq::context_model md[dq::contexts];
+    dq::models_of(m, md);
+    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(dq::llr(md[dq::context_at(stat.data(), n, i)], stat[i]));
 }
 
 stream_decoder::stream_decoder(const fec_framing& framing, int max_iterations)

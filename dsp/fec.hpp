@@ -102,11 +102,12 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 /// The symbol-by-symbol detector's soft decisions as LLRs in nats (positive: 1), from its
 /// decision statistics `stat` over the data bits (the rail it decided each bit on, after its
-/// carrier phase): each scaled by 2 mu / sigma^2 of its context's folded Gaussian
-/// (dsp/decision_quality.hpp, the model of the BEP estimate), the LLR of a statistic of that
-/// mean and variance.
+/// carrier phase): each the LLR of the statistic under its context's model
+/// (dsp/decision_quality.hpp, the model of the BEP estimate: decision_quality::llr; 2 mu x /
+/// sigma^2 where the spread is all noise).
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
-/// The same from the statistics' moments already summed (decision_quality::moments_of(stat)).
+/// The same from the statistics' moments already summed (decision_quality::moments_of(stat),
+/// both passes).
 void sxs_llrs(std::span<const double> stat, const decision_quality::moments& m, std::span<float> llr) noexcept;
 
 /// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).

@@ -60,61 +60,100 @@ namespace dq = dsp::decision_quality;
 /// Threads of the kernels that read a stream's statistics as a block.
 constexpr int stream_block_threads = 256;
 
-/// A stream's decision quality: its contexts' moments and their mu / sigma (dsp/decision_quality.hpp).
+/// A stream's decision quality: its contexts' moments and models (dsp/decision_quality.hpp).
 struct stream_quality {
     dq::moments m;
-    double snr[dq::contexts];
+    dq::context_model model[dq::contexts];
 };
 
+/// Sums `values` per context over the whole block: each thread's in registers, a warp's by
+/// shuffles, then the warps' in shared memory; every thread gets the totals.
+template <int values>
+__device__ void block_sum(const float (&own)[values], double (&total)[values])
+{
+    constexpr int warps = stream_block_threads / 32;
+    __shared__ double part[values][warps];
+    __shared__ double sum[values];
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+    for (int j = 0; j < values; ++j) {
+        double v = static_cast<double>(own[j]);
+        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane == 0) part[j][warp] = v;
+    }
+    __syncthreads();
+    if (threadIdx.x < values) {
+        double v = 0.0;
+        for (int w = 0; w < warps; ++w) v += part[threadIdx.x][w];
+        sum[threadIdx.x] = v;
+    }
+    __syncthreads();
+    for (int j = 0; j < values; ++j) total[j] = sum[j];
+    __syncthreads();  // the shared sums are free again
+}
+
 /// The decision quality of one stream's 6144 statistics, summed by the whole block of
-/// stream_block_threads, each context's mu / sigma inverted by a thread of its own; every
-/// thread gets it.
+/// stream_block_threads in two passes as dq::moments_of does (the moments, then the
+/// deviations about each context's centre), the models fitted by one thread; every thread
+/// gets it.
 __device__ stream_quality block_quality(const float* __restrict__ x)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
-    constexpr int warps = stream_block_threads / 32;
     // Each context's sums in registers (a context index into an array would put it in local
     // memory): every bit adds to the one it falls in. A thread's 24 bits are summed in single
     // precision (relative error about 1e-6), the threads' sums in double.
-    float sums[3][nc] = {};
+    float sums[3 * nc] = {};
     for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
         const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
         const float xi = x[i], a = fabsf(xi), q = xi * xi;
 #pragma unroll
         for (int k = 0; k < nc; ++k) {
             const bool on = c == k;
-            sums[0][k] += on ? 1.0f : 0.0f;
-            sums[1][k] += on ? a : 0.0f;
-            sums[2][k] += on ? q : 0.0f;
+            sums[k] += on ? 1.0f : 0.0f;
+            sums[nc + k] += on ? a : 0.0f;
+            sums[2 * nc + k] += on ? q : 0.0f;
         }
     }
-    // A warp's by shuffles, then the warps' in shared memory.
-    __shared__ double part[3 * nc][warps];
-    __shared__ double total[3 * nc];
-    __shared__ double snr[nc];
-    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-#pragma unroll
-    for (int j = 0; j < 3 * nc; ++j) {
-        double v = static_cast<double>(sums[j / nc][j % nc]);
-        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
-        if (lane == 0) part[j][warp] = v;
-    }
-    __syncthreads();
-    if (threadIdx.x < 3 * nc) {
-        double v = 0.0;
-        for (int w = 0; w < warps; ++w) v += part[threadIdx.x][w];
-        total[threadIdx.x] = v;
-    }
-    __syncthreads();
+    double total[3 * nc];
+    block_sum(sums, total);
     stream_quality q;
     for (int k = 0; k < nc; ++k) {
         q.m.count[k] = total[k];
         q.m.abs_sum[k] = total[nc + k];
         q.m.sq_sum[k] = total[2 * nc + k];
     }
-    if (threadIdx.x < nc) snr[threadIdx.x] = dq::context_snr(q.m, static_cast<int>(threadIdx.x));
+    __shared__ double snr[nc], centre[nc];
+    if (threadIdx.x < nc) {
+        const int k = static_cast<int>(threadIdx.x);
+        snr[k] = dq::context_snr(q.m, k);
+        centre[k] = dq::context_centre(q.m, k, snr[k]);
+    }
     __syncthreads();
-    for (int k = 0; k < nc; ++k) q.snr[k] = snr[k];
+    float dev[nc] = {};
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+        const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
+        const float a = fabsf(x[i]);
+#pragma unroll
+        for (int k = 0; k < nc; ++k) dev[k] += c == k ? fabsf(a - static_cast<float>(centre[k])) : 0.0f;
+    }
+    double dev_total[nc];
+    block_sum(dev, dev_total);
+    for (int k = 0; k < nc; ++k) q.m.dev_sum[k] = dev_total[k];
+    // (A __shared__ variable takes no constructor: the models' three numbers apart.)
+    __shared__ double model_mu[nc], model_a[nc], model_s[nc];
+    if (threadIdx.x == 0) {
+        double r[nc];
+        for (int k = 0; k < nc; ++k) r[k] = snr[k];
+        dq::context_model md[nc];
+        dq::models_of(q.m, r, md);
+        for (int k = 0; k < nc; ++k) {
+            model_mu[k] = md[k].mu;
+            model_a[k] = md[k].a;
+            model_s[k] = md[k].s;
+        }
+    }
+    __syncthreads();
+    for (int k = 0; k < nc; ++k) q.model[k] = dq::context_model{model_mu[k], model_a[k], model_s[k]};
     return q;
 }
 
@@ -128,13 +167,13 @@ __global__ void __launch_bounds__(stream_block_threads) decision_quality_kernel(
     const int s = static_cast<int>(blockIdx.x);
     if (s / num_paths >= *located) return;
     const stream_quality q = block_quality(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits);
-    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(dq::bep(q.m, q.snr));
+    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(dq::bep(q.m, q.model));
 }
 
 /// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
 /// output stream) of the packets located (*count). Streams below sxs_streams are the
-/// symbol-by-symbol detector's statistics (detector stream p * 6 + path, 6144 a stream) scaled
-/// as dsp::sxs_llrs scales them (per context, dq::llr_scales); the others the trellis's LLRs of
+/// symbol-by-symbol detector's statistics (detector stream p * 6 + path, 6144 a stream) made
+/// LLRs as dsp::sxs_llrs makes them (per context, dq::llr); the others the trellis's LLRs of
 /// the data bits (6336 a stream, the known bits first).
 __global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const float* __restrict__ sxs_stat,
                                                                       const float* __restrict__ trellis_llr,
@@ -153,10 +192,8 @@ __global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const flo
     }
     const float* src = sxs_stat + src_stream * nd;
     const stream_quality q = block_quality(src);
-    double scale[dq::contexts];
-    dq::llr_scales(q.m, q.snr, scale);
     for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
-        dst[i] = static_cast<float>(static_cast<double>(src[i]) * scale[dq::context_at(src, nd, static_cast<std::size_t>(i))]);
+        dst[i] = static_cast<float>(dq::llr(q.model[dq::context_at(src, nd, static_cast<std::size_t>(i))], static_cast<double>(src[i])));
     }
 }
 

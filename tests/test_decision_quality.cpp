@@ -121,6 +121,55 @@ TEST(decision_quality, interference_from_the_neighbours_is_not_taken_for_noise)
     EXPECT_NEAR(stated_error_rate(llr) / exact, 1.0, 0.1);
 }
 
+// Interference bounded as an equalizer leaves it: x_i = b_i (mu + a u_i + s n_i), u_i = +-1.
+// Its tails are lighter than a Gaussian's of the same spread, which overstates the BEP; the
+// two-point part read from the mean deviation gives it, and the LLRs of the same model state it.
+// Where the spread is all noise (a = 0) the estimate stays Q(mu / s) (measured 0.93x: noise's
+// sampling spread reads as a small part now and then). Measured 1.09-1.17x with a / s from 0.64
+// to 1, where one Gaussian gives 1.5-13x.
+TEST(decision_quality, bounded_interference_is_not_taken_for_noise)
+{
+    std::mt19937_64 rng(9153);
+    std::normal_distribution<double> g;
+    std::bernoulli_distribution bit;
+    struct shape {
+        double mu, a, s;
+    };
+    for (const shape sh : {shape{1.0, 0.0, 0.27}, shape{1.0, 0.18, 0.28}, shape{1.0, 0.15, 0.22}, shape{1.0, 0.2, 0.2}}) {
+        // 6144 bits a packet, as the backends see them; 120 packets.
+        double est = 0.0, single = 0.0, stated = 0.0;
+        const int packets = 120;
+        for (int p = 0; p < packets; ++p) {
+            std::vector<double> x(6144);
+            for (auto& v : x) v = (bit(rng) ? 1.0 : -1.0) * (sh.mu + (bit(rng) ? sh.a : -sh.a) + sh.s * g(rng));
+            est += dq::bep_of(x.data(), x.size());
+            double sum = 0.0, sum2 = 0.0;
+            for (const double v : x) {
+                sum += std::abs(v);
+                sum2 += v * v;
+            }
+            const double n = static_cast<double>(x.size()), mean = sum / n;
+            single += q_function(mean / std::sqrt(sum2 / n - mean * mean));
+            std::vector<float> llr(x.size());
+            sxs_llrs(x, llr);
+            stated += stated_error_rate(llr);
+        }
+        est /= packets;
+        single /= packets;
+        stated /= packets;
+        const double truth = 0.5 * (q_function((sh.mu - sh.a) / sh.s) + q_function((sh.mu + sh.a) / sh.s));
+        std::printf("mu %.2f a %.2f s %.2f: estimate %.3e (%.2fx), LLRs state %.3e (%.2fx), one Gaussian %.3e (%.2fx)\n", sh.mu,
+                    sh.a, sh.s, est, est / truth, stated, stated / truth, single, single / truth);
+        EXPECT_GE(est / truth, 0.8) << sh.a;
+        EXPECT_LE(est / truth, 1.25) << sh.a;
+        EXPECT_GE(stated / truth, 0.8) << sh.a;
+        EXPECT_LE(stated / truth, 1.25) << sh.a;
+        if (sh.a > 0.0) {
+            EXPECT_GT(single / truth, 1.5) << sh.a;  // why the split is modelled
+        }
+    }
+}
+
 namespace {
 
 /// A CPU receiver run over `seconds` of a simulation at 2.5 samples a bit, +40 ppm, 31 kHz CFO
@@ -167,12 +216,13 @@ TEST(decision_quality, the_estimate_meets_the_measured_ber_on_awgn)
     expect_ratio(receive("awgn", 10.0, 6312, 0.6), all, 0.8, 1.25, "awgn 10 dB");
 }
 
-// Multipath (edwards3): the unbiased paths (ZF, FDE2) within 0.8-1.25x; MMSE, CMA and FDE1
-// keep residual interference that is not noise and are overstated 1.6-2.1x
-// (docs/SIGNAL-CHAIN.md, "Decision quality"): bounded here so that a change shows.
+// Multipath (edwards3): every equalized path within 0.8-1.25x, MMSE, CMA and FDE1 through the
+// two-point part of their residual interference (one Gaussian gave them 1.6-2.1x). The
+// unequalized path, all interference at a BER of 4%, stays overstated (docs/SIGNAL-CHAIN.md,
+// "Decision quality"): bounded so that a change shows.
 TEST(decision_quality, the_estimate_on_multipath)
 {
     const auto r = receive("edwards3", 12.0, 6313, 0.25);
-    expect_ratio(r, {eq_path::zf, eq_path::fde2}, 0.8, 1.25, "edwards3 12 dB");
-    expect_ratio(r, {eq_path::mmse, eq_path::cma, eq_path::fde1}, 0.8, 2.5, "edwards3 12 dB");
+    expect_ratio(r, {eq_path::zf, eq_path::mmse, eq_path::cma, eq_path::fde1, eq_path::fde2}, 0.8, 1.25, "edwards3 12 dB");
+    expect_ratio(r, {eq_path::none}, 1.0, 4.0, "edwards3 12 dB");
 }

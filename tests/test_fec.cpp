@@ -530,8 +530,10 @@ TEST(fec_stream, replay_skips_the_frames_lost_with_missed_packets_and_stays_alig
 
 TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
 {
-    // Statistics +-mu + N(0, sigma^2): the LLR of each is 2 mu x / sigma^2, whatever context
-    // of its neighbours it falls in (dsp/decision_quality.hpp; the contexts' own tests there).
+    // Statistics +-mu + N(0, sigma^2): the LLR of each is about 2 mu x / sigma^2, whatever
+    // context of its neighbours it falls in (dsp/decision_quality.hpp; the contexts' own tests
+    // there). Noise's sampling spread may read as a small two-point part in a context, which
+    // bends the LLRs by a few percent; what they state of the error rate stays the truth's.
     std::mt19937_64 rng(77);
     std::normal_distribution<double> noise(0.0, 0.3);
     const double mu = 1.7;
@@ -540,7 +542,15 @@ TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
     std::vector<float> llr(stat.size());
     sxs_llrs(stat, llr);
     const double want = 2.0 * mu / (0.3 * mu * 0.3 * mu);
-    for (std::size_t i = 0; i < 100; ++i) EXPECT_NEAR(llr[i] / stat[i], want, 0.02 * want);
+    double stated = 0.0;
+    for (std::size_t i = 0; i < stat.size(); ++i) {
+        if (std::abs(stat[i]) > 0.5 * mu && std::abs(stat[i]) < 1.5 * mu) {  // the bulk
+            EXPECT_NEAR(llr[i] / stat[i], want, 0.08 * want) << i;
+        }
+        stated += 1.0 / (1.0 + std::exp(std::min(std::abs(static_cast<double>(llr[i])), 700.0)));
+    }
+    const double truth = 0.5 * std::erfc(1.0 / 0.3 / std::sqrt(2.0));  // Q(mu / sigma)
+    EXPECT_NEAR(stated / static_cast<double>(stat.size()) / truth, 1.0, 0.1);
     // No spread: finite LLRs, as of mu / sigma = 40 (decision_quality::max_llr_snr).
     std::vector<double> flat(64, 0.5);
     std::vector<float> out(64);
