@@ -538,6 +538,13 @@ const section<publisher_config>& publisher_schema()
             std::move(destinations),
             std::move(llr_destinations),
             std::move(decoded_destinations),
+            optional_text<C>("best_destination", [](auto& c) -> auto& { return c.udp.best_destination; },
+                             "`host:port` or `[ipv6]:port` (port 1 .. 65535)",
+                             {"", "the best-path stream: per packet the bits of the stream with the lowest estimated BEP "
+                                  "(the highest DQM, SIGNAL-CHAIN.md \"Decision quality\"), stream id 12, the chosen stream in "
+                                  "its header (BITSTREAM.md, \"Best-path stream\"). Each datagram counts against "
+                                  "`max_datagrams_per_second`",
+                              "none"}),
         };
         s.check = [](const C& c, const std::string& path, const YAML::Mark& mark, parse_context& ctx) {
             if (c.enabled) ctx.report(path, c.udp.validate(), mark);

@@ -83,6 +83,7 @@ std::unique_ptr<io::udp_publisher> make_publisher(const config::daemon_config& c
     for (int s = 0; s < rc.streams(); ++s) sent_streams += udp->enabled(s) ? 1 : 0;
     for (int p = 0; p < dsp::chain::num_paths; ++p) sent_streams += udp->llr_enabled(p) ? 1 : 0;
     for (int s = 0; s < rc.streams(); ++s) sent_streams += udp->decoded_enabled(s) ? 1 : 0;
+    sent_streams += udp->best_enabled() ? 1 : 0;
     const double packets_per_s = rc.bit_rate_hz / static_cast<double>(waveform::packet_bits);
     const double needed = sent_streams * packets_per_s, cap = cfg.publisher.udp.max_datagrams_per_second;
     if (cap > 0.0 && needed > cap) {
@@ -250,6 +251,9 @@ service_snapshot live_service::snapshot() const
             pv.decoded_send_errors += c.send_errors.load();
             pv.decoded_bytes_sent += c.bytes_sent.load();
         }
+        pv.best = udp->best_enabled();
+        pv.best_datagrams_sent = udp->best_counters().datagrams_sent.load();
+        pv.best_send_errors = udp->best_counters().send_errors.load();
         snap.publisher = pv;
     }
     if (records) snap.records = service_snapshot::records_values{records->rows(), records->rows_lost()};

@@ -1,5 +1,7 @@
 #include "daemon/records.hpp"
 
+#include "dsp/best_stream.hpp"
+
 #include "io/utc_time.hpp"
 
 #include <spdlog/spdlog.h>
@@ -124,8 +126,9 @@ records_writer::records_writer(const records_config& cfg, std::optional<dsp::pn_
         ph += ',' + n + "_bits," + n + "_errors," + n + "_bep," + n + "_known_errors";
         if (fec_) ph += ',' + n + "_codewords_failed," + n + "_iterations," + n + "_channel_errors";
     }
-    // The packet start in UTC when the source gives time (docs/RECORDS.md); empty otherwise.
-    ph += ",time_utc\n";
+    // The best-path choice of the row's packet (dsp::best_stream: what the best-path stream sends),
+    // then its start in UTC when the source gives time (docs/RECORDS.md; empty otherwise).
+    ph += ",best_stream,time_utc\n";
     std::string& ch = channel_file_.header;
     ch = "packet,time_s,tap_offset";
     for (int k = 0; k < dsp::chain::L_ch; ++k) ch += ",h" + std::to_string(k) + "_re,h" + std::to_string(k) + "_im";
@@ -264,6 +267,8 @@ void records_writer::write_row(const dsp::packet_record& rec, std::uint64_t batc
             out += buf;
         }
     }
+    out += ',';
+    out += dsp::stream_name(dsp::best_stream(rec, streams_));
     out += ',';
     out += io::format_utc_ns(rec.utc_ns);  // empty when unknown
     out += '\n';

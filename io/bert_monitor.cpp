@@ -26,7 +26,7 @@ bert_monitor::bert_monitor(const bert_monitor_config& config) : config_(config)
 void bert_monitor::malformed(int port_stream, std::string error)
 {
     ++malformed_total_;
-    if (port_stream >= 0 && port_stream < bitstream_streams) {
+    if (port_stream >= 0 && port_stream <= best_stream_id) {
         ++streams_[static_cast<std::size_t>(port_stream)].s.malformed;
     } else {
         ++malformed_unattributed_;
@@ -47,11 +47,11 @@ void bert_monitor::ingest(std::span<const std::uint8_t> datagram, int port_strea
     if (bare) {
         if (port_stream >= 0) {
             stream = port_stream;
-        } else if (d.dqe->id < bitstream_streams) {
+        } else if (d.dqe->id <= best_stream_id) {
             stream = d.dqe->id;
         } else {
             char buf[96];
-            std::snprintf(buf, sizeof buf, "bare DQE frame with DQE ID 0x%04X on a shared port: no stream 0 .. 11 to count it in",
+            std::snprintf(buf, sizeof buf, "bare DQE frame with DQE ID 0x%04X on a shared port: no stream 0 .. 12 to count it in",
                           static_cast<unsigned>(d.dqe->id));
             malformed(-1, buf);
             return;
@@ -171,7 +171,7 @@ dsp::stream_ber_counter bert_monitor::checker_for(dsp::fec_code code) const
 bert_stream_stats bert_monitor::stats(int id) const
 {
     if (id < 0 || id >= tracked_streams) {
-        throw std::out_of_range("bert_monitor::stats: id " + std::to_string(id) + " (allowed: 0 .. 23)");
+        throw std::out_of_range("bert_monitor::stats: id " + std::to_string(id) + " (allowed: 0 .. 24)");
     }
     const stream_state& st = streams_[static_cast<std::size_t>(id)];
     bert_stream_stats s = st.s;

@@ -80,20 +80,21 @@ public:
     /// told apart within it). A datagram this many or more numbers behind the highest one seen
     /// is taken as a restart of the sender.
     static constexpr std::uint64_t sequence_window = 65536;
-    /// Ids the monitor counts in: 0 .. 11 the bitstreams (the paq header's stream id), 12 ..
-    /// 23 the decoded streams of the same streams (payload type 3; decoded_id).
-    static constexpr int tracked_streams = 2 * bitstream_streams;
-    [[nodiscard]] static constexpr int decoded_id(int stream) noexcept { return bitstream_streams + stream; }
+    /// Ids the monitor counts in: 0 .. 11 the bitstreams (the paq header's stream id), 12 the
+    /// best-path stream (best_stream_id), 13 .. 24 the decoded streams of streams 0 .. 11
+    /// (payload type 3; decoded_id).
+    static constexpr int tracked_streams = 2 * bitstream_streams + 1;
+    [[nodiscard]] static constexpr int decoded_id(int stream) noexcept { return bitstream_streams + 1 + stream; }
 
     explicit bert_monitor(const bert_monitor_config& config);
 
     /// One received datagram. port_stream: the stream the receiving port is dedicated to
-    /// (one port per stream, 0 .. 11), or -1 for a port all streams share. It names the stream
-    /// of a bare DQE frame (on a shared port: the DQE ID word when it is 0 .. 11) and of a
+    /// (one port per stream, 0 .. 12), or -1 for a port all streams share. It names the stream
+    /// of a bare DQE frame (on a shared port: the DQE ID word when it is 0 .. 12) and of a
     /// malformed datagram (on a shared port those count as unattributed).
     void ingest(std::span<const std::uint8_t> datagram, int port_stream = -1);
 
-    /// id: 0 .. 11 a bitstream, 12 .. 23 a decoded stream (decoded_id).
+    /// id: 0 .. 11 a bitstream, 12 the best-path stream, 13 .. 24 a decoded stream (decoded_id).
     [[nodiscard]] bert_stream_stats stats(int id) const;
     /// Streams (bitstreams and decoded streams) that received at least one valid datagram.
     [[nodiscard]] int active_streams() const noexcept;

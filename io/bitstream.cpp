@@ -140,7 +140,8 @@ void put_header(std::uint8_t* p, const datagram_header& header, payload_type typ
     put16(p + off_header_length, static_cast<std::uint16_t>(bitstream_header_bytes));
     p[off_stream_id] = header.stream_id;
     p[off_reserved8] = code;
-    put16(p + off_reserved16, 0);
+    p[off_reserved16] = header.chosen_stream;
+    p[off_reserved16 + 1] = 0;
     put32(p + off_flags, header.flags);
     put64(p + off_sequence, header.sequence);
     put64(p + off_packet_index, header.packet_index);
@@ -153,11 +154,19 @@ void put_header(std::uint8_t* p, const datagram_header& header, payload_type typ
     put64(p + off_utc, static_cast<std::uint64_t>(header.utc_ns));
 }
 
-void check_stream_id(const char* who, const datagram_header& header)
+/// The stream id of a datagram: 0 .. 11, or with `best` also the best-path stream (12), whose
+/// chosen stream is 0 .. 11 (every other's 0).
+void check_stream_id(const char* who, const datagram_header& header, bool best = false)
 {
-    if (header.stream_id >= bitstream_streams) {
+    const int last = best ? best_stream_id : bitstream_streams - 1;
+    if (header.stream_id > last) {
         throw std::invalid_argument(std::string(who) + ": stream id " + std::to_string(header.stream_id) +
-                                    " is out of range (allowed: 0 .. 11)");
+                                    " is out of range (allowed: 0 .. " + std::to_string(last) + ")");
+    }
+    const bool is_best = header.stream_id == best_stream_id;
+    if (is_best ? header.chosen_stream >= bitstream_streams : header.chosen_stream != 0) {
+        throw std::invalid_argument(std::string(who) + ": chosen stream " + std::to_string(header.chosen_stream) + " in stream " +
+                                    std::to_string(header.stream_id) + " (allowed: " + (is_best ? "0 .. 11" : "0") + ")");
     }
 }
 
@@ -205,10 +214,25 @@ struct read_header {
         return "header length is " + std::to_string(header_length) + ", allowed for version " + std::to_string(version) + ": " +
                std::to_string(min_header) + " .. datagram length " + std::to_string(n);
     }
-    if (p[off_stream_id] >= bitstream_streams) return "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 11";
     const std::uint8_t type = p[off_payload_type];
+    const bool bits_payload = type == static_cast<std::uint8_t>(payload_type::bits) || type == static_cast<std::uint8_t>(payload_type::dqe);
+    if (p[off_stream_id] > (bits_payload ? best_stream_id : bitstream_streams - 1)) {
+        return "stream id is " + std::to_string(p[off_stream_id]) + ", allowed 0 .. 11" +
+               (bits_payload ? " and 12 (the best-path stream)" : " for payload type " + std::to_string(type));
+    }
     const std::uint32_t payload_bits = get32(p + off_payload_bits);
-    if (type == static_cast<std::uint8_t>(payload_type::decoded)) {
+    if (p[off_stream_id] == best_stream_id) {
+        // Byte 10 is the chosen stream.
+        if (p[off_reserved8] != 0 || p[off_reserved16 + 1] != 0) {
+            return "reserved bytes 9 and 11 are " + hex(p[off_reserved8], 2) + " " + hex(p[off_reserved16 + 1], 2) + ", must be zero";
+        }
+        if (p[off_reserved16] >= bitstream_streams) {
+            return "best-path stream: chosen stream (byte 10) is " + std::to_string(p[off_reserved16]) + ", allowed 0 .. 11";
+        }
+        if (payload_bits != bitstream_payload_bits) {
+            return "payload bit count is " + std::to_string(payload_bits) + ", expected " + std::to_string(bitstream_payload_bits);
+        }
+    } else if (type == static_cast<std::uint8_t>(payload_type::decoded)) {
         // Byte 9 is the code; the payload bits are its information bits per packet.
         if (get16(p + off_reserved16) != 0) {
             return "reserved bytes 10..11 are " + hex(get16(p + off_reserved16), 4) + ", must be zero";
@@ -231,6 +255,7 @@ struct read_header {
     }
     datagram_header& h = out.header;
     h.stream_id = p[off_stream_id];
+    h.chosen_stream = h.stream_id == best_stream_id ? p[off_reserved16] : std::uint8_t{0};
     h.flags = get32(p + off_flags);
     h.sequence = get64(p + off_sequence);
     h.packet_index = get64(p + off_packet_index);
@@ -269,7 +294,7 @@ std::size_t encode_datagram(bitstream_format format, const datagram_header& head
                                     " bytes, a " + std::string(to_string(format)) + " datagram needs " +
                                     std::to_string(size));
     }
-    check_stream_id("encode_datagram", header);
+    check_stream_id("encode_datagram", header, true);
     std::uint8_t* p = out.data();
     if (format == bitstream_format::dqe_raw) {
         put_dqe(p, dqe_id, header.bep_estimate);

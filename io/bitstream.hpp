@@ -46,6 +46,9 @@ inline constexpr std::uint32_t bitstream_payload_bits = 8 * bitstream_payload_by
 /// Stream ids 0 .. 11 (dsp::stream_name): the path index, + 6 for the paths decided by the
 /// trellis when paqd runs receiver.detector both.
 inline constexpr int bitstream_streams = dsp::chain::max_streams;
+/// The best-path stream's id (publisher.best_destination): per packet the bits of the stream
+/// with the lowest BEP estimate (dsp::best_stream), that stream's id in header byte 10.
+inline constexpr std::uint8_t best_stream_id = 12;
 
 /// IRIG 106 chapter 2 appendix G data-quality encapsulation: sync, ID word, DQM, then data.
 inline constexpr std::uint16_t dqe_sync = 0xFAC4;
@@ -160,7 +163,10 @@ struct datagram_header {
     std::uint64_t batch_index = 0;    ///< dsp::batch_output::batch_index
     std::uint64_t start_sample = 0;   ///< absolute sample index of the packet start
     std::uint32_t flags = 0;          ///< dsp::packet_flag bits
-    float bep_estimate = 0.5f;        ///< this stream's BEP estimate (unclamped)
+    float bep_estimate = 0.5f;        ///< this stream's BEP estimate (unclamped); the best-path stream's: its chosen stream's
+    /// The best-path stream (stream id best_stream_id): the stream 0 .. 11 whose bits and BEP
+    /// it carries in this datagram (header byte 10). 0 in every other stream's datagram.
+    std::uint8_t chosen_stream = 0;
     float cfo_rad_per_sample = 0.0f;  ///< the packet's CFO estimate
     float ebn0_db = 0.0f;             ///< the packet's Eb/N0 estimate
     /// UTC of the packet's first sample, ns since 1970 (packet_record::utc_ns); version 2
@@ -181,8 +187,9 @@ struct dqe_words {
 /// Writes one datagram into `out` and returns its size, datagram_bytes(format). For the dqe
 /// formats the DQM is dqm_from_bep(header.bep_estimate) and the ID word is `dqe_id`; dqe-raw
 /// writes no paq header, so `header` only supplies the BEP. bits: the 768 data bytes, MSB
-/// first. Throws std::invalid_argument when bits is not 768 bytes, out is too small or the
-/// stream id is above 5 (caller bugs; a well-formed call never throws).
+/// first. Throws std::invalid_argument when bits is not 768 bytes, out is too small, the
+/// stream id is above 12, or the chosen stream is above 11 for the best-path stream (12) or not
+/// 0 for another (caller bugs; a well-formed call never throws).
 std::size_t encode_datagram(bitstream_format format, const datagram_header& header, std::uint16_t dqe_id,
                             std::span<const std::uint8_t> bits, std::span<std::uint8_t> out);
 
@@ -228,7 +235,8 @@ struct decode_result {
 /// Decodes and validates one datagram of any format: a paq header is recognised by its magic,
 /// a bare DQE frame by its sync word. Rejected, with the field named: too short, unknown
 /// magic/sync, version (1 and 2 are read), header length (at least 64 for version 1, 72 for
-/// version 2; more is skipped), stream id, reserved bytes not zero, payload bit count,
+/// version 2; more is skipped), stream id (0 .. 12; 12, the best-path stream, carries bits
+/// only, its chosen stream 0 .. 11 in byte 10), reserved bytes not zero, payload bit count,
 /// payload type, datagram length not matching the payload, DQE sync inside a dqe payload; for a
 /// decoded stream's datagram (payload type 3) a code without a framing, a payload bit count
 /// other than its information bits, a codeword status other than 0 or 1.

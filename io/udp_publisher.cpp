@@ -1,5 +1,7 @@
 #include "io/udp_publisher.hpp"
 
+#include "dsp/best_stream.hpp"
+
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <spdlog/spdlog.h>
@@ -110,6 +112,13 @@ std::vector<std::string> udp_publisher_config::validate() const
     if (!check("destinations", destinations)) e.emplace_back("destinations: all are empty (allowed: at least one host:port)");
     (void)check("llr_destinations", llr_destinations);
     (void)check("decoded_destinations", decoded_destinations);
+    if (!best_destination.empty()) {
+        try {
+            (void)parse_host_port(best_destination);
+        } catch (const std::invalid_argument& ex) {
+            e.push_back(std::string("best_destination: ") + ex.what());
+        }
+    }
     if (send_buffer_bytes < min_send_buffer || send_buffer_bytes > max_send_buffer) {
         e.push_back(bad("send_buffer_bytes", send_buffer_bytes, "4096 .. 1073741824"));
     }
@@ -144,6 +153,7 @@ struct udp_publisher::impl {
     std::array<stream, dsp::chain::max_streams> streams;
     std::array<stream, dsp::chain::num_paths> llr_streams;  ///< the soft streams, by path
     std::array<stream, dsp::chain::max_streams> decoded_streams;  ///< the decoded streams, by stream
+    stream best;  ///< the best-path stream
     std::array<std::uint8_t, bitstream_max_datagram_bytes> buffer{};
     std::vector<std::uint8_t> llr_buffer = std::vector<std::uint8_t>(llr_datagram_bytes);
     std::array<std::uint8_t, decoded_max_datagram_bytes> decoded_buffer{};
@@ -170,8 +180,8 @@ struct udp_publisher::impl {
         st.unlogged_errors += errors;
         const auto now = clock_type::now();
         if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
-        spdlog::warn("{}{} -> {}: send failed: {} ({} error(s) since the last report)", kind, dsp::stream_name(id),
-                     st.destination, what, st.unlogged_errors);
+        spdlog::warn("{}{} -> {}: send failed: {} ({} error(s) since the last report)", kind,
+                     id == best_stream_id ? "best" : dsp::stream_name(id), st.destination, what, st.unlogged_errors);
         st.last_log = now;
         st.unlogged_errors = 0;
     }
@@ -318,6 +328,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
             impl_->open(resolver, "decoded " + std::string(dsp::stream_name(s)), dest, impl_->decoded_streams[static_cast<std::size_t>(s)]);
         }
     }
+    if (config.best()) impl_->open(resolver, "best-path stream", config.best_destination, impl_->best);
     // Streams sent at once keep each stream's order, not the order across streams: only when
     // no two threads share a destination does no receiver see a difference. A stream's
     // decoded stream goes out on its thread.
@@ -335,6 +346,7 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         claim(impl_->streams[static_cast<std::size_t>(s)], s);
         claim(impl_->decoded_streams[static_cast<std::size_t>(s)], s);
     }
+    claim(impl_->best, best_stream_id);
 
     if (config.max_datagrams_per_second > 0.0) {
         impl_->interval = std::chrono::duration_cast<clock_type::duration>(
@@ -395,13 +407,31 @@ void udp_publisher::publish(const dsp::batch_output& batch)
         c.send_errors.fetch_add(count, std::memory_order_relaxed);
         m.log_error("decoded ", s, st, not_decoded, count);
     };
+    // Packet k's datagram on the best-path stream (packet index `index`) into out; its size.
+    const auto encode_best = [&](std::size_t k, std::uint64_t index, std::span<std::uint8_t> out) {
+        const dsp::packet_record& rec = batch.packets[k];
+        const int chosen = dsp::best_stream(rec, batch.streams);
+        datagram_header h = packet_header(batch, k, index);
+        h.stream_id = best_stream_id;
+        h.chosen_stream = static_cast<std::uint8_t>(chosen);
+        h.sequence = m.best.sequence++;
+        h.bep_estimate = rec.paths[static_cast<std::size_t>(chosen)].bep_estimate;
+        return encode_datagram(m.config.format, h, m.config.dqe_id.id_for(best_stream_id),
+                               {batch.packet_bits(k, chosen), dsp::packed_data_bytes}, out);
+    };
     if (m.config.max_datagrams_per_second == 0.0 && !soft && m.own_destinations) {
         // Unpaced: the streams at once (one thread each, a stream's decoded stream on its
         // thread after it), send_group datagrams per system call; each stream's datagrams in
         // packet order, as when sent one by one, and each stream to a receiver of its own.
         const std::uint64_t first_index = packets_published_.load(std::memory_order_relaxed);
-#pragma omp parallel for schedule(static, 1) num_threads(batch.streams) if (batch.packets.size() >= 16)
-        for (int s = 0; s < batch.streams; ++s) {
+        const int threads = batch.streams + (m.best.socket ? 1 : 0);
+#pragma omp parallel for schedule(static, 1) num_threads(threads) if (batch.packets.size() >= 16)
+        for (int s = 0; s < threads; ++s) {
+            if (s == batch.streams) {  // the best-path stream
+                m.send_grouped("bitstream ", best_stream_id, m.best, best_counters_, batch.packets.size(),
+                               [&](std::size_t k, std::span<std::uint8_t> slot) { return encode_best(k, first_index + k, slot); });
+                continue;
+            }
             const auto header = [&](std::size_t k, impl::stream& st) {
                 datagram_header h = packet_header(batch, k, first_index + k);
                 h.stream_id = static_cast<std::uint8_t>(s);
@@ -472,6 +502,10 @@ void udp_publisher::publish(const dsp::batch_output& batch)
             const std::size_t size = encode_decoded(h, k, s, m.decoded_buffer);
             m.send("decoded ", s, st, decoded_counters_[static_cast<std::size_t>(s)], m.decoded_buffer.data(), size);
         }
+        if (m.best.socket) {
+            const std::size_t size = encode_best(k, h.packet_index, m.buffer);
+            m.send("bitstream ", best_stream_id, m.best, best_counters_, m.buffer.data(), size);
+        }
         packets_published_.fetch_add(1, std::memory_order_relaxed);
     }
 }
@@ -523,6 +557,8 @@ bool udp_publisher::any_decoded_enabled() const noexcept
     return false;
 }
 
+bool udp_publisher::best_enabled() const noexcept { return impl_->best.socket.has_value(); }
+
 bool udp_publisher::any_llr_enabled() const noexcept
 {
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
@@ -555,6 +591,7 @@ std::string udp_publisher::describe() const
             if (decoded_enabled(s)) os << ' ' << dsp::stream_name(s) << '=' << impl_->decoded_streams[static_cast<std::size_t>(s)].destination;
         }
     }
+    if (best_enabled()) os << "; best path to " << impl_->best.destination;
     os << ", SO_SNDBUF " << impl_->config.send_buffer_bytes << " bytes, ";
     if (impl_->config.max_datagrams_per_second > 0.0) {
         os << "paced to " << impl_->config.max_datagrams_per_second << " datagrams/s";

@@ -10,6 +10,8 @@
 //                                   encode_llr_datagram -> [pacing] -> send()
 //                               then for each enabled decoded stream (none .. fde2_trellis):
 //                                   encode_decoded_datagram -> [pacing] -> send()
+//                               then the best-path stream: the bits of dsp::best_stream
+//                                   encode (stream id 12, the chosen stream) -> [pacing] -> send()
 //
 // Lifecycle: construct (validate, resolve, open and connect the sockets: everything that can
 // fail for setup reasons throws here) -> publish() per batch from one thread -> destroy.
@@ -68,6 +70,10 @@ struct udp_publisher_config {
     /// type 3, its own sequence numbers); empty: none. Needs `fec`, and the batches decoded
     /// with it (receiver.fec).
     std::array<std::string, dsp::chain::max_streams> decoded_destinations{};
+    /// The best-path stream: where, per packet, the bits of the stream with the lowest BEP
+    /// estimate go (dsp::best_stream: the highest DQM), stream id best_stream_id (12) with the
+    /// chosen stream in the header; its own sequence numbers; empty: none.
+    std::string best_destination;
     /// The link's code (receiver.fec): what the decoded streams carry. The constructor refuses
     /// a decoded stream without a framed code (validate() checks the fields on their own).
     dsp::fec_code fec = dsp::fec_code::none;
@@ -82,6 +88,7 @@ struct udp_publisher_config {
     /// Whether any soft stream (llr_destinations) or decoded stream (decoded_destinations) is set.
     [[nodiscard]] bool any_llr() const noexcept { return any_set(llr_destinations); }
     [[nodiscard]] bool any_decoded() const noexcept { return any_set(decoded_destinations); }
+    [[nodiscard]] bool best() const noexcept { return !best_destination.empty(); }
 
     /// Empty when valid; otherwise one message per bad field, naming the field, the value and
     /// the allowed range. At least one destination must be set.
@@ -132,6 +139,9 @@ public:
     [[nodiscard]] const stream_send_counters& decoded_counters(int stream) const;
     [[nodiscard]] bool decoded_enabled(int stream) const noexcept;
     [[nodiscard]] bool any_decoded_enabled() const noexcept;
+    /// The best-path stream (best_destination).
+    [[nodiscard]] const stream_send_counters& best_counters() const noexcept { return best_counters_; }
+    [[nodiscard]] bool best_enabled() const noexcept;
     /// The soft stream of path 0 .. 5 (llr_destinations).
     [[nodiscard]] const stream_send_counters& llr_counters(int path) const;
     [[nodiscard]] bool llr_enabled(int path) const noexcept;
@@ -148,6 +158,7 @@ private:
     std::array<stream_send_counters, dsp::chain::max_streams> counters_{};
     std::array<stream_send_counters, dsp::chain::num_paths> llr_counters_{};
     std::array<stream_send_counters, dsp::chain::max_streams> decoded_counters_{};
+    stream_send_counters best_counters_{};
     std::atomic<std::uint64_t> packets_published_{0};
 };
 

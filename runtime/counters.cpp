@@ -29,6 +29,7 @@ double d(std::uint64_t v) { return static_cast<double>(v); }
 bool with_publisher(const S& s) { return s.publisher.has_value(); }
 bool with_soft_streams(const S& s) { return s.publisher.has_value() && s.publisher->soft; }
 bool with_decoded_streams(const S& s) { return s.publisher.has_value() && s.publisher->decoded; }
+bool with_best_stream(const S& s) { return s.publisher.has_value() && s.publisher->best; }
 bool with_records(const S& s) { return s.records.has_value(); }
 bool with_recording(const S& s) { return s.recording.has_value(); }
 bool with_pattern(const S& s) { return s.have_pattern; }
@@ -128,6 +129,8 @@ const std::vector<scalar_metric> scalars_after_source = {
     {"decoded_datagrams_sent", C, "Datagrams sent on the decoded streams (publisher.decoded_destinations), all streams.", [](const S& s) { return d(s.publisher->decoded_datagrams_sent); }, with_decoded_streams, true},
     {"decoded_send_errors", C, "Decoded-stream datagrams refused by the kernel or not made (a batch not decoded), all decoded streams.", [](const S& s) { return d(s.publisher->decoded_send_errors); }, with_decoded_streams, true},
     {"decoded_bytes_sent", C, "UDP payload bytes of the decoded-stream datagrams sent, all decoded streams.", [](const S& s) { return d(s.publisher->decoded_bytes_sent); }, with_decoded_streams, true, "paqd_decoded_sent_bytes_total"},
+    {"best_datagrams_sent", C, "Datagrams sent on the best-path stream (publisher.best_destination).", [](const S& s) { return d(s.publisher->best_datagrams_sent); }, with_best_stream, true},
+    {"best_send_errors", C, "Best-path stream datagrams refused by the kernel.", [](const S& s) { return d(s.publisher->best_send_errors); }, with_best_stream, true},
     {"record_rows", C, "Per-packet record rows written.", [](const S& s) { return d(s.records->rows); }, with_records, true},
     {"record_rows_lost", C, "Per-packet record rows that could not be written (disk full).", [](const S& s) { return d(s.records->rows_lost); }, with_records, true},
     {"recorded_samples", C, "Samples written to the SigMF recording.", [](const S& s) { return d(s.recording->samples); }, with_recording, true},
@@ -445,6 +448,7 @@ std::string counters_markdown(std::span<const source_kind_counters> kinds)
         if (p == with_publisher) return " (publisher on)";
         if (p == with_soft_streams) return " (soft streams on)";
         if (p == with_decoded_streams) return " (decoded streams on)";
+        if (p == with_best_stream) return " (best-path stream on)";
         if (p == with_records) return " (records on)";
         if (p == with_recording) return " (recording on)";
         if (p == with_pattern) return " (with a pattern)";

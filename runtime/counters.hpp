@@ -68,6 +68,8 @@ struct service_snapshot {
         bool decoded = false;  ///< any decoded stream (publisher.decoded_destinations)
         std::uint64_t decoded_datagrams_sent = 0, decoded_send_errors = 0;  ///< the decoded streams'
         std::uint64_t decoded_bytes_sent = 0;
+        bool best = false;  ///< the best-path stream (publisher.best_destination)
+        std::uint64_t best_datagrams_sent = 0, best_send_errors = 0;
     };
     std::optional<publisher_values> publisher;  ///< publisher enabled
     struct records_values {

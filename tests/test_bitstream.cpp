@@ -196,8 +196,11 @@ const malformed_case malformed_cases[] = {
     {"v2_header_of_v1_length", bitstream_format::paq, [](auto& d) { d[7] = 64; }, "header length is 64, allowed for version 2: 72"},
     {"header_length_small", bitstream_format::paq, [](auto& d) { d[7] = 60; }, "header length is 60"},
     {"header_length_beyond", bitstream_format::paq, [](auto& d) { d[6] = 4; }, "header length is 1096"},
-    {"stream_id", bitstream_format::paq, [](auto& d) { d[8] = 12; }, "stream id is 12"},
+    {"stream_id", bitstream_format::paq, [](auto& d) { d[8] = 13; }, "stream id is 13, allowed 0 .. 11 and 12 (the best-path stream)"},
     {"reserved", bitstream_format::paq, [](auto& d) { d[10] = 1; }, "reserved bytes"},
+    {"best_chosen", bitstream_format::paq, [](auto& d) { d[8] = 12; d[10] = 12; }, "chosen stream (byte 10) is 12, allowed 0 .. 11"},
+    {"best_reserved", bitstream_format::dqe, [](auto& d) { d[8] = 12; d[11] = 1; }, "reserved bytes 9 and 11 are 0x00 0x01"},
+    {"decoded_stream_12", bitstream_format::paq, [](auto& d) { d[8] = 12; d[5] = 3; }, "stream id is 12, allowed 0 .. 11 for payload type 3"},
     {"payload_type", bitstream_format::paq, [](auto& d) { d[5] = 2; }, "payload type is 2"},
     {"payload_bits", bitstream_format::paq, [](auto& d) { d[63] = 0x01; }, "payload bit count is 6145"},
     {"truncated", bitstream_format::paq, [](auto& d) { d.pop_back(); }, "datagram length is 839"},
@@ -218,8 +221,39 @@ TEST(bitstream, encoder_rejects_caller_bugs)
     std::vector<std::uint8_t> bits(768), out(846);
     EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, {bits.data(), 767}, out), std::invalid_argument);
     EXPECT_THROW(io::encode_datagram(bitstream_format::dqe, h, 0, bits, {out.data(), 837}), std::invalid_argument);
-    h.stream_id = 12;
+    h.stream_id = 13;
     EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, bits, out), std::invalid_argument);
+    h.stream_id = 2;
+    h.chosen_stream = 3;  // only the best-path stream names a chosen stream
+    EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, bits, out), std::invalid_argument);
+    h.stream_id = io::best_stream_id;
+    h.chosen_stream = 12;
+    EXPECT_THROW(io::encode_datagram(bitstream_format::paq, h, 0, bits, out), std::invalid_argument);
+    std::vector<std::int8_t> llrs(6144);
+    std::vector<std::uint8_t> llr_out(io::llr_datagram_bytes);
+    h.chosen_stream = 0;
+    EXPECT_THROW(io::encode_llr_datagram(h, llrs, llr_out), std::invalid_argument);  // soft streams are 0 .. 11
+}
+
+// The best-path stream's datagram: stream id 12, the chosen stream in byte 10, read back.
+TEST(bitstream, the_best_path_streams_datagram_names_its_chosen_stream)
+{
+    for (const auto f : {bitstream_format::paq, bitstream_format::dqe}) {
+        io::datagram_header h;
+        h.stream_id = io::best_stream_id;
+        h.chosen_stream = 8;
+        h.sequence = 41;
+        h.bep_estimate = 2.5e-4f;
+        std::vector<std::uint8_t> bits(768, 0xA5), d(io::datagram_bytes(f));
+        ASSERT_EQ(io::encode_datagram(f, h, 12, bits, d), d.size());
+        EXPECT_EQ(d[8], 12);
+        EXPECT_EQ(d[10], 8);
+        EXPECT_EQ(d[11], 0);
+        const auto r = io::decode_datagram(d);
+        ASSERT_TRUE(r.ok()) << r.error;
+        EXPECT_EQ(r.datagram.header, h);
+        EXPECT_TRUE(std::equal(bits.begin(), bits.end(), r.datagram.bits.begin()));
+    }
 }
 
 TEST(bitstream, llr_datagrams_round_trip_and_are_told_from_the_bitstreams)

@@ -929,6 +929,8 @@ TEST(counters, every_counter_has_one_name_in_the_metrics_the_json_and_the_final_
     snap.publisher->llr_send_errors = 2;
     snap.publisher->decoded = true;  // decoded streams (publisher.decoded_destinations)
     snap.publisher->decoded_datagrams_sent = 9;
+    snap.publisher->best = true;  // the best-path stream (publisher.best_destination)
+    snap.publisher->best_datagrams_sent = 11;
     snap.records = runtime::service_snapshot::records_values{10, 1};
     snap.recording = runtime::service_snapshot::recording_values{1000, 0};
     for (int p = 0; p < dsp::chain::num_paths; ++p) snap.engine.tally.paths[p].bit_errors = 100u + static_cast<unsigned>(p);

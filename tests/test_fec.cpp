@@ -654,7 +654,7 @@ TEST(fec, the_records_count_the_decoded_bits_and_each_streams_codewords)
     };
     const auto bits = col("mmse_bits"), errors = col("mmse_errors"), failed = col("mmse_codewords_failed"),
                iterations = col("mmse_iterations"), channel = col("none_channel_errors");
-    EXPECT_EQ(names.size(), 19u + 6u * 7u + 1u);
+    EXPECT_EQ(names.size(), 19u + 6u * 7u + 2u);  // + best_stream, time_utc
     std::uint64_t sum_bits = 0, sum_errors = 0, sum_failed = 0, sum_iterations = 0, sum_channel = 0;
     for (std::string line; std::getline(in, line);) {
         std::vector<std::string> v;

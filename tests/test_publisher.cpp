@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "bitstream_fixture.hpp"
+#include "dsp/best_stream.hpp"
 #include "io/bitstream.hpp"
 #include "io/udp_publisher.hpp"
 
@@ -24,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <string>
 #include <thread>
@@ -431,6 +433,87 @@ TEST(udp_publisher, decoded_streams_carry_each_listed_streams_information_bits_a
     const auto e = c.validate();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_NE(e[0].find("decoded_destinations[1] (zf): destination 'nowhere' has no ':port'"), std::string::npos) << e[0];
+}
+
+// The best-path stream: per packet the bits and BEP of the stream with the lowest BEP estimate
+// (a NaN counts as 0.5, a tie goes to the lower stream id: dsp::best_stream), stream id 12 with
+// the chosen stream in byte 10 and its own sequence numbers; sent alike by the unpaced streams
+// at once and by the paced publisher, in every format.
+TEST(udp_publisher, the_best_path_stream_carries_each_packets_most_reliable_stream)
+{
+    for (const double rate : {0.0, 100000.0}) {
+        for (const auto format : {bitstream_format::paq, bitstream_format::dqe}) {
+            SCOPED_TRACE(std::string(io::to_string(format)) + (rate > 0.0 ? " paced" : " unpaced"));
+            udp_receiver rx, best_rx;
+            io::udp_publisher_config c;
+            c.format = format;
+            c.dqe_id.use_stream_id = true;
+            c.send_buffer_bytes = 1 << 20;
+            c.max_datagrams_per_second = rate;
+            c.destinations[1] = rx.destination();
+            c.best_destination = best_rx.destination();
+            io::udp_publisher pub(c);
+            EXPECT_TRUE(pub.best_enabled());
+            EXPECT_NE(pub.describe().find("best path to " + best_rx.destination()), std::string::npos) << pub.describe();
+            auto batches = test::make_pn_batches(2, 5);
+            std::vector<int> want;
+            int i = 0;
+            for (auto& b : batches) {
+                for (std::size_t k = 0; k < b.packets.size(); ++k, ++i) {
+                    auto& paths = b.packets[k].paths;
+                    for (int st = 0; st < dsp::chain::num_paths; ++st) {
+                        paths[static_cast<std::size_t>(st)].bep_estimate = 1e-2f;
+                        test::flip_bit(b, k, st, static_cast<std::size_t>(st));  // each stream's bits its own
+                    }
+                    int pick = (i * 5 + 1) % dsp::chain::num_paths;
+                    paths[static_cast<std::size_t>(pick)].bep_estimate = 1e-4f;
+                    if (i == 2) paths[0].bep_estimate = std::numeric_limits<float>::quiet_NaN();  // never chosen
+                    if (i == 3) {  // a tie: the lower id
+                        paths[4].bep_estimate = 1e-5f;
+                        paths[2].bep_estimate = 1e-5f;
+                        pick = 2;
+                    }
+                    want.push_back(pick);
+                }
+            }
+            for (const auto& b : batches) pub.publish(b);
+            std::size_t idx = 0;
+            for (const auto& b : batches) {
+                for (std::size_t k = 0; k < b.packets.size(); ++k, ++idx) {
+                    SCOPED_TRACE("packet " + std::to_string(idx));
+                    const auto d = best_rx.receive(2000);
+                    ASSERT_TRUE(d.has_value());
+                    const auto r = io::decode_datagram(*d);
+                    ASSERT_TRUE(r.ok()) << r.error;
+                    const auto& h = r.datagram.header;
+                    const int chosen = want[idx];
+                    EXPECT_EQ(h.stream_id, io::best_stream_id);
+                    EXPECT_EQ(h.chosen_stream, chosen);
+                    EXPECT_EQ(h.sequence, idx);
+                    EXPECT_EQ(h.packet_index, idx);
+                    EXPECT_EQ(h.start_sample, b.packets[k].start_sample);
+                    EXPECT_EQ(h.bep_estimate, b.packets[k].paths[static_cast<std::size_t>(chosen)].bep_estimate);
+                    EXPECT_TRUE(std::equal(r.datagram.bits.begin(), r.datagram.bits.end(), b.packet_bits(k, chosen)));
+                    if (format == bitstream_format::dqe) {
+                        ASSERT_TRUE(r.datagram.dqe.has_value());
+                        EXPECT_EQ(r.datagram.dqe->id, io::best_stream_id);
+                        EXPECT_EQ(r.datagram.dqe->dqm, io::dqm_from_bep(h.bep_estimate));
+                    }
+                    EXPECT_EQ(dsp::best_stream(b.packets[k], b.streams), chosen);
+                }
+            }
+            EXPECT_FALSE(best_rx.receive(50).has_value());
+            EXPECT_EQ(pub.best_counters().datagrams_sent.load(), 10u);
+            EXPECT_EQ(pub.best_counters().send_errors.load(), 0u);
+            EXPECT_EQ(pub.counters(1).datagrams_sent.load(), 10u);
+        }
+    }
+    io::udp_publisher_config bad;
+    bad.destinations[0] = "127.0.0.1:5000";
+    bad.best_destination = "127.0.0.1";
+    const auto e = bad.validate();
+    ASSERT_EQ(e.size(), 1u);
+    EXPECT_NE(e[0].find("best_destination: destination '127.0.0.1' has no ':port'"), std::string::npos) << e[0];
 }
 
 TEST(udp_publisher_config, a_bad_soft_stream_destination_is_named)

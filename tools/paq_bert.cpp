@@ -5,7 +5,7 @@
 // Listens on one port (all streams share it; the paq header names the stream) or on one port
 // per stream (--base-port P: P..P+5 for none, zf, mmse, cma, fde1, fde2, and with --streams 12
 // P+6..P+11 for the same paths decided by paqd's trellis (receiver.detector both); --ports
-// a,b,...: in that order). The counting is io::bert_monitor; this file holds the sockets, the gates
+// a,b,...: in that order; --best-port: the best-path stream, id 12). The counting is io::bert_monitor; this file holds the sockets, the gates
 // (--seconds, --bits, --idle-timeout, signals), the table and the JSON summary.
 //
 // Exit codes: 0 clean run; 1 runtime failure (socket receive error, JSON not writable);
@@ -61,6 +61,7 @@ struct options {
     std::optional<int> port;
     std::optional<int> base_port;
     std::string ports;
+    std::optional<int> best_port;  ///< the best-path stream's own port (with --base-port or --ports)
     std::string bind = "127.0.0.1";
     std::string pattern = "pn15";
     std::string format = "auto";
@@ -114,15 +115,28 @@ struct listen_slot {
         std::size_t begin = 0;
         while (begin <= o.ports.size()) {
             const std::size_t comma = std::min(o.ports.find(',', begin), o.ports.size());
-            if (static_cast<int>(slots.size()) == io::bitstream_streams) {
-                throw std::invalid_argument("--ports: '" + o.ports + "' lists more than 12 ports");
+            if (static_cast<int>(slots.size()) == io::bitstream_streams + 1) {
+                throw std::invalid_argument("--ports: '" + o.ports + "' lists more than 13 ports");
             }
             slots.push_back({parse_port(o.ports.substr(begin, comma - begin), "--ports"), static_cast<int>(slots.size())});
             begin = comma + 1;
         }
     }
+    if (o.best_port) {
+        if (o.port) throw std::invalid_argument("--best-port: with --port every stream shares that port, the best-path stream too");
+        if (static_cast<int>(slots.size()) > io::best_stream_id) {
+            throw std::invalid_argument("--best-port: --ports already names the best-path stream's port (its 13th)");
+        }
+        if (*o.best_port < 0 || *o.best_port > 65535) {
+            throw std::invalid_argument("--best-port = " + std::to_string(*o.best_port) + " is out of range (allowed: 0 .. 65535)");
+        }
+        slots.push_back({static_cast<std::uint16_t>(*o.best_port), io::best_stream_id});
+    }
     return slots;
 }
+
+/// A bitstream's name: the stream's (dsp::stream_name), or "best" for the best-path stream.
+[[nodiscard]] const char* bitstream_name(int s) noexcept { return s == io::best_stream_id ? "best" : dsp::stream_name(s); }
 
 class bert_tester {
 public:
@@ -154,7 +168,7 @@ public:
                              o.rcvbuf_bytes, static_cast<unsigned>(bound), got);
             }
             std::printf("paq-bert: listening on %s:%u (%s)\n", o.bind.c_str(), static_cast<unsigned>(bound),
-                        slot.stream < 0 ? "all streams" : dsp::stream_name(slot.stream));
+                        slot.stream < 0 ? "all streams" : bitstream_name(slot.stream));
             ports_.push_back(bound);
         }
         std::fflush(stdout);
@@ -301,7 +315,8 @@ private:
         io_.stop();
     }
 
-    /// Bitstream s (0 .. 11) has a row: it was received, had malformed datagrams or has a port.
+    /// Bitstream s (0 .. 11, 12 the best-path stream) has a row: it was received, had malformed
+    /// datagrams or has a port.
     [[nodiscard]] bool shown(int s) const
     {
         if (monitor_.stats(s).active() || monitor_.stats(s).malformed > 0) return true;
@@ -330,11 +345,11 @@ private:
                     static_cast<unsigned long long>(monitor_.malformed_unattributed()));
         std::printf("%-4s %-12s %10s %13s %10s %10s %8s %6s %6s %6s %5s %6s %7s\n", "id", "path", "packets", "bits",
                     "errors", "BER", "lost", "dup", "reord", "malf", "lock", "resync", "restart");
-        for (int s = 0; s < io::bitstream_streams; ++s) {
+        for (int s = 0; s <= io::best_stream_id; ++s) {
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
             std::printf("%-4d %-12s %10llu %13llu %10llu %10.3e %8llu %6llu %6llu %6llu %5s %6llu %7llu\n", s,
-                        dsp::stream_name(s), static_cast<unsigned long long>(st.datagrams),
+                        bitstream_name(s), static_cast<unsigned long long>(st.datagrams),
                         static_cast<unsigned long long>(st.pn.bits_checked),
                         static_cast<unsigned long long>(st.pn.bit_errors), st.ber(),
                         static_cast<unsigned long long>(st.lost), static_cast<unsigned long long>(st.duplicated),
@@ -396,7 +411,7 @@ private:
         // The keys a bitstream and a decoded stream share.
         const auto counts = [](int s, const io::bert_stream_stats& st) {
             return nlohmann::json{{"stream", s},
-                                  {"path", dsp::stream_name(s)},
+                                  {"path", bitstream_name(s)},
                                   {"datagrams", st.datagrams},
                                   {"bytes", st.bytes},
                                   {"bits_checked", st.pn.bits_checked},
@@ -413,7 +428,7 @@ private:
                                   {"packets_skipped", st.packets_skipped}};
         };
         nlohmann::json streams = nlohmann::json::array();
-        for (int s = 0; s < io::bitstream_streams; ++s) {
+        for (int s = 0; s <= io::best_stream_id; ++s) {
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
             nlohmann::json j = counts(s, st);
@@ -532,7 +547,10 @@ int main(int argc, char** argv)
     app.add_option("--streams", o.streams,
                    "Ports --base-port binds: 6, or 12 for paqd's receiver.detector both")
         ->capture_default_str();
-    app.add_option("--ports", o.ports, "Comma-separated ports, one per stream in stream-id order (up to 12)");
+    app.add_option("--ports", o.ports,
+                   "Comma-separated ports, one per stream in stream-id order (up to 13: the 13th the best-path stream, id 12)");
+    app.add_option("--best-port", o.best_port,
+                   "The best-path stream's port (paqd's publisher.best_destination), beside --base-port or --ports");
     app.add_option("--bind", o.bind, "Local address to listen on")->capture_default_str();
     app.add_option("--pattern", o.pattern, "PN pattern: pn9, pn11, pn15, pn20, pn23, pn31")->capture_default_str();
     app.add_option("--format", o.format, "Accepted datagrams: auto, paq, dqe, dqe-raw (others count as malformed)")
@@ -544,7 +562,7 @@ int main(int argc, char** argv)
     app.add_option("--idle-timeout", o.idle_timeout_s,
                    "Stop when nothing arrived for this many seconds after the first datagram, 0 = off")
         ->capture_default_str();
-    app.add_option("--expect-streams", o.expect_streams, "Streams that must be active for a clean run, 0 .. 24 (bitstreams and decoded streams)")
+    app.add_option("--expect-streams", o.expect_streams, "Streams that must be active for a clean run, 0 .. 25 (bitstreams, the best-path stream and decoded streams)")
         ->capture_default_str();
     app.add_option("--json", o.json, "Write the summary as JSON to this file");
     app.add_option("--rcvbuf", o.rcvbuf_bytes, "SO_RCVBUF bytes per socket")->capture_default_str();
@@ -561,7 +579,7 @@ int main(int argc, char** argv)
         }
         if (o.expect_streams < 0 || o.expect_streams > io::bert_monitor::tracked_streams) {
             throw std::invalid_argument("--expect-streams = " + std::to_string(o.expect_streams) +
-                                        " is out of range (allowed: 0 .. 24)");
+                                        " is out of range (allowed: 0 .. 25)");
         }
         if (o.rcvbuf_bytes < 4096 || o.rcvbuf_bytes > (std::size_t{1} << 30)) {
             throw std::invalid_argument("--rcvbuf = " + std::to_string(o.rcvbuf_bytes) +

@@ -66,6 +66,7 @@ $(if [[ -n ${FEC:-} ]]; then
     k=0
     for p in none zf mmse cma fde1 fde2; do echo "    $p: \"127.0.0.1:$((bert_port + k))\""; k=$((k + 1)); done
   fi)
+$(if [[ -n ${BEST:-} ]]; then echo "  best_destination: \"127.0.0.1:$((bert_port + 13))\""; fi)
 $(if [[ -n ${LLR_PORTS:-} ]]; then
     read -r mmse_port fde2_port <<< "$LLR_PORTS"
     echo "  llr_destinations:"
@@ -81,11 +82,13 @@ log:
 EOF
 }
 
-start_bert() {  # BERT_STREAMS: ports paq-bert binds (6)
+start_bert() {  # BERT_STREAMS: ports paq-bert binds (6); BEST: also the best-path stream's
   # paq-bert ends when wait_bert sends it SIGTERM (after paqd has ended), or 20 s after the
   # last datagram (PAQ_E2E_BERT_IDLE_S: scripts/sanitize.sh gives it 60, where a batch takes
   # seconds).
-  "$bert" --base-port "$bert_port" --streams "${BERT_STREAMS:-6}" --idle-timeout "${PAQ_E2E_BERT_IDLE_S:-20}" --interval 0 \
+  local best_port=()
+  [[ -n ${BEST:-} ]] && best_port=(--best-port $((bert_port + 13)))
+  "$bert" --base-port "$bert_port" --streams "${BERT_STREAMS:-6}" "${best_port[@]}" --idle-timeout "${PAQ_E2E_BERT_IDLE_S:-20}" --interval 0 \
     --json "$work/bert.json" > "$work/bert.log" 2>&1 &
   bert_pid=$!
   pids+=("$bert_pid")
@@ -153,6 +156,22 @@ live = json.load(open(f"{work}/live.json"))
 bert = json.load(open(f"{work}/bert.json"))
 off = json.load(open(f"{work}/offline.json")) if os.path.exists(f"{work}/offline.json") else live
 ok = True
+# The best-path stream (publisher.best_destination): every packet, nothing lost, and per
+# packet the most reliable stream's bits: no more errors than the best single stream.
+best = [s for s in bert["streams"] if s["path"] == "best"]
+bert["streams"] = [s for s in bert["streams"] if s["path"] != "best"]
+if best:
+    b = best[0]
+    least = min(live["paths"], key=lambda p: p["bit_errors"] / max(p["bits"], 1))
+    print(f"  best  bert {b['bit_errors']:7}/{b['bits_checked']:9} in {b['datagrams']} datagrams; the best single stream "
+          f"{least['path']} {least['bit_errors']}/{least['bits']}")
+    if b["datagrams"] != live["packets_found"] or live["best_datagrams_sent"] != live["packets_found"] or live["best_send_errors"]:
+        print(f"  MISMATCH best: {b['datagrams']} datagrams received, {live['best_datagrams_sent']} sent, "
+              f"{live['best_send_errors']} send errors, {live['packets_found']} packets"); ok = False
+    if b["lost"] or b["duplicated"] or b["reordered"] or b["malformed"]:
+        print("  MISMATCH best: datagrams lost/duplicated/reordered/malformed"); ok = False
+    if b["bit_errors"] / max(b["bits_checked"], 1) > least["bit_errors"] / max(least["bits"], 1):
+        print("  MISMATCH best: more errors than the best single stream"); ok = False
 print(f"packets: offline {off['packets_found']}, paqd {live['packets_found']}")
 n_paths = (len(off["paths"]), len(live["paths"]), len(bert["streams"]))
 if n_paths[0] == 0 or len(set(n_paths)) != 1:
@@ -175,9 +194,10 @@ EOF
 
 case $case_name in
 tcp)
-  # The whole recording over TCP: BER per path equal to the offline replay, nothing lost.
+  # The whole recording over TCP: BER per path equal to the offline replay, nothing lost; the
+  # best-path stream beside them.
   offline
-  tcp_live
+  BEST=1 tcp_live
   compare exact
   python3 -c "
 import json; j = json.load(open('$work/live.json'))
