@@ -83,13 +83,16 @@ PAQ_HOST_DEVICE inline double folded_normal_snr(double mean_abs, double mean_sq)
     }
     // Newton's steps on folded_ratio(r) = f, kept inside the bracket [lo, hi] that every
     // evaluation narrows (a step leaving it halves it instead): folded_ratio rises with r and its
-    // derivative is erf(r / sqrt 2) / sqrt(1 + r^2) - r folded_ratio(r) / (1 + r^2). The start
-    // is above the root (mean |x| >= mu, so folded_ratio(r) >= r / sqrt(1 + r^2)). Up to 9 steps
-    // for r >= 1 and 15 from 0.3, where bisection to the same precision took 56; more towards 0
-    // (at most 45 below 0.01), where folded_ratio is flat (sqrt(2/pi) (1 + r^4 / 12)).
+    // derivative is erf(r / sqrt 2) / sqrt(1 + r^2) - r folded_ratio(r) / (1 + r^2). From r = 1
+    // up the start is above the root (mean |x| >= mu, so folded_ratio(r) >= r / sqrt(1 + r^2)):
+    // up to 9 steps for r >= 1, where bisection to the same precision took 56. Below, where
+    // folded_ratio is flat (sqrt(2/pi) (1 + r^4 / 12 + ...)), the start is that series' root,
+    // without which the steps from above took up to 45 (the two-point fits of noise-like
+    // statistics, mostly near 0, are here).
     constexpr double sqrt_2_over_pi = 0.79788456080286535588, inv_sqrt2 = 0.70710678118654752440;
+    constexpr double ratio_at_1 = 0.82493264964715010;  // folded_ratio(1)
     double lo = 0.0, hi = r_high;
-    double r = fmin(f / sqrt(1.0 - f * f), r_high);
+    double r = f < ratio_at_1 ? sqrt(sqrt(12.0 * (f / sqrt_2_over_pi - 1.0))) : fmin(f / sqrt(1.0 - f * f), r_high);
     for (int i = 0; i < 64; ++i) {
         const double q = 1.0 + r * r, root_q = sqrt(q);
         const double e = erf(r * inv_sqrt2);

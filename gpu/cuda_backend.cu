@@ -99,13 +99,22 @@ __device__ void block_sum(const float (&own)[values], double (&total)[values])
 __device__ stream_quality block_quality(const float* __restrict__ x)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
+    constexpr int per_thread = nd / stream_block_threads;
+    static_assert(per_thread * stream_block_threads == nd, "each thread takes the same number of bits");
     // Each context's sums in registers (a context index into an array would put it in local
     // memory): every bit adds to the one it falls in. A thread's 24 bits are summed in single
-    // precision (relative error about 1e-6), the threads' sums in double.
+    // precision (relative error about 1e-6), the threads' sums in double. The bits' magnitudes
+    // and contexts stay in registers for the second pass.
     float sums[3 * nc] = {};
-    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+    float mag[per_thread];
+    int ctx[per_thread];
+#pragma unroll
+    for (int n = 0; n < per_thread; ++n) {
+        const int i = static_cast<int>(threadIdx.x) + n * stream_block_threads;
         const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
         const float xi = x[i], a = fabsf(xi), q = xi * xi;
+        mag[n] = a;
+        ctx[n] = c;
 #pragma unroll
         for (int k = 0; k < nc; ++k) {
             const bool on = c == k;
@@ -130,11 +139,13 @@ __device__ stream_quality block_quality(const float* __restrict__ x)
     }
     __syncthreads();
     float dev[nc] = {};
-    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
-        const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
-        const float a = fabsf(x[i]);
+    float centre_f[nc];
 #pragma unroll
-        for (int k = 0; k < nc; ++k) dev[k] += c == k ? fabsf(a - static_cast<float>(centre[k])) : 0.0f;
+    for (int k = 0; k < nc; ++k) centre_f[k] = static_cast<float>(centre[k]);
+#pragma unroll
+    for (int n = 0; n < per_thread; ++n) {
+#pragma unroll
+        for (int k = 0; k < nc; ++k) dev[k] += ctx[n] == k ? fabsf(mag[n] - centre_f[k]) : 0.0f;
     }
     double dev_total[nc];
     block_sum(dev, dev_total);
