@@ -60,20 +60,22 @@ namespace dq = dsp::decision_quality;
 /// Threads of the kernels that read a stream's statistics as a block.
 constexpr int stream_block_threads = 256;
 
-/// A stream's decision quality: its contexts' moments and models (dsp/decision_quality.hpp).
+/// A stream's decision quality in the block's shared memory (dsp/decision_quality.hpp): its
+/// contexts' models and, by thread 0 alone, the BEP estimate.
 struct stream_quality {
-    dq::moments m;
-    dq::context_model model[dq::contexts];
+    double mu[dq::contexts], a[dq::contexts], s[dq::contexts];
+    double bep;
+
+    [[nodiscard]] __device__ dq::context_model model(int c) const { return dq::context_model{mu[c], a[c], s[c]}; }
 };
 
-/// Sums `values` per context over the whole block: each thread's in registers, a warp's by
-/// shuffles, then the warps' in shared memory; every thread gets the totals.
+/// Sums each of `values` per-thread partial sums over the whole block into total (shared):
+/// a warp's by shuffles, then the warps' in shared memory.
 template <int values>
-__device__ void block_sum(const float (&own)[values], double (&total)[values])
+__device__ void block_sum(const float (&own)[values], double* total)
 {
     constexpr int warps = stream_block_threads / 32;
     __shared__ double part[values][warps];
-    __shared__ double sum[values];
     const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
 #pragma unroll
     for (int j = 0; j < values; ++j) {
@@ -85,87 +87,77 @@ __device__ void block_sum(const float (&own)[values], double (&total)[values])
     if (threadIdx.x < values) {
         double v = 0.0;
         for (int w = 0; w < warps; ++w) v += part[threadIdx.x][w];
-        sum[threadIdx.x] = v;
+        total[threadIdx.x] = v;
     }
     __syncthreads();
-    for (int j = 0; j < values; ++j) total[j] = sum[j];
-    __syncthreads();  // the shared sums are free again
 }
 
 /// The decision quality of one stream's 6144 statistics, summed by the whole block of
 /// stream_block_threads in two passes as dq::moments_of does (the moments, then the
-/// deviations about each context's centre), the models fitted by one thread; every thread
-/// gets it.
-__device__ stream_quality block_quality(const float* __restrict__ x)
+/// deviations about each context's centre), the models and the BEP made by thread 0, into q.
+/// The threads keep only their partial sums: everything else is in shared memory.
+__device__ void block_quality(const float* __restrict__ x, stream_quality& q)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
-    constexpr int per_thread = nd / stream_block_threads;
-    static_assert(per_thread * stream_block_threads == nd, "each thread takes the same number of bits");
     // Each context's sums in registers (a context index into an array would put it in local
     // memory): every bit adds to the one it falls in. A thread's 24 bits are summed in single
-    // precision (relative error about 1e-6), the threads' sums in double. The bits' magnitudes
-    // and contexts stay in registers for the second pass.
-    float sums[3 * nc] = {};
-    float mag[per_thread];
-    int ctx[per_thread];
+    // precision (relative error about 1e-6), the threads' sums in double.
+    __shared__ double total[4 * nc];  // count, |x|, x^2, then the deviations
+    __shared__ float centre[nc];
+    {
+        float sums[3 * nc] = {};
+        for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+            const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
+            const float xi = x[i], a = fabsf(xi), sq = xi * xi;
 #pragma unroll
-    for (int n = 0; n < per_thread; ++n) {
-        const int i = static_cast<int>(threadIdx.x) + n * stream_block_threads;
-        const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
-        const float xi = x[i], a = fabsf(xi), q = xi * xi;
-        mag[n] = a;
-        ctx[n] = c;
-#pragma unroll
-        for (int k = 0; k < nc; ++k) {
-            const bool on = c == k;
-            sums[k] += on ? 1.0f : 0.0f;
-            sums[nc + k] += on ? a : 0.0f;
-            sums[2 * nc + k] += on ? q : 0.0f;
+            for (int k = 0; k < nc; ++k) {
+                const bool on = c == k;
+                sums[k] += on ? 1.0f : 0.0f;
+                sums[nc + k] += on ? a : 0.0f;
+                sums[2 * nc + k] += on ? sq : 0.0f;
+            }
         }
+        block_sum(sums, total);
     }
-    double total[3 * nc];
-    block_sum(sums, total);
-    stream_quality q;
-    for (int k = 0; k < nc; ++k) {
-        q.m.count[k] = total[k];
-        q.m.abs_sum[k] = total[nc + k];
-        q.m.sq_sum[k] = total[2 * nc + k];
-    }
-    __shared__ double snr[nc], centre[nc];
     if (threadIdx.x < nc) {
         const int k = static_cast<int>(threadIdx.x);
-        snr[k] = dq::context_snr(q.m, k);
-        centre[k] = dq::context_centre(q.m, k, snr[k]);
+        dq::moments m;
+        m.count[k] = total[k];
+        m.abs_sum[k] = total[nc + k];
+        m.sq_sum[k] = total[2 * nc + k];
+        centre[k] = static_cast<float>(dq::context_centre(m, k, dq::context_snr(m, k)));
     }
     __syncthreads();
-    float dev[nc] = {};
-    float centre_f[nc];
+    {
+        float dev[nc] = {};
+        for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+            const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
+            const float a = fabsf(x[i]);
 #pragma unroll
-    for (int k = 0; k < nc; ++k) centre_f[k] = static_cast<float>(centre[k]);
-#pragma unroll
-    for (int n = 0; n < per_thread; ++n) {
-#pragma unroll
-        for (int k = 0; k < nc; ++k) dev[k] += ctx[n] == k ? fabsf(mag[n] - centre_f[k]) : 0.0f;
-    }
-    double dev_total[nc];
-    block_sum(dev, dev_total);
-    for (int k = 0; k < nc; ++k) q.m.dev_sum[k] = dev_total[k];
-    // (A __shared__ variable takes no constructor: the models' three numbers apart.)
-    __shared__ double model_mu[nc], model_a[nc], model_s[nc];
-    if (threadIdx.x == 0) {
-        double r[nc];
-        for (int k = 0; k < nc; ++k) r[k] = snr[k];
-        dq::context_model md[nc];
-        dq::models_of(q.m, r, md);
-        for (int k = 0; k < nc; ++k) {
-            model_mu[k] = md[k].mu;
-            model_a[k] = md[k].a;
-            model_s[k] = md[k].s;
+            for (int k = 0; k < nc; ++k) dev[k] += c == k ? fabsf(a - centre[k]) : 0.0f;
         }
+        block_sum(dev, total + 3 * nc);
+    }
+    if (threadIdx.x == 0) {
+        dq::moments m;
+        for (int k = 0; k < nc; ++k) {
+            m.count[k] = total[k];
+            m.abs_sum[k] = total[nc + k];
+            m.sq_sum[k] = total[2 * nc + k];
+            m.dev_sum[k] = total[3 * nc + k];
+        }
+        double snr[nc];
+        dq::context_snrs(m, snr);
+        dq::context_model md[nc];
+        dq::models_of(m, snr, md);
+        for (int k = 0; k < nc; ++k) {
+            q.mu[k] = md[k].mu;
+            q.a[k] = md[k].a;
+            q.s[k] = md[k].s;
+        }
+        q.bep = dq::bep(m, md);
     }
     __syncthreads();
-    for (int k = 0; k < nc; ++k) q.model[k] = dq::context_model{model_mu[k], model_a[k], model_s[k]};
-    return q;
 }
 
 /// Each located packet's symbol-by-symbol streams' BEP estimates (dsp/decision_quality.hpp,
@@ -177,8 +169,9 @@ __global__ void __launch_bounds__(stream_block_threads) decision_quality_kernel(
 {
     const int s = static_cast<int>(blockIdx.x);
     if (s / num_paths >= *located) return;
-    const stream_quality q = block_quality(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits);
-    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(dq::bep(q.m, q.model));
+    __shared__ stream_quality q;
+    block_quality(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits, q);
+    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(q.bep);
 }
 
 /// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
@@ -202,9 +195,10 @@ __global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const flo
         return;
     }
     const float* src = sxs_stat + src_stream * nd;
-    const stream_quality q = block_quality(src);
+    __shared__ stream_quality q;
+    block_quality(src, q);
     for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
-        dst[i] = static_cast<float>(dq::llr(q.model[dq::context_at(src, nd, static_cast<std::size_t>(i))], static_cast<double>(src[i])));
+        dst[i] = static_cast<float>(dq::llr(q.model(dq::context_at(src, nd, static_cast<std::size_t>(i))), static_cast<double>(src[i])));
     }
 }
 
