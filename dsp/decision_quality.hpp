@@ -151,39 +151,52 @@ inline constexpr double min_split_snr = 2.0;
 /// The largest a / s the fit gives (a^2 = 0.9 sigma^2).
 inline constexpr double max_split = 3.0;
 
-/// The contexts' models from their moments (both passes) and context_snrs. mu_c and sigma_c^2
-/// are each context's folded Gaussian's. The two-point part is the interference's, the same
-/// shape in every context: the contexts' deviations pooled, sum_c E_c| |x| - mu_c | n_c over
-/// sum_c sigma_c n_c (the contexts above min_split_snr), is the ratio E|a u + s z| / sigma of a
-/// two-point part +-a in Gaussian noise s, which is folded_ratio(a / s) (|a u + s z| is a folded
-/// Gaussian of mean a and deviation s); a / s is the same in each, s_c^2 = sigma_c^2 / (1 +
-/// (a / s)^2). Noise alone gives a / s = 0 but for the ratio's sampling spread (standard
-/// deviation 0.21 / sqrt(bits)), which can read as a small part.
-PAQ_HOST_DEVICE inline void models_of(const moments& m, const double (&snr)[contexts], context_model (&md)[contexts]) noexcept
+/// The two-point part's a / s, the same in every context, from the moments (both passes) and
+/// the context_snrs. mu_c and sigma_c^2 are each context's folded Gaussian's. The two-point part
+/// is the interference's, the same shape in every context: the contexts' deviations pooled,
+/// sum_c E_c| |x| - mu_c | n_c over sum_c sigma_c n_c (the contexts above min_split_snr), is the
+/// ratio E|a u + s z| / sigma of a two-point part +-a in Gaussian noise s, which is
+/// folded_ratio(a / s) (|a u + s z| is a folded Gaussian of mean a and deviation s). Noise alone
+/// gives 0 but for the ratio's sampling spread (standard deviation 0.21 / sqrt(bits)), which can
+/// read as a small part. 0 where no context is above min_split_snr.
+PAQ_HOST_DEVICE inline double two_point_split(const moments& m, const double (&snr)[contexts]) noexcept
 {
-    double var[contexts], dev = 0.0, spread = 0.0;
+    double dev = 0.0, spread = 0.0;
     for (int c = 0; c < contexts; ++c) {
-        md[c] = context_model{};
-        var[c] = 0.0;
         const double n = m.count[c];
         const double r = fmin(snr[c], max_llr_snr);
-        if (n <= 0.0 || !(r > 0.0)) continue;
-        var[c] = m.sq_sum[c] / n / (1.0 + r * r);
-        md[c].s = sqrt(var[c]);
-        md[c].mu = r * md[c].s;
-        if (r > min_split_snr) {
-            dev += m.dev_sum[c];
-            spread += n * md[c].s;
-        }
+        if (n <= 0.0 || !(r > min_split_snr)) continue;
+        dev += m.dev_sum[c];
+        spread += n * sqrt(m.sq_sum[c] / n / (1.0 + r * r));
     }
-    if (!(spread > 0.0)) return;
-    const double t = fmin(folded_normal_snr(dev / spread, 1.0), max_split);
-    if (!(t > 0.0)) return;
-    for (int c = 0; c < contexts; ++c) {
-        if (!(md[c].s > 0.0) || !(md[c].mu > min_split_snr * md[c].s)) continue;
-        md[c].s = sqrt(var[c] / (1.0 + t * t));
-        md[c].a = t * md[c].s;
+    if (!(spread > 0.0)) return 0.0;
+    return fmin(folded_normal_snr(dev / spread, 1.0), max_split);
+}
+
+/// Context c's model from its moments, its context_snr and the two-point part's a / s
+/// (two_point_split): mu_c and sigma_c^2 the folded Gaussian's, sigma_c^2 split as
+/// s_c^2 = sigma_c^2 / (1 + (a / s)^2) where the context is above min_split_snr.
+PAQ_HOST_DEVICE inline context_model model_of(const moments& m, int c, double snr, double split) noexcept
+{
+    context_model md;
+    const double n = m.count[c];
+    const double r = fmin(snr, max_llr_snr);
+    if (n <= 0.0 || !(r > 0.0)) return md;
+    const double var = m.sq_sum[c] / n / (1.0 + r * r);
+    md.s = sqrt(var);
+    md.mu = r * md.s;
+    if (r > min_split_snr && split > 0.0) {
+        md.s = sqrt(var / (1.0 + split * split));
+        md.a = split * md.s;
     }
+    return md;
+}
+
+/// The contexts' models from their moments (both passes) and context_snrs.
+PAQ_HOST_DEVICE inline void models_of(const moments& m, const double (&snr)[contexts], context_model (&md)[contexts]) noexcept
+{
+    const double split = two_point_split(m, snr);
+    for (int c = 0; c < contexts; ++c) md[c] = model_of(m, c, snr[c], split);
 }
 
 /// A bit's error probability under its context's model.

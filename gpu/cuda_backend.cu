@@ -94,8 +94,9 @@ __device__ void block_sum(const float (&own)[values], double* total)
 
 /// The decision quality of one stream's 6144 statistics, summed by the whole block of
 /// stream_block_threads in two passes as dq::moments_of does (the moments, then the
-/// deviations about each context's centre), the models and the BEP made by thread 0, into q.
-/// The threads keep only their partial sums: everything else is in shared memory.
+/// deviations about each context's centre), into q: each context's inversion and model by a
+/// thread of its own, the pooled two-point part and the BEP by one. The threads keep only their
+/// partial sums: everything else is in shared memory.
 __device__ void block_quality(const float* __restrict__ x, stream_quality& q)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
@@ -119,13 +120,25 @@ __device__ void block_quality(const float* __restrict__ x, stream_quality& q)
         }
         block_sum(sums, total);
     }
+    // The moments as a thread holds them, from the shared totals (the deviations once summed).
+    const auto moments = [&](bool deviations) {
+        dq::moments m;
+        for (int k = 0; k < nc; ++k) {
+            m.count[k] = total[k];
+            m.abs_sum[k] = total[nc + k];
+            m.sq_sum[k] = total[2 * nc + k];
+            m.dev_sum[k] = deviations ? total[3 * nc + k] : 0.0;
+        }
+        return m;
+    };
+    // Each context's mu / sigma and centre by a thread of its own (the inversions are the
+    // costly part: one thread for all four took a third of the detector stage).
+    __shared__ double snr[nc], split, errors[nc];
     if (threadIdx.x < nc) {
         const int k = static_cast<int>(threadIdx.x);
-        dq::moments m;
-        m.count[k] = total[k];
-        m.abs_sum[k] = total[nc + k];
-        m.sq_sum[k] = total[2 * nc + k];
-        centre[k] = static_cast<float>(dq::context_centre(m, k, dq::context_snr(m, k)));
+        const dq::moments m = moments(false);
+        snr[k] = dq::context_snr(m, k);
+        centre[k] = static_cast<float>(dq::context_centre(m, k, snr[k]));
     }
     __syncthreads();
     {
@@ -139,23 +152,29 @@ __device__ void block_quality(const float* __restrict__ x, stream_quality& q)
         block_sum(dev, total + 3 * nc);
     }
     if (threadIdx.x == 0) {
-        dq::moments m;
+        double r[nc];
+        for (int k = 0; k < nc; ++k) r[k] = snr[k];
+        split = dq::two_point_split(moments(true), r);
+    }
+    __syncthreads();
+    if (threadIdx.x < nc) {
+        const int k = static_cast<int>(threadIdx.x);
+        const dq::context_model md = dq::model_of(moments(true), k, snr[k], split);
+        q.mu[k] = md.mu;
+        q.a[k] = md.a;
+        q.s[k] = md.s;
+        errors[k] = total[k] * dq::error_probability(md);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        // As dq::bep: the bits' mean, 0.5 without bits.
+        double bits = 0.0, wrong = 0.0;
         for (int k = 0; k < nc; ++k) {
-            m.count[k] = total[k];
-            m.abs_sum[k] = total[nc + k];
-            m.sq_sum[k] = total[2 * nc + k];
-            m.dev_sum[k] = total[3 * nc + k];
+            if (total[k] <= 0.0) continue;
+            bits += total[k];
+            wrong += errors[k];
         }
-        double snr[nc];
-        dq::context_snrs(m, snr);
-        dq::context_model md[nc];
-        dq::models_of(m, snr, md);
-        for (int k = 0; k < nc; ++k) {
-            q.mu[k] = md[k].mu;
-            q.a[k] = md[k].a;
-            q.s[k] = md[k].s;
-        }
-        q.bep = dq::bep(m, md);
+        q.bep = bits > 0.0 ? wrong / bits : 0.5;
     }
     __syncthreads();
 }
