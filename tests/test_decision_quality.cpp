@@ -231,8 +231,9 @@ TEST(decision_quality, the_estimate_on_multipath)
 
 // The best-path stream's choice (dsp::best_stream, what publisher.best_destination sends):
 // per packet the stream estimated the most reliable. Over recordings of other channels and
-// levels (2.5 samples a bit, -30 ppm, -18 kHz, +6 dB) its BER is the best single stream's to
-// within 1% (measured: AWGN 9 dB 583 errors where the best stream, the unequalized, made 602;
+// levels (2.5 samples a bit, -30 ppm, -18 kHz, +6 dB) its errors are the best single stream's
+// to within that count's own noise, two standard deviations of a Poisson count (measured with
+// GCC: AWGN 9 dB 583 errors where the best stream, the unequalized, made 602;
 // two-ray 45441 against 45480; edwards3 12 and 15 dB 6893 and 457 against 6875 and 455: MMSE
 // and FDE1 differ by noise alone, and so does any choice between them; flight 0). With both
 // detectors on edwards3 the unequalized path's trellis stream is the best (1437 errors) but its
@@ -277,16 +278,23 @@ TEST(decision_quality, the_best_path_choice_is_no_worse_than_the_best_single_str
         const auto c = best.counts();
         ASSERT_GT(c.bits_checked, 1'000'000u) << r.preset;
         const double best_ber = static_cast<double>(c.bit_errors) / static_cast<double>(c.bits_checked);
-        double lowest = 1.0;
+        double lowest = 1.0, lowest_errors = 0.0, lowest_bits = 0.0;
         std::string line;
         for (std::size_t p = 0; p < summary.paths.size(); ++p) {
             const auto& s = summary.paths[p];
-            if (s.name != "none_trellis") lowest = std::min(lowest, s.ber);
+            if (s.name != "none_trellis" && s.ber < lowest) {
+                lowest = s.ber;
+                lowest_errors = static_cast<double>(s.bit_errors);
+                lowest_bits = static_cast<double>(s.bits_checked);
+            }
             line += " " + s.name + " " + std::to_string(s.bit_errors) + " (chosen " + std::to_string(chosen[p]) + ")";
         }
         std::printf("%s %.0f dB: best path %llu errors of %llu bits (%.3e); streams:%s\n", r.preset, r.ebn0_db,
                     static_cast<unsigned long long>(c.bit_errors), static_cast<unsigned long long>(c.bits_checked), best_ber,
                     line.c_str());
-        EXPECT_LE(best_ber, 1.01 * lowest) << r.preset << " " << r.ebn0_db;
+        // MMSE and FDE1 differ by a few errors either way from build to build (a clang build:
+        // edwards3 15 dB, 477 against FDE1's 472 and MMSE's 474).
+        const double noise = 2.0 * std::sqrt(lowest_errors) + 2.0;
+        EXPECT_LE(best_ber * lowest_bits, lowest_errors + noise) << r.preset << " " << r.ebn0_db;
     }
 }
