@@ -474,8 +474,8 @@ const section<publisher_config>& publisher_schema()
             return r;
         }();
         field_info dqe = make_info("dqe_id", "integer", "`stream` or " + dqe_range.text(),
-                                   {"", "DQE ID word (dqe, dqe-raw); `stream` puts the stream id 0..11 there (not "
-                                        "IRIG-conformant)"});
+                                   {"", "DQE ID word (dqe, dqe-raw); `stream` puts the stream id there, 0..11 or 12 for "
+                                        "the best-path stream (not IRIG-conformant)"});
         dqe.range = dqe_range;
         field<C> destinations = destinations_field<dsp::chain::max_streams>(
             make_info("destinations", "mapping",

@@ -140,8 +140,8 @@ inline constexpr double dqm_bep_max = 0.5;
 /// What goes into the DQE ID word, a 16-bit "ID" after the sync. IRIG 106-17 appendix 2-G (as
 /// transcribed in receiver manuals) splits it into 12 reserved bits and a 4-bit version, all
 /// zero. So the default is 0, which a conformant consumer expects; use_stream_id puts the
-/// stream id 0..11 there instead, which lets a tester tell bare DQE frames of several streams
-/// apart on one port but is not conformant.
+/// stream id (0..11, 12 the best-path stream) there instead, which lets a tester tell bare DQE
+/// frames of several streams apart on one port but is not conformant.
 struct dqe_id_config {
     bool use_stream_id = false;
     std::uint16_t fixed_id = 0;  ///< used when !use_stream_id; 0 .. 65535
