@@ -518,10 +518,10 @@ struct cpu_backend::impl {
         // alone its estimates and LLRs replace these.
         if (cfg.detector != detector_kind::trellis) {
             for (std::size_t p = 0; p < workspace::paths; ++p) {
-                const auto m = decision_quality::moments_of(w.stat[p].data(), waveform::data_bits);
-                rec.paths[p].bep_estimate = static_cast<float>(decision_quality::bep(m));
+                const auto f = decision_quality::fit_of(w.stat[p].data(), waveform::data_bits);
+                rec.paths[p].bep_estimate = static_cast<float>(f.bep());
                 if (fec) {
-                    sxs_llrs(w.stat[p], m, w.sxs_llr[p]);
+                    sxs_llrs(w.stat[p], f, w.sxs_llr[p]);
                     decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
                 }
             }

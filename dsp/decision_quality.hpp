@@ -43,7 +43,7 @@ PAQ_HOST_DEVICE int context_of(T x, bool has_prev, T prev, bool has_next, T next
 
 /// Per context: the bits, the sum of |x| and the sum of x^2 (the first pass over the
 /// statistics), and the sum of | |x| - mu_c | about the context's centre (the second pass,
-/// add_deviation, once context_centre is known).
+/// add_deviation, once context_centre is known; fit_of makes both).
 struct moments {
     double count[contexts] = {};
     double abs_sum[contexts] = {};
@@ -126,14 +126,21 @@ PAQ_HOST_DEVICE inline void context_snrs(const moments& m, double (&snr)[context
 /// (Q(40) ~ 1e-350), and statistics without spread give finite LLRs.
 inline constexpr double max_llr_snr = 40.0;
 
-/// Context c's centre mu_c from its first-pass moments and its context_snr (mu / sigma capped
-/// at max_llr_snr); 0 without bits. The second pass's deviations are taken about it.
-PAQ_HOST_DEVICE inline double context_centre(const moments& m, int c, double snr) noexcept
+/// Context c's sigma_c from its first-pass moments and its context_snr (mu / sigma capped at
+/// max_llr_snr): sqrt(E x^2 / (1 + r^2)); 0 without bits or without information.
+PAQ_HOST_DEVICE inline double context_sigma(const moments& m, int c, double snr) noexcept
 {
     const double n = m.count[c];
     const double r = fmin(snr, max_llr_snr);
     if (n <= 0.0 || !(r > 0.0)) return 0.0;
-    return r * sqrt(m.sq_sum[c] / n / (1.0 + r * r));
+    return sqrt(m.sq_sum[c] / n / (1.0 + r * r));
+}
+
+/// Context c's centre mu_c = r sigma_c (context_sigma); 0 without bits. The second pass's
+/// deviations are taken about it.
+PAQ_HOST_DEVICE inline double context_centre(const moments& m, int c, double snr) noexcept
+{
+    return fmin(snr, max_llr_snr) * context_sigma(m, c, snr);
 }
 
 /// One context's model of its bits' statistics: a bit decided right has the statistic
@@ -163,11 +170,9 @@ PAQ_HOST_DEVICE inline double two_point_split(const moments& m, const double (&s
 {
     double dev = 0.0, spread = 0.0;
     for (int c = 0; c < contexts; ++c) {
-        const double n = m.count[c];
-        const double r = fmin(snr[c], max_llr_snr);
-        if (n <= 0.0 || !(r > min_split_snr)) continue;
+        if (!(fmin(snr[c], max_llr_snr) > min_split_snr)) continue;
         dev += m.dev_sum[c];
-        spread += n * sqrt(m.sq_sum[c] / n / (1.0 + r * r));
+        spread += m.count[c] * context_sigma(m, c, snr[c]);
     }
     if (!(spread > 0.0)) return 0.0;
     return fmin(folded_normal_snr(dev / spread, 1.0), max_split);
@@ -179,14 +184,12 @@ PAQ_HOST_DEVICE inline double two_point_split(const moments& m, const double (&s
 PAQ_HOST_DEVICE inline context_model model_of(const moments& m, int c, double snr, double split) noexcept
 {
     context_model md;
-    const double n = m.count[c];
-    const double r = fmin(snr, max_llr_snr);
-    if (n <= 0.0 || !(r > 0.0)) return md;
-    const double var = m.sq_sum[c] / n / (1.0 + r * r);
-    md.s = sqrt(var);
-    md.mu = r * md.s;
+    const double sigma = context_sigma(m, c, snr), r = fmin(snr, max_llr_snr);
+    if (!(sigma > 0.0)) return md;
+    md.mu = r * sigma;
+    md.s = sigma;
     if (r > min_split_snr && split > 0.0) {
-        md.s = sqrt(var / (1.0 + split * split));
+        md.s = sigma / sqrt(1.0 + split * split);
         md.a = split * md.s;
     }
     return md;
@@ -207,17 +210,25 @@ PAQ_HOST_DEVICE inline double error_probability(const context_model& md) noexcep
     return 0.25 * (erfc((md.mu - md.a) / md.s * inv_sqrt2) + erfc((md.mu + md.a) / md.s * inv_sqrt2));
 }
 
-/// The estimated BEP: the bits' mean of their contexts' error_probability. 0.5 without bits.
-PAQ_HOST_DEVICE inline double bep(const moments& m, const context_model (&md)[contexts]) noexcept
+/// The bits' mean of their contexts' error probabilities p[c]. 0.5 without bits.
+PAQ_HOST_DEVICE inline double mean_error_probability(const moments& m, const double (&p)[contexts]) noexcept
 {
     double total = 0.0, errors = 0.0;
     for (int c = 0; c < contexts; ++c) {
         const double n = m.count[c];
         if (n <= 0.0) continue;
-        errors += n * error_probability(md[c]);
+        errors += n * p[c];
         total += n;
     }
     return total > 0.0 ? errors / total : 0.5;
+}
+
+/// The estimated BEP: the bits' mean of their contexts' error_probability. 0.5 without bits.
+PAQ_HOST_DEVICE inline double bep(const moments& m, const context_model (&md)[contexts]) noexcept
+{
+    double p[contexts];
+    for (int c = 0; c < contexts; ++c) p[c] = error_probability(md[c]);
+    return mean_error_probability(m, p);
 }
 
 /// log cosh(z), without overflow.
@@ -247,34 +258,39 @@ PAQ_HOST_DEVICE int context_at(const T* stat, std::size_t n, std::size_t i) noex
     return context_of(stat[i], i > 0, i > 0 ? stat[i - 1] : T(0), i + 1 < n, i + 1 < n ? stat[i + 1] : T(0));
 }
 
-/// The contexts' moments of `n` statistics in the order of their bits, both passes.
-template <class T>
-moments moments_of(const T* stat, std::size_t n) noexcept
-{
+/// A stream's statistics fitted: both passes' moments and each context's model.
+struct fit {
     moments m;
-    for (std::size_t i = 0; i < n; ++i) m.add(context_at(stat, n, i), static_cast<double>(stat[i]));
-    double centre[contexts];
-    for (int c = 0; c < contexts; ++c) centre[c] = context_centre(m, c, context_snr(m, c));
+    context_model model[contexts];
+
+    [[nodiscard]] double bep() const noexcept { return decision_quality::bep(m, model); }
+};
+
+/// The fit of `n` statistics in the order of their bits: the moments, each context's mu / sigma
+/// (inverted once), the deviations about each context's centre, the models.
+template <class T>
+fit fit_of(const T* stat, std::size_t n) noexcept
+{
+    fit f;
+    for (std::size_t i = 0; i < n; ++i) f.m.add(context_at(stat, n, i), static_cast<double>(stat[i]));
+    double snr[contexts], centre[contexts];
+    context_snrs(f.m, snr);
+    for (int c = 0; c < contexts; ++c) centre[c] = context_centre(f.m, c, snr[c]);
     for (std::size_t i = 0; i < n; ++i) {
         const int c = context_at(stat, n, i);
-        m.add_deviation(c, static_cast<double>(stat[i]), centre[c]);
+        f.m.add_deviation(c, static_cast<double>(stat[i]), centre[c]);
     }
-    return m;
-}
-
-/// Every context's model from the moments of both passes.
-inline void models_of(const moments& m, context_model (&md)[contexts]) noexcept
-{
-    double snr[contexts];
-    context_snrs(m, snr);
-    models_of(m, snr, md);
+    models_of(f.m, snr, f.model);
+    return f;
 }
 
 /// The estimated BEP from the moments of both passes.
 inline double bep(const moments& m) noexcept
 {
+    double snr[contexts];
+    context_snrs(m, snr);
     context_model md[contexts];
-    models_of(m, md);
+    models_of(m, snr, md);
     return bep(m, md);
 }
 
@@ -282,7 +298,7 @@ inline double bep(const moments& m) noexcept
 template <class T>
 double bep_of(const T* stat, std::size_t n) noexcept
 {
-    return bep(moments_of(stat, n));
+    return fit_of(stat, n).bep();
 }
 
 }  // namespace paq::dsp::decision_quality

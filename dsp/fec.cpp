@@ -55,16 +55,14 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
 {
-    sxs_llrs(stat, decision_quality::moments_of(stat.data(), std::min(stat.size(), llr.size())), llr);
+    sxs_llrs(stat, decision_quality::fit_of(stat.data(), std::min(stat.size(), llr.size())), llr);
 }
 
-void sxs_llrs(std::span<const double> stat, const decision_quality::moments& m, std::span<float> llr) noexcept
+void sxs_llrs(std::span<const double> stat, const decision_quality::fit& f, std::span<float> llr) noexcept
 {
     namespace dq = decision_quality;
     const std::size_t n = std::min(stat.size(), llr.size());
-    dq::context_model md[dq::contexts];
-    dq::models_of(m, md);
-    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(dq::llr(md[dq::context_at(stat.data(), n, i)], stat[i]));
+    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(dq::llr(f.model[dq::context_at(stat.data(), n, i)], stat[i]));
 }
 
 stream_decoder::stream_decoder(const fec_framing& framing, int max_iterations)

@@ -35,7 +35,7 @@
 namespace paq::dsp {
 
 namespace decision_quality {
-struct moments;  // dsp/decision_quality.hpp (which reaches this header through dsp/batch.hpp)
+struct fit;  // dsp/decision_quality.hpp (which reaches this header through dsp/batch.hpp)
 }
 
 /// receiver.fec: none, or one of the six AR4JA codes (the names are ldpc::code_names').
@@ -106,9 +106,8 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 /// (dsp/decision_quality.hpp, the model of the BEP estimate: decision_quality::llr; 2 mu x /
 /// sigma^2 where the spread is all noise).
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
-/// The same from the statistics' moments already summed (decision_quality::moments_of(stat),
-/// both passes).
-void sxs_llrs(std::span<const double> stat, const decision_quality::moments& m, std::span<float> llr) noexcept;
+/// The same from the statistics' fit already made (decision_quality::fit_of(stat)).
+void sxs_llrs(std::span<const double> stat, const decision_quality::fit& f, std::span<float> llr) noexcept;
 
 /// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).
 class stream_decoder {

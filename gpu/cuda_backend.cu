@@ -93,7 +93,7 @@ __device__ void block_sum(const float (&own)[values], double* total)
 }
 
 /// The decision quality of one stream's 6144 statistics, summed by the whole block of
-/// stream_block_threads in two passes as dq::moments_of does (the moments, then the
+/// stream_block_threads in two passes as dq::fit_of does (the moments, then the
 /// deviations about each context's centre), into q: each context's inversion and model by a
 /// thread of its own, the pooled two-point part and the BEP by one. The threads keep only their
 /// partial sums: everything else is in shared memory.
@@ -133,7 +133,7 @@ __device__ void block_quality(const float* __restrict__ x, stream_quality& q)
     };
     // Each context's mu / sigma and centre by a thread of its own (the inversions are the
     // costly part: one thread for all four took a third of the detector stage).
-    __shared__ double snr[nc], split, errors[nc];
+    __shared__ double snr[nc], split, error_probability[nc];
     if (threadIdx.x < nc) {
         const int k = static_cast<int>(threadIdx.x);
         const dq::moments m = moments(false);
@@ -163,18 +163,13 @@ __device__ void block_quality(const float* __restrict__ x, stream_quality& q)
         q.mu[k] = md.mu;
         q.a[k] = md.a;
         q.s[k] = md.s;
-        errors[k] = total[k] * dq::error_probability(md);
+        error_probability[k] = dq::error_probability(md);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        // As dq::bep: the bits' mean, 0.5 without bits.
-        double bits = 0.0, wrong = 0.0;
-        for (int k = 0; k < nc; ++k) {
-            if (total[k] <= 0.0) continue;
-            bits += total[k];
-            wrong += errors[k];
-        }
-        q.bep = bits > 0.0 ? wrong / bits : 0.5;
+        double p[nc];
+        for (int k = 0; k < nc; ++k) p[k] = error_probability[k];
+        q.bep = dq::mean_error_probability(moments(true), p);  // dq::bep's mean
     }
     __syncthreads();
 }

@@ -49,6 +49,11 @@ inline constexpr int bitstream_streams = dsp::chain::max_streams;
 /// The best-path stream's id (publisher.best_destination): per packet the bits of the stream
 /// with the lowest BEP estimate (dsp::best_stream), that stream's id in header byte 10.
 inline constexpr std::uint8_t best_stream_id = 12;
+/// A bitstream's name by stream id: dsp::stream_name, and "best" for the best-path stream.
+[[nodiscard]] inline const char* bitstream_name(int stream) noexcept
+{
+    return stream == best_stream_id ? "best" : dsp::stream_name(stream);
+}
 
 /// IRIG 106 chapter 2 appendix G data-quality encapsulation: sync, ID word, DQM, then data.
 inline constexpr std::uint16_t dqe_sync = 0xFAC4;

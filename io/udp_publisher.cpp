@@ -180,8 +180,8 @@ struct udp_publisher::impl {
         st.unlogged_errors += errors;
         const auto now = clock_type::now();
         if (st.last_log != clock_type::time_point{} && now - st.last_log < std::chrono::seconds(1)) return;
-        spdlog::warn("{}{} -> {}: send failed: {} ({} error(s) since the last report)", kind,
-                     id == best_stream_id ? "best" : dsp::stream_name(id), st.destination, what, st.unlogged_errors);
+        spdlog::warn("{}{} -> {}: send failed: {} ({} error(s) since the last report)", kind, bitstream_name(id), st.destination,
+                     what, st.unlogged_errors);
         st.last_log = now;
         st.unlogged_errors = 0;
     }

@@ -135,9 +135,6 @@ struct listen_slot {
     return slots;
 }
 
-/// A bitstream's name: the stream's (dsp::stream_name), or "best" for the best-path stream.
-[[nodiscard]] const char* bitstream_name(int s) noexcept { return s == io::best_stream_id ? "best" : dsp::stream_name(s); }
-
 class bert_tester {
 public:
     bert_tester(const options& o, const std::vector<listen_slot>& slots, const io::bert_monitor_config& mc)
@@ -168,7 +165,7 @@ public:
                              o.rcvbuf_bytes, static_cast<unsigned>(bound), got);
             }
             std::printf("paq-bert: listening on %s:%u (%s)\n", o.bind.c_str(), static_cast<unsigned>(bound),
-                        slot.stream < 0 ? "all streams" : bitstream_name(slot.stream));
+                        slot.stream < 0 ? "all streams" : io::bitstream_name(slot.stream));
             ports_.push_back(bound);
         }
         std::fflush(stdout);
@@ -349,7 +346,7 @@ private:
             if (!shown(s)) continue;
             const io::bert_stream_stats st = monitor_.stats(s);
             std::printf("%-4d %-12s %10llu %13llu %10llu %10.3e %8llu %6llu %6llu %6llu %5s %6llu %7llu\n", s,
-                        bitstream_name(s), static_cast<unsigned long long>(st.datagrams),
+                        io::bitstream_name(s), static_cast<unsigned long long>(st.datagrams),
                         static_cast<unsigned long long>(st.pn.bits_checked),
                         static_cast<unsigned long long>(st.pn.bit_errors), st.ber(),
                         static_cast<unsigned long long>(st.lost), static_cast<unsigned long long>(st.duplicated),
@@ -411,7 +408,7 @@ private:
         // The keys a bitstream and a decoded stream share.
         const auto counts = [](int s, const io::bert_stream_stats& st) {
             return nlohmann::json{{"stream", s},
-                                  {"path", bitstream_name(s)},
+                                  {"path", io::bitstream_name(s)},
                                   {"datagrams", st.datagrams},
                                   {"bytes", st.bytes},
                                   {"bits_checked", st.pn.bits_checked},
