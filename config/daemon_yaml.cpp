@@ -775,14 +775,6 @@ const section<daemon_config>& daemon_schema()
                                                 ", but receiver.channels is 1 (set `receiver.channels: 2` to "
                                                   "combine them)");
             }
-            // The continuous stream is decoded by the CPU backend.
-            if (c.receiver.fec_continuous() && c.pipeline.backend == backend_kind::cuda) {
-                const auto m = ctx.marks.find("receiver.fec");
-                ctx.errors.add(m != ctx.marks.end() ? m->second : top_mark,
-                               "receiver.fec: " + std::string(dsp::to_string(c.receiver.fec)) +
-                                   " is sent as the continuous stream, which the cpu backend decodes; with pipeline.backend "
-                                   "cuda use a codeword-aligned code, or `backend: cpu` or `auto`");
-            }
             if (!c.publisher.enabled) return;
             // The soft streams are the trellis's LLRs.
             if (!c.receiver.trellis_on()) {

@@ -126,9 +126,9 @@ const section<dsp::receiver_config>& receiver_schema()
                            "randomized codewords across the data fields. Every output stream's data field is then "
                            "decoded (layered normalized min-sum) from its soft decisions, and the decoded information "
                            "bits are counted against the PN pattern beside the channel bits (summaries, metrics "
-                           "`fec_*`). The CPU backend decodes every code (layered); the GPU the codeword-aligned ones "
-                           "(flooding min-sum, every codeword of a batch in one launch), `auto` taking the CPU for the "
-                           "continuous stream, whose decoded bits are not published as decoded streams"}),
+                           "`fec_*`). Both backends decode every code: the CPU layered, the GPU by flooding min-sum, every "
+                           "codeword of a batch in one launch. The continuous stream's decoded bits are counted, not "
+                           "published as decoded streams"}),
             number<C>("fec_iterations", at(&C::fec_iterations), range_of(rr::fec_iterations),
                       {"", "the LDPC decoder's most iterations per codeword (it stops as soon as every check holds)"}),
         };

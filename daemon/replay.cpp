@@ -92,10 +92,6 @@ replay_result run_replay(const replay_options& opt)
         rc.fec = *code;
         res.fec_from = "paq:fec";
     }
-    if (opt.backend == config::backend_kind::cuda && rc.fec_continuous()) {
-        throw config::config_error({"--backend cuda: fec " + std::string(dsp::to_string(rc.fec)) + " (from " + res.fec_from +
-                                    ") is sent as the continuous stream, which the cpu backend decodes (--backend cpu, or auto)"});
-    }
     rc.input_sample_rate_hz = info.sample_rate_hz;
     // Two --channel options combine two channels (receiver_config::channels 2); a receiver
     // set for two needs them named.

@@ -682,36 +682,15 @@ void cpu_backend::impl::decode_stream(batch_output& out)
     const stream_fields fields{places, stream_llr, out.streams};
     // The edges: the first two packets and the last two (all of them up to four).
     const std::size_t per_packet = streams * waveform::data_bits;
-    for (std::size_t i = 0; i < np; ++i) {
-        if (i >= 2 && i + 2 < np) continue;
+    for (const std::size_t i : stream_edge_packets(np)) {
         out.fec_edge_places.push_back(places[i]);
         out.fec_edge_llr.insert(out.fec_edge_llr.end(), stream_llr.begin() + static_cast<std::ptrdiff_t>(i * per_packet),
                                 stream_llr.begin() + static_cast<std::ptrdiff_t>((i + 1) * per_packet));
     }
     const auto offset = deframer->find_offset(fields);
     if (!offset) return;
-    out.fec_offset = *offset;
     const auto frames = deframer->frames(places, *offset);
-    const std::int64_t frame_bits = deframer->layout().frame_bits();
-    struct job {
-        std::size_t frame;
-        std::size_t owner;
-        int slot;
-    };
-    std::vector<job> jobs;
-    for (std::size_t q = 0; q < frames.size(); ++q) {
-        const auto& f = frames[q];
-        if (f.owner < 0) continue;  // its last bit was in a missed packet: lost with it
-        auto& pf = out.frames[static_cast<std::size_t>(f.owner)];
-        if (pf.count == 0) pf.first = f.start < 0 ? -1 : (f.start - *offset) / frame_bits;
-        if (pf.count >= framing.codewords) throw std::logic_error("cpu backend: more frames end in a packet than its slots");
-        const int slot = pf.count++;
-        if (f.start < 0) {
-            ++pf.pending;  // begun in the batch before: the engine decodes it
-            continue;
-        }
-        jobs.push_back({q, static_cast<std::size_t>(f.owner), slot});
-    }
+    const auto jobs = deframer->assign(frames, *offset, framing.codewords, out);
     const auto k_bytes = static_cast<std::size_t>(framing.k / 8);
     const auto total = static_cast<std::ptrdiff_t>(jobs.size() * streams);
     const int nthreads = threads;

@@ -14,9 +14,10 @@
 //   ar4ja-1024-2/3  n = 1536  4 codewords, 4096 information bits per packet
 //   ar4ja-4096-2/3  n = 6144  1 codeword,  4096 information bits per packet
 // The other three (n = 1280, 8192, 5120) are sent as the standard's continuous stream, each
-// codeword behind its attached sync marker and randomized, across the data fields: the CPU
-// backend finds and decodes its frames (dsp::stream_deframer), the stream engine joins each
-// batch's frames to the batch before's (dsp::stream_stitcher).
+// codeword behind its attached sync marker and randomized, across the data fields: both
+// backends find and decode its frames (dsp::stream_deframer; on the GPU gpu/fec_stream.cu
+// gathers them), the stream engine joins each batch's frames to the batch before's
+// (dsp::stream_stitcher).
 #pragma once
 
 #include "dsp/ldpc.hpp"
@@ -79,8 +80,8 @@ struct fec_framing {
 [[nodiscard]] std::optional<fec_framing> framing_for(ldpc::code c) noexcept;
 /// receiver.fec's framing: nullopt for none.
 [[nodiscard]] std::optional<fec_framing> framing_for(fec_code f) noexcept;
-/// The codeword-aligned framing of `f` (what the decoded streams' datagrams and the CUDA
-/// backend carry); nullopt for none and for a continuous stream.
+/// The codeword-aligned framing of `f` (what the decoded streams' datagrams carry); nullopt
+/// for none and for a continuous stream.
 [[nodiscard]] std::optional<fec_framing> aligned_framing_for(fec_code f) noexcept;
 
 

@@ -100,6 +100,23 @@ struct stream_frame {
     int owner = -1;
 };
 
+/// The data fields at a batch's start in which a receiver looks for the markers
+/// (stream_deframer::find_offset).
+inline constexpr int marker_search_fields = 8;
+
+/// A frame a batch decodes: frame `frame` of the batch's frames (stream_deframer::frames), into
+/// codeword slot `slot` of packet `owner`, the packet holding its last bit.
+struct stream_job {
+    std::size_t frame = 0;
+    std::size_t owner = 0;
+    int slot = 0;
+};
+
+/// The packets of a run of `packets` whose LLRs a batch keeps for the frames across its edges
+/// (batch_output::fec_edge_places): the first two and the last two, all of them up to four;
+/// ascending.
+[[nodiscard]] std::vector<std::size_t> stream_edge_packets(std::size_t packets);
+
 class stream_deframer {
 public:
     /// std::invalid_argument for a code without a continuous layout.
@@ -112,11 +129,19 @@ public:
     /// frames). nullopt when no marker lies there or none stands out: the best place's
     /// correlation is below a quarter of the LLRs' magnitude on its markers (random data
     /// gives about 0.03 over 16 markers of 64 bits; a marker at a channel BER of 10 %, 0.8).
-    [[nodiscard]] std::optional<int> find_offset(const stream_fields& fields, int search_fields = 8) const;
+    [[nodiscard]] std::optional<int> find_offset(const stream_fields& fields, int search_fields = marker_search_fields) const;
 
     /// The frames that end in the run (their last bit at or before the last packet's last
     /// bit), in order, from the first that ends in it: the one begun before place 0 included.
     [[nodiscard]] std::vector<stream_frame> frames(std::span<const std::int64_t> places, int offset) const;
+
+    /// The batch's frames (frames(places, offset)) into their owners' codeword slots: sets
+    /// out.fec_offset and out.frames (one per packet: the number within the batch of its first
+    /// frame, their count, and as pending the one begun before the batch, which the engine
+    /// decodes) and returns the frames to decode now, in order; a frame whose last bit lay in
+    /// a missed packet is lost with it. std::logic_error where more frames end in a packet than
+    /// `slots` (fec_framing::codewords).
+    [[nodiscard]] std::vector<stream_job> assign(std::span<const stream_frame> frames, int offset, int slots, batch_output& out) const;
 
     /// Frame `f`'s n codeword LLRs on stream `s`, its randomizer taken off (a LLR's sign turned
     /// where the randomizer's bit is 1), 0 where no packet holds the bit.

@@ -4,6 +4,7 @@
 #include "dsp/batcher.hpp"
 #include "dsp/clock_recovery.hpp"
 #include "dsp/decision_quality.hpp"
+#include "dsp/fec_stream.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
@@ -16,6 +17,7 @@
 #include "gpu/channel_terms.cuh"
 #include "gpu/combining.hpp"
 #include "gpu/equalizers.hpp"
+#include "gpu/fec_stream.cuh"
 #include "gpu/iq_correction.hpp"
 #include "gpu/ldpc_decoder.hpp"
 #include "gpu/detector.hpp"
@@ -519,8 +521,10 @@ struct chain_part {
         llr_q = device_buffer<std::int8_t>(n);
         llr_host = pinned_buffer<std::int8_t>(n);
     }
-    /// receiver.fec: the framing, the decoder, every slot's streams' LLRs, and the decoded
-    /// information bits and codeword results ([packet][stream][...]) on the device and back.
+    /// receiver.fec: the framing, every slot's streams' LLRs, and for a codeword-aligned code
+    /// the decoder and the decoded information bits and codeword results ([packet][stream][...])
+    /// on the device and back (the continuous stream is decoded once every part is collected:
+    /// cuda_backend::impl::decode_stream).
     std::optional<dsp::fec_framing> fec;
     std::unique_ptr<ldpc_decoder> fec_decoder;
     device_buffer<float> fec_llr;
@@ -528,6 +532,8 @@ struct chain_part {
     device_buffer<dsp::codeword_result> fec_results;
     pinned_buffer<std::uint8_t> fec_info_host;
     pinned_buffer<dsp::codeword_result> fec_results_host;
+    /// The part's packets in the batch's output: the first's index and their count (collect).
+    std::size_t batch_first = 0, batch_count = 0;
     event located;  ///< after the starts and M around the peaks are back (clock tracking)
     /// The per-packet estimates go back on a stream of their own once the paths are made, so
     /// that the host fills the records while the detector runs (collect): fields_ready.
@@ -633,11 +639,14 @@ struct chain_part {
             mrc = device_buffer<cuDoubleComplex>(max_packets * 2);
         }
         if (const auto code = dsp::ldpc_code_of(c.fec)) {
-            fec = dsp::framing_for(*code);  // the constructor refused the continuous stream
-            const std::size_t frames = max_packets * static_cast<std::size_t>(c.streams() * fec->codewords);
-            fec_decoder = std::make_unique<ldpc_decoder>(*code, dsp::ldpc::decoder_config{dsp::ldpc::decoder_kind::min_sum, c.fec_iterations}, dev);
+            fec = dsp::framing_for(*code);
             PAQ_CUDA_CHECK(cudaSetDevice(dev));
             fec_llr = device_buffer<float>(max_packets * static_cast<std::size_t>(c.streams()) * waveform::data_bits);
+        }
+        if (fec && !fec->continuous()) {
+            const std::size_t frames = max_packets * static_cast<std::size_t>(c.streams() * fec->codewords);
+            fec_decoder = std::make_unique<ldpc_decoder>(fec->code, dsp::ldpc::decoder_config{dsp::ldpc::decoder_kind::min_sum, c.fec_iterations}, dev);
+            PAQ_CUDA_CHECK(cudaSetDevice(dev));
             fec_info = device_buffer<std::uint8_t>(frames * static_cast<std::size_t>(fec->k / 8));
             fec_results = device_buffer<dsp::codeword_result>(frames);
             fec_info_host = pinned_buffer<std::uint8_t>(fec_info.size());
@@ -741,6 +750,41 @@ struct cuda_backend::impl {
     std::vector<long long> scope_end;
     std::vector<char> scope_done, part_located;
     std::vector<double> scope_starts;
+    /// receiver.fec sent as the continuous stream (dsp/fec_stream.hpp): the frames are found on
+    /// the host from the first packets' LLRs (their markers), then every frame's codeword is
+    /// gathered from the parts' LLRs on every stream and all of them decoded in one launch.
+    struct stream_fec {
+        dsp::fec_framing framing;
+        dsp::stream_deframer deframer;
+        std::unique_ptr<ldpc_decoder> decoder;
+        std::size_t max_words;                   ///< frames a batch can decode (its packets' slots)
+        pinned_buffer<stream_word> words_host;   ///< where each frame's codeword lies
+        device_buffer<stream_word> words;
+        device_buffer<float> word_llr;           ///< [frame][stream][n]
+        device_buffer<std::uint8_t> info;        ///< [frame][stream][k / 8]
+        device_buffer<dsp::codeword_result> results;
+        pinned_buffer<std::uint8_t> info_host;
+        pinned_buffer<dsp::codeword_result> results_host;
+        pinned_buffer<float> llr_host;  ///< the packets the host reads: the marker search's, then the edges
+
+        stream_fec(const dsp::fec_framing& f, const dsp::receiver_config& c, int dev, std::size_t capacity)
+            : framing(f),
+              deframer(f.code),
+              decoder(std::make_unique<ldpc_decoder>(f.code, dsp::ldpc::decoder_config{dsp::ldpc::decoder_kind::min_sum, c.fec_iterations}, dev)),
+              max_words(capacity * static_cast<std::size_t>(f.codewords)),
+              words_host((select_device(dev), max_words)),
+              words(max_words),
+              word_llr(max_words * static_cast<std::size_t>(c.streams() * f.n)),
+              info(max_words * static_cast<std::size_t>(c.streams() * (f.k / 8))),
+              results(max_words * static_cast<std::size_t>(c.streams())),
+              info_host(info.size()),
+              results_host(results.size()),
+              llr_host((static_cast<std::size_t>(dsp::marker_search_fields) + 1 + 4) * static_cast<std::size_t>(c.streams()) * waveform::data_bits)
+        {
+            fec_stream_setup_device();
+        }
+    };
+    std::unique_ptr<stream_fec> stream;
 
     impl(const dsp::receiver_config& c, int dev, const std::string& solver_name, int np)
         : cfg(c),
@@ -804,6 +848,7 @@ struct cuda_backend::impl {
         }
         std::size_t capacity = 0;
         for (const auto& p : parts) capacity += p->max_packets;
+        if (const auto f = dsp::framing_for(c.fec); f && f->continuous()) stream = std::make_unique<stream_fec>(*f, c, dev, capacity);
         scope_end.reserve(dsp::clock_scope_parts);
         scope_done.reserve(dsp::clock_scope_parts);
         part_located.reserve(n_parts);
@@ -816,6 +861,12 @@ struct cuda_backend::impl {
     /// Clock tracking for part k: waits until every part with packets in the clock scopes of
     /// part k's packets is located, estimates those scopes (once each), fills part k's steps.
     void clock_for_part(std::size_t k, std::size_t n_active, long long batch_metric_len);
+    /// The continuous stream over the batch's packets, once the first n_active parts are
+    /// collected into `out`: the packets' places, the frames' offset from their markers, each
+    /// frame whose last bit a packet holds decoded into that packet's next slot on every stream
+    /// (but the one begun before the batch: pending, for the engine), and the edge packets'
+    /// LLRs; as dsp::cpu_backend's.
+    void decode_stream(dsp::batch_output& out, std::size_t n_active);
 
     /// Throws std::runtime_error if the device lacks the shared memory the kernels need.
     static void check_device(int dev)
@@ -845,10 +896,6 @@ cuda_backend::cuda_backend(const dsp::receiver_config& cfg, int device_id, const
     if (cfg.channels == 2 && cfg.combining == dsp::combining_kind::select) {
         throw std::invalid_argument("cuda backend: receiver.combining select (each packet on one channel) is received by the cpu backend "
                                     "only (--backend cpu, or auto); joint combining runs on both");
-    }
-    if (cfg.fec_continuous()) {
-        throw std::invalid_argument("cuda backend: fec " + std::string(dsp::to_string(cfg.fec)) +
-                                    " is sent as the continuous stream, which the cpu backend decodes (--backend cpu, or auto)");
     }
     if (cfg.channels == 2 && solver != "levinson") {
         throw std::invalid_argument("cuda backend: two receive channels are solved by block Levinson; the solver '" + solver +
@@ -1175,6 +1222,12 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.bits.resize(filled * out.packet_bytes());
     if (soft) out.llrs.resize(filled * num_paths * waveform::data_bits);
     size_fec(filled);
+    if (m.stream) {
+        const nvtx_range nvtx_stream("paq fec stream");
+        const auto t0 = host_clock::now();
+        m.decode_stream(out, n_active);
+        m.last.host_stream_fec_ms = host_ms(t0);
+    }
 
     if (timed && n_active > 0) {
         m.last.parts = static_cast<int>(n_active);
@@ -1457,16 +1510,19 @@ void chain_part::enqueue_tail(bool timed)
         stage_done(cuda_backend::stage::trellis);
     }
     if (m.fec) {
-        // Every located packet's streams decoded, every codeword of them in one launch.
+        // Every located packet's streams' LLRs; a codeword-aligned code's codewords decoded,
+        // every codeword of them in one launch (the continuous stream's: decode_stream).
         const int streams = m.cfg.streams();
         const int sxs_streams = m.cfg.detector == dsp::detector_kind::trellis ? 0 : num_paths;
         const int* count = m.loc.device().count;
         fec_llr_kernel<<<static_cast<unsigned>(np * static_cast<std::size_t>(streams)), stream_block_threads, 0, s>>>(
             m.det.device_soft(), m.trellis ? m.trellis->device_llr() : nullptr, count, streams, sxs_streams, m.fec_llr.data());
         PAQ_CUDA_CHECK(cudaGetLastError());
-        const int per_packet = streams * m.fec->codewords;
-        m.fec_decoder->decode_device(m.fec_llr.data(), np * static_cast<std::size_t>(per_packet), count, per_packet, m.fec_info.data(),
-                                     m.fec_results.data(), s);
+        if (m.fec_decoder) {
+            const int per_packet = streams * m.fec->codewords;
+            m.fec_decoder->decode_device(m.fec_llr.data(), np * static_cast<std::size_t>(per_packet), count, per_packet, m.fec_info.data(),
+                                         m.fec_results.data(), s);
+        }
         stage_done(cuda_backend::stage::fec);
     }
 
@@ -1491,12 +1547,97 @@ void chain_part::enqueue_tail(bool timed)
         }
     }
     if (m.soft()) back(m.llr_host.data(), m.llr_q.data(), np * num_paths * waveform::data_bits);
-    if (m.fec) {
+    if (m.fec_decoder) {
         back(m.fec_info_host.data(), m.fec_info.data(), m.fec_info.size());
         back(m.fec_results_host.data(), m.fec_results.data(), m.fec_results.size() * sizeof(dsp::codeword_result));
     }
     stage_done(cuda_backend::stage::copy_back);
     if (timed) m.events_recorded = m.next_ev;
+}
+
+void cuda_backend::impl::decode_stream(dsp::batch_output& out, std::size_t n_active)
+{
+    auto& st = *stream;
+    const auto t_find = host_clock::now();
+    const std::size_t np = out.packets.size();
+    const auto streams = static_cast<std::size_t>(out.streams);
+    const std::size_t per_packet = streams * waveform::data_bits;
+    out.frames.assign(np, dsp::batch_output::packet_frames{});
+    out.fec_offset = -1;
+    out.fec_edge_places.clear();
+    out.fec_edge_llr.clear();
+    std::fill(out.decoded.begin(), out.decoded.end(), std::uint8_t{0});
+    std::fill(out.codewords.begin(), out.codewords.end(), dsp::codeword_result{});
+    if (np == 0) return;
+    // Each packet's start (2-samples-per-bit window) and its LLRs on the device, part by part.
+    std::vector<std::uint64_t> starts;
+    std::vector<const float*> rows;
+    starts.reserve(np);
+    rows.reserve(np);
+    for (std::size_t k = 0; k < n_active; ++k) {
+        auto& cp = *parts[k];
+        for (std::size_t p = 0; p < cp.batch_count; ++p) {
+            starts.push_back(cp.plan_now.m_begin + static_cast<std::uint64_t>(cp.starts_host.data()[p]));
+            rows.push_back(cp.fec_llr.data() + p * per_packet);
+        }
+    }
+    if (starts.size() != np) throw std::logic_error("cuda backend: the parts' packets are not the batch's");
+    const auto places = dsp::data_field_places(starts, static_cast<double>(waveform::L_pkt));
+    // What the host reads: the packets of the fields the markers are looked for in (and one
+    // past them, as the whole batch's places would bound the search), then the edges'.
+    const std::size_t head = std::min(np, static_cast<std::size_t>(dsp::marker_search_fields) + 1);
+    const auto edges = dsp::stream_edge_packets(np);
+    cudaStream_t s = parts.front()->fe.device().stream;
+    const auto read = [&](std::size_t slot, std::size_t packet) {
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(st.llr_host.data() + slot * per_packet, rows[packet], per_packet * sizeof(float), cudaMemcpyDeviceToHost, s));
+    };
+    for (std::size_t i = 0; i < head; ++i) read(i, i);
+    for (std::size_t e = 0; e < edges.size(); ++e) read(head + e, edges[e]);
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (std::size_t e = 0; e < edges.size(); ++e) {
+        out.fec_edge_places.push_back(places[edges[e]]);
+        const float* src = st.llr_host.data() + (head + e) * per_packet;
+        out.fec_edge_llr.insert(out.fec_edge_llr.end(), src, src + per_packet);
+    }
+    const dsp::stream_fields fields{std::span(places).first(head), std::span<const float>(st.llr_host.data(), head * per_packet), out.streams};
+    const auto offset = st.deframer.find_offset(fields);
+    if (!offset) return;
+    const auto frames = st.deframer.frames(places, *offset);
+    const auto jobs = st.deframer.assign(frames, *offset, st.framing.codewords, out);
+    if (jobs.empty()) return;
+    if (jobs.size() > st.max_words) throw std::logic_error("cuda backend: more frames than the stream's buffers");
+    // Each frame's codeword: the data fields it crosses.
+    constexpr auto field_bits = static_cast<std::int64_t>(waveform::data_bits);
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+        const std::int64_t bit0 = frames[jobs[j].frame].start + st.framing.marker_bits;
+        const std::int64_t place0 = bit0 / field_bits;
+        stream_word w{};
+        w.first = static_cast<int>(bit0 - place0 * field_bits);
+        for (int q = 0; q < stream_word_fields; ++q) {
+            const auto it = std::lower_bound(places.begin(), places.end(), place0 + q);
+            w.field[q] = it != places.end() && *it == place0 + q ? rows[static_cast<std::size_t>(it - places.begin())] : nullptr;
+        }
+        st.words_host[j] = w;
+    }
+    const std::size_t words = jobs.size() * streams;
+    const auto k_bytes = static_cast<std::size_t>(st.framing.k / 8);
+    last.host_stream_find_ms = host_ms(t_find);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(st.words.data(), st.words_host.data(), jobs.size() * sizeof(stream_word), cudaMemcpyHostToDevice, s));
+    gather_stream_words(st.words.data(), jobs.size(), out.streams, st.framing.n, st.word_llr.data(), s);
+    st.decoder->decode_device(st.word_llr.data(), words, nullptr, 1, st.info.data(), st.results.data(), s);
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(st.info_host.data(), st.info.data(), words * k_bytes, cudaMemcpyDeviceToHost, s));
+    PAQ_CUDA_CHECK(cudaMemcpyAsync(st.results_host.data(), st.results.data(), words * sizeof(dsp::codeword_result), cudaMemcpyDeviceToHost, s));
+    PAQ_CUDA_CHECK(cudaStreamSynchronize(s));
+    // Into each frame's packet and slot, stream by stream.
+    for (std::size_t j = 0; j < jobs.size(); ++j) {
+        const auto& jb = jobs[j];
+        for (std::size_t sv = 0; sv < streams; ++sv) {
+            const int si = static_cast<int>(sv);
+            std::memcpy(out.packet_decoded(jb.owner, si) + static_cast<std::size_t>(jb.slot) * k_bytes, st.info_host.data() + (j * streams + sv) * k_bytes,
+                        k_bytes);
+            out.packet_codewords(jb.owner, si)[jb.slot] = st.results_host[j * streams + sv];
+        }
+    }
 }
 
 double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geometry& geom, bool clock, dsp::batch_output& out,
@@ -1517,6 +1658,8 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
     const std::size_t found_np = static_cast<std::size_t>(count);
     out.truncated_packets += m.truncated_host[0];
     filled += found_np;
+    m.batch_first = first_packet;
+    m.batch_count = found_np;
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
     // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
@@ -1614,7 +1757,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
             }
         }
     }
-    if (m.fec) {
+    if (m.fec_decoder) {
         // [packet][stream][...] on both sides: the part's packets follow the earlier parts'.
         const std::size_t info_per_packet = static_cast<std::size_t>(out.streams) * static_cast<std::size_t>(m.fec->info_bytes());
         const std::size_t words_per_packet = static_cast<std::size_t>(out.streams * m.fec->codewords);

@@ -124,6 +124,10 @@ public:
         /// The first part's clock on the host (with clock tracking): the whole of it, of that
         /// the wait for the part's location, then the queueing of the rest of its chain.
         double host_first_clock_ms = 0.0, host_first_locate_wait_ms = 0.0, host_first_queue_back_ms = 0.0;
+        /// receiver.fec sent as the continuous stream: after every part, its frames found,
+        /// gathered, decoded and back, and of that the finding (the first packets' LLRs back,
+        /// the markers' search, the frames laid out); host clock, 0 otherwise.
+        double host_stream_fec_ms = 0.0, host_stream_find_ms = 0.0;
     };
     [[nodiscard]] timing last_timing() const noexcept;
 

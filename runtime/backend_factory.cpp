@@ -132,10 +132,6 @@ backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config&
         spdlog::info("two receive channels received by selection (combining: select) run on the CPU backend; using it");
         return backend_kind::cpu;
     }
-    if (rc.fec_continuous()) {
-        spdlog::info("fec {} is sent as the continuous stream, which the CPU backend decodes; using it", dsp::to_string(rc.fec));
-        return backend_kind::cpu;
-    }
     const auto& m = cuda_module();
     if (m.api == nullptr) {
 #ifdef PAQ_CUDA_MODULE
