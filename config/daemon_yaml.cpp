@@ -500,7 +500,8 @@ const section<publisher_config>& publisher_schema()
                       "mapping of `none`, `zf`, `mmse`, `cma`, `fde1`, `fde2`, `none_trellis` .. `fde2_trellis` to "
                       "`host:port` or `[ipv6]:port` (port 1 .. 65535)",
                       {"", "decoded streams: where each listed stream's decoded information bits go, one datagram per "
-                           "packet with its codewords' results (BITSTREAM.md, \"Decoded streams\"; at most 600 bytes). "
+                           "packet with its codewords' results (the continuous stream: the frames that end in the packet; "
+                           "BITSTREAM.md, \"Decoded streams\"; at most 1112 bytes). "
                            "Needs `receiver.fec`. May share a port with anything else paqd sends (the payload type tells "
                            "them apart). Each datagram counts against `max_datagrams_per_second`",
                        "none"}),
@@ -787,15 +788,9 @@ const section<daemon_config>& daemon_schema()
                     }
                 }
             }
-            // The decoded streams carry a codeword-aligned code's information bits (their
-            // datagrams hold whole codewords per packet): none without a code, and the
-            // continuous stream's decoded bits are counted but not published.
-            if (c.receiver.fec == dsp::fec_code::none || c.receiver.fec_continuous()) {
-                const std::string why = c.receiver.fec == dsp::fec_code::none
-                                            ? ": a decoded stream, but receiver.fec is none (name the link's code)"
-                                            : ": the decoded streams carry codeword-aligned codes; receiver.fec " +
-                                                  std::string(dsp::to_string(c.receiver.fec)) +
-                                                  " is the continuous stream, whose decoded bits are counted, not published";
+            // The decoded streams carry the code's information bits: none without a code.
+            if (c.receiver.fec == dsp::fec_code::none) {
+                const std::string why = ": a decoded stream, but receiver.fec is none (name the link's code)";
                 for (int st = 0; st < dsp::chain::max_streams; ++st) {
                     const std::string key = std::string("publisher.decoded_destinations.") + dsp::stream_name(st);
                     if (const auto it = ctx.marks.find(key); it != ctx.marks.end()) ctx.errors.add(it->second, key + why);

@@ -127,8 +127,7 @@ const section<dsp::receiver_config>& receiver_schema()
                            "decoded (layered normalized min-sum) from its soft decisions, and the decoded information "
                            "bits are counted against the PN pattern beside the channel bits (summaries, metrics "
                            "`fec_*`). Both backends decode every code: the CPU layered, the GPU by flooding min-sum, every "
-                           "codeword of a batch in one launch. The continuous stream's decoded bits are counted, not "
-                           "published as decoded streams"}),
+                           "codeword of a batch in one launch (publisher.decoded_destinations publishes the decoded bits)"}),
             number<C>("fec_iterations", at(&C::fec_iterations), range_of(rr::fec_iterations),
                       {"", "the LDPC decoder's most iterations per codeword (it stops as soon as every check holds)"}),
         };

@@ -155,15 +155,21 @@ void bert_monitor::track_sequence(stream_state& st, const decoded_datagram& d)
     }
     st.s.lost = st.lost_before + (st.highest_seq - st.first_seq + 1) - st.unique;
     if (advances) {
-        st.ber.add_packet(start, d.bits.data());
+        const auto framing = d.fec ? dsp::framing_for(d.fec->code) : std::nullopt;
+        if (framing && framing->continuous()) {
+            // The frames that end in the packet, numbered: a jump skips the lost frames' bits.
+            st.ber.add_frames(start, d.fec->first_frame, d.fec->codewords, d.bits.data(), static_cast<std::size_t>(framing->k));
+        } else {
+            st.ber.add_packet(start, d.bits.data());
+        }
         ++st.s.packets_checked;
-        if (d.fec) st.s.fec.add(d.fec->results.data(), d.fec->codewords, dsp::aligned_framing_for(d.fec->code)->n);
+        if (framing) st.s.fec.add(d.fec->results.data(), d.fec->codewords, framing->n);
     }
 }
 
 dsp::stream_ber_counter bert_monitor::checker_for(dsp::fec_code code) const
 {
-    const auto framing = dsp::aligned_framing_for(code);
+    const auto framing = dsp::framing_for(code);
     return dsp::stream_ber_counter(config_.pattern, 0.0,
                                    framing ? static_cast<std::size_t>(framing->info_bits()) : std::size_t{waveform::data_bits});
 }

@@ -170,13 +170,13 @@ void check_stream_id(const char* who, const datagram_header& header, bool best =
     }
 }
 
-/// The codes a decoded stream may carry (those with a codeword-aligned framing), as byte 9
-/// holds them: "1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3) or 5 (ar4ja-4096-2/3)".
+/// The codes a decoded stream may carry, as byte 9 holds them: "1 (ar4ja-1024-1/2), 2
+/// (ar4ja-1024-2/3), ... or 6 (ar4ja-4096-4/5)".
 [[nodiscard]] std::string framed_codes()
 {
     std::vector<std::string> v;
     for (const auto& [name, code] : dsp::fec_names) {
-        if (dsp::aligned_framing_for(code)) v.push_back(std::to_string(static_cast<int>(code)) + " (" + std::string(name) + ")");
+        if (dsp::framing_for(code)) v.push_back(std::to_string(static_cast<int>(code)) + " (" + std::string(name) + ")");
     }
     std::string out;
     for (std::size_t i = 0; i < v.size(); ++i) out += (i == 0 ? "" : i + 1 == v.size() ? " or " : ", ") + v[i];
@@ -238,9 +238,16 @@ struct read_header {
             return "reserved bytes 10..11 are " + hex(get16(p + off_reserved16), 4) + ", must be zero";
         }
         const std::uint8_t code = p[off_reserved8];
-        const auto framing = code < dsp::fec_names.size() ? dsp::aligned_framing_for(static_cast<dsp::fec_code>(code)) : std::nullopt;
+        const auto framing = code < dsp::fec_names.size() ? dsp::framing_for(static_cast<dsp::fec_code>(code)) : std::nullopt;
         if (!framing) return "decoded stream: code (byte 9) is " + std::to_string(code) + ", allowed " + framed_codes();
-        if (payload_bits != static_cast<std::uint32_t>(framing->info_bits())) {
+        if (framing->continuous()) {
+            const auto k = static_cast<std::uint32_t>(framing->k);
+            if (payload_bits % k != 0 || payload_bits / k > static_cast<std::uint32_t>(framing->codewords)) {
+                return "decoded stream: payload bit count is " + std::to_string(payload_bits) + ", " +
+                       std::string(dsp::to_string(static_cast<dsp::fec_code>(code))) + " carries frames of " + std::to_string(k) +
+                       " information bits, at most " + std::to_string(framing->codewords) + " a packet";
+            }
+        } else if (payload_bits != static_cast<std::uint32_t>(framing->info_bits())) {
             return "decoded stream: payload bit count is " + std::to_string(payload_bits) + ", " +
                    std::string(dsp::to_string(static_cast<dsp::fec_code>(code))) + " carries " +
                    std::to_string(framing->info_bits()) + " information bits per packet";
@@ -327,32 +334,42 @@ std::size_t encode_llr_datagram(const datagram_header& header, std::span<const s
     return llr_datagram_bytes;
 }
 
-std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::span<const std::uint8_t> info,
-                                    std::span<const dsp::codeword_result> results, std::span<std::uint8_t> out)
+namespace {
+
+/// A decoded datagram of `code` (its framing `framing`) with results.size() codewords: sizes
+/// checked against the framing (`frames` allowed: exactly its codewords, or for the continuous
+/// stream up to them), the header, the continuous stream's first frame number, the information
+/// bytes and the records. `who` names the caller in errors.
+std::size_t put_decoded(const char* who, const datagram_header& header, dsp::fec_code code, const std::optional<dsp::fec_framing>& framing,
+                        std::int64_t first_frame, std::span<const std::uint8_t> info, std::span<const dsp::codeword_result> results,
+                        std::span<std::uint8_t> out)
 {
-    const auto framing = dsp::aligned_framing_for(code);
-    if (!framing) {
-        throw std::invalid_argument("encode_decoded_datagram: code " + std::string(dsp::to_string(code)) +
-                                    " has no codeword-aligned framing");
+    const std::string name(dsp::to_string(code));
+    if (!framing) throw std::invalid_argument(std::string(who) + ": code " + name + " has no framing of this kind");
+    const auto words = static_cast<int>(results.size());
+    const bool count_ok = framing->continuous() ? words <= framing->codewords : words == framing->codewords;
+    if (!count_ok || info.size() != results.size() * static_cast<std::size_t>(framing->k / 8)) {
+        throw std::invalid_argument(std::string(who) + ": " + std::to_string(info.size()) + " information bytes and " +
+                                    std::to_string(results.size()) + " codewords, " + name + " has " + std::to_string(framing->k / 8) +
+                                    " a codeword and " + (framing->continuous() ? "at most " : "") + std::to_string(framing->codewords));
     }
-    const std::size_t size = decoded_datagram_bytes(*framing);
-    if (info.size() != static_cast<std::size_t>(framing->info_bytes()) ||
-        results.size() != static_cast<std::size_t>(framing->codewords)) {
-        throw std::invalid_argument("encode_decoded_datagram: " + std::to_string(info.size()) + " information bytes and " +
-                                    std::to_string(results.size()) + " codewords, " + std::string(dsp::to_string(code)) +
-                                    " has " + std::to_string(framing->info_bytes()) + " and " +
-                                    std::to_string(framing->codewords));
+    if (framing->continuous() && first_frame < 0) {
+        throw std::invalid_argument(std::string(who) + ": frame number " + std::to_string(first_frame) + " (must be >= 0)");
     }
+    const std::size_t size = decoded_datagram_bytes(*framing, words);
     if (out.size() < size) {
-        throw std::invalid_argument("encode_decoded_datagram: output buffer is " + std::to_string(out.size()) +
-                                    " bytes, this datagram needs " + std::to_string(size));
+        throw std::invalid_argument(std::string(who) + ": output buffer is " + std::to_string(out.size()) + " bytes, this datagram needs " +
+                                    std::to_string(size));
     }
-    check_stream_id("encode_decoded_datagram", header);
+    check_stream_id(who, header);
     std::uint8_t* p = out.data();
-    put_header(p, header, payload_type::decoded, static_cast<std::uint8_t>(code),
-               static_cast<std::uint32_t>(framing->info_bits()));
+    put_header(p, header, payload_type::decoded, static_cast<std::uint8_t>(code), static_cast<std::uint32_t>(words * framing->k));
     p += bitstream_header_bytes;
-    std::memcpy(p, info.data(), info.size());
+    if (framing->continuous()) {
+        put64(p, static_cast<std::uint64_t>(first_frame));
+        p += frame_number_bytes;
+    }
+    if (!info.empty()) std::memcpy(p, info.data(), info.size());
     p += info.size();
     for (const dsp::codeword_result& r : results) {
         p[0] = r.converged ? 1 : 0;
@@ -361,6 +378,23 @@ std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code
         p += codeword_record_bytes;
     }
     return size;
+}
+
+}  // namespace
+
+std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::span<const std::uint8_t> info,
+                                    std::span<const dsp::codeword_result> results, std::span<std::uint8_t> out)
+{
+    return put_decoded("encode_decoded_datagram", header, code, dsp::aligned_framing_for(code), -1, info, results, out);
+}
+
+std::size_t encode_stream_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::int64_t first_frame,
+                                           std::span<const std::uint8_t> info, std::span<const dsp::codeword_result> results,
+                                           std::span<std::uint8_t> out)
+{
+    auto framing = dsp::framing_for(code);
+    if (framing && !framing->continuous()) framing.reset();
+    return put_decoded("encode_stream_decoded_datagram", header, code, framing, first_frame, info, results, out);
 }
 
 decode_result decode_datagram(std::span<const std::uint8_t> datagram)
@@ -393,19 +427,30 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
     const std::uint8_t* payload = p + h.length;
     if (h.type == static_cast<std::uint8_t>(payload_type::decoded)) {
         const auto code = static_cast<dsp::fec_code>(h.code);
-        const dsp::fec_framing framing = *dsp::aligned_framing_for(code);  // read_paq_header checked it
-        const std::size_t info = static_cast<std::size_t>(framing.info_bytes());
-        const std::size_t records = codeword_record_bytes * static_cast<std::size_t>(framing.codewords);
-        if (payload_size != info + records) {
-            r.error = length_error(n, h.length, info + records) + " (" + std::to_string(info) + " information bytes + " +
-                      std::to_string(framing.codewords) + " codeword records)";
+        const dsp::fec_framing framing = *dsp::framing_for(code);  // read_paq_header checked it
+        // The codewords: the data field's, or the continuous stream's frames (the payload bits
+        // checked to be whole frames, at most a packet's).
+        const int words = framing.continuous() ? static_cast<int>(get32(p + off_payload_bits) / static_cast<std::uint32_t>(framing.k)) : framing.codewords;
+        const std::size_t lead = framing.continuous() ? frame_number_bytes : 0;
+        const std::size_t info = static_cast<std::size_t>(words) * static_cast<std::size_t>(framing.k / 8);
+        const std::size_t records = codeword_record_bytes * static_cast<std::size_t>(words);
+        if (payload_size != lead + info + records) {
+            r.error = length_error(n, h.length, lead + info + records) + " (" + (lead ? "a frame number + " : "") + std::to_string(info) +
+                      " information bytes + " + std::to_string(words) + " codeword records)";
             return r;
         }
         decoded_fec f;
         f.code = code;
-        f.codewords = framing.codewords;
-        for (int c = 0; c < framing.codewords; ++c) {
-            const std::uint8_t* rec = payload + info + codeword_record_bytes * static_cast<std::size_t>(c);
+        f.codewords = words;
+        if (framing.continuous()) {
+            f.first_frame = static_cast<std::int64_t>(get64(payload));
+            if (f.first_frame < 0) {
+                r.error = "decoded stream: first frame number is " + std::to_string(f.first_frame) + ", must be >= 0";
+                return r;
+            }
+        }
+        for (int c = 0; c < words; ++c) {
+            const std::uint8_t* rec = payload + lead + info + codeword_record_bytes * static_cast<std::size_t>(c);
             if (rec[0] > 1) {
                 r.error = "decoded stream: codeword " + std::to_string(c) + "'s status is " + std::to_string(rec[0]) +
                           ", allowed 0 (failed) or 1 (converged)";
@@ -414,7 +459,7 @@ decode_result decode_datagram(std::span<const std::uint8_t> datagram)
             f.results[static_cast<std::size_t>(c)] = dsp::codeword_result{rec[1], rec[0], get16(rec + 2)};
         }
         r.datagram.format = bitstream_format::paq;
-        r.datagram.bits = datagram.subspan(h.length, info);
+        r.datagram.bits = datagram.subspan(h.length + lead, info);
         r.datagram.fec = f;
     } else if (h.type == static_cast<std::uint8_t>(payload_type::dqe)) {
         r.error = check_dqe(payload, payload_size, "DQE payload");

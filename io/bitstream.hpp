@@ -80,16 +80,25 @@ inline constexpr std::size_t llr_datagram_bytes = bitstream_header_bytes + llr_p
 /// 4096); then the packet's decoded information bits, packed MSB first (384 or 512 bytes), and
 /// one 4-byte record per codeword of the data field, in order: status (1 converged, 0 failed),
 /// iterations, and the channel bit errors (big-endian u16; 0 for a failed codeword).
+/// The continuous stream (3 ar4ja-1024-4/5, 4 ar4ja-4096-1/2, 6 ar4ja-4096-4/5): the frames
+/// whose last bit the packet holds (0 .. 5, 0 .. 1, 0 .. 2 of them), the payload bit count
+/// their information bits (frames x k); the payload begins with the first frame's number in the
+/// run (big-endian int64, >= 0: a jump is frames lost), then their information bits and their
+/// records.
 inline constexpr std::size_t codeword_record_bytes = 4;
-/// The most codewords a data field holds (ar4ja-1024-2/3: 4).
-inline constexpr int max_field_codewords = 4;
-[[nodiscard]] constexpr std::size_t decoded_datagram_bytes(const dsp::fec_framing& f) noexcept
+inline constexpr std::size_t frame_number_bytes = 8;
+/// The most codewords a decoded datagram holds (ar4ja-1024-4/5's frames: 5).
+inline constexpr int max_field_codewords = 5;
+/// A decoded datagram of `codewords` codewords: a codeword-aligned code's are its data field's
+/// (framing.codewords), the continuous stream's the frames that end in the packet.
+[[nodiscard]] constexpr std::size_t decoded_datagram_bytes(const dsp::fec_framing& f, int codewords) noexcept
 {
-    return bitstream_header_bytes + static_cast<std::size_t>(f.info_bytes()) +
-           codeword_record_bytes * static_cast<std::size_t>(f.codewords);
+    return bitstream_header_bytes + (f.continuous() ? frame_number_bytes : 0) +
+           static_cast<std::size_t>(codewords) * (static_cast<std::size_t>(f.k / 8) + codeword_record_bytes);
 }
-/// The largest decoded datagram: 4096 information bits in 4 codewords (ar4ja-1024-2/3), 600 bytes.
-inline constexpr std::size_t decoded_max_datagram_bytes = bitstream_header_bytes + 512 + codeword_record_bytes * max_field_codewords;
+[[nodiscard]] constexpr std::size_t decoded_datagram_bytes(const dsp::fec_framing& f) noexcept { return decoded_datagram_bytes(f, f.codewords); }
+/// The largest decoded datagram: two frames of ar4ja-4096-4/5, 72 + 8 + 1024 + 8 = 1112 bytes.
+inline constexpr std::size_t decoded_max_datagram_bytes = bitstream_header_bytes + frame_number_bytes + 2 * (512 + codeword_record_bytes);
 
 /// The on-wire formats a publisher can send.
 enum class bitstream_format : std::uint8_t {
@@ -209,12 +218,23 @@ std::size_t encode_llr_datagram(const datagram_header& header, std::span<const s
 /// an output too small or a stream id above 11 (caller bugs).
 std::size_t encode_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::span<const std::uint8_t> info,
                                     std::span<const dsp::codeword_result> results, std::span<std::uint8_t> out);
+/// The continuous stream's (a code without a codeword-aligned framing): one packet's decoded
+/// frames, results.size() of them (0 .. framing.codewords), `info` their information bits
+/// (k / 8 bytes each), `first_frame` the first one's number in the run (>= 0). Its size,
+/// decoded_datagram_bytes(framing, frames). Throws std::invalid_argument as
+/// encode_decoded_datagram does, and for a codeword-aligned code or a negative frame number.
+std::size_t encode_stream_decoded_datagram(const datagram_header& header, dsp::fec_code code, std::int64_t first_frame,
+                                           std::span<const std::uint8_t> info, std::span<const dsp::codeword_result> results,
+                                           std::span<std::uint8_t> out);
 
 /// A decoded stream's payload beyond its information bits.
 struct decoded_fec {
     dsp::fec_code code = dsp::fec_code::none;
     int codewords = 0;  ///< records in `results`
     std::array<dsp::codeword_result, max_field_codewords> results{};
+    /// The continuous stream: the number of the first frame in the run; -1 for a
+    /// codeword-aligned code.
+    std::int64_t first_frame = -1;
 };
 
 /// A datagram as the decoder found it. `bits` points into the decoded buffer.
@@ -243,8 +263,9 @@ struct decode_result {
 /// version 2; more is skipped), stream id (0 .. 12; 12, the best-path stream, carries bits
 /// only, its chosen stream 0 .. 11 in byte 10), reserved bytes not zero, payload bit count,
 /// payload type, datagram length not matching the payload, DQE sync inside a dqe payload; for a
-/// decoded stream's datagram (payload type 3) a code without a framing, a payload bit count
-/// other than its information bits, a codeword status other than 0 or 1.
+/// decoded stream's datagram (payload type 3) a code other than the six, a payload bit count
+/// other than its information bits (the continuous stream: not whole frames, or more than a
+/// packet holds), a negative frame number, a codeword status other than 0 or 1.
 /// An LLR datagram (payload type 2, 6144 payload bytes) is rejected with a message that says
 /// what it is.
 /// Never throws except std::bad_alloc for the message.

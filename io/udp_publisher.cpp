@@ -35,6 +35,8 @@ constexpr std::size_t max_send_buffer = std::size_t{1} << 30;
 constexpr double max_rate = 1e8;
 /// Unpaced, a stream's datagrams go to the kernel this many at a time (one sendmmsg call).
 constexpr std::size_t send_group = 64;
+/// A datagram's room in a group: the largest bitstream or decoded datagram.
+constexpr std::size_t group_slot_bytes = std::max(bitstream_max_datagram_bytes, decoded_max_datagram_bytes);
 
 /// The header fields a packet's datagrams share (stream, sequence and BEP are each stream's).
 datagram_header packet_header(const dsp::batch_output& batch, std::size_t k, std::uint64_t packet_index)
@@ -270,10 +272,10 @@ struct udp_publisher::impl {
     template <typename Encode>
     void send_grouped(const char* kind, int id, stream& st, stream_send_counters& c, std::size_t count, Encode&& encode)
     {
-        if (st.group.empty()) st.group.resize(send_group * bitstream_max_datagram_bytes);
+        if (st.group.empty()) st.group.resize(send_group * group_slot_bytes);
         std::size_t n = 0;
         for (std::size_t k = 0; k < count; ++k) {
-            const std::span<std::uint8_t> slot(st.group.data() + n * bitstream_max_datagram_bytes, bitstream_max_datagram_bytes);
+            const std::span<std::uint8_t> slot(st.group.data() + n * group_slot_bytes, group_slot_bytes);
             st.group_iov[n] = iovec{slot.data(), encode(k, slot)};
             if (++n == send_group) {
                 send_group_now(kind, id, st, c, n);
@@ -309,9 +311,9 @@ udp_publisher::udp_publisher(const udp_publisher_config& config) : impl_(std::ma
         for (const auto& e : errors) msg += "\n  " + e;
         throw std::invalid_argument(msg);
     }
-    if (config.any_decoded() && !dsp::aligned_framing_for(config.fec)) {
-        throw std::invalid_argument("udp_publisher config: decoded_destinations: the decoded streams need a codeword-aligned code, but "
-                                    "fec is " + std::string(dsp::to_string(config.fec)) + " (set receiver.fec)");
+    if (config.any_decoded() && !dsp::framing_for(config.fec)) {
+        throw std::invalid_argument("udp_publisher config: decoded_destinations: the decoded streams need a code, but fec is " +
+                                    std::string(dsp::to_string(config.fec)) + " (set receiver.fec)");
     }
     udp::resolver resolver(impl_->io);
     for (int s = 0; s < dsp::chain::max_streams; ++s) {
@@ -382,9 +384,10 @@ void udp_publisher::publish(const dsp::batch_output& batch)
     // The trellis's streams: the paths themselves with detector trellis, 6 .. 11 with both.
     const int trellis_first = batch.streams == dsp::chain::max_streams ? dsp::chain::num_paths : 0;
     // Likewise a batch not decoded with the publisher's code: its decoded datagrams fail.
-    const auto framing = dsp::aligned_framing_for(m.config.fec);
+    const auto framing = dsp::framing_for(m.config.fec);
     const bool decoded = any_decoded_enabled();
-    const bool have_decoded = framing && batch.has_fec() && batch.decoded_with(*framing);
+    const bool have_decoded = framing && batch.has_fec() && batch.decoded_with(*framing) &&
+                              (!framing->continuous() || batch.frames.size() == batch.packets.size());
     const std::string not_decoded =
         decoded && !have_decoded ? "batch " + std::to_string(batch.batch_index) + " is not decoded with " +
                                        std::string(dsp::to_string(m.config.fec)) + " (" +
@@ -392,8 +395,18 @@ void udp_publisher::publish(const dsp::batch_output& batch)
                                  : std::string();
     const std::size_t info_bytes = framing ? static_cast<std::size_t>(framing->info_bytes()) : 0;
     const std::size_t field_codewords = framing ? static_cast<std::size_t>(framing->codewords) : 0;
-    // Packet k's decoded datagram of stream s into out; its size.
+    // Packet k's decoded datagram of stream s into out; its size. The continuous stream: the
+    // frames that end in the packet, but one begun before its batch that the stream engine
+    // did not join (pending: not decoded).
     const auto encode_decoded = [&](const datagram_header& h, std::size_t k, int s, std::span<std::uint8_t> out) {
+        if (framing->continuous()) {
+            const auto& pf = batch.frames[k];
+            const std::size_t skip = pf.pending, frames = pf.count - std::min<std::size_t>(pf.pending, pf.count);
+            const auto k_bytes = static_cast<std::size_t>(framing->k / 8);
+            return encode_stream_decoded_datagram(h, m.config.fec, std::max<std::int64_t>(pf.first + static_cast<std::int64_t>(skip), 0),
+                                                  {batch.packet_decoded(k, s) + skip * k_bytes, frames * k_bytes},
+                                                  {batch.packet_codewords(k, s) + skip, frames}, out);
+        }
         return encode_decoded_datagram(h, m.config.fec, {batch.packet_decoded(k, s), info_bytes},
                                        {batch.packet_codewords(k, s), field_codewords}, out);
     };

@@ -349,6 +349,70 @@ std::vector<std::uint8_t> pn_bytes(dsp::pn_generator& gen, std::size_t bits)
 
 }  // namespace
 
+TEST(bitstream, the_continuous_streams_decoded_datagrams_round_trip_with_their_frames_and_are_checked)
+{
+    // The three continuous codes: the payload begins with the first frame's number, then the
+    // frames' information bits and records; 0 .. a packet's most frames; every size within
+    // decoded_max_datagram_bytes.
+    for (const dsp::fec_code code : {dsp::fec_code::k1024_r4_5, dsp::fec_code::k4096_r1_2, dsp::fec_code::k4096_r4_5}) {
+        SCOPED_TRACE(std::string(dsp::to_string(code)));
+        const dsp::fec_framing f = *dsp::framing_for(code);
+        ASSERT_TRUE(f.continuous());
+        for (int frames = 0; frames <= f.codewords; ++frames) {
+            std::vector<std::uint8_t> info(static_cast<std::size_t>(frames * f.k / 8));
+            for (std::size_t i = 0; i < info.size(); ++i) info[i] = static_cast<std::uint8_t>(i * 13 + 5);
+            std::vector<dsp::codeword_result> results;
+            for (int c = 0; c < frames; ++c) results.push_back({static_cast<std::uint8_t>(7 + c), static_cast<std::uint8_t>(c != 1), 30});
+            io::datagram_header h;
+            h.stream_id = 4;
+            h.sequence = 5;
+            std::vector<std::uint8_t> d(io::decoded_max_datagram_bytes);
+            d.resize(io::encode_stream_decoded_datagram(h, code, 1'000'000'007LL, info, results, d));
+            ASSERT_EQ(d.size(), 72u + 8u + info.size() + 4u * results.size());
+            EXPECT_EQ(d.size(), io::decoded_datagram_bytes(f, frames));
+            EXPECT_LE(d.size(), io::decoded_max_datagram_bytes);
+            EXPECT_EQ(d[9], static_cast<std::uint8_t>(code));
+            EXPECT_EQ(d[60] << 24 | d[61] << 16 | d[62] << 8 | d[63], frames * f.k);
+            const auto r = io::decode_datagram(d);
+            ASSERT_TRUE(r.ok()) << r.error;
+            ASSERT_TRUE(r.datagram.fec.has_value());
+            EXPECT_EQ(r.datagram.fec->first_frame, 1'000'000'007LL);
+            ASSERT_EQ(r.datagram.fec->codewords, frames);
+            ASSERT_EQ(r.datagram.bits.size(), info.size());
+            EXPECT_TRUE(std::equal(info.begin(), info.end(), r.datagram.bits.begin()));
+            for (int c = 0; c < frames; ++c) {
+                EXPECT_EQ(r.datagram.fec->results[static_cast<std::size_t>(c)].iterations, 7 + c);
+                EXPECT_EQ(r.datagram.fec->results[static_cast<std::size_t>(c)].channel_errors, c != 1 ? 30 : 0);
+            }
+            if (frames != 1) continue;
+            auto bad = d;
+            bad[60 + 3] = static_cast<std::uint8_t>(bad[63] + 1);  // not whole frames
+            EXPECT_NE(io::decode_datagram(bad).error.find("carries frames of"), std::string::npos);
+            bad = d;
+            bad[72] = 0x80;  // a negative frame number
+            EXPECT_NE(io::decode_datagram(bad).error.find("first frame number is"), std::string::npos) << io::decode_datagram(bad).error;
+            bad = d;
+            bad.pop_back();
+            EXPECT_NE(io::decode_datagram(bad).error.find("(a frame number + "), std::string::npos) << io::decode_datagram(bad).error;
+        }
+        // More frames than a packet holds, a negative number, a codeword-aligned code: the caller's bugs.
+        std::vector<std::uint8_t> out(io::decoded_max_datagram_bytes);
+        const std::vector<dsp::codeword_result> too_many(static_cast<std::size_t>(f.codewords + 1));
+        const std::vector<std::uint8_t> info(too_many.size() * static_cast<std::size_t>(f.k / 8));
+        EXPECT_THROW(io::encode_stream_decoded_datagram({}, code, 0, info, too_many, out), std::invalid_argument);
+        EXPECT_THROW(io::encode_stream_decoded_datagram({}, code, -1, {}, {}, out), std::invalid_argument);
+    }
+    std::vector<std::uint8_t> out(io::decoded_max_datagram_bytes);
+    EXPECT_THROW(io::encode_stream_decoded_datagram({}, dsp::fec_code::k4096_r2_3, 0, {}, {}, out), std::invalid_argument);
+    // Every code's largest datagram fits decoded_max_datagram_bytes and a 1500-byte MTU.
+    for (const auto& e : dsp::fec_names) {
+        if (const auto f = dsp::framing_for(e.value)) {
+            EXPECT_LE(io::decoded_datagram_bytes(*f), io::decoded_max_datagram_bytes) << e.name;
+            EXPECT_LE(io::decoded_datagram_bytes(*f), 1472u) << e.name;
+        }
+    }
+}
+
 TEST(bitstream, decoded_datagrams_round_trip_with_their_codewords_and_are_checked)
 {
     // Each framed code: the header (payload type 3, the code in byte 9, the information bits as
@@ -401,7 +465,10 @@ TEST(bitstream, decoded_datagrams_round_trip_with_their_codewords_and_are_checke
         EXPECT_FALSE(r.ok()) << message;
         EXPECT_NE(r.error.find(message), std::string::npos) << r.error;
     };
-    refused([](auto& d) { d[9] = 3; }, "decoded stream: code (byte 9) is 3, allowed 1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3) or 5");
+    refused([](auto& d) { d[9] = 7; }, "decoded stream: code (byte 9) is 7, allowed 1 (ar4ja-1024-1/2), 2 (ar4ja-1024-2/3), 3 (ar4ja-1024-4/5), 4 "
+                                       "(ar4ja-4096-1/2), 5 (ar4ja-4096-2/3) or 6 (ar4ja-4096-4/5)");
+    refused([](auto& d) { d[9] = 3; }, "datagram length is 588 bytes, header length 72 + payload 536 = 608 expected (a frame number + 512 "
+                                       "information bytes + 4 codeword records)");
     refused([](auto& d) { d[9] = 0; }, "decoded stream: code (byte 9) is 0");
     refused([](auto& d) { d[9] = 200; }, "decoded stream: code (byte 9) is 200");
     refused([](auto& d) { d[9] = 1; }, "decoded stream: payload bit count is 4096, ar4ja-1024-1/2 carries 3072");

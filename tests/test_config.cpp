@@ -1539,10 +1539,9 @@ TEST(daemon_config, decoded_stream_destinations)
             "decoded_destinations[3] (cma): destination '127.0.0.1' has no ':port'");
     refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-1/2\npublisher:\n  decoded_destinations:\n    mmse_soft: 127.0.0.1:1\n",
             "mmse_soft");
-    // The continuous stream: decoded on either backend, its decoded bits counted, not published.
-    refused("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-1/2\npublisher:\n  decoded_destinations:\n    mmse: 127.0.0.1:50202\n",
-            "t.yaml:7: publisher.decoded_destinations.mmse: the decoded streams carry codeword-aligned codes; receiver.fec "
-            "ar4ja-4096-1/2 is the continuous stream");
+    // The continuous stream: decoded on either backend, its decoded frames published.
+    EXPECT_NO_THROW((void)paq::config::parse_daemon_config(
+        "source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-1/2\npublisher:\n  decoded_destinations:\n    mmse: 127.0.0.1:50202\n"));
     EXPECT_NO_THROW((void)paq::config::parse_daemon_config(
         "source:\n  type: vita49\nreceiver:\n  fec: ar4ja-1024-4/5\npipeline:\n  backend: cuda\npublisher:\n  enabled: false\n"));
     EXPECT_NO_THROW((void)paq::config::parse_daemon_config("source:\n  type: vita49\nreceiver:\n  fec: ar4ja-4096-4/5\n"));

@@ -6,6 +6,7 @@
 
 #include "bitstream_fixture.hpp"
 #include "dsp/best_stream.hpp"
+#include "io/bert_monitor.hpp"
 #include "io/bitstream.hpp"
 #include "io/udp_publisher.hpp"
 
@@ -413,26 +414,100 @@ TEST(udp_publisher, decoded_streams_carry_each_listed_streams_information_bits_a
         EXPECT_THROW((void)pub.decoded_counters(12), std::out_of_range);
     }
 
-    // Decoded streams without a codeword-aligned code are refused at construction, naming the field.
+    // Decoded streams without a code are refused at construction, naming the field.
     io::udp_publisher_config c;
     c.destinations[0] = "127.0.0.1:5000";
     c.decoded_destinations[1] = "127.0.0.1:5001";
-    for (const auto fec : {dsp::fec_code::none, dsp::fec_code::k4096_r4_5}) {
-        c.fec = fec;
-        try {
-            io::udp_publisher p(c);
-            FAIL() << "no exception";
-        } catch (const std::invalid_argument& e) {
-            EXPECT_NE(std::string(e.what()).find("decoded_destinations: the decoded streams need a codeword-aligned code, but fec is " +
-                                                 std::string(dsp::to_string(fec))),
-                      std::string::npos)
-                << e.what();
-        }
+    c.fec = dsp::fec_code::none;
+    try {
+        io::udp_publisher p(c);
+        FAIL() << "no exception";
+    } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("decoded_destinations: the decoded streams need a code, but fec is none"), std::string::npos)
+            << e.what();
     }
     c.decoded_destinations[1] = "nowhere";
     const auto e = c.validate();
     ASSERT_EQ(e.size(), 1u);
     EXPECT_NE(e[0].find("decoded_destinations[1] (zf): destination 'nowhere' has no ':port'"), std::string::npos) << e[0];
+}
+
+TEST(udp_publisher, the_continuous_streams_decoded_datagrams_carry_the_frames_that_end_in_each_packet)
+{
+    // receiver.fec ar4ja-1024-4/5, the continuous stream: each packet's datagram holds the
+    // frames whose last bit it holds (4, 5 or none here), numbered in the run; a frame begun
+    // before the batch that the stream engine did not join (pending) is not sent. Unpaced and
+    // paced send the same datagrams; a paq-bert monitor counts the frames' information bits
+    // against the PN pattern, the frames lost between two packets skipped by their numbers.
+    const auto code = dsp::fec_code::k1024_r4_5;
+    const dsp::fec_framing f = *dsp::framing_for(code);
+    const std::size_t k_bytes = static_cast<std::size_t>(f.k / 8);
+    for (const double pacing : {0.0, 1e6}) {
+        SCOPED_TRACE(pacing == 0.0 ? "unpaced" : "paced");
+        udp_receiver rx, bits_rx;
+        io::udp_publisher_config c;
+        c.send_buffer_bytes = 1 << 20;
+        c.max_datagrams_per_second = pacing;
+        c.destinations[3] = bits_rx.destination();
+        c.decoded_destinations[3] = rx.destination();
+        c.fec = code;
+        io::udp_publisher pub(c);
+        auto batches = test::make_pn_batches(1, 12);
+        auto& b = batches[0];
+        b.size_fec(b.packets.size(), f);
+        // Frames 0, 1, ...: packet i ends 4 or 5 of them (none for packet 7); packet 0 has one
+        // pending (not decoded) first; frames 40 .. 44 are lost between packets 9 and 10.
+        dsp::pn_generator pn(dsp::pn_pattern::pn15);
+        std::int64_t next = 0;
+        for (std::size_t i = 0; i < b.packets.size(); ++i) {
+            auto& pf = b.frames[i];
+            pf.count = static_cast<std::uint8_t>(i == 7 ? 0 : 4 + i % 2);
+            pf.pending = i == 0 ? 1 : 0;
+            if (i == 10) {
+                for (int skip = 0; skip < 5 * f.k; ++skip) (void)pn.next();
+                next += 5;
+            }
+            pf.first = next - pf.pending;
+            next += pf.count - pf.pending;
+            for (int st = 0; st < b.streams; ++st) {
+                auto* info = b.packet_decoded(i, st);
+                auto* cw = b.packet_codewords(i, st);
+                for (int slot = pf.pending; slot < pf.count; ++slot) {
+                    cw[slot] = {static_cast<std::uint8_t>(2 + slot), 1, static_cast<std::uint16_t>(10 + slot)};
+                }
+                if (st != 3) continue;
+                for (std::size_t bit = static_cast<std::size_t>(pf.pending) * k_bytes * 8; bit < static_cast<std::size_t>(pf.count) * k_bytes * 8; ++bit) {
+                    info[bit / 8] = static_cast<std::uint8_t>(info[bit / 8] | (pn.next() << (7 - bit % 8)));
+                }
+            }
+        }
+        pub.publish(b);
+        io::bert_monitor_config mc;
+        io::bert_monitor mon(mc);
+        for (std::size_t i = 0; i < b.packets.size(); ++i) {
+            const auto d = rx.receive(2000);
+            ASSERT_TRUE(d.has_value()) << "packet " << i;
+            const auto& pf = b.frames[i];
+            const int frames = pf.count - pf.pending;
+            ASSERT_EQ(d->size(), io::decoded_datagram_bytes(f, frames));
+            const auto r = io::decode_datagram(*d);
+            ASSERT_TRUE(r.ok()) << r.error;
+            ASSERT_TRUE(r.datagram.fec.has_value());
+            EXPECT_EQ(r.datagram.fec->codewords, frames);
+            if (frames > 0) {
+                EXPECT_EQ(r.datagram.fec->first_frame, pf.first + pf.pending);
+            }
+            EXPECT_TRUE(std::equal(r.datagram.bits.begin(), r.datagram.bits.end(), b.packet_decoded(i, 3) + pf.pending * k_bytes));
+            for (int w = 0; w < frames; ++w) EXPECT_EQ(r.datagram.fec->results[static_cast<std::size_t>(w)].iterations, 2 + pf.pending + w);
+            mon.ingest(*d, 3);
+        }
+        EXPECT_FALSE(rx.receive(50).has_value());
+        const auto st = mon.stats(io::bert_monitor::decoded_id(3));
+        EXPECT_EQ(st.pn.bit_errors, 0u);
+        EXPECT_EQ(st.pn.bits_checked + st.pn.bits_before_lock, static_cast<std::uint64_t>(next - 5) * static_cast<std::uint64_t>(f.k));
+        EXPECT_EQ(st.fec.codewords, static_cast<std::uint64_t>(next - 5));
+        EXPECT_EQ(pub.decoded_counters(3).datagrams_sent.load(), b.packets.size());
+    }
 }
 
 // The best-path stream: per packet the bits and BEP of the stream with the lowest BEP estimate

@@ -704,6 +704,44 @@ EOF2
   grep -q "<code>ar4ja-1024-1/2</code> (3 codewords of 2048 bits per packet)" "$work/coded.html" || fail "the report does not name the code"
   echo "paq-report: decoded and channel bits side by side"
   ;;
+coded-stream)
+  # receiver.fec sent as the continuous stream (ar4ja-4096-1/2: sync-marked, randomized frames
+  # of 8448 bits across the data fields; edwards3 at 9 dB, 25 MS/s, +30 ppm) over TCP. Every
+  # stream's decoded datagrams (the frames that end in each packet, numbered) go to paq-bert:
+  # its counts of decoded bits, errors and frames equal paqd's, which equal the offline
+  # replay's; the records and paq-report name the stream.
+  "$sim" --preset edwards3 --ebn0-db 9 --cfo-hz -25000 --seconds 0.25 --seed 5079 --sample-rate 25e6 --clock-ppm 30 \
+    --ldpc ar4ja-4096-1/2 --output "$work/rec" > /dev/null
+  offline offline --records "$work/coded"
+  grep -q "fec ar4ja-4096-1/2 (from paq:fec): the continuous stream" "$work/offline.txt" \
+    || fail "the replay did not take the recording's code: $(head -5 "$work/offline.txt")"
+  FEC=ar4ja-4096-1/2 RATE=25000000 tcp_live
+  python3 - "$work" <<'EOF2' || fail "the continuous stream's decoded datagrams against paqd's tally and the replay"
+import json, sys
+work = sys.argv[1]
+live, off, bert = (json.load(open(f"{work}/{n}.json")) for n in ("live", "offline", "bert"))
+assert off["fec"] == "ar4ja-4096-1/2" and off["fec_from"] == "paq:fec", (off["fec"], off["fec_from"])
+assert live["packets_found"] == off["packets_found"] > 300, (live["packets_found"], off["packets_found"])
+dec = bert["decoded_streams"]
+assert [d["path"] for d in dec] == ["none", "zf", "mmse", "cma", "fde1", "fde2"], [d["path"] for d in dec]
+for d, p, o in zip(dec, live["paths"], off["paths"]):
+    assert d["code"] == "ar4ja-4096-1/2" and d["lost"] == 0 and d["duplicated"] == 0 and d["reordered"] == 0, d
+    mine = (d["bits_checked"], d["bit_errors"], d["codewords"], d["codewords_failed"], d["iterations"])
+    theirs = (p["bits"], p["bit_errors"], p["fec_codewords"], p["fec_codewords_failed"], p["fec_iterations"])
+    replay = (o["bits"], o["bit_errors"], o["fec_codewords"], o["fec_codewords_failed"], o["fec_iterations"])
+    print(f"  {p['path']:5} decoded {d['bit_errors']:6}/{d['bits_checked']:8}  frames {d['codewords']} failed {d['codewords_failed']}")
+    assert mine == theirs, (p["path"], "paq-bert", mine, "paqd", theirs)
+    assert theirs == replay, (p["path"], "live", theirs, "replay", replay)
+    # 6144 / 8448 frames a data field, less the one begun before the run.
+    assert abs(p["fec_codewords"] - live["packets_found"] * 6144 / 8448) <= 2, (p["fec_codewords"], live["packets_found"])
+assert dec[2]["codewords_failed"] == 0 and dec[2]["bit_errors"] == 0 and dec[2]["bits_checked"] > 0, dec[2]
+assert live["decoded_datagrams_sent"] == 6 * live["packets_found"] and live["decoded_send_errors"] == 0, live
+print("paq-bert: the continuous stream's six decoded streams, equal to paqd's counts and the replay's")
+EOF2
+  "$build/tools/paq-report" "$work/coded" -o "$work/coded.html" > "$work/report.log" 2>&1 || fail "paq-report: $(cat "$work/report.log")"
+  grep -q "<code>ar4ja-4096-1/2</code> as the continuous stream" "$work/coded.html" || fail "the report does not name the continuous stream"
+  echo "paq-report: the continuous stream named"
+  ;;
 *)
   echo "unknown case $case_name" >&2
   exit 2

@@ -46,12 +46,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             PAQ_FUZZ_CHECK(d.bits.data() >= datagram.data() && d.bits.data() + d.bits.size() <= datagram.data() + datagram.size(),
                            "bits outside the datagram");
             if (d.fec) {
-                // A decoded stream's datagram: its code's information bytes and codeword records.
-                const auto framing = dsp::aligned_framing_for(d.fec->code);
+                // A decoded stream's datagram: its code's information bytes and codeword records
+                // (the continuous stream: up to a packet's frames, numbered from >= 0).
+                const auto framing = dsp::framing_for(d.fec->code);
                 PAQ_FUZZ_CHECK(framing.has_value(), "a decoded datagram of a code without a framing");
-                PAQ_FUZZ_CHECK(d.bits.size() == static_cast<std::size_t>(framing->info_bytes()) && d.fec->codewords == framing->codewords,
+                const bool words_ok = framing->continuous() ? d.fec->codewords >= 0 && d.fec->codewords <= framing->codewords && d.fec->first_frame >= 0
+                                                            : d.fec->codewords == framing->codewords && d.fec->first_frame == -1;
+                PAQ_FUZZ_CHECK(words_ok && d.bits.size() == static_cast<std::size_t>(d.fec->codewords * (framing->k / 8)),
                                "a decoded datagram's payload does not match its code");
-                PAQ_FUZZ_CHECK(datagram.size() == d.header_length + io::decoded_datagram_bytes(*framing) - io::bitstream_header_bytes,
+                PAQ_FUZZ_CHECK(datagram.size() == d.header_length + io::decoded_datagram_bytes(*framing, d.fec->codewords) - io::bitstream_header_bytes,
                                "accepted a decoded datagram of the wrong length");
                 bool failed_with_errors = false;
                 for (int c = 0; c < d.fec->codewords; ++c) {
@@ -61,8 +64,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 // The encoder writes 0 channel errors for a failed codeword; otherwise the bytes come back.
                 if (d.version == io::bitstream_version && d.header_length == io::bitstream_header_bytes && !failed_with_errors) {
                     std::vector<std::uint8_t> again(io::decoded_max_datagram_bytes);
-                    const std::size_t n = io::encode_decoded_datagram(
-                        d.header, d.fec->code, d.bits, {d.fec->results.data(), static_cast<std::size_t>(d.fec->codewords)}, again);
+                    const std::span<const dsp::codeword_result> results(d.fec->results.data(), static_cast<std::size_t>(d.fec->codewords));
+                    const std::size_t n = framing->continuous()
+                                              ? io::encode_stream_decoded_datagram(d.header, d.fec->code, d.fec->first_frame, d.bits, results, again)
+                                              : io::encode_decoded_datagram(d.header, d.fec->code, d.bits, results, again);
                     PAQ_FUZZ_CHECK(n == datagram.size() && std::memcmp(again.data(), datagram.data(), n) == 0,
                                    "an accepted decoded datagram does not encode back to its bytes");
                 }

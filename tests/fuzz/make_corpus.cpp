@@ -478,6 +478,20 @@ void bitstream_corpus()
         add_record(b, d);
         h.stream_id = 2;
         add_record(b, datagram(io::bitstream_format::paq, h));
+        // The continuous stream (ar4ja-1024-4/5): packets ending 4, 5 and no frames, numbered on.
+        h.stream_id = 3;
+        std::int64_t frame = 7;
+        for (int k = 0; k < 3; ++k) {
+            const int frames = k == 2 ? 0 : 4 + k;
+            h.sequence = static_cast<std::uint64_t>(k);
+            h.start_sample = 9000 + 12672 * static_cast<std::uint64_t>(k);
+            const std::vector<std::uint8_t> info3(static_cast<std::size_t>(frames) * 128, static_cast<std::uint8_t>(0x3C + k));
+            const std::vector<dsp::codeword_result> cw(static_cast<std::size_t>(frames), dsp::codeword_result{6, 1, 9});
+            std::vector<std::uint8_t> d3(io::decoded_max_datagram_bytes);
+            d3.resize(io::encode_stream_decoded_datagram(h, dsp::fec_code::k1024_r4_5, frame, info3, cw, d3));
+            add_record(b, d3);
+            frame += frames;
+        }
         put(t, "decoded-streams", b);
     }
 }
