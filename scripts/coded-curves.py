@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Post-decoding BER and FER of every stream of a coded link against Eb/N0 per information bit.
 
-For each point: paq-sim --ldpc CODE writes a recording (PN15 information bits, codeword-aligned
-data fields; docs/BITSTREAM.md, "Coded data fields"), `paqd replay --detector both --json-out`
-decodes it on every stream, and each stream's decoded BER, frame error rate, mean iterations
+For each point: paq-sim --ldpc CODE writes a recording (PN15 information bits in codeword-aligned
+data fields, or the continuous stream of sync-marked frames for the codes whose codeword does not
+divide the data field; docs/BITSTREAM.md, "Coded data fields"), `paqd replay --detector both
+--json-out` decodes it on every stream, and each stream's decoded BER, frame error rate, mean iterations
 and channel BER before decoding go to one CSV row. The Eb/N0 is per information bit: paq-sim's
 (per transmitted bit) minus 10 log10 of the code rate.
 
@@ -22,7 +23,8 @@ import subprocess
 import sys
 import tempfile
 
-RATES = {"ar4ja-1024-1/2": 0.5, "ar4ja-1024-2/3": 2 / 3, "ar4ja-4096-2/3": 2 / 3}
+RATES = {"ar4ja-1024-1/2": 0.5, "ar4ja-1024-2/3": 2 / 3, "ar4ja-1024-4/5": 0.8, "ar4ja-4096-1/2": 0.5, "ar4ja-4096-2/3": 2 / 3,
+         "ar4ja-4096-4/5": 0.8}
 COLUMNS = ["code", "preset", "info_ebn0_db", "channel_ebn0_db", "seed", "stream", "packets", "bits", "bit_errors", "ber",
            "codewords", "codewords_failed", "fer", "mean_iterations", "channel_ber"]
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|bench|setup|rates|replay|channels|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|coded-stream|bench|setup|rates|replay|channels|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -51,11 +51,15 @@ if [[ $mode == ldpc ]]; then
     cat "$out/ldpc-$tag-gpu-ms.log" "$out/ldpc-$tag-cpu-ms.log" "$out/ldpc-$tag-cpu-sp.log"
   done
 fi
-if [[ $mode == coded ]]; then
+if [[ $mode == coded || $mode == coded-stream ]]; then
   # Coded links (receiver.fec): each stream's decoded BER and FER against Eb/N0 per information
   # bit, both detectors, 3 s recordings (4882 packets, 20 M information bits a stream for
   # ar4ja-4096-2/3), decoded by the CUDA backend (docs/BER-RESULTS.md, "Coded links").
-  for spec in "ar4ja-4096-2/3 awgn 2.5,3,3.5,4,4.5,5" "ar4ja-4096-2/3 edwards3 5,6,7,8,9" "ar4ja-1024-1/2 awgn 2.5,3,3.5,4,4.5"; do
+  # coded-stream: the two k = 4096 codes sent as the continuous stream.
+  specs=("ar4ja-4096-2/3 awgn 2.5,3,3.5,4,4.5,5" "ar4ja-4096-2/3 edwards3 5,6,7,8,9" "ar4ja-1024-1/2 awgn 2.5,3,3.5,4,4.5")
+  [[ $mode == coded ]] || specs=("ar4ja-4096-1/2 awgn 2,2.5,3,3.5,4" "ar4ja-4096-1/2 edwards3 4,5,6,7,8"
+                                 "ar4ja-4096-4/5 awgn 3.5,4,4.5,5,5.5" "ar4ja-4096-4/5 edwards3 6,7,8,9,10")
+  for spec in "${specs[@]}"; do
     read -r code preset pts <<< "$spec"
     tag=${code//\//}
     tag=${tag//ar4ja-/}-$preset
