@@ -1104,6 +1104,12 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     out.packets.clear();
     out.truncated_packets = 0;
     out.nonfinite_samples = 0;
+    // The continuous stream's frames and edges come from decode_stream; a window too short to
+    // search has none (a reused output must not keep the batch before's).
+    out.frames.clear();
+    out.fec_offset = -1;
+    out.fec_edge_places.clear();
+    out.fec_edge_llr.clear();
     const auto* fec = m.parts.empty() || !m.parts.front()->fec ? nullptr : &*m.parts.front()->fec;
     out.fec_info_bytes = fec ? fec->info_bytes() : 0;
     out.fec_codewords = fec ? fec->codewords : 0;

@@ -655,6 +655,18 @@ TEST_F(gpu_backend, continuous_stream_decodes_as_on_the_cpu)
             }
             packets += a.packets.size();
         }
+        // A window too short to search, into an output that held a batch: no frames, no edges.
+        batcher again(rc.batch_samples, geom.guard_before, geom.guard_after);
+        again.push(sim.samples);
+        again.finish();
+        dsp::batch_output reused;
+        gpu_be.process(*again.pop(), reused);
+        ASSERT_FALSE(reused.frames.empty()) << what;
+        sample_batch tiny;
+        tiny.samples.assign(100, cf32{});
+        tiny.owned_end = tiny.samples.size();
+        gpu_be.process(tiny, reused);
+        EXPECT_TRUE(reused.packets.empty() && reused.frames.empty() && reused.fec_edge_llr.empty() && reused.fec_offset == -1) << what;
         const double compared = static_cast<double>(both) * f.k;
         std::printf("fec %s: %zu packets, %zu batches in sync, %zu frames decoded; failed CPU %zu GPU %zu; converged on both %zu: "
                     "information bits differing %zu of %.0f; channel errors %llu\n",
