@@ -171,7 +171,9 @@ std::optional<int> stream_deframer::find_offset(const stream_fields& fields, int
     if (bits < m) return std::nullopt;
     // corr[x]: the marker against the bits from x; mag[x]: their LLRs' magnitude (from the
     // running sum of |LLR|). 8 fields of k = 4096's 256-bit marker are 12.6 M products: in
-    // parallel, and vectorized (the marker as +-1).
+    // parallel, the marker as +-1, eight partial sums a position (independent lanes a
+    // compiler vectorizes; the markers are 64 and 256 bits).
+    constexpr std::size_t lanes = 8;
     std::vector<float> sign(m);
     for (std::size_t i = 0; i < m; ++i) sign[i] = marker[i] ? 1.0f : -1.0f;
     std::vector<double> run(bits + 1, 0.0);
@@ -182,9 +184,14 @@ std::optional<int> stream_deframer::find_offset(const stream_fields& fields, int
     for (std::ptrdiff_t xi = 0; xi < positions; ++xi) {
         const auto x = static_cast<std::size_t>(xi);
         const float* v = sum.data() + x;
+        std::array<float, lanes> part{};
+        std::size_t i = 0;
+        for (; i + lanes <= m; i += lanes) {
+            for (std::size_t l = 0; l < lanes; ++l) part[l] += sign[i + l] * v[i + l];
+        }
         float c = 0.0f;
-#pragma omp simd reduction(+ : c)
-        for (std::size_t i = 0; i < m; ++i) c += sign[i] * v[i];
+        for (; i < m; ++i) c += sign[i] * v[i];
+        for (const float p : part) c += p;
         corr[x] = static_cast<double>(c);
         mag[x] = run[x + m] - run[x];
     }
