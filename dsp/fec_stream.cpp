@@ -233,7 +233,7 @@ std::vector<std::size_t> stream_edge_packets(std::size_t packets)
 {
     std::vector<std::size_t> out;
     for (std::size_t i = 0; i < packets; ++i) {
-        if (i < 2 || i + 2 >= packets) out.push_back(i);
+        if (i < max_stream_edge_packets / 2 || i + max_stream_edge_packets / 2 >= packets) out.push_back(i);
     }
     return out;
 }

@@ -113,8 +113,9 @@ struct stream_job {
 };
 
 /// The packets of a run of `packets` whose LLRs a batch keeps for the frames across its edges
-/// (batch_output::fec_edge_places): the first two and the last two, all of them up to four;
-/// ascending.
+/// (batch_output::fec_edge_places): the first two and the last two, all of them up to
+/// max_stream_edge_packets; ascending.
+inline constexpr std::size_t max_stream_edge_packets = 4;
 [[nodiscard]] std::vector<std::size_t> stream_edge_packets(std::size_t packets);
 
 class stream_deframer {

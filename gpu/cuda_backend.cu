@@ -532,8 +532,8 @@ struct chain_part {
     device_buffer<dsp::codeword_result> fec_results;
     pinned_buffer<std::uint8_t> fec_info_host;
     pinned_buffer<dsp::codeword_result> fec_results_host;
-    /// The part's packets in the batch's output: the first's index and their count (collect).
-    std::size_t batch_first = 0, batch_count = 0;
+    /// The part's packets in the batch's output, after the earlier parts' (collect).
+    std::size_t batch_count = 0;
     event located;  ///< after the starts and M around the peaks are back (clock tracking)
     /// The per-packet estimates go back on a stream of their own once the paths are made, so
     /// that the host fills the records while the detector runs (collect): fields_ready.
@@ -779,7 +779,8 @@ struct cuda_backend::impl {
               results(max_words * static_cast<std::size_t>(c.streams())),
               info_host(info.size()),
               results_host(results.size()),
-              llr_host((static_cast<std::size_t>(dsp::marker_search_fields) + 1 + 4) * static_cast<std::size_t>(c.streams()) * waveform::data_bits)
+              llr_host((static_cast<std::size_t>(dsp::marker_search_fields) + 1 + dsp::max_stream_edge_packets) *
+                       static_cast<std::size_t>(c.streams()) * waveform::data_bits)
         {
             fec_stream_setup_device();
         }
@@ -1568,10 +1569,8 @@ void cuda_backend::impl::decode_stream(dsp::batch_output& out, std::size_t n_act
     const std::size_t np = out.packets.size();
     const auto streams = static_cast<std::size_t>(out.streams);
     const std::size_t per_packet = streams * waveform::data_bits;
+    // process() cleared the offset and the edges.
     out.frames.assign(np, dsp::batch_output::packet_frames{});
-    out.fec_offset = -1;
-    out.fec_edge_places.clear();
-    out.fec_edge_llr.clear();
     std::fill(out.decoded.begin(), out.decoded.end(), std::uint8_t{0});
     std::fill(out.codewords.begin(), out.codewords.end(), dsp::codeword_result{});
     if (np == 0) return;
@@ -1664,7 +1663,6 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
     const std::size_t found_np = static_cast<std::size_t>(count);
     out.truncated_packets += m.truncated_host[0];
     filled += found_np;
-    m.batch_first = first_packet;
     m.batch_count = found_np;
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
