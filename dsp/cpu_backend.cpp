@@ -514,14 +514,14 @@ struct cpu_backend::impl {
         if (view) capture_view(w, spec, *view);
         // Each path's BEP estimate from the statistics its bits were finally decided on
         // (dsp/decision_quality.hpp; the detectors' own, Q(mean / std), chose the derotation's
-        // source above), and with receiver.fec their LLRs from the same moments. With the trellis
+        // source above), and with receiver.fec their LLRs (dsp/sxs_soft.hpp). With the trellis
         // alone its estimates and LLRs replace these.
         if (cfg.detector != detector_kind::trellis) {
             for (std::size_t p = 0; p < workspace::paths; ++p) {
                 const auto f = decision_quality::fit_of(w.stat[p].data(), waveform::data_bits);
                 rec.paths[p].bep_estimate = static_cast<float>(f.bep());
                 if (fec) {
-                    sxs_llrs(w.stat[p], f, w.sxs_llr[p]);
+                    sxs_llrs(w.stat[p], w.sxs_llr[p]);
                     decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
                 }
             }

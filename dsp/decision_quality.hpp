@@ -1,6 +1,6 @@
 // The bit error probability of a path's symbol-by-symbol decisions, estimated from the
-// statistics they were decided on (path_stats::bep_estimate, the DQM of the DQE frames), and
-// the LLRs of those decisions from the same model.
+// statistics they were decided on (path_stats::bep_estimate, the DQM of the DQE frames). The
+// decoder's LLRs come from another model of the same statistics (dsp/sxs_soft.hpp).
 //
 // A single Gaussian fitted to the packet's |statistic| (Q(mean / std)) overstates the BEP the
 // cleaner the link is: SOQPSK-TG's own intersymbol interference spreads the statistic into
@@ -15,8 +15,7 @@
 //     mean deviations E| |x| - mu_c |, pooled over the contexts (models_of): what an equalizer
 //     leaves of multipath interference is bounded, its tails lighter than noise's, and one
 //     Gaussian over it overstates the BEP (MMSE, CMA and FDE1 1.6-2.5x over edwards3);
-//   - the BEP is the bits' mean of (Q((mu_c - a_c) / s_c) + Q((mu_c + a_c) / s_c)) / 2, and a
-//     bit's LLR the log-likelihood ratio of its statistic under that model (llr).
+//   - the BEP is the bits' mean of (Q((mu_c - a_c) / s_c) + Q((mu_c + a_c) / s_c)) / 2.
 // docs/SIGNAL-CHAIN.md ("Decision quality") gives the measured ratios to the BER.
 // Header-only and usable in device code, so both backends run the same arithmetic.
 #pragma once
@@ -123,15 +122,15 @@ PAQ_HOST_DEVICE inline void context_snrs(const moments& m, double (&snr)[context
 }
 
 /// The most mu / sigma the model is made from: past it an error is as good as impossible
-/// (Q(40) ~ 1e-350), and statistics without spread give finite LLRs.
-inline constexpr double max_llr_snr = 40.0;
+/// (Q(40) ~ 1e-350), and statistics without spread give a model.
+inline constexpr double max_model_snr = 40.0;
 
 /// Context c's sigma_c from its first-pass moments and its context_snr (mu / sigma capped at
-/// max_llr_snr): sqrt(E x^2 / (1 + r^2)); 0 without bits or without information.
+/// max_model_snr): sqrt(E x^2 / (1 + r^2)); 0 without bits or without information.
 PAQ_HOST_DEVICE inline double context_sigma(const moments& m, int c, double snr) noexcept
 {
     const double n = m.count[c];
-    const double r = fmin(snr, max_llr_snr);
+    const double r = fmin(snr, max_model_snr);
     if (n <= 0.0 || !(r > 0.0)) return 0.0;
     return sqrt(m.sq_sum[c] / n / (1.0 + r * r));
 }
@@ -140,7 +139,7 @@ PAQ_HOST_DEVICE inline double context_sigma(const moments& m, int c, double snr)
 /// deviations are taken about it.
 PAQ_HOST_DEVICE inline double context_centre(const moments& m, int c, double snr) noexcept
 {
-    return fmin(snr, max_llr_snr) * context_sigma(m, c, snr);
+    return fmin(snr, max_model_snr) * context_sigma(m, c, snr);
 }
 
 /// One context's model of its bits' statistics: a bit decided right has the statistic
@@ -170,7 +169,7 @@ PAQ_HOST_DEVICE inline double two_point_split(const moments& m, const double (&s
 {
     double dev = 0.0, spread = 0.0;
     for (int c = 0; c < contexts; ++c) {
-        if (!(fmin(snr[c], max_llr_snr) > min_split_snr)) continue;
+        if (!(fmin(snr[c], max_model_snr) > min_split_snr)) continue;
         dev += m.dev_sum[c];
         spread += m.count[c] * context_sigma(m, c, snr[c]);
     }
@@ -184,7 +183,7 @@ PAQ_HOST_DEVICE inline double two_point_split(const moments& m, const double (&s
 PAQ_HOST_DEVICE inline context_model model_of(const moments& m, int c, double snr, double split) noexcept
 {
     context_model md;
-    const double sigma = context_sigma(m, c, snr), r = fmin(snr, max_llr_snr);
+    const double sigma = context_sigma(m, c, snr), r = fmin(snr, max_model_snr);
     if (!(sigma > 0.0)) return md;
     md.mu = r * sigma;
     md.s = sigma;
@@ -229,26 +228,6 @@ PAQ_HOST_DEVICE inline double bep(const moments& m, const context_model (&md)[co
     double p[contexts];
     for (int c = 0; c < contexts; ++c) p[c] = error_probability(md[c]);
     return mean_error_probability(m, p);
-}
-
-/// log cosh(z), without overflow.
-PAQ_HOST_DEVICE inline double log_cosh(double z) noexcept
-{
-    const double a = fabs(z);
-    return a + log1p(exp(-2.0 * a)) - 0.69314718055994530942;
-}
-
-/// The LLR (nats, positive: 1) of statistic x under its context's model: the log of the
-/// likelihood of x as mu + a u + s z over that as -(mu + a u + s z). With u = x / s, m = mu / s
-/// and b = a / s it is 2 u m + log cosh(b (u - m)) - log cosh(b (u + m)): 2 mu x / s^2 when
-/// a = 0, the Gaussian's. 0 for a context without information.
-PAQ_HOST_DEVICE inline double llr(const context_model& md, double x) noexcept
-{
-    if (!(md.s > 0.0)) return 0.0;
-    const double u = x / md.s, m = md.mu / md.s;
-    if (md.a == 0.0) return 2.0 * u * m;
-    const double b = md.a / md.s;
-    return 2.0 * u * m + log_cosh(b * (u - m)) - log_cosh(b * (u + m));
 }
 
 /// Bit i's context within `n` statistics in the order of their bits (T: float or double).

@@ -1,7 +1,7 @@
 #include "dsp/fec.hpp"
 
-#include "dsp/decision_quality.hpp"
 #include "dsp/fec_stream.hpp"
+#include "dsp/sxs_soft.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -55,14 +55,38 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
 {
-    sxs_llrs(stat, decision_quality::fit_of(stat.data(), std::min(stat.size(), llr.size())), llr);
-}
-
-void sxs_llrs(std::span<const double> stat, const decision_quality::fit& f, std::span<float> llr) noexcept
-{
-    namespace dq = decision_quality;
+    namespace ss = sxs_soft;
     const std::size_t n = std::min(stat.size(), llr.size());
-    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(dq::llr(f.model[dq::context_at(stat.data(), n, i)], stat[i]));
+    const double* x = stat.data();
+    ss::parity_model md[ss::parities];
+    const bool finite = std::all_of(x, x + n, [](double v) { return std::isfinite(v); });
+    for (std::size_t q = 0; finite && q < ss::parities && q < n; ++q) {
+        // The normal equations over the parity's bits, the weights, the residuals' mean square.
+        ss::system a{};
+        double bits = 0.0;
+        int f[ss::terms];
+        for (std::size_t i = q; i < n; i += ss::parities) {
+            for (int t = 0; t < ss::terms; ++t) f[t] = ss::term_at(x, n, i, t);
+            for (int r = 0; r < ss::terms; ++r) {
+                for (int c = 0; c < ss::terms; ++c) a[r][c] += f[r] * f[c];
+                a[r][ss::terms] += x[i] * f[r];
+            }
+            bits += 1.0;
+        }
+        const double tiny = ss::min_pivot * bits;
+        for (int k = 0; k < ss::terms; ++k)
+            for (int r = k + 1; r < ss::terms; ++r) ss::eliminate(a, k, r, tiny);
+        double w[ss::terms];
+        ss::back_substitute(a, tiny, w);
+        double square = 0.0;
+        for (std::size_t i = q; i < n; i += ss::parities) {
+            double fitted = 0.0;
+            for (int t = 0; t < ss::terms; ++t) fitted += w[t] * ss::term_at(x, n, i, t);
+            square += (x[i] - fitted) * (x[i] - fitted);
+        }
+        md[q] = ss::model_from(w, square / bits);
+    }
+    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(ss::llr_at(md, x, n, i));
 }
 
 stream_decoder::stream_decoder(const fec_framing& framing, int max_iterations)

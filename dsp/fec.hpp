@@ -35,10 +35,6 @@
 
 namespace paq::dsp {
 
-namespace decision_quality {
-struct fit;  // dsp/decision_quality.hpp (which reaches this header through dsp/batch.hpp)
-}
-
 /// receiver.fec: none, or one of the six AR4JA codes (the names are ldpc::code_names').
 enum class fec_code : std::uint8_t { none, k1024_r1_2, k1024_r2_3, k1024_r4_5, k4096_r1_2, k4096_r2_3, k4096_r4_5 };
 inline constexpr name_table<fec_code, 7> fec_names = [] {
@@ -92,8 +88,8 @@ inline constexpr int max_fec_iterations = 255;
 struct codeword_result {
     std::uint8_t iterations = 0;  ///< run (the converging one included)
     std::uint8_t converged = 0;   ///< 1: every parity check holds for the decisions
-    /// Received bits (the n transmitted) whose hard decision differs from the decoded
-    /// codeword's: the channel's errors where the codeword converged.
+    /// Received bits (the n transmitted) whose input LLR's sign differs from the decoded
+    /// codeword's bit: the channel's errors where the codeword converged.
     std::uint16_t channel_errors = 0;
 };
 
@@ -103,12 +99,11 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 
 /// The symbol-by-symbol detector's soft decisions as LLRs in nats (positive: 1), from its
 /// decision statistics `stat` over the data bits (the rail it decided each bit on, after its
-/// carrier phase): each the LLR of the statistic under its context's model
-/// (dsp/decision_quality.hpp, the model of the BEP estimate: decision_quality::llr; 2 mu x /
-/// sigma^2 where the spread is all noise).
+/// carrier phase): each the LLR of the statistic with the interference its neighbours'
+/// decisions predict taken out, under a model fitted to the stream per parity
+/// (dsp/sxs_soft.hpp; 2 g x / s^2 where there is none). A statistic that is not finite makes
+/// every LLR of the stream 0.
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
-/// The same from the statistics' fit already made (decision_quality::fit_of(stat)).
-void sxs_llrs(std::span<const double> stat, const decision_quality::fit& f, std::span<float> llr) noexcept;
 
 /// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).
 class stream_decoder {

@@ -5,6 +5,7 @@
 #include "dsp/clock_recovery.hpp"
 #include "dsp/decision_quality.hpp"
 #include "dsp/fec_stream.hpp"
+#include "dsp/sxs_soft.hpp"
 #include "dsp/detector.hpp"
 #include "dsp/equalizers.hpp"
 #include "dsp/fft.hpp"
@@ -68,7 +69,6 @@ struct stream_quality {
     double mu[dq::contexts], a[dq::contexts], s[dq::contexts];
     double bep;
 
-    [[nodiscard]] __device__ dq::context_model model(int c) const { return dq::context_model{mu[c], a[c], s[c]}; }
 };
 
 /// Sums each of `values` per-thread partial sums over the whole block into total (shared):
@@ -190,11 +190,133 @@ __global__ void __launch_bounds__(stream_block_threads) decision_quality_kernel(
     if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(q.bep);
 }
 
+namespace ss = dsp::sxs_soft;
+
+/// Sums each of `values` per-thread values over the block per parity of the thread (a thread's
+/// bits, stride stream_block_threads, are all of its own parity), in a fixed order: a warp's
+/// lanes of one parity by shuffles, then the warps'. total[q * values + j] (shared).
+template <int values>
+__device__ void block_sum_by_parity(const float (&own)[values], double* total)
+{
+    constexpr int warps = stream_block_threads / 32, nq = ss::parities;
+    static_assert(32 % nq == 0 && stream_block_threads % nq == 0);
+    __shared__ double part[values][warps][nq];
+    const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+    for (int j = 0; j < values; ++j) {
+        double v = static_cast<double>(own[j]);
+        for (int off = 16; off >= nq; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+        if (lane < nq) part[j][warp][lane] = v;
+    }
+    __syncthreads();
+    for (int k = static_cast<int>(threadIdx.x); k < nq * values; k += stream_block_threads) {
+        const int q = k / values, j = k % values;
+        double v = 0.0;
+        for (int w = 0; w < warps; ++w) v += part[j][w][q];
+        total[k] = v;
+    }
+    __syncthreads();
+}
+
+/// One stream's symbol-by-symbol LLRs as dsp::sxs_llrs makes them (dsp/sxs_soft.hpp), by the
+/// whole block: the decisions into shared memory; per parity the decisions' autocorrelations at
+/// lags 0 .. 2 x reach and the sums of x_i times each term (a thread's partial sums, then
+/// block_sum_by_parity); each normal equation's entry by a thread of its own from the
+/// autocorrelations, less the few products the parity's edges leave out (exact integers, so the
+/// system is the CPU's); the system eliminated by a warp per parity (a lane per row); the
+/// residuals' mean square; the LLRs. A statistic that is not finite makes every LLR 0.
+__device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ dst)
+{
+    constexpr int nd = static_cast<int>(waveform::data_bits), nq = ss::parities, nt = ss::terms, lags = 2 * ss::reach + 1;
+    const int t = static_cast<int>(threadIdx.x), own_q = t % nq;
+    __shared__ signed char d[nd];
+    __shared__ double sums[nq * (lags + nt)];  // per parity: the autocorrelations, then the terms' sums with x
+    __shared__ double sys[nq][nt][nt + 1];
+    __shared__ double weight[nq][nt];
+    __shared__ double square[nq];
+    __shared__ ss::parity_model md[nq];
+    bool finite = true;
+    for (int i = t; i < nd; i += stream_block_threads) {
+        const float v = x[i];
+        finite = finite && isfinite(v);
+        d[i] = static_cast<signed char>(ss::decision(v));
+    }
+    if (__syncthreads_or(!finite)) {
+        for (int i = t; i < nd; i += stream_block_threads) dst[i] = 0.0f;
+        return;
+    }
+    {
+        float own[lags + nt] = {};
+        for (int j = t; j < nd; j += stream_block_threads) {
+            const float dj = d[j], xj = x[j];
+#pragma unroll
+            for (int l = 0; l < lags; ++l) own[l] += j + l < nd ? dj * static_cast<float>(d[j + l]) : 0.0f;
+#pragma unroll
+            for (int k = 0; k < nt; ++k) {
+                const int at = j + ss::offset_of(k);
+                own[lags + k] += at >= 0 && at < nd ? xj * static_cast<float>(d[at]) : 0.0f;
+            }
+        }
+        block_sum_by_parity(own, sums);
+    }
+    for (int e = t; e < nq * nt * nt; e += stream_block_threads) {
+        const int q = e / (nt * nt), r = e % (nt * nt) / nt, c = e % nt;
+        const int u = min(ss::offset_of(r), ss::offset_of(c)), lag = abs(ss::offset_of(r) - ss::offset_of(c));
+        const int first = (q + u) & 1;  // the parity of j = i + u
+        double v = sums[first * (lags + nt) + lag];
+        // The autocorrelation's products whose bit i = j - u lies outside the data.
+        if (u > 0) {
+            for (int j = first; j < u && j + lag < nd; j += nq) v -= d[j] * d[j + lag];
+        } else if (u < 0) {
+            int j = nd + u;
+            if ((j & 1) != first) ++j;
+            for (; j + lag < nd; j += nq) v -= d[j] * d[j + lag];
+        }
+        sys[q][r][c] = v;
+        if (c == 0) sys[q][r][nt] = sums[q * (lags + nt) + lags + r];
+    }
+    __syncthreads();
+    if (t / 32 < nq) {
+        const int q = t / 32, lane = t % 32;
+        const double tiny = ss::min_pivot * (nd / nq);
+        for (int k = 0; k < nt; ++k) {
+            if (lane > k && lane < nt) ss::eliminate(sys[q], k, lane, tiny);
+            __syncwarp();
+        }
+        if (lane == 0) {
+            double w[nt];
+            ss::back_substitute(sys[q], tiny, w);
+            for (int k = 0; k < nt; ++k) weight[q][k] = w[k];
+        }
+    }
+    __syncthreads();
+    {
+        float own[1] = {0.0f};
+        for (int i = t; i < nd; i += stream_block_threads) {
+            double fitted = 0.0;
+            for (int k = 0; k < nt; ++k) {
+                const int at = i + ss::offset_of(k);
+                fitted += at >= 0 && at < nd ? weight[own_q][k] * d[at] : 0.0;
+            }
+            const float r = static_cast<float>(static_cast<double>(x[i]) - fitted);
+            own[0] += r * r;
+        }
+        block_sum_by_parity(own, square);
+    }
+    if (t < nq) {
+        double w[nt];
+        for (int k = 0; k < nt; ++k) w[k] = weight[t][k];
+        md[t] = ss::model_from(w, square[t] / (nd / nq));
+    }
+    __syncthreads();
+    for (int i = t; i < nd; i += stream_block_threads) dst[i] = static_cast<float>(ss::llr_at(md, x, nd, static_cast<std::size_t>(i)));
+}
+
 /// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
 /// output stream) of the packets located (*count). Streams below sxs_streams are the
 /// symbol-by-symbol detector's statistics (detector stream p * 6 + path, 6144 a stream) made
-/// LLRs as dsp::sxs_llrs makes them (per context, dq::llr); the others the trellis's LLRs of
-/// the data bits (6336 a stream, the known bits first).
+/// LLRs as dsp::sxs_llrs makes them (block_sxs_llrs); the others the trellis's LLRs of the data
+/// bits (6336 a stream, the known bits first).
 __global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const float* __restrict__ sxs_stat,
                                                                       const float* __restrict__ trellis_llr,
                                                                       const int* __restrict__ count, int streams,
@@ -210,12 +332,7 @@ __global__ void __launch_bounds__(stream_block_threads) fec_llr_kernel(const flo
         for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) dst[i] = src[i];
         return;
     }
-    const float* src = sxs_stat + src_stream * nd;
-    __shared__ stream_quality q;
-    block_quality(src, q);
-    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
-        dst[i] = static_cast<float>(dq::llr(q.model(dq::context_at(src, nd, static_cast<std::size_t>(i))), static_cast<double>(src[i])));
-    }
+    block_sxs_llrs(sxs_stat + src_stream * nd, dst);
 }
 
 __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __restrict__ load, int np)

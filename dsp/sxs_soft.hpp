@@ -1,0 +1,134 @@
+// The symbol-by-symbol detector's soft decisions (receiver.fec's input from its streams): the LLR
+// of each data bit from the statistic it was decided on, with the interference of its
+// neighbours' decisions taken out.
+//
+// What an equalizer leaves of multipath, and the multipath itself on the unequalized path, is
+// largely linear in the neighbouring bits: a packet's statistics regressed on the decisions
+// explain it. The model, per packet and per parity of the bit (the I and Q rails see the channel
+// differently):
+//     x_i = g d_i + sum_k w_k d_(i+k) + s n_i,   k = -8 .. -1, 1 .. 8,
+// d the decisions (sign x; a neighbour outside the data is 0), n_i standard normal. g and w are
+// fitted by least squares over the packet's bits of that parity, s^2 is the residuals' mean
+// square, and bit i's LLR is that of x_i between N(+g + c_i, s^2) and N(-g + c_i, s^2),
+// c_i = sum_k w_k d_(i+k) the interference its neighbours' decisions predict:
+//     LLR_i = 2 g (x_i - c_i) / s^2.
+// Its sign can differ from the bit's decision (the interference moved the statistic across
+// zero): the decoder gets the better bit. Measured on edwards3 at 12 dB Eb/N0 (CPU backend),
+// the LLRs' signs err 6.3e-4 on the MMSE path where its decisions err 3.4e-3, and 2.5e-2 on the
+// unequalized path where they err 4.3e-2; on AWGN they are the decisions. docs/SIGNAL-CHAIN.md
+// ("Soft decisions for the decoder") gives the figures and their commands.
+// Header-only and usable in device code, so both backends run the same arithmetic: the CPU
+// (dsp::sxs_llrs) serially, the GPU (gpu/cuda_backend.cu) with a thread per term or row.
+#pragma once
+
+#include "dsp/iq_correction.hpp"  // PAQ_HOST_DEVICE
+
+#include <cmath>
+#include <cstddef>
+
+namespace paq::dsp::sxs_soft {
+
+/// Neighbours each side whose interference is modelled.
+inline constexpr int reach = 8;
+/// The model's terms: the bit's own decision, then its neighbours' at -reach .. -1, 1 .. reach.
+inline constexpr int terms = 1 + 2 * reach;
+/// Even and odd bits are fitted apart.
+inline constexpr int parities = 2;
+
+/// The offset from its bit of term t's decision: 0, then -reach .. -1, 1 .. reach.
+PAQ_HOST_DEVICE constexpr int offset_of(int t) noexcept { return t == 0 ? 0 : (t <= reach ? t - 1 - reach : t - reach); }
+
+/// The decision (+1 / -1) of statistic x; a statistic that is not a number is decided -1, as
+/// x >= 0 is false for it.
+template <class T>
+PAQ_HOST_DEVICE int decision(T x) noexcept
+{
+    return x >= T(0) ? 1 : -1;
+}
+
+/// Term t of bit i among n statistics: the decision at i + offset_of(t), 0 outside them.
+template <class T>
+PAQ_HOST_DEVICE int term_at(const T* x, std::size_t n, std::size_t i, int t) noexcept
+{
+    const long long j = static_cast<long long>(i) + offset_of(t);
+    return j < 0 || j >= static_cast<long long>(n) ? 0 : decision(x[j]);
+}
+
+/// The least-squares system of one parity, augmented: row r holds sum_i term_r term_c over the
+/// parity's bits for c < terms, and sum_i x_i term_r in column terms.
+using system = double[terms][terms + 1];
+
+/// A pivot at or below this fraction of the bits is a term the others already span: its weight
+/// is 0 (a stream too short for a neighbour, or decisions that repeat with a period).
+inline constexpr double min_pivot = 1e-9;
+
+/// Gaussian elimination's step k on row r > k (the system is symmetric and positive
+/// semidefinite: no pivoting), skipping a pivot at or below `tiny`.
+PAQ_HOST_DEVICE inline void eliminate(system& a, int k, int r, double tiny) noexcept
+{
+    if (!(a[k][k] > tiny)) return;
+    const double f = a[r][k] / a[k][k];
+    for (int c = k; c <= terms; ++c) a[r][c] -= f * a[k][c];
+}
+
+/// The weights from the eliminated system by back substitution; 0 for a skipped pivot.
+PAQ_HOST_DEVICE inline void back_substitute(const system& a, double tiny, double (&w)[terms]) noexcept
+{
+    for (int k = terms - 1; k >= 0; --k) {
+        if (!(a[k][k] > tiny)) {
+            w[k] = 0.0;
+            continue;
+        }
+        double v = a[k][terms];
+        for (int c = k + 1; c < terms; ++c) v -= a[k][c] * w[c];
+        w[k] = v / a[k][k];
+    }
+}
+
+/// The largest g / s the LLRs are made with: statistics without spread give finite LLRs
+/// (2 x 40^2 at the mean).
+inline constexpr double max_snr = 40.0;
+
+/// One parity's model: the gain g, the neighbours' weights (w[0] unused: it is g) and the
+/// noise's variance s^2 (floored at (g / max_snr)^2). s2 = 0: no information (g <= 0, or a fit
+/// that is not finite), the bits' LLRs 0.
+struct parity_model {
+    double w[terms] = {};
+    double s2 = 0.0;
+};
+
+/// A parity's model from its weights and its residuals' mean square.
+PAQ_HOST_DEVICE inline parity_model model_from(const double (&w)[terms], double mean_square) noexcept
+{
+    constexpr double largest = 1.7976931348623157e308;
+    parity_model md;
+    for (int t = 0; t < terms; ++t) {
+        if (!(fabs(w[t]) <= largest)) return md;
+    }
+    if (!(w[0] > 0.0) || !(mean_square >= 0.0 && mean_square <= largest)) return md;
+    for (int t = 0; t < terms; ++t) md.w[t] = w[t];
+    const double floor = w[0] / max_snr;
+    md.s2 = fmax(mean_square, floor * floor);
+    return md;
+}
+
+/// The interference bit i's neighbours' decisions predict: sum over t >= 1 of w_t term_t.
+template <class T>
+PAQ_HOST_DEVICE double interference(const parity_model& md, const T* x, std::size_t n, std::size_t i) noexcept
+{
+    double c = 0.0;
+    for (int t = 1; t < terms; ++t) c += md.w[t] * term_at(x, n, i, t);
+    return c;
+}
+
+/// Bit i's LLR (nats, positive: 1) under its parity's model: 2 g (x_i - c_i) / s^2; 0 without
+/// information.
+template <class T>
+PAQ_HOST_DEVICE double llr_at(const parity_model (&md)[parities], const T* x, std::size_t n, std::size_t i) noexcept
+{
+    const parity_model& m = md[i % parities];
+    if (!(m.s2 > 0.0)) return 0.0;
+    return 2.0 * m.w[0] * (static_cast<double>(x[i]) - interference(m, x, n, i)) / m.s2;
+}
+
+}  // namespace paq::dsp::sxs_soft
