@@ -154,7 +154,7 @@ struct receiver_config {
     /// The LDPC code the link's data fields carry (dsp/fec.hpp): none (the default: the data
     /// fields are the bits), or a codeword-aligned AR4JA code, whose codewords every output
     /// stream then decodes (its soft decisions: the trellis's LLRs, or the symbol-by-symbol
-    /// detector's statistics scaled by dsp::sxs_llrs).
+    /// detector's statistics made LLRs by dsp::sxs_llrs).
     fec_code fec = fec_code::none;
     /// The decoder's most iterations per codeword (layered normalized min-sum, stopping as soon
     /// as every check holds), 1 .. 255.
