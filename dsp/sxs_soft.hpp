@@ -89,8 +89,8 @@ PAQ_HOST_DEVICE inline void back_substitute(const system& a, double tiny, double
 /// (2 x 40^2 at the mean).
 inline constexpr double max_snr = 40.0;
 
-/// One parity's model: the gain g, the neighbours' weights (w[0] unused: it is g) and the
-/// noise's variance s^2 (floored at (g / max_snr)^2). s2 = 0: no information (g <= 0, or a fit
+/// One parity's model: the weights (w[0] the gain g, w[1 ..] the neighbours') and the noise's
+/// variance s^2 (floored at (g / max_snr)^2). s2 = 0: no information (g <= 0, or a fit
 /// that is not finite), the bits' LLRs 0.
 struct parity_model {
     double w[terms] = {};

@@ -567,11 +567,10 @@ TEST(fec, symbol_by_symbol_llrs_are_a_gaussian_statistics_llr)
     }
 }
 
-// Interference linear in the neighbours' bits up to 8 away, unlike on the two rails (as an
-// equalizer leaves multipath), at a BER of the decisions of about 4e-3: the model fitted per
-// stream finds the weights, its LLRs' signs err less than the decisions (the interference the
-// neighbours' decisions predict is taken out), and the error rate the LLRs state is their
-// signs'.
+// Interference linear in the neighbours' bits up to 6 away, unlike on the two rails (as an
+// equalizer leaves multipath), at a BER of the decisions of about 4e-3: with the interference
+// the neighbours' decisions predict taken out, the LLRs' signs err less than the decisions, and
+// the error rate the LLRs state is their signs'.
 TEST(fec, symbol_by_symbol_llrs_take_out_the_neighbours_interference)
 {
     std::mt19937_64 rng(78);
