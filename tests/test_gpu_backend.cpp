@@ -537,12 +537,12 @@ TEST_F(gpu_backend, coded_links_decode_as_on_the_cpu)
                         cpu_iterations += ca.iterations;
                         gpu_iterations += cg.iterations;
                         if (!cg.converged) continue;
-                        // The GPU's count of channel errors: its hard bits against its codeword.
-                        for (int i = 0; i < f.k; ++i) {
-                            const int at = c * f.k + i;
-                            info[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>((gi[at / 8] >> (7 - at % 8)) & 1);
-                        }
+                        // A trellis stream's count of channel errors: its hard bits against its codeword.
                         if (trellis_stream) {
+                            for (int i = 0; i < f.k; ++i) {
+                                const int at = c * f.k + i;
+                                info[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>((gi[at / 8] >> (7 - at % 8)) & 1);
+                            }
                             enc.encode(info, word);
                             unsigned diff = 0;
                             for (int i = 0; i < f.n; ++i) {
