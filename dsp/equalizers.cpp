@@ -1,6 +1,7 @@
 #include "dsp/equalizers.hpp"
 
 #include "dsp/linalg.hpp"
+#include "dsp/soqpsk.hpp"
 #include "dsp/waveform.hpp"
 
 #include <algorithm>
@@ -172,30 +173,83 @@ void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, ff
     }
 }
 
+namespace {
+
+/// sinc(m - tau) for tap m (-N1 .. N2) and candidate c (tau = c / single_path_steps - N1).
+double candidate_sinc(int m, int c) noexcept
+{
+    const double x = std::numbers::pi * (m - (static_cast<double>(c) / single_path_steps - N1));
+    return std::abs(x) < 1e-12 ? 1.0 : std::sin(x) / x;
+}
+
+/// R_x(k) of SOQPSK-TG for |k| < L_ch (R_x(-k) = R_x(k)*).
+cf64 autocorrelation_at(const std::vector<cf64>& rx, int k) noexcept
+{
+    return k >= 0 ? rx[static_cast<std::size_t>(k)] : std::conj(rx[static_cast<std::size_t>(-k)]);
+}
+
+}  // namespace
+
+const std::vector<double>& single_path_powers()
+{
+    static const std::vector<double> powers = [] {
+        const auto& rx = soqpsk_autocorrelation();
+        std::vector<double> out(static_cast<std::size_t>(single_path_candidates));
+        for (int c = 0; c < single_path_candidates; ++c) {
+            // The form is real for a real s: sum_ab s_a s_b Re R_x(a - b).
+            double p = 0.0;
+            for (int a = -N1; a <= N2; ++a) {
+                const double sa = candidate_sinc(a, c);
+                for (int b = -N1; b <= N2; ++b) p += sa * candidate_sinc(b, c) * autocorrelation_at(rx, a - b).real();
+            }
+            out[static_cast<std::size_t>(c)] = p;
+        }
+        return out;
+    }();
+    return powers;
+}
+
 single_path fit_single_path(const std::array<cf64, L_ch>& h) noexcept
 {
-    // max over tau of |<s_tau, h>|^2 / <s_tau, s_tau>, s_tau(m) = sinc(m - tau), m = -N1 .. N2.
-    single_path best;
-    double best_score = -1.0;
-    constexpr int steps_per_sample = 16;
-    for (int i = -N1 * steps_per_sample; i <= N2 * steps_per_sample; ++i) {
-        const double tau = static_cast<double>(i) / steps_per_sample;
-        cf64 dot = 0.0;
-        double ss = 0.0;
-        for (int m = -N1; m <= N2; ++m) {
-            const double x = std::numbers::pi * (m - tau);
-            const double s = std::abs(x) < 1e-12 ? 1.0 : std::sin(x) / x;
-            dot += s * h[static_cast<std::size_t>(m + N1)];
-            ss += s * s;
+    // u = R h (u_a = sum_b R_x(a - b) h_b), so that <s, h>_R = sum_a s_a u_a for a real s;
+    // written out in real arithmetic (std::complex products go through the Annex G path).
+    const auto& rx = soqpsk_autocorrelation();
+    const auto& powers = single_path_powers();
+    std::array<cf64, L_ch> u{};
+    for (int a = 0; a < L_ch; ++a) {
+        double re = 0.0, im = 0.0;
+        for (int b = 0; b < L_ch; ++b) {
+            const cf64 r = autocorrelation_at(rx, a - b);
+            const cf64 v = h[static_cast<std::size_t>(b)];
+            re += r.real() * v.real() - r.imag() * v.imag();
+            im += r.real() * v.imag() + r.imag() * v.real();
         }
-        const double score = std::norm(dot) / ss;
-        if (score > best_score) {
+        u[static_cast<std::size_t>(a)] = cf64(re, im);
+    }
+    int best = 0;
+    double best_score = -1.0;
+    for (int c = 0; c < single_path_candidates; ++c) {
+        double dr = 0.0, di = 0.0;
+        for (int m = -N1; m <= N2; ++m) {
+            const double s = candidate_sinc(m, c);
+            dr += s * u[static_cast<std::size_t>(m + N1)].real();
+            di += s * u[static_cast<std::size_t>(m + N1)].imag();
+        }
+        const double score = (dr * dr + di * di) / powers[static_cast<std::size_t>(c)];
+        if (score > best_score) {  // strictly greater: the first maximum wins
             best_score = score;
-            best.delay_samples = tau;
-            best.gain = dot / ss;
+            best = c;
         }
     }
-    return best;
+    // The gain: h's own projection on the chosen delay's single path, <s, h> / <s, s>.
+    double dr = 0.0, di = 0.0, ss = 0.0;
+    for (int m = -N1; m <= N2; ++m) {
+        const double s = candidate_sinc(m, best);
+        dr += s * h[static_cast<std::size_t>(m + N1)].real();
+        di += s * h[static_cast<std::size_t>(m + N1)].imag();
+        ss += s * s;
+    }
+    return {static_cast<double>(best) / single_path_steps - N1, cf64(dr / ss, di / ss)};
 }
 
 void single_path_response(const single_path& p, fft_buffer& out) noexcept

@@ -335,23 +335,28 @@ __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __re
 /// fit needs are sinc_table[j + max_j] = sin(x) / x, x = pi j / steps: the same double x as the
 /// CPU's pi (m - tau) and the same quotient, made once per block (1185 sines instead of
 /// 593 x 38; the kernel took 88 us a part of 779 packets on the H100 in those sines).
-constexpr int single_path_steps = 16;
-constexpr int single_path_candidates = (N1 + N2) * single_path_steps + 1;
+constexpr int single_path_steps = dsp::single_path_steps;
+constexpr int single_path_candidates = dsp::single_path_candidates;
 constexpr int single_path_max_j = (N1 + N2) * single_path_steps;
 
-/// <sinc(. - tau), h> and <sinc(. - tau), sinc(. - tau)> over the channel's taps, for candidate c.
-__device__ inline void sinc_projection(const cuDoubleComplex* h, const double* sinc_table, int c, double& dr, double& di, double& ss)
+__constant__ double c_rx_re[L_ch], c_rx_im[L_ch];                 ///< dsp::soqpsk_autocorrelation, lags 0 .. 37
+__constant__ double c_single_path_power[single_path_candidates];  ///< dsp::single_path_powers
+
+/// sum_m sinc(m - tau) v_m over the channel's taps for candidate c, and sum_m sinc(m - tau)^2.
+__device__ inline void sinc_projection(const cuDoubleComplex* v, const double* sinc_table, int c, double& dr, double& di, double& ss)
 {
     dr = di = ss = 0.0;
     for (int m = -N1; m <= N2; ++m) {
         const double s = sinc_table[(m + N1) * single_path_steps - c + single_path_max_j];
-        dr += s * h[m + N1].x;
-        di += s * h[m + N1].y;
+        dr += s * v[m + N1].x;
+        di += s * v[m + N1].y;
         ss += s * s;
     }
 }
 
-/// dsp::fit_single_path: the band-limited single path closest to h, one block per packet.
+/// dsp::fit_single_path, one block per packet: the delay whose single path's received signal is
+/// closest to h's (its projection on u = R h over its power <s, s>_R), the gain h's own
+/// projection on that delay's single path.
 __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, double* __restrict__ tau_out,
                                    cuDoubleComplex* __restrict__ gain_out)
 {
@@ -359,7 +364,7 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
     const int p = blockIdx.x;
     __shared__ double best_score[256];
     __shared__ int best_i[256];
-    __shared__ cuDoubleComplex h[L_ch];
+    __shared__ cuDoubleComplex h[L_ch], u[L_ch];
     __shared__ double sinc_table[2 * single_path_max_j + 1];
     for (int m = threadIdx.x; m < L_ch; m += blockDim.x) {
         const cuFloatComplex v = h_all[static_cast<std::size_t>(p) * L_ch + m];
@@ -370,12 +375,24 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
         sinc_table[j] = fabs(x) < 1e-12 ? 1.0 : sin(x) / x;
     }
     __syncthreads();
+    // u_a = sum_b R_x(a - b) h_b, in the CPU's order (R_x(-k) = R_x(k)*).
+    for (int a = threadIdx.x; a < L_ch; a += blockDim.x) {
+        double re = 0.0, im = 0.0;
+        for (int b = 0; b < L_ch; ++b) {
+            const int k = a - b;
+            const double rr = c_rx_re[k >= 0 ? k : -k], ri = k >= 0 ? c_rx_im[k] : -c_rx_im[-k];
+            re += rr * h[b].x - ri * h[b].y;
+            im += rr * h[b].y + ri * h[b].x;
+        }
+        u[a] = make_cuDoubleComplex(re, im);
+    }
+    __syncthreads();
     double bs = -1.0;
     int bi = 0;
     for (int c = threadIdx.x; c < n_cand; c += blockDim.x) {
         double dr, di, ss;
-        sinc_projection(h, sinc_table, c, dr, di, ss);
-        const double score = (dr * dr + di * di) / ss;
+        sinc_projection(u, sinc_table, c, dr, di, ss);
+        const double score = (dr * dr + di * di) / c_single_path_power[c];
         if (score > bs) {  // strictly greater: the first maximum wins, as on the CPU
             bs = score;
             bi = c;
@@ -396,7 +413,7 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        const double tau = static_cast<double>(best_i[0] - N1 * steps) / steps;
+        const double tau = static_cast<double>(best_i[0]) / steps - N1;
         double dr, di, ss;
         sinc_projection(h, sinc_table, best_i[0], dr, di, ss);
         tau_out[p] = tau;
@@ -406,7 +423,6 @@ __global__ void single_path_kernel(const cuFloatComplex* __restrict__ h_all, dou
 
 // Two receive channels (dsp/combining.hpp). Channel c's per-slot estimates lie max_packets
 // slots after channel 0's (gpu::estimators with two channels).
-__constant__ double c_rx_re[L_ch], c_rx_im[L_ch];                 ///< dsp::soqpsk_autocorrelation, lags 0 .. 37
 __constant__ double c_noise_gain[max_channel_supports];           ///< each channel support's noise_gain
 
 /// Per packet: the channels' taps side by side for the joint solver (h_pair: [packet][channel][38]),
@@ -908,19 +924,25 @@ struct cuda_backend::impl {
         // Once per backend: the kernels' shared memory, H_NO (in double on the host) and Psi.
         cma_setup_device();
         paths_setup_device();
-        if (c.channels == 2) {
-            // The two-channel kernels' constants: R_x and each channel support's noise gain.
+        {
+            // R_x (the single-path fit's and the two-channel kernels') and the single-path
+            // candidates' powers.
             const auto& rx = dsp::soqpsk_autocorrelation();
             std::array<double, L_ch> rx_re{}, rx_im{};
             for (std::size_t k = 0; k < static_cast<std::size_t>(L_ch) && k < rx.size(); ++k) {
                 rx_re[k] = rx[k].real();
                 rx_im[k] = rx[k].imag();
             }
+            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_re, rx_re.data(), sizeof rx_re));
+            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_im, rx_im.data(), sizeof rx_im));
+            const auto& powers = dsp::single_path_powers();
+            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_single_path_power, powers.data(), sizeof(double) * powers.size()));
+        }
+        if (c.channels == 2) {
+            // The two-channel kernels' constants: each channel support's noise gain.
             std::array<double, max_channel_supports> gain{};
             if (t.supports.size() > gain.size()) throw std::logic_error("cuda backend: more channel supports than the kernels hold");
             for (std::size_t i = 0; i < t.supports.size(); ++i) gain[i] = t.supports[i].noise_gain;
-            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_re, rx_re.data(), sizeof rx_re));
-            PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_im, rx_im.data(), sizeof rx_im));
             PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_noise_gain, gain.data(), sizeof gain));
         }
         dsp::fft_plan fwd(n_fft, dsp::fft_plan::direction::forward);

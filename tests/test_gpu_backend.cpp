@@ -322,9 +322,9 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
     EXPECT_EQ(c.unequalized_phase, 0u);
     report_and_check("phase smoother, edwards3 12 dB, 1 kHz", c, 60);
 
-    // On AWGN the unequalized path decides at least as well as MMSE on most packets: its
-    // phases derotate them and every equalized path is made again; the rest from the MMSE
-    // path's, ZF and FDE2 again. phase_smoother auto, 22 MS/s, below the nominal level.
+    // On AWGN the unequalized path decides at least as well as MMSE (every packet of this
+    // run): its phases derotate them and every equalized path is made again. phase_smoother
+    // auto, 22 MS/s, below the nominal level.
     sim_config awgn;
     awgn.preset = "awgn";
     awgn.ebn0_db = 10.0;
@@ -339,8 +339,7 @@ TEST_F(gpu_backend, phase_smoother_matches_the_cpu)
     const auto u = compare_backends(test::simulate(awgn, samples_for(60, 22e6)).samples, rw);
     std::printf("derotated by the unequalized path's phases: %zu of %zu smoothed packets\n", u.unequalized_phase, u.phase_smoothed);
     EXPECT_GE(u.phase_smoothed, u.packets * 9 / 10);
-    EXPECT_GE(u.unequalized_phase, u.phase_smoothed / 2);
-    EXPECT_LT(u.unequalized_phase, u.phase_smoothed) << "the MMSE path's phases on some";
+    EXPECT_GE(u.unequalized_phase, u.phase_smoothed * 9 / 10);
     report_and_check("phase smoother auto, AWGN 10 dB, 1 kHz, 22 MS/s", u, 60);
 
     // phase_smoother auto (the default): a 300 Hz Wiener phase on two-ray at 25 MS/s, every
