@@ -175,79 +175,81 @@ void fde_response(const fft_buffer& h_spec, double sigma2, const double* psi, ff
 
 namespace {
 
-/// sinc(m - tau) for tap m (-N1 .. N2) and candidate c (tau = c / single_path_steps - N1).
-double candidate_sinc(int m, int c) noexcept
-{
-    const double x = std::numbers::pi * (m - (static_cast<double>(c) / single_path_steps - N1));
-    return std::abs(x) < 1e-12 ? 1.0 : std::sin(x) / x;
-}
+/// fit_single_path's candidates, made once: each one's sinc(m - tau) over the taps
+/// (tau = c / single_path_steps - N1, m = -N1 .. N2) and its power <s, s>_R.
+struct single_path_table {
+    std::vector<std::array<double, L_ch>> sinc;
+    std::vector<double> power;
+};
 
-/// R_x(k) of SOQPSK-TG for |k| < L_ch (R_x(-k) = R_x(k)*).
-cf64 autocorrelation_at(const std::vector<cf64>& rx, int k) noexcept
+const single_path_table& single_path_candidates_table()
 {
-    return k >= 0 ? rx[static_cast<std::size_t>(k)] : std::conj(rx[static_cast<std::size_t>(-k)]);
+    static const single_path_table table = [] {
+        single_path_table t;
+        t.sinc.resize(static_cast<std::size_t>(single_path_candidates));
+        t.power.resize(static_cast<std::size_t>(single_path_candidates));
+        for (int c = 0; c < single_path_candidates; ++c) {
+            auto& s = t.sinc[static_cast<std::size_t>(c)];
+            for (int m = -N1; m <= N2; ++m) {
+                const double x = std::numbers::pi * (m - (static_cast<double>(c) / single_path_steps - N1));
+                s[static_cast<std::size_t>(m + N1)] = std::abs(x) < 1e-12 ? 1.0 : std::sin(x) / x;
+            }
+            // The form is real for a real s: sum_ab s_a s_b Re R_x(a - b).
+            double p = 0.0;
+            for (int a = 0; a < L_ch; ++a) {
+                for (int b = 0; b < L_ch; ++b) {
+                    p += s[static_cast<std::size_t>(a)] * s[static_cast<std::size_t>(b)] * soqpsk_autocorrelation_at(a - b).real();
+                }
+            }
+            t.power[static_cast<std::size_t>(c)] = p;
+        }
+        return t;
+    }();
+    return table;
 }
 
 }  // namespace
 
-const std::vector<double>& single_path_powers()
-{
-    static const std::vector<double> powers = [] {
-        const auto& rx = soqpsk_autocorrelation();
-        std::vector<double> out(static_cast<std::size_t>(single_path_candidates));
-        for (int c = 0; c < single_path_candidates; ++c) {
-            // The form is real for a real s: sum_ab s_a s_b Re R_x(a - b).
-            double p = 0.0;
-            for (int a = -N1; a <= N2; ++a) {
-                const double sa = candidate_sinc(a, c);
-                for (int b = -N1; b <= N2; ++b) p += sa * candidate_sinc(b, c) * autocorrelation_at(rx, a - b).real();
-            }
-            out[static_cast<std::size_t>(c)] = p;
-        }
-        return out;
-    }();
-    return powers;
-}
+const std::vector<double>& single_path_powers() { return single_path_candidates_table().power; }
 
 single_path fit_single_path(const std::array<cf64, L_ch>& h) noexcept
 {
     // u = R h (u_a = sum_b R_x(a - b) h_b), so that <s, h>_R = sum_a s_a u_a for a real s;
     // written out in real arithmetic (std::complex products go through the Annex G path).
-    const auto& rx = soqpsk_autocorrelation();
-    const auto& powers = single_path_powers();
+    const auto& table = single_path_candidates_table();
     std::array<cf64, L_ch> u{};
     for (int a = 0; a < L_ch; ++a) {
         double re = 0.0, im = 0.0;
         for (int b = 0; b < L_ch; ++b) {
-            const cf64 r = autocorrelation_at(rx, a - b);
+            const cf64 r = soqpsk_autocorrelation_at(a - b);
             const cf64 v = h[static_cast<std::size_t>(b)];
             re += r.real() * v.real() - r.imag() * v.imag();
             im += r.real() * v.imag() + r.imag() * v.real();
         }
         u[static_cast<std::size_t>(a)] = cf64(re, im);
     }
-    int best = 0;
+    std::size_t best = 0;
     double best_score = -1.0;
-    for (int c = 0; c < single_path_candidates; ++c) {
+    for (std::size_t c = 0; c < table.sinc.size(); ++c) {
+        const auto& s = table.sinc[c];
         double dr = 0.0, di = 0.0;
-        for (int m = -N1; m <= N2; ++m) {
-            const double s = candidate_sinc(m, c);
-            dr += s * u[static_cast<std::size_t>(m + N1)].real();
-            di += s * u[static_cast<std::size_t>(m + N1)].imag();
+        for (std::size_t m = 0; m < s.size(); ++m) {
+            dr += s[m] * u[m].real();
+            di += s[m] * u[m].imag();
         }
-        const double score = (dr * dr + di * di) / powers[static_cast<std::size_t>(c)];
+        const double score = (dr * dr + di * di) / table.power[c];
         if (score > best_score) {  // strictly greater: the first maximum wins
             best_score = score;
             best = c;
         }
     }
     // The gain: h's own projection on the chosen delay's single path, <s, h> / <s, s>.
+    const auto& s = table.sinc[best];
     double dr = 0.0, di = 0.0, ss = 0.0;
-    for (int m = -N1; m <= N2; ++m) {
-        const double s = candidate_sinc(m, best);
-        dr += s * h[static_cast<std::size_t>(m + N1)].real();
-        di += s * h[static_cast<std::size_t>(m + N1)].imag();
-        ss += s * s;
+    for (std::size_t m = 0; m < s.size(); ++m) {
+        dr += s[m] * h[m].real();
+        di += s[m] * h[m].imag();
+        ss += s[m] * s[m];
     }
     return {static_cast<double>(best) / single_path_steps - N1, cf64(dr / ss, di / ss)};
 }

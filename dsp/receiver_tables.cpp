@@ -171,13 +171,7 @@ void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
     const auto& wide = t.supports.back();
     if (wide.first_tap != -N1 || wide.last_tap != N2) throw std::logic_error("receiver tables: no full-width channel support");
     // Noise covariances G G^H weighted by R_x (received_power's weighting).
-    const auto& rx = soqpsk_autocorrelation();
-    auto rxw = [&](int a, int b) -> cf64 {  // R_x(b - a), R_x(-k) = conj(R_x(k))
-        const int k = b - a;
-        const auto ak = static_cast<std::size_t>(std::abs(k));
-        if (ak >= rx.size()) return 0.0;
-        return k >= 0 ? rx[ak] : std::conj(rx[ak]);
-    };
+    auto rxw = [](int a, int b) { return soqpsk_autocorrelation_at(b - a); };  // R_x(b - a)
     auto gram = [&](const std::vector<cf64>& G) {
         std::vector<cf64> c(L_ch * L_ch, 0.0);
         for (int a = 0; a < L_ch; ++a)

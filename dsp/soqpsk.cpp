@@ -127,6 +127,14 @@ const std::vector<cf64>& soqpsk_autocorrelation()
     return r;
 }
 
+cf64 soqpsk_autocorrelation_at(int k)
+{
+    const auto& rx = soqpsk_autocorrelation();
+    const auto ak = static_cast<std::size_t>(std::abs(k));
+    if (ak >= rx.size()) return 0.0;
+    return k >= 0 ? rx[ak] : std::conj(rx[ak]);
+}
+
 double received_power(const cf64* h, std::size_t n)
 {
     // sum_a sum_b Re(h_a conj(h_b) r(b - a)), with r(-k) = conj(r(k)): the diagonal once plus

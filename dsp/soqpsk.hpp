@@ -53,6 +53,9 @@ private:
 /// on 2^17 random bits, fixed seed).
 [[nodiscard]] const std::vector<cf64>& soqpsk_autocorrelation();
 
+/// R_x(k) at a lag of either sign (R_x(-k) = R_x(k)*); 0 beyond the lags measured.
+[[nodiscard]] cf64 soqpsk_autocorrelation_at(int k);
+
 /// Power of SOQPSK-TG after the channel h: sum_ab h_a h_b* R_x(b - a).
 [[nodiscard]] double received_power(const cf64* h, std::size_t n);
 
