@@ -216,12 +216,7 @@ struct cpu_backend::impl {
             return std::array<fft_buffer*, max_receive_channels>{&w.c_spec[i], &w.c_spec2[i]};
         };
         const std::array<const fft_buffer*, max_receive_channels> h{&w.h_spec, &w.h_spec2};
-        std::array<double, max_receive_channels> fraction{};
-        for (std::size_t ch = 0; ch < max_receive_channels; ++ch) {
-            const auto& support = t.supports[static_cast<std::size_t>(ces[ch].support)];
-            fraction[ch] = signal_fraction(power[ch], ces[ch].sigma2, support.noise_gain);
-        }
-        mrc_single_path_response(sp, sigma2, fraction, out(eq_path::none));
+        combined_single_path_response(w, ces, power, sp);
         // ZF: channel c's matched filter and weight, then the combined channel's ZF.
         const auto weights = combining_weights(sigma2);
         taps_to_spectrum(zf[0].data(), -L1, L_eq, fwd, w.t3);
@@ -234,6 +229,66 @@ struct cpu_backend::impl {
         }
         fde_combining_response(h, sigma2, nullptr, out(eq_path::fde1));
         fde_combining_response(h, sigma2, t.psi.data(), out(eq_path::fde2));
+    }
+
+    /// Two receive channels: the unequalized path's response on each channel (w.c_spec and
+    /// w.c_spec2 of path none), each channel's single path combined by maximal-ratio combining
+    /// (dsp::mrc_single_path_response); power: each channel estimate's received_power.
+    void combined_single_path_response(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces,
+                                       const std::array<double, max_receive_channels>& power,
+                                       const std::array<single_path, max_receive_channels>& sp) const
+    {
+        const std::array<double, max_receive_channels> sigma2{ces[0].sigma2, ces[1].sigma2};
+        std::array<double, max_receive_channels> fraction{};
+        for (std::size_t ch = 0; ch < max_receive_channels; ++ch) {
+            const auto& support = t.supports[static_cast<std::size_t>(ces[ch].support)];
+            fraction[ch] = signal_fraction(power[ch], ces[ch].sigma2, support.noise_gain);
+        }
+        const auto i = static_cast<std::size_t>(eq_path::none);
+        mrc_single_path_response(sp, sigma2, fraction, std::array<fft_buffer*, max_receive_channels>{&w.c_spec[i], &w.c_spec2[i]});
+    }
+
+    /// Path p's decision samples from its filtered segment (w.out) into w.v[p]: bit k's at
+    /// sample 2k + decision_delay of the packet.
+    void decision_samples(workspace& w, std::size_t p) const
+    {
+        const long long pre = static_cast<long long>(packet_margin);
+        const double inv_n = 1.0 / static_cast<double>(cfg.fft_size);
+        auto& v = w.v[p];
+        for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
+            v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
+        }
+    }
+
+    /// The carrier offset the estimate from the known bits left, measured over the whole
+    /// packet (dsp::carrier_correction; docs/SIGNAL-CHAIN.md, "Carrier from the decisions"):
+    /// the unequalized path made from the segments as they are (derotated by that estimate)
+    /// and the channel estimates `ces` made from them, decided by the PLL, and the slope of
+    /// the PLL's phases. The unequalized path's buffers, trace and `scratch_bits` (its bits)
+    /// are overwritten; the paths are made afterwards.
+    double decided_carrier_offset(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces, std::size_t nch,
+                                  std::uint8_t* scratch_bits) const
+    {
+        const auto none = static_cast<std::size_t>(eq_path::none);
+        std::array<single_path, max_receive_channels> sp{};
+        std::array<double, max_receive_channels> power{};
+        for (std::size_t ch = 0; ch < nch; ++ch) {
+            sp[ch] = fit_single_path(ces[ch].h);
+            power[ch] = received_power(ces[ch].h.data(), L_ch);
+        }
+        if (nch > 1) {
+            combined_single_path_response(w, ces, power, sp);
+        } else {
+            single_path_response(sp[0], w.c_spec[none]);
+        }
+        fwd.execute(w.seg.data(), w.r_spec.data());
+        if (nch > 1) fwd.execute(w.seg2.data(), w.r_spec2.data());
+        filter_packet(spectra_of(w, nch, w.r_spec, w.r_spec2), none, hno_spec, w.out);
+        decision_samples(w, none);
+        (void)detect_packet(w.v[none].data(), pll_acq, pll_track, scratch_bits, w.trace[none]);
+        std::array<float, phase_pairs> theta{};
+        for (std::size_t j = 0; j < phase_pairs; ++j) theta[j] = static_cast<float>(w.trace[none].theta[2 * j]);
+        return carrier_correction(theta.data());
     }
 
     /// Each path's decisions and I rail as its detector saw them (packet_view), from the
@@ -284,7 +339,6 @@ struct cpu_backend::impl {
         const bool fec = fo.on();
         const std::size_t n = cfg.fft_size;
         const long long pre = static_cast<long long>(packet_margin);
-        const double inv_n = 1.0 / static_cast<double>(n);
         const std::size_t nch = windows.size();
         const bool two = nch > 1;
 
@@ -336,6 +390,13 @@ struct cpu_backend::impl {
 
         std::array<channel_estimate, max_receive_channels> ces{};
         for (std::size_t ch = 0; ch < nch; ++ch) ces[ch] = estimate_channel(r[ch], t);
+        // The offset that is left, measured over the whole packet's decisions: the packet
+        // derotated by it about the channel estimator's window (dsp::carrier_centre), where the
+        // channel estimate keeps its phase.
+        if (const double dw = decided_carrier_offset(w, ces, nch, bits_out); dw != 0.0) {
+            rec.cfo_rad_per_sample += dw;
+            for (std::size_t ch = 0; ch < nch; ++ch) derotate_about(r[ch], static_cast<int>(-pre), static_cast<int>(seg_len - pre), dw, carrier_centre(t));
+        }
         // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition; with
         // two channels the combined: the channels' signal to noise ratios summed.
         // A channel of two without signal or noise (all zeros: a dead input) counts as 0, not
@@ -437,12 +498,6 @@ struct cpu_backend::impl {
         // spectrum, samples and trace are kept for the steps after.
         const packet_equalizers eq{c_zf[0], c_mmse[0], c_cma[0], sp[0], w.h_spec, ce.sigma2, t.psi.data()};
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
-        // A path's decision samples from its filtered segment (w.out): bit k's at 2k + decision_delay.
-        auto decision_samples = [&](std::vector<cf64>& v) {
-            for (std::size_t k = 0; k < waveform::packet_bits; ++k) {
-                v[k] = w.out[static_cast<std::size_t>(pre + 2 * static_cast<long long>(k) + t.decision_delay)] * inv_n;
-            }
-        };
         // Each path's trace (its phases and bits): for its statistics (the BEP estimate, the
         // LLRs), the trellis, a view, and the derotation's source (smoother::phase_source).
         if (two) {
@@ -453,8 +508,8 @@ struct cpu_backend::impl {
         const auto spec = spectra_of(w, nch, w.r_spec, w.r_spec2);
         for (std::size_t p = 0; p < workspace::paths; ++p) {
             filter_packet(spec, p, hno_spec, w.out);
+            decision_samples(w, p);
             auto& v = w.v[p];
-            decision_samples(v);
             sxs_trace& trace = w.trace[p];
             if (cfg.phase_smoother_always()) {
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, &trace);
@@ -500,8 +555,8 @@ struct cpu_backend::impl {
             for (std::size_t p = 0; p < workspace::paths; ++p) {
                 if (!smoother::pre_derotated(static_cast<int>(p), source)) continue;
                 filter_packet(derotated, p, hno_spec, w.out);
+                decision_samples(w, p);
                 auto& v = w.v[p];
-                decision_samples(v);
                 sxs_trace& trace = w.trace[p];
                 rec.paths[p] = detect_packet_smoothed(v.data(), pll_acq, pll_boot, path_bits(p), w.smooth, &trace);
                 sxs_statistics(w, p);  // before its phases become the totals below

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <numbers>
 #include <vector>
 
 namespace paq::dsp {
@@ -51,6 +52,47 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
 
 /// Phase pairs of a packet: one phase per bit pair (an even and an odd bit).
 inline constexpr std::size_t phase_pairs = waveform::packet_bits / 2;
+
+/// The carrier offset a PLL followed over a packet, in radians per sample: theta[j] the phase
+/// it derotated bit pair j by (sxs_trace::theta of the pair's even bit, in float as the GPU's
+/// detector keeps it), unwrapped pair to pair, and the slope of the least-squares line through
+/// all phase_pairs of them, over the four samples of a pair. The receiver's carrier estimate
+/// from the decisions (docs/SIGNAL-CHAIN.md, "Carrier from the decisions"); both backends call
+/// this.
+PAQ_HOST_DEVICE inline double carrier_offset_of_phases(const float* theta) noexcept
+{
+    constexpr int n = static_cast<int>(phase_pairs);
+    constexpr double pi = 3.14159265358979323846;
+    constexpr double centre = 0.5 * static_cast<double>(n - 1);
+    constexpr double sxx = static_cast<double>(n) * (static_cast<double>(n) * static_cast<double>(n) - 1.0) / 12.0;
+    double prev = static_cast<double>(theta[0]), u = prev, sxu = -centre * u;
+    for (int j = 1; j < n; ++j) {
+        const double th = static_cast<double>(theta[j]);
+        double d = th - prev;
+        if (d > pi) {
+            d -= 2.0 * pi;
+        } else if (d < -pi) {
+            d += 2.0 * pi;
+        }
+        prev = th;
+        u += d;
+        sxu += (static_cast<double>(j) - centre) * u;
+    }
+    return sxu / sxx / 4.0;
+}
+
+/// The largest correction carrier_offset_of_phases may make (radians per sample, an eighth of
+/// estimate_cfo's range: 40 kHz at 10.3125 Mbit/s): beyond it, or not finite, the PLL followed
+/// no carrier (a packet without signal) and the estimate from the known bits stays.
+inline constexpr double carrier_correction_limit = std::numbers::pi / 256.0;
+
+/// carrier_offset_of_phases where it is a correction to keep (finite, within
+/// carrier_correction_limit), else 0.
+PAQ_HOST_DEVICE inline double carrier_correction(const float* theta) noexcept
+{
+    const double dw = carrier_offset_of_phases(theta);
+    return dw == dw && dw <= carrier_correction_limit && dw >= -carrier_correction_limit ? dw : 0.0;
+}
 
 /// The phase smoother's design (receiver_config::phase_smoother; oscillator phase noise).
 namespace smoother {

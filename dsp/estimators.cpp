@@ -57,6 +57,11 @@ void derotate(cf64* r, int first, int last, double w0) noexcept
     for (int n = first; n < last; ++n) r[n] *= std::polar(1.0, -w0 * n);
 }
 
+void derotate_about(cf64* r, int first, int last, double dw, double centre) noexcept
+{
+    for (int n = first; n < last; ++n) r[n] *= std::polar(1.0, -dw * (static_cast<double>(n) - centre));
+}
+
 namespace {
 
 /// out = G obs, G 38 x M row-major.

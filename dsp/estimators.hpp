@@ -28,6 +28,16 @@ namespace paq::dsp {
 
 /// r(n) <- r(n) exp(-j w0 n) for n in [first, last).
 void derotate(cf64* r, int first, int last, double w0) noexcept;
+/// r(n) <- r(n) exp(-j dw (n - centre)) for n in [first, last): a frequency correction that
+/// leaves the phase at sample `centre` as it is.
+void derotate_about(cf64* r, int first, int last, double dw, double centre) noexcept;
+/// The centre of the channel estimator's observation range (samples from the packet start):
+/// the carrier correction from the decisions turns the packet about it, so that the channel
+/// estimate made there keeps its phase.
+[[nodiscard]] inline double carrier_centre(const receiver_tables& t) noexcept
+{
+    return static_cast<double>(t.obs_first) + 0.5 * static_cast<double>(t.M - 1);
+}
 
 struct channel_estimate {
     std::array<cf64, chain::L_ch> h{};  ///< h(-N1) .. h(N2)

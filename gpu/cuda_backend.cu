@@ -592,6 +592,7 @@ struct chain_part {
     const float2* lp;                        ///< the trellis's low-pass on the FFT grid (the backend's; null with sxs)
     std::unique_ptr<stream_trellis> trellis;  ///< receiver.detector trellis
     device_buffer<double> zero_load, load, tau, cond;
+    device_buffer<double> carrier_dw;  ///< per slot, the carrier correction from the decisions
     device_buffer<cuDoubleComplex> gain;
     device_buffer<std::uint8_t> ok_zf, ok_mmse;
     /// A cuSOLVER solver chosen by name (null: Levinson, called directly), and the Levinson
@@ -713,6 +714,7 @@ struct chain_part {
           load(max_packets),
           tau(per_slot(c)),
           cond(max_packets),
+          carrier_dw(max_packets),
           gain(per_slot(c)),
           ok_zf(max_packets),
           ok_mmse(max_packets),
@@ -787,6 +789,12 @@ struct chain_part {
     /// Queues the chain up to the symbol-by-symbol detector; with `clock`, steps_host goes up
     /// first and the gather re-times the packets.
     void enqueue_back(bool timed, bool clock);
+    /// The unequalized path's single-path fit from the channel estimates (tau, gain; two
+    /// channels: each channel's, and their maximal-ratio coefficients from `weight`).
+    void single_paths(int P);
+    /// The carrier estimate from the decisions (dsp::carrier_correction), P slots: w0
+    /// corrected and the segments derotated by it (gpu::estimators::correct_carrier_device).
+    void carrier_from_decisions(int P);
     /// Queues the rest: paths made again where the smoother decided (gated: waits on the host
     /// for the detector's count, so every part's enqueue_back comes first), the trellis, the
     /// outputs back.
@@ -1427,6 +1435,53 @@ void chain_part::enqueue_front(cudaEvent_t upload_after, bool timed, bool clock)
     if (timed) m.events_recorded = m.next_ev;
 }
 
+void chain_part::single_paths(int P)
+{
+    auto& m = *this;
+    const auto d = m.fe.device();
+    const cudaStream_t s = d.stream;
+    auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
+    if (m.channels == 2) {
+        for (int ch = 0; ch < 2; ++ch) {
+            single_path_kernel<<<P, 128, 0, s>>>(reinterpret_cast<cuFloatComplex*>(m.fe.device(ch).channels), m.tau.data() + m.slot0(ch),
+                                                 m.gain.data() + m.slot0(ch));
+            PAQ_CUDA_CHECK_LAUNCH();
+        }
+        mrc_kernel<<<(P + 127) / 128, 128, 0, s>>>(h, d.sigma2, d.support, m.weight.data(), m.gain.data(), m.max_packets, P, m.mrc.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    } else {
+        single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+}
+
+void chain_part::carrier_from_decisions(int P)
+{
+    auto& m = *this;
+    const auto d = m.fe.device();
+    const cudaStream_t s = d.stream;
+    const bool two = m.channels == 2;
+    // dsp::cpu_backend's decided_carrier_offset: the unequalized path from the segments as
+    // derotated by the estimate from the known bits, the PLL on it, the slope of its phases.
+    // The segments' spectra go to the MMSE taps' spectrum buffer (both channels' slots), which
+    // nothing reads before the MMSE and CMA stages write it.
+    if (two) {
+        combining_terms_kernel<<<P, 64, 0, s>>>(reinterpret_cast<cuFloatComplex*>(d.channels), d.sigma2, m.max_packets, m.h_pair.data(),
+                                                m.loads_pair.data(), m.weight.data(), m.noise_min.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+    m.single_paths(P);
+    auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
+    cuFloatComplex* const r = m.spec_mmse.data();
+    m.plan.forward(seg, r);
+    if (two) m.plan.forward(m.segments_of(1), r + m.slot0(1) * n_fft);
+    const second_channel second = two ? m.second_for(r + m.slot0(1) * n_fft) : second_channel{};
+    unequalized_path_device(r, m.hno, d.sigma2, m.tau.data(), m.gain.data(), m.decision_parity(), m.decision_m0(),
+                            reinterpret_cast<float2*>(m.det.device_input()), P, s, two ? &second : nullptr);
+    m.det.carrier_offsets_device(static_cast<std::size_t>(P), m.acq, m.track, m.carrier_dw.data(), s);
+    m.fe.correct_carrier_device(m.carrier_dw.data(), static_cast<std::size_t>(P));
+}
+
 void chain_part::enqueue_back(bool timed, bool clock)
 {
     auto& m = *this;
@@ -1447,10 +1502,12 @@ void chain_part::enqueue_back(bool timed, bool clock)
     const int P = static_cast<int>(np);
     m.fe.estimate_device(found.starts, found.count, np, clock ? m.steps_dev.data() : nullptr,
                          m.cfg.front_end_correction_on() ? m.iq_sums.data() : nullptr);
-    stage_done(cuda_backend::stage::estimates);
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
     const bool two = m.channels == 2;
+    const int parity = m.decision_parity(), m0 = m.decision_m0();
+    m.carrier_from_decisions(P);
+    stage_done(cuda_backend::stage::estimates);
 
     // ZF and MMSE (Levinson, double), the unequalized path's single-path fit. Two channels
     // (dsp/combining.hpp): the joint MMSE over both (block Levinson), the combined channel's
@@ -1465,13 +1522,6 @@ void chain_part::enqueue_back(bool timed, bool clock)
         PAQ_CUDA_CHECK_LAUNCH();
         const auto d2 = m.fe.device(1);
         combined_zf_device(d.channels, d2.channels, d.sigma2, d2.sigma2, reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(), np, s);
-        for (int ch = 0; ch < 2; ++ch) {
-            single_path_kernel<<<P, 128, 0, s>>>(reinterpret_cast<cuFloatComplex*>(m.fe.device(ch).channels), m.tau.data() + m.slot0(ch),
-                                                 m.gain.data() + m.slot0(ch));
-            PAQ_CUDA_CHECK_LAUNCH();
-        }
-        mrc_kernel<<<(P + 127) / 128, 128, 0, s>>>(h, d.sigma2, d.support, m.weight.data(), m.gain.data(), mp, P, m.mrc.data());
-        PAQ_CUDA_CHECK_LAUNCH();
     } else {
         mmse_load_kernel<<<(P + 127) / 128, 128, 0, s>>>(d.sigma2, m.load.data(), P);
         PAQ_CUDA_CHECK_LAUNCH();
@@ -1484,9 +1534,8 @@ void chain_part::enqueue_back(bool timed, bool clock)
             levinson_solver::solve_device_pair(d.channels, m.zero_load.data(), reinterpret_cast<cf32*>(m.c_zf.data()), m.ok_zf.data(),
                                                m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
         }
-        single_path_kernel<<<P, 128, 0, s>>>(h, m.tau.data(), m.gain.data());
-        PAQ_CUDA_CHECK_LAUNCH();
     }
+    m.single_paths(P);
     stage_done(cuda_backend::stage::solvers);
 
     // R = FFT of each segment (out of place where paths may be made again from the
@@ -1544,7 +1593,6 @@ void chain_part::enqueue_back(bool timed, bool clock)
                                     mmse_from_cma ? 1 : 2};
         taps_spectra_device(spectra2, P, s);
     }
-    const int parity = m.decision_parity(), m0 = m.decision_m0();
     const second_channel second = two ? m.second_for(m.spectrum_of(1)) : second_channel{};
     paths_device(spec, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
                  m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s, nullptr, two ? &second : nullptr);

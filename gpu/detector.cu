@@ -776,7 +776,7 @@ struct stream_detector::impl {
     impl(int dev, std::size_t ms, smoother_use u, bool kp, bool ks)
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
           keep_soft(ks), soft(ks ? ms * (nbits - nk) : 0),
-          theta(sm(u) || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
+          theta(ms * dsp::phase_pairs), z(sm(u) ? ms * dsp::phase_pairs : 0),
           f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), theta_bit(sm(u) ? ms * nbits : 0),
           zr_bit(sm(u) ? 2 * ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
@@ -809,7 +809,10 @@ cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(
 std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
 const float* stream_detector::device_soft() const noexcept { return impl_->keep_soft ? impl_->soft.data() : nullptr; }
 dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
-const float* stream_detector::device_theta() const noexcept { return impl_->theta.size() > 0 ? impl_->theta.data() : nullptr; }
+const float* stream_detector::device_theta() const noexcept
+{
+    return impl_->keep_phase || impl::sm(impl_->use) ? impl_->theta.data() : nullptr;
+}
 const float* stream_detector::device_theta_bit() const noexcept
 {
     return impl_->theta_bit.size() > 0 ? impl_->theta_bit.data() : nullptr;
@@ -860,6 +863,32 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     // streams (the grids sized for all of them; the threads past the list's length return at
     // once), overwriting the PLL's bits, statistics and phase there.
     smooth_device(streams, acq, boot, gated ? m.list.data() : nullptr, gated ? m.count.data() : nullptr, stream);
+}
+
+namespace {
+
+/// A thread per stream: dsp::carrier_correction of its PLL's phases (theta: streams x 3168).
+__global__ void carrier_kernel(const float* __restrict__ theta, int streams, double* __restrict__ dw)
+{
+    const int s = blockIdx.x * blockDim.x + threadIdx.x;
+    if (s >= streams) return;
+    dw[s] = dsp::carrier_correction(theta + static_cast<std::size_t>(s) * dsp::phase_pairs);
+}
+
+}  // namespace
+
+void stream_detector::carrier_offsets_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, double* dw,
+                                             cuda_stream_t stream)
+{
+    auto& m = *impl_;
+    if (streams > m.max_streams) throw std::invalid_argument("stream_detector: more streams than at Create");
+    if (streams == 0) return;
+    const auto blocks = static_cast<unsigned>((streams + 127) / 128);
+    detect_kernel<true, false><<<blocks, 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(), m.stats.data(),
+                                                           m.theta.data(), nullptr, nullptr);
+    PAQ_CUDA_CHECK_LAUNCH();
+    carrier_kernel<<<blocks, 128, 0, stream>>>(m.theta.data(), static_cast<int>(streams), dw);
+    PAQ_CUDA_CHECK_LAUNCH();
 }
 
 void stream_detector::smooth_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& boot, const int* list,

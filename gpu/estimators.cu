@@ -264,15 +264,16 @@ __global__ void cfo_kernel(const cuFloatComplex* __restrict__ seg, double* __res
     }
 }
 
-/// r(n) <- r(n) exp(-j w0 n), n relative to the packet start; the phase in double (it grows
-/// to ~1e3 rad over a packet at the largest offsets).
-__global__ void derotate_kernel(cuFloatComplex* __restrict__ seg, const double* __restrict__ w0)
+/// r(n) <- r(n) exp(-j w0 (n - centre)), n relative to the packet start (dsp::derotate, and
+/// with a centre dsp::derotate_about); the phase in double (it grows to ~1e3 rad over a packet
+/// at the largest offsets).
+__global__ void derotate_kernel(cuFloatComplex* __restrict__ seg, const double* __restrict__ w0, double centre = 0.0)
 {
     const int p = blockIdx.y;
     const int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= seg_len) return;
     double s, c;
-    sincos(-w0[p] * static_cast<double>(i - pre), &s, &c);
+    sincos(-w0[p] * (static_cast<double>(i - pre) - centre), &s, &c);
     cuFloatComplex& v = seg[static_cast<std::size_t>(p) * seg_stride + i];
     const float cs = static_cast<float>(c), sn = static_cast<float>(s);
     v = make_cuFloatComplex(v.x * cs - v.y * sn, v.x * sn + v.y * cs);
@@ -526,6 +527,9 @@ struct estimators::impl {
     event resample_ev[2 * upload_chunks];
 
     void estimate_stages(std::size_t np);
+    /// Channel ch's estimate from its segments as they are (derotated): H_all, the pilot's
+    /// fit, the noise, the support and its taps.
+    void channel_stages(int ch, std::size_t np);
 
     impl(int dev, std::size_t mw, std::size_t mp, const dsp::resampler_design* input_design, std::size_t mi, int ch)
         : device(select_device(dev)),
@@ -899,6 +903,34 @@ void estimators::estimate_device(const long long* starts, const int* count, std:
     m.estimate_stages(slots);
 }
 
+namespace {
+
+/// w0 += dw per packet, on every channel's slot (the channels' slots `slots` apart).
+__global__ void add_offset_kernel(double* __restrict__ w0, const double* __restrict__ dw, int packets, int channels, std::size_t slots)
+{
+    const int p = blockIdx.x * blockDim.x + threadIdx.x;
+    if (p >= packets) return;
+    for (int c = 0; c < channels; ++c) w0[static_cast<std::size_t>(p) + c * slots] += dw[p];
+}
+
+}  // namespace
+
+void estimators::correct_carrier_device(const double* dw, std::size_t np)
+{
+    auto& m = *impl_;
+    if (np == 0) return;
+    if (np > m.max_packets) throw std::invalid_argument("gpu estimators: more packets than at Create");
+    add_offset_kernel<<<static_cast<unsigned>((np + 127) / 128), 128, 0, m.st.get()>>>(m.w0.data(), dw, static_cast<int>(np), m.channels,
+                                                                                       m.max_packets);
+    PAQ_CUDA_CHECK_LAUNCH();
+    for (int ch = 0; ch < m.channels; ++ch) {
+        cuFloatComplex* seg = m.seg.data() + static_cast<std::size_t>(ch) * m.max_packets * seg_stride;
+        const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
+        derotate_kernel<<<grid, 256, 0, m.st.get()>>>(seg, dw, dsp::carrier_centre(m.t));
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
+}
+
 void estimators::impl::estimate_stages(std::size_t np)
 {
     auto& m = *this;
@@ -953,24 +985,33 @@ void estimators::impl::estimate_stages(std::size_t np)
         const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
         derotate_kernel<<<grid, 256, 0, m.st.get()>>>(seg_of(ch), slot_of(m.w0.data(), ch));
         PAQ_CUDA_CHECK_LAUNCH();
-
-        // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
-        // column p is the packet's observation range inside its segment (leading dimension
-        // seg_stride).
-        const cuFloatComplex* obs = seg_of(ch) + pre + m.t.obs_first;
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs, seg_stride, &zero,
-                                     m.h_all.data(), rows));
-        // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(), rows,
-                                     &zero, fit_of(ch), M));
-        noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(seg_of(ch), m.t.obs_first, M, fit_of(ch), m.t.rho,
-                                                                       slot_of(m.sigma2.data(), ch));
-        PAQ_CUDA_CHECK_LAUNCH();
-        support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, slot_of(m.sigma2.data(), ch),
-                                                                        m.h.data() + static_cast<std::size_t>(ch) * mp * l_ch,
-                                                                        slot_of(m.support.data(), ch));
-        PAQ_CUDA_CHECK_LAUNCH();
+        channel_stages(ch, np);
     }
+}
+
+void estimators::impl::channel_stages(int ch, std::size_t np)
+{
+    auto& m = *this;
+    const std::size_t mp = m.max_packets;
+    const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
+    const int rows = l_ch * (m.n_supports + 1);
+    const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
+    cuFloatComplex* const seg = m.seg.data() + static_cast<std::size_t>(ch) * mp * seg_stride;
+    cuFloatComplex* const fit = m.fit.data() + static_cast<std::size_t>(ch) * mp * m.t.M;
+    const std::size_t slot0 = static_cast<std::size_t>(ch) * mp;
+    // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS column p
+    // is the packet's observation range inside its segment (leading dimension seg_stride).
+    const cuFloatComplex* obs = seg + pre + m.t.obs_first;
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs, seg_stride, &zero,
+                                 m.h_all.data(), rows));
+    // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
+    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(), rows, &zero,
+                                 fit, M));
+    noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(seg, m.t.obs_first, M, fit, m.t.rho, m.sigma2.data() + slot0);
+    PAQ_CUDA_CHECK_LAUNCH();
+    support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, m.sigma2.data() + slot0,
+                                                                    m.h.data() + slot0 * l_ch, m.support.data() + slot0);
+    PAQ_CUDA_CHECK_LAUNCH();
 }
 
 estimators::device_results estimators::device(int channel) noexcept

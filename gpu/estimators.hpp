@@ -135,6 +135,11 @@ public:
     /// the moments per slot into iq_sums, device, gpu::iq_dc_sums_per_slot each; with two
     /// channels channel 1's max_packets slots after channel 0's). Null: no correction.
     void estimate_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps, double* iq_sums);
+    /// After estimate_device: each packet's carrier estimate corrected by dw (device, one per
+    /// packet, dsp::carrier_correction): w0 += dw and the segments derotated by dw about
+    /// dsp::carrier_centre (dsp::derotate_about), the channel estimates kept, as
+    /// dsp::cpu_backend does. Asynchronous on device().stream.
+    void correct_carrier_device(const double* dw, std::size_t np);
     /// Only the first stage of estimate_device: the packet segments (device().segments, not
     /// yet de-rotated) and the non-finite counts. For tests.
     void gather_device(const long long* starts, const int* count, std::size_t slots, const dsp::fixed_pos* steps);

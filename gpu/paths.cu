@@ -239,10 +239,13 @@ __global__ void __launch_bounds__(paths_threads, 3)
                  const float2* __restrict__ spec_mmse, const float2* __restrict__ spec_cma, const float2* __restrict__ hspec,
                  const float* __restrict__ psi, const double* __restrict__ sigma2, const double* __restrict__ tau,
                  const cuDoubleComplex* __restrict__ gain, int parity, int m0, float2* __restrict__ v,
-                 const std::uint8_t* __restrict__ derotation, second_inputs two)
+                 const std::uint8_t* __restrict__ derotation, second_inputs two, int only_path)
 {
     extern __shared__ float2 f[];  // the path's folded spectrum, N/2 points (smem_fft layout)
-    const int p = static_cast<int>(blockIdx.x) / num_paths, path = static_cast<int>(blockIdx.x) % num_paths;
+    // only_path >= 0: that path alone, block p for packet p, its samples stream p.
+    const bool one = only_path >= 0;
+    const int p = one ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / num_paths;
+    const int path = one ? only_path : static_cast<int>(blockIdx.x) % num_paths;
     // Made again (derotation not null): only the paths dsp::smoother::pre_derotated gives for
     // the packet's source (the whole block returns).
     if (derotation != nullptr && (derotation[p] == dsp::smoother::no_derotation || !dsp::smoother::pre_derotated(path, derotation[p]))) return;
@@ -257,7 +260,7 @@ __global__ void __launch_bounds__(paths_threads, 3)
     __syncthreads();
     // The transform's last stage (a pass of its own) is done where its output is read.
     smem_fft::dif_but_last<paths_log_n, true, true>(f);
-    float2* out = v + (static_cast<std::size_t>(p) * num_paths + path) * n_bits;
+    float2* out = v + (one ? static_cast<std::size_t>(p) : static_cast<std::size_t>(p) * num_paths + path) * n_bits;
     for (int k = threadIdx.x; k < n_bits; k += blockDim.x) {
         const float2 y = smem_fft::dif_last_stage_at<true>(f, smem_fft::bitrev<paths_log_n>(m0 + k));
         __stcs(out + k, make_float2(y.x * inv_n, y.y * inv_n));  // for the detector, streamed past L2
@@ -470,7 +473,19 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
     kernel<<<static_cast<unsigned>(packets) * num_paths, paths_threads, paths_smem_bytes, s>>>(
         reinterpret_cast<const float2*>(r), hno, reinterpret_cast<const float2*>(spec_zf), reinterpret_cast<const float2*>(spec_mmse),
         reinterpret_cast<const float2*>(spec_cma), reinterpret_cast<const float2*>(hspec), psi, sigma2, tau, gain, parity, m0, v,
-        derotation, two);
+        derotation, two, -1);
+    PAQ_CUDA_CHECK_LAUNCH();
+}
+
+void unequalized_path_device(const cuFloatComplex* r, const float2* hno, const double* sigma2, const double* tau, const cuDoubleComplex* gain,
+                             int parity, int m0, float2* v, int packets, cudaStream_t s, const second_channel* second)
+{
+    if (packets <= 0) return;
+    const second_inputs two = second_of(second);
+    auto* kernel = second ? paths_kernel<2> : paths_kernel<1>;
+    kernel<<<static_cast<unsigned>(packets), paths_threads, paths_smem_bytes, s>>>(
+        reinterpret_cast<const float2*>(r), hno, nullptr, nullptr, nullptr, nullptr, nullptr, sigma2, tau, gain, parity, m0, v, nullptr, two,
+        static_cast<int>(dsp::eq_path::none));
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

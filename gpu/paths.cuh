@@ -68,6 +68,12 @@ void paths_device(const cuFloatComplex* r, const float2* hno, const cuFloatCompl
                   const cuDoubleComplex* gain, int parity, int m0, float2* v, int packets, cudaStream_t s,
                   const std::uint8_t* derotation = nullptr, const second_channel* second = nullptr);
 
+/// The unequalized path alone (paths_device's path none, the same samples): packet p's
+/// decision samples to stream p of v (packets x 6336), for the carrier estimate from the
+/// decisions (gpu::stream_detector::carrier_offsets_device).
+void unequalized_path_device(const cuFloatComplex* r, const float2* hno, const double* sigma2, const double* tau, const cuDoubleComplex* gain,
+                             int parity, int m0, float2* v, int packets, cudaStream_t s, const second_channel* second = nullptr);
+
 /// dsp::smoother::pre_derotation on the packets' time-domain segments (seg, segment_stride
 /// apart, sample i in [0, seg_len)): each packet whose `derotation` (per packet,
 /// gpu::stream_detector::device_derotation) names a source path turned by minus the

@@ -810,7 +810,9 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
     // The backend splits each batch into parts that run concurrently (default 4). Against
     // one part on the same batches: the same packets and estimates, and the same bits except
     // where float rounding that depends on the batch size (cuBLAS picks its kernels by shape)
-    // moves a decision within rounding of zero; counted and bounded.
+    // moves a decision within rounding of zero; counted and bounded. The carrier estimate
+    // follows the unequalized path's decisions (dsp::carrier_correction), so such a decision
+    // moves it too, by about 1e-7 rad/sample (0.3 Hz): bounded at 1e-6.
     sim_config sc;
     sc.preset = "edwards3";
     sc.ebn0_db = 11.0;
@@ -834,7 +836,7 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
             for (std::size_t p = 0; p < a.packets.size(); ++p) {
                 EXPECT_EQ(a.packets[p].start_sample, g.packets[p].start_sample);
                 EXPECT_EQ(a.packets[p].metric, g.packets[p].metric);
-                EXPECT_NEAR(a.packets[p].cfo_rad_per_sample, g.packets[p].cfo_rad_per_sample, 1e-9);
+                EXPECT_NEAR(a.packets[p].cfo_rad_per_sample, g.packets[p].cfo_rad_per_sample, 1e-6);
             }
             for (std::size_t i = 0; i < a.bits.size(); ++i) bit_diff += static_cast<std::size_t>(__builtin_popcount(a.bits[i] ^ g.bits[i]));
             packets += a.packets.size();

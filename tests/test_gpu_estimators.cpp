@@ -3,6 +3,7 @@
 #include "chain_fixture.hpp"
 
 #include "dsp/clock_recovery.hpp"
+#include "dsp/estimators.hpp"
 #include "dsp/preamble_detector.hpp"
 #include "dsp/resampler.hpp"
 #include "gpu/device.hpp"
@@ -90,29 +91,45 @@ TEST_F(gpu_estimators, estimates_match_the_cpu)
 
     gpu::estimators fe(0, sim.samples.size(), 64);
     const auto est = fe.estimate(sim.samples, found.starts);
-    cpu_backend cpu(receiver_config{});
-    std::vector<std::uint8_t> bits(chain::num_paths * packed_data_bytes);
     double worst_cfo = 0.0, worst_h = 0.0, worst_s2 = 0.0;
     std::uint64_t nonfinite_gpu = 0, nonfinite_cpu = 0;
     std::size_t support_differs = 0;
     for (std::size_t p = 0; p < found.starts.size(); ++p) {
-        packet_record rec;
-        cpu.process_packet(sim.samples.data(), sim.samples.size(), found.starts[p], rec, bits.data());
-        worst_cfo = std::max(worst_cfo, std::abs(est[p].cfo_rad_per_sample - rec.cfo_rad_per_sample));
-        worst_s2 = std::max(worst_s2, std::abs(est[p].sigma2 / rec.sigma2 - 1.0));
+        // The CPU's estimators on the same segment (packet_margin samples each side, zeros
+        // beyond the window): the estimate from the known bits, the derotation, the channel
+        // (the CPU backend then corrects the carrier from the decisions, which
+        // gpu::estimators leaves to the backend).
+        const long long pre = static_cast<long long>(packet_margin);
+        std::vector<cf64> seg(waveform::L_pkt + 2 * packet_margin);
+        for (long long i = 0; i < static_cast<long long>(seg.size()); ++i) {
+            const long long at = found.starts[p] - pre + i;
+            if (at < 0 || at >= static_cast<long long>(sim.samples.size())) continue;
+            const cf32 x = sim.samples[static_cast<std::size_t>(at)];
+            if (!std::isfinite(x.real()) || !std::isfinite(x.imag())) {
+                ++nonfinite_cpu;
+                continue;
+            }
+            seg[static_cast<std::size_t>(i)] = cf64(x.real(), x.imag());
+        }
+        cf64* const r = seg.data() + pre;
+        double w0 = estimate_cfo(r);
+        w0 += refine_cfo(r, w0, t);
+        derotate(r, static_cast<int>(-pre), static_cast<int>(static_cast<long long>(seg.size()) - pre), w0);
+        const auto ce = estimate_channel(r, t);
+        worst_cfo = std::max(worst_cfo, std::abs(est[p].cfo_rad_per_sample - w0));
+        worst_s2 = std::max(worst_s2, std::abs(est[p].sigma2 / ce.sigma2 - 1.0));
         nonfinite_gpu += est[p].nonfinite_samples;
-        nonfinite_cpu += rec.nonfinite_samples;
         // The support is a discrete choice from float (GPU) or double (CPU) risks: a near tie
         // may go either way, and then the taps differ by the two supports' estimates.
-        if (est[p].support != rec.channel_support) {
+        if (est[p].support != ce.support) {
             ++support_differs;
             continue;
         }
         double d = 0.0, ref = 0.0;
         for (int a = 0; a < chain::L_ch; ++a) {
             const cf64 hg(est[p].h[static_cast<std::size_t>(a)].real(), est[p].h[static_cast<std::size_t>(a)].imag());
-            d += std::norm(hg - rec.h[static_cast<std::size_t>(a)]);
-            ref += std::norm(rec.h[static_cast<std::size_t>(a)]);
+            d += std::norm(hg - ce.h[static_cast<std::size_t>(a)]);
+            ref += std::norm(ce.h[static_cast<std::size_t>(a)]);
         }
         worst_h = std::max(worst_h, std::sqrt(d / ref));
     }
