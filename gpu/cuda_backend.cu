@@ -1463,6 +1463,7 @@ void chain_part::carrier_from_decisions(int P)
     const bool two = m.channels == 2;
     // dsp::cpu_backend's decided_carrier_offset: the unequalized path from the segments as
     // derotated by the estimate from the known bits, the PLL on it, the slope of its phases.
+    // Its single paths and (two channels) combining terms serve the solvers stage too.
     // The segments' spectra go to the MMSE taps' spectrum buffer (both channels' slots), which
     // nothing reads before the MMSE and CMA stages write it.
     if (two) {
@@ -1509,13 +1510,12 @@ void chain_part::enqueue_back(bool timed, bool clock)
     m.carrier_from_decisions(P);
     stage_done(cuda_backend::stage::estimates);
 
-    // ZF and MMSE (Levinson, double), the unequalized path's single-path fit. Two channels
-    // (dsp/combining.hpp): the joint MMSE over both (block Levinson), the combined channel's
-    // ZF, each channel's single path, combined by maximal-ratio combining.
+    // ZF and MMSE (Levinson, double); the unequalized path's single-path fit and the two
+    // channels' combining terms are carrier_from_decisions's (the correction leaves the
+    // channel estimates as they are). Two channels (dsp/combining.hpp): the joint MMSE over
+    // both (block Levinson), the combined channel's ZF.
     if (two) {
         const std::size_t mp = m.max_packets;
-        combining_terms_kernel<<<P, 64, 0, s>>>(h, d.sigma2, mp, m.h_pair.data(), m.loads_pair.data(), m.weight.data(), m.noise_min.data());
-        PAQ_CUDA_CHECK_LAUNCH();
         m.joint->solve_on_device(reinterpret_cast<const cf32*>(m.h_pair.data()), m.loads_pair.data(), reinterpret_cast<cf32*>(m.c_pair.data()),
                                  m.ok_mmse.data(), np, s);
         unpack_taps_kernel<<<P, 128, 0, s>>>(m.c_pair.data(), mp, m.c_mmse.data());
@@ -1535,7 +1535,6 @@ void chain_part::enqueue_back(bool timed, bool clock)
                                                m.load.data(), reinterpret_cast<cf32*>(m.c_mmse.data()), m.ok_mmse.data(), np, s);
         }
     }
-    m.single_paths(P);
     stage_done(cuda_backend::stage::solvers);
 
     // R = FFT of each segment (out of place where paths may be made again from the

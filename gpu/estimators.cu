@@ -527,9 +527,6 @@ struct estimators::impl {
     event resample_ev[2 * upload_chunks];
 
     void estimate_stages(std::size_t np);
-    /// Channel ch's estimate from its segments as they are (derotated): H_all, the pilot's
-    /// fit, the noise, the support and its taps.
-    void channel_stages(int ch, std::size_t np);
 
     impl(int dev, std::size_t mw, std::size_t mp, const dsp::resampler_design* input_design, std::size_t mi, int ch)
         : device(select_device(dev)),
@@ -985,33 +982,24 @@ void estimators::impl::estimate_stages(std::size_t np)
         const dim3 grid((seg_len + 255) / 256, static_cast<unsigned>(np));
         derotate_kernel<<<grid, 256, 0, m.st.get()>>>(seg_of(ch), slot_of(m.w0.data(), ch));
         PAQ_CUDA_CHECK_LAUNCH();
-        channel_stages(ch, np);
-    }
-}
 
-void estimators::impl::channel_stages(int ch, std::size_t np)
-{
-    auto& m = *this;
-    const std::size_t mp = m.max_packets;
-    const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
-    const int rows = l_ch * (m.n_supports + 1);
-    const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
-    cuFloatComplex* const seg = m.seg.data() + static_cast<std::size_t>(ch) * mp * seg_stride;
-    cuFloatComplex* const fit = m.fit.data() + static_cast<std::size_t>(ch) * mp * m.t.M;
-    const std::size_t slot0 = static_cast<std::size_t>(ch) * mp;
-    // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS column p
-    // is the packet's observation range inside its segment (leading dimension seg_stride).
-    const cuFloatComplex* obs = seg + pre + m.t.obs_first;
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs, seg_stride, &zero,
-                                 m.h_all.data(), rows));
-    // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
-    PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(), rows, &zero,
-                                 fit, M));
-    noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(seg, m.t.obs_first, M, fit, m.t.rho, m.sigma2.data() + slot0);
-    PAQ_CUDA_CHECK_LAUNCH();
-    support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, m.sigma2.data() + slot0,
-                                                                    m.h.data() + slot0 * l_ch, m.support.data() + slot0);
-    PAQ_CUDA_CHECK_LAUNCH();
+        // H_all (38 (S + 1) x P) = [X_lpi; G_1 .. G_S] (38 (S + 1) x M) * OBS (M x P); OBS
+        // column p is the packet's observation range inside its segment (leading dimension
+        // seg_stride).
+        const cuFloatComplex* obs = seg_of(ch) + pre + m.t.obs_first;
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs, seg_stride, &zero,
+                                     m.h_all.data(), rows));
+        // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
+        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(), rows,
+                                     &zero, fit_of(ch), M));
+        noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(seg_of(ch), m.t.obs_first, M, fit_of(ch), m.t.rho,
+                                                                       slot_of(m.sigma2.data(), ch));
+        PAQ_CUDA_CHECK_LAUNCH();
+        support_kernel<<<static_cast<unsigned>(np), 32, 0, m.st.get()>>>(m.h_all.data(), m.n_supports, slot_of(m.sigma2.data(), ch),
+                                                                        m.h.data() + static_cast<std::size_t>(ch) * mp * l_ch,
+                                                                        slot_of(m.support.data(), ch));
+        PAQ_CUDA_CHECK_LAUNCH();
+    }
 }
 
 estimators::device_results estimators::device(int channel) noexcept
