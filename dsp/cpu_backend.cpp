@@ -395,7 +395,9 @@ struct cpu_backend::impl {
         // channel estimate keeps its phase.
         if (const double dw = decided_carrier_offset(w, ces, nch, bits_out); dw != 0.0) {
             rec.cfo_rad_per_sample += dw;
-            for (std::size_t ch = 0; ch < nch; ++ch) derotate_about(r[ch], static_cast<int>(-pre), static_cast<int>(seg_len - pre), dw, carrier_centre(t));
+            for (std::size_t ch = 0; ch < nch; ++ch) {
+                derotate_about(r[ch], static_cast<int>(-pre), static_cast<int>(seg_len - pre), dw, carrier_centre(t));
+            }
         }
         // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition; with
         // two channels the combined: the channels' signal to noise ratios summed.
