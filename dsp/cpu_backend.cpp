@@ -200,15 +200,13 @@ struct cpu_backend::impl {
         filter_paths(std::span(s.r.data(), s.count), std::span(s.c[p].data(), s.count), filter, inv, y);
     }
 
-    /// Two receive channels: each path's equalizer on each channel (w.c_spec, w.c_spec2) from
-    /// the joint taps (MMSE, CMA), the combined channel's ZF taps (zf[0]), the channels'
-    /// spectra (w.h_spec, w.h_spec2) and single paths (dsp/combining.hpp); power: each channel
-    /// estimate's received_power.
+    /// Two receive channels: each equalized path's equalizer on each channel (w.c_spec,
+    /// w.c_spec2) from the joint taps (MMSE, CMA), the combined channel's ZF taps (zf[0]) and
+    /// the channels' spectra (w.h_spec, w.h_spec2) (dsp/combining.hpp); the unequalized path's
+    /// is combined_single_path_response's.
     void combined_responses(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces,
-                            const std::array<double, max_receive_channels>& power,
                             const std::array<eq_taps, max_receive_channels>& zf, const std::array<eq_taps, max_receive_channels>& mmse,
-                            const std::array<eq_taps, max_receive_channels>& cma,
-                            const std::array<single_path, max_receive_channels>& sp) const
+                            const std::array<eq_taps, max_receive_channels>& cma) const
     {
         const std::array<double, max_receive_channels> sigma2{ces[0].sigma2, ces[1].sigma2};
         auto out = [&](eq_path p) {
@@ -216,7 +214,6 @@ struct cpu_backend::impl {
             return std::array<fft_buffer*, max_receive_channels>{&w.c_spec[i], &w.c_spec2[i]};
         };
         const std::array<const fft_buffer*, max_receive_channels> h{&w.h_spec, &w.h_spec2};
-        combined_single_path_response(w, ces, power, sp);
         // ZF: channel c's matched filter and weight, then the combined channel's ZF.
         const auto weights = combining_weights(sigma2);
         taps_to_spectrum(zf[0].data(), -L1, L_eq, fwd, w.t3);
@@ -262,25 +259,13 @@ struct cpu_backend::impl {
 
     /// The carrier offset the estimate from the known bits left, measured over the whole
     /// packet (dsp::carrier_correction; docs/SIGNAL-CHAIN.md, "Carrier from the decisions"):
-    /// the unequalized path made from the segments as they are (derotated by that estimate)
-    /// and the channel estimates `ces` made from them, decided by the PLL, and the slope of
-    /// the PLL's phases. The unequalized path's buffers, trace and `scratch_bits` (its bits)
-    /// are overwritten; the paths are made afterwards.
-    double decided_carrier_offset(workspace& w, const std::array<channel_estimate, max_receive_channels>& ces, std::size_t nch,
-                                  std::uint8_t* scratch_bits) const
+    /// the unequalized path (its response already in w.c_spec / w.c_spec2) made from the
+    /// segments as they are, derotated by that estimate, decided by the PLL, and the slope of
+    /// the PLL's phases. The path's samples, trace and `scratch_bits` (its bits) are
+    /// overwritten; the paths are made afterwards.
+    double decided_carrier_offset(workspace& w, std::size_t nch, std::uint8_t* scratch_bits) const
     {
         const auto none = static_cast<std::size_t>(eq_path::none);
-        std::array<single_path, max_receive_channels> sp{};
-        std::array<double, max_receive_channels> power{};
-        for (std::size_t ch = 0; ch < nch; ++ch) {
-            sp[ch] = fit_single_path(ces[ch].h);
-            power[ch] = received_power(ces[ch].h.data(), L_ch);
-        }
-        if (nch > 1) {
-            combined_single_path_response(w, ces, power, sp);
-        } else {
-            single_path_response(sp[0], w.c_spec[none]);
-        }
         fwd.execute(w.seg.data(), w.r_spec.data());
         if (nch > 1) fwd.execute(w.seg2.data(), w.r_spec2.data());
         filter_packet(spectra_of(w, nch, w.r_spec, w.r_spec2), none, hno_spec, w.out);
@@ -390,15 +375,6 @@ struct cpu_backend::impl {
 
         std::array<channel_estimate, max_receive_channels> ces{};
         for (std::size_t ch = 0; ch < nch; ++ch) ces[ch] = estimate_channel(r[ch], t);
-        // The offset that is left, measured over the whole packet's decisions: the packet
-        // derotated by it about the channel estimator's window (dsp::carrier_centre), where the
-        // channel estimate keeps its phase.
-        if (const double dw = decided_carrier_offset(w, ces, nch, bits_out); dw != 0.0) {
-            rec.cfo_rad_per_sample += dw;
-            for (std::size_t ch = 0; ch < nch; ++ch) {
-                derotate_about(r[ch], static_cast<int>(-pre), static_cast<int>(seg_len - pre), dw, carrier_centre(t));
-            }
-        }
         // Eb/N0 = (2 samples x received power) / (2 sigma2), the simulator's definition; with
         // two channels the combined: the channels' signal to noise ratios summed.
         // A channel of two without signal or noise (all zeros: a dead input) counts as 0, not
@@ -441,6 +417,28 @@ struct cpu_backend::impl {
             rec.channel_level_db = level;
             return;
         }
+
+        // The unequalized path: no equalizer, only the timing, phase and gain of the best
+        // single-path fit to the channel (what carrier and timing recovery would give it);
+        // with two channels, each channel's so, combined by maximal-ratio combining. Its
+        // response first: it also measures the carrier offset that is left, over the whole
+        // packet's decisions, and the packet is derotated by that about the channel estimator's
+        // window (dsp::carrier_centre), where the channel estimate keeps its phase.
+        std::array<single_path, max_receive_channels> sp{};
+        for (std::size_t ch = 0; ch < nch; ++ch) sp[ch] = fit_single_path(ces[ch].h);
+        const auto none = static_cast<std::size_t>(eq_path::none);
+        if (two) {
+            combined_single_path_response(w, ces, power, sp);
+        } else {
+            single_path_response(sp[0], w.c_spec[none]);
+        }
+        if (const double dw = decided_carrier_offset(w, nch, bits_out); dw != 0.0) {
+            rec.cfo_rad_per_sample += dw;
+            for (std::size_t ch = 0; ch < nch; ++ch) {
+                derotate_about(r[ch], static_cast<int>(-pre), static_cast<int>(seg_len - pre), dw, carrier_centre(t));
+            }
+        }
+
         const auto& ce = ces[rec.best_channel];
         rec.h = ce.h;
         rec.channel_support = ce.support;
@@ -489,12 +487,6 @@ struct cpu_backend::impl {
             cma_refine(c_cma, rsp, static_cast<std::size_t>(pre), cfg.cma_mu, cfg.cma_iterations, fwd, inv, w.t1, w.t2, &w.t3);
         }
 
-        // The unequalized path: no equalizer, only the timing, phase and gain of the best
-        // single-path fit to the channel (what carrier and timing recovery would give it);
-        // with two channels, each channel's so, combined by maximal-ratio combining.
-        std::array<single_path, max_receive_channels> sp{};
-        for (std::size_t ch = 0; ch < nch; ++ch) sp[ch] = fit_single_path(ces[ch].h);
-
         // The six paths (dsp/paths): R x C x H_NO, then the decision samples, detected by the
         // PLL (or by the phase smoother alone with phase_smoother 1). Each path's equalizer
         // spectrum, samples and trace are kept for the steps after.
@@ -502,10 +494,13 @@ struct cpu_backend::impl {
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
         // Each path's trace (its phases and bits): for its statistics (the BEP estimate, the
         // LLRs), the trellis, a view, and the derotation's source (smoother::phase_source).
+        // (The unequalized path's was made before the carrier correction, which leaves it as it is.)
         if (two) {
-            combined_responses(w, ces, power, c_zf, c_mmse, c_cma, sp);
+            combined_responses(w, ces, c_zf, c_mmse, c_cma);
         } else {
-            for (std::size_t p = 0; p < workspace::paths; ++p) path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
+            for (std::size_t p = 0; p < workspace::paths; ++p) {
+                if (p != none) path_response(static_cast<eq_path>(p), eq, fwd, w.c_spec[p]);
+            }
         }
         const auto spec = spectra_of(w, nch, w.r_spec, w.r_spec2);
         for (std::size_t p = 0; p < workspace::paths; ++p) {

@@ -13,6 +13,7 @@
 #include "dsp/waveform.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numbers>
 #include <vector>
@@ -91,7 +92,7 @@ inline constexpr double carrier_correction_limit = std::numbers::pi / 256.0;
 PAQ_HOST_DEVICE inline double carrier_correction(const float* theta) noexcept
 {
     const double dw = carrier_offset_of_phases(theta);
-    return dw == dw && dw <= carrier_correction_limit && dw >= -carrier_correction_limit ? dw : 0.0;
+    return fabs(dw) <= carrier_correction_limit ? dw : 0.0;  // false for NaN
 }
 
 /// The phase smoother's design (receiver_config::phase_smoother; oscillator phase noise).

@@ -1506,7 +1506,6 @@ void chain_part::enqueue_back(bool timed, bool clock)
     auto* seg = reinterpret_cast<cuFloatComplex*>(d.segments);
     auto* h = reinterpret_cast<cuFloatComplex*>(d.channels);
     const bool two = m.channels == 2;
-    const int parity = m.decision_parity(), m0 = m.decision_m0();
     m.carrier_from_decisions(P);
     stage_done(cuda_backend::stage::estimates);
 
@@ -1592,6 +1591,7 @@ void chain_part::enqueue_back(bool timed, bool clock)
                                     mmse_from_cma ? 1 : 2};
         taps_spectra_device(spectra2, P, s);
     }
+    const int parity = m.decision_parity(), m0 = m.decision_m0();
     const second_channel second = two ? m.second_for(m.spectrum_of(1)) : second_channel{};
     paths_device(spec, m.hno, m.spec_zf.data(), m.spec_mmse.data(), m.spec_cma.data(), m.hspec.data(), m.psi, d.sigma2, m.tau.data(),
                  m.gain.data(), parity, m0, reinterpret_cast<float2*>(m.det.device_input()), P, s, nullptr, two ? &second : nullptr);
