@@ -56,19 +56,31 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
         channel_[i] = std::clamp(l, -llr_limit, llr_limit);
     }
     std::fill(channel_.begin() + p.n, channel_.end(), 0.0);
-    const decode_result r = cfg_.kind == decoder_kind::min_sum ? min_sum(hard_) : sum_product(hard_);
+    decode_result r;
+    if (std::all_of(channel_.begin(), channel_.begin() + p.n, [](double l) { return l == 0.0; })) {
+        // Nothing received: no iteration can decide a bit. Every check fails, the word is zeros.
+        std::fill(hard_.begin(), hard_.end(), std::uint8_t{0});
+        r.failed_checks = static_cast<std::size_t>(p.checks);
+    } else {
+        r = cfg_.kind == decoder_kind::min_sum ? min_sum(hard_) : sum_product(hard_);
+    }
     std::copy_n(hard_.begin(), p.k, info.begin());
     if (!word.empty()) std::copy(hard_.begin(), hard_.end(), word.begin());
     return r;
 }
 
-std::size_t decoder::failed(std::span<const std::uint8_t> hard) const
+std::size_t decoder::failed(std::span<const double> belief) const
 {
     std::size_t f = 0;
     for (std::size_t r = 0; r + 1 < row_start_.size(); ++r) {
         unsigned s = 0;
-        for (std::uint32_t e = row_start_[r]; e < row_start_[r + 1]; ++e) s ^= hard[edge_col_[e]];
-        f += s;
+        bool undecided = false;
+        for (std::uint32_t e = row_start_[r]; e < row_start_[r + 1]; ++e) {
+            const double b = belief[edge_col_[e]];
+            s ^= b < 0.0 ? 1u : 0u;
+            undecided |= b == 0.0;
+        }
+        f += undecided ? 1u : s;
     }
     return f;
 }
@@ -77,7 +89,7 @@ bool decoder::decided(std::span<const double> belief, std::span<std::uint8_t> ha
 {
     for (std::size_t i = 0; i < hard.size(); ++i) hard[i] = belief[i] < 0.0 ? 1 : 0;
     res.iterations = iteration;
-    res.failed_checks = failed(hard);
+    res.failed_checks = failed(belief);
     res.converged = res.failed_checks == 0;
     return res.converged;
 }

@@ -9,7 +9,10 @@
 // Both stop as soon as the hard decisions satisfy every check (`converged`), or after
 // `max_iterations`. Input: one LLR per transmitted bit, log P(bit 1) / P(bit 0) in nats as
 // the detectors give them (dsp/batch.hpp: positive means 1); 0 is an erasure (a bit that was
-// not received), and the punctured bits start as erasures.
+// not received), and the punctured bits start as erasures. A bit whose belief is still 0 is
+// undecided, and a check that holds one fails: erasures the decoder could not resolve never
+// make a codeword. A word of erasures only (every LLR 0 or NaN) is not iterated: it fails
+// every check after 0 iterations and decodes to zeros.
 #pragma once
 
 #include "dsp/ldpc.hpp"
@@ -53,7 +56,8 @@ public:
 private:
     decode_result min_sum(std::span<std::uint8_t> hard);
     decode_result sum_product(std::span<std::uint8_t> hard);
-    [[nodiscard]] std::size_t failed(std::span<const std::uint8_t> hard) const;
+    /// The checks whose bits' signs do not satisfy them or that hold an undecided bit (belief 0).
+    [[nodiscard]] std::size_t failed(std::span<const double> belief) const;
     /// The decisions from the beliefs after `iteration`, and whether they satisfy every check.
     bool decided(std::span<const double> belief, std::span<std::uint8_t> hard, int iteration, decode_result& res) const;
 

@@ -77,18 +77,24 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
         const float v = j == (w >> place_shift) ? m.y : m.x;
         return (w >> j & 1u) ? -v : v;
     };
-    for (int v = threadIdx.x; v < n_full; v += blockDim.x) L[v] = channel(v);
+    int received = 0;
+    for (int v = threadIdx.x; v < n_full; v += blockDim.x) {
+        L[v] = channel(v);
+        received |= L[v] != 0.0f ? 1 : 0;
+    }
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
         mm[r] = make_float2(0.0f, 0.0f);
         sp[r] = 0u;
     }
-    __syncthreads();
+    // A frame of erasures only is not iterated (as the CPU's): it fails every check.
+    const bool anything = __syncthreads_or(received) != 0;
     // Iteration i: every check (its messages from the beliefs of iteration i - 1), then every
     // bit. The checks' pass also tests the beliefs it reads: once they satisfy every check
     // (tested from iteration 1 on), the frame stops with them, as a test after the bits' pass
     // would have stopped it; so a frame takes two passes an iteration, not three.
+    // A bit whose belief is 0 is undecided: a check that holds one fails, as the CPU's.
     int it = 0;
-    while (true) {
+    while (anything) {
         int bad = 0;
         for (int r = threadIdx.x; r < rows; r += blockDim.x) {
             const unsigned degree = g.row_degree[r];
@@ -100,10 +106,11 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
             const std::uint16_t* col = g.row_cols + r;
             std::uint32_t old_signs = w, bit = 1u;
             float min1 = INFINITY, min2 = INFINITY;
-            unsigned place = 0, neg = 0u, parity = 0u;
+            unsigned place = 0, neg = 0u, parity = 0u, undecided = 0u;
             for (unsigned j = 0; j < degree; ++j, col += rows, old_signs >>= 1, bit <<= 1) {
                 const float belief = L[*col];
                 parity ^= belief < 0.0f ? 1u : 0u;
+                undecided |= belief == 0.0f ? 1u : 0u;
                 const float old = j == at ? m.y : m.x;
                 const float q = belief - ((old_signs & 1u) ? -old : old);
                 const float a = fabsf(q);
@@ -115,7 +122,7 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
                 min1 = fminf(min1, a);
             }
             const bool negative = __popc(neg) & 1u;
-            bad |= static_cast<int>(parity);
+            bad |= static_cast<int>(parity | undecided);
             // Edge j's message is negative when the others' signs multiply to -1: all the
             // signs' product times its own.
             const std::uint32_t signs = negative ? ~neg & ((1u << degree) - 1u) : neg;
@@ -143,11 +150,14 @@ __global__ void __launch_bounds__(threads_per_frame) min_sum_flooding(
     __syncthreads();
     int mine = 0;
     for (int r = threadIdx.x; r < rows; r += blockDim.x) {
-        unsigned parity = 0;
+        unsigned parity = 0, undecided = 0;
         const unsigned degree = g.row_degree[r];
         const std::uint16_t* col = g.row_cols + r;
-        for (unsigned j = 0; j < degree; ++j, col += rows) parity ^= L[*col] < 0.0f ? 1u : 0u;
-        mine += static_cast<int>(parity);
+        for (unsigned j = 0; j < degree; ++j, col += rows) {
+            parity ^= L[*col] < 0.0f ? 1u : 0u;
+            undecided |= L[*col] == 0.0f ? 1u : 0u;
+        }
+        mine += static_cast<int>(parity | undecided);
     }
     if (mine) atomicAdd(&failed, mine);
     if (info != nullptr) {

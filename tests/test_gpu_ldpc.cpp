@@ -1,7 +1,8 @@
 // The GPU LDPC decoder (gpu/ldpc_decoder.hpp) against the CPU's (dsp/ldpc_decoder.hpp) on the
 // same frames (label gpu; skipped without a device): BPSK over AWGN at a point where some
 // frames fail and at one where none should, on a k = 1024 and the k = 4096 rate-2/3 code.
-// Frame 0 of the hard point has a tenth of its bits erased. Where both converge, their
+// Frame 0 of the hard point has a tenth of its bits erased, frame 1 all of them (no iteration,
+// every check failed, on both). Where both converge, their
 // information bits must be equal (counted and printed); each
 // side's failures are reported as failures, never as codewords; the GPU (flooding) may fail
 // somewhat more often than the CPU (layered) at the same iterations.
@@ -12,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -47,10 +49,13 @@ frames_of make_frames(ldpc::code c, std::size_t frames, double ebn0_db, std::uin
             out.llr[f * p.n + i] = static_cast<float>(-2.0 * ((tx[i] ? -1.0 : 1.0) + noise(rng)) / sigma2);
         }
     }
-    // With `erase`: frame 0 with a tenth of its bits erased and a NaN among them.
+    // With `erase`: frame 0 with a tenth of its bits erased and a NaN among them; frame 1 all
+    // erasures, a NaN among them.
     if (erase) {
         for (std::size_t i = 0; i < static_cast<std::size_t>(p.n) / 10; ++i) out.llr[i * 7 % p.n] = 0.0f;
         out.llr[5] = std::nanf("");
+        std::fill_n(out.llr.begin() + p.n, static_cast<std::size_t>(p.n), 0.0f);
+        out.llr[static_cast<std::size_t>(p.n) + 9] = std::nanf("");
     }
     return out;
 }
@@ -83,8 +88,16 @@ outcome compare(ldpc::code c, std::size_t frames, double ebn0_db, std::uint32_t 
         o.cpu_wrong_converged += r.converged && !cpu_right ? 1 : 0;
         o.gpu_wrong_converged += gr[f].converged && !gpu_right ? 1 : 0;
         EXPECT_EQ(gr[f].converged, gr[f].failed_checks == 0);
-        EXPECT_GE(gr[f].iterations, 1);
         EXPECT_LE(gr[f].iterations, iterations);
+        if (erase && f == 1) {  // erasures only
+            EXPECT_FALSE(gr[f].converged);
+            EXPECT_EQ(gr[f].iterations, 0);
+            EXPECT_EQ(gr[f].failed_checks, static_cast<std::size_t>(p.checks));
+            EXPECT_EQ(r.failed_checks, static_cast<std::size_t>(p.checks));
+            EXPECT_TRUE(std::all_of(gf, gf + p.k, [](std::uint8_t b) { return b == 0; }));
+        } else {
+            EXPECT_GE(gr[f].iterations, 1);
+        }
         if (r.converged && gr[f].converged) {
             ++o.both_converged;
             for (int i = 0; i < p.k; ++i) o.differing_bits += ci[static_cast<std::size_t>(i)] != gf[i] ? 1u : 0u;

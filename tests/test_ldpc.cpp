@@ -15,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -304,6 +305,39 @@ TEST(ldpc_decoder, erased_bits_are_recovered)
         right += r.converged && out == u ? 1 : 0;
     }
     EXPECT_EQ(right, 10);
+}
+
+TEST(ldpc_decoder, erasures_it_cannot_resolve_never_make_a_codeword)
+{
+    // A word of erasures only (a stream with no soft values, a frame no packet held) satisfies
+    // every check with its beliefs at 0 and would read as the all-zero codeword: it fails every
+    // check, after 0 iterations, on both decoders. So does a word whose erasures are too many to
+    // resolve, even where the rest is clean and the truth is the all-zero word its undecided bits
+    // would read as.
+    for (auto c : {ldpc::code::k1024_r1_2, ldpc::code::k4096_r2_3}) {
+        const auto p = ldpc::params(c);
+        std::vector<std::uint8_t> out(static_cast<std::size_t>(p.k), 1), word(static_cast<std::size_t>(p.n_full), 1);
+        for (auto kind : {ldpc::decoder_kind::min_sum, ldpc::decoder_kind::sum_product}) {
+            ldpc::decoder dec(c, {kind, 20, 0.7f});
+            for (float erasure : {0.0f, std::nanf("")}) {
+                const std::vector<float> none(static_cast<std::size_t>(p.n), erasure);
+                const auto r = dec.decode(none, out, word);
+                EXPECT_FALSE(r.converged) << ldpc::to_string(c);
+                EXPECT_EQ(r.iterations, 0) << ldpc::to_string(c);
+                EXPECT_EQ(r.failed_checks, static_cast<std::size_t>(p.checks)) << ldpc::to_string(c);
+                EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](std::uint8_t b) { return b == 0; }));
+                EXPECT_TRUE(std::all_of(word.begin(), word.end(), [](std::uint8_t b) { return b == 0; }));
+            }
+            // The all-zero codeword, its last 70 % erased: beyond what any rate-1/2 or 2/3 code
+            // can resolve.
+            std::vector<float> l(static_cast<std::size_t>(p.n), -8.0f);
+            std::fill(l.begin() + p.n * 3 / 10, l.end(), 0.0f);
+            const auto r = dec.decode(l, out);
+            EXPECT_FALSE(r.converged) << ldpc::to_string(c);
+            EXPECT_GT(r.failed_checks, 0u) << ldpc::to_string(c);
+            EXPECT_EQ(r.iterations, 20) << ldpc::to_string(c);
+        }
+    }
 }
 
 TEST(ldpc_decoder, min_sum_loses_little_against_sum_product)
