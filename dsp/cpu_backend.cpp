@@ -494,7 +494,8 @@ struct cpu_backend::impl {
         auto path_bits = [&](std::size_t stream) { return bits_out + stream * packed_data_bytes; };
         // Each path's trace (its phases and bits): for its statistics (the BEP estimate, the
         // LLRs), the trellis, a view, and the derotation's source (smoother::phase_source).
-        // (The unequalized path's was made before the carrier correction, which leaves it as it is.)
+        // The unequalized path's response is already in w.c_spec (made for the carrier
+        // correction, which does not change it); the equalized paths' responses now.
         if (two) {
             combined_responses(w, ces, c_zf, c_mmse, c_cma);
         } else {
