@@ -110,14 +110,15 @@ const section<dsp::receiver_config>& receiver_schema()
                       choices(dsp::detector_names),
                       {"", "how the bits are decided (SIGNAL-CHAIN.md, \"Trellis detection\"): `sxs`, the symbol-by-symbol "
                            "OQPSK detector; `trellis`, sequence detection (max-log BCJR over 16 states on a table of the "
-                           "signal over five bits, fitted per packet), 2-2.5x fewer errors on AWGN, 3-14x fewer over "
-                           "multipath. Both backends (the GPU's bits are the CPU's "
+                           "signal over five bits, fitted per packet, then again on its own first decisions), 2-2.5x fewer "
+                           "errors on AWGN, 3-16x fewer over multipath. Both backends (the GPU's bits are the CPU's "
                            "but where two paths' metrics are within rounding); its carrier phase is the PLL's, or the phase "
                            "smoother's where it decided the packet; `both`, every path decided both ways: twelve "
                            "streams, `none` .. `fde2` symbol by symbol and `none_trellis` .. `fde2_trellis` (records, "
                            "summaries, metrics, bitstreams 6 .. 11), for comparing the detectors side by side. On "
-                           "the GPU backend a batch takes about twice as long with `trellis` or `both` as with `sxs` "
-                           "(PERFORMANCE.md)"}),
+                           "the GPU backend a batch took 1.7x as long with `trellis` or `both` as with `sxs` when the "
+                           "trellis ran one pass (PERFORMANCE.md); its second pass doubles the trellis stage (6.9 ms of a "
+                           "default batch then)"}),
             choice<C>("fec", at(&C::fec), choices(dsp::fec_names),
                       {"", "the LDPC code the link's data fields carry (BITSTREAM.md, \"Coded data fields\"): `none`, or "
                            "one of the six CCSDS AR4JA codes of IRIG 106 chapter 2: those whose codewords fit the "

@@ -71,7 +71,7 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
 }
 
 /// Max-log BCJR over the packet's bits: the LLR of every bit into llr, the known bits fixed.
-void detect(const std::vector<cf64>& r, const trellis_model& model, double calibration, const std::int8_t* known_and_sxs,
+void detect(const std::vector<cf64>& r, const trellis_model& model, double calibration, const std::int8_t* labels,
             std::vector<double>& alpha, std::vector<double>& beta, std::vector<double>& branch, std::vector<float>& llr) noexcept
 {
     // Metric in units of log-likelihood: squared distance / (2 sigma2), each sample counted as
@@ -82,11 +82,11 @@ void detect(const std::vector<cf64>& r, const trellis_model& model, double calib
     // pair of samples a bit, correlated 0.78 and counted half, gave 0.5-0.6x).
     const double scale = calibration / (2.0 * model.sigma2);
     auto forced = [&](long j) -> int {  // -1 free, else the known bit (0 / 1)
-        if (j < n_known) return known_and_sxs[j] > 0 ? 1 : 0;
+        if (j < n_known) return labels[j] > 0 ? 1 : 0;
         return -1;
     };
     int start = 0;
-    for (long j = 0; j < memory; ++j) start = (start << 1) | (known_and_sxs[j] > 0 ? 1 : 0);
+    for (long j = 0; j < memory; ++j) start = (start << 1) | (labels[j] > 0 ? 1 : 0);
     // alpha[j][s]: the least metric of a path into state s after bit j (bit 0 of s: bit j).
     alpha.assign(static_cast<std::size_t>(steps * states), inf);
     auto A = [&](long j, int s) -> double& { return alpha[static_cast<std::size_t>(j * states + s)]; };
@@ -151,7 +151,7 @@ void detect(const std::vector<cf64>& r, const trellis_model& model, double calib
         }
         std::swap(b_next, b_cur);
     }
-    for (long j = 0; j < memory; ++j) llr[static_cast<std::size_t>(j)] = known_and_sxs[j] > 0 ? 1e30f : -1e30f;
+    for (long j = 0; j < memory; ++j) llr[static_cast<std::size_t>(j)] = labels[j] > 0 ? 1e30f : -1e30f;
 }
 
 }  // namespace
@@ -164,7 +164,7 @@ double trellis::lowpass_gain(double f) noexcept
     return 0.5 * (1.0 + std::cos(std::numbers::pi * (f - lowpass_pass) / (lowpass_stop - lowpass_pass)));
 }
 
-trellis_scratch::trellis_scratch() : r(waveform::packet_bits), llr(waveform::packet_bits) {}
+trellis_scratch::trellis_scratch() : r(waveform::packet_bits), llr(waveform::packet_bits), labels(waveform::packet_bits) {}
 
 path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, double llr_calibration,
                                  std::uint8_t* bits_out, trellis_scratch& sc, trellis_model* model_out) noexcept
@@ -177,13 +177,22 @@ path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned
     // (the detection filter the PLL sees turns the signal by a constant).
     std::memset(bits_out, 0, waveform::data_bits / 8);
     double bep = 0.0;
-    const trellis_model model = fit(sc.r, trace.bits.data());
-    if (model_out) *model_out = model;
-    if (model.complete && model.sigma2 > 0.0) {
-        detect(sc.r, model, llr_calibration, trace.bits.data(), sc.alpha, sc.beta, sc.branch, sc.llr);
-    } else {
-        // No usable model (a degenerate packet): the symbol-by-symbol bits stand.
-        for (long k = 0; k < n_bits; ++k) sc.llr[static_cast<std::size_t>(k)] = trace.bits[static_cast<std::size_t>(k)] > 0 ? 1.0f : -1.0f;
+    // Pass 1 fits the table on the symbol-by-symbol bits, pass 2 again on pass 1's (each pass's
+    // known bits are the known ones: their LLRs are +-1e30).
+    const std::int8_t* labels = trace.bits.data();
+    for (int pass = 0; pass < trellis::passes; ++pass) {
+        if (pass > 0) {
+            for (long k = 0; k < n_bits; ++k) sc.labels[static_cast<std::size_t>(k)] = sc.llr[static_cast<std::size_t>(k)] > 0.0f ? 1 : -1;
+            labels = sc.labels.data();
+        }
+        const trellis_model model = fit(sc.r, labels);
+        if (model_out) *model_out = model;
+        if (model.complete && model.sigma2 > 0.0) {
+            detect(sc.r, model, llr_calibration, labels, sc.alpha, sc.beta, sc.branch, sc.llr);
+        } else {
+            // No usable model (a degenerate packet): the bits it was fitted on stand.
+            for (long k = 0; k < n_bits; ++k) sc.llr[static_cast<std::size_t>(k)] = labels[k] > 0 ? 1.0f : -1.0f;
+        }
     }
     for (long k = n_known; k < n_bits; ++k) {
         const float l = sc.llr[static_cast<std::size_t>(k)];

@@ -160,7 +160,7 @@ __device__ __forceinline__ void static_for(F&& f)
 // 585 blocks) stay one wave on an H100's 132 SMs. (ptxas, CUDA 13, sm_90: 91 registers, no
 // spills, with one sample a bit; 96 and 8 bytes spilled with the pair of samples.)
 __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __restrict__ x, int streams,
-                                                          const unsigned char* __restrict__ sxs_bits,
+                                                          const unsigned char* __restrict__ fit_bits,
                                                           const dsp::path_stats* __restrict__ sxs_stats,
                                                           unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats,
                                                           metric* __restrict__ checkpoint, float* __restrict__ llr_out)
@@ -182,15 +182,16 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
     const float2* xs = x + static_cast<std::size_t>(s) * n_samples;
     unsigned char* bs = bits + static_cast<std::size_t>(s) * data_bytes;
     float* llr = llr_out + static_cast<std::size_t>(s) * n_bits;
-    const unsigned char* sxs = sxs_bits + static_cast<std::size_t>(sr) * data_bytes;
+    const unsigned char* fit = fit_bits + static_cast<std::size_t>(sr) * data_bytes;
 
-    // 1. a_k: the known bits, then the symbol-by-symbol detector's decisions (1 = +1).
+    // 1. a_k: the known bits, then the data bits the table is fitted on (1 = +1): the
+    // symbol-by-symbol detector's in the first pass, the first pass's in the second.
     for (int i = g; i < words; i += group) {
         unsigned w = 0;
         if (i < known_words) {
             w = c_known_words[i];
         } else if (i - known_words < data_bytes / 4) {
-            const unsigned char* b = sxs + 4 * (i - known_words);
+            const unsigned char* b = fit + 4 * (i - known_words);
             w = (static_cast<unsigned>(b[0]) << 24) | (static_cast<unsigned>(b[1]) << 16) | (static_cast<unsigned>(b[2]) << 8) | b[3];
         }
         sh.bits[i] = w;
@@ -276,7 +277,7 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
     // of those whose newest bit is -1. The metrics are the CPU's without its scale
     // 1 / (2 sigma2), a positive factor that changes no decision: the LLRs are scaled as they
     // are written, once the residual (over the first pass's reads of the samples) gives sigma2.
-    // A packet without a usable model (a degenerate one) keeps the symbol-by-symbol bits. The
+    // A packet without a usable model (a degenerate one) keeps the bits it was fitted on. The
     // half-warps run the BCJR together while either has a complete table (shuffles and syncs
     // stay uniform); one without writes nothing from it.
     double se = 0.0;  // the residual's sum of squares, this lane's share
@@ -508,6 +509,7 @@ stream_trellis::stream_trellis(std::size_t max_streams)
       alpha_((max_streams + 1) * checkpoints * states),
       llr_((max_streams + 1) * n_bits),
       bits_((max_streams + 1) * data_bytes),
+      first_bits_((max_streams + 1) * data_bytes),
       stats_(max_streams + 1)
 {
     // The last slot is only ever a stand-in's (an odd stream count, trellis_kernel): defined.
@@ -528,9 +530,18 @@ void stream_trellis::detect_device(std::size_t streams, const std::uint8_t* sxs_
     }
     if (streams == 0) return;
     // Two streams a warp: with an odd count the last warp's second half runs the stand-in.
-    trellis_kernel<<<static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block), 32 * warps, 0, s>>>(
-        x_.data(), static_cast<int>(streams), sxs_bits, sxs_stats, bits_.data(), stats_.data(), alpha_.data(), llr_.data());
-    PAQ_CUDA_CHECK_LAUNCH();
+    // dsp::trellis::passes passes, each fitted on the bits of the one before (the first on the
+    // symbol-by-symbol detector's), the last one's bits into bits_.
+    static_assert(dsp::trellis::passes >= 1 && dsp::trellis::passes <= 2, "two bit buffers: the first pass's and the last's");
+    const unsigned blocks = static_cast<unsigned>((streams + streams_per_block - 1) / streams_per_block);
+    const std::uint8_t* fit_on = sxs_bits;
+    for (int pass = 0; pass < dsp::trellis::passes; ++pass) {
+        std::uint8_t* out = pass + 1 < dsp::trellis::passes ? first_bits_.data() : bits_.data();
+        trellis_kernel<<<blocks, 32 * warps, 0, s>>>(x_.data(), static_cast<int>(streams), fit_on, sxs_stats, out, stats_.data(),
+                                                    alpha_.data(), llr_.data());
+        PAQ_CUDA_CHECK_LAUNCH();
+        fit_on = out;
+    }
 }
 
 void stream_trellis::quantize_llrs(std::size_t streams, std::int8_t* out, cudaStream_t s) const

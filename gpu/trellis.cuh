@@ -1,7 +1,7 @@
 // Trellis detection on the GPU: dsp::detect_packet_trellis (dsp/trellis.hpp, the
 // CPU reference) for every (packet, path) stream of a batch at once. Same model (a table of the
 // signal's sample at each bit's instant over a window of five bits, fitted per packet on the symbol-by-symbol
-// bits), same max-log BCJR over 16 states, same soft outputs; the input is the low-passed
+// bits, then again on the first pass's: a launch a pass), same max-log BCJR over 16 states, same soft outputs; the input is the low-passed
 // equalized signal in float, derotated by the symbol-by-symbol detector's phase as it is made
 // (gpu/paths.cuh: paths_trellis_device); the table is fitted in double as on the CPU, the
 // BCJR's metrics are float and unscaled (the LLRs are scaled by 1 / (2 sigma2) as they are
@@ -44,7 +44,7 @@ public:
     [[nodiscard]] const dsp::path_stats* device_stats() const noexcept { return stats_.data(); }
 
     /// Detects `streams` streams on `s`. sxs_bits, sxs_stats: the symbol-by-symbol
-    /// detector's data bits (streams x 768, MSB first; the table is fitted on them) and its
+    /// detector's data bits (streams x 768, MSB first; the first pass's table is fitted on them) and its
     /// stats (known_bit_errors), left as they are.
     void detect_device(std::size_t streams, const std::uint8_t* sxs_bits, const dsp::path_stats* sxs_stats, cudaStream_t s);
 
@@ -58,6 +58,7 @@ private:
     device_buffer<float> alpha_;  ///< the forward metrics' checkpoints
     device_buffer<float> llr_;
     device_buffer<std::uint8_t> bits_;
+    device_buffer<std::uint8_t> first_bits_;  ///< the first pass's bits, which the second is fitted on
     device_buffer<dsp::path_stats> stats_;
 };
 
