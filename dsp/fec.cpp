@@ -85,6 +85,14 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
             square += (x[i] - fitted) * (x[i] - fitted);
         }
         md[q] = ss::model_from(w, square / bits);
+        // The interference-free statistics' moments, for the decisions' errors.
+        double abs_sum = 0.0, square_sum = 0.0;
+        for (std::size_t i = q; md[q].s2 > 0.0 && i < n; i += ss::parities) {
+            const double u = x[i] - ss::interference(md[q], x, n, i);
+            abs_sum += std::abs(u);
+            square_sum += u * u;
+        }
+        ss::fold_errors(md[q], abs_sum / bits, square_sum / bits);
     }
     for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(ss::llr_at(md, x, n, i));
 }

@@ -212,9 +212,11 @@ __device__ void block_sum_by_parity(const float (&own)[values], double* total)
 /// then block_sum_by_parity); each normal equation's entry by a thread of its own from the
 /// autocorrelations, less the few products the parity's edges leave out (exact integers, so the
 /// system is the CPU's); the system eliminated by a warp per parity (a lane per row); the
-/// residuals' sum of squares from the solution, sum x^2 - w.b (the CPU sums them); the LLRs, the
-/// neighbours' interference from the shared decisions. A statistic that is not finite makes
-/// every LLR 0.
+/// residuals' sum of squares from the solution, sum x^2 - w.b (the CPU sums them); the
+/// interference-free statistics u_i, the neighbours' interference from the shared decisions,
+/// written out with their moments summed per parity; g and s^2 made good for the decisions'
+/// errors (dsp::sxs_soft::fold_errors) and the u_i scaled into LLRs in place. A statistic that is
+/// not finite makes every LLR 0.
 __device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ dst)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nq = ss::parities, nt = ss::terms, lags = 2 * ss::reach + 1;
@@ -223,8 +225,11 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ 
     __shared__ signed char d[nd];
     __shared__ double sums[nq * per];
     __shared__ double sys[nq][nt][nt + 1];
-    __shared__ float fw[nq][nt];      // the weights in single precision, w[0] replaced by 2 g / s^2
+    __shared__ float fw[nq][nt];      // the weights in single precision (w[0] unused)
     __shared__ float usable[nq];      // 1: the parity's model informs, 0: its LLRs are 0
+    __shared__ double gain[nq], noise[nq];  // the least-squares model's g and s^2
+    __shared__ double folded[nq * 2];       // per parity: sum |u|, sum u^2 (u = x - c)
+    __shared__ float scale[nq];             // 2 g / s^2 after ss::fold_errors
     bool finite = true;
     for (int i = t; i < nd; i += stream_block_threads) {
         const float v = x[i];
@@ -282,21 +287,40 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ 
             for (int k = 0; k < nt; ++k) wb += w[k] * sums[q * per + lags + k];
             const ss::parity_model md = ss::model_from(w, fmax(sums[q * per + per - 1] - wb, 0.0) / (nd / nq));
             usable[q] = md.s2 > 0.0 ? 1.0f : 0.0f;
-            fw[q][0] = md.s2 > 0.0 ? static_cast<float>(2.0 * md.w[0] / md.s2) : 0.0f;
+            gain[q] = md.w[0];
+            noise[q] = md.s2;
             for (int k = 1; k < nt; ++k) fw[q][k] = static_cast<float>(md.w[k]);
         }
     }
     __syncthreads();
-    for (int i = t; i < nd; i += stream_block_threads) {
-        const int q = i % nq;
-        float c = 0.0f;
+    // u_i = x_i - c_i into dst, and their moments per parity (ss::fold_errors); then the LLRs
+    // 2 g u_i / s^2 in place, each thread scaling the bits it wrote.
+    {
+        float own[2] = {};
+        for (int i = t; i < nd; i += stream_block_threads) {
+            const int q = i % nq;
+            float c = 0.0f;
 #pragma unroll
-        for (int k = 1; k < nt; ++k) {
-            const int at = i + ss::offset_of(k);
-            c += at >= 0 && at < nd ? fw[q][k] * static_cast<float>(d[at]) : 0.0f;
+            for (int k = 1; k < nt; ++k) {
+                const int at = i + ss::offset_of(k);
+                c += at >= 0 && at < nd ? fw[q][k] * static_cast<float>(d[at]) : 0.0f;
+            }
+            const float u = x[i] - c;
+            dst[i] = u;
+            own[0] += fabsf(u);
+            own[1] += u * u;
         }
-        dst[i] = usable[q] > 0.0f ? fw[q][0] * (x[i] - c) : 0.0f;
+        block_sum_by_parity(own, folded);
     }
+    if (t < nq) {
+        ss::parity_model md;
+        md.w[0] = gain[t];
+        md.s2 = noise[t];
+        ss::fold_errors(md, folded[t * 2] / (nd / nq), folded[t * 2 + 1] / (nd / nq));
+        scale[t] = usable[t] > 0.0f && md.s2 > 0.0 ? static_cast<float>(2.0 * md.w[0] / md.s2) : 0.0f;
+    }
+    __syncthreads();
+    for (int i = t; i < nd; i += stream_block_threads) dst[i] *= scale[i % nq];
 }
 
 /// receiver.fec: the decoder's input, [packet][output stream][6144] LLRs, a block per (packet,
