@@ -54,32 +54,61 @@ path_stats detect_packet(const cf64* v, const pll_gains& acq, const pll_gains& t
 /// Phase pairs of a packet: one phase per bit pair (an even and an odd bit).
 inline constexpr std::size_t phase_pairs = waveform::packet_bits / 2;
 
-/// The carrier offset a PLL followed over a packet, in radians per sample: theta[j] the phase
-/// it derotated bit pair j by (sxs_trace::theta of the pair's even bit, in float as the GPU's
-/// detector keeps it), unwrapped pair to pair, and the slope of the least-squares line through
-/// all phase_pairs of them, over the four samples of a pair. The receiver's carrier estimate
-/// from the decisions (docs/SIGNAL-CHAIN.md, "Carrier from the decisions"); both backends call
-/// this.
+/// The carrier offset a PLL followed over a packet, in radians per sample: fed, pair by pair,
+/// the phase theta_j it derotated bit pair j by (sxs_trace::theta of the pair's even bit, in
+/// float as the GPU's detector keeps it), it unwraps them pair to pair and gives the slope of
+/// the least-squares line through all phase_pairs of them, over the four samples of a pair.
+/// The receiver's carrier estimate from the decisions (docs/SIGNAL-CHAIN.md, "Carrier from the
+/// decisions"); the CPU backend feeds it the trace's phases, the GPU's PLL its phase as it goes.
+///
+/// With u_j the unwrapped phases and d_i = u_i - u_(i-1), the line's numerator
+/// sum_j (j - (n-1)/2) u_j is sum_(i>=1) d_i i (n - i) / 2 (the sum over j >= i of j - (n-1)/2),
+/// so each pair adds one product, in order, and nothing needs the phases kept. The product and
+/// the sum are rounded apart on both backends (no fused multiply-add), so that they agree.
+class phase_slope {
+public:
+    PAQ_HOST_DEVICE void add(float theta) noexcept
+    {
+        constexpr double pi = 3.14159265358979323846;
+        constexpr double n = static_cast<double>(phase_pairs);
+        const double th = static_cast<double>(theta);
+        if (pairs_ > 0) {
+            double d = th - prev_;  // exact: two floats
+            if (d > pi) {
+                d -= 2.0 * pi;
+            } else if (d < -pi) {
+                d += 2.0 * pi;
+            }
+            const double i = static_cast<double>(pairs_);
+            const double w = 0.5 * (i * (n - i));  // exact: an integer or a half below 2^22
+#ifdef __CUDA_ARCH__
+            sum_ = __dadd_rn(sum_, __dmul_rn(d, w));
+#else
+            sum_ += d * w;
+#endif
+        }
+        prev_ = th;
+        ++pairs_;
+    }
+    /// The slope in radians per sample (meaningful once phase_pairs phases are in).
+    [[nodiscard]] PAQ_HOST_DEVICE double offset() const noexcept
+    {
+        constexpr double n = static_cast<double>(phase_pairs);
+        constexpr double sxx = n * (n * n - 1.0) / 12.0;
+        return sum_ / sxx / 4.0;
+    }
+
+private:
+    double prev_ = 0.0, sum_ = 0.0;
+    int pairs_ = 0;
+};
+
+/// phase_slope over theta[0 .. phase_pairs).
 PAQ_HOST_DEVICE inline double carrier_offset_of_phases(const float* theta) noexcept
 {
-    constexpr int n = static_cast<int>(phase_pairs);
-    constexpr double pi = 3.14159265358979323846;
-    constexpr double centre = 0.5 * static_cast<double>(n - 1);
-    constexpr double sxx = static_cast<double>(n) * (static_cast<double>(n) * static_cast<double>(n) - 1.0) / 12.0;
-    double prev = static_cast<double>(theta[0]), u = prev, sxu = -centre * u;
-    for (int j = 1; j < n; ++j) {
-        const double th = static_cast<double>(theta[j]);
-        double d = th - prev;
-        if (d > pi) {
-            d -= 2.0 * pi;
-        } else if (d < -pi) {
-            d += 2.0 * pi;
-        }
-        prev = th;
-        u += d;
-        sxu += (static_cast<double>(j) - centre) * u;
-    }
-    return sxu / sxx / 4.0;
+    phase_slope line;
+    for (std::size_t j = 0; j < phase_pairs; ++j) line.add(theta[j]);
+    return line.offset();
 }
 
 /// The largest correction carrier_offset_of_phases may make (radians per sample, an eighth of
@@ -87,12 +116,17 @@ PAQ_HOST_DEVICE inline double carrier_offset_of_phases(const float* theta) noexc
 /// no carrier (a packet without signal) and the estimate from the known bits stays.
 inline constexpr double carrier_correction_limit = std::numbers::pi / 256.0;
 
-/// carrier_offset_of_phases where it is a correction to keep (finite, within
+/// A carrier offset from the decisions where it is a correction to keep (finite, within
 /// carrier_correction_limit), else 0.
+PAQ_HOST_DEVICE inline double carrier_correction_of(double dw) noexcept
+{
+    return fabs(dw) <= carrier_correction_limit ? dw : 0.0;  // false for NaN
+}
+
+/// carrier_correction_of(carrier_offset_of_phases(theta)).
 PAQ_HOST_DEVICE inline double carrier_correction(const float* theta) noexcept
 {
-    const double dw = carrier_offset_of_phases(theta);
-    return fabs(dw) <= carrier_correction_limit ? dw : 0.0;  // false for NaN
+    return carrier_correction_of(carrier_offset_of_phases(theta));
 }
 
 /// The phase smoother's design (receiver_config::phase_smoother; oscillator phase noise).

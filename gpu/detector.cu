@@ -50,6 +50,7 @@ struct pll_state {
     unsigned char byte = 0;
     dsp::phase_gate::wander_meter wander;
     double unwrapped = 0.0;  // theta + unwrapped: the loop's phase without its wraps
+    dsp::phase_slope slope;  // the carrier offset from the decisions (detect_kernel's `slope`)
 };
 
 /// The constants of pll_rotation, where a double operand can be read straight from the constant
@@ -130,7 +131,7 @@ __global__ void rotation_kernel(const double* __restrict__ theta, int n, cuDoubl
 /// decision, the error, the loop filter, the phase, the next rotation) and the instructions
 /// around it: a thread per stream, one warp a scheduler on 37 SMs (Nsight Compute: 85
 /// instructions a pair, one every 4.2 cycles); nothing else runs beside the last part's.
-template <bool known, bool keep_theta, bool gated>
+template <bool known, bool keep_theta, bool gated, bool slope>
 __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatComplex (&cur)[prefetch], const dsp::pll_gains& g,
                                           unsigned char* __restrict__ out, float4* __restrict__ theta_row, float* __restrict__ soft_row)
 {
@@ -143,6 +144,9 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
         const bool even = (j % 2) == 0;  // k0 is a multiple of prefetch: k's parity is j's
         // The phase both bits of the pair are derotated by (sxs_trace::theta), for the trellis.
         if (keep_theta && even) tb[j / 2] = static_cast<float>(st.theta);
+        // The same phase, into the line whose slope is the carrier offset left (a chain of its
+        // own beside the loop's).
+        if (slope && even) st.slope.add(static_cast<float>(st.theta));
         // The data pairs (phase_gate::first_pair on); each block of 64 pairs is ended after
         // its last chunk (detect_kernel), not here.
         if (gated && !known && even) st.wander.add_to_block(st.theta + st.unwrapped);
@@ -211,10 +215,12 @@ __device__ __forceinline__ void pll_chunk(pll_state& st, int k0, const cuFloatCo
 /// data bit's decision statistic (stream by stream, 6144 a stream). gate_out (gated
 /// smoother only): per stream the phase's wander over the data and the decisions' rho
 /// (dsp/phase_gate.hpp), as dsp::detect_packet leaves them in its phase_gate::measure.
-template <bool keep_theta, bool gated>
+/// dw_out (slope): per stream the carrier offset its phases followed, as
+/// dsp::carrier_correction gives it from the trace's phases.
+template <bool keep_theta, bool gated, bool slope = false>
 __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams, dsp::pll_gains acq, dsp::pll_gains track,
                               unsigned char* __restrict__ bits, dsp::path_stats* __restrict__ stats, float* __restrict__ theta_out,
-                              dsp::phase_gate::measure* __restrict__ gate_out, float* __restrict__ soft_out)
+                              dsp::phase_gate::measure* __restrict__ gate_out, float* __restrict__ soft_out, double* __restrict__ dw_out = nullptr)
 {
     const int s = blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= streams) return;
@@ -251,19 +257,20 @@ __global__ void detect_kernel(const cuFloatComplex* __restrict__ v, int streams,
     load_chunk(0, cur);
     for (int k0 = 0; k0 < nk; k0 += 2 * prefetch) {
         load_chunk(k0 + prefetch, next);
-        pll_chunk<true, keep_theta, gated>(st, k0, cur, acq, out, theta_row, nullptr);
+        pll_chunk<true, keep_theta, gated, slope>(st, k0, cur, acq, out, theta_row, nullptr);
         load_chunk(k0 + 2 * prefetch, cur);  // nk < nbits: the first data chunk at most
-        pll_chunk<true, keep_theta, gated>(st, k0 + prefetch, next, acq, out, theta_row, nullptr);
+        pll_chunk<true, keep_theta, gated, slope>(st, k0 + prefetch, next, acq, out, theta_row, nullptr);
     }
     for (int k0 = nk; k0 < nbits; k0 += 2 * prefetch) {
         load_chunk(k0 + prefetch, next);
-        pll_chunk<false, keep_theta, gated>(st, k0, cur, track, out, theta_row, soft_row);
+        pll_chunk<false, keep_theta, gated, slope>(st, k0, cur, track, out, theta_row, soft_row);
         if (gated) st.wander.end_block_if_full();
         if (k0 + 2 * prefetch < nbits) load_chunk(k0 + 2 * prefetch, cur);
-        pll_chunk<false, keep_theta, gated>(st, k0 + prefetch, next, track, out, theta_row, soft_row);
+        pll_chunk<false, keep_theta, gated, slope>(st, k0 + prefetch, next, track, out, theta_row, soft_row);
         if (gated) st.wander.end_block_if_full();
     }
     stats[s] = decision_stats(st.sum, st.sum2, st.known_errors);
+    if (slope) dw_out[s] = dsp::carrier_correction_of(st.slope.offset());
     if (gated) gate_out[s] = {st.wander.value(), dsp::phase_gate::decision_rho(st.sum, st.sum2, static_cast<double>(waveform::data_bits))};
 }
 
@@ -776,7 +783,7 @@ struct stream_detector::impl {
     impl(int dev, std::size_t ms, smoother_use u, bool kp, bool ks)
         : device(select_device(dev)), max_streams(ms), v(ms * nbits), bits(ms * data_bytes), stats(ms), use(u), keep_phase(kp),
           keep_soft(ks), soft(ks ? ms * (nbits - nk) : 0),
-          theta(ms * dsp::phase_pairs), z(sm(u) ? ms * dsp::phase_pairs : 0),
+          theta(sm(u) || kp ? ms * dsp::phase_pairs : 0), z(sm(u) ? ms * dsp::phase_pairs : 0),
           f(sm(u) ? ms * dsp::phase_pairs : 0), b(sm(u) ? ms * dsp::phase_pairs : 0), theta_bit(sm(u) ? ms * nbits : 0),
           zr_bit(sm(u) ? 2 * ms * nbits : 0), line(sm(u) ? ms : 0), known(sm(u) ? ms : 0),
           gain_k(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0), gain_p(sm(u) ? dsp::smoother::num_lambdas * dsp::phase_pairs : 0),
@@ -809,10 +816,7 @@ cf32* stream_detector::device_input() noexcept { return reinterpret_cast<cf32*>(
 std::uint8_t* stream_detector::device_bits() noexcept { return impl_->bits.data(); }
 const float* stream_detector::device_soft() const noexcept { return impl_->keep_soft ? impl_->soft.data() : nullptr; }
 dsp::path_stats* stream_detector::device_stats() noexcept { return impl_->stats.data(); }
-const float* stream_detector::device_theta() const noexcept
-{
-    return impl_->keep_phase || impl::sm(impl_->use) ? impl_->theta.data() : nullptr;
-}
+const float* stream_detector::device_theta() const noexcept { return impl_->theta.size() > 0 ? impl_->theta.data() : nullptr; }
 const float* stream_detector::device_theta_bit() const noexcept
 {
     return impl_->theta_bit.size() > 0 ? impl_->theta_bit.data() : nullptr;
@@ -843,7 +847,8 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
         auto launch = [&](auto kernel) {
             kernel<<<per_thread(streams, 128), 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
                                                                  m.stats.data(), m.keep_phase ? m.theta.data() : nullptr,
-                                                                 gated ? m.gate.data() : nullptr, m.keep_soft ? m.soft.data() : nullptr);
+                                                                 gated ? m.gate.data() : nullptr, m.keep_soft ? m.soft.data() : nullptr,
+                                                                 nullptr);
         };
         if (m.keep_phase) {
             gated ? launch(detect_kernel<true, true>) : launch(detect_kernel<true, false>);
@@ -865,29 +870,16 @@ void stream_detector::detect_device(std::size_t streams, const dsp::pll_gains& a
     smooth_device(streams, acq, boot, gated ? m.list.data() : nullptr, gated ? m.count.data() : nullptr, stream);
 }
 
-namespace {
-
-/// A thread per stream: dsp::carrier_correction of its PLL's phases (theta: streams x 3168).
-__global__ void carrier_kernel(const float* __restrict__ theta, int streams, double* __restrict__ dw)
-{
-    const int s = blockIdx.x * blockDim.x + threadIdx.x;
-    if (s >= streams) return;
-    dw[s] = dsp::carrier_correction(theta + static_cast<std::size_t>(s) * dsp::phase_pairs);
-}
-
-}  // namespace
-
 void stream_detector::carrier_offsets_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, double* dw,
                                              cuda_stream_t stream)
 {
     auto& m = *impl_;
     if (streams > m.max_streams) throw std::invalid_argument("stream_detector: more streams than at Create");
     if (streams == 0) return;
+    // The slope is summed as the loop goes: no phases written, no second pass over them.
     const auto blocks = static_cast<unsigned>((streams + 127) / 128);
-    detect_kernel<true, false><<<blocks, 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(), m.stats.data(),
-                                                           m.theta.data(), nullptr, nullptr);
-    PAQ_CUDA_CHECK_LAUNCH();
-    carrier_kernel<<<blocks, 128, 0, stream>>>(m.theta.data(), static_cast<int>(streams), dw);
+    detect_kernel<false, false, true><<<blocks, 128, 0, stream>>>(m.v.data(), static_cast<int>(streams), acq, track, m.bits.data(),
+                                                                  m.stats.data(), nullptr, nullptr, nullptr, dw);
     PAQ_CUDA_CHECK_LAUNCH();
 }
 

@@ -73,7 +73,7 @@ public:
     /// The receiver's carrier estimate from the decisions (dsp::carrier_correction): the PLL
     /// (acq over the known bits, track over the data) on the first `streams` streams of
     /// device_input(), and each stream's correction to dw (streams doubles, on the device).
-    /// Its bits, statistics and phases are scratch: the next detect_device() replaces them.
+    /// Its bits and statistics are scratch: the next detect_device() replaces them.
     void carrier_offsets_device(std::size_t streams, const dsp::pll_gains& acq, const dsp::pll_gains& track, double* dw,
                                 cuda_stream_t stream);
     /// Gated: the number of streams the smoother decided in the last detect_device() (six per

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <limits>
 #include <numbers>
+#include <random>
 #include <vector>
 
 using namespace paq;
@@ -361,6 +362,48 @@ TEST(carrier, the_slope_of_the_pll_phases_is_followed_through_their_wraps)
     EXPECT_EQ(carrier_correction(theta.data()), 0.0);
     theta[100] = std::numeric_limits<float>::quiet_NaN();
     EXPECT_EQ(carrier_correction(theta.data()), 0.0);
+}
+
+TEST(carrier, the_running_slope_is_the_least_squares_line_through_the_unwrapped_phases)
+{
+    // A random walk of phases (a PLL's under noise and a drift), wrapped: phase_slope, fed one
+    // phase at a time, against the textbook line fitted in long double to the phases unwrapped
+    // first.
+    std::mt19937 rng(8821);
+    std::normal_distribution<double> step(0.0, 0.2);
+    for (const double drift : {-3e-3, 0.0, 1.7e-3}) {
+        std::vector<float> theta(phase_pairs);
+        double phase = 2.9;
+        for (std::size_t j = 0; j < phase_pairs; ++j) {
+            phase += 4.0 * drift + step(rng);
+            theta[j] = static_cast<float>(std::remainder(phase, 2.0 * std::numbers::pi));
+        }
+        std::vector<long double> u(phase_pairs);
+        u[0] = theta[0];
+        for (std::size_t j = 1; j < phase_pairs; ++j) {
+            long double d = static_cast<long double>(theta[j]) - static_cast<long double>(theta[j - 1]);
+            if (d > std::numbers::pi_v<long double>) d -= 2 * std::numbers::pi_v<long double>;
+            if (d < -std::numbers::pi_v<long double>) d += 2 * std::numbers::pi_v<long double>;
+            u[j] = u[j - 1] + d;
+        }
+        long double mean_x = 0, mean_u = 0;
+        for (std::size_t j = 0; j < phase_pairs; ++j) {
+            mean_x += j;
+            mean_u += u[j];
+        }
+        mean_x /= phase_pairs;
+        mean_u /= phase_pairs;
+        long double sxu = 0, sxx = 0;
+        for (std::size_t j = 0; j < phase_pairs; ++j) {
+            sxu += (j - mean_x) * (u[j] - mean_u);
+            sxx += (j - mean_x) * (j - mean_x);
+        }
+        const double want = static_cast<double>(sxu / sxx / 4);
+        phase_slope line;
+        for (const float th : theta) line.add(th);
+        EXPECT_NEAR(line.offset(), want, 1e-12 * std::max(1e-3, std::abs(want))) << drift;
+        EXPECT_EQ(carrier_offset_of_phases(theta.data()), line.offset());
+    }
 }
 
 TEST(carrier, the_decisions_measure_the_offset_the_known_bits_leave)
