@@ -116,9 +116,8 @@ const section<dsp::receiver_config>& receiver_schema()
                            "smoother's where it decided the packet; `both`, every path decided both ways: twelve "
                            "streams, `none` .. `fde2` symbol by symbol and `none_trellis` .. `fde2_trellis` (records, "
                            "summaries, metrics, bitstreams 6 .. 11), for comparing the detectors side by side. On "
-                           "the GPU backend a batch took 1.7x as long with `trellis` or `both` as with `sxs` when the "
-                           "trellis ran one pass (PERFORMANCE.md); its second pass doubles the trellis stage (6.9 ms of a "
-                           "default batch then)"}),
+                           "the GPU backend a default batch takes about twice as long with `trellis` or `both` as with "
+                           "`sxs` (23.9 and 25.3 ms against 12.3-12.8 ms from ci16 samples on an H200, PERFORMANCE.md)"}),
             choice<C>("fec", at(&C::fec), choices(dsp::fec_names),
                       {"", "the LDPC code the link's data fields carry (BITSTREAM.md, \"Coded data fields\"): `none`, or "
                            "one of the six CCSDS AR4JA codes of IRIG 106 chapter 2: those whose codewords fit the "
