@@ -60,6 +60,19 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
     const double* x = stat.data();
     ss::parity_model md[ss::parities];
     const bool finite = std::all_of(x, x + n, [](double v) { return std::isfinite(v); });
+    // The decisions, and per parity of j their products d_j d_(j+lag) summed over the data,
+    // lag = 0 .. 2 reach: every entry of the normal equations is one of those sums less the few
+    // products the parity's edges leave out (integers, so the system is the one the products
+    // bit by bit would give, as the GPU's block_sxs_llrs makes it too).
+    constexpr int lags = 2 * ss::reach + 1;
+    std::vector<signed char> d(finite ? n : 0);
+    long long autocorrelation[ss::parities][lags] = {};
+    for (std::size_t j = 0; j < d.size(); ++j) d[j] = static_cast<signed char>(ss::decision(x[j]));
+    for (std::size_t j = 0; j < d.size(); ++j) {
+        for (int lag = 0; lag < lags && j + static_cast<std::size_t>(lag) < n; ++lag) {
+            autocorrelation[j % ss::parities][lag] += d[j] * d[j + static_cast<std::size_t>(lag)];
+        }
+    }
     for (std::size_t q = 0; finite && q < ss::parities && q < n; ++q) {
         // The normal equations over the parity's bits, the weights, the residuals' mean square.
         ss::system a{};
@@ -67,11 +80,29 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
         int f[ss::terms];
         for (std::size_t i = q; i < n; i += ss::parities) {
             for (int t = 0; t < ss::terms; ++t) f[t] = ss::term_at(x, n, i, t);
-            for (int r = 0; r < ss::terms; ++r) {
-                for (int c = 0; c < ss::terms; ++c) a[r][c] += f[r] * f[c];
-                a[r][ss::terms] += x[i] * f[r];
-            }
+            for (int r = 0; r < ss::terms; ++r) a[r][ss::terms] += x[i] * f[r];
             bits += 1.0;
+        }
+        // Entry (r, c): the sum over the parity's bits i of d_(i+u) d_(i+u+lag), u the lower of
+        // the two terms' offsets, a neighbour outside the data 0: j = i + u runs over the
+        // parity q + u from u to n + u, so the sum over all j of that parity less those below u
+        // (u > 0) or from n + u on (u < 0).
+        for (int r = 0; r < ss::terms; ++r) {
+            for (int c = 0; c < ss::terms; ++c) {
+                const int u = std::min(ss::offset_of(r), ss::offset_of(c)), lag = std::abs(ss::offset_of(r) - ss::offset_of(c));
+                const auto first = static_cast<std::size_t>((static_cast<int>(q) + u) & 1);
+                long long v = autocorrelation[first][lag];
+                if (u > 0) {
+                    for (std::size_t j = first; j < static_cast<std::size_t>(u) && j + static_cast<std::size_t>(lag) < n; j += ss::parities) {
+                        v -= d[j] * d[j + static_cast<std::size_t>(lag)];
+                    }
+                } else if (u < 0) {
+                    std::size_t j = n >= static_cast<std::size_t>(-u) ? n - static_cast<std::size_t>(-u) : 0;
+                    if (j % ss::parities != first) ++j;
+                    for (; j + static_cast<std::size_t>(lag) < n; j += ss::parities) v -= d[j] * d[j + static_cast<std::size_t>(lag)];
+                }
+                a[r][c] = static_cast<double>(v);
+            }
         }
         const double tiny = ss::min_pivot * bits;
         for (int k = 0; k < ss::terms; ++k)
