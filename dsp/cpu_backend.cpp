@@ -258,7 +258,7 @@ struct cpu_backend::impl {
     }
 
     /// The carrier offset the estimate from the known bits left, measured over the whole
-    /// packet (dsp::carrier_correction; docs/SIGNAL-CHAIN.md, "Carrier from the decisions"):
+    /// packet (dsp::phase_slope, dsp::carrier_correction_of; docs/SIGNAL-CHAIN.md, "Carrier from the decisions"):
     /// the unequalized path (its response already in w.c_spec / w.c_spec2) made from the
     /// segments as they are, derotated by that estimate, decided by the PLL, and the slope of
     /// the PLL's phases. The path's samples, trace and `scratch_bits` (its bits) are
@@ -271,9 +271,10 @@ struct cpu_backend::impl {
         filter_packet(spectra_of(w, nch, w.r_spec, w.r_spec2), none, hno_spec, w.out);
         decision_samples(w, none);
         (void)detect_packet(w.v[none].data(), pll_acq, pll_track, scratch_bits, w.trace[none]);
-        std::array<float, phase_pairs> theta{};
-        for (std::size_t j = 0; j < phase_pairs; ++j) theta[j] = static_cast<float>(w.trace[none].theta[2 * j]);
-        return carrier_correction(theta.data());
+        // Each pair's phase as the GPU's PLL keeps it (in float), straight into the line.
+        phase_slope line;
+        for (std::size_t j = 0; j < phase_pairs; ++j) line.add(static_cast<float>(w.trace[none].theta[2 * j]));
+        return carrier_correction_of(line.offset());
     }
 
     /// Each path's decisions and I rail as its detector saw them (packet_view), from the

@@ -79,7 +79,7 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
         double bits = 0.0;
         int f[ss::terms];
         for (std::size_t i = q; i < n; i += ss::parities) {
-            for (int t = 0; t < ss::terms; ++t) f[t] = ss::term_at(x, n, i, t);
+            for (int t = 0; t < ss::terms; ++t) f[t] = ss::term_at(d.data(), n, i, t);
             for (int r = 0; r < ss::terms; ++r) a[r][ss::terms] += x[i] * f[r];
             bits += 1.0;
         }
@@ -88,7 +88,7 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
         // parity q + u from u to n + u, so the sum over all j of that parity less those below u
         // (u > 0) or from n + u on (u < 0).
         for (int r = 0; r < ss::terms; ++r) {
-            for (int c = 0; c < ss::terms; ++c) {
+            for (int c = r; c < ss::terms; ++c) {  // symmetric: the lower half mirrors it
                 const int u = std::min(ss::offset_of(r), ss::offset_of(c)), lag = std::abs(ss::offset_of(r) - ss::offset_of(c));
                 const auto first = static_cast<std::size_t>((static_cast<int>(q) + u) & 1);
                 long long v = autocorrelation[first][lag];
@@ -101,7 +101,7 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
                     if (j % ss::parities != first) ++j;
                     for (; j + static_cast<std::size_t>(lag) < n; j += ss::parities) v -= d[j] * d[j + static_cast<std::size_t>(lag)];
                 }
-                a[r][c] = static_cast<double>(v);
+                a[r][c] = a[c][r] = static_cast<double>(v);
             }
         }
         const double tiny = ss::min_pivot * bits;
@@ -112,14 +112,14 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
         double square = 0.0;
         for (std::size_t i = q; i < n; i += ss::parities) {
             double fitted = 0.0;
-            for (int t = 0; t < ss::terms; ++t) fitted += w[t] * ss::term_at(x, n, i, t);
+            for (int t = 0; t < ss::terms; ++t) fitted += w[t] * ss::term_at(d.data(), n, i, t);
             square += (x[i] - fitted) * (x[i] - fitted);
         }
         md[q] = ss::model_from(w, square / bits);
         // The interference-free statistics' moments, for the decisions' errors.
         double abs_sum = 0.0, square_sum = 0.0;
         for (std::size_t i = q; md[q].s2 > 0.0 && i < n; i += ss::parities) {
-            const double u = x[i] - ss::interference(md[q], x, n, i);
+            const double u = x[i] - ss::interference(md[q], d.data(), n, i);
             abs_sum += std::abs(u);
             square_sum += u * u;
         }
