@@ -8,7 +8,7 @@
 //   decode; blocks of frames until --min-frame-errors frame errors or --max-frames frames
 //   (at least --frames)
 //
-// --backend cuda decodes on the GPU (gpu/ldpc_decoder.hpp: min-sum with flooding), every block
+// --backend cuda decodes on the GPU (gpu/ldpc_decoder.hpp: layered min-sum, the CPU's schedule), every block
 // of frames in one launch; the frames are the CPU's.
 //
 // Output: a table on stdout, a CSV (one row per point) and optionally JSON.
@@ -75,7 +75,7 @@ int main(int argc, char** argv)
     app.add_option("--max-frames", max_frames, "... or this many frames");
     app.add_option("--seed", seed, "Seed of the information bits and the noise");
     app.add_option("--threads", threads, "Threads (0: all cores)")->check(CLI::Range(0, 1024));
-    app.add_option("--backend", backend, "cpu, or cuda (GPU 0: min-sum with flooding; a build with CUDA)")->check(CLI::IsMember({"cpu", "cuda"}));
+    app.add_option("--backend", backend, "cpu, or cuda (GPU 0: layered min-sum; a build with CUDA)")->check(CLI::IsMember({"cpu", "cuda"}));
     app.add_option("--output", output, "CSV output file")->required();
     app.add_option("--json", json, "Optional JSON output file");
     if (const int rc = paq::cli::parse(app, argc, argv); rc >= 0) return rc;
@@ -100,7 +100,7 @@ int main(int argc, char** argv)
         return 1;
     }
     std::printf("# %s (n %d, k %d), %s on the %s, at most %d iterations%s, %d threads, seed %llu\n", code_name.c_str(), p.n, p.k,
-                decoder_name.c_str(), backend == "cuda" ? "GPU (flooding)" : "CPU", iterations,
+                decoder_name.c_str(), backend == "cuda" ? "GPU" : "CPU", iterations,
                 cfg.kind == ldpc::decoder_kind::min_sum ? (", normalization " + std::to_string(normalization)).c_str() : "", nthreads,
                 static_cast<unsigned long long>(seed));
     std::printf("%8s %9s %9s %10s %10s %8s %6s %8s\n", "ebn0_dB", "frames", "f_errors", "FER", "BER", "mean_it", "undet", "sec");

@@ -126,7 +126,7 @@ const section<dsp::receiver_config>& receiver_schema()
                            "randomized codewords across the data fields. Every output stream's data field is then "
                            "decoded (layered normalized min-sum) from its soft decisions, and the decoded information "
                            "bits are counted against the PN pattern beside the channel bits (summaries, metrics "
-                           "`fec_*`). Both backends decode every code: the CPU layered, the GPU by flooding min-sum, every "
+                           "`fec_*`). Both backends decode every code, with the same layered schedule: the GPU every "
                            "codeword of a batch in one launch (publisher.decoded_destinations publishes the decoded bits)"}),
             number<C>("fec_iterations", at(&C::fec_iterations), range_of(rr::fec_iterations),
                       {"", "the LDPC decoder's most iterations per codeword (it stops as soon as every check holds)"}),

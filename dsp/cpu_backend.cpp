@@ -16,6 +16,7 @@
 #include "dsp/preamble_detector.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/soqpsk.hpp"
+#include "dsp/sxs_soft.hpp"
 #include "dsp/trellis.hpp"
 #include "dsp/trellis_math.hpp"
 
@@ -568,12 +569,15 @@ struct cpu_backend::impl {
         if (view) capture_view(w, spec, *view);
         // Each path's BEP estimate from the statistics its bits were finally decided on
         // (dsp/decision_quality.hpp; the detectors' own, Q(mean / std), chose the derotation's
-        // source above), and with receiver.fec their LLRs (dsp/sxs_soft.hpp). With the trellis
-        // alone its estimates and LLRs replace these.
+        // source above; the unequalized path's with the soft decisions' model's,
+        // sxs_soft::unequalized_bep), and with receiver.fec their LLRs (dsp/sxs_soft.hpp). With
+        // the trellis alone its estimates and LLRs replace these.
         if (cfg.detector != detector_kind::trellis) {
             for (std::size_t p = 0; p < workspace::paths; ++p) {
                 const auto f = decision_quality::fit_of(w.stat[p].data(), waveform::data_bits);
-                rec.paths[p].bep_estimate = static_cast<float>(f.bep());
+                double bep = f.bep();
+                if (p == static_cast<std::size_t>(eq_path::none)) bep = sxs_soft::unequalized_bep(bep, sxs_posterior_bep(w.stat[p]));
+                rec.paths[p].bep_estimate = static_cast<float>(bep);
                 if (fec) {
                     sxs_llrs(w.stat[p], w.sxs_llr[p]);
                     decode(w, w.sxs_llr[p], static_cast<int>(p), fo);
@@ -590,7 +594,8 @@ struct cpu_backend::impl {
             const std::size_t ts = both ? p + workspace::paths : p;
             filter_packet(spec, p, trellis_lp, w.eq);
             rec.paths[ts] = detect_packet_trellis(w.eq.data() + pre + t.decision_delay, w.trace[p], w.trace[p].known_errors,
-                                                  trellis_math::llr_calibration(static_cast<int>(p)), path_bits(ts), w.trellis);
+                                                  trellis_math::llr_calibration(static_cast<int>(p)),
+                                                  trellis_math::cancels_far_interference(static_cast<int>(p)), path_bits(ts), w.trellis);
             if (llr_out) {
                 std::int8_t* q = llr_out + p * waveform::data_bits;
                 for (std::size_t i = 0; i < waveform::data_bits; ++i) q[i] = quantize_llr(w.trellis.llr[waveform::known_bits + i]);

@@ -53,11 +53,14 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
     }
 }
 
-void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
+namespace {
+
+/// sxs_llrs's model with the neighbours' decisions read from `dec` (their signs; dec == x: the
+/// statistics' own), the statistics from x.
+template <class D>
+void fitted_llrs(const double* x, const D* dec, std::size_t n, float* llr) noexcept
 {
     namespace ss = sxs_soft;
-    const std::size_t n = std::min(stat.size(), llr.size());
-    const double* x = stat.data();
     ss::parity_model md[ss::parities];
     const bool finite = std::all_of(x, x + n, [](double v) { return std::isfinite(v); });
     // The decisions, and per parity of j their products d_j d_(j+lag) summed over the data,
@@ -67,7 +70,7 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
     constexpr int lags = 2 * ss::reach + 1;
     std::vector<signed char> d(finite ? n : 0);
     long long autocorrelation[ss::parities][lags] = {};
-    for (std::size_t j = 0; j < d.size(); ++j) d[j] = static_cast<signed char>(ss::decision(x[j]));
+    for (std::size_t j = 0; j < d.size(); ++j) d[j] = static_cast<signed char>(ss::decision(dec[j]));
     for (std::size_t j = 0; j < d.size(); ++j) {
         for (int lag = 0; lag < lags && j + static_cast<std::size_t>(lag) < n; ++lag) {
             autocorrelation[j % ss::parities][lag] += d[j] * d[j + static_cast<std::size_t>(lag)];
@@ -83,25 +86,9 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
             for (int r = 0; r < ss::terms; ++r) a[r][ss::terms] += x[i] * f[r];
             bits += 1.0;
         }
-        // Entry (r, c): the sum over the parity's bits i of d_(i+u) d_(i+u+lag), u the lower of
-        // the two terms' offsets, a neighbour outside the data 0: j = i + u runs over the
-        // parity q + u from u to n + u, so the sum over all j of that parity less those below u
-        // (u > 0) or from n + u on (u < 0).
         for (int r = 0; r < ss::terms; ++r) {
             for (int c = r; c < ss::terms; ++c) {  // symmetric: the lower half mirrors it
-                const int u = std::min(ss::offset_of(r), ss::offset_of(c)), lag = std::abs(ss::offset_of(r) - ss::offset_of(c));
-                const auto first = static_cast<std::size_t>((static_cast<int>(q) + u) & 1);
-                long long v = autocorrelation[first][lag];
-                if (u > 0) {
-                    for (std::size_t j = first; j < static_cast<std::size_t>(u) && j + static_cast<std::size_t>(lag) < n; j += ss::parities) {
-                        v -= d[j] * d[j + static_cast<std::size_t>(lag)];
-                    }
-                } else if (u < 0) {
-                    std::size_t j = n >= static_cast<std::size_t>(-u) ? n - static_cast<std::size_t>(-u) : 0;
-                    if (j % ss::parities != first) ++j;
-                    for (; j + static_cast<std::size_t>(lag) < n; j += ss::parities) v -= d[j] * d[j + static_cast<std::size_t>(lag)];
-                }
-                a[r][c] = a[c][r] = static_cast<double>(v);
+                a[r][c] = a[c][r] = static_cast<double>(ss::normal_entry(static_cast<int>(q), r, c, d.data(), static_cast<int>(n), &autocorrelation[0][0], lags));
             }
         }
         const double tiny = ss::min_pivot * bits;
@@ -125,7 +112,34 @@ void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
         }
         ss::fold_errors(md[q], abs_sum / bits, square_sum / bits);
     }
-    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(ss::llr_at(md, x, n, i));
+    for (std::size_t i = 0; i < n; ++i) llr[i] = static_cast<float>(ss::llr_at(md, x, dec, n, i));
+}
+
+}  // namespace
+
+void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept
+{
+    fitted_llrs(stat.data(), stat.data(), std::min(stat.size(), llr.size()), llr.data());
+}
+
+void sxs_llrs(std::span<const double> stat, std::span<const float> decisions, std::span<float> llr) noexcept
+{
+    fitted_llrs(stat.data(), decisions.data(), std::min({stat.size(), decisions.size(), llr.size()}), llr.data());
+}
+
+double sxs_posterior_bep(std::span<const double> stat) noexcept
+{
+    const std::size_t n = stat.size();
+    if (n == 0) return 0.0;
+    std::vector<float> llr(n), next(n);
+    sxs_llrs(stat, llr);
+    for (int pass = 1; pass < sxs_soft::posterior_passes; ++pass) {
+        sxs_llrs(stat, llr, next);
+        llr.swap(next);
+    }
+    double sum = 0.0;
+    for (std::size_t i = 0; i < n; ++i) sum += sxs_soft::decision_error_probability(stat[i], llr[i]);
+    return sum / static_cast<double>(n);
 }
 
 stream_decoder::stream_decoder(const fec_framing& framing, int max_iterations)

@@ -105,6 +105,19 @@ void encode_data_field(const fec_framing& framing, pn_generator& pn, std::span<s
 /// every LLR of the stream 0.
 void sxs_llrs(std::span<const double> stat, std::span<float> llr) noexcept;
 
+/// The same with the neighbours' interference predicted from the signs of `decisions` (an
+/// earlier pass's LLRs, which err less than the statistics' own signs) instead of the
+/// statistics' signs.
+void sxs_llrs(std::span<const double> stat, std::span<const float> decisions, std::span<float> llr) noexcept;
+
+/// The error rate of the decisions sign(stat) under the soft decisions' model: the model fitted
+/// sxs_soft::posterior_passes times, each pass's neighbours decided by the pass before's LLRs,
+/// and the bits' mean probability that the last LLRs give against each decision
+/// (sxs_soft::decision_error_probability). The unequalized path's published BEP estimate is made
+/// from it and the decision-quality model's (sxs_soft::unequalized_bep; docs/SIGNAL-CHAIN.md,
+/// "Decision quality").
+[[nodiscard]] double sxs_posterior_bep(std::span<const double> stat) noexcept;
+
 /// Decodes the codewords of one stream's data field. One per thread (it keeps its decoder).
 class stream_decoder {
 public:

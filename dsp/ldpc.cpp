@@ -157,6 +157,21 @@ std::uint32_t permutation(int k, int m, std::uint32_t i)
 
 bool parity_check::holds(std::span<const std::uint8_t> word) const { return failed_checks(word) == 0; }
 
+std::size_t parity_check::bits_shared_within(int group) const
+{
+    if (group < 1) throw std::invalid_argument("ldpc: groups of " + std::to_string(group) + " checks");
+    std::size_t shared = 0;
+    std::vector<std::uint32_t> last_group(static_cast<std::size_t>(p.n_full), 0);  // group index + 1 of a bit's last check
+    for (std::size_t r = 0; r < rows.size(); ++r) {
+        const auto g = static_cast<std::uint32_t>(r / static_cast<std::size_t>(group)) + 1;
+        for (const auto v : rows[r]) {
+            shared += last_group[v] == g ? 1u : 0u;
+            last_group[v] = g;
+        }
+    }
+    return shared;
+}
+
 std::size_t parity_check::failed_checks(std::span<const std::uint8_t> word) const
 {
     if (word.size() != static_cast<std::size_t>(p.n_full)) {

@@ -62,10 +62,22 @@ struct parity_check {
     [[nodiscard]] bool holds(std::span<const std::uint8_t> word) const;
     /// The checks that fail for `word`.
     [[nodiscard]] std::size_t failed_checks(std::span<const std::uint8_t> word) const;
+    /// Split into groups of `group` consecutive checks (the last may be shorter): how many times
+    /// a bit is in a check of its group after the first (0: no two checks of a group share a
+    /// bit). std::invalid_argument for a group below 1.
+    [[nodiscard]] std::size_t bits_shared_within(int group) const;
 };
 
 /// Built once per code (thread-safe), kept for the process's life.
 [[nodiscard]] const parity_check& parity_check_matrix(code c);
+
+/// The checks of a layer: a quarter of a block row, M / 4 consecutive rows of H, 12 layers in
+/// all. No two checks of a layer share a bit (each block maps a quarter of its rows into one
+/// quarter of its columns, and the two permutations of a summed block into different quarters;
+/// the tests check every code with parity_check::bits_shared_within), so a layer's checks may update their bits' beliefs at once and
+/// give exactly what updating them one after another gives: the GPU's decoder runs the CPU's
+/// layered schedule a layer at a time. Half a block row or more shares bits on every code.
+[[nodiscard]] constexpr int layer_checks(const code_params& p) noexcept { return p.m / 4; }
 
 class encoder {
 public:

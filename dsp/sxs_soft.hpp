@@ -60,6 +60,30 @@ PAQ_HOST_DEVICE int term_at(const T* x, std::size_t n, std::size_t i, int t) noe
 /// parity's bits for c < terms, and sum_i x_i term_r in column terms.
 using system = double[terms][terms + 1];
 
+/// Entry (r, c) of parity q's system among n decisions d (+1 / -1): the sum over the parity's
+/// bits i of term_r term_c = d_(i+u) d_(i+u+lag), u the lower of the two terms' offsets and lag
+/// their difference, a neighbour outside the data 0. j = i + u runs over the parity (q + u) mod 2
+/// from u to n + u, so the entry is the sum of d_j d_(j+lag) over every j of that parity
+/// (autocorrelation[parity * stride + lag], lag 0 .. 2 reach) less the products of the j below u
+/// (u > 0) or from n + u on (u < 0): exact integers, whatever type T the autocorrelations are
+/// summed in.
+template <class T>
+PAQ_HOST_DEVICE T normal_entry(int q, int r, int c, const signed char* d, int n, const T* autocorrelation, int stride) noexcept
+{
+    const int u = offset_of(r) < offset_of(c) ? offset_of(r) : offset_of(c);
+    const int lag = offset_of(r) + offset_of(c) - 2 * u;
+    const int first = (q + u) & 1;
+    T v = autocorrelation[first * stride + lag];
+    if (u > 0) {
+        for (int j = first; j < u && j + lag < n; j += parities) v -= d[j] * d[j + lag];
+    } else if (u < 0) {
+        int j = n + u > 0 ? n + u : 0;
+        if ((j & 1) != first) ++j;
+        for (; j + lag < n; j += parities) v -= d[j] * d[j + lag];
+    }
+    return v;
+}
+
 /// A pivot at or below this fraction of the bits is a term the others already span: its weight
 /// is 0 (a stream too short for a neighbour, or decisions that repeat with a period).
 inline constexpr double min_pivot = 1e-9;
@@ -143,14 +167,54 @@ PAQ_HOST_DEVICE double interference(const parity_model& md, const T* x, std::siz
     return c;
 }
 
-/// Bit i's LLR (nats, positive: 1) under its parity's model: 2 g (x_i - c_i) / s^2; 0 without
-/// information.
-template <class T>
-PAQ_HOST_DEVICE double llr_at(const parity_model (&md)[parities], const T* x, std::size_t n, std::size_t i) noexcept
+/// Bit i's LLR (nats, positive: 1) under its parity's model: 2 g (x_i - c_i) / s^2, the
+/// neighbours' decisions the signs of dec; 0 without information.
+template <class T, class D>
+PAQ_HOST_DEVICE double llr_at(const parity_model (&md)[parities], const T* x, const D* dec, std::size_t n, std::size_t i) noexcept
 {
     const parity_model& m = md[i % parities];
     if (!(m.s2 > 0.0)) return 0.0;
-    return 2.0 * m.w[0] * (static_cast<double>(x[i]) - interference(m, x, n, i)) / m.s2;
+    return 2.0 * m.w[0] * (static_cast<double>(x[i]) - interference(m, dec, n, i)) / m.s2;
+}
+
+/// The same with the statistics' own decisions.
+template <class T>
+PAQ_HOST_DEVICE double llr_at(const parity_model (&md)[parities], const T* x, std::size_t n, std::size_t i) noexcept
+{
+    return llr_at(md, x, x, n, i);
+}
+
+/// Fits of the model for the decisions' error rate (dsp::sxs_posterior_bep): the first on the
+/// statistics' own decisions, each next one with the neighbours decided by the last one's LLRs.
+/// On the unequalized path over multipath the statistics' signs err 2-4 %, and interference
+/// predicted from them is wrong around every wrong neighbour; the LLRs' signs err less, and
+/// the third fit's probabilities state the decisions' error rate within 0.87-1.14x on AWGN,
+/// edwards3 and two-ray (docs/SIGNAL-CHAIN.md, "Decision quality").
+inline constexpr int posterior_passes = 3;
+
+/// The unequalized path's published BEP estimate from the decision-quality model's
+/// (`contexts`, dsp/decision_quality.hpp) and the soft decisions' model's (`posterior`,
+/// dsp::sxs_posterior_bep): the lower of the two where the soft decisions' model states at
+/// least posterior_floor, else the decision-quality model's. Over multipath the contexts'
+/// model takes the interference for noise (2.7-7.4x the BER on edwards3) and the soft
+/// decisions' model states it; on AWGN the contexts' model is the better one (the soft
+/// decisions' model, linear in the neighbours, leaves SOQPSK-TG's own interference in its
+/// noise: 1.27x at 10 dB). Below the floor a packet's estimate rests on a few bits, and the
+/// lower of two such noisy estimates reads low (0.74x on AWGN at 10 dB, taken everywhere).
+inline constexpr double posterior_floor = 1e-3;
+PAQ_HOST_DEVICE inline double unequalized_bep(double contexts, double posterior) noexcept
+{
+    return posterior >= posterior_floor ? fmin(contexts, posterior) : contexts;
+}
+
+/// The probability that decision sign(x) is wrong given the bit's LLR l (nats, positive: 1):
+/// 1 / (1 + e^(d l)), d = +-1 the decision, above 0.5 where the LLR disagrees with it.
+template <class T>
+PAQ_HOST_DEVICE double decision_error_probability(T x, float l) noexcept
+{
+    const double dl = static_cast<double>(decision(x)) * static_cast<double>(l);
+    if (!(dl == dl)) return 0.5;  // NaN
+    return 1.0 / (1.0 + exp(fmin(fmax(dl, -700.0), 700.0)));
 }
 
 }  // namespace paq::dsp::sxs_soft

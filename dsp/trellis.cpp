@@ -26,14 +26,6 @@ constexpr int seqs = 2 * states;
 /// `after` bits lie past the packet (free: the packet's last samples still see them).
 constexpr long steps = n_bits + after;
 
-/// The window of bit k (before <= k < n_bits - after) as a state sequence (trellis_math.hpp).
-int window_of(const std::int8_t* a, long k) noexcept
-{
-    int seq = 0;
-    for (long i = k - before; i <= k + after; ++i) seq = (seq << 1) | (a[i] > 0 ? 1 : 0);
-    return seq;
-}
-
 /// Fits the table: every entry the mean of its pattern's samples (sign-corrected) over the
 /// bits whose window lies inside the packet; then the residual variance.
 trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
@@ -41,7 +33,7 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
     trellis_model model;
     long count[2][patterns] = {};
     for (long k = before; k + after < n_bits; ++k) {
-        const int seq = window_of(a, k);
+        const int seq = trellis_math::window_of(a, k);
         const int par = static_cast<int>(k % 2), idx = trellis_math::pattern_index(seq);
         const double sg = trellis_math::pattern_sign(seq);
         model.table[par][idx] += sg * r[static_cast<std::size_t>(k)];
@@ -60,7 +52,7 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
     double se = 0.0;
     long n = 0;
     for (long k = before; k + after < n_bits; ++k) {
-        const int seq = window_of(a, k);
+        const int seq = trellis_math::window_of(a, k);
         const int par = static_cast<int>(k % 2), idx = trellis_math::pattern_index(seq);
         const double sg = trellis_math::pattern_sign(seq);
         se += std::norm(r[static_cast<std::size_t>(k)] - sg * model.table[par][idx]);
@@ -166,8 +158,39 @@ double trellis::lowpass_gain(double f) noexcept
 
 trellis_scratch::trellis_scratch() : r(waveform::packet_bits), llr(waveform::packet_bits), labels(waveform::packet_bits) {}
 
+void cancel_far_interference(std::vector<cf64>& r, const std::int8_t* a, const trellis_model& model) noexcept
+{
+    using trellis::far_terms;
+    using trellis_math::far_offset;
+    auto decision = [&](long j) { return j < 0 || j >= n_bits ? 0.0 : (a[j] > 0 ? 1.0 : -1.0); };
+    for (long par = 0; par < 2; ++par) {
+        // The normal equations over the bits the table is fitted on (a real system, the
+        // residual's real and imaginary parts on the right), then their solution.
+        double g[far_terms][far_terms + 2] = {};
+        double w[far_terms][2];
+        double f[far_terms];
+        for (long k = before + ((before + par) & 1); k + after < n_bits; k += 2) {
+            const int seq = trellis_math::window_of(a, k);
+            const cf64 e = r[static_cast<std::size_t>(k)] -
+                           static_cast<double>(trellis_math::pattern_sign(seq)) * model.table[par][trellis_math::pattern_index(seq)];
+            for (int t = 0; t < far_terms; ++t) f[t] = decision(k + far_offset(t));
+            for (int t = 0; t < far_terms; ++t) {
+                g[t][far_terms] += f[t] * e.real();
+                g[t][far_terms + 1] += f[t] * e.imag();
+                for (int u = 0; u < far_terms; ++u) g[t][u] += f[t] * f[u];
+            }
+        }
+        if (!trellis_math::solve_far_system(g, w)) continue;  // the parity is left as it is
+        for (long k = par; k < n_bits; k += 2) {
+            cf64 v{};
+            for (int t = 0; t < far_terms; ++t) v += decision(k + far_offset(t)) * cf64{w[t][0], w[t][1]};
+            r[static_cast<std::size_t>(k)] -= v;
+        }
+    }
+}
+
 path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, double llr_calibration,
-                                 std::uint8_t* bits_out, trellis_scratch& sc, trellis_model* model_out) noexcept
+                                 bool cancel_far, std::uint8_t* bits_out, trellis_scratch& sc, trellis_model* model_out) noexcept
 {
     // Bit k's sample, x[2k], derotated by the PLL's phase at bit k.
     for (long k = 0; k < n_bits; ++k) {
@@ -184,6 +207,10 @@ path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned
         if (pass > 0) {
             for (long k = 0; k < n_bits; ++k) sc.labels[static_cast<std::size_t>(k)] = sc.llr[static_cast<std::size_t>(k)] > 0.0f ? 1 : -1;
             labels = sc.labels.data();
+        }
+        if (cancel_far && pass > 0 && pass + 1 == trellis::passes) {
+            const trellis_model before_far = fit(sc.r, labels);
+            if (before_far.complete) cancel_far_interference(sc.r, labels, before_far);
         }
         const trellis_model model = fit(sc.r, labels);
         if (model_out) *model_out = model;

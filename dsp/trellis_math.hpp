@@ -26,6 +26,15 @@ PAQ_HOST_DEVICE constexpr int pattern_index(int seq) noexcept
     return ((s >> (trellis::after + 1)) << trellis::after) | (s & low);
 }
 
+/// The sequence of bit k's window a_(k-before) .. a_(k+after) of +-1 decisions (the oldest in
+/// the most significant bit, bit set: +1), as the table is indexed.
+PAQ_HOST_DEVICE inline int window_of(const signed char* a, long k) noexcept
+{
+    int seq = 0;
+    for (long i = k - trellis::before; i <= k + trellis::after; ++i) seq = (seq << 1) | (a[i] > 0 ? 1 : 0);
+    return seq;
+}
+
 /// The branch metric, unscaled and less the sample's own energy |x|^2 (the same for every
 /// branch of a step): |x - sign t|^2 - |x|^2 = energy - 2 sign corr, with corr = Re(x conj t)
 /// and energy = |t|^2 of the sequence's entry t.
@@ -46,6 +55,86 @@ PAQ_HOST_DEVICE constexpr double branch_metric(double corr, double energy, int s
 PAQ_HOST_DEVICE constexpr double llr_calibration(int path) noexcept
 {
     return path == static_cast<int>(eq_path::fde2) ? 0.6 : 0.7;
+}
+
+/// Far term t's offset from bit k (trellis::far_terms): -far_reach .. -(before + 1), then
+/// after + 1 .. far_reach.
+PAQ_HOST_DEVICE constexpr int far_offset(int t) noexcept
+{
+    return t < trellis::far_reach - trellis::before ? t - trellis::far_reach : t - (trellis::far_reach - trellis::before) + trellis::after + 1;
+}
+
+/// The lags between two far terms' offsets: 0 .. 2 far_reach.
+inline constexpr int far_lags = 2 * trellis::far_reach + 1;
+
+/// Entry (r, c) of parity par's far normal equations: the sum over the bits k of that parity
+/// the table is fitted on (before <= k < n - after) of d_(k + far_offset(r)) d_(k + far_offset(c)),
+/// d being the +-1 decisions and 0 outside 0 .. n - 1. Made from the decisions'
+/// autocorrelations per parity (autocorrelation[p * stride + lag]: the sum of d_m d_(m + lag)
+/// over every m of parity p with m + lag < n, lag 0 .. far_lags - 1) less the products of the m
+/// outside the fitted range: exact integers, as the products bit by bit give them, at about a
+/// fifth of their cost (the GPU's far interference stage).
+template <class T>
+PAQ_HOST_DEVICE T far_gram_entry(int par, int r, int c, const signed char* d, int n, const T* autocorrelation, int stride) noexcept
+{
+    const int o_r = far_offset(r), o_c = far_offset(c);
+    const int u = o_r < o_c ? o_r : o_c;
+    const int lag = (o_r < o_c ? o_c : o_r) - u;
+    // k over before .. n - after - 1 of parity par is m = k + u over before + u .. n - after - 1 + u,
+    // of parity p; below 0 and from n - lag on the products are 0 and not in the sum.
+    const int p = (par + u) & 1;
+    T v = autocorrelation[p * stride + lag];
+    for (int m = p; m < trellis::before + u && m + lag < n; m += 2) v -= d[m] * d[m + lag];
+    int m = n - trellis::after + u;
+    if (m < 0) m = 0;
+    if ((m & 1) != p) ++m;
+    for (; m + lag < n; m += 2) v -= d[m] * d[m + lag];
+    return v;
+}
+
+/// The far terms' normal equations (trellis::far_terms rows, each the system's row and then two
+/// right-hand sides: the residual's real and imaginary parts), eliminated in place without
+/// pivoting (the system is symmetric positive semidefinite, so its pivots are a Cholesky
+/// factor's diagonal squared), and the weights by back substitution into w. false, w untouched,
+/// where a pivot is not positive or not above 1e-6 of the largest: a term the others span (a
+/// bit pattern that repeats), whose weight would be noise amplified.
+PAQ_HOST_DEVICE inline bool solve_far_system(double (&g)[trellis::far_terms][trellis::far_terms + 2],
+                                             double (&w)[trellis::far_terms][2]) noexcept
+{
+    constexpr int n = trellis::far_terms;
+    constexpr double largest = 1.7976931348623157e308;
+    double lo = largest, hi = 0.0;
+    for (int k = 0; k < n; ++k) {
+        const double p = g[k][k];
+        if (!(p > 0.0 && p <= largest)) return false;
+        lo = p < lo ? p : lo;
+        hi = p > hi ? p : hi;
+        for (int r = k + 1; r < n; ++r) {
+            const double f = g[r][k] / p;
+            for (int c = k; c < n + 2; ++c) g[r][c] -= f * g[k][c];
+        }
+    }
+    if (!(lo > 1e-6 * hi)) return false;
+    for (int k = n - 1; k >= 0; --k) {
+        for (int q = 0; q < 2; ++q) {
+            double v = g[k][n + q];
+            for (int c = k + 1; c < n; ++c) v -= g[k][c] * w[c][q];
+            w[k][q] = v / g[k][k];
+        }
+    }
+    return true;
+}
+
+/// Whether a path's trellis takes the far interference out before its last pass
+/// (trellis::far_reach): MMSE, CMA, FDE1 and FDE2. Not the unequalized path, whose echoes are
+/// its table's and where, at a coded link's Eb/N0, the wrong bits the fit is made on cost more
+/// than it takes out (ar4ja-4096-2/3 over edwards3 at 5.5 dB: 614 codewords failed where 578
+/// did); not ZF, whose noise, the channel's inverse applied to it, is coloured enough that its
+/// wrong bits correlate with the noise the fit explains (two-ray 8 dB: 77% more errors, though
+/// 11-33% fewer at the other points of docs/SIGNAL-CHAIN.md's table).
+PAQ_HOST_DEVICE constexpr bool cancels_far_interference(int path) noexcept
+{
+    return path != static_cast<int>(eq_path::none) && path != static_cast<int>(eq_path::zf);
 }
 
 }  // namespace paq::dsp::trellis_math

@@ -217,7 +217,7 @@ __device__ void block_sum_by_parity(const float (&own)[values], double* total)
 /// written out with their moments summed per parity; g and s^2 made good for the decisions'
 /// errors (dsp::sxs_soft::fold_errors) and the u_i scaled into LLRs in place. A statistic that is
 /// not finite makes every LLR 0.
-__device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ dst)
+__device__ void block_sxs_llrs(const float* __restrict__ x, const float* __restrict__ dec, float* __restrict__ dst)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nq = ss::parities, nt = ss::terms, lags = 2 * ss::reach + 1;
     constexpr int per = lags + nt + 1;  // per parity: the autocorrelations, the terms' sums with x, sum x^2
@@ -234,7 +234,7 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ 
     for (int i = t; i < nd; i += stream_block_threads) {
         const float v = x[i];
         finite = finite && isfinite(v);
-        d[i] = static_cast<signed char>(ss::decision(v));
+        d[i] = static_cast<signed char>(ss::decision(dec[i]));
     }
     if (__syncthreads_or(!finite)) {
         for (int i = t; i < nd; i += stream_block_threads) dst[i] = 0.0f;
@@ -258,18 +258,7 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, float* __restrict__ 
     }
     for (int e = t; e < nq * nt * nt; e += stream_block_threads) {
         const int q = e / (nt * nt), r = e % (nt * nt) / nt, c = e % nt;
-        const int u = min(ss::offset_of(r), ss::offset_of(c)), lag = abs(ss::offset_of(r) - ss::offset_of(c));
-        const int first = (q + u) & 1;  // the parity of j = i + u
-        double v = sums[first * per + lag];
-        // The autocorrelation's products whose bit i = j - u lies outside the data.
-        if (u > 0) {
-            for (int j = first; j < u && j + lag < nd; j += nq) v -= d[j] * d[j + lag];
-        } else if (u < 0) {
-            int j = nd + u;
-            if ((j & 1) != first) ++j;
-            for (; j + lag < nd; j += nq) v -= d[j] * d[j + lag];
-        }
-        sys[q][r][c] = v;
+        sys[q][r][c] = ss::normal_entry(q, r, c, d, nd, sums, per);
         if (c == 0) sys[q][r][nt] = sums[q * per + lags + r];
     }
     __syncthreads();
@@ -345,7 +334,44 @@ __global__ void __launch_bounds__(stream_block_threads, 4) fec_llr_kernel(const 
         for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) dst[i] = src[i];
         return;
     }
-    block_sxs_llrs(sxs_stat + src_stream * nd, dst);
+    block_sxs_llrs(sxs_stat + src_stream * nd, sxs_stat + src_stream * nd, dst);
+}
+
+/// The unequalized path's published BEP estimate, as dsp::cpu_backend makes it
+/// (sxs_soft::unequalized_bep): from the decision-quality model's (stats[s],
+/// decision_quality_kernel's) and dsp::sxs_posterior_bep's (the soft decisions' model fitted sxs_soft::posterior_passes
+/// times, each pass's neighbours decided by the last one's LLRs; the bits' mean probability
+/// against their decisions). A block per located packet; two rows of 6144 floats of scratch
+/// a packet for the passes' LLRs.
+__global__ void __launch_bounds__(stream_block_threads, 4) posterior_bep_kernel(const float* __restrict__ sxs_stat,
+                                                                               const int* __restrict__ located, float* __restrict__ scratch,
+                                                                               dsp::path_stats* __restrict__ stats)
+{
+    constexpr int nd = static_cast<int>(waveform::data_bits);
+    const int p = static_cast<int>(blockIdx.x);
+    if (p >= *located) return;
+    const std::size_t s = static_cast<std::size_t>(p) * num_paths + static_cast<std::size_t>(dsp::eq_path::none);
+    const float* x = sxs_stat + s * nd;
+    float* last = scratch + static_cast<std::size_t>(p) * 2 * nd;
+    float* next = last + nd;
+    block_sxs_llrs(x, x, last);
+    for (int pass = 1; pass < ss::posterior_passes; ++pass) {
+        __syncthreads();  // every bit of the last pass written before this one reads them
+        block_sxs_llrs(x, last, next);
+        float* const t = last;
+        last = next;
+        next = t;
+    }
+    __syncthreads();
+    float own[1] = {};
+    for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
+        own[0] += static_cast<float>(ss::decision_error_probability(x[i], last[i]));
+    }
+    __shared__ double total[1];
+    block_sum(own, total);
+    if (threadIdx.x == 0) {
+        stats[s].bep_estimate = static_cast<float>(ss::unequalized_bep(static_cast<double>(stats[s].bep_estimate), total[0] / nd));
+    }
 }
 
 __global__ void mmse_load_kernel(const double* __restrict__ sigma2, double* __restrict__ load, int np)
@@ -672,6 +698,9 @@ struct chain_part {
     /// the decoder and the decoded information bits and codeword results ([packet][stream][...])
     /// on the device and back (the continuous stream is decoded once every part is collected:
     /// cuda_backend::impl::decode_stream).
+    /// The unequalized path's BEP estimate's scratch (posterior_bep_kernel): two rows of 6144
+    /// LLRs a packet, with the symbol-by-symbol detector.
+    device_buffer<float> posterior_llr;
     std::optional<dsp::fec_framing> fec;
     std::unique_ptr<ldpc_decoder> fec_decoder;
     device_buffer<float> fec_llr;
@@ -785,6 +814,10 @@ struct chain_part {
             weight = device_buffer<double>(max_packets * 2);
             noise_min = device_buffer<double>(max_packets);
             mrc = device_buffer<cuDoubleComplex>(max_packets * 2);
+        }
+        if (c.detector != dsp::detector_kind::trellis) {
+            PAQ_CUDA_CHECK(cudaSetDevice(dev));
+            posterior_llr = device_buffer<float>(max_packets * 2 * waveform::data_bits);
         }
         if (const auto code = dsp::ldpc_code_of(c.fec)) {
             fec = dsp::framing_for(*code);
@@ -1700,6 +1733,9 @@ void chain_part::enqueue_tail(bool timed)
         // chose the derotation's source above).
         decision_quality_kernel<<<static_cast<unsigned>(np * num_paths), stream_block_threads, 0, s>>>(
             m.det.device_soft(), m.loc.device().count, m.det.device_stats());
+        PAQ_CUDA_CHECK(cudaGetLastError());
+        posterior_bep_kernel<<<static_cast<unsigned>(np), stream_block_threads, 0, s>>>(m.det.device_soft(), m.loc.device().count,
+                                                                                      m.posterior_llr.data(), m.det.device_stats());
         PAQ_CUDA_CHECK(cudaGetLastError());
     }
     stage_done(cuda_backend::stage::detector);

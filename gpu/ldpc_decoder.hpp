@@ -1,11 +1,13 @@
-// The LDPC decoder on the GPU (dsp/ldpc_decoder.hpp is the CPU reference): normalized min-sum
-// with flooding, every frame of a call decoded in one launch (a thread block per frame, all it
-// updates in shared memory: the bits' beliefs and each check's messages compressed as min-sum
-// allows, its two smallest magnitudes and a sign per edge), each frame stopping
-// as soon as its decisions satisfy every check. Flooding needs more iterations than the CPU's
-// layered schedule for the same frame error rate, but every check of a frame is updated at
-// once; where both converge they give the same codeword (test_gpu_ldpc counts any bit that
-// differs). CUDA-free interface: the CPU-only build sees this header and not the .cu.
+// The LDPC decoder on the GPU (dsp/ldpc_decoder.hpp is the CPU reference): layered normalized
+// min-sum on the CPU's schedule, every frame of a call decoded in one launch (a thread block
+// per frame, a thread per check of a layer, all it updates in shared memory: the bits'
+// beliefs and each check's messages compressed as min-sum allows, its two smallest magnitudes
+// and a sign per edge), each frame stopping as soon as its decisions satisfy every check.
+// The checks of a layer share no bit (dsp/ldpc.hpp, layer_checks), so updating them at once
+// is updating them one after another: the GPU (in float) and the CPU (in double) take the
+// same iterations on nearly every frame and, where both converge, give the same codeword
+// (test_gpu_ldpc counts any bit that differs). CUDA-free interface: the CPU-only build sees
+// this header and not the .cu.
 #pragma once
 
 #include "dsp/fec.hpp"

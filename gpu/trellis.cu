@@ -501,6 +501,139 @@ __global__ void quantize_llrs_kernel(const float* __restrict__ llr, std::size_t 
     }
 }
 
+/// dsp::cancel_far_interference between the two passes, for the streams of the paths that take
+/// it (dsp::trellis_math::cancels_far_interference; streams are [packet][path]): a block per
+/// stream. The first pass's bits (the known ones, then fit_bits) as +-1 in shared memory, and
+/// each fitted bit's table entry and sign; the table fitted on them in double (sums by
+/// shared-memory atomics, then means); per parity the normal equations of the far terms from
+/// the decisions' autocorrelations (exact integers, dsp::trellis_math::far_gram_entry) and their
+/// complex right-hand sides from the samples' residuals against the table (each summed in
+/// far_chunks parts, then in a fixed order), solved as the CPU solves them
+/// (dsp::trellis_math::solve_far_system); then the fitted interference subtracted from the
+/// samples in place, for the second pass to read.
+constexpr int far_threads = 256;
+constexpr int far_terms = dsp::trellis::far_terms;
+constexpr int far_lags = dsp::trellis_math::far_lags;
+constexpr int far_chunks = 4;  // the parts each autocorrelation and right-hand side is summed in
+
+__global__ void __launch_bounds__(far_threads) far_interference_kernel(float2* __restrict__ x, int streams,
+                                                                       const unsigned char* __restrict__ fit_bits)
+{
+    const int s = static_cast<int>(blockIdx.x);
+    if (s >= streams || !dsp::trellis_math::cancels_far_interference(s % static_cast<int>(dsp::chain::num_paths))) return;
+    const int t = static_cast<int>(threadIdx.x);
+    __shared__ signed char a[n_bits];
+    __shared__ signed char entry[n_bits];  // bit k's table entry, negated where its sign is -1
+    __shared__ double sums[2][patterns][2];
+    __shared__ int counts[2][patterns];
+    __shared__ int autocorrelation[2][far_lags];
+    __shared__ double part[2][far_terms][far_chunks][2];
+    __shared__ double gram[2][far_terms][far_terms + 2];  // the system, then the two right-hand sides
+    __shared__ double weight[2][far_terms][2];
+    __shared__ int solved[2];
+    float2* xs = x + static_cast<std::size_t>(s) * n_samples;
+    const unsigned char* fit = fit_bits + static_cast<std::size_t>(s) * data_bytes;
+    for (int k = t; k < n_bits; k += far_threads) {
+        const int bit = k < n_known ? static_cast<int>((c_known_words[k >> 5] >> (31 - (k & 31))) & 1u)
+                                    : (fit[(k - n_known) >> 3] >> (7 - ((k - n_known) & 7))) & 1;
+        a[k] = static_cast<signed char>(bit != 0 ? 1 : -1);
+    }
+    for (int i = t; i < 2 * patterns; i += far_threads) {
+        sums[i / patterns][i % patterns][0] = sums[i / patterns][i % patterns][1] = 0.0;
+        counts[i / patterns][i % patterns] = 0;
+    }
+    for (int i = t; i < 2 * far_lags; i += far_threads) autocorrelation[i / far_lags][i % far_lags] = 0;
+    __syncthreads();
+    for (int k = before + t; k + after < n_bits; k += far_threads) {
+        const int seq = dsp::trellis_math::window_of(a, k);
+        const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
+        const int sg = dsp::trellis_math::pattern_sign(seq);
+        entry[k] = static_cast<signed char>(sg > 0 ? idx : ~idx);
+        const float2 z = xs[k];
+        atomicAdd(&sums[par][idx][0], sg * static_cast<double>(z.x));
+        atomicAdd(&sums[par][idx][1], sg * static_cast<double>(z.y));
+        atomicAdd(&counts[par][idx], 1);
+    }
+    __syncthreads();
+    // A pattern never seen: no table (the CPU's model is not complete), the samples stay.
+    if (__syncthreads_or(t < 2 * patterns && counts[t / patterns][t % patterns] == 0)) return;
+    // The table: each entry its samples' mean.
+    if (t < 2 * patterns) {
+        const int par = t / patterns, idx = t % patterns;
+        sums[par][idx][0] /= counts[par][idx];
+        sums[par][idx][1] /= counts[par][idx];
+    }
+    __syncthreads();
+    auto decision = [&](int j) { return j < 0 || j >= n_bits ? 0 : static_cast<int>(a[j]); };
+    // The decisions' autocorrelations per parity and the right-hand sides, each in far_chunks
+    // parts: a thread a part.
+    constexpr int sum_parts = 2 * far_lags * far_chunks;
+    constexpr int rhs_parts = 2 * far_terms * far_chunks;
+    static_assert(sum_parts + rhs_parts <= far_threads, "a part a thread");
+    if (t < sum_parts) {
+        const int p = t / (far_lags * far_chunks), lag = t / far_chunks % far_lags, chunk = t % far_chunks;
+        const int count = (n_bits - lag - p + 1) / 2;  // the m = p, p + 2, .. with m + lag < n_bits
+        const int from = count * chunk / far_chunks, to = count * (chunk + 1) / far_chunks;
+        int v = 0;
+        for (int i = from; i < to; ++i) v += a[p + 2 * i] * a[p + 2 * i + lag];
+        atomicAdd(&autocorrelation[p][lag], v);
+    } else if (t < sum_parts + rhs_parts) {
+        const int w = t - sum_parts;
+        const int par = w / (far_terms * far_chunks), r = w / far_chunks % far_terms, chunk = w % far_chunks;
+        const int o = dsp::trellis_math::far_offset(r);
+        const int first = before + ((before + par) & 1);
+        const int count = (n_bits - after - first + 1) / 2;  // the k = first, first + 2, .. with k + after < n_bits
+        const int from = count * chunk / far_chunks, to = count * (chunk + 1) / far_chunks;
+        double re = 0.0, im = 0.0;
+        for (int i = from; i < to; ++i) {
+            // The residual at bit k's instant against the table.
+            const int k = first + 2 * i;
+            const int f = decision(k + o);
+            if (f == 0) continue;
+            const int e = entry[k];
+            const double sg = e < 0 ? -1.0 : 1.0;
+            const int idx = e < 0 ? ~e : e;
+            const float2 z = xs[k];
+            re += f * (static_cast<double>(z.x) - sg * sums[par][idx][0]);
+            im += f * (static_cast<double>(z.y) - sg * sums[par][idx][1]);
+        }
+        part[par][r][chunk][0] = re;
+        part[par][r][chunk][1] = im;
+    }
+    __syncthreads();
+    // The systems (an entry a thread) and the right-hand sides (their parts in order).
+    for (int w = t; w < 2 * far_terms * (far_terms + 1); w += far_threads) {
+        const int par = w / (far_terms * (far_terms + 1)), i = w % (far_terms * (far_terms + 1));
+        const int r = i / (far_terms + 1), c = i % (far_terms + 1);
+        if (c < far_terms) {
+            gram[par][r][c] = static_cast<double>(dsp::trellis_math::far_gram_entry(par, r, c, a, n_bits, &autocorrelation[0][0], far_lags));
+        } else {
+            double re = 0.0, im = 0.0;
+            for (int chunk = 0; chunk < far_chunks; ++chunk) {
+                re += part[par][r][chunk][0];
+                im += part[par][r][chunk][1];
+            }
+            gram[par][r][far_terms] = re;
+            gram[par][r][far_terms + 1] = im;
+        }
+    }
+    __syncthreads();
+    if (t < 2) solved[t] = dsp::trellis_math::solve_far_system(gram[t], weight[t]) ? 1 : 0;
+    __syncthreads();
+    for (int k = t; k < n_bits; k += far_threads) {
+        const int par = k & 1;
+        if (!solved[par]) continue;
+        double re = 0.0, im = 0.0;
+        for (int r = 0; r < far_terms; ++r) {
+            const int f = decision(k + dsp::trellis_math::far_offset(r));
+            re += f * weight[par][r][0];
+            im += f * weight[par][r][1];
+        }
+        const float2 z = xs[k];
+        xs[k] = make_float2(static_cast<float>(static_cast<double>(z.x) - re), static_cast<float>(static_cast<double>(z.y) - im));
+    }
+}
+
 }  // namespace
 
 stream_trellis::stream_trellis(std::size_t max_streams)
@@ -537,6 +670,11 @@ void stream_trellis::detect_device(std::size_t streams, const std::uint8_t* sxs_
     const std::uint8_t* fit_on = sxs_bits;
     for (int pass = 0; pass < dsp::trellis::passes; ++pass) {
         std::uint8_t* out = pass + 1 < dsp::trellis::passes ? first_bits_.data() : bits_.data();
+        if (pass > 0 && pass + 1 == dsp::trellis::passes) {
+            // Before the last pass: the far interference out of the samples of the paths that take it.
+            far_interference_kernel<<<static_cast<unsigned>(streams), far_threads, 0, s>>>(x_.data(), static_cast<int>(streams), fit_on);
+            PAQ_CUDA_CHECK_LAUNCH();
+        }
         trellis_kernel<<<blocks, 32 * warps, 0, s>>>(x_.data(), static_cast<int>(streams), fit_on, sxs_stats, out, stats_.data(),
                                                     alpha_.data(), llr_.data());
         PAQ_CUDA_CHECK_LAUNCH();

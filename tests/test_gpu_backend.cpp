@@ -461,18 +461,19 @@ TEST_F(gpu_backend, soft_output_matches_the_cpu)
 
 namespace {
 
-/// The same codewords decoded by both backends: the GPU's flooding and the CPU's layered
-/// min-sum.
+/// The same codewords decoded by both backends: layered min-sum on both, in float on the GPU
+/// and in double on the CPU.
 struct decoder_agreement {
     std::size_t words = 0, cpu_failed = 0, gpu_failed = 0;
+    std::uint64_t cpu_iterations = 0, gpu_iterations = 0;
     std::size_t both = 0;       ///< converged on both
     std::size_t info_diff = 0;  ///< of their information bits, those that differ
     double compared = 0.0;      ///< information bits of the codewords converged on both
     std::uint64_t channel_errors = 0;
 };
 
-/// Where both converge the same information bits but for 1e-6 of them; the two schedules fail
-/// on nearly the same codewords; at least half converge (two-ray's null and edwards3 leave the
+/// Where both converge the same information bits but for 1e-6 of them; the two fail on nearly
+/// the same codewords, after nearly as many iterations; at least half converge (two-ray's null and edwards3 leave the
 /// unequalized path and ZF undecodable); the codes had errors to correct.
 void expect_decoders_agree(const decoder_agreement& d, const char* what)
 {
@@ -480,6 +481,8 @@ void expect_decoders_agree(const decoder_agreement& d, const char* what)
     EXPECT_GE(d.both, d.words / 2) << what;
     EXPECT_LE(d.gpu_failed, d.cpu_failed + d.words / 20 + 2) << what;
     EXPECT_LE(d.cpu_failed, d.gpu_failed + d.words / 20 + 2) << what;
+    EXPECT_NEAR(static_cast<double>(d.gpu_iterations), static_cast<double>(d.cpu_iterations), 0.1 * static_cast<double>(d.cpu_iterations) + 2.0)
+        << what;
     EXPECT_GT(d.channel_errors, 0u) << what;
 }
 
@@ -487,8 +490,8 @@ void expect_decoders_agree(const decoder_agreement& d, const char* what)
 
 TEST_F(gpu_backend, coded_links_decode_as_on_the_cpu)
 {
-    // receiver.fec: every stream's codewords decoded on the GPU (flooding min-sum, one launch a
-    // part) and on the CPU (layered min-sum). Where both converge they must give the same
+    // receiver.fec: every stream's codewords decoded on the GPU (layered min-sum, one launch a
+    // part) and on the CPU (the same schedule). Where both converge they must give the same
     // information bits, but for at most 1e-6 of them (counted and printed). A trellis stream's
     // channel-error count is its own hard bits against its decoded codeword re-encoded; a
     // symbol-by-symbol stream's counts its LLRs' signs, which take the neighbours' interference
@@ -567,8 +570,8 @@ TEST_F(gpu_backend, coded_links_decode_as_on_the_cpu)
             packets += a.packets.size();
         }
         const double compared = static_cast<double>(both) * f.k;
-        std::printf("fec %s: %zu packets, %zu codewords; failed CPU %zu GPU %zu; mean iterations CPU %.2f (layered) GPU %.2f "
-                    "(flooding); converged on both %zu: information bits differing %zu of %.0f; channel errors %llu; "
+        std::printf("fec %s: %zu packets, %zu codewords; failed CPU %zu GPU %zu; mean iterations CPU %.2f GPU %.2f; "
+                    "converged on both %zu: information bits differing %zu of %.0f; channel errors %llu; "
                     "symbol-by-symbol streams' channel errors CPU %llu, GPU's differ by %llu\n",
                     what, packets, words, cpu_failed, gpu_failed, static_cast<double>(cpu_iterations) / static_cast<double>(words),
                     static_cast<double>(gpu_iterations) / static_cast<double>(words), both, info_diff, compared,
@@ -577,7 +580,7 @@ TEST_F(gpu_backend, coded_links_decode_as_on_the_cpu)
         EXPECT_GE(packets, 50u) << what;
         EXPECT_EQ(own_count_wrong, 0u) << what;
         EXPECT_LE(static_cast<double>(sxs_count_diff), 0.01 * static_cast<double>(sxs_cpu_errors) + 2.0) << what;
-        expect_decoders_agree({words, cpu_failed, gpu_failed, both, info_diff, compared, channel_errors}, what);
+        expect_decoders_agree({words, cpu_failed, gpu_failed, cpu_iterations, gpu_iterations, both, info_diff, compared, channel_errors}, what);
     };
     auto a = rate_signal(25e6, 40.0, 1261);
     a.preset = "awgn";
@@ -631,7 +634,7 @@ TEST_F(gpu_backend, continuous_stream_decodes_as_on_the_cpu)
         }
         bt.finish();
         std::size_t packets = 0, batches_synced = 0, words = 0, cpu_failed = 0, gpu_failed = 0, both = 0, info_diff = 0;
-        std::uint64_t channel_errors = 0;
+        std::uint64_t channel_errors = 0, cpu_iterations = 0, gpu_iterations = 0;
         const auto k_bytes = static_cast<std::size_t>(f.k / 8);
         while (auto b = bt.pop()) {
             const auto a = cpu.process(*b);
@@ -656,6 +659,8 @@ TEST_F(gpu_backend, continuous_stream_decodes_as_on_the_cpu)
                         ++words;
                         cpu_failed += ca.converged ? 0 : 1;
                         gpu_failed += cg.converged ? 0 : 1;
+                        cpu_iterations += ca.iterations;
+                        gpu_iterations += cg.iterations;
                         if (!cg.converged) continue;
                         channel_errors += cg.channel_errors;
                         if (!ca.converged) continue;
@@ -681,14 +686,16 @@ TEST_F(gpu_backend, continuous_stream_decodes_as_on_the_cpu)
         gpu_be.process(tiny, reused);
         EXPECT_TRUE(reused.packets.empty() && reused.frames.empty() && reused.fec_edge_llr.empty() && reused.fec_offset == -1) << what;
         const double compared = static_cast<double>(both) * f.k;
-        std::printf("fec %s: %zu packets, %zu batches in sync, %zu frames decoded; failed CPU %zu GPU %zu; converged on both %zu: "
+        std::printf("fec %s: %zu packets, %zu batches in sync, %zu frames decoded; failed CPU %zu GPU %zu; iterations CPU %llu GPU "
+                    "%llu; converged on both %zu: "
                     "information bits differing %zu of %.0f; channel errors %llu\n",
-                    what, packets, batches_synced, words, cpu_failed, gpu_failed, both, info_diff, compared,
+                    what, packets, batches_synced, words, cpu_failed, gpu_failed, static_cast<unsigned long long>(cpu_iterations),
+                    static_cast<unsigned long long>(gpu_iterations), both, info_diff, compared,
                     static_cast<unsigned long long>(channel_errors));
         EXPECT_GE(packets, 50u) << what;
         EXPECT_GE(batches_synced, 2u) << what;
         EXPECT_GE(words, packets) << what;  // 6 or 12 streams, 0.73 .. 4.6 frames a data field
-        expect_decoders_agree({words, cpu_failed, gpu_failed, both, info_diff, compared, channel_errors}, what);
+        expect_decoders_agree({words, cpu_failed, gpu_failed, cpu_iterations, gpu_iterations, both, info_diff, compared, channel_errors}, what);
     };
     auto a = rate_signal(25e6, 40.0, 1271);
     a.preset = "awgn";

@@ -131,6 +131,20 @@ TEST(ldpc, the_parity_check_matrices_have_the_protographs_row_and_column_weights
     }
 }
 
+TEST(ldpc, no_two_checks_of_a_layer_share_a_bit)
+{
+    // The premise of the GPU's layered decoder (dsp/ldpc.hpp, layer_checks): within a quarter
+    // of a block row every bit is in at most one check; half a block row already shares bits.
+    for (const auto c : ldpc::all_codes) {
+        const auto& h = ldpc::parity_check_matrix(c);
+        const int layer = ldpc::layer_checks(h.p);
+        ASSERT_EQ(h.p.checks % layer, 0) << ldpc::to_string(c);
+        EXPECT_EQ(h.p.checks / layer, 12) << ldpc::to_string(c);
+        EXPECT_EQ(h.bits_shared_within(layer), 0u) << ldpc::to_string(c);
+        EXPECT_GT(h.bits_shared_within(2 * layer), 0u) << ldpc::to_string(c);
+    }
+}
+
 TEST(ldpc, every_codeword_satisfies_h_and_the_code_is_linear)
 {
     for (auto c : ldpc::all_codes) {
