@@ -576,7 +576,9 @@ struct cpu_backend::impl {
             for (std::size_t p = 0; p < workspace::paths; ++p) {
                 const auto f = decision_quality::fit_of(w.stat[p].data(), waveform::data_bits);
                 double bep = f.bep();
-                if (p == static_cast<std::size_t>(eq_path::none)) bep = sxs_soft::unequalized_bep(bep, sxs_posterior_bep(w.stat[p]));
+                if (p == static_cast<std::size_t>(eq_path::none) && sxs_soft::needs_posterior(bep)) {
+                    bep = sxs_soft::unequalized_bep(bep, sxs_posterior_bep(w.stat[p]));
+                }
                 rec.paths[p].bep_estimate = static_cast<float>(bep);
                 if (fec) {
                     sxs_llrs(w.stat[p], w.sxs_llr[p]);

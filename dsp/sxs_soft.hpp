@@ -97,17 +97,17 @@ PAQ_HOST_DEVICE inline void eliminate(system& a, int k, int r, double tiny) noex
     for (int c = k; c <= terms; ++c) a[r][c] -= f * a[k][c];
 }
 
-/// The weights from the eliminated system by back substitution; 0 for a skipped pivot.
+/// The weights from the eliminated system by back substitution; 0 for a skipped pivot. In
+/// device code unrolled, so that the system's entries are read ahead of the chain of
+/// subtractions (one lane runs it while its block waits).
 PAQ_HOST_DEVICE inline void back_substitute(const system& a, double tiny, double (&w)[terms]) noexcept
 {
+    PAQ_DEVICE_UNROLL
     for (int k = terms - 1; k >= 0; --k) {
-        if (!(a[k][k] > tiny)) {
-            w[k] = 0.0;
-            continue;
-        }
         double v = a[k][terms];
+        PAQ_DEVICE_UNROLL
         for (int c = k + 1; c < terms; ++c) v -= a[k][c] * w[c];
-        w[k] = v / a[k][k];
+        w[k] = a[k][k] > tiny ? v / a[k][k] : 0.0;
     }
 }
 
@@ -205,6 +205,14 @@ inline constexpr double posterior_floor = 1e-3;
 PAQ_HOST_DEVICE inline double unequalized_bep(double contexts, double posterior) noexcept
 {
     return posterior >= posterior_floor ? fmin(contexts, posterior) : contexts;
+}
+
+/// Whether unequalized_bep can differ from `contexts`: below posterior_floor it is `contexts`
+/// whatever the soft decisions' model states (the lower of the two, or `contexts` alone), so
+/// the three fits of dsp::sxs_posterior_bep are skipped there (a clean link's packets).
+PAQ_HOST_DEVICE inline bool needs_posterior(double contexts) noexcept
+{
+    return !(contexts < posterior_floor);
 }
 
 /// The probability that decision sign(x) is wrong given the bit's LLR l (nats, positive: 1):

@@ -265,10 +265,28 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, const float* __restr
     if (t / 32 < nq) {
         const int q = t / 32, lane = t % 32;
         const double tiny = ss::min_pivot * (nd / nq);
+        // ss::eliminate's steps with lane r's row in registers and row k's entries broadcast
+        // from lane k (the same arithmetic, entry by entry, as on the shared system); the
+        // eliminated rows then back for the substitution.
+        double row[nt + 1];
+#pragma unroll
+        for (int c = 0; c <= nt; ++c) row[c] = lane < nt ? sys[q][lane][c] : 0.0;
+#pragma unroll
         for (int k = 0; k < nt; ++k) {
-            if (lane > k && lane < nt) ss::eliminate(sys[q], k, lane, tiny);
-            __syncwarp();
+            const double pivot = __shfl_sync(0xffffffffu, row[k], k);
+            const bool step = pivot > tiny && lane > k && lane < nt;
+            const double f = row[k] / pivot;
+#pragma unroll
+            for (int c = k; c <= nt; ++c) {
+                const double pc = __shfl_sync(0xffffffffu, row[c], k);
+                if (step) row[c] -= f * pc;
+            }
         }
+        if (lane < nt) {
+#pragma unroll
+            for (int c = 0; c <= nt; ++c) sys[q][lane][c] = row[c];
+        }
+        __syncwarp();
         if (lane == 0) {
             double w[nt];
             ss::back_substitute(sys[q], tiny, w);
@@ -351,6 +369,8 @@ __global__ void __launch_bounds__(stream_block_threads, 4) posterior_bep_kernel(
     const int p = static_cast<int>(blockIdx.x);
     if (p >= *located) return;
     const std::size_t s = static_cast<std::size_t>(p) * num_paths + static_cast<std::size_t>(dsp::eq_path::none);
+    // The whole block takes this branch: below the floor the estimate is the contexts' as it is.
+    if (!ss::needs_posterior(static_cast<double>(stats[s].bep_estimate))) return;
     const float* x = sxs_stat + s * nd;
     float* last = scratch + static_cast<std::size_t>(p) * 2 * nd;
     float* next = last + nd;

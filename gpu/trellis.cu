@@ -507,27 +507,40 @@ __global__ void quantize_llrs_kernel(const float* __restrict__ llr, std::size_t 
 /// each fitted bit's table entry and sign; the table fitted on them in double (sums by
 /// shared-memory atomics, then means); per parity the normal equations of the far terms from
 /// the decisions' autocorrelations (exact integers, dsp::trellis_math::far_gram_entry) and their
-/// complex right-hand sides from the samples' residuals against the table (each summed in
-/// far_chunks parts, then in a fixed order), solved as the CPU solves them
-/// (dsp::trellis_math::solve_far_system); then the fitted interference subtracted from the
-/// samples in place, for the second pass to read.
+/// complex right-hand sides from the samples' residuals against the table, solved as the CPU
+/// solves them (dsp::trellis_math::solve_far_system); then the fitted interference subtracted
+/// from the samples in place, for the second pass to read. Every walk over the bits is the
+/// whole block's, thread t taking bits t, t + far_threads, ... (all of its parity, so a thread
+/// keeps its parity's sums in registers and the samples are read coalesced); the sums are then
+/// added over a warp's lanes of one parity by shuffles and over the warps in a fixed order.
 constexpr int far_threads = 256;
+constexpr int far_warps = far_threads / 32;
 constexpr int far_terms = dsp::trellis::far_terms;
 constexpr int far_lags = dsp::trellis_math::far_lags;
-constexpr int far_chunks = 4;  // the parts each autocorrelation and right-hand side is summed in
+static_assert(far_threads % 2 == 0 && before % 2 == 0, "a thread's bits k = before + t + j far_threads share a parity: t's");
 
-__global__ void __launch_bounds__(far_threads) far_interference_kernel(float2* __restrict__ x, int streams,
+/// Sums v over the lanes of each parity of a warp: lane 0 gets the even lanes', lane 1 the odd.
+template <class T>
+__device__ __forceinline__ T warp_sum_by_parity(T v)
+{
+    for (int off = 16; off >= 2; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+    return v;
+}
+
+__global__ void __launch_bounds__(far_threads, 4) far_interference_kernel(float2* __restrict__ x, int streams,
                                                                        const unsigned char* __restrict__ fit_bits)
 {
     const int s = static_cast<int>(blockIdx.x);
     if (s >= streams || !dsp::trellis_math::cancels_far_interference(s % static_cast<int>(dsp::chain::num_paths))) return;
-    const int t = static_cast<int>(threadIdx.x);
+    const int t = static_cast<int>(threadIdx.x), lane = t % 32, warp = t / 32;
+    const int par = t & 1;  // the parity of every bit this thread takes
     __shared__ signed char a[n_bits];
     __shared__ signed char entry[n_bits];  // bit k's table entry, negated where its sign is -1
     __shared__ double sums[2][patterns][2];
     __shared__ int counts[2][patterns];
+    __shared__ int autocorrelation_part[far_warps][2][far_lags];
     __shared__ int autocorrelation[2][far_lags];
-    __shared__ double part[2][far_terms][far_chunks][2];
+    __shared__ double rhs_part[far_warps][2][far_terms][2];
     __shared__ double gram[2][far_terms][far_terms + 2];  // the system, then the two right-hand sides
     __shared__ double weight[2][far_terms][2];
     __shared__ int solved[2];
@@ -542,11 +555,10 @@ __global__ void __launch_bounds__(far_threads) far_interference_kernel(float2* _
         sums[i / patterns][i % patterns][0] = sums[i / patterns][i % patterns][1] = 0.0;
         counts[i / patterns][i % patterns] = 0;
     }
-    for (int i = t; i < 2 * far_lags; i += far_threads) autocorrelation[i / far_lags][i % far_lags] = 0;
     __syncthreads();
     for (int k = before + t; k + after < n_bits; k += far_threads) {
         const int seq = dsp::trellis_math::window_of(a, k);
-        const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
+        const int idx = dsp::trellis_math::pattern_index(seq);
         const int sg = dsp::trellis_math::pattern_sign(seq);
         entry[k] = static_cast<signed char>(sg > 0 ? idx : ~idx);
         const float2 z = xs[k];
@@ -554,80 +566,97 @@ __global__ void __launch_bounds__(far_threads) far_interference_kernel(float2* _
         atomicAdd(&sums[par][idx][1], sg * static_cast<double>(z.y));
         atomicAdd(&counts[par][idx], 1);
     }
+    // The decisions' autocorrelations per parity: m = t, t + far_threads, ... with m + lag < n_bits.
+    {
+        int own[far_lags] = {};
+        for (int m = t; m < n_bits; m += far_threads) {
+            const int am = a[m];
+#pragma unroll
+            for (int lag = 0; lag < far_lags; ++lag) own[lag] += m + lag < n_bits ? am * a[m + lag] : 0;
+        }
+#pragma unroll
+        for (int lag = 0; lag < far_lags; ++lag) {
+            const int v = warp_sum_by_parity(own[lag]);
+            if (lane < 2) autocorrelation_part[warp][lane][lag] = v;
+        }
+    }
     __syncthreads();
     // A pattern never seen: no table (the CPU's model is not complete), the samples stay.
     if (__syncthreads_or(t < 2 * patterns && counts[t / patterns][t % patterns] == 0)) return;
-    // The table: each entry its samples' mean.
+    // The table: each entry its samples' mean; the autocorrelations: the warps' parts.
     if (t < 2 * patterns) {
-        const int par = t / patterns, idx = t % patterns;
-        sums[par][idx][0] /= counts[par][idx];
-        sums[par][idx][1] /= counts[par][idx];
+        const int q = t / patterns, idx = t % patterns;
+        sums[q][idx][0] /= counts[q][idx];
+        sums[q][idx][1] /= counts[q][idx];
+    } else if (t < 2 * patterns + 2 * far_lags) {
+        const int q = (t - 2 * patterns) / far_lags, lag = (t - 2 * patterns) % far_lags;
+        int v = 0;
+        for (int w = 0; w < far_warps; ++w) v += autocorrelation_part[w][q][lag];
+        autocorrelation[q][lag] = v;
     }
     __syncthreads();
     auto decision = [&](int j) { return j < 0 || j >= n_bits ? 0 : static_cast<int>(a[j]); };
-    // The decisions' autocorrelations per parity and the right-hand sides, each in far_chunks
-    // parts: a thread a part.
-    constexpr int sum_parts = 2 * far_lags * far_chunks;
-    constexpr int rhs_parts = 2 * far_terms * far_chunks;
-    static_assert(sum_parts + rhs_parts <= far_threads, "a part a thread");
-    if (t < sum_parts) {
-        const int p = t / (far_lags * far_chunks), lag = t / far_chunks % far_lags, chunk = t % far_chunks;
-        const int count = (n_bits - lag - p + 1) / 2;  // the m = p, p + 2, .. with m + lag < n_bits
-        const int from = count * chunk / far_chunks, to = count * (chunk + 1) / far_chunks;
-        int v = 0;
-        for (int i = from; i < to; ++i) v += a[p + 2 * i] * a[p + 2 * i + lag];
-        atomicAdd(&autocorrelation[p][lag], v);
-    } else if (t < sum_parts + rhs_parts) {
-        const int w = t - sum_parts;
-        const int par = w / (far_terms * far_chunks), r = w / far_chunks % far_terms, chunk = w % far_chunks;
-        const int o = dsp::trellis_math::far_offset(r);
-        const int first = before + ((before + par) & 1);
-        const int count = (n_bits - after - first + 1) / 2;  // the k = first, first + 2, .. with k + after < n_bits
-        const int from = count * chunk / far_chunks, to = count * (chunk + 1) / far_chunks;
-        double re = 0.0, im = 0.0;
-        for (int i = from; i < to; ++i) {
-            // The residual at bit k's instant against the table.
-            const int k = first + 2 * i;
-            const int f = decision(k + o);
-            if (f == 0) continue;
+    // The right-hand sides: sum over k of a[k + offset r] times the residual at bit k's instant
+    // against the table.
+    {
+        double re[far_terms] = {}, im[far_terms] = {};
+        for (int k = before + t; k + after < n_bits; k += far_threads) {
             const int e = entry[k];
             const double sg = e < 0 ? -1.0 : 1.0;
             const int idx = e < 0 ? ~e : e;
             const float2 z = xs[k];
-            re += f * (static_cast<double>(z.x) - sg * sums[par][idx][0]);
-            im += f * (static_cast<double>(z.y) - sg * sums[par][idx][1]);
+            const double er = static_cast<double>(z.x) - sg * sums[par][idx][0];
+            const double ei = static_cast<double>(z.y) - sg * sums[par][idx][1];
+#pragma unroll
+            for (int r = 0; r < far_terms; ++r) {
+                const double f = static_cast<double>(decision(k + dsp::trellis_math::far_offset(r)));
+                re[r] += f * er;
+                im[r] += f * ei;
+            }
         }
-        part[par][r][chunk][0] = re;
-        part[par][r][chunk][1] = im;
+#pragma unroll
+        for (int r = 0; r < far_terms; ++r) {
+            const double vr = warp_sum_by_parity(re[r]), vi = warp_sum_by_parity(im[r]);
+            if (lane < 2) {
+                rhs_part[warp][lane][r][0] = vr;
+                rhs_part[warp][lane][r][1] = vi;
+            }
+        }
     }
     __syncthreads();
-    // The systems (an entry a thread) and the right-hand sides (their parts in order).
+    // The systems (an entry a thread) and the right-hand sides (the warps' parts in order).
     for (int w = t; w < 2 * far_terms * (far_terms + 1); w += far_threads) {
-        const int par = w / (far_terms * (far_terms + 1)), i = w % (far_terms * (far_terms + 1));
+        const int q = w / (far_terms * (far_terms + 1)), i = w % (far_terms * (far_terms + 1));
         const int r = i / (far_terms + 1), c = i % (far_terms + 1);
         if (c < far_terms) {
-            gram[par][r][c] = static_cast<double>(dsp::trellis_math::far_gram_entry(par, r, c, a, n_bits, &autocorrelation[0][0], far_lags));
+            gram[q][r][c] = static_cast<double>(dsp::trellis_math::far_gram_entry(q, r, c, a, n_bits, &autocorrelation[0][0], far_lags));
         } else {
-            double re = 0.0, im = 0.0;
-            for (int chunk = 0; chunk < far_chunks; ++chunk) {
-                re += part[par][r][chunk][0];
-                im += part[par][r][chunk][1];
+            double vr = 0.0, vi = 0.0;
+            for (int wp = 0; wp < far_warps; ++wp) {
+                vr += rhs_part[wp][q][r][0];
+                vi += rhs_part[wp][q][r][1];
             }
-            gram[par][r][far_terms] = re;
-            gram[par][r][far_terms + 1] = im;
+            gram[q][r][far_terms] = vr;
+            gram[q][r][far_terms + 1] = vi;
         }
     }
     __syncthreads();
     if (t < 2) solved[t] = dsp::trellis_math::solve_far_system(gram[t], weight[t]) ? 1 : 0;
     __syncthreads();
+    if (!solved[par]) return;
+    double wr[far_terms], wi[far_terms];
+#pragma unroll
+    for (int r = 0; r < far_terms; ++r) {
+        wr[r] = weight[par][r][0];
+        wi[r] = weight[par][r][1];
+    }
     for (int k = t; k < n_bits; k += far_threads) {
-        const int par = k & 1;
-        if (!solved[par]) continue;
         double re = 0.0, im = 0.0;
+#pragma unroll
         for (int r = 0; r < far_terms; ++r) {
             const int f = decision(k + dsp::trellis_math::far_offset(r));
-            re += f * weight[par][r][0];
-            im += f * weight[par][r][1];
+            re += f * wr[r];
+            im += f * wi[r];
         }
         const float2 z = xs[k];
         xs[k] = make_float2(static_cast<float>(static_cast<double>(z.x) - re), static_cast<float>(static_cast<double>(z.y) - im));

@@ -6,6 +6,7 @@
 #include "dsp/ber.hpp"
 #include "dsp/cpu_backend.hpp"
 #include "dsp/decision_quality.hpp"
+#include "dsp/sxs_soft.hpp"
 #include "runtime/receiver_run.hpp"
 #include "sim/simulator.hpp"
 
@@ -193,6 +194,25 @@ TEST(decision_quality, the_estimate_meets_the_measured_ber_on_awgn)
     const auto all = {eq_path::none, eq_path::zf, eq_path::mmse, eq_path::cma, eq_path::fde1, eq_path::fde2};
     expect_ratio(receive("awgn", 8.0, 6311, 0.12), all, 0.8, 1.25, "awgn 8 dB");
     expect_ratio(receive("awgn", 10.0, 6312, 0.6), all, 0.8, 1.25, "awgn 10 dB");
+}
+
+// The unequalized path's published estimate is the contexts' wherever they state less than
+// the floor, whatever the soft decisions' model states (so both backends skip its three fits
+// there: sxs_soft::needs_posterior), and the lower of the two above it.
+TEST(decision_quality, below_the_floor_the_unequalized_estimate_needs_no_posterior)
+{
+    namespace ss = dsp::sxs_soft;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (const double contexts : {0.0, 1e-7, 3e-5, 9.99e-4, std::nextafter(ss::posterior_floor, 0.0)}) {
+        EXPECT_FALSE(ss::needs_posterior(contexts)) << contexts;
+        for (const double posterior : {0.0, 1e-6, 9e-4, 1e-3, 2e-3, 0.3, 0.5, nan}) {
+            EXPECT_EQ(ss::unequalized_bep(contexts, posterior), contexts) << contexts << " " << posterior;
+        }
+    }
+    for (const double contexts : {ss::posterior_floor, 4e-3, 0.04, 0.5, nan}) EXPECT_TRUE(ss::needs_posterior(contexts)) << contexts;
+    EXPECT_EQ(ss::unequalized_bep(0.04, 0.01), 0.01);
+    EXPECT_EQ(ss::unequalized_bep(0.04, 5e-4), 0.04);
+    EXPECT_EQ(ss::unequalized_bep(2e-3, 0.01), 2e-3);
 }
 
 // Multipath (edwards3): every path within 0.8-1.25x. MMSE, CMA and FDE1 through the two-point
