@@ -34,14 +34,6 @@ namespace paq::dsp {
 #define PAQ_HOST_DEVICE
 #endif
 
-// A loop of constant bounds unrolled in device code (its arithmetic unchanged: the order of
-// every sum stays the loop's), left as it is on the host.
-#if defined(__CUDA_ARCH__)
-#define PAQ_DEVICE_UNROLL _Pragma("unroll")
-#else
-#define PAQ_DEVICE_UNROLL
-#endif
-
 /// The correction from the moments of n samples (sums of I, Q, I^2, Q^2, IQ): the one
 /// definition the CPU and the GPU kernel both use.
 struct iq_dc_coefficients {

@@ -28,6 +28,14 @@
 #include <cmath>
 #include <cstddef>
 
+// A loop of constant bounds unrolled in device code (its arithmetic unchanged: the order of
+// every sum stays the loop's), left as it is on the host.
+#if defined(__CUDA_ARCH__)
+#define PAQ_DEVICE_UNROLL _Pragma("unroll")
+#else
+#define PAQ_DEVICE_UNROLL
+#endif
+
 namespace paq::dsp::sxs_soft {
 
 /// Neighbours each side whose interference is modelled.
