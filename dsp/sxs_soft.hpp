@@ -24,6 +24,7 @@
 
 #include "dsp/decision_quality.hpp"
 #include "dsp/iq_correction.hpp"  // PAQ_HOST_DEVICE
+#include "dsp/parity_products.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -80,16 +81,7 @@ PAQ_HOST_DEVICE T normal_entry(int q, int r, int c, const signed char* d, int n,
 {
     const int u = offset_of(r) < offset_of(c) ? offset_of(r) : offset_of(c);
     const int lag = offset_of(r) + offset_of(c) - 2 * u;
-    const int first = (q + u) & 1;
-    T v = autocorrelation[first * stride + lag];
-    if (u > 0) {
-        for (int j = first; j < u && j + lag < n; j += parities) v -= d[j] * d[j + lag];
-    } else if (u < 0) {
-        int j = n + u > 0 ? n + u : 0;
-        if ((j & 1) != first) ++j;
-        for (; j + lag < n; j += parities) v -= d[j] * d[j + lag];
-    }
-    return v;
+    return parity_products_within((q + u) & 1, lag, u, n + u, d, n, autocorrelation, stride);
 }
 
 /// A pivot at or below this fraction of the bits is a term the others already span: its weight

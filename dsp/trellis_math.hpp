@@ -8,6 +8,7 @@
 #pragma once
 
 #include "dsp/iq_correction.hpp"  // PAQ_HOST_DEVICE
+#include "dsp/parity_products.hpp"
 #include "dsp/receiver_tables.hpp"
 #include "dsp/trellis.hpp"
 
@@ -80,16 +81,8 @@ PAQ_HOST_DEVICE T far_gram_entry(int par, int r, int c, const signed char* d, in
     const int o_r = far_offset(r), o_c = far_offset(c);
     const int u = o_r < o_c ? o_r : o_c;
     const int lag = (o_r < o_c ? o_c : o_r) - u;
-    // k over before .. n - after - 1 of parity par is m = k + u over before + u .. n - after - 1 + u,
-    // of parity p; below 0 and from n - lag on the products are 0 and not in the sum.
-    const int p = (par + u) & 1;
-    T v = autocorrelation[p * stride + lag];
-    for (int m = p; m < trellis::before + u && m + lag < n; m += 2) v -= d[m] * d[m + lag];
-    int m = n - trellis::after + u;
-    if (m < 0) m = 0;
-    if ((m & 1) != p) ++m;
-    for (; m + lag < n; m += 2) v -= d[m] * d[m + lag];
-    return v;
+    // k over before .. n - after - 1 of parity par is m = k + u over before + u .. n - after - 1 + u.
+    return parity_products_within((par + u) & 1, lag, trellis::before + u, n - trellis::after + u, d, n, autocorrelation, stride);
 }
 
 /// The far terms' normal equations (trellis::far_terms rows, each the system's row and then two
