@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -31,13 +32,29 @@ __host__ __device__ constexpr std::size_t frame_smem_bytes(int n_full, int rows)
            static_cast<std::size_t>(rows) * sizeof(std::uint32_t);
 }
 
-/// The code's checks as the kernel reads them, transposed (ELL) so that the threads of a warp,
-/// on consecutive checks, read consecutive words: edge j of check r is bit
-/// row_cols[j * rows + r], in the matrix's order (the minima are taken in the CPU's order).
-struct graph_view {
-    const std::uint16_t* __restrict__ row_cols;
-    const std::uint8_t* __restrict__ row_degree;
+/// Layers a code splits into (dsp/ldpc.hpp, layer_checks: every AR4JA code has 12).
+constexpr int max_layers = 12;
+
+/// The code's checks as the kernel reads them. Every AR4JA block is a sum of permutations
+/// that map a quarter of the block's rows onto a quarter of its columns by a cyclic shift, so
+/// within a layer (Q = M / 4 consecutive checks, Q a power of two) the edges of check
+/// first + t are, for each edge j of the layer, bit base_j + ((shift_j + t) mod Q): a table of
+/// a few words (kernel parameters, read through the constant cache) in place of every edge's
+/// column read from device memory. The constructor derives it from the matrix and checks every
+/// check against it. The order of a check's edges does not change a message: a tie for the
+/// smallest magnitude makes both magnitudes equal, and each edge updates a bit of its own.
+struct layer_graph {
+    std::uint32_t edge[max_layers][max_row_degree];  ///< base_j | shift_j << 16
+    std::uint8_t degree[max_layers];                 ///< checks of a layer have equal degrees
+    int log2_q;                                      ///< Q = 1 << log2_q checks a layer
 };
+
+/// Edge j of check t of layer l.
+__device__ __forceinline__ unsigned edge_bit(const layer_graph& g, int l, unsigned j, unsigned t)
+{
+    const std::uint32_t e = g.edge[l][j];
+    return (e & 0xffffu) + (((e >> 16) + t) & ((1u << g.log2_q) - 1u));
+}
 
 /// One frame per block, everything it updates in shared memory. L: the bits' beliefs, log P(0)
 /// / P(1). The check-to-bit messages are min-sum's, so a check's messages are its two smallest
@@ -46,7 +63,7 @@ struct graph_view {
 /// The schedule is the CPU's: the checks in order, each taking its bits' beliefs as the checks
 /// before it left them; the checks of a layer share no bit, so a layer's are updated at once.
 __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
-    const float* __restrict__ llr, int n, int n_full, int k, int rows, int layer, graph_view g, int max_iterations,
+    const float* __restrict__ llr, int n, int n_full, int k, int rows, int layer, const __grid_constant__ layer_graph g, int max_iterations,
     float alpha, std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks,
     const int* __restrict__ active_packets, int frames_per_packet, std::uint8_t* __restrict__ info_packed,
     dsp::codeword_result* __restrict__ results)
@@ -78,10 +95,10 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
     // undecided bit (belief 0), as the CPU's.
     auto fails = [&](int r) {
         unsigned parity = 0, undecided = 0;
-        const unsigned degree = g.row_degree[r];
-        const std::uint16_t* col = g.row_cols + r;
-        for (unsigned j = 0; j < degree; ++j, col += rows) {
-            const float b = L[*col];
+        const int l = r >> g.log2_q;
+        const unsigned t = static_cast<unsigned>(r) & ((1u << g.log2_q) - 1u), degree = g.degree[l];
+        for (unsigned j = 0; j < degree; ++j) {
+            const float b = L[edge_bit(g, l, j, t)];
             parity ^= b < 0.0f ? 1u : 0u;
             undecided |= b == 0.0f ? 1u : 0u;
         }
@@ -101,20 +118,20 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
     bool converged = false;  // the last syndrome pass found every check satisfied
     if (__syncthreads_or(received) != 0) {
         for (it = 1;; ++it) {
-            for (int first = 0; first < rows; first += layer) {
+            for (int l = 0, first = 0; first < rows; ++l, first += layer) {
+                const unsigned degree = g.degree[l];
                 for (int r = first + static_cast<int>(threadIdx.x); r < first + layer; r += static_cast<int>(blockDim.x)) {
-                    const unsigned degree = g.row_degree[r];
+                    const auto t = static_cast<unsigned>(r - first);
                     const float2 m = mm[r];
                     const std::uint32_t w = sp[r];
                     // The bits' messages to this check (their beliefs without its last message):
                     // the two smallest magnitudes, without branches (a below min1 pushes min1
                     // down to second place, otherwise a competes for second place; ties as the
                     // CPU's), and their signs.
-                    const std::uint16_t* col = g.row_cols + r;
                     float min1 = INFINITY, min2 = INFINITY;
                     unsigned place = 0, neg = 0u;
-                    for (unsigned j = 0; j < degree; ++j, col += rows) {
-                        const float q = L[*col] - message(m, w, j);
+                    for (unsigned j = 0; j < degree; ++j) {
+                        const float q = L[edge_bit(g, l, j, t)] - message(m, w, j);
                         const float a = fabsf(q);
                         if (q < 0.0f) neg |= 1u << j;
                         min2 = fminf(min2, fmaxf(a, min1));
@@ -128,10 +145,10 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
                     const std::uint32_t signs = negative ? ~neg & ((1u << degree) - 1u) : neg;
                     const float2 now = make_float2(fminf(alpha * min1, llr_limit), fminf(alpha * min2, llr_limit));
                     const std::uint32_t word = signs | place << place_shift;
-                    col = g.row_cols + r;
-                    for (unsigned j = 0; j < degree; ++j, col += rows) {
-                        const float q = L[*col] - message(m, w, j);
-                        L[*col] = fminf(fmaxf(q + message(now, word, j), -4.0f * llr_limit), 4.0f * llr_limit);
+                    for (unsigned j = 0; j < degree; ++j) {
+                        const unsigned v = edge_bit(g, l, j, t);
+                        const float q = L[v] - message(m, w, j);
+                        L[v] = fminf(fmaxf(q + message(now, word, j), -4.0f * llr_limit), 4.0f * llr_limit);
                     }
                     mm[r] = now;
                     sp[r] = word;
@@ -181,6 +198,39 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
     }
 }
 
+/// The code's layer_graph, each layer's table taken from its first check and every check of the
+/// layer compared with it (as sets: the matrix's order of a check's edges is not kept).
+layer_graph layered_graph(const dsp::ldpc::parity_check& h, int q)
+{
+    const auto rows = static_cast<int>(h.rows.size());
+    layer_graph g{};
+    g.log2_q = std::countr_zero(static_cast<unsigned>(q));
+    if (q < 1 || (q & (q - 1)) != 0 || rows / q > max_layers) {
+        throw std::logic_error("GPU LDPC decoder: " + std::to_string(rows / q) + " layers of " + std::to_string(q) +
+                               " checks (at most " + std::to_string(max_layers) + ", a power of two)");
+    }
+    const auto uq = static_cast<unsigned>(q);
+    std::vector<unsigned> have, want;
+    for (int l = 0; l < rows / q; ++l) {
+        const auto& first = h.rows[static_cast<std::size_t>(l * q)];
+        g.degree[l] = static_cast<std::uint8_t>(first.size());
+        for (std::size_t j = 0; j < first.size(); ++j) g.edge[l][j] = (first[j] - first[j] % uq) | (first[j] % uq) << 16;
+        for (unsigned t = 0; t < uq; ++t) {
+            const auto& row = h.rows[static_cast<std::size_t>(l * q) + t];
+            have.assign(row.begin(), row.end());
+            want.clear();
+            for (std::size_t j = 0; j < first.size(); ++j) want.push_back((g.edge[l][j] & 0xffffu) + (((g.edge[l][j] >> 16) + t) & (uq - 1u)));
+            std::sort(have.begin(), have.end());
+            std::sort(want.begin(), want.end());
+            if (have != want) {
+                throw std::logic_error("GPU LDPC decoder: check " + std::to_string(l * q + static_cast<int>(t)) +
+                                       " is not its layer's first shifted cyclically");
+            }
+        }
+    }
+    return g;
+}
+
 }  // namespace
 
 struct ldpc_decoder::impl {
@@ -191,8 +241,7 @@ struct ldpc_decoder::impl {
     std::size_t smem = 0;  ///< dynamic shared memory a frame's block takes
     int layer = 0;         ///< checks a layer (dsp::ldpc::layer_checks)
     int threads = 0;       ///< a frame's block
-    device_buffer<std::uint16_t> row_cols;
-    device_buffer<std::uint8_t> row_degree;
+    layer_graph graph{};
     device_buffer<float> llr;
     device_buffer<std::uint8_t> info;
     device_buffer<int> iterations, failed;
@@ -205,7 +254,7 @@ struct ldpc_decoder::impl {
                 cudaStream_t s) const
     {
         min_sum_layered<<<static_cast<unsigned>(frames), static_cast<unsigned>(threads), smem, s>>>(
-            llrs, p.n, p.n_full, p.k, p.checks, layer, graph_view{row_cols.data(), row_degree.data()}, cfg.max_iterations,
+            llrs, p.n, p.n_full, p.k, p.checks, layer, graph, cfg.max_iterations,
             cfg.normalization, info_bits, its, failed_checks, active_packets, frames_per_packet, info_packed, results);
         PAQ_CUDA_CHECK(cudaGetLastError());
     }
@@ -233,7 +282,7 @@ ldpc_decoder::ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int
     const auto& h = dsp::ldpc::parity_check_matrix(c);
     impl_->p = h.p;
     impl_->cfg = cfg;
-    // The rows' edges transposed (graph_view), in the matrix's order.
+    // The kernel holds bit indices in 16 bits (layer_graph).
     const std::size_t rows = h.rows.size(), n_full = static_cast<std::size_t>(h.p.n_full);
     if (n_full > 65535) throw std::invalid_argument("GPU LDPC decoder: more than 65535 bits in a codeword");
     std::size_t max_row = 0;
@@ -248,19 +297,7 @@ ldpc_decoder::ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int
     if (h.bits_shared_within(layer) != 0) throw std::logic_error("GPU LDPC decoder: two checks of a layer share a bit");
     impl_->layer = layer;
     impl_->threads = std::min(layer, max_threads_per_frame);
-    std::vector<std::uint16_t> rc(max_row * rows, 0);
-    std::vector<std::uint8_t> rd(rows);
-    for (std::size_t r = 0; r < rows; ++r) {
-        rd[r] = static_cast<std::uint8_t>(h.rows[r].size());
-        for (std::size_t j = 0; j < h.rows[r].size(); ++j) rc[j * rows + r] = static_cast<std::uint16_t>(h.rows[r][j]);
-    }
-    auto upload = [](auto& d, const auto& v) {
-        using T = typename std::decay_t<decltype(v)>::value_type;
-        d = device_buffer<T>(v.size());
-        PAQ_CUDA_CHECK(cudaMemcpy(d.data(), v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-    };
-    upload(impl_->row_cols, rc);
-    upload(impl_->row_degree, rd);
+    impl_->graph = layered_graph(h, layer);
     impl_->smem = frame_smem_bytes(h.p.n_full, h.p.checks);
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(min_sum_layered, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(impl_->smem)));
 }
