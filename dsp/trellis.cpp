@@ -49,16 +49,21 @@ trellis_model fit(const std::vector<cf64>& r, const std::int8_t* a) noexcept
             model.table[par][idx] /= static_cast<double>(count[par][idx]);
         }
     }
-    double se = 0.0;
+    double se = 0.0, s1 = 0.0;
     long n = 0;
+    cf64 last{};  // the residual of bit k - 1
     for (long k = before; k + after < n_bits; ++k) {
         const int seq = trellis_math::window_of(a, k);
         const int par = static_cast<int>(k % 2), idx = trellis_math::pattern_index(seq);
         const double sg = trellis_math::pattern_sign(seq);
-        se += std::norm(r[static_cast<std::size_t>(k)] - sg * model.table[par][idx]);
+        const cf64 e = r[static_cast<std::size_t>(k)] - sg * model.table[par][idx];
+        se += std::norm(e);
+        if (k > before) s1 += (last * std::conj(e)).real();
+        last = e;
         ++n;
     }
     model.sigma2 = n > 0 ? se / (2.0 * static_cast<double>(n)) : 0.0;
+    model.rho1 = se > 0.0 ? s1 / se : 0.0;
     return model;
 }
 
@@ -67,7 +72,7 @@ void detect(const std::vector<cf64>& r, const trellis_model& model, double calib
             std::vector<double>& alpha, std::vector<double>& beta, std::vector<double>& branch, std::vector<float>& llr) noexcept
 {
     // Metric in units of log-likelihood: squared distance / (2 sigma2), each sample counted as
-    // independent; times the calibration (trellis_math::llr_calibration). At one sample a bit
+    // independent; times the calibration (trellis_math::llr_law's factor). At one sample a bit
     // the low-passed noise (zero from trellis::lowpass_stop) correlates 0.29 a bit apart and
     // -0.17 two bits apart, and max-log keeps only the best path of each sign, so the metrics'
     // LLRs alone are overconfident (their BEP estimate 0.58-0.66x the measured BER on AWGN; the
@@ -189,7 +194,7 @@ void cancel_far_interference(std::vector<cf64>& r, const std::int8_t* a, const t
     }
 }
 
-path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, double llr_calibration,
+path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, trellis_math::llr_law llr_law,
                                  bool cancel_far, std::uint8_t* bits_out, trellis_scratch& sc, trellis_model* model_out) noexcept
 {
     // Bit k's sample, x[2k], derotated by the PLL's phase at bit k.
@@ -215,7 +220,7 @@ path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned
         const trellis_model model = fit(sc.r, labels);
         if (model_out) *model_out = model;
         if (model.complete && model.sigma2 > 0.0) {
-            detect(sc.r, model, llr_calibration, labels, sc.alpha, sc.beta, sc.branch, sc.llr);
+            detect(sc.r, model, llr_law.factor(model.rho1), labels, sc.alpha, sc.beta, sc.branch, sc.llr);
         } else {
             // No usable model (a degenerate packet): the bits it was fitted on stand.
             for (long k = 0; k < n_bits; ++k) sc.llr[static_cast<std::size_t>(k)] = labels[k] > 0 ? 1.0f : -1.0f;

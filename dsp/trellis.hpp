@@ -40,6 +40,10 @@
 
 namespace paq::dsp {
 
+namespace trellis_math {
+struct llr_law;  // dsp/trellis_math.hpp
+}
+
 namespace trellis {
 /// The bits before and after bit k that the sample x[2k] depends on.
 inline constexpr int before = 2;
@@ -100,6 +104,9 @@ struct trellis_model {
     /// (trellis_math::pattern_index) with a_k = +1; a_k = -1 negates it.
     cf64 table[2][trellis::patterns] = {};
     double sigma2 = 0.0;  ///< residual variance per real component (noise + model error)
+    /// The residual's correlation a bit apart: sum Re(e_k conj e_(k+1)) / sum |e_k|^2 over the
+    /// bits the table is fitted on (trellis_math::llr_law).
+    double rho1 = 0.0;
     bool complete = false;  ///< every entry was seen at least once
 };
 
@@ -107,12 +114,13 @@ struct trellis_model {
 /// per bit low-passed by trellis::lowpass_gain, x valid over [0, trellis::input_samples); trace
 /// from dsp::detect_packet on the same path. Writes the 6144 data bits, MSB first, to bits_out
 /// (768 bytes) and every packet bit's LLR to scratch.llr, the max-log metrics' LLR times
-/// llr_calibration (trellis_math::llr_calibration of the path; it changes no decision), of the
+/// llr_calibration (the factor llr_law gives for the last pass's model, trellis_math::llr_calibration of the
+/// path; it changes no decision), of the
 /// last of trellis::passes passes; model_out gets that pass's model. cancel_far (an equalized
 /// path): the far interference is taken out before the last pass (trellis::far_reach).
 /// known_bit_errors are the symbol-by-symbol detector's (given in known_errors); the BEP
 /// estimate is the mean of 1 / (1 + e^|LLR|) over the data bits.
-path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, double llr_calibration,
+path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, trellis_math::llr_law llr_law,
                                  bool cancel_far, std::uint8_t* bits_out, trellis_scratch& scratch,
                                  trellis_model* model_out = nullptr) noexcept;
 

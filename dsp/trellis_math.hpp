@@ -46,16 +46,35 @@ PAQ_HOST_DEVICE constexpr double branch_metric(double corr, double energy, int s
 
 /// The factor on the LLRs of a path's trellis (its metrics' scale 1 / (2 sigma2) times it), so
 /// that they are calibrated: the mean of 1 / (1 + e^|LLR|) over the data bits estimates their
-/// error rate. Max-log BCJR over samples whose noise it counts as independent (the low-passed
-/// noise correlates 0.29 a bit apart and -0.17 two apart on AWGN; 0.45-0.5 and -0.1 after FDE2,
-/// whose noise is the most coloured) overstates |LLR| by a factor the Eb/N0 hardly changes: the
-/// estimate read 0.58-0.66x the measured BER (FDE2 0.44-0.53x) on AWGN at 5-10 dB Eb/N0 and on
-/// edwards3 at 12-16 dB; with these factors 0.97-1.11x (FDE2 0.90-1.08x). Measured, with the
-/// factors' effect on each stream: docs/SIGNAL-CHAIN.md, "Trellis detection". A path index
-/// outside 0 .. 5 gets the common factor.
-PAQ_HOST_DEVICE constexpr double llr_calibration(int path) noexcept
+/// error rate. Max-log BCJR counts the samples' noise as independent and keeps only the best
+/// path of each sign, so the metrics' LLRs overstate the bits' reliability: their BEP estimate
+/// read 0.58-0.66x the measured BER on AWGN (FDE2 0.44-0.53x), and ZF's 0.52-0.58x on
+/// edwards3, whose noise, the channel's inverse applied to it, is the most coloured. How much
+/// they overstate follows the fit's residual correlation a bit apart (rho1: 0.27-0.29 on AWGN,
+/// 0.48-0.49 after ZF on edwards3, 0.14-0.22 on the unequalized path over multipath, where
+/// echoes beyond the table count as noise), so the factor is 1 / (a + b rho1), clamped to
+/// 0.3 .. 1, with a and b per path fitted to the measured error rates (CPU backend, AWGN 5-10
+/// dB, edwards3 12-16 dB, two-ray 12-18 dB; docs/SIGNAL-CHAIN.md, "Trellis detection"). The
+/// MMSE, CMA and FDE1 paths, whose noise the equalizer keeps from growing, take a constant.
+/// It changes no decision.
+struct llr_law {
+    double a = 1.0;  ///< the factor is 1 / (a + b rho1)
+    double b = 0.0;
+    [[nodiscard]] PAQ_HOST_DEVICE constexpr double factor(double rho1) const noexcept
+    {
+        const double d = a + b * rho1;
+        const double c = d > 0.0 ? 1.0 / d : 1.0;  // also a NaN rho1 (a residual of zero)
+        return c < 0.3 ? 0.3 : c > 1.0 ? 1.0 : c;
+    }
+};
+
+/// The path's llr_law; a path index outside 0 .. 5 gets the MMSE paths' constant.
+PAQ_HOST_DEVICE constexpr llr_law llr_calibration(int path) noexcept
 {
-    return path == static_cast<int>(eq_path::fde2) ? 0.6 : 0.7;
+    if (path == static_cast<int>(eq_path::none)) return {0.50, 3.40};
+    if (path == static_cast<int>(eq_path::zf)) return {0.54, 3.60};
+    if (path == static_cast<int>(eq_path::fde2)) return {1.30, 1.20};
+    return {1.0 / 0.7, 0.0};
 }
 
 /// Far term t's offset from bit k (trellis::far_terms): -far_reach .. -(before + 1), then

@@ -281,6 +281,12 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
     // half-warps run the BCJR together while either has a complete table (shuffles and syncs
     // stay uniform); one without writes nothing from it.
     double se = 0.0;  // the residual's sum of squares, this lane's share
+    // ... and its products a bit apart (trellis_model::rho1), in float: lane g pairs its
+    // entries g and g + 16 with entries g + 1 and g + 17, read from lane (g + 1) mod 16; lane
+    // 15's entry 31 pairs with the next block's entry 0 (its residual kept in r1_last). A
+    // residual outside the bits the table is fitted on is 0, so the pairs are the CPU's.
+    float s1 = 0.0f;
+    float2 r1_last = make_float2(0.0f, 0.0f);
     bool usable = false;
     if (__ballot_sync(mask, complete) != 0) {
         const metric inf = CUDART_INF_F;
@@ -364,9 +370,12 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
             fill(b, b + 1 < checkpoints);
             // The residual over the bits the table is fitted on, from the samples just read: lane
             // g takes block entries g and g + 16.
+            float2 res[2];
 #pragma unroll
-            for (int e = g; e < block_rows; e += group) {
+            for (int h = 0; h < 2; ++h) {
+                const int e = g + h * group;
                 const int k = block_first(b) + e - after;
+                res[h] = make_float2(0.0f, 0.0f);
                 if (k < before || k + after >= n_bits) continue;
                 const int seq = window_at(sh.bits, k - before);
                 const int idx = dsp::trellis_math::pattern_index(seq), par = k & 1;
@@ -375,6 +384,19 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
                 const double ex = static_cast<double>(z.x) - sg * sh.u.table[par][idx][0];
                 const double ey = static_cast<double>(z.y) - sg * sh.u.table[par][idx][1];
                 se += ex * ex + ey * ey;
+                res[h] = make_float2(static_cast<float>(ex), static_cast<float>(ey));
+            }
+            {
+                const int from = (g + 1) & (group - 1);
+                const float2 n0 = make_float2(__shfl_sync(mask, res[0].x, from, group), __shfl_sync(mask, res[0].y, from, group));
+                const float2 n1 = make_float2(__shfl_sync(mask, res[1].x, from, group), __shfl_sync(mask, res[1].y, from, group));
+                auto dot = [](float2 u, float2 v) { return u.x * v.x + u.y * v.y; };  // Re(u conj v)
+                if (g + 1 < group) {
+                    s1 += dot(res[0], n0) + dot(res[1], n1);
+                } else {  // entry 15 with 16 (lane 0's second), the last block's 31 with this one's 0
+                    s1 += dot(res[0], n1) + dot(r1_last, n0);
+                    r1_last = res[1];
+                }
             }
             known_block(b, [&](auto known_c) {
                 const int last = last_entry(b);
@@ -391,11 +413,16 @@ __global__ void __launch_bounds__(32 * warps, 5) trellis_kernel(const float2* __
                 });
             });
         }
-        for (int o = group / 2; o > 0; o >>= 1) se += __shfl_xor_sync(mask, se, o, group);
+        double s1d = static_cast<double>(s1);
+        for (int o = group / 2; o > 0; o >>= 1) {
+            se += __shfl_xor_sync(mask, se, o, group);
+            s1d += __shfl_xor_sync(mask, s1d, o, group);
+        }
         const double sigma2 = se / (2.0 * static_cast<double>(n_bits - before - after));
         usable = complete && sigma2 > 0.0;
-        // The path's calibration (trellis_math::llr_calibration): streams are [packet][path].
-        const double calibration = dsp::trellis_math::llr_calibration(sr % dsp::chain::num_paths);
+        // The path's calibration (trellis_math::llr_calibration, its law at the residual's
+        // correlation a bit apart): streams are [packet][path].
+        const double calibration = dsp::trellis_math::llr_calibration(sr % dsp::chain::num_paths).factor(se > 0.0 ? s1d / se : 0.0);
         const float llr_scale = usable ? static_cast<float>(calibration / (2.0 * sigma2)) : 0.0f;
         __syncwarp(mask);  // the table's memory becomes the path metrics'
         // Backward, a block of rows at a time from the last: the block's forward metrics again

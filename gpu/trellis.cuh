@@ -35,7 +35,7 @@ public:
     /// k at bit k's instant), derotated by the symbol-by-symbol detector's phase.
     [[nodiscard]] float2* device_input() noexcept { return x_.data(); }
     /// Per stream and packet bit: log P(a = +1) / P(a = -1), max-log times the path's
-    /// calibration (dsp::trellis_math::llr_calibration; streams x 6336, [packet][path]).
+    /// calibration (dsp::trellis_math::llr_calibration's law; streams x 6336, [packet][path]).
     [[nodiscard]] const float* device_llr() const noexcept { return llr_.data(); }
 
     /// The trellis's data bits (streams x 768, MSB first) and stats (its BEP estimate, the

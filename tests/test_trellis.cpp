@@ -99,10 +99,10 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_on_awgn_on_every_path)
 }
 
 // Multipath (edwards3, 13 dB, -20 kHz): every path has fewer errors with the trellis (measured
-// 0.25 s, seed 3319: MMSE 4089 -> 291, CMA 4184 -> 321, FDE1 4083 -> 291, FDE2 5593 -> 1566,
-// ZF 23429 -> 18537). The table the trellis fits per packet holds whatever ISI is left within
+// 0.25 s, seed 3319: MMSE 4089 -> 60, CMA 4188 -> 68, FDE1 4082 -> 60, FDE2 5610 -> 842,
+// ZF 23462 -> 18995). The table the trellis fits per packet holds whatever ISI is left within
 // two bits either side, the channel's own included: on the unequalized path (BER 0.037 symbol
-// by symbol) it makes 16 errors where symbol-by-symbol detection makes 91181.
+// by symbol) it makes 8 errors where symbol-by-symbol detection makes 82580.
 TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_path)
 {
     sim_config sc;
@@ -123,17 +123,13 @@ TEST(trellis, fewer_errors_than_symbol_by_symbol_over_multipath_on_every_path)
         EXPECT_GT(t.bits_checked, 2'490'000u) << t.name;
         const double bound = s.name == "zf" ? 0.9 : s.name == "fde2" ? 0.4 : s.name == "none" ? 0.01 : 0.15;
         EXPECT_LE(static_cast<double>(t.bit_errors), bound * static_cast<double>(s.bit_errors)) << t.name;
-        // The calibrated BEP estimate: MMSE, CMA, FDE1 and FDE2 within 0.8-1.25x of the
-        // measured BER (0.99-1.08x). ZF's is understated (0.63x: its noise, coloured by the
-        // channel's inverse, is more correlated than one factor allows for); the unequalized
-        // path's overstated (59x: interference beyond the table's two bits a side taken for
-        // noise, at a BER of 6e-6). Bounded so that a change shows.
+        // The calibrated BEP estimate (trellis_math::llr_law) within 0.8-1.25x of the measured
+        // BER (measured 0.93-1.17x, ZF's 1.17x). The unequalized path's, on its 8 errors, within
+        // what so few errors allow (1.00x).
         const double ratio = t.mean_bep_estimate / t.ber;
-        if (s.name == "zf") {
-            EXPECT_GT(ratio, 0.5) << t.name;
-            EXPECT_LT(ratio, 0.8) << t.name;
-        } else if (s.name == "none") {
-            EXPECT_GT(ratio, 1.0) << t.name;
+        if (s.name == "none") {
+            EXPECT_GE(ratio, 0.4) << t.name;
+            EXPECT_LE(ratio, 2.5) << t.name;
         } else {
             EXPECT_GE(ratio, 0.8) << t.name;
             EXPECT_LE(ratio, 1.25) << t.name;
@@ -361,7 +357,7 @@ TEST(trellis, the_table_explains_a_noiseless_packet_to_within_minus_23_db)
     trellis_scratch sc;
     trellis_model model;
     std::vector<std::uint8_t> out(packed_data_bytes);
-    (void)detect_packet_trellis(spec.data(), trace, 0, 1.0, false, out.data(), sc, &model);
+    (void)detect_packet_trellis(spec.data(), trace, 0, trellis_math::llr_law{}, false, out.data(), sc, &model);
     EXPECT_TRUE(model.complete);
     double power = 0.0;
     for (std::size_t m = 64; m < 2 * n_bits - 64; m += 2) power += std::norm(spec[m]);
