@@ -1747,7 +1747,9 @@ TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
             EXPECT_EQ(start, starts[i]) << name << " packet " << i;
             for (std::size_t k = 8; k < rec.size(); ++k) nonzero += rec[k] != 0;
         }
-        EXPECT_GT(nonzero, starts.size() * waveform::data_bits * 99 / 100) << name;
+        // A quantized LLR is 0 only for a bit the trellis all but cannot tell (ZF's on this
+        // channel: 1.0 % of them, its calibration the lowest there).
+        EXPECT_GT(nonzero, starts.size() * waveform::data_bits * 97 / 100) << name;
     }
     // Without the trellis there are no LLRs to write: refused before anything runs.
     ro.receiver.detector = dsp::detector_kind::sxs;
