@@ -113,11 +113,10 @@ struct trellis_model {
 /// Detects one packet: x[2k] is bit k's decision instant in the equalized signal at 2 samples
 /// per bit low-passed by trellis::lowpass_gain, x valid over [0, trellis::input_samples); trace
 /// from dsp::detect_packet on the same path. Writes the 6144 data bits, MSB first, to bits_out
-/// (768 bytes) and every packet bit's LLR to scratch.llr, the max-log metrics' LLR times
-/// llr_calibration (the factor llr_law gives for the last pass's model, trellis_math::llr_calibration of the
-/// path; it changes no decision), of the
-/// last of trellis::passes passes; model_out gets that pass's model. cancel_far (an equalized
-/// path): the far interference is taken out before the last pass (trellis::far_reach).
+/// (768 bytes) and every packet bit's LLR to scratch.llr, the max-log metrics' LLR times the
+/// factor llr_law (trellis_math::llr_calibration of the path) gives at the last pass's model's
+/// rho1 (it changes no decision), of the last of trellis::passes passes; model_out gets that
+/// pass's model. cancel_far (an equalized path): the far interference is taken out before the last pass (trellis::far_reach).
 /// known_bit_errors are the symbol-by-symbol detector's (given in known_errors); the BEP
 /// estimate is the mean of 1 / (1 + e^|LLR|) over the data bits.
 path_stats detect_packet_trellis(const cf64* x, const sxs_trace& trace, unsigned known_errors, trellis_math::llr_law llr_law,
