@@ -62,6 +62,9 @@ __device__ __forceinline__ unsigned edge_bit(const layer_graph& g, int l, unsign
 /// again where it is read, the same float the CPU's full message array holds (in double).
 /// The schedule is the CPU's: the checks in order, each taking its bits' beliefs as the checks
 /// before it left them; the checks of a layer share no bit, so a layer's are updated at once.
+/// D: the most edges a check of the code has, so that a check's loops unroll and its bits and
+/// their messages to it stay in registers between reading the beliefs and writing them.
+template <int D>
 __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
     const float* __restrict__ llr, int n, int n_full, int k, int rows, int layer, const __grid_constant__ layer_graph g, int max_iterations,
     float alpha, std::uint8_t* __restrict__ info, int* __restrict__ iterations, int* __restrict__ failed_checks,
@@ -97,10 +100,13 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
         unsigned parity = 0, undecided = 0;
         const int l = r >> g.log2_q;
         const unsigned t = static_cast<unsigned>(r) & ((1u << g.log2_q) - 1u), degree = g.degree[l];
-        for (unsigned j = 0; j < degree; ++j) {
-            const float b = L[edge_bit(g, l, j, t)];
-            parity ^= b < 0.0f ? 1u : 0u;
-            undecided |= b == 0.0f ? 1u : 0u;
+#pragma unroll
+        for (unsigned j = 0; j < D; ++j) {
+            if (j < degree) {
+                const float b = L[edge_bit(g, l, j, t)];
+                parity ^= b < 0.0f ? 1u : 0u;
+                undecided |= b == 0.0f ? 1u : 0u;
+            }
         }
         return static_cast<int>(parity | undecided);
     };
@@ -130,25 +136,30 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
                     // CPU's), and their signs.
                     float min1 = INFINITY, min2 = INFINITY;
                     unsigned place = 0, neg = 0u;
-                    for (unsigned j = 0; j < degree; ++j) {
-                        const float q = L[edge_bit(g, l, j, t)] - message(m, w, j);
-                        const float a = fabsf(q);
-                        if (q < 0.0f) neg |= 1u << j;
-                        min2 = fminf(min2, fmaxf(a, min1));
-                        if (a < min1) place = j;
-                        min1 = fminf(min1, a);
+                    float q[D];
+                    unsigned v[D];
+#pragma unroll
+                    for (unsigned j = 0; j < D; ++j) {
+                        if (j < degree) {
+                            v[j] = edge_bit(g, l, j, t);
+                            q[j] = L[v[j]] - message(m, w, j);
+                            const float a = fabsf(q[j]);
+                            if (q[j] < 0.0f) neg |= 1u << j;
+                            min2 = fminf(min2, fmaxf(a, min1));
+                            if (a < min1) place = j;
+                            min1 = fminf(min1, a);
+                        }
                     }
                     // Edge j's message is negative when the others' signs multiply to -1: all
                     // the signs' product times its own. Each bit's belief takes it at once (the
-                    // same q again: no other check of the layer holds the bit).
+                    // same q: no other check of the layer holds the bit).
                     const bool negative = __popc(neg) & 1u;
                     const std::uint32_t signs = negative ? ~neg & ((1u << degree) - 1u) : neg;
                     const float2 now = make_float2(fminf(alpha * min1, llr_limit), fminf(alpha * min2, llr_limit));
                     const std::uint32_t word = signs | place << place_shift;
-                    for (unsigned j = 0; j < degree; ++j) {
-                        const unsigned v = edge_bit(g, l, j, t);
-                        const float q = L[v] - message(m, w, j);
-                        L[v] = fminf(fmaxf(q + message(now, word, j), -4.0f * llr_limit), 4.0f * llr_limit);
+#pragma unroll
+                    for (unsigned j = 0; j < D; ++j) {
+                        if (j < degree) L[v[j]] = fminf(fmaxf(q[j] + message(now, word, j), -4.0f * llr_limit), 4.0f * llr_limit);
                     }
                     mm[r] = now;
                     sp[r] = word;
@@ -231,6 +242,18 @@ layer_graph layered_graph(const dsp::ldpc::parity_check& h, int q)
     return g;
 }
 
+using decode_kernel = decltype(&min_sum_layered<max_row_degree>);
+
+/// The kernel for checks of at most `edges` edges: the AR4JA codes' largest have 6 (rate 1/2),
+/// 10 (2/3) and 18 (4/5).
+decode_kernel kernel_for(std::size_t edges)
+{
+    if (edges <= 6) return &min_sum_layered<6>;
+    if (edges <= 10) return &min_sum_layered<10>;
+    if (edges <= 18) return &min_sum_layered<18>;
+    return &min_sum_layered<max_row_degree>;
+}
+
 }  // namespace
 
 struct ldpc_decoder::impl {
@@ -242,6 +265,7 @@ struct ldpc_decoder::impl {
     int layer = 0;         ///< checks a layer (dsp::ldpc::layer_checks)
     int threads = 0;       ///< a frame's block
     layer_graph graph{};
+    decode_kernel kernel = nullptr;  ///< min_sum_layered for the code's largest check
     device_buffer<float> llr;
     device_buffer<std::uint8_t> info;
     device_buffer<int> iterations, failed;
@@ -253,7 +277,7 @@ struct ldpc_decoder::impl {
                 const int* active_packets, int frames_per_packet, std::uint8_t* info_packed, dsp::codeword_result* results,
                 cudaStream_t s) const
     {
-        min_sum_layered<<<static_cast<unsigned>(frames), static_cast<unsigned>(threads), smem, s>>>(
+        kernel<<<static_cast<unsigned>(frames), static_cast<unsigned>(threads), smem, s>>>(
             llrs, p.n, p.n_full, p.k, p.checks, layer, graph, cfg.max_iterations,
             cfg.normalization, info_bits, its, failed_checks, active_packets, frames_per_packet, info_packed, results);
         PAQ_CUDA_CHECK(cudaGetLastError());
@@ -298,8 +322,9 @@ ldpc_decoder::ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int
     impl_->layer = layer;
     impl_->threads = std::min(layer, max_threads_per_frame);
     impl_->graph = layered_graph(h, layer);
+    impl_->kernel = kernel_for(max_row);
     impl_->smem = frame_smem_bytes(h.p.n_full, h.p.checks);
-    PAQ_CUDA_CHECK(cudaFuncSetAttribute(min_sum_layered, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(impl_->smem)));
+    PAQ_CUDA_CHECK(cudaFuncSetAttribute(impl_->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(impl_->smem)));
 }
 
 ldpc_decoder::~ldpc_decoder() = default;
