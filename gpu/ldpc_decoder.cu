@@ -123,53 +123,83 @@ __global__ void __launch_bounds__(max_threads_per_frame) min_sum_layered(
     int it = 0;
     bool converged = false;  // the last syndrome pass found every check satisfied
     if (__syncthreads_or(received) != 0) {
+        // Check r (edge order t within layer l) updated; with `Last` (the last layer: no later
+        // check of the iteration writes its bits), also whether it fails for the beliefs it
+        // leaves, which are then the iteration's.
+        auto update = [&](int r, int l, unsigned t, unsigned degree, auto last) {
+            const float2 m = mm[r];
+            const std::uint32_t w = sp[r];
+            // The bits' messages to this check (their beliefs without its last message): the
+            // two smallest magnitudes, without branches (a below min1 pushes min1 down to second
+            // place, otherwise a competes for second place; ties as the CPU's), and their signs.
+            float min1 = INFINITY, min2 = INFINITY;
+            unsigned place = 0, neg = 0u;
+            float q[D];
+            unsigned v[D];
+#pragma unroll
+            for (unsigned j = 0; j < D; ++j) {
+                if (j < degree) {
+                    v[j] = edge_bit(g, l, j, t);
+                    q[j] = L[v[j]] - message(m, w, j);
+                    const float a = fabsf(q[j]);
+                    if (q[j] < 0.0f) neg |= 1u << j;
+                    min2 = fminf(min2, fmaxf(a, min1));
+                    if (a < min1) place = j;
+                    min1 = fminf(min1, a);
+                }
+            }
+            // Edge j's message is negative when the others' signs multiply to -1: all the
+            // signs' product times its own. Each bit's belief takes it at once (the same q: no
+            // other check of the layer holds the bit).
+            const bool negative = __popc(neg) & 1u;
+            const std::uint32_t signs = negative ? ~neg & ((1u << degree) - 1u) : neg;
+            const float2 now = make_float2(fminf(alpha * min1, llr_limit), fminf(alpha * min2, llr_limit));
+            const std::uint32_t word = signs | place << place_shift;
+            unsigned parity = 0, undecided = 0;
+#pragma unroll
+            for (unsigned j = 0; j < D; ++j) {
+                if (j < degree) {
+                    const float b = fminf(fmaxf(q[j] + message(now, word, j), -4.0f * llr_limit), 4.0f * llr_limit);
+                    L[v[j]] = b;
+                    if constexpr (decltype(last)::value) {
+                        parity ^= b < 0.0f ? 1u : 0u;
+                        undecided |= b == 0.0f ? 1u : 0u;
+                    }
+                }
+            }
+            mm[r] = now;
+            sp[r] = word;
+            return static_cast<int>(parity | undecided);
+        };
+        const int last_first = rows - layer;
         for (it = 1;; ++it) {
-            for (int l = 0, first = 0; first < rows; ++l, first += layer) {
+            for (int l = 0, first = 0; first < last_first; ++l, first += layer) {
                 const unsigned degree = g.degree[l];
                 for (int r = first + static_cast<int>(threadIdx.x); r < first + layer; r += static_cast<int>(blockDim.x)) {
-                    const auto t = static_cast<unsigned>(r - first);
-                    const float2 m = mm[r];
-                    const std::uint32_t w = sp[r];
-                    // The bits' messages to this check (their beliefs without its last message):
-                    // the two smallest magnitudes, without branches (a below min1 pushes min1
-                    // down to second place, otherwise a competes for second place; ties as the
-                    // CPU's), and their signs.
-                    float min1 = INFINITY, min2 = INFINITY;
-                    unsigned place = 0, neg = 0u;
-                    float q[D];
-                    unsigned v[D];
-#pragma unroll
-                    for (unsigned j = 0; j < D; ++j) {
-                        if (j < degree) {
-                            v[j] = edge_bit(g, l, j, t);
-                            q[j] = L[v[j]] - message(m, w, j);
-                            const float a = fabsf(q[j]);
-                            if (q[j] < 0.0f) neg |= 1u << j;
-                            min2 = fminf(min2, fmaxf(a, min1));
-                            if (a < min1) place = j;
-                            min1 = fminf(min1, a);
-                        }
-                    }
-                    // Edge j's message is negative when the others' signs multiply to -1: all
-                    // the signs' product times its own. Each bit's belief takes it at once (the
-                    // same q: no other check of the layer holds the bit).
-                    const bool negative = __popc(neg) & 1u;
-                    const std::uint32_t signs = negative ? ~neg & ((1u << degree) - 1u) : neg;
-                    const float2 now = make_float2(fminf(alpha * min1, llr_limit), fminf(alpha * min2, llr_limit));
-                    const std::uint32_t word = signs | place << place_shift;
-#pragma unroll
-                    for (unsigned j = 0; j < D; ++j) {
-                        if (j < degree) L[v[j]] = fminf(fmaxf(q[j] + message(now, word, j), -4.0f * llr_limit), 4.0f * llr_limit);
-                    }
-                    mm[r] = now;
-                    sp[r] = word;
+                    update(r, l, static_cast<unsigned>(r - first), degree, std::false_type{});
                 }
                 __syncthreads();
             }
-            // The decisions after this iteration: done once they satisfy every check.
-            int bad = 0;
-            for (int r = threadIdx.x; r < rows; r += blockDim.x) bad |= fails(r);
-            converged = __syncthreads_or(bad) == 0;
+            // The last layer, whose checks' syndrome is known as they are updated: where one
+            // fails, the iteration's decisions do, and the pass over the others is skipped
+            // (the same decision as the CPU's syndrome over every check, without its cost on
+            // most iterations that do not converge).
+            int last_bad = 0;
+            {
+                const int l = last_first / layer;
+                const unsigned degree = g.degree[l];
+                for (int r = last_first + static_cast<int>(threadIdx.x); r < rows; r += static_cast<int>(blockDim.x)) {
+                    last_bad |= update(r, l, static_cast<unsigned>(r - last_first), degree, std::true_type{});
+                }
+            }
+            if (__syncthreads_or(last_bad) != 0) {
+                converged = false;
+            } else {
+                // The decisions after this iteration: done once they satisfy every check.
+                int bad = 0;
+                for (int r = threadIdx.x; r < last_first; r += blockDim.x) bad |= fails(r);
+                converged = __syncthreads_or(bad) == 0;
+            }
             if (converged || it == max_iterations) break;
         }
     }
