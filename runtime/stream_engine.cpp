@@ -237,11 +237,16 @@ void stream_engine::batcher_loop()
     };
     auto acquire = [&] {
         pool = acquire_pool();
-        // The windows read while the backends were being made are locked now, later ones as
-        // they are made.
-        t.lock_s += windows.lock_with([pool](const void* data, std::size_t bytes) { return pool->pin_host_memory(data, bytes); });
-        for (auto& b : waiting) submit(std::move(b));
+        // The windows read while the backends were being made are locked now, each just before
+        // its batch is handed on (the device starts on the first while the next is locked),
+        // then the rest; later ones as they are made.
+        windows.lock_with([pool](const void* data, std::size_t bytes) { return pool->pin_host_memory(data, bytes); });
+        for (auto& b : waiting) {
+            t.lock_s += windows.lock(dsp::window_of<T>(b).data());
+            submit(std::move(b));
+        }
         waiting.clear();
+        t.lock_s += windows.lock_rest();
     };
     auto hand_over = [&] {
         auto t_pop = clock::now();

@@ -40,8 +40,11 @@ auto window_pool<T>::acquire() -> storage
     // Locked outside the mutex (a lock takes milliseconds; the workers' release() goes on).
     std::shared_ptr<void> handle = lock ? lock(w.data(), window_samples_ * sizeof(T)) : nullptr;
     lk.lock();
-    made_.push_back({w.data(), std::move(handle)});
-    if (!lock && lock_) made_.back().lock = lock_(w.data(), window_samples_ * sizeof(T));  // lock_with() came meanwhile
+    made_.push_back({w.data(), std::move(handle), static_cast<bool>(lock)});
+    if (!lock && lock_) {  // lock_with() came meanwhile
+        made_.back().lock = lock_(w.data(), window_samples_ * sizeof(T));
+        made_.back().tried = true;
+    }
     return w;
 }
 
@@ -58,13 +61,60 @@ void window_pool<T>::release(storage&& window)
 }
 
 template <class T>
-double window_pool<T>::lock_with(lock_fn lock)
+void window_pool<T>::lock_with(lock_fn lock)
 {
-    const auto t0 = std::chrono::steady_clock::now();
     std::lock_guard lk(mu_);
     if (lock_) throw std::logic_error("window_pool::lock_with called twice");
+    if (!lock) throw std::invalid_argument("window_pool::lock_with: no lock function");
     lock_ = std::move(lock);
-    for (auto& m : made_) m.lock = lock_(m.data, window_samples_ * sizeof(T));
+}
+
+template <class T>
+void window_pool<T>::lock_one(std::unique_lock<std::mutex>& lk, std::size_t i)
+{
+    if (made_[i].tried || made_[i].locking) return;
+    made_[i].locking = true;
+    const void* data = made_[i].data;
+    const lock_fn fn = lock_;
+    lk.unlock();
+    // Outside the mutex (a lock takes milliseconds; acquire() and release() go on). made_ may
+    // grow meanwhile, so the entry is found again by its address.
+    std::shared_ptr<void> handle = fn(data, window_samples_ * sizeof(T));
+    lk.lock();
+    for (auto& m : made_) {
+        if (m.data == data) {
+            m.lock = std::move(handle);
+            m.tried = true;
+            m.locking = false;
+            break;
+        }
+    }
+}
+
+template <class T>
+double window_pool<T>::lock(const void* data)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock lk(mu_);
+    if (!lock_) throw std::logic_error("window_pool::lock before lock_with");
+    for (std::size_t i = 0; i < made_.size(); ++i) {
+        if (made_[i].data == data) {
+            lock_one(lk, i);
+            break;
+        }
+    }
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+template <class T>
+double window_pool<T>::lock_rest()
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_lock lk(mu_);
+    if (!lock_) throw std::logic_error("window_pool::lock_rest before lock_with");
+    // Index by index: lock_one() lets go of the mutex, and windows made meanwhile are locked
+    // by acquire() itself.
+    for (std::size_t i = 0; i < made_.size(); ++i) lock_one(lk, i);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

@@ -4,8 +4,10 @@
 //
 // Page locks: a window needs a backend to be locked (CUDA's registration), and the first
 // windows are read while the backends are still being made (reading overlaps their setup).
-// lock_with() locks every window made so far in one go, once the pool of backends exists;
-// from then on each new window is locked when it is made. The locks and the storage are both
+// Once the pool of backends exists, lock_with() gives the lock; from then on each new window
+// is locked when it is made, and the windows made before are locked one by one (lock(), in the
+// order their batches are handed on, so that the first batch need not wait for the others'
+// locks) and then all at once (lock_rest()). The locks and the storage are both
 // this object's: its destructor undoes the locks before it frees the windows it holds, and a
 // window still out when it goes is unlocked first and freed later by its holder.
 #pragma once
@@ -35,13 +37,20 @@ public:
     window_pool(const window_pool&) = delete;
     window_pool& operator=(const window_pool&) = delete;
 
-    /// A free window, or a new one (locked at once after lock_with()). From any thread.
+    /// A free window, or a new one (locked as it is made after lock_with()). From any thread.
     [[nodiscard]] storage acquire() override;
     /// A window back (from any thread). Storage this pool did not make is freed, not kept.
     void release(storage&& window) override;
-    /// Locks every window made so far and, from now on, each new one as it is made. Once;
-    /// returns the seconds the locks took.
-    double lock_with(lock_fn lock);
+    /// From now on each new window is locked as it is made; those made so far wait for lock()
+    /// or lock_rest(). Once.
+    void lock_with(lock_fn lock);
+    /// Locks the window made here whose storage begins at `data`, unless it is locked (or
+    /// being locked) already; other addresses are ignored. Needs lock_with() first. Returns
+    /// the seconds it took.
+    double lock(const void* data);
+    /// Locks every window made so far that is not locked yet. Needs lock_with() first. Returns
+    /// the seconds it took.
+    double lock_rest();
 
     [[nodiscard]] std::uint64_t windows() const;  ///< windows made
     [[nodiscard]] std::uint64_t locked() const;   ///< of them, page-locked
@@ -50,8 +59,13 @@ public:
 private:
     struct made {
         const void* data;
-        std::shared_ptr<void> lock;
+        std::shared_ptr<void> lock;  ///< null: not locked (not yet, or the lock function declined)
+        bool tried = false;          ///< the lock function has been called for it
+        bool locking = false;        ///< a lock() or lock_rest() is calling it (outside the mutex)
     };
+    /// Locks made_[i] unless the lock function was called for it or is being called; `lk`
+    /// holds mu_ and is released while the lock is taken.
+    void lock_one(std::unique_lock<std::mutex>& lk, std::size_t i);
     const std::size_t window_samples_;
     mutable std::mutex mu_;
     std::vector<storage> free_;

@@ -326,7 +326,7 @@ TEST(window_pool, lends_full_windows_and_takes_back_only_its_own)
     EXPECT_THROW(runtime::window_pool<cf32>(0), std::invalid_argument);
 }
 
-TEST(window_pool, locks_the_windows_made_before_at_once_and_later_ones_when_made)
+TEST(window_pool, locks_the_windows_made_before_one_by_one_then_the_rest_and_later_ones_when_made)
 {
     lock_log log;
     std::vector<std::weak_ptr<void>> handles;
@@ -336,23 +336,46 @@ TEST(window_pool, locks_the_windows_made_before_at_once_and_later_ones_when_made
         runtime::window_pool<ci16> pool(4096);
         auto a = pool.acquire();
         auto b = pool.acquire();
-        pool.release(std::move(b));  // one lent, one free, before there is anything to lock with
+        auto f = pool.acquire();
+        const void* free_one = b.data();
+        pool.release(std::move(b));  // two lent, one free, before there is anything to lock with
         EXPECT_EQ(pool.locked(), 0u);
-        EXPECT_GE(pool.lock_with(log.fn()), 0.0);
-        ASSERT_EQ(log.locked.size(), 2u) << "both windows made so far, the lent one too";
-        EXPECT_EQ(pool.locked(), 2u);
-        for (const auto& [data, bytes] : log.locked) EXPECT_EQ(bytes, 4096u * sizeof(ci16));
-        EXPECT_TRUE((log.locked[0].first == a.data()) || (log.locked[1].first == a.data()));
-        auto c = pool.acquire();  // the free one: nothing new to lock
-        EXPECT_EQ(log.locked.size(), 2u);
-        auto e = pool.acquire();  // a new one: locked as it is made
+        EXPECT_THROW((void)pool.lock(a.data()), std::logic_error) << "nothing to lock with yet";
+        EXPECT_THROW((void)pool.lock_rest(), std::logic_error);
+        EXPECT_THROW(pool.lock_with(nullptr), std::invalid_argument);
+        pool.lock_with(log.fn());
+        EXPECT_EQ(log.locked.size(), 0u) << "the windows made before wait for lock() or lock_rest()";
+        // The lent window whose batch goes on first, alone.
+        EXPECT_GE(pool.lock(f.data()), 0.0);
+        ASSERT_EQ(log.locked.size(), 1u);
+        EXPECT_EQ(log.locked[0].first, f.data());
+        EXPECT_EQ(log.locked[0].second, 4096u * sizeof(ci16));
+        EXPECT_EQ(pool.locked(), 1u);
+        (void)pool.lock(f.data());       // locked already: not again
+        ci16 elsewhere{};
+        (void)pool.lock(&elsewhere);     // not one of the pool's windows: ignored
+        EXPECT_EQ(log.locked.size(), 1u);
+        // Then the rest: the other lent one and the free one.
+        EXPECT_GE(pool.lock_rest(), 0.0);
         ASSERT_EQ(log.locked.size(), 3u);
-        EXPECT_EQ(log.locked[2].first, e.data());
-        EXPECT_EQ(pool.windows(), 3u);
         EXPECT_EQ(pool.locked(), 3u);
-        EXPECT_THROW((void)pool.lock_with(log.fn()), std::logic_error);
+        for (const auto& [data, bytes] : log.locked) EXPECT_EQ(bytes, 4096u * sizeof(ci16));
+        EXPECT_TRUE((log.locked[1].first == a.data() && log.locked[2].first == free_one) ||
+                    (log.locked[2].first == a.data() && log.locked[1].first == free_one));
+        (void)pool.lock_rest();  // nothing left
+        EXPECT_EQ(log.locked.size(), 3u);
+        auto c = pool.acquire();  // the free one: nothing new to lock
+        EXPECT_EQ(c.data(), free_one);
+        EXPECT_EQ(log.locked.size(), 3u);
+        auto e = pool.acquire();  // a new one: locked as it is made
+        ASSERT_EQ(log.locked.size(), 4u);
+        EXPECT_EQ(log.locked[3].first, e.data());
+        EXPECT_EQ(pool.windows(), 4u);
+        EXPECT_EQ(pool.locked(), 4u);
+        EXPECT_THROW(pool.lock_with(log.fn()), std::logic_error);
         pool.release(std::move(a));
         pool.release(std::move(c));
+        pool.release(std::move(f));
         out_at_the_end = e.data();
         still_out = std::move(e);
         handles = log.handles;
@@ -363,6 +386,33 @@ TEST(window_pool, locks_the_windows_made_before_at_once_and_later_ones_when_made
     for (const auto& h : handles) EXPECT_TRUE(h.expired());
     EXPECT_EQ(still_out.data(), out_at_the_end);
     still_out[0] = ci16{1, 2};
+}
+
+TEST(window_pool, asks_once_per_window_where_the_lock_function_declines)
+{
+    // The CPU backend locks nothing, and a failed registration leaves a window pageable: the
+    // lock function returns null, and no window is asked for twice.
+    runtime::window_pool<cf32> pool(2048);
+    auto a = pool.acquire();
+    auto b = pool.acquire();
+    int calls = 0;
+    pool.lock_with([&calls](const void*, std::size_t) {
+        ++calls;
+        return std::shared_ptr<void>{};
+    });
+    (void)pool.lock(a.data());
+    (void)pool.lock(a.data());
+    EXPECT_EQ(calls, 1);
+    (void)pool.lock_rest();
+    (void)pool.lock_rest();
+    EXPECT_EQ(calls, 2);
+    auto c = pool.acquire();
+    EXPECT_EQ(calls, 3);
+    EXPECT_EQ(pool.locked(), 0u);
+    EXPECT_EQ(pool.windows(), 3u);
+    pool.release(std::move(a));
+    pool.release(std::move(b));
+    pool.release(std::move(c));
 }
 
 TEST(window_pool, a_batcher_takes_its_windows_from_the_pool_and_gives_them_back)
