@@ -1,6 +1,7 @@
 // The service's plumbing: the sample ring, the daemon configuration, and the live pipeline
 // (source -> ring -> batcher -> workers -> ordered publish) against the offline chain.
 #include "chain_fixture.hpp"
+#include "pinning_backend.hpp"
 #include "config/daemon_config.hpp"
 #include "config/receiver_yaml.hpp"
 #include "daemon/live.hpp"
@@ -1113,44 +1114,6 @@ TEST(counters, daemon_md_lists_the_registry)
     EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), table) << "the table should read:\n" << table;
 }
 
-namespace {
-
-/// The CPU chain, recording what it was asked to page-lock and whether every batch came in a
-/// window it had locked.
-class pinning_backend final : public dsp::batch_processor {
-public:
-    explicit pinning_backend(const dsp::receiver_config& rc) : cpu_(rc) {}
-    using dsp::batch_processor::process;
-    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
-    {
-        {
-            std::lock_guard lk(mu);
-            if (!pinned.count(b.samples.data())) ++unpinned_batches;
-            ++batches;
-        }
-        cpu_.process(b, out);
-    }
-    std::string name() const override { return "pinning"; }
-    std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
-    {
-        std::lock_guard lk(mu);
-        EXPECT_GE(bytes, 1u);
-        pinned.insert(data);
-        auto handle = std::make_shared<int>(0);
-        pins.push_back(handle);
-        return handle;
-    }
-    std::mutex mu;
-    std::set<const void*> pinned;
-    std::vector<std::weak_ptr<void>> pins;
-    std::size_t unpinned_batches = 0, batches = 0;
-
-private:
-    dsp::cpu_backend cpu_;
-};
-
-}  // namespace
-
 // The live pipeline's windows (the engine's window pool) are page-locked once each, before any
 // batch in them reaches a backend (the uploads then run at full speed), and unlocked only once
 // the pipeline is gone; a few windows circulate. Counted in windows / windows_locked.
@@ -1164,7 +1127,7 @@ TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
     auto rc = test::small_batches();
     rc.cpu_threads = 1;
     std::vector<std::unique_ptr<dsp::batch_processor>> w;
-    auto backend = std::make_unique<pinning_backend>(rc);
+    auto backend = std::make_unique<test::pinning_backend>(rc);
     auto* be = backend.get();
     w.push_back(std::move(backend));
     std::vector<std::weak_ptr<void>> pins;
@@ -1181,9 +1144,10 @@ TEST(pipeline, locks_each_window_once_and_unlocks_at_the_end)
         const auto st = p.stats();
         {
             std::lock_guard lk(be->mu);
-            pins = be->pins;
-            unpinned = be->unpinned_batches;
+            pins = be->handles();
+            unpinned = be->unpinned;
             batches = be->batches;
+            for (const auto& pin : be->pins) EXPECT_GE(pin.bytes, 1u);
         }
         EXPECT_GT(batches, 8u);
         EXPECT_EQ(unpinned, 0u);

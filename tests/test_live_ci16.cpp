@@ -5,6 +5,7 @@
 // the pipeline's counters, at 2 samples per bit and resampled, across a gap and an overflow.
 #include "chain_fixture.hpp"
 #include "ci16_fixture.hpp"
+#include "pinning_backend.hpp"
 
 #include "runtime/counters.hpp"
 #include "daemon/pipeline.hpp"
@@ -705,42 +706,6 @@ private:
     std::atomic<bool> stop_{false};
 };
 
-/// The CPU chain, recording the windows it was asked to page-lock (and how many bytes) and
-/// whether every batch came as a ci16 window it had locked.
-class ci16_pinning_backend final : public dsp::batch_processor {
-public:
-    explicit ci16_pinning_backend(const dsp::receiver_config& rc) : cpu_(rc) {}
-    using dsp::batch_processor::process;
-    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
-    {
-        {
-            std::lock_guard lk(mu);
-            if (!b.is_ci16() || !b.samples.empty()) ++not_ci16;
-            if (!pinned.count(b.samples_ci16.data())) ++unpinned;
-            ++batches;
-        }
-        cpu_.process(b, out);
-    }
-    std::string name() const override { return "pinning"; }
-    std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
-    {
-        std::lock_guard lk(mu);
-        pinned.insert(data);
-        pinned_bytes.push_back(bytes);
-        auto handle = std::make_shared<int>(0);
-        pins.push_back(handle);
-        return handle;
-    }
-    std::mutex mu;
-    std::set<const void*> pinned;
-    std::vector<std::size_t> pinned_bytes;
-    std::vector<std::weak_ptr<void>> pins;
-    std::size_t not_ci16 = 0, unpinned = 0, batches = 0;
-
-private:
-    dsp::cpu_backend cpu_;
-};
-
 }  // namespace
 
 // The windows of a ci16 ring are ci16 (4 bytes a sample), page-locked once each at that size,
@@ -756,7 +721,7 @@ TEST(live_ci16, windows_are_ci16_locked_once_at_4_bytes_a_sample_and_recycled)
     auto rc = test::small_batches();
     rc.cpu_threads = 1;
     std::vector<std::unique_ptr<dsp::batch_processor>> w;
-    auto backend = std::make_unique<ci16_pinning_backend>(rc);
+    auto backend = std::make_unique<test::pinning_backend>(rc);
     auto* be = backend.get();
     w.push_back(std::move(backend));
     std::vector<std::weak_ptr<void>> pins;
@@ -773,7 +738,7 @@ TEST(live_ci16, windows_are_ci16_locked_once_at_4_bytes_a_sample_and_recycled)
         const auto st = p.stats();
         const std::size_t window = rc.batch_samples + dsp::batch_guard_before + dsp::batch_guard_after;
         std::lock_guard lk(be->mu);
-        pins = be->pins;
+        pins = be->handles();
         EXPECT_TRUE(st.input_ci16);
         EXPECT_EQ(st.samples_in, sim.samples.size());
         EXPECT_EQ(st.ring.samples_dropped, 0u);
@@ -785,7 +750,7 @@ TEST(live_ci16, windows_are_ci16_locked_once_at_4_bytes_a_sample_and_recycled)
         EXPECT_LE(pins.size(), 8u);  // a few circulate
         EXPECT_EQ(st.windows, pins.size());
         EXPECT_EQ(st.windows_locked, pins.size());
-        for (const auto bytes : be->pinned_bytes) EXPECT_EQ(bytes, window * sizeof(ci16));
+        for (const auto& pin : be->pins) EXPECT_EQ(pin.bytes, window * sizeof(ci16));
         EXPECT_GT(st.tally.packets_found, 90u);
         for (const auto& h : pins) EXPECT_FALSE(h.expired()) << "a window was unlocked while the pipeline lives";
     }

@@ -3,6 +3,7 @@
 // the same bits; every sample and batch is accounted for; the error policies of replay (the
 // first error ends the run) and live (counted, logged, the run goes on).
 #include "dsp/cpu_backend.hpp"
+#include "pinning_backend.hpp"
 #include "sim/simulator.hpp"
 #include "io/ring_buffer.hpp"
 #include "runtime/feed.hpp"
@@ -241,48 +242,6 @@ TEST(stream_engine, replay_ends_at_the_first_sink_error_and_live_counts_and_goes
     }
 }
 
-namespace {
-
-/// The CPU chain, recording each page lock in order (a lock takes 100 ms, as long as a large
-/// window's registration can on a loaded machine) with the batches begun when it ended, and
-/// whether every batch came in a window already locked.
-class pinning_backend final : public dsp::batch_processor {
-public:
-    explicit pinning_backend(const dsp::receiver_config& rc) : cpu_(rc) {}
-    using dsp::batch_processor::process;
-    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
-    {
-        {
-            std::lock_guard lk(mu);
-            if (std::none_of(pins.begin(), pins.end(), [&](const pin& p) { return p.data == b.samples.data(); })) ++unpinned_batches;
-            window_of_batch.emplace_back(b.index, b.samples.data());
-            ++batches;
-        }
-        cpu_.process(b, out);
-    }
-    std::string name() const override { return "pinning"; }
-    std::shared_ptr<void> pin_host_memory(const void* data, std::size_t) override
-    {
-        std::this_thread::sleep_for(std::chrono::milliseconds(100));
-        std::lock_guard lk(mu);
-        pins.push_back({data, batches});
-        return std::make_shared<int>(0);
-    }
-    struct pin {
-        const void* data;
-        std::size_t batches_begun;  ///< when the lock was done
-    };
-    std::mutex mu;
-    std::vector<pin> pins;  ///< in the order they were locked
-    std::vector<std::pair<std::uint64_t, const void*>> window_of_batch;
-    std::size_t unpinned_batches = 0, batches = 0;
-
-private:
-    dsp::cpu_backend cpu_;
-};
-
-}  // namespace
-
 // Windows read while the backends are being made: each is locked just before its batch goes
 // on, the first batch's first, so that the backend is at work on it while the next is locked
 // (it used to wait for every lock); no batch reaches a backend in a window that is not locked.
@@ -291,8 +250,9 @@ TEST(stream_engine, windows_read_during_setup_are_locked_first_batch_first_each_
     const auto rec = make_recording(0.2);
     const auto rc = receiver_for(rec.sc);
     std::vector<std::unique_ptr<dsp::batch_processor>> backends;
-    backends.push_back(std::make_unique<pinning_backend>(rc));
-    auto* be = static_cast<pinning_backend*>(backends.front().get());
+    // A lock takes 100 ms, as long as a large window's registration can on a loaded machine.
+    backends.push_back(std::make_unique<test::pinning_backend>(rc, std::chrono::milliseconds(100)));
+    auto* be = static_cast<test::pinning_backend*>(backends.front().get());
     auto pool = std::make_unique<worker_pool>(std::move(backends), worker_pool::backend_factory{}, 2);
     // The pool is "made" only once the reader has read three windows' worth.
     auto read = std::make_shared<std::atomic<std::size_t>>(0);
@@ -316,17 +276,11 @@ TEST(stream_engine, windows_read_during_setup_are_locked_first_batch_first_each_
     maker.join();
     std::lock_guard lk(be->mu);
     ASSERT_GE(be->batches, 5u);
-    EXPECT_EQ(be->unpinned_batches, 0u);
-    auto window_of = [&](std::uint64_t index) {
-        for (const auto& [i, w] : be->window_of_batch) {
-            if (i == index) return w;
-        }
-        return static_cast<const void*>(nullptr);
-    };
+    EXPECT_EQ(be->unpinned, 0u);
     ASSERT_GE(be->pins.size(), 2u);
-    EXPECT_EQ(be->pins[0].data, window_of(0)) << "the first batch's window is locked first";
+    EXPECT_EQ(be->pins[0].data, be->window_of(0)) << "the first batch's window is locked first";
     EXPECT_EQ(be->pins[0].batches_begun, 0u);
-    EXPECT_EQ(be->pins[1].data, window_of(1)) << "then the second batch's";
+    EXPECT_EQ(be->pins[1].data, be->window_of(1)) << "then the second batch's";
     EXPECT_GE(be->pins[1].batches_begun, 1u) << "the first batch was at work while the second's window was locked";
     EXPECT_EQ(st.windows, be->pins.size()) << "every window once";
     EXPECT_EQ(st.windows_locked, st.windows);
