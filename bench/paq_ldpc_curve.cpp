@@ -59,7 +59,7 @@ int main(int argc, char** argv)
     CLI::App app{"paq-ldpc-curve: frame and bit error rates of an AR4JA LDPC code, BPSK over AWGN with ideal LLRs"};
     paq::cli::conventions(app, "paq-ldpc-curve", "0 curve written; 1 output not writable or a decoder failed (no GPU); 2 usage error");
     app.option_defaults()->always_capture_default();
-    std::string code_name = "ar4ja-4096-2/3", decoder_name = "min-sum", backend = "cpu", output, json;
+    std::string code_name = "ar4ja-4096-2/3", decoder_name = "min-sum", format_name = "binary64", backend = "cpu", output, json;
     std::vector<double> ebn0;
     int iterations = 50, threads = 0;
     float normalization = 0.7f;
@@ -68,6 +68,8 @@ int main(int argc, char** argv)
     app.add_option("--ebn0-db", ebn0, "Eb/N0 per information bit, dB, comma-separated")->required()->delimiter(',');
     app.add_option("--decoder", decoder_name, "min-sum (layered, normalized) or sum-product (flooding, double)")
         ->check(CLI::IsMember({"min-sum", "sum-product"}));
+    app.add_option("--format", format_name, "min-sum on the CPU: binary64 (the receivers' arithmetic) or binary16")
+        ->check(CLI::IsMember({"binary16", "binary64"}));
     app.add_option("--iterations", iterations, "Most iterations per frame")->check(CLI::Range(1, 1000));
     app.add_option("--normalization", normalization, "min-sum: the check messages' scale")->check(CLI::Range(0.01f, 1.0f));
     app.add_option("--frames", frames, "Frames per point at least")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100000000}));
@@ -89,7 +91,12 @@ int main(int argc, char** argv)
     }
 #endif
     const ldpc::decoder_config cfg{decoder_name == "min-sum" ? ldpc::decoder_kind::min_sum : ldpc::decoder_kind::sum_product,
-                                   iterations, normalization};
+                                   iterations, normalization,
+                                   format_name == "binary64" ? ldpc::number_format::binary64 : ldpc::number_format::binary16};
+    if (backend == "cuda" && cfg.format != ldpc::number_format::binary64) {
+        std::cerr << "paq-ldpc-curve: --format binary16 is the CPU's (the GPU decoder computes in float)\n";
+        return 2;
+    }
     const auto& enc = ldpc::encoder::get(c);
     const auto p = enc.params();
     const double rate = static_cast<double>(p.rate_num) / p.rate_den;
@@ -101,7 +108,8 @@ int main(int argc, char** argv)
     }
     std::printf("# %s (n %d, k %d), %s on the %s, at most %d iterations%s, %d threads, seed %llu\n", code_name.c_str(), p.n, p.k,
                 decoder_name.c_str(), backend == "cuda" ? "GPU" : "CPU", iterations,
-                cfg.kind == ldpc::decoder_kind::min_sum ? (", normalization " + std::to_string(normalization)).c_str() : "", nthreads,
+                cfg.kind == ldpc::decoder_kind::min_sum ? (", normalization " + std::to_string(normalization) + ", " + format_name).c_str() : "",
+                nthreads,
                 static_cast<unsigned long long>(seed));
     std::printf("%8s %9s %9s %10s %10s %8s %6s %8s\n", "ebn0_dB", "frames", "f_errors", "FER", "BER", "mean_it", "undet", "sec");
     std::vector<point> points;
@@ -188,7 +196,7 @@ int main(int argc, char** argv)
         nlohmann::json j;
         j["tool"] = "paq-ldpc-curve";
         j["settings"] = {{"code", code_name}, {"n", p.n}, {"k", p.k}, {"decoder", decoder_name}, {"max_iterations", iterations},
-                         {"normalization", normalization}, {"backend", backend}, {"seed", seed}, {"channel", "BPSK over AWGN, LLR 2y/sigma^2"}};
+                         {"normalization", normalization}, {"format", format_name}, {"backend", backend}, {"seed", seed}, {"channel", "BPSK over AWGN, LLR 2y/sigma^2"}};
         auto pts = nlohmann::json::array();
         for (const auto& pt : points) {
             pts.push_back({{"ebn0_db", pt.ebn0_db}, {"frames", pt.frames}, {"frame_errors", pt.frame_errors},

@@ -1,7 +1,9 @@
 #include "dsp/ldpc_decoder.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +16,19 @@ namespace {
 constexpr double llr_limit = 30.0;
 
 }  // namespace
+
+float round_to_binary16(float x) noexcept
+{
+    if (std::fabs(x) < 0x1p-14f) {
+        // binary16's subnormals: the multiples of 2^-24 (the scaling by 2^24 is exact).
+        return std::nearbyint(x * 0x1p24f) * 0x1p-24f;
+    }
+    // A normal binary16 keeps 10 of float's 23 fraction bits: the 13 below rounded off, to
+    // nearest, ties to the even kept bit (a carry out of the fraction steps the exponent up).
+    auto u = std::bit_cast<std::uint32_t>(x);
+    u += 0x0fffu + ((u >> 13) & 1u);
+    return std::bit_cast<float>(u & ~0x1fffu);
+}
 
 decoder::decoder(code c, decoder_config cfg) : h_(parity_check_matrix(c)), cfg_(cfg)
 {
@@ -50,10 +65,19 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
                                     std::to_string(p.k) + " and " + std::to_string(p.n_full) + " (or none)");
     }
     // The detectors' sign (positive: 1) turned into the decoders' (positive: 0); a NaN is an
-    // erasure; the punctured bits are erasures.
+    // erasure; the punctured bits are erasures. binary16: the limited LLR in float rounded,
+    // as half-precision hardware converts it. A zero is +0, so that no belief is -0 and a
+    // belief's sign bit is its decision in either format.
+    const bool half = cfg_.kind == decoder_kind::min_sum && cfg_.format == number_format::binary16;
     for (std::size_t i = 0; i < llr.size(); ++i) {
-        const double l = std::isnan(llr[i]) ? 0.0 : -static_cast<double>(llr[i]);
-        channel_[i] = std::clamp(l, -llr_limit, llr_limit);
+        double l = 0.0;
+        if (half) {
+            const float f = std::isnan(llr[i]) ? 0.0f : std::clamp(-llr[i], -static_cast<float>(llr_limit), static_cast<float>(llr_limit));
+            l = round_to_binary16(f);
+        } else {
+            l = std::clamp(std::isnan(llr[i]) ? 0.0 : -static_cast<double>(llr[i]), -llr_limit, llr_limit);
+        }
+        channel_[i] = l == 0.0 ? 0.0 : l;
     }
     std::fill(channel_.begin() + p.n, channel_.end(), 0.0);
     decode_result r;
@@ -62,7 +86,11 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
         std::fill(hard_.begin(), hard_.end(), std::uint8_t{0});
         r.failed_checks = static_cast<std::size_t>(p.checks);
     } else {
-        r = cfg_.kind == decoder_kind::min_sum ? min_sum(hard_) : sum_product(hard_);
+        if (cfg_.kind == decoder_kind::sum_product) {
+            r = sum_product(hard_);
+        } else {
+            r = half ? min_sum<number_format::binary16>(hard_) : min_sum<number_format::binary64>(hard_);
+        }
     }
     std::copy_n(hard_.begin(), p.k, info.begin());
     if (!word.empty()) std::copy(hard_.begin(), hard_.end(), word.begin());
@@ -94,11 +122,27 @@ bool decoder::decided(std::span<const double> belief, std::span<std::uint8_t> ha
     return res.converged;
 }
 
+template <number_format F>
 decode_result decoder::min_sum(std::span<std::uint8_t> hard)
 {
+    // binary16: every value is a binary16 number (held exactly in a double), each difference,
+    // sum and product computed in float and rounded (round_to_binary16); binary64: in double.
+    constexpr bool half = F == number_format::binary16;
+    const auto sub = [](double a, double b) {
+        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(a) - static_cast<float>(b)));
+        return a - b;
+    };
+    const auto add = [](double a, double b) {
+        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(a) + static_cast<float>(b)));
+        return a + b;
+    };
+    const double alpha = half ? round_to_binary16(cfg_.normalization) : cfg_.normalization;
+    const auto scaled = [alpha](double m) {
+        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(alpha) * static_cast<float>(m)));
+        return alpha * m;
+    };
     std::copy(channel_.begin(), channel_.end(), belief_.begin());
     std::fill(msg_.begin(), msg_.end(), 0.0);
-    const double alpha = cfg_.normalization;
     decode_result res;
     for (int it = 1; it <= cfg_.max_iterations; ++it) {
         for (std::size_t r = 0; r + 1 < row_start_.size(); ++r) {
@@ -108,7 +152,7 @@ decode_result decoder::min_sum(std::span<std::uint8_t> hard)
             std::uint32_t at_min = e0;
             bool negative = false;
             for (std::uint32_t e = e0; e < e1; ++e) {
-                const double q = belief_[edge_col_[e]] - msg_[e];
+                const double q = sub(belief_[edge_col_[e]], msg_[e]);
                 scratch_[e - e0] = q;
                 const double a = std::abs(q);
                 negative ^= q < 0.0;
@@ -125,10 +169,9 @@ decode_result decoder::min_sum(std::span<std::uint8_t> hard)
             for (std::uint32_t e = e0; e < e1; ++e) {
                 const double q = scratch_[e - e0];
                 const bool others_negative = negative ^ (q < 0.0);
-                const double mag = alpha * (e == at_min ? min2 : min1);
-                const double m = std::min(mag, llr_limit);
+                const double m = std::min(scaled(e == at_min ? min2 : min1), llr_limit);
                 msg_[e] = others_negative ? -m : m;
-                belief_[edge_col_[e]] = std::clamp(q + msg_[e], -4.0 * llr_limit, 4.0 * llr_limit);
+                belief_[edge_col_[e]] = std::clamp(add(q, msg_[e]), -4.0 * llr_limit, 4.0 * llr_limit);
             }
         }
         if (decided(belief_, hard, it, res)) break;

@@ -6,6 +6,11 @@
 //   sum_product  flooding belief propagation with the exact check rule (tanh), in double:
 //                the yardstick the min-sum decoder is measured against
 //
+// min_sum computes in one of two number formats (decoder_config::format): binary64, the
+// default (both backends' receivers), or binary16, each difference, sum and product of the
+// beliefs and messages rounded to binary16 as half-precision hardware computes them
+// (docs/BER-RESULTS.md, "LDPC decoders": the same frame error rates on the same frames).
+//
 // Both stop as soon as the hard decisions satisfy every check (`converged`), or after
 // `max_iterations`. Input: one LLR per transmitted bit, log P(bit 1) / P(bit 0) in nats as
 // the detectors give them (dsp/batch.hpp: positive means 1); 0 is an erasure (a bit that was
@@ -24,6 +29,13 @@
 namespace paq::dsp::ldpc {
 
 enum class decoder_kind : std::uint8_t { min_sum, sum_product };
+enum class number_format : std::uint8_t { binary16, binary64 };
+
+/// x rounded to the nearest IEEE 754 binary16 value (ties to even), as a float; |x| < 65504.
+/// A sum or product of two binary16 values computed in float and rounded so is the one binary16
+/// arithmetic gives (float's 24 bits are at least twice binary16's 11 plus 2: rounding twice
+/// is rounding once).
+[[nodiscard]] float round_to_binary16(float x) noexcept;
 
 struct decoder_config {
     decoder_kind kind = decoder_kind::min_sum;
@@ -32,6 +44,8 @@ struct decoder_config {
     /// lowest Eb/N0 at FER 1e-3 of 0.6 .. 0.85 on k = 4096 rate 2/3 and k = 1024 rate 1/2, on
     /// both decoders (docs/BER-RESULTS.md, "LDPC decoders").
     float normalization = 0.7f;
+    /// min_sum: the beliefs' and messages' number format (the header's comment).
+    number_format format = number_format::binary64;
 };
 
 struct decode_result {
@@ -54,6 +68,7 @@ public:
     decode_result decode(std::span<const float> llr, std::span<std::uint8_t> info, std::span<std::uint8_t> word = {});
 
 private:
+    template <number_format F>
     decode_result min_sum(std::span<std::uint8_t> hard);
     decode_result sum_product(std::span<std::uint8_t> hard);
     /// The checks whose bits' signs do not satisfy them or that hold an undecided bit (belief 0).

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -375,4 +376,79 @@ TEST(ldpc_decoder, refuses_wrong_sizes_and_settings)
     std::vector<float> l(100);
     std::vector<std::uint8_t> out(1024);
     EXPECT_THROW((void)dec.decode(l, out), std::invalid_argument);
+}
+
+TEST(ldpc_decoder, binary16_rounding_is_ieee_round_to_nearest_even)
+{
+#ifdef __FLT16_MAX__
+    // Against the compiler's binary16 conversion: every binary16 value and the midpoints between
+    // neighbours (the ties), each with the floats just around it, then random floats of every
+    // magnitude the decoder holds.
+    const auto ieee = [](float x) { return static_cast<float>(static_cast<_Float16>(x)); };
+    int checked = 0;
+    for (std::uint32_t bits = 0; bits < 0x7bffu; ++bits) {
+        const auto h = std::bit_cast<_Float16>(static_cast<std::uint16_t>(bits));
+        const auto next = std::bit_cast<_Float16>(static_cast<std::uint16_t>(bits + 1));
+        const float a = static_cast<float>(h), mid = (a + static_cast<float>(next)) / 2.0f;
+        for (float x : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+            for (float s : {x, -x}) {
+                ASSERT_EQ(std::bit_cast<std::uint32_t>(ldpc::round_to_binary16(s)), std::bit_cast<std::uint32_t>(ieee(s))) << s;
+                ++checked;
+            }
+        }
+    }
+    std::mt19937 rng(2029);
+    std::uniform_real_distribution<float> exponent(-30.0f, 15.9f), sign(-1.0f, 1.0f);
+    for (int i = 0; i < 1000000; ++i) {
+        const float x = std::copysign(std::exp2(exponent(rng)), sign(rng));
+        ASSERT_EQ(std::bit_cast<std::uint32_t>(ldpc::round_to_binary16(x)), std::bit_cast<std::uint32_t>(ieee(x))) << x;
+        ++checked;
+    }
+    EXPECT_GT(checked, 1000000);
+#else
+    GTEST_SKIP() << "the compiler has no _Float16 to compare with";
+#endif
+}
+
+TEST(ldpc_decoder, binary16_decodes_as_binary64_does)
+{
+    // Min-sum in binary16 against the same in binary64 on the same frames, where
+    // a few frames fail: the same codeword wherever both converge, about as many failures and
+    // iterations (the difference a rounding makes now and then in a frame's course).
+    struct point {
+        ldpc::code c;
+        double ebn0_db;
+        int frames;
+    };
+    for (const point& pt : {point{ldpc::code::k1024_r1_2, 1.6, 120}, point{ldpc::code::k4096_r2_3, 1.8, 60}}) {
+        const auto& enc = ldpc::encoder::get(pt.c);
+        const auto p = enc.params();
+        ldpc::decoder half(pt.c, {ldpc::decoder_kind::min_sum, 50, 0.7f, ldpc::number_format::binary16});
+        ldpc::decoder full(pt.c, {ldpc::decoder_kind::min_sum, 50, 0.7f, ldpc::number_format::binary64});
+        std::mt19937 rng(4242);
+        std::vector<std::uint8_t> tx(static_cast<std::size_t>(p.n)), a(static_cast<std::size_t>(p.k)), b(a.size());
+        int failed16 = 0, failed64 = 0, both = 0, differing_bits = 0;
+        long iterations16 = 0, iterations64 = 0;
+        for (int f = 0; f < pt.frames; ++f) {
+            const auto u = random_info(p.k, 5000u + static_cast<std::uint32_t>(f));
+            enc.encode(u, tx);
+            const auto l = bpsk_llrs(tx, static_cast<double>(p.rate_num) / p.rate_den, pt.ebn0_db, rng);
+            const auto r16 = half.decode(l, a);
+            const auto r64 = full.decode(l, b);
+            failed16 += r16.converged ? 0 : 1;
+            failed64 += r64.converged ? 0 : 1;
+            iterations16 += r16.iterations;
+            iterations64 += r64.iterations;
+            if (r16.converged && r64.converged) {
+                ++both;
+                for (std::size_t i = 0; i < a.size(); ++i) differing_bits += a[i] != b[i] ? 1 : 0;
+            }
+        }
+        const auto name = ldpc::to_string(pt.c);
+        EXPECT_GT(failed64, 0) << name << ": the point is meant to fail some frames";
+        EXPECT_LE(std::abs(failed16 - failed64), std::max(2, failed64 / 3)) << name << ": " << failed16 << " against " << failed64;
+        EXPECT_NEAR(static_cast<double>(iterations16), static_cast<double>(iterations64), 0.05 * static_cast<double>(iterations64)) << name;
+        EXPECT_GT(both, pt.frames / 2) << name;
+        EXPECT_EQ(differing_bits, 0) << name;
+    }
 }
