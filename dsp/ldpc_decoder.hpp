@@ -7,7 +7,7 @@
 //                the yardstick the min-sum decoder is measured against
 //
 // min_sum computes in one of two number formats (decoder_config::format): binary64, the
-// default (both backends' receivers), or binary16, each difference, sum and product of the
+// default (the CPU backend's), or binary16, each difference, sum and product of the
 // beliefs and messages rounded to binary16 as half-precision hardware computes them
 // (docs/BER-RESULTS.md, "LDPC decoders": the same frame error rates on the same frames).
 //
