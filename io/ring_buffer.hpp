@@ -92,7 +92,7 @@ struct ring_counters {
     std::uint64_t gaps = 0;              ///< gap markers read, any reason
     std::uint64_t producer_waits = 0;    ///< times the producer waited for space (block policy)
     std::uint64_t gaps_coalesced = 0;    ///< gaps merged into others because max_markers were queued
-    std::uint64_t anchors = 0;           ///< time anchors read
+    std::uint64_t anchors = 0;           ///< time anchors read: one a read at most (the latest of those its samples hold)
     std::uint64_t anchors_dropped = 0;   ///< with their sample (overflow), or beyond max_markers queued
     std::size_t fill = 0;                ///< samples in the ring now
     std::size_t high_water = 0;          ///< largest fill seen

@@ -150,6 +150,28 @@ TEST(ring, in_place_writes_and_copies_give_one_stream_with_its_anchors)
     EXPECT_EQ(c.anchors, anchors);
 }
 
+// Two anchors among the samples of one read: the read returns the latest, and the counter
+// counts the anchors the reads returned, not those they passed over.
+TEST(ring, a_read_over_two_anchors_returns_the_latest_and_counts_one)
+{
+    auto ring = make_ring(1000, io::overflow_policy::block);
+    const auto in = ramp(30);
+    ring.timestamp(1002, 2);
+    ring.write(std::span<const cf32>(in.data(), 10));
+    ring.timestamp(1015, 5);
+    ring.write(std::span<const cf32>(in.data() + 10, 20));
+    std::vector<cf32> buf(100);
+    const auto r = ring.read(buf, 1000ms);
+    ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
+    ASSERT_EQ(r.count, 30u);
+    ASSERT_TRUE(r.time.has_value());
+    EXPECT_EQ(r.time->offset, 15u);
+    EXPECT_EQ(r.time->utc_ns, 1015);
+    const auto c = ring.counters();
+    EXPECT_EQ(c.anchors, 1u);
+    EXPECT_EQ(c.anchors_dropped, 0u);
+}
+
 // Under drop a full ring gives no room: the sink reads into its scratch and write() drops and
 // counts the samples, so a file source read in place loses nothing silently either.
 TEST(ring, a_full_drop_ring_gives_no_room_and_the_fill_goes_through_write)
