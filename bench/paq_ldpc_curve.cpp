@@ -69,7 +69,7 @@ int main(int argc, char** argv)
     app.add_option("--decoder", decoder_name, "min-sum (layered, normalized) or sum-product (flooding, double)")
         ->check(CLI::IsMember({"min-sum", "sum-product"}));
     app.add_option("--format", format_name, "min-sum on the CPU: binary64 (the receivers' arithmetic) or binary16")
-        ->check(CLI::IsMember({"binary16", "binary64"}));
+        ->check(CLI::IsMember(paq::names_in(ldpc::number_format_names)));
     app.add_option("--iterations", iterations, "Most iterations per frame")->check(CLI::Range(1, 1000));
     app.add_option("--normalization", normalization, "min-sum: the check messages' scale")->check(CLI::Range(0.01f, 1.0f));
     app.add_option("--frames", frames, "Frames per point at least")->check(CLI::Range(std::uint64_t{1}, std::uint64_t{100000000}));
@@ -92,7 +92,7 @@ int main(int argc, char** argv)
 #endif
     const ldpc::decoder_config cfg{decoder_name == "min-sum" ? ldpc::decoder_kind::min_sum : ldpc::decoder_kind::sum_product,
                                    iterations, normalization,
-                                   format_name == "binary64" ? ldpc::number_format::binary64 : ldpc::number_format::binary16};
+                                   *paq::value_named(ldpc::number_format_names, format_name)};
     if (backend == "cuda" && cfg.format != ldpc::number_format::binary64) {
         std::cerr << "paq-ldpc-curve: --format binary16 is the CPU's (the GPU decoder computes in float)\n";
         return 2;

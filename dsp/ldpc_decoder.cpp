@@ -125,22 +125,15 @@ bool decoder::decided(std::span<const double> belief, std::span<std::uint8_t> ha
 template <number_format F>
 decode_result decoder::min_sum(std::span<std::uint8_t> hard)
 {
-    // binary16: every value is a binary16 number (held exactly in a double), each difference,
-    // sum and product computed in float and rounded (round_to_binary16); binary64: in double.
+    // binary16: every value is a binary16 number, held in a double; a difference, sum or
+    // product of two is exact in double and rounded to float then to binary16 (the float op's
+    // result rounded: round_to_binary16); binary64: as computed.
     constexpr bool half = F == number_format::binary16;
-    const auto sub = [](double a, double b) {
-        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(a) - static_cast<float>(b)));
-        return a - b;
+    const auto fit = [](double exact) {
+        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(exact)));
+        return exact;
     };
-    const auto add = [](double a, double b) {
-        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(a) + static_cast<float>(b)));
-        return a + b;
-    };
-    const double alpha = half ? round_to_binary16(cfg_.normalization) : cfg_.normalization;
-    const auto scaled = [alpha](double m) {
-        if constexpr (half) return static_cast<double>(round_to_binary16(static_cast<float>(alpha) * static_cast<float>(m)));
-        return alpha * m;
-    };
+    const double alpha = fit(cfg_.normalization);
     std::copy(channel_.begin(), channel_.end(), belief_.begin());
     std::fill(msg_.begin(), msg_.end(), 0.0);
     decode_result res;
@@ -152,7 +145,7 @@ decode_result decoder::min_sum(std::span<std::uint8_t> hard)
             std::uint32_t at_min = e0;
             bool negative = false;
             for (std::uint32_t e = e0; e < e1; ++e) {
-                const double q = sub(belief_[edge_col_[e]], msg_[e]);
+                const double q = fit(belief_[edge_col_[e]] - msg_[e]);
                 scratch_[e - e0] = q;
                 const double a = std::abs(q);
                 negative ^= q < 0.0;
@@ -169,9 +162,9 @@ decode_result decoder::min_sum(std::span<std::uint8_t> hard)
             for (std::uint32_t e = e0; e < e1; ++e) {
                 const double q = scratch_[e - e0];
                 const bool others_negative = negative ^ (q < 0.0);
-                const double m = std::min(scaled(e == at_min ? min2 : min1), llr_limit);
+                const double m = std::min(fit(alpha * (e == at_min ? min2 : min1)), llr_limit);
                 msg_[e] = others_negative ? -m : m;
-                belief_[edge_col_[e]] = std::clamp(add(q, msg_[e]), -4.0 * llr_limit, 4.0 * llr_limit);
+                belief_[edge_col_[e]] = std::clamp(fit(q + msg_[e]), -4.0 * llr_limit, 4.0 * llr_limit);
             }
         }
         if (decided(belief_, hard, it, res)) break;

@@ -30,6 +30,7 @@ namespace paq::dsp::ldpc {
 
 enum class decoder_kind : std::uint8_t { min_sum, sum_product };
 enum class number_format : std::uint8_t { binary16, binary64 };
+inline constexpr name_table<number_format, 2> number_format_names{{{"binary16", number_format::binary16}, {"binary64", number_format::binary64}}};
 
 /// x rounded to the nearest IEEE 754 binary16 value (ties to even), as a float; |x| < 65504.
 /// A sum or product of two binary16 values computed in float and rounded so is the one binary16
