@@ -378,9 +378,11 @@ sample_ring::read_result sample_ring::read_samples(std::span<T> out, std::chrono
         while (!writes_.empty() && writes_.front().first < tail_) writes_.pop_front();
         r.written = writes_.empty() ? std::chrono::steady_clock::now() : writes_.front().second;
         if (!writes_.empty() && writes_.front().first == tail_) writes_.pop_front();
-        // The latest anchor among the samples read goes with them (and is counted once).
+        // The latest anchor among the samples read goes with them (and is counted once); the
+        // earlier ones it supersedes are counted apart.
         while (!anchors_.empty() && anchors_.front().position < tail_) {
             if (anchors_.front().position >= pos) {
+                if (r.time) ++stats_.anchors_superseded;
                 r.time = read_result::anchor{static_cast<std::size_t>(anchors_.front().position - pos), anchors_.front().utc_ns};
             }
             anchors_.pop_front();

@@ -19,7 +19,8 @@
 //
 // Time anchors travel in order too: timestamp(utc_ns, k) before a write says "sample k of the
 // next write (or of a later one, counting on) was taken at utc_ns"; the read that returns that
-// sample returns the anchor with it (the latest one, when several fall in one read). An
+// sample returns the anchor with it (the latest one, when several fall in one read: the
+// earlier ones are counted, anchors_superseded; reads are not cut short for them). An
 // anchor whose sample is dropped (overflow) is dropped with it, and one beyond max_markers
 // queued anchors is dropped: both counted (anchors_dropped); the consumer keeps the time of
 // the anchors it has, across the overflow's gap of known size. A flood that merged a gap of
@@ -93,6 +94,7 @@ struct ring_counters {
     std::uint64_t producer_waits = 0;    ///< times the producer waited for space (block policy)
     std::uint64_t gaps_coalesced = 0;    ///< gaps merged into others because max_markers were queued
     std::uint64_t anchors = 0;           ///< time anchors read: one a read at most (the latest of those its samples hold)
+    std::uint64_t anchors_superseded = 0; ///< in a read's samples before its latest anchor, so not returned
     std::uint64_t anchors_dropped = 0;   ///< with their sample (overflow), or beyond max_markers queued
     std::size_t fill = 0;                ///< samples in the ring now
     std::size_t high_water = 0;          ///< largest fill seen

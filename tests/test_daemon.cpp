@@ -152,7 +152,7 @@ TEST(ring, in_place_writes_and_copies_give_one_stream_with_its_anchors)
 
 // Two anchors among the samples of one read: the read returns the latest, and the counter
 // counts the anchors the reads returned, not those they passed over.
-TEST(ring, a_read_over_two_anchors_returns_the_latest_and_counts_one)
+TEST(ring, a_read_over_two_anchors_returns_the_latest_and_counts_the_other_superseded)
 {
     auto ring = make_ring(1000, io::overflow_policy::block);
     const auto in = ramp(30);
@@ -169,6 +169,7 @@ TEST(ring, a_read_over_two_anchors_returns_the_latest_and_counts_one)
     EXPECT_EQ(r.time->utc_ns, 1015);
     const auto c = ring.counters();
     EXPECT_EQ(c.anchors, 1u);
+    EXPECT_EQ(c.anchors_superseded, 1u);
     EXPECT_EQ(c.anchors_dropped, 0u);
 }
 
