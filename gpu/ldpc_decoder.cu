@@ -23,8 +23,8 @@ constexpr int max_threads_per_block = 512;
 constexpr float llr_limit = 30.0f;  // as the CPU decoder's
 /// The most edges a check has (ar4ja-*-4/5).
 constexpr int max_row_degree = 18;
-/// The edges of every check of the AR4JA codes' first four layers (the punctured bits' block
-/// row, dsp/ldpc.cpp); the other layers' checks all have the code's largest number.
+/// The edges of every check of the AR4JA codes' first four layers (H's first block row,
+/// dsp/ldpc.cpp); the other layers' checks all have the code's largest number.
 constexpr unsigned low_degree = 3;
 
 /// Two codewords a block, one in each half of every binary16 pair (lane 0 the low half, lane 1
