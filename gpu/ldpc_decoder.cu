@@ -329,6 +329,8 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
         unsigned bad = 0;
         each_check(layers - 1, [&](int r, int l, unsigned tb, auto edges) { bad |= update(r, l, tb, edges, std::true_type{}); });
         unsigned fail = (__syncthreads_or(static_cast<int>(bad & 1u)) != 0 ? 1u : 0u) | (__syncthreads_or(static_cast<int>(bad & 2u)) != 0 ? 2u : 0u);
+        // A lane without a codeword (none left) needs no syndrome.
+        fail |= (frame[0] < 0 ? 1u : 0u) | (frame[1] < 0 ? 2u : 0u);
         if (fail != 3u) {
             unsigned more = 0;
             for (int l = 0; l + 1 < layers; ++l) {
