@@ -59,7 +59,7 @@ int main(int argc, char** argv)
     CLI::App app{"paq-ldpc-curve: frame and bit error rates of an AR4JA LDPC code, BPSK over AWGN with ideal LLRs"};
     paq::cli::conventions(app, "paq-ldpc-curve", "0 curve written; 1 output not writable or a decoder failed (no GPU); 2 usage error");
     app.option_defaults()->always_capture_default();
-    std::string code_name = "ar4ja-4096-2/3", decoder_name = "min-sum", format_name = "binary64", backend = "cpu", output, json;
+    std::string code_name = "ar4ja-4096-2/3", decoder_name = "min-sum", format_name = "binary16", backend = "cpu", output, json;
     std::vector<double> ebn0;
     int iterations = 50, threads = 0;
     float normalization = 0.7f;
@@ -68,7 +68,7 @@ int main(int argc, char** argv)
     app.add_option("--ebn0-db", ebn0, "Eb/N0 per information bit, dB, comma-separated")->required()->delimiter(',');
     app.add_option("--decoder", decoder_name, "min-sum (layered, normalized) or sum-product (flooding, double)")
         ->check(CLI::IsMember({"min-sum", "sum-product"}));
-    app.add_option("--format", format_name, "min-sum on the CPU: binary64 (the receivers' arithmetic) or binary16")
+    app.add_option("--format", format_name, "min-sum: binary16 (the receivers' arithmetic, both backends) or binary64 (CPU only)")
         ->check(CLI::IsMember(paq::names_in(ldpc::number_format_names)));
     app.add_option("--iterations", iterations, "Most iterations per frame")->check(CLI::Range(1, 1000));
     app.add_option("--normalization", normalization, "min-sum: the check messages' scale")->check(CLI::Range(0.01f, 1.0f));
@@ -93,8 +93,8 @@ int main(int argc, char** argv)
     const ldpc::decoder_config cfg{decoder_name == "min-sum" ? ldpc::decoder_kind::min_sum : ldpc::decoder_kind::sum_product,
                                    iterations, normalization,
                                    *paq::value_named(ldpc::number_format_names, format_name)};
-    if (backend == "cuda" && cfg.format != ldpc::number_format::binary64) {
-        std::cerr << "paq-ldpc-curve: --format binary16 is the CPU's (the GPU decoder computes in float)\n";
+    if (backend == "cuda" && (cfg.kind != ldpc::decoder_kind::min_sum || cfg.format != ldpc::number_format::binary16)) {
+        std::cerr << "paq-ldpc-curve: --backend cuda decodes with min-sum in binary16 only\n";
         return 2;
     }
     const auto& enc = ldpc::encoder::get(c);

@@ -65,9 +65,8 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
                                     std::to_string(p.k) + " and " + std::to_string(p.n_full) + " (or none)");
     }
     // The detectors' sign (positive: 1) turned into the decoders' (positive: 0); a NaN is an
-    // erasure; the punctured bits are erasures. binary16: the limited LLR in float rounded,
-    // as half-precision hardware converts it. A zero is +0, so that no belief is -0 and a
-    // belief's sign bit is its decision in either format.
+    // erasure; the punctured bits are erasures. binary16: the limited LLR in float rounded
+    // (as the GPU's). A zero is +0 (the GPU reads a belief's sign from its sign bit).
     const bool half = cfg_.kind == decoder_kind::min_sum && cfg_.format == number_format::binary16;
     for (std::size_t i = 0; i < llr.size(); ++i) {
         double l = 0.0;

@@ -6,10 +6,11 @@
 //   sum_product  flooding belief propagation with the exact check rule (tanh), in double:
 //                the yardstick the min-sum decoder is measured against
 //
-// min_sum computes in one of two number formats (decoder_config::format): binary64, the
-// default (the CPU backend's), or binary16, each difference, sum and product of the
-// beliefs and messages rounded to binary16 as half-precision hardware computes them
-// (docs/BER-RESULTS.md, "LDPC decoders": the same frame error rates on the same frames).
+// min_sum computes in one of two number formats (decoder_config::format): binary16, the
+// receivers' (both backends: the GPU's kernel computes in half precision, two codewords a
+// thread, and the CPU's rounds every sum and product to binary16 as the GPU does, so that both
+// take the same iterations and decisions on every codeword); or binary64, the precision
+// yardstick binary16 is measured against (docs/BER-RESULTS.md, "LDPC decoders").
 //
 // Both stop as soon as the hard decisions satisfy every check (`converged`), or after
 // `max_iterations`. Input: one LLR per transmitted bit, log P(bit 1) / P(bit 0) in nats as
@@ -46,7 +47,7 @@ struct decoder_config {
     /// both decoders (docs/BER-RESULTS.md, "LDPC decoders").
     float normalization = 0.7f;
     /// min_sum: the beliefs' and messages' number format (the header's comment).
-    number_format format = number_format::binary64;
+    number_format format = number_format::binary16;
 };
 
 struct decode_result {

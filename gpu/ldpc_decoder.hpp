@@ -1,13 +1,14 @@
 // The LDPC decoder on the GPU (dsp/ldpc_decoder.hpp is the CPU reference): layered normalized
-// min-sum on the CPU's schedule, every frame of a call decoded in one launch (a thread block
-// per frame, a thread per check of a layer, all it updates in shared memory: the bits'
-// beliefs and each check's messages compressed as min-sum allows, its two smallest magnitudes
-// and a sign per edge), each frame stopping as soon as its decisions satisfy every check.
-// The checks of a layer share no bit (dsp/ldpc.hpp, layer_checks), so updating them at once
-// is updating them one after another: the GPU (in float) and the CPU (in double) take the
-// same iterations on nearly every frame and, where both converge, give the same codeword
-// (test_gpu_ldpc counts any bit that differs). CUDA-free interface: the CPU-only build sees
-// this header and not the .cu.
+// min-sum on the CPU's schedule, in the CPU's binary16 arithmetic (number_format binary16),
+// every frame of a call decoded in one launch. A thread block decodes two frames at once, one
+// in each half of binary16 pairs (a thread per check of a layer, all it updates in shared
+// memory: the bits' beliefs and each check's messages compressed as min-sum allows, its two
+// smallest magnitudes and a sign per edge), and takes the next frame for a half as soon as its
+// frame's decisions satisfy every check or its iterations are spent. The checks of a layer
+// share no bit (dsp/ldpc.hpp, layer_checks), so updating them at once is updating them one
+// after another: the GPU and the CPU take the same iterations and give the same decisions on
+// every frame (test_gpu_ldpc). CUDA-free interface: the CPU-only build sees this header and
+// not the .cu.
 #pragma once
 
 #include "dsp/fec.hpp"
@@ -24,8 +25,9 @@ namespace paq::gpu {
 
 class ldpc_decoder {
 public:
-    /// On device `device`; std::invalid_argument for a decoder kind other than min_sum (the
-    /// sum-product decoder is the CPU's yardstick) or settings out of range.
+    /// On device `device`; std::invalid_argument for a decoder kind other than min_sum or a
+    /// number format other than binary16 (the sum-product decoder and binary64 are the CPU's
+    /// yardsticks) or settings out of range.
     ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int device = 0);
     ~ldpc_decoder();
     ldpc_decoder(const ldpc_decoder&) = delete;

@@ -412,7 +412,7 @@ TEST(ldpc_decoder, binary16_rounding_is_ieee_round_to_nearest_even)
 
 TEST(ldpc_decoder, binary16_decodes_as_binary64_does)
 {
-    // Min-sum in binary16 against the same in binary64 on the same frames, where
+    // The receivers' min-sum in binary16 against the same in binary64 on the same frames, where
     // a few frames fail: the same codeword wherever both converge, about as many failures and
     // iterations (the difference a rounding makes now and then in a frame's course).
     struct point {
