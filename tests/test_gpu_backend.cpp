@@ -461,8 +461,8 @@ TEST_F(gpu_backend, soft_output_matches_the_cpu)
 
 namespace {
 
-/// The same codewords decoded by both backends: layered min-sum on both, in float on the GPU
-/// and in double on the CPU.
+/// The same codewords decoded by both backends: layered min-sum in binary16 on both, each from
+/// the LLRs its own chain made (so the two may differ where those LLRs do).
 struct decoder_agreement {
     std::size_t words = 0, cpu_failed = 0, gpu_failed = 0;
     std::uint64_t cpu_iterations = 0, gpu_iterations = 0;
