@@ -8,8 +8,9 @@
 //
 // min_sum computes in one of two number formats (decoder_config::format): binary16, the
 // receivers' (both backends: the GPU's kernel computes in half precision, two codewords a
-// thread, and the CPU's rounds every sum and product to binary16 as the GPU does, so that both
-// take the same iterations and decisions on every codeword); or binary64, the precision
+// thread block in the halves of binary16 pairs, and the CPU's rounds every sum and product
+// to binary16 as the GPU does, so that both take the same iterations and decisions on every
+// codeword); or binary64, the precision
 // yardstick binary16 is measured against (docs/BER-RESULTS.md, "LDPC decoders").
 //
 // Both stop as soon as the hard decisions satisfy every check (`converged`), or after
