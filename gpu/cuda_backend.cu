@@ -46,6 +46,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace paq::gpu {
@@ -207,22 +208,36 @@ __device__ void block_sum_by_parity(const float (&own)[values], double* total)
 }
 
 /// One stream's symbol-by-symbol LLRs as dsp::sxs_llrs makes them (dsp/sxs_soft.hpp), by the
-/// whole block: the decisions into shared memory; per parity the decisions' autocorrelations at
-/// lags 0 .. 2 x reach, the sums of x_i times each term and of x_i^2 (a thread's partial sums,
-/// then block_sum_by_parity); each normal equation's entry by a thread of its own from the
+/// whole block: the decisions into shared memory, as bytes (for the normal equations' edge
+/// products) and as words of sign bits; per parity the decisions' autocorrelations at lags
+/// 0 .. 2 x reach, the sums of x_i times each term and of x_i^2 (a thread's partial sums, then
+/// block_sum_by_parity); each normal equation's entry by a thread of its own from the
 /// autocorrelations, less the few products the parity's edges leave out (exact integers, so the
 /// system is the CPU's); the system eliminated by a warp per parity (a lane per row); the
 /// residuals' sum of squares from the solution, sum x^2 - w.b (the CPU sums them); the
-/// interference-free statistics u_i, the neighbours' interference from the shared decisions,
-/// written out with their moments summed per parity; g and s^2 made good for the decisions'
-/// errors (dsp::sxs_soft::fold_errors) and the u_i scaled into LLRs in place. A statistic that is
-/// not finite makes every LLR 0.
+/// interference-free statistics u_i, the neighbours' interference from the sign bits, written
+/// out with their moments summed per parity; g and s^2 made good for the decisions' errors
+/// (dsp::sxs_soft::fold_errors) and the u_i scaled into LLRs in place. A statistic that is not
+/// finite makes every LLR 0.
+///
+/// A bit's neighbours are read as one word of sign bits (bit b: the decision at i - reach + b),
+/// so that the two passes over the bits take no byte loads and no conversions: the
+/// autocorrelations are counts of disagreeing pairs, four lags to a register (a byte each), and
+/// a term's product with x_i is x_i with its sign bit turned; every sum is the one a product at
+/// a time would make, in the same order. A bit whose window lies wholly among the statistics
+/// (all but the first and last few) skips the masks of the edges.
 __device__ void block_sxs_llrs(const float* __restrict__ x, const float* __restrict__ dec, float* __restrict__ dst)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits), nq = ss::parities, nt = ss::terms, lags = 2 * ss::reach + 1;
     constexpr int per = lags + nt + 1;  // per parity: the autocorrelations, the terms' sums with x, sum x^2
-    const int t = static_cast<int>(threadIdx.x);
+    constexpr int reach = ss::reach, span = 3 * ss::reach + 1;  // a window's bits: i - reach .. i + 2 reach
+    constexpr int words = nd / 32 + 3;  // the sign words, a zero word before and two after
+    constexpr int counters = 8;         // the disagreement counters: lag r + 8 f in byte f of counter r
+    static_assert(nd % stream_block_threads == 0 && stream_block_threads % 32 == 0 && stream_block_threads % nq == 0);
+    static_assert(span <= 32 && lags <= 4 * counters && nd / stream_block_threads < 256);
+    const int t = static_cast<int>(threadIdx.x), lane = t % 32;
     __shared__ signed char d[nd];
+    __shared__ std::uint32_t neg[words];  // bit i % 32 of word i / 32 + 1: decision i is -1
     __shared__ double sums[nq * per];
     __shared__ double sys[nq][nt][nt + 1];
     __shared__ float fw[nq][nt];      // the weights in single precision (w[0] unused)
@@ -234,25 +249,63 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, const float* __restr
     for (int i = t; i < nd; i += stream_block_threads) {
         const float v = x[i];
         finite = finite && isfinite(v);
-        d[i] = static_cast<signed char>(ss::decision(dec[i]));
+        const int di = ss::decision(dec[i]);
+        d[i] = static_cast<signed char>(di);
+        const std::uint32_t w = __ballot_sync(0xffffffffu, di < 0);
+        if (lane == 0) neg[i / 32 + 1] = w;
     }
+    if (t == 0) neg[0] = 0u;
+    if (t == 1) neg[words - 2] = 0u;
+    if (t == 2) neg[words - 1] = 0u;
     if (__syncthreads_or(!finite)) {
         for (int i = t; i < nd; i += stream_block_threads) dst[i] = 0.0f;
         return;
     }
+    // Bit i's window of sign bits and the mask of its bits that lie among the statistics.
+    const auto window = [&](int i, std::uint32_t& valid) {
+        const int lo = i - reach + 32;  // the window's first bit, counted from the zero word's
+        valid = 0xffffffffu;
+        if (i < reach) valid <<= reach - i;
+        if (i - reach + 32 > nd) valid &= (1u << (nd - (i - reach))) - 1u;
+        return __funnelshift_r(neg[lo / 32], neg[lo / 32 + 1], static_cast<unsigned>(lo % 32));
+    };
+    // A term's value: x (its bits xb) signed by window bit b, +0 where the bit is outside
+    // (`whole`: every bit of the window is inside).
+    const auto signed_by = [](std::uint32_t xb, std::uint32_t win, std::uint32_t valid, int b, auto whole) {
+        std::uint32_t v = xb ^ ((win << (31 - b)) & 0x80000000u);
+        if constexpr (!decltype(whole)::value) v &= 0u - ((valid >> b) & 1u);
+        return __uint_as_float(v);
+    };
     {
         float own[per] = {};
-        for (int j = t; j < nd; j += stream_block_threads) {
-            const int dj = d[j];
-            const float xj = x[j];
+        std::uint32_t apart[counters] = {};  // pairs (i, i + l) decided apart, four lags a word
+        const auto add = [&](float xj, std::uint32_t win, std::uint32_t valid, auto whole) {
+            const std::uint32_t xb = __float_as_uint(xj);
+            // Bit reach + l of y: the decisions at j and j + l differ (both among the statistics).
+            std::uint32_t y = win ^ (0u - ((win >> reach) & 1u));
+            if constexpr (!decltype(whole)::value) y &= valid;
 #pragma unroll
-            for (int l = 0; l < lags; ++l) own[l] += static_cast<float>(j + l < nd ? dj * d[j + l] : 0);
+            for (int r = 0; r < counters; ++r) apart[r] += (y >> (reach + r)) & 0x01010101u;
 #pragma unroll
-            for (int k = 0; k < nt; ++k) {
-                const int at = j + ss::offset_of(k);
-                own[lags + k] += at >= 0 && at < nd ? (d[at] > 0 ? xj : -xj) : 0.0f;
-            }
+            for (int k = 0; k < nt; ++k) own[lags + k] += signed_by(xb, win, valid, reach + ss::offset_of(k), whole);
             own[per - 1] += xj * xj;
+        };
+        for (int j = t; j < nd; j += stream_block_threads) {
+            std::uint32_t valid;
+            const std::uint32_t win = window(j, valid);
+            if (valid == 0xffffffffu) {
+                add(x[j], win, valid, std::true_type{});
+            } else {
+                add(x[j], win, valid, std::false_type{});
+            }
+        }
+        // Lag l's autocorrelation over this thread's bits: the pairs within the statistics (every
+        // bit's but the last few bits'), less twice those decided apart.
+#pragma unroll
+        for (int l = 0; l < lags; ++l) {
+            const int pairs = t < nd - l ? (nd - l - t + stream_block_threads - 1) / stream_block_threads : 0;
+            const int differ = static_cast<int>((apart[l % counters] >> (8 * (l / counters))) & 0xffu);
+            own[l] = static_cast<float>(pairs - 2 * differ);
         }
         block_sum_by_parity(own, sums);
     }
@@ -304,15 +357,19 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, const float* __restr
     // 2 g u_i / s^2 in place, each thread scaling the bits it wrote.
     {
         float own[2] = {};
-        for (int i = t; i < nd; i += stream_block_threads) {
-            const int q = i % nq;
-            float c = 0.0f;
+        float wk[nt] = {};  // this thread's parity's weights (every bit of a thread has its parity)
 #pragma unroll
-            for (int k = 1; k < nt; ++k) {
-                const int at = i + ss::offset_of(k);
-                c += at >= 0 && at < nd ? fw[q][k] * static_cast<float>(d[at]) : 0.0f;
-            }
-            const float u = x[i] - c;
+        for (int k = 1; k < nt; ++k) wk[k] = fw[t % nq][k];
+        for (int i = t; i < nd; i += stream_block_threads) {
+            std::uint32_t valid;
+            const std::uint32_t win = window(i, valid);
+            const auto interference = [&](auto whole) {
+                float c = 0.0f;
+#pragma unroll
+                for (int k = 1; k < nt; ++k) c += signed_by(__float_as_uint(wk[k]), win, valid, reach + ss::offset_of(k), whole);
+                return c;
+            };
+            const float u = x[i] - (valid == 0xffffffffu ? interference(std::true_type{}) : interference(std::false_type{}));
             dst[i] = u;
             own[0] += fabsf(u);
             own[1] += u * u;
