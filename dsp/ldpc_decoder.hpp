@@ -10,8 +10,8 @@
 // receivers' (both backends: the GPU's kernel computes in half precision, two codewords a
 // thread block in the halves of binary16 pairs, and the CPU's rounds every sum and product
 // to binary16 as the GPU does, so that both take the same iterations and decisions on every
-// codeword); or binary64, the precision
-// yardstick binary16 is measured against (docs/BER-RESULTS.md, "LDPC decoders").
+// codeword); or binary64, the precision yardstick binary16 is measured against
+// (docs/BER-RESULTS.md, "LDPC decoders").
 //
 // Both stop as soon as the hard decisions satisfy every check (`converged`), or after
 // `max_iterations`. Input: one LLR per transmitted bit, log P(bit 1) / P(bit 0) in nats as
