@@ -38,13 +38,20 @@ constexpr unsigned place_shift = 10;
 constexpr std::uint32_t place_bits = 0x7c007c00u;
 __host__ __device__ constexpr int state_words(int d) { return d <= static_cast<int>(signs_in_word0) ? 1 : 2; }
 
+/// The layers whose checks keep their state in their thread's registers: the first four, whose
+/// checks have low_degree edges (one word each). A block's threads are a layer's checks, so a
+/// thread holds one check of each: 12 registers in place of 12 bytes of shared memory a check,
+/// which takes a third of the checks' state out of shared memory (ar4ja-4096-2/3: 65,536 ->
+/// 53,248 bytes a block, four blocks an SM in place of three).
+constexpr int register_layers = 4;
+
 /// The shared memory a block takes: the two codewords' bits' beliefs as binary16 pairs (first,
-/// so that a bit's place in bytes is its address), each check's magnitudes (two pairs) and its
-/// words.
-__host__ __device__ constexpr std::size_t block_smem_bytes(int n_full, int rows, int d)
+/// so that a bit's place in bytes is its address), then the magnitudes (two pairs) and words of
+/// each check past the register layers.
+__host__ __device__ constexpr std::size_t block_smem_bytes(int n_full, int rows, int layer, int d)
 {
-    return static_cast<std::size_t>(n_full) * 4u + static_cast<std::size_t>(rows) * 8u +
-           static_cast<std::size_t>(rows) * 4u * static_cast<std::size_t>(state_words(d));
+    const auto shared_rows = static_cast<std::size_t>(rows - register_layers * layer);
+    return static_cast<std::size_t>(n_full) * 4u + shared_rows * 8u + shared_rows * 4u * static_cast<std::size_t>(state_words(d));
 }
 
 /// Layers a code splits into (dsp/ldpc.hpp, layer_checks: every AR4JA code has 12).
@@ -59,9 +66,10 @@ constexpr int max_layers = 12;
 /// and checks every check against it. The order of a check's edges does not change a message:
 /// a tie for the smallest magnitude makes both magnitudes equal, and each edge updates a bit
 /// of its own.
+/// The register layers' checks have low_degree edges, the others the code's largest number
+/// (the constructor checks it).
 struct layer_graph {
     std::uint32_t edge[max_layers][max_row_degree];  ///< 4 (base_j + shift_j): the bit's byte in the beliefs for t = 0
-    std::uint8_t degree[max_layers];                 ///< low_degree or the code's largest
     std::uint32_t q_mask;                            ///< 4 (Q - 1)
 };
 
@@ -127,18 +135,28 @@ struct decode_args {
 /// codewords from a counter as its lanes finish theirs (a lane's codeword stops when its
 /// decisions satisfy every check or after max_iterations), so a codeword that takes 50
 /// iterations holds one lane, not a block or the launch's end. A block's checks are updated
-/// a layer at a time in the CPU's order (the checks of a layer share no bit). D: the most edges
-/// a check of the code has; a layer's checks take the loops of their own number (low_degree or
-/// D), unrolled, so that a check's bits and messages stay in registers between reading the
-/// beliefs and writing them.
+/// a layer at a time in the CPU's order (the checks of a layer share no bit); a block's threads
+/// are a layer's checks (thread t: check t of each layer). D: the most edges a check of the code
+/// has; a layer's checks take the loops of their own number (low_degree or D), unrolled, so
+/// that a check's bits and messages stay in registers between reading the beliefs and writing
+/// them. At most 64 registers a thread, so that the register layers' state does not cost
+/// blocks an SM.
 template <int D>
-__global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const decode_args a, const __grid_constant__ layer_graph g)
+__global__ void __launch_bounds__(max_threads_per_block, 2) min_sum_pairs(const decode_args a, const __grid_constant__ layer_graph g)
 {
     constexpr int W = state_words(D);
     extern __shared__ __half2 Lh[];
     char* const Lb = reinterpret_cast<char*>(Lh);
-    uint2* const mm = reinterpret_cast<uint2*>(Lh + a.n_full);                      // per check: min1 pair, min2 pair
-    std::uint32_t* const ws = reinterpret_cast<std::uint32_t*>(mm + a.rows);        // per check: W words
+    const int shared_rows = a.rows - register_layers * a.layer;
+    uint2* const mm = reinterpret_cast<uint2*>(Lh + a.n_full);                      // per check past the register layers: min1 pair, min2 pair
+    std::uint32_t* const ws = reinterpret_cast<std::uint32_t*>(mm + shared_rows);   // and its W words
+    uint2 rm[register_layers];             // the register layers' checks of this thread: magnitudes
+    std::uint32_t rw[register_layers];     // and word
+#pragma unroll
+    for (int l = 0; l < register_layers; ++l) {
+        rm[l] = make_uint2(0u, 0u);
+        rw[l] = 0u;
+    }
     __shared__ int frame[2];                // per lane: its frame (-1: none left)
     __shared__ int counted[2];              // finish's sums: failed checks, channel errors
     const int t = static_cast<int>(threadIdx.x), threads = static_cast<int>(blockDim.x);
@@ -168,7 +186,7 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
         const int first = l * a.layer;
         for (int r = first + t; r < first + a.layer; r += threads) {
             const unsigned tb = 4u * static_cast<unsigned>(r - first);
-            if (g.degree[l] == low_degree) {
+            if (l < register_layers) {
                 fn(r, l, tb, edges_t<low_degree>{});
             } else {
                 fn(r, l, tb, edges_t<D>{});
@@ -182,13 +200,11 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
         for (unsigned j = 0; j < decltype(edges)::value; ++j) s.add(belief(edge_byte(g, l, j, tb)));
         return s.fails();
     };
-    // Check r (edges E, 4 t within layer l) updated on both lanes; with `Last` (the last layer:
-    // no later check of the iteration writes its bits) also the lanes' syndromes of the beliefs
-    // it leaves, which are then the iteration's.
-    const auto update = [&](int r, int l, unsigned tb, auto edges, auto last) {
+    // A check (edges E, 4 t within layer l, state m, w0, w1) updated on both lanes; with `Last`
+    // (the last layer: no later check of the iteration writes its bits) also the lanes'
+    // syndromes of the beliefs it leaves, which are then the iteration's.
+    const auto update = [&](int l, unsigned tb, auto edges, auto last, uint2& m, std::uint32_t& w0, std::uint32_t& w1) {
         constexpr unsigned E = decltype(edges)::value;
-        const uint2 m = mm[r];
-        const std::uint32_t w0 = ws[r * W], w1 = W > 1 ? ws[r * W + W - 1] : 0u;
         // The bits' messages to this check (their beliefs without its last message): the two
         // smallest magnitudes and the place of the first of the smallest (a below min1 pushes
         // min1 down to second place, otherwise a competes for second place; ties as the
@@ -230,10 +246,22 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
             belief(v[j]) = as_u32(b);
             if constexpr (decltype(last)::value) s.add(as_u32(b));
         }
-        mm[r] = now;
-        ws[r * W] = n0;
-        if constexpr (W > 1) ws[r * W + W - 1] = n1;
+        m = now;
+        w0 = n0;
+        w1 = n1;
         return s.fails();
+    };
+    // Thread t's check of layer l (past the register layers, D edges) updated, its state in
+    // shared memory.
+    const auto update_shared = [&](int l, auto last) {
+        const int r = l * a.layer + t - register_layers * a.layer;
+        uint2 m = mm[r];
+        std::uint32_t w0 = ws[r * W], w1 = W > 1 ? ws[r * W + W - 1] : 0u;
+        const unsigned fail = update(l, 4u * static_cast<unsigned>(t), edges_t<D>{}, last, m, w0, w1);
+        mm[r] = m;
+        ws[r * W] = w0;
+        if constexpr (W > 1) ws[r * W + W - 1] = w1;
+        return fail;
     };
     // Lane `lane`'s codeword done: its results, from the beliefs, after iteration[lane]
     // (converged: every check satisfied; otherwise its failed checks counted).
@@ -305,7 +333,13 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
                 any |= zero ? 0 : 1;
             }
             const std::uint32_t keep = lane == 0 ? 0xffff0000u : 0x0000ffffu;
-            for (int r = t; r < a.rows; r += threads) {
+#pragma unroll
+            for (int l = 0; l < register_layers; ++l) {
+                rm[l].x &= keep;
+                rm[l].y &= keep;
+                rw[l] &= keep;
+            }
+            for (int r = t; r < shared_rows; r += threads) {
                 mm[r].x &= keep;
                 mm[r].y &= keep;
                 for (int w = 0; w < W; ++w) ws[r * W + w] &= keep;
@@ -319,15 +353,20 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
     while (frame[0] >= 0 || frame[1] >= 0) {
         ++iteration[0];
         ++iteration[1];
-        for (int l = 0; l + 1 < layers; ++l) {
-            each_check(l, [&](int r, int l, unsigned tb, auto edges) { update(r, l, tb, edges, std::false_type{}); });
+#pragma unroll
+        for (int l = 0; l < register_layers; ++l) {
+            std::uint32_t unused = 0;
+            update(l, 4u * static_cast<unsigned>(t), edges_t<low_degree>{}, std::false_type{}, rm[l], rw[l], unused);
+            __syncthreads();
+        }
+        for (int l = register_layers; l + 1 < layers; ++l) {
+            update_shared(l, std::false_type{});
             __syncthreads();
         }
         // The last layer, whose checks' syndromes are known as they are updated: a lane where
         // one fails has not converged, and the pass over the other checks is made only where a
         // lane's last layer holds (the same decision as the CPU's syndrome over every check).
-        unsigned bad = 0;
-        each_check(layers - 1, [&](int r, int l, unsigned tb, auto edges) { bad |= update(r, l, tb, edges, std::true_type{}); });
+        const unsigned bad = update_shared(layers - 1, std::true_type{});
         unsigned fail = (__syncthreads_or(static_cast<int>(bad & 1u)) != 0 ? 1u : 0u) | (__syncthreads_or(static_cast<int>(bad & 2u)) != 0 ? 2u : 0u);
         // A lane without a codeword (none left) needs no syndrome.
         fail |= (frame[0] < 0 ? 1u : 0u) | (frame[1] < 0 ? 2u : 0u);
@@ -350,25 +389,26 @@ __global__ void __launch_bounds__(max_threads_per_block) min_sum_pairs(const dec
 
 /// The code's layer_graph, each layer's table taken from its first check and every check of the
 /// layer compared with it (as sets: the matrix's order of a check's edges is not kept); d: the
-/// kernel's largest check, which every layer's checks have, or low_degree.
+/// kernel's largest check, which every layer's checks have past the register layers, whose
+/// checks have low_degree.
 layer_graph layered_graph(const dsp::ldpc::parity_check& h, int q, unsigned d)
 {
     const auto rows = static_cast<int>(h.rows.size());
     layer_graph g{};
-    if (q < 1 || (q & (q - 1)) != 0 || rows / q > max_layers) {
-        throw std::logic_error("GPU LDPC decoder: " + std::to_string(rows / q) + " layers of " + std::to_string(q) +
-                               " checks (at most " + std::to_string(max_layers) + ", a power of two)");
+    if (q < 1 || (q & (q - 1)) != 0 || rows / q > max_layers || rows / q <= register_layers) {
+        throw std::logic_error("GPU LDPC decoder: " + std::to_string(rows / q) + " layers of " + std::to_string(q) + " checks (" +
+                               std::to_string(register_layers + 1) + " .. " + std::to_string(max_layers) + ", a power of two)");
     }
     const auto uq = static_cast<unsigned>(q);
     g.q_mask = 4u * (uq - 1u);
     std::vector<unsigned> have, want;
     for (int l = 0; l < rows / q; ++l) {
         const auto& first = h.rows[static_cast<std::size_t>(l * q)];
-        if (first.size() != d && first.size() != low_degree) {
+        const unsigned want_edges = l < register_layers ? low_degree : d;
+        if (first.size() != want_edges) {
             throw std::logic_error("GPU LDPC decoder: layer " + std::to_string(l) + "'s checks have " + std::to_string(first.size()) +
-                                   " edges (" + std::to_string(low_degree) + " or " + std::to_string(d) + ")");
+                                   " edges (the kernel's take " + std::to_string(want_edges) + ")");
         }
-        g.degree[l] = static_cast<std::uint8_t>(first.size());
         for (std::size_t j = 0; j < first.size(); ++j) g.edge[l][j] = 4u * first[j];
         for (unsigned t = 0; t < uq; ++t) {
             const auto& row = h.rows[static_cast<std::size_t>(l * q) + t];
@@ -501,7 +541,7 @@ ldpc_decoder::ldpc_decoder(dsp::ldpc::code c, dsp::ldpc::decoder_config cfg, int
     impl_->threads = layer;
     impl_->graph = layered_graph(h, layer, static_cast<unsigned>(max_row));
     impl_->kernel = kernel_for(max_row);
-    impl_->smem = block_smem_bytes(h.p.n_full, h.p.checks, static_cast<int>(max_row));
+    impl_->smem = block_smem_bytes(h.p.n_full, h.p.checks, layer, static_cast<int>(max_row));
     PAQ_CUDA_CHECK(cudaFuncSetAttribute(impl_->kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(impl_->smem)));
     int per_sm = 0, sms = 0;
     PAQ_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, impl_->kernel, impl_->threads, impl_->smem));
