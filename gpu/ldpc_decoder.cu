@@ -370,10 +370,9 @@ __global__ void __launch_bounds__(max_threads_per_block, 2) min_sum_pairs(const 
         unsigned fail = (__syncthreads_or(static_cast<int>(bad & 1u)) != 0 ? 1u : 0u) | (__syncthreads_or(static_cast<int>(bad & 2u)) != 0 ? 2u : 0u);
         // A lane without a codeword (none left) needs no syndrome.
         fail |= (frame[0] < 0 ? 1u : 0u) | (frame[1] < 0 ? 2u : 0u);
-        // The pass takes the register layers first: their checks (three edges each) are where a
-        // decision that satisfies the last layer still fails, nearly always (ar4ja-4096-2/3 on
-        // BPSK at 1.74 dB: 612 of 618 such passes fail there), and once every lane has failed
-        // the other layers need not be read.
+        // The pass takes the register layers first: their checks (three edges, two of them
+        // punctured bits) are where decisions that satisfy the last layer nearly always still
+        // fail, and once every lane has failed the other layers need not be read.
         const auto any_fails = [&](int from, int to) {
             unsigned more = 0;
             for (int l = from; l < to; ++l) {
