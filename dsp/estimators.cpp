@@ -89,7 +89,7 @@ int select_channel_support(const std::array<cf64, chain::L_ch>& h_wide, double s
             const int m = a - chain::N1;
             outside[static_cast<std::size_t>(a)] = (m >= s.first_tap && m <= s.last_tap) ? cf64(0.0) : h_wide[static_cast<std::size_t>(a)];
         }
-        const double risk = nv * s.noise_gain + received_power(outside.data(), chain::L_ch) - nv * s.outside_noise_gain;
+        const double risk = t.support_noise_penalty * nv * s.noise_gain + received_power(outside.data(), chain::L_ch) - nv * s.outside_noise_gain;
         if (best_index < 0 || risk < best) {
             best = risk;
             best_index = static_cast<int>(c);

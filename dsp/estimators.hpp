@@ -52,9 +52,10 @@ struct channel_estimate {
 /// h = G r with that support's estimator.
 [[nodiscard]] channel_estimate estimate_channel(const cf64* r, const receiver_tables& t) noexcept;
 
-/// The support with the least estimated error (Mallows' Cp), every error measured as the
-/// received-signal power it causes (sum_ab e_a e_b* R_x(b - a), as received_power): the
-/// noise the support's estimator lets in, 2 sigma2 noise_gain, plus the channel left out,
+/// The support with the least estimated error, every error measured as the received-signal
+/// power it causes (sum_ab e_a e_b* R_x(b - a), as received_power): the noise the support's
+/// estimator lets in, 2 sigma2 noise_gain, weighted by support_noise_penalty (the Bayesian
+/// information criterion's weight over Mallows' Cp's), plus the channel left out,
 /// estimated from the full-width estimate h_wide as the power of its taps outside the support
 /// less the noise they carry on average (2 sigma2 outside_noise_gain). Ties go to the lower
 /// index; non-finite input gives the full width.

@@ -134,6 +134,7 @@ std::vector<cf64> times_x_herm(const std::vector<cf64>& a, const std::vector<cf6
 void build_support_estimators(receiver_tables& t, const std::vector<cf64>& g)
 {
     const std::size_t M = t.M;
+    t.support_noise_penalty = 0.5 * std::log(static_cast<double>(M));
     double diag_max = 0.0;
     for (int a = 0; a < L_ch; ++a) diag_max = std::max(diag_max, g[static_cast<std::size_t>(a * L_ch + a)].real());
     // The supports are independent: computed in parallel (each serially, so the tables are

@@ -75,6 +75,12 @@ struct receiver_tables {
         double outside_noise_gain = 0.0;
     };
     std::vector<channel_support> supports;  ///< the widest ([-N1, N2]) is last
+    /// The weight of a candidate's noise term in the choice (select_channel_support): ln(M) / 2,
+    /// the Bayesian information criterion's penalty (ln n a parameter) over Mallows' Cp's (2 a
+    /// parameter), 2.90. Cp's risk (a weight of 1) is unbiased for one support, but the least
+    /// of 27 noisy risks favours long supports at low SNR (docs/SIGNAL-CHAIN.md, "Channel
+    /// support selection").
+    double support_noise_penalty = 0.0;
 
     // --- detection filter and detector
     std::array<cf64, chain::L_hno> h_no{};  ///< taps j = -10 .. 10

@@ -393,6 +393,7 @@ constexpr int max_supports = max_channel_supports;
 __constant__ int c_support_first[max_supports];
 __constant__ int c_support_last[max_supports];
 __constant__ double c_support_noise_gain[max_supports];
+__constant__ double c_support_noise_penalty;  ///< receiver_tables::support_noise_penalty
 __constant__ double c_support_outside_gain[max_supports];
 __constant__ double c_rx_re[l_ch], c_rx_im[l_ch];  ///< SOQPSK-TG autocorrelation, lags 0 .. 37
 
@@ -425,7 +426,7 @@ __global__ void support_kernel(const cuFloatComplex* __restrict__ h_all, int n_s
                 im = wi[a];
             },
             lo, hi, c_rx_re, c_rx_im);
-        risk = nv * c_support_noise_gain[c] + pw - nv * c_support_outside_gain[c];
+        risk = c_support_noise_penalty * nv * c_support_noise_gain[c] + pw - nv * c_support_outside_gain[c];
         if (!isfinite(risk)) risk = CUDART_INF;
     }
     int best = c;
@@ -610,6 +611,7 @@ struct estimators::impl {
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_first, first.data(), sizeof first));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_last, last.data(), sizeof last));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_noise_gain, gain.data(), sizeof gain));
+        PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_noise_penalty, &t.support_noise_penalty, sizeof t.support_noise_penalty));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_support_outside_gain, outside.data(), sizeof outside));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_re, rx_re.data(), sizeof rx_re));
         PAQ_CUDA_CHECK(cudaMemcpyToSymbol(c_rx_im, rx_im.data(), sizeof rx_im));
