@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <cmath>
+#include <functional>
 #include <future>
 #include <limits>
 #include <numbers>
@@ -46,6 +47,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -56,6 +58,20 @@ namespace {
 using namespace dsp::chain;
 constexpr int n_fft = static_cast<int>(estimators::segment_stride);
 constexpr int pre = static_cast<int>(dsp::packet_margin);
+/// Waits until `query` (cudaEventQuery or cudaStreamQuery of what the host waits on) stops
+/// answering cudaErrorNotReady, calling `pump` between queries while it reports work left to
+/// queue; once it reports none, returns at once (the caller then blocks in the synchronize
+/// call that also reports the device's errors).
+template <class Query>
+void wait_pumping(Query&& query, const std::function<bool()>& pump)
+{
+    while (pump()) {
+        const cudaError_t e = query();
+        if (e != cudaErrorNotReady) return;  // done, or an error the caller's synchronize reports
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+}
+
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
 
@@ -983,9 +999,10 @@ struct chain_part {
     /// Waits for this part's stream and writes its packets, records and bits into `out` from
     /// packet `filled` on (out is already large enough), advancing `filled`; packet starts
     /// made absolute input indices (`batch`, `geom`: through dsp::input_index when
-    /// resampling). Returns the host time spent filling, in ms.
+    /// resampling). Returns the host time spent filling, in ms. While it waits, `pump` queues
+    /// the later parts' tails as they become ready (see wait_pumping).
     double collect(const dsp::sample_batch& batch, const dsp::input_geometry& geom, bool clock, dsp::batch_output& out,
-                   std::size_t& filled);
+                   std::size_t& filled, const std::function<bool()>& pump);
     void mark(cudaStream_t s, cuda_backend::stage st, int& next_ev)
     {
         ev_stage[static_cast<std::size_t>(next_ev)] = st;
@@ -1014,6 +1031,19 @@ struct cuda_backend::impl {
     std::vector<long long> scope_end;
     std::vector<char> scope_done, part_located;
     std::vector<double> scope_starts;
+    /// Per batch: the parts whose back (enqueue_back) and whose tail (enqueue_tail) are
+    /// queued, a prefix of parts each, and whether the batch's stages are timed.
+    std::size_t backs_queued = 0, tails_queued = 0;
+    bool batch_timed = false;
+    /// Queues, in order, the tail of each part whose back is queued and whose detector's
+    /// count is back (chain_part::tail_ready); whether any of the first n_active parts' tails is
+    /// left to queue. The host calls it while it waits on the device (wait_pumping), so that a
+    /// part's tail goes on as soon as it can, not after the host is done with earlier parts.
+    bool queue_ready_tails(std::size_t n_active)
+    {
+        while (tails_queued < backs_queued && parts[tails_queued]->tail_ready()) parts[tails_queued++]->enqueue_tail(batch_timed);
+        return tails_queued < n_active;
+    }
     /// receiver.fec sent as the continuous stream (dsp/fec_stream.hpp): the frames are found on
     /// the host from the first packets' LLRs (their markers), then every frame's codeword is
     /// gathered from the parts' LLRs on every stream and all of them decoded in one launch.
@@ -1298,6 +1328,7 @@ void cuda_backend::impl::clock_for_part(std::size_t k, std::size_t n_active, lon
         if (part_located[q]) return;
         auto& pq = *parts[q];
         const auto wait_start = host_clock::now();
+        wait_pumping([&] { return cudaEventQuery(pq.located.get()); }, [&] { return queue_ready_tails(n_active); });
         PAQ_CUDA_CHECK(cudaEventSynchronize(pq.located.get()));
         if (q == 0) last.host_first_locate_wait_ms = host_ms(wait_start);
         const std::size_t n = located_count(q);
@@ -1402,6 +1433,8 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     }
     PAQ_CUDA_CHECK(cudaSetDevice(m.device));
     const bool timed = m.timing_on;
+    m.batch_timed = timed;
+    m.backs_queued = m.tails_queued = 0;
     const auto host_start = host_clock::now();
     m.last = {};
     if (timed) {
@@ -1461,6 +1494,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
             m.clock_for_part(k, n_active, metric_len);
             const auto t1 = host_clock::now();
             m.parts[k]->enqueue_back(timed, true);
+            m.backs_queued = k + 1;
             if (k == 0) {
                 m.last.host_first_clock_ms = host_ms(t0, t1);
                 m.last.host_first_queue_back_ms = host_ms(t1);
@@ -1468,6 +1502,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         }
     } else {
         for (std::size_t k = 0; k < n_active; ++k) m.parts[k]->enqueue_back(timed, false);
+        m.backs_queued = n_active;
     }
     // While the device works on the first part: the output at its largest size, so that its
     // pages are touched now and not while the last part's records are filled (a full batch
@@ -1486,11 +1521,15 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         // Each part's tail is queued before it is collected (waiting, gated, for its detector),
         // the later parts' as soon as their detectors are done, so that the host fills a part's
         // records while the device works on the later ones.
-        std::size_t tails = 0;
+        // While the host waits on one part, a later part's tail is queued as soon as its count
+        // is back, not after the parts before it are collected: the device would otherwise run
+        // only the collected part's tail (its decoder, with receiver.fec) meanwhile.
+        const std::function<bool()> pump = [&] { return m.queue_ready_tails(n_active); };
         for (std::size_t k = 0; k < n_active; ++k) {
-            while (tails < n_active && (tails <= k || m.parts[tails]->tail_ready())) m.parts[tails++]->enqueue_tail(timed);
+            while (m.tails_queued <= k) m.parts[m.tails_queued++]->enqueue_tail(timed);
+            pump();
             if (k + 1 == n_active) host_last_collect = host_clock::now();
-            last_records_ms = m.parts[k]->collect(batch, m.geom, m.clock, out, filled);
+            last_records_ms = m.parts[k]->collect(batch, m.geom, m.clock, out, filled, pump);
             records_ms += last_records_ms;
         }
     }
@@ -1958,11 +1997,12 @@ void cuda_backend::impl::decode_stream(dsp::batch_output& out, std::size_t n_act
 }
 
 double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geometry& geom, bool clock, dsp::batch_output& out,
-                           std::size_t& filled)
+                           std::size_t& filled, const std::function<bool()>& pump)
 {
     auto& m = *this;
     // The estimates came back while the detector ran: the records first, all but what the
     // detectors give; then, once the part's stream is done, the bits and their statistics.
+    wait_pumping([&] { return cudaEventQuery(m.fields_ready.get()); }, pump);
     PAQ_CUDA_CHECK(cudaEventSynchronize(m.fields_ready.get()));
     const auto t_records = host_clock::now();
     const int count = m.count_host[0];
@@ -2047,6 +2087,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
     out.nonfinite_samples += nonfinite_total;
     double ms = host_ms(t_records);
 
+    wait_pumping([&] { return cudaStreamQuery(m.fe.device().stream); }, pump);
     PAQ_CUDA_CHECK(cudaStreamSynchronize(m.fe.device().stream));
     const auto t_bits = host_clock::now();
     // Per packet, each detector's six paths (host layout [detector][packet][path]) to the
