@@ -410,6 +410,8 @@ __device__ void block_sxs_llrs(const float* __restrict__ x, const float* __restr
 /// bits (6336 a stream, the known bits first). Four blocks an SM (at most 64 registers a thread):
 /// the warps that wait while two of them solve the systems are hidden by the other blocks
 /// (0.55 ms for 779 packets x 6 streams on an H200, against 0.72 ms at two blocks an SM).
+/// The symbol-by-symbol unequalized stream's row is posterior_bep_kernel's (its first pass),
+/// which runs before this one wherever that detector does.
 __global__ void __launch_bounds__(stream_block_threads, 4) fec_llr_kernel(const float* __restrict__ sxs_stat,
                                                                          const float* __restrict__ trellis_llr,
                                                                          const int* __restrict__ count, int streams,
@@ -418,6 +420,7 @@ __global__ void __launch_bounds__(stream_block_threads, 4) fec_llr_kernel(const 
     constexpr int nd = static_cast<int>(waveform::data_bits);
     const int p = static_cast<int>(blockIdx.x) / streams, st = static_cast<int>(blockIdx.x) % streams;
     if (p >= *count) return;
+    if (st < sxs_streams && st == static_cast<int>(dsp::eq_path::none)) return;
     const std::size_t src_stream = static_cast<std::size_t>(p) * num_paths + static_cast<std::size_t>(st % num_paths);
     float* dst = out + static_cast<std::size_t>(blockIdx.x) * nd;
     if (st >= sxs_streams) {
@@ -434,26 +437,35 @@ __global__ void __launch_bounds__(stream_block_threads, 4) fec_llr_kernel(const 
 /// times, each pass's neighbours decided by the last one's LLRs; the bits' mean probability
 /// against their decisions). A block per located packet; two rows of 6144 floats of scratch
 /// a packet for the passes' LLRs.
+/// fec_out (receiver.fec, else null): fec_llr_kernel's output, `streams` a packet. The first
+/// pass's LLRs are this stream's decoder input (dsp::sxs_llrs), so they are made there, for
+/// every packet, and fec_llr_kernel leaves that row to this kernel.
 __global__ void __launch_bounds__(stream_block_threads, 4) posterior_bep_kernel(const float* __restrict__ sxs_stat,
                                                                                const int* __restrict__ located, float* __restrict__ scratch,
-                                                                               dsp::path_stats* __restrict__ stats)
+                                                                               dsp::path_stats* __restrict__ stats,
+                                                                               float* __restrict__ fec_out, int streams)
 {
     constexpr int nd = static_cast<int>(waveform::data_bits);
     const int p = static_cast<int>(blockIdx.x);
     if (p >= *located) return;
     const std::size_t s = static_cast<std::size_t>(p) * num_paths + static_cast<std::size_t>(dsp::eq_path::none);
-    // The whole block takes this branch: below the floor the estimate is the contexts' as it is.
-    if (!ss::needs_posterior(static_cast<double>(stats[s].bep_estimate))) return;
+    // The whole block takes these branches: below the floor the estimate is the contexts' as it is.
+    const bool needed = ss::needs_posterior(static_cast<double>(stats[s].bep_estimate));
+    if (!needed && fec_out == nullptr) return;
     const float* x = sxs_stat + s * nd;
-    float* last = scratch + static_cast<std::size_t>(p) * 2 * nd;
-    float* next = last + nd;
-    block_sxs_llrs(x, x, last);
+    float* const rows = scratch + static_cast<std::size_t>(p) * 2 * nd;
+    float* const first = fec_out != nullptr ? fec_out + (static_cast<std::size_t>(p) * streams + static_cast<std::size_t>(dsp::eq_path::none)) * nd
+                                            : rows;
+    block_sxs_llrs(x, x, first);
+    if (!needed) return;
+    const float* last = first;
+    int row = first == rows ? 1 : 0;  // the scratch row the next pass writes
     for (int pass = 1; pass < ss::posterior_passes; ++pass) {
         __syncthreads();  // every bit of the last pass written before this one reads them
+        float* const next = rows + static_cast<std::size_t>(row) * nd;
         block_sxs_llrs(x, last, next);
-        float* const t = last;
         last = next;
-        next = t;
+        row ^= 1;
     }
     __syncthreads();
     float own[1] = {};
@@ -1851,7 +1863,8 @@ void chain_part::enqueue_tail(bool timed)
             m.det.device_soft(), m.loc.device().count, m.det.device_stats());
         PAQ_CUDA_CHECK(cudaGetLastError());
         posterior_bep_kernel<<<static_cast<unsigned>(np), stream_block_threads, 0, s>>>(m.det.device_soft(), m.loc.device().count,
-                                                                                      m.posterior_llr.data(), m.det.device_stats());
+                                                                                      m.posterior_llr.data(), m.det.device_stats(),
+                                                                                      m.fec ? m.fec_llr.data() : nullptr, m.cfg.streams());
         PAQ_CUDA_CHECK(cudaGetLastError());
     }
     stage_done(cuda_backend::stage::detector);
