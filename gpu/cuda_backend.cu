@@ -1531,11 +1531,10 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     {
         const nvtx_range nvtx_records("paq records (host)");
         // Each part's tail is queued before it is collected (waiting, gated, for its detector),
-        // the later parts' as soon as their detectors are done, so that the host fills a part's
-        // records while the device works on the later ones.
-        // While the host waits on one part, a later part's tail is queued as soon as its count
-        // is back, not after the parts before it are collected: the device would otherwise run
-        // only the collected part's tail (its decoder, with receiver.fec) meanwhile.
+        // the later parts' as soon as their detectors are done, also while the host waits on
+        // an earlier part (the pump): the host fills a part's records while the device works
+        // on the later ones, and the device is not left with the collected part's tail alone
+        // (its decoder, with receiver.fec) while the later parts' wait to be queued.
         const std::function<bool()> pump = [&] { return m.queue_ready_tails(n_active); };
         for (std::size_t k = 0; k < n_active; ++k) {
             while (m.tails_queued <= k) m.parts[m.tails_queued++]->enqueue_tail(timed);
