@@ -37,14 +37,17 @@ declare -A out_of_check=(
   [tools/paq-ber-curve]="--packets 0"
 )
 programs=(daemon/paqd tools/paq-sim tools/paq-bert tools/paq-stream tools/paq-report tools/paq-ber-curve)
-# The benchmarks exist in CUDA builds only; their argument checks run without a device.
+# The benchmarks are not built in the sanitized tree, and the GPU ones exist in CUDA builds
+# only; their argument checks run without a device.
+malformed[bench/paq-equalizer-bound]="--span abc"
+out_of_check[bench/paq-equalizer-bound]="--ebn0-db nan"
 malformed[bench/paq-bench]="--gpus abc"
 out_of_check[bench/paq-bench]="--gpus 65"
 malformed[bench/paq-bench-solvers]="--json"
 out_of_check[bench/paq-bench-solvers]="--json a b"
 malformed[bench/paq-bench-setup]="--json"
 out_of_check[bench/paq-bench-setup]="--json a b"
-for b in bench/paq-bench bench/paq-bench-solvers bench/paq-bench-setup; do [[ -x $build/$b ]] && programs+=("$b"); done
+for b in bench/paq-equalizer-bound bench/paq-bench bench/paq-bench-solvers bench/paq-bench-setup; do [[ -x $build/$b ]] && programs+=("$b"); done
 for prog in "${programs[@]}"; do
   bin=$build/$prog
   name=$(basename "$prog")
