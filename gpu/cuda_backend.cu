@@ -1538,7 +1538,6 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
         const std::function<bool()> pump = [&] { return m.queue_ready_tails(n_active); };
         for (std::size_t k = 0; k < n_active; ++k) {
             while (m.tails_queued <= k) m.parts[m.tails_queued++]->enqueue_tail(timed);
-            pump();
             if (k + 1 == n_active) host_last_collect = host_clock::now();
             last_records_ms = m.parts[k]->collect(batch, m.geom, m.clock, out, filled, pump);
             records_ms += last_records_ms;
