@@ -1,23 +1,26 @@
 // paq-equalizer-bound: what a channel preset costs a linear equalizer, and what it costs
-// receivers that also use other bits' values (docs/BER-RESULTS.md, "Coded links"). A
-// measurement, not a receiver: random bits through the project's modulator (2 samples a bit),
-// the preset's rays as the simulator applies them (paq::sim::add_fractional_delay, received
-// power 1), and white noise at a given Eb/N0 counted in the statistics, not drawn. Per bit k
-// and per parity of k (SOQPSK-TG with the IRIG precoder puts even bits on one axis and odd bits
-// on the other), the minimum-mean-square-error estimate of a_k = +-1 from
-//   - le:  the received samples within --span bits of bit k, real and imaginary parts apart (a
-//          widely linear estimate: the best any linear equalizer followed by a detector that
-//          takes one axis can do, whatever its taps);
-//   - dfe: the same samples and the --span bits before k known (a decision-feedback equalizer
-//          with correct decisions: the limit of a receiver that cancels what earlier decisions
-//          predict);
-//   - mfb: the same samples and every other bit within --span bits known (the matched-filter
-//          bound: what iterative detection and decoding approaches once the decoder's beliefs
-//          are right).
+// receivers that also use other bits' values (docs/BER-RESULTS.md, "What an equalizer can
+// reach on edwards3"). A measurement, not a receiver: random bits through the project's
+// modulator (2 samples a bit), the preset's rays as the simulator applies them
+// (paq::sim::add_fractional_delay, received power 1), and white noise at a given Eb/N0 counted
+// in the statistics, not drawn. Per bit k and per parity of k (SOQPSK-TG with the IRIG precoder
+// puts even bits on one axis and odd bits on the other), the minimum-mean-square-error
+// estimate of a_k = +-1 from
+//   - le:    the received samples within --span bits of bit k, real and imaginary parts apart
+//            (a widely linear estimate: the best any linear equalizer followed by a detector
+//            that takes one axis can do, whatever its taps);
+//   - le+ic: le's output and every other bit within --span bits known (le's filter kept, the
+//            interference its output holds taken out exactly: what iterating between the
+//            detector and the decoder gains behind a fixed linear equalizer);
+//   - dfe:   the samples and the --span bits before k known (a decision-feedback equalizer
+//            with correct decisions);
+//   - mfb:   the samples and every other bit within --span bits known (the matched-filter
+//            bound: what iterative detection and decoding from the received samples approaches
+//            once the decoder's beliefs are right).
 // Each is solved from the exact second moments (the noise's added to the samples' diagonal),
 // and reported as the unbiased signal-to-noise ratio 1 / mse - 1. The same is computed for the
 // awgn preset, so that the modulation's own partial response (SOQPSK-TG is not a linear
-// modulation) counts on both sides: the "loss" columns are the channel's cost in dB for each
+// modulation) counts on both sides: the "cost" column is the channel's cost in dB for each
 // structure.
 #include "config/cli.hpp"
 #include "dsp/linalg.hpp"
@@ -67,25 +70,30 @@ std::vector<cd> received(const std::vector<cd>& x, const std::string& preset, do
     return y;
 }
 
-enum class structure { le, dfe, mfb };
-constexpr const char* structure_names[] = {"le", "dfe", "mfb"};
-
-/// Second moments per parity for one structure: regressors r (samples first, then known bits),
-/// E[r r^T] and E[r a_k] over the bits counted, without the noise.
+/// Second moments per parity of the regressors [samples (real and imaginary parts), the bits
+/// 1 .. span before k, the bits 1 .. span after k] with each other and with a_k, over the bits
+/// counted, without the noise. Every structure's regressors are a leading block of these (le:
+/// the samples; dfe: and the bits before) or made from them (le+ic).
 struct moments {
-    int samples = 0, known = 0;
+    int samples = 0, span = 0;
     std::vector<double> rr[2], ra[2];
-    long count[2] = {0, 0};
-    [[nodiscard]] int size() const { return 2 * samples + known; }
+    [[nodiscard]] int size() const { return 2 * samples + 2 * span; }
+    /// Entry (u, v) of parity q's second moments, with the noise of variance n0 / 2 per real
+    /// component on the samples.
+    [[nodiscard]] double at(int q, int u, int v, double n0) const
+    {
+        return rr[q][static_cast<std::size_t>(u * size() + v)] + (u == v && u < 2 * samples ? n0 / 2.0 : 0.0);
+    }
 };
 
-moments measure(const std::vector<cd>& y, const std::vector<int>& a, structure s, int span)
+moments measure(const std::vector<cd>& y, const std::vector<int>& a, int span)
 {
     moments m;
     const int half = 2 * span;  // samples either side of the instant
     m.samples = 2 * half + 1;
-    m.known = s == structure::le ? 0 : s == structure::dfe ? span : 2 * span;
+    m.span = span;
     const int n = m.size();
+    long count[2] = {0, 0};
     for (int q = 0; q < 2; ++q) {
         m.rr[q].assign(static_cast<std::size_t>(n * n), 0.0);
         m.ra[q].assign(static_cast<std::size_t>(n), 0.0);
@@ -100,9 +108,10 @@ moments measure(const std::vector<cd>& y, const std::vector<int>& a, structure s
             r[static_cast<std::size_t>(2 * (j + half))] = v.real();
             r[static_cast<std::size_t>(2 * (j + half) + 1)] = v.imag();
         }
-        int i = 2 * m.samples;
-        for (int d = 1; d <= span && m.known > 0; ++d) r[static_cast<std::size_t>(i++)] = a[static_cast<std::size_t>(k - d)];
-        for (int d = 1; d <= span && s == structure::mfb; ++d) r[static_cast<std::size_t>(i++)] = a[static_cast<std::size_t>(k + d)];
+        for (int d = 1; d <= span; ++d) {
+            r[static_cast<std::size_t>(2 * m.samples + d - 1)] = a[static_cast<std::size_t>(k - d)];
+            r[static_cast<std::size_t>(2 * m.samples + span + d - 1)] = a[static_cast<std::size_t>(k + d)];
+        }
         const int q = static_cast<int>(k & 1);
         auto& rr = m.rr[q];
         for (int u = 0; u < n; ++u) {
@@ -110,10 +119,10 @@ moments measure(const std::vector<cd>& y, const std::vector<int>& a, structure s
             m.ra[q][static_cast<std::size_t>(u)] += ru * a[static_cast<std::size_t>(k)];
             for (int v = 0; v <= u; ++v) rr[static_cast<std::size_t>(u * n + v)] += ru * r[static_cast<std::size_t>(v)];
         }
-        ++m.count[q];
+        ++count[q];
     }
     for (int q = 0; q < 2; ++q) {
-        const double inv = 1.0 / static_cast<double>(m.count[q]);
+        const double inv = 1.0 / static_cast<double>(count[q]);
         for (int u = 0; u < n; ++u) {
             m.ra[q][static_cast<std::size_t>(u)] *= inv;
             for (int v = 0; v <= u; ++v) {
@@ -125,25 +134,78 @@ moments measure(const std::vector<cd>& y, const std::vector<int>& a, structure s
     return m;
 }
 
-/// The unbiased SNR (linear) of the MMSE estimate of a_k, averaged over the parities as their
-/// mean squared errors: noise of variance n0 / 2 per real component on the samples.
-double unbiased_snr(const moments& m, double n0)
+/// x solving g x = rhs (g symmetric positive definite, n x n, row-major), by the project's
+/// Cholesky factorization.
+std::vector<double> solve(std::vector<double> g, std::vector<double> rhs)
 {
-    const int n = m.size();
+    const std::size_t n = rhs.size();
+    std::vector<paq::cf64> gc(g.begin(), g.end()), x(rhs.begin(), rhs.end());
+    if (!paq::dsp::cholesky_banded(gc, n, n - 1).ok) throw std::runtime_error("the normal equations are singular");
+    paq::dsp::cholesky_solve_banded(gc, n, n - 1, x);
+    std::vector<double> out(n);
+    for (std::size_t i = 0; i < n; ++i) out[i] = x[i].real();
+    return out;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b)
+{
+    double s = 0.0;
+    for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+}
+
+enum class structure { le, le_ic, dfe, mfb };
+constexpr const char* structure_names[] = {"le", "le+ic", "dfe", "mfb"};
+
+/// The MMSE estimate's mean squared error from regressors whose second moments are g (with
+/// the noise) and whose correlations with a_k are p.
+double mmse(const std::vector<double>& g, const std::vector<double>& p) { return 1.0 - dot(p, solve(g, p)); }
+
+/// The unbiased SNR (linear) of structure s's estimate of a_k, the parities' mean squared
+/// errors averaged.
+double unbiased_snr(const moments& m, structure s, double n0)
+{
+    const int ns = 2 * m.samples;
     double mse = 0.0;
     for (int q = 0; q < 2; ++q) {
-        std::vector<paq::cf64> g(static_cast<std::size_t>(n * n)), w(static_cast<std::size_t>(n));
-        for (int u = 0; u < n; ++u) {
-            for (int v = 0; v < n; ++v) g[static_cast<std::size_t>(u * n + v)] = m.rr[q][static_cast<std::size_t>(u * n + v)];
-            if (u < 2 * m.samples) g[static_cast<std::size_t>(u * n + u)] += n0 / 2.0;
-            w[static_cast<std::size_t>(u)] = m.ra[q][static_cast<std::size_t>(u)];
+        // The leading block of n regressors.
+        auto block = [&](int n, std::vector<double>& g, std::vector<double>& p) {
+            g.assign(static_cast<std::size_t>(n * n), 0.0);
+            p.assign(m.ra[q].begin(), m.ra[q].begin() + n);
+            for (int u = 0; u < n; ++u) {
+                for (int v = 0; v < n; ++v) g[static_cast<std::size_t>(u * n + v)] = m.at(q, u, v, n0);
+            }
+        };
+        std::vector<double> g, p;
+        switch (s) {
+        case structure::le: block(ns, g, p); break;
+        case structure::dfe: block(ns + m.span, g, p); break;
+        case structure::mfb: block(m.size(), g, p); break;
+        case structure::le_ic: {
+            // z = w . samples with le's w; then the regressors [z, every bit].
+            block(ns, g, p);
+            const auto w = solve(g, p);
+            const int nb = 2 * m.span, n = 1 + nb;
+            std::vector<double> gz(static_cast<std::size_t>(n * n), 0.0), pz(static_cast<std::size_t>(n), 0.0);
+            double zz = 0.0;
+            for (int u = 0; u < ns; ++u) {
+                for (int v = 0; v < ns; ++v) zz += w[static_cast<std::size_t>(u)] * w[static_cast<std::size_t>(v)] * m.at(q, u, v, n0);
+            }
+            gz[0] = zz;
+            pz[0] = dot(w, p);
+            for (int j = 0; j < nb; ++j) {
+                double zb = 0.0;
+                for (int u = 0; u < ns; ++u) zb += w[static_cast<std::size_t>(u)] * m.at(q, u, ns + j, n0);
+                gz[static_cast<std::size_t>(1 + j)] = gz[static_cast<std::size_t>((1 + j) * n)] = zb;
+                for (int l = 0; l < nb; ++l) gz[static_cast<std::size_t>((1 + j) * n + 1 + l)] = m.at(q, ns + j, ns + l, n0);
+                pz[static_cast<std::size_t>(1 + j)] = m.ra[q][static_cast<std::size_t>(ns + j)];
+            }
+            g = std::move(gz);
+            p = std::move(pz);
+            break;
         }
-        const auto nu = static_cast<std::size_t>(n);
-        if (!paq::dsp::cholesky_banded(g, nu, nu - 1).ok) throw std::runtime_error("the normal equations are singular (no noise?)");
-        paq::dsp::cholesky_solve_banded(g, nu, nu - 1, w);
-        double pw = 0.0;
-        for (int u = 0; u < n; ++u) pw += m.ra[q][static_cast<std::size_t>(u)] * w[static_cast<std::size_t>(u)].real();
-        mse += 0.5 * (1.0 - pw);
+        }
+        mse += 0.5 * mmse(g, p);
     }
     return 1.0 / mse - 1.0;
 }
@@ -197,11 +259,11 @@ int main(int argc, char** argv)
                     "(dB) on awgn and %s, and %s's cost (dB)\n",
                     bits, static_cast<unsigned long long>(seed), bit_rate, span, preset.c_str(), preset.c_str());
         std::printf("%-8s %-5s %10s %10s %8s\n", "Eb/N0", "", "awgn", preset.c_str(), "cost");
-        for (const auto s : {structure::le, structure::dfe, structure::mfb}) {
-            const auto ma = measure(y_awgn, a, s, span), mc = measure(y_ch, a, s, span);
+        const auto ma = measure(y_awgn, a, span), mc = measure(y_ch, a, span);
+        for (const auto s : {structure::le, structure::le_ic, structure::dfe, structure::mfb}) {
             for (const double e : ebn0) {
                 const double n0 = 2.0 / std::pow(10.0, e / 10.0);  // Eb = 2 samples of power 1
-                const double sa = unbiased_snr(ma, n0), sc = unbiased_snr(mc, n0);
+                const double sa = unbiased_snr(ma, s, n0), sc = unbiased_snr(mc, s, n0);
                 std::printf("%5.2f dB %-5s %10.2f %10.2f %8.2f\n", e, structure_names[static_cast<int>(s)], db(sa), db(sc), db(sa / sc));
             }
         }
