@@ -29,6 +29,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -229,17 +230,21 @@ int main(int argc, char** argv)
         if (!paq::sim::channel_preset_by_name(n).flight) fixed.push_back(n);
     }
     app.add_option("--preset", preset, "Channel preset (one whose rays stay put)")->check(CLI::IsMember(fixed));
-    const CLI::Validator finite_db(
-        [](std::string& v) {
-            double x = 0.0;
-            return CLI::detail::lexical_cast(v, x) && std::isfinite(x) && x >= -10.0 && x <= 40.0 ? std::string()
-                                                                                                  : "must be a number in -10 .. 40, got '" + v + "'";
-        },
-        "DB in -10 .. 40");
-    app.add_option("--ebn0-db", ebn0, "Eb/N0 per transmitted bit at the receiver, dB, comma-separated")->delimiter(',')->check(finite_db);
+    // CLI11's Range lets NaN through (NaN compares false both ways).
+    auto finite_in = [](double lo, double hi) {
+        return CLI::Validator(
+            [lo, hi](std::string& v) {
+                double x = 0.0;
+                return CLI::detail::lexical_cast(v, x) && std::isfinite(x) && x >= lo && x <= hi
+                           ? std::string()
+                           : "must be a number in " + CLI::detail::to_string(lo) + " .. " + CLI::detail::to_string(hi) + ", got '" + v + "'";
+            },
+            "NUMBER in " + CLI::detail::to_string(lo) + " .. " + CLI::detail::to_string(hi));
+    };
+    app.add_option("--ebn0-db", ebn0, "Eb/N0 per transmitted bit at the receiver, dB, comma-separated")->delimiter(',')->check(finite_in(-10.0, 40.0));
     app.add_option("--bits", bits, "Random bits the moments are measured over")->check(CLI::Range(20'000L, 10'000'000L));
     app.add_option("--span", span, "Bits either side of bit k the estimates use")->check(CLI::Range(2, 24));
-    app.add_option("--bit-rate", bit_rate, "Bit rate in Hz (the rays' delays are in ns)")->check(CLI::Range(1e6, 30e6));
+    app.add_option("--bit-rate", bit_rate, "Bit rate in Hz (the rays' delays are in ns)")->check(finite_in(1e6, 30e6));
     app.add_option("--seed", seed, "Seed of the bits");
     paq::cli::conventions(app, "paq-equalizer-bound", "0 measured; 1 a measurement that could not be made; 2 usage error");
     if (const int rc = paq::cli::parse(app, argc, argv); rc >= 0) return rc;
@@ -253,8 +258,7 @@ int main(int argc, char** argv)
             a[k] = b[k] != 0 ? 1 : -1;
         }
         const auto x = paq::dsp::modulate_bits(b, 0.0);
-        const std::vector<cd> xs(x.begin(), x.end());
-        const auto y_awgn = received(xs, "awgn", bit_rate), y_ch = received(xs, preset, bit_rate);
+        const auto y_awgn = received(x, "awgn", bit_rate), y_ch = received(x, preset, bit_rate);
         std::printf("SOQPSK-TG, %ld bits, seed %llu, %.4g bit/s, estimates over +-%d bits; unbiased SNR of a_k's estimate "
                     "(dB) on awgn and %s, and %s's cost (dB)\n",
                     bits, static_cast<unsigned long long>(seed), bit_rate, span, preset.c_str(), preset.c_str());
