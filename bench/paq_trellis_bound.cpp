@@ -11,7 +11,13 @@
 //     hold the whole signal (W = 7 leaves -43 dB without the low-pass) this is the maximum-
 //     likelihood sequence detector of SOQPSK-TG sampled at 2 samples per bit, the bound the
 //     receiver's trellis (5 bits, synchronized from the signal) is measured against.
-// The BER of OQPSK, Q(sqrt(2 Eb/N0)), is printed beside it.
+// The BER of OQPSK, Q(sqrt(2 Eb/N0)), is printed beside it. With --preset, the signal first
+// goes through one of paq-sim's fixed channels (bench/channel_signal.hpp) and the tables are
+// fitted on what is received: a table over W bits then also holds the channel's echoes within
+// its window, and the Viterbi detector over it is the maximum-likelihood sequence detector of
+// the channel and the modulation together once W spans both (docs/BER-RESULTS.md, "What an
+// equalizer can reach on edwards3").
+#include "bench/channel_signal.hpp"
 #include "dsp/linalg.hpp"
 #include "dsp/soqpsk.hpp"
 #include "dsp/trellis.hpp"
@@ -220,6 +226,7 @@ int main(int argc, char** argv)
     std::vector<int> windows{5, 7};
     bool lowpass = true;
     std::uint64_t seed = 77;
+    std::string preset = "awgn";
     app.add_option("--bits", bits, "Random bits per Eb/N0 point")->check(CLI::Range(10'000L, 100'000'000L));
     app.add_option("--ebn0-db", ebn0, "Eb/N0 points in dB, comma-separated (none: the model errors only)")->delimiter(',');
     app.add_option("--window", windows, "Table windows W in bits (odd, 3 .. 9; 2^(W-1) states), comma-separated")
@@ -227,6 +234,11 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({3, 5, 7, 9}));
     app.add_option("--lowpass", lowpass, "Low-pass the signal and noise as the receiver's trellis input (1) or not (0)");
     app.add_option("--seed", seed, "Seed of the bits and the noise");
+    std::vector<std::string> fixed;  // the presets whose rays stay put
+    for (const auto& name : paq::sim::channel_preset_names()) {
+        if (!paq::sim::channel_preset_by_name(name).flight) fixed.push_back(name);
+    }
+    app.add_option("--preset", preset, "The channel before the noise (paq-sim's presets whose rays stay put)")->check(CLI::IsMember(fixed));
     CLI11_PARSE(app, argc, argv);
 
     std::mt19937_64 rng(seed);
@@ -237,16 +249,16 @@ int main(int argc, char** argv)
         b[k] = static_cast<std::uint8_t>(rng() & 1u);
         s.a[k] = b[k] != 0 ? 1 : -1;
     }
-    const auto x = paq::dsp::modulate_bits(b, 0.0);
+    const auto x = paq::bench::through_preset(paq::dsp::modulate_bits(b, 0.0), preset, 10.3125e6);
     const cd turn = std::polar(1.0, axes_turn_rad);
     std::vector<cd> on_axes(2 * b.size());
     for (std::size_t m = 0; m < on_axes.size(); ++m) {
-        const std::size_t q = m + instant_delay;
+        const std::size_t q = m + instant_delay + paq::bench::interp_half;
         on_axes[m] = q < x.size() ? x[q] * turn : cd{};
     }
     s.clean = lowpass ? low_pass(on_axes) : on_axes;
 
-    std::printf("SOQPSK-TG, %ld bits, seed %llu, %s\n", bits, static_cast<unsigned long long>(seed),
+    std::printf("SOQPSK-TG, %ld bits, seed %llu, %s, %s\n", bits, static_cast<unsigned long long>(seed), preset.c_str(),
                 lowpass ? "low-passed as the trellis's input" : "not low-passed");
     std::printf("model error (power left unexplained / signal power):\n");
     std::printf("  linear, principal pulse, 13 taps per axis: %6.2f dB\n", linear_residual_db(s));

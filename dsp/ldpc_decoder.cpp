@@ -83,6 +83,7 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
     if (std::all_of(channel_.begin(), channel_.begin() + p.n, [](double l) { return l == 0.0; })) {
         // Nothing received: no iteration can decide a bit. Every check fails, the word is zeros.
         std::fill(hard_.begin(), hard_.end(), std::uint8_t{0});
+        std::fill(belief_.begin(), belief_.end(), 0.0);
         r.failed_checks = static_cast<std::size_t>(p.checks);
     } else {
         if (cfg_.kind == decoder_kind::sum_product) {
@@ -94,6 +95,15 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
     std::copy_n(hard_.begin(), p.k, info.begin());
     if (!word.empty()) std::copy(hard_.begin(), hard_.end(), word.begin());
     return r;
+}
+
+void decoder::posterior(std::span<float> llr) const
+{
+    const auto n = static_cast<std::size_t>(h_.p.n);
+    if (llr.size() != n) {
+        throw std::invalid_argument("ldpc posterior: " + std::to_string(llr.size()) + " LLRs; expected " + std::to_string(n));
+    }
+    for (std::size_t i = 0; i < n; ++i) llr[i] = belief_[i] == 0.0 ? 0.0f : static_cast<float>(-belief_[i]);
 }
 
 std::size_t decoder::failed(std::span<const double> belief) const

@@ -69,6 +69,12 @@ public:
     /// 1) and, if `word` is not empty, every bit of the codeword (n_full, punctured included).
     /// std::invalid_argument for sizes other than n, k and n_full (or 0).
     decode_result decode(std::span<const float> llr, std::span<std::uint8_t> info, std::span<std::uint8_t> word = {});
+    /// The n transmitted bits' posterior LLRs after the last decode, in the detectors' sign
+    /// (positive means 1): the beliefs the decisions were made from (min_sum: after its last
+    /// check; sum_product: as its last decisions read them), 0 for every bit after a word of
+    /// erasures only. What iterative detection takes back from the decoder (less the input,
+    /// its extrinsic part). std::invalid_argument for a size other than n.
+    void posterior(std::span<float> llr) const;
 
 private:
     template <number_format F>

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# paq-equalizer-bound: AWGN against itself costs 0 dB for every structure; over edwards3 and
-# two-ray the linear equalizer pays more than 2 dB (the notch), more than with its output's
-# interference taken out and more than decision feedback, each of which pays more than the
-# matched-filter bound, which pays something; at two Eb/N0 and a seed of its own.
+# The bounds' measurements (tests/CMakeLists.txt). paq-equalizer-bound: AWGN against itself
+# costs 0 dB for every structure; over edwards3 and two-ray the linear equalizer pays more than
+# 2 dB (the notch), more than with its output's interference taken out and more than decision
+# feedback, each of which pays more than the matched-filter bound, which pays something; at
+# two Eb/N0 and a seed of its own.
 set -euo pipefail
 bin=$1/bench/paq-equalizer-bound
 fail() { echo "equalizer_bound: $*" >&2; exit 1; }
@@ -25,4 +26,27 @@ check() {  # preset, then the awk condition on the le, le+ic, dfe and mfb costs 
 check awgn zero
 check edwards3 ordered
 check two-ray ordered
-echo "equalizer_bound: ordered"
+echo "equalizer_bound: costs ordered"
+
+# The coded link (--code): every codeword decoded at 3 dB over AWGN and 6.5 dB over edwards3
+# on the first iteration; at 3 dB over edwards3 every codeword fails, and says so (an
+# information-bit error rate of several percent), on every iteration.
+out=$("$bin" --preset edwards3 --code ar4ja-4096-2/3 --info-ebn0-db 3,6.5 --codewords 3 --iterations 2 --bits 20000 --span 8 --seed 1234) ||
+  fail "--code: exit status $?"
+echo "$out"
+echo "$out" | awk '
+  $1 == "awgn" || $1 == "edwards3" { rows++
+    failed = $5; frames = $7; ber = $9
+    if (frames != 3) { print "frames " frames " in: " $0; bad = 1 }
+    if (($1 == "awgn" || $2 == "6.50") && (failed != 0 || ber != 0)) { print "not decoded: " $0; bad = 1 }
+    if ($1 == "edwards3" && $2 == "3.00" && (failed != 3 || ber < 0.05)) { print "not failed as it should: " $0; bad = 1 } }
+  END { if (rows != 8) { print "expected 8 rows, got " rows; bad = 1 } exit bad }' || fail "--code: unexpected counts"
+# Sequence detection over edwards3 (paq-trellis-bound --preset): a table over 9 bits holds the
+# echoes with the modulation (below -55 dB), one over 5 bits does not (above -30 dB).
+trellis=$1/bench/paq-trellis-bound
+out=$("$trellis" --bits 20000 --window 5,9 --lowpass 0 --preset edwards3 --seed 5) || fail "paq-trellis-bound --preset: exit status $?"
+echo "$out"
+echo "$out" | awk '/table over 5 bits/ { w5 = $(NF - 1) } /table over 9 bits/ { w9 = $(NF - 1) }
+  END { if (!(w5 > -30 && w9 < -55)) { print "model errors: 5 bits " w5 " dB, 9 bits " w9 " dB"; exit 1 } }' ||
+  fail "paq-trellis-bound --preset edwards3: the tables' model errors"
+echo "equalizer_bound: coded and sequence detection as expected"
