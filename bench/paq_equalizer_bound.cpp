@@ -405,7 +405,7 @@ int main(int argc, char** argv)
     std::vector<double> info_ebn0;
     int codewords = 200, iterations = 6, decoder_iterations = 50;
     double scale = 1.0;
-    app.add_option("--code", code_name, "Also a coded link with this LDPC code, detected and decoded iteratively (on awgn and the preset)")
+    app.add_option("--code", code_name, "Also a coded link with this LDPC code, detected and decoded iteratively (on awgn, and the preset if another)")
         ->check(CLI::IsMember(paq::names_in(paq::dsp::ldpc::code_names)));
     app.add_option("--info-ebn0-db", info_ebn0, "With --code: Eb/N0 per information bit, dB, comma-separated")
         ->delimiter(',')
@@ -451,7 +451,9 @@ int main(int argc, char** argv)
                         "iterations (seed %llu)\n",
                         code_name.c_str(), codewords, iterations, static_cast<unsigned long long>(seed));
             std::printf("%-9s %-14s %-9s %-16s %-10s %s\n", "channel", "info Eb/N0", "iteration", "failed", "FER", "BER");
-            for (const auto& [name, mo] : {std::pair<std::string, const moments*>{"awgn", &ma}, {preset, &mc}}) {
+            std::vector<std::pair<std::string, const moments*>> channels{{"awgn", &ma}};
+            if (preset != "awgn") channels.emplace_back(preset, &mc);
+            for (const auto& [name, mo] : channels) {
                 const linear_model lm[2] = {model_of(*mo, 0), model_of(*mo, 1)};
                 for (const double e : info_ebn0) {
                     const auto counts = run_coded(lm, name, bit_rate, c, e, codewords, iterations, decoder_iterations, scale, seed);
