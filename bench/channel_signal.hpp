@@ -18,10 +18,12 @@ namespace paq::bench {
 /// delay at interp_half.
 inline constexpr int interp_half = 16;
 
-/// x (2 samples a bit at bit_rate_hz) through the rays of `preset` (paq::sim::add_fractional_delay),
-/// scaled to mean power 1 as paq-sim's received signal: a sample of x at m is, through the
-/// zero-delay ray, sample m + interp_half of the result. std::invalid_argument for an unknown
-/// preset or one whose rays change over time (flight).
+/// x (2 samples a bit at bit_rate_hz) through the rays of `preset`, each a windowed-sinc
+/// fractional delay (paq::sim::add_fractional_delay, the simulator's interpolator, here
+/// interp_half taps either side), scaled to mean power 1 over x (paq-sim scales its received
+/// signal to power 1 from the modulation's autocorrelation: the same in expectation): a sample
+/// of x at m is, through the zero-delay ray, sample m + interp_half of the result.
+/// std::invalid_argument for an unknown preset or one whose rays change over time (flight).
 inline std::vector<cf64> through_preset(const std::vector<cf64>& x, const std::string& preset, double bit_rate_hz)
 {
     const auto ch = sim::channel_preset_by_name(preset);

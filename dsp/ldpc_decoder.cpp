@@ -106,6 +106,18 @@ void decoder::posterior(std::span<float> llr) const
     for (std::size_t i = 0; i < n; ++i) llr[i] = belief_[i] == 0.0 ? 0.0f : static_cast<float>(-belief_[i]);
 }
 
+void decoder::extrinsic(std::span<float> llr) const
+{
+    const auto n = static_cast<std::size_t>(h_.p.n);
+    if (llr.size() != n) {
+        throw std::invalid_argument("ldpc extrinsic: " + std::to_string(llr.size()) + " LLRs; expected " + std::to_string(n));
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+        const double e = belief_[i] - channel_[i];
+        llr[i] = e == 0.0 ? 0.0f : static_cast<float>(-e);
+    }
+}
+
 std::size_t decoder::failed(std::span<const double> belief) const
 {
     std::size_t f = 0;

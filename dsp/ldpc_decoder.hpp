@@ -72,9 +72,12 @@ public:
     /// The n transmitted bits' posterior LLRs after the last decode, in the detectors' sign
     /// (positive means 1): the beliefs the decisions were made from (min_sum: after its last
     /// check; sum_product: as its last decisions read them), 0 for every bit after a word of
-    /// erasures only. What iterative detection takes back from the decoder (less the input,
-    /// its extrinsic part). std::invalid_argument for a size other than n.
+    /// erasures only. std::invalid_argument for a size other than n.
     void posterior(std::span<float> llr) const;
+    /// The same less each bit's input as the decoder took it (limited to +-30 and, in binary16,
+    /// rounded; NaN as 0): what the code alone says of each bit, which iterative detection
+    /// takes back as the bit's belief. std::invalid_argument for a size other than n.
+    void extrinsic(std::span<float> llr) const;
 
 private:
     template <number_format F>

@@ -325,8 +325,9 @@ TEST(ldpc_decoder, erased_bits_are_recovered)
 TEST(ldpc_decoder, the_posterior_agrees_with_the_decisions_and_outweighs_the_channel)
 {
     // k = 4096 rate 2/3 over BPSK at 2.6 dB, both decoders: each transmitted bit's posterior
-    // has the sign of its decision and is far surer than the channel's LLR; a word of erasures
-    // decoded after it leaves every posterior at 0 (not the last word's beliefs).
+    // has the sign of its decision and is far surer than the channel's LLR; the extrinsic LLR
+    // is the posterior less the input as the decoder took it (a few inputs beyond its +-30
+    // limit); a word of erasures decoded after it leaves both at 0 (not the last word's).
     const auto c = ldpc::code::k4096_r2_3;
     const auto& enc = ldpc::encoder::get(c);
     const auto p = enc.params();
@@ -335,7 +336,8 @@ TEST(ldpc_decoder, the_posterior_agrees_with_the_decisions_and_outweighs_the_cha
     const auto u = random_info(p.k, 4712u);
     std::vector<std::uint8_t> tx(n), info(static_cast<std::size_t>(p.k)), word(static_cast<std::size_t>(p.n_full));
     enc.encode(u, tx);
-    const auto l = bpsk_llrs(tx, 2.0 / 3.0, 2.6, rng);
+    auto l = bpsk_llrs(tx, 2.0 / 3.0, 2.6, rng);
+    for (std::size_t i = 0; i < 8; ++i) l[i] = tx[i] ? 60.0f : -60.0f;  // beyond the decoder's limit
     double channel = 0.0;
     for (const float v : l) channel += std::abs(v);
     for (const auto kind : {ldpc::decoder_kind::min_sum, ldpc::decoder_kind::sum_product}) {
@@ -353,12 +355,23 @@ TEST(ldpc_decoder, the_posterior_agrees_with_the_decisions_and_outweighs_the_cha
         }
         EXPECT_EQ(disagree, 0u);
         EXPECT_GT(sure, 3.0 * channel) << "mean |posterior| " << sure / static_cast<double>(n) << " against the channel's " << channel / static_cast<double>(n);
+        std::vector<float> ext(n);
+        dec.extrinsic(ext);
+        const bool half = kind == ldpc::decoder_kind::min_sum;  // binary16 by default
+        for (std::size_t i = 0; i < n; ++i) {
+            const float limited = std::clamp(l[i], -30.0f, 30.0f);
+            const float seen = half ? ldpc::round_to_binary16(limited) : limited;
+            ASSERT_NEAR(post[i] - ext[i], seen, 1e-4f * (1.0f + std::abs(post[i]))) << "bit " << i;
+        }
         const std::vector<float> erased(n, 0.0f);
         (void)dec.decode(erased, info);
         dec.posterior(post);
+        dec.extrinsic(ext);
         EXPECT_TRUE(std::all_of(post.begin(), post.end(), [](float v) { return v == 0.0f; }));
+        EXPECT_TRUE(std::all_of(ext.begin(), ext.end(), [](float v) { return v == 0.0f; }));
         std::vector<float> wrong(n + 1);
         EXPECT_THROW(dec.posterior(wrong), std::invalid_argument);
+        EXPECT_THROW(dec.extrinsic(wrong), std::invalid_argument);
     }
 }
 
