@@ -18,6 +18,17 @@ namespace paq::bench {
 /// delay at interp_half.
 inline constexpr int interp_half = 16;
 
+/// The presets whose rays stay put (all but flight): those through_preset takes, for a command
+/// line's check.
+inline std::vector<std::string> fixed_preset_names()
+{
+    std::vector<std::string> fixed;
+    for (const auto& name : sim::channel_preset_names()) {
+        if (!sim::channel_preset_by_name(name).flight) fixed.push_back(name);
+    }
+    return fixed;
+}
+
 /// x (2 samples a bit at bit_rate_hz) through the rays of `preset`, each a windowed-sinc
 /// fractional delay (paq::sim::add_fractional_delay, the simulator's interpolator, here
 /// interp_half taps either side), scaled to mean power 1 over x (paq-sim scales its received

@@ -391,11 +391,7 @@ int main(int argc, char** argv)
     int span = 12;
     double bit_rate = 10.3125e6;
     std::uint64_t seed = 91;
-    std::vector<std::string> fixed;  // the presets whose rays stay put
-    for (const auto& n : paq::sim::channel_preset_names()) {
-        if (!paq::sim::channel_preset_by_name(n).flight) fixed.push_back(n);
-    }
-    app.add_option("--preset", preset, "Channel preset (one whose rays stay put)")->check(CLI::IsMember(fixed));
+    app.add_option("--preset", preset, "Channel preset (one whose rays stay put)")->check(CLI::IsMember(paq::bench::fixed_preset_names()));
     // CLI11's Range lets NaN through (NaN compares false both ways).
     auto finite_in = [](double lo, double hi) {
         return CLI::Validator(

@@ -234,11 +234,8 @@ int main(int argc, char** argv)
         ->check(CLI::IsMember({3, 5, 7, 9}));
     app.add_option("--lowpass", lowpass, "Low-pass the signal and noise as the receiver's trellis input (1) or not (0)");
     app.add_option("--seed", seed, "Seed of the bits and the noise");
-    std::vector<std::string> fixed;  // the presets whose rays stay put
-    for (const auto& name : paq::sim::channel_preset_names()) {
-        if (!paq::sim::channel_preset_by_name(name).flight) fixed.push_back(name);
-    }
-    app.add_option("--preset", preset, "The channel before the noise (paq-sim's presets whose rays stay put, at 10.3125 Mbit/s)")->check(CLI::IsMember(fixed));
+    app.add_option("--preset", preset, "The channel before the noise (paq-sim's presets whose rays stay put, at 10.3125 Mbit/s)")
+        ->check(CLI::IsMember(paq::bench::fixed_preset_names()));
     CLI11_PARSE(app, argc, argv);
 
     std::mt19937_64 rng(seed);

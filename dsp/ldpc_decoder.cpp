@@ -97,24 +97,17 @@ decode_result decoder::decode(std::span<const float> llr, std::span<std::uint8_t
     return r;
 }
 
-void decoder::posterior(std::span<float> llr) const
-{
-    const auto n = static_cast<std::size_t>(h_.p.n);
-    if (llr.size() != n) {
-        throw std::invalid_argument("ldpc posterior: " + std::to_string(llr.size()) + " LLRs; expected " + std::to_string(n));
-    }
-    for (std::size_t i = 0; i < n; ++i) llr[i] = belief_[i] == 0.0 ? 0.0f : static_cast<float>(-belief_[i]);
-}
+void decoder::posterior(std::span<float> llr) const { beliefs_out(llr, false, "ldpc posterior"); }
 
-void decoder::extrinsic(std::span<float> llr) const
+void decoder::extrinsic(std::span<float> llr) const { beliefs_out(llr, true, "ldpc extrinsic"); }
+
+void decoder::beliefs_out(std::span<float> llr, bool less_input, const char* what) const
 {
     const auto n = static_cast<std::size_t>(h_.p.n);
-    if (llr.size() != n) {
-        throw std::invalid_argument("ldpc extrinsic: " + std::to_string(llr.size()) + " LLRs; expected " + std::to_string(n));
-    }
+    if (llr.size() != n) throw std::invalid_argument(std::string(what) + ": " + std::to_string(llr.size()) + " LLRs; expected " + std::to_string(n));
     for (std::size_t i = 0; i < n; ++i) {
-        const double e = belief_[i] - channel_[i];
-        llr[i] = e == 0.0 ? 0.0f : static_cast<float>(-e);
+        const double b = less_input ? belief_[i] - channel_[i] : belief_[i];
+        llr[i] = b == 0.0 ? 0.0f : static_cast<float>(-b);  // the detectors' sign; an exact 0 stays +0
     }
 }
 

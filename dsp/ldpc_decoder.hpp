@@ -87,6 +87,8 @@ private:
     [[nodiscard]] std::size_t failed(std::span<const double> belief) const;
     /// The decisions from the beliefs after `iteration`, and whether they satisfy every check.
     bool decided(std::span<const double> belief, std::span<std::uint8_t> hard, int iteration, decode_result& res) const;
+    /// posterior() (less_input false) and extrinsic() (true); `what` names the caller in errors.
+    void beliefs_out(std::span<float> llr, bool less_input, const char* what) const;
 
     const parity_check& h_;
     decoder_config cfg_;
