@@ -18,8 +18,9 @@ packages=(
   prometheus  # promtool: `promtool check metrics` on a live scrape (ctest metrics.promtool)
   chromium  # headless: the live view during a run and paq-report's page (ctest live_view.browser, report.screenshot)
   # The sanitized build (scripts/sanitize.sh, scripts/fuzz.sh): Clang with libFuzzer and the
-  # sanitizer runtimes, the OpenMP runtime Clang links, and llvm-symbolizer for stack traces.
-  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14
+  # sanitizer runtimes, the OpenMP runtime Clang links, llvm-symbolizer for stack traces, and
+  # lld, which links the sanitized programs in a third of BFD ld's time.
+  clang-14 libclang-rt-14-dev libomp-14-dev llvm-14 lld-14
 )
 
 missing=()
