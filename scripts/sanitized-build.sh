@@ -7,9 +7,8 @@
 # paq_sim) at -O2: at -O1 it makes the sanitized trellis end-to-end test three times slower;
 # the rest compiles in half the time at -O0 (config/daemon_yaml.cpp: 42 s against 82 s at
 # -O1, 123 s at -O2). It is also the build without CUDA (what users without a GPU toolchain
-# get) whose tests CI runs. It links with lld (LLVM 14's, as the compiler) where Clang can use it:
-# the sanitized programs link in a third of BFD ld's time (150 s of CPU against 54 s for the
-# whole tree, links and test discovery, on the 2-core machine).
+# get) whose tests CI runs. It links with lld (LLVM 14's, as the compiler) where Clang can use
+# it, in a third of BFD ld's time (docs/TESTING.md, "Sanitizers").
 #
 #   scripts/sanitized-build.sh [targets...]     # default: everything
 #
