@@ -106,7 +106,7 @@ struct replay_command {
     int threads = -1;
     std::string front_end, detector, fec, combining;
     int fec_iterations = 0;
-    std::string backend = "cpu";
+    std::string backend = "auto";
     std::vector<int> gpus;
     std::string solver{name_of(config::solver_names, config::solver_kind::levinson)};
     std::string records_base;
@@ -166,10 +166,10 @@ struct replay_command {
         cmd->add_option("--threads", threads, "CPU threads, 0 = all cores (overrides the config)")
             ->check(CLI::Range(static_cast<int>(dsp::receiver_ranges::cpu_threads.lo), static_cast<int>(dsp::receiver_ranges::cpu_threads.hi)));
         cmd->add_option("--backend", backend,
-                        "Signal-chain backend: " + names_text(config::backend_names) + " (auto: cuda when a GPU can run it)")
+                        "Signal-chain backend: " + names_text(config::backend_names) + " (auto: cuda when a GPU can run it, else cpu)")
             ->check(CLI::IsMember(names_in(config::backend_names)))
             ->capture_default_str();
-        cmd->add_option("--gpu,--gpus", gpus, "CUDA device(s) for --backend cuda, one worker each, e.g. 0 or 0,1 (default 0)")
+        cmd->add_option("--gpu,--gpus", gpus, "CUDA device(s) of the cuda backend, one worker each, e.g. 0 or 0,1 (default 0; with --backend auto, they make it cuda)")
             ->delimiter(',')
             ->check(CLI::NonNegativeNumber);
         cmd->add_option("--solver", solver, "ZF/MMSE solver of the cuda backend: " + names_text(config::solver_names))

@@ -18,6 +18,8 @@
 #include <sstream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 namespace paq::daemon {
 
 replay_result run_replay(const replay_options& opt)
@@ -25,7 +27,12 @@ replay_result run_replay(const replay_options& opt)
     // The CUDA module and the CUDA libraries load before the replay starts reading or timing
     // (as the dynamic loader loaded them before main when paqd linked them): loaded while the
     // first windows are read, they compete with the reads for the disk and memory.
-    if (opt.backend != config::backend_kind::cpu) (void)runtime::cuda_backend_available();
+    // `auto` with GPUs named (--gpus) is cuda: they are insisted on.
+    const auto requested = opt.backend == config::backend_kind::automatic && !opt.gpus.empty() ? config::backend_kind::cuda : opt.backend;
+    // With `auto`, only where the NVIDIA driver is there to use them.
+    if (requested == config::backend_kind::cuda || (requested == config::backend_kind::automatic && runtime::cuda_driver_present())) {
+        (void)runtime::cuda_backend_available();
+    }
     const auto t_start = std::chrono::steady_clock::now();
     auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
     // The options that do not fit the recording (its channel, a raw file's rate or channels) are
@@ -128,7 +135,6 @@ replay_result run_replay(const replay_options& opt)
     res.pattern = std::string(dsp::to_string(pattern));
     res.bit_rate_hz = rc.bit_rate_hz;
     res.resampled = rc.input_ratio() != 1.0;
-    const auto kind = runtime::resolve_backend(opt.backend, rc);
     std::unique_ptr<records_writer> records;
     if (!opt.records.base.empty()) records = std::make_unique<records_writer>(opt.records, pattern, info.sample_rate_hz, 2.0 * rc.bit_rate_hz, rc.streams(),
                                                                             dsp::framing_for(rc.fec), rc.channels,
@@ -137,15 +143,25 @@ replay_result run_replay(const replay_options& opt)
     if (!opt.llr_base.empty()) llrs = std::make_unique<llr_writer>(opt.llr_base, rc.detector);
     // The backends are made on a thread of their own (a CUDA context, plans and buffers take
     // most of a second) while the run reads the first windows. One worker per GPU; the CPU
-    // backend is one worker using receiver.cpu_threads threads. The maker is joined before
-    // the pool is destroyed (declared after it).
+    // backend is one worker using receiver.cpu_threads threads. `auto` is resolved there too
+    // (listing the devices starts the driver), and where it chose a GPU whose backend cannot
+    // be made (its memory taken, say) and no --gpus was given, the replay runs on the CPU,
+    // saying why. The maker is joined before the pool is destroyed (declared after it).
     std::unique_ptr<runtime::worker_pool> pool;
     std::promise<runtime::worker_pool*> made;
     const runtime::pool_future pool_ready = made.get_future().share();
     std::jthread maker([&] {
         try {
             const double t_backend = since_start();
-            auto backends = runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc);
+            const auto kind = runtime::resolve_backend(requested, rc);
+            std::vector<std::unique_ptr<dsp::batch_processor>> backends;
+            try {
+                backends = runtime::make_backends(kind, opt.gpus, 1, opt.solver, rc);
+            } catch (const std::runtime_error& e) {
+                if (requested != config::backend_kind::automatic || kind != config::backend_kind::cuda) throw;
+                spdlog::warn("the cuda backend could not be made ({}); using the cpu backend (--backend cuda to insist)", e.what());
+                backends = runtime::make_backends(config::backend_kind::cpu, {}, 1, opt.solver, rc);
+            }
             if (llrs) {
                 for (auto& b : backends) b->set_soft_output(true);
             }

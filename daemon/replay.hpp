@@ -39,9 +39,9 @@ struct replay_options {
     /// it), else pn15.
     std::optional<dsp::pn_pattern> pattern;
     dsp::receiver_config receiver;
-    config::backend_kind backend = config::backend_kind::cpu;  ///< automatic: cuda when a GPU can run it
+    config::backend_kind backend = config::backend_kind::automatic;  ///< automatic: cuda when a GPU can run it, else cpu
     /// CUDA devices, one worker each (cuda backend); empty: device 0. Batches go to them in
-    /// turn and are tallied in order.
+    /// turn and are tallied in order. Given with `automatic`, the backend is cuda.
     std::vector<int> gpus;
     runtime::solver_kind solver = runtime::solver_kind::levinson;  ///< ZF/MMSE solver of the cuda backend
     records_config records;       ///< per-packet CSV records (base empty: none)

@@ -91,6 +91,19 @@ solver_kind parse_solver(std::string_view text) { return parse_named(config::sol
 
 backend_kind parse_backend(std::string_view text) { return parse_named(config::backend_names, text, "backend"); }
 
+bool cuda_driver_present() noexcept
+{
+#ifdef PAQ_CUDA_MODULE
+    // The driver's library, loaded once and kept (the CUDA runtime loads it anyway): where it
+    // is missing no CUDA device can be used, and loading the module (the CUDA libraries, about
+    // half a second) would be wasted.
+    static const bool present = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr;
+    return present;
+#else
+    return false;
+#endif
+}
+
 bool cuda_backend_available() noexcept { return cuda_module().api != nullptr; }
 
 std::string cuda_backend_unavailable_reason() { return cuda_module().api != nullptr ? std::string() : cuda_module().error; }
@@ -132,6 +145,12 @@ backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config&
         spdlog::info("two receive channels received by selection (combining: select) run on the CPU backend; using it");
         return backend_kind::cpu;
     }
+#ifdef PAQ_CUDA_MODULE
+    if (!cuda_driver_present()) {
+        spdlog::info("no NVIDIA driver (libcuda.so.1 not found); using the CPU backend");
+        return backend_kind::cpu;
+    }
+#endif
     const auto& m = cuda_module();
     if (m.api == nullptr) {
 #ifdef PAQ_CUDA_MODULE

@@ -39,6 +39,10 @@ struct backend_spec {
     solver_kind solver = solver_kind::levinson;
 };
 
+/// True when the NVIDIA driver's library (libcuda.so.1) loads: without it no CUDA device can
+/// be used, and `automatic` resolves to cpu without loading the CUDA module. False in a build
+/// without CUDA.
+[[nodiscard]] bool cuda_driver_present() noexcept;
 /// True when the CUDA backend is there: its module loads (the first call loads it: found
 /// through PAQD_CUDA_MODULE, beside the installed programs, or in this build's tree).
 [[nodiscard]] bool cuda_backend_available() noexcept;
@@ -57,10 +61,10 @@ struct backend_spec {
                                                                                int cpu_workers, solver_kind solver,
                                                                                const dsp::receiver_config& cfg);
 
-/// `automatic`: cuda when a device can run the CUDA backend, else cpu (the reason logged
-/// as a warning); cpu for a receiver that selects a channel per packet
-/// (receiver_config::selects_channel: only the CPU backend selects). cpu and cuda are
-/// returned as they are.
+/// `automatic`: cuda when a device can run the CUDA backend, else cpu (the reason logged: no
+/// driver or no module as information, a device that cannot run it as a warning); cpu for a
+/// receiver that selects a channel per packet (receiver_config::selects_channel: only the CPU
+/// backend selects). cpu and cuda are returned as they are.
 [[nodiscard]] backend_kind resolve_backend(backend_kind requested, const dsp::receiver_config& rc = {});
 
 /// One line per CUDA device this process sees ("GPU 0: NVIDIA H100 ..."); empty without

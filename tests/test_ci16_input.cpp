@@ -290,6 +290,7 @@ TEST(ci16_input, replay_of_a_ci16_recording_equals_its_cf32_twin)
             w.close();
         }
         daemon::replay_options opt;
+        opt.backend = config::backend_kind::cpu;
         opt.file = base.string() + ".sigmf-meta";
         opt.receiver.batch_samples = 150'000;
         res[k] = daemon::run_replay(opt);

@@ -467,6 +467,7 @@ daemon::replay_result replay_stream(double ebn0_db, std::uint64_t seed, bool hol
         w.close();
     }
     daemon::replay_options opt;
+    opt.backend = config::backend_kind::cpu;
     opt.file = dir / "rec.raw";
     opt.raw_format = io::sample_format::cf32_le;
     opt.raw_sample_rate_hz = sc.sample_rate_hz;

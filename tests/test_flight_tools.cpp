@@ -113,6 +113,7 @@ TEST(flight_records, rows_carry_the_clock_and_the_front_end)
         w.close();
     }
     daemon::replay_options opt;
+    opt.backend = config::backend_kind::cpu;
     opt.file = dir.path / "rec.sigmf-meta";
     opt.receiver.front_end_correction = 1;
     opt.records.base = dir.path / "r";
@@ -151,6 +152,7 @@ TEST(flight_records, report_numbers_equal_the_replay_table)
     temp_dir dir;
     const auto rec = write_flight_recording(dir.path, 120);
     daemon::replay_options opt;
+    opt.backend = config::backend_kind::cpu;
     opt.file = rec;
     opt.receiver = test::small_batches();
     opt.records.base = dir.path / "records" / "flight";
@@ -212,6 +214,7 @@ TEST(flight_records, a_recording_with_core_datetime_gives_the_report_utc_axes_fr
     const std::string datetime = "2026-11-25T10:47:40.123456789Z";
     const auto rec = write_flight_recording(dir.path, 40, datetime);
     daemon::replay_options opt;
+    opt.backend = config::backend_kind::cpu;
     opt.file = rec;
     opt.receiver = test::small_batches();
     opt.records.base = dir.path / "timed";

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <future>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <numbers>
 #include <random>
@@ -662,6 +663,7 @@ TEST(bad_input, truncated_and_mistyped_recordings)
         f.write("abc", 3);
     }
     daemon::replay_options opt;
+    opt.backend = config::backend_kind::cpu;
     opt.file = dir / "rec.sigmf-meta";
     const auto r = daemon::run_replay(opt);
     EXPECT_EQ(r.trailing_bytes, 3u);
@@ -704,6 +706,21 @@ TEST(bad_input, unknown_or_unavailable_backend)
     EXPECT_EQ(runtime::make_backend({runtime::backend_kind::cpu}, rc)->name(), "cpu");
     EXPECT_THROW((void)runtime::make_backend({runtime::backend_kind::automatic}, rc), std::invalid_argument);
     EXPECT_NE(runtime::resolve_backend(runtime::backend_kind::automatic), runtime::backend_kind::automatic);
+    // Without the NVIDIA driver no CUDA device can run: `auto` is cpu there, decided without
+    // loading the CUDA module and its libraries (half a second a replay). paqd replay's default.
+    EXPECT_EQ(daemon::replay_options{}.backend, runtime::backend_kind::automatic);
+    if (!runtime::cuda_driver_present()) {
+        auto module_mapped = [] {
+            std::ifstream maps("/proc/self/maps");
+            const std::string m((std::istreambuf_iterator<char>(maps)), std::istreambuf_iterator<char>());
+            return m.find("libpaqd-cuda") != std::string::npos;
+        };
+        const bool before = module_mapped();
+        EXPECT_EQ(runtime::resolve_backend(runtime::backend_kind::automatic), runtime::backend_kind::cpu);
+        if (!before) {
+            EXPECT_FALSE(module_mapped()) << "auto loaded the CUDA module where no driver is";
+        }
+    }
     // No GPU here (or no CUDA in this build): a clear error, not a crash. With a GPU, device
     // 99 does not exist either.
     try {
@@ -815,6 +832,7 @@ TEST(replay_rates, the_bit_rate_comes_from_the_recording_or_the_option)
         w.close();
     }
     daemon::replay_options opt;
+    opt.backend = config::backend_kind::cpu;
     opt.file = dir / "rec.sigmf-meta";
     const auto r = daemon::run_replay(opt);
     EXPECT_EQ(r.bit_rate_from, "paq:bit_rate_hz");

@@ -125,11 +125,12 @@ wait_bert() {  # after wait_paqd: what paqd sent is in paq-bert's sockets, which
 
 # The cases that compare with it receive over the network, where the front-end correction is
 # on by default (receiver.front_end_correction auto): the replay does the same.
-# offline [NAME [replay options...]]: NAME.json (offline.json), the options added.
+# offline [NAME [replay options...]]: NAME.json (offline.json), the options added. On the CPU
+# backend, as the live runs it is compared with (the replay's own default is auto).
 offline() {
   local name=${1:-offline}
   shift || true
-  "$paqd" replay "$work/rec.sigmf-meta" --batch-samples "$batch" --front-end-correction on --json-out "$work/$name.json" "$@" \
+  "$paqd" replay "$work/rec.sigmf-meta" --backend cpu --batch-samples "$batch" --front-end-correction on --json-out "$work/$name.json" "$@" \
     > "$work/$name.txt" 2>&1 || fail "offline replay ($name) failed: $(tail -5 "$work/$name.txt")"
 }
 
@@ -490,7 +491,7 @@ rates)
   # packets, clock and errors per path as paqd replay of the same file, nothing missed.
   "$sim" --preset edwards3 --ebn0-db 14 --seconds 0.15 --seed 79 --sample-rate 30.72e6 --clock-ppm -80 \
     --output "$work/rec30" > /dev/null
-  "$paqd" replay "$work/rec30.sigmf-meta" --batch-samples 2000000 --json-out "$work/offline.json" > /dev/null 2>&1 \
+  "$paqd" replay "$work/rec30.sigmf-meta" --backend cpu --batch-samples 2000000 --json-out "$work/offline.json" > /dev/null 2>&1 \
     || fail "offline replay failed"
   printf '%s\n' "receiver: {batch_samples: 2000000}" \
     "source: {type: file, file: {path: $work/rec30.sigmf-meta, paced: false}}" \
