@@ -10,6 +10,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <omp.h>
+
 namespace paq::dsp {
 
 std::vector<path_summary> stream_summaries(int streams)
@@ -69,8 +71,9 @@ void run_tally::add(const batch_output& out)
         }
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
     }
-    // The streams' PN counters are independent: one thread each, every packet in order.
-#pragma omp parallel for schedule(static, 1) if (out.packets.size() >= 64)
+    // The streams' PN counters are independent: one thread each, every packet in order (a team
+    // of as many threads as streams: more would only wait at the barrier).
+#pragma omp parallel for schedule(static, 1) num_threads(std::min(out.streams, omp_get_max_threads())) if (out.packets.size() >= 64)
     for (int p = 0; p < out.streams; ++p) {
         auto& counter = counters_[static_cast<std::size_t>(p)];
         double bep = 0.0;

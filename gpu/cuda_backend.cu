@@ -33,6 +33,7 @@
 #include "gpu/equalizers.hpp"
 
 #include <cuComplex.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -71,6 +72,15 @@ void wait_pumping(Query&& query, const std::function<bool()>& pump)
         std::this_thread::sleep_for(std::chrono::microseconds(20));
     }
 }
+
+/// The most threads of the host's loops over a part's packets (its records, the copy of its
+/// bits out of the pinned buffers; OMP_NUM_THREADS, when lower, is kept): about 1.75 ms of one
+/// core's work a part at a default batch, half a millisecond on four. A team of every core
+/// (OpenMP's default) waits at its barrier for any of its threads that shares a core with other
+/// work: with one busy process beside it on a 16-core H100 host, a default batch took 75.9 ms
+/// in place of 14.3 ms; with four threads, 14.2 ms (docs/PERFORMANCE.md, "Other work on the host").
+constexpr int host_loop_threads = 4;
+int host_loop_team() { return std::min(host_loop_threads, omp_get_max_threads()); }
 
 /// Events between the device stages: one before the first, one after each.
 constexpr int stage_count_events = cuda_backend::stage_count;
@@ -2030,7 +2040,8 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
     std::uint64_t nonfinite_total = 0;
     // Packets in parallel: the records (received power of each channel estimate) and the
     // copy of the bits out of the pinned buffer were 7 ms on one core for a full batch.
-#pragma omp parallel for schedule(static) reduction(+ : nonfinite_total)
+    const int team = host_loop_team();
+#pragma omp parallel for schedule(static) num_threads(team) reduction(+ : nonfinite_total)
     for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
         const auto p = static_cast<std::size_t>(pi);
         auto& rec = out.packets[first_packet + p];
@@ -2105,7 +2116,7 @@ double chain_part::collect(const dsp::sample_batch& batch, const dsp::input_geom
     // output's [packet][stream].
     constexpr std::size_t path_block = num_paths * dsp::packed_data_bytes;
     const std::size_t detectors = static_cast<std::size_t>(out.streams / num_paths);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) num_threads(team)
     for (std::ptrdiff_t pi = 0; pi < static_cast<std::ptrdiff_t>(found_np); ++pi) {
         const auto p = static_cast<std::size_t>(pi);
         for (std::size_t d = 0; d < detectors; ++d) {
