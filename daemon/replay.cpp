@@ -29,10 +29,8 @@ replay_result run_replay(const replay_options& opt)
     // first windows are read, they compete with the reads for the disk and memory.
     // `auto` with GPUs named (--gpus) is cuda: they are insisted on.
     const auto requested = opt.backend == config::backend_kind::automatic && !opt.gpus.empty() ? config::backend_kind::cuda : opt.backend;
-    // With `auto`, only where the NVIDIA driver is there to use them.
-    if (requested == config::backend_kind::cuda || (requested == config::backend_kind::automatic && runtime::cuda_driver_present())) {
-        (void)runtime::cuda_backend_available();
-    }
+    // Only where the NVIDIA driver is there to use them (else make_backend says what is missing).
+    if (requested != config::backend_kind::cpu && runtime::cuda_driver_present()) (void)runtime::cuda_backend_available();
     const auto t_start = std::chrono::steady_clock::now();
     auto since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
     // The options that do not fit the recording (its channel, a raw file's rate or channels) are

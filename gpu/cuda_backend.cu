@@ -74,11 +74,11 @@ void wait_pumping(Query&& query, const std::function<bool()>& pump)
 }
 
 /// The most threads of the host's loops over a part's packets (its records, the copy of its
-/// bits out of the pinned buffers; OMP_NUM_THREADS, when lower, is kept): about 1.75 ms of one
-/// core's work a part at a default batch, half a millisecond on four. A team of every core
+/// bits out of the pinned buffers; OMP_NUM_THREADS, when lower, is kept). A team of every core
 /// (OpenMP's default) waits at its barrier for any of its threads that shares a core with other
-/// work: with one busy process beside it on a 16-core H100 host, a default batch took 75.9 ms
-/// in place of 14.3 ms; with four threads, 14.2 ms (docs/PERFORMANCE.md, "Other work on the host").
+/// work: on a 16-core H100 host a default batch took 71.4 ms in place of 14.3 ms beside one
+/// process reading a file; beside a busy loop, with four threads (OMP_NUM_THREADS=4), 14.2 ms
+/// (docs/PERFORMANCE.md, "Other work on the host").
 constexpr int host_loop_threads = 4;
 int host_loop_team() { return std::min(host_loop_threads, omp_get_max_threads()); }
 
