@@ -115,6 +115,7 @@ struct replay_command {
     std::vector<int> channel;
     int channels = 1;
     bool each_channel = false;
+    bool stage_timing = false;
 
     void add_to(CLI::App& app)
     {
@@ -182,6 +183,9 @@ struct replay_command {
         cmd->add_option("--channel-decimation", channel_decimation, "The channel estimate of every Nth packet")
             ->check(CLI::Range(1u, 1000000u))->capture_default_str();
         cmd->add_option("--json-out", json_out, "Also write the JSON summary to this file");
+        cmd->add_flag("--stage-timing", stage_timing,
+                      "The cuda backend times its stages on every batch (CUDA events); the table and the JSON "
+                      "(\"stages\") give each stage's mean per batch");
         cmd->add_option("--llr-out", llr_base,
                         "Write the trellis's LLR of every data bit to BASE-<path>.llr, a file per path (needs --detector "
                         "trellis or both; docs/RECORDS.md, \"LLR files\")");
@@ -214,6 +218,10 @@ struct replay_command {
             opt.records.decimation = records_decimation;
             opt.records.channel_decimation = channel_decimation;
             opt.llr_base = llr_base;
+            opt.stage_timing = stage_timing;
+            if (stage_timing && opt.backend == config::backend_kind::cpu) {
+                throw config::config_error({"--stage-timing: the cpu backend does not time its stages (--backend cuda)"});
+            }
             if (!config_file.empty()) opt.receiver = config::load_receiver_config(config_file);
             if (batch_samples) opt.receiver.batch_samples = batch_samples;
             if (threads >= 0) opt.receiver.cpu_threads = threads;

@@ -163,6 +163,9 @@ replay_result run_replay(const replay_options& opt)
             if (llrs) {
                 for (auto& b : backends) b->set_soft_output(true);
             }
+            if (opt.stage_timing) {
+                for (auto& b : backends) b->set_stage_timing(true);
+            }
             pool = std::make_unique<runtime::worker_pool>(std::move(backends), runtime::worker_pool::backend_factory{}, 2);
             res.backend_s = since_start() - t_backend;
             res.setup_s = since_start();
@@ -201,6 +204,7 @@ replay_result run_replay(const replay_options& opt)
     res.first_packet_utc_ns = res.engine.first_packet_utc_ns;  // the engine's: the first packet with a known time
     res.backend = pool->names().front();
     res.workers = pool->workers();
+    if (opt.stage_timing) res.stages = pool->stats().stages;
     if (records) {
         records->close();
         res.records_on = true;
@@ -361,6 +365,19 @@ void print_table(const replay_result& r, std::ostream& os)
        << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
        << " s, read meanwhile: the reader waited " << t.pool_wait_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
+    if (r.stages && r.stages->batches > 0) {
+        // Means per batch: the device's stages (summed over each window's parts, which
+        // overlap), its span, and the host's side of the same calls.
+        const auto& st = *r.stages;
+        const double n = static_cast<double>(st.batches);
+        os << "  stages (" << r.backend << " backend, mean of " << st.batches << " batches, ms): device span "
+           << std::setprecision(3) << st.device_span_ms / n << "; process() " << st.host_total_ms / n << ", of it queueing "
+           << st.host_queued_ms / n << " and the last part's collection " << st.host_last_collect_ms / n << "\n   ";
+        for (const auto& [name, ms] : st.stage_ms) {
+            if (ms > 0.0) os << " " << name << " " << ms / n;
+        }
+        os << "\n";
+    }
     if (r.each_channel.size() == 2) {
         // BER side by side: the combined paths, each channel alone, and the combined gain over
         // the better channel (its BER over the combined).
@@ -451,6 +468,19 @@ nlohmann::json to_json(const replay_result& r)
                                   {"submit_wait_s", s.timing.submit_wait_s},
                                   {"pool_wait_s", s.timing.pool_wait_s}}},
                                 {"warnings", r.warnings}};
+    if (r.stages) {
+        // Means per batch, milliseconds.
+        const auto& st = *r.stages;
+        const double n = st.batches ? static_cast<double>(st.batches) : 1.0;
+        nlohmann::json stage_ms = nlohmann::json::object();
+        for (const auto& [name, ms] : st.stage_ms) stage_ms[name] = ms / n;
+        j["stages"] = {{"batches", st.batches},
+                       {"device_span_ms", st.device_span_ms / n},
+                       {"host_process_ms", st.host_total_ms / n},
+                       {"host_queued_ms", st.host_queued_ms / n},
+                       {"host_last_collect_ms", st.host_last_collect_ms / n},
+                       {"stage_ms", stage_ms}};
+    }
     j.update(own);
     // --each-channel: each channel alone, its paths as the combined run's are listed.
     nlohmann::json each = nlohmann::json::array();

@@ -53,6 +53,9 @@ struct replay_options {
     /// --fec: the LDPC code of the data fields. Unset: the recording's paq:fec (paq-sim --ldpc
     /// writes it), else receiver.fec.
     std::optional<dsp::fec_code> fec;
+    /// --stage-timing: the backend times its stages on every batch (CUDA events; the cuda
+    /// backend only), reported as means per batch (replay_result::stages).
+    bool stage_timing = false;
 };
 
 /// One channel of a combined replay received alone (replay_options::each_channel).
@@ -101,6 +104,8 @@ struct replay_result {
     /// the run reads its first windows meanwhile: timing.pool_wait_s is what it waited).
     double setup_s = 0.0;
     double backend_s = 0.0;             ///< of setup_s, making the backend (CUDA: context, plans, buffers)
+    /// --stage-timing: the backend's stage times summed over the batches (batches: how many).
+    std::optional<dsp::stage_times> stages;
 };
 
 [[nodiscard]] replay_result run_replay(const replay_options& opt);

@@ -10,11 +10,48 @@
 #include "dsp/batch.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace paq::dsp {
+
+/// Where process() calls' time went, for a backend that times its stages (the CUDA
+/// backend: CUDA events between its stages, the host clock around them): one call's, or the
+/// sum of several (add).
+struct stage_times {
+    std::uint64_t batches = 0;
+    /// Per stage, in the backend's order: device milliseconds summed over the window's parts
+    /// (which overlap one another, so the stages add up to more than the span), and the
+    /// host's filling of the output ("records").
+    std::vector<std::pair<std::string, double>> stage_ms;
+    double device_span_ms = 0.0;       ///< the first part's first event to the last part's last
+    double host_queued_ms = 0.0;       ///< process() began until every part was queued
+    double host_last_collect_ms = 0.0; ///< the last part's collection (waiting for it, then its records)
+    double host_total_ms = 0.0;        ///< the whole process() call
+
+    /// Adds another call's (or sum's) times; the stages are matched by name.
+    void add(const stage_times& o)
+    {
+        batches += o.batches;
+        for (const auto& [name, ms] : o.stage_ms) {
+            auto it = stage_ms.begin();
+            while (it != stage_ms.end() && it->first != name) ++it;
+            if (it == stage_ms.end()) {
+                stage_ms.emplace_back(name, ms);
+            } else {
+                it->second += ms;
+            }
+        }
+        device_span_ms += o.device_span_ms;
+        host_queued_ms += o.host_queued_ms;
+        host_last_collect_ms += o.host_last_collect_ms;
+        host_total_ms += o.host_total_ms;
+    }
+};
 
 class batch_processor {
 public:
@@ -39,6 +76,19 @@ public:
     virtual void set_soft_output(bool on)
     {
         if (on) throw std::runtime_error(name() + " backend: no soft output (LLRs)");
+    }
+
+    /// Stage timing: with it on, each process() also times its stages, for last_stage_times().
+    /// A backend that cannot throws std::runtime_error when asked to turn it on.
+    virtual void set_stage_timing(bool on)
+    {
+        if (on) throw std::runtime_error(name() + " backend: no stage timing (the cuda backend times its stages)");
+    }
+    /// The last process() call's stage times (batches 1); false when it was not timed.
+    [[nodiscard]] virtual bool last_stage_times(stage_times& out) const
+    {
+        static_cast<void>(out);
+        return false;
     }
 
     /// Host memory the caller will hand to process() again and again (the windows of a pool

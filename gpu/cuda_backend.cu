@@ -1240,6 +1240,20 @@ cuda_backend::timing cuda_backend::last_timing() const noexcept { return impl_->
 
 void cuda_backend::enable_stage_timing(bool on) noexcept { impl_->timing_on = on; }
 
+bool cuda_backend::last_stage_times(dsp::stage_times& out) const
+{
+    const auto& t = impl_->last;
+    if (!t.valid) return false;
+    out = {};
+    out.batches = 1;
+    for (int st = 0; st < stage_count; ++st) out.stage_ms.emplace_back(stage_name(static_cast<stage>(st)), t.ms[static_cast<std::size_t>(st)]);
+    out.device_span_ms = t.device_ms;
+    out.host_queued_ms = t.host_queued_ms;
+    out.host_last_collect_ms = t.host_last_collect_ms;
+    out.host_total_ms = t.host_total_ms;
+    return true;
+}
+
 const char* cuda_backend::stage_name(stage st) noexcept
 {
     switch (st) {
@@ -1421,6 +1435,7 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
 {
     auto& m = *impl_;
     const nvtx_range nvtx_batch("paq cuda_backend::process");
+    m.last = {};  // not valid until this call's stages are timed
     // The packet records start value-initialized; the bits keep their contents (every
     // packet's streams are written below), so a reused output costs no memset.
     out.batch_index = batch.index;
@@ -1458,7 +1473,6 @@ void cuda_backend::process(const dsp::sample_batch& batch, dsp::batch_output& ou
     m.batch_timed = timed;
     m.backs_queued = m.tails_queued = 0;
     const auto host_start = host_clock::now();
-    m.last = {};
     if (timed) {
         cudaPointerAttributes attr{};
         PAQ_CUDA_CHECK(cudaPointerGetAttributes(&attr, batch.is_ci16()           ? static_cast<const void*>(batch.samples_ci16.data())

@@ -73,6 +73,9 @@ public:
     /// A host_pin of the range (page-locked for every device); nullptr when the system refuses
     /// (the memlock limit): uploads from the range then go through pageable copies.
     [[nodiscard]] std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override;
+    /// enable_stage_timing and last_timing behind the interface (paqd replay --stage-timing).
+    void set_stage_timing(bool on) override { enable_stage_timing(on); }
+    [[nodiscard]] bool last_stage_times(dsp::stage_times& out) const override;
 
     /// Stages of process(), in order. Device stages are timed with CUDA events recorded on
     /// the backend's stream between them; `records` is the host filling the output.

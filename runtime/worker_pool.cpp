@@ -145,9 +145,12 @@ void worker_pool::worker_loop(std::size_t w)
         }
         const std::int64_t t0 = now_ns();
         busy_since_ns_[w] = t0;
+        dsp::stage_times stages;
+        bool timed = false;
         try {
             try {
                 backend.process(res.batch, out);
+                timed = backend.last_stage_times(stages);
                 res.out = std::move(out);
             } catch (const std::exception&) {
                 throw;
@@ -188,6 +191,7 @@ void worker_pool::worker_loop(std::size_t w)
         {
             std::lock_guard r(r_mu_);
             counters_.process_s += static_cast<double>(now_ns() - t0) * 1e-9;
+            if (timed) counters_.stages.add(stages);
         }
         if (recycle_) recycle_(res.batch, res.out ? &*res.out : nullptr);
         finish(j.seq, std::move(res));

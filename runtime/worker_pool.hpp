@@ -56,6 +56,9 @@ public:
         std::uint64_t batches_lost = 0;          ///< no output: backend and fallback failed, or aborted
         std::uint64_t samples_in_lost_batches = 0;  ///< their owned samples
         double process_s = 0.0;                  ///< in process(), summed over the workers
+        /// The workers' stage times summed over their batches (batch_processor::set_stage_timing
+        /// on; empty otherwise).
+        dsp::stage_times stages;
     };
 
     /// Sees each batch once its backend is done with it, with its output (null when the batch
