@@ -276,6 +276,71 @@ TEST(worker_pool, an_output_given_back_is_written_again)
     EXPECT_FALSE(pool.next());
 }
 
+namespace {
+
+/// Reports stage times for each batch it processes with timing on: stage "a" index + 1 ms,
+/// stage "b" 2 ms, a span of 10 ms; none for batch 2 (as a backend whose call was not timed).
+class timed final : public dsp::batch_processor {
+public:
+    using dsp::batch_processor::process;
+    void process(const dsp::sample_batch& b, dsp::batch_output& out) override
+    {
+        out.reset(b.index, dsp::chain::num_paths);
+        last_ = {};
+        if (!on_ || b.index == 2) return;
+        last_.batches = 1;
+        last_.stage_ms = {{"a", static_cast<double>(b.index) + 1.0}, {"b", 2.0}};
+        last_.device_span_ms = 10.0;
+        last_.host_total_ms = 11.0;
+    }
+    std::string name() const override { return "timed"; }
+    void set_stage_timing(bool on) override { on_ = on; }
+    bool last_stage_times(dsp::stage_times& out) const override
+    {
+        if (last_.batches == 0) return false;
+        out = last_;
+        return true;
+    }
+
+private:
+    bool on_ = false;
+    dsp::stage_times last_;
+};
+
+}  // namespace
+
+TEST(worker_pool, sums_the_stage_times_of_the_batches_its_backends_timed)
+{
+    std::vector<std::unique_ptr<dsp::batch_processor>> v;
+    v.push_back(std::make_unique<timed>());
+    v.front()->set_stage_timing(true);
+    runtime::worker_pool pool(std::move(v), {}, 1);
+    auto producer = produce(pool, 4);
+    while (pool.next()) {
+    }
+    producer.join();
+    const auto st = pool.stats().stages;
+    EXPECT_EQ(st.batches, 3u);  // batch 2 was not timed
+    ASSERT_EQ(st.stage_ms.size(), 2u);
+    EXPECT_EQ(st.stage_ms[0].first, "a");
+    EXPECT_DOUBLE_EQ(st.stage_ms[0].second, 1.0 + 2.0 + 4.0);
+    EXPECT_DOUBLE_EQ(st.stage_ms[1].second, 6.0);
+    EXPECT_DOUBLE_EQ(st.device_span_ms, 30.0);
+    EXPECT_DOUBLE_EQ(st.host_total_ms, 33.0);
+
+    // A backend without stage timing says so when asked for it, and reports none.
+    auto plain = std::make_unique<scripted>("plain");
+    EXPECT_NO_THROW(plain->set_stage_timing(false));
+    try {
+        plain->set_stage_timing(true);
+        ADD_FAILURE() << "stage timing accepted by a backend without it";
+    } catch (const std::runtime_error& e) {
+        EXPECT_NE(std::string(e.what()).find("plain backend: no stage timing"), std::string::npos) << e.what();
+    }
+    dsp::stage_times none;
+    EXPECT_FALSE(plain->last_stage_times(none));
+}
+
 // ------------------------------------------------------------------------------ window pool
 // runtime::window_pool: the stream engine's batch windows, made at a full window's capacity,
 // lent and given back, and page-locked by the pool's lock function (runtime/window_pool.hpp).
