@@ -1,7 +1,9 @@
 #include "dsp/pn.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 
@@ -184,21 +186,30 @@ pn_checker::pn_checker(pn_pattern pattern, std::uint32_t sync_bits) noexcept
                                 : 2 * static_cast<std::uint32_t>(degree_) + default_sync_margin) {
     // The reference's output is linear (over GF(2)) in its register: the 64 bits that follow
     // each single-bit register, XORed together per byte value.
+    // So is the register 64 steps on (jump64_), which keeps the register's update off the
+    // output word's bit reversal.
     std::array<std::uint64_t, 32> basis{};
+    std::array<std::uint32_t, 32> basis_reg{};
     for (int i = 0; i < degree_; ++i) {
         std::uint32_t reg = 1u << i;
         for (int j = 0; j < 64; ++j) {
             reg = lfsr_step(reg, top_shift_, tap_shift_, mask_);  // the new bit 0 is the output
             basis[static_cast<std::size_t>(i)] |= static_cast<std::uint64_t>(reg & 1u) << j;
         }
+        basis_reg[static_cast<std::size_t>(i)] = reg;
     }
     for (std::size_t b = 0; b < next64_.size(); ++b) {
         for (std::uint32_t v = 0; v < 256; ++v) {
             std::uint64_t out = 0;
+            std::uint32_t reg = 0;
             for (std::size_t i = 0; i < 8; ++i) {
-                if (((v >> i) & 1u) != 0) out ^= basis[8 * b + i];
+                if (((v >> i) & 1u) != 0) {
+                    out ^= basis[8 * b + i];
+                    reg ^= basis_reg[8 * b + i];
+                }
             }
             next64_[b][v] = out;
+            jump64_[b][v] = reg;
         }
     }
 }
@@ -278,15 +289,33 @@ std::uint64_t reverse64(std::uint64_t v) noexcept {
     return (v >> 32) | (v << 32);
 }
 
-// Bits [first, first + 64) of an MSB-first packed buffer holding at least first + 72 bits,
-// as a word whose bit j is bit first + j.
+// Bits [first, first + 64) of an MSB-first packed buffer holding at least first + 64 bits
+// (first + 72 where first is not a multiple of 8), as a word whose bit j is bit first + j.
 std::uint64_t load64(const std::uint8_t* packed, std::size_t first) noexcept {
     const std::uint8_t* p = packed + first / 8;
     const unsigned shift = static_cast<unsigned>(first % 8);
+    if (shift == 0 && std::endian::native == std::endian::little) {
+        // The receiver's packets start on a byte: the bytes as they lie (p[k] in bits
+        // 8k .. 8k + 7), each byte's bits reversed.
+        std::uint64_t v = 0;
+        std::memcpy(&v, p, sizeof v);
+        v = ((v >> 1) & 0x5555555555555555ULL) | ((v & 0x5555555555555555ULL) << 1);
+        v = ((v >> 2) & 0x3333333333333333ULL) | ((v & 0x3333333333333333ULL) << 2);
+        return ((v >> 4) & 0x0F0F0F0F0F0F0F0FULL) | ((v & 0x0F0F0F0F0F0F0F0FULL) << 4);
+    }
     std::uint64_t be = 0;  // bytes p[0..7] big-endian: stream bit first & ~7 at bit 63
     for (int i = 0; i < 8; ++i) be = (be << 8) | p[i];
     if (shift != 0) be = (be << shift) | (static_cast<std::uint64_t>(p[8]) >> (8 - shift));
     return reverse64(be);  // bit 63 - j was stream bit first + j
+}
+
+// The ones in a word, inline: a build for the x86-64 baseline has no popcnt instruction, and
+// std::popcount there is a call into libgcc (a sixth of the tally's time).
+std::uint32_t ones(std::uint64_t v) noexcept {
+    v = v - ((v >> 1) & 0x5555555555555555ULL);
+    v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+    v = (v + (v >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return static_cast<std::uint32_t>((v * 0x0101010101010101ULL) >> 56);
 }
 
 std::uint32_t packed_bit(const std::uint8_t* packed, std::size_t i) noexcept {
@@ -298,36 +327,58 @@ std::uint32_t packed_bit(const std::uint8_t* packed, std::size_t i) noexcept {
 std::size_t pn_checker::check_packed(const std::uint8_t* packed, std::size_t first, std::size_t n) noexcept {
     std::size_t used = 0;
     const std::uint64_t invert_word = invert_ != 0 ? ~std::uint64_t{0} : 0;
+    const std::size_t end_bytes = (first + n + 7) / 8;
     while (used < n) {
-        const std::size_t pos = first + used;
-        // Whole words only where the loss window's word lines up with them; up to the next
-        // window-word boundary (and the tail), bit by bit.
-        if ((window_pos_ & 63u) != 0 || n - used < 64 || (pos + 64 + 8) / 8 > (first + n + 7) / 8) {
-            ++used;
-            if (check_bit(packed_bit(packed, pos) ^ invert_)) return used;
-            continue;
-        }
-        const std::uint64_t expected = next64_[0][reg_ & 0xFFu] ^ next64_[1][(reg_ >> 8) & 0xFFu] ^
-                                       next64_[2][(reg_ >> 16) & 0xFFu] ^ next64_[3][(reg_ >> 24) & 0xFFu];
-        const std::uint64_t errors = load64(packed, pos) ^ invert_word ^ expected;
-        std::uint64_t& old = window_[window_pos_ >> 6];
-        const auto e = static_cast<std::uint32_t>(std::popcount(errors));
-        if (window_errors_ + e > loss_max_errors) {
-            // Could drop the lock somewhere in this word: find where, bit by bit.
-            for (int j = 0; j < 64; ++j) {
-                ++used;
-                if (check_bit(packed_bit(packed, pos + static_cast<std::size_t>(j)) ^ invert_)) return used;
+        // Whole words from the piece's first bit to its last whole word, while none can drop
+        // the lock; the state in locals meanwhile (stores to the loss window would otherwise
+        // reload the counters every word).
+        std::uint32_t reg = reg_, werr = window_errors_, wpos = window_pos_;
+        std::uint64_t errs = 0;
+        const std::size_t start = used;
+        for (;;) {
+            const std::size_t pos = first + used;
+            // A word off a byte boundary reads one byte past its last bit: it must be in the buffer.
+            const std::size_t load_end = (pos + 64) / 8 + (pos % 8 != 0 ? 1 : 0);
+            if (n - used < 64 || load_end > end_bytes) break;
+            const std::uint64_t expected = next64_[0][reg & 0xFFu] ^ next64_[1][(reg >> 8) & 0xFFu] ^
+                                           next64_[2][(reg >> 16) & 0xFFu] ^ next64_[3][(reg >> 24) & 0xFFu];
+            const std::uint64_t errors = load64(packed, pos) ^ invert_word ^ expected;
+            const std::uint32_t e = ones(errors);
+            if (werr + e > loss_max_errors) break;  // could drop the lock in this word
+            reg = jump64_[0][reg & 0xFFu] ^ jump64_[1][(reg >> 8) & 0xFFu] ^ jump64_[2][(reg >> 16) & 0xFFu] ^
+                  jump64_[3][(reg >> 24) & 0xFFu];
+            // The loss window's flags of these 64 bits: window bits wpos .. wpos + 63, which
+            // straddle two of its words unless wpos is a multiple of 64 (as check_bit keeps
+            // them: position p is bit p % 64 of word p / 64).
+            const std::uint32_t shift = wpos & 63u;
+            std::uint64_t& lo = window_[wpos >> 6];
+            if (shift == 0) {
+                werr = werr + e - ones(lo);
+                lo = errors;
+            } else {
+                std::uint64_t& hi = window_[((wpos >> 6) + 1) & (window_words_ - 1)];
+                const std::uint64_t low_mask = (std::uint64_t{1} << shift) - 1;
+                werr = werr + e - ones((lo >> shift) | (hi << (64 - shift)));
+                lo = (lo & low_mask) | (errors << shift);
+                hi = (hi & ~low_mask) | (errors >> (64 - shift));
             }
-            continue;
+            wpos = (wpos + 64) & (loss_window_bits - 1);
+            errs += e;
+            used += 64;
         }
-        // Bit 63 - i of the reference's output is its register's bit i afterwards.
-        reg_ = static_cast<std::uint32_t>(reverse64(expected)) & mask_;
-        window_errors_ = window_errors_ + e - static_cast<std::uint32_t>(std::popcount(old));
-        old = errors;
-        window_pos_ = (window_pos_ + 64) & (loss_window_bits - 1);
-        bits_checked_ += 64;
-        bit_errors_ += e;
-        used += 64;
+        reg_ = reg;
+        window_errors_ = werr;
+        window_pos_ = wpos;
+        bits_checked_ += used - start;
+        bit_errors_ += errs;
+        // Then bit by bit: the tail short of a word, or the word that could drop the lock
+        // (found where, if it does).
+        const std::size_t pos = first + used;
+        const std::size_t bits = std::min<std::size_t>(64, n - used);
+        for (std::size_t j = 0; j < bits; ++j) {
+            ++used;
+            if (check_bit(packed_bit(packed, pos + j) ^ invert_)) return used;
+        }
     }
     return used;
 }

@@ -181,7 +181,7 @@ private:
     // Compare bits until lock is lost or the span ends; returns how many were used.
     [[nodiscard]] std::size_t check(std::span<const std::uint8_t> bits) noexcept;
     // check() on packed bits [first, first + n): whole words where the loss window cannot
-    // trip, bit by bit otherwise; returns how many were used.
+    // trip, bit by bit otherwise (and the tail short of a word); returns how many were used.
     [[nodiscard]] std::size_t check_packed(const std::uint8_t* packed, std::size_t first, std::size_t n) noexcept;
     // Checks one bit (un-inverted received value); true when it drops the lock.
     [[nodiscard]] bool check_bit(std::uint32_t received) noexcept;
@@ -212,6 +212,8 @@ private:
     // next64_[b][v]: the reference's next 64 bits (bit j = the j-th) from a register whose
     // byte b is v and other bytes zero; by linearity the XOR over the register's bytes.
     std::array<std::array<std::uint64_t, 256>, 4> next64_{};
+    // jump64_[b][v]: the register 64 steps on, the same way (the register is linear in itself).
+    std::array<std::array<std::uint32_t, 256>, 4> jump64_{};
 
     std::uint64_t bits_checked_ = 0;
     std::uint64_t bit_errors_ = 0;
