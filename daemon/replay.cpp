@@ -372,7 +372,8 @@ void print_table(const replay_result& r, std::ostream& os)
         const double n = static_cast<double>(st.batches);
         os << "  stages (" << r.backend << " backend, mean of " << st.batches << " batches, ms): device span "
            << std::setprecision(3) << st.device_span_ms / n << "; process() " << st.host_total_ms / n << ", of it queueing "
-           << st.host_queued_ms / n << " and the last part's collection " << st.host_last_collect_ms / n << "\n   ";
+           << st.host_queued_ms / n << " and the last part's collection " << st.host_last_collect_ms / n
+           << "; the longest batch: device span " << st.device_span_max_ms << ", process() " << st.host_total_max_ms << "\n   ";
         for (const auto& [name, ms] : st.stage_ms) {
             if (ms > 0.0) os << " " << name << " " << ms / n;
         }
@@ -479,6 +480,8 @@ nlohmann::json to_json(const replay_result& r)
                        {"host_process_ms", st.host_total_ms / n},
                        {"host_queued_ms", st.host_queued_ms / n},
                        {"host_last_collect_ms", st.host_last_collect_ms / n},
+                       {"device_span_max_ms", st.device_span_max_ms},
+                       {"host_process_max_ms", st.host_total_max_ms},
                        {"stage_ms", stage_ms}};
     }
     j.update(own);

@@ -9,6 +9,7 @@
 
 #include "dsp/batch.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,9 @@ struct stage_times {
     double host_queued_ms = 0.0;       ///< process() began until every part was queued
     double host_last_collect_ms = 0.0; ///< the last part's collection (waiting for it, then its records)
     double host_total_ms = 0.0;        ///< the whole process() call
+    /// The longest single call's span and process() (a sum keeps the largest it added): a few
+    /// slow batches show here beside the means.
+    double device_span_max_ms = 0.0, host_total_max_ms = 0.0;
 
     /// Adds another call's (or sum's) times; the stages are matched by name.
     void add(const stage_times& o)
@@ -50,6 +54,8 @@ struct stage_times {
         host_queued_ms += o.host_queued_ms;
         host_last_collect_ms += o.host_last_collect_ms;
         host_total_ms += o.host_total_ms;
+        device_span_max_ms = std::max({device_span_max_ms, o.device_span_max_ms, o.batches == 1 ? o.device_span_ms : 0.0});
+        host_total_max_ms = std::max({host_total_max_ms, o.host_total_max_ms, o.batches == 1 ? o.host_total_ms : 0.0});
     }
 };
 

@@ -279,7 +279,7 @@ TEST(worker_pool, an_output_given_back_is_written_again)
 namespace {
 
 /// Reports stage times for each batch it processes with timing on: stage "a" index + 1 ms,
-/// stage "b" 2 ms, a span of 10 ms; none for batch 2 (as a backend whose call was not timed).
+/// stage "b" 2 ms, a span of 10 + index ms; none for batch 2 (as a backend whose call was not timed).
 class timed final : public dsp::batch_processor {
 public:
     using dsp::batch_processor::process;
@@ -290,7 +290,7 @@ public:
         if (!on_ || b.index == 2) return;
         last_.batches = 1;
         last_.stage_ms = {{"a", static_cast<double>(b.index) + 1.0}, {"b", 2.0}};
-        last_.device_span_ms = 10.0;
+        last_.device_span_ms = 10.0 + static_cast<double>(b.index);
         last_.host_total_ms = 11.0;
     }
     std::string name() const override { return "timed"; }
@@ -325,8 +325,10 @@ TEST(worker_pool, sums_the_stage_times_of_the_batches_its_backends_timed)
     EXPECT_EQ(st.stage_ms[0].first, "a");
     EXPECT_DOUBLE_EQ(st.stage_ms[0].second, 1.0 + 2.0 + 4.0);
     EXPECT_DOUBLE_EQ(st.stage_ms[1].second, 6.0);
-    EXPECT_DOUBLE_EQ(st.device_span_ms, 30.0);
+    EXPECT_DOUBLE_EQ(st.device_span_ms, 30.0 + 0.0 + 1.0 + 3.0);
     EXPECT_DOUBLE_EQ(st.host_total_ms, 33.0);
+    EXPECT_DOUBLE_EQ(st.device_span_max_ms, 13.0);  // batch 3's
+    EXPECT_DOUBLE_EQ(st.host_total_max_ms, 11.0);
 
     // A backend without stage timing says so when asked for it, and reports none.
     auto plain = std::make_unique<scripted>("plain");
