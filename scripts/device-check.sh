@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|coded-stream|bench|setup|rates|replay|channels|speed|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|coded-stream|bench|setup|rates|replay|channels|speed|stages|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -660,6 +660,29 @@ if [[ $mode == setup ]]; then
     echo "=== paq-bench-setup, process $k"
     ./.device/paq-bench-setup --json "$out/setup-$k.json" || status=1
   done
+fi
+if [[ $mode == stages ]]; then
+  # Where a replay's batch time goes (paqd replay --stage-timing), beside paq-bench's timeline
+  # of its one batch: the speed mode's 32 s recording (the 8 s one four times over: its joins
+  # make packets that the phase smoother decides) and a 32 s recording made in one piece.
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-speed > /dev/null
+  for k in 1 2 3 4; do cat /tmp/paq-speed.sigmf-data; done > /tmp/paq-joined32.ci16
+  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 32 --seed 41 --datatype ci16_le \
+    --output /tmp/paq-piece32 > /dev/null
+  cat /tmp/paq-joined32.ci16 /tmp/paq-piece32.sigmf-data > /dev/null
+  ./.device/paq-bench --json "$out/stages-bench.json" > "$out/stages-bench.log" 2>&1 || status=1
+  grep -E 'ci16 input \(converted|timeline, ci16|^\| host:' "$out/stages-bench.log" | cut -c1-300
+  for rec in joined32 piece32; do
+    args=(/tmp/paq-joined32.ci16 --datatype ci16_le --sample-rate 20.625e6)
+    [[ $rec == piece32 ]] && args=(/tmp/paq-piece32.sigmf-meta)
+    echo
+    echo "=== paqd replay --stage-timing, $rec"
+    ./.device/paqd replay "${args[@]}" --backend cuda --stage-timing \
+      --json-out "$out/stages-$rec.json" > "$out/stages-$rec.log" 2>&1 || status=1
+    grep -E 'packets found|phase noise|took|stages \(' -A1 "$out/stages-$rec.log" | cut -c1-400
+  done
+  rm -f /tmp/paq-joined32.ci16 /tmp/paq-piece32.sigmf-*
 fi
 if [[ $mode == profile ]]; then
   # Nsight Compute on paq-bench's kernels (its first batches: warm-up and the one-part and
