@@ -102,6 +102,14 @@ expect_rc 2 "paqd --json-out X replay" "$build/daemon/paqd" --json-out "$work/x.
 grep -q "before 'replay'" "$work/err" || fail "paqd --json-out X replay: the message does not say why ($(head -c 300 "$work/err"))"
 [[ -e $work/x.json ]] && fail "paqd --json-out X replay wrote X"
 
+# A raw file's options given for a SigMF recording: the same as its metadata, accepted; another
+# value, refused naming both (never read as the metadata says while the option is ignored).
+"$build/tools/paq-sim" --seconds 0.01 --output "$work/sig" > /dev/null 2>&1 || fail "paq-sim SigMF recording"
+expect_rc 0 "paqd replay SigMF --datatype cf32 (as its metadata)" "$build/daemon/paqd" replay "$work/sig.sigmf-meta" --datatype cf32
+expect_rc 2 "paqd replay SigMF --datatype ci16_le" "$build/daemon/paqd" replay "$work/sig.sigmf-data" --datatype ci16_le --sample-rate 20e6
+grep -q "core:datatype is cf32_le" "$work/err" || fail "paqd replay: a --datatype against the SigMF metadata is not named ($(head -c 300 "$work/err"))"
+grep -q "core:sample_rate is 20625000" "$work/err" || fail "paqd replay: a --sample-rate against the SigMF metadata is not named ($(head -c 300 "$work/err"))"
+
 # The pattern: the recording's paq:pattern by default; another one locks nothing, which is
 # said, and the JSON's BER is null (no bit was checked), not 0.
 "$build/tools/paq-sim" --seconds 0.02 --pattern pn23 --ebn0-db 15 --output "$work/p23" > /dev/null 2>&1 || fail "paq-sim pn23 recording"
