@@ -309,7 +309,14 @@ std::uint64_t load64(const std::uint8_t* packed, std::size_t first) noexcept {
     return reverse64(be);  // bit 63 - j was stream bit first + j
 }
 
-std::uint32_t ones(std::uint64_t v) noexcept { return static_cast<std::uint32_t>(std::popcount(v)); }
+// The ones in a word, inline: a build for the x86-64 baseline has no popcnt instruction, and
+// std::popcount there is a call into libgcc (a sixth of the tally's time).
+std::uint32_t ones(std::uint64_t v) noexcept {
+    v = v - ((v >> 1) & 0x5555555555555555ULL);
+    v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+    v = (v + (v >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return static_cast<std::uint32_t>((v * 0x0101010101010101ULL) >> 56);
+}
 
 std::uint32_t packed_bit(const std::uint8_t* packed, std::size_t i) noexcept {
     return static_cast<std::uint32_t>((packed[i / 8] >> (7 - i % 8)) & 1u);
@@ -317,16 +324,6 @@ std::uint32_t packed_bit(const std::uint8_t* packed, std::size_t i) noexcept {
 
 }  // namespace
 
-// The x86-64 baseline (Debian's) has no popcnt instruction, and std::popcount there is a call
-// into libgcc, a sixth of the tally's time: on x86-64 this function is built twice, with and
-// without it, and the loader picks the copy the processor runs (every one since 2008 has it).
-#if defined(__x86_64__) && !defined(__POPCNT__)
-#define PAQ_POPCNT_CLONES __attribute__((target_clones("popcnt", "default")))
-#else
-#define PAQ_POPCNT_CLONES
-#endif
-
-PAQ_POPCNT_CLONES
 std::size_t pn_checker::check_packed(const std::uint8_t* packed, std::size_t first, std::size_t n) noexcept {
     std::size_t used = 0;
     const std::uint64_t invert_word = invert_ != 0 ? ~std::uint64_t{0} : 0;
