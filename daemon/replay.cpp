@@ -44,25 +44,6 @@ replay_result run_replay(const replay_options& opt)
         }
     }();
     const auto& info = reader.info();
-    // --datatype, --sample-rate and --channels describe a raw file; a SigMF recording's metadata
-    // says the same, and an option that contradicts it is a mistake to name, not to ignore.
-    if (info.is_sigmf) {
-        std::vector<std::string> wrong;
-        if (opt.raw_format && *opt.raw_format != info.format) {
-            wrong.push_back("--datatype " + std::string(io::to_sigmf_datatype(*opt.raw_format)) + ": its core:datatype is " +
-                            std::string(io::to_sigmf_datatype(info.format)));
-        }
-        if (opt.raw_sample_rate_hz && *opt.raw_sample_rate_hz != info.sample_rate_hz) {
-            std::ostringstream m;
-            m << std::setprecision(10) << "--sample-rate " << *opt.raw_sample_rate_hz << ": its core:sample_rate is " << info.sample_rate_hz;
-            wrong.push_back(m.str());
-        }
-        if (opt.raw_channels != 1 && opt.raw_channels != info.num_channels) {
-            wrong.push_back("--channels " + std::to_string(opt.raw_channels) + ": its core:num_channels is " + std::to_string(info.num_channels));
-        }
-        for (auto& w : wrong) w = opt.file.string() + " is a SigMF recording; " + w + " (those options are for raw files)";
-        if (!wrong.empty()) throw config::config_error(wrong);
-    }
     replay_result res;
     res.file = opt.file.string();
     res.sample_rate_hz = info.sample_rate_hz;

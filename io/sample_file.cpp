@@ -11,12 +11,15 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <iomanip>
 #include <mutex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 #include <tuple>
 #include <utility>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -270,6 +273,31 @@ void choose_channel(recording_info& info, int channels, std::optional<int> chann
   info.channel = channel.value_or(1);
 }
 
+// The raw-file settings given for a SigMF recording (paqd replay's and paq-stream's --datatype,
+// --sample-rate and --channels, the file source's raw_*): its metadata says the same, and one
+// that contradicts it is named, never ignored in silence.
+void check_raw_settings(const recording_info& ri, std::optional<sample_format> raw_format,
+                        std::optional<double> raw_sample_rate_hz, int raw_channels, const fs::path& path) {
+  std::vector<std::string> wrong;
+  if (raw_format && *raw_format != ri.format) {
+    wrong.push_back("the sample format " + std::string(to_sigmf_datatype(*raw_format)) + " given; its core:datatype is " +
+                    std::string(to_sigmf_datatype(ri.format)));
+  }
+  if (raw_sample_rate_hz && *raw_sample_rate_hz != ri.sample_rate_hz) {
+    std::ostringstream m;
+    m << std::setprecision(10) << "the sample rate " << *raw_sample_rate_hz << " given; its core:sample_rate is " << ri.sample_rate_hz;
+    wrong.push_back(m.str());
+  }
+  if (raw_channels != 1 && raw_channels != ri.meta.num_channels) {
+    wrong.push_back(std::to_string(raw_channels) + " channels given; its core:num_channels is " + std::to_string(ri.meta.num_channels));
+  }
+  if (wrong.empty()) return;
+  std::string msg = path.string() + " is a SigMF recording, read as its metadata says:";
+  for (const auto& w : wrong) msg += " " + w + ";";
+  msg += " the sample format, rate and channels are settings of raw files";
+  throw std::invalid_argument(msg);
+}
+
 }  // namespace
 
 sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
@@ -301,6 +329,7 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
     ri.sample_rate_hz = ri.meta.sample_rate_hz;
     ri.data_offset_bytes = rec.data.offset_bytes;
     ri.archive_member = rec.data.name;
+    check_raw_settings(ri, raw_format, raw_sample_rate_hz, raw_channels, path);
     choose_channel(ri, ri.meta.num_channels, channel, path);
     reader.lay_out(rec.data.size_bytes);
     return reader;
@@ -341,6 +370,7 @@ sample_file_reader sample_file_reader::open(const std::filesystem::path& path,
   }
   info.format = info.meta.format;
   info.sample_rate_hz = info.meta.sample_rate_hz;
+  if (info.is_sigmf) check_raw_settings(info, raw_format, raw_sample_rate_hz, raw_channels, path);
 
   choose_channel(info, info.meta.num_channels, channel, path);
   const fs::path data_path = info.data_path;
