@@ -665,11 +665,12 @@ if [[ $mode == stages ]]; then
   # Where a replay's batch time goes (paqd replay --stage-timing), beside paq-bench's timeline
   # of its one batch: the speed mode's 32 s recording (the 8 s one four times over: its joins
   # make packets that the phase smoother decides) and a 32 s recording made in one piece.
-  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
-    --output /tmp/paq-speed > /dev/null
+  # (A recording already made, by a call that started paq-sim beside the tests, is used as it is.)
+  [[ -f /tmp/paq-speed.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 \
+    --datatype ci16_le --output /tmp/paq-speed > /dev/null
   for k in 1 2 3 4; do cat /tmp/paq-speed.sigmf-data; done > /tmp/paq-joined32.ci16
-  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 32 --seed 41 --datatype ci16_le \
-    --output /tmp/paq-piece32 > /dev/null
+  [[ -f /tmp/paq-piece32.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 32 --seed 41 \
+    --datatype ci16_le --output /tmp/paq-piece32 > /dev/null
   cat /tmp/paq-joined32.ci16 /tmp/paq-piece32.sigmf-data > /dev/null
   ./.device/paq-bench --json "$out/stages-bench.json" > "$out/stages-bench.log" 2>&1 || status=1
   grep -E 'ci16 input \(converted|timeline, ci16|^\| host:' "$out/stages-bench.log" | cut -c1-300
