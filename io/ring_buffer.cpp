@@ -89,9 +89,9 @@ void sample_ring::check_width(std::size_t bytes, const char* what) const
                            width_name(sample_bytes_) + " samples");
 }
 
-void sample_ring::push_marker_locked(std::uint64_t lost, gap_reason reason)
+void sample_ring::push_marker_locked(std::uint64_t lost, gap_reason reason, bool dropped_by_ring)
 {
-    markers_.push_back({head_, lost, reason});
+    markers_.push_back({head_, lost, reason, dropped_by_ring});
     data_cv_.notify_one();
 }
 
@@ -105,10 +105,10 @@ void sample_ring::flush_pending_drop_locked(bool force)
         // ring overflows apart), all at this position: the batcher ends one segment.
         for (std::size_t r = 0; r < num_gap_reasons; ++r) {
             if (!pending_gap_[r]) continue;
-            markers_.push_back({head_, pending_lost_[r], static_cast<gap_reason>(r)});
+            markers_.push_back({head_, pending_lost_[r], static_cast<gap_reason>(r), false});
             // The sum counts what the known gaps lost; an unknown one among them makes the
             // span uncountable, which a gap of 0 says (time is not carried across it).
-            if (pending_unknown_[r] && pending_lost_[r] != 0) markers_.push_back({head_, 0, static_cast<gap_reason>(r)});
+            if (pending_unknown_[r] && pending_lost_[r] != 0) markers_.push_back({head_, 0, static_cast<gap_reason>(r), false});
             pending_gap_[r] = false;
             pending_unknown_[r] = false;
             pending_lost_[r] = 0;
@@ -116,7 +116,7 @@ void sample_ring::flush_pending_drop_locked(bool force)
         data_cv_.notify_one();
     }
     if (pending_drop_ == 0) return;
-    push_marker_locked(pending_drop_, gap_reason::overflow);
+    push_marker_locked(pending_drop_, gap_reason::overflow, true);
     pending_drop_ = 0;
 }
 
@@ -163,7 +163,10 @@ std::size_t sample_ring::write_samples(std::span<const T> samples)
     const std::size_t n = samples.size();
     while (accepted < n) {
         std::unique_lock lk(mu_);
-        if (closed_ || aborted_) break;
+        if (closed_ || aborted_) {
+            stats_.samples_refused += n - accepted;
+            break;
+        }
         if (coalescing_) flush_pending_drop_locked();
         if (coalescing_) {
             // A gap flood is being merged: the samples between the merged gaps go too.
@@ -276,7 +279,10 @@ void sample_ring::commit(std::size_t n)
         throw std::logic_error("ring buffer: commit of " + std::to_string(n) + " samples after a reserve of " + std::to_string(reserved_));
     }
     reserved_ = 0;
-    if (closed_ || aborted_) return;
+    if (closed_ || aborted_) {
+        stats_.samples_refused += n;
+        return;
+    }
     if (n == 0) return;
     publish_locked(reserved_at_, n, 0);
     pass_pending_anchor_locked(n);
@@ -354,6 +360,7 @@ sample_ring::read_result sample_ring::read_samples(std::span<T> out, std::chrono
         r.what = read_result::kind::gap;
         r.lost_samples = markers_.front().lost;
         r.reason = markers_.front().reason;
+        r.dropped_by_ring = markers_.front().dropped_by_ring;
         markers_.pop_front();
         ++stats_.gaps;
         space_cv_.notify_one();  // a producer may wait for marker room (block policy)

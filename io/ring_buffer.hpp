@@ -89,6 +89,9 @@ struct ring_counters {
     std::uint64_t samples_written = 0;   ///< accepted into the ring
     std::uint64_t samples_read = 0;
     std::uint64_t samples_dropped = 0;   ///< overflow (drop policy)
+    /// Offered after close() or abort() (the run was ending), so never read: the samples a
+    /// source still delivered while paqd stopped.
+    std::uint64_t samples_refused = 0;
     std::uint64_t overflows = 0;         ///< overflow episodes (one per gap marker they made)
     std::uint64_t gaps = 0;              ///< gap markers read, any reason
     std::uint64_t producer_waits = 0;    ///< times the producer waited for space (block policy)
@@ -154,6 +157,10 @@ public:
         std::size_t count = 0;              ///< samples copied to out (kind::samples)
         std::uint64_t lost_samples = 0;     ///< kind::gap
         gap_reason reason = gap_reason::overflow;
+        /// kind::gap: the ring's own overflow, whose samples ring_counters::samples_dropped
+        /// counts; false for every gap a source reported (gap()), an overflow before the ring
+        /// (a recorded one, say) included.
+        bool dropped_by_ring = false;
         /// kind::samples: when the last of them was written into the ring (for latency
         /// from the moment a sample arrived, time in the ring included).
         std::chrono::steady_clock::time_point written{};
@@ -207,8 +214,9 @@ private:
         std::uint64_t position;  ///< in samples written before it
         std::uint64_t lost;
         gap_reason reason;
+        bool dropped_by_ring;  ///< the ring's own overflow (read_result::dropped_by_ring)
     };
-    void push_marker_locked(std::uint64_t lost, gap_reason reason);
+    void push_marker_locked(std::uint64_t lost, gap_reason reason, bool dropped_by_ring = false);
     /// Samples [pos, pos + m), already in the storage, join the stream: the pending anchor
     /// when its sample is among them (`offset`: their index in the producer's write), head,
     /// arrival time, counters; the consumer is woken.

@@ -49,6 +49,7 @@ const std::vector<scalar_metric> scalars_before_source = {
     // intake and the ring
     {"samples_in", C, "Samples the batcher received (from the ring, or read from the recording).", [](const S& s) { return d(s.engine.samples_in); }, nullptr, true},
     {"ring_samples_dropped", C, "Samples dropped because the ring was full.", [](const S& s) { return d(s.ring->samples_dropped); }, with_ring, true},
+    {"ring_samples_refused", C, "Samples the source delivered after the ring was closed or aborted (paqd was stopping): never processed.", [](const S& s) { return d(s.ring->samples_refused); }, with_ring, true},
     {"ring_overflows", C, "Ring overflow episodes.", [](const S& s) { return d(s.ring->overflows); }, with_ring, true},
     {"ring_producer_waits", C, "Times the source waited for room in the ring (block policy).", [](const S& s) { return d(s.ring->producer_waits); }, with_ring, true},
     {"ring_gaps_coalesced", C, "Gaps merged into others because too many were queued in the ring.", [](const S& s) { return d(s.ring->gaps_coalesced); }, with_ring, true},
@@ -62,7 +63,7 @@ const std::vector<scalar_metric> scalars_before_source = {
      [](const S& s) { return s.engine.receive_channels == 2 ? 16.0 : s.engine.input_ci16 ? 4.0 : 8.0; }, nullptr, true},
     // gaps and stalls
     {"gaps", C, "Gaps in the sample stream, any reason (gaps_by_reason has them by reason).", [](const S& s) { return d(s.engine.gaps); }, nullptr, true},
-    {"samples_lost_in_gaps", C, "Samples the sources' gaps said were lost before the ring (ring overflows are counted in samples_dropped, not here).", [](const S& s) { return d(s.engine.samples_lost_in_gaps); }, nullptr, true},
+    {"samples_lost_in_gaps", C, "Samples the gaps said were lost before the ring: the sources' and a recording's (the ring's own overflows are counted in ring_samples_dropped, not here).", [](const S& s) { return d(s.engine.samples_lost_in_gaps); }, nullptr, true},
     {"short_segments", C, "Segments between gaps shorter than one packet.", [](const S& s) { return d(s.engine.short_segments); }, nullptr, true},
     {"samples_in_short_segments", C, "Samples in segments shorter than one packet (no packet fits).", [](const S& s) { return d(s.engine.samples_in_short_segments); }, nullptr, true},
     {"stalls", C, "Times the source gave no samples for longer than the stall timeout.", [](const S& s) { return d(s.engine.stalls); }, with_ring, true},

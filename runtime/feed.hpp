@@ -44,9 +44,6 @@ public:
     [[nodiscard]] virtual int channels() const { return 1; }
     /// Two channels' samples (a feed of channels() 2); std::logic_error from any other feed.
     virtual result read(std::span<cf32x2> out, std::chrono::milliseconds timeout);
-    /// True when the samples an overflow gap lost are counted before the feed (by a ring:
-    /// io::ring_counters::samples_dropped); false: the engine counts them with the gap's.
-    [[nodiscard]] virtual bool overflow_counted_before() const { return false; }
 };
 
 /// A live source's ring. Reads take at most 2^20 samples (51 ms at 20.625 MS/s), so that the
@@ -60,7 +57,6 @@ public:
     result read(std::span<ci16> out, std::chrono::milliseconds timeout) override;
     result read(std::span<cf32x2> out, std::chrono::milliseconds timeout) override;
     [[nodiscard]] int channels() const override { return ring_.channels(); }
-    [[nodiscard]] bool overflow_counted_before() const override { return true; }  ///< the ring's samples_dropped
 
     static constexpr std::size_t max_read_samples = std::size_t{1} << 20;
 

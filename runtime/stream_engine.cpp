@@ -327,11 +327,10 @@ void stream_engine::batcher_loop()
                     std::lock_guard s(s_mu_);
                     ++stats_.gaps;
                     ++stats_.gaps_by_reason[static_cast<std::size_t>(r.reason)];
-                    // A ring's overflows are counted by the ring (samples_dropped); this counts
-                    // what the sources reported lost before it (and a recording's overflows).
-                    if (r.reason != io::gap_reason::overflow || !feed_.overflow_counted_before()) {
-                        stats_.samples_lost_in_gaps += r.lost_samples;
-                    }
+                    // A ring's own overflows are counted by the ring (samples_dropped); this
+                    // counts what was lost before it: the sources' gaps, a recording's overflows
+                    // (read from the file, or passed through a live file source's ring).
+                    if (!r.dropped_by_ring) stats_.samples_lost_in_gaps += r.lost_samples;
                 }
                 // At most one line a second on a lossy link; the counters keep every gap.
                 ++gaps_unlogged;

@@ -106,8 +106,9 @@ struct stream_stats {
     std::uint64_t samples_in = 0;  ///< samples read from the feed
     std::uint64_t gaps = 0;        ///< gaps of any reason, stalls included
     std::array<std::uint64_t, num_gap_reasons> gaps_by_reason{};
-    /// Samples the gaps said were lost before the feed, but for a ring's overflows (the ring
-    /// counts those: io::ring_counters::samples_dropped; a recording's are counted here).
+    /// Samples the gaps said were lost before the feed, but for a ring's own overflows (the
+    /// ring counts those: io::ring_counters::samples_dropped); a recording's overflows are
+    /// counted here, whether read by replay or passed through a live file source's ring.
     std::uint64_t samples_lost_in_gaps = 0;
     /// Samples of segments shorter than one packet (between close gaps): no packet fits, so
     /// they make no batch (dsp::batcher::samples_in_short_segments).

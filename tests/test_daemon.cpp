@@ -236,6 +236,7 @@ TEST(ring, drop_policy_counts_every_dropped_sample_and_marks_the_gap_where_it_ha
     ASSERT_EQ(r.what, io::sample_ring::read_result::kind::gap);
     EXPECT_EQ(r.lost_samples, 40u);
     EXPECT_EQ(r.reason, io::gap_reason::overflow);
+    EXPECT_TRUE(r.dropped_by_ring) << "counted by the ring, so not again by the engine";
     r = ring.read(buf, 10ms);
     ASSERT_EQ(r.what, io::sample_ring::read_result::kind::samples);
     ASSERT_EQ(r.count, 5u);
@@ -255,6 +256,7 @@ TEST(ring, gaps_arrive_between_the_same_samples_and_the_end_after_everything)
     ring.write(ramp(3, 50.0f));
     ring.close();
     EXPECT_EQ(ring.write(ramp(3)), 0u) << "a closed ring accepts nothing";
+    EXPECT_EQ(ring.counters().samples_refused, 3u) << "but counts what it refused";
     std::vector<cf32> buf(64);
     using kind = io::sample_ring::read_result::kind;
     auto r = ring.read(buf, 10ms);
@@ -264,6 +266,7 @@ TEST(ring, gaps_arrive_between_the_same_samples_and_the_end_after_everything)
     EXPECT_EQ(r.what, kind::gap);
     EXPECT_EQ(r.lost_samples, 123u);
     EXPECT_EQ(r.reason, io::gap_reason::lost_packets);
+    EXPECT_FALSE(r.dropped_by_ring);
     r = ring.read(buf, 10ms);
     EXPECT_EQ(r.what, kind::gap);
     EXPECT_EQ(r.reason, io::gap_reason::reconnect);
@@ -379,6 +382,50 @@ TEST(ring, read_times_out_when_empty_and_abort_releases_a_blocked_producer)
     ring.abort();
     producer.join();
     EXPECT_EQ(accepted, 16u);
+    // What the source still offers (or had read into the ring's room) is refused and counted:
+    // every sample it delivered is accepted, dropped or refused.
+    EXPECT_EQ(ring.write(ramp(5)), 0u);
+    EXPECT_TRUE(ring.reserve<cf32>(8).empty());
+    const auto c = ring.counters();
+    EXPECT_EQ(c.samples_written, 16u);
+    EXPECT_EQ(c.samples_refused, 40u - 16u + 5u);
+    // A file source reads into the ring's room, then commits: aborted meanwhile, refused.
+    auto in_place = make_ring(16, io::overflow_policy::block);
+    const auto room = in_place.reserve<cf32>(8);
+    ASSERT_EQ(room.size(), 8u);
+    in_place.abort();
+    in_place.commit(room.size());
+    EXPECT_EQ(in_place.counters().samples_written, 0u);
+    EXPECT_EQ(in_place.counters().samples_refused, 8u);
+}
+
+// An overflow that happened before the ring (a recording's, passed on by the live file
+// source) is the source's loss: not the ring's, so not in its samples_dropped, and the gap
+// says so, for the engine to count it.
+TEST(ring, an_overflow_reported_by_the_source_is_not_the_rings)
+{
+    auto ring = make_ring(64, io::overflow_policy::drop);
+    ring.write(ramp(10));
+    ring.gap(777, io::gap_reason::overflow);
+    ring.write(ramp(60, 100.0f));  // 54 fit: 6 dropped by the ring
+    std::vector<cf32> buf(64);
+    using kind = io::sample_ring::read_result::kind;
+    auto r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, kind::samples);
+    r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, kind::gap);
+    EXPECT_EQ(r.lost_samples, 777u);
+    EXPECT_EQ(r.reason, io::gap_reason::overflow);
+    EXPECT_FALSE(r.dropped_by_ring);
+    r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, kind::samples);
+    EXPECT_EQ(r.count, 54u);
+    ring.write(ramp(1));
+    r = ring.read(buf, 10ms);
+    ASSERT_EQ(r.what, kind::gap);
+    EXPECT_EQ(r.lost_samples, 6u);
+    EXPECT_TRUE(r.dropped_by_ring);
+    EXPECT_EQ(ring.counters().samples_dropped, 6u);
 }
 
 TEST(ring, reads_carry_the_time_their_last_sample_was_written)
@@ -1851,6 +1898,59 @@ TEST(time, sigmf_captures_time_the_packets_live_and_in_replay_and_raw_files_have
     std::ifstream raw_csv(dir / "raw-packets.csv");
     std::getline(raw_csv, header);
     while (std::getline(raw_csv, row)) EXPECT_TRUE(row.ends_with(",")) << "time_utc must be empty: " << row;
+    std::filesystem::remove_all(dir);
+}
+
+// A recording's overflow (the ring of the paqd that recorded it was full) lost samples before
+// this run: the live file source passes its gap through its own ring, and those samples are
+// counted in samples_lost_in_gaps as the replay counts them, not as the ring's own drops.
+TEST(pipeline, a_recorded_overflow_played_by_the_file_source_is_counted_as_the_replay_counts_it)
+{
+    sim::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4139;
+    const auto sim = test::simulate(sc, 40);
+    const std::uint64_t a = sim.samples.size() / 3, b = 2 * sim.samples.size() / 3;
+    const auto dir = std::filesystem::temp_directory_path() / ("paq-recorded-overflow-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    io::sigmf_meta meta;
+    meta.sample_rate_hz = 20.625e6;
+    {
+        auto w = io::sample_file_writer::create_sigmf(dir / "rec", meta);
+        w.write(sim.samples);
+        w.close();
+    }
+    {
+        auto j = nlohmann::json::parse(std::ifstream(dir / "rec.sigmf-meta"));
+        j["global"]["paq:gaps"] = nlohmann::json::array({{{"recording_sample", a}, {"lost", 12'345}, {"reason", "overflow"}},
+                                                         {{"recording_sample", b}, {"lost", 777}, {"reason", "lost-packets"}}});
+        std::ofstream(dir / "rec.sigmf-meta") << j.dump(2);
+    }
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    io::file_source_config fc;
+    fc.path = dir / "rec.sigmf-meta";
+    fc.paced = false;
+    fc.chunk_samples = 30'000;
+    io::file_source src(fc);
+    const auto live = run_timed_pipeline(src, rc);
+    const auto overflow = static_cast<std::size_t>(io::gap_reason::overflow);
+    const auto lost_packets = static_cast<std::size_t>(io::gap_reason::lost_packets);
+    EXPECT_EQ(live.stats.samples_lost_in_gaps, 12'345u + 777u);
+    EXPECT_EQ(live.stats.gaps_by_reason[overflow], 1u);
+    EXPECT_EQ(live.stats.gaps_by_reason[lost_packets], 1u);
+    EXPECT_EQ(live.stats.ring.samples_dropped, 0u) << "the ring itself dropped nothing";
+    EXPECT_EQ(live.stats.samples_in, sim.samples.size());
+
+    daemon::replay_options ro;
+    ro.file = dir / "rec.sigmf-meta";
+    ro.receiver = rc;
+    ro.backend = config::backend_kind::cpu;
+    const auto rr = daemon::run_replay(ro);
+    EXPECT_EQ(rr.engine.samples_lost_in_gaps, live.stats.samples_lost_in_gaps);
+    EXPECT_EQ(rr.engine.gaps_by_reason, live.stats.gaps_by_reason);
+    EXPECT_EQ(rr.engine.tally.packets_found, live.stats.tally.packets_found);
+    EXPECT_GT(rr.engine.tally.packets_found, 20u);
     std::filesystem::remove_all(dir);
 }
 
