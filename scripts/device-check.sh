@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine (from scripts/device-bundle.sh's .device/): runs the GPU tests and the
 # benchmarks, writes full logs to $OUT and prints a short table last.
-#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|coded-stream|bench|setup|rates|replay|channels|speed|stages|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
+#   bash scripts/device-check.sh [all|tests|solvers|ldpc|coded|coded-stream|bench|setup|rates|replay|channels|speed|stages|hostwait|soak|links|soft|levels|frontend|phasenoise|phasenoise-seeds|fieldtable|trellis|curves|live|flight|profile|multigpu] [paq-bench options, e.g. --gpus 2]
 # (phasenoise-seeds takes PN_SEEDS, PN_CONDITIONS, PN_EBN0 and PN_ABOVE_HZ from the environment.)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -684,6 +684,33 @@ if [[ $mode == stages ]]; then
     grep -E 'packets found|phase noise|took|stages \(' -A1 "$out/stages-$rec.log" | cut -c1-400
   done
   rm -f /tmp/paq-joined32.ci16 /tmp/paq-piece32.sigmf-*
+fi
+if [[ $mode == hostwait ]]; then
+  # What a replay's first batch and the host's turnaround between parts cost: the 8 s and 128 s
+  # recordings replayed with stage timing as they are, with every kernel loaded when the CUDA
+  # context is made (CUDA_MODULE_LOADING=EAGER; lazily at the first launch otherwise), and with
+  # the OpenMP teams of the reader, the tally and the host loops sleeping as soon as a parallel
+  # region ends (OMP_WAIT_POLICY=passive; they spin a while otherwise); alternated, two rounds.
+  # The 128 s runs' JSON come back (six files); the 8 s runs' tables only.
+  [[ -f /tmp/paq-speed.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 \
+    --datatype ci16_le --output /tmp/paq-speed > /dev/null
+  for k in $(seq 16); do cat /tmp/paq-speed.sigmf-data; done > /tmp/paq-speed128.ci16
+  cat /tmp/paq-speed128.ci16 > /dev/null
+  for k in 1 2; do
+    for variant in as-is eager passive; do
+      envs=(X=1)
+      [[ $variant == eager ]] && envs=(CUDA_MODULE_LOADING=EAGER)
+      [[ $variant == passive ]] && envs=(OMP_WAIT_POLICY=passive)
+      for rec in 8 128; do
+        args=(/tmp/paq-speed.sigmf-meta)
+        [[ $rec == 128 ]] && args=(/tmp/paq-speed128.ci16 --datatype ci16_le --sample-rate 20.625e6)
+        echo "=== paqd replay --stage-timing, $rec s, $variant, round $k"
+        env "${envs[@]}" ./.device/paqd replay "${args[@]}" --backend cuda --stage-timing \
+          --json-out "$([[ $rec == 128 ]] && echo "$out" || echo /tmp)/hostwait-$rec-$variant-$k.json" 2>&1 | grep -E 'took|stages \(' -A1 | cut -c1-400 || status=1
+      done
+    done
+  done
+  rm -f /tmp/paq-speed128.ci16
 fi
 if [[ $mode == profile ]]; then
   # Nsight Compute on paq-bench's kernels (its first batches: warm-up and the one-part and
