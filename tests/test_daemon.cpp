@@ -840,6 +840,54 @@ TEST(pipeline, a_gap_and_a_stall_end_the_segment_and_are_counted)
     EXPECT_EQ(s.tally.paths[2].bit_errors, 0u);
 }
 
+/// A source that keeps delivering after it is told to stop (a driver handing over the blocks
+/// it had buffered, say): `chunks` writes of 50,000 samples whatever stop() says.
+class stubborn_source final : public io::sample_source {
+public:
+    stubborn_source(std::vector<cf32> data, int chunks) : data_(std::move(data)), chunks_(chunks) {}
+    std::string describe() const override { return "stubborn"; }
+    double sample_rate_hz() const override { return 20.625e6; }
+    void run(io::sample_sink& sink) override
+    {
+        std::size_t at = 0;
+        for (int c = 0; c < chunks_; ++c) {
+            const std::size_t n = 50'000;
+            if (at + n > data_.size()) at = 0;
+            sink.write(std::span<const cf32>(data_.data() + at, n));
+            at += n;
+            counters_.samples += n;
+        }
+    }
+    void stop() override {}
+
+private:
+    std::vector<cf32> data_;
+    int chunks_;
+};
+
+// An abort (a second signal) while the source still delivers: what it delivers after that is
+// refused by the ring and counted, so every sample the source delivered is in the batcher's
+// count, the ring's drops or refusals, or still in the ring.
+TEST(pipeline, an_abort_counts_the_samples_the_source_delivers_after_it)
+{
+    sim::sim_config sc;
+    sc.ebn0_db = 15.0;
+    sc.seed = 4141;
+    const auto sim = test::simulate(sc, 30);
+    auto rc = test::small_batches();
+    rc.cpu_threads = 1;
+    stubborn_source src(sim.samples, 120);  // 6 M samples: more than the 1 M ring and a few batches hold
+    const auto live = run_pipeline(src, rc, cpu_workers(rc, 1), {}, 2000ms, [&](daemon::pipeline& p) {
+        while (src.counters().samples.load() < 500'000) std::this_thread::sleep_for(1ms);  // within the ring
+        p.abort();
+    });
+    const auto& s = live.stats;
+    EXPECT_EQ(src.counters().samples.load(), 120u * 50'000u);
+    EXPECT_GT(s.ring.samples_refused, 0u);
+    EXPECT_EQ(s.ring.samples_dropped, 0u) << "block policy";
+    EXPECT_EQ(src.counters().samples.load(), s.samples_in + s.ring.samples_dropped + s.ring.samples_refused + s.ring.fill);
+}
+
 TEST(pipeline, a_failing_backend_falls_back_to_the_cpu_and_without_fallback_the_loss_is_counted)
 {
     sim::sim_config sc;
