@@ -185,7 +185,7 @@ struct replay_command {
         cmd->add_option("--json-out", json_out, "Also write the JSON summary to this file");
         cmd->add_flag("--stage-timing", stage_timing,
                       "The cuda backend times its stages on every batch (CUDA events); the table and the JSON "
-                      "(\"stages\") give each stage's mean per batch");
+                      "(\"stages\") give each stage's mean per batch after the first, and the first apart");
         cmd->add_option("--llr-out", llr_base,
                         "Write the trellis's LLR of every data bit to BASE-<path>.llr, a file per path (needs --detector "
                         "trellis or both; docs/RECORDS.md, \"LLR files\")");

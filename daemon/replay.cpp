@@ -204,7 +204,10 @@ replay_result run_replay(const replay_options& opt)
     res.first_packet_utc_ns = res.engine.first_packet_utc_ns;  // the engine's: the first packet with a known time
     res.backend = pool->names().front();
     res.workers = pool->workers();
-    if (opt.stage_timing) res.stages = pool->stats().stages;
+    if (opt.stage_timing) {
+        res.stages = pool->stats().stages;
+        res.stages_first = pool->stats().stages_first;
+    }
     if (records) {
         records->close();
         res.records_on = true;
@@ -365,19 +368,33 @@ void print_table(const replay_result& r, std::ostream& os)
        << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
        << " s, read meanwhile: the reader waited " << t.pool_wait_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
-    if (r.stages && r.stages->batches > 0) {
+    if (r.stages && r.stages_first && r.stages_first->batches > 0) {
         // Means per batch: the device's stages (summed over each window's parts, which
-        // overlap), its span, and the host's side of the same calls.
+        // overlap), its span, and the host's side of the same calls; the batches after each
+        // worker's first (comparable with a benchmark's warmed-up batch), then the first.
+        const auto line = [&](const dsp::stage_times& st) {
+            const double n = static_cast<double>(st.batches);
+            os << "device span " << std::setprecision(3) << st.device_span_ms / n << "; process() " << st.host_total_ms / n
+               << ", of it queueing " << st.host_queued_ms / n << " and the last part's collection " << st.host_last_collect_ms / n;
+        };
+        const auto stages = [&](const dsp::stage_times& st) {
+            os << "\n   ";
+            for (const auto& [name, ms] : st.stage_ms) {
+                if (ms > 0.0) os << " " << name << " " << ms / static_cast<double>(st.batches);
+            }
+            os << "\n";
+        };
         const auto& st = *r.stages;
-        const double n = static_cast<double>(st.batches);
-        os << "  stages (" << r.backend << " backend, mean of " << st.batches << " batches, ms): device span "
-           << std::setprecision(3) << st.device_span_ms / n << "; process() " << st.host_total_ms / n << ", of it queueing "
-           << st.host_queued_ms / n << " and the last part's collection " << st.host_last_collect_ms / n
-           << "; the longest batch: device span " << st.device_span_max_ms << ", process() " << st.host_total_max_ms << "\n   ";
-        for (const auto& [name, ms] : st.stage_ms) {
-            if (ms > 0.0) os << " " << name << " " << ms / n;
+        if (st.batches > 0) {
+            os << "  stages (" << r.backend << " backend, mean of the " << st.batches << " batches after the first, ms): ";
+            line(st);
+            os << "; the longest: device span " << st.device_span_max_ms << ", process() " << st.host_total_max_ms;
+            stages(st);
         }
-        os << "\n";
+        const auto& first = *r.stages_first;
+        os << "  the first batch" << (first.batches > 1 ? " of each worker (mean)" : "") << ", ms: ";
+        line(first);
+        stages(first);
     }
     if (r.each_channel.size() == 2) {
         // BER side by side: the combined paths, each channel alone, and the combined gain over
@@ -469,20 +486,24 @@ nlohmann::json to_json(const replay_result& r)
                                   {"submit_wait_s", s.timing.submit_wait_s},
                                   {"pool_wait_s", s.timing.pool_wait_s}}},
                                 {"warnings", r.warnings}};
-    if (r.stages) {
-        // Means per batch, milliseconds.
-        const auto& st = *r.stages;
-        const double n = st.batches ? static_cast<double>(st.batches) : 1.0;
-        nlohmann::json stage_ms = nlohmann::json::object();
-        for (const auto& [name, ms] : st.stage_ms) stage_ms[name] = ms / n;
-        j["stages"] = {{"batches", st.batches},
-                       {"device_span_ms", st.device_span_ms / n},
-                       {"host_process_ms", st.host_total_ms / n},
-                       {"host_queued_ms", st.host_queued_ms / n},
-                       {"host_last_collect_ms", st.host_last_collect_ms / n},
-                       {"device_span_max_ms", st.device_span_max_ms},
-                       {"host_process_max_ms", st.host_total_max_ms},
-                       {"stage_ms", stage_ms}};
+    if (r.stages && r.stages_first) {
+        // Means per batch, milliseconds: the batches after each worker's first, and the first
+        // apart ("first").
+        const auto means = [](const dsp::stage_times& st) {
+            const double n = st.batches ? static_cast<double>(st.batches) : 1.0;
+            nlohmann::json stage_ms = nlohmann::json::object();
+            for (const auto& [name, ms] : st.stage_ms) stage_ms[name] = ms / n;
+            return nlohmann::json{{"batches", st.batches},
+                                  {"device_span_ms", st.device_span_ms / n},
+                                  {"host_process_ms", st.host_total_ms / n},
+                                  {"host_queued_ms", st.host_queued_ms / n},
+                                  {"host_last_collect_ms", st.host_last_collect_ms / n},
+                                  {"device_span_max_ms", st.device_span_max_ms},
+                                  {"host_process_max_ms", st.host_total_max_ms},
+                                  {"stage_ms", stage_ms}};
+        };
+        j["stages"] = means(*r.stages);
+        j["stages"]["first"] = means(*r.stages_first);
     }
     j.update(own);
     // --each-channel: each channel alone, its paths as the combined run's are listed.

@@ -104,8 +104,10 @@ struct replay_result {
     /// the run reads its first windows meanwhile: timing.pool_wait_s is what it waited).
     double setup_s = 0.0;
     double backend_s = 0.0;             ///< of setup_s, making the backend (CUDA: context, plans, buffers)
-    /// --stage-timing: the backend's stage times summed over the batches (batches: how many).
-    std::optional<dsp::stage_times> stages;
+    /// --stage-timing: the backend's stage times summed over the batches after each worker's
+    /// first (batches: how many), and over those first batches apart (they pay what a backend
+    /// does once); both set, or neither.
+    std::optional<dsp::stage_times> stages, stages_first;
 };
 
 [[nodiscard]] replay_result run_replay(const replay_options& opt);

@@ -25,7 +25,8 @@ worker_pool::worker_pool(std::vector<std::unique_ptr<dsp::batch_processor>> work
       fallback_factory_(std::move(fallback)),
       queue_depth_(queue_depth),
       recycle_(std::move(recycle)),
-      busy_since_ns_(workers_.size())
+      busy_since_ns_(workers_.size()),
+      timed_once_(workers_.size(), 0)
 {
     if (workers_.empty()) throw std::invalid_argument("worker_pool: at least one worker backend is needed");
     if (queue_depth_ < 1) throw std::invalid_argument("worker_pool: the queue depth must be at least 1");
@@ -191,7 +192,8 @@ void worker_pool::worker_loop(std::size_t w)
         {
             std::lock_guard r(r_mu_);
             counters_.process_s += static_cast<double>(now_ns() - t0) * 1e-9;
-            if (timed) counters_.stages.add(stages);
+            if (timed) (timed_once_[w] ? counters_.stages : counters_.stages_first).add(stages);
+            if (timed) timed_once_[w] = 1;
         }
         if (recycle_) recycle_(res.batch, res.out ? &*res.out : nullptr);
         finish(j.seq, std::move(res));

@@ -56,9 +56,12 @@ public:
         std::uint64_t batches_lost = 0;          ///< no output: backend and fallback failed, or aborted
         std::uint64_t samples_in_lost_batches = 0;  ///< their owned samples
         double process_s = 0.0;                  ///< in process(), summed over the workers
-        /// The workers' stage times summed over their batches (batch_processor::set_stage_timing
-        /// on; empty otherwise).
+        /// The workers' stage times (batch_processor::set_stage_timing on; empty otherwise):
+        /// summed over each worker's batches after its first timed one, and that first one
+        /// apart (it pays what a backend does once, such as loading its kernels), so that the
+        /// means compare with a benchmark's warmed-up batch.
         dsp::stage_times stages;
+        dsp::stage_times stages_first;
     };
 
     /// Sees each batch once its backend is done with it, with its output (null when the batch
@@ -144,6 +147,7 @@ private:
     std::vector<dsp::batch_output> spare_outputs_;  ///< given back, to be written again
 
     std::vector<std::atomic<std::int64_t>> busy_since_ns_;  ///< 0: idle
+    std::vector<char> timed_once_;  ///< per worker: a timed batch was added (counters::stages_first)
     std::vector<std::thread> threads_;
 };
 

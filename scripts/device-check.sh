@@ -681,7 +681,7 @@ if [[ $mode == stages ]]; then
     echo "=== paqd replay --stage-timing, $rec"
     ./.device/paqd replay "${args[@]}" --backend cuda --stage-timing \
       --json-out "$out/stages-$rec.json" > "$out/stages-$rec.log" 2>&1 || status=1
-    grep -E 'packets found|phase noise|took|stages \(' -A1 "$out/stages-$rec.log" | cut -c1-400
+    grep -E 'packets found|phase noise|took|stages \(|the first batch' -A1 "$out/stages-$rec.log" | cut -c1-400
   done
   rm -f /tmp/paq-joined32.ci16 /tmp/paq-piece32.sigmf-*
 fi
@@ -706,7 +706,7 @@ if [[ $mode == hostwait ]]; then
         [[ $rec == 128 ]] && args=(/tmp/paq-speed128.ci16 --datatype ci16_le --sample-rate 20.625e6)
         echo "=== paqd replay --stage-timing, $rec s, $variant, round $k"
         env "${envs[@]}" ./.device/paqd replay "${args[@]}" --backend cuda --stage-timing \
-          --json-out "$([[ $rec == 128 ]] && echo "$out" || echo /tmp)/hostwait-$rec-$variant-$k.json" 2>&1 | grep -E 'took|stages \(' -A1 | cut -c1-400 || status=1
+          --json-out "$([[ $rec == 128 ]] && echo "$out" || echo /tmp)/hostwait-$rec-$variant-$k.json" 2>&1 | grep -E 'took|stages \(|the first batch' -A1 | cut -c1-400 || status=1
       done
     done
   done

@@ -1777,6 +1777,53 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
 // paqd replay --llr-out: a file per trellis stream, one record per packet (its
 // start sample, 8 bytes little-endian, then 6144 signed LLR bytes), the starts those of the
 // packet records; refused without the trellis.
+// --stage-timing's table lines and JSON: the batches after the first as means, the first
+// apart (the backend's one-time costs land there), as the worker pool summed them.
+TEST(replay, stage_timing_gives_the_first_batch_apart_from_the_means_of_the_rest)
+{
+    daemon::replay_result r;
+    r.backend = "cuda";
+    dsp::stage_times rest, first;
+    rest.batches = 4;
+    rest.stage_ms = {{"upload_metric", 8.0}, {"detector", 20.0}, {"trellis", 0.0}};
+    rest.device_span_ms = 60.0;
+    rest.host_total_ms = 64.0;
+    rest.host_queued_ms = 20.0;
+    rest.host_last_collect_ms = 4.0;
+    rest.device_span_max_ms = 16.5;
+    rest.host_total_max_ms = 17.0;
+    first.batches = 1;
+    first.stage_ms = {{"upload_metric", 3.0}, {"detector", 40.0}};
+    first.device_span_ms = 90.0;
+    first.host_total_ms = 100.0;
+    r.stages = rest;
+    r.stages_first = first;
+    std::ostringstream os;
+    daemon::print_table(r, os);
+    const std::string t = os.str();
+    EXPECT_NE(t.find("stages (cuda backend, mean of the 4 batches after the first, ms): device span 15.000; process() 16.000, of it "
+                     "queueing 5.000 and the last part's collection 1.000; the longest: device span 16.500, process() 17.000"),
+              std::string::npos)
+        << t;
+    EXPECT_NE(t.find(" upload_metric 2.000 detector 5.000\n"), std::string::npos) << "stages without time are left out: " << t;
+    EXPECT_NE(t.find("the first batch, ms: device span 90.000; process() 100.000"), std::string::npos) << t;
+    EXPECT_NE(t.find(" upload_metric 3.000 detector 40.000\n"), std::string::npos) << t;
+    const auto j = daemon::to_json(r);
+    EXPECT_EQ(j["stages"]["batches"], 4u);
+    EXPECT_DOUBLE_EQ(j["stages"]["device_span_ms"].get<double>(), 15.0);
+    EXPECT_DOUBLE_EQ(j["stages"]["stage_ms"]["detector"].get<double>(), 5.0);
+    EXPECT_DOUBLE_EQ(j["stages"]["device_span_max_ms"].get<double>(), 16.5);
+    EXPECT_EQ(j["stages"]["first"]["batches"], 1u);
+    EXPECT_DOUBLE_EQ(j["stages"]["first"]["host_process_ms"].get<double>(), 100.0);
+    EXPECT_DOUBLE_EQ(j["stages"]["first"]["stage_ms"]["detector"].get<double>(), 40.0);
+    // Without --stage-timing: no line, no key.
+    daemon::replay_result plain;
+    std::ostringstream po;
+    daemon::print_table(plain, po);
+    EXPECT_EQ(po.str().find("stages ("), std::string::npos);
+    EXPECT_FALSE(daemon::to_json(plain).contains("stages"));
+}
+
 TEST(replay, llr_out_writes_a_record_per_packet_to_a_file_per_path)
 {
     sim::sim_config sc;

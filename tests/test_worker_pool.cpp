@@ -309,25 +309,31 @@ private:
 
 }  // namespace
 
-TEST(worker_pool, sums_the_stage_times_of_the_batches_its_backends_timed)
+TEST(worker_pool, sums_the_stage_times_of_the_batches_its_backends_timed_the_first_apart)
 {
     std::vector<std::unique_ptr<dsp::batch_processor>> v;
     v.push_back(std::make_unique<timed>());
     v.front()->set_stage_timing(true);
     runtime::worker_pool pool(std::move(v), {}, 1);
-    auto producer = produce(pool, 4);
+    auto producer = produce(pool, 5);
     while (pool.next()) {
     }
     producer.join();
+    // The worker's first timed batch (0) apart; the rest summed (batch 2 was not timed).
+    const auto first = pool.stats().stages_first;
+    EXPECT_EQ(first.batches, 1u);
+    ASSERT_EQ(first.stage_ms.size(), 2u);
+    EXPECT_DOUBLE_EQ(first.stage_ms[0].second, 1.0);
+    EXPECT_DOUBLE_EQ(first.device_span_ms, 10.0);
     const auto st = pool.stats().stages;
-    EXPECT_EQ(st.batches, 3u);  // batch 2 was not timed
+    EXPECT_EQ(st.batches, 3u);  // 1, 3 and 4
     ASSERT_EQ(st.stage_ms.size(), 2u);
     EXPECT_EQ(st.stage_ms[0].first, "a");
-    EXPECT_DOUBLE_EQ(st.stage_ms[0].second, 1.0 + 2.0 + 4.0);
+    EXPECT_DOUBLE_EQ(st.stage_ms[0].second, 2.0 + 4.0 + 5.0);
     EXPECT_DOUBLE_EQ(st.stage_ms[1].second, 6.0);
-    EXPECT_DOUBLE_EQ(st.device_span_ms, 30.0 + 0.0 + 1.0 + 3.0);
+    EXPECT_DOUBLE_EQ(st.device_span_ms, 30.0 + 1.0 + 3.0 + 4.0);
     EXPECT_DOUBLE_EQ(st.host_total_ms, 33.0);
-    EXPECT_DOUBLE_EQ(st.device_span_max_ms, 13.0);  // batch 3's
+    EXPECT_DOUBLE_EQ(st.device_span_max_ms, 14.0);  // batch 4's
     EXPECT_DOUBLE_EQ(st.host_total_max_ms, 11.0);
 
     // A backend without stage timing says so when asked for it, and reports none.
