@@ -192,8 +192,10 @@ void worker_pool::worker_loop(std::size_t w)
         {
             std::lock_guard r(r_mu_);
             counters_.process_s += static_cast<double>(now_ns() - t0) * 1e-9;
-            if (timed) (timed_once_[w] ? counters_.stages : counters_.stages_first).add(stages);
-            if (timed) timed_once_[w] = 1;
+            if (timed) {
+                (timed_once_[w] ? counters_.stages : counters_.stages_first).add(stages);
+                timed_once_[w] = 1;
+            }
         }
         if (recycle_) recycle_(res.batch, res.out ? &*res.out : nullptr);
         finish(j.seq, std::move(res));

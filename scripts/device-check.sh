@@ -20,6 +20,12 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 echo "commit $(cat .device/commit)" | tee -a "$out/gpu.txt"
 status=0
 rows=()
+# The speed recording: 8 s of edwards3 at 12 dB, ci16, seed 41, at /tmp/paq-speed (made once a
+# machine: a later mode, or a call that started paq-sim beside another mode, uses it as it is).
+speed_recording() {
+  [[ -f /tmp/paq-speed.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 \
+    --datatype ci16_le --output /tmp/paq-speed > /dev/null
+}
 if [[ $mode == all || $mode == tests ]]; then
   : > "$out/tests.log"
   for t in test_gpu_device test_gpu_estimators test_gpu_equalizers test_gpu_detector test_gpu_preamble_detector test_gpu_resampler test_gpu_ldpc test_gpu_combining test_gpu_backend; do
@@ -112,8 +118,7 @@ if [[ $mode == speed ]]; then
   # What the user waits for. An 8 s ci16 edwards3 recording replayed by paqd with the
   # CUDA backend (read once first: the file in the page cache), default batch and 1/4 of it;
   # the JSON's elapsed_s, realtime_factor and per-stage busy times, and the tables equal.
-  ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 --datatype ci16_le \
-    --output /tmp/paq-speed > /dev/null
+  speed_recording
   cat /tmp/paq-speed.sigmf-data > /dev/null
   for batch in 39321600 9830400; do
     for k in 1 2; do
@@ -665,9 +670,7 @@ if [[ $mode == stages ]]; then
   # Where a replay's batch time goes (paqd replay --stage-timing), beside paq-bench's timeline
   # of its one batch: the speed mode's 32 s recording (the 8 s one four times over: its joins
   # make packets that the phase smoother decides) and a 32 s recording made in one piece.
-  # (A recording already made, by a call that started paq-sim beside the tests, is used as it is.)
-  [[ -f /tmp/paq-speed.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 \
-    --datatype ci16_le --output /tmp/paq-speed > /dev/null
+  speed_recording
   for k in 1 2 3 4; do cat /tmp/paq-speed.sigmf-data; done > /tmp/paq-joined32.ci16
   [[ -f /tmp/paq-piece32.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 32 --seed 41 \
     --datatype ci16_le --output /tmp/paq-piece32 > /dev/null
@@ -692,8 +695,7 @@ if [[ $mode == hostwait ]]; then
   # the OpenMP teams of the reader, the tally and the host loops sleeping as soon as a parallel
   # region ends (OMP_WAIT_POLICY=passive; they spin a while otherwise); alternated, two rounds.
   # The 128 s runs' JSON come back (six files); the 8 s runs' tables only.
-  [[ -f /tmp/paq-speed.sigmf-meta ]] || ./.device/paq-sim --preset edwards3 --ebn0-db 12 --cfo-hz 50000 --seconds 8 --seed 41 \
-    --datatype ci16_le --output /tmp/paq-speed > /dev/null
+  speed_recording
   for k in $(seq 16); do cat /tmp/paq-speed.sigmf-data; done > /tmp/paq-speed128.ci16
   cat /tmp/paq-speed128.ci16 > /dev/null
   for k in 1 2; do

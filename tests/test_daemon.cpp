@@ -2008,13 +2008,7 @@ TEST(pipeline, a_recorded_overflow_played_by_the_file_source_is_counted_as_the_r
     const std::uint64_t a = sim.samples.size() / 3, b = 2 * sim.samples.size() / 3;
     const auto dir = std::filesystem::temp_directory_path() / ("paq-recorded-overflow-" + std::to_string(::getpid()));
     std::filesystem::create_directories(dir);
-    io::sigmf_meta meta;
-    meta.sample_rate_hz = 20.625e6;
-    {
-        auto w = io::sample_file_writer::create_sigmf(dir / "rec", meta);
-        w.write(sim.samples);
-        w.close();
-    }
+    write_recording(dir / "rec", 20.625e6, sim.samples);
     {
         auto j = nlohmann::json::parse(std::ifstream(dir / "rec.sigmf-meta"));
         j["global"]["paq:gaps"] = nlohmann::json::array({{{"recording_sample", a}, {"lost", 12'345}, {"reason", "overflow"}},
