@@ -10,8 +10,6 @@
 #include <stdexcept>
 #include <string>
 
-#include <omp.h>
-
 namespace paq::dsp {
 
 std::vector<path_summary> stream_summaries(int streams)
@@ -71,10 +69,10 @@ void run_tally::add(const batch_output& out)
         }
         s_.max_zf_condition = std::max(s_.max_zf_condition, rec.zf_condition);
     }
-    // The streams' PN counters are independent: one thread each, every packet in order (a team
-    // of as many threads as streams: more would only wait at the barrier).
-#pragma omp parallel for schedule(static, 1) num_threads(std::min(out.streams, omp_get_max_threads())) if (out.packets.size() >= 64)
-    for (int p = 0; p < out.streams; ++p) {
+    // The streams' PN counters are independent: one thread each, every packet in order (as
+    // many threads as streams: more would only wait; threads that sleep between batches,
+    // dsp::thread_team).
+    const auto count_stream = [&](int p) {
         auto& counter = counters_[static_cast<std::size_t>(p)];
         double bep = 0.0;
         auto& f = fec_sums_[static_cast<std::size_t>(p)];
@@ -90,6 +88,16 @@ void run_tally::add(const batch_output& out)
             bep += out.packets[i].paths[static_cast<std::size_t>(p)].bep_estimate;
         }
         bep_sum_[static_cast<std::size_t>(p)] += bep;
+    };
+    const int pieces = out.packets.size() >= 64 ? thread_team::pieces_for(static_cast<std::size_t>(out.streams), out.streams) : 1;
+    if (pieces > 1 && !team_) team_ = std::make_unique<thread_team>();
+    const auto count_piece = [&](int k) {
+        for (int p = k; p < out.streams; p += pieces) count_stream(p);
+    };
+    if (pieces > 1) {
+        team_->run(pieces, count_piece);
+    } else {
+        count_piece(0);
     }
 }
 

@@ -7,10 +7,12 @@
 #include "dsp/backend.hpp"
 #include "dsp/ber.hpp"
 #include "dsp/receiver_config.hpp"
+#include "dsp/thread_team.hpp"
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -194,6 +196,7 @@ private:
     double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;
     front_end_means front_end_;
+    std::unique_ptr<thread_team> team_;  ///< the streams' threads, made by the first batch that needs them
 };
 
 }  // namespace paq::dsp

@@ -10,9 +10,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <iomanip>
-#include <mutex>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -217,7 +215,8 @@ sample_file_reader::sample_file_reader(sample_file_reader&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       position_(std::exchange(other.position_, 0)),
       buffer_(std::move(other.buffer_)),
-      decoded_(std::move(other.decoded_)) {}
+      decoded_(std::move(other.decoded_)),
+      team_(std::move(other.team_)) {}
 
 sample_file_reader& sample_file_reader::operator=(sample_file_reader&& other) noexcept {
   if (this != &other) {
@@ -228,6 +227,7 @@ sample_file_reader& sample_file_reader::operator=(sample_file_reader&& other) no
     position_ = std::exchange(other.position_, 0);
     buffer_ = std::move(other.buffer_);
     decoded_ = std::move(other.decoded_);
+    team_ = std::move(other.team_);
   }
   return *this;
 }
@@ -447,28 +447,18 @@ void sample_file_reader::read_exact(std::byte* dst, std::size_t num_bytes,
 void sample_file_reader::read_exact_parallel(std::byte* dst, std::size_t num_bytes, std::uint64_t offset_bytes) {
   // A large read from the page cache is a memory copy that one core does at a fraction of
   // what the memory can (and the first touch of fresh window pages faults in the reading
-  // thread): pieces of at least 2 MiB are read by several threads, each
-  // pread at its own offset. The first error is rethrown; the bytes are the same either way.
+  // thread): pieces of at least 2 MiB are read by several threads, each pread at its own
+  // offset. The threads sleep between reads (dsp::thread_team: a team that spun after each
+  // read took cores from the GPU backend's thread). The first error is rethrown; the bytes
+  // are the same either way.
   constexpr std::size_t piece_min = std::size_t{2} << 20;
   const int pieces = static_cast<int>(std::min<std::size_t>(8, num_bytes / piece_min));
   if (pieces < 2) {
     read_exact(dst, num_bytes, offset_bytes);
     return;
   }
-  std::exception_ptr error;
-  std::mutex error_m;
-#pragma omp parallel for schedule(static) num_threads(pieces)
-  for (int k = 0; k < pieces; ++k) {
-    const std::size_t b = num_bytes * static_cast<std::size_t>(k) / static_cast<std::size_t>(pieces);
-    const std::size_t e = num_bytes * static_cast<std::size_t>(k + 1) / static_cast<std::size_t>(pieces);
-    try {
-      read_exact(dst + b, e - b, offset_bytes + b);
-    } catch (...) {
-      const std::lock_guard lock(error_m);
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  if (!team_) team_ = std::make_unique<dsp::thread_team>();
+  team_->run_ranges(num_bytes, pieces, [&](std::size_t b, std::size_t e, int) { read_exact(dst + b, e - b, offset_bytes + b); });
 }
 
 std::size_t sample_file_reader::read(std::span<cf32> out) {

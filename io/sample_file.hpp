@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "dsp/batch.hpp"
+#include "dsp/thread_team.hpp"
 #include "dsp/types.hpp"
 #include "io/sample_format.hpp"
 #include "io/sample_source.hpp"
@@ -126,6 +128,7 @@ class sample_file_reader {
   std::uint64_t position_ = 0;
   std::vector<std::byte> buffer_;  ///< encoded bytes; allocated by the first read that needs it
   std::vector<cf32> decoded_;      ///< a two-channel read's block, every channel decoded
+  std::unique_ptr<dsp::thread_team> team_;  ///< a large read's threads, made by the first such read
 };
 
 /// What lies between a recording's samples: a gap, or the time of the next sample.
