@@ -1009,6 +1009,37 @@ TEST_F(io_test, file_that_shrinks_while_reading_is_an_error_with_offset) {
                                     "byte offset 1000"});
 }
 
+// A read of several MiB is split over a team of threads (pieces of at least 2 MiB, each
+// pread at its own offset): the same samples as small reads give, a moved reader reads on with
+// its team, and a piece that meets the end of a shrunk file is the read's error.
+TEST_F(io_test, large_reads_split_over_threads_read_the_same_samples_and_report_a_shrunk_file) {
+  const std::vector<cf32> samples = random_samples(3'000'001, 0x5EED000B);  // 12 MB of ci16: 5 pieces
+  {
+    auto writer = sample_file_writer::create_raw(path("big.ci16"), sample_format::ci16_le);
+    writer.write(samples);
+    writer.close();
+  }
+  std::vector<paq::ci16> small(samples.size());
+  {
+    auto reader = sample_file_reader::open(path("big.ci16"), sample_format::ci16_le, 1e6);
+    for (std::size_t done = 0; done < small.size();) {  // 1000 at a time: one thread
+      done += reader.read(std::span<paq::ci16>(small).subspan(done, std::min<std::size_t>(1000, small.size() - done)));
+    }
+  }
+  auto reader = sample_file_reader::open(path("big.ci16"), sample_format::ci16_le, 1e6);
+  std::vector<paq::ci16> large(samples.size());
+  const std::size_t half = samples.size() / 2;
+  ASSERT_EQ(reader.read(std::span<paq::ci16>(large).first(half)), half);
+  auto moved = std::move(reader);
+  ASSERT_EQ(moved.read(std::span<paq::ci16>(large).subspan(half)), samples.size() - half);
+  EXPECT_TRUE(std::equal(large.begin(), large.end(), small.begin(), [](paq::ci16 a, paq::ci16 b) { return a.re == b.re && a.im == b.im; }));
+
+  auto shrinking = sample_file_reader::open(path("big.ci16"), sample_format::ci16_le, 1e6);
+  fs::resize_file(path("big.ci16"), 5'000'000);  // within the third of five pieces
+  expect_error<std::runtime_error>([&] { (void)shrinking.read(std::span<paq::ci16>(large)); },
+                                   {path("big.ci16").string(), "unexpected end of file", "byte offset"});
+}
+
 // ---------------------------------------------------------------------------------------------
 // Metadata from outside is bounded before it is parsed
 
