@@ -90,15 +90,10 @@ void run_tally::add(const batch_output& out)
         bep_sum_[static_cast<std::size_t>(p)] += bep;
     };
     const int pieces = out.packets.size() >= 64 ? thread_team::pieces_for(static_cast<std::size_t>(out.streams), out.streams) : 1;
-    if (pieces > 1 && !team_) team_ = std::make_unique<thread_team>();
-    const auto count_piece = [&](int k) {
+    if (!team_) team_ = std::make_unique<thread_team>();  // no thread until a job of two pieces
+    team_->run(pieces, [&](int k) {
         for (int p = k; p < out.streams; p += pieces) count_stream(p);
-    };
-    if (pieces > 1) {
-        team_->run(pieces, count_piece);
-    } else {
-        count_piece(0);
-    }
+    });
 }
 
 void front_end_means::add(const packet_record& rec) noexcept

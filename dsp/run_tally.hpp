@@ -196,7 +196,7 @@ private:
     double clock_ppm_sum_ = 0.0;
     double ebn0_lin_sum_ = 0.0;
     front_end_means front_end_;
-    std::unique_ptr<thread_team> team_;  ///< the streams' threads, made by the first batch that needs them
+    std::unique_ptr<thread_team> team_;  ///< the streams' threads (made by the first batch of two pieces or more)
 };
 
 }  // namespace paq::dsp

@@ -93,7 +93,7 @@ std::size_t thread_team::threads() const
 int thread_team::pieces_for(std::size_t items, int most)
 {
     const std::size_t cap = static_cast<std::size_t>(std::max(1, std::min(most, omp_get_max_threads())));
-    return static_cast<int>(std::clamp<std::size_t>(std::min(items, cap), 1, cap));
+    return static_cast<int>(std::max<std::size_t>(1, std::min(items, cap)));
 }
 
 }  // namespace paq::dsp

@@ -1,5 +1,5 @@
-// dsp::thread_team: the fork-join team whose threads sleep between jobs (the replay's reader,
-// the tally, the CUDA backend's host loops).
+// dsp::thread_team: the fork-join team whose threads sleep between jobs (the recording
+// reader's large reads, the tally).
 #include "dsp/thread_team.hpp"
 
 #include <gtest/gtest.h>
