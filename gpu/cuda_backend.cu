@@ -113,96 +113,111 @@ __device__ void block_sum(const float (&own)[values], double* total)
     __syncthreads();
 }
 
-/// The decision quality of one stream's 6144 statistics, summed by the whole block of
-/// stream_block_threads in two passes as dq::fit_of does (the moments, then the
-/// deviations about each context's centre), into q: each context's inversion and model by a
-/// thread of its own, the pooled two-point part and the BEP by one, into bep (shared). The
-/// threads keep only their partial sums: everything else is in shared memory.
-__device__ void block_quality(const float* __restrict__ x, double& bep)
+/// Streams (a warp each) a block of decision_quality_kernel.
+constexpr int quality_warps = 8;
+
+/// v summed over the warp, the total given to every lane (a butterfly: every lane adds in the
+/// same order, so all hold the same sum).
+__device__ inline double warp_total(double v)
 {
-    constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts;
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+/// The decision quality of one stream's 6144 statistics by one warp, in dq::fit_of's two passes
+/// (the moments, then the deviations about each context's centre), returned to every lane.
+/// A lane's bits (stride 32) are summed in single precision 24 at a time (relative error about
+/// 1e-6), those runs and the lanes' totals in double. Each context's inversion (Newton's steps
+/// on erf and exp in double, the costly part) is made by lanes of its own (lane % 4) and handed
+/// to the others; the pooled two-point part and the BEP by every lane alike. A warp a stream,
+/// many warps an SM: one stream's chain of dependent double operations overlaps the others'
+/// (with a block a stream, seven warps waited at a barrier while one inverted; 218 us a part
+/// of 779 packets on an H100).
+__device__ double warp_quality(const float* __restrict__ x)
+{
+    constexpr int nd = static_cast<int>(waveform::data_bits), nc = dq::contexts, per_lane = nd / 32, run = 24;
+    static_assert(nd % 32 == 0 && per_lane % run == 0);
+    const int lane = static_cast<int>(threadIdx.x) % 32;
+    const auto at = [&](int r) { return static_cast<std::size_t>(r * 32 + lane); };  // the lane's r-th bit
     // Each context's sums in registers (a context index into an array would put it in local
-    // memory): every bit adds to the one it falls in. A thread's 24 bits are summed in single
-    // precision (relative error about 1e-6), the threads' sums in double.
-    __shared__ double total[4 * nc];  // count, |x|, x^2, then the deviations
-    __shared__ float centre[nc];
+    // memory): every bit adds to the one it falls in.
+    dq::moments m;
     {
-        float sums[3 * nc] = {};
-        for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
-            const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
-            const float xi = x[i], a = fabsf(xi), sq = xi * xi;
+        double sums[3 * nc] = {};
+        for (int r0 = 0; r0 < per_lane; r0 += run) {
+            float part[3 * nc] = {};
+#pragma unroll 4
+            for (int r = r0; r < r0 + run; ++r) {
+                const std::size_t i = at(r);
+                const int c = dq::context_at(x, nd, i);
+                const float xi = x[i], a = fabsf(xi), sq = xi * xi;
 #pragma unroll
-            for (int k = 0; k < nc; ++k) {
-                const bool on = c == k;
-                sums[k] += on ? 1.0f : 0.0f;
-                sums[nc + k] += on ? a : 0.0f;
-                sums[2 * nc + k] += on ? sq : 0.0f;
+                for (int k = 0; k < nc; ++k) {
+                    const bool on = c == k;
+                    part[k] += on ? 1.0f : 0.0f;
+                    part[nc + k] += on ? a : 0.0f;
+                    part[2 * nc + k] += on ? sq : 0.0f;
+                }
             }
-        }
-        block_sum(sums, total);
-    }
-    // The moments as a thread holds them, from the shared totals (the deviations once summed).
-    const auto moments = [&](bool deviations) {
-        dq::moments m;
-        for (int k = 0; k < nc; ++k) {
-            m.count[k] = total[k];
-            m.abs_sum[k] = total[nc + k];
-            m.sq_sum[k] = total[2 * nc + k];
-            m.dev_sum[k] = deviations ? total[3 * nc + k] : 0.0;
-        }
-        return m;
-    };
-    // Each context's mu / sigma and centre by a thread of its own (the inversions are the
-    // costly part: one thread for all four took a third of the detector stage).
-    __shared__ double snr[nc], split, error_probability[nc];
-    if (threadIdx.x < nc) {
-        const int k = static_cast<int>(threadIdx.x);
-        const dq::moments m = moments(false);
-        snr[k] = dq::context_snr(m, k);
-        centre[k] = static_cast<float>(dq::context_centre(m, k, snr[k]));
-    }
-    __syncthreads();
-    {
-        float dev[nc] = {};
-        for (int i = static_cast<int>(threadIdx.x); i < nd; i += stream_block_threads) {
-            const int c = dq::context_at(x, nd, static_cast<std::size_t>(i));
-            const float a = fabsf(x[i]);
 #pragma unroll
-            for (int k = 0; k < nc; ++k) dev[k] += c == k ? fabsf(a - centre[k]) : 0.0f;
+            for (int k = 0; k < 3 * nc; ++k) sums[k] += static_cast<double>(part[k]);
         }
-        block_sum(dev, total + 3 * nc);
+#pragma unroll
+        for (int k = 0; k < nc; ++k) {
+            m.count[k] = warp_total(sums[k]);
+            m.abs_sum[k] = warp_total(sums[nc + k]);
+            m.sq_sum[k] = warp_total(sums[2 * nc + k]);
+        }
     }
-    if (threadIdx.x == 0) {
-        double r[nc];
-        for (int k = 0; k < nc; ++k) r[k] = snr[k];
-        split = dq::two_point_split(moments(true), r);
+    const int own = lane % nc;  // the context this lane inverts
+    const double own_snr = dq::context_snr(m, own);
+    const float own_centre = static_cast<float>(dq::context_centre(m, own, own_snr));
+    double snr[nc];
+    float centre[nc];
+#pragma unroll
+    for (int k = 0; k < nc; ++k) {
+        snr[k] = __shfl_sync(0xffffffffu, own_snr, k);
+        centre[k] = __shfl_sync(0xffffffffu, own_centre, k);
     }
-    __syncthreads();
-    if (threadIdx.x < nc) {
-        const int k = static_cast<int>(threadIdx.x);
-        error_probability[k] = dq::error_probability(dq::model_of(moments(true), k, snr[k], split));
+    {
+        double dev[nc] = {};
+        for (int r0 = 0; r0 < per_lane; r0 += run) {
+            float part[nc] = {};
+#pragma unroll 4
+            for (int r = r0; r < r0 + run; ++r) {
+                const std::size_t i = at(r);
+                const int c = dq::context_at(x, nd, i);
+                const float a = fabsf(x[i]);
+#pragma unroll
+                for (int k = 0; k < nc; ++k) part[k] += c == k ? fabsf(a - centre[k]) : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < nc; ++k) dev[k] += static_cast<double>(part[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < nc; ++k) m.dev_sum[k] = warp_total(dev[k]);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double p[nc];
-        for (int k = 0; k < nc; ++k) p[k] = error_probability[k];
-        bep = dq::mean_error_probability(moments(true), p);  // dq::bep's mean
-    }
-    __syncthreads();
+    const double split = dq::two_point_split(m, snr);
+    const double own_p = dq::error_probability(dq::model_of(m, own, own_snr, split));
+    double p[nc];
+#pragma unroll
+    for (int k = 0; k < nc; ++k) p[k] = __shfl_sync(0xffffffffu, own_p, k);
+    return dq::mean_error_probability(m, p);  // dq::bep's mean
 }
 
 /// Each located packet's symbol-by-symbol streams' BEP estimates (dsp/decision_quality.hpp,
-/// as dsp::cpu_backend makes them) from the statistics their bits were decided on: a block per
-/// (packet, path), stream s's statistics at sxs_stat[s * 6144], its estimate into stats[s].
-__global__ void __launch_bounds__(stream_block_threads) decision_quality_kernel(const float* __restrict__ sxs_stat,
-                                                                               const int* __restrict__ located,
-                                                                               dsp::path_stats* __restrict__ stats)
+/// as dsp::cpu_backend makes them) from the statistics their bits were decided on: a warp per
+/// (packet, path) stream, stream s's statistics at sxs_stat[s * 6144], its estimate into
+/// stats[s]; `streams` of them (the part's slots), those of packets past *located left alone.
+__global__ void __launch_bounds__(32 * quality_warps) decision_quality_kernel(const float* __restrict__ sxs_stat,
+                                                                             const int* __restrict__ located, int streams,
+                                                                             dsp::path_stats* __restrict__ stats)
 {
-    const int s = static_cast<int>(blockIdx.x);
-    if (s / num_paths >= *located) return;
-    __shared__ double bep;
-    block_quality(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits, bep);
-    if (threadIdx.x == 0) stats[s].bep_estimate = static_cast<float>(bep);
+    const int s = static_cast<int>(blockIdx.x) * quality_warps + static_cast<int>(threadIdx.x) / 32;
+    if (s >= streams || s / num_paths >= *located) return;  // the whole warp
+    const double bep = warp_quality(sxs_stat + static_cast<std::size_t>(s) * waveform::data_bits);
+    if (threadIdx.x % 32 == 0) stats[s].bep_estimate = static_cast<float>(bep);
 }
 
 namespace ss = dsp::sxs_soft;
@@ -1881,8 +1896,9 @@ void chain_part::enqueue_tail(bool timed)
     if (m.cfg.detector != dsp::detector_kind::trellis) {
         // The published symbol-by-symbol estimates, from the final statistics (the detector's own
         // chose the derotation's source above).
-        decision_quality_kernel<<<static_cast<unsigned>(np * num_paths), stream_block_threads, 0, s>>>(
-            m.det.device_soft(), m.loc.device().count, m.det.device_stats());
+        const auto streams = static_cast<int>(np * num_paths);
+        decision_quality_kernel<<<static_cast<unsigned>((streams + quality_warps - 1) / quality_warps), 32 * quality_warps, 0, s>>>(
+            m.det.device_soft(), m.loc.device().count, streams, m.det.device_stats());
         PAQ_CUDA_CHECK(cudaGetLastError());
         posterior_bep_kernel<<<static_cast<unsigned>(np), stream_block_threads, 0, s>>>(m.det.device_soft(), m.loc.device().count,
                                                                                       m.posterior_llr.data(), m.det.device_stats(),
