@@ -101,7 +101,8 @@ public:
     /// that the batcher fills in place): a backend that uploads from the host may page-lock
     /// it, once, so that uploads from it run at full speed. The range must stay allocated,
     /// and not move, while the returned handle lives; destroying the handle undoes it.
-    /// nullptr when the backend does nothing with it (the CPU backend) or could not.
+    /// nullptr when the backend does nothing with it (the CPU backend) or could not. Called
+    /// from another thread than process()'s, while process() may run there.
     [[nodiscard]] virtual std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes)
     {
         static_cast<void>(data);

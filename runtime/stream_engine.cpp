@@ -237,16 +237,14 @@ void stream_engine::batcher_loop()
     };
     auto acquire = [&] {
         pool = acquire_pool();
-        // The windows read while the backends were being made are locked now, each just before
-        // its batch is handed on (the device starts on the first while the next is locked),
-        // then the rest; later ones as they are made.
+        // The windows read while the backends were being made are all locked before the first
+        // batch is handed on, later ones as they are made. A lock (CUDA's registration) holds up
+        // the backend's own calls to the driver: handed a batch while the next window is locked,
+        // the backend waits for that lock anyway.
         windows.lock_with([pool](const void* data, std::size_t bytes) { return pool->pin_host_memory(data, bytes); });
-        for (auto& b : waiting) {
-            t.lock_s += windows.lock(dsp::window_of<T>(b).data());
-            submit(std::move(b));
-        }
-        waiting.clear();
         t.lock_s += windows.lock_rest();
+        for (auto& b : waiting) submit(std::move(b));
+        waiting.clear();
     };
     auto hand_over = [&] {
         auto t_pop = clock::now();

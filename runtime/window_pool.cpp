@@ -92,21 +92,6 @@ void window_pool<T>::lock_one(std::unique_lock<std::mutex>& lk, std::size_t i)
 }
 
 template <class T>
-double window_pool<T>::lock(const void* data)
-{
-    const auto t0 = std::chrono::steady_clock::now();
-    std::unique_lock lk(mu_);
-    if (!lock_) throw std::logic_error("window_pool::lock before lock_with");
-    for (std::size_t i = 0; i < made_.size(); ++i) {
-        if (made_[i].data == data) {
-            lock_one(lk, i);
-            break;
-        }
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-template <class T>
 double window_pool<T>::lock_rest()
 {
     const auto t0 = std::chrono::steady_clock::now();

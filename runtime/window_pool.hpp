@@ -4,12 +4,13 @@
 //
 // Page locks: a window needs a backend to be locked (CUDA's registration), and the first
 // windows are read while the backends are still being made (reading overlaps their setup).
-// Once the pool of backends exists, lock_with() gives the lock; from then on each new window
-// is locked when it is made, and the windows made before are locked one by one (lock(), in the
-// order their batches are handed on, so that the first batch need not wait for the others'
-// locks) and then all at once (lock_rest()). The locks and the storage are both
-// this object's: its destructor undoes the locks before it frees the windows it holds, and a
-// window still out when it goes is unlocked first and freed later by its holder.
+// Once the pool of backends exists, lock_with() gives the lock and lock_rest() locks the
+// windows made so far; from then on each new window is locked when it is made. The stream
+// engine locks them all before it hands on the first batch: a lock holds up the backend's own
+// calls to the driver, so a backend given a batch while the next window is locked waits for
+// that lock anyway. The locks and the storage are both this object's: its destructor undoes
+// the locks before it frees the windows it holds, and a window still out when it goes is
+// unlocked first and freed later by its holder.
 #pragma once
 
 #include "dsp/batcher.hpp"
@@ -41,13 +42,9 @@ public:
     [[nodiscard]] storage acquire() override;
     /// A window back (from any thread). Storage this pool did not make is freed, not kept.
     void release(storage&& window) override;
-    /// From now on each new window is locked as it is made; those made so far wait for lock()
-    /// or lock_rest(). Once.
+    /// From now on each new window is locked as it is made; those made so far wait for
+    /// lock_rest(). Once.
     void lock_with(lock_fn lock);
-    /// Locks the window made here whose storage begins at `data`, unless it is locked (or
-    /// being locked) already; other addresses are ignored. Needs lock_with() first. Returns
-    /// the seconds it took.
-    double lock(const void* data);
     /// Locks every window made so far that is not locked yet. Needs lock_with() first. Returns
     /// the seconds it took.
     double lock_rest();
@@ -61,7 +58,7 @@ private:
         const void* data;
         std::shared_ptr<void> lock;  ///< null: not locked (not yet, or the lock function declined)
         bool tried = false;          ///< the lock function has been called for it
-        bool locking = false;        ///< a lock() or lock_rest() is calling it (outside the mutex)
+        bool locking = false;        ///< lock_rest() is calling the lock function for it (outside the mutex)
     };
     /// Locks made_[i] unless the lock function was called for it or is being called; `lk`
     /// holds mu_ and is released while the lock is taken.

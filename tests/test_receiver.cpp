@@ -18,6 +18,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <mutex>
 #include <numbers>
 #include <random>
 #include <set>
@@ -865,6 +866,7 @@ public:
     std::vector<std::weak_ptr<void>> pins;
     std::set<const void*> pinned;
     std::size_t unpinned_batches = 0;
+    std::mutex mu;  ///< pins and pinned: the windows are locked on other threads than process()'s
 
     using batch_processor::process;
     void process(const sample_batch& b, batch_output& out) override
@@ -872,13 +874,17 @@ public:
         if (b.index == fail_at) throw std::runtime_error("scripted failure at batch " + std::to_string(b.index));
         seen.push_back(b.index);
         const void* window = b.is_ci16() ? static_cast<const void*>(b.samples_ci16.data()) : static_cast<const void*>(b.samples.data());
-        if (pinned.count(window) == 0) ++unpinned_batches;
+        {
+            std::lock_guard lk(mu);
+            if (pinned.count(window) == 0) ++unpinned_batches;
+        }
         out.reset(b.index, dsp::chain::num_paths);
     }
     std::string name() const override { return "scripted"; }
     std::shared_ptr<void> pin_host_memory(const void* data, std::size_t bytes) override
     {
         EXPECT_GE(bytes, 1u);
+        std::lock_guard lk(mu);
         pinned.insert(data);
         auto handle = std::make_shared<int>(0);
         pins.push_back(handle);
