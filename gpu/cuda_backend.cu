@@ -1291,15 +1291,18 @@ const char* cuda_backend::stage_name(stage st) noexcept
     return "?";
 }
 
-host_pin::host_pin(const void* data, std::size_t bytes)
+host_pin::host_pin(const void* data, std::size_t bytes, int device) : device_(device)
 {
+    if (device_ >= 0) PAQ_CUDA_CHECK(cudaSetDevice(device_));
     PAQ_CUDA_CHECK(cudaHostRegister(const_cast<void*>(data), bytes, cudaHostRegisterPortable));
     p_ = const_cast<void*>(data);
 }
 
 host_pin::~host_pin()
 {
-    if (p_) PAQ_CUDA_CHECK_NOTHROW(cudaHostUnregister(p_));
+    if (!p_) return;
+    if (device_ >= 0) PAQ_CUDA_CHECK_NOTHROW(cudaSetDevice(device_));
+    PAQ_CUDA_CHECK_NOTHROW(cudaHostUnregister(p_));
 }
 
 void cuda_backend::set_soft_output(bool on)
@@ -1312,7 +1315,7 @@ std::shared_ptr<void> cuda_backend::pin_host_memory(const void* data, std::size_
 {
     if (data == nullptr || bytes == 0) return nullptr;
     try {
-        return std::make_shared<host_pin>(data, bytes);
+        return std::make_shared<host_pin>(data, bytes, impl_->device);
     } catch (const std::exception&) {
         cudaGetLastError();  // clear the failed registration's error; the range stays pageable
         return nullptr;

@@ -145,13 +145,18 @@ private:
 /// for every device (one range serves several GPUs).
 class host_pin {
 public:
-    host_pin(const void* data, std::size_t bytes);
+    /// `device` >= 0 is made current on the calling thread before the registration and again
+    /// before it is undone: a thread's first CUDA call otherwise makes device 0's context,
+    /// and the threads that lock and unlock windows (the reader's, the engine's) make no
+    /// other. -1: the calling thread's current device.
+    host_pin(const void* data, std::size_t bytes, int device = -1);
     ~host_pin();
     host_pin(const host_pin&) = delete;
     host_pin& operator=(const host_pin&) = delete;
 
 private:
     void* p_ = nullptr;
+    int device_ = -1;
 };
 
 }  // namespace paq::gpu

@@ -2,14 +2,19 @@
 //
 // Tests on real devices skip when list_gpu_devices() finds none, so this binary passes on
 // build hosts without GPU; the error-check macros and describe() are tested everywhere.
+#include "gpu/cuda_backend.hpp"
 #include "gpu/cuda_check.hpp"
 #include "gpu/device.hpp"
 
+#include <cuda.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -203,6 +208,58 @@ TEST_F(GpuDevice, ReportedErrorIsNotBlamedOnTheNextLaunch) {
     PAQ_CUDA_CHECK_NOTHROW(cudaSetDevice(-1));
     EXPECT_FALSE(testing::internal::GetCapturedStderr().empty());
     EXPECT_NO_THROW(PAQ_CUDA_CHECK_LAUNCH());
+}
+
+// host_pin (the windows' page locks) from threads that make no other CUDA call: the reader's
+// and the engine's.
+
+TEST_F(GpuDevice, HostPinRegistersAndUnregistersFromThreadsWithoutADevice) {
+    const int device = devices_.back().id;
+    std::vector<float> buffer(1 << 20);
+    std::unique_ptr<paq::gpu::host_pin> pin;
+    int locker_device = -1;
+    std::thread([&] {
+        pin = std::make_unique<paq::gpu::host_pin>(buffer.data(), buffer.size() * sizeof(float), device);
+        PAQ_CUDA_CHECK(cudaGetDevice(&locker_device));
+    }).join();
+    EXPECT_EQ(locker_device, device);
+    unsigned flags = 0;
+    ASSERT_EQ(cudaHostGetFlags(&flags, buffer.data()), cudaSuccess);
+    EXPECT_NE(flags & cudaHostRegisterPortable, 0u) << "pinned for every device";
+    std::thread([&] { pin.reset(); }).join();
+    EXPECT_NE(cudaHostGetFlags(&flags, buffer.data()), cudaSuccess) << "unregistered";
+    (void)cudaGetLastError();
+}
+
+// With several GPUs: a lock for the last device, taken on a fresh thread of a fresh process,
+// leaves device 0 without a context (a thread's first CUDA call would otherwise make device
+// 0's, hundreds of MB and 0.2 s on a GPU the run was not given). In a child process (gtest's
+// threadsafe death-test style runs this test alone in a new process), so that nothing before
+// it has touched device 0.
+TEST_F(GpuDevice, HostPinForAnotherDeviceLeavesDevice0WithoutAContext) {
+    if (devices_.size() < 2) GTEST_SKIP() << "needs two GPUs";
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    const int device = devices_.back().id;
+    EXPECT_EXIT(
+        {
+            using get_state_fn = CUresult (*)(CUdevice, unsigned*, int*);
+            void* fn = nullptr;
+            if (cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &fn, 12000, cudaEnableDefault, nullptr) != cudaSuccess ||
+                fn == nullptr) {
+                std::exit(4);
+            }
+            const auto get_state = reinterpret_cast<get_state_fn>(fn);
+            unsigned ctx_flags = 0;
+            int before = 0;
+            int after = 0;
+            if (get_state(0, &ctx_flags, &before) != CUDA_SUCCESS) std::exit(5);
+            std::vector<float> buffer(1 << 20);
+            std::thread([&] { paq::gpu::host_pin pin(buffer.data(), buffer.size() * sizeof(float), device); }).join();
+            if (get_state(0, &ctx_flags, &after) != CUDA_SUCCESS) std::exit(5);
+            std::exit(before != 0 ? 3 : after != 0 ? 2 : 0);
+        },
+        testing::ExitedWithCode(0), "")
+        << "exit 2: the lock made device 0's context; 3: device 0 had one before; 4, 5: no driver entry point";
 }
 
 }  // namespace
