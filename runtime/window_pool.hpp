@@ -5,12 +5,14 @@
 // Page locks: a window needs a backend to be locked (CUDA's registration), and the first
 // windows are read while the backends are still being made (reading overlaps their setup).
 // Once the pool of backends exists, lock_with() gives the lock and lock_rest() locks the
-// windows made so far; from then on each new window is locked when it is made. The stream
-// engine locks them all before it hands on the first batch: a lock holds up the backend's own
-// calls to the driver, so a backend given a batch while the next window is locked waits for
-// that lock anyway. The locks and the storage are both this object's: its destructor undoes
-// the locks before it frees the windows it holds, and a window still out when it goes is
-// unlocked first and freed later by its holder.
+// windows made so far, one after the other (the driver registers one range at a time: locks
+// taken on several threads at once took as long, docs/PERFORMANCE.md "Tried and not kept");
+// from then on each new window is locked when it is made. The stream engine locks them all
+// before it hands on the first batch: a lock holds up the backend's own calls to the driver,
+// so a backend given a batch while the next window is locked waits for that lock anyway. The
+// locks and the storage are both this object's: its destructor undoes the locks before it
+// frees the windows it holds, and a window still out when it goes is unlocked first and freed
+// later by its holder.
 #pragma once
 
 #include "dsp/batcher.hpp"
