@@ -36,7 +36,12 @@ bert_port=$base          # .. base+5 (base+11 with twelve streams)
 src_port=$((base + 12))
 
 batch=1000000
-"$sim" --preset edwards3 --ebn0-db 12 --cfo-hz 40000 --seconds 0.25 --seed 77 --output "$work/rec" > /dev/null
+# The recording most cases send (rec); rates, coded and coded-stream make their own, hostile
+# sends none (a sanitized paq-sim takes seconds).
+case $case_name in
+rates | coded | coded-stream | hostile) ;;
+*) "$sim" --preset edwards3 --ebn0-db 12 --cfo-hz 40000 --seconds 0.25 --seed 77 --output "$work/rec" > /dev/null ;;
+esac
 
 write_config() {  # $1: source section (YAML); DETECTOR: receiver.detector (sxs)
   cat > "$work/paqd.yaml" <<EOF
