@@ -90,6 +90,15 @@ namespace dq = dsp::decision_quality;
 /// Threads of the kernels that read a stream's statistics as a block.
 constexpr int stream_block_threads = 256;
 
+/// v summed over the warp, the total given to every lane (a butterfly: every lane adds in the
+/// same order, so all hold the same sum; lane 0's is the sum a shuffle-down tree gives it).
+__device__ inline double warp_total(double v)
+{
+#pragma unroll
+    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
 /// Sums each of `values` per-thread partial sums over the whole block into total (shared):
 /// a warp's by shuffles, then the warps' in shared memory.
 template <int values>
@@ -100,8 +109,7 @@ __device__ void block_sum(const float (&own)[values], double* total)
     const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
 #pragma unroll
     for (int j = 0; j < values; ++j) {
-        double v = static_cast<double>(own[j]);
-        for (int off = 16; off > 0; off /= 2) v += __shfl_down_sync(0xffffffffu, v, off);
+        const double v = warp_total(static_cast<double>(own[j]));
         if (lane == 0) part[j][warp] = v;
     }
     __syncthreads();
@@ -115,15 +123,6 @@ __device__ void block_sum(const float (&own)[values], double* total)
 
 /// Streams (a warp each) a block of decision_quality_kernel.
 constexpr int quality_warps = 8;
-
-/// v summed over the warp, the total given to every lane (a butterfly: every lane adds in the
-/// same order, so all hold the same sum).
-__device__ inline double warp_total(double v)
-{
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
-}
 
 /// The decision quality of one stream's 6144 statistics by one warp, in dq::fit_of's two passes
 /// (the moments, then the deviations about each context's centre), returned to every lane.
