@@ -238,6 +238,7 @@ TEST_F(GpuDevice, HostPinRegistersAndUnregistersFromThreadsWithoutADevice) {
 // it has touched device 0.
 TEST_F(GpuDevice, HostPinForAnotherDeviceLeavesDevice0WithoutAContext) {
     if (devices_.size() < 2) GTEST_SKIP() << "needs two GPUs";
+    const std::string style = GTEST_FLAG_GET(death_test_style);
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     const int device = devices_.back().id;
     EXPECT_EXIT(
@@ -260,6 +261,7 @@ TEST_F(GpuDevice, HostPinForAnotherDeviceLeavesDevice0WithoutAContext) {
         },
         testing::ExitedWithCode(0), "")
         << "exit 2: the lock made device 0's context; 3: device 0 had one before; 4, 5: no driver entry point";
+    GTEST_FLAG_SET(death_test_style, style);  // this test's alone
 }
 
 }  // namespace
