@@ -12,6 +12,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <ctime>
+#include <fstream>
 #include <future>
 #include <iomanip>
 #include <memory>
@@ -20,13 +22,48 @@
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 namespace paq::daemon {
+
+namespace {
+
+/// Seconds since this process started: its start time in /proc/self/stat (clock ticks since
+/// boot, field 22) against the boot-time clock; 0 where either cannot be read.
+double seconds_since_process_start()
+{
+    std::ifstream in("/proc/self/stat");
+    std::string stat;
+    if (!std::getline(in, stat)) return 0.0;
+    // The command name (field 2) is in parentheses and may hold spaces: the fields after it
+    // start at the last ')'.
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos) return 0.0;
+    std::istringstream fields(stat.substr(close + 1));
+    std::string field;
+    for (int i = 3; i <= 22; ++i) {
+        if (!(fields >> field)) return 0.0;
+    }
+    const long ticks = sysconf(_SC_CLK_TCK);
+    timespec now{};
+    if (ticks <= 0 || clock_gettime(CLOCK_BOOTTIME, &now) != 0) return 0.0;
+    try {
+        const double start = static_cast<double>(std::stoull(field)) / static_cast<double>(ticks);
+        const double since = static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9 - start;
+        return since > 0.0 ? since : 0.0;
+    } catch (const std::exception&) {
+        return 0.0;
+    }
+}
+
+}  // namespace
 
 replay_result run_replay(const replay_options& opt)
 {
     // The CUDA module and the CUDA libraries load before the replay starts reading or timing
     // (as the dynamic loader loaded them before main when paqd linked them): loaded while the
-    // first windows are read, they compete with the reads for the disk and memory.
+    // first windows are read, they compete with the reads for the disk and memory. What the
+    // load costs shows in the summary's time since paqd started (program_s).
     // `auto` with GPUs named (--gpus) is cuda: they are insisted on.
     const auto requested = opt.backend == config::backend_kind::automatic && !opt.gpus.empty() ? config::backend_kind::cuda : opt.backend;
     // Only where the NVIDIA driver is there to use them (else make_backend says what is missing).
@@ -220,6 +257,7 @@ replay_result run_replay(const replay_options& opt)
         res.llr_packets = llrs->packets();
     }
     res.elapsed_s = since_start();
+    res.program_s = seconds_since_process_start();
     const double duration_s = static_cast<double>(res.engine.tally.samples) / info.sample_rate_hz;
     res.realtime_factor = res.elapsed_s > 0.0 ? duration_s / res.elapsed_s : 0.0;
     // --each-channel: each channel alone, over the same recording and settings, for the table's
@@ -365,7 +403,9 @@ void print_table(const replay_result& r, std::ostream& os)
     // Slower than real time (the CPU backend), two decimals: 0.03x, not 0.0x.
     os << "\n  took " << std::setprecision(2) << r.elapsed_s << " s = " << std::setprecision(r.realtime_factor < 1.0 ? 2 : 1)
        << r.realtime_factor
-       << "x real time (setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
+       << "x real time (";
+    if (r.program_s > 0.0) os << std::setprecision(2) << r.program_s << " s since paqd started; ";
+    os << "setup " << std::setprecision(2) << r.setup_s << " s, of it the backend " << r.backend_s
        << " s, read meanwhile: the reader waited " << t.pool_wait_s << " s; busy: read " << t.read_s << " s, batch "
        << t.batch_s << " s, " << r.backend << " " << t.process_s << " s, tally " << t.tally_s << " s)\n";
     if (r.stages && r.stages_first && r.stages_first->batches > 0) {
@@ -474,6 +514,7 @@ nlohmann::json to_json(const replay_result& r)
                                 {"realtime_factor", r.realtime_factor},
                                 {"timing",
                                  {{"setup_s", r.setup_s},
+                                  {"program_s", r.program_s},
                                   {"backend_s", r.backend_s},
                                   {"windows", s.timing.windows},
                                   {"windows_locked", s.timing.windows_locked},

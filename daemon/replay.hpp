@@ -96,8 +96,13 @@ struct replay_result {
     std::uint64_t record_rows_lost = 0; ///< rows that could not be written (disk full)
     std::vector<std::string> llr_files; ///< --llr-out's files (empty: none)
     std::uint64_t llr_packets = 0;      ///< packets written to each of them
-    /// Wall clock of the whole replay, opening the file and making the backend included.
+    /// Wall clock of the whole replay, opening the file and making the backend included; not
+    /// the CUDA module's load before it (program_s has that).
     double elapsed_s = 0.0;
+    /// Seconds since the paqd process started, when elapsed_s was taken: elapsed_s plus the
+    /// program's start, the options' parsing and the CUDA module's load. 0 where the process's
+    /// start time cannot be read (/proc).
+    double program_s = 0.0;
     /// Seconds of recording per second of wall clock (recording duration / elapsed_s).
     double realtime_factor = 0.0;
     /// From the start until the backend was made (opening the file and making the backend;

@@ -1617,6 +1617,11 @@ TEST(replay, each_channel_of_a_two_channel_recording_is_received_on_its_own)
     ro.file = dir / "single";
     const auto r0 = daemon::run_replay(ro);
     ASSERT_GE(r0.engine.tally.packets_found, 20u);
+    // The time since the process started holds the replay's own (the start time in /proc is
+    // whole clock ticks, rounded down: never later than the true start).
+    EXPECT_GT(r0.elapsed_s, 0.0);
+    EXPECT_GE(r0.program_s, r0.elapsed_s);
+    EXPECT_DOUBLE_EQ(daemon::to_json(r0)["timing"]["program_s"].get<double>(), r0.program_s);
     EXPECT_EQ(r1.engine.tally.packets_found, r0.engine.tally.packets_found);
     for (int p = 0; p < dsp::chain::num_paths; ++p) {
         const auto& x = r1.engine.tally.paths[static_cast<std::size_t>(p)];
