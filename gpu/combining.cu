@@ -2,10 +2,10 @@
 #include "gpu/combining.hpp"
 
 #include "gpu/complex64.cuh"
+#include "gpu/cusolver_library.hpp"
 #include "gpu/resources.cuh"
 
 #include <cuComplex.h>
-#include <cusolverDn.h>
 
 #include <algorithm>
 #include <stdexcept>
@@ -618,7 +618,7 @@ public:
     dense_cholesky_solver(int dev, std::size_t mp)
         : solver_base(dev, mp), a_(mp * n_sys * n_sys), b_(mp * n_sys), info_(mp), potrs_info_(1), a_ptrs_(mp), b_ptrs_(mp)
     {
-        PAQ_CUSOLVER_CHECK(cusolverDnCreate(&handle_));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCreate(&handle_));
         std::vector<cuFloatComplex*> pa(mp), pb(mp);
         for (std::size_t p = 0; p < mp; ++p) {
             pa[p] = a_.data() + p * n_sys * n_sys;
@@ -629,7 +629,7 @@ public:
     }
     ~dense_cholesky_solver() override
     {
-        if (handle_) static_cast<void>(cusolverDnDestroy(handle_));
+        if (handle_) static_cast<void>(cusolver().cusolverDnDestroy(handle_));
     }
     [[nodiscard]] const char* name() const noexcept override { return "cusolver-dn-chol"; }
 
@@ -638,12 +638,12 @@ private:
                  cudaStream_t s) override
     {
         const int n = static_cast<int>(np);
-        PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, s));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnSetStream(handle_, s));
         dense_system_kernel<<<n, 256, 0, s>>>(h, loads, a_.data(), b_.data());
         PAQ_CUDA_CHECK_LAUNCH();
-        PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_sys, a_ptrs_.data(), n_sys, info_.data(), n));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_sys, a_ptrs_.data(), n_sys, info_.data(), n));
         // potrsBatched reports one status for the call (its own int: potrf's of packet 0 kept).
-        PAQ_CUSOLVER_CHECK(cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_sys, 1, a_ptrs_.data(), n_sys,
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_sys, 1, a_ptrs_.data(), n_sys,
                                                    b_ptrs_.data(), n_sys, potrs_info_.data(), n));
         dense_solution_kernel<<<n, 128, 0, s>>>(b_.data(), info_.data(), c, ok);
         PAQ_CUDA_CHECK_LAUNCH();

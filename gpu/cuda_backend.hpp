@@ -1,7 +1,7 @@
 // The GPU backend: the whole chain of dsp::cpu_backend on one CUDA device, behind the same
 // dsp::batch_processor interface.
 //
-//   Create: tables to the device, every buffer for the largest window, cuFFT plans, cuBLAS
+//   Create: tables to the device, every buffer for the largest window, cuFFT plans
 //   process(batch): split into parts (dsp::split_batch), each part on its own stream:
 //     window up (in chunks; asynchronous from pinned memory; the parts' uploads in turn) -> metric ->
 //     packet location (gpu/preamble_detector: dsp::locate_packets' rule on the device) ->

@@ -1,11 +1,10 @@
 // The two cuSOLVER baselines of gpu/equalizers.hpp. Both build R (float) on the device from h.
 #include "gpu/equalizers.hpp"
 
+#include "gpu/cusolver_library.hpp"
 #include "gpu/resources.cuh"
 
 #include <cuComplex.h>
-#include <cusolverDn.h>
-#include <cusolverSp.h>
 
 #include <cstdint>
 #include <stdexcept>
@@ -144,8 +143,8 @@ class dn_chol_solver final : public batched_solver {
 public:
     dn_chol_solver(int dev, std::size_t mp) : c_(dev, mp), a_(mp * n_eq * n_eq), info_(mp), potrs_info_(1)
     {
-        PAQ_CUSOLVER_CHECK(cusolverDnCreate(&handle_));
-        PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, c_.st.get()));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCreate(&handle_));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnSetStream(handle_, c_.st.get()));
         std::vector<cuFloatComplex*> pa(mp), pb(mp);
         for (std::size_t p = 0; p < mp; ++p) {
             pa[p] = a_.data() + p * n_eq * n_eq;
@@ -158,7 +157,7 @@ public:
     }
     ~dn_chol_solver() override
     {
-        if (handle_) static_cast<void>(cusolverDnDestroy(handle_));
+        if (handle_) static_cast<void>(cusolver().cusolverDnDestroy(handle_));
     }
 
     void solve(std::span<const channel32> h, std::span<const double> load, std::span<eq_taps32> c,
@@ -169,8 +168,8 @@ public:
         const auto s = c_.st.get();
         build_dense_kernel<<<dim3((n_eq * n_eq + 255) / 256, np), 256, 0, s>>>(c_.t.data(), a_.data());
         PAQ_CUDA_CHECK_LAUNCH();
-        PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
-        PAQ_CUSOLVER_CHECK(cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, 1, a_ptrs_.data(), n_eq,
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, 1, a_ptrs_.data(), n_eq,
                                                    b_ptrs_.data(), n_eq, potrs_info_.data(), np));
         c_.t1.record(s);
         std::vector<int> info(static_cast<std::size_t>(np));
@@ -186,18 +185,18 @@ public:
     {
         const int np = c_.begin_device(h, load, n, stream, name());
         if (np == 0) return;
-        PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, stream));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnSetStream(handle_, stream));
         build_dense_kernel<<<dim3((n_eq * n_eq + 255) / 256, np), 256, 0, stream>>>(c_.t.data(), a_.data());
         PAQ_CUDA_CHECK_LAUNCH();
-        PAQ_CUSOLVER_CHECK(cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCpotrfBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, a_ptrs_.data(), n_eq, info_.data(), np));
         // potrsBatched reports one status for the call (its own int, so that it does not
         // overwrite potrf's status of packet 0).
-        PAQ_CUSOLVER_CHECK(cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, 1, a_ptrs_.data(), n_eq,
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnCpotrsBatched(handle_, CUBLAS_FILL_MODE_LOWER, n_eq, 1, a_ptrs_.data(), n_eq,
                                                    b_ptrs_.data(), n_eq, potrs_info_.data(), np));
         PAQ_CUDA_CHECK(cudaMemcpyAsync(c, c_.rhs.data(), static_cast<std::size_t>(np) * sizeof(eq_taps32), cudaMemcpyDeviceToDevice, stream));
         info_to_ok_kernel<<<(np + 127) / 128, 128, 0, stream>>>(info_.data(), ok, np);
         PAQ_CUDA_CHECK_LAUNCH();
-        PAQ_CUSOLVER_CHECK(cusolverDnSetStream(handle_, c_.st.get()));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverDnSetStream(handle_, c_.st.get()));
     }
     [[nodiscard]] float last_kernel_ms() const noexcept override { return c_.last_ms; }
     [[nodiscard]] const char* name() const noexcept override { return "cusolver-dn-chol"; }
@@ -236,25 +235,25 @@ public:
         PAQ_CUDA_CHECK(cudaMemcpy(row_ptr_.data(), row_ptr.data(), row_ptr.size() * sizeof(int), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemcpy(col_ind_.data(), cols.data(), cols.size() * sizeof(int), cudaMemcpyHostToDevice));
         PAQ_CUDA_CHECK(cudaMemcpy(row_of_.data(), rows.data(), rows.size() * sizeof(int), cudaMemcpyHostToDevice));
-        PAQ_CUSOLVER_CHECK(cusolverSpCreate(&handle_));
-        PAQ_CUSOLVER_CHECK(cusolverSpSetStream(handle_, c_.st.get()));
-        if (cusparseCreateMatDescr(&descr_) != CUSPARSE_STATUS_SUCCESS) throw std::runtime_error("cusparseCreateMatDescr failed");
-        cusparseSetMatType(descr_, CUSPARSE_MATRIX_TYPE_GENERAL);
-        cusparseSetMatIndexBase(descr_, CUSPARSE_INDEX_BASE_ZERO);
-        PAQ_CUSOLVER_CHECK(cusolverSpCreateCsrqrInfo(&info_));
-        PAQ_CUSOLVER_CHECK(cusolverSpXcsrqrAnalysisBatched(handle_, n_eq, n_eq, nnz_, descr_, row_ptr_.data(), col_ind_.data(), info_));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpCreate(&handle_));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpSetStream(handle_, c_.st.get()));
+        if (cusolver().cusparseCreateMatDescr(&descr_) != CUSPARSE_STATUS_SUCCESS) throw std::runtime_error("cusparseCreateMatDescr failed");
+        cusolver().cusparseSetMatType(descr_, CUSPARSE_MATRIX_TYPE_GENERAL);
+        cusolver().cusparseSetMatIndexBase(descr_, CUSPARSE_INDEX_BASE_ZERO);
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpCreateCsrqrInfo(&info_));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpXcsrqrAnalysisBatched(handle_, n_eq, n_eq, nnz_, descr_, row_ptr_.data(), col_ind_.data(), info_));
         // Workspace for the largest batch, planned once (Create), not per call.
         std::size_t internal = 0, work = 0;
-        PAQ_CUSOLVER_CHECK(cusolverSpCcsrqrBufferInfoBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpCcsrqrBufferInfoBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
                                                              col_ind_.data(), static_cast<int>(mp), info_, &internal, &work));
         buffer_ = device_buffer<unsigned char>(work);
         x_ = device_buffer<cuFloatComplex>(mp * n_eq);
     }
     ~sp_qr_solver() override
     {
-        if (info_) static_cast<void>(cusolverSpDestroyCsrqrInfo(info_));
-        if (descr_) static_cast<void>(cusparseDestroyMatDescr(descr_));
-        if (handle_) static_cast<void>(cusolverSpDestroy(handle_));
+        if (info_) static_cast<void>(cusolver().cusolverSpDestroyCsrqrInfo(info_));
+        if (descr_) static_cast<void>(cusolver().cusparseDestroyMatDescr(descr_));
+        if (handle_) static_cast<void>(cusolver().cusolverSpDestroy(handle_));
     }
 
     void solve(std::span<const channel32> h, std::span<const double> load, std::span<eq_taps32> c,
@@ -265,7 +264,7 @@ public:
         const auto s = c_.st.get();
         build_csr_kernel<<<dim3((nnz_ + 255) / 256, np), 256, 0, s>>>(c_.t.data(), row_of_.data(), col_ind_.data(), nnz_, vals_.data());
         PAQ_CUDA_CHECK_LAUNCH();
-        PAQ_CUSOLVER_CHECK(cusolverSpCcsrqrsvBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpCcsrqrsvBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
                                                      col_ind_.data(), c_.rhs.data(), x_.data(), np, info_, buffer_.data()));
         c_.t1.record(s);
         PAQ_CUDA_CHECK(cudaMemcpyAsync(c.data(), x_.data(), static_cast<std::size_t>(np) * sizeof(eq_taps32), cudaMemcpyDeviceToHost, s));
@@ -283,15 +282,15 @@ public:
     {
         const int np = c_.begin_device(h, load, n, stream, name());
         if (np == 0) return;
-        PAQ_CUSOLVER_CHECK(cusolverSpSetStream(handle_, stream));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpSetStream(handle_, stream));
         build_csr_kernel<<<dim3((nnz_ + 255) / 256, np), 256, 0, stream>>>(c_.t.data(), row_of_.data(), col_ind_.data(), nnz_, vals_.data());
         PAQ_CUDA_CHECK_LAUNCH();
         auto* out = reinterpret_cast<cuFloatComplex*>(c);
-        PAQ_CUSOLVER_CHECK(cusolverSpCcsrqrsvBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpCcsrqrsvBatched(handle_, n_eq, n_eq, nnz_, descr_, vals_.data(), row_ptr_.data(),
                                                      col_ind_.data(), c_.rhs.data(), out, np, info_, buffer_.data()));
         finite_taps_kernel<<<np, 64, 0, stream>>>(out, ok);
         PAQ_CUDA_CHECK_LAUNCH();
-        PAQ_CUSOLVER_CHECK(cusolverSpSetStream(handle_, c_.st.get()));
+        PAQ_CUSOLVER_CHECK(cusolver().cusolverSpSetStream(handle_, c_.st.get()));
     }
     [[nodiscard]] float last_kernel_ms() const noexcept override { return c_.last_ms; }
     [[nodiscard]] const char* name() const noexcept override { return "cusolver-sp-qr"; }

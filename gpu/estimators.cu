@@ -8,6 +8,7 @@
 #include "dsp/waveform.hpp"
 #include "gpu/channel_terms.cuh"
 #include "gpu/estimators.cuh"
+#include "gpu/product.hpp"
 #include "gpu/resampler.cuh"
 #include "gpu/resampler.hpp"
 #include "gpu/resources.cuh"
@@ -488,7 +489,6 @@ struct estimators::impl {
     int channels;
     const dsp::receiver_tables& t;
     stream st;
-    cublas_handle blas;
     device_buffer<cuFloatComplex> window, seg, x_lpi_cm, x_cm, h, h_all, fit;
     int n_supports = 0;
     device_buffer<int> support;
@@ -535,7 +535,6 @@ struct estimators::impl {
           max_packets(mp),
           channels(ch),
           t(dsp::get_receiver_tables(16384)),
-          blas(st.get()),
           window(mw * static_cast<std::size_t>(ch)),
           seg(static_cast<std::size_t>(ch) * mp * seg_stride),
           x_lpi_cm(t.M * l_ch * (t.supports.size() + 1)),
@@ -943,7 +942,12 @@ void estimators::impl::estimate_stages(std::size_t np)
 
     const int M = static_cast<int>(m.t.M), P = static_cast<int>(np);
     const int rows = l_ch * (m.n_supports + 1);
-    const cuFloatComplex one = make_cuFloatComplex(1.0f, 0.0f), zero = make_cuFloatComplex(0.0f, 0.0f);
+    // C = A^T B on this part's stream (gpu/product.hpp).
+    auto product = [&](int rows_c, int cols_c, int depth, const cuFloatComplex* a, int lda, const cuFloatComplex* b, int ldb, cuFloatComplex* c,
+                       int ldc) {
+        product_tn(rows_c, cols_c, depth, reinterpret_cast<const cf32*>(a), lda, reinterpret_cast<const cf32*>(b), ldb, reinterpret_cast<cf32*>(c),
+                   ldc, m.st.get());
+    };
     // Each channel's slots start mp slots after the previous channel's.
     auto seg_of = [&](int ch) { return m.seg.data() + static_cast<std::size_t>(ch) * mp * seg_stride; };
     auto obs_of = [&](int ch) { return m.obs.data() + static_cast<std::size_t>(ch) * mp * m.t.M; };
@@ -959,10 +963,8 @@ void estimators::impl::estimate_stages(std::size_t np)
     }
     for (int pass = 0; pass < dsp::cfo_refine_passes; ++pass) {
         for (int ch = 0; ch < m.channels; ++ch) {
-            PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, l_ch, P, M, &one, m.x_lpi_cm.data(), M, obs_of(ch), M,
-                                         &zero, m.h_all.data(), rows));
-            PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(),
-                                         rows, &zero, fit_of(ch), M));
+            product(l_ch, P, M, m.x_lpi_cm.data(), M, obs_of(ch), M, m.h_all.data(), rows);
+            product(M, P, l_ch, m.x_cm.data(), l_ch, m.h_all.data(), rows, fit_of(ch), M);
         }
         if (m.channels == 1) {
             cfo_residual_kernel<1><<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(m.obs.data(), m.t.obs_first, M, m.fit.data(), m.dw.data(),
@@ -989,11 +991,9 @@ void estimators::impl::estimate_stages(std::size_t np)
         // column p is the packet's observation range inside its segment (leading dimension
         // seg_stride).
         const cuFloatComplex* obs = seg_of(ch) + pre + m.t.obs_first;
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, rows, P, M, &one, m.x_lpi_cm.data(), M, obs, seg_stride, &zero,
-                                     m.h_all.data(), rows));
+        product(rows, P, M, m.x_lpi_cm.data(), M, obs, seg_stride, m.h_all.data(), rows);
         // Fit (M x P) = X (M x 38) * pilot (38 x P), then the residual energy per packet.
-        PAQ_CUBLAS_CHECK(cublasCgemm(m.blas.get(), CUBLAS_OP_T, CUBLAS_OP_N, M, P, l_ch, &one, m.x_cm.data(), l_ch, m.h_all.data(), rows,
-                                     &zero, fit_of(ch), M));
+        product(M, P, l_ch, m.x_cm.data(), l_ch, m.h_all.data(), rows, fit_of(ch), M);
         noise_kernel<<<static_cast<unsigned>(np), 256, 0, m.st.get()>>>(seg_of(ch), m.t.obs_first, M, fit_of(ch), m.t.rho,
                                                                        slot_of(m.sigma2.data(), ch));
         PAQ_CUDA_CHECK_LAUNCH();

@@ -2,10 +2,10 @@
 // metric: the first stages of the chain, batched over all packets of a window:
 // preamble metric (on the input resampled to 2 samples per bit on the device); packet
 // segments (re-timed for the transmitter's clock where asked); CFO estimate
-// and de-rotation; channel estimates as one cuBLAS product [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
+// and de-rotation; channel estimates as one product (gpu/product.hpp) [X_lpi; G_1; ...; G_S] (38 (S + 1) x M) * observations (M x packets); noise
 // variance from the pilot X_lpi; the channel support chosen per packet (dsp::estimate_channel).
 //
-//   Create (constructor: tables to the device, buffers for the largest window, cuBLAS)
+//   Create (constructor: tables to the device, buffers for the largest window)
 //     -> metric(window) / estimate(window, starts)  ... (allocate nothing)
 //
 // Plain C++ header: no CUDA types leak out. Single precision on the device; the CPU backend

@@ -1,11 +1,10 @@
 // Owning, move-only RAII handles for GPU resources (after CCCL's cuda::stream): device and
-// pinned buffers, streams, events, cuFFT plans, cuBLAS handles. Every call is checked;
+// pinned buffers, streams, events, cuFFT plans. Every call is checked;
 // destructors report and never throw. CUDA code only (.cu).
 #pragma once
 
 #include "gpu/cuda_check.hpp"
 
-#include <cublas_v2.h>
 #include <cusolver_common.h>
 #include <cufft.h>
 #include <cuda_runtime.h>
@@ -13,16 +12,6 @@
 #include <cstddef>
 #include <string>
 #include <utility>
-
-#define PAQ_CUBLAS_CHECK(call)                                                                   \
-    do {                                                                                         \
-        const cublasStatus_t paq_cublas_status_ = (call);                                        \
-        if (paq_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                       \
-            throw std::runtime_error(std::string(#call) + " failed: " +                         \
-                                     cublasGetStatusName(paq_cublas_status_) + " at " + __FILE__ + \
-                                     ":" + std::to_string(__LINE__));                            \
-        }                                                                                        \
-    } while (false)
 
 #define PAQ_CUFFT_CHECK(call)                                                                    \
     do {                                                                                         \
@@ -164,32 +153,6 @@ public:
 
 private:
     cudaEvent_t e_ = nullptr;
-};
-
-class cublas_handle {
-public:
-    explicit cublas_handle(cudaStream_t s)
-    {
-        PAQ_CUBLAS_CHECK(cublasCreate(&h_));
-        PAQ_CUBLAS_CHECK(cublasSetStream(h_, s));
-    }
-    ~cublas_handle()
-    {
-        if (h_) static_cast<void>(cublasDestroy(h_));
-    }
-    cublas_handle(cublas_handle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
-    cublas_handle& operator=(cublas_handle&& o) noexcept
-    {
-        std::swap(h_, o.h_);
-        return *this;
-    }
-    cublas_handle(const cublas_handle&) = delete;
-    cublas_handle& operator=(const cublas_handle&) = delete;
-
-    [[nodiscard]] cublasHandle_t get() const noexcept { return h_; }
-
-private:
-    cublasHandle_t h_ = nullptr;
 };
 
 /// A batched 1-D complex-to-complex single-precision cuFFT plan.

@@ -816,8 +816,8 @@ TEST_F(gpu_backend, parts_give_what_one_part_gives)
 {
     // The backend splits each batch into parts that run concurrently (default 4). Against
     // one part on the same batches: the same packets and estimates, and the same bits except
-    // where float rounding that depends on the batch size (cuBLAS picks its kernels by shape)
-    // moves a decision within rounding of zero; counted and bounded. The carrier estimate
+    // where float rounding that depends on the part's size moves a decision within rounding of
+    // zero; counted and bounded. The carrier estimate
     // follows the unequalized path's decisions (dsp::carrier_correction), so such a decision
     // moves it too, by about 1e-7 rad/sample (0.3 Hz): bounded at 1e-6.
     sim_config sc;

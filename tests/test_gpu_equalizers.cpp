@@ -6,6 +6,7 @@
 #include "dsp/waveform.hpp"
 #include "gpu/equalizers.hpp"
 #include "sim/simulator.hpp"
+#include "gpu/cusolver_library.hpp"
 #include "gpu/device.hpp"
 #include "gpu/equalizers.hpp"
 
@@ -305,4 +306,18 @@ TEST_F(gpu_equalizers, on_chip_two_channel_cma_matches_the_cpu)
     EXPECT_THROW((void)gpu::cma_refine({r32[0], std::span(r32[1]).first(n)}, c_spans, packets, pre, 0.012, 2, 0), std::invalid_argument);
     EXPECT_THROW((void)gpu::cma_refine(r_spans, {c32[0], std::span(c32[1]).first(10)}, packets, pre, 0.012, 2, 0), std::invalid_argument);
     EXPECT_THROW((void)gpu::cma_refine(r_spans, c_spans, packets, pre, 0.012, -1, 0), std::invalid_argument);
+}
+
+// cuSOLVER and cuSPARSE are loaded when a cuSOLVER solver is first made, not linked (a process
+// that never makes one does not pay for loading them and cuBLAS): every entry point the solvers
+// call is found. No device needed.
+TEST(cusolver_library, loads_with_every_entry_point)
+{
+    const gpu::cusolver_library* api = nullptr;
+    ASSERT_NO_THROW(api = &gpu::cusolver());
+#define PAQ_EXPECT_FOUND(name) EXPECT_NE(api->name, nullptr) << #name;
+    PAQ_CUSOLVER_FUNCTIONS(PAQ_EXPECT_FOUND)
+    PAQ_CUSPARSE_FUNCTIONS(PAQ_EXPECT_FOUND)
+#undef PAQ_EXPECT_FOUND
+    EXPECT_EQ(api, &gpu::cusolver());  // loaded once
 }

@@ -9,6 +9,7 @@
 #include "gpu/device.hpp"
 #include "gpu/estimators.cuh"
 #include "gpu/estimators.hpp"
+#include "gpu/product.hpp"
 #include "gpu/resources.cuh"
 
 #include <gtest/gtest.h>
@@ -74,6 +75,72 @@ TEST_F(gpu_estimators, metric_and_packet_locations_match_the_cpu)
     const auto g = locate_packets(b, gpu_d, 0.25, t.template_offset);
     EXPECT_EQ(a.starts, g.starts);
     EXPECT_EQ(a.truncated, g.truncated);
+}
+
+TEST_F(gpu_estimators, the_product_matches_the_cpu_and_does_not_depend_on_the_columns_beside)
+{
+    // gpu::product_tn against the product in double, on the estimators' shapes (the stacked
+    // estimators times a batch's observation ranges, the fit) and on shapes that are not whole
+    // tiles, with leading dimensions past the rows; then each column of a wide product against
+    // the same column made alone: equal to the bit.
+    struct shape {
+        int m, n, k, lda, ldb, ldc;
+    };
+    const auto& t = get_receiver_tables(16384);
+    const int M = static_cast<int>(t.M), rows = static_cast<int>(chain::L_ch * (t.supports.size() + 1));
+    const std::vector<shape> shapes = {{rows, 779, M, M, 4096, rows},
+                                       {M, 779, static_cast<int>(chain::L_ch), static_cast<int>(chain::L_ch), rows, M},
+                                       {1, 1, 1, 1, 1, 1},
+                                       {65, 130, 17, 20, 19, 70},
+                                       {3, 200, 333, 333, 400, 3},
+                                       {70, 3, 0, 0, 0, 70}};
+    std::mt19937 rng(4242);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    gpu::stream st;
+    for (const auto& sh : shapes) {
+        std::vector<cf32> a(static_cast<std::size_t>(std::max(sh.lda * sh.m, 1))), b(static_cast<std::size_t>(std::max(sh.ldb * sh.n, 1)));
+        for (auto& x : a) x = cf32(nd(rng), nd(rng));
+        for (auto& x : b) x = cf32(nd(rng), nd(rng));
+        gpu::device_buffer<cf32> da(a.size()), db(b.size()), dc(static_cast<std::size_t>(sh.ldc) * sh.n);
+        // Everything on the product's stream (a non-blocking one, as the estimators' are).
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(da.data(), a.data(), a.size() * sizeof(cf32), cudaMemcpyHostToDevice, st.get()));
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(db.data(), b.data(), b.size() * sizeof(cf32), cudaMemcpyHostToDevice, st.get()));
+        PAQ_CUDA_CHECK(cudaMemsetAsync(dc.data(), 0x7f, dc.size() * sizeof(cf32), st.get()));  // what the product must overwrite
+        gpu::product_tn(sh.m, sh.n, sh.k, da.data(), sh.lda, db.data(), sh.ldb, dc.data(), sh.ldc, st.get());
+        std::vector<cf32> c(dc.size());
+        PAQ_CUDA_CHECK(cudaMemcpyAsync(c.data(), dc.data(), c.size() * sizeof(cf32), cudaMemcpyDeviceToHost, st.get()));
+        PAQ_CUDA_CHECK(cudaStreamSynchronize(st.get()));
+        double worst = 0.0;
+        for (int j = 0; j < sh.n; ++j) {
+            for (int i = 0; i < sh.m; ++i) {
+                cf64 want{};
+                double scale = 0.0;  // sum |a| |b|: what float rounding is relative to
+                for (int l = 0; l < sh.k; ++l) {
+                    const cf64 x(a[static_cast<std::size_t>(i) * sh.lda + l]), y(b[static_cast<std::size_t>(j) * sh.ldb + l]);
+                    want += x * y;
+                    scale += std::abs(x) * std::abs(y);
+                }
+                const cf64 got(c[static_cast<std::size_t>(j) * sh.ldc + i]);
+                const double err = std::abs(got - want) / std::max(scale, 1e-30);
+                worst = std::max(worst, sh.k == 0 ? std::abs(got) : err);
+            }
+        }
+        std::printf("product %d x %d, depth %d: max |gpu - cpu| / sum |a||b| = %.2e\n", sh.m, sh.n, sh.k, worst);
+        // k float roundings at most, each 2^-24 of the running sum.
+        EXPECT_LE(worst, sh.k == 0 ? 0.0 : 2.0 * sh.k * 6e-8) << sh.m << " x " << sh.n << " x " << sh.k;
+        if (sh.n < 2) continue;
+        // Column j alone: the same values to the bit.
+        for (const int j : {0, sh.n / 2, sh.n - 1}) {
+            gpu::device_buffer<cf32> one(static_cast<std::size_t>(sh.ldc));
+            gpu::product_tn(sh.m, 1, sh.k, da.data(), sh.lda, db.data() + static_cast<std::size_t>(j) * sh.ldb, sh.ldb, one.data(), sh.ldc, st.get());
+            std::vector<cf32> alone(one.size());
+            PAQ_CUDA_CHECK(cudaMemcpyAsync(alone.data(), one.data(), alone.size() * sizeof(cf32), cudaMemcpyDeviceToHost, st.get()));
+            PAQ_CUDA_CHECK(cudaStreamSynchronize(st.get()));
+            EXPECT_EQ(0, std::memcmp(alone.data(), c.data() + static_cast<std::size_t>(j) * sh.ldc, static_cast<std::size_t>(sh.m) * sizeof(cf32)))
+                << "column " << j << " of " << sh.m << " x " << sh.n;
+        }
+    }
+    EXPECT_THROW(gpu::product_tn(4, 4, 8, nullptr, 7, nullptr, 8, nullptr, 4, st.get()), std::invalid_argument);  // lda < k
 }
 
 TEST_F(gpu_estimators, estimates_match_the_cpu)
