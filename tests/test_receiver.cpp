@@ -708,7 +708,7 @@ TEST(bad_input, unknown_or_unavailable_backend)
     EXPECT_THROW((void)runtime::make_backend({runtime::backend_kind::automatic}, rc), std::invalid_argument);
     EXPECT_NE(runtime::resolve_backend(runtime::backend_kind::automatic), runtime::backend_kind::automatic);
     // Without the NVIDIA driver no CUDA device can run: `auto` is cpu there, decided without
-    // loading the CUDA module and its libraries (half a second a replay). paqd replay's default.
+    // loading the CUDA module and its libraries. paqd replay's default.
     EXPECT_EQ(daemon::replay_options{}.backend, runtime::backend_kind::automatic);
     if (!runtime::cuda_driver_present()) {
         auto module_mapped = [] {
