@@ -39,7 +39,7 @@ loaded load()
     if (sparse == nullptr) return l;
     const auto find = [&](void* lib, const std::string& soname, const char* name) -> void* {
         void* f = dlsym(lib, name);
-        if (f == nullptr && l.error.empty()) l.error = soname + " has no " + name + " (a cuSOLVER older than this build's)";
+        if (f == nullptr && l.error.empty()) l.error = soname + " has no " + name + " (a library older than this build's CUDA)";
         return f;
     };
 #define PAQ_CUSOLVER_FIND(name) l.api.name = reinterpret_cast<decltype(l.api.name)>(find(solver, solver_so, #name));
@@ -55,7 +55,8 @@ loaded load()
 
 const cusolver_library& cusolver()
 {
-    static const loaded l = load();
+    // Never destroyed: a solver destroyed at the process's exit may still call through it.
+    static const loaded& l = *new loaded(load());
     if (!l.error.empty()) throw std::runtime_error(l.error);
     return l.api;
 }

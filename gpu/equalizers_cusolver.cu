@@ -209,11 +209,7 @@ private:
     cusolverDnHandle_t handle_ = nullptr;
 };
 
-// The thesis' solver is deprecated in CUDA 13: its declarations carry [[deprecated]].
-#pragma nv_diag_suppress 1444
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-
+// The thesis' solver, deprecated in CUDA 13 (called through cusolver_library's table).
 class sp_qr_solver final : public batched_solver {
 public:
     sp_qr_solver(int dev, std::size_t mp) : c_(dev, mp)
@@ -305,9 +301,6 @@ private:
     cusparseMatDescr_t descr_ = nullptr;
     csrqrInfo_t info_ = nullptr;
 };
-
-#pragma GCC diagnostic pop
-#pragma nv_diag_default 1444
 
 }  // namespace
 

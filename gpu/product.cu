@@ -99,7 +99,10 @@ constexpr long long enough_blocks = 256;
 
 void product_tn(int m, int n, int k, const cf32* a, int lda, const cf32* b, int ldb, cf32* c, int ldc, cuda_stream_t s)
 {
-    if (m < 0 || n < 0 || k < 0 || lda < k || ldb < k || ldc < m) {
+    // m / 16 tiles at most down the grid's y (65,535); sizes far from int's end in the tiles'
+    // index arithmetic.
+    constexpr int max_m = 65535 * side, max_size = 1 << 30;
+    if (m < 0 || n < 0 || k < 0 || lda < k || ldb < k || ldc < m || m > max_m || n > max_size || k > max_size) {
         throw std::invalid_argument("gpu product_tn: bad shape (m " + std::to_string(m) + ", n " + std::to_string(n) + ", k " +
                                     std::to_string(k) + ", lda " + std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
                                     std::to_string(ldc) + ")");

@@ -21,7 +21,9 @@ namespace paq::gpu {
 /// C (m x n, leading dimension ldc) = A^T B on stream s: A is k x m (lda >= k), B k x n
 /// (ldb >= k); element (i, j) = sum over l = 0 .. k-1 of A[l + i lda] B[l + j ldb], summed in
 /// order of l in float. Device pointers; m, n or k of 0 writes C as zeros (k = 0) or nothing.
-/// Asynchronous; a launch error throws std::runtime_error.
+/// Asynchronous. A bad shape (a negative size, a leading dimension below its column's length,
+/// m past 1,048,560 or a size past 2^30) throws std::invalid_argument; a launch error
+/// std::runtime_error.
 void product_tn(int m, int n, int k, const cf32* a, int lda, const cf32* b, int ldb, cf32* c, int ldc, cuda_stream_t s);
 
 }  // namespace paq::gpu

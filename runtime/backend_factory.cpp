@@ -95,8 +95,8 @@ bool cuda_driver_present() noexcept
 {
 #ifdef PAQ_CUDA_MODULE
     // The driver's library, loaded once and kept (the CUDA runtime loads it anyway): where it
-    // is missing no CUDA device can be used, and loading the module (the CUDA libraries, about
-    // half a second) would be wasted.
+    // is missing no CUDA device can be used, and loading the module and the CUDA libraries would
+    // be wasted.
     static const bool present = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr;
     return present;
 #else
