@@ -14,14 +14,14 @@ struct loaded {
     std::string error;  ///< empty: every entry point found
 };
 
-/// dlopen's handle for `soname`, or null with the reason in `error`.
-void* open_library(const std::string& soname, std::string& error)
+/// dlopen's handle for `soname` (NVIDIA's library `what`), or null with the reason in `error`.
+void* open_library(const std::string& soname, const char* what, std::string& error)
 {
     // Never closed: the solvers made from it live until the process ends.
     void* lib = dlopen(soname.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
         const char* why = dlerror();
-        error = "cannot load " + soname + " (NVIDIA's " + (soname.find("cusparse") != std::string::npos ? "cuSPARSE" : "cuSOLVER") +
+        error = "cannot load " + soname + " (NVIDIA's " + what +
                 ", which the cusolver solvers need; install the CUDA toolkit's library or choose another solver): " +
                 (why != nullptr ? why : "unknown error");
     }
@@ -33,9 +33,9 @@ loaded load()
     loaded l;
     const std::string solver_so = "libcusolver.so." + std::to_string(CUSOLVER_VER_MAJOR);
     const std::string sparse_so = "libcusparse.so." + std::to_string(CUSPARSE_VER_MAJOR);
-    void* solver = open_library(solver_so, l.error);
+    void* solver = open_library(solver_so, "cuSOLVER", l.error);
     if (solver == nullptr) return l;
-    void* sparse = open_library(sparse_so, l.error);
+    void* sparse = open_library(sparse_so, "cuSPARSE", l.error);
     if (sparse == nullptr) return l;
     const auto find = [&](void* lib, const std::string& soname, const char* name) -> void* {
         void* f = dlsym(lib, name);

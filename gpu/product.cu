@@ -81,15 +81,18 @@ __global__ void __launch_bounds__(side * side) product_tn_kernel(int m, int n, i
     }
 }
 
+/// Tiles of `width` that cover `len`.
+constexpr int tiles(int len, int width) { return (len + width - 1) / width; }
+
 template <int pm, int pn>
 void launch(int m, int n, int k, const float2* a, int lda, const float2* b, int ldb, float2* c, int ldc, cudaStream_t s)
 {
-    const dim3 grid(static_cast<unsigned>((n + side * pn - 1) / (side * pn)), static_cast<unsigned>((m + side * pm - 1) / (side * pm)));
+    const dim3 grid(static_cast<unsigned>(tiles(n, side * pn)), static_cast<unsigned>(tiles(m, side * pm)));
     product_tn_kernel<pm, pn><<<grid, side * side, 0, s>>>(m, n, k, a, lda, b, ldb, c, ldc);
 }
 
 /// Blocks a product of m x n outputs takes in tiles of 16 pm x 16 pn.
-long long blocks(int m, int n, int pm, int pn) { return static_cast<long long>((m + side * pm - 1) / (side * pm)) * ((n + side * pn - 1) / (side * pn)); }
+long long blocks(int m, int n, int pm, int pn) { return static_cast<long long>(tiles(m, side * pm)) * tiles(n, side * pn); }
 
 /// About two blocks an SM of an H100 or H200 (132 SMs): fewer leave SMs idle through the whole
 /// depth of the product.
